@@ -1,0 +1,115 @@
+// Building and reading ctxkit context binaries (container format v1, docs/format/container-v1.md).
+// The on-disk structs live in format/layout.h; this is the API the writer, runtime and inspector use.
+#pragma once
+
+#include "ir/elem_type.h"
+#include "ir/tensor.h"
+#include "support/file_io.h"
+#include "support/hash.h"
+#include "support/status.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ctxkit::format {
+
+inline constexpr uint16_t kFormatMajor = 1;
+inline constexpr uint16_t kFormatMinor = 0;
+
+// Checked first on load: who wrote the file and for which target.
+struct CompatInfo {
+  std::string producer;         // "ctxkit"
+  std::string producerVersion;  // ctxkit version
+  std::string targetId;         // hardware_architecture, e.g. "npu-sim"
+  std::string targetRevision;   // e.g. "1"
+  uint16_t formatMajor = kFormatMajor;
+  uint16_t formatMinor = kFormatMinor;
+};
+
+struct WeightInfo {
+  ir::ElemType type = ir::ElemType::Undefined;
+  ir::Shape shape;
+  uint64_t offset = 0;  // from the start of the file
+  uint64_t size = 0;    // bytes
+  Hash128 hash;
+};
+
+struct GraphInfo {
+  std::string name;         // = partition_name
+  std::string sourceModel;  // onnx_model_filename of the model it came from
+  uint64_t programOffset = 0;
+  uint64_t programSize = 0;
+};
+
+struct WriterOptions {
+  uint64_t alignment = 64;  // power of two, 64..65536; 4096 gives page-aligned weights
+};
+
+// Collects graphs and unique weights, then writes the container. Weight bytes are referenced, not copied:
+// the spans passed to addWeight must stay valid until write/serialize returns. Output is deterministic.
+class ContainerWriter {
+public:
+  ContainerWriter(CompatInfo compat, WriterOptions options = {});
+
+  // Adds a weight and returns its index. The caller dedupes; `hash` is XXH3-128 of `bytes`.
+  Expected<uint32_t> addWeight(ir::ElemType type, ir::Shape shape, std::span<const std::byte> bytes,
+                               const Hash128& hash);
+  // Adds a serialized program. Names must be unique in the container.
+  Status addGraph(std::string name, std::string sourceModel, std::vector<std::byte> program);
+
+  size_t weightCount() const;
+  size_t graphCount() const;
+  // File offset the weight at `index` will have once written (known after all adds; for ONNX external
+  // data references into the container).
+  Expected<uint64_t> weightFileOffset(uint32_t index) const;
+
+  // Streams the container to `path` atomically (temporary name, fsync, rename).
+  Status write(const std::filesystem::path& path) const;
+  // The same bytes in memory (embed_mode=1).
+  Expected<std::vector<std::byte>> serialize() const;
+
+private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+// A validated, read-only view of a container in memory or in a mapped file. Opening checks the header,
+// compatibility block, every table and the checksum (SPEC §11 rules); weight bytes are used in place.
+class ContainerView {
+public:
+  // `owner` keeps `bytes` alive (a MappedFile, or a buffer); `displayName` names the file in errors.
+  static Expected<ContainerView> open(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
+                                      std::string displayName);
+  static Expected<ContainerView> openFile(const std::filesystem::path& path);
+
+  const CompatInfo& compat() const { return compat_; }
+  const std::vector<GraphInfo>& graphs() const { return graphs_; }
+  const std::vector<WeightInfo>& weights() const { return weights_; }
+  uint64_t alignment() const { return alignment_; }
+  uint64_t fileSize() const { return bytes_.size(); }
+  const std::string& displayName() const { return displayName_; }
+
+  const GraphInfo* findGraph(std::string_view name) const;
+  std::span<const std::byte> programBytes(size_t graphIndex) const;
+  std::span<const std::byte> weightBytes(size_t weightIndex) const;
+  // A read-only tensor viewing the weight in place; keeps the container's bytes alive.
+  Expected<ir::Tensor> weightTensor(size_t weightIndex) const;
+
+  // Recomputes every weight hash and checks that all padding bytes are zero.
+  Status verify() const;
+
+private:
+  std::span<const std::byte> bytes_;
+  std::shared_ptr<const void> owner_;
+  std::string displayName_;
+  CompatInfo compat_;
+  std::vector<GraphInfo> graphs_;
+  std::vector<WeightInfo> weights_;
+  uint64_t alignment_ = 64;
+};
+
+}  // namespace ctxkit::format

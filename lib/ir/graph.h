@@ -1,0 +1,103 @@
+// The in-memory model: graphs of nodes over named values, free of protobuf types.
+#pragma once
+
+#include "ir/attribute.h"
+#include "ir/op_kind.h"
+#include "ir/tensor.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ctxkit::ir {
+
+// One dimension of a declared shape: a value, a named symbol (dim_param), or unknown.
+struct Dim {
+  int64_t value = -1;  // >= 0 when known
+  std::string symbol;  // dim_param, when the file names one
+
+  bool isKnown() const { return value >= 0; }
+  static Dim known(int64_t v) { return Dim{v, {}}; }
+  static Dim named(std::string s) { return Dim{-1, std::move(s)}; }
+  friend bool operator==(const Dim&, const Dim&) = default;
+};
+
+struct ValueInfo {
+  std::string name;
+  ElemType type = ElemType::Undefined;
+  std::optional<std::vector<Dim>> shape;  // nullopt: rank unknown
+  std::string docString;
+
+  // The concrete shape when every dimension is known.
+  std::optional<Shape> staticShape() const;
+};
+
+std::string dimsToString(const std::optional<std::vector<Dim>>& shape);  // "1x?xseq", "?" for unknown rank
+
+// Where an initializer's bytes live in an external file (ONNX external data).
+struct ExternalLocation {
+  std::string location;  // relative to the model's folder
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+struct Initializer {
+  std::string name;
+  Tensor tensor;
+  // When set, writers reference these bytes in that file instead of embedding them. Loaders leave it
+  // empty: they resolve external data into `tensor` (mapped, not copied).
+  std::optional<ExternalLocation> external;
+};
+
+struct Node {
+  std::string name;
+  std::string opType;
+  std::string domain;  // "" is the default ONNX domain
+  OpKind kind = OpKind::Unknown;
+  int64_t opset = 0;  // the model's opset for `domain`, resolved at load
+  std::vector<std::string> inputs;  // "" marks an omitted optional input
+  std::vector<std::string> outputs;
+  Attributes attrs;
+  std::string docString;
+};
+
+struct Graph {
+  std::string name;
+  std::vector<Node> nodes;
+  std::vector<ValueInfo> inputs;
+  std::vector<ValueInfo> outputs;
+  std::vector<ValueInfo> valueInfo;
+  std::vector<Initializer> initializers;
+  std::string docString;
+
+  const Initializer* findInitializer(std::string_view name) const;
+  const ValueInfo* findValueInfo(std::string_view name) const;  // inputs, outputs, then value_info
+  bool isInitializer(std::string_view name) const { return findInitializer(name) != nullptr; }
+  // Graph inputs that are not initializers, in graph order (the runtime's feed list).
+  std::vector<const ValueInfo*> feedInputs() const;
+};
+
+struct OpsetImport {
+  std::string domain;
+  int64_t version = 0;
+};
+
+struct Model {
+  int64_t irVersion = 0;
+  std::vector<OpsetImport> opsets;
+  std::string producerName;
+  std::string producerVersion;
+  std::string domain;
+  int64_t modelVersion = 0;
+  std::string docString;
+  std::vector<std::pair<std::string, std::string>> metadata;  // file order
+  Graph graph;
+
+  int64_t opsetFor(std::string_view domain) const;  // 0 when not imported
+  void setMetadata(const std::string& key, const std::string& value);
+  const std::string* findMetadata(std::string_view key) const;
+};
+
+}  // namespace ctxkit::ir

@@ -1,0 +1,106 @@
+// Tensor storage: aligned owned buffers and checked views.
+#include "ir/tensor.h"
+
+#include "support/checked.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace ctxkit::ir {
+
+namespace {
+constexpr size_t kAlignment = 64;
+
+std::shared_ptr<std::byte> alignedBuffer(size_t size) {
+  size_t rounded = alignUp(size == 0 ? 1 : size, kAlignment);
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  if (!p) throw std::bad_alloc();
+  std::memset(p, 0, rounded);
+  return std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
+}
+}  // namespace
+
+std::string shapeToString(std::span<const int64_t> shape) {
+  if (shape.empty()) return "scalar";
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += 'x';
+    s += std::to_string(shape[i]);
+  }
+  return s;
+}
+
+std::optional<uint64_t> elementCount(std::span<const int64_t> shape) { return checkedElementCount(shape); }
+
+uint64_t Tensor::elementCount() const { return ir::elementCount(shape_).value_or(0); }
+
+Expected<Tensor> Tensor::allocate(ElemType type, Shape shape) {
+  auto count = ir::elementCount(shape);
+  if (!count) return makeError(ErrorCode::InvalidGraph, "invalid tensor shape {}", shapeToString(shape));
+  auto bytes = storageBytes(type, *count);
+  if (!bytes || !toSize(*bytes))
+    return makeError(ErrorCode::Unsupported, "cannot allocate a {} tensor of shape {}", elemTypeName(type),
+                     shapeToString(shape));
+  Tensor t;
+  t.type_ = type;
+  t.shape_ = std::move(shape);
+  auto buffer = alignedBuffer(static_cast<size_t>(*bytes));
+  t.data_ = buffer.get();
+  t.size_ = static_cast<size_t>(*bytes);
+  t.writable_ = true;
+  t.owner_ = std::move(buffer);
+  return t;
+}
+
+Expected<Tensor> Tensor::view(ElemType type, Shape shape, const std::byte* data, size_t size,
+                              std::shared_ptr<const void> owner) {
+  auto count = ir::elementCount(shape);
+  if (!count) return makeError(ErrorCode::InvalidGraph, "invalid tensor shape {}", shapeToString(shape));
+  auto bytes = storageBytes(type, *count);
+  if (!bytes || *bytes != size)
+    return makeError(ErrorCode::InvalidGraph, "{} tensor of shape {} needs {} bytes but {} are present",
+                     elemTypeName(type), shapeToString(shape), bytes ? std::to_string(*bytes) : "?", size);
+  Tensor t;
+  t.type_ = type;
+  t.shape_ = std::move(shape);
+  t.data_ = data;
+  t.size_ = size;
+  t.owner_ = std::move(owner);
+  return t;
+}
+
+Expected<Tensor> Tensor::mutableView(ElemType type, Shape shape, std::byte* data, size_t size) {
+  CTX_ASSIGN_OR_RETURN(Tensor t, view(type, std::move(shape), data, size, nullptr));
+  t.writable_ = true;
+  return t;
+}
+
+Expected<Tensor> Tensor::copyOf(ElemType type, Shape shape, std::span<const std::byte> bytes) {
+  CTX_ASSIGN_OR_RETURN(Tensor t, allocate(type, std::move(shape)));
+  if (t.byteSize() != bytes.size())
+    return makeError(ErrorCode::InvalidGraph, "{} tensor of shape {} needs {} bytes but {} were given",
+                     elemTypeName(type), shapeToString(t.shape()), t.byteSize(), bytes.size());
+  if (!bytes.empty()) std::memcpy(t.mutableData(), bytes.data(), bytes.size());
+  return t;
+}
+
+Tensor Tensor::strings(Shape shape, std::vector<std::string> values) {
+  Tensor t;
+  t.type_ = ElemType::String;
+  t.shape_ = std::move(shape);
+  t.strings_ = std::move(values);
+  return t;
+}
+
+Expected<Tensor> Tensor::reshaped(Shape shape) const {
+  auto count = ir::elementCount(shape);
+  if (!count || *count != elementCount())
+    return makeError(ErrorCode::InvalidGraph, "cannot view a tensor of shape {} as {}", shapeToString(shape_),
+                     shapeToString(shape));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+}  // namespace ctxkit::ir

@@ -1,0 +1,77 @@
+// A dense tensor: element type, concrete shape and bytes that are either owned or a view kept alive by an owner.
+#pragma once
+
+#include "ir/elem_type.h"
+#include "support/status.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ctxkit::ir {
+
+using Shape = std::vector<int64_t>;
+
+std::string shapeToString(std::span<const int64_t> shape);  // "1x3x224x224", "scalar" for rank 0
+// Element count of a concrete shape; nullopt on a negative dimension or overflow.
+std::optional<uint64_t> elementCount(std::span<const int64_t> shape);
+
+class Tensor {
+public:
+  Tensor() = default;
+
+  // A zero-filled, 64-byte aligned, writable tensor. Fails on overflow or string type.
+  static Expected<Tensor> allocate(ElemType type, Shape shape);
+  // A read-only view of bytes owned by `owner` (a mapped file, a parsed model...). Checks the byte count.
+  static Expected<Tensor> view(ElemType type, Shape shape, const std::byte* data, size_t size,
+                               std::shared_ptr<const void> owner);
+  // A copy of `bytes` into an owned buffer.
+  static Expected<Tensor> copyOf(ElemType type, Shape shape, std::span<const std::byte> bytes);
+  static Tensor strings(Shape shape, std::vector<std::string> values);
+  // A writable view of memory owned elsewhere (an execution arena); the caller keeps it alive.
+  static Expected<Tensor> mutableView(ElemType type, Shape shape, std::byte* data, size_t size);
+  template <typename T>
+  static Tensor fromVector(ElemType type, Shape shape, const std::vector<T>& values) {
+    return copyOf(type, std::move(shape), std::as_bytes(std::span(values))).value();
+  }
+
+  ElemType type() const { return type_; }
+  const Shape& shape() const { return shape_; }
+  size_t rank() const { return shape_.size(); }
+  uint64_t elementCount() const;
+  size_t byteSize() const { return size_; }
+  bool empty() const { return type_ == ElemType::Undefined; }
+  bool isWritable() const { return writable_; }
+
+  const std::byte* data() const { return data_; }
+  std::span<const std::byte> bytes() const { return {data_, size_}; }
+  // Only for tensors made by allocate/copyOf; views of mapped files are read-only.
+  std::byte* mutableData() { return writable_ ? const_cast<std::byte*>(data_) : nullptr; }
+
+  template <typename T>
+  const T* dataAs() const { return reinterpret_cast<const T*>(data_); }
+  template <typename T>
+  T* mutableDataAs() { return reinterpret_cast<T*>(mutableData()); }
+
+  const std::vector<std::string>& stringValues() const { return strings_; }
+  std::vector<std::string>& mutableStringValues() { return strings_; }
+
+  // Same bytes, another shape with the same element count (Reshape and friends as views).
+  Expected<Tensor> reshaped(Shape shape) const;
+  // The owner keeping data() alive (shared with views).
+  const std::shared_ptr<const void>& owner() const { return owner_; }
+
+private:
+  ElemType type_ = ElemType::Undefined;
+  Shape shape_;
+  const std::byte* data_ = nullptr;
+  size_t size_ = 0;
+  bool writable_ = false;
+  std::shared_ptr<const void> owner_;
+  std::vector<std::string> strings_;
+};
+
+}  // namespace ctxkit::ir

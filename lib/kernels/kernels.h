@@ -1,0 +1,75 @@
+// The op table: for each op kind, its shape rule and its CPU kernel. Used by the runtime to execute
+// compiled programs and fallback nodes, and by the compiler for static shapes and constant folding.
+#pragma once
+
+#include "ir/attribute.h"
+#include "ir/op_kind.h"
+#include "ir/tensor.h"
+#include "support/status.h"
+
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace ctxkit::kernels {
+
+// Runs `body(begin, end)` over [0, count) split across the pool's threads; serial with one thread.
+class ThreadPool {
+public:
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+  int threads() const { return threads_; }
+  void parallelFor(size_t count, size_t minChunk, const std::function<void(size_t, size_t)>& body);
+
+private:
+  struct Impl;
+  int threads_;
+  Impl* impl_;
+};
+
+// What a kernel knows about the node it runs.
+struct OpContext {
+  ir::OpKind kind;
+  int64_t opset;                 // the model's opset for the op's domain
+  const ir::Attributes& attrs;
+  std::string_view nodeName;     // for error messages
+  ThreadPool* pool = nullptr;    // null: run serially
+};
+
+// A value as shape inference sees it: type, concrete shape, and its contents when known (constant).
+struct ValueDesc {
+  ir::ElemType type = ir::ElemType::Undefined;
+  ir::Shape shape;
+  const ir::Tensor* value = nullptr;  // non-null when the value is known
+  bool present = true;                // false for an omitted optional input ("")
+};
+
+struct OutputDesc {
+  ir::ElemType type = ir::ElemType::Undefined;
+  ir::Shape shape;
+};
+
+// True when the op table has a kernel for `kind`.
+bool hasKernel(ir::OpKind kind);
+
+// Element types a kernel accepts for its main (data) input; the partitioner's cpu target uses it.
+bool supportsType(ir::OpKind kind, ir::ElemType type);
+
+// Output types and shapes from input types and shapes. Ops whose output shape depends on an input's
+// contents (Reshape's shape, Slice's starts, ...) need that input's `value`; without it they fail with
+// ErrorCode::Unsupported naming the input. Errors name the node and say what was expected.
+Expected<std::vector<OutputDesc>> inferOutputs(const OpContext& ctx, std::span<const ValueDesc> inputs,
+                                               size_t outputCount);
+
+// Executes the op. `outputs` are allocated by the caller with the types and shapes `inferOutputs` gave;
+// inputs may be read-only views (mapped weights). Omitted optional inputs are null pointers.
+Status run(const OpContext& ctx, std::span<const ir::Tensor* const> inputs, std::span<ir::Tensor* const> outputs);
+
+// Convenience for interpreters and constant folding: infer, allocate and run.
+Expected<std::vector<ir::Tensor>> evaluate(const OpContext& ctx, std::span<const ir::Tensor* const> inputs,
+                                           size_t outputCount);
+
+}  // namespace ctxkit::kernels

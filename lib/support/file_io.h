@@ -1,0 +1,70 @@
+// Files: read-only memory maps, whole-file reads, atomic writes and paths confined to a folder.
+#pragma once
+
+#include "support/status.h"
+
+#include <cstddef>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace ctxkit {
+
+// A read-only mapping of a whole file. Shared so that tensors viewing it keep it alive.
+class MappedFile {
+public:
+  static Expected<std::shared_ptr<const MappedFile>> open(const std::filesystem::path& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const std::byte* data() const { return data_; }
+  size_t size() const { return size_; }
+  std::span<const std::byte> bytes() const { return {data_, size_}; }
+  const std::filesystem::path& path() const { return path_; }
+
+private:
+  MappedFile(std::filesystem::path path, const std::byte* data, size_t size)
+      : path_(std::move(path)), data_(data), size_(size) {}
+  std::filesystem::path path_;
+  const std::byte* data_;
+  size_t size_;
+};
+
+Expected<std::string> readFile(const std::filesystem::path& path);
+
+// Writes to a temporary name in the destination folder; `commit()` fsyncs and renames it into place.
+// Destroying an uncommitted writer removes the temporary file, so a failure never leaves a final name.
+class AtomicFileWriter {
+public:
+  static Expected<std::unique_ptr<AtomicFileWriter>> create(const std::filesystem::path& finalPath);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  Status write(std::span<const std::byte> data);
+  Status write(std::string_view data) { return write(std::as_bytes(std::span(data.data(), data.size()))); }
+  Status writeZeros(uint64_t count);
+  uint64_t bytesWritten() const { return written_; }
+  Status commit();
+
+private:
+  AtomicFileWriter(std::filesystem::path finalPath, std::filesystem::path tempPath, int fd)
+      : finalPath_(std::move(finalPath)), tempPath_(std::move(tempPath)), fd_(fd) {}
+  std::filesystem::path finalPath_;
+  std::filesystem::path tempPath_;
+  int fd_;
+  uint64_t written_ = 0;
+  bool committed_ = false;
+};
+
+Status writeFileAtomically(const std::filesystem::path& path, std::span<const std::byte> data);
+inline Status writeFileAtomically(const std::filesystem::path& path, std::string_view data) {
+  return writeFileAtomically(path, std::as_bytes(std::span(data.data(), data.size())));
+}
+
+// Resolves `relative` inside `folder`; rejects empty, absolute and escaping (`..`) paths.
+Expected<std::filesystem::path> resolveInside(const std::filesystem::path& folder, std::string_view relative);
+
+}  // namespace ctxkit
