@@ -79,6 +79,12 @@ struct Graph {
   std::vector<const ValueInfo*> feedInputs() const;
 };
 
+// User bindings for dynamic shapes: `--dim SYM=V` and `--shape INPUT=AxB` (compiler and runtime alike).
+struct ShapeBindings {
+  std::map<std::string, int64_t> dims;
+  std::map<std::string, Shape> shapes;
+};
+
 struct OpsetImport {
   std::string domain;
   int64_t version = 0;

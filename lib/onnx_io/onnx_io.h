@@ -11,10 +11,16 @@
 
 namespace ctxkit::onnx_io {
 
+struct LoadOptions {
+  // false: external initializers are not read; their `external` location is recorded and `tensor` stays
+  // empty (for tools that list deployment files without needing the bytes, such as ctxinspect).
+  bool resolveExternalData = true;
+};
+
 // Loads a model file. Initializers, Constant-node tensors and subgraph (If/Loop/Scan) attributes are read;
 // external data is mapped (not copied) from files inside the model's folder. Errors name the file and the
 // tensor or node at fault.
-Expected<ir::Model> loadModel(const std::filesystem::path& path);
+Expected<ir::Model> loadModel(const std::filesystem::path& path, const LoadOptions& options = {});
 
 // Loads a model from memory. `baseDir` is where relative external data paths resolve; `displayName` is
 // used in error messages.

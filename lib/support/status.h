@@ -58,9 +58,13 @@ public:
   Error& error() { return *error_; }
   Error takeError() { return std::move(*error_); }
 
-  Status& addContext(std::string_view where) {
+  Status& addContext(std::string_view where) & {
     if (error_) error_->addContext(where);
     return *this;
+  }
+  Status&& addContext(std::string_view where) && {
+    if (error_) error_->addContext(where);
+    return std::move(*this);
   }
 
 private:
@@ -89,9 +93,13 @@ public:
   Error takeError() { return std::get<Error>(std::move(value_)); }
   Status status() const { return isOk() ? Status() : Status(error()); }
 
-  Expected& addContext(std::string_view where) {
+  Expected& addContext(std::string_view where) & {
     if (!isOk()) std::get<Error>(value_).addContext(where);
     return *this;
+  }
+  Expected&& addContext(std::string_view where) && {
+    if (!isOk()) std::get<Error>(value_).addContext(where);
+    return std::move(*this);
   }
 
 private:

@@ -1,0 +1,117 @@
+// ctxgen: compiles ONNX models into EPContext models plus a (shared) context binary.
+#include "cli/cli_util.h"
+#include "pipeline/pipeline.h"
+#include "support/file_io.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <unistd.h>
+
+using namespace ctxkit;
+
+namespace {
+
+// ONNX Runtime's session option names, accepted with -C KEY=VALUE.
+Status applyConfig(const std::string& entry, pipeline::CompileOptions& o) {
+  auto eq = entry.find('=');
+  if (eq == std::string::npos) return makeError(ErrorCode::InvalidArgument, "-C '{}': expected KEY=VALUE", entry);
+  std::string key = entry.substr(0, eq), value = entry.substr(eq + 1);
+  auto flag = [&](bool& out) -> Status {
+    if (value != "0" && value != "1") return makeError(ErrorCode::InvalidArgument, "-C {}: expected 0 or 1, got '{}'", key, value);
+    out = value == "1";
+    return Status::ok();
+  };
+  if (key == "ep.context_enable") {
+    if (value != "1") return makeError(ErrorCode::InvalidArgument, "-C ep.context_enable must be 1 for ctxgen");
+    return Status::ok();
+  }
+  if (key == "ep.context_embed_mode") {
+    if (value != "0" && value != "1") return makeError(ErrorCode::InvalidArgument, "-C {}: expected 0 or 1, got '{}'", key, value);
+    o.embedMode = value == "1";
+    return Status::ok();
+  }
+  if (key == "ep.context_node_name_prefix") return o.nodeNamePrefix = value, Status::ok();
+  if (key == "ep.context_file_path") return o.outputFile = value, Status::ok();
+  if (key == "ep.context_model_external_initializers_file_name") return o.externalInitializersFile = value, Status::ok();
+  if (key == "ep.share_ep_contexts") return flag(o.share);
+  return makeError(ErrorCode::InvalidArgument,
+                   "-C: unknown key '{}'; known: ep.context_enable, ep.context_embed_mode, ep.context_node_name_prefix, "
+                   "ep.context_file_path, ep.context_model_external_initializers_file_name, ep.share_ep_contexts",
+                   key);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ctxgen: compile ONNX models to EPContext models and a context binary"};
+  pipeline::CompileOptions o;
+  std::vector<std::string> models, dims, shapes, configs;
+  std::string outputDir, jsonPath, depfile;
+  bool verbose = false, quiet = false;
+  app.add_option("models", models, "MODEL[,MODEL...] (comma-separated or separate arguments)")->required();
+  app.add_flag("--share", o.share, "one context binary for all models, every identical weight stored once");
+  app.add_option("-o,--output-dir", outputDir, "write all outputs to DIR (created if missing)");
+  app.add_option("--embed-mode", o.embedMode, "0: context in a .bin file (default); 1: inside the _ctx.onnx")->check(CLI::Range(0, 1));
+  app.add_option("--target", o.target, "npu-sim (default), cpu, or a target JSON file");
+  app.add_option("--dim", dims, "bind a symbolic dimension: SYM=V");
+  app.add_option("--shape", shapes, "bind an input shape: INPUT=AxBxC");
+  app.add_option("--node-name-prefix", o.nodeNamePrefix, "prefix for EPContext node names");
+  app.add_option("--external-initializers-file", o.externalInitializersFile, "put fallback initializers in this file beside each _ctx.onnx");
+  app.add_option("-C,--config", configs, "ONNX Runtime session option KEY=VALUE");
+  app.add_flag("--force", o.force, "overwrite existing outputs");
+  app.add_flag("--error-if-no-nodes-compiled", o.errorIfNoNodesCompiled, "fail when no node can be compiled");
+  app.add_option("--json", jsonPath, "write a JSON report to FILE, or - for stdout");
+  app.add_flag("--dry-run", o.dryRun, "print the partition report and write nothing");
+  app.add_flag("--dump", o.dumpPrograms, "print the compiled programs as text");
+  app.add_option("--depfile", depfile, "write Makefile-style dependencies to FILE");
+  app.add_flag("-v,--verbose", verbose, "per-partition and per-stage detail");
+  app.add_flag("-q,--quiet", quiet, "print errors only");
+  app.set_version_flag("--version", std::string("ctxgen ") + pipeline::kVersion);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? cli::kExitOk : cli::kExitUsage;
+  }
+
+  Status status;
+  for (const auto& d : dims)
+    if (status = cli::parseDimBinding(d, o.bindings); !status) break;
+  for (const auto& s : shapes)
+    if (status.isOk()) status = cli::parseShapeBinding(s, o.bindings);
+  for (const auto& c : configs)
+    if (status.isOk()) status = applyConfig(c, o);
+  if (!status) {
+    std::cerr << "ctxgen: error: " << status.error().message() << "\n";
+    return cli::kExitUsage;
+  }
+  for (const auto& m : cli::splitModelList(models)) o.models.emplace_back(m);
+  if (!outputDir.empty()) o.outputDir = outputDir;
+  if (!depfile.empty()) o.depfile = depfile;
+
+  const bool terminal = isatty(fileno(stderr)) && !quiet;
+  auto progress = [&](const std::string& message) {
+    if (verbose) std::cerr << "ctxgen: " << message << "\n";
+    else if (terminal) std::cerr << "\r\033[K" << message << std::flush;
+  };
+  auto report = pipeline::compileModels(o, progress);
+  if (terminal && !verbose) std::cerr << "\r\033[K" << std::flush;
+  if (!report) {
+    std::cerr << "ctxgen: error: " << report.error().message() << "\n";
+    return cli::exitCodeFor(report.error());
+  }
+  if (!jsonPath.empty()) {
+    std::string json = pipeline::reportJson(*report);
+    if (jsonPath == "-") {
+      std::cout << json;
+    } else if (auto s = writeFileAtomically(jsonPath, json); !s) {
+      std::cerr << "ctxgen: error: " << s.error().message() << "\n";
+      return cli::kExitFailure;
+    }
+  }
+  if (o.dumpPrograms) std::cout << report->programDump;
+  if (!quiet && jsonPath != "-") std::cout << pipeline::reportText(*report, verbose);
+  return cli::kExitOk;
+}

@@ -1,0 +1,162 @@
+// ctxrun: loads a _ctx.onnx (or plain .onnx), runs it, and checks or saves the outputs.
+#include "cli/cli_util.h"
+#include "runtime/run_io.h"
+#include "runtime/session.h"
+#include "support/file_io.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+
+using namespace ctxkit;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+struct Args {
+  std::string model, inputs, expected, outputDir, contextFilePath;
+  std::vector<std::string> dims, shapes;
+  double rtol = 1e-3, atol = 1e-5;
+  int iters = 0, threads = 1;
+  uint64_t seed = 1;
+  bool savePb = false, json = false, verify = false, strict = false, fromBuffer = false;
+};
+
+int fail(const Args& a, const Error& e, nlohmann::ordered_json& report) {
+  if (a.json) {
+    report["ok"] = false;
+    report["error"] = e.message();
+    std::cout << report.dump(2) << "\n";
+  }
+  std::cerr << "ctxrun: error: " << e.message() << "\n";
+  return e.code() == ErrorCode::InvalidArgument ? cli::kExitUsage : cli::kExitFailure;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ctxrun: run a _ctx.onnx model (or a plain .onnx) with ctxkit's runtime"};
+  Args a;
+  app.add_option("model", a.model, "the model to run")->required();
+  app.add_option("--inputs", a.inputs, "folder with input_<i>.pb, input_<i>.npy or <name>.npy (default: seeded random inputs)");
+  app.add_option("--expected", a.expected, "folder with output_<i>.pb or .npy to compare against");
+  app.add_option("--rtol", a.rtol, "relative tolerance (default 1e-3)");
+  app.add_option("--atol", a.atol, "absolute tolerance (default 1e-5)");
+  app.add_option("--output-dir", a.outputDir, "write output_<i>.npy here");
+  app.add_flag("--save-pb", a.savePb, "also write output_<i>.pb");
+  app.add_option("--dim", a.dims, "bind a symbolic dimension for random inputs: SYM=V");
+  app.add_option("--shape", a.shapes, "input shape for random inputs: INPUT=AxBxC");
+  app.add_option("--seed", a.seed, "seed for random inputs (default 1)");
+  app.add_option("--iters", a.iters, "run N times and print load, first-run, median and p90 times");
+  app.add_option("--threads", a.threads, "kernel threads (default 1)")->check(CLI::Range(1, 256));
+  app.add_flag("--verify", a.verify, "check every weight hash of the context binaries at load");
+  app.add_flag("--strict", a.strict, "fail instead of warn when recompilation is recommended");
+  app.add_flag("--from-buffer", a.fromBuffer, "load the model from memory (with --context-file-path)");
+  app.add_option("--context-file-path", a.contextFilePath, "with --from-buffer: the path ep_cache_context resolves against");
+  app.add_flag("--json", a.json, "print a JSON report");
+  app.set_version_flag("--version", "ctxrun 0.1.0");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? cli::kExitOk : cli::kExitUsage;
+  }
+  nlohmann::ordered_json report;
+  report["model"] = a.model;
+  ir::ShapeBindings bindings;
+  for (const auto& d : a.dims)
+    if (auto s = cli::parseDimBinding(d, bindings); !s) return fail(a, s.error(), report);
+  for (const auto& s : a.shapes)
+    if (auto st = cli::parseShapeBinding(s, bindings); !st) return fail(a, st.error(), report);
+
+  runtime::SessionOptions options;
+  options.threads = a.threads;
+  options.verifyWeights = a.verify;
+  options.failOnSuboptimal = a.strict;
+  auto loadStart = Clock::now();
+  Expected<std::unique_ptr<runtime::Session>> session = makeError(ErrorCode::Internal, "not loaded");
+  if (a.fromBuffer) {
+    auto bytes = readFile(a.model);
+    if (!bytes) return fail(a, bytes.error(), report);
+    fs::path ctx = a.contextFilePath.empty() ? fs::path(a.model) : fs::path(a.contextFilePath);
+    session = runtime::Session::loadBuffer(std::as_bytes(std::span(bytes->data(), bytes->size())), ctx, options);
+  } else {
+    session = runtime::Session::loadFile(a.model, options);
+  }
+  double loadMs = msSince(loadStart);
+  if (!session) return fail(a, session.error(), report);
+  runtime::Session& s = **session;
+  for (const auto& w : s.warnings()) std::cerr << "ctxrun: warning: " << w << "\n";
+
+  auto feeds = a.inputs.empty() ? runtime::randomInputs(s.inputs(), bindings, a.seed) : runtime::loadInputFolder(a.inputs, s.inputs());
+  if (!feeds) return fail(a, feeds.error(), report);
+
+  auto firstStart = Clock::now();
+  auto outputs = s.run(*feeds);
+  double firstMs = msSince(firstStart);
+  if (!outputs) return fail(a, outputs.error(), report);
+  std::vector<double> times;
+  for (int i = 1; i < a.iters; ++i) {
+    auto t = Clock::now();
+    auto again = s.run(*feeds);
+    times.push_back(msSince(t));
+    if (!again) return fail(a, again.error(), report);
+  }
+
+  report["compiled_nodes"] = s.stats().compiledNodes;
+  report["fallback_nodes"] = s.stats().fallbackNodes;
+  report["contexts"] = s.stats().contexts;
+  report["load_ms"] = loadMs;
+  report["first_run_ms"] = firstMs;
+  if (!times.empty()) {
+    std::sort(times.begin(), times.end());
+    report["iterations"] = a.iters;
+    report["median_ms"] = times[times.size() / 2];
+    report["p90_ms"] = times[std::min(times.size() - 1, times.size() * 9 / 10)];
+  }
+  report["outputs"] = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < outputs->size(); ++i)
+    report["outputs"].push_back({{"name", s.outputs()[i].name},
+                                 {"type", std::string(ir::elemTypeName((*outputs)[i].type()))},
+                                 {"shape", (*outputs)[i].shape()}});
+  if (!a.outputDir.empty())
+    if (auto st = runtime::saveOutputs(a.outputDir, *outputs, s.outputs(), a.savePb); !st) return fail(a, st.error(), report);
+
+  bool allMatch = true;
+  if (!a.expected.empty()) {
+    auto expected = runtime::loadExpectedFolder(a.expected, outputs->size());
+    if (!expected) return fail(a, expected.error(), report);
+    report["comparison"] = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < outputs->size(); ++i) {
+      auto c = runtime::compareTensors((*outputs)[i], (*expected)[i], a.rtol, a.atol);
+      allMatch &= c.match;
+      report["comparison"].push_back({{"output", s.outputs()[i].name}, {"match", c.match}, {"max_abs_error", c.maxAbsError}, {"message", c.message}});
+      if (!a.json) {
+        if (c.match) std::cout << fmt::format("output {} '{}': match (max |diff| {:.3g})\n", i, s.outputs()[i].name, c.maxAbsError);
+        else std::cout << fmt::format("output {} '{}': MISMATCH: {}\n", i, s.outputs()[i].name, c.message);
+      }
+    }
+  }
+  report["ok"] = allMatch;
+  if (a.json) {
+    std::cout << report.dump(2) << "\n";
+  } else {
+    std::cout << fmt::format("{}: {} compiled nodes, {} fallback nodes, {} context binaries; load {:.2f} ms, first run {:.2f} ms",
+                             a.model, s.stats().compiledNodes, s.stats().fallbackNodes, s.stats().contexts, loadMs, firstMs);
+    if (!times.empty())
+      std::cout << fmt::format(", median {:.3f} ms, p90 {:.3f} ms over {} runs", report["median_ms"].get<double>(),
+                               report["p90_ms"].get<double>(), times.size());
+    std::cout << "\n";
+  }
+  if (!allMatch) {
+    std::cerr << "ctxrun: outputs do not match the expected values\n";
+    return cli::kExitFailure;
+  }
+  return cli::kExitOk;
+}

@@ -1,0 +1,208 @@
+// Topological order, shape propagation and constant folding over an IR graph.
+#include "analysis/analysis.h"
+
+#include "kernels/kernels.h"
+
+#include <deque>
+#include <set>
+
+namespace ctxkit::analysis {
+
+namespace {
+
+std::string nodeLabel(const ir::Node& node, size_t index) {
+  return node.name.empty() ? fmt::format("node #{} ({})", index, node.opType)
+                           : fmt::format("node '{}' ({})", node.name, node.opType);
+}
+
+// Kahn's algorithm, taking the lowest file index first so the result is deterministic and keeps file order
+// for graphs that are already sorted.
+Expected<std::vector<size_t>> topologicalOrder(const ir::Graph& graph, const std::set<std::string>& available) {
+  std::unordered_map<std::string, size_t> producer;
+  for (size_t i = 0; i < graph.nodes.size(); ++i)
+    for (const auto& out : graph.nodes[i].outputs) {
+      if (out.empty()) continue;
+      if (available.count(out))
+        return makeError(ErrorCode::InvalidGraph, "{} writes '{}', which is already a graph input or initializer",
+                         nodeLabel(graph.nodes[i], i), out);
+      if (!producer.emplace(out, i).second)
+        return makeError(ErrorCode::InvalidGraph, "value '{}' is produced twice: by {} and by {}", out,
+                         nodeLabel(graph.nodes[producer[out]], producer[out]), nodeLabel(graph.nodes[i], i));
+    }
+  std::vector<size_t> pending(graph.nodes.size(), 0);
+  std::vector<std::vector<size_t>> consumers(graph.nodes.size());
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    std::set<size_t> deps;
+    for (const auto& in : graph.nodes[i].inputs) {
+      if (in.empty() || available.count(in)) continue;
+      auto it = producer.find(in);
+      if (it == producer.end())
+        return makeError(ErrorCode::InvalidGraph, "{} reads '{}', which no node, graph input or initializer defines",
+                         nodeLabel(graph.nodes[i], i), in);
+      deps.insert(it->second);
+    }
+    pending[i] = deps.size();
+    for (size_t d : deps) consumers[d].push_back(i);
+  }
+  std::set<size_t> ready;
+  for (size_t i = 0; i < graph.nodes.size(); ++i)
+    if (pending[i] == 0) ready.insert(i);
+  std::vector<size_t> order;
+  while (!ready.empty()) {
+    size_t n = *ready.begin();
+    ready.erase(ready.begin());
+    order.push_back(n);
+    for (size_t c : consumers[n])
+      if (--pending[c] == 0) ready.insert(c);
+  }
+  if (order.size() != graph.nodes.size()) {
+    for (size_t i = 0; i < graph.nodes.size(); ++i)
+      if (pending[i] != 0)
+        return makeError(ErrorCode::InvalidGraph, "the graph has a cycle through {}", nodeLabel(graph.nodes[i], i));
+  }
+  return order;
+}
+
+bool isNondeterministic(const ir::Node& node) {
+  return node.opType.rfind("Random", 0) == 0 || node.opType == "Multinomial" || node.opType == "Bernoulli";
+}
+
+}  // namespace
+
+std::optional<ir::Shape> bindShape(const ir::ValueInfo& info, const Bindings& bindings, std::string* blocker) {
+  if (auto it = bindings.shapes.find(info.name); it != bindings.shapes.end()) return it->second;
+  if (!info.shape) {
+    *blocker = fmt::format("input '{}' has no declared shape (use --shape {}=...)", info.name, info.name);
+    return std::nullopt;
+  }
+  ir::Shape shape;
+  for (size_t i = 0; i < info.shape->size(); ++i) {
+    const ir::Dim& d = (*info.shape)[i];
+    if (d.isKnown()) {
+      shape.push_back(d.value);
+    } else if (auto b = bindings.dims.find(d.symbol); !d.symbol.empty() && b != bindings.dims.end()) {
+      shape.push_back(b->second);
+    } else {
+      *blocker = d.symbol.empty()
+                     ? fmt::format("dimension {} of '{}' is unnamed and dynamic (use --shape {}=...)", i, info.name, info.name)
+                     : fmt::format("dimension '{}' of '{}' is not bound (use --dim {}=N)", d.symbol, info.name, d.symbol);
+      return std::nullopt;
+    }
+  }
+  return shape;
+}
+
+Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindings, const AnalyzeOptions& options) {
+  GraphFacts facts;
+  std::set<std::string> available;
+  for (const auto& init : graph.initializers) {
+    if (!available.insert(init.name).second)
+      return makeError(ErrorCode::InvalidGraph, "initializer '{}' is defined twice", init.name);
+    ValueFacts& v = facts.values[init.name];
+    v.type = init.tensor.type();
+    v.shape = init.tensor.shape();
+    v.constant = init.tensor;
+    v.isInitializer = true;
+  }
+  std::set<std::string> inputNames;
+  for (const auto& in : graph.inputs) {
+    if (!inputNames.insert(in.name).second)
+      return makeError(ErrorCode::InvalidGraph, "graph input '{}' is listed twice", in.name);
+    available.insert(in.name);
+    ValueFacts& v = facts.values[in.name];
+    if (v.isInitializer) continue;  // an initializer default for an input: the compiler treats it as constant
+    v.type = in.type;
+    v.shape = bindShape(in, bindings, &v.blocker);
+  }
+  CTX_ASSIGN_OR_RETURN(facts.order, topologicalOrder(graph, available));
+
+  std::vector<kernels::ValueDesc> descs;
+  std::vector<const ir::Tensor*> constInputs;
+  for (size_t index : facts.order) {
+    const ir::Node& node = graph.nodes[index];
+    kernels::OpContext ctx{node.kind, node.opset, node.attrs, node.name};
+    descs.clear();
+    constInputs.clear();
+    bool allStatic = true, allConstant = true;
+    std::string blocker;
+    for (const auto& in : node.inputs) {
+      kernels::ValueDesc d;
+      if (in.empty()) {
+        d.present = false;
+        descs.push_back(d);
+        constInputs.push_back(nullptr);
+        continue;
+      }
+      const ValueFacts& f = facts.values[in];
+      d.type = f.type;
+      if (f.shape) d.shape = *f.shape;
+      else {
+        allStatic = false;
+        if (blocker.empty()) blocker = f.blocker;
+      }
+      d.value = f.constant ? &*f.constant : nullptr;
+      if (!f.constant) allConstant = false;
+      descs.push_back(d);
+      constInputs.push_back(d.value);
+    }
+    bool known = node.kind != ir::OpKind::Unknown && node.kind != ir::OpKind::EPContext && kernels::hasKernel(node.kind);
+    bool hasGraphAttr = false;
+    for (const auto& a : node.attrs.all())
+      hasGraphAttr |= a.type == ir::AttrType::Graph || a.type == ir::AttrType::Graphs;
+
+    std::vector<kernels::OutputDesc> outs;
+    bool inferred = false;
+    if (known && !hasGraphAttr && allStatic) {
+      auto r = kernels::inferOutputs(ctx, descs, node.outputs.size());
+      if (r) {
+        outs = std::move(r).value();
+        inferred = true;
+      } else if (r.error().code() == ErrorCode::InvalidGraph) {
+        return r.takeError().addContext(fmt::format("{}", nodeLabel(node, index)));
+      } else {
+        blocker = r.error().message();
+      }
+    } else if (!known) {
+      blocker = fmt::format("{} has no shape rule in ctxkit", nodeLabel(node, index));
+    }
+
+    // Fold: every input known and the result small enough.
+    if (inferred && options.foldConstants && allConstant && !isNondeterministic(node)) {
+      uint64_t bytes = 0;
+      for (const auto& o : outs) bytes += ir::storageBytes(o.type, ir::elementCount(o.shape).value_or(0)).value_or(0);
+      if (bytes <= options.maxFoldBytes) {
+        auto values = kernels::evaluate(ctx, constInputs, node.outputs.size());
+        if (!values) return values.takeError().addContext(fmt::format("folding {}", nodeLabel(node, index)));
+        for (size_t o = 0; o < node.outputs.size(); ++o) {
+          if (node.outputs[o].empty()) continue;
+          ValueFacts& v = facts.values[node.outputs[o]];
+          v.type = (*values)[o].type();
+          v.shape = (*values)[o].shape();
+          v.constant = std::move((*values)[o]);
+        }
+        continue;
+      }
+    }
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      if (node.outputs[o].empty()) continue;
+      ValueFacts& v = facts.values[node.outputs[o]];
+      if (inferred) {
+        v.type = outs[o].type;
+        v.shape = outs[o].shape;
+        continue;
+      }
+      // No rule: trust a fully static declaration if the file has one.
+      if (const ir::ValueInfo* info = graph.findValueInfo(node.outputs[o])) {
+        v.type = info->type;
+        if (auto s = info->staticShape()) {
+          v.shape = *s;
+          continue;
+        }
+      }
+      v.blocker = blocker.empty() ? fmt::format("the shape of '{}' is unknown", node.outputs[o]) : blocker;
+    }
+  }
+  return facts;
+}
+
+}  // namespace ctxkit::analysis

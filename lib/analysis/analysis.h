@@ -1,0 +1,48 @@
+// Whole-graph facts the compiler needs: topological order, static types and shapes after binding
+// symbolic dimensions, and values known at compile time (constant folding).
+#pragma once
+
+#include "ir/graph.h"
+#include "support/status.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace ctxkit::analysis {
+
+using Bindings = ir::ShapeBindings;
+
+struct ValueFacts {
+  ir::ElemType type = ir::ElemType::Undefined;
+  std::optional<ir::Shape> shape;  // set when static
+  std::string blocker;             // why the shape is not static: "dimension 'seq' of input 'x' is not bound"
+  std::optional<ir::Tensor> constant;  // set when known at compile time
+  bool isInitializer = false;
+};
+
+struct GraphFacts {
+  std::vector<size_t> order;  // node indices in a topological order (file order where possible)
+  std::unordered_map<std::string, ValueFacts> values;
+
+  const ValueFacts* find(const std::string& name) const {
+    auto it = values.find(name);
+    return it == values.end() ? nullptr : &it->second;
+  }
+};
+
+struct AnalyzeOptions {
+  bool foldConstants = true;
+  uint64_t maxFoldBytes = uint64_t{256} << 20;  // larger results stay computed at run time
+};
+
+// Checks structure (defined inputs, unique value names, no cycles) and derives facts. Errors name the
+// node and the value at fault.
+Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindings, const AnalyzeOptions& options = {});
+
+// Applies bindings to a declared shape; nullopt with `blocker` set when a dimension stays unknown.
+std::optional<ir::Shape> bindShape(const ir::ValueInfo& info, const Bindings& bindings, std::string* blocker);
+
+}  // namespace ctxkit::analysis

@@ -1,0 +1,323 @@
+// ContainerWriter: plans the v1 layout from the added graphs and weights, then streams it to a file or buffer.
+#include "format/container.h"
+#include "format/internal.h"
+#include "format/layout.h"
+#include "support/checked.h"
+
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+
+namespace ctxkit::format {
+
+using namespace layout;
+
+namespace {
+
+struct PendingWeight {
+  ir::ElemType type;
+  ir::Shape shape;
+  std::span<const std::byte> bytes;
+  Hash128 hash;
+};
+
+struct PendingGraph {
+  std::string name;
+  std::string sourceModel;
+  std::vector<std::byte> program;
+};
+
+// Where everything goes; computed once after the last add and reused by every output call.
+struct Plan {
+  std::string strings;
+  StringRef producer{}, producerVersion{}, targetId{}, targetRevision{};
+  std::vector<std::pair<StringRef, StringRef>> graphStrings;  // name, source model
+  uint64_t stringTableOffset = 0;
+  uint64_t graphTableOffset = 0;
+  uint64_t weightTableOffset = 0;
+  uint64_t dataOffset = 0;
+  uint64_t dataSize = 0;
+  uint64_t fileSize = 0;
+  std::vector<uint64_t> programOffsets;
+  std::vector<uint64_t> weightOffsets;
+};
+
+// Deduplicates identical strings (many graphs share a source model) in first-use order.
+class StringTableBuilder {
+public:
+  StringRef add(const std::string& s) {
+    auto it = offsets_.find(s);
+    if (it != offsets_.end()) return {it->second, s.size()};
+    uint64_t offset = bytes_.size();
+    bytes_ += s;
+    offsets_.emplace(s, offset);
+    return {offset, s.size()};
+  }
+  std::string take() { return std::move(bytes_); }
+
+private:
+  std::string bytes_;
+  std::unordered_map<std::string, uint64_t> offsets_;
+};
+
+Error invalidArgument(std::string message) { return Error(ErrorCode::InvalidArgument, std::move(message)); }
+
+Status checkString(std::string_view s, std::string_view what) {
+  if (s.size() > kMaxStringBytes)
+    return invalidArgument(
+        fmt::format("{} is {} bytes long; the container allows at most {}", what, s.size(), kMaxStringBytes));
+  std::string_view problem = detail::stringProblem(s);
+  if (!problem.empty()) return invalidArgument(fmt::format("{} {}", what, problem));
+  return Status::ok();
+}
+
+using WeightKey = std::tuple<Hash128, ir::ElemType, ir::Shape>;
+
+}  // namespace
+
+struct ContainerWriter::Impl {
+  CompatInfo compat;
+  WriterOptions options;
+  std::vector<PendingWeight> weights;
+  std::vector<PendingGraph> graphs;
+  std::set<std::string, std::less<>> graphNames;
+  std::map<WeightKey, uint32_t> weightKeys;
+  // Cached by the first output call and reset by every add; so a writer is not for concurrent use.
+  mutable std::optional<Plan> plan;
+
+  Expected<const Plan*> getPlan() const;
+  Expected<std::vector<std::byte>> buildMetadata(const Plan& plan) const;
+  // Emits the whole file in order through `write(span)` and `zeros(count)`.
+  template <typename Write, typename Zeros>
+  Status emit(Write&& write, Zeros&& zeros) const;
+};
+
+ContainerWriter::ContainerWriter(CompatInfo compat, WriterOptions options) : impl_(std::make_shared<Impl>()) {
+  // The version written is always the one this library implements, whatever the caller filled in.
+  compat.formatMajor = kFormatMajor;
+  compat.formatMinor = kFormatMinor;
+  impl_->compat = std::move(compat);
+  impl_->options = options;
+}
+
+Expected<uint32_t> ContainerWriter::addWeight(ir::ElemType type, ir::Shape shape, std::span<const std::byte> bytes,
+                                              const Hash128& hash) {
+  Impl& d = *impl_;
+  if (d.weights.size() >= kMaxWeights)
+    return invalidArgument(fmt::format("a container holds at most {} weights", kMaxWeights));
+  auto typeBytes = ir::storageBytes(type, 1);
+  if (!ir::elemTypeFromInt(static_cast<int32_t>(type)) || !typeBytes)
+    return invalidArgument(fmt::format("weight element type {} has no fixed byte size", ir::elemTypeName(type)));
+  if (shape.size() > kMaxRank)
+    return invalidArgument(fmt::format("weight of shape {} has rank {}; the container allows at most {}",
+                                       ir::shapeToString(shape), shape.size(), kMaxRank));
+  auto count = checkedElementCount(shape);
+  auto expected = count ? ir::storageBytes(type, *count) : std::nullopt;
+  if (!expected)
+    return invalidArgument(fmt::format("weight shape {} is negative or too large", ir::shapeToString(shape)));
+  if (*expected != bytes.size())
+    return invalidArgument(fmt::format("{} weight of shape {} needs {} bytes but {} were given", ir::elemTypeName(type),
+                                       ir::shapeToString(shape), *expected, bytes.size()));
+  WeightKey key{hash, type, shape};
+  auto [it, inserted] = d.weightKeys.emplace(std::move(key), static_cast<uint32_t>(d.weights.size()));
+  if (!inserted)
+    return invalidArgument(
+        fmt::format("weight ({} {}, hash {}) repeats weight {}; the weight table holds each unique weight once",
+                    ir::elemTypeName(type), ir::shapeToString(shape), hash.toHex(), it->second));
+  d.weights.push_back({type, std::move(shape), bytes, hash});
+  d.plan.reset();
+  return it->second;
+}
+
+Status ContainerWriter::addGraph(std::string name, std::string sourceModel, std::vector<std::byte> program) {
+  Impl& d = *impl_;
+  if (d.graphs.size() >= kMaxGraphs)
+    return invalidArgument(fmt::format("a container holds at most {} graphs", kMaxGraphs));
+  if (name.empty()) return invalidArgument("graph name is empty");
+  CTX_RETURN_IF_ERROR(checkString(name, fmt::format("graph name '{}'", name)));
+  CTX_RETURN_IF_ERROR(checkString(sourceModel, fmt::format("source model name of graph '{}'", name)));
+  if (d.graphNames.contains(name))
+    return invalidArgument(fmt::format("graph name '{}' is already in the container; names must be unique", name));
+  d.graphNames.insert(name);
+  d.graphs.push_back({std::move(name), std::move(sourceModel), std::move(program)});
+  d.plan.reset();
+  return Status::ok();
+}
+
+size_t ContainerWriter::weightCount() const { return impl_->weights.size(); }
+size_t ContainerWriter::graphCount() const { return impl_->graphs.size(); }
+
+Expected<const Plan*> ContainerWriter::Impl::getPlan() const {
+  if (plan) return &*plan;
+  const uint64_t alignment = options.alignment;
+  if (!isPowerOfTwo(alignment) || alignment < kMinAlignment || alignment > kMaxAlignment)
+    return invalidArgument(
+        fmt::format("alignment {} is not a power of two from {} to {}", alignment, kMinAlignment, kMaxAlignment));
+
+  Plan p;
+  CTX_RETURN_IF_ERROR(checkString(compat.producer, "producer"));
+  CTX_RETURN_IF_ERROR(checkString(compat.producerVersion, "producer version"));
+  CTX_RETURN_IF_ERROR(checkString(compat.targetId, "target id"));
+  CTX_RETURN_IF_ERROR(checkString(compat.targetRevision, "target revision"));
+  StringTableBuilder strings;
+  p.producer = strings.add(compat.producer);
+  p.producerVersion = strings.add(compat.producerVersion);
+  p.targetId = strings.add(compat.targetId);
+  p.targetRevision = strings.add(compat.targetRevision);
+  for (const PendingGraph& g : graphs) {
+    // Two statements: the order of function arguments is unspecified, and the table's order must not be.
+    StringRef name = strings.add(g.name);
+    StringRef source = strings.add(g.sourceModel);
+    p.graphStrings.emplace_back(name, source);
+  }
+  p.strings = strings.take();
+  if (p.strings.size() > kMaxStringTableBytes)
+    return invalidArgument(fmt::format("the names add up to {} bytes; the string table allows at most {}",
+                                       p.strings.size(), kMaxStringTableBytes));
+
+  // Metadata sizes are bounded by the caps above, so only the data region needs checked sums.
+  p.stringTableOffset = kHeaderSize + kCompatSize;
+  p.graphTableOffset = alignUp(p.stringTableOffset + p.strings.size(), kTableAlignment);
+  p.weightTableOffset = p.graphTableOffset + graphs.size() * kGraphEntrySize;
+  p.dataOffset = alignUp(p.weightTableOffset + weights.size() * kWeightEntrySize, alignment);
+
+  uint64_t cursor = p.dataOffset;
+  auto place = [&](uint64_t size, std::vector<uint64_t>& offsets) -> Status {
+    auto padded = checkedAdd(cursor, alignment - 1);
+    auto end = padded ? checkedAdd(*padded / alignment * alignment, size) : std::nullopt;
+    if (!end) return invalidArgument("the container would exceed 2^64 bytes");
+    offsets.push_back(*padded / alignment * alignment);
+    cursor = *end;
+    return Status::ok();
+  };
+  for (const PendingGraph& g : graphs) CTX_RETURN_IF_ERROR(place(g.program.size(), p.programOffsets));
+  for (const PendingWeight& w : weights) CTX_RETURN_IF_ERROR(place(w.bytes.size(), p.weightOffsets));
+  p.fileSize = cursor;
+  p.dataSize = cursor - p.dataOffset;
+  plan = std::move(p);
+  return &*plan;
+}
+
+Expected<uint64_t> ContainerWriter::weightFileOffset(uint32_t index) const {
+  if (index >= impl_->weights.size())
+    return invalidArgument(
+        fmt::format("weight index {} is out of range; the container has {} weights", index, impl_->weights.size()));
+  CTX_ASSIGN_OR_RETURN(const Plan* plan, impl_->getPlan());
+  return plan->weightOffsets[index];
+}
+
+Expected<std::vector<std::byte>> ContainerWriter::Impl::buildMetadata(const Plan& p) const {
+  auto metaSize = toSize(p.dataOffset);
+  if (!metaSize) return invalidArgument("container metadata does not fit in memory");
+  std::vector<std::byte> meta(*metaSize);  // zero-filled: padding and reserved fields stay zero
+
+  FileHeader h{};
+  h.magic = kMagic;
+  h.formatMajor = kFormatMajor;
+  h.formatMinor = kFormatMinor;
+  h.headerSize = static_cast<uint32_t>(kHeaderSize);
+  h.flags = 0;
+  h.fileSize = p.fileSize;
+  h.alignment = static_cast<uint32_t>(options.alignment);
+  h.compatOffset = kHeaderSize;
+  h.compatSize = kCompatSize;
+  h.stringTableOffset = p.stringTableOffset;
+  h.stringTableSize = p.strings.size();
+  h.graphTableOffset = p.graphTableOffset;
+  h.graphCount = graphs.size();
+  h.weightTableOffset = p.weightTableOffset;
+  h.weightCount = weights.size();
+  h.dataOffset = p.dataOffset;
+  h.dataSize = p.dataSize;
+
+  CompatBlock c{};
+  c.formatMajor = kFormatMajor;
+  c.formatMinor = kFormatMinor;
+  c.producer = p.producer;
+  c.producerVersion = p.producerVersion;
+  c.targetId = p.targetId;
+  c.targetRevision = p.targetRevision;
+
+  bool ok = writeStruct(std::span(meta), 0, h) && writeStruct(std::span(meta), kHeaderSize, c);
+  if (!p.strings.empty()) std::memcpy(meta.data() + p.stringTableOffset, p.strings.data(), p.strings.size());
+  for (size_t i = 0; i < graphs.size(); ++i) {
+    GraphEntry e{};
+    e.name = p.graphStrings[i].first;
+    e.sourceModel = p.graphStrings[i].second;
+    e.programOffset = p.programOffsets[i];
+    e.programSize = graphs[i].program.size();
+    ok = ok && writeStruct(std::span(meta), p.graphTableOffset + i * kGraphEntrySize, e);
+  }
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const PendingWeight& w = weights[i];
+    WeightEntry e{};
+    e.offset = p.weightOffsets[i];
+    e.size = w.bytes.size();
+    e.elemType = static_cast<uint32_t>(w.type);
+    e.rank = static_cast<uint32_t>(w.shape.size());
+    for (size_t k = 0; k < w.shape.size(); ++k) e.dims[k] = w.shape[k];
+    e.hash = w.hash.bytes;
+    ok = ok && writeStruct(std::span(meta), p.weightTableOffset + i * kWeightEntrySize, e);
+  }
+  if (!ok) return Error(ErrorCode::Internal, "container metadata does not fit its planned size");
+
+  // The checksum field is still zero here, which is how the checksum defines it.
+  Hasher128 hasher;
+  hasher.update(meta);
+  for (const PendingGraph& g : graphs) hasher.update(g.program);
+  Hash128 sum = hasher.digest();
+  std::memcpy(meta.data() + kChecksumOffset, sum.bytes.data(), kChecksumSize);
+  return meta;
+}
+
+template <typename Write, typename Zeros>
+Status ContainerWriter::Impl::emit(Write&& write, Zeros&& zeros) const {
+  CTX_ASSIGN_OR_RETURN(const Plan* p, getPlan());
+  CTX_ASSIGN_OR_RETURN(std::vector<std::byte> meta, buildMetadata(*p));
+  CTX_RETURN_IF_ERROR(write(std::span<const std::byte>(meta)));
+  uint64_t cursor = meta.size();
+  auto blob = [&](uint64_t offset, std::span<const std::byte> bytes) -> Status {
+    CTX_RETURN_IF_ERROR(zeros(offset - cursor));
+    CTX_RETURN_IF_ERROR(write(bytes));
+    cursor = offset + bytes.size();
+    return Status::ok();
+  };
+  for (size_t i = 0; i < graphs.size(); ++i) CTX_RETURN_IF_ERROR(blob(p->programOffsets[i], graphs[i].program));
+  for (size_t i = 0; i < weights.size(); ++i) CTX_RETURN_IF_ERROR(blob(p->weightOffsets[i], weights[i].bytes));
+  if (cursor != p->fileSize)
+    return Error(ErrorCode::Internal,
+                 fmt::format("container ended at {} bytes; its header records {}", cursor, p->fileSize));
+  return Status::ok();
+}
+
+Status ContainerWriter::write(const std::filesystem::path& path) const {
+  CTX_ASSIGN_OR_RETURN(auto out, AtomicFileWriter::create(path));
+  Status status = impl_->emit([&](std::span<const std::byte> bytes) { return out->write(bytes); },
+                              [&](uint64_t count) { return out->writeZeros(count); });
+  if (!status.isOk()) return status.addContext(fmt::format("writing container '{}'", path.string()));
+  // Dropping `out` without commit removes the temporary file, so a failure leaves no final name.
+  return out->commit();
+}
+
+Expected<std::vector<std::byte>> ContainerWriter::serialize() const {
+  CTX_ASSIGN_OR_RETURN(const Plan* p, impl_->getPlan());
+  auto size = toSize(p->fileSize);
+  if (!size) return invalidArgument(fmt::format("a container of {} bytes does not fit in memory", p->fileSize));
+  std::vector<std::byte> out;
+  out.reserve(*size);
+  CTX_RETURN_IF_ERROR(impl_->emit(
+      [&](std::span<const std::byte> bytes) {
+        out.insert(out.end(), bytes.begin(), bytes.end());
+        return Status::ok();
+      },
+      [&](uint64_t count) {
+        out.resize(out.size() + static_cast<size_t>(count));
+        return Status::ok();
+      }));
+  return out;
+}
+
+}  // namespace ctxkit::format

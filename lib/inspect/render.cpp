@@ -1,0 +1,118 @@
+// Text and JSON renderings of an inspection report.
+#include "inspect/inspect.h"
+
+#include <nlohmann/json.hpp>
+
+namespace ctxkit::inspect {
+
+namespace {
+
+std::string valuesText(const std::vector<ValueSummary>& values) {
+  std::string s;
+  for (const auto& v : values) s += fmt::format("{}{} {} {}", s.empty() ? "" : ", ", v.name, v.type, v.shape);
+  return s.empty() ? "-" : s;
+}
+
+}  // namespace
+
+std::string reportText(const Report& r) {
+  std::string out;
+  out += fmt::format("EPContext nodes: {}\n", r.nodes.size());
+  for (const auto& n : r.nodes) {
+    out += fmt::format("  {} [{}]\n", n.name, n.model);
+    out += fmt::format("    source: {}\n    main_context: {}\n    embed_mode: {}\n    ep_cache_context: {}\n", n.source,
+                       n.mainContext, n.embedMode, n.cacheContext.empty() ? "-" : n.cacheContext);
+    out += fmt::format("    partition_name: {}\n    ep_sdk_version: {}\n    hardware_architecture: {}\n", n.partitionName,
+                       n.sdkVersion, n.hardwareArchitecture);
+    out += fmt::format("    onnx_model_filename: {}\n    max_size: {}\n", n.onnxModelFilename,
+                       n.maxSize ? std::to_string(*n.maxSize) : std::string("-"));
+    if (!n.notes.empty()) out += fmt::format("    notes: {}\n", n.notes);
+    out += fmt::format("    inputs: {}\n    outputs: {}\n", valuesText(n.inputs), valuesText(n.outputs));
+  }
+  out += "Deployment files:\n";
+  for (const auto& f : r.files)
+    out += fmt::format("  {:<16} {:>12}  {}{}\n", f.role, f.bytes ? std::to_string(*f.bytes) : std::string("-"), f.path,
+                       f.problem.empty() ? "" : "  [" + f.problem + "]");
+  for (const auto& c : r.contexts) {
+    out += fmt::format("Context binary {}: format {}.{}, producer {} {}, target {} revision {}, {} bytes, alignment {}\n", c.path,
+                       c.compat.formatMajor, c.compat.formatMinor, c.compat.producer, c.compat.producerVersion,
+                       c.compat.targetId, c.compat.targetRevision, c.fileBytes, c.alignment);
+    for (const auto& g : c.graphs)
+      out += fmt::format("  graph {} (from {}): {} ops, {} weight refs, arena {} bytes\n", g.name, g.sourceModel, g.opCount,
+                         g.weightRefs, g.arenaBytes);
+    double ratio = c.uniqueWeightBytes ? static_cast<double>(c.referencedWeightBytes) / static_cast<double>(c.uniqueWeightBytes) : 1.0;
+    out += fmt::format("  weights: {} unique, {} bytes stored, {} bytes referenced (sharing ratio {:.2f}), {} shared by several graphs\n",
+                       c.weightCount, c.uniqueWeightBytes, c.referencedWeightBytes, ratio, c.sharedWeights.size());
+    if (c.verified) out += "  verify: every weight hash, padding byte and structural rule checked: ok\n";
+  }
+  if (r.problems.empty()) {
+    out += "no problems found\n";
+  } else {
+    out += fmt::format("{} problem(s):\n", r.problems.size());
+    for (const auto& p : r.problems) out += "  " + p + "\n";
+  }
+  return out;
+}
+
+std::string reportJson(const Report& r) {
+  using Json = nlohmann::ordered_json;
+  auto values = [](const std::vector<ValueSummary>& vs) {
+    Json a = Json::array();
+    for (const auto& v : vs) a.push_back({{"name", v.name}, {"type", v.type}, {"shape", v.shape}});
+    return a;
+  };
+  Json j;
+  j["schema_version"] = 1;
+  j["models"] = r.models;
+  j["ep_context_nodes"] = Json::array();
+  for (const auto& n : r.nodes) {
+    Json jn = {{"model", n.model},
+               {"name", n.name},
+               {"source", n.source},
+               {"main_context", n.mainContext},
+               {"embed_mode", n.embedMode},
+               {"ep_cache_context", n.cacheContext},
+               {"partition_name", n.partitionName},
+               {"ep_sdk_version", n.sdkVersion},
+               {"hardware_architecture", n.hardwareArchitecture},
+               {"onnx_model_filename", n.onnxModelFilename},
+               {"max_size", n.maxSize ? Json(*n.maxSize) : Json(nullptr)},
+               {"notes", n.notes},
+               {"inputs", values(n.inputs)},
+               {"outputs", values(n.outputs)}};
+    j["ep_context_nodes"].push_back(std::move(jn));
+  }
+  j["deployment_files"] = Json::array();
+  for (const auto& f : r.files)
+    j["deployment_files"].push_back({{"path", f.path},
+                                     {"role", f.role},
+                                     {"bytes", f.bytes ? Json(*f.bytes) : Json(nullptr)},
+                                     {"exists", f.exists},
+                                     {"problem", f.problem}});
+  j["context_binaries"] = Json::array();
+  for (const auto& c : r.contexts) {
+    Json jc;
+    jc["path"] = c.path;
+    jc["compatibility"] = {{"producer", c.compat.producer},
+                           {"producer_version", c.compat.producerVersion},
+                           {"target", c.compat.targetId},
+                           {"target_revision", c.compat.targetRevision},
+                           {"format", fmt::format("{}.{}", c.compat.formatMajor, c.compat.formatMinor)}};
+    jc["bytes"] = c.fileBytes;
+    jc["alignment"] = c.alignment;
+    jc["graphs"] = Json::array();
+    for (const auto& g : c.graphs)
+      jc["graphs"].push_back({{"name", g.name}, {"source_model", g.sourceModel}, {"ops", g.opCount}, {"weight_refs", g.weightRefs}, {"arena_bytes", g.arenaBytes}});
+    jc["weights"] = {{"count", c.weightCount}, {"unique_bytes", c.uniqueWeightBytes}, {"referenced_bytes", c.referencedWeightBytes}};
+    jc["shared_weights"] = Json::array();
+    for (const auto& w : c.sharedWeights)
+      jc["shared_weights"].push_back({{"index", w.index}, {"bytes", w.bytes}, {"graphs", w.graphs}, {"models", w.models}});
+    jc["verified"] = c.verified;
+    j["context_binaries"].push_back(std::move(jc));
+  }
+  j["problems"] = r.problems;
+  j["ok"] = r.problems.empty();
+  return j.dump(2) + "\n";
+}
+
+}  // namespace ctxkit::inspect

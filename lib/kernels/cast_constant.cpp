@@ -1,0 +1,106 @@
+// Cast (numeric types, bool, float16, bfloat16) and Constant (value, value_float(s), value_int(s)).
+#include "kernels/convert.h"
+#include "kernels/ops.h"
+
+#include <cstring>
+#include <mutex>
+
+namespace ctxkit::kernels::detail {
+
+namespace {
+
+Expected<ElemType> castTarget(const OpContext& ctx) {
+  const ir::Attribute* to = ctx.attrs.find("to");
+  if (!to || to->type != ir::AttrType::Int) return invalid(ctx, "required attribute to is missing");
+  auto type = ir::elemTypeFromInt(static_cast<int32_t>(to->i));
+  if (!type || *type == ElemType::Undefined || to->i != static_cast<int32_t>(to->i))
+    return invalid(ctx, "attribute to is {}, not an element type", to->i);
+  if (!isConvertible(*type)) return unsupported(ctx, "cast to {} is not supported", ir::elemTypeName(*type));
+  return *type;
+}
+
+}  // namespace
+
+InferResult inferCast(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  CTX_ASSIGN_OR_RETURN(ElemType to, castTarget(ctx));
+  if (!isConvertible(inputs[0].type))
+    return unsupported(ctx, "cast from {} is not supported", ir::elemTypeName(inputs[0].type));
+  return single(to, inputs[0].shape);
+}
+
+Status runCast(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  const ir::Tensor& x = *inputs[0];
+  ir::Tensor& y = *outputs[0];
+  size_t n = static_cast<size_t>(x.elementCount());
+  size_t inSize = ir::elemSize(x.type()), outSize = ir::elemSize(y.type());
+  Status status;
+  std::mutex mutex;
+  parallelFor(ctx, n, 32768, [&](size_t b, size_t e) {
+    Status s = convertElements(x.type(), x.data() + b * inSize, y.type(), y.mutableData() + b * outSize, e - b);
+    if (!s) {
+      std::lock_guard<std::mutex> lock(mutex);
+      status = std::move(s);
+    }
+  });
+  if (!status) return status.takeError().addContext(nodeLabel(ctx));
+  return Status::ok();
+}
+
+// ---- Constant ----------------------------------------------------------------------------------------
+
+namespace {
+
+// The one value attribute of a Constant node.
+Expected<const ir::Attribute*> constantAttr(const OpContext& ctx) {
+  const ir::Attribute* found = nullptr;
+  for (const ir::Attribute& a : ctx.attrs.all()) {
+    if (a.name.rfind("value", 0) != 0 && a.name != "sparse_value") continue;
+    if (found) return invalid(ctx, "has both attributes {} and {} but exactly one value is allowed", found->name, a.name);
+    found = &a;
+  }
+  if (!found) return invalid(ctx, "has no value attribute");
+  const std::string& n = found->name;
+  if (n == "sparse_value") return unsupported(ctx, "sparse constants are not supported");
+  if (n == "value_string" || n == "value_strings") return unsupported(ctx, "string constants are not supported");
+  bool ok = (n == "value" && found->type == ir::AttrType::Tensor) ||
+            (n == "value_float" && found->type == ir::AttrType::Float) ||
+            (n == "value_floats" && found->type == ir::AttrType::Floats) ||
+            (n == "value_int" && found->type == ir::AttrType::Int) ||
+            (n == "value_ints" && found->type == ir::AttrType::Ints);
+  if (!ok)
+    return invalid(ctx, "attribute {} has type {} which is not a valid constant value", n, ir::attrTypeName(found->type));
+  if (n == "value" && found->t.type() == ElemType::String) return unsupported(ctx, "string constants are not supported");
+  return found;
+}
+
+}  // namespace
+
+InferResult inferConstant(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 0, 0));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  CTX_ASSIGN_OR_RETURN(const ir::Attribute* a, constantAttr(ctx));
+  if (a->name == "value") return single(a->t.type(), a->t.shape());
+  if (a->name == "value_float") return single(ElemType::Float, {});
+  if (a->name == "value_floats") return single(ElemType::Float, {static_cast<int64_t>(a->floats.size())});
+  if (a->name == "value_int") return single(ElemType::Int64, {});
+  return single(ElemType::Int64, {static_cast<int64_t>(a->ints.size())});
+}
+
+Status runConstant(const OpContext& ctx, RunIns, RunOuts outputs) {
+  CTX_ASSIGN_OR_RETURN(const ir::Attribute* a, constantAttr(ctx));
+  ir::Tensor& y = *outputs[0];
+  std::span<const std::byte> bytes;
+  if (a->name == "value") bytes = a->t.bytes();
+  else if (a->name == "value_float") bytes = std::as_bytes(std::span(&a->f, 1));
+  else if (a->name == "value_floats") bytes = std::as_bytes(std::span(a->floats));
+  else if (a->name == "value_int") bytes = std::as_bytes(std::span(&a->i, 1));
+  else bytes = std::as_bytes(std::span(a->ints));
+  if (bytes.size() != y.byteSize())
+    return invalid(ctx, "constant holds {} bytes but its shape needs {}", bytes.size(), y.byteSize());
+  if (!bytes.empty()) std::memcpy(y.mutableData(), bytes.data(), bytes.size());
+  return Status::ok();
+}
+
+}  // namespace ctxkit::kernels::detail

@@ -1,0 +1,217 @@
+// Conv (1D/2D/3D, groups, pads/strides/dilations/auto_pad, optional bias) as im2col + GEMM, direct for 1x1.
+#include "kernels/gemm.h"
+#include "kernels/ops.h"
+#include "kernels/spatial.h"
+#include "kernels/vec_math.h"
+
+#include <cstring>
+
+namespace ctxkit::kernels::detail {
+
+namespace {
+
+struct ConvPlan {
+  Window window;
+  int64_t batch = 0, channels = 0, outChannels = 0, group = 1;
+};
+
+Expected<ConvPlan> planConv(const OpContext& ctx, std::span<const int64_t> x, std::span<const int64_t> w,
+                            const std::vector<int64_t>* bias) {
+  if (x.size() < 3)
+    return invalid(ctx, "input 0 has shape {} but expected rank 3 or more (N x C x spatial)", shapeStr(x));
+  if (x.size() > 5) return unsupported(ctx, "input 0 has shape {}: more than 3 spatial dimensions", shapeStr(x));
+  if (w.size() != x.size())
+    return invalid(ctx, "input 1 has shape {} but expected rank {} like input 0", shapeStr(w), x.size());
+  ConvPlan p;
+  p.batch = x[0];
+  p.channels = x[1];
+  p.outChannels = w[0];
+  p.group = ctx.attrs.getInt("group", 1);
+  if (p.group < 1) return invalid(ctx, "attribute group is {} but expected at least 1", p.group);
+  if (p.channels != w[1] * p.group)
+    return invalid(ctx, "input 0 has {} channels but weight shape {} with group {} expects {}", p.channels,
+                   shapeStr(w), p.group, w[1] * p.group);
+  if (p.outChannels % p.group != 0)
+    return invalid(ctx, "weight has {} output channels, not a multiple of group {}", p.outChannels, p.group);
+  std::span<const int64_t> kernel = w.subspan(2);
+  if (ctx.attrs.has("kernel_shape")) {
+    std::vector<int64_t> ks = ctx.attrs.getInts("kernel_shape");
+    if (!std::equal(ks.begin(), ks.end(), kernel.begin(), kernel.end()))
+      return invalid(ctx, "attribute kernel_shape {} does not match weight shape {}", shapeStr(ks), shapeStr(w));
+  }
+  if (bias && (bias->size() != 1 || (*bias)[0] != p.outChannels))
+    return invalid(ctx, "input 2 has shape {} but expected {}", shapeStr(*bias), p.outChannels);
+  CTX_ASSIGN_OR_RETURN(p.window, computeWindow(ctx, x.subspan(2), kernel, false, true));
+  return p;
+}
+
+// Unfolds the channels of one image (group) into rows (c, kd, kh, kw) x columns (od, oh, ow).
+void im2col(const float* x, const Window3& w, float* col, int64_t rowBegin, int64_t rowEnd) {
+  const int64_t kSize = w.kernel[0] * w.kernel[1] * w.kernel[2];
+  const int64_t inSize = w.in[0] * w.in[1] * w.in[2];
+  const int64_t outSize = w.out[0] * w.out[1] * w.out[2];
+  for (int64_t row = rowBegin; row < rowEnd; ++row) {
+    int64_t c = row / kSize, k = row % kSize;
+    int64_t kd = k / (w.kernel[1] * w.kernel[2]);
+    int64_t kh = (k / w.kernel[2]) % w.kernel[1];
+    int64_t kw = k % w.kernel[2];
+    const float* xc = x + c * inSize;
+    float* dst = col + row * outSize;
+    for (int64_t od = 0; od < w.out[0]; ++od) {
+      int64_t id = od * w.stride[0] - w.padBegin[0] + kd * w.dilation[0];
+      for (int64_t oh = 0; oh < w.out[1]; ++oh) {
+        int64_t ih = oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1];
+        float* d = dst + (od * w.out[1] + oh) * w.out[2];
+        if (id < 0 || id >= w.in[0] || ih < 0 || ih >= w.in[1]) {
+          std::fill(d, d + w.out[2], 0.0f);
+          continue;
+        }
+        const float* src = xc + (id * w.in[1] + ih) * w.in[2];
+        int64_t off = kw * w.dilation[2] - w.padBegin[2];
+        int64_t s = w.stride[2];
+        int64_t lo, hi;
+        outputsForTap(off, s, w.in[2], w.out[2], lo, hi);
+        std::fill(d, d + lo, 0.0f);
+        if (s == 1) {
+          std::memcpy(d + lo, src + lo + off, static_cast<size_t>(hi - lo) * sizeof(float));
+        } else {
+          for (int64_t ow = lo; ow < hi; ++ow) d[ow] = src[ow * s + off];
+        }
+        std::fill(d + hi, d + w.out[2], 0.0f);
+      }
+    }
+  }
+}
+
+// Direct convolution for groups with one input channel (depthwise): each output row accumulates shifted input
+// rows scaled by one weight, which vectorizes for stride 1 and needs no im2col buffer.
+void depthwisePlane(const float* x, const float* wk, float bias, float* y, const Window3& w) {
+  const int64_t s2 = w.stride[2];
+  for (int64_t od = 0; od < w.out[0]; ++od) {
+    int64_t d0, d1;
+    tapsForOutput(od, w.stride[0], w.padBegin[0], w.dilation[0], w.kernel[0], w.in[0], d0, d1);
+    for (int64_t oh = 0; oh < w.out[1]; ++oh) {
+      int64_t h0, h1;
+      tapsForOutput(oh, w.stride[1], w.padBegin[1], w.dilation[1], w.kernel[1], w.in[1], h0, h1);
+      float* orow = y + (od * w.out[1] + oh) * w.out[2];
+      std::fill(orow, orow + w.out[2], bias);
+      for (int64_t kd = d0; kd < d1; ++kd) {
+        int64_t id = od * w.stride[0] - w.padBegin[0] + kd * w.dilation[0];
+        for (int64_t kh = h0; kh < h1; ++kh) {
+          int64_t ih = oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1];
+          const float* src = x + (id * w.in[1] + ih) * w.in[2];
+          const float* wrow = wk + (kd * w.kernel[1] + kh) * w.kernel[2];
+          for (int64_t kw = 0; kw < w.kernel[2]; ++kw) {
+            int64_t off = kw * w.dilation[2] - w.padBegin[2];
+            int64_t lo, hi;
+            outputsForTap(off, s2, w.in[2], w.out[2], lo, hi);
+            const float wv = wrow[kw];
+            const float* sp = src + off;
+            if (s2 == 1)
+              vecAxpy(orow + lo, sp + lo, wv, static_cast<size_t>(hi - lo));
+            else
+              for (int64_t ow = lo; ow < hi; ++ow) orow[ow] += wv * sp[ow * s2];
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+InferResult inferConv(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 3));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, typeBit(ElemType::Float) | kHalfTypes));
+  CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 1));
+  const ValueDesc* bias = optionalInput(inputs, 2);
+  if (bias) CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 2));
+  CTX_RETURN_IF_ERROR(parseFusedActivation(ctx).status());
+  CTX_ASSIGN_OR_RETURN(ConvPlan p, planConv(ctx, inputs[0].shape, inputs[1].shape, bias ? &bias->shape : nullptr));
+  ir::Shape out{p.batch, p.outChannels};
+  out.insert(out.end(), p.window.out.begin(), p.window.out.end());
+  return single(inputs[0].type, std::move(out));
+}
+
+Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  const ir::Tensor& x = *inputs[0];
+  const ir::Tensor& wt = *inputs[1];
+  const ir::Tensor* bias = inputs.size() > 2 ? inputs[2] : nullptr;
+  ir::Tensor& y = *outputs[0];
+  std::vector<int64_t> biasShape = bias ? bias->shape() : std::vector<int64_t>{};
+  CTX_ASSIGN_OR_RETURN(ConvPlan p, planConv(ctx, x.shape(), wt.shape(), bias ? &biasShape : nullptr));
+  CTX_ASSIGN_OR_RETURN(FusedActivation act, parseFusedActivation(ctx));
+  const Window3 w = toWindow3(p.window);
+  const int64_t cg = p.channels / p.group;       // input channels per group
+  const int64_t mg = p.outChannels / p.group;    // output channels per group
+  const int64_t kSize = w.kernel[0] * w.kernel[1] * w.kernel[2];
+  const int64_t inSize = w.in[0] * w.in[1] * w.in[2];
+  const int64_t outSize = w.out[0] * w.out[1] * w.out[2];
+  const int64_t rows = cg * kSize;  // GEMM depth
+  bool pointwise = kSize == 1;
+  for (int i = 0; i < 3; ++i)
+    if (w.stride[i] != 1 || w.padBegin[i] != 0 || w.padEnd[i] != 0) pointwise = false;
+  const float* px = x.dataAs<float>();
+  const float* pw = wt.dataAs<float>();
+  float* py = y.mutableDataAs<float>();
+  const int64_t jobs = p.batch * p.group;
+  if (jobs == 0 || outSize == 0 || mg == 0) return Status::ok();
+
+  if (cg == 1 && p.group > 1) {
+    const int64_t planes = p.batch * p.outChannels;
+    parallelFor(ctx, static_cast<size_t>(planes), 1, [&](size_t p0, size_t p1) {
+      for (size_t plane = p0; plane < p1; ++plane) {
+        int64_t n = static_cast<int64_t>(plane) / p.outChannels, m = static_cast<int64_t>(plane) % p.outChannels;
+        int64_t c = m / mg;  // the group's single input channel
+        float* yp = py + static_cast<int64_t>(plane) * outSize;
+        depthwisePlane(px + (n * p.channels + c) * inSize, pw + m * kSize, bias ? bias->dataAs<float>()[m] : 0.0f, yp, w);
+        applyFusedActivation(act, yp, static_cast<size_t>(outSize));
+      }
+    });
+    return Status::ok();
+  }
+
+  auto oneJob = [&](int64_t job, std::vector<float>& col, ThreadPool* pool) {
+    int64_t n = job / p.group, g = job % p.group;
+    const float* xg = px + (n * p.channels + g * cg) * inSize;
+    float* yg = py + (n * p.outChannels + g * mg) * outSize;
+    const float* b = xg;
+    if (!pointwise) {
+      col.resize(static_cast<size_t>(rows * outSize));
+      if (pool && rows >= 8 && rows * outSize >= 65536) {
+        pool->parallelFor(static_cast<size_t>(rows), 1, [&](size_t r0, size_t r1) {
+          im2col(xg, w, col.data(), static_cast<int64_t>(r0), static_cast<int64_t>(r1));
+        });
+      } else {
+        im2col(xg, w, col.data(), 0, rows);
+      }
+      b = col.data();
+    }
+    sgemm(false, false, static_cast<size_t>(mg), static_cast<size_t>(outSize), static_cast<size_t>(rows), 1.0f,
+          pw + g * mg * rows, static_cast<size_t>(rows), b, static_cast<size_t>(outSize), 0.0f, yg,
+          static_cast<size_t>(outSize), pool);
+    for (int64_t m = 0; m < mg; ++m) {
+      float* ym = yg + m * outSize;
+      if (bias) {
+        float bv = bias->dataAs<float>()[g * mg + m];
+        vecBinary(BinaryOp::Add, ym, 1, &bv, 0, ym, static_cast<size_t>(outSize));
+      }
+      applyFusedActivation(act, ym, static_cast<size_t>(outSize));
+    }
+  };
+
+  int threads = ctx.pool ? ctx.pool->threads() : 1;
+  if (threads > 1 && jobs >= 2 * threads) {
+    parallelFor(ctx, static_cast<size_t>(jobs), 1, [&](size_t j0, size_t j1) {
+      thread_local std::vector<float> col;
+      for (size_t j = j0; j < j1; ++j) oneJob(static_cast<int64_t>(j), col, nullptr);
+    });
+  } else {
+    std::vector<float> col;
+    for (int64_t j = 0; j < jobs; ++j) oneJob(j, col, ctx.pool);
+  }
+  return Status::ok();
+}
+
+}  // namespace ctxkit::kernels::detail

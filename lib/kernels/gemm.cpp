@@ -1,0 +1,242 @@
+// Float32 GEMM: packed A blocks and B panels, a register-blocked micro-kernel in plain C++ compiled for the
+// CPU's widest vector ISA (picked at run time), threads over row blocks and column strips.
+#include "kernels/gemm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace ctxkit::kernels {
+
+namespace {
+
+constexpr size_t kKc = 256;   // depth of a packed block: an A strip and a B strip stay in L1
+constexpr size_t kNc = 2048;  // columns of a packed B panel (L3)
+constexpr size_t kMcTarget = 144;  // rows of a packed A block (L2); rounded to the kernel's MR
+
+// acc = Apack(MR x kc) * Bpack(kc x NR); C(mr x nr) += alpha * acc. Packed operands are zero-padded, so
+// the loop always computes a full tile; only the write-back is clipped.
+template <int MR, int NR>
+__attribute__((always_inline)) inline void microKernel(size_t kc, const float* __restrict a,
+                                                       const float* __restrict b, float* __restrict c,
+                                                       size_t ldc, float alpha, size_t mr, size_t nr) {
+  float acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = 0.0f;
+  for (size_t p = 0; p < kc; ++p) {
+    const float* bp = b + p * NR;
+    const float* ap = a + p * MR;
+    for (int i = 0; i < MR; ++i) {
+      const float av = ap[i];
+      for (int j = 0; j < NR; ++j) acc[i][j] += av * bp[j];
+    }
+  }
+  if (mr == MR && nr == NR) {
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) c[i * ldc + j] += alpha * acc[i][j];
+  } else {
+    for (size_t i = 0; i < mr; ++i)
+      for (size_t j = 0; j < nr; ++j) c[i * ldc + j] += alpha * acc[i][j];
+  }
+}
+
+// One packed A block (mc x kc) times one packed B panel (kc x columns [nBegin, nEnd) of the panel).
+template <int MR, int NR>
+__attribute__((always_inline)) inline void blockKernel(size_t mc, size_t nBegin, size_t nEnd, size_t kc,
+                                                       const float* aPack, const float* bPack, float* c,
+                                                       size_t ldc, float alpha) {
+  for (size_t j = nBegin; j < nEnd; j += NR) {
+    const float* bStrip = bPack + (j / NR) * kc * NR;
+    size_t nr = std::min<size_t>(NR, nEnd - j);
+    for (size_t i = 0; i < mc; i += MR) {
+      size_t mr = std::min<size_t>(MR, mc - i);
+      microKernel<MR, NR>(kc, aPack + (i / MR) * kc * MR, bStrip, c + i * ldc + j, ldc, alpha, mr, nr);
+    }
+  }
+}
+
+using BlockFn = void (*)(size_t, size_t, size_t, size_t, const float*, const float*, float*, size_t, float);
+
+__attribute__((target("avx512f,avx512vl,avx2,fma"))) void blockAvx512(size_t mc, size_t nb, size_t ne, size_t kc,
+                                                                      const float* a, const float* b, float* c,
+                                                                      size_t ldc, float alpha) {
+  blockKernel<8, 32>(mc, nb, ne, kc, a, b, c, ldc, alpha);
+}
+
+__attribute__((target("avx2,fma"))) void blockAvx2(size_t mc, size_t nb, size_t ne, size_t kc, const float* a,
+                                                   const float* b, float* c, size_t ldc, float alpha) {
+  blockKernel<6, 16>(mc, nb, ne, kc, a, b, c, ldc, alpha);
+}
+
+void blockSse2(size_t mc, size_t nb, size_t ne, size_t kc, const float* a, const float* b, float* c, size_t ldc,
+               float alpha) {
+  blockKernel<4, 8>(mc, nb, ne, kc, a, b, c, ldc, alpha);
+}
+
+struct Kernel {
+  const char* name;
+  size_t mr;
+  size_t nr;
+  BlockFn block;
+};
+
+const Kernel& pickKernel() {
+  static const Kernel kernel = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"))
+      return Kernel{"avx512", 8, 32, blockAvx512};
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Kernel{"avx2", 6, 16, blockAvx2};
+    return Kernel{"sse2", 4, 8, blockSse2};
+  }();
+  return kernel;
+}
+
+// Packs rows [i0, i0 + mc) and depth [p0, p0 + kc) of op(A) into MR-row strips, k-major, zero-padded.
+void packA(bool transA, const float* A, size_t lda, size_t i0, size_t mc, size_t p0, size_t kc, size_t mr,
+           float* out) {
+  for (size_t s = 0; s < mc; s += mr) {
+    size_t rows = std::min(mr, mc - s);
+    float* dst = out + (s / mr) * kc * mr;
+    if (!transA) {
+      for (size_t i = 0; i < rows; ++i) {
+        const float* src = A + (i0 + s + i) * lda + p0;
+        for (size_t p = 0; p < kc; ++p) dst[p * mr + i] = src[p];
+      }
+    } else {
+      for (size_t p = 0; p < kc; ++p) {
+        const float* src = A + (p0 + p) * lda + i0 + s;
+        for (size_t i = 0; i < rows; ++i) dst[p * mr + i] = src[i];
+      }
+    }
+    if (rows < mr)
+      for (size_t p = 0; p < kc; ++p)
+        for (size_t i = rows; i < mr; ++i) dst[p * mr + i] = 0.0f;
+  }
+}
+
+// Packs NR-column strips [strip0, strip1) of op(B)'s block (depth [p0, p0 + kc), columns from j0).
+void packB(bool transB, const float* B, size_t ldb, size_t p0, size_t kc, size_t j0, size_t nc, size_t nr,
+           size_t strip0, size_t strip1, float* out) {
+  for (size_t s = strip0; s < strip1; ++s) {
+    size_t col = s * nr;
+    size_t cols = std::min(nr, nc - col);
+    float* dst = out + s * kc * nr;
+    if (!transB) {
+      for (size_t p = 0; p < kc; ++p) {
+        const float* src = B + (p0 + p) * ldb + j0 + col;
+        float* d = dst + p * nr;
+        size_t j = 0;
+        for (; j < cols; ++j) d[j] = src[j];
+        for (; j < nr; ++j) d[j] = 0.0f;
+      }
+    } else {
+      for (size_t j = 0; j < cols; ++j) {
+        const float* src = B + (j0 + col + j) * ldb + p0;
+        for (size_t p = 0; p < kc; ++p) dst[p * nr + j] = src[p];
+      }
+      for (size_t j = cols; j < nr; ++j)
+        for (size_t p = 0; p < kc; ++p) dst[p * nr + j] = 0.0f;
+    }
+  }
+}
+
+// Runs body over [0, count), on the pool only when `worthIt` (enough work to pay for waking threads).
+void runParallel(ThreadPool* pool, bool worthIt, size_t count, const std::function<void(size_t, size_t)>& body) {
+  if (worthIt && pool && pool->threads() > 1 && count > 1) pool->parallelFor(count, 1, body);
+  else body(0, count);
+}
+
+// Few rows: stream B once instead of packing it (matrix-vector products, decode-time linear layers).
+void smallM(bool transA, bool transB, size_t M, size_t N, size_t K, float alpha, const float* A, size_t lda,
+            const float* B, size_t ldb, float* C, size_t ldc, ThreadPool* pool) {
+  constexpr size_t kChunk = 256;
+  size_t chunks = (N + kChunk - 1) / kChunk;
+  runParallel(pool, K * N >= 65536, chunks, [&](size_t c0, size_t c1) {
+    size_t jBegin = c0 * kChunk;
+    size_t jEnd = std::min(N, c1 * kChunk);
+    for (size_t i = 0; i < M; ++i) {
+      float* c = C + i * ldc;
+      if (!transB) {
+        for (size_t p = 0; p < K; ++p) {
+          float av = alpha * (transA ? A[p * lda + i] : A[i * lda + p]);
+          const float* b = B + p * ldb;
+          for (size_t j = jBegin; j < jEnd; ++j) c[j] += av * b[j];
+        }
+      } else {
+        for (size_t j = jBegin; j < jEnd; ++j) {
+          const float* b = B + j * ldb;
+          float sum = 0.0f;
+          if (!transA) {
+            const float* a = A + i * lda;
+            for (size_t p = 0; p < K; ++p) sum += a[p] * b[p];
+          } else {
+            for (size_t p = 0; p < K; ++p) sum += A[p * lda + i] * b[p];
+          }
+          c[j] += alpha * sum;
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+const char* sgemmKernelName() { return pickKernel().name; }
+
+void sgemm(bool transA, bool transB, size_t M, size_t N, size_t K, float alpha, const float* A, size_t lda,
+           const float* B, size_t ldb, float beta, float* C, size_t ldc, ThreadPool* pool) {
+  if (M == 0 || N == 0) return;
+  if (beta != 1.0f) {
+    for (size_t i = 0; i < M; ++i) {
+      float* c = C + i * ldc;
+      if (beta == 0.0f) std::fill(c, c + N, 0.0f);
+      else
+        for (size_t j = 0; j < N; ++j) c[j] *= beta;
+    }
+  }
+  if (K == 0 || alpha == 0.0f) return;
+  if (M <= 2) {
+    smallM(transA, transB, M, N, K, alpha, A, lda, B, ldb, C, ldc, pool);
+    return;
+  }
+  const Kernel& kernel = pickKernel();
+  const size_t mr = kernel.mr, nr = kernel.nr;
+  const size_t mcBlock = std::max(mr, kMcTarget / mr * mr);
+  const size_t threads = pool ? static_cast<size_t>(pool->threads()) : 1;
+  std::vector<float> bPack;
+  for (size_t j0 = 0; j0 < N; j0 += kNc) {
+    size_t nc = std::min(kNc, N - j0);
+    size_t strips = (nc + nr - 1) / nr;
+    for (size_t p0 = 0; p0 < K; p0 += kKc) {
+      size_t kc = std::min(kKc, K - p0);
+      bPack.resize(strips * nr * kc);
+      float* bp = bPack.data();
+      runParallel(pool, nc * kc >= 32768, strips, [&](size_t s0, size_t s1) {
+        packB(transB, B, ldb, p0, kc, j0, nc, nr, s0, s1, bp);
+      });
+      // Tasks: row blocks, split further into column ranges when there are fewer blocks than threads.
+      size_t rowBlocks = (M + mcBlock - 1) / mcBlock;
+      size_t colSplits = 1;
+      if (threads > 1 && rowBlocks < 2 * threads) colSplits = std::min(strips, (2 * threads + rowBlocks - 1) / rowBlocks);
+      size_t stripsPerSplit = (strips + colSplits - 1) / colSplits;
+      colSplits = (strips + stripsPerSplit - 1) / stripsPerSplit;
+      size_t tasks = rowBlocks * colSplits;
+      bool worthThreads = static_cast<double>(M) * static_cast<double>(nc) * static_cast<double>(kc) >= 1.5e5;
+      runParallel(pool, worthThreads, tasks, [&](size_t t0, size_t t1) {
+        thread_local std::vector<float> aPack;
+        for (size_t t = t0; t < t1; ++t) {
+          size_t rb = t / colSplits, cs = t % colSplits;
+          size_t i0 = rb * mcBlock;
+          size_t mc = std::min(mcBlock, M - i0);
+          aPack.resize(((mc + mr - 1) / mr) * mr * kc);
+          packA(transA, A, lda, i0, mc, p0, kc, mr, aPack.data());
+          size_t nBegin = cs * stripsPerSplit * nr;
+          size_t nEnd = std::min(nc, (cs + 1) * stripsPerSplit * nr);
+          kernel.block(mc, nBegin, nEnd, kc, aPack.data(), bp, C + i0 * ldc + j0, ldc, alpha);
+        }
+      });
+    }
+  }
+}
+
+}  // namespace ctxkit::kernels

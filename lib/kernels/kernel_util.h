@@ -1,0 +1,194 @@
+// Helpers shared by the kernel files: node-scoped errors, type sets and dispatch, shape and axis arithmetic.
+#pragma once
+
+#include "kernels/kernels.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ctxkit::kernels::detail {
+
+using ir::ElemType;
+using InferResult = Expected<std::vector<OutputDesc>>;
+using InDescs = std::span<const ValueDesc>;
+using RunIns = std::span<const ir::Tensor* const>;
+using RunOuts = std::span<ir::Tensor* const>;
+
+// ---- errors ------------------------------------------------------------------------------------------
+
+// "node 'conv1' (Conv)", or "unnamed node (Conv)".
+std::string nodeLabel(const OpContext& ctx);
+
+template <typename... Args>
+Error nodeError(const OpContext& ctx, ErrorCode code, fmt::format_string<Args...> format, Args&&... args) {
+  return Error(code, fmt::format("{}: {}", nodeLabel(ctx), fmt::format(format, std::forward<Args>(args)...)));
+}
+template <typename... Args>
+Error invalid(const OpContext& ctx, fmt::format_string<Args...> format, Args&&... args) {
+  return nodeError(ctx, ErrorCode::InvalidGraph, format, std::forward<Args>(args)...);
+}
+template <typename... Args>
+Error unsupported(const OpContext& ctx, fmt::format_string<Args...> format, Args&&... args) {
+  return nodeError(ctx, ErrorCode::Unsupported, format, std::forward<Args>(args)...);
+}
+
+// ---- element type sets -------------------------------------------------------------------------------
+
+using TypeSet = uint64_t;
+constexpr TypeSet typeBit(ElemType t) { return TypeSet{1} << static_cast<int>(t); }
+
+inline constexpr TypeSet kHalfTypes = typeBit(ElemType::Float16) | typeBit(ElemType::BFloat16);
+inline constexpr TypeSet kFloatTypes = typeBit(ElemType::Float) | typeBit(ElemType::Double) | kHalfTypes;
+inline constexpr TypeSet kSignedIntTypes = typeBit(ElemType::Int8) | typeBit(ElemType::Int16) |
+                                           typeBit(ElemType::Int32) | typeBit(ElemType::Int64);
+inline constexpr TypeSet kUnsignedIntTypes = typeBit(ElemType::Uint8) | typeBit(ElemType::Uint16) |
+                                             typeBit(ElemType::Uint32) | typeBit(ElemType::Uint64);
+inline constexpr TypeSet kIntTypes = kSignedIntTypes | kUnsignedIntTypes;
+inline constexpr TypeSet kNumericTypes = kFloatTypes | kIntTypes;
+inline constexpr TypeSet kIndexTypes = typeBit(ElemType::Int32) | typeBit(ElemType::Int64);
+// Types kernels compute in directly (no float16 conversion).
+inline constexpr TypeSet kNativeNumeric = typeBit(ElemType::Float) | typeBit(ElemType::Double) | kIntTypes;
+// Every type with a whole number of bytes per element: data movement ops handle them all by size.
+inline constexpr TypeSet kFixedSizeTypes = kNumericTypes | typeBit(ElemType::Bool) |
+                                           typeBit(ElemType::Complex64) | typeBit(ElemType::Complex128) |
+                                           typeBit(ElemType::Float8E4M3FN) | typeBit(ElemType::Float8E4M3FNUZ) |
+                                           typeBit(ElemType::Float8E5M2) | typeBit(ElemType::Float8E5M2FNUZ) |
+                                           typeBit(ElemType::Float8E8M0);
+
+constexpr bool inSet(TypeSet set, ElemType t) {
+  auto i = static_cast<int>(t);
+  return i >= 0 && i < 64 && (set & typeBit(t)) != 0;
+}
+std::string typeSetNames(TypeSet set);  // "float32, float64, int32"
+
+// Calls `f(T{})` for the C++ type of `t` when `t` is in `Set` (only those instantiations are made).
+// Half types are not dispatched here: kernels see them as float (see op_table.cpp).
+template <TypeSet Set, typename F>
+Status visitType(ElemType t, F&& f) {
+#define CTX_VISIT_CASE(E, T)                                         \
+  case ElemType::E:                                                  \
+    if constexpr ((Set & typeBit(ElemType::E)) != 0) return f(T{});  \
+    break;
+  switch (t) {
+    CTX_VISIT_CASE(Float, float)
+    CTX_VISIT_CASE(Double, double)
+    CTX_VISIT_CASE(Int8, int8_t)
+    CTX_VISIT_CASE(Int16, int16_t)
+    CTX_VISIT_CASE(Int32, int32_t)
+    CTX_VISIT_CASE(Int64, int64_t)
+    CTX_VISIT_CASE(Uint8, uint8_t)
+    CTX_VISIT_CASE(Uint16, uint16_t)
+    CTX_VISIT_CASE(Uint32, uint32_t)
+    CTX_VISIT_CASE(Uint64, uint64_t)
+    CTX_VISIT_CASE(Bool, bool)
+    default: break;
+  }
+#undef CTX_VISIT_CASE
+  return makeError(ErrorCode::Unsupported, "element type {} is not supported here", ir::elemTypeName(t));
+}
+
+// ---- input and attribute checks ----------------------------------------------------------------------
+
+// `count` input slots in [min, max]; required inputs (index < required) must be present.
+Status checkInputs(const OpContext& ctx, InDescs inputs, size_t min, size_t max);
+Status checkOutputs(const OpContext& ctx, size_t count, size_t min, size_t max);
+Status checkType(const OpContext& ctx, InDescs inputs, size_t index, TypeSet allowed);
+Status checkSameType(const OpContext& ctx, InDescs inputs, size_t a, size_t b);
+Status checkRank(const OpContext& ctx, InDescs inputs, size_t index, size_t rank);
+// The input when its slot exists and is present, else null.
+const ValueDesc* optionalInput(InDescs inputs, size_t index);
+
+// Axis in [-rank, rank) mapped to [0, rank).
+Expected<int64_t> normalizeAxis(const OpContext& ctx, int64_t axis, int64_t rank, std::string_view what);
+// A list of axes, each normalized; duplicates are an error.
+Expected<std::vector<int64_t>> normalizeAxes(const OpContext& ctx, std::vector<int64_t> axes, int64_t rank,
+                                             std::string_view what);
+
+// The contents of an int32/int64 input of rank 0 or 1 that inference needs; Unsupported when unknown.
+Expected<std::vector<int64_t>> knownInts(const OpContext& ctx, InDescs inputs, size_t index,
+                                         std::string_view name);
+std::vector<int64_t> tensorInts(const ir::Tensor& t);  // int32/int64/uint8 tensor read as int64
+
+// ---- shapes ------------------------------------------------------------------------------------------
+
+int64_t dimProduct(std::span<const int64_t> dims, size_t begin, size_t end);
+inline int64_t dimProduct(std::span<const int64_t> dims) { return dimProduct(dims, 0, dims.size()); }
+// Multidirectional (numpy) broadcast of two shapes, nullopt when they do not broadcast.
+std::optional<ir::Shape> broadcastShapes(std::span<const int64_t> a, std::span<const int64_t> b);
+// Whether `from` broadcasts to `to` without changing `to`.
+bool broadcastsTo(std::span<const int64_t> from, std::span<const int64_t> to);
+std::string shapeStr(std::span<const int64_t> shape);
+// Checks that the element count of `shape` is representable.
+Status checkShapeSize(const OpContext& ctx, std::span<const int64_t> shape);
+
+// Element strides of `shape` (row-major), with 0 where an input of shape `in` (right-aligned) broadcasts.
+std::vector<int64_t> broadcastStrides(std::span<const int64_t> in, std::span<const int64_t> out);
+
+// Walks an output of `outShape` in contiguous runs for up to kMaxOperands broadcast inputs: for each run,
+// `f(offsets, n)` where offsets[i] is the element offset of operand i (operand 0 is the output) and every
+// operand advances by innerStride[i] (0 or 1) per element.
+struct BroadcastWalk {
+  static constexpr size_t kMaxOperands = 4;
+  size_t operands = 0;
+  std::vector<int64_t> outer;                             // collapsed outer dims
+  std::vector<std::array<int64_t, kMaxOperands>> strides;  // per outer dim, per operand
+  int64_t inner = 1;
+  std::array<int64_t, kMaxOperands> innerStride{};
+  int64_t total = 0;
+
+  static BroadcastWalk make(std::span<const int64_t> outShape, std::span<const std::span<const int64_t>> ins);
+  // Visits output elements [begin, end).
+  template <typename F>
+  void visit(int64_t begin, int64_t end, F&& f) const;
+};
+
+template <typename F>
+void BroadcastWalk::visit(int64_t begin, int64_t end, F&& f) const {
+  if (begin >= end) return;
+  size_t rank = outer.size();
+  int64_t row = begin / inner;
+  int64_t col = begin % inner;
+  std::vector<int64_t> idx(rank, 0);
+  std::array<int64_t, kMaxOperands> base{};
+  int64_t r = row;
+  for (size_t d = rank; d-- > 0;) {
+    idx[d] = r % outer[d];
+    r /= outer[d];
+    for (size_t o = 0; o < operands; ++o) base[o] += idx[d] * strides[d][o];
+  }
+  int64_t pos = begin;
+  while (pos < end) {
+    int64_t n = std::min(inner - col, end - pos);
+    std::array<int64_t, kMaxOperands> off{};
+    for (size_t o = 0; o < operands; ++o) off[o] = base[o] + col * innerStride[o];
+    f(off, n);
+    pos += n;
+    col = 0;
+    for (size_t d = rank; d-- > 0;) {
+      ++idx[d];
+      for (size_t o = 0; o < operands; ++o) base[o] += strides[d][o];
+      if (idx[d] < outer[d]) break;
+      for (size_t o = 0; o < operands; ++o) base[o] -= idx[d] * strides[d][o];
+      idx[d] = 0;
+    }
+  }
+}
+
+// ---- execution helpers -------------------------------------------------------------------------------
+
+// Runs body over [0, count) on ctx.pool when set, in chunks of at least minChunk.
+void parallelFor(const OpContext& ctx, size_t count, size_t minChunk,
+                 const std::function<void(size_t, size_t)>& body);
+
+// The single-output shape result most shape rules return.
+inline InferResult single(ElemType type, ir::Shape shape) {
+  return std::vector<OutputDesc>{OutputDesc{type, std::move(shape)}};
+}
+
+}  // namespace ctxkit::kernels::detail

@@ -1,0 +1,214 @@
+// BatchNormalization (inference mode) and LayerNormalization (axis, epsilon, optional bias, Mean/InvStdDev).
+#include "kernels/ops.h"
+#include "kernels/vec_math.h"
+
+#include <cmath>
+
+namespace ctxkit::kernels::detail {
+
+namespace {
+
+constexpr TypeSet kNormTypes = typeBit(ElemType::Float) | typeBit(ElemType::Double);
+
+// BatchNormalization before opset 9 could normalize per activation (spatial = 0) instead of per channel.
+bool perActivation(const OpContext& ctx) { return ctx.opset < 9 && ctx.attrs.getInt("spatial", 1) == 0; }
+
+// Reads a parameter tensor (float or double) as double.
+std::vector<double> paramValues(const ir::Tensor& t) {
+  size_t n = static_cast<size_t>(t.elementCount());
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = t.type() == ElemType::Double ? t.dataAs<double>()[i] : t.dataAs<float>()[i];
+  return v;
+}
+
+}  // namespace
+
+InferResult inferBatchNorm(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 5, 5));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 5));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFloatTypes));
+  if (ctx.attrs.getInt("training_mode", 0) != 0)
+    return unsupported(ctx, "training_mode = 1 is not supported (inference only)");
+  if (outputCount > 1)
+    return unsupported(ctx, "{} outputs requested: the running mean/variance outputs exist only in training mode",
+                       outputCount);
+  const auto& x = inputs[0].shape;
+  if (x.size() < 2) return invalid(ctx, "input 0 has shape {} but expected rank 2 or more (N x C ...)", shapeStr(x));
+  int64_t expected = perActivation(ctx) ? dimProduct(x, 1, x.size()) : x[1];
+  static constexpr const char* kNames[] = {"X", "scale", "B", "input_mean", "input_var"};
+  for (size_t i = 1; i < 5; ++i) {
+    CTX_RETURN_IF_ERROR(checkType(ctx, inputs, i, kFloatTypes));
+    if (dimProduct(inputs[i].shape) != expected || (!perActivation(ctx) && inputs[i].shape.size() != 1))
+      return invalid(ctx, "input {} ({}) has shape {} but expected {} values for input shape {}", i, kNames[i],
+                     shapeStr(inputs[i].shape), expected, shapeStr(x));
+  }
+  return single(inputs[0].type, x);
+}
+
+Status runBatchNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  const ir::Tensor& x = *inputs[0];
+  double eps = ctx.attrs.getFloat("epsilon", 1e-5f);
+  std::vector<double> scale = paramValues(*inputs[1]), bias = paramValues(*inputs[2]);
+  std::vector<double> mean = paramValues(*inputs[3]), var = paramValues(*inputs[4]);
+  // y = x * a + b with a = scale / sqrt(var + eps), b = B - mean * a.
+  std::vector<double> a(scale.size()), b(scale.size());
+  for (size_t c = 0; c < scale.size(); ++c) {
+    a[c] = scale[c] / std::sqrt(var[c] + eps);
+    b[c] = bias[c] - mean[c] * a[c];
+  }
+  const int64_t batch = x.shape()[0];
+  const int64_t channels = x.shape()[1];
+  const int64_t spatial = dimProduct(x.shape(), 2, x.rank());
+  const bool perAct = perActivation(ctx);
+  return visitType<kNormTypes>(x.type(), [&](auto tag) -> Status {
+    using T = decltype(tag);
+    const T* px = x.dataAs<T>();
+    T* py = outputs[0]->mutableDataAs<T>();
+    parallelFor(ctx, static_cast<size_t>(batch * channels), 4, [&](size_t p0, size_t p1) {
+      for (size_t plane = p0; plane < p1; ++plane) {
+        int64_t c = static_cast<int64_t>(plane) % channels;
+        const T* src = px + static_cast<int64_t>(plane) * spatial;
+        T* dst = py + static_cast<int64_t>(plane) * spatial;
+        if (perAct) {
+          for (int64_t i = 0; i < spatial; ++i) {
+            size_t k = static_cast<size_t>(c * spatial + i);
+            dst[i] = static_cast<T>(src[i] * a[k] + b[k]);
+          }
+        } else {
+          T ac = static_cast<T>(a[static_cast<size_t>(c)]), bc = static_cast<T>(b[static_cast<size_t>(c)]);
+          if constexpr (std::is_same_v<T, float>)
+            vecScaleShift(src, dst, static_cast<size_t>(spatial), ac, bc);
+          else
+            for (int64_t i = 0; i < spatial; ++i) dst[i] = src[i] * ac + bc;
+        }
+      }
+    });
+    return Status::ok();
+  });
+}
+
+// ---- LayerNormalization ------------------------------------------------------------------------------
+
+namespace {
+
+Expected<ElemType> stashType(const OpContext& ctx) {
+  int64_t stash = ctx.attrs.getInt("stash_type", 1);
+  if (stash == static_cast<int64_t>(ElemType::Float)) return ElemType::Float;
+  if (stash == static_cast<int64_t>(ElemType::Double)) return ElemType::Double;
+  return unsupported(ctx, "attribute stash_type {} is not supported (float32 or float64 only)", stash);
+}
+
+// Expands a Scale/B tensor that broadcasts to the normalized shape into one value per normalized element.
+std::vector<double> expandParam(const ir::Tensor& t, std::span<const int64_t> normShape) {
+  std::vector<double> values = paramValues(t);
+  int64_t d = dimProduct(normShape);
+  if (static_cast<int64_t>(values.size()) == d) return values;
+  std::vector<double> out(static_cast<size_t>(d));
+  std::vector<int64_t> strides = broadcastStrides(t.shape(), normShape);
+  for (int64_t i = 0; i < d; ++i) {
+    int64_t rem = i, off = 0;
+    for (size_t k = normShape.size(); k-- > 0;) {
+      off += (rem % normShape[k]) * strides[k];
+      rem /= normShape[k];
+    }
+    out[static_cast<size_t>(i)] = values[static_cast<size_t>(off)];
+  }
+  return out;
+}
+
+}  // namespace
+
+InferResult inferLayerNorm(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 3));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 3));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFloatTypes));
+  CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 1));
+  const auto& x = inputs[0].shape;
+  int64_t rank = static_cast<int64_t>(x.size());
+  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, ctx.attrs.getInt("axis", -1), rank, "attribute axis"));
+  CTX_ASSIGN_OR_RETURN(ElemType stash, stashType(ctx));
+  std::span<const int64_t> norm(x.data() + axis, x.size() - static_cast<size_t>(axis));
+  if (!broadcastsTo(inputs[1].shape, norm))
+    return invalid(ctx, "input 1 (Scale) has shape {} which does not broadcast to the normalized shape {}",
+                   shapeStr(inputs[1].shape), shapeStr(norm));
+  if (const ValueDesc* b = optionalInput(inputs, 2)) {
+    CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 2));
+    if (!broadcastsTo(b->shape, norm))
+      return invalid(ctx, "input 2 (B) has shape {} which does not broadcast to the normalized shape {}",
+                     shapeStr(b->shape), shapeStr(norm));
+  }
+  std::vector<OutputDesc> outs{{inputs[0].type, x}};
+  ir::Shape stats(x.begin(), x.begin() + axis);
+  stats.resize(x.size(), 1);
+  for (size_t i = 1; i < outputCount; ++i) outs.push_back({stash, stats});
+  return outs;
+}
+
+Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  const ir::Tensor& x = *inputs[0];
+  int64_t rank = static_cast<int64_t>(x.rank());
+  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, ctx.attrs.getInt("axis", -1), rank, "attribute axis"));
+  double eps = ctx.attrs.getFloat("epsilon", 1e-5f);
+  std::span<const int64_t> norm(x.shape().data() + axis, x.shape().size() - static_cast<size_t>(axis));
+  const int64_t rows = dimProduct(x.shape(), 0, static_cast<size_t>(axis));
+  const int64_t d = dimProduct(norm);
+  std::vector<double> scale = expandParam(*inputs[1], norm);
+  const ir::Tensor* biasT = inputs.size() > 2 ? inputs[2] : nullptr;
+  std::vector<double> bias = biasT ? expandParam(*biasT, norm) : std::vector<double>(static_cast<size_t>(d), 0.0);
+  ir::Tensor* meanOut = outputs.size() > 1 ? outputs[1] : nullptr;
+  ir::Tensor* invOut = outputs.size() > 2 ? outputs[2] : nullptr;
+  auto store = [](ir::Tensor* t, int64_t i, double v) {
+    if (!t) return;
+    if (t->type() == ElemType::Double) t->mutableDataAs<double>()[i] = v;
+    else t->mutableDataAs<float>()[i] = static_cast<float>(v);
+  };
+  if (x.type() == ElemType::Float) {
+    std::vector<float> scaleF(scale.begin(), scale.end());
+    std::vector<float> biasF(bias.begin(), bias.end());
+    const float* px = x.dataAs<float>();
+    float* py = outputs[0]->mutableDataAs<float>();
+    const auto n = static_cast<size_t>(d);
+    parallelFor(ctx, static_cast<size_t>(rows), std::max<size_t>(1, 8192 / std::max<size_t>(n, 1)), [&](size_t r0, size_t r1) {
+      for (size_t r = r0; r < r1; ++r) {
+        const float* src = px + r * n;
+        double mean = n > 0 ? vecSum(src, n) / static_cast<double>(n) : 0.0;
+        double var = n > 0 ? vecSumSquaredDiff(src, n, static_cast<float>(mean)) / static_cast<double>(n) : 0.0;
+        double inv = 1.0 / std::sqrt(var + eps);
+        vecNormalize(src, py + r * n, n, static_cast<float>(mean), static_cast<float>(inv), scaleF.data(),
+                     biasT ? biasF.data() : nullptr);
+        store(meanOut, static_cast<int64_t>(r), mean);
+        store(invOut, static_cast<int64_t>(r), inv);
+      }
+    });
+    return Status::ok();
+  }
+  return visitType<kNormTypes>(x.type(), [&](auto tag) -> Status {
+    using T = decltype(tag);
+    const T* px = x.dataAs<T>();
+    T* py = outputs[0]->mutableDataAs<T>();
+    parallelFor(ctx, static_cast<size_t>(rows), 1, [&](size_t r0, size_t r1) {
+      for (size_t r = r0; r < r1; ++r) {
+        const T* src = px + static_cast<int64_t>(r) * d;
+        T* dst = py + static_cast<int64_t>(r) * d;
+        double sum = 0;
+        for (int64_t i = 0; i < d; ++i) sum += src[i];
+        double mean = d > 0 ? sum / static_cast<double>(d) : 0.0;
+        double sq = 0;
+        for (int64_t i = 0; i < d; ++i) {
+          double diff = src[i] - mean;
+          sq += diff * diff;
+        }
+        double inv = 1.0 / std::sqrt((d > 0 ? sq / static_cast<double>(d) : 0.0) + eps);
+        for (int64_t i = 0; i < d; ++i) {
+          size_t k = static_cast<size_t>(i);
+          dst[i] = static_cast<T>((src[i] - mean) * inv * scale[k] + bias[k]);
+        }
+        store(meanOut, static_cast<int64_t>(r), mean);
+        store(invOut, static_cast<int64_t>(r), inv);
+      }
+    });
+    return Status::ok();
+  });
+}
+
+}  // namespace ctxkit::kernels::detail

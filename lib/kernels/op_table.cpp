@@ -1,0 +1,236 @@
+// The op table: each op kind's shape rule, kernel and element types, plus the public entry points.
+#include "kernels/convert.h"
+#include "kernels/ops.h"
+
+namespace ctxkit::kernels {
+
+using namespace detail;
+using ir::OpKind;
+
+namespace {
+
+struct OpEntry {
+  InferFn infer;
+  RunFn run;
+  TypeSet types;      // element types of the main data input
+  bool halfViaFloat;  // float16/bfloat16 data is computed as float32 (converted around the kernel)
+};
+
+constexpr TypeSet kArith = kNumericTypes;
+constexpr TypeSet kFloats = kFloatTypes;
+constexpr TypeSet kFloat32 = typeBit(ElemType::Float) | kHalfTypes;
+constexpr TypeSet kMatMulTypes = kFloatTypes | typeBit(ElemType::Int32) | typeBit(ElemType::Int64) |
+                                 typeBit(ElemType::Uint32) | typeBit(ElemType::Uint64);
+constexpr TypeSet kSignedArith = kFloatTypes | kSignedIntTypes;
+constexpr TypeSet kMaxPoolTypes = kFloatTypes | typeBit(ElemType::Int8) | typeBit(ElemType::Uint8);
+constexpr TypeSet kCastTypes = kNumericTypes | typeBit(ElemType::Bool);
+constexpr TypeSet kAnyType = ~TypeSet{0};
+
+// Every op kind in ops.def but EPContext has an entry; -Wswitch flags a kind added without one.
+const OpEntry* findEntry(OpKind kind) {
+  static const OpEntry binary{inferBinary, runBinary, kArith, true};
+  static const OpEntry pow{inferPow, runPow, typeBit(ElemType::Float) | typeBit(ElemType::Double) | kHalfTypes |
+                                                 typeBit(ElemType::Int32) | typeBit(ElemType::Int64),
+                           true};
+  static const OpEntry floatUnary{inferUnary, runUnary, kFloats, true};
+  static const OpEntry absOp{inferUnary, runUnary, kArith, true};
+  static const OpEntry signedUnary{inferUnary, runUnary, kSignedArith, true};
+  static const OpEntry matMul{inferMatMul, runMatMul, kMatMulTypes, true};
+  static const OpEntry gemm{inferGemm, runGemm, kMatMulTypes, true};
+  static const OpEntry softmax{inferSoftmax, runSoftmax, kFloats, true};
+  static const OpEntry conv{inferConv, runConv, kFloat32, true};
+  static const OpEntry maxPool{inferPool, runMaxPool, kMaxPoolTypes, true};
+  static const OpEntry avgPool{inferPool, runAveragePool, kFloats, true};
+  static const OpEntry globalAvgPool{inferGlobalPool, runGlobalAveragePool, kFloats, true};
+  static const OpEntry batchNorm{inferBatchNorm, runBatchNorm, kFloats, true};
+  static const OpEntry layerNorm{inferLayerNorm, runLayerNorm, kFloats, true};
+  static const OpEntry reshape{inferReshape, runCopy, kFixedSizeTypes, false};
+  static const OpEntry transpose{inferTranspose, runTranspose, kFixedSizeTypes, false};
+  static const OpEntry concat{inferConcat, runConcat, kFixedSizeTypes, false};
+  static const OpEntry flatten{inferFlatten, runCopy, kFixedSizeTypes, false};
+  static const OpEntry squeeze{inferSqueeze, runCopy, kFixedSizeTypes, false};
+  static const OpEntry unsqueeze{inferUnsqueeze, runCopy, kFixedSizeTypes, false};
+  static const OpEntry identity{inferIdentity, runCopy, kFixedSizeTypes, false};
+  static const OpEntry constant{inferConstant, runConstant, kAnyType, false};
+  static const OpEntry gather{inferGather, runGather, kFixedSizeTypes, false};
+  static const OpEntry slice{inferSlice, runSlice, kFixedSizeTypes, false};
+  static const OpEntry reduceMean{inferReduceMean, runReduceMean, kMatMulTypes, true};
+  static const OpEntry cast{inferCast, runCast, kCastTypes, false};
+  static const OpEntry shape{inferShape, runShape, kAnyType, false};
+
+  switch (kind) {
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Div: return &binary;
+    case OpKind::Pow: return &pow;
+    case OpKind::Sqrt:
+    case OpKind::Erf:
+    case OpKind::Exp:
+    case OpKind::Log:
+    case OpKind::Reciprocal:
+    case OpKind::LeakyRelu:
+    case OpKind::Sigmoid:
+    case OpKind::HardSigmoid:
+    case OpKind::Tanh:
+    case OpKind::Gelu: return &floatUnary;
+    case OpKind::Abs: return &absOp;
+    case OpKind::Neg:
+    case OpKind::Relu: return &signedUnary;
+    case OpKind::MatMul: return &matMul;
+    case OpKind::Gemm: return &gemm;
+    case OpKind::Softmax: return &softmax;
+    case OpKind::Conv: return &conv;
+    case OpKind::MaxPool: return &maxPool;
+    case OpKind::AveragePool: return &avgPool;
+    case OpKind::GlobalAveragePool: return &globalAvgPool;
+    case OpKind::BatchNormalization: return &batchNorm;
+    case OpKind::LayerNormalization: return &layerNorm;
+    case OpKind::Reshape: return &reshape;
+    case OpKind::Transpose: return &transpose;
+    case OpKind::Concat: return &concat;
+    case OpKind::Flatten: return &flatten;
+    case OpKind::Squeeze: return &squeeze;
+    case OpKind::Unsqueeze: return &unsqueeze;
+    case OpKind::Identity: return &identity;
+    case OpKind::Constant: return &constant;
+    case OpKind::Gather: return &gather;
+    case OpKind::Slice: return &slice;
+    case OpKind::ReduceMean: return &reduceMean;
+    case OpKind::Cast: return &cast;
+    case OpKind::Shape: return &shape;
+    case OpKind::EPContext:
+    case OpKind::Unknown: return nullptr;
+  }
+  return nullptr;
+}
+
+Error noKernel(const OpContext& ctx) {
+  return nodeError(ctx, ErrorCode::Unsupported, "no CPU kernel for op {}", ir::opKindName(ctx.kind));
+}
+
+bool isHalf(ElemType t) { return t == ElemType::Float16 || t == ElemType::BFloat16; }
+
+// Runs a float32 kernel on float16/bfloat16 data: half inputs are widened, half outputs are computed into
+// float32 temporaries and narrowed afterwards.
+Status runViaFloat(const OpEntry& entry, const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  std::vector<ir::Tensor> wideIns;
+  wideIns.reserve(inputs.size());
+  std::vector<const ir::Tensor*> ins(inputs.begin(), inputs.end());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i] || !isHalf(inputs[i]->type())) continue;
+    CTX_ASSIGN_OR_RETURN(ir::Tensor wide, ir::Tensor::allocate(ElemType::Float, inputs[i]->shape()));
+    CTX_RETURN_IF_ERROR(convertElements(inputs[i]->type(), inputs[i]->data(), ElemType::Float, wide.mutableData(),
+                                        static_cast<size_t>(wide.elementCount())));
+    wideIns.push_back(std::move(wide));
+    ins[i] = &wideIns.back();
+  }
+  std::vector<ir::Tensor> wideOuts;
+  wideOuts.reserve(outputs.size());
+  std::vector<ir::Tensor*> outs(outputs.begin(), outputs.end());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!outputs[i] || !isHalf(outputs[i]->type())) continue;
+    CTX_ASSIGN_OR_RETURN(ir::Tensor wide, ir::Tensor::allocate(ElemType::Float, outputs[i]->shape()));
+    wideOuts.push_back(std::move(wide));
+    outs[i] = &wideOuts.back();
+  }
+  CTX_RETURN_IF_ERROR(entry.run(ctx, ins, outs));
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (outs[i] == outputs[i]) continue;
+    CTX_RETURN_IF_ERROR(convertElements(ElemType::Float, outs[i]->data(), outputs[i]->type(),
+                                        outputs[i]->mutableData(), static_cast<size_t>(outs[i]->elementCount())));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+bool hasKernel(OpKind kind) { return findEntry(kind) != nullptr; }
+
+bool supportsType(OpKind kind, ElemType type) {
+  const OpEntry* entry = findEntry(kind);
+  return entry != nullptr && inSet(entry->types, type);
+}
+
+Expected<std::vector<OutputDesc>> inferOutputs(const OpContext& ctx, std::span<const ValueDesc> inputs,
+                                               size_t outputCount) {
+  const OpEntry* entry = findEntry(ctx.kind);
+  if (!entry) return noKernel(ctx);
+  if (!inputs.empty() && inputs[0].present && !inSet(entry->types, inputs[0].type))
+    return nodeError(ctx, ErrorCode::Unsupported, "input 0 has type {} but the kernel supports {}",
+                     ir::elemTypeName(inputs[0].type), typeSetNames(entry->types));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].present) continue;
+    for (int64_t d : inputs[i].shape)
+      if (d < 0) return invalid(ctx, "input {} has a negative dimension in shape {}", i, shapeStr(inputs[i].shape));
+  }
+  auto result = entry->infer(ctx, inputs, outputCount);
+  if (!result) return result;
+  for (const OutputDesc& out : *result) CTX_RETURN_IF_ERROR(checkShapeSize(ctx, out.shape));
+  return result;
+}
+
+Status run(const OpContext& ctx, std::span<const ir::Tensor* const> inputs, std::span<ir::Tensor* const> outputs) {
+  const OpEntry* entry = findEntry(ctx.kind);
+  if (!entry) return noKernel(ctx);
+  // The shape rule runs again on the real inputs: a kernel can then trust every shape it indexes with.
+  std::vector<ValueDesc> descs(inputs.size());
+  bool anyHalf = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i]) {
+      descs[i].present = false;
+      continue;
+    }
+    descs[i].type = inputs[i]->type();
+    descs[i].shape = inputs[i]->shape();
+    descs[i].value = inputs[i];
+    anyHalf = anyHalf || isHalf(inputs[i]->type());
+  }
+  CTX_ASSIGN_OR_RETURN(std::vector<OutputDesc> expected, inferOutputs(ctx, descs, outputs.size()));
+  if (expected.size() != outputs.size())
+    return nodeError(ctx, ErrorCode::Internal, "kernel produced {} output descriptions for {} outputs",
+                     expected.size(), outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!outputs[i]) {
+      if (i == 0) return nodeError(ctx, ErrorCode::InvalidArgument, "output 0 is missing");
+      continue;
+    }
+    const ir::Tensor& out = *outputs[i];
+    if (out.type() != expected[i].type || out.shape() != expected[i].shape)
+      return nodeError(ctx, ErrorCode::InvalidArgument, "output {} is a {} tensor of shape {} but expected {} of shape {}",
+                       i, ir::elemTypeName(out.type()), shapeStr(out.shape()), ir::elemTypeName(expected[i].type),
+                       shapeStr(expected[i].shape));
+    if (!out.isWritable() && out.byteSize() > 0)
+      return nodeError(ctx, ErrorCode::InvalidArgument, "output {} is not writable", i);
+  }
+  if (entry->halfViaFloat && anyHalf) return runViaFloat(*entry, ctx, inputs, outputs);
+  return entry->run(ctx, inputs, outputs);
+}
+
+Expected<std::vector<ir::Tensor>> evaluate(const OpContext& ctx, std::span<const ir::Tensor* const> inputs,
+                                           size_t outputCount) {
+  std::vector<ValueDesc> descs(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i]) {
+      descs[i].present = false;
+      continue;
+    }
+    descs[i].type = inputs[i]->type();
+    descs[i].shape = inputs[i]->shape();
+    descs[i].value = inputs[i];
+  }
+  CTX_ASSIGN_OR_RETURN(std::vector<OutputDesc> outs, inferOutputs(ctx, descs, outputCount));
+  std::vector<ir::Tensor> tensors;
+  tensors.reserve(outs.size());
+  for (OutputDesc& d : outs) {
+    auto t = ir::Tensor::allocate(d.type, std::move(d.shape));
+    if (!t) return t.takeError().addContext(nodeLabel(ctx));
+    tensors.push_back(std::move(*t));
+  }
+  std::vector<ir::Tensor*> ptrs;
+  for (auto& t : tensors) ptrs.push_back(&t);
+  CTX_RETURN_IF_ERROR(run(ctx, inputs, ptrs));
+  return tensors;
+}
+
+}  // namespace ctxkit::kernels

@@ -1,0 +1,86 @@
+// Shape rules and kernels of every op family, as the op table (op_table.cpp) wires them to op kinds.
+#pragma once
+
+#include "kernels/kernel_util.h"
+
+namespace ctxkit::kernels::detail {
+
+using InferFn = InferResult (*)(const OpContext&, InDescs, size_t);
+using RunFn = Status (*)(const OpContext&, RunIns, RunOuts);
+
+// elementwise.cpp: Add, Sub, Mul, Div (one pair for all four), Pow.
+InferResult inferBinary(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runBinary(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferPow(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runPow(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// activations.cpp: one-input elementwise ops (Sqrt ... Gelu).
+InferResult inferUnary(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runUnary(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// matmul_gemm.cpp
+InferResult inferMatMul(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runMatMul(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferGemm(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runGemm(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// conv.cpp
+InferResult inferConv(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// pool.cpp: MaxPool and AveragePool share a shape rule.
+InferResult inferPool(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runMaxPool(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+Status runAveragePool(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferGlobalPool(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runGlobalAveragePool(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// normalization.cpp
+InferResult inferBatchNorm(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runBatchNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferLayerNorm(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// softmax_reduce.cpp
+InferResult inferSoftmax(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runSoftmax(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferReduceMean(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runReduceMean(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// shape_ops.cpp: ops that only move or relabel bytes.
+InferResult inferReshape(const OpContext& ctx, InDescs inputs, size_t outputCount);
+InferResult inferFlatten(const OpContext& ctx, InDescs inputs, size_t outputCount);
+InferResult inferSqueeze(const OpContext& ctx, InDescs inputs, size_t outputCount);
+InferResult inferUnsqueeze(const OpContext& ctx, InDescs inputs, size_t outputCount);
+InferResult inferIdentity(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runCopy(const OpContext& ctx, RunIns inputs, RunOuts outputs);  // output 0 = bytes of input 0
+InferResult inferShape(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runShape(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferTranspose(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runTranspose(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferConcat(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runConcat(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// gather_slice.cpp
+InferResult inferGather(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runGather(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferSlice(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runSlice(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// cast_constant.cpp
+InferResult inferCast(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runCast(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferConstant(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runConstant(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// Fused activation epilogue (attribute "activation", as in com.microsoft FusedConv) for Conv, Gemm and
+// MatMul; the compiler sets it when it folds a following activation into them. activations.cpp.
+struct FusedActivation {
+  enum class Kind { None, Relu, LeakyRelu, Sigmoid, Tanh, HardSigmoid, Clip } kind = Kind::None;
+  float alpha = 0;
+  float beta = 0;
+};
+Expected<FusedActivation> parseFusedActivation(const OpContext& ctx);
+void applyFusedActivation(const FusedActivation& act, float* data, size_t count);
+
+}  // namespace ctxkit::kernels::detail

@@ -1,0 +1,256 @@
+// MaxPool (with optional Indices), AveragePool (count_include_pad) and GlobalAveragePool over 1-3 spatial dims.
+#include "kernels/ops.h"
+#include "kernels/spatial.h"
+#include "kernels/vec_math.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace ctxkit::kernels::detail {
+
+namespace {
+
+struct PoolPlan {
+  Window window;
+  int64_t planes = 0;  // N * C
+};
+
+Expected<PoolPlan> planPool(const OpContext& ctx, std::span<const int64_t> x) {
+  if (x.size() < 3)
+    return invalid(ctx, "input 0 has shape {} but expected rank 3 or more (N x C x spatial)", shapeStr(x));
+  if (x.size() > 5) return unsupported(ctx, "input 0 has shape {}: more than 3 spatial dimensions", shapeStr(x));
+  const ir::Attribute* ks = ctx.attrs.find("kernel_shape");
+  if (!ks || ks->type != ir::AttrType::Ints) return invalid(ctx, "required attribute kernel_shape is missing");
+  if (ks->ints.size() != x.size() - 2)
+    return invalid(ctx, "attribute kernel_shape has {} values but input 0 has shape {} with {} spatial dimensions",
+                   ks->ints.size(), shapeStr(x), x.size() - 2);
+  int64_t ceilMode = ctx.attrs.getInt("ceil_mode", 0);
+  if (ceilMode != 0 && ceilMode != 1) return invalid(ctx, "attribute ceil_mode is {} but expected 0 or 1", ceilMode);
+  if (ctx.kind == ir::OpKind::MaxPool) {
+    int64_t order = ctx.attrs.getInt("storage_order", 0);
+    if (order != 0 && order != 1) return invalid(ctx, "attribute storage_order is {} but expected 0 or 1", order);
+  }
+  PoolPlan p;
+  p.planes = x[0] * x[1];
+  CTX_ASSIGN_OR_RETURN(p.window, computeWindow(ctx, x.subspan(2), ks->ints, ceilMode != 0, true));
+  return p;
+}
+
+// Max or average over one plane, a whole output row at a time: each tap adds one shifted input row to the
+// output row, which keeps the inner loop simple (and vectorizable for stride 1).
+template <typename T, bool IsMax>
+void poolPlane(const T* xp, T* yp, const Window3& w, bool countPad) {
+  T init = IsMax ? std::numeric_limits<T>::lowest() : T(0);
+  if constexpr (IsMax && std::numeric_limits<T>::has_infinity) init = -std::numeric_limits<T>::infinity();
+  const int64_t s2 = w.stride[2];
+  for (int64_t od = 0; od < w.out[0]; ++od) {
+    int64_t d0, d1;
+    tapsForOutput(od, w.stride[0], w.padBegin[0], w.dilation[0], w.kernel[0], w.in[0], d0, d1);
+    for (int64_t oh = 0; oh < w.out[1]; ++oh) {
+      int64_t h0, h1;
+      tapsForOutput(oh, w.stride[1], w.padBegin[1], w.dilation[1], w.kernel[1], w.in[1], h0, h1);
+      T* orow = yp + (od * w.out[1] + oh) * w.out[2];
+      std::fill(orow, orow + w.out[2], init);
+      for (int64_t kd = d0; kd < d1; ++kd) {
+        int64_t id = od * w.stride[0] - w.padBegin[0] + kd * w.dilation[0];
+        for (int64_t kh = h0; kh < h1; ++kh) {
+          int64_t ih = oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1];
+          const T* src = xp + (id * w.in[1] + ih) * w.in[2];
+          for (int64_t kw = 0; kw < w.kernel[2]; ++kw) {
+            int64_t off = kw * w.dilation[2] - w.padBegin[2];
+            int64_t lo, hi;
+            outputsForTap(off, s2, w.in[2], w.out[2], lo, hi);
+            const T* s = src + off;
+            constexpr bool isF32 = std::is_same_v<T, float>;
+            if constexpr (IsMax && isF32) {
+              if (s2 == 1)
+                vecMaxInto(orow + lo, s + lo, static_cast<size_t>(hi - lo));
+              else
+                for (int64_t ow = lo; ow < hi; ++ow) orow[ow] = std::max(orow[ow], s[ow * s2]);
+            } else if constexpr (IsMax) {
+              if (s2 == 1)
+                for (int64_t ow = lo; ow < hi; ++ow) orow[ow] = std::max(orow[ow], s[ow]);
+              else
+                for (int64_t ow = lo; ow < hi; ++ow) orow[ow] = std::max(orow[ow], s[ow * s2]);
+            } else if constexpr (isF32) {
+              if (s2 == 1)
+                vecAxpy(orow + lo, s + lo, 1.0f, static_cast<size_t>(hi - lo));
+              else
+                for (int64_t ow = lo; ow < hi; ++ow) orow[ow] += s[ow * s2];
+            } else {
+              if (s2 == 1)
+                for (int64_t ow = lo; ow < hi; ++ow) orow[ow] += s[ow];
+              else
+                for (int64_t ow = lo; ow < hi; ++ow) orow[ow] += s[ow * s2];
+            }
+          }
+        }
+      }
+      if constexpr (!IsMax) {
+        // Divisor: taps inside the input, or with count_include_pad inside the padded extent.
+        int64_t pd0, pd1, ph0, ph1;
+        tapsForOutput(od, w.stride[0], 0, w.dilation[0], w.kernel[0], w.in[0] + w.padBegin[0] + w.padEnd[0], pd0, pd1);
+        tapsForOutput(oh, w.stride[1], 0, w.dilation[1], w.kernel[1], w.in[1] + w.padBegin[1] + w.padEnd[1], ph0, ph1);
+        int64_t outer = countPad ? (pd1 - pd0) * (ph1 - ph0) : (d1 - d0) * (h1 - h0);
+        for (int64_t ow = 0; ow < w.out[2]; ++ow) {
+          int64_t w0, w1;
+          if (countPad)
+            tapsForOutput(ow, s2, 0, w.dilation[2], w.kernel[2], w.in[2] + w.padBegin[2] + w.padEnd[2], w0, w1);
+          else
+            tapsForOutput(ow, s2, w.padBegin[2], w.dilation[2], w.kernel[2], w.in[2], w0, w1);
+          int64_t count = outer * (w1 - w0);
+          orow[ow] = count > 0 ? orow[ow] / static_cast<T>(count) : T(0);
+        }
+      }
+    }
+  }
+}
+
+template <typename T, bool IsMax>
+void pool(const OpContext& ctx, const T* x, T* y, const Window3& w, int64_t planes, bool countPad) {
+  const int64_t inSize = w.in[0] * w.in[1] * w.in[2];
+  const int64_t outSize = w.out[0] * w.out[1] * w.out[2];
+  parallelFor(ctx, static_cast<size_t>(planes), 1, [&](size_t p0, size_t p1) {
+    for (size_t plane = p0; plane < p1; ++plane)
+      poolPlane<T, IsMax>(x + static_cast<int64_t>(plane) * inSize, y + static_cast<int64_t>(plane) * outSize, w,
+                          countPad);
+  });
+}
+
+// MaxPool with its Indices output: per output element, tracking the flat input position of the maximum.
+template <typename T>
+void maxPoolWithIndices(const OpContext& ctx, const T* x, T* y, int64_t* indices, const Window3& w, int64_t planes,
+                        bool columnMajor) {
+  const int64_t inSize = w.in[0] * w.in[1] * w.in[2];
+  const int64_t outSize = w.out[0] * w.out[1] * w.out[2];
+  parallelFor(ctx, static_cast<size_t>(planes), 1, [&](size_t p0, size_t p1) {
+    for (size_t plane = p0; plane < p1; ++plane) {
+      const T* xp = x + static_cast<int64_t>(plane) * inSize;
+      T* yp = y + static_cast<int64_t>(plane) * outSize;
+      int64_t o = 0;
+      for (int64_t od = 0; od < w.out[0]; ++od) {
+        int64_t d0, d1;
+        tapsForOutput(od, w.stride[0], w.padBegin[0], w.dilation[0], w.kernel[0], w.in[0], d0, d1);
+        for (int64_t oh = 0; oh < w.out[1]; ++oh) {
+          int64_t h0, h1;
+          tapsForOutput(oh, w.stride[1], w.padBegin[1], w.dilation[1], w.kernel[1], w.in[1], h0, h1);
+          for (int64_t ow = 0; ow < w.out[2]; ++ow, ++o) {
+            int64_t w0, w1;
+            tapsForOutput(ow, w.stride[2], w.padBegin[2], w.dilation[2], w.kernel[2], w.in[2], w0, w1);
+            T best = std::numeric_limits<T>::lowest();
+            if constexpr (std::numeric_limits<T>::has_infinity) best = -std::numeric_limits<T>::infinity();
+            int64_t bestPos = -1;
+            for (int64_t kd = d0; kd < d1; ++kd) {
+              int64_t id = od * w.stride[0] - w.padBegin[0] + kd * w.dilation[0];
+              for (int64_t kh = h0; kh < h1; ++kh) {
+                int64_t ih = oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1];
+                for (int64_t kw = w0; kw < w1; ++kw) {
+                  int64_t iw = ow * w.stride[2] - w.padBegin[2] + kw * w.dilation[2];
+                  int64_t pos = (id * w.in[1] + ih) * w.in[2] + iw;
+                  if (bestPos < 0 || xp[pos] > best) {
+                    best = xp[pos];
+                    bestPos = pos;
+                  }
+                }
+              }
+            }
+            yp[o] = best;
+            int64_t pos = bestPos < 0 ? 0 : bestPos;
+            if (columnMajor) {
+              int64_t iw = pos % w.in[2], ih = (pos / w.in[2]) % w.in[1], id = pos / (w.in[2] * w.in[1]);
+              pos = (iw * w.in[1] + ih) * w.in[0] + id;
+            }
+            indices[static_cast<int64_t>(plane) * outSize + o] = static_cast<int64_t>(plane) * inSize + pos;
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+InferResult inferPool(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
+  bool isMax = ctx.kind == ir::OpKind::MaxPool;
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, isMax ? 2 : 1));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, isMax ? kFloatTypes | typeBit(ElemType::Int8) | typeBit(ElemType::Uint8)
+                                                      : kFloatTypes));
+  if (!isMax) {
+    int64_t countPad = ctx.attrs.getInt("count_include_pad", 0);
+    if (countPad != 0 && countPad != 1)
+      return invalid(ctx, "attribute count_include_pad is {} but expected 0 or 1", countPad);
+  }
+  CTX_ASSIGN_OR_RETURN(PoolPlan p, planPool(ctx, inputs[0].shape));
+  ir::Shape out{inputs[0].shape[0], inputs[0].shape[1]};
+  out.insert(out.end(), p.window.out.begin(), p.window.out.end());
+  std::vector<OutputDesc> outs{{inputs[0].type, out}};
+  if (outputCount == 2) outs.push_back({ElemType::Int64, out});
+  return outs;
+}
+
+Status runMaxPool(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  const ir::Tensor& x = *inputs[0];
+  CTX_ASSIGN_OR_RETURN(PoolPlan p, planPool(ctx, x.shape()));
+  Window3 w = toWindow3(p.window);
+  int64_t* indices = outputs.size() > 1 && outputs[1] ? outputs[1]->mutableDataAs<int64_t>() : nullptr;
+  bool columnMajor = ctx.attrs.getInt("storage_order", 0) == 1;
+  constexpr TypeSet types = typeBit(ElemType::Float) | typeBit(ElemType::Double) | typeBit(ElemType::Int8) |
+                            typeBit(ElemType::Uint8);
+  return visitType<types>(x.type(), [&](auto tag) -> Status {
+    using T = decltype(tag);
+    if (indices)
+      maxPoolWithIndices<T>(ctx, x.dataAs<T>(), outputs[0]->mutableDataAs<T>(), indices, w, p.planes, columnMajor);
+    else
+      pool<T, true>(ctx, x.dataAs<T>(), outputs[0]->mutableDataAs<T>(), w, p.planes, false);
+    return Status::ok();
+  });
+}
+
+Status runAveragePool(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  const ir::Tensor& x = *inputs[0];
+  CTX_ASSIGN_OR_RETURN(PoolPlan p, planPool(ctx, x.shape()));
+  Window3 w = toWindow3(p.window);
+  bool countPad = ctx.attrs.getInt("count_include_pad", 0) == 1;
+  constexpr TypeSet types = typeBit(ElemType::Float) | typeBit(ElemType::Double);
+  return visitType<types>(x.type(), [&](auto tag) -> Status {
+    using T = decltype(tag);
+    pool<T, false>(ctx, x.dataAs<T>(), outputs[0]->mutableDataAs<T>(), w, p.planes, countPad);
+    return Status::ok();
+  });
+}
+
+InferResult inferGlobalPool(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFloatTypes));
+  const auto& x = inputs[0].shape;
+  if (x.size() < 2) return invalid(ctx, "input 0 has shape {} but expected rank 2 or more (N x C x spatial)", shapeStr(x));
+  ir::Shape out(x.size(), 1);
+  out[0] = x[0];
+  out[1] = x[1];
+  return single(inputs[0].type, std::move(out));
+}
+
+Status runGlobalAveragePool(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  const ir::Tensor& x = *inputs[0];
+  int64_t planes = x.shape()[0] * x.shape()[1];
+  int64_t size = dimProduct(x.shape(), 2, x.rank());
+  constexpr TypeSet types = typeBit(ElemType::Float) | typeBit(ElemType::Double);
+  return visitType<types>(x.type(), [&](auto tag) -> Status {
+    using T = decltype(tag);
+    const T* px = x.dataAs<T>();
+    T* py = outputs[0]->mutableDataAs<T>();
+    parallelFor(ctx, static_cast<size_t>(planes), 16, [&](size_t p0, size_t p1) {
+      for (size_t p = p0; p < p1; ++p) {
+        const T* src = px + static_cast<int64_t>(p) * size;
+        double sum = 0;
+        for (int64_t i = 0; i < size; ++i) sum += src[i];
+        py[p] = size > 0 ? static_cast<T>(sum / static_cast<double>(size)) : std::numeric_limits<T>::quiet_NaN();
+      }
+    });
+    return Status::ok();
+  });
+}
+
+}  // namespace ctxkit::kernels::detail

@@ -1,0 +1,46 @@
+// Sliding-window geometry shared by Conv and the pooling ops: kernel, strides, dilations, pads, auto_pad.
+#pragma once
+
+#include "kernels/kernel_util.h"
+
+namespace ctxkit::kernels::detail {
+
+struct Window {
+  std::vector<int64_t> in;      // input spatial dims
+  std::vector<int64_t> kernel;  // kernel spatial dims
+  std::vector<int64_t> strides, dilations;
+  std::vector<int64_t> padBegin, padEnd;
+  std::vector<int64_t> out;     // output spatial dims
+  int64_t rank() const { return static_cast<int64_t>(in.size()); }
+};
+
+// Reads strides/dilations/pads/auto_pad from the node's attributes for a window of `kernel` over `in` and
+// computes the output dims. `ceilMode` rounds output dims up (pools); windows that would start inside the
+// end padding are dropped, as ONNX specifies.
+Expected<Window> computeWindow(const OpContext& ctx, std::span<const int64_t> in, std::span<const int64_t> kernel,
+                               bool ceilMode, bool allowDilations);
+
+// Windows of up to 3 spatial dims padded to exactly 3 (leading unit dims), so kernels need one loop nest.
+struct Window3 {
+  int64_t in[3], kernel[3], stride[3], dilation[3], padBegin[3], padEnd[3], out[3];
+};
+Window3 toWindow3(const Window& w);
+
+// For a kernel tap at input offset `off` (tap * dilation - padBegin) along one dim: the output positions o
+// in [lo, hi) whose input position o * stride + off falls inside [0, in).
+inline void outputsForTap(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t& lo, int64_t& hi) {
+  lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
+  hi = in - off <= 0 ? 0 : std::min(out, (in - off + stride - 1) / stride);
+  lo = std::min(lo, hi);
+}
+
+// For output position o along one dim: the taps t in [lo, hi) whose input position lands inside [0, in).
+inline void tapsForOutput(int64_t o, int64_t stride, int64_t pad, int64_t dil, int64_t k, int64_t in, int64_t& lo,
+                          int64_t& hi) {
+  int64_t start = o * stride - pad;
+  lo = start >= 0 ? 0 : (-start + dil - 1) / dil;
+  hi = in - start <= 0 ? 0 : std::min(k, (in - start + dil - 1) / dil);
+  lo = std::min(lo, hi);
+}
+
+}  // namespace ctxkit::kernels::detail

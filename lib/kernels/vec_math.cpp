@@ -1,0 +1,273 @@
+// Vectorizable float32 exp/tanh/sigmoid/erf/gelu: polynomial approximations over fixed-size local blocks.
+#include "kernels/vec_math.h"
+#include "kernels/simd.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+namespace ctxkit::kernels {
+
+namespace {
+
+constexpr size_t kBlock = 64;  // a multiple of every vector width, so the block loops need no tail
+
+// Helpers are force-inlined so that each CTX_SIMD_CLONES variant compiles them for its own ISA (an
+// out-of-line copy would be built once, for the baseline).
+#define CTX_INLINE __attribute__((always_inline)) inline
+
+// exp(x) by range reduction x = n ln2 + r, |r| <= ln2/2, and a degree-7 polynomial for e^r.
+CTX_INLINE float expScalar(float x) {
+  const float kLog2e = 1.44269504088896341f;
+  const float kLn2Hi = 0.693359375f;
+  const float kLn2Lo = -2.12194440e-4f;
+  const float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer held in the low bits
+  // Clamping to [-104, 89] keeps 2^n within two normal factors: results underflow to 0 and overflow to
+  // infinity through the final multiply, with no branches (which would stop vectorization).
+  float xc = std::min(std::max(x, -104.0f), 89.0f);
+  float t = xc * kLog2e + kRound;
+  float n = t - kRound;
+  int32_t ni = std::bit_cast<int32_t>(t) - 0x4B400000;
+  float r = xc - n * kLn2Hi;
+  r = r - n * kLn2Lo;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t n1 = ni >> 1;
+  int32_t n2 = ni - n1;
+  float s1 = std::bit_cast<float>((n1 + 127) << 23);
+  float s2 = std::bit_cast<float>((n2 + 127) << 23);
+  return p * s1 * s2;  // NaN passes the clamp (std::max(NaN, a) is NaN) and stays NaN
+}
+
+CTX_INLINE float tanhScalar(float x) {
+  float ax = std::fabs(x);
+  // Large |x|: 1 - 2 / (e^{2|x|} + 1); small |x|: odd polynomial (avoids cancellation near 0).
+  float e = expScalar(2.0f * std::min(ax, 9.0f));
+  float big = 1.0f - 2.0f / (e + 1.0f);
+  big = std::copysign(big, x);
+  float z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  float small = p * z * x + x;
+  return ax < 0.625f ? small : big;
+}
+
+CTX_INLINE float sigmoidScalar(float x) { return 1.0f / (1.0f + expScalar(-x)); }
+
+CTX_INLINE float erfScalar(float x) {
+  float ax = std::fabs(x);
+  // Abramowitz & Stegun 7.1.26 for |x| >= 0.5, Maclaurin series below (better relative accuracy near 0).
+  float t = 1.0f / (1.0f + 0.3275911f * ax);
+  float poly = 1.061405429f;
+  poly = poly * t - 1.453152027f;
+  poly = poly * t + 1.421413741f;
+  poly = poly * t - 0.284496736f;
+  poly = poly * t + 0.254829592f;
+  float big = 1.0f - poly * t * expScalar(-ax * ax);
+  big = std::copysign(big, x);
+  float z = x * x;
+  float s = 1.0f / 75600.0f;  // coefficients of x^(2k+1) over 2/sqrt(pi): (-1)^k / (k! (2k+1))
+  s = s * z - 1.0f / 9360.0f;
+  s = s * z + 1.0f / 1320.0f;
+  s = s * z - 1.0f / 216.0f;
+  s = s * z + 1.0f / 42.0f;
+  s = s * z - 1.0f / 10.0f;
+  s = s * z + 1.0f / 3.0f;
+  float small = x * (1.1283791670955126f - 1.1283791670955126f * s * z);
+  return ax < 0.5f ? small : big;
+}
+
+CTX_INLINE float geluErfScalar(float x) { return 0.5f * x * (1.0f + erfScalar(x * 0.70710678118654752f)); }
+
+CTX_INLINE float geluTanhScalar(float x) {
+  float inner = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.0f + tanhScalar(inner));
+}
+
+CTX_INLINE float clampScalar(float x, float lo, float hi) {
+  float y = x < lo ? lo : x;
+  return y > hi ? hi : y;
+}
+
+// Runs `f` on every element through a local block, so the block loop has a fixed trip count.
+template <typename F>
+CTX_INLINE void blocked(const float* in, float* out, size_t n, F f) {
+  float buf[kBlock];
+  size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    for (size_t j = 0; j < kBlock; ++j) buf[j] = in[i + j];
+    for (size_t j = 0; j < kBlock; ++j) buf[j] = f(buf[j]);
+    for (size_t j = 0; j < kBlock; ++j) out[i + j] = buf[j];
+  }
+  if (i < n) {
+    size_t m = n - i;
+    for (size_t j = 0; j < kBlock; ++j) buf[j] = j < m ? in[i + j] : 0.0f;
+    for (size_t j = 0; j < kBlock; ++j) buf[j] = f(buf[j]);
+    for (size_t j = 0; j < m; ++j) out[i + j] = buf[j];
+  }
+}
+
+}  // namespace
+
+CTX_SIMD_CLONES void vecExp(const float* in, float* out, size_t n) { blocked(in, out, n, expScalar); }
+CTX_SIMD_CLONES void vecSigmoid(const float* in, float* out, size_t n) { blocked(in, out, n, sigmoidScalar); }
+CTX_SIMD_CLONES void vecTanh(const float* in, float* out, size_t n) { blocked(in, out, n, tanhScalar); }
+CTX_SIMD_CLONES void vecErf(const float* in, float* out, size_t n) { blocked(in, out, n, erfScalar); }
+
+CTX_SIMD_CLONES void vecGeluErf(const float* in, float* out, size_t n) { blocked(in, out, n, geluErfScalar); }
+CTX_SIMD_CLONES void vecGeluTanh(const float* in, float* out, size_t n) { blocked(in, out, n, geluTanhScalar); }
+
+CTX_SIMD_CLONES void vecClamp(const float* in, float* out, size_t n, float lo, float hi) {
+  float buf[kBlock];
+  size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    for (size_t j = 0; j < kBlock; ++j) buf[j] = in[i + j];
+    for (size_t j = 0; j < kBlock; ++j) buf[j] = clampScalar(buf[j], lo, hi);
+    for (size_t j = 0; j < kBlock; ++j) out[i + j] = buf[j];
+  }
+  for (; i < n; ++i) out[i] = clampScalar(in[i], lo, hi);
+}
+
+CTX_SIMD_CLONES float vecExpShiftSum(const float* in, float* out, size_t n, float shift) {
+  float sums[kBlock] = {};
+  float buf[kBlock];
+  size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    for (size_t j = 0; j < kBlock; ++j) buf[j] = expScalar(in[i + j] - shift);
+    for (size_t j = 0; j < kBlock; ++j) sums[j] += buf[j];
+    for (size_t j = 0; j < kBlock; ++j) out[i + j] = buf[j];
+  }
+  float sum = 0;
+  for (size_t j = 0; j < kBlock; ++j) sum += sums[j];
+  for (; i < n; ++i) {
+    out[i] = expScalar(in[i] - shift);
+    sum += out[i];
+  }
+  return sum;
+}
+
+namespace {
+
+// Processes whole blocks of B elements from `i` on, returning where it stopped.
+template <size_t B, typename Op>
+CTX_INLINE size_t binaryBlocks(const float* a, size_t aStep, const float* b, size_t bStep, float* out, size_t i, size_t n,
+                           Op op) {
+  float ba[B], bb[B];
+  const float a0 = a[0], b0 = b[0];
+  for (; i + B <= n; i += B) {
+    if (aStep) {
+      for (size_t j = 0; j < B; ++j) ba[j] = a[i + j];
+    } else {
+      for (size_t j = 0; j < B; ++j) ba[j] = a0;
+    }
+    if (bStep) {
+      for (size_t j = 0; j < B; ++j) bb[j] = b[i + j];
+    } else {
+      for (size_t j = 0; j < B; ++j) bb[j] = b0;
+    }
+    for (size_t j = 0; j < B; ++j) ba[j] = op(ba[j], bb[j]);
+    for (size_t j = 0; j < B; ++j) out[i + j] = ba[j];
+  }
+  return i;
+}
+
+// Blocks of 64, then of 8 (short rows such as a pooling row of 56), then single elements.
+template <typename Op>
+CTX_INLINE void binaryBlocked(const float* a, size_t aStep, const float* b, size_t bStep, float* out, size_t n, Op op) {
+  if (n == 0) return;
+  size_t i = binaryBlocks<kBlock>(a, aStep, b, bStep, out, 0, n, op);
+  i = binaryBlocks<8>(a, aStep, b, bStep, out, i, n, op);
+  for (; i < n; ++i) out[i] = op(aStep ? a[i] : a[0], bStep ? b[i] : b[0]);
+}
+
+}  // namespace
+
+CTX_SIMD_CLONES void vecBinary(BinaryOp op, const float* a, size_t aStep, const float* b, size_t bStep, float* out,
+                               size_t n) {
+  switch (op) {
+    case BinaryOp::Add: return binaryBlocked(a, aStep, b, bStep, out, n, [](float x, float y) { return x + y; });
+    case BinaryOp::Sub: return binaryBlocked(a, aStep, b, bStep, out, n, [](float x, float y) { return x - y; });
+    case BinaryOp::Mul: return binaryBlocked(a, aStep, b, bStep, out, n, [](float x, float y) { return x * y; });
+    case BinaryOp::Div: return binaryBlocked(a, aStep, b, bStep, out, n, [](float x, float y) { return x / y; });
+  }
+}
+
+CTX_SIMD_CLONES void vecAxpy(float* y, const float* x, float alpha, size_t n) {
+  binaryBlocked(y, 1, x, 1, y, n, [alpha](float p, float q) { return p + alpha * q; });
+}
+
+CTX_SIMD_CLONES void vecMaxInto(float* y, const float* x, size_t n) {
+  binaryBlocked(y, 1, x, 1, y, n, [](float p, float q) { return p < q ? q : p; });
+}
+
+CTX_SIMD_CLONES void vecScaleShift(const float* x, float* y, size_t n, float a, float b) {
+  binaryBlocked(x, 1, x, 0, y, n, [a, b](float p, float) { return p * a + b; });
+}
+
+CTX_SIMD_CLONES float vecMax(const float* x, size_t n) {
+  float lanes[kBlock];
+  for (size_t j = 0; j < kBlock; ++j) lanes[j] = -INFINITY;
+  size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock)
+    for (size_t j = 0; j < kBlock; ++j) lanes[j] = lanes[j] < x[i + j] ? x[i + j] : lanes[j];
+  float m = -INFINITY;
+  for (size_t j = 0; j < kBlock; ++j) m = m < lanes[j] ? lanes[j] : m;
+  for (; i < n; ++i) m = m < x[i] ? x[i] : m;
+  return m;
+}
+
+// Sums in float lanes per block (vectorizable), accumulated across blocks in double.
+CTX_SIMD_CLONES double vecSum(const float* x, size_t n) {
+  double total = 0;
+  size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    float lanes[kBlock];
+    for (size_t j = 0; j < kBlock; ++j) lanes[j] = x[i + j];
+    float s = 0;
+    for (size_t j = 0; j < kBlock; ++j) s += lanes[j];
+    total += s;
+  }
+  for (; i < n; ++i) total += x[i];
+  return total;
+}
+
+CTX_SIMD_CLONES double vecSumSquaredDiff(const float* x, size_t n, float mean) {
+  double total = 0;
+  size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    float lanes[kBlock];
+    for (size_t j = 0; j < kBlock; ++j) {
+      float d = x[i + j] - mean;
+      lanes[j] = d * d;
+    }
+    float s = 0;
+    for (size_t j = 0; j < kBlock; ++j) s += lanes[j];
+    total += s;
+  }
+  for (; i < n; ++i) total += double(x[i] - mean) * double(x[i] - mean);
+  return total;
+}
+
+CTX_SIMD_CLONES void vecNormalize(const float* x, float* y, size_t n, float mean, float inv, const float* scale,
+                                  const float* bias) {
+  float buf[kBlock];
+  size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    for (size_t j = 0; j < kBlock; ++j) buf[j] = (x[i + j] - mean) * inv * scale[i + j];
+    if (bias)
+      for (size_t j = 0; j < kBlock; ++j) buf[j] += bias[i + j];
+    for (size_t j = 0; j < kBlock; ++j) y[i + j] = buf[j];
+  }
+  for (; i < n; ++i) y[i] = (x[i] - mean) * inv * scale[i] + (bias ? bias[i] : 0.0f);
+}
+
+}  // namespace ctxkit::kernels

@@ -1,0 +1,59 @@
+// The built-in targets, as the same JSON a user would write.
+#include "partitioner/target.h"
+
+namespace ctxkit::partitioner {
+
+namespace {
+
+// An NPU-like subset: static shapes, float32/float16/int8, no control flow.
+constexpr const char* kNpuSim = R"json({
+  "name": "npu-sim",
+  "ep": "CtxKitExecutionProvider",
+  "hardware_architecture": "npu-sim",
+  "revision": "1",
+  "static_shapes_only": true,
+  "max_rank": 6,
+  "min_partition_size": 1,
+  "weight_alignment": 64,
+  "element_types": ["float32", "float16", "int8", "uint8"],
+  "preferred_layouts": {"gemm": "row-major", "conv": "oihw"},
+  "ops": [
+    {"op": "Conv", "constraints": {"max_rank": 4, "auto_pad": ["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"]}},
+    {"op": "MatMul"}, {"op": "Gemm"},
+    {"op": "Add"}, {"op": "Sub"}, {"op": "Mul"}, {"op": "Div"}, {"op": "Pow"},
+    {"op": "Sqrt"}, {"op": "Erf"}, {"op": "Exp"}, {"op": "Log"}, {"op": "Neg"}, {"op": "Abs"}, {"op": "Reciprocal"},
+    {"op": "Relu"}, {"op": "LeakyRelu"}, {"op": "Sigmoid"}, {"op": "HardSigmoid"}, {"op": "Tanh"}, {"op": "Gelu"},
+    {"op": "Softmax"},
+    {"op": "MaxPool", "constraints": {"max_rank": 4}}, {"op": "AveragePool", "constraints": {"max_rank": 4}},
+    {"op": "GlobalAveragePool"},
+    {"op": "BatchNormalization"}, {"op": "LayerNormalization"},
+    {"op": "Reshape"}, {"op": "Flatten"}, {"op": "Squeeze"}, {"op": "Unsqueeze"}, {"op": "Identity"},
+    {"op": "Transpose"}, {"op": "Concat"}, {"op": "Slice"}, {"op": "Gather"},
+    {"op": "ReduceMean"}
+  ]
+})json";
+
+// Every op the runtime executes; used for whole-graph compilation and conformance runs.
+constexpr const char* kCpu = R"json({
+  "name": "cpu",
+  "ep": "CtxKitExecutionProvider",
+  "hardware_architecture": "cpu",
+  "revision": "1",
+  "static_shapes_only": true,
+  "max_rank": 8,
+  "min_partition_size": 1,
+  "weight_alignment": 64,
+  "ops": "all-kernels"
+})json";
+
+}  // namespace
+
+std::vector<std::string> builtinTargetNames() { return {"npu-sim", "cpu"}; }
+
+std::optional<std::string> builtinTargetJson(std::string_view name) {
+  if (name == "npu-sim") return std::string(kNpuSim);
+  if (name == "cpu") return std::string(kCpu);
+  return std::nullopt;
+}
+
+}  // namespace ctxkit::partitioner

@@ -1,0 +1,220 @@
+// Support checks and acyclic partitioning (the GetCapability contract).
+#include "partitioner/partitioner.h"
+
+#include "kernels/kernels.h"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+#include <unordered_map>
+
+namespace ctxkit::partitioner {
+
+namespace {
+
+bool isAllowedType(const Target& target, const OpSupport* op, ir::ElemType type) {
+  const auto& types = op && !op->types.empty() ? op->types : target.defaultTypes;
+  return types.empty() || std::find(types.begin(), types.end(), type) != types.end();
+}
+
+std::string checkAttrConstraint(const ir::Node& node, const AttrConstraint& c) {
+  const ir::Attribute* a = node.attrs.find(c.name);
+  if (!a) return {};
+  if (a->type == ir::AttrType::String && !c.allowedStrings.empty()) {
+    if (std::find(c.allowedStrings.begin(), c.allowedStrings.end(), a->s) == c.allowedStrings.end())
+      return fmt::format("attribute {}=\"{}\" is not supported by the target", c.name, a->s);
+  }
+  std::vector<int64_t> values;
+  if (a->type == ir::AttrType::Int) values.push_back(a->i);
+  if (a->type == ir::AttrType::Ints) values = a->ints;
+  if (!c.allowedInts.empty())
+    for (int64_t v : values)
+      if (std::find(c.allowedInts.begin(), c.allowedInts.end(), v) == c.allowedInts.end())
+        return fmt::format("attribute {}={} is not supported by the target", c.name, v);
+  return {};
+}
+
+// Disjoint clusters over nodes, merged along edges while the contracted graph stays acyclic.
+class Clusters {
+public:
+  explicit Clusters(size_t n) : parent_(n), succ_(n) { std::iota(parent_.begin(), parent_.end(), 0); }
+
+  size_t find(size_t x) {
+    while (parent_[x] != x) x = parent_[x] = parent_[parent_[x]];
+    return x;
+  }
+  void addEdge(size_t from, size_t to) { succ_[from].insert(to); }
+
+  // Merging a and b (edge a -> b) is safe unless some path a -> X -> ... -> b leaves the pair.
+  bool canMerge(size_t a, size_t b) {
+    std::vector<size_t> stack;
+    std::set<size_t> seen;
+    for (size_t s : succ_[a]) {
+      size_t c = find(s);
+      if (c != b && c != a && seen.insert(c).second) stack.push_back(c);
+    }
+    while (!stack.empty()) {
+      size_t c = stack.back();
+      stack.pop_back();
+      if (c == b) return false;
+      for (size_t s : succ_[c]) {
+        size_t d = find(s);
+        if (d != c && seen.insert(d).second) stack.push_back(d);
+      }
+    }
+    return true;
+  }
+
+  void merge(size_t a, size_t b) {
+    parent_[b] = a;
+    for (size_t s : succ_[b]) succ_[a].insert(s);
+    succ_[b].clear();
+    // Edges are stored between representatives lazily; find() resolves them.
+    std::set<size_t> resolved;
+    for (size_t s : succ_[a]) {
+      size_t r = find(s);
+      if (r != a) resolved.insert(r);
+    }
+    succ_[a] = std::move(resolved);
+  }
+
+private:
+  std::vector<size_t> parent_;
+  std::vector<std::set<size_t>> succ_;
+};
+
+}  // namespace
+
+std::string unsupportedReason(const ir::Node& node, const analysis::GraphFacts& facts, const Target& target) {
+  for (const auto& a : node.attrs.all())
+    if (a.type == ir::AttrType::Graph || a.type == ir::AttrType::Graphs)
+      return "control flow (subgraph attribute) stays on the fallback path";
+  const OpSupport* op = nullptr;
+  if (target.allKernelOps) {
+    if (node.kind == ir::OpKind::Unknown || node.kind == ir::OpKind::EPContext || !kernels::hasKernel(node.kind))
+      return fmt::format("op {} is not supported by target '{}'", node.opType, target.name);
+  } else {
+    op = target.findOp(node.domain, node.opType, node.opset);
+    if (!op) return fmt::format("op {} (opset {}) is not supported by target '{}'", node.opType, node.opset, target.name);
+    if (node.kind == ir::OpKind::Unknown || !kernels::hasKernel(node.kind))
+      return fmt::format("op {} has no ctxkit kernel", node.opType);
+  }
+  int64_t maxRank = op && op->maxRank ? *op->maxRank : target.maxRank;
+  auto checkValue = [&](const std::string& name, bool checkType) -> std::string {
+    const analysis::ValueFacts* f = facts.find(name);
+    if (!f) return fmt::format("value '{}' is unknown", name);
+    if (!f->shape) {
+      if (target.staticShapesOnly) return "dynamic shape: " + f->blocker;
+      return {};
+    }
+    if (static_cast<int64_t>(f->shape->size()) > maxRank)
+      return fmt::format("'{}' has rank {}, above the target's maximum {}", name, f->shape->size(), maxRank);
+    if (checkType) {
+      bool ok = target.allKernelOps ? kernels::supportsType(node.kind, f->type) : isAllowedType(target, op, f->type);
+      if (!ok) return fmt::format("element type {} of '{}' is not supported for {}", ir::elemTypeName(f->type), name, node.opType);
+    }
+    return {};
+  };
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    if (node.inputs[i].empty()) continue;
+    if (auto r = checkValue(node.inputs[i], i == 0); !r.empty()) return r;
+  }
+  for (const auto& out : node.outputs) {
+    if (out.empty()) continue;
+    if (auto r = checkValue(out, !target.allKernelOps); !r.empty()) return r;
+  }
+  if (op)
+    for (const auto& c : op->attrs)
+      if (auto r = checkAttrConstraint(node, c); !r.empty()) return r;
+  return {};
+}
+
+PartitionPlan partitionGraph(const ir::Graph& graph, const analysis::GraphFacts& facts, const Target& target) {
+  PartitionPlan plan;
+  const size_t n = graph.nodes.size();
+  plan.nodes.resize(n);
+
+  std::vector<bool> supported(n, false);
+  for (size_t i : facts.order) {
+    const ir::Node& node = graph.nodes[i];
+    bool folded = !node.outputs.empty() && std::all_of(node.outputs.begin(), node.outputs.end(), [&](const std::string& o) {
+      const analysis::ValueFacts* f = o.empty() ? nullptr : facts.find(o);
+      return o.empty() || (f && f->constant);
+    });
+    if (folded) {
+      plan.nodes[i].placement = NodePlacement::Folded;
+      continue;
+    }
+    plan.nodes[i].reason = unsupportedReason(node, facts, target);
+    supported[i] = plan.nodes[i].reason.empty();
+  }
+
+  // Data edges between nodes that run (folded values are constants, not edges).
+  std::unordered_map<std::string, size_t> producer;
+  for (size_t i = 0; i < n; ++i)
+    if (plan.nodes[i].placement != NodePlacement::Folded)
+      for (const auto& out : graph.nodes[i].outputs)
+        if (!out.empty()) producer[out] = i;
+  std::vector<std::vector<size_t>> preds(n);
+  Clusters clusters(n);
+  auto collectInputs = [&](const ir::Node& node, auto&& self, std::set<std::string>& names) -> void {
+    for (const auto& in : node.inputs)
+      if (!in.empty()) names.insert(in);
+    for (const auto& a : node.attrs.all()) {  // subgraphs read outer-scope values by name
+      std::vector<const ir::Graph*> subs;
+      if (a.g) subs.push_back(a.g.get());
+      for (const auto& g : a.graphs) subs.push_back(g.get());
+      for (const ir::Graph* g : subs)
+        for (const auto& sub : g->nodes) self(sub, self, names);
+    }
+  };
+  for (size_t i : facts.order) {
+    if (plan.nodes[i].placement == NodePlacement::Folded) continue;
+    std::set<std::string> names;
+    collectInputs(graph.nodes[i], collectInputs, names);
+    std::set<size_t> deps;
+    for (const auto& name : names)
+      if (auto it = producer.find(name); it != producer.end() && it->second != i) deps.insert(it->second);
+    for (size_t d : deps) {
+      preds[i].push_back(d);
+      clusters.addEdge(d, i);
+    }
+  }
+
+  // Merge along edges in topological order; a node joins the cluster of its earliest supported producer first.
+  for (size_t i : facts.order) {
+    if (!supported[i]) continue;
+    for (size_t p : preds[i]) {
+      if (!supported[p]) continue;
+      size_t a = clusters.find(p), b = clusters.find(i);
+      if (a == b) continue;
+      if (clusters.canMerge(a, b)) clusters.merge(a, b);
+    }
+  }
+
+  std::map<size_t, std::vector<size_t>> members;  // representative -> nodes in topological order
+  std::vector<size_t> rank(n);
+  for (size_t k = 0; k < facts.order.size(); ++k) rank[facts.order[k]] = k;
+  for (size_t i : facts.order)
+    if (supported[i]) members[clusters.find(i)].push_back(i);
+  std::vector<std::vector<size_t>> groups;
+  for (auto& [rep, nodes] : members) groups.push_back(std::move(nodes));
+  std::sort(groups.begin(), groups.end(), [&](const auto& x, const auto& y) { return rank[x.front()] < rank[y.front()]; });
+  for (auto& nodes : groups) {
+    if (static_cast<int64_t>(nodes.size()) < target.minPartitionSize) {
+      for (size_t i : nodes)
+        plan.nodes[i].reason = fmt::format("partition of {} nodes is below the target's minimum of {}", nodes.size(),
+                                           target.minPartitionSize);
+      continue;
+    }
+    int index = static_cast<int>(plan.partitions.size());
+    for (size_t i : nodes) {
+      plan.nodes[i].placement = NodePlacement::Compiled;
+      plan.nodes[i].partition = index;
+    }
+    plan.partitions.push_back(Partition{std::move(nodes)});
+  }
+  return plan;
+}
+
+}  // namespace ctxkit::partitioner

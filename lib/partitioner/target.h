@@ -1,0 +1,57 @@
+// Accelerator target descriptions: which ops, types and shapes a (simulated) target compiles.
+#pragma once
+
+#include "ir/elem_type.h"
+#include "support/status.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ctxkit::partitioner {
+
+struct AttrConstraint {
+  std::string name;
+  std::vector<std::string> allowedStrings;  // for string attributes (auto_pad)
+  std::vector<int64_t> allowedInts;         // every element of an int/ints attribute must be one of these
+};
+
+struct OpSupport {
+  std::string domain;  // "" for the default ONNX domain
+  std::string opType;
+  int64_t minOpset = 1;
+  int64_t maxOpset = 1000;
+  std::vector<ir::ElemType> types;  // empty: the target's default types
+  std::optional<int64_t> maxRank;   // overrides the target's
+  std::vector<AttrConstraint> attrs;
+};
+
+struct Target {
+  std::string name;                  // what --target named
+  std::string ep = "CtxKitExecutionProvider";
+  std::string hardwareArchitecture;  // written to hardware_architecture and the compatibility block
+  std::string revision = "1";
+  bool staticShapesOnly = true;
+  int64_t maxRank = 8;
+  int64_t minPartitionSize = 1;
+  uint64_t weightAlignment = 64;
+  std::vector<ir::ElemType> defaultTypes;
+  // The cpu target takes every op the runtime has a kernel for, with the kernel's types.
+  bool allKernelOps = false;
+  std::vector<OpSupport> ops;
+  std::map<std::string, std::string> preferredLayouts;
+
+  const OpSupport* findOp(std::string_view domain, std::string_view opType, int64_t opset) const;
+};
+
+std::vector<std::string> builtinTargetNames();
+// The JSON text of a built-in target, for `ctxgen --print-target` and docs.
+std::optional<std::string> builtinTargetJson(std::string_view name);
+
+// `nameOrPath` is a built-in name ("npu-sim", "cpu") or a JSON file. Errors name the file and the field.
+Expected<Target> loadTarget(const std::string& nameOrPath);
+Expected<Target> parseTarget(const std::string& jsonText, const std::string& displayName);
+
+}  // namespace ctxkit::partitioner

@@ -1,0 +1,334 @@
+// Orchestrates the compile stages for a group of models and writes the outputs atomically.
+#include "pipeline/pipeline.h"
+
+#include "codegen/lower.h"
+#include "format/container.h"
+#include "onnx_io/onnx_io.h"
+#include "partitioner/partitioner.h"
+#include "pipeline/emit.h"
+#include "program/program.h"
+#include "weightshare/weight_pool.h"
+
+#include <chrono>
+#include <map>
+
+namespace ctxkit::pipeline {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct ModelWork {
+  fs::path source;
+  std::string stem;
+  fs::path output;
+  size_t container = 0;
+  ir::Model model;
+  analysis::GraphFacts facts;
+  partitioner::PartitionPlan plan;
+  std::vector<codegen::LoweredPartition> lowered;
+  std::vector<std::string> partitionNames;
+  std::vector<uint64_t> arenaSizes;
+};
+
+struct ContainerWork {
+  fs::path path;  // where the .bin goes (embed mode 0)
+  weightshare::WeightPool pool;
+  struct Graph {
+    std::string name;
+    std::string sourceModel;
+    std::vector<std::byte> program;
+  };
+  std::vector<Graph> graphs;
+};
+
+class StageClock {
+public:
+  explicit StageClock(CompileReport& report) : report_(report) {}
+  template <typename F>
+  auto time(const std::string& stage, F&& body) {
+    auto start = std::chrono::steady_clock::now();
+    auto result = body();
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    for (auto& s : report_.stages)
+      if (s.stage == stage) {
+        s.milliseconds += ms;
+        return result;
+      }
+    report_.stages.push_back(StageTime{stage, ms});
+    return result;
+  }
+
+private:
+  CompileReport& report_;
+};
+
+std::string stemOf(const fs::path& p) { return p.stem().string(); }
+
+Status planOutputs(const CompileOptions& options, std::vector<ModelWork>& work, std::vector<ContainerWork>& containers) {
+  if (options.models.empty()) return makeError(ErrorCode::InvalidArgument, "no input models given");
+  if (options.embedMode != 0 && options.embedMode != 1)
+    return makeError(ErrorCode::InvalidArgument, "--embed-mode must be 0 or 1, got {}", options.embedMode);
+  if (options.share && options.embedMode == 1)
+    return makeError(ErrorCode::InvalidArgument, "--share needs embed mode 0: a shared context must be a file");
+  if (options.outputFile && options.models.size() != 1)
+    return makeError(ErrorCode::InvalidArgument, "an output file path (ep.context_file_path) needs exactly one model, got {}",
+                     options.models.size());
+  std::set<fs::path> seenOutputs;
+  for (const auto& m : options.models) {
+    ModelWork w;
+    w.source = m;
+    w.stem = stemOf(m);
+    fs::path dir = options.outputDir ? *options.outputDir : m.parent_path();
+    w.output = options.outputFile ? *options.outputFile : dir / (w.stem + "_ctx.onnx");
+    if (!seenOutputs.insert(w.output.lexically_normal()).second)
+      return makeError(ErrorCode::InvalidArgument, "two inputs would both write '{}'; give models distinct names",
+                       w.output.string());
+    work.push_back(std::move(w));
+  }
+  if (options.share) {
+    ContainerWork c;
+    c.path = work.front().output.parent_path() / (work.front().stem + "_ctxkit.bin");
+    for (const auto& w : work)
+      if (w.output.parent_path().lexically_normal() != c.path.parent_path().lexically_normal())
+        return makeError(ErrorCode::InvalidArgument,
+                         "with --share every _ctx.onnx must sit beside the shared '{}'; '{}' is elsewhere (use -o DIR)",
+                         c.path.filename().string(), w.output.string());
+    containers.push_back(std::move(c));
+  } else {
+    for (size_t i = 0; i < work.size(); ++i) {
+      work[i].container = i;
+      ContainerWork c;
+      c.path = work[i].output.parent_path() / (work[i].stem + "_ctxkit.bin");
+      containers.push_back(std::move(c));
+    }
+  }
+  if (!options.force && !options.dryRun) {
+    auto checkFree = [](const fs::path& p) -> Status {
+      std::error_code ec;
+      if (fs::exists(p, ec))
+        return makeError(ErrorCode::InvalidArgument, "output '{}' already exists (use --force to overwrite)", p.string());
+      return Status::ok();
+    };
+    for (const auto& w : work) CTX_RETURN_IF_ERROR(checkFree(w.output));
+    if (options.embedMode == 0)
+      for (const auto& c : containers) CTX_RETURN_IF_ERROR(checkFree(c.path));
+    if (!options.externalInitializersFile.empty())
+      for (const auto& w : work) CTX_RETURN_IF_ERROR(checkFree(w.output.parent_path() / options.externalInitializersFile));
+  }
+  return Status::ok();
+}
+
+Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::Target& target,
+                    const CompileOptions& options, StageClock& clock, const ProgressFn& progress) {
+  auto say = [&](const std::string& s) {
+    if (progress) progress(s);
+  };
+  say(fmt::format("{}: loading", w.source.string()));
+  auto loaded = clock.time("load", [&] { return onnx_io::loadModel(w.source); });
+  if (!loaded) return loaded.takeError();
+  w.model = std::move(loaded).value();
+  for (const auto& n : w.model.graph.nodes)
+    if (n.kind == ir::OpKind::EPContext)
+      return makeError(ErrorCode::InvalidGraph, "'{}' is already compiled: it contains EPContext node '{}'",
+                       w.source.string(), n.name);
+  say(fmt::format("{}: analyzing {} nodes", w.source.string(), w.model.graph.nodes.size()));
+  auto facts = clock.time("analyze", [&] { return analysis::analyzeGraph(w.model.graph, options.bindings); });
+  if (!facts) return facts.takeError().addContext(fmt::format("'{}'", w.source.string()));
+  w.facts = std::move(facts).value();
+  w.plan = clock.time("partition", [&] { return partitioner::partitionGraph(w.model.graph, w.facts, target); });
+  say(fmt::format("{}: {} partitions", w.source.string(), w.plan.partitions.size()));
+
+  for (size_t p = 0; p < w.plan.partitions.size(); ++p) {
+    std::string name = fmt::format("{}{}_ctxkit_{}", options.nodeNamePrefix, w.stem, p);
+    for (const auto& g : container.graphs)
+      if (g.name == name)
+        return makeError(ErrorCode::InvalidArgument, "graph name '{}' is used twice in one context (models with the same stem?)", name);
+    auto used = valuesUsedOutside(w.model.graph, w.plan, static_cast<int>(p));
+    auto intern = [&](const ir::Tensor& t) { return clock.time("dedupe", [&] { return container.pool.intern(t); }); };
+    auto lowered = clock.time("lower", [&] {
+      return codegen::lowerPartition(w.model.graph, w.facts, w.plan.partitions[p], used, intern);
+    });
+    if (!lowered) return lowered.takeError().addContext(fmt::format("'{}': partition {}", w.source.string(), name));
+    auto bytes = program::serialize(lowered->program);
+    w.arenaSizes.push_back(lowered->program.arenaSize);
+    container.graphs.push_back(ContainerWork::Graph{name, w.source.filename().string(), std::move(bytes)});
+    w.partitionNames.push_back(std::move(name));
+    w.lowered.push_back(std::move(lowered).value());
+  }
+  return Status::ok();
+}
+
+Expected<format::ContainerWriter> buildContainer(const ContainerWork& c, const partitioner::Target& target) {
+  format::CompatInfo compat{"ctxkit", kVersion, target.hardwareArchitecture, target.revision};
+  format::ContainerWriter writer(compat, format::WriterOptions{target.weightAlignment});
+  for (const auto& w : c.pool.weights()) {
+    CTX_ASSIGN_OR_RETURN(uint32_t index, writer.addWeight(w.tensor.type(), w.tensor.shape(), w.tensor.bytes(), w.hash));
+    (void)index;
+  }
+  for (const auto& g : c.graphs) CTX_RETURN_IF_ERROR(writer.addGraph(g.name, g.sourceModel, g.program));
+  return writer;
+}
+
+std::string compatibilityString(const partitioner::Target& target) {
+  return fmt::format("ctxkit;format={}.{};version={};target={};revision={}", format::kFormatMajor, format::kFormatMinor,
+                     kVersion, target.hardwareArchitecture, target.revision);
+}
+
+ModelSummary summarize(const ModelWork& w) {
+  ModelSummary s;
+  s.source = w.source;
+  s.output = w.output;
+  s.nodeCount = w.model.graph.nodes.size();
+  for (size_t i = 0; i < w.plan.nodes.size(); ++i) {
+    const auto& d = w.plan.nodes[i];
+    const ir::Node& n = w.model.graph.nodes[i];
+    switch (d.placement) {
+      case partitioner::NodePlacement::Compiled: ++s.compiledNodes; break;
+      case partitioner::NodePlacement::Folded: ++s.foldedNodes; break;
+      case partitioner::NodePlacement::Fallback:
+        ++s.fallbackNodes;
+        s.fallback.push_back(FallbackNode{n.name, n.opType, d.reason});
+        break;
+    }
+  }
+  for (size_t p = 0; p < w.plan.partitions.size(); ++p) {
+    PartitionSummary ps;
+    ps.name = w.partitionNames[p];
+    ps.nodeCount = w.plan.partitions[p].nodes.size();
+    ps.opCount = w.lowered[p].program.ops.size();
+    ps.inputCount = w.lowered[p].inputs.size();
+    ps.outputCount = w.lowered[p].outputs.size();
+    ps.arenaBytes = w.arenaSizes[p];
+    for (size_t i : w.plan.partitions[p].nodes) ps.opTypes.push_back(w.model.graph.nodes[i].opType);
+    s.partitions.push_back(std::move(ps));
+  }
+  return s;
+}
+
+// Removes files this run wrote when a later step fails, so no half-finished set is left behind.
+class WrittenFiles {
+public:
+  ~WrittenFiles() {
+    if (committed_) return;
+    for (const auto& p : paths_) {
+      std::error_code ec;
+      fs::remove(p, ec);
+    }
+  }
+  void add(const fs::path& p) { paths_.push_back(p); }
+  void commit() { committed_ = true; }
+
+private:
+  std::vector<fs::path> paths_;
+  bool committed_ = false;
+};
+
+Status writeDepfile(const fs::path& depfile, const CompileReport& report, const std::vector<ModelWork>& work) {
+  auto escape = [](const std::string& s) {
+    std::string out;
+    for (char c : s) {
+      if (c == ' ' || c == '#' || c == '\\') out += '\\';
+      if (c == '$') out += '$';
+      out += c;
+    }
+    return out;
+  };
+  std::string text;
+  for (const auto& f : report.files) text += escape(f.path.string()) + " ";
+  text += ":";
+  for (const auto& w : work) text += " " + escape(w.source.string());
+  text += "\n";
+  return writeFileAtomically(depfile, text);
+}
+
+}  // namespace
+
+Expected<CompileReport> compileModels(const CompileOptions& options, const ProgressFn& progress) {
+  CompileReport report;
+  report.dryRun = options.dryRun;
+  StageClock clock(report);
+  CTX_ASSIGN_OR_RETURN(auto target, partitioner::loadTarget(options.target));
+  report.target = target.name;
+  std::vector<ModelWork> work;
+  std::vector<ContainerWork> containers;
+  CTX_RETURN_IF_ERROR(planOutputs(options, work, containers));
+
+  size_t compiledPartitions = 0;
+  for (auto& w : work) {
+    CTX_RETURN_IF_ERROR(compileModel(w, containers[w.container], target, options, clock, progress));
+    compiledPartitions += w.plan.partitions.size();
+    report.models.push_back(summarize(w));
+    if (options.dumpPrograms)
+      for (size_t p = 0; p < w.lowered.size(); ++p) report.programDump += program::dump(w.lowered[p].program, w.partitionNames[p]);
+  }
+  for (const auto& c : containers) {
+    report.referencedWeightBytes += c.pool.referencedBytes();
+    report.uniqueWeightBytes += c.pool.uniqueBytes();
+    report.uniqueWeights += c.pool.weights().size();
+  }
+  if (options.errorIfNoNodesCompiled && compiledPartitions == 0)
+    return makeError(ErrorCode::InvalidGraph, "no node could be compiled for target '{}' (--error-if-no-nodes-compiled)",
+                     target.name);
+  if (options.dryRun) return report;
+
+  for (const auto& w : work) {
+    fs::path dir = w.output.parent_path();
+    if (dir.empty()) continue;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) return makeError(ErrorCode::IoError, "cannot create output folder '{}': {}", dir.string(), ec.message());
+  }
+
+  WrittenFiles written;
+  std::vector<std::vector<std::byte>> embedded(containers.size());
+  auto emitStatus = clock.time("emit", [&]() -> Status {
+    for (size_t c = 0; c < containers.size(); ++c) {
+      CTX_ASSIGN_OR_RETURN(auto writer, buildContainer(containers[c], target));
+      if (options.embedMode == 1) {
+        CTX_ASSIGN_OR_RETURN(embedded[c], writer.serialize());
+        continue;
+      }
+      if (containers[c].graphs.empty()) continue;  // nothing compiled: no context needed
+      if (progress) progress(fmt::format("writing {}", containers[c].path.string()));
+      CTX_RETURN_IF_ERROR(writer.write(containers[c].path));
+      written.add(containers[c].path);
+      report.files.push_back(FileWritten{containers[c].path, fs::file_size(containers[c].path)});
+    }
+    for (auto& w : work) {
+      EpContextSettings settings;
+      settings.embedMode = options.embedMode;
+      settings.sdkVersion = kVersion;
+      settings.sourceFileName = w.source.filename().string();
+      settings.hardwareArchitecture = target.hardwareArchitecture;
+      settings.compatibility = compatibilityString(target);
+      if (options.embedMode == 1) {
+        const auto& bytes = embedded[w.container];
+        settings.cacheContext.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      } else {
+        settings.cacheContext = containers[w.container].path.filename().string();
+      }
+      CTX_ASSIGN_OR_RETURN(auto model, buildContextModel(w.model, w.facts, w.plan, w.lowered, w.partitionNames,
+                                                         w.arenaSizes, settings));
+      if (progress) progress(fmt::format("writing {}", w.output.string()));
+      if (options.externalInitializersFile.empty()) {
+        CTX_RETURN_IF_ERROR(onnx_io::saveModel(model, w.output).addContext(fmt::format("writing '{}'", w.output.string())));
+      } else {
+        fs::path data = w.output.parent_path() / options.externalInitializersFile;
+        CTX_RETURN_IF_ERROR(onnx_io::saveModelWithExternalData(std::move(model), w.output, options.externalInitializersFile, 0)
+                                .addContext(fmt::format("writing '{}'", w.output.string())));
+        written.add(data);
+        if (fs::exists(data)) report.files.push_back(FileWritten{data, fs::file_size(data)});
+      }
+      written.add(w.output);
+      report.files.push_back(FileWritten{w.output, fs::file_size(w.output)});
+    }
+    if (options.depfile) CTX_RETURN_IF_ERROR(writeDepfile(*options.depfile, report, work));
+    return Status::ok();
+  });
+  CTX_RETURN_IF_ERROR(emitStatus);
+  written.commit();
+  return report;
+}
+
+}  // namespace ctxkit::pipeline

@@ -1,0 +1,198 @@
+// EPContext model construction (SPEC §3).
+#include "pipeline/emit.h"
+
+#include "pipeline/pipeline.h"
+
+#include <map>
+
+namespace ctxkit::pipeline {
+
+void collectReads(const ir::Node& node, std::set<std::string>& names) {
+  for (const auto& in : node.inputs)
+    if (!in.empty()) names.insert(in);
+  for (const auto& a : node.attrs.all()) {
+    std::vector<const ir::Graph*> subs;
+    if (a.g) subs.push_back(a.g.get());
+    for (const auto& g : a.graphs) subs.push_back(g.get());
+    for (const ir::Graph* g : subs)
+      for (const auto& sub : g->nodes) collectReads(sub, names);
+  }
+}
+
+std::set<std::string> valuesUsedOutside(const ir::Graph& graph, const partitioner::PartitionPlan& plan, int p) {
+  std::set<std::string> used;
+  for (const auto& out : graph.outputs) used.insert(out.name);
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const auto& d = plan.nodes[i];
+    if (d.placement == partitioner::NodePlacement::Folded) continue;
+    if (d.placement == partitioner::NodePlacement::Compiled && d.partition == p) continue;
+    collectReads(graph.nodes[i], used);
+  }
+  return used;
+}
+
+namespace {
+
+// A node of the output graph: a fallback node (index) or a partition's EPContext node.
+struct Unit {
+  bool isPartition = false;
+  size_t index = 0;
+};
+
+// Orders fallback nodes and partitions topologically, preferring source order.
+std::vector<Unit> orderUnits(const ir::Graph& graph, const analysis::GraphFacts& facts, const partitioner::PartitionPlan& plan,
+                             const std::vector<codegen::LoweredPartition>& lowered) {
+  std::vector<Unit> units;
+  std::map<std::string, size_t> producer;
+  std::vector<size_t> rank;  // first topological position of each unit
+  std::vector<std::set<std::string>> reads;
+  std::vector<int> unitOfPartition(plan.partitions.size(), -1);
+  for (size_t pos = 0; pos < facts.order.size(); ++pos) {
+    size_t i = facts.order[pos];
+    const auto& d = plan.nodes[i];
+    if (d.placement == partitioner::NodePlacement::Folded) continue;
+    if (d.placement == partitioner::NodePlacement::Compiled) {
+      if (unitOfPartition[d.partition] >= 0) continue;
+      unitOfPartition[d.partition] = static_cast<int>(units.size());
+      units.push_back(Unit{true, static_cast<size_t>(d.partition)});
+      rank.push_back(pos);
+      const auto& lp = lowered[d.partition];
+      reads.emplace_back(lp.inputs.begin(), lp.inputs.end());
+      for (const auto& o : lp.outputs) producer[o] = units.size() - 1;
+      continue;
+    }
+    units.push_back(Unit{false, i});
+    rank.push_back(pos);
+    std::set<std::string> r;
+    collectReads(graph.nodes[i], r);
+    reads.push_back(std::move(r));
+    for (const auto& o : graph.nodes[i].outputs)
+      if (!o.empty()) producer[o] = units.size() - 1;
+  }
+  std::vector<size_t> pending(units.size(), 0);
+  std::vector<std::vector<size_t>> consumers(units.size());
+  for (size_t u = 0; u < units.size(); ++u) {
+    std::set<size_t> deps;
+    for (const auto& name : reads[u])
+      if (auto it = producer.find(name); it != producer.end() && it->second != u) deps.insert(it->second);
+    pending[u] = deps.size();
+    for (size_t d : deps) consumers[d].push_back(u);
+  }
+  std::set<std::pair<size_t, size_t>> ready;
+  for (size_t u = 0; u < units.size(); ++u)
+    if (pending[u] == 0) ready.emplace(rank[u], u);
+  std::vector<Unit> ordered;
+  while (!ready.empty()) {
+    size_t u = ready.begin()->second;
+    ready.erase(ready.begin());
+    ordered.push_back(units[u]);
+    for (size_t c : consumers[u])
+      if (--pending[c] == 0) ready.emplace(rank[c], c);
+  }
+  return ordered;  // the partitioner keeps the contracted graph acyclic, so every unit is placed
+}
+
+ir::ValueInfo valueInfoFor(const std::string& name, const analysis::GraphFacts& facts) {
+  ir::ValueInfo v;
+  v.name = name;
+  if (const auto* f = facts.find(name)) {
+    v.type = f->type;
+    if (f->shape) {
+      std::vector<ir::Dim> dims;
+      for (int64_t d : *f->shape) dims.push_back(ir::Dim::known(d));
+      v.shape = std::move(dims);
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+Expected<ir::Model> buildContextModel(const ir::Model& source, const analysis::GraphFacts& facts,
+                                      const partitioner::PartitionPlan& plan,
+                                      const std::vector<codegen::LoweredPartition>& lowered,
+                                      const std::vector<std::string>& partitionNames,
+                                      const std::vector<uint64_t>& arenaSizes, const EpContextSettings& settings) {
+  const ir::Graph& g = source.graph;
+  ir::Model out;
+  out.irVersion = source.irVersion;
+  out.opsets = source.opsets;
+  if (source.opsetFor("com.microsoft") == 0) out.opsets.push_back(ir::OpsetImport{"com.microsoft", 1});
+  out.producerName = "ctxkit";
+  out.producerVersion = kVersion;
+  out.domain = source.domain;
+  out.modelVersion = source.modelVersion;
+  out.docString = source.docString;
+  out.metadata = source.metadata;
+  out.setMetadata(std::string("ep_compatibility_info.") + kEpName, settings.compatibility);
+
+  ir::Graph& og = out.graph;
+  og.name = g.name;
+  og.docString = g.docString;
+  og.inputs = g.inputs;
+  og.outputs = g.outputs;
+
+  std::set<std::string> needed;  // values fallback nodes and graph outputs read
+  for (const auto& o : g.outputs) needed.insert(o.name);
+  for (const auto& in : g.inputs) needed.insert(in.name);
+  std::set<std::string> produced;
+  bool firstContext = true;
+  for (const Unit& u : orderUnits(g, facts, plan, lowered)) {
+    if (!u.isPartition) {
+      const ir::Node& n = g.nodes[u.index];
+      og.nodes.push_back(n);
+      collectReads(n, needed);
+      for (const auto& o : n.outputs) produced.insert(o);
+      continue;
+    }
+    const auto& lp = lowered[u.index];
+    ir::Node node;
+    node.name = partitionNames[u.index];
+    node.opType = "EPContext";
+    node.domain = "com.microsoft";
+    node.kind = ir::OpKind::EPContext;
+    node.opset = 1;
+    node.inputs = lp.inputs;
+    node.outputs = lp.outputs;
+    for (const auto& in : lp.inputs) needed.insert(in);
+    for (const auto& o : lp.outputs) produced.insert(o);
+    node.attrs.set(ir::Attribute::makeInt("main_context", firstContext ? 1 : 0));
+    if (firstContext) node.attrs.set(ir::Attribute::makeString("ep_cache_context", settings.cacheContext));
+    node.attrs.set(ir::Attribute::makeInt("embed_mode", settings.embedMode));
+    node.attrs.set(ir::Attribute::makeString("ep_sdk_version", settings.sdkVersion));
+    node.attrs.set(ir::Attribute::makeString("onnx_model_filename", settings.sourceFileName));
+    node.attrs.set(ir::Attribute::makeString("hardware_architecture", settings.hardwareArchitecture));
+    node.attrs.set(ir::Attribute::makeString("partition_name", partitionNames[u.index]));
+    node.attrs.set(ir::Attribute::makeString("source", kEpName));
+    node.attrs.set(ir::Attribute::makeInt("max_size", static_cast<int64_t>(arenaSizes[u.index])));
+    node.attrs.set(ir::Attribute::makeString(
+        "notes", fmt::format("ctxkit program: {} ops from {} nodes, arena {} bytes", lp.program.ops.size(),
+                             plan.partitions[u.index].nodes.size(), arenaSizes[u.index])));
+    firstContext = false;
+    og.nodes.push_back(std::move(node));
+    for (const auto& v : lp.inputs)
+      if (!g.findValueInfo(v) || !g.findValueInfo(v)->staticShape()) og.valueInfo.push_back(valueInfoFor(v, facts));
+    for (const auto& v : lp.outputs)
+      if (!g.findValueInfo(v)) og.valueInfo.push_back(valueInfoFor(v, facts));
+  }
+  // Keep the source's value_info for values that still exist.
+  for (const auto& v : g.valueInfo)
+    if (produced.count(v.name) && !og.findValueInfo(v.name)) og.valueInfo.push_back(v);
+
+  // Initializers: those still read, plus folded constants that fallback nodes or outputs read.
+  std::set<std::string> emitted;
+  for (const auto& init : g.initializers)
+    if (needed.count(init.name)) {
+      ir::Initializer copy{init.name, init.tensor, std::nullopt};
+      og.initializers.push_back(std::move(copy));
+      emitted.insert(init.name);
+    }
+  for (const auto& name : needed) {
+    if (emitted.count(name) || produced.count(name)) continue;
+    const auto* f = facts.find(name);
+    if (f && f->constant && !f->isInitializer) og.initializers.push_back(ir::Initializer{name, *f->constant, std::nullopt});
+  }
+  return out;
+}
+
+}  // namespace ctxkit::pipeline

@@ -1,0 +1,36 @@
+// Builds the `_ctx.onnx` model: EPContext nodes for compiled partitions, fallback nodes and their initializers.
+#pragma once
+
+#include "analysis/analysis.h"
+#include "codegen/lower.h"
+#include "ir/graph.h"
+#include "partitioner/partitioner.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace ctxkit::pipeline {
+
+struct EpContextSettings {
+  std::string cacheContext;  // the .bin path relative to the model, or the embedded payload
+  int embedMode = 0;
+  std::string sdkVersion;
+  std::string sourceFileName;
+  std::string hardwareArchitecture;
+  std::string compatibility;  // ep_compatibility_info value
+};
+
+// Names every value a node reads, its subgraphs' outer-scope reads included.
+void collectReads(const ir::Node& node, std::set<std::string>& names);
+
+// Every value read outside partition `p` (other partitions and fallback nodes) or listed as a graph output.
+std::set<std::string> valuesUsedOutside(const ir::Graph& graph, const partitioner::PartitionPlan& plan, int p);
+
+Expected<ir::Model> buildContextModel(const ir::Model& source, const analysis::GraphFacts& facts,
+                                      const partitioner::PartitionPlan& plan,
+                                      const std::vector<codegen::LoweredPartition>& lowered,
+                                      const std::vector<std::string>& partitionNames,
+                                      const std::vector<uint64_t>& arenaSizes, const EpContextSettings& settings);
+
+}  // namespace ctxkit::pipeline

@@ -1,0 +1,93 @@
+// The compile pipeline behind ctxgen: load -> analyze -> partition -> lower -> dedupe -> emit.
+#pragma once
+
+#include "analysis/analysis.h"
+#include "support/status.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ctxkit::pipeline {
+
+inline constexpr const char* kEpName = "CtxKitExecutionProvider";
+inline constexpr const char* kVersion = "0.1.0";
+
+struct CompileOptions {
+  std::vector<std::filesystem::path> models;
+  bool share = false;
+  std::optional<std::filesystem::path> outputDir;
+  std::optional<std::filesystem::path> outputFile;  // one model only (ORT's ep.context_file_path)
+  int embedMode = 0;
+  std::string target = "npu-sim";
+  analysis::Bindings bindings;
+  std::string nodeNamePrefix;
+  std::string externalInitializersFile;  // fallback initializers go to this file beside each _ctx.onnx
+  bool force = false;
+  bool errorIfNoNodesCompiled = false;
+  bool dryRun = false;
+  bool dumpPrograms = false;
+  std::optional<std::filesystem::path> depfile;
+};
+
+struct FallbackNode {
+  std::string name;
+  std::string opType;
+  std::string reason;
+};
+
+struct PartitionSummary {
+  std::string name;  // partition_name
+  size_t nodeCount = 0;
+  size_t opCount = 0;  // ops in the lowered program (after fusion and views)
+  size_t inputCount = 0;
+  size_t outputCount = 0;
+  uint64_t arenaBytes = 0;
+  std::vector<std::string> opTypes;  // source op types, in order
+};
+
+struct ModelSummary {
+  std::filesystem::path source;
+  std::filesystem::path output;
+  size_t nodeCount = 0;
+  size_t compiledNodes = 0;
+  size_t fallbackNodes = 0;
+  size_t foldedNodes = 0;
+  std::vector<PartitionSummary> partitions;
+  std::vector<FallbackNode> fallback;
+};
+
+struct FileWritten {
+  std::filesystem::path path;
+  uint64_t bytes = 0;
+};
+
+struct StageTime {
+  std::string stage;
+  double milliseconds = 0;
+};
+
+struct CompileReport {
+  std::string target;
+  std::vector<ModelSummary> models;
+  std::vector<FileWritten> files;
+  uint64_t referencedWeightBytes = 0;
+  uint64_t uniqueWeightBytes = 0;
+  size_t uniqueWeights = 0;
+  std::vector<StageTime> stages;
+  std::string programDump;  // with dumpPrograms
+  bool dryRun = false;
+};
+
+// Reports what happens as it happens (per model and stage), for progress displays and -v.
+using ProgressFn = std::function<void(const std::string& message)>;
+
+Expected<CompileReport> compileModels(const CompileOptions& options, const ProgressFn& progress = {});
+
+std::string reportText(const CompileReport& report, bool verbose);
+std::string reportJson(const CompileReport& report);
+
+}  // namespace ctxkit::pipeline

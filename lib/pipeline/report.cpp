@@ -1,0 +1,90 @@
+// Human and JSON renderings of a compile report.
+#include "pipeline/pipeline.h"
+
+#include <nlohmann/json.hpp>
+
+namespace ctxkit::pipeline {
+
+namespace {
+
+std::string humanBytes(uint64_t b) {
+  if (b >= (uint64_t{1} << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20));
+  if (b >= 1024) return fmt::format("{:.1f} KiB", static_cast<double>(b) / 1024);
+  return fmt::format("{} B", b);
+}
+
+double ratio(const CompileReport& r) {
+  return r.uniqueWeightBytes == 0 ? 1.0 : static_cast<double>(r.referencedWeightBytes) / static_cast<double>(r.uniqueWeightBytes);
+}
+
+}  // namespace
+
+std::string reportText(const CompileReport& r, bool verbose) {
+  std::string out;
+  for (const auto& m : r.models) {
+    out += fmt::format("{}: {} nodes: {} compiled in {} partitions, {} fallback, {} folded\n", m.source.string(), m.nodeCount,
+                       m.compiledNodes, m.partitions.size(), m.fallbackNodes, m.foldedNodes);
+    if (verbose || r.dryRun) {
+      for (const auto& p : m.partitions)
+        out += fmt::format("  partition {}: {} nodes -> {} ops, {} inputs, {} outputs, arena {}\n    ops: {}\n", p.name,
+                           p.nodeCount, p.opCount, p.inputCount, p.outputCount, humanBytes(p.arenaBytes),
+                           fmt::join(p.opTypes, " "));
+      for (const auto& f : m.fallback)
+        out += fmt::format("  fallback {} ({}): {}\n", f.name.empty() ? "(unnamed)" : f.name, f.opType, f.reason);
+    }
+  }
+  out += fmt::format("weights: {} referenced, {} unique stored in {} entries (sharing ratio {:.2f})\n",
+                     humanBytes(r.referencedWeightBytes), humanBytes(r.uniqueWeightBytes), r.uniqueWeights, ratio(r));
+  if (r.dryRun) {
+    out += "dry run: nothing written\n";
+  } else {
+    for (const auto& f : r.files) out += fmt::format("wrote {} ({})\n", f.path.string(), humanBytes(f.bytes));
+  }
+  if (verbose) {
+    out += "stage times:";
+    for (const auto& s : r.stages) out += fmt::format(" {} {:.1f} ms;", s.stage, s.milliseconds);
+    out += "\n";
+  }
+  return out;
+}
+
+std::string reportJson(const CompileReport& r) {
+  using Json = nlohmann::ordered_json;
+  Json j;
+  j["target"] = r.target;
+  j["dry_run"] = r.dryRun;
+  j["files"] = Json::array();
+  for (const auto& f : r.files) j["files"].push_back({{"path", f.path.string()}, {"bytes", f.bytes}});
+  j["models"] = Json::array();
+  for (const auto& m : r.models) {
+    Json jm;
+    jm["source"] = m.source.string();
+    jm["output"] = m.output.string();
+    jm["nodes"] = m.nodeCount;
+    jm["compiled_nodes"] = m.compiledNodes;
+    jm["fallback_nodes"] = m.fallbackNodes;
+    jm["folded_nodes"] = m.foldedNodes;
+    jm["partitions"] = Json::array();
+    for (const auto& p : m.partitions)
+      jm["partitions"].push_back({{"name", p.name},
+                                  {"nodes", p.nodeCount},
+                                  {"ops", p.opCount},
+                                  {"inputs", p.inputCount},
+                                  {"outputs", p.outputCount},
+                                  {"arena_bytes", p.arenaBytes},
+                                  {"op_types", p.opTypes}});
+    jm["fallback"] = Json::array();
+    for (const auto& f : m.fallback) jm["fallback"].push_back({{"name", f.name}, {"op_type", f.opType}, {"reason", f.reason}});
+    j["models"].push_back(std::move(jm));
+  }
+  j["weights"] = {{"referenced_bytes", r.referencedWeightBytes},
+                  {"unique_bytes", r.uniqueWeightBytes},
+                  {"unique_count", r.uniqueWeights},
+                  {"sharing_ratio", ratio(r)}};
+  Json stages = Json::object();
+  for (const auto& s : r.stages) stages[s.stage] = s.milliseconds;
+  j["stage_ms"] = stages;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace ctxkit::pipeline

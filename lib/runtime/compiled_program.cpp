@@ -1,0 +1,119 @@
+// Binding and executing compiled programs.
+#include "runtime/compiled_program.h"
+
+#include "support/checked.h"
+
+#include <cstdlib>
+#include <new>
+
+namespace ctxkit::runtime {
+
+using program::TensorKind;
+
+namespace {
+
+std::string descText(ir::ElemType type, const ir::Shape& shape) {
+  return fmt::format("{} {}", ir::elemTypeName(type), ir::shapeToString(shape));
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<CompiledProgram>> CompiledProgram::create(program::Program prog,
+                                                                   std::shared_ptr<const format::ContainerView> container,
+                                                                   std::string name) {
+  std::unique_ptr<CompiledProgram> cp(new CompiledProgram());
+  cp->name_ = std::move(name);
+  auto fail = [&](Error e) { return e.addContext(fmt::format("graph '{}' in '{}'", cp->name_, container->displayName())); };
+
+  // Arena: one aligned block for the program's lifetime.
+  if (prog.arenaSize > 0) {
+    auto size = toSize(alignUp(prog.arenaSize, 64));
+    if (!size) return fail(makeError(ErrorCode::InvalidGraph, "arena size {} does not fit this host", prog.arenaSize));
+    void* p = std::aligned_alloc(64, *size);
+    if (!p) return fail(makeError(ErrorCode::IoError, "cannot allocate an arena of {} bytes", prog.arenaSize));
+    cp->arena_ = std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
+  }
+  cp->bound_.resize(prog.tensors.size());
+  for (size_t t = 0; t < prog.tensors.size(); ++t) {
+    const program::TensorDesc& d = prog.tensors[t];
+    if (d.kind == TensorKind::Weight) {
+      const format::WeightInfo& w = container->weights()[d.index];
+      if (w.type != d.type || w.shape != d.shape)
+        return fail(makeError(ErrorCode::InvalidGraph, "tensor '{}' expects weight {} as {} but the weight table has {}", d.name,
+                              d.index, descText(d.type, d.shape), descText(w.type, w.shape)));
+      CTX_ASSIGN_OR_RETURN(cp->bound_[t], container->weightTensor(d.index));
+    } else if (d.kind == TensorKind::Arena) {
+      CTX_ASSIGN_OR_RETURN(cp->bound_[t], ir::Tensor::mutableView(d.type, d.shape, cp->arena_.get() + d.offset, d.size));
+    }
+  }
+  // The kernels must agree with every recorded shape before anything runs.
+  for (size_t i = 0; i < prog.ops.size(); ++i) {
+    const program::Op& op = prog.ops[i];
+    std::vector<kernels::ValueDesc> descs;
+    for (int32_t in : op.inputs) {
+      kernels::ValueDesc v;
+      if (in < 0) {
+        v.present = false;
+      } else {
+        const auto& d = prog.tensors[in];
+        v.type = d.type;
+        v.shape = d.shape;
+        if (d.kind == TensorKind::Weight) v.value = &cp->bound_[in];
+      }
+      descs.push_back(std::move(v));
+    }
+    kernels::OpContext ctx{op.kind, op.opset, op.attrs, op.name};
+    auto outs = kernels::inferOutputs(ctx, descs, op.outputs.size());
+    if (!outs) return fail(outs.takeError().addContext(fmt::format("op {}", i)));
+    for (size_t o = 0; o < op.outputs.size(); ++o) {
+      const auto& d = prog.tensors[op.outputs[o]];
+      if ((*outs)[o].type != d.type || (*outs)[o].shape != d.shape)
+        return fail(makeError(ErrorCode::InvalidGraph, "op {} ('{}') output {} is recorded as {} but computes {}", i, op.name, o,
+                              descText(d.type, d.shape), descText((*outs)[o].type, (*outs)[o].shape)));
+    }
+  }
+  cp->program_ = std::move(prog);
+  cp->container_ = std::move(container);
+  return cp;
+}
+
+Expected<std::vector<ir::Tensor>> CompiledProgram::run(std::span<const ir::Tensor* const> inputs, kernels::ThreadPool* pool) {
+  const auto& tensors = program_.tensors;
+  if (inputs.size() != program_.inputs.size())
+    return makeError(ErrorCode::InvalidArgument, "graph '{}' takes {} inputs but {} were given", name_, program_.inputs.size(),
+                     inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    int32_t t = program_.inputs[i];
+    const auto& d = tensors[t];
+    if (!inputs[i] || inputs[i]->type() != d.type || inputs[i]->shape() != d.shape)
+      return makeError(ErrorCode::InvalidArgument, "graph '{}' input {} ('{}') was compiled for {} but got {}", name_, i, d.name,
+                       descText(d.type, d.shape),
+                       inputs[i] ? descText(inputs[i]->type(), inputs[i]->shape()) : std::string("nothing"));
+    bound_[t] = *inputs[i];
+  }
+  std::vector<ir::Tensor> outputs;
+  for (int32_t t : program_.outputs) {
+    CTX_ASSIGN_OR_RETURN(auto out, ir::Tensor::allocate(tensors[t].type, tensors[t].shape));
+    outputs.push_back(out);  // shares the buffer with bound_
+    bound_[t] = std::move(out);
+  }
+  for (size_t t = 0; t < tensors.size(); ++t)
+    if (tensors[t].kind == TensorKind::View) {
+      CTX_ASSIGN_OR_RETURN(bound_[t], bound_[tensors[t].index].reshaped(tensors[t].shape));
+    }
+  std::vector<const ir::Tensor*> ins;
+  std::vector<ir::Tensor*> outs;
+  for (const program::Op& op : program_.ops) {
+    ins.clear();
+    outs.clear();
+    for (int32_t i : op.inputs) ins.push_back(i < 0 ? nullptr : &bound_[i]);
+    for (int32_t o : op.outputs) outs.push_back(&bound_[o]);
+    kernels::OpContext ctx{op.kind, op.opset, op.attrs, op.name, pool};
+    CTX_RETURN_IF_ERROR(kernels::run(ctx, ins, outs).addContext(fmt::format("graph '{}'", name_)));
+  }
+  // Drop references to caller memory.
+  for (int32_t t : program_.inputs) bound_[t] = ir::Tensor();
+  return outputs;
+}
+
+}  // namespace ctxkit::runtime

@@ -1,0 +1,35 @@
+// Shared container mappings keyed by canonical path.
+#include "runtime/context_store.h"
+
+#include <map>
+#include <mutex>
+
+namespace ctxkit::runtime {
+
+namespace {
+std::mutex gMutex;
+std::map<std::string, std::weak_ptr<const format::ContainerView>> gStore;
+}  // namespace
+
+Expected<std::shared_ptr<const format::ContainerView>> openSharedContainer(const std::filesystem::path& path, bool share) {
+  std::error_code ec;
+  auto canonical = std::filesystem::canonical(path, ec);
+  if (ec) return makeError(ErrorCode::InvalidGraph, "context binary '{}' is missing: {}", path.string(), ec.message());
+  std::lock_guard<std::mutex> lock(gMutex);
+  if (share)
+    if (auto it = gStore.find(canonical.string()); it != gStore.end())
+      if (auto live = it->second.lock()) return live;
+  CTX_ASSIGN_OR_RETURN(auto view, format::ContainerView::openFile(canonical));
+  auto shared = std::make_shared<const format::ContainerView>(std::move(view));
+  if (share) gStore[canonical.string()] = shared;
+  return shared;
+}
+
+size_t liveSharedContainers() {
+  std::lock_guard<std::mutex> lock(gMutex);
+  size_t n = 0;
+  for (const auto& [path, weak] : gStore) n += !weak.expired();
+  return n;
+}
+
+}  // namespace ctxkit::runtime

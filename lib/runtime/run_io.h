@@ -1,0 +1,37 @@
+// Feeding and checking sessions: input folders (ONNX test-data layout), seeded random inputs, output files,
+// and tolerance comparison against expected outputs.
+#pragma once
+
+#include "ir/graph.h"
+#include "support/status.h"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace ctxkit::runtime {
+
+// `input_<i>.pb`, `input_<i>.npy` or `<name>.npy` for each feed input, in graph order.
+Expected<std::vector<ir::Tensor>> loadInputFolder(const std::filesystem::path& dir, const std::vector<ir::ValueInfo>& inputs);
+
+// Floats uniform in [-1, 1), integers small and non-negative; shapes from declarations and bindings.
+Expected<std::vector<ir::Tensor>> randomInputs(const std::vector<ir::ValueInfo>& inputs, const ir::ShapeBindings& bindings,
+                                               uint64_t seed);
+
+// `output_<i>.pb` or `output_<i>.npy` for i in [0, count).
+Expected<std::vector<ir::Tensor>> loadExpectedFolder(const std::filesystem::path& dir, size_t count);
+
+Status saveOutputs(const std::filesystem::path& dir, const std::vector<ir::Tensor>& outputs,
+                   const std::vector<ir::ValueInfo>& infos, bool alsoPb);
+
+struct Comparison {
+  bool match = true;
+  std::string message;  // on mismatch: shape/type difference or the worst element
+  double maxAbsError = 0;
+  uint64_t mismatches = 0;
+};
+
+// |actual - expected| <= atol + rtol * |expected| per element; NaN matches NaN, infinities must be equal.
+Comparison compareTensors(const ir::Tensor& actual, const ir::Tensor& expected, double rtol, double atol);
+
+}  // namespace ctxkit::runtime

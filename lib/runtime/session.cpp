@@ -1,0 +1,292 @@
+// Session loading (claiming EPContext nodes, validation, compatibility) and execution.
+#include "runtime/session.h"
+
+#include "format/container.h"
+#include "kernels/kernels.h"
+#include "onnx_io/onnx_io.h"
+#include "program/program.h"
+#include "runtime/compiled_program.h"
+#include "runtime/context_store.h"
+#include "support/file_io.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+namespace ctxkit::runtime {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kEpName = "CtxKitExecutionProvider";
+// Targets this runtime knows, with the revision it was built for.
+const std::map<std::string, std::string> kKnownTargets = {{"npu-sim", "1"}, {"cpu", "1"}};
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+bool isOurSource(const std::string& source) {
+  std::string s = lower(source);
+  return s == "ctxkitexecutionprovider" || s == "ctxkit";
+}
+
+std::string nodeLabel(const ir::Node& n, size_t index) {
+  return n.name.empty() ? fmt::format("node #{} ({})", index, n.opType) : fmt::format("node '{}' ({})", n.name, n.opType);
+}
+
+}  // namespace
+
+struct Session::Impl {
+  ir::Model model;
+  std::string displayName;
+  SessionOptions options;
+  std::vector<ir::ValueInfo> inputs;
+  std::vector<ir::ValueInfo> outputs;
+  std::vector<std::string> warnings;
+  SessionStats stats;
+  Compatibility compatibility = Compatibility::NotApplicable;
+  std::vector<std::shared_ptr<const format::ContainerView>> contexts;
+  std::vector<std::shared_ptr<std::string>> embeddedPayloads;
+  std::map<size_t, std::unique_ptr<CompiledProgram>> programs;  // node index -> program
+  std::unordered_map<std::string, ir::Tensor> constants;        // initializers
+  std::map<std::string, size_t> lastUse;                          // value -> last node index reading it
+  std::unique_ptr<kernels::ThreadPool> pool;
+
+  Status checkCompatibility(const format::ContainerView& view, const std::string& where) {
+    const auto& c = view.compat();
+    if (c.producer != "ctxkit")
+      return makeError(ErrorCode::Unsupported, "{}: context was produced by '{}'; expected 'ctxkit' (UNSUPPORTED)", where, c.producer);
+    Compatibility level = Compatibility::SupportedOptimal;
+    std::string why;
+    if (c.formatMinor < format::kFormatMinor) {
+      level = Compatibility::PreferRecompilation;
+      why = fmt::format("container format {}.{} is older than this runtime's {}.{}", c.formatMajor, c.formatMinor,
+                        format::kFormatMajor, format::kFormatMinor);
+    }
+    if (auto it = kKnownTargets.find(c.targetId); it != kKnownTargets.end() && it->second != c.targetRevision) {
+      level = Compatibility::PreferRecompilation;
+      why = fmt::format("target '{}' revision '{}' differs from this runtime's revision '{}'", c.targetId, c.targetRevision,
+                        it->second);
+    }
+    if (level == Compatibility::PreferRecompilation) {
+      if (options.failOnSuboptimal)
+        return makeError(ErrorCode::InvalidGraph, "{}: {} (PREFER_RECOMPILATION, failing as asked)", where, why);
+      warnings.push_back(fmt::format("{}: {}; recompiling is recommended (PREFER_RECOMPILATION)", where, why));
+    }
+    compatibility = std::max(compatibility, level);
+    return Status::ok();
+  }
+
+  Expected<std::shared_ptr<const format::ContainerView>> openContext(const ir::Node& node, const std::string& label,
+                                                                     const fs::path& contextDir) {
+    int64_t embed = node.attrs.getInt("embed_mode", 1);
+    const ir::Attribute* cache = node.attrs.find("ep_cache_context");
+    if (!cache || cache->type != ir::AttrType::String)
+      return makeError(ErrorCode::InvalidGraph, "{}: main_context=1 but no string attribute ep_cache_context", label);
+    if (embed == 1) {
+      auto payload = std::make_shared<std::string>(cache->s);
+      auto bytes = std::as_bytes(std::span(payload->data(), payload->size()));
+      CTX_ASSIGN_OR_RETURN(auto view, format::ContainerView::open(bytes, payload, fmt::format("{} (embedded context)", label)));
+      embeddedPayloads.push_back(payload);
+      return std::make_shared<const format::ContainerView>(std::move(view));
+    }
+    if (embed != 0) return makeError(ErrorCode::InvalidGraph, "{}: embed_mode is {}; expected 0 or 1", label, embed);
+    auto path = resolveInside(contextDir, cache->s);
+    if (!path) return path.takeError().addContext(fmt::format("{}: ep_cache_context", label));
+    auto view = openSharedContainer(*path, options.shareContexts);
+    if (!view) return view.takeError().addContext(label);
+    return view;
+  }
+
+  Status load(const fs::path& contextDir) {
+    ir::Graph& g = model.graph;
+    for (const auto* in : g.feedInputs()) inputs.push_back(*in);
+    outputs = g.outputs;
+    for (const auto& init : g.initializers) constants[init.name] = init.tensor;
+
+    // Context binaries first: every main_context=1 node of ours.
+    std::vector<size_t> epNodes;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const ir::Node& n = g.nodes[i];
+      if (n.kind != ir::OpKind::EPContext) continue;
+      std::string label = fmt::format("{}: {}", displayName, nodeLabel(n, i));
+      std::string source = n.attrs.getString("source");
+      if (!isOurSource(source))
+        return makeError(ErrorCode::InvalidGraph,
+                         "{}: EPContext node belongs to another execution provider (source '{}'); ctxkit runs nodes whose "
+                         "source is {}",
+                         label, source, kEpName);
+      epNodes.push_back(i);
+      if (n.attrs.getInt("main_context", 1) != 1) continue;
+      CTX_ASSIGN_OR_RETURN(auto view, openContext(n, label, contextDir));
+      CTX_RETURN_IF_ERROR(checkCompatibility(*view, label));
+      std::string arch = n.attrs.getString("hardware_architecture");
+      if (!arch.empty() && arch != view->compat().targetId)
+        return makeError(ErrorCode::InvalidGraph, "{}: hardware_architecture '{}' but the context was compiled for '{}'", label,
+                         arch, view->compat().targetId);
+      if (options.verifyWeights) CTX_RETURN_IF_ERROR(view->verify());
+      if (std::find(contexts.begin(), contexts.end(), view) == contexts.end()) {
+        stats.mappedBytes += view->fileSize();
+        contexts.push_back(std::move(view));
+      }
+    }
+    if (!epNodes.empty() && contexts.empty())
+      return makeError(ErrorCode::InvalidGraph, "{}: EPContext nodes but none has main_context=1", displayName);
+    stats.contexts = contexts.size();
+
+    for (size_t i : epNodes) {
+      const ir::Node& n = g.nodes[i];
+      std::string label = fmt::format("{}: {}", displayName, nodeLabel(n, i));
+      std::string partition = n.attrs.getString("partition_name", n.name);
+      const format::ContainerView* owner = nullptr;
+      size_t graphIndex = 0;
+      for (const auto& c : contexts)
+        if (const format::GraphInfo* gi = c->findGraph(partition)) {
+          if (owner)
+            return makeError(ErrorCode::InvalidGraph, "{}: graph '{}' is in both '{}' and '{}'", label, partition,
+                             owner->displayName(), c->displayName());
+          owner = c.get();
+          graphIndex = static_cast<size_t>(gi - c->graphs().data());
+        }
+      if (!owner)
+        return makeError(ErrorCode::InvalidGraph, "{}: no graph named '{}' in the model's context binaries", label, partition);
+      std::shared_ptr<const format::ContainerView> shared;
+      for (const auto& c : contexts)
+        if (c.get() == owner) shared = c;
+      CTX_ASSIGN_OR_RETURN(auto prog, program::deserialize(owner->programBytes(graphIndex), owner->weights().size(),
+                                                           fmt::format("graph '{}' in '{}'", partition, owner->displayName()))
+                                          .addContext(label));
+      CTX_ASSIGN_OR_RETURN(auto compiled, CompiledProgram::create(std::move(prog), shared, partition).addContext(label));
+      if (compiled->inputCount() != n.inputs.size() || compiled->outputCount() != n.outputs.size())
+        return makeError(ErrorCode::InvalidGraph, "{}: node has {} inputs and {} outputs but graph '{}' has {} and {}", label,
+                         n.inputs.size(), n.outputs.size(), partition, compiled->inputCount(), compiled->outputCount());
+      programs[i] = std::move(compiled);
+    }
+
+    // Every fallback node must have a kernel, and every value must be defined before use.
+    std::set<std::string> defined;
+    for (const auto& in : g.inputs) defined.insert(in.name);
+    for (const auto& init : g.initializers) defined.insert(init.name);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const ir::Node& n = g.nodes[i];
+      if (!programs.count(i)) {
+        if (n.kind == ir::OpKind::Unknown || !kernels::hasKernel(n.kind))
+          return makeError(ErrorCode::Unsupported, "{}: {}: op {} (domain '{}') has no ctxkit kernel", displayName,
+                           nodeLabel(n, i), n.opType, n.domain);
+        ++stats.fallbackNodes;
+      } else {
+        ++stats.compiledNodes;
+      }
+      for (const auto& in : n.inputs) {
+        if (in.empty()) continue;
+        if (!defined.count(in))
+          return makeError(ErrorCode::InvalidGraph, "{}: {} reads '{}' before any node produces it", displayName,
+                           nodeLabel(n, i), in);
+        lastUse[in] = i;
+      }
+      for (const auto& out : n.outputs) defined.insert(out);
+    }
+    for (const auto& out : g.outputs)
+      if (!defined.count(out.name))
+        return makeError(ErrorCode::InvalidGraph, "{}: graph output '{}' is never produced", displayName, out.name);
+    pool = std::make_unique<kernels::ThreadPool>(std::max(1, options.threads));
+    return Status::ok();
+  }
+
+  Expected<std::vector<ir::Tensor>> run(const std::vector<ir::Tensor>& feeds) {
+    if (feeds.size() != inputs.size())
+      return makeError(ErrorCode::InvalidArgument, "{} takes {} inputs but {} were given", displayName, inputs.size(), feeds.size());
+    std::unordered_map<std::string, ir::Tensor> env = constants;
+    for (size_t i = 0; i < feeds.size(); ++i) {
+      const ir::ValueInfo& in = inputs[i];
+      if (in.type != ir::ElemType::Undefined && feeds[i].type() != in.type)
+        return makeError(ErrorCode::InvalidArgument, "input {} ('{}') must be {} but is {}", i, in.name, ir::elemTypeName(in.type),
+                         ir::elemTypeName(feeds[i].type()));
+      if (in.shape) {
+        bool ok = in.shape->size() == feeds[i].rank();
+        for (size_t d = 0; ok && d < in.shape->size(); ++d)
+          ok = !(*in.shape)[d].isKnown() || (*in.shape)[d].value == feeds[i].shape()[d];
+        if (!ok)
+          return makeError(ErrorCode::InvalidArgument, "input {} ('{}') must have shape {} but has {}", i, in.name,
+                           ir::dimsToString(in.shape), ir::shapeToString(feeds[i].shape()));
+      }
+      env[in.name] = feeds[i];
+    }
+    std::set<std::string> keep;
+    for (const auto& o : outputs) keep.insert(o.name);
+    const ir::Graph& g = model.graph;
+    std::vector<const ir::Tensor*> ins;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const ir::Node& n = g.nodes[i];
+      ins.clear();
+      for (const auto& in : n.inputs) {
+        if (in.empty()) {
+          ins.push_back(nullptr);
+          continue;
+        }
+        auto found = env.find(in);
+        if (found == env.end())
+          return makeError(ErrorCode::Internal, "{}: {}: value '{}' is not available", displayName, nodeLabel(n, i), in);
+        ins.push_back(&found->second);
+      }
+      std::vector<ir::Tensor> results;
+      if (auto it = programs.find(i); it != programs.end()) {
+        auto r = it->second->run(ins, pool.get());
+        if (!r) return r.takeError().addContext(fmt::format("{}: {}", displayName, nodeLabel(n, i)));
+        results = std::move(r).value();
+      } else {
+        kernels::OpContext ctx{n.kind, n.opset, n.attrs, n.name, pool.get()};
+        auto r = kernels::evaluate(ctx, ins, n.outputs.size());
+        if (!r) return r.takeError().addContext(fmt::format("{}: {}", displayName, nodeLabel(n, i)));
+        results = std::move(r).value();
+      }
+      for (size_t o = 0; o < n.outputs.size() && o < results.size(); ++o)
+        if (!n.outputs[o].empty()) env[n.outputs[o]] = std::move(results[o]);
+      // Free values no later node reads.
+      for (const auto& in : n.inputs)
+        if (!in.empty() && !keep.count(in) && lastUse[in] == i && !constants.count(in)) env.erase(in);
+    }
+    std::vector<ir::Tensor> out;
+    for (const auto& o : outputs) out.push_back(env.at(o.name));
+    return out;
+  }
+};
+
+Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Session::~Session() = default;
+
+Expected<std::unique_ptr<Session>> Session::loadFile(const fs::path& path, const SessionOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->displayName = fmt::format("'{}'", path.string());
+  CTX_ASSIGN_OR_RETURN(impl->model, onnx_io::loadModel(path));
+  fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  CTX_RETURN_IF_ERROR(impl->load(dir));
+  return std::unique_ptr<Session>(new Session(std::move(impl)));
+}
+
+Expected<std::unique_ptr<Session>> Session::loadBuffer(std::span<const std::byte> bytes, const fs::path& contextFilePath,
+                                                       const SessionOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->displayName = fmt::format("model buffer (context path '{}')", contextFilePath.string());
+  fs::path dir = contextFilePath.parent_path().empty() ? fs::path(".") : contextFilePath.parent_path();
+  CTX_ASSIGN_OR_RETURN(impl->model, onnx_io::loadModelFromBuffer(bytes, dir, impl->displayName));
+  CTX_RETURN_IF_ERROR(impl->load(dir));
+  return std::unique_ptr<Session>(new Session(std::move(impl)));
+}
+
+const std::vector<ir::ValueInfo>& Session::inputs() const { return impl_->inputs; }
+const std::vector<ir::ValueInfo>& Session::outputs() const { return impl_->outputs; }
+const std::vector<std::string>& Session::warnings() const { return impl_->warnings; }
+const SessionStats& Session::stats() const { return impl_->stats; }
+Compatibility Session::compatibility() const { return impl_->compatibility; }
+Expected<std::vector<ir::Tensor>> Session::run(const std::vector<ir::Tensor>& feeds) { return impl_->run(feeds); }
+
+size_t sharedContextCount() { return liveSharedContainers(); }
+
+}  // namespace ctxkit::runtime

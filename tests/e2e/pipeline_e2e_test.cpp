@@ -1,0 +1,250 @@
+// End-to-end: ctxgen, ctxinspect and ctxrun on the bundled samples, through the real command lines.
+#include "format/container.h"
+#include "onnx_io/onnx_io.h"
+#include "tool_runner.h"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <fstream>
+#include <set>
+
+using namespace ctxkit;
+using ctxkit::testing::runTool;
+using ctxkit::testing::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kSamples = CTXKIT_SAMPLES_DIR;
+
+std::string sample(const std::string& stem) { return (kSamples / (stem + ".onnx")).string(); }
+std::string sampleData(const std::string& stem) { return (kSamples / stem / "test_data_set_0").string(); }
+
+std::set<std::string> filesIn(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("ctxgen --share writes exactly N _ctx.onnx files and one .bin", "[e2e]") {
+  TempDir out("share");
+  auto r = runTool(CTXKIT_CTXGEN, {sample("tiny_prefill") + "," + sample("tiny_decode"), "--share", "-o", out.path().string()});
+  INFO(r.out << r.err);
+  REQUIRE(r.exitCode == 0);
+  CHECK(filesIn(out.path()) == std::set<std::string>{"tiny_prefill_ctx.onnx", "tiny_decode_ctx.onnx", "tiny_prefill_ctxkit.bin"});
+  CHECK(r.out.find("sharing ratio") != std::string::npos);
+
+  // Both models point at the one shared binary.
+  for (const char* m : {"tiny_prefill_ctx.onnx", "tiny_decode_ctx.onnx"}) {
+    auto model = onnx_io::loadModel(out / m);
+    REQUIRE(model);
+    int mains = 0;
+    for (const auto& n : model->graph.nodes)
+      if (n.opType == "EPContext" && n.attrs.getInt("main_context", 0) == 1) {
+        ++mains;
+        CHECK(n.attrs.getString("ep_cache_context") == "tiny_prefill_ctxkit.bin");
+        CHECK(n.attrs.getString("source") == "CtxKitExecutionProvider");
+        CHECK(n.attrs.getInt("embed_mode", -1) == 0);
+      }
+    CHECK(mains == 1);
+    CHECK(onnx_io::checkModelFile(out / m));
+  }
+}
+
+TEST_CASE("the shared .bin stores the pair's weights once", "[e2e]") {
+  TempDir out("dedupe");
+  auto r = runTool(CTXKIT_CTXGEN, {sample("tiny_prefill"), sample("tiny_decode"), "--share", "-o", out.path().string(), "--json", "-"});
+  INFO(r.err);
+  REQUIRE(r.exitCode == 0);
+  auto report = nlohmann::json::parse(r.out);
+
+  // Independent expectation: the distinct float32 initializer contents of each source model.
+  auto distinctFloatBytes = [](const std::string& path) {
+    auto m = onnx_io::loadModel(path);
+    REQUIRE(m);
+    std::set<std::string> contents;
+    for (const auto& i : m->graph.initializers)
+      if (i.tensor.type() == ir::ElemType::Float)
+        contents.insert(std::string(reinterpret_cast<const char*>(i.tensor.data()), i.tensor.byteSize()) + "|" +
+                        ir::shapeToString(i.tensor.shape()));
+    return contents;
+  };
+  auto prefill = distinctFloatBytes(sample("tiny_prefill"));
+  auto decode = distinctFloatBytes(sample("tiny_decode"));
+  REQUIRE(prefill == decode);  // the sample pair shares every weight by content
+  uint64_t uniqueBytes = 0;
+  for (const auto& c : prefill) uniqueBytes += c.size() - c.substr(c.rfind('|')).size();
+
+  auto view = format::ContainerView::openFile(out / "tiny_prefill_ctxkit.bin");
+  REQUIRE(view);
+  uint64_t stored = 0;
+  for (const auto& w : view->weights()) stored += w.size;
+  CHECK(stored == uniqueBytes);
+  CHECK(report["weights"]["unique_bytes"].get<uint64_t>() == uniqueBytes);
+  CHECK(report["weights"]["referenced_bytes"].get<uint64_t>() == 2 * uniqueBytes);
+  CHECK(view->graphs().size() == 2);
+  CHECK(view->verify());
+}
+
+TEST_CASE("ctxrun matches the independent expected outputs on both targets", "[e2e]") {
+  for (const char* target : {"npu-sim", "cpu"}) {
+    TempDir out(std::string("run_") + target);
+    auto gen = runTool(CTXKIT_CTXGEN, {sample("tiny_prefill") + "," + sample("tiny_decode"), "--share", "--target", target, "-o",
+                                       out.path().string()});
+    INFO(target << ": " << gen.out << gen.err);
+    REQUIRE(gen.exitCode == 0);
+    auto cnn = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "--target", target, "-o", out.path().string()});
+    INFO(cnn.out << cnn.err);
+    REQUIRE(cnn.exitCode == 0);
+    for (const char* stem : {"tiny_prefill", "tiny_decode", "tiny_cnn"}) {
+      auto run = runTool(CTXKIT_CTXRUN, {(out / (std::string(stem) + "_ctx.onnx")).string(), "--inputs", sampleData(stem),
+                                         "--expected", sampleData(stem), "--json"});
+      INFO(stem << ": " << run.out << run.err);
+      CHECK(run.exitCode == 0);
+      auto j = nlohmann::json::parse(run.out);
+      CHECK(j["ok"].get<bool>());
+      CHECK(j["compiled_nodes"].get<int>() >= 1);
+    }
+  }
+}
+
+TEST_CASE("ctxrun rejects outputs that differ from the expected ones", "[e2e]") {
+  // The CNN's expected logits against the prefill model's output: a real mismatch must fail.
+  TempDir out("mismatch");
+  REQUIRE(runTool(CTXKIT_CTXGEN, {sample("tiny_decode"), "-o", out.path().string()}).exitCode == 0);
+  auto run = runTool(CTXKIT_CTXRUN, {(out / "tiny_decode_ctx.onnx").string(), "--inputs", sampleData("tiny_decode"), "--expected",
+                                     sampleData("tiny_prefill")});
+  CHECK(run.exitCode == 1);
+}
+
+TEST_CASE("ctxinspect lists nodes, deployment files and sharing", "[e2e]") {
+  TempDir out("inspect");
+  REQUIRE(runTool(CTXKIT_CTXGEN, {sample("tiny_prefill") + "," + sample("tiny_decode"), "--share", "-o", out.path().string()}).exitCode == 0);
+  auto r = runTool(CTXKIT_CTXINSPECT, {(out / "tiny_prefill_ctx.onnx").string(), (out / "tiny_decode_ctx.onnx").string(), "--json", "--verify"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exitCode == 0);
+  auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j["ep_context_nodes"].size() >= 2);
+  for (const auto& n : j["ep_context_nodes"]) {
+    CHECK(n["source"] == "CtxKitExecutionProvider");
+    CHECK(n["hardware_architecture"] == "npu-sim");
+    CHECK(!n["partition_name"].get<std::string>().empty());
+    CHECK(!n["inputs"].empty());
+  }
+  std::set<std::string> files;
+  for (const auto& f : j["deployment_files"]) {
+    CHECK(f["exists"].get<bool>());
+    files.insert(fs::path(f["path"].get<std::string>()).filename().string());
+  }
+  CHECK(files == std::set<std::string>{"tiny_prefill_ctx.onnx", "tiny_decode_ctx.onnx", "tiny_prefill_ctxkit.bin"});
+  REQUIRE(j["context_binaries"].size() == 1);
+  CHECK(j["context_binaries"][0]["verified"].get<bool>());
+  CHECK(!j["context_binaries"][0]["shared_weights"].empty());
+
+  // A missing .bin is a problem: exit 1 and named.
+  fs::remove(out / "tiny_prefill_ctxkit.bin");
+  auto missing = runTool(CTXKIT_CTXINSPECT, {(out / "tiny_decode_ctx.onnx").string()});
+  CHECK(missing.exitCode == 1);
+  CHECK(missing.out.find("missing") != std::string::npos);
+}
+
+TEST_CASE("embed mode 1 and node name prefix", "[e2e]") {
+  TempDir out("embed");
+  auto r = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "--embed-mode", "1", "--node-name-prefix", "pre_", "-o", out.path().string()});
+  INFO(r.out << r.err);
+  REQUIRE(r.exitCode == 0);
+  CHECK(filesIn(out.path()) == std::set<std::string>{"tiny_cnn_ctx.onnx"});
+  auto model = onnx_io::loadModel(out / "tiny_cnn_ctx.onnx");
+  REQUIRE(model);
+  bool found = false;
+  for (const auto& n : model->graph.nodes)
+    if (n.opType == "EPContext") {
+      found = true;
+      CHECK(n.name.rfind("pre_tiny_cnn_ctxkit_", 0) == 0);
+      CHECK(n.attrs.getString("partition_name") == n.name);
+    }
+  CHECK(found);
+  auto run = runTool(CTXKIT_CTXRUN, {(out / "tiny_cnn_ctx.onnx").string(), "--inputs", sampleData("tiny_cnn"), "--expected", sampleData("tiny_cnn")});
+  INFO(run.out << run.err);
+  CHECK(run.exitCode == 0);
+}
+
+TEST_CASE("usage errors and existing outputs", "[e2e]") {
+  TempDir out("usage");
+  auto shareEmbed = runTool(CTXKIT_CTXGEN, {sample("tiny_prefill") + "," + sample("tiny_decode"), "--share", "--embed-mode", "1", "-o", out.path().string()});
+  CHECK(shareEmbed.exitCode == 2);
+  CHECK(shareEmbed.err.find("--share") != std::string::npos);
+  CHECK(filesIn(out.path()).empty());
+
+  REQUIRE(runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", out.path().string()}).exitCode == 0);
+  auto before = ctxkit::testing::readText(out / "tiny_cnn_ctx.onnx");
+  auto again = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", out.path().string()});
+  CHECK(again.exitCode == 2);
+  CHECK(again.err.find("already exists") != std::string::npos);
+  CHECK(ctxkit::testing::readText(out / "tiny_cnn_ctx.onnx") == before);
+  CHECK(runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", out.path().string(), "--force"}).exitCode == 0);
+
+  auto dry = runTool(CTXKIT_CTXGEN, {sample("tiny_prefill"), "--dry-run", "-o", (out / "dry").string()});
+  CHECK(dry.exitCode == 0);
+  CHECK(dry.out.find("partition") != std::string::npos);
+  CHECK(!fs::exists(out / "dry"));
+
+  auto badTarget = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "--target", "tpu-9000", "--dry-run"});
+  CHECK(badTarget.exitCode == 2);
+  CHECK(badTarget.err.find("tpu-9000") != std::string::npos);
+}
+
+TEST_CASE("bad inputs give clear errors and no outputs", "[e2e]") {
+  TempDir out("bad");
+  // A truncated model.
+  auto bytes = ctxkit::testing::readText(sample("tiny_cnn"));
+  {
+    std::ofstream f(out / "cut.onnx", std::ios::binary);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 3));
+  }
+  auto cut = runTool(CTXKIT_CTXGEN, {(out / "cut.onnx").string(), "-o", (out / "o").string()});
+  CHECK(cut.exitCode == 1);
+  CHECK(cut.err.find("cut.onnx") != std::string::npos);
+  CHECK((!fs::exists(out / "o") || fs::is_empty(out / "o")));
+
+  // A corrupt context binary: ctxrun fails naming the file.
+  REQUIRE(runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", out.path().string()}).exitCode == 0);
+  {
+    std::fstream f(out / "tiny_cnn_ctxkit.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(20);
+    f.put('\x7f');
+  }
+  auto run = runTool(CTXKIT_CTXRUN, {(out / "tiny_cnn_ctx.onnx").string()});
+  CHECK(run.exitCode == 1);
+  CHECK(run.err.find("tiny_cnn_ctxkit.bin") != std::string::npos);
+
+  // Compiling an already compiled model is refused.
+  auto twice = runTool(CTXKIT_CTXGEN, {(out / "tiny_cnn_ctx.onnx").string(), "-o", (out / "again").string()});
+  CHECK(twice.exitCode == 1);
+  CHECK(twice.err.find("already compiled") != std::string::npos);
+}
+
+TEST_CASE("an EPContext node of another EP is named in the error", "[e2e]") {
+  TempDir out("foreign");
+  REQUIRE(runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", out.path().string()}).exitCode == 0);
+  auto model = onnx_io::loadModel(out / "tiny_cnn_ctx.onnx");
+  REQUIRE(model);
+  std::string nodeName;
+  for (auto& n : model->graph.nodes)
+    if (n.opType == "EPContext") {
+      n.attrs.set(ir::Attribute::makeString("source", "QNNExecutionProvider"));
+      nodeName = n.name;
+    }
+  REQUIRE(onnx_io::saveModel(*model, out / "foreign_ctx.onnx"));
+  auto run = runTool(CTXKIT_CTXRUN, {(out / "foreign_ctx.onnx").string()});
+  CHECK(run.exitCode == 1);
+  CHECK(run.err.find(nodeName) != std::string::npos);
+  CHECK(run.err.find("QNNExecutionProvider") != std::string::npos);
+  // ctxinspect still lists it.
+  auto inspect = runTool(CTXKIT_CTXINSPECT, {(out / "foreign_ctx.onnx").string()});
+  CHECK(inspect.out.find("QNNExecutionProvider") != std::string::npos);
+}

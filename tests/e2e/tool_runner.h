@@ -1,0 +1,34 @@
+// Runs the real CLI binaries from tests and captures exit code, stdout and stderr.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace ctxkit::testing {
+
+struct ToolResult {
+  int exitCode = -1;
+  std::string out;
+  std::string err;
+};
+
+ToolResult runTool(const std::string& tool, const std::vector<std::string>& args);
+
+// A fresh folder under the build tree, removed when the object goes away.
+class TempDir {
+public:
+  explicit TempDir(const std::string& name);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& s) const { return path_ / s; }
+
+private:
+  std::filesystem::path path_;
+};
+
+std::string readText(const std::filesystem::path& p);
+
+}  // namespace ctxkit::testing
