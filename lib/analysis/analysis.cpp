@@ -161,6 +161,7 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
         return r.takeError().addContext(fmt::format("{}", nodeLabel(node, index)));
       } else {
         blocker = r.error().message();
+        facts.ruleFailures[index] = blocker;
       }
     } else if (!known) {
       blocker = fmt::format("{} has no shape rule in ctxkit", nodeLabel(node, index));

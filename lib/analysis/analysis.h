@@ -26,6 +26,9 @@ struct ValueFacts {
 struct GraphFacts {
   std::vector<size_t> order;  // node indices in a topological order (file order where possible)
   std::unordered_map<std::string, ValueFacts> values;
+  // Nodes whose shape rule could not run at compile time (a shape input not constant, an unsupported
+  // attribute value...), with the reason: they can only run on the fallback path.
+  std::map<size_t, std::string> ruleFailures;
 
   const ValueFacts* find(const std::string& name) const {
     auto it = values.find(name);

@@ -178,12 +178,9 @@ private:
       return Status::ok();
     }
 
-    ir::OpKind kind = isViewOp(op.kind) ? ir::OpKind::Identity : op.kind;
-    ir::Attributes attrs = isViewOp(op.kind) ? ir::Attributes{} : op.attrs;
-    if (kind == ir::OpKind::Identity) {  // a copy out of the partition: only the data input remains
-      inputs.resize(1);
-      descs.resize(1);
-    }
+    // Reshape-like ops whose result leaves the partition run as real ops: the kernel copies into the output.
+    ir::OpKind kind = op.kind;
+    ir::Attributes attrs = op.attrs;
     kernels::OpContext ctx{kind, op.opset, attrs, op.name};
     size_t outputCount = op.outputs.size();
     while (outputCount > 0 && op.outputs[outputCount - 1].empty()) --outputCount;

@@ -10,6 +10,9 @@ namespace ctxkit::kernels::detail {
 
 namespace {
 
+// Floats of unfolded input built at once (4 MB): bounds im2col memory for large images.
+constexpr int64_t kColBudget = int64_t{1} << 20;
+
 struct ConvPlan {
   Window window;
   int64_t batch = 0, channels = 0, outChannels = 0, group = 1;
@@ -45,40 +48,45 @@ Expected<ConvPlan> planConv(const OpContext& ctx, std::span<const int64_t> x, st
   return p;
 }
 
-// Unfolds the channels of one image (group) into rows (c, kd, kh, kw) x columns (od, oh, ow).
-void im2col(const float* x, const Window3& w, float* col, int64_t rowBegin, int64_t rowEnd) {
+// Unfolds one image (group) into rows (c, kd, kh, kw) x output positions [colBegin, colEnd) of (od, oh, ow);
+// `col` holds rows of colEnd - colBegin values.
+void im2col(const float* x, const Window3& w, float* col, int64_t rowBegin, int64_t rowEnd, int64_t colBegin,
+            int64_t colEnd) {
   const int64_t kSize = w.kernel[0] * w.kernel[1] * w.kernel[2];
   const int64_t inSize = w.in[0] * w.in[1] * w.in[2];
-  const int64_t outSize = w.out[0] * w.out[1] * w.out[2];
+  const int64_t width = colEnd - colBegin;
   for (int64_t row = rowBegin; row < rowEnd; ++row) {
     int64_t c = row / kSize, k = row % kSize;
     int64_t kd = k / (w.kernel[1] * w.kernel[2]);
     int64_t kh = (k / w.kernel[2]) % w.kernel[1];
     int64_t kw = k % w.kernel[2];
     const float* xc = x + c * inSize;
-    float* dst = col + row * outSize;
-    for (int64_t od = 0; od < w.out[0]; ++od) {
+    float* dst = col + row * width - colBegin;  // indexed by output position
+    const int64_t off = kw * w.dilation[2] - w.padBegin[2];
+    const int64_t s = w.stride[2];
+    int64_t lo, hi;  // output columns whose tap lands inside the input row
+    outputsForTap(off, s, w.in[2], w.out[2], lo, hi);
+    for (int64_t pos = colBegin; pos < colEnd;) {
+      int64_t ow = pos % w.out[2];
+      int64_t oh = (pos / w.out[2]) % w.out[1];
+      int64_t od = pos / (w.out[2] * w.out[1]);
+      int64_t run = std::min(w.out[2] - ow, colEnd - pos);
+      float* d = dst + pos - ow;  // d[ow] is this position
       int64_t id = od * w.stride[0] - w.padBegin[0] + kd * w.dilation[0];
-      for (int64_t oh = 0; oh < w.out[1]; ++oh) {
-        int64_t ih = oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1];
-        float* d = dst + (od * w.out[1] + oh) * w.out[2];
-        if (id < 0 || id >= w.in[0] || ih < 0 || ih >= w.in[1]) {
-          std::fill(d, d + w.out[2], 0.0f);
-          continue;
-        }
-        const float* src = xc + (id * w.in[1] + ih) * w.in[2];
-        int64_t off = kw * w.dilation[2] - w.padBegin[2];
-        int64_t s = w.stride[2];
-        int64_t lo, hi;
-        outputsForTap(off, s, w.in[2], w.out[2], lo, hi);
-        std::fill(d, d + lo, 0.0f);
-        if (s == 1) {
-          std::memcpy(d + lo, src + lo + off, static_cast<size_t>(hi - lo) * sizeof(float));
-        } else {
-          for (int64_t ow = lo; ow < hi; ++ow) d[ow] = src[ow * s + off];
-        }
-        std::fill(d + hi, d + w.out[2], 0.0f);
+      int64_t ih = oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1];
+      int64_t end = ow + run;
+      if (id < 0 || id >= w.in[0] || ih < 0 || ih >= w.in[1]) {
+        std::fill(d + ow, d + end, 0.0f);
+      } else {
+        const float* src = xc + (id * w.in[1] + ih) * w.in[2] + off;
+        int64_t a = std::clamp(lo, ow, end), b = std::clamp(hi, ow, end);
+        std::fill(d + ow, d + a, 0.0f);
+        if (s == 1) std::memcpy(d + a, src + a, static_cast<size_t>(b - a) * sizeof(float));
+        else
+          for (int64_t o = a; o < b; ++o) d[o] = src[o * s];
+        std::fill(d + b, d + end, 0.0f);
       }
+      pos += run;
     }
   }
 }
@@ -110,7 +118,7 @@ void depthwisePlane(const float* x, const float* wk, float bias, float* y, const
             if (s2 == 1)
               vecAxpy(orow + lo, sp + lo, wv, static_cast<size_t>(hi - lo));
             else
-              for (int64_t ow = lo; ow < hi; ++ow) orow[ow] += wv * sp[ow * s2];
+              vecAxpyStrided(orow + lo, sp + lo * s2, static_cast<size_t>(s2), wv, static_cast<size_t>(hi - lo));
           }
         }
       }
@@ -176,21 +184,28 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     int64_t n = job / p.group, g = job % p.group;
     const float* xg = px + (n * p.channels + g * cg) * inSize;
     float* yg = py + (n * p.outChannels + g * mg) * outSize;
-    const float* b = xg;
-    if (!pointwise) {
-      col.resize(static_cast<size_t>(rows * outSize));
-      if (pool && rows >= 8 && rows * outSize >= 65536) {
-        pool->parallelFor(static_cast<size_t>(rows), 1, [&](size_t r0, size_t r1) {
-          im2col(xg, w, col.data(), static_cast<int64_t>(r0), static_cast<int64_t>(r1));
-        });
-      } else {
-        im2col(xg, w, col.data(), 0, rows);
+    const float* wg = pw + g * mg * rows;
+    if (pointwise) {
+      sgemm(false, false, static_cast<size_t>(mg), static_cast<size_t>(outSize), static_cast<size_t>(rows), 1.0f, wg,
+            static_cast<size_t>(rows), xg, static_cast<size_t>(outSize), 0.0f, yg, static_cast<size_t>(outSize), pool);
+    } else {
+      // The unfolded input is built a column range at a time, so it stays small and in cache.
+      const int64_t chunk = std::max<int64_t>(64, std::min(outSize, kColBudget / std::max<int64_t>(rows, 1)));
+      for (int64_t c0 = 0; c0 < outSize; c0 += chunk) {
+        int64_t c1 = std::min(outSize, c0 + chunk);
+        col.resize(static_cast<size_t>(rows * (c1 - c0)));
+        if (pool && rows >= 8 && rows * (c1 - c0) >= 65536) {
+          pool->parallelFor(static_cast<size_t>(rows), 1, [&](size_t r0, size_t r1) {
+            im2col(xg, w, col.data(), static_cast<int64_t>(r0), static_cast<int64_t>(r1), c0, c1);
+          });
+        } else {
+          im2col(xg, w, col.data(), 0, rows, c0, c1);
+        }
+        sgemm(false, false, static_cast<size_t>(mg), static_cast<size_t>(c1 - c0), static_cast<size_t>(rows), 1.0f, wg,
+              static_cast<size_t>(rows), col.data(), static_cast<size_t>(c1 - c0), 0.0f, yg + c0,
+              static_cast<size_t>(outSize), pool);
       }
-      b = col.data();
     }
-    sgemm(false, false, static_cast<size_t>(mg), static_cast<size_t>(outSize), static_cast<size_t>(rows), 1.0f,
-          pw + g * mg * rows, static_cast<size_t>(rows), b, static_cast<size_t>(outSize), 0.0f, yg,
-          static_cast<size_t>(outSize), pool);
     for (int64_t m = 0; m < mg; ++m) {
       float* ym = yg + m * outSize;
       if (bias) {

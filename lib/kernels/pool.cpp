@@ -66,7 +66,7 @@ void poolPlane(const T* xp, T* yp, const Window3& w, bool countPad) {
               if (s2 == 1)
                 vecMaxInto(orow + lo, s + lo, static_cast<size_t>(hi - lo));
               else
-                for (int64_t ow = lo; ow < hi; ++ow) orow[ow] = std::max(orow[ow], s[ow * s2]);
+                vecMaxIntoStrided(orow + lo, s + lo * s2, static_cast<size_t>(s2), static_cast<size_t>(hi - lo));
             } else if constexpr (IsMax) {
               if (s2 == 1)
                 for (int64_t ow = lo; ow < hi; ++ow) orow[ow] = std::max(orow[ow], s[ow]);
@@ -76,7 +76,7 @@ void poolPlane(const T* xp, T* yp, const Window3& w, bool countPad) {
               if (s2 == 1)
                 vecAxpy(orow + lo, s + lo, 1.0f, static_cast<size_t>(hi - lo));
               else
-                for (int64_t ow = lo; ow < hi; ++ow) orow[ow] += s[ow * s2];
+                vecAxpyStrided(orow + lo, s + lo * s2, static_cast<size_t>(s2), 1.0f, static_cast<size_t>(hi - lo));
             } else {
               if (s2 == 1)
                 for (int64_t ow = lo; ow < hi; ++ow) orow[ow] += s[ow];

@@ -220,7 +220,7 @@ void transposeTyped(const OpContext& ctx, const E* x, E* y, std::span<const int6
   for (size_t d = 0; d + 1 < rank; ++d)
     if (srcStride[d] == 1 && outShape[d] > 1) q = d;
   if (innerStride != 1 && q < rank && inner > 1) {
-    constexpr int64_t kTile = 16;
+    constexpr int64_t kTile = 8;
     std::vector<int64_t> outStrides(rank, 1);
     for (size_t i = rank; i-- > 1;) outStrides[i - 1] = outStrides[i] * outShape[i];
     std::vector<size_t> others;

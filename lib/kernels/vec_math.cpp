@@ -98,22 +98,22 @@ CTX_INLINE float clampScalar(float x, float lo, float hi) {
   return y > hi ? hi : y;
 }
 
-// Runs `f` on every element through a local block, so the block loop has a fixed trip count.
+// Runs `f` on every element in blocks of fixed length: g++ -O2 vectorizes only loops with a known trip count,
+// and `ivdep` drops the runtime aliasing check (in == out is fine: element i only reads element i).
+template <size_t B, typename F>
+CTX_INLINE size_t unaryBlocks(const float* in, float* out, size_t i, size_t n, F f) {
+  for (; i + B <= n; i += B) {
+#pragma GCC ivdep
+    for (size_t j = 0; j < B; ++j) out[i + j] = f(in[i + j]);
+  }
+  return i;
+}
+
 template <typename F>
 CTX_INLINE void blocked(const float* in, float* out, size_t n, F f) {
-  float buf[kBlock];
-  size_t i = 0;
-  for (; i + kBlock <= n; i += kBlock) {
-    for (size_t j = 0; j < kBlock; ++j) buf[j] = in[i + j];
-    for (size_t j = 0; j < kBlock; ++j) buf[j] = f(buf[j]);
-    for (size_t j = 0; j < kBlock; ++j) out[i + j] = buf[j];
-  }
-  if (i < n) {
-    size_t m = n - i;
-    for (size_t j = 0; j < kBlock; ++j) buf[j] = j < m ? in[i + j] : 0.0f;
-    for (size_t j = 0; j < kBlock; ++j) buf[j] = f(buf[j]);
-    for (size_t j = 0; j < m; ++j) out[i + j] = buf[j];
-  }
+  size_t i = unaryBlocks<kBlock>(in, out, 0, n, f);
+  i = unaryBlocks<8>(in, out, i, n, f);
+  for (; i < n; ++i) out[i] = f(in[i]);
 }
 
 }  // namespace
@@ -127,27 +127,22 @@ CTX_SIMD_CLONES void vecGeluErf(const float* in, float* out, size_t n) { blocked
 CTX_SIMD_CLONES void vecGeluTanh(const float* in, float* out, size_t n) { blocked(in, out, n, geluTanhScalar); }
 
 CTX_SIMD_CLONES void vecClamp(const float* in, float* out, size_t n, float lo, float hi) {
-  float buf[kBlock];
-  size_t i = 0;
-  for (; i + kBlock <= n; i += kBlock) {
-    for (size_t j = 0; j < kBlock; ++j) buf[j] = in[i + j];
-    for (size_t j = 0; j < kBlock; ++j) buf[j] = clampScalar(buf[j], lo, hi);
-    for (size_t j = 0; j < kBlock; ++j) out[i + j] = buf[j];
-  }
-  for (; i < n; ++i) out[i] = clampScalar(in[i], lo, hi);
+  blocked(in, out, n, [lo, hi](float x) { return clampScalar(x, lo, hi); });
 }
 
 CTX_SIMD_CLONES float vecExpShiftSum(const float* in, float* out, size_t n, float shift) {
-  float sums[kBlock] = {};
-  float buf[kBlock];
+  float lanes[kBlock] = {};
   size_t i = 0;
   for (; i + kBlock <= n; i += kBlock) {
-    for (size_t j = 0; j < kBlock; ++j) buf[j] = expScalar(in[i + j] - shift);
-    for (size_t j = 0; j < kBlock; ++j) sums[j] += buf[j];
-    for (size_t j = 0; j < kBlock; ++j) out[i + j] = buf[j];
+#pragma GCC ivdep
+    for (size_t j = 0; j < kBlock; ++j) {
+      float e = expScalar(in[i + j] - shift);
+      out[i + j] = e;
+      lanes[j] += e;
+    }
   }
   float sum = 0;
-  for (size_t j = 0; j < kBlock; ++j) sum += sums[j];
+  for (size_t j = 0; j < kBlock; ++j) sum += lanes[j];
   for (; i < n; ++i) {
     out[i] = expScalar(in[i] - shift);
     sum += out[i];
@@ -159,23 +154,23 @@ namespace {
 
 // Processes whole blocks of B elements from `i` on, returning where it stopped.
 template <size_t B, typename Op>
-CTX_INLINE size_t binaryBlocks(const float* a, size_t aStep, const float* b, size_t bStep, float* out, size_t i, size_t n,
-                           Op op) {
-  float ba[B], bb[B];
+CTX_INLINE size_t binaryBlocks(const float* a, size_t aStep, const float* b, size_t bStep, float* out, size_t i,
+                               size_t n, Op op) {
   const float a0 = a[0], b0 = b[0];
   for (; i + B <= n; i += B) {
-    if (aStep) {
-      for (size_t j = 0; j < B; ++j) ba[j] = a[i + j];
+    if (aStep && bStep) {
+#pragma GCC ivdep
+      for (size_t j = 0; j < B; ++j) out[i + j] = op(a[i + j], b[i + j]);
+    } else if (aStep) {
+#pragma GCC ivdep
+      for (size_t j = 0; j < B; ++j) out[i + j] = op(a[i + j], b0);
+    } else if (bStep) {
+#pragma GCC ivdep
+      for (size_t j = 0; j < B; ++j) out[i + j] = op(a0, b[i + j]);
     } else {
-      for (size_t j = 0; j < B; ++j) ba[j] = a0;
+      const float v = op(a0, b0);
+      for (size_t j = 0; j < B; ++j) out[i + j] = v;
     }
-    if (bStep) {
-      for (size_t j = 0; j < B; ++j) bb[j] = b[i + j];
-    } else {
-      for (size_t j = 0; j < B; ++j) bb[j] = b0;
-    }
-    for (size_t j = 0; j < B; ++j) ba[j] = op(ba[j], bb[j]);
-    for (size_t j = 0; j < B; ++j) out[i + j] = ba[j];
   }
   return i;
 }
@@ -209,6 +204,16 @@ CTX_SIMD_CLONES void vecMaxInto(float* y, const float* x, size_t n) {
   binaryBlocked(y, 1, x, 1, y, n, [](float p, float q) { return p < q ? q : p; });
 }
 
+// Strided reads do not vectorize profitably (g++ builds them from single-element inserts), so these stay
+// scalar loops; x is read through a pointer bump, not a multiply.
+void vecAxpyStrided(float* y, const float* x, size_t stride, float alpha, size_t n) {
+  for (size_t i = 0; i < n; ++i, x += stride) y[i] += alpha * *x;
+}
+
+void vecMaxIntoStrided(float* y, const float* x, size_t stride, size_t n) {
+  for (size_t i = 0; i < n; ++i, x += stride) y[i] = y[i] < *x ? *x : y[i];
+}
+
 CTX_SIMD_CLONES void vecScaleShift(const float* x, float* y, size_t n, float a, float b) {
   binaryBlocked(x, 1, x, 0, y, n, [a, b](float p, float) { return p * a + b; });
 }
@@ -225,47 +230,45 @@ CTX_SIMD_CLONES float vecMax(const float* x, size_t n) {
   return m;
 }
 
-// Sums in float lanes per block (vectorizable), accumulated across blocks in double.
-CTX_SIMD_CLONES double vecSum(const float* x, size_t n) {
+namespace {
+
+// Sum of f(x[i]) with float lanes per block position (a vectorizable, order-fixed reduction), flushed into a
+// double every 64 blocks so long rows keep their precision.
+template <typename F>
+CTX_INLINE double laneSum(const float* x, size_t n, F f) {
   double total = 0;
   size_t i = 0;
-  for (; i + kBlock <= n; i += kBlock) {
-    float lanes[kBlock];
-    for (size_t j = 0; j < kBlock; ++j) lanes[j] = x[i + j];
-    float s = 0;
-    for (size_t j = 0; j < kBlock; ++j) s += lanes[j];
-    total += s;
+  while (i + kBlock <= n) {
+    float lanes[kBlock] = {};
+    for (size_t b = 0; b < 64 && i + kBlock <= n; ++b, i += kBlock)
+      for (size_t j = 0; j < kBlock; ++j) lanes[j] += f(x[i + j]);
+    for (size_t j = 0; j < kBlock; ++j) total += lanes[j];
   }
-  for (; i < n; ++i) total += x[i];
+  for (; i < n; ++i) total += f(x[i]);
   return total;
 }
 
+}  // namespace
+
+CTX_SIMD_CLONES double vecSum(const float* x, size_t n) {
+  return laneSum(x, n, [](float v) { return v; });
+}
+
 CTX_SIMD_CLONES double vecSumSquaredDiff(const float* x, size_t n, float mean) {
-  double total = 0;
-  size_t i = 0;
-  for (; i + kBlock <= n; i += kBlock) {
-    float lanes[kBlock];
-    for (size_t j = 0; j < kBlock; ++j) {
-      float d = x[i + j] - mean;
-      lanes[j] = d * d;
-    }
-    float s = 0;
-    for (size_t j = 0; j < kBlock; ++j) s += lanes[j];
-    total += s;
-  }
-  for (; i < n; ++i) total += double(x[i] - mean) * double(x[i] - mean);
-  return total;
+  return laneSum(x, n, [mean](float v) { return (v - mean) * (v - mean); });
 }
 
 CTX_SIMD_CLONES void vecNormalize(const float* x, float* y, size_t n, float mean, float inv, const float* scale,
                                   const float* bias) {
-  float buf[kBlock];
   size_t i = 0;
   for (; i + kBlock <= n; i += kBlock) {
-    for (size_t j = 0; j < kBlock; ++j) buf[j] = (x[i + j] - mean) * inv * scale[i + j];
-    if (bias)
-      for (size_t j = 0; j < kBlock; ++j) buf[j] += bias[i + j];
-    for (size_t j = 0; j < kBlock; ++j) y[i + j] = buf[j];
+    if (bias) {
+#pragma GCC ivdep
+      for (size_t j = 0; j < kBlock; ++j) y[i + j] = (x[i + j] - mean) * inv * scale[i + j] + bias[i + j];
+    } else {
+#pragma GCC ivdep
+      for (size_t j = 0; j < kBlock; ++j) y[i + j] = (x[i + j] - mean) * inv * scale[i + j];
+    }
   }
   for (; i < n; ++i) y[i] = (x[i] - mean) * inv * scale[i] + (bias ? bias[i] : 0.0f);
 }

@@ -25,6 +25,9 @@ enum class BinaryOp { Add, Sub, Mul, Div };
 void vecBinary(BinaryOp op, const float* a, size_t aStep, const float* b, size_t bStep, float* out, size_t n);
 void vecAxpy(float* y, const float* x, float alpha, size_t n);               // y += alpha * x
 void vecMaxInto(float* y, const float* x, size_t n);                         // y = max(y, x)
+// Strided reads, for pooling and depthwise convolution with stride > 1: y[i] op= x[i * stride].
+void vecAxpyStrided(float* y, const float* x, size_t stride, float alpha, size_t n);
+void vecMaxIntoStrided(float* y, const float* x, size_t stride, size_t n);
 void vecScaleShift(const float* x, float* y, size_t n, float a, float b);    // y = x * a + b
 float vecMax(const float* x, size_t n);                                      // -inf for n == 0
 double vecSum(const float* x, size_t n);

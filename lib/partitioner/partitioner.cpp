@@ -145,7 +145,10 @@ PartitionPlan partitionGraph(const ir::Graph& graph, const analysis::GraphFacts&
       plan.nodes[i].placement = NodePlacement::Folded;
       continue;
     }
-    plan.nodes[i].reason = unsupportedReason(node, facts, target);
+    if (auto failure = facts.ruleFailures.find(i); failure != facts.ruleFailures.end())
+      plan.nodes[i].reason = "shape rule cannot run at compile time: " + failure->second;
+    else
+      plan.nodes[i].reason = unsupportedReason(node, facts, target);
     supported[i] = plan.nodes[i].reason.empty();
   }
 

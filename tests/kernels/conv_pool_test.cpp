@@ -79,6 +79,8 @@ TEST_CASE("Conv matches a direct loop: strides, dilations, groups, asymmetric pa
       {{3, 8, 6, 5}, {8, 1, 3, 3}, 8, {1, 2}, {1, 1}, {1, 1, 1, 1}},  // depthwise
       {{1, 16, 20, 20}, {32, 16, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
       {{1, 2, 12, 12}, {4, 2, 5, 5}, 1, {3, 3}, {2, 1}, {2, 2, 2, 2}},
+      {{1, 16, 130, 131}, {4, 16, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}},  // im2col in column chunks
+      {{2, 6, 9, 9}, {4, 3, 3, 3}, 2, {2, 2}, {1, 1}, {0, 1, 1, 0}},
   };
   for (const Case& c : cases) {
     std::vector<float> xv(*ir::elementCount(c.xs)), wv(*ir::elementCount(c.ws));
