@@ -192,8 +192,9 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
         v.shape = outs[o].shape;
         continue;
       }
-      // No rule: trust a fully static declaration if the file has one.
-      if (const ir::ValueInfo* info = graph.findValueInfo(node.outputs[o])) {
+      // No shape rule in ctxkit: trust a fully static declaration if the file has one. (With a rule that
+      // could not run, the declaration is not evidence: the inputs are dynamic.)
+      if (const ir::ValueInfo* info = known ? nullptr : graph.findValueInfo(node.outputs[o])) {
         v.type = info->type;
         if (auto s = info->staticShape()) {
           v.shape = *s;

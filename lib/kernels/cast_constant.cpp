@@ -19,7 +19,7 @@ Expected<ElemType> castTarget(const OpContext& ctx) {
   return *type;
 }
 
-}  // namespace
+} // namespace
 
 InferResult inferCast(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
@@ -33,12 +33,14 @@ InferResult inferCast(const OpContext& ctx, InDescs inputs, size_t outputCount) 
 Status runCast(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& x = *inputs[0];
   ir::Tensor& y = *outputs[0];
-  size_t n = static_cast<size_t>(x.elementCount());
-  size_t inSize = ir::elemSize(x.type()), outSize = ir::elemSize(y.type());
+  const size_t n = static_cast<size_t>(x.elementCount());
+  const bool saturate = ctx.attrs.getInt("saturate", 1) != 0;
+  // Work in pairs of elements so that no two threads write one byte of a packed 4-bit output.
+  const size_t pairs = (n + 1) / 2;
   Status status;
   std::mutex mutex;
-  parallelFor(ctx, n, 32768, [&](size_t b, size_t e) {
-    Status s = convertElements(x.type(), x.data() + b * inSize, y.type(), y.mutableData() + b * outSize, e - b);
+  parallelFor(ctx, pairs, 16384, [&](size_t b, size_t e) {
+    Status s = convertElementRange(x.type(), x.data(), y.type(), y.mutableData(), 2 * b, std::min(n, 2 * e), saturate);
     if (!s) {
       std::lock_guard<std::mutex> lock(mutex);
       status = std::move(s);
@@ -57,7 +59,8 @@ Expected<const ir::Attribute*> constantAttr(const OpContext& ctx) {
   const ir::Attribute* found = nullptr;
   for (const ir::Attribute& a : ctx.attrs.all()) {
     if (a.name.rfind("value", 0) != 0 && a.name != "sparse_value") continue;
-    if (found) return invalid(ctx, "has both attributes {} and {} but exactly one value is allowed", found->name, a.name);
+    if (found)
+      return invalid(ctx, "has both attributes {} and {} but exactly one value is allowed", found->name, a.name);
     found = &a;
   }
   if (!found) return invalid(ctx, "has no value attribute");
@@ -70,12 +73,14 @@ Expected<const ir::Attribute*> constantAttr(const OpContext& ctx) {
             (n == "value_int" && found->type == ir::AttrType::Int) ||
             (n == "value_ints" && found->type == ir::AttrType::Ints);
   if (!ok)
-    return invalid(ctx, "attribute {} has type {} which is not a valid constant value", n, ir::attrTypeName(found->type));
-  if (n == "value" && found->t.type() == ElemType::String) return unsupported(ctx, "string constants are not supported");
+    return invalid(ctx, "attribute {} has type {} which is not a valid constant value", n,
+                   ir::attrTypeName(found->type));
+  if (n == "value" && found->t.type() == ElemType::String)
+    return unsupported(ctx, "string constants are not supported");
   return found;
 }
 
-}  // namespace
+} // namespace
 
 InferResult inferConstant(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 0, 0));
@@ -92,15 +97,20 @@ Status runConstant(const OpContext& ctx, RunIns, RunOuts outputs) {
   CTX_ASSIGN_OR_RETURN(const ir::Attribute* a, constantAttr(ctx));
   ir::Tensor& y = *outputs[0];
   std::span<const std::byte> bytes;
-  if (a->name == "value") bytes = a->t.bytes();
-  else if (a->name == "value_float") bytes = std::as_bytes(std::span(&a->f, 1));
-  else if (a->name == "value_floats") bytes = std::as_bytes(std::span(a->floats));
-  else if (a->name == "value_int") bytes = std::as_bytes(std::span(&a->i, 1));
-  else bytes = std::as_bytes(std::span(a->ints));
+  if (a->name == "value")
+    bytes = a->t.bytes();
+  else if (a->name == "value_float")
+    bytes = std::as_bytes(std::span(&a->f, 1));
+  else if (a->name == "value_floats")
+    bytes = std::as_bytes(std::span(a->floats));
+  else if (a->name == "value_int")
+    bytes = std::as_bytes(std::span(&a->i, 1));
+  else
+    bytes = std::as_bytes(std::span(a->ints));
   if (bytes.size() != y.byteSize())
     return invalid(ctx, "constant holds {} bytes but its shape needs {}", bytes.size(), y.byteSize());
   if (!bytes.empty()) std::memcpy(y.mutableData(), bytes.data(), bytes.size());
   return Status::ok();
 }
 
-}  // namespace ctxkit::kernels::detail
+} // namespace ctxkit::kernels::detail

@@ -41,13 +41,12 @@ void broadcastApply(const OpContext& ctx, const ir::Tensor& a, const ir::Tensor&
   });
 }
 
-template <typename T>
-T divide(T x, T y) {
+template <typename T> T divide(T x, T y) {
   if constexpr (std::is_integral_v<T>) {
     // Integer division by zero is undefined in C++; ONNX leaves it unspecified. Give 0 rather than trap.
     if (y == 0) return T(0);
     if constexpr (std::is_signed_v<T>) {
-      if (y == T(-1)) return static_cast<T>(T(0) - x);  // avoids the MIN / -1 trap; wraps like two's complement
+      if (y == T(-1)) return static_cast<T>(T(0) - x); // avoids the MIN / -1 trap; wraps like two's complement
     }
     return static_cast<T>(x / y);
   } else {
@@ -56,8 +55,7 @@ T divide(T x, T y) {
 }
 
 // Integer arithmetic wraps (computed unsigned to avoid signed-overflow UB).
-template <typename T, typename Op>
-T wrapping(T x, T y, Op op) {
+template <typename T, typename Op> T wrapping(T x, T y, Op op) {
   if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
     using U = std::make_unsigned_t<T>;
     return static_cast<T>(static_cast<U>(op(static_cast<U>(x), static_cast<U>(y))));
@@ -86,7 +84,7 @@ int64_t intPow(int64_t base, int64_t exp) {
 
 bool isIntegralType(ElemType t) { return inSet(kIntTypes | typeBit(ElemType::Bool), t); }
 
-}  // namespace
+} // namespace
 
 InferResult inferBinary(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 2));
@@ -106,7 +104,7 @@ Status runBinary(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   ir::Tensor& y = *outputs[0];
   ir::OpKind kind = ctx.kind;
   if (y.type() == ElemType::Float) {
-    BinaryOp op = kind == ir::OpKind::Add ? BinaryOp::Add
+    BinaryOp op = kind == ir::OpKind::Add   ? BinaryOp::Add
                   : kind == ir::OpKind::Sub ? BinaryOp::Sub
                   : kind == ir::OpKind::Mul ? BinaryOp::Mul
                                             : BinaryOp::Div;
@@ -127,17 +125,16 @@ Status runBinary(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     using T = decltype(tag);
     T* out = y.mutableDataAs<T>();
     switch (kind) {
-      case ir::OpKind::Add:
-        broadcastApply<T, T, T>(ctx, a, b, out, y.shape(), [](T p, T q) { return wrapping(p, q, std::plus<>()); });
-        break;
-      case ir::OpKind::Sub:
-        broadcastApply<T, T, T>(ctx, a, b, out, y.shape(), [](T p, T q) { return wrapping(p, q, std::minus<>()); });
-        break;
-      case ir::OpKind::Mul:
-        broadcastApply<T, T, T>(ctx, a, b, out, y.shape(),
-                                [](T p, T q) { return wrapping(p, q, std::multiplies<>()); });
-        break;
-      default: broadcastApply<T, T, T>(ctx, a, b, out, y.shape(), [](T p, T q) { return divide(p, q); }); break;
+    case ir::OpKind::Add:
+      broadcastApply<T, T, T>(ctx, a, b, out, y.shape(), [](T p, T q) { return wrapping(p, q, std::plus<>()); });
+      break;
+    case ir::OpKind::Sub:
+      broadcastApply<T, T, T>(ctx, a, b, out, y.shape(), [](T p, T q) { return wrapping(p, q, std::minus<>()); });
+      break;
+    case ir::OpKind::Mul:
+      broadcastApply<T, T, T>(ctx, a, b, out, y.shape(), [](T p, T q) { return wrapping(p, q, std::multiplies<>()); });
+      break;
+    default: broadcastApply<T, T, T>(ctx, a, b, out, y.shape(), [](T p, T q) { return divide(p, q); }); break;
     }
     return Status::ok();
   });
@@ -148,8 +145,10 @@ InferResult inferPow(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
   TypeSet baseTypes = kFloatTypes | typeBit(ElemType::Int32) | typeBit(ElemType::Int64);
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, baseTypes));
-  if (ctx.opset < 12) CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 1));
-  else CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 1, kNumericTypes));
+  if (ctx.opset < 12)
+    CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 1));
+  else
+    CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 1, kNumericTypes));
   auto shape = broadcastShapes(inputs[0].shape, inputs[1].shape);
   if (!shape)
     return invalid(ctx, "input shapes {} and {} do not broadcast", shapeStr(inputs[0].shape),
@@ -162,9 +161,8 @@ Status runPow(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& b = *inputs[1];
   ir::Tensor& y = *outputs[0];
   if (a.type() == ElemType::Float && b.type() == ElemType::Float) {
-    broadcastApply<float, float, float>(ctx, a, b, y.mutableDataAs<float>(), y.shape(), [](float p, float q) {
-      return q == 2.0f ? p * p : std::pow(p, q);
-    });
+    broadcastApply<float, float, float>(ctx, a, b, y.mutableDataAs<float>(), y.shape(),
+                                        [](float p, float q) { return q == 2.0f ? p * p : std::pow(p, q); });
     return Status::ok();
   }
   if (a.type() == ElemType::Double && b.type() == ElemType::Double) {
@@ -177,7 +175,8 @@ Status runPow(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   ElemType wide = ints ? ElemType::Int64 : ElemType::Double;
   auto widen = [&](const ir::Tensor& t) -> Expected<ir::Tensor> {
     CTX_ASSIGN_OR_RETURN(ir::Tensor w, ir::Tensor::allocate(wide, t.shape()));
-    CTX_RETURN_IF_ERROR(convertElements(t.type(), t.data(), wide, w.mutableData(), static_cast<size_t>(t.elementCount())));
+    CTX_RETURN_IF_ERROR(
+        convertElements(t.type(), t.data(), wide, w.mutableData(), static_cast<size_t>(t.elementCount())));
     return w;
   };
   CTX_ASSIGN_OR_RETURN(ir::Tensor wa, widen(a));
@@ -192,4 +191,4 @@ Status runPow(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   return convertElements(wide, wy.data(), y.type(), y.mutableData(), static_cast<size_t>(y.elementCount()));
 }
 
-}  // namespace ctxkit::kernels::detail
+} // namespace ctxkit::kernels::detail

@@ -17,7 +17,7 @@ Status checkIndices(const OpContext& ctx, const std::vector<int64_t>& indices, i
   return Status::ok();
 }
 
-}  // namespace
+} // namespace
 
 InferResult inferGather(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 2));
@@ -30,8 +30,8 @@ InferResult inferGather(const OpContext& ctx, InDescs inputs, size_t outputCount
   CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, ctx.attrs.getInt("axis", 0), rank, "attribute axis"));
   // Known indices are checked here already, so constant folding reports a bad graph rather than bad data.
   if (inputs[1].value && inputs[1].value->shape() == inputs[1].shape)
-    CTX_RETURN_IF_ERROR(checkIndices(ctx, tensorInts(*inputs[1].value), data[static_cast<size_t>(axis)],
-                                     ErrorCode::InvalidGraph));
+    CTX_RETURN_IF_ERROR(
+        checkIndices(ctx, tensorInts(*inputs[1].value), data[static_cast<size_t>(axis)], ErrorCode::InvalidGraph));
   ir::Shape out(data.begin(), data.begin() + axis);
   out.insert(out.end(), inputs[1].shape.begin(), inputs[1].shape.end());
   out.insert(out.end(), data.begin() + axis + 1, data.end());
@@ -121,7 +121,7 @@ Expected<std::vector<SliceDim>> planSlice(const OpContext& ctx, InDescs inputs) 
     if (step > 0) {
       start = std::clamp<int64_t>(start, 0, dim);
       end = std::clamp<int64_t>(end, 0, dim);
-      length = end > start ? (end - start - 1) / step + 1 : 0;  // no overflow for huge steps
+      length = end > start ? (end - start - 1) / step + 1 : 0; // no overflow for huge steps
     } else {
       start = std::clamp<int64_t>(start, 0, dim - 1);
       end = std::clamp<int64_t>(end, -1, dim - 1);
@@ -135,7 +135,8 @@ Expected<std::vector<SliceDim>> planSlice(const OpContext& ctx, InDescs inputs) 
 }
 
 template <typename E>
-void sliceCopy(const OpContext& ctx, const E* x, E* y, std::span<const int64_t> inShape, const std::vector<SliceDim>& dims) {
+void sliceCopy(const OpContext& ctx, const E* x, E* y, std::span<const int64_t> inShape,
+               const std::vector<SliceDim>& dims) {
   size_t rank = inShape.size();
   int64_t total = 1;
   for (const auto& d : dims) total *= d.length;
@@ -160,7 +161,8 @@ void sliceCopy(const OpContext& ctx, const E* x, E* y, std::span<const int64_t> 
                   }
                   E* dst = y + static_cast<int64_t>(r) * inner;
                   const E* s = x + src;
-                  if (innerStep == 1) std::memcpy(dst, s, static_cast<size_t>(inner) * sizeof(E));
+                  if (innerStep == 1)
+                    std::memcpy(dst, s, static_cast<size_t>(inner) * sizeof(E));
                   else
                     for (int64_t i = 0; i < inner; ++i) dst[i] = s[i * innerStep];
                 }
@@ -171,7 +173,7 @@ struct Bytes16 {
   uint64_t lo, hi;
 };
 
-}  // namespace
+} // namespace
 
 InferResult inferSlice(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
@@ -196,14 +198,14 @@ Status runSlice(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& x = *inputs[0];
   ir::Tensor& y = *outputs[0];
   switch (ir::elemSize(x.type())) {
-    case 1: sliceCopy(ctx, x.dataAs<uint8_t>(), y.mutableDataAs<uint8_t>(), x.shape(), dims); break;
-    case 2: sliceCopy(ctx, x.dataAs<uint16_t>(), y.mutableDataAs<uint16_t>(), x.shape(), dims); break;
-    case 4: sliceCopy(ctx, x.dataAs<uint32_t>(), y.mutableDataAs<uint32_t>(), x.shape(), dims); break;
-    case 8: sliceCopy(ctx, x.dataAs<uint64_t>(), y.mutableDataAs<uint64_t>(), x.shape(), dims); break;
-    case 16: sliceCopy(ctx, x.dataAs<Bytes16>(), y.mutableDataAs<Bytes16>(), x.shape(), dims); break;
-    default: return unsupported(ctx, "element type {} is not supported", ir::elemTypeName(x.type()));
+  case 1: sliceCopy(ctx, x.dataAs<uint8_t>(), y.mutableDataAs<uint8_t>(), x.shape(), dims); break;
+  case 2: sliceCopy(ctx, x.dataAs<uint16_t>(), y.mutableDataAs<uint16_t>(), x.shape(), dims); break;
+  case 4: sliceCopy(ctx, x.dataAs<uint32_t>(), y.mutableDataAs<uint32_t>(), x.shape(), dims); break;
+  case 8: sliceCopy(ctx, x.dataAs<uint64_t>(), y.mutableDataAs<uint64_t>(), x.shape(), dims); break;
+  case 16: sliceCopy(ctx, x.dataAs<Bytes16>(), y.mutableDataAs<Bytes16>(), x.shape(), dims); break;
+  default: return unsupported(ctx, "element type {} is not supported", ir::elemTypeName(x.type()));
   }
   return Status::ok();
 }
 
-}  // namespace ctxkit::kernels::detail
+} // namespace ctxkit::kernels::detail

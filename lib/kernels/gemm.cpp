@@ -10,16 +10,16 @@ namespace ctxkit::kernels {
 
 namespace {
 
-constexpr size_t kKc = 256;   // depth of a packed block: an A strip and a B strip stay in L1
-constexpr size_t kNc = 2048;  // columns of a packed B panel (L3)
-constexpr size_t kMcTarget = 144;  // rows of a packed A block (L2); rounded to the kernel's MR
+constexpr size_t kKc = 256;       // depth of a packed block: an A strip and a B strip stay in L1
+constexpr size_t kNc = 2048;      // columns of a packed B panel (L3)
+constexpr size_t kMcTarget = 144; // rows of a packed A block (L2); rounded to the kernel's MR
 
 // acc = Apack(MR x kc) * Bpack(kc x NR); C(mr x nr) += alpha * acc. Packed operands are zero-padded, so
 // the loop always computes a full tile; only the write-back is clipped.
 template <int MR, int NR>
-__attribute__((always_inline)) inline void microKernel(size_t kc, const float* __restrict a,
-                                                       const float* __restrict b, float* __restrict c,
-                                                       size_t ldc, float alpha, size_t mr, size_t nr) {
+__attribute__((always_inline)) inline void microKernel(size_t kc, const float* __restrict a, const float* __restrict b,
+                                                       float* __restrict c, size_t ldc, float alpha, size_t mr,
+                                                       size_t nr) {
   float acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = 0.0f;
@@ -43,8 +43,8 @@ __attribute__((always_inline)) inline void microKernel(size_t kc, const float* _
 // One packed A block (mc x kc) times one packed B panel (kc x columns [nBegin, nEnd) of the panel).
 template <int MR, int NR>
 __attribute__((always_inline)) inline void blockKernel(size_t mc, size_t nBegin, size_t nEnd, size_t kc,
-                                                       const float* aPack, const float* bPack, float* c,
-                                                       size_t ldc, float alpha) {
+                                                       const float* aPack, const float* bPack, float* c, size_t ldc,
+                                                       float alpha) {
   for (size_t j = nBegin; j < nEnd; j += NR) {
     const float* bStrip = bPack + (j / NR) * kc * NR;
     size_t nr = std::min<size_t>(NR, nEnd - j);
@@ -92,8 +92,7 @@ const Kernel& pickKernel() {
 }
 
 // Packs rows [i0, i0 + mc) and depth [p0, p0 + kc) of op(A) into MR-row strips, k-major, zero-padded.
-void packA(bool transA, const float* A, size_t lda, size_t i0, size_t mc, size_t p0, size_t kc, size_t mr,
-           float* out) {
+void packA(bool transA, const float* A, size_t lda, size_t i0, size_t mc, size_t p0, size_t kc, size_t mr, float* out) {
   for (size_t s = 0; s < mc; s += mr) {
     size_t rows = std::min(mr, mc - s);
     float* dst = out + (s / mr) * kc * mr;
@@ -142,8 +141,10 @@ void packB(bool transB, const float* B, size_t ldb, size_t p0, size_t kc, size_t
 
 // Runs body over [0, count), on the pool only when `worthIt` (enough work to pay for waking threads).
 void runParallel(ThreadPool* pool, bool worthIt, size_t count, const std::function<void(size_t, size_t)>& body) {
-  if (worthIt && pool && pool->threads() > 1 && count > 1) pool->parallelFor(count, 1, body);
-  else body(0, count);
+  if (worthIt && pool && pool->threads() > 1 && count > 1)
+    pool->parallelFor(count, 1, body);
+  else
+    body(0, count);
 }
 
 // Few rows: stream B once instead of packing it (matrix-vector products, decode-time linear layers).
@@ -179,7 +180,7 @@ void smallM(bool transA, bool transB, size_t M, size_t N, size_t K, float alpha,
   });
 }
 
-}  // namespace
+} // namespace
 
 const char* sgemmKernelName() { return pickKernel().name; }
 
@@ -189,7 +190,8 @@ void sgemm(bool transA, bool transB, size_t M, size_t N, size_t K, float alpha, 
   if (beta != 1.0f) {
     for (size_t i = 0; i < M; ++i) {
       float* c = C + i * ldc;
-      if (beta == 0.0f) std::fill(c, c + N, 0.0f);
+      if (beta == 0.0f)
+        std::fill(c, c + N, 0.0f);
       else
         for (size_t j = 0; j < N; ++j) c[j] *= beta;
     }
@@ -211,13 +213,13 @@ void sgemm(bool transA, bool transB, size_t M, size_t N, size_t K, float alpha, 
       size_t kc = std::min(kKc, K - p0);
       bPack.resize(strips * nr * kc);
       float* bp = bPack.data();
-      runParallel(pool, nc * kc >= 32768, strips, [&](size_t s0, size_t s1) {
-        packB(transB, B, ldb, p0, kc, j0, nc, nr, s0, s1, bp);
-      });
+      runParallel(pool, nc * kc >= 32768, strips,
+                  [&](size_t s0, size_t s1) { packB(transB, B, ldb, p0, kc, j0, nc, nr, s0, s1, bp); });
       // Tasks: row blocks, split further into column ranges when there are fewer blocks than threads.
       size_t rowBlocks = (M + mcBlock - 1) / mcBlock;
       size_t colSplits = 1;
-      if (threads > 1 && rowBlocks < 2 * threads) colSplits = std::min(strips, (2 * threads + rowBlocks - 1) / rowBlocks);
+      if (threads > 1 && rowBlocks < 2 * threads)
+        colSplits = std::min(strips, (2 * threads + rowBlocks - 1) / rowBlocks);
       size_t stripsPerSplit = (strips + colSplits - 1) / colSplits;
       colSplits = (strips + stripsPerSplit - 1) / stripsPerSplit;
       size_t tasks = rowBlocks * colSplits;
@@ -239,4 +241,4 @@ void sgemm(bool transA, bool transB, size_t M, size_t N, size_t K, float alpha, 
   }
 }
 
-}  // namespace ctxkit::kernels
+} // namespace ctxkit::kernels

@@ -29,8 +29,7 @@ template <typename... Args>
 Error nodeError(const OpContext& ctx, ErrorCode code, fmt::format_string<Args...> format, Args&&... args) {
   return Error(code, fmt::format("{}: {}", nodeLabel(ctx), fmt::format(format, std::forward<Args>(args)...)));
 }
-template <typename... Args>
-Error invalid(const OpContext& ctx, fmt::format_string<Args...> format, Args&&... args) {
+template <typename... Args> Error invalid(const OpContext& ctx, fmt::format_string<Args...> format, Args&&... args) {
   return nodeError(ctx, ErrorCode::InvalidGraph, format, std::forward<Args>(args)...);
 }
 template <typename... Args>
@@ -45,35 +44,33 @@ constexpr TypeSet typeBit(ElemType t) { return TypeSet{1} << static_cast<int>(t)
 
 inline constexpr TypeSet kHalfTypes = typeBit(ElemType::Float16) | typeBit(ElemType::BFloat16);
 inline constexpr TypeSet kFloatTypes = typeBit(ElemType::Float) | typeBit(ElemType::Double) | kHalfTypes;
-inline constexpr TypeSet kSignedIntTypes = typeBit(ElemType::Int8) | typeBit(ElemType::Int16) |
-                                           typeBit(ElemType::Int32) | typeBit(ElemType::Int64);
-inline constexpr TypeSet kUnsignedIntTypes = typeBit(ElemType::Uint8) | typeBit(ElemType::Uint16) |
-                                             typeBit(ElemType::Uint32) | typeBit(ElemType::Uint64);
+inline constexpr TypeSet kSignedIntTypes =
+    typeBit(ElemType::Int8) | typeBit(ElemType::Int16) | typeBit(ElemType::Int32) | typeBit(ElemType::Int64);
+inline constexpr TypeSet kUnsignedIntTypes =
+    typeBit(ElemType::Uint8) | typeBit(ElemType::Uint16) | typeBit(ElemType::Uint32) | typeBit(ElemType::Uint64);
 inline constexpr TypeSet kIntTypes = kSignedIntTypes | kUnsignedIntTypes;
 inline constexpr TypeSet kNumericTypes = kFloatTypes | kIntTypes;
 inline constexpr TypeSet kIndexTypes = typeBit(ElemType::Int32) | typeBit(ElemType::Int64);
 // Types kernels compute in directly (no float16 conversion).
 inline constexpr TypeSet kNativeNumeric = typeBit(ElemType::Float) | typeBit(ElemType::Double) | kIntTypes;
 // Every type with a whole number of bytes per element: data movement ops handle them all by size.
-inline constexpr TypeSet kFixedSizeTypes = kNumericTypes | typeBit(ElemType::Bool) |
-                                           typeBit(ElemType::Complex64) | typeBit(ElemType::Complex128) |
-                                           typeBit(ElemType::Float8E4M3FN) | typeBit(ElemType::Float8E4M3FNUZ) |
-                                           typeBit(ElemType::Float8E5M2) | typeBit(ElemType::Float8E5M2FNUZ) |
-                                           typeBit(ElemType::Float8E8M0);
+inline constexpr TypeSet kFixedSizeTypes = kNumericTypes | typeBit(ElemType::Bool) | typeBit(ElemType::Complex64) |
+                                           typeBit(ElemType::Complex128) | typeBit(ElemType::Float8E4M3FN) |
+                                           typeBit(ElemType::Float8E4M3FNUZ) | typeBit(ElemType::Float8E5M2) |
+                                           typeBit(ElemType::Float8E5M2FNUZ) | typeBit(ElemType::Float8E8M0);
 
 constexpr bool inSet(TypeSet set, ElemType t) {
   auto i = static_cast<int>(t);
   return i >= 0 && i < 64 && (set & typeBit(t)) != 0;
 }
-std::string typeSetNames(TypeSet set);  // "float32, float64, int32"
+std::string typeSetNames(TypeSet set); // "float32, float64, int32"
 
 // Calls `f(T{})` for the C++ type of `t` when `t` is in `Set` (only those instantiations are made).
 // Half types are not dispatched here: kernels see them as float (see op_table.cpp).
-template <TypeSet Set, typename F>
-Status visitType(ElemType t, F&& f) {
-#define CTX_VISIT_CASE(E, T)                                         \
-  case ElemType::E:                                                  \
-    if constexpr ((Set & typeBit(ElemType::E)) != 0) return f(T{});  \
+template <TypeSet Set, typename F> Status visitType(ElemType t, F&& f) {
+#define CTX_VISIT_CASE(E, T)                                                                                           \
+  case ElemType::E:                                                                                                    \
+    if constexpr ((Set & typeBit(ElemType::E)) != 0) return f(T{});                                                    \
     break;
   switch (t) {
     CTX_VISIT_CASE(Float, float)
@@ -87,7 +84,7 @@ Status visitType(ElemType t, F&& f) {
     CTX_VISIT_CASE(Uint32, uint32_t)
     CTX_VISIT_CASE(Uint64, uint64_t)
     CTX_VISIT_CASE(Bool, bool)
-    default: break;
+  default: break;
   }
 #undef CTX_VISIT_CASE
   return makeError(ErrorCode::Unsupported, "element type {} is not supported here", ir::elemTypeName(t));
@@ -111,9 +108,8 @@ Expected<std::vector<int64_t>> normalizeAxes(const OpContext& ctx, std::vector<i
                                              std::string_view what);
 
 // The contents of an int32/int64 input of rank 0 or 1 that inference needs; Unsupported when unknown.
-Expected<std::vector<int64_t>> knownInts(const OpContext& ctx, InDescs inputs, size_t index,
-                                         std::string_view name);
-std::vector<int64_t> tensorInts(const ir::Tensor& t);  // int32/int64/uint8 tensor read as int64
+Expected<std::vector<int64_t>> knownInts(const OpContext& ctx, InDescs inputs, size_t index, std::string_view name);
+std::vector<int64_t> tensorInts(const ir::Tensor& t); // int32/int64/uint8 tensor read as int64
 
 // ---- shapes ------------------------------------------------------------------------------------------
 
@@ -137,19 +133,17 @@ struct BroadcastWalk {
   static constexpr size_t kMaxOperands = 4;
   size_t operands = 0;
   std::vector<int64_t> outer;                             // collapsed outer dims
-  std::vector<std::array<int64_t, kMaxOperands>> strides;  // per outer dim, per operand
+  std::vector<std::array<int64_t, kMaxOperands>> strides; // per outer dim, per operand
   int64_t inner = 1;
   std::array<int64_t, kMaxOperands> innerStride{};
   int64_t total = 0;
 
   static BroadcastWalk make(std::span<const int64_t> outShape, std::span<const std::span<const int64_t>> ins);
   // Visits output elements [begin, end).
-  template <typename F>
-  void visit(int64_t begin, int64_t end, F&& f) const;
+  template <typename F> void visit(int64_t begin, int64_t end, F&& f) const;
 };
 
-template <typename F>
-void BroadcastWalk::visit(int64_t begin, int64_t end, F&& f) const {
+template <typename F> void BroadcastWalk::visit(int64_t begin, int64_t end, F&& f) const {
   if (begin >= end) return;
   size_t rank = outer.size();
   int64_t row = begin / inner;
@@ -183,12 +177,11 @@ void BroadcastWalk::visit(int64_t begin, int64_t end, F&& f) const {
 // ---- execution helpers -------------------------------------------------------------------------------
 
 // Runs body over [0, count) on ctx.pool when set, in chunks of at least minChunk.
-void parallelFor(const OpContext& ctx, size_t count, size_t minChunk,
-                 const std::function<void(size_t, size_t)>& body);
+void parallelFor(const OpContext& ctx, size_t count, size_t minChunk, const std::function<void(size_t, size_t)>& body);
 
 // The single-output shape result most shape rules return.
 inline InferResult single(ElemType type, ir::Shape shape) {
   return std::vector<OutputDesc>{OutputDesc{type, std::move(shape)}};
 }
 
-}  // namespace ctxkit::kernels::detail
+} // namespace ctxkit::kernels::detail

@@ -13,14 +13,15 @@ constexpr TypeSet kNaiveTypes = typeBit(ElemType::Double) | typeBit(ElemType::In
 
 // MatMul's operands viewed as batches of matrices.
 struct MatMulPlan {
-  ir::Shape batch;  // broadcast batch dims
-  std::vector<int64_t> aBatchStrides, bBatchStrides;  // in matrices, per batch dim (0 = broadcast)
+  ir::Shape batch;                                   // broadcast batch dims
+  std::vector<int64_t> aBatchStrides, bBatchStrides; // in matrices, per batch dim (0 = broadcast)
   int64_t M = 1, K = 1, N = 1;
   ir::Shape outShape;
 };
 
 Expected<MatMulPlan> planMatMul(const OpContext& ctx, std::span<const int64_t> a, std::span<const int64_t> b) {
-  if (a.empty() || b.empty()) return invalid(ctx, "inputs have shapes {} and {} but MatMul needs rank 1 or more", shapeStr(a), shapeStr(b));
+  if (a.empty() || b.empty())
+    return invalid(ctx, "inputs have shapes {} and {} but MatMul needs rank 1 or more", shapeStr(a), shapeStr(b));
   ir::Shape as(a.begin(), a.end()), bs(b.begin(), b.end());
   bool aVector = as.size() == 1, bVector = bs.size() == 1;
   // (Assigning fresh vectors sidesteps a g++ 12 -Warray-bounds false positive on push_back.)
@@ -31,12 +32,13 @@ Expected<MatMulPlan> planMatMul(const OpContext& ctx, std::span<const int64_t> a
   p.K = as.back();
   p.N = bs.back();
   if (bs[bs.size() - 2] != p.K)
-    return invalid(ctx, "inputs have shapes {} and {} whose inner dimensions {} and {} differ", shapeStr(a), shapeStr(b),
-                   p.K, bs[bs.size() - 2]);
+    return invalid(ctx, "inputs have shapes {} and {} whose inner dimensions {} and {} differ", shapeStr(a),
+                   shapeStr(b), p.K, bs[bs.size() - 2]);
   std::span<const int64_t> aBatch(as.data(), as.size() - 2), bBatch(bs.data(), bs.size() - 2);
   auto batch = broadcastShapes(aBatch, bBatch);
   if (!batch)
-    return invalid(ctx, "inputs have shapes {} and {} whose batch dimensions do not broadcast", shapeStr(a), shapeStr(b));
+    return invalid(ctx, "inputs have shapes {} and {} whose batch dimensions do not broadcast", shapeStr(a),
+                   shapeStr(b));
   p.batch = *batch;
   p.aBatchStrides = broadcastStrides(aBatch, p.batch);
   p.bBatchStrides = broadcastStrides(bBatch, p.batch);
@@ -64,8 +66,7 @@ void batchOffsets(const MatMulPlan& p, std::vector<int64_t>& aOff, std::vector<i
   }
 }
 
-template <typename T>
-void naiveMatMul(const T* a, const T* b, T* c, int64_t M, int64_t N, int64_t K) {
+template <typename T> void naiveMatMul(const T* a, const T* b, T* c, int64_t M, int64_t N, int64_t K) {
   for (int64_t i = 0; i < M; ++i) {
     T* ci = c + i * N;
     for (int64_t j = 0; j < N; ++j) ci[j] = T(0);
@@ -77,7 +78,7 @@ void naiveMatMul(const T* a, const T* b, T* c, int64_t M, int64_t N, int64_t K) 
   }
 }
 
-}  // namespace
+} // namespace
 
 InferResult inferMatMul(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 2));
@@ -114,7 +115,7 @@ Status runMatMul(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const float* pa = a.dataAs<float>();
   const float* pb = b.dataAs<float>();
   float* py = y.mutableDataAs<float>();
-  bool bShared = true;  // every batch uses the same B matrix and A's batches are consecutive
+  bool bShared = true; // every batch uses the same B matrix and A's batches are consecutive
   for (int64_t i = 0; i < batches; ++i)
     if (bOff[static_cast<size_t>(i)] != 0 || aOff[static_cast<size_t>(i)] != i) bShared = false;
   if (bShared) {
@@ -208,7 +209,7 @@ Status runGemm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     const T* pb = b.dataAs<T>();
     T* py = y.mutableDataAs<T>();
     const int64_t lda = a.shape()[1], ldb = b.shape()[1];
-    bool exact = alpha == 1.0f && beta == 1.0f;  // integers stay exact when no scaling is asked for
+    bool exact = alpha == 1.0f && beta == 1.0f; // integers stay exact when no scaling is asked for
     parallelFor(ctx, static_cast<size_t>(M), 1, [&](size_t i0, size_t i1) {
       for (int64_t i = static_cast<int64_t>(i0); i < static_cast<int64_t>(i1); ++i) {
         for (int64_t j = 0; j < N; ++j) {
@@ -219,7 +220,8 @@ Status runGemm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
             sum = static_cast<T>(sum + av * bv);
           }
           T cv = c ? c->dataAs<T>()[cIndex(i, j)] : T(0);
-          if (exact) py[i * N + j] = static_cast<T>(sum + cv);
+          if (exact)
+            py[i * N + j] = static_cast<T>(sum + cv);
           else
             py[i * N + j] = static_cast<T>(static_cast<double>(alpha) * static_cast<double>(sum) +
                                            static_cast<double>(beta) * static_cast<double>(cv));
@@ -230,4 +232,4 @@ Status runGemm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   });
 }
 
-}  // namespace ctxkit::kernels::detail
+} // namespace ctxkit::kernels::detail

@@ -21,7 +21,7 @@ std::vector<double> paramValues(const ir::Tensor& t) {
   return v;
 }
 
-}  // namespace
+} // namespace
 
 InferResult inferBatchNorm(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 5, 5));
@@ -116,7 +116,7 @@ std::vector<double> expandParam(const ir::Tensor& t, std::span<const int64_t> no
   return out;
 }
 
-}  // namespace
+} // namespace
 
 InferResult inferLayerNorm(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 3));
@@ -159,8 +159,10 @@ Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   ir::Tensor* invOut = outputs.size() > 2 ? outputs[2] : nullptr;
   auto store = [](ir::Tensor* t, int64_t i, double v) {
     if (!t) return;
-    if (t->type() == ElemType::Double) t->mutableDataAs<double>()[i] = v;
-    else t->mutableDataAs<float>()[i] = static_cast<float>(v);
+    if (t->type() == ElemType::Double)
+      t->mutableDataAs<double>()[i] = v;
+    else
+      t->mutableDataAs<float>()[i] = static_cast<float>(v);
   };
   if (x.type() == ElemType::Float) {
     std::vector<float> scaleF(scale.begin(), scale.end());
@@ -168,18 +170,19 @@ Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     const float* px = x.dataAs<float>();
     float* py = outputs[0]->mutableDataAs<float>();
     const auto n = static_cast<size_t>(d);
-    parallelFor(ctx, static_cast<size_t>(rows), std::max<size_t>(1, 8192 / std::max<size_t>(n, 1)), [&](size_t r0, size_t r1) {
-      for (size_t r = r0; r < r1; ++r) {
-        const float* src = px + r * n;
-        double mean = n > 0 ? vecSum(src, n) / static_cast<double>(n) : 0.0;
-        double var = n > 0 ? vecSumSquaredDiff(src, n, static_cast<float>(mean)) / static_cast<double>(n) : 0.0;
-        double inv = 1.0 / std::sqrt(var + eps);
-        vecNormalize(src, py + r * n, n, static_cast<float>(mean), static_cast<float>(inv), scaleF.data(),
-                     biasT ? biasF.data() : nullptr);
-        store(meanOut, static_cast<int64_t>(r), mean);
-        store(invOut, static_cast<int64_t>(r), inv);
-      }
-    });
+    parallelFor(
+        ctx, static_cast<size_t>(rows), std::max<size_t>(1, 8192 / std::max<size_t>(n, 1)), [&](size_t r0, size_t r1) {
+          for (size_t r = r0; r < r1; ++r) {
+            const float* src = px + r * n;
+            double mean = n > 0 ? vecSum(src, n) / static_cast<double>(n) : 0.0;
+            double var = n > 0 ? vecSumSquaredDiff(src, n, static_cast<float>(mean)) / static_cast<double>(n) : 0.0;
+            double inv = 1.0 / std::sqrt(var + eps);
+            vecNormalize(src, py + r * n, n, static_cast<float>(mean), static_cast<float>(inv), scaleF.data(),
+                         biasT ? biasF.data() : nullptr);
+            store(meanOut, static_cast<int64_t>(r), mean);
+            store(invOut, static_cast<int64_t>(r), inv);
+          }
+        });
     return Status::ok();
   }
   return visitType<kNormTypes>(x.type(), [&](auto tag) -> Status {
@@ -211,4 +214,4 @@ Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   });
 }
 
-}  // namespace ctxkit::kernels::detail
+} // namespace ctxkit::kernels::detail

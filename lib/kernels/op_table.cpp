@@ -12,8 +12,8 @@ namespace {
 struct OpEntry {
   InferFn infer;
   RunFn run;
-  TypeSet types;      // element types of the main data input
-  bool halfViaFloat;  // float16/bfloat16 data is computed as float32 (converted around the kernel)
+  TypeSet types;     // element types of the main data input
+  bool halfViaFloat; // float16/bfloat16 data is computed as float32 (converted around the kernel)
 };
 
 constexpr TypeSet kArith = kNumericTypes;
@@ -23,14 +23,18 @@ constexpr TypeSet kMatMulTypes = kFloatTypes | typeBit(ElemType::Int32) | typeBi
                                  typeBit(ElemType::Uint32) | typeBit(ElemType::Uint64);
 constexpr TypeSet kSignedArith = kFloatTypes | kSignedIntTypes;
 constexpr TypeSet kMaxPoolTypes = kFloatTypes | typeBit(ElemType::Int8) | typeBit(ElemType::Uint8);
-constexpr TypeSet kCastTypes = kNumericTypes | typeBit(ElemType::Bool);
+constexpr TypeSet kCastTypes = kNumericTypes | typeBit(ElemType::Bool) | typeBit(ElemType::Float8E4M3FN) |
+                               typeBit(ElemType::Float8E4M3FNUZ) | typeBit(ElemType::Float8E5M2) |
+                               typeBit(ElemType::Float8E5M2FNUZ) | typeBit(ElemType::Float4E2M1) |
+                               typeBit(ElemType::Int4) | typeBit(ElemType::Uint4);
 constexpr TypeSet kAnyType = ~TypeSet{0};
 
 // Every op kind in ops.def but EPContext has an entry; -Wswitch flags a kind added without one.
 const OpEntry* findEntry(OpKind kind) {
   static const OpEntry binary{inferBinary, runBinary, kArith, true};
-  static const OpEntry pow{inferPow, runPow, typeBit(ElemType::Float) | typeBit(ElemType::Double) | kHalfTypes |
-                                                 typeBit(ElemType::Int32) | typeBit(ElemType::Int64),
+  static const OpEntry pow{inferPow, runPow,
+                           typeBit(ElemType::Float) | typeBit(ElemType::Double) | kHalfTypes |
+                               typeBit(ElemType::Int32) | typeBit(ElemType::Int64),
                            true};
   static const OpEntry floatUnary{inferUnary, runUnary, kFloats, true};
   static const OpEntry absOp{inferUnary, runUnary, kArith, true};
@@ -59,48 +63,48 @@ const OpEntry* findEntry(OpKind kind) {
   static const OpEntry shape{inferShape, runShape, kAnyType, false};
 
   switch (kind) {
-    case OpKind::Add:
-    case OpKind::Sub:
-    case OpKind::Mul:
-    case OpKind::Div: return &binary;
-    case OpKind::Pow: return &pow;
-    case OpKind::Sqrt:
-    case OpKind::Erf:
-    case OpKind::Exp:
-    case OpKind::Log:
-    case OpKind::Reciprocal:
-    case OpKind::LeakyRelu:
-    case OpKind::Sigmoid:
-    case OpKind::HardSigmoid:
-    case OpKind::Tanh:
-    case OpKind::Gelu: return &floatUnary;
-    case OpKind::Abs: return &absOp;
-    case OpKind::Neg:
-    case OpKind::Relu: return &signedUnary;
-    case OpKind::MatMul: return &matMul;
-    case OpKind::Gemm: return &gemm;
-    case OpKind::Softmax: return &softmax;
-    case OpKind::Conv: return &conv;
-    case OpKind::MaxPool: return &maxPool;
-    case OpKind::AveragePool: return &avgPool;
-    case OpKind::GlobalAveragePool: return &globalAvgPool;
-    case OpKind::BatchNormalization: return &batchNorm;
-    case OpKind::LayerNormalization: return &layerNorm;
-    case OpKind::Reshape: return &reshape;
-    case OpKind::Transpose: return &transpose;
-    case OpKind::Concat: return &concat;
-    case OpKind::Flatten: return &flatten;
-    case OpKind::Squeeze: return &squeeze;
-    case OpKind::Unsqueeze: return &unsqueeze;
-    case OpKind::Identity: return &identity;
-    case OpKind::Constant: return &constant;
-    case OpKind::Gather: return &gather;
-    case OpKind::Slice: return &slice;
-    case OpKind::ReduceMean: return &reduceMean;
-    case OpKind::Cast: return &cast;
-    case OpKind::Shape: return &shape;
-    case OpKind::EPContext:
-    case OpKind::Unknown: return nullptr;
+  case OpKind::Add:
+  case OpKind::Sub:
+  case OpKind::Mul:
+  case OpKind::Div: return &binary;
+  case OpKind::Pow: return &pow;
+  case OpKind::Sqrt:
+  case OpKind::Erf:
+  case OpKind::Exp:
+  case OpKind::Log:
+  case OpKind::Reciprocal:
+  case OpKind::LeakyRelu:
+  case OpKind::Sigmoid:
+  case OpKind::HardSigmoid:
+  case OpKind::Tanh:
+  case OpKind::Gelu: return &floatUnary;
+  case OpKind::Abs: return &absOp;
+  case OpKind::Neg:
+  case OpKind::Relu: return &signedUnary;
+  case OpKind::MatMul: return &matMul;
+  case OpKind::Gemm: return &gemm;
+  case OpKind::Softmax: return &softmax;
+  case OpKind::Conv: return &conv;
+  case OpKind::MaxPool: return &maxPool;
+  case OpKind::AveragePool: return &avgPool;
+  case OpKind::GlobalAveragePool: return &globalAvgPool;
+  case OpKind::BatchNormalization: return &batchNorm;
+  case OpKind::LayerNormalization: return &layerNorm;
+  case OpKind::Reshape: return &reshape;
+  case OpKind::Transpose: return &transpose;
+  case OpKind::Concat: return &concat;
+  case OpKind::Flatten: return &flatten;
+  case OpKind::Squeeze: return &squeeze;
+  case OpKind::Unsqueeze: return &unsqueeze;
+  case OpKind::Identity: return &identity;
+  case OpKind::Constant: return &constant;
+  case OpKind::Gather: return &gather;
+  case OpKind::Slice: return &slice;
+  case OpKind::ReduceMean: return &reduceMean;
+  case OpKind::Cast: return &cast;
+  case OpKind::Shape: return &shape;
+  case OpKind::EPContext:
+  case OpKind::Unknown: return nullptr;
   }
   return nullptr;
 }
@@ -137,13 +141,13 @@ Status runViaFloat(const OpEntry& entry, const OpContext& ctx, RunIns inputs, Ru
   CTX_RETURN_IF_ERROR(entry.run(ctx, ins, outs));
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (outs[i] == outputs[i]) continue;
-    CTX_RETURN_IF_ERROR(convertElements(ElemType::Float, outs[i]->data(), outputs[i]->type(),
-                                        outputs[i]->mutableData(), static_cast<size_t>(outs[i]->elementCount())));
+    CTX_RETURN_IF_ERROR(convertElements(ElemType::Float, outs[i]->data(), outputs[i]->type(), outputs[i]->mutableData(),
+                                        static_cast<size_t>(outs[i]->elementCount())));
   }
   return Status::ok();
 }
 
-}  // namespace
+} // namespace
 
 bool hasKernel(OpKind kind) { return findEntry(kind) != nullptr; }
 
@@ -188,8 +192,8 @@ Status run(const OpContext& ctx, std::span<const ir::Tensor* const> inputs, std:
   }
   CTX_ASSIGN_OR_RETURN(std::vector<OutputDesc> expected, inferOutputs(ctx, descs, outputs.size()));
   if (expected.size() != outputs.size())
-    return nodeError(ctx, ErrorCode::Internal, "kernel produced {} output descriptions for {} outputs",
-                     expected.size(), outputs.size());
+    return nodeError(ctx, ErrorCode::Internal, "kernel produced {} output descriptions for {} outputs", expected.size(),
+                     outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (!outputs[i]) {
       if (i == 0) return nodeError(ctx, ErrorCode::InvalidArgument, "output 0 is missing");
@@ -197,8 +201,9 @@ Status run(const OpContext& ctx, std::span<const ir::Tensor* const> inputs, std:
     }
     const ir::Tensor& out = *outputs[i];
     if (out.type() != expected[i].type || out.shape() != expected[i].shape)
-      return nodeError(ctx, ErrorCode::InvalidArgument, "output {} is a {} tensor of shape {} but expected {} of shape {}",
-                       i, ir::elemTypeName(out.type()), shapeStr(out.shape()), ir::elemTypeName(expected[i].type),
+      return nodeError(ctx, ErrorCode::InvalidArgument,
+                       "output {} is a {} tensor of shape {} but expected {} of shape {}", i,
+                       ir::elemTypeName(out.type()), shapeStr(out.shape()), ir::elemTypeName(expected[i].type),
                        shapeStr(expected[i].shape));
     if (!out.isWritable() && out.byteSize() > 0)
       return nodeError(ctx, ErrorCode::InvalidArgument, "output {} is not writable", i);
@@ -233,4 +238,4 @@ Expected<std::vector<ir::Tensor>> evaluate(const OpContext& ctx, std::span<const
   return tensors;
 }
 
-}  // namespace ctxkit::kernels
+} // namespace ctxkit::kernels

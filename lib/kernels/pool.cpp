@@ -12,7 +12,7 @@ namespace {
 
 struct PoolPlan {
   Window window;
-  int64_t planes = 0;  // N * C
+  int64_t planes = 0; // N * C
 };
 
 Expected<PoolPlan> planPool(const OpContext& ctx, std::span<const int64_t> x) {
@@ -38,8 +38,7 @@ Expected<PoolPlan> planPool(const OpContext& ctx, std::span<const int64_t> x) {
 
 // Max or average over one plane, a whole output row at a time: each tap adds one shifted input row to the
 // output row, which keeps the inner loop simple (and vectorizable for stride 1).
-template <typename T, bool IsMax>
-void poolPlane(const T* xp, T* yp, const Window3& w, bool countPad) {
+template <typename T, bool IsMax> void poolPlane(const T* xp, T* yp, const Window3& w, bool countPad) {
   T init = IsMax ? std::numeric_limits<T>::lowest() : T(0);
   if constexpr (IsMax && std::numeric_limits<T>::has_infinity) init = -std::numeric_limits<T>::infinity();
   const int64_t s2 = w.stride[2];
@@ -168,14 +167,14 @@ void maxPoolWithIndices(const OpContext& ctx, const T* x, T* y, int64_t* indices
   });
 }
 
-}  // namespace
+} // namespace
 
 InferResult inferPool(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
   bool isMax = ctx.kind == ir::OpKind::MaxPool;
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, isMax ? 2 : 1));
-  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, isMax ? kFloatTypes | typeBit(ElemType::Int8) | typeBit(ElemType::Uint8)
-                                                      : kFloatTypes));
+  CTX_RETURN_IF_ERROR(checkType(
+      ctx, inputs, 0, isMax ? kFloatTypes | typeBit(ElemType::Int8) | typeBit(ElemType::Uint8) : kFloatTypes));
   if (!isMax) {
     int64_t countPad = ctx.attrs.getInt("count_include_pad", 0);
     if (countPad != 0 && countPad != 1)
@@ -195,8 +194,8 @@ Status runMaxPool(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   Window3 w = toWindow3(p.window);
   int64_t* indices = outputs.size() > 1 && outputs[1] ? outputs[1]->mutableDataAs<int64_t>() : nullptr;
   bool columnMajor = ctx.attrs.getInt("storage_order", 0) == 1;
-  constexpr TypeSet types = typeBit(ElemType::Float) | typeBit(ElemType::Double) | typeBit(ElemType::Int8) |
-                            typeBit(ElemType::Uint8);
+  constexpr TypeSet types =
+      typeBit(ElemType::Float) | typeBit(ElemType::Double) | typeBit(ElemType::Int8) | typeBit(ElemType::Uint8);
   return visitType<types>(x.type(), [&](auto tag) -> Status {
     using T = decltype(tag);
     if (indices)
@@ -225,7 +224,8 @@ InferResult inferGlobalPool(const OpContext& ctx, InDescs inputs, size_t outputC
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFloatTypes));
   const auto& x = inputs[0].shape;
-  if (x.size() < 2) return invalid(ctx, "input 0 has shape {} but expected rank 2 or more (N x C x spatial)", shapeStr(x));
+  if (x.size() < 2)
+    return invalid(ctx, "input 0 has shape {} but expected rank 2 or more (N x C x spatial)", shapeStr(x));
   ir::Shape out(x.size(), 1);
   out[0] = x[0];
   out[1] = x[1];
@@ -253,4 +253,4 @@ Status runGlobalAveragePool(const OpContext& ctx, RunIns inputs, RunOuts outputs
   });
 }
 
-}  // namespace ctxkit::kernels::detail
+} // namespace ctxkit::kernels::detail

@@ -24,7 +24,7 @@ Expected<std::optional<std::vector<int64_t>>> axesOf(const OpContext& ctx, InDes
   return std::optional<std::vector<int64_t>>(ctx.attrs.getInts("axes"));
 }
 
-}  // namespace
+} // namespace
 
 InferResult inferReshape(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
@@ -100,8 +100,7 @@ InferResult inferSqueeze(const OpContext& ctx, InDescs inputs, size_t outputCoun
   if (!axes) {
     for (size_t i = 0; i < in.size(); ++i) drop[i] = in[i] == 1;
   } else {
-    CTX_ASSIGN_OR_RETURN(std::vector<int64_t> norm,
-                         normalizeAxes(ctx, *axes, static_cast<int64_t>(in.size()), "axes"));
+    CTX_ASSIGN_OR_RETURN(std::vector<int64_t> norm, normalizeAxes(ctx, *axes, static_cast<int64_t>(in.size()), "axes"));
     for (int64_t a : norm) {
       if (in[static_cast<size_t>(a)] != 1)
         return invalid(ctx, "cannot squeeze axis {} of input shape {}: its size is not 1", a, shapeStr(in));
@@ -159,7 +158,7 @@ std::pair<int64_t, int64_t> shapeRange(const OpContext& ctx, int64_t rank) {
   end = std::clamp<int64_t>(end, 0, rank);
   return {start, std::max(start, end)};
 }
-}  // namespace
+} // namespace
 
 InferResult inferShape(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
@@ -220,14 +219,15 @@ void transposeTyped(const OpContext& ctx, const E* x, E* y, std::span<const int6
   for (size_t d = 0; d + 1 < rank; ++d)
     if (srcStride[d] == 1 && outShape[d] > 1) q = d;
   if (innerStride != 1 && q < rank && inner > 1) {
-    constexpr int64_t kTile = 8;
+    constexpr int64_t kTileQ = 8;
+    constexpr int64_t kTileJ = 8; // small tiles: power-of-two row strides would overflow the L1 ways
     std::vector<int64_t> outStrides(rank, 1);
     for (size_t i = rank; i-- > 1;) outStrides[i - 1] = outStrides[i] * outShape[i];
     std::vector<size_t> others;
     for (size_t d = 0; d + 1 < rank; ++d)
       if (d != q) others.push_back(d);
     const int64_t lq = outShape[q];
-    const int64_t qTiles = (lq + kTile - 1) / kTile;
+    const int64_t qTiles = (lq + kTileQ - 1) / kTileQ;
     const int64_t otherCount = total / (lq * inner);
     const int64_t dstQ = outStrides[q];
     parallelFor(ctx, static_cast<size_t>(otherCount * qTiles), 16, [&](size_t t0, size_t t1) {
@@ -241,9 +241,9 @@ void transposeTyped(const OpContext& ctx, const E* x, E* y, std::span<const int6
           src += i * srcStride[d];
           dst += i * outStrides[d];
         }
-        int64_t i0 = qt * kTile, i1 = std::min(lq, i0 + kTile);
-        for (int64_t j0 = 0; j0 < inner; j0 += kTile) {
-          int64_t j1 = std::min(inner, j0 + kTile);
+        int64_t i0 = qt * kTileQ, i1 = std::min(lq, i0 + kTileQ);
+        for (int64_t j0 = 0; j0 < inner; j0 += kTileJ) {
+          int64_t j1 = std::min(inner, j0 + kTileJ);
           for (int64_t i = i0; i < i1; ++i) {
             E* drow = y + dst + i * dstQ;
             const E* scol = x + src + i;
@@ -265,7 +265,8 @@ void transposeTyped(const OpContext& ctx, const E* x, E* y, std::span<const int6
                   }
                   E* dst = y + static_cast<int64_t>(r) * inner;
                   const E* s = x + src;
-                  if (innerStride == 1) std::memcpy(dst, s, static_cast<size_t>(inner) * sizeof(E));
+                  if (innerStride == 1)
+                    std::memcpy(dst, s, static_cast<size_t>(inner) * sizeof(E));
                   else
                     for (int64_t i = 0; i < inner; ++i) dst[i] = s[i * innerStride];
                 }
@@ -275,7 +276,7 @@ void transposeTyped(const OpContext& ctx, const E* x, E* y, std::span<const int6
 struct Bytes16 {
   uint64_t lo, hi;
 };
-}  // namespace
+} // namespace
 
 InferResult inferTranspose(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
@@ -293,12 +294,12 @@ Status runTranspose(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   ir::Tensor& y = *outputs[0];
   CTX_ASSIGN_OR_RETURN(std::vector<int64_t> perm, permOf(ctx, x.rank()));
   switch (ir::elemSize(x.type())) {
-    case 1: transposeTyped(ctx, x.dataAs<uint8_t>(), y.mutableDataAs<uint8_t>(), x.shape(), perm); break;
-    case 2: transposeTyped(ctx, x.dataAs<uint16_t>(), y.mutableDataAs<uint16_t>(), x.shape(), perm); break;
-    case 4: transposeTyped(ctx, x.dataAs<uint32_t>(), y.mutableDataAs<uint32_t>(), x.shape(), perm); break;
-    case 8: transposeTyped(ctx, x.dataAs<uint64_t>(), y.mutableDataAs<uint64_t>(), x.shape(), perm); break;
-    case 16: transposeTyped(ctx, x.dataAs<Bytes16>(), y.mutableDataAs<Bytes16>(), x.shape(), perm); break;
-    default: return unsupported(ctx, "element type {} is not supported", ir::elemTypeName(x.type()));
+  case 1: transposeTyped(ctx, x.dataAs<uint8_t>(), y.mutableDataAs<uint8_t>(), x.shape(), perm); break;
+  case 2: transposeTyped(ctx, x.dataAs<uint16_t>(), y.mutableDataAs<uint16_t>(), x.shape(), perm); break;
+  case 4: transposeTyped(ctx, x.dataAs<uint32_t>(), y.mutableDataAs<uint32_t>(), x.shape(), perm); break;
+  case 8: transposeTyped(ctx, x.dataAs<uint64_t>(), y.mutableDataAs<uint64_t>(), x.shape(), perm); break;
+  case 16: transposeTyped(ctx, x.dataAs<Bytes16>(), y.mutableDataAs<Bytes16>(), x.shape(), perm); break;
+  default: return unsupported(ctx, "element type {} is not supported", ir::elemTypeName(x.type()));
   }
   return Status::ok();
 }
@@ -355,4 +356,4 @@ Status runConcat(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   return Status::ok();
 }
 
-}  // namespace ctxkit::kernels::detail
+} // namespace ctxkit::kernels::detail

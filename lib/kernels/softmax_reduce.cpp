@@ -19,14 +19,14 @@ struct SoftmaxPlan {
 Expected<SoftmaxPlan> planSoftmax(const OpContext& ctx, std::span<const int64_t> shape) {
   int64_t rank = static_cast<int64_t>(shape.size());
   SoftmaxPlan p;
-  if (rank == 0) return p;  // a scalar is its own single-element row
+  if (rank == 0) return p; // a scalar is its own single-element row
   bool legacy = ctx.opset < 13;
   CTX_ASSIGN_OR_RETURN(int64_t axis,
                        normalizeAxis(ctx, ctx.attrs.getInt("axis", legacy ? 1 : -1), rank, "attribute axis"));
   auto a = static_cast<size_t>(axis);
   p.outer = dimProduct(shape, 0, a);
   if (legacy) {
-    p.length = dimProduct(shape, a, shape.size());  // input coerced to 2-D at axis
+    p.length = dimProduct(shape, a, shape.size()); // input coerced to 2-D at axis
   } else {
     p.length = shape[a];
     p.inner = dimProduct(shape, a + 1, shape.size());
@@ -36,7 +36,7 @@ Expected<SoftmaxPlan> planSoftmax(const OpContext& ctx, std::span<const int64_t>
 
 void softmaxRowFloat(const float* x, float* y, int64_t n) {
   float mx = vecMax(x, static_cast<size_t>(n));
-  if (std::isinf(mx)) {  // all -inf (or +inf present): fall back to the definition
+  if (std::isinf(mx)) { // all -inf (or +inf present): fall back to the definition
     for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i] - mx);
   } else {
     float sum = vecExpShiftSum(x, y, static_cast<size_t>(n), mx);
@@ -49,8 +49,7 @@ void softmaxRowFloat(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] /= sum;
 }
 
-template <typename T>
-void softmaxStrided(const T* x, T* y, int64_t length, int64_t inner, std::vector<T>& scratch) {
+template <typename T> void softmaxStrided(const T* x, T* y, int64_t length, int64_t inner, std::vector<T>& scratch) {
   // Row max and sum per inner position, walking contiguous inner runs.
   scratch.assign(static_cast<size_t>(2 * inner), T(0));
   T* mx = scratch.data();
@@ -68,7 +67,7 @@ void softmaxStrided(const T* x, T* y, int64_t length, int64_t inner, std::vector
     for (int64_t i = 0; i < inner; ++i) y[l * inner + i] /= sum[i];
 }
 
-}  // namespace
+} // namespace
 
 InferResult inferSoftmax(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
@@ -112,9 +111,9 @@ Status runSoftmax(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
 namespace {
 
 struct ReducePlan {
-  bool identity = false;        // noop_with_empty_axes with no axes
-  std::vector<bool> reduced;    // per input dim
-  ir::Shape keptShape;          // input shape with reduced dims set to 1
+  bool identity = false;     // noop_with_empty_axes with no axes
+  std::vector<bool> reduced; // per input dim
+  ir::Shape keptShape;       // input shape with reduced dims set to 1
   ir::Shape outShape;
 };
 
@@ -144,18 +143,21 @@ Expected<ReducePlan> planReduce(const OpContext& ctx, InDescs inputs) {
   for (int64_t a : axes) p.reduced[static_cast<size_t>(a)] = true;
   for (size_t i = 0; i < x.size(); ++i) {
     p.keptShape.push_back(p.reduced[i] ? 1 : x[i]);
-    if (!p.reduced[i]) p.outShape.push_back(x[i]);
-    else if (keepdims != 0) p.outShape.push_back(1);
+    if (!p.reduced[i])
+      p.outShape.push_back(x[i]);
+    else if (keepdims != 0)
+      p.outShape.push_back(1);
   }
   return p;
 }
 
-template <typename T>
-void storeMeans(const std::vector<double>& sums, double count, T* out) {
+template <typename T> void storeMeans(const std::vector<double>& sums, double count, T* out) {
   for (size_t i = 0; i < sums.size(); ++i) {
     if (count == 0) {
-      if constexpr (std::is_floating_point_v<T>) out[i] = std::numeric_limits<T>::quiet_NaN();
-      else out[i] = T(0);
+      if constexpr (std::is_floating_point_v<T>)
+        out[i] = std::numeric_limits<T>::quiet_NaN();
+      else
+        out[i] = T(0);
     } else if constexpr (std::is_floating_point_v<T>) {
       out[i] = static_cast<T>(sums[i] / count);
     } else {
@@ -164,7 +166,7 @@ void storeMeans(const std::vector<double>& sums, double count, T* out) {
   }
 }
 
-}  // namespace
+} // namespace
 
 InferResult inferReduceMean(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 2));
@@ -206,7 +208,8 @@ Status runReduceMean(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
                     p.reduced.begin() + static_cast<long>(firstReduced);
     if (trailing && outCount > 0) {
       int64_t row = dimProduct(x.shape(), firstReduced, x.rank());
-      parallelFor(ctx, static_cast<size_t>(outCount), std::max<size_t>(1, 16384 / static_cast<size_t>(std::max<int64_t>(row, 1))),
+      parallelFor(ctx, static_cast<size_t>(outCount),
+                  std::max<size_t>(1, 16384 / static_cast<size_t>(std::max<int64_t>(row, 1))),
                   [&](size_t r0, size_t r1) {
                     std::vector<double> sums(r1 - r0, 0.0);
                     for (size_t r = r0; r < r1; ++r) {
@@ -238,4 +241,4 @@ Status runReduceMean(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   });
 }
 
-}  // namespace ctxkit::kernels::detail
+} // namespace ctxkit::kernels::detail

@@ -10,14 +10,13 @@ int64_t floorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) 
 
 Expected<std::vector<int64_t>> positiveInts(const OpContext& ctx, std::string_view name, size_t count) {
   std::vector<int64_t> v = ctx.attrs.getInts(name, std::vector<int64_t>(count, 1));
-  if (v.size() != count)
-    return invalid(ctx, "attribute {} has {} values but expected {}", name, v.size(), count);
+  if (v.size() != count) return invalid(ctx, "attribute {} has {} values but expected {}", name, v.size(), count);
   for (int64_t x : v)
     if (x < 1) return invalid(ctx, "attribute {} has value {} but expected values of at least 1", name, x);
   return v;
 }
 
-}  // namespace
+} // namespace
 
 Expected<Window> computeWindow(const OpContext& ctx, std::span<const int64_t> in, std::span<const int64_t> kernel,
                                bool ceilMode, bool allowDilations) {
@@ -43,7 +42,7 @@ Expected<Window> computeWindow(const OpContext& ctx, std::span<const int64_t> in
   w.padEnd.assign(n, 0);
   w.out.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
-    int64_t span = w.dilations[i] * (w.kernel[i] - 1) + 1;  // extent of the dilated kernel
+    int64_t span = w.dilations[i] * (w.kernel[i] - 1) + 1; // extent of the dilated kernel
     int64_t s = w.strides[i];
     if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
       int64_t out = ceilDiv(w.in[i], s);
@@ -62,7 +61,8 @@ Expected<Window> computeWindow(const OpContext& ctx, std::span<const int64_t> in
     }
     int64_t padded = w.in[i] + w.padBegin[i] + w.padEnd[i];
     if (padded < span)
-      return invalid(ctx, "kernel extent {} exceeds the padded input extent {} in spatial dimension {}", span, padded, i);
+      return invalid(ctx, "kernel extent {} exceeds the padded input extent {} in spatial dimension {}", span, padded,
+                     i);
     int64_t out = (ceilMode ? ceilDiv(padded - span, s) : floorDiv(padded - span, s)) + 1;
     // With ceil_mode, a last window starting inside the end padding is dropped.
     if (ceilMode && (out - 1) * s >= w.in[i] + w.padBegin[i]) --out;
@@ -88,4 +88,4 @@ Window3 toWindow3(const Window& w) {
   return r;
 }
 
-}  // namespace ctxkit::kernels::detail
+} // namespace ctxkit::kernels::detail

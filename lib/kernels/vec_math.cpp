@@ -11,7 +11,7 @@ namespace ctxkit::kernels {
 
 namespace {
 
-constexpr size_t kBlock = 64;  // a multiple of every vector width, so the block loops need no tail
+constexpr size_t kBlock = 64; // a multiple of every vector width, so the block loops need no tail
 
 // Helpers are force-inlined so that each CTX_SIMD_CLONES variant compiles them for its own ISA (an
 // out-of-line copy would be built once, for the baseline).
@@ -22,7 +22,7 @@ CTX_INLINE float expScalar(float x) {
   const float kLog2e = 1.44269504088896341f;
   const float kLn2Hi = 0.693359375f;
   const float kLn2Lo = -2.12194440e-4f;
-  const float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer held in the low bits
+  const float kRound = 12582912.0f; // 1.5 * 2^23: adding it rounds to an integer held in the low bits
   // Clamping to [-104, 89] keeps 2^n within two normal factors: results underflow to 0 and overflow to
   // infinity through the final multiply, with no branches (which would stop vectorization).
   float xc = std::min(std::max(x, -104.0f), 89.0f);
@@ -42,7 +42,7 @@ CTX_INLINE float expScalar(float x) {
   int32_t n2 = ni - n1;
   float s1 = std::bit_cast<float>((n1 + 127) << 23);
   float s2 = std::bit_cast<float>((n2 + 127) << 23);
-  return p * s1 * s2;  // NaN passes the clamp (std::max(NaN, a) is NaN) and stays NaN
+  return p * s1 * s2; // NaN passes the clamp (std::max(NaN, a) is NaN) and stays NaN
 }
 
 CTX_INLINE float tanhScalar(float x) {
@@ -75,7 +75,7 @@ CTX_INLINE float erfScalar(float x) {
   float big = 1.0f - poly * t * expScalar(-ax * ax);
   big = std::copysign(big, x);
   float z = x * x;
-  float s = 1.0f / 75600.0f;  // coefficients of x^(2k+1) over 2/sqrt(pi): (-1)^k / (k! (2k+1))
+  float s = 1.0f / 75600.0f; // coefficients of x^(2k+1) over 2/sqrt(pi): (-1)^k / (k! (2k+1))
   s = s * z - 1.0f / 9360.0f;
   s = s * z + 1.0f / 1320.0f;
   s = s * z - 1.0f / 216.0f;
@@ -100,8 +100,7 @@ CTX_INLINE float clampScalar(float x, float lo, float hi) {
 
 // Runs `f` on every element in blocks of fixed length: g++ -O2 vectorizes only loops with a known trip count,
 // and `ivdep` drops the runtime aliasing check (in == out is fine: element i only reads element i).
-template <size_t B, typename F>
-CTX_INLINE size_t unaryBlocks(const float* in, float* out, size_t i, size_t n, F f) {
+template <size_t B, typename F> CTX_INLINE size_t unaryBlocks(const float* in, float* out, size_t i, size_t n, F f) {
   for (; i + B <= n; i += B) {
 #pragma GCC ivdep
     for (size_t j = 0; j < B; ++j) out[i + j] = f(in[i + j]);
@@ -109,14 +108,23 @@ CTX_INLINE size_t unaryBlocks(const float* in, float* out, size_t i, size_t n, F
   return i;
 }
 
-template <typename F>
-CTX_INLINE void blocked(const float* in, float* out, size_t n, F f) {
+template <typename F> CTX_INLINE void blocked(const float* in, float* out, size_t n, F f) {
   size_t i = unaryBlocks<kBlock>(in, out, 0, n, f);
   i = unaryBlocks<8>(in, out, i, n, f);
   for (; i < n; ++i) out[i] = f(in[i]);
 }
 
-}  // namespace
+} // namespace
+
+// Folds kBlock lanes pairwise (64 -> 32 -> ... -> 1): log-depth and vectorizable, where a running scalar
+// over 64 lanes would be a chain of 64 dependent operations.
+template <size_t Width = kBlock / 2, typename Op> CTX_INLINE float reduceLanes(float* lanes, Op op) {
+  for (size_t j = 0; j < Width; ++j) lanes[j] = op(lanes[j], lanes[j + Width]);
+  if constexpr (Width > 1)
+    return reduceLanes<Width / 2>(lanes, op);
+  else
+    return lanes[0];
+}
 
 CTX_SIMD_CLONES void vecExp(const float* in, float* out, size_t n) { blocked(in, out, n, expScalar); }
 CTX_SIMD_CLONES void vecSigmoid(const float* in, float* out, size_t n) { blocked(in, out, n, sigmoidScalar); }
@@ -141,8 +149,7 @@ CTX_SIMD_CLONES float vecExpShiftSum(const float* in, float* out, size_t n, floa
       lanes[j] += e;
     }
   }
-  float sum = 0;
-  for (size_t j = 0; j < kBlock; ++j) sum += lanes[j];
+  float sum = reduceLanes(lanes, [](float p, float q) { return p + q; });
   for (; i < n; ++i) {
     out[i] = expScalar(in[i] - shift);
     sum += out[i];
@@ -184,15 +191,15 @@ CTX_INLINE void binaryBlocked(const float* a, size_t aStep, const float* b, size
   for (; i < n; ++i) out[i] = op(aStep ? a[i] : a[0], bStep ? b[i] : b[0]);
 }
 
-}  // namespace
+} // namespace
 
 CTX_SIMD_CLONES void vecBinary(BinaryOp op, const float* a, size_t aStep, const float* b, size_t bStep, float* out,
                                size_t n) {
   switch (op) {
-    case BinaryOp::Add: return binaryBlocked(a, aStep, b, bStep, out, n, [](float x, float y) { return x + y; });
-    case BinaryOp::Sub: return binaryBlocked(a, aStep, b, bStep, out, n, [](float x, float y) { return x - y; });
-    case BinaryOp::Mul: return binaryBlocked(a, aStep, b, bStep, out, n, [](float x, float y) { return x * y; });
-    case BinaryOp::Div: return binaryBlocked(a, aStep, b, bStep, out, n, [](float x, float y) { return x / y; });
+  case BinaryOp::Add: return binaryBlocked(a, aStep, b, bStep, out, n, [](float x, float y) { return x + y; });
+  case BinaryOp::Sub: return binaryBlocked(a, aStep, b, bStep, out, n, [](float x, float y) { return x - y; });
+  case BinaryOp::Mul: return binaryBlocked(a, aStep, b, bStep, out, n, [](float x, float y) { return x * y; });
+  case BinaryOp::Div: return binaryBlocked(a, aStep, b, bStep, out, n, [](float x, float y) { return x / y; });
   }
 }
 
@@ -224,8 +231,7 @@ CTX_SIMD_CLONES float vecMax(const float* x, size_t n) {
   size_t i = 0;
   for (; i + kBlock <= n; i += kBlock)
     for (size_t j = 0; j < kBlock; ++j) lanes[j] = lanes[j] < x[i + j] ? x[i + j] : lanes[j];
-  float m = -INFINITY;
-  for (size_t j = 0; j < kBlock; ++j) m = m < lanes[j] ? lanes[j] : m;
+  float m = reduceLanes(lanes, [](float p, float q) { return p < q ? q : p; });
   for (; i < n; ++i) m = m < x[i] ? x[i] : m;
   return m;
 }
@@ -234,21 +240,20 @@ namespace {
 
 // Sum of f(x[i]) with float lanes per block position (a vectorizable, order-fixed reduction), flushed into a
 // double every 64 blocks so long rows keep their precision.
-template <typename F>
-CTX_INLINE double laneSum(const float* x, size_t n, F f) {
+template <typename F> CTX_INLINE double laneSum(const float* x, size_t n, F f) {
   double total = 0;
   size_t i = 0;
   while (i + kBlock <= n) {
     float lanes[kBlock] = {};
     for (size_t b = 0; b < 64 && i + kBlock <= n; ++b, i += kBlock)
       for (size_t j = 0; j < kBlock; ++j) lanes[j] += f(x[i + j]);
-    for (size_t j = 0; j < kBlock; ++j) total += lanes[j];
+    total += reduceLanes(lanes, [](float p, float q) { return p + q; });
   }
   for (; i < n; ++i) total += f(x[i]);
   return total;
 }
 
-}  // namespace
+} // namespace
 
 CTX_SIMD_CLONES double vecSum(const float* x, size_t n) {
   return laneSum(x, n, [](float v) { return v; });
@@ -273,4 +278,4 @@ CTX_SIMD_CLONES void vecNormalize(const float* x, float* y, size_t n, float mean
   for (; i < n; ++i) y[i] = (x[i] - mean) * inv * scale[i] + (bias ? bias[i] : 0.0f);
 }
 
-}  // namespace ctxkit::kernels
+} // namespace ctxkit::kernels

@@ -117,13 +117,14 @@ Result runTest(const fs::path& dir) {
       if (it == values.end()) return {Outcome::Failed, "output " + g.outputs[i].name + " was not computed"};
       std::string diff = compare(it->second, *want);
       if (!diff.empty())
-        return {Outcome::Failed, fmt::format("{}: output {} ({}): {}", set.filename().string(), i, g.outputs[i].name, diff)};
+        return {Outcome::Failed,
+                fmt::format("{}: output {} ({}): {}", set.filename().string(), i, g.outputs[i].name, diff)};
     }
   }
   return {Outcome::Passed, {}};
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE("kernel conformance on the ONNX node tests") {
   fs::path root = CTXKIT_NODE_TESTS_DIR;
@@ -158,8 +159,8 @@ TEST_CASE("kernel conformance on the ONNX node tests") {
     std::string line = name + ": " + r.detail;
     (isKnown ? known : unexpected).push_back(line);
   }
-  std::string report = fmt::format("kernel conformance: {} passed / {} attempted ({} skipped as out of scope)\n", passed,
-                                   attempted, skipped);
+  std::string report = fmt::format("kernel conformance: {} passed / {} attempted ({} skipped as out of scope)\n",
+                                   passed, attempted, skipped);
   for (const auto& k : known) report += "  known failure: " + k + "\n";
   for (const auto& u : unexpected) report += "  FAILED: " + u + "\n";
   for (const auto& k : knownPassing) report += "  listed as known failure but passes: " + k + "\n";

@@ -43,7 +43,7 @@ std::vector<float> naiveConv2d(const std::vector<float>& x, ir::Shape xs, const 
   return y;
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE("Conv 2-D with pads, bias and the 1x1 fast path") {
   auto x = floats({1, 1, 3, 3}, iota(9));
@@ -76,10 +76,10 @@ TEST_CASE("Conv matches a direct loop: strides, dilations, groups, asymmetric pa
   std::vector<Case> cases = {
       {{2, 4, 9, 8}, {6, 2, 3, 3}, 2, {2, 1}, {1, 2}, {1, 0, 2, 1}},
       {{1, 3, 7, 7}, {5, 3, 3, 2}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
-      {{3, 8, 6, 5}, {8, 1, 3, 3}, 8, {1, 2}, {1, 1}, {1, 1, 1, 1}},  // depthwise
+      {{3, 8, 6, 5}, {8, 1, 3, 3}, 8, {1, 2}, {1, 1}, {1, 1, 1, 1}}, // depthwise
       {{1, 16, 20, 20}, {32, 16, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
       {{1, 2, 12, 12}, {4, 2, 5, 5}, 1, {3, 3}, {2, 1}, {2, 2, 2, 2}},
-      {{1, 16, 130, 131}, {4, 16, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}},  // im2col in column chunks
+      {{1, 16, 130, 131}, {4, 16, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}}, // im2col in column chunks
       {{2, 6, 9, 9}, {4, 3, 3, 3}, 2, {2, 2}, {1, 1}, {0, 1, 1, 0}},
   };
   for (const Case& c : cases) {
@@ -160,7 +160,9 @@ TEST_CASE("MaxPool with pads, strides, ceil_mode and Indices") {
 
 TEST_CASE("AveragePool count_include_pad and ceil_mode divisors") {
   auto x = floats({1, 1, 3, 3}, iota(9, 1));
-  auto base = [] { return Op(OpKind::AveragePool).ints("kernel_shape", {2, 2}).ints("pads", {1, 1, 1, 1}).ints("strides", {2, 2}); };
+  auto base = [] {
+    return Op(OpKind::AveragePool).ints("kernel_shape", {2, 2}).ints("pads", {1, 1, 1, 1}).ints("strides", {2, 2});
+  };
   auto ex = base().run1({&x});
   REQUIRE(ex.shape() == ir::Shape{1, 1, 2, 2});
   requireClose(values<float>(ex), {1, 2.5f, 5.5f, 7});
@@ -173,5 +175,6 @@ TEST_CASE("AveragePool count_include_pad and ceil_mode divisors") {
   auto g = Op(OpKind::GlobalAveragePool).run1({&x});
   REQUIRE(g.shape() == ir::Shape{1, 1, 1, 1});
   requireClose(values<float>(g), {5});
-  REQUIRE(Op(OpKind::AveragePool).fails({&x}).message() == "node 'n1' (AveragePool): required attribute kernel_shape is missing");
+  REQUIRE(Op(OpKind::AveragePool).fails({&x}).message() ==
+          "node 'n1' (AveragePool): required attribute kernel_shape is missing");
 }

@@ -16,9 +16,9 @@ TEST_CASE("Add broadcasts both ways") {
   REQUIRE(y.shape() == ir::Shape{2, 4, 3});
   auto v = values<float>(y);
   REQUIRE(v[0] == 11);
-  REQUIRE(v[3] == 21);   // [0][1][0] = 1 + 20
-  REQUIRE(v[12] == 14);  // [1][0][0] = 4 + 10
-  REQUIRE(v[23] == 46);  // [1][3][2] = 6 + 40
+  REQUIRE(v[3] == 21);  // [0][1][0] = 1 + 20
+  REQUIRE(v[12] == 14); // [1][0][0] = 4 + 10
+  REQUIRE(v[23] == 46); // [1][3][2] = 6 + 40
 }
 
 TEST_CASE("Sub, Mul with a scalar and a same-shape operand") {
@@ -34,7 +34,7 @@ TEST_CASE("Div on integers truncates toward zero like C") {
   auto b = int32s({4}, {2, 2, -2, -2});
   REQUIRE(values<int32_t>(Op(OpKind::Div).run1({&a, &b})) == std::vector<int32_t>{3, -3, -3, 3});
   auto z = int32s({4}, {0, 1, 1, 1});
-  auto r = values<int32_t>(Op(OpKind::Div).run1({&a, &z}));  // division by zero does not trap
+  auto r = values<int32_t>(Op(OpKind::Div).run1({&a, &z})); // division by zero does not trap
   REQUIRE(r[0] == 0);
   auto mn = int64s({1}, {std::numeric_limits<int64_t>::min()});
   auto m1 = int64s({1}, {-1});
@@ -160,9 +160,12 @@ TEST_CASE("vectorized math stays close to libm over a wide range") {
   for (size_t i = 0; i < xs.size(); ++i) {
     float want = std::exp(xs[i]);
     INFO("exp(" << xs[i] << ") = " << out[i] << " want " << want);
-    if (std::isnan(want)) REQUIRE(std::isnan(out[i]));
-    else if (std::isinf(want)) REQUIRE(out[i] == want);
-    else REQUIRE(std::fabs(out[i] - want) <= 3e-7f * want + 1e-44f);
+    if (std::isnan(want))
+      REQUIRE(std::isnan(out[i]));
+    else if (std::isinf(want))
+      REQUIRE(out[i] == want);
+    else
+      REQUIRE(std::fabs(out[i] - want) <= 3e-7f * want + 1e-44f);
   }
   kernels::vecTanh(xs.data(), out.data(), xs.size());
   for (size_t i = 0; i + 1 < xs.size(); ++i)

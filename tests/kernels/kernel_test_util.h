@@ -26,13 +26,11 @@ inline ir::Tensor int64s(ir::Shape shape, std::vector<int64_t> v) {
 inline ir::Tensor int32s(ir::Shape shape, std::vector<int32_t> v) {
   return ir::Tensor::fromVector(ElemType::Int32, std::move(shape), v);
 }
-template <typename T>
-ir::Tensor typed(ElemType type, ir::Shape shape, std::vector<T> v) {
+template <typename T> ir::Tensor typed(ElemType type, ir::Shape shape, std::vector<T> v) {
   return ir::Tensor::fromVector(type, std::move(shape), v);
 }
 
-template <typename T>
-std::vector<T> values(const ir::Tensor& t) {
+template <typename T> std::vector<T> values(const ir::Tensor& t) {
   const T* p = t.dataAs<T>();
   return std::vector<T>(p, p + t.elementCount());
 }
@@ -45,11 +43,26 @@ struct Op {
   std::string name = "n1";
 
   Op(OpKind k, int64_t o = 17) : kind(k), opset(o) {}
-  Op& i(const std::string& n, int64_t v) { attrs.set(ir::Attribute::makeInt(n, v)); return *this; }
-  Op& f(const std::string& n, float v) { attrs.set(ir::Attribute::makeFloat(n, v)); return *this; }
-  Op& s(const std::string& n, std::string v) { attrs.set(ir::Attribute::makeString(n, std::move(v))); return *this; }
-  Op& ints(const std::string& n, std::vector<int64_t> v) { attrs.set(ir::Attribute::makeInts(n, std::move(v))); return *this; }
-  Op& fl(const std::string& n, std::vector<float> v) { attrs.set(ir::Attribute::makeFloats(n, std::move(v))); return *this; }
+  Op& i(const std::string& n, int64_t v) {
+    attrs.set(ir::Attribute::makeInt(n, v));
+    return *this;
+  }
+  Op& f(const std::string& n, float v) {
+    attrs.set(ir::Attribute::makeFloat(n, v));
+    return *this;
+  }
+  Op& s(const std::string& n, std::string v) {
+    attrs.set(ir::Attribute::makeString(n, std::move(v)));
+    return *this;
+  }
+  Op& ints(const std::string& n, std::vector<int64_t> v) {
+    attrs.set(ir::Attribute::makeInts(n, std::move(v)));
+    return *this;
+  }
+  Op& fl(const std::string& n, std::vector<float> v) {
+    attrs.set(ir::Attribute::makeFloats(n, std::move(v)));
+    return *this;
+  }
 
   kernels::OpContext ctx(kernels::ThreadPool* pool = nullptr) const {
     return kernels::OpContext{kind, opset, attrs, name, pool};
@@ -78,9 +91,11 @@ inline void requireClose(const std::vector<float>& got, const std::vector<float>
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     INFO("element " << i << ": got " << got[i] << " want " << want[i]);
-    if (std::isnan(want[i])) REQUIRE(std::isnan(got[i]));
-    else REQUIRE(std::fabs(got[i] - want[i]) <= tol * std::max(1.0f, std::fabs(want[i])));
+    if (std::isnan(want[i]))
+      REQUIRE(std::isnan(got[i]));
+    else
+      REQUIRE(std::fabs(got[i] - want[i]) <= tol * std::max(1.0f, std::fabs(want[i])));
   }
 }
 
-}  // namespace ctxkit::test
+} // namespace ctxkit::test

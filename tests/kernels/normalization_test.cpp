@@ -14,7 +14,8 @@ TEST_CASE("BatchNormalization in inference mode") {
   requireClose(values<float>(y), {0, 0.5f, 1, 3});
   Error training = Op(OpKind::BatchNormalization, 15).i("training_mode", 1).fails({&x, &scale, &bias, &mean, &var});
   REQUIRE(training.code() == ErrorCode::Unsupported);
-  REQUIRE(Op(OpKind::BatchNormalization, 9).fails({&x, &scale, &bias, &mean, &var}, 5).code() == ErrorCode::Unsupported);
+  REQUIRE(Op(OpKind::BatchNormalization, 9).fails({&x, &scale, &bias, &mean, &var}, 5).code() ==
+          ErrorCode::Unsupported);
   auto bad = floats({3}, {1, 1, 1});
   Error shapeErr = Op(OpKind::BatchNormalization, 15).fails({&x, &bad, &bias, &mean, &var});
   REQUIRE(shapeErr.message() ==
@@ -55,8 +56,7 @@ TEST_CASE("Softmax before opset 13 coerces to 2-D at axis") {
   // opset 11, default axis 1 over a 2x2 is a per-row softmax.
   requireClose(values<float>(Op(OpKind::Softmax, 11).run1({&x})), {0.5f, 0.5f, 0.25f, 0.75f});
   // opset 11, axis 0 flattens everything into one row of four.
-  requireClose(values<float>(Op(OpKind::Softmax, 11).i("axis", 0).run1({&x})),
-               {1.0f / 6, 1.0f / 6, 1.0f / 6, 0.5f});
+  requireClose(values<float>(Op(OpKind::Softmax, 11).i("axis", 0).run1({&x})), {1.0f / 6, 1.0f / 6, 1.0f / 6, 0.5f});
   // opset 13, axis 0 is per column.
   requireClose(values<float>(Op(OpKind::Softmax, 13).i("axis", 0).run1({&x})), {0.5f, 0.25f, 0.5f, 0.75f});
   auto x3 = floats({1, 2, 2}, {0, 0, 0, std::log(3.0f)});

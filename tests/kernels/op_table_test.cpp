@@ -42,9 +42,11 @@ TEST_CASE("run checks the outputs it is given") {
   Op op(OpKind::Add);
   Status s = kernels::run(op.ctx(), ins, outs);
   REQUIRE_FALSE(s.isOk());
-  REQUIRE(s.error().message() == "node 'n1' (Add): output 0 is a float32 tensor of shape 3 but expected float32 of shape 2");
+  REQUIRE(s.error().message() ==
+          "node 'n1' (Add): output 0 is a float32 tensor of shape 3 but expected float32 of shape 2");
   std::vector<float> backing{0, 0};
-  auto readOnly = ir::Tensor::view(ElemType::Float, {2}, reinterpret_cast<const std::byte*>(backing.data()), 8, nullptr).value();
+  auto readOnly =
+      ir::Tensor::view(ElemType::Float, {2}, reinterpret_cast<const std::byte*>(backing.data()), 8, nullptr).value();
   std::vector<ir::Tensor*> ro{&readOnly};
   REQUIRE_FALSE(kernels::run(op.ctx(), ins, ro).isOk());
   auto good = ir::Tensor::allocate(ElemType::Float, {2}).value();
@@ -71,7 +73,7 @@ TEST_CASE("ThreadPool covers the range exactly once, nests and serializes concur
     REQUIRE(pool.threads() == threads);
     for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(1000), size_t(100003)}) {
       std::vector<std::atomic<int>> hits(count);
-      std::atomic<bool> badRange{false};  // Catch2 assertions are not thread-safe: check after the loop
+      std::atomic<bool> badRange{false}; // Catch2 assertions are not thread-safe: check after the loop
       pool.parallelFor(count, 3, [&](size_t b, size_t e) {
         if (b > e || e > count) badRange = true;
         for (size_t i = b; i < e && i < count; ++i) hits[i].fetch_add(1);

@@ -1,0 +1,197 @@
+// Unit tests for the compiler libraries: analysis, partitioner, weightshare, codegen's memory plan and lowering.
+#include "analysis/analysis.h"
+#include "codegen/lower.h"
+#include "codegen/memory_plan.h"
+#include "graph_builder.h"
+#include "partitioner/partitioner.h"
+#include "weightshare/weight_pool.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <fstream>
+
+using namespace ctxkit;
+using namespace ctxkit::testing;
+
+namespace {
+
+// x -> Relu -> a -> Exp(unsupported by the test target) -> b ; a and b -> Add -> y
+ir::Graph diamondThroughUnsupported() {
+  ir::Graph g;
+  g.name = "diamond";
+  g.inputs = {floatValue("x", dims({2, 3}))};
+  g.outputs = {floatValue("y", dims({2, 3}))};
+  g.nodes = {node("Relu", {"x"}, {"a"}), node("Exp", {"a"}, {"b"}), node("Add", {"a", "b"}, {"y"})};
+  return g;
+}
+
+partitioner::Target targetWithout(const std::string& excluded) {
+  std::string ops;
+  for (const char* op : {"Relu", "Exp", "Add", "MatMul", "Reshape", "Conv", "BatchNormalization", "Sigmoid"})
+    if (op != excluded) ops += std::string(ops.empty() ? "" : ",") + "{\"op\":\"" + op + "\"}";
+  auto t = partitioner::parseTarget(R"({"name":"test","element_types":["float32"],"ops":[)" + ops + "]}", "test target");
+  REQUIRE(t);
+  return *t;
+}
+
+}  // namespace
+
+TEST_CASE("analysis rejects cycles, double producers and undefined inputs, naming the node", "[analysis]") {
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({2}))};
+  g.nodes = {node("Relu", {"b"}, {"a"}), node("Relu", {"a"}, {"b"})};
+  auto cyclic = analysis::analyzeGraph(g, {});
+  REQUIRE(!cyclic);
+  CHECK_THAT(cyclic.error().message(), Catch::Contains("cycle"));
+
+  g.nodes = {node("Relu", {"x"}, {"a"}), node("Sigmoid", {"x"}, {"a"})};
+  auto twice = analysis::analyzeGraph(g, {});
+  REQUIRE(!twice);
+  CHECK_THAT(twice.error().message(), Catch::Contains("'a' is produced twice"));
+
+  g.nodes = {node("Relu", {"nowhere"}, {"a"})};
+  auto undefined = analysis::analyzeGraph(g, {});
+  REQUIRE(!undefined);
+  CHECK_THAT(undefined.error().message(), Catch::Contains("'nowhere'"));
+}
+
+TEST_CASE("analysis sorts nodes, binds symbols and folds constants", "[analysis]") {
+  ir::Graph g;
+  g.inputs = {floatValue("x", {ir::Dim::named("batch"), ir::Dim::known(4)})};
+  g.outputs = {floatValue("y", {})};
+  g.initializers = {floatInit("c", {4})};
+  // Listed out of order on purpose: the Add needs the folded Relu(c).
+  g.nodes = {node("Add", {"x", "rc"}, {"y"}), node("Relu", {"c"}, {"rc"})};
+  auto unbound = analysis::analyzeGraph(g, {});
+  REQUIRE(unbound);
+  CHECK(unbound->order == std::vector<size_t>{1, 0});
+  CHECK(!unbound->find("y")->shape);
+  CHECK_THAT(unbound->find("y")->blocker, Catch::Contains("'batch'"));
+  CHECK(unbound->find("rc")->constant);
+
+  analysis::Bindings b;
+  b.dims["batch"] = 3;
+  auto bound = analysis::analyzeGraph(g, b);
+  REQUIRE(bound);
+  CHECK(*bound->find("y")->shape == ir::Shape{3, 4});
+}
+
+TEST_CASE("partitions never create a cycle through a fallback node", "[partitioner]") {
+  ir::Graph g = diamondThroughUnsupported();
+  auto facts = analysis::analyzeGraph(g, {});
+  REQUIRE(facts);
+  auto plan = partitioner::partitionGraph(g, *facts, targetWithout("Exp"));
+  // Relu and Add are both supported and connected, but Relu -> Exp -> Add forbids fusing them.
+  REQUIRE(plan.partitions.size() == 2);
+  CHECK(plan.nodes[1].placement == partitioner::NodePlacement::Fallback);
+  CHECK_THAT(plan.nodes[1].reason, Catch::Contains("Exp"));
+  CHECK(plan.nodes[0].partition != plan.nodes[2].partition);
+
+  // With everything supported, one partition.
+  auto all = partitioner::partitionGraph(g, *facts, targetWithout("none"));
+  CHECK(all.partitions.size() == 1);
+  CHECK(all.partitions[0].nodes.size() == 3);
+}
+
+TEST_CASE("partitioning is deterministic and names the symbol that blocks compilation", "[partitioner]") {
+  ir::Graph g;
+  g.inputs = {floatValue("x", {ir::Dim::named("seq"), ir::Dim::known(4)})};
+  g.outputs = {floatValue("y", {})};
+  g.nodes = {node("Relu", {"x"}, {"y"})};
+  auto facts = analysis::analyzeGraph(g, {});
+  REQUIRE(facts);
+  auto plan = partitioner::partitionGraph(g, *facts, targetWithout("none"));
+  CHECK(plan.partitions.empty());
+  CHECK_THAT(plan.nodes[0].reason, Catch::Contains("'seq'"));
+  CHECK_THAT(plan.nodes[0].reason, Catch::Contains("--dim seq="));
+}
+
+TEST_CASE("target files are parsed with errors that name the field", "[partitioner]") {
+  CHECK(partitioner::loadTarget("npu-sim"));
+  CHECK(partitioner::loadTarget("cpu"));
+  auto unknown = partitioner::loadTarget("tpu");
+  REQUIRE(!unknown);
+  CHECK_THAT(unknown.error().message(), Catch::Contains("npu-sim"));
+  auto badType = partitioner::parseTarget(R"({"name":"t","element_types":["float33"],"ops":[]})", "t.json");
+  REQUIRE(!badType);
+  CHECK_THAT(badType.error().message(), Catch::Contains("float33"));
+  auto badAlign = partitioner::parseTarget(R"({"name":"t","weight_alignment":100,"ops":[]})", "t.json");
+  REQUIRE(!badAlign);
+  CHECK_THAT(badAlign.error().message(), Catch::Contains("weight_alignment"));
+  auto notJson = partitioner::parseTarget("{", "t.json");
+  REQUIRE(!notJson);
+  CHECK_THAT(notJson.error().message(), Catch::Contains("t.json"));
+
+  auto constrained = partitioner::parseTarget(
+      R"({"name":"t","ops":[{"op":"Conv","constraints":{"auto_pad":["NOTSET"],"max_rank":4}}]})", "t.json");
+  REQUIRE(constrained);
+  REQUIRE(constrained->ops.size() == 1);
+  CHECK(constrained->ops[0].maxRank == 4);
+  CHECK(constrained->ops[0].attrs[0].allowedStrings == std::vector<std::string>{"NOTSET"});
+}
+
+TEST_CASE("weights are one entry per content, not per name", "[weightshare]") {
+  weightshare::WeightPool pool;
+  auto a = floatInit("a", {2, 3}).tensor;
+  auto sameBytes = floatInit("b", {2, 3}).tensor;
+  auto otherShape = floatInit("c", {3, 2}).tensor;
+  auto otherBytes = floatInit("d", {2, 3}, 9.0f).tensor;
+  CHECK(*pool.intern(a) == 0);
+  CHECK(*pool.intern(sameBytes) == 0);
+  CHECK(*pool.intern(otherShape) == 1);
+  CHECK(*pool.intern(otherBytes) == 2);
+  CHECK(pool.weights().size() == 3);
+  CHECK(pool.referencedBytes() == 4 * 24);
+  CHECK(pool.uniqueBytes() == 3 * 24);
+  CHECK(pool.weights()[0].references == 2);
+}
+
+TEST_CASE("the memory plan reuses dead buffers and keeps live ones apart", "[codegen]") {
+  std::vector<codegen::BufferRequest> reqs = {{100, 0, 1}, {200, 1, 2}, {100, 2, 3}, {50, 3, 3}};
+  auto plan = codegen::planMemory(reqs, 64);
+  auto overlaps = [&](size_t i, size_t j) {
+    auto end = [&](size_t k) { return plan.offsets[k] + (reqs[k].size + 63) / 64 * 64; };
+    return plan.offsets[i] < end(j) && plan.offsets[j] < end(i);
+  };
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    CHECK(plan.offsets[i] % 64 == 0);
+    for (size_t j = i + 1; j < reqs.size(); ++j)
+      if (reqs[i].firstUse <= reqs[j].lastUse && reqs[j].firstUse <= reqs[i].lastUse) CHECK(!overlaps(i, j));
+  }
+  // Buffers 0 and 2 never live together: the arena is smaller than the sum of all sizes.
+  CHECK(plan.arenaSize < 128 + 256 + 128 + 64);
+  CHECK(plan.arenaSize >= 256 + 128);
+}
+
+TEST_CASE("lowering folds BatchNormalization into Conv and turns Reshape into a view", "[codegen]") {
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({1, 2, 4, 4}))};
+  g.outputs = {floatValue("y", dims({1, 32}))};
+  g.initializers = {floatInit("w", {2, 2, 3, 3}), floatInit("scale", {2}), floatInit("bias", {2}), floatInit("mean", {2}),
+                    floatInit("var", {2}, 1.0f)};
+  std::vector<int64_t> target = {1, 32};
+  g.initializers.push_back(ir::Initializer{"shape", ir::Tensor::fromVector(ir::ElemType::Int64, {2}, target), std::nullopt});
+  ir::Node conv = node("Conv", {"x", "w"}, {"c"});
+  conv.attrs.set(ir::Attribute::makeInts("pads", {1, 1, 1, 1}));
+  g.nodes = {conv, node("BatchNormalization", {"c", "scale", "bias", "mean", "var"}, {"n"}), node("Relu", {"n"}, {"r"}),
+             node("Reshape", {"r", "shape"}, {"flat"}), node("Sigmoid", {"flat"}, {"y"})};
+  auto facts = analysis::analyzeGraph(g, {});
+  REQUIRE(facts);
+  auto plan = partitioner::partitionGraph(g, *facts, targetWithout("none"));
+  REQUIRE(plan.partitions.size() == 1);
+  weightshare::WeightPool pool;
+  auto lowered = codegen::lowerPartition(g, *facts, plan.partitions[0], {"y"}, [&](const ir::Tensor& t) { return pool.intern(t); });
+  REQUIRE(lowered);
+  std::vector<ir::OpKind> kinds;
+  for (const auto& op : lowered->program.ops) kinds.push_back(op.kind);
+  CHECK(kinds == std::vector<ir::OpKind>{ir::OpKind::Conv, ir::OpKind::Relu, ir::OpKind::Sigmoid});
+  CHECK(lowered->inputs == std::vector<std::string>{"x"});
+  CHECK(lowered->outputs == std::vector<std::string>{"y"});
+  // The folded weight and bias are the only weights; the Reshape shape is not one.
+  CHECK(pool.weights().size() == 2);
+  bool hasView = std::any_of(lowered->program.tensors.begin(), lowered->program.tensors.end(),
+                             [](const auto& t) { return t.kind == program::TensorKind::View; });
+  CHECK(hasView);
+  CHECK(lowered->program.arenaSize > 0);
+}

@@ -1,0 +1,127 @@
+// Runtime sessions: loading from a buffer with a context path, shared mappings, compatibility, validation.
+#include "onnx_io/onnx_io.h"
+#include "pipeline/pipeline.h"
+#include "runtime/run_io.h"
+#include "runtime/session.h"
+#include "support/file_io.h"
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <random>
+
+using namespace ctxkit;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kSamples = CTXKIT_SAMPLES_DIR;
+
+struct Workspace {
+  fs::path dir;
+  explicit Workspace(const std::string& name) {
+    std::random_device rd;
+    dir = fs::temp_directory_path() / ("ctxkit_session_" + name + std::to_string(rd()));
+    fs::create_directories(dir);
+  }
+  ~Workspace() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+void compile(const std::vector<std::string>& stems, const fs::path& out, bool share, const std::string& target = "npu-sim") {
+  pipeline::CompileOptions o;
+  for (const auto& s : stems) o.models.push_back(kSamples / (s + ".onnx"));
+  o.share = share;
+  o.outputDir = out;
+  o.target = target;
+  auto r = pipeline::compileModels(o);
+  INFO((r ? std::string() : r.error().message()));
+  REQUIRE(r);
+}
+
+void expectMatch(runtime::Session& s, const std::string& stem) {
+  fs::path data = kSamples / stem / "test_data_set_0";
+  auto feeds = runtime::loadInputFolder(data, s.inputs());
+  REQUIRE(feeds);
+  auto outs = s.run(*feeds);
+  REQUIRE(outs);
+  auto expected = runtime::loadExpectedFolder(data, outs->size());
+  REQUIRE(expected);
+  auto c = runtime::compareTensors((*outs)[0], (*expected)[0], 1e-3, 1e-5);
+  INFO(c.message);
+  CHECK(c.match);
+}
+
+}  // namespace
+
+TEST_CASE("a model in memory resolves its .bin against the context file path", "[runtime]") {
+  Workspace ws("buffer");
+  compile({"tiny_cnn"}, ws.dir, false);
+  auto bytes = readFile(ws.dir / "tiny_cnn_ctx.onnx");
+  REQUIRE(bytes);
+  auto span = std::as_bytes(std::span(bytes->data(), bytes->size()));
+  auto good = runtime::Session::loadBuffer(span, ws.dir / "tiny_cnn_ctx.onnx");
+  INFO((good ? std::string() : good.error().message()));
+  REQUIRE(good);
+  expectMatch(**good, "tiny_cnn");
+  auto wrong = runtime::Session::loadBuffer(span, fs::temp_directory_path() / "elsewhere" / "m_ctx.onnx");
+  REQUIRE(!wrong);
+  CHECK_THAT(wrong.error().message(), Catch::Contains("tiny_cnn_ctxkit.bin"));
+}
+
+TEST_CASE("sessions on one shared .bin map it once", "[runtime]") {
+  Workspace ws("shared");
+  compile({"tiny_prefill", "tiny_decode"}, ws.dir, true);
+  size_t before = runtime::sharedContextCount();
+  auto prefill = runtime::Session::loadFile(ws.dir / "tiny_prefill_ctx.onnx");
+  auto decode = runtime::Session::loadFile(ws.dir / "tiny_decode_ctx.onnx");
+  REQUIRE(prefill);
+  REQUIRE(decode);
+  CHECK(runtime::sharedContextCount() == before + 1);
+  CHECK((*prefill)->stats().compiledNodes == 1);
+  expectMatch(**prefill, "tiny_prefill");
+  expectMatch(**decode, "tiny_decode");
+}
+
+TEST_CASE("a different target revision warns, or fails when asked to", "[runtime]") {
+  Workspace ws("revision");
+  std::ofstream(ws.dir / "rev2.json")
+      << R"({"name":"npu-sim-rev2","hardware_architecture":"npu-sim","revision":"2","ops":"all-kernels"})";
+  pipeline::CompileOptions o;
+  o.models = {kSamples / "tiny_cnn.onnx"};
+  o.outputDir = ws.dir / "out";
+  o.target = (ws.dir / "rev2.json").string();
+  REQUIRE(pipeline::compileModels(o));
+  auto lenient = runtime::Session::loadFile(ws.dir / "out" / "tiny_cnn_ctx.onnx");
+  REQUIRE(lenient);
+  CHECK((*lenient)->compatibility() == runtime::Compatibility::PreferRecompilation);
+  REQUIRE((*lenient)->warnings().size() == 1);
+  CHECK_THAT((*lenient)->warnings()[0], Catch::Contains("revision '2'"));
+  runtime::SessionOptions strict;
+  strict.failOnSuboptimal = true;
+  auto failed = runtime::Session::loadFile(ws.dir / "out" / "tiny_cnn_ctx.onnx", strict);
+  REQUIRE(!failed);
+  CHECK_THAT(failed.error().message(), Catch::Contains("PREFER_RECOMPILATION"));
+}
+
+TEST_CASE("inputs of the wrong shape are refused before anything runs", "[runtime]") {
+  Workspace ws("shape");
+  compile({"tiny_decode"}, ws.dir, false);
+  auto s = runtime::Session::loadFile(ws.dir / "tiny_decode_ctx.onnx");
+  REQUIRE(s);
+  auto wrong = ir::Tensor::allocate(ir::ElemType::Float, {1, 2, 64});
+  REQUIRE(wrong);
+  auto r = (*s)->run({*wrong});
+  REQUIRE(!r);
+  CHECK_THAT(r.error().message(), Catch::Contains("1x1x64"));
+}
+
+TEST_CASE("a plain .onnx runs entirely on the fallback path", "[runtime]") {
+  auto s = runtime::Session::loadFile(kSamples / "tiny_prefill.onnx");
+  REQUIRE(s);
+  CHECK((*s)->stats().compiledNodes == 0);
+  CHECK((*s)->stats().fallbackNodes == 33);
+  expectMatch(**s, "tiny_prefill");
+}
