@@ -27,6 +27,15 @@ ValueSummary summarizeValue(const ir::Graph& g, const std::string& name) {
   return v;
 }
 
+std::string dotEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 std::optional<uint64_t> fileSize(const fs::path& p) {
   std::error_code ec;
   auto size = fs::file_size(p, ec);
@@ -208,19 +217,20 @@ Expected<std::string> partitionDot(const std::vector<fs::path>& models) {
     load.resolveExternalData = false;
     CTX_ASSIGN_OR_RETURN(auto model, onnx_io::loadModel(models[m], load));
     const ir::Graph& g = model.graph;
-    out += fmt::format("  subgraph cluster_{} {{\n    label=\"{}\";\n", m, models[m].filename().string());
+    out += fmt::format("  subgraph cluster_{} {{\n    label=\"{}\";\n", m, dotEscape(models[m].filename().string()));
     std::map<std::string, std::string> producer;
     auto id = [&](size_t i) { return fmt::format("m{}n{}", m, i); };
     for (const auto& in : g.inputs) {
       if (g.isInitializer(in.name)) continue;
       std::string nid = fmt::format("m{}in_{}", m, producer.size());
       producer[in.name] = nid;
-      out += fmt::format("    {} [shape=plaintext, label=\"{}\"];\n", nid, in.name);
+      out += fmt::format("    {} [shape=plaintext, label=\"{}\"];\n", nid, dotEscape(in.name));
     }
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const ir::Node& n = g.nodes[i];
       bool ep = n.opType == "EPContext";
-      std::string label = ep ? fmt::format("{}\\nEPContext ({})", n.name, n.attrs.getString("source")) : n.opType;
+      std::string label = ep ? fmt::format("{}\\nEPContext ({})", dotEscape(n.name), dotEscape(n.attrs.getString("source")))
+                             : dotEscape(n.opType);
       out += fmt::format("    {} [shape={}, style=filled, fillcolor=\"{}\", label=\"{}\"];\n", id(i), ep ? "box" : "ellipse",
                          ep ? "#9fd39f" : "#f2c59b", label);
       for (const auto& in : n.inputs)

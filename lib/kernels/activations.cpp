@@ -61,59 +61,59 @@ bool runFloatFast(const OpContext& ctx, const float* in, float* out, size_t n, c
     parallelFor(ctx, n, minChunk, [&](size_t begin, size_t end) { fn(in + begin, out + begin, end - begin); });
   };
   switch (ctx.kind) {
-  case ir::OpKind::Exp: chunked(4096, vecExp); return true;
-  case ir::OpKind::Sigmoid: chunked(4096, vecSigmoid); return true;
-  case ir::OpKind::Tanh: chunked(4096, vecTanh); return true;
-  case ir::OpKind::Erf: chunked(4096, vecErf); return true;
-  case ir::OpKind::Gelu:
-    if (p.tanhApprox)
-      chunked(4096, vecGeluTanh);
-    else
-      chunked(4096, vecGeluErf);
-    return true;
-  case ir::OpKind::Relu:
-    chunked(16384, [](const float* x, float* y, size_t m) { vecClamp(x, y, m, 0.0f, INFINITY); });
-    return true;
-  default: return false;
+    case ir::OpKind::Exp: chunked(4096, vecExp); return true;
+    case ir::OpKind::Sigmoid: chunked(4096, vecSigmoid); return true;
+    case ir::OpKind::Tanh: chunked(4096, vecTanh); return true;
+    case ir::OpKind::Erf: chunked(4096, vecErf); return true;
+    case ir::OpKind::Gelu:
+      if (p.tanhApprox)
+        chunked(4096, vecGeluTanh);
+      else
+        chunked(4096, vecGeluErf);
+      return true;
+    case ir::OpKind::Relu:
+      chunked(16384, [](const float* x, float* y, size_t m) { vecClamp(x, y, m, 0.0f, INFINITY); });
+      return true;
+    default: return false;
   }
 }
 
 template <typename T> Status runUnaryTyped(const OpContext& ctx, const T* in, T* out, size_t n, const UnaryParams& p) {
   switch (ctx.kind) {
-  case ir::OpKind::Abs: mapElements(ctx, in, out, n, 16384, [](T x) { return absolute(x); }); break;
-  case ir::OpKind::Neg: mapElements(ctx, in, out, n, 16384, [](T x) { return negate(x); }); break;
-  case ir::OpKind::Relu: mapElements(ctx, in, out, n, 16384, [](T x) { return x < T(0) ? T(0) : x; }); break;
-  default:
-    if constexpr (std::is_floating_point_v<T>) {
-      switch (ctx.kind) {
-      case ir::OpKind::Sqrt: mapElements(ctx, in, out, n, 16384, [](T x) { return std::sqrt(x); }); break;
-      case ir::OpKind::Erf: mapElements(ctx, in, out, n, 4096, [](T x) { return std::erf(x); }); break;
-      case ir::OpKind::Exp: mapElements(ctx, in, out, n, 4096, [](T x) { return std::exp(x); }); break;
-      case ir::OpKind::Log: mapElements(ctx, in, out, n, 4096, [](T x) { return std::log(x); }); break;
-      case ir::OpKind::Reciprocal: mapElements(ctx, in, out, n, 16384, [](T x) { return T(1) / x; }); break;
-      case ir::OpKind::LeakyRelu: {
-        T alpha = static_cast<T>(p.alpha);
-        mapElements(ctx, in, out, n, 16384, [alpha](T x) { return x < T(0) ? alpha * x : x; });
-        break;
+    case ir::OpKind::Abs: mapElements(ctx, in, out, n, 16384, [](T x) { return absolute(x); }); break;
+    case ir::OpKind::Neg: mapElements(ctx, in, out, n, 16384, [](T x) { return negate(x); }); break;
+    case ir::OpKind::Relu: mapElements(ctx, in, out, n, 16384, [](T x) { return x < T(0) ? T(0) : x; }); break;
+    default:
+      if constexpr (std::is_floating_point_v<T>) {
+        switch (ctx.kind) {
+          case ir::OpKind::Sqrt: mapElements(ctx, in, out, n, 16384, [](T x) { return std::sqrt(x); }); break;
+          case ir::OpKind::Erf: mapElements(ctx, in, out, n, 4096, [](T x) { return std::erf(x); }); break;
+          case ir::OpKind::Exp: mapElements(ctx, in, out, n, 4096, [](T x) { return std::exp(x); }); break;
+          case ir::OpKind::Log: mapElements(ctx, in, out, n, 4096, [](T x) { return std::log(x); }); break;
+          case ir::OpKind::Reciprocal: mapElements(ctx, in, out, n, 16384, [](T x) { return T(1) / x; }); break;
+          case ir::OpKind::LeakyRelu: {
+            T alpha = static_cast<T>(p.alpha);
+            mapElements(ctx, in, out, n, 16384, [alpha](T x) { return x < T(0) ? alpha * x : x; });
+            break;
+          }
+          case ir::OpKind::Sigmoid: mapElements(ctx, in, out, n, 4096, [](T x) { return sigmoid(x); }); break;
+          case ir::OpKind::HardSigmoid: {
+            T alpha = static_cast<T>(p.alpha), beta = static_cast<T>(p.beta);
+            mapElements(ctx, in, out, n, 16384,
+                        [alpha, beta](T x) { return std::max(T(0), std::min(T(1), alpha * x + beta)); });
+            break;
+          }
+          case ir::OpKind::Tanh: mapElements(ctx, in, out, n, 4096, [](T x) { return std::tanh(x); }); break;
+          case ir::OpKind::Gelu: {
+            bool approx = p.tanhApprox;
+            mapElements(ctx, in, out, n, 4096, [approx](T x) { return gelu(x, approx); });
+            break;
+          }
+          default: return unsupported(ctx, "no elementwise kernel for this op");
+        }
+      } else {
+        return unsupported(ctx, "op is not defined for integer inputs");
       }
-      case ir::OpKind::Sigmoid: mapElements(ctx, in, out, n, 4096, [](T x) { return sigmoid(x); }); break;
-      case ir::OpKind::HardSigmoid: {
-        T alpha = static_cast<T>(p.alpha), beta = static_cast<T>(p.beta);
-        mapElements(ctx, in, out, n, 16384,
-                    [alpha, beta](T x) { return std::max(T(0), std::min(T(1), alpha * x + beta)); });
-        break;
-      }
-      case ir::OpKind::Tanh: mapElements(ctx, in, out, n, 4096, [](T x) { return std::tanh(x); }); break;
-      case ir::OpKind::Gelu: {
-        bool approx = p.tanhApprox;
-        mapElements(ctx, in, out, n, 4096, [approx](T x) { return gelu(x, approx); });
-        break;
-      }
-      default: return unsupported(ctx, "no elementwise kernel for this op");
-      }
-    } else {
-      return unsupported(ctx, "op is not defined for integer inputs");
-    }
   }
   return Status::ok();
 }
@@ -121,24 +121,24 @@ template <typename T> Status runUnaryTyped(const OpContext& ctx, const T* in, T*
 Expected<UnaryParams> unaryParams(const OpContext& ctx) {
   UnaryParams p;
   switch (ctx.kind) {
-  case ir::OpKind::LeakyRelu: p.alpha = ctx.attrs.getFloat("alpha", 0.01f); break;
-  case ir::OpKind::HardSigmoid:
-    p.alpha = ctx.attrs.getFloat("alpha", 0.2f);
-    p.beta = ctx.attrs.getFloat("beta", 0.5f);
-    break;
-  case ir::OpKind::Gelu: {
-    std::string approx = ctx.attrs.getString("approximate", "none");
-    if (approx != "none" && approx != "tanh")
-      return invalid(ctx, "attribute approximate is '{}' but expected 'none' or 'tanh'", approx);
-    p.tanhApprox = approx == "tanh";
-    break;
-  }
-  default: break;
+    case ir::OpKind::LeakyRelu: p.alpha = ctx.attrs.getFloat("alpha", 0.01f); break;
+    case ir::OpKind::HardSigmoid:
+      p.alpha = ctx.attrs.getFloat("alpha", 0.2f);
+      p.beta = ctx.attrs.getFloat("beta", 0.5f);
+      break;
+    case ir::OpKind::Gelu: {
+      std::string approx = ctx.attrs.getString("approximate", "none");
+      if (approx != "none" && approx != "tanh")
+        return invalid(ctx, "attribute approximate is '{}' but expected 'none' or 'tanh'", approx);
+      p.tanhApprox = approx == "tanh";
+      break;
+    }
+    default: break;
   }
   return p;
 }
 
-} // namespace
+}  // namespace
 
 InferResult inferUnary(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
@@ -192,18 +192,18 @@ Expected<FusedActivation> parseFusedActivation(const OpContext& ctx) {
 void applyFusedActivation(const FusedActivation& act, float* data, size_t n) {
   using K = FusedActivation::Kind;
   switch (act.kind) {
-  case K::None: return;
-  case K::Relu: vecClamp(data, data, n, 0.0f, INFINITY); return;
-  case K::Clip: vecClamp(data, data, n, act.alpha, act.beta); return;
-  case K::LeakyRelu:
-    for (size_t i = 0; i < n; ++i) data[i] = data[i] < 0 ? act.alpha * data[i] : data[i];
-    return;
-  case K::Sigmoid: vecSigmoid(data, data, n); return;
-  case K::Tanh: vecTanh(data, data, n); return;
-  case K::HardSigmoid:
-    for (size_t i = 0; i < n; ++i) data[i] = std::max(0.0f, std::min(1.0f, act.alpha * data[i] + act.beta));
-    return;
+    case K::None: return;
+    case K::Relu: vecClamp(data, data, n, 0.0f, INFINITY); return;
+    case K::Clip: vecClamp(data, data, n, act.alpha, act.beta); return;
+    case K::LeakyRelu:
+      for (size_t i = 0; i < n; ++i) data[i] = data[i] < 0 ? act.alpha * data[i] : data[i];
+      return;
+    case K::Sigmoid: vecSigmoid(data, data, n); return;
+    case K::Tanh: vecTanh(data, data, n); return;
+    case K::HardSigmoid:
+      for (size_t i = 0; i < n; ++i) data[i] = std::max(0.0f, std::min(1.0f, act.alpha * data[i] + act.beta));
+      return;
   }
 }
 
-} // namespace ctxkit::kernels::detail
+}  // namespace ctxkit::kernels::detail

@@ -19,7 +19,7 @@ Expected<ElemType> castTarget(const OpContext& ctx) {
   return *type;
 }
 
-} // namespace
+}  // namespace
 
 InferResult inferCast(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
@@ -80,7 +80,7 @@ Expected<const ir::Attribute*> constantAttr(const OpContext& ctx) {
   return found;
 }
 
-} // namespace
+}  // namespace
 
 InferResult inferConstant(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 0, 0));
@@ -113,4 +113,4 @@ Status runConstant(const OpContext& ctx, RunIns, RunOuts outputs) {
   return Status::ok();
 }
 
-} // namespace ctxkit::kernels::detail
+}  // namespace ctxkit::kernels::detail

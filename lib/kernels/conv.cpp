@@ -61,17 +61,17 @@ void im2col(const float* x, const Window3& w, float* col, int64_t rowBegin, int6
     int64_t kh = (k / w.kernel[2]) % w.kernel[1];
     int64_t kw = k % w.kernel[2];
     const float* xc = x + c * inSize;
-    float* dst = col + row * width - colBegin; // indexed by output position
+    float* dst = col + row * width - colBegin;  // indexed by output position
     const int64_t off = kw * w.dilation[2] - w.padBegin[2];
     const int64_t s = w.stride[2];
-    int64_t lo, hi; // output columns whose tap lands inside the input row
+    int64_t lo, hi;  // output columns whose tap lands inside the input row
     outputsForTap(off, s, w.in[2], w.out[2], lo, hi);
     for (int64_t pos = colBegin; pos < colEnd;) {
       int64_t ow = pos % w.out[2];
       int64_t oh = (pos / w.out[2]) % w.out[1];
       int64_t od = pos / (w.out[2] * w.out[1]);
       int64_t run = std::min(w.out[2] - ow, colEnd - pos);
-      float* d = dst + pos - ow; // d[ow] is this position
+      float* d = dst + pos - ow;  // d[ow] is this position
       int64_t id = od * w.stride[0] - w.padBegin[0] + kd * w.dilation[0];
       int64_t ih = oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1];
       int64_t end = ow + run;
@@ -127,7 +127,7 @@ void depthwisePlane(const float* x, const float* wk, float bias, float* y, const
   }
 }
 
-} // namespace
+}  // namespace
 
 InferResult inferConv(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 3));
@@ -152,12 +152,12 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   CTX_ASSIGN_OR_RETURN(ConvPlan p, planConv(ctx, x.shape(), wt.shape(), bias ? &biasShape : nullptr));
   CTX_ASSIGN_OR_RETURN(FusedActivation act, parseFusedActivation(ctx));
   const Window3 w = toWindow3(p.window);
-  const int64_t cg = p.channels / p.group;    // input channels per group
-  const int64_t mg = p.outChannels / p.group; // output channels per group
+  const int64_t cg = p.channels / p.group;     // input channels per group
+  const int64_t mg = p.outChannels / p.group;  // output channels per group
   const int64_t kSize = w.kernel[0] * w.kernel[1] * w.kernel[2];
   const int64_t inSize = w.in[0] * w.in[1] * w.in[2];
   const int64_t outSize = w.out[0] * w.out[1] * w.out[2];
-  const int64_t rows = cg * kSize; // GEMM depth
+  const int64_t rows = cg * kSize;  // GEMM depth
   bool pointwise = kSize == 1;
   for (int i = 0; i < 3; ++i)
     if (w.stride[i] != 1 || w.padBegin[i] != 0 || w.padEnd[i] != 0) pointwise = false;
@@ -172,7 +172,7 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     parallelFor(ctx, static_cast<size_t>(planes), 1, [&](size_t p0, size_t p1) {
       for (size_t plane = p0; plane < p1; ++plane) {
         int64_t n = static_cast<int64_t>(plane) / p.outChannels, m = static_cast<int64_t>(plane) % p.outChannels;
-        int64_t c = m / mg; // the group's single input channel
+        int64_t c = m / mg;  // the group's single input channel
         float* yp = py + static_cast<int64_t>(plane) * outSize;
         depthwisePlane(px + (n * p.channels + c) * inSize, pw + m * kSize, bias ? bias->dataAs<float>()[m] : 0.0f, yp,
                        w);
@@ -231,4 +231,4 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   return Status::ok();
 }
 
-} // namespace ctxkit::kernels::detail
+}  // namespace ctxkit::kernels::detail

@@ -20,7 +20,7 @@ float halfToFloat(uint16_t h) {
   if (exp == 0) {
     if (mant == 0) {
       bits = sign;
-    } else { // subnormal: renormalize
+    } else {  // subnormal: renormalize
       int e = -1;
       do {
         ++e;
@@ -40,14 +40,14 @@ uint16_t floatToHalf(float f) {
   uint32_t x = std::bit_cast<uint32_t>(f);
   uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   uint32_t absx = x & 0x7fffffffu;
-  if (absx >= 0x7f800000u) // inf or NaN
+  if (absx >= 0x7f800000u)  // inf or NaN
     return static_cast<uint16_t>(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u | ((absx >> 13) & 0x3ffu) : 0));
-  if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u); // rounds to >= 65520: infinity
+  if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: infinity
   if (absx < 0x38800000u) {
     // Result is subnormal (or zero) in half: scale so that rounding happens at the right bit.
-    if (absx < 0x33000000u) return sign; // below half of the smallest subnormal
+    if (absx < 0x33000000u) return sign;  // below half of the smallest subnormal
     uint32_t mant = (absx & 0x7fffffu) | 0x800000u;
-    int shift = 126 - static_cast<int>(absx >> 23); // 14 + (113 - exp) - 1
+    int shift = 126 - static_cast<int>(absx >> 23);  // 14 + (113 - exp) - 1
     uint32_t value = mant >> (shift);
     uint32_t rem = mant & ((1u << shift) - 1);
     uint32_t half = 1u << (shift - 1);
@@ -64,27 +64,27 @@ float bfloat16ToFloat(uint16_t bits) { return std::bit_cast<float>(static_cast<u
 
 uint16_t floatToBfloat16(float f) {
   uint32_t x = std::bit_cast<uint32_t>(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u); // quiet NaN
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
   uint32_t rounding = 0x7fffu + ((x >> 16) & 1u);
   return static_cast<uint16_t>((x + rounding) >> 16);
 }
 
 bool isConvertible(ElemType t) {
   switch (t) {
-  case ElemType::Float:
-  case ElemType::Double:
-  case ElemType::Float16:
-  case ElemType::BFloat16:
-  case ElemType::Int8:
-  case ElemType::Int16:
-  case ElemType::Int32:
-  case ElemType::Int64:
-  case ElemType::Uint8:
-  case ElemType::Uint16:
-  case ElemType::Uint32:
-  case ElemType::Uint64:
-  case ElemType::Bool: return true;
-  default: return false;
+    case ElemType::Float:
+    case ElemType::Double:
+    case ElemType::Float16:
+    case ElemType::BFloat16:
+    case ElemType::Int8:
+    case ElemType::Int16:
+    case ElemType::Int32:
+    case ElemType::Int64:
+    case ElemType::Uint8:
+    case ElemType::Uint16:
+    case ElemType::Uint32:
+    case ElemType::Uint64:
+    case ElemType::Bool: return true;
+    default: return isSmallType(t);
   }
 }
 
@@ -107,7 +107,7 @@ template <typename T> void storeInts(const int64_t* in, void* dst, size_t n) {
     if constexpr (std::is_same_v<T, bool>)
       d[i] = in[i] != 0;
     else
-      d[i] = static_cast<T>(in[i]); // wraps modulo 2^bits
+      d[i] = static_cast<T>(in[i]);  // wraps modulo 2^bits
   }
 }
 
@@ -141,89 +141,89 @@ template <typename T> void storeDoubles(const double* in, void* dst, size_t n) {
 
 void loadIntBlock(ElemType t, const void* src, int64_t* out, size_t n) {
   switch (t) {
-  case ElemType::Int8: return loadInts<int8_t>(src, out, n);
-  case ElemType::Int16: return loadInts<int16_t>(src, out, n);
-  case ElemType::Int32: return loadInts<int32_t>(src, out, n);
-  case ElemType::Int64: return loadInts<int64_t>(src, out, n);
-  case ElemType::Uint8: return loadInts<uint8_t>(src, out, n);
-  case ElemType::Uint16: return loadInts<uint16_t>(src, out, n);
-  case ElemType::Uint32: return loadInts<uint32_t>(src, out, n);
-  case ElemType::Uint64: return loadInts<uint64_t>(src, out, n);
-  case ElemType::Bool: return loadInts<bool>(src, out, n);
-  default: return;
+    case ElemType::Int8: return loadInts<int8_t>(src, out, n);
+    case ElemType::Int16: return loadInts<int16_t>(src, out, n);
+    case ElemType::Int32: return loadInts<int32_t>(src, out, n);
+    case ElemType::Int64: return loadInts<int64_t>(src, out, n);
+    case ElemType::Uint8: return loadInts<uint8_t>(src, out, n);
+    case ElemType::Uint16: return loadInts<uint16_t>(src, out, n);
+    case ElemType::Uint32: return loadInts<uint32_t>(src, out, n);
+    case ElemType::Uint64: return loadInts<uint64_t>(src, out, n);
+    case ElemType::Bool: return loadInts<bool>(src, out, n);
+    default: return;
   }
 }
 
 void storeIntBlock(ElemType t, const int64_t* in, void* dst, size_t n) {
   switch (t) {
-  case ElemType::Int8: return storeInts<int8_t>(in, dst, n);
-  case ElemType::Int16: return storeInts<int16_t>(in, dst, n);
-  case ElemType::Int32: return storeInts<int32_t>(in, dst, n);
-  case ElemType::Int64: return storeInts<int64_t>(in, dst, n);
-  case ElemType::Uint8: return storeInts<uint8_t>(in, dst, n);
-  case ElemType::Uint16: return storeInts<uint16_t>(in, dst, n);
-  case ElemType::Uint32: return storeInts<uint32_t>(in, dst, n);
-  case ElemType::Uint64: return storeInts<uint64_t>(in, dst, n);
-  case ElemType::Bool: return storeInts<bool>(in, dst, n);
-  default: return;
+    case ElemType::Int8: return storeInts<int8_t>(in, dst, n);
+    case ElemType::Int16: return storeInts<int16_t>(in, dst, n);
+    case ElemType::Int32: return storeInts<int32_t>(in, dst, n);
+    case ElemType::Int64: return storeInts<int64_t>(in, dst, n);
+    case ElemType::Uint8: return storeInts<uint8_t>(in, dst, n);
+    case ElemType::Uint16: return storeInts<uint16_t>(in, dst, n);
+    case ElemType::Uint32: return storeInts<uint32_t>(in, dst, n);
+    case ElemType::Uint64: return storeInts<uint64_t>(in, dst, n);
+    case ElemType::Bool: return storeInts<bool>(in, dst, n);
+    default: return;
   }
 }
 
 void loadDoubleBlock(ElemType t, const void* src, double* out, size_t n) {
   switch (t) {
-  case ElemType::Float: return loadDoubles<float>(src, out, n);
-  case ElemType::Double: return loadDoubles<double>(src, out, n);
-  case ElemType::Float16: {
-    const uint16_t* s = static_cast<const uint16_t*>(src);
-    for (size_t i = 0; i < n; ++i) out[i] = halfToFloat(s[i]);
-    return;
-  }
-  case ElemType::BFloat16: {
-    const uint16_t* s = static_cast<const uint16_t*>(src);
-    for (size_t i = 0; i < n; ++i) out[i] = bfloat16ToFloat(s[i]);
-    return;
-  }
-  case ElemType::Int8: return loadDoubles<int8_t>(src, out, n);
-  case ElemType::Int16: return loadDoubles<int16_t>(src, out, n);
-  case ElemType::Int32: return loadDoubles<int32_t>(src, out, n);
-  case ElemType::Int64: return loadDoubles<int64_t>(src, out, n);
-  case ElemType::Uint8: return loadDoubles<uint8_t>(src, out, n);
-  case ElemType::Uint16: return loadDoubles<uint16_t>(src, out, n);
-  case ElemType::Uint32: return loadDoubles<uint32_t>(src, out, n);
-  case ElemType::Uint64: return loadDoubles<uint64_t>(src, out, n);
-  case ElemType::Bool: return loadDoubles<bool>(src, out, n);
-  default: return;
+    case ElemType::Float: return loadDoubles<float>(src, out, n);
+    case ElemType::Double: return loadDoubles<double>(src, out, n);
+    case ElemType::Float16: {
+      const uint16_t* s = static_cast<const uint16_t*>(src);
+      for (size_t i = 0; i < n; ++i) out[i] = halfToFloat(s[i]);
+      return;
+    }
+    case ElemType::BFloat16: {
+      const uint16_t* s = static_cast<const uint16_t*>(src);
+      for (size_t i = 0; i < n; ++i) out[i] = bfloat16ToFloat(s[i]);
+      return;
+    }
+    case ElemType::Int8: return loadDoubles<int8_t>(src, out, n);
+    case ElemType::Int16: return loadDoubles<int16_t>(src, out, n);
+    case ElemType::Int32: return loadDoubles<int32_t>(src, out, n);
+    case ElemType::Int64: return loadDoubles<int64_t>(src, out, n);
+    case ElemType::Uint8: return loadDoubles<uint8_t>(src, out, n);
+    case ElemType::Uint16: return loadDoubles<uint16_t>(src, out, n);
+    case ElemType::Uint32: return loadDoubles<uint32_t>(src, out, n);
+    case ElemType::Uint64: return loadDoubles<uint64_t>(src, out, n);
+    case ElemType::Bool: return loadDoubles<bool>(src, out, n);
+    default: return;
   }
 }
 
 void storeDoubleBlock(ElemType t, const double* in, void* dst, size_t n) {
   switch (t) {
-  case ElemType::Float: return storeDoubles<float>(in, dst, n);
-  case ElemType::Double: return storeDoubles<double>(in, dst, n);
-  case ElemType::Float16: {
-    uint16_t* d = static_cast<uint16_t*>(dst);
-    for (size_t i = 0; i < n; ++i) d[i] = floatToHalf(static_cast<float>(in[i]));
-    return;
-  }
-  case ElemType::BFloat16: {
-    uint16_t* d = static_cast<uint16_t*>(dst);
-    for (size_t i = 0; i < n; ++i) d[i] = floatToBfloat16(static_cast<float>(in[i]));
-    return;
-  }
-  case ElemType::Int8: return storeDoubles<int8_t>(in, dst, n);
-  case ElemType::Int16: return storeDoubles<int16_t>(in, dst, n);
-  case ElemType::Int32: return storeDoubles<int32_t>(in, dst, n);
-  case ElemType::Int64: return storeDoubles<int64_t>(in, dst, n);
-  case ElemType::Uint8: return storeDoubles<uint8_t>(in, dst, n);
-  case ElemType::Uint16: return storeDoubles<uint16_t>(in, dst, n);
-  case ElemType::Uint32: return storeDoubles<uint32_t>(in, dst, n);
-  case ElemType::Uint64: return storeDoubles<uint64_t>(in, dst, n);
-  case ElemType::Bool: return storeDoubles<bool>(in, dst, n);
-  default: return;
+    case ElemType::Float: return storeDoubles<float>(in, dst, n);
+    case ElemType::Double: return storeDoubles<double>(in, dst, n);
+    case ElemType::Float16: {
+      uint16_t* d = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) d[i] = floatToHalf(static_cast<float>(in[i]));
+      return;
+    }
+    case ElemType::BFloat16: {
+      uint16_t* d = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) d[i] = floatToBfloat16(static_cast<float>(in[i]));
+      return;
+    }
+    case ElemType::Int8: return storeDoubles<int8_t>(in, dst, n);
+    case ElemType::Int16: return storeDoubles<int16_t>(in, dst, n);
+    case ElemType::Int32: return storeDoubles<int32_t>(in, dst, n);
+    case ElemType::Int64: return storeDoubles<int64_t>(in, dst, n);
+    case ElemType::Uint8: return storeDoubles<uint8_t>(in, dst, n);
+    case ElemType::Uint16: return storeDoubles<uint16_t>(in, dst, n);
+    case ElemType::Uint32: return storeDoubles<uint32_t>(in, dst, n);
+    case ElemType::Uint64: return storeDoubles<uint64_t>(in, dst, n);
+    case ElemType::Bool: return storeDoubles<bool>(in, dst, n);
+    default: return;
   }
 }
 
-} // namespace
+}  // namespace
 
 Status convertElements(ElemType from, const void* src, ElemType to, void* dst, size_t count, bool saturate) {
   return convertElementRange(from, src, to, dst, 0, count, saturate);
@@ -242,10 +242,14 @@ Status convertElementRange(ElemType from, const void* src, ElemType to, void* ds
       size_t n = std::min(kBlock, count - done);
       double buf[kBlock];
       size_t at = begin + done;
-      if (isSmallType(from)) loadSmall(from, src, at, n, buf);
-      else loadDoubleBlock(from, static_cast<const std::byte*>(src) + at * ir::elemSize(from), buf, n);
-      if (isSmallType(to)) storeSmall(to, buf, dst, at, n, saturate);
-      else storeDoubleBlock(to, buf, static_cast<std::byte*>(dst) + at * ir::elemSize(to), n);
+      if (isSmallType(from))
+        loadSmall(from, src, at, n, buf);
+      else
+        loadDoubleBlock(from, static_cast<const std::byte*>(src) + at * ir::elemSize(from), buf, n);
+      if (isSmallType(to))
+        storeSmall(to, buf, dst, at, n, saturate);
+      else
+        storeDoubleBlock(to, buf, static_cast<std::byte*>(dst) + at * ir::elemSize(to), n);
     }
     return Status::ok();
   }
@@ -284,4 +288,4 @@ Status convertElementRange(ElemType from, const void* src, ElemType to, void* ds
   return Status::ok();
 }
 
-} // namespace ctxkit::kernels
+}  // namespace ctxkit::kernels

@@ -10,9 +10,9 @@
 namespace ctxkit::kernels {
 
 float halfToFloat(uint16_t bits);
-uint16_t floatToHalf(float value); // round to nearest even; NaN stays NaN, overflow gives infinity
+uint16_t floatToHalf(float value);  // round to nearest even; NaN stays NaN, overflow gives infinity
 float bfloat16ToFloat(uint16_t bits);
-uint16_t floatToBfloat16(float value); // round to nearest even
+uint16_t floatToBfloat16(float value);  // round to nearest even
 
 // True for the types convertElements handles: ints, floats (float16, bfloat16, float8 and float4 included),
 // packed 4-bit ints and bool.
@@ -27,4 +27,4 @@ Status convertElements(ir::ElemType from, const void* src, ir::ElemType to, void
 Status convertElementRange(ir::ElemType from, const void* src, ir::ElemType to, void* dst, size_t begin, size_t end,
                            bool saturate = true);
 
-} // namespace ctxkit::kernels
+}  // namespace ctxkit::kernels

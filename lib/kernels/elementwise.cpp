@@ -46,7 +46,7 @@ template <typename T> T divide(T x, T y) {
     // Integer division by zero is undefined in C++; ONNX leaves it unspecified. Give 0 rather than trap.
     if (y == 0) return T(0);
     if constexpr (std::is_signed_v<T>) {
-      if (y == T(-1)) return static_cast<T>(T(0) - x); // avoids the MIN / -1 trap; wraps like two's complement
+      if (y == T(-1)) return static_cast<T>(T(0) - x);  // avoids the MIN / -1 trap; wraps like two's complement
     }
     return static_cast<T>(x / y);
   } else {
@@ -84,7 +84,7 @@ int64_t intPow(int64_t base, int64_t exp) {
 
 bool isIntegralType(ElemType t) { return inSet(kIntTypes | typeBit(ElemType::Bool), t); }
 
-} // namespace
+}  // namespace
 
 InferResult inferBinary(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 2));
@@ -125,16 +125,17 @@ Status runBinary(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     using T = decltype(tag);
     T* out = y.mutableDataAs<T>();
     switch (kind) {
-    case ir::OpKind::Add:
-      broadcastApply<T, T, T>(ctx, a, b, out, y.shape(), [](T p, T q) { return wrapping(p, q, std::plus<>()); });
-      break;
-    case ir::OpKind::Sub:
-      broadcastApply<T, T, T>(ctx, a, b, out, y.shape(), [](T p, T q) { return wrapping(p, q, std::minus<>()); });
-      break;
-    case ir::OpKind::Mul:
-      broadcastApply<T, T, T>(ctx, a, b, out, y.shape(), [](T p, T q) { return wrapping(p, q, std::multiplies<>()); });
-      break;
-    default: broadcastApply<T, T, T>(ctx, a, b, out, y.shape(), [](T p, T q) { return divide(p, q); }); break;
+      case ir::OpKind::Add:
+        broadcastApply<T, T, T>(ctx, a, b, out, y.shape(), [](T p, T q) { return wrapping(p, q, std::plus<>()); });
+        break;
+      case ir::OpKind::Sub:
+        broadcastApply<T, T, T>(ctx, a, b, out, y.shape(), [](T p, T q) { return wrapping(p, q, std::minus<>()); });
+        break;
+      case ir::OpKind::Mul:
+        broadcastApply<T, T, T>(ctx, a, b, out, y.shape(),
+                                [](T p, T q) { return wrapping(p, q, std::multiplies<>()); });
+        break;
+      default: broadcastApply<T, T, T>(ctx, a, b, out, y.shape(), [](T p, T q) { return divide(p, q); }); break;
     }
     return Status::ok();
   });
@@ -191,4 +192,4 @@ Status runPow(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   return convertElements(wide, wy.data(), y.type(), y.mutableData(), static_cast<size_t>(y.elementCount()));
 }
 
-} // namespace ctxkit::kernels::detail
+}  // namespace ctxkit::kernels::detail

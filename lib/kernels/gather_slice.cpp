@@ -17,7 +17,7 @@ Status checkIndices(const OpContext& ctx, const std::vector<int64_t>& indices, i
   return Status::ok();
 }
 
-} // namespace
+}  // namespace
 
 InferResult inferGather(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 2));
@@ -121,7 +121,7 @@ Expected<std::vector<SliceDim>> planSlice(const OpContext& ctx, InDescs inputs) 
     if (step > 0) {
       start = std::clamp<int64_t>(start, 0, dim);
       end = std::clamp<int64_t>(end, 0, dim);
-      length = end > start ? (end - start - 1) / step + 1 : 0; // no overflow for huge steps
+      length = end > start ? (end - start - 1) / step + 1 : 0;  // no overflow for huge steps
     } else {
       start = std::clamp<int64_t>(start, 0, dim - 1);
       end = std::clamp<int64_t>(end, -1, dim - 1);
@@ -173,7 +173,7 @@ struct Bytes16 {
   uint64_t lo, hi;
 };
 
-} // namespace
+}  // namespace
 
 InferResult inferSlice(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
@@ -198,14 +198,14 @@ Status runSlice(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& x = *inputs[0];
   ir::Tensor& y = *outputs[0];
   switch (ir::elemSize(x.type())) {
-  case 1: sliceCopy(ctx, x.dataAs<uint8_t>(), y.mutableDataAs<uint8_t>(), x.shape(), dims); break;
-  case 2: sliceCopy(ctx, x.dataAs<uint16_t>(), y.mutableDataAs<uint16_t>(), x.shape(), dims); break;
-  case 4: sliceCopy(ctx, x.dataAs<uint32_t>(), y.mutableDataAs<uint32_t>(), x.shape(), dims); break;
-  case 8: sliceCopy(ctx, x.dataAs<uint64_t>(), y.mutableDataAs<uint64_t>(), x.shape(), dims); break;
-  case 16: sliceCopy(ctx, x.dataAs<Bytes16>(), y.mutableDataAs<Bytes16>(), x.shape(), dims); break;
-  default: return unsupported(ctx, "element type {} is not supported", ir::elemTypeName(x.type()));
+    case 1: sliceCopy(ctx, x.dataAs<uint8_t>(), y.mutableDataAs<uint8_t>(), x.shape(), dims); break;
+    case 2: sliceCopy(ctx, x.dataAs<uint16_t>(), y.mutableDataAs<uint16_t>(), x.shape(), dims); break;
+    case 4: sliceCopy(ctx, x.dataAs<uint32_t>(), y.mutableDataAs<uint32_t>(), x.shape(), dims); break;
+    case 8: sliceCopy(ctx, x.dataAs<uint64_t>(), y.mutableDataAs<uint64_t>(), x.shape(), dims); break;
+    case 16: sliceCopy(ctx, x.dataAs<Bytes16>(), y.mutableDataAs<Bytes16>(), x.shape(), dims); break;
+    default: return unsupported(ctx, "element type {} is not supported", ir::elemTypeName(x.type()));
   }
   return Status::ok();
 }
 
-} // namespace ctxkit::kernels::detail
+}  // namespace ctxkit::kernels::detail

@@ -10,9 +10,9 @@ namespace ctxkit::kernels {
 
 namespace {
 
-constexpr size_t kKc = 256;       // depth of a packed block: an A strip and a B strip stay in L1
-constexpr size_t kNc = 2048;      // columns of a packed B panel (L3)
-constexpr size_t kMcTarget = 144; // rows of a packed A block (L2); rounded to the kernel's MR
+constexpr size_t kKc = 256;        // depth of a packed block: an A strip and a B strip stay in L1
+constexpr size_t kNc = 2048;       // columns of a packed B panel (L3)
+constexpr size_t kMcTarget = 144;  // rows of a packed A block (L2); rounded to the kernel's MR
 
 // acc = Apack(MR x kc) * Bpack(kc x NR); C(mr x nr) += alpha * acc. Packed operands are zero-padded, so
 // the loop always computes a full tile; only the write-back is clipped.
@@ -180,7 +180,7 @@ void smallM(bool transA, bool transB, size_t M, size_t N, size_t K, float alpha,
   });
 }
 
-} // namespace
+}  // namespace
 
 const char* sgemmKernelName() { return pickKernel().name; }
 
@@ -241,4 +241,4 @@ void sgemm(bool transA, bool transB, size_t M, size_t N, size_t K, float alpha, 
   }
 }
 
-} // namespace ctxkit::kernels
+}  // namespace ctxkit::kernels

@@ -16,4 +16,4 @@ void sgemm(bool transA, bool transB, size_t M, size_t N, size_t K, float alpha, 
 // The name of the micro-kernel sgemm picked for this CPU ("avx512", "avx2", "sse2"), for logs and tests.
 const char* sgemmKernelName();
 
-} // namespace ctxkit::kernels
+}  // namespace ctxkit::kernels

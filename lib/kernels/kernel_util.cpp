@@ -90,14 +90,14 @@ std::vector<int64_t> tensorInts(const ir::Tensor& t) {
   size_t n = static_cast<size_t>(t.elementCount());
   v.reserve(n);
   switch (t.type()) {
-  case ElemType::Int64: v.assign(t.dataAs<int64_t>(), t.dataAs<int64_t>() + n); break;
-  case ElemType::Int32:
-    for (size_t i = 0; i < n; ++i) v.push_back(t.dataAs<int32_t>()[i]);
-    break;
-  case ElemType::Uint8:
-    for (size_t i = 0; i < n; ++i) v.push_back(t.dataAs<uint8_t>()[i]);
-    break;
-  default: break;
+    case ElemType::Int64: v.assign(t.dataAs<int64_t>(), t.dataAs<int64_t>() + n); break;
+    case ElemType::Int32:
+      for (size_t i = 0; i < n; ++i) v.push_back(t.dataAs<int32_t>()[i]);
+      break;
+    case ElemType::Uint8:
+      for (size_t i = 0; i < n; ++i) v.push_back(t.dataAs<uint8_t>()[i]);
+      break;
+    default: break;
   }
   return v;
 }
@@ -192,7 +192,7 @@ BroadcastWalk BroadcastWalk::make(std::span<const int64_t> outShape, std::span<c
     dims.push_back(outShape[d]);
     strides.push_back(s);
   }
-  if (dims.empty()) return w; // one element: inner 1, all offsets 0
+  if (dims.empty()) return w;  // one element: inner 1, all offsets 0
   w.inner = dims.back();
   w.innerStride = strides.back();
   dims.pop_back();
@@ -211,4 +211,4 @@ void parallelFor(const OpContext& ctx, size_t count, size_t minChunk, const std:
   ctx.pool->parallelFor(count, minChunk, body);
 }
 
-} // namespace ctxkit::kernels::detail
+}  // namespace ctxkit::kernels::detail

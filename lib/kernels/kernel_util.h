@@ -63,7 +63,7 @@ constexpr bool inSet(TypeSet set, ElemType t) {
   auto i = static_cast<int>(t);
   return i >= 0 && i < 64 && (set & typeBit(t)) != 0;
 }
-std::string typeSetNames(TypeSet set); // "float32, float64, int32"
+std::string typeSetNames(TypeSet set);  // "float32, float64, int32"
 
 // Calls `f(T{})` for the C++ type of `t` when `t` is in `Set` (only those instantiations are made).
 // Half types are not dispatched here: kernels see them as float (see op_table.cpp).
@@ -84,7 +84,7 @@ template <TypeSet Set, typename F> Status visitType(ElemType t, F&& f) {
     CTX_VISIT_CASE(Uint32, uint32_t)
     CTX_VISIT_CASE(Uint64, uint64_t)
     CTX_VISIT_CASE(Bool, bool)
-  default: break;
+    default: break;
   }
 #undef CTX_VISIT_CASE
   return makeError(ErrorCode::Unsupported, "element type {} is not supported here", ir::elemTypeName(t));
@@ -109,7 +109,7 @@ Expected<std::vector<int64_t>> normalizeAxes(const OpContext& ctx, std::vector<i
 
 // The contents of an int32/int64 input of rank 0 or 1 that inference needs; Unsupported when unknown.
 Expected<std::vector<int64_t>> knownInts(const OpContext& ctx, InDescs inputs, size_t index, std::string_view name);
-std::vector<int64_t> tensorInts(const ir::Tensor& t); // int32/int64/uint8 tensor read as int64
+std::vector<int64_t> tensorInts(const ir::Tensor& t);  // int32/int64/uint8 tensor read as int64
 
 // ---- shapes ------------------------------------------------------------------------------------------
 
@@ -132,8 +132,8 @@ std::vector<int64_t> broadcastStrides(std::span<const int64_t> in, std::span<con
 struct BroadcastWalk {
   static constexpr size_t kMaxOperands = 4;
   size_t operands = 0;
-  std::vector<int64_t> outer;                             // collapsed outer dims
-  std::vector<std::array<int64_t, kMaxOperands>> strides; // per outer dim, per operand
+  std::vector<int64_t> outer;                              // collapsed outer dims
+  std::vector<std::array<int64_t, kMaxOperands>> strides;  // per outer dim, per operand
   int64_t inner = 1;
   std::array<int64_t, kMaxOperands> innerStride{};
   int64_t total = 0;
@@ -184,4 +184,4 @@ inline InferResult single(ElemType type, ir::Shape shape) {
   return std::vector<OutputDesc>{OutputDesc{type, std::move(shape)}};
 }
 
-} // namespace ctxkit::kernels::detail
+}  // namespace ctxkit::kernels::detail

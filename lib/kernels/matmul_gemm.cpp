@@ -13,8 +13,8 @@ constexpr TypeSet kNaiveTypes = typeBit(ElemType::Double) | typeBit(ElemType::In
 
 // MatMul's operands viewed as batches of matrices.
 struct MatMulPlan {
-  ir::Shape batch;                                   // broadcast batch dims
-  std::vector<int64_t> aBatchStrides, bBatchStrides; // in matrices, per batch dim (0 = broadcast)
+  ir::Shape batch;                                    // broadcast batch dims
+  std::vector<int64_t> aBatchStrides, bBatchStrides;  // in matrices, per batch dim (0 = broadcast)
   int64_t M = 1, K = 1, N = 1;
   ir::Shape outShape;
 };
@@ -78,7 +78,7 @@ template <typename T> void naiveMatMul(const T* a, const T* b, T* c, int64_t M, 
   }
 }
 
-} // namespace
+}  // namespace
 
 InferResult inferMatMul(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 2));
@@ -115,7 +115,7 @@ Status runMatMul(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const float* pa = a.dataAs<float>();
   const float* pb = b.dataAs<float>();
   float* py = y.mutableDataAs<float>();
-  bool bShared = true; // every batch uses the same B matrix and A's batches are consecutive
+  bool bShared = true;  // every batch uses the same B matrix and A's batches are consecutive
   for (int64_t i = 0; i < batches; ++i)
     if (bOff[static_cast<size_t>(i)] != 0 || aOff[static_cast<size_t>(i)] != i) bShared = false;
   if (bShared) {
@@ -209,7 +209,7 @@ Status runGemm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     const T* pb = b.dataAs<T>();
     T* py = y.mutableDataAs<T>();
     const int64_t lda = a.shape()[1], ldb = b.shape()[1];
-    bool exact = alpha == 1.0f && beta == 1.0f; // integers stay exact when no scaling is asked for
+    bool exact = alpha == 1.0f && beta == 1.0f;  // integers stay exact when no scaling is asked for
     parallelFor(ctx, static_cast<size_t>(M), 1, [&](size_t i0, size_t i1) {
       for (int64_t i = static_cast<int64_t>(i0); i < static_cast<int64_t>(i1); ++i) {
         for (int64_t j = 0; j < N; ++j) {
@@ -232,4 +232,4 @@ Status runGemm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   });
 }
 
-} // namespace ctxkit::kernels::detail
+}  // namespace ctxkit::kernels::detail

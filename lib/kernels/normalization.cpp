@@ -21,7 +21,7 @@ std::vector<double> paramValues(const ir::Tensor& t) {
   return v;
 }
 
-} // namespace
+}  // namespace
 
 InferResult inferBatchNorm(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 5, 5));
@@ -116,7 +116,7 @@ std::vector<double> expandParam(const ir::Tensor& t, std::span<const int64_t> no
   return out;
 }
 
-} // namespace
+}  // namespace
 
 InferResult inferLayerNorm(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 3));
@@ -214,4 +214,4 @@ Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   });
 }
 
-} // namespace ctxkit::kernels::detail
+}  // namespace ctxkit::kernels::detail

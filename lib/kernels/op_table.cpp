@@ -12,8 +12,8 @@ namespace {
 struct OpEntry {
   InferFn infer;
   RunFn run;
-  TypeSet types;     // element types of the main data input
-  bool halfViaFloat; // float16/bfloat16 data is computed as float32 (converted around the kernel)
+  TypeSet types;      // element types of the main data input
+  bool halfViaFloat;  // float16/bfloat16 data is computed as float32 (converted around the kernel)
 };
 
 constexpr TypeSet kArith = kNumericTypes;
@@ -63,48 +63,48 @@ const OpEntry* findEntry(OpKind kind) {
   static const OpEntry shape{inferShape, runShape, kAnyType, false};
 
   switch (kind) {
-  case OpKind::Add:
-  case OpKind::Sub:
-  case OpKind::Mul:
-  case OpKind::Div: return &binary;
-  case OpKind::Pow: return &pow;
-  case OpKind::Sqrt:
-  case OpKind::Erf:
-  case OpKind::Exp:
-  case OpKind::Log:
-  case OpKind::Reciprocal:
-  case OpKind::LeakyRelu:
-  case OpKind::Sigmoid:
-  case OpKind::HardSigmoid:
-  case OpKind::Tanh:
-  case OpKind::Gelu: return &floatUnary;
-  case OpKind::Abs: return &absOp;
-  case OpKind::Neg:
-  case OpKind::Relu: return &signedUnary;
-  case OpKind::MatMul: return &matMul;
-  case OpKind::Gemm: return &gemm;
-  case OpKind::Softmax: return &softmax;
-  case OpKind::Conv: return &conv;
-  case OpKind::MaxPool: return &maxPool;
-  case OpKind::AveragePool: return &avgPool;
-  case OpKind::GlobalAveragePool: return &globalAvgPool;
-  case OpKind::BatchNormalization: return &batchNorm;
-  case OpKind::LayerNormalization: return &layerNorm;
-  case OpKind::Reshape: return &reshape;
-  case OpKind::Transpose: return &transpose;
-  case OpKind::Concat: return &concat;
-  case OpKind::Flatten: return &flatten;
-  case OpKind::Squeeze: return &squeeze;
-  case OpKind::Unsqueeze: return &unsqueeze;
-  case OpKind::Identity: return &identity;
-  case OpKind::Constant: return &constant;
-  case OpKind::Gather: return &gather;
-  case OpKind::Slice: return &slice;
-  case OpKind::ReduceMean: return &reduceMean;
-  case OpKind::Cast: return &cast;
-  case OpKind::Shape: return &shape;
-  case OpKind::EPContext:
-  case OpKind::Unknown: return nullptr;
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Div: return &binary;
+    case OpKind::Pow: return &pow;
+    case OpKind::Sqrt:
+    case OpKind::Erf:
+    case OpKind::Exp:
+    case OpKind::Log:
+    case OpKind::Reciprocal:
+    case OpKind::LeakyRelu:
+    case OpKind::Sigmoid:
+    case OpKind::HardSigmoid:
+    case OpKind::Tanh:
+    case OpKind::Gelu: return &floatUnary;
+    case OpKind::Abs: return &absOp;
+    case OpKind::Neg:
+    case OpKind::Relu: return &signedUnary;
+    case OpKind::MatMul: return &matMul;
+    case OpKind::Gemm: return &gemm;
+    case OpKind::Softmax: return &softmax;
+    case OpKind::Conv: return &conv;
+    case OpKind::MaxPool: return &maxPool;
+    case OpKind::AveragePool: return &avgPool;
+    case OpKind::GlobalAveragePool: return &globalAvgPool;
+    case OpKind::BatchNormalization: return &batchNorm;
+    case OpKind::LayerNormalization: return &layerNorm;
+    case OpKind::Reshape: return &reshape;
+    case OpKind::Transpose: return &transpose;
+    case OpKind::Concat: return &concat;
+    case OpKind::Flatten: return &flatten;
+    case OpKind::Squeeze: return &squeeze;
+    case OpKind::Unsqueeze: return &unsqueeze;
+    case OpKind::Identity: return &identity;
+    case OpKind::Constant: return &constant;
+    case OpKind::Gather: return &gather;
+    case OpKind::Slice: return &slice;
+    case OpKind::ReduceMean: return &reduceMean;
+    case OpKind::Cast: return &cast;
+    case OpKind::Shape: return &shape;
+    case OpKind::EPContext:
+    case OpKind::Unknown: return nullptr;
   }
   return nullptr;
 }
@@ -147,7 +147,7 @@ Status runViaFloat(const OpEntry& entry, const OpContext& ctx, RunIns inputs, Ru
   return Status::ok();
 }
 
-} // namespace
+}  // namespace
 
 bool hasKernel(OpKind kind) { return findEntry(kind) != nullptr; }
 
@@ -238,4 +238,4 @@ Expected<std::vector<ir::Tensor>> evaluate(const OpContext& ctx, std::span<const
   return tensors;
 }
 
-} // namespace ctxkit::kernels
+}  // namespace ctxkit::kernels

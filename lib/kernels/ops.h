@@ -53,7 +53,7 @@ InferResult inferFlatten(const OpContext& ctx, InDescs inputs, size_t outputCoun
 InferResult inferSqueeze(const OpContext& ctx, InDescs inputs, size_t outputCount);
 InferResult inferUnsqueeze(const OpContext& ctx, InDescs inputs, size_t outputCount);
 InferResult inferIdentity(const OpContext& ctx, InDescs inputs, size_t outputCount);
-Status runCopy(const OpContext& ctx, RunIns inputs, RunOuts outputs); // output 0 = bytes of input 0
+Status runCopy(const OpContext& ctx, RunIns inputs, RunOuts outputs);  // output 0 = bytes of input 0
 InferResult inferShape(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runShape(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferTranspose(const OpContext& ctx, InDescs inputs, size_t outputCount);
@@ -83,4 +83,4 @@ struct FusedActivation {
 Expected<FusedActivation> parseFusedActivation(const OpContext& ctx);
 void applyFusedActivation(const FusedActivation& act, float* data, size_t count);
 
-} // namespace ctxkit::kernels::detail
+}  // namespace ctxkit::kernels::detail

@@ -12,7 +12,7 @@ namespace {
 
 struct PoolPlan {
   Window window;
-  int64_t planes = 0; // N * C
+  int64_t planes = 0;  // N * C
 };
 
 Expected<PoolPlan> planPool(const OpContext& ctx, std::span<const int64_t> x) {
@@ -167,7 +167,7 @@ void maxPoolWithIndices(const OpContext& ctx, const T* x, T* y, int64_t* indices
   });
 }
 
-} // namespace
+}  // namespace
 
 InferResult inferPool(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
@@ -253,4 +253,4 @@ Status runGlobalAveragePool(const OpContext& ctx, RunIns inputs, RunOuts outputs
   });
 }
 
-} // namespace ctxkit::kernels::detail
+}  // namespace ctxkit::kernels::detail

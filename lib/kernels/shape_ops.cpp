@@ -24,7 +24,7 @@ Expected<std::optional<std::vector<int64_t>>> axesOf(const OpContext& ctx, InDes
   return std::optional<std::vector<int64_t>>(ctx.attrs.getInts("axes"));
 }
 
-} // namespace
+}  // namespace
 
 InferResult inferReshape(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
@@ -158,7 +158,7 @@ std::pair<int64_t, int64_t> shapeRange(const OpContext& ctx, int64_t rank) {
   end = std::clamp<int64_t>(end, 0, rank);
   return {start, std::max(start, end)};
 }
-} // namespace
+}  // namespace
 
 InferResult inferShape(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
@@ -220,7 +220,7 @@ void transposeTyped(const OpContext& ctx, const E* x, E* y, std::span<const int6
     if (srcStride[d] == 1 && outShape[d] > 1) q = d;
   if (innerStride != 1 && q < rank && inner > 1) {
     constexpr int64_t kTileQ = 8;
-    constexpr int64_t kTileJ = 8; // small tiles: power-of-two row strides would overflow the L1 ways
+    constexpr int64_t kTileJ = 8;  // small tiles: power-of-two row strides would overflow the L1 ways
     std::vector<int64_t> outStrides(rank, 1);
     for (size_t i = rank; i-- > 1;) outStrides[i - 1] = outStrides[i] * outShape[i];
     std::vector<size_t> others;
@@ -276,7 +276,7 @@ void transposeTyped(const OpContext& ctx, const E* x, E* y, std::span<const int6
 struct Bytes16 {
   uint64_t lo, hi;
 };
-} // namespace
+}  // namespace
 
 InferResult inferTranspose(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
@@ -294,12 +294,12 @@ Status runTranspose(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   ir::Tensor& y = *outputs[0];
   CTX_ASSIGN_OR_RETURN(std::vector<int64_t> perm, permOf(ctx, x.rank()));
   switch (ir::elemSize(x.type())) {
-  case 1: transposeTyped(ctx, x.dataAs<uint8_t>(), y.mutableDataAs<uint8_t>(), x.shape(), perm); break;
-  case 2: transposeTyped(ctx, x.dataAs<uint16_t>(), y.mutableDataAs<uint16_t>(), x.shape(), perm); break;
-  case 4: transposeTyped(ctx, x.dataAs<uint32_t>(), y.mutableDataAs<uint32_t>(), x.shape(), perm); break;
-  case 8: transposeTyped(ctx, x.dataAs<uint64_t>(), y.mutableDataAs<uint64_t>(), x.shape(), perm); break;
-  case 16: transposeTyped(ctx, x.dataAs<Bytes16>(), y.mutableDataAs<Bytes16>(), x.shape(), perm); break;
-  default: return unsupported(ctx, "element type {} is not supported", ir::elemTypeName(x.type()));
+    case 1: transposeTyped(ctx, x.dataAs<uint8_t>(), y.mutableDataAs<uint8_t>(), x.shape(), perm); break;
+    case 2: transposeTyped(ctx, x.dataAs<uint16_t>(), y.mutableDataAs<uint16_t>(), x.shape(), perm); break;
+    case 4: transposeTyped(ctx, x.dataAs<uint32_t>(), y.mutableDataAs<uint32_t>(), x.shape(), perm); break;
+    case 8: transposeTyped(ctx, x.dataAs<uint64_t>(), y.mutableDataAs<uint64_t>(), x.shape(), perm); break;
+    case 16: transposeTyped(ctx, x.dataAs<Bytes16>(), y.mutableDataAs<Bytes16>(), x.shape(), perm); break;
+    default: return unsupported(ctx, "element type {} is not supported", ir::elemTypeName(x.type()));
   }
   return Status::ok();
 }
@@ -356,4 +356,4 @@ Status runConcat(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   return Status::ok();
 }
 
-} // namespace ctxkit::kernels::detail
+}  // namespace ctxkit::kernels::detail

@@ -48,8 +48,7 @@ double decode(const MiniFloat& f, uint32_t code) {
   if (f.fnuz && f.hasNaN && code == signBit(f)) return nan;
   if (!f.fnuz && f.hasNaN) {
     uint32_t expAllOnes = ((1u << f.expBits) - 1) << f.mantBits;
-    if (f.hasInf && (mag & expAllOnes) == expAllOnes)
-      return (mag == expAllOnes) ? (sign ? -INFINITY : INFINITY) : nan;
+    if (f.hasInf && (mag & expAllOnes) == expAllOnes) return (mag == expAllOnes) ? (sign ? -INFINITY : INFINITY) : nan;
     if (!f.hasInf && mag == (signBit(f) - 1)) return nan;  // E4M3FN: S.1111.111
   }
   const uint32_t e = mag >> f.mantBits;
@@ -120,8 +119,10 @@ void loadSmall(ElemType t, const void* base, size_t begin, size_t n, double* out
   for (size_t k = 0; k < n; ++k) {
     size_t i = begin + k;
     uint32_t code = isFourBit(t) ? (bytes[i / 2] >> (4 * (i % 2))) & 0xFu : bytes[i];
-    if (f) out[k] = decode(*f, code);
-    else out[k] = decodeInt4(static_cast<uint8_t>(code), t == ElemType::Int4);
+    if (f)
+      out[k] = decode(*f, code);
+    else
+      out[k] = decodeInt4(static_cast<uint8_t>(code), t == ElemType::Int4);
   }
 }
 

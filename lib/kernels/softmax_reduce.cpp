@@ -19,14 +19,14 @@ struct SoftmaxPlan {
 Expected<SoftmaxPlan> planSoftmax(const OpContext& ctx, std::span<const int64_t> shape) {
   int64_t rank = static_cast<int64_t>(shape.size());
   SoftmaxPlan p;
-  if (rank == 0) return p; // a scalar is its own single-element row
+  if (rank == 0) return p;  // a scalar is its own single-element row
   bool legacy = ctx.opset < 13;
   CTX_ASSIGN_OR_RETURN(int64_t axis,
                        normalizeAxis(ctx, ctx.attrs.getInt("axis", legacy ? 1 : -1), rank, "attribute axis"));
   auto a = static_cast<size_t>(axis);
   p.outer = dimProduct(shape, 0, a);
   if (legacy) {
-    p.length = dimProduct(shape, a, shape.size()); // input coerced to 2-D at axis
+    p.length = dimProduct(shape, a, shape.size());  // input coerced to 2-D at axis
   } else {
     p.length = shape[a];
     p.inner = dimProduct(shape, a + 1, shape.size());
@@ -36,7 +36,7 @@ Expected<SoftmaxPlan> planSoftmax(const OpContext& ctx, std::span<const int64_t>
 
 void softmaxRowFloat(const float* x, float* y, int64_t n) {
   float mx = vecMax(x, static_cast<size_t>(n));
-  if (std::isinf(mx)) { // all -inf (or +inf present): fall back to the definition
+  if (std::isinf(mx)) {  // all -inf (or +inf present): fall back to the definition
     for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i] - mx);
   } else {
     float sum = vecExpShiftSum(x, y, static_cast<size_t>(n), mx);
@@ -67,7 +67,7 @@ template <typename T> void softmaxStrided(const T* x, T* y, int64_t length, int6
     for (int64_t i = 0; i < inner; ++i) y[l * inner + i] /= sum[i];
 }
 
-} // namespace
+}  // namespace
 
 InferResult inferSoftmax(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
@@ -111,9 +111,9 @@ Status runSoftmax(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
 namespace {
 
 struct ReducePlan {
-  bool identity = false;     // noop_with_empty_axes with no axes
-  std::vector<bool> reduced; // per input dim
-  ir::Shape keptShape;       // input shape with reduced dims set to 1
+  bool identity = false;      // noop_with_empty_axes with no axes
+  std::vector<bool> reduced;  // per input dim
+  ir::Shape keptShape;        // input shape with reduced dims set to 1
   ir::Shape outShape;
 };
 
@@ -166,7 +166,7 @@ template <typename T> void storeMeans(const std::vector<double>& sums, double co
   }
 }
 
-} // namespace
+}  // namespace
 
 InferResult inferReduceMean(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 2));
@@ -241,4 +241,4 @@ Status runReduceMean(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   });
 }
 
-} // namespace ctxkit::kernels::detail
+}  // namespace ctxkit::kernels::detail

@@ -16,7 +16,7 @@ Expected<std::vector<int64_t>> positiveInts(const OpContext& ctx, std::string_vi
   return v;
 }
 
-} // namespace
+}  // namespace
 
 Expected<Window> computeWindow(const OpContext& ctx, std::span<const int64_t> in, std::span<const int64_t> kernel,
                                bool ceilMode, bool allowDilations) {
@@ -42,7 +42,7 @@ Expected<Window> computeWindow(const OpContext& ctx, std::span<const int64_t> in
   w.padEnd.assign(n, 0);
   w.out.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
-    int64_t span = w.dilations[i] * (w.kernel[i] - 1) + 1; // extent of the dilated kernel
+    int64_t span = w.dilations[i] * (w.kernel[i] - 1) + 1;  // extent of the dilated kernel
     int64_t s = w.strides[i];
     if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
       int64_t out = ceilDiv(w.in[i], s);
@@ -88,4 +88,4 @@ Window3 toWindow3(const Window& w) {
   return r;
 }
 
-} // namespace ctxkit::kernels::detail
+}  // namespace ctxkit::kernels::detail

@@ -6,11 +6,11 @@
 namespace ctxkit::kernels::detail {
 
 struct Window {
-  std::vector<int64_t> in;     // input spatial dims
-  std::vector<int64_t> kernel; // kernel spatial dims
+  std::vector<int64_t> in;      // input spatial dims
+  std::vector<int64_t> kernel;  // kernel spatial dims
   std::vector<int64_t> strides, dilations;
   std::vector<int64_t> padBegin, padEnd;
-  std::vector<int64_t> out; // output spatial dims
+  std::vector<int64_t> out;  // output spatial dims
   int64_t rank() const { return static_cast<int64_t>(in.size()); }
 };
 
@@ -43,4 +43,4 @@ inline void tapsForOutput(int64_t o, int64_t stride, int64_t pad, int64_t dil, i
   lo = std::min(lo, hi);
 }
 
-} // namespace ctxkit::kernels::detail
+}  // namespace ctxkit::kernels::detail

@@ -12,14 +12,14 @@ namespace ctxkit::kernels {
 namespace {
 // Set while a thread runs a chunk, so nested parallelFor calls run inline instead of deadlocking.
 thread_local bool tInsideParallelFor = false;
-} // namespace
+}  // namespace
 
 struct ThreadPool::Impl {
   std::vector<std::thread> workers;
   std::mutex mutex;
   std::condition_variable wake;
   std::condition_variable done;
-  std::mutex submit; // one job at a time; a concurrent caller runs its loop inline
+  std::mutex submit;  // one job at a time; a concurrent caller runs its loop inline
 
   // The current job, guarded by `mutex` except the atomic chunk counter.
   const std::function<void(size_t, size_t)>* body = nullptr;
@@ -28,8 +28,8 @@ struct ThreadPool::Impl {
   size_t chunks = 0;
   std::atomic<size_t> nextChunk{0};
   uint64_t generation = 0;
-  bool open = false;   // workers may still join the job
-  int busyWorkers = 0; // workers inside the job
+  bool open = false;    // workers may still join the job
+  int busyWorkers = 0;  // workers inside the job
   bool stopping = false;
 
   // Claims and runs chunks until none are left.
@@ -107,9 +107,9 @@ void ThreadPool::parallelFor(size_t count, size_t minChunk, const std::function<
   s.drain(body);
   tInsideParallelFor = false;
   std::unique_lock<std::mutex> lock(s.mutex);
-  s.open = false; // late wakers skip this job; those inside finish their chunks
+  s.open = false;  // late wakers skip this job; those inside finish their chunks
   s.done.wait(lock, [&] { return s.busyWorkers == 0; });
   s.body = nullptr;
 }
 
-} // namespace ctxkit::kernels
+}  // namespace ctxkit::kernels

@@ -11,7 +11,7 @@ namespace ctxkit::kernels {
 
 namespace {
 
-constexpr size_t kBlock = 64; // a multiple of every vector width, so the block loops need no tail
+constexpr size_t kBlock = 64;  // a multiple of every vector width, so the block loops need no tail
 
 // Helpers are force-inlined so that each CTX_SIMD_CLONES variant compiles them for its own ISA (an
 // out-of-line copy would be built once, for the baseline).
@@ -22,7 +22,7 @@ CTX_INLINE float expScalar(float x) {
   const float kLog2e = 1.44269504088896341f;
   const float kLn2Hi = 0.693359375f;
   const float kLn2Lo = -2.12194440e-4f;
-  const float kRound = 12582912.0f; // 1.5 * 2^23: adding it rounds to an integer held in the low bits
+  const float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer held in the low bits
   // Clamping to [-104, 89] keeps 2^n within two normal factors: results underflow to 0 and overflow to
   // infinity through the final multiply, with no branches (which would stop vectorization).
   float xc = std::min(std::max(x, -104.0f), 89.0f);
@@ -42,7 +42,7 @@ CTX_INLINE float expScalar(float x) {
   int32_t n2 = ni - n1;
   float s1 = std::bit_cast<float>((n1 + 127) << 23);
   float s2 = std::bit_cast<float>((n2 + 127) << 23);
-  return p * s1 * s2; // NaN passes the clamp (std::max(NaN, a) is NaN) and stays NaN
+  return p * s1 * s2;  // NaN passes the clamp (std::max(NaN, a) is NaN) and stays NaN
 }
 
 CTX_INLINE float tanhScalar(float x) {
@@ -75,7 +75,7 @@ CTX_INLINE float erfScalar(float x) {
   float big = 1.0f - poly * t * expScalar(-ax * ax);
   big = std::copysign(big, x);
   float z = x * x;
-  float s = 1.0f / 75600.0f; // coefficients of x^(2k+1) over 2/sqrt(pi): (-1)^k / (k! (2k+1))
+  float s = 1.0f / 75600.0f;  // coefficients of x^(2k+1) over 2/sqrt(pi): (-1)^k / (k! (2k+1))
   s = s * z - 1.0f / 9360.0f;
   s = s * z + 1.0f / 1320.0f;
   s = s * z - 1.0f / 216.0f;
@@ -114,7 +114,7 @@ template <typename F> CTX_INLINE void blocked(const float* in, float* out, size_
   for (; i < n; ++i) out[i] = f(in[i]);
 }
 
-} // namespace
+}  // namespace
 
 // Folds kBlock lanes pairwise (64 -> 32 -> ... -> 1): log-depth and vectorizable, where a running scalar
 // over 64 lanes would be a chain of 64 dependent operations.
@@ -191,15 +191,15 @@ CTX_INLINE void binaryBlocked(const float* a, size_t aStep, const float* b, size
   for (; i < n; ++i) out[i] = op(aStep ? a[i] : a[0], bStep ? b[i] : b[0]);
 }
 
-} // namespace
+}  // namespace
 
 CTX_SIMD_CLONES void vecBinary(BinaryOp op, const float* a, size_t aStep, const float* b, size_t bStep, float* out,
                                size_t n) {
   switch (op) {
-  case BinaryOp::Add: return binaryBlocked(a, aStep, b, bStep, out, n, [](float x, float y) { return x + y; });
-  case BinaryOp::Sub: return binaryBlocked(a, aStep, b, bStep, out, n, [](float x, float y) { return x - y; });
-  case BinaryOp::Mul: return binaryBlocked(a, aStep, b, bStep, out, n, [](float x, float y) { return x * y; });
-  case BinaryOp::Div: return binaryBlocked(a, aStep, b, bStep, out, n, [](float x, float y) { return x / y; });
+    case BinaryOp::Add: return binaryBlocked(a, aStep, b, bStep, out, n, [](float x, float y) { return x + y; });
+    case BinaryOp::Sub: return binaryBlocked(a, aStep, b, bStep, out, n, [](float x, float y) { return x - y; });
+    case BinaryOp::Mul: return binaryBlocked(a, aStep, b, bStep, out, n, [](float x, float y) { return x * y; });
+    case BinaryOp::Div: return binaryBlocked(a, aStep, b, bStep, out, n, [](float x, float y) { return x / y; });
   }
 }
 
@@ -253,7 +253,7 @@ template <typename F> CTX_INLINE double laneSum(const float* x, size_t n, F f) {
   return total;
 }
 
-} // namespace
+}  // namespace
 
 CTX_SIMD_CLONES double vecSum(const float* x, size_t n) {
   return laneSum(x, n, [](float v) { return v; });
@@ -278,4 +278,4 @@ CTX_SIMD_CLONES void vecNormalize(const float* x, float* y, size_t n, float mean
   for (; i < n; ++i) y[i] = (x[i] - mean) * inv * scale[i] + (bias ? bias[i] : 0.0f);
 }
 
-} // namespace ctxkit::kernels
+}  // namespace ctxkit::kernels

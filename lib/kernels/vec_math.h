@@ -12,9 +12,9 @@ void vecExp(const float* in, float* out, size_t n);
 void vecSigmoid(const float* in, float* out, size_t n);
 void vecTanh(const float* in, float* out, size_t n);
 void vecErf(const float* in, float* out, size_t n);
-void vecGeluErf(const float* in, float* out, size_t n);  // 0.5 x (1 + erf(x / sqrt 2))
-void vecGeluTanh(const float* in, float* out, size_t n); // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-void vecClamp(const float* in, float* out, size_t n, float lo, float hi); // NaN stays NaN
+void vecGeluErf(const float* in, float* out, size_t n);   // 0.5 x (1 + erf(x / sqrt 2))
+void vecGeluTanh(const float* in, float* out, size_t n);  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+void vecClamp(const float* in, float* out, size_t n, float lo, float hi);  // NaN stays NaN
 
 // out[i] = exp(in[i] - shift), returning the sum of the results (softmax's inner loop).
 float vecExpShiftSum(const float* in, float* out, size_t n, float shift);
@@ -23,16 +23,16 @@ float vecExpShiftSum(const float* in, float* out, size_t n, float shift);
 enum class BinaryOp { Add, Sub, Mul, Div };
 // out[i] = a[i * aStep] op b[i * bStep], steps 0 (broadcast scalar) or 1.
 void vecBinary(BinaryOp op, const float* a, size_t aStep, const float* b, size_t bStep, float* out, size_t n);
-void vecAxpy(float* y, const float* x, float alpha, size_t n); // y += alpha * x
-void vecMaxInto(float* y, const float* x, size_t n);           // y = max(y, x)
+void vecAxpy(float* y, const float* x, float alpha, size_t n);  // y += alpha * x
+void vecMaxInto(float* y, const float* x, size_t n);            // y = max(y, x)
 // Strided reads, for pooling and depthwise convolution with stride > 1: y[i] op= x[i * stride].
 void vecAxpyStrided(float* y, const float* x, size_t stride, float alpha, size_t n);
 void vecMaxIntoStrided(float* y, const float* x, size_t stride, size_t n);
-void vecScaleShift(const float* x, float* y, size_t n, float a, float b); // y = x * a + b
-float vecMax(const float* x, size_t n);                                   // -inf for n == 0
+void vecScaleShift(const float* x, float* y, size_t n, float a, float b);  // y = x * a + b
+float vecMax(const float* x, size_t n);                                    // -inf for n == 0
 double vecSum(const float* x, size_t n);
-double vecSumSquaredDiff(const float* x, size_t n, float mean); // sum (x - mean)^2
+double vecSumSquaredDiff(const float* x, size_t n, float mean);  // sum (x - mean)^2
 // y = (x - mean) * inv * scale + bias (bias may be null).
 void vecNormalize(const float* x, float* y, size_t n, float mean, float inv, const float* scale, const float* bias);
 
-} // namespace ctxkit::kernels
+}  // namespace ctxkit::kernels

@@ -248,3 +248,50 @@ TEST_CASE("an EPContext node of another EP is named in the error", "[e2e]") {
   auto inspect = runTool(CTXKIT_CTXINSPECT, {(out / "foreign_ctx.onnx").string()});
   CHECK(inspect.out.find("QNNExecutionProvider") != std::string::npos);
 }
+
+TEST_CASE("fallback nodes keep their initializers, in an external file on request", "[e2e]") {
+  TempDir out("fallback");
+  {
+    std::ofstream(out / "nogemm.json")
+        << R"({"name":"nogemm","element_types":["float32"],"ops":[{"op":"Conv"},{"op":"BatchNormalization"},{"op":"Relu"},{"op":"MaxPool"}]})";
+  }
+  fs::path o = out / "o";
+  auto r = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "--target", (out / "nogemm.json").string(), "-o", o.string(),
+                                   "-C", "ep.context_model_external_initializers_file_name=weights.data", "-C",
+                                   "ep.context_node_name_prefix=P_", "--depfile", (out / "deps.d").string(), "--json", "-"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exitCode == 0);
+  auto report = nlohmann::json::parse(r.out);
+  CHECK(report["models"][0]["fallback_nodes"].get<int>() == 2);
+  CHECK(report["models"][0]["fallback"][1]["reason"].get<std::string>().find("Gemm") != std::string::npos);
+  CHECK(filesIn(o) == std::set<std::string>{"tiny_cnn_ctx.onnx", "tiny_cnn_ctxkit.bin", "weights.data"});
+  CHECK(ctxkit::testing::readText(out / "deps.d").find("tiny_cnn.onnx") != std::string::npos);
+
+  auto run = runTool(CTXKIT_CTXRUN, {(o / "tiny_cnn_ctx.onnx").string(), "--inputs", sampleData("tiny_cnn"), "--expected", sampleData("tiny_cnn"), "--json"});
+  INFO(run.out << run.err);
+  CHECK(run.exitCode == 0);
+  auto j = nlohmann::json::parse(run.out);
+  CHECK(j["fallback_nodes"].get<int>() == 2);
+
+  auto inspect = runTool(CTXKIT_CTXINSPECT, {(o / "tiny_cnn_ctx.onnx").string(), "--json", "--dot", (out / "g.dot").string()});
+  INFO(inspect.out << inspect.err);
+  CHECK(inspect.exitCode == 0);
+  auto ji = nlohmann::json::parse(inspect.out);
+  std::set<std::string> roles;
+  for (const auto& f : ji["deployment_files"]) roles.insert(f["role"].get<std::string>());
+  CHECK(roles == std::set<std::string>{"model", "context binary", "external data"});
+  CHECK(ji["ep_context_nodes"][0]["name"].get<std::string>().rfind("P_tiny_cnn_ctxkit_", 0) == 0);
+  auto dot = ctxkit::testing::readText(out / "g.dot");
+  CHECK(dot.find("digraph") != std::string::npos);
+  CHECK(dot.find("EPContext") != std::string::npos);
+  CHECK(dot.find("Gemm") != std::string::npos);
+
+  // Without the data file the deployment is incomplete, and both tools say which file is missing.
+  fs::remove(o / "weights.data");
+  auto missing = runTool(CTXKIT_CTXINSPECT, {(o / "tiny_cnn_ctx.onnx").string()});
+  CHECK(missing.exitCode == 1);
+  CHECK(missing.out.find("weights.data") != std::string::npos);
+  auto runMissing = runTool(CTXKIT_CTXRUN, {(o / "tiny_cnn_ctx.onnx").string()});
+  CHECK(runMissing.exitCode == 1);
+  CHECK(runMissing.err.find("weights.data") != std::string::npos);
+}

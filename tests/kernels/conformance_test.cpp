@@ -124,7 +124,7 @@ Result runTest(const fs::path& dir) {
   return {Outcome::Passed, {}};
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("kernel conformance on the ONNX node tests") {
   fs::path root = CTXKIT_NODE_TESTS_DIR;

@@ -43,7 +43,7 @@ std::vector<float> naiveConv2d(const std::vector<float>& x, ir::Shape xs, const 
   return y;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("Conv 2-D with pads, bias and the 1x1 fast path") {
   auto x = floats({1, 1, 3, 3}, iota(9));
@@ -76,10 +76,10 @@ TEST_CASE("Conv matches a direct loop: strides, dilations, groups, asymmetric pa
   std::vector<Case> cases = {
       {{2, 4, 9, 8}, {6, 2, 3, 3}, 2, {2, 1}, {1, 2}, {1, 0, 2, 1}},
       {{1, 3, 7, 7}, {5, 3, 3, 2}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
-      {{3, 8, 6, 5}, {8, 1, 3, 3}, 8, {1, 2}, {1, 1}, {1, 1, 1, 1}}, // depthwise
+      {{3, 8, 6, 5}, {8, 1, 3, 3}, 8, {1, 2}, {1, 1}, {1, 1, 1, 1}},  // depthwise
       {{1, 16, 20, 20}, {32, 16, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
       {{1, 2, 12, 12}, {4, 2, 5, 5}, 1, {3, 3}, {2, 1}, {2, 2, 2, 2}},
-      {{1, 16, 130, 131}, {4, 16, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}}, // im2col in column chunks
+      {{1, 16, 130, 131}, {4, 16, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}},  // im2col in column chunks
       {{2, 6, 9, 9}, {4, 3, 3, 3}, 2, {2, 2}, {1, 1}, {0, 1, 1, 0}},
   };
   for (const Case& c : cases) {

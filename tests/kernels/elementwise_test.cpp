@@ -16,9 +16,9 @@ TEST_CASE("Add broadcasts both ways") {
   REQUIRE(y.shape() == ir::Shape{2, 4, 3});
   auto v = values<float>(y);
   REQUIRE(v[0] == 11);
-  REQUIRE(v[3] == 21);  // [0][1][0] = 1 + 20
-  REQUIRE(v[12] == 14); // [1][0][0] = 4 + 10
-  REQUIRE(v[23] == 46); // [1][3][2] = 6 + 40
+  REQUIRE(v[3] == 21);   // [0][1][0] = 1 + 20
+  REQUIRE(v[12] == 14);  // [1][0][0] = 4 + 10
+  REQUIRE(v[23] == 46);  // [1][3][2] = 6 + 40
 }
 
 TEST_CASE("Sub, Mul with a scalar and a same-shape operand") {
@@ -34,7 +34,7 @@ TEST_CASE("Div on integers truncates toward zero like C") {
   auto b = int32s({4}, {2, 2, -2, -2});
   REQUIRE(values<int32_t>(Op(OpKind::Div).run1({&a, &b})) == std::vector<int32_t>{3, -3, -3, 3});
   auto z = int32s({4}, {0, 1, 1, 1});
-  auto r = values<int32_t>(Op(OpKind::Div).run1({&a, &z})); // division by zero does not trap
+  auto r = values<int32_t>(Op(OpKind::Div).run1({&a, &z}));  // division by zero does not trap
   REQUIRE(r[0] == 0);
   auto mn = int64s({1}, {std::numeric_limits<int64_t>::min()});
   auto m1 = int64s({1}, {-1});

@@ -98,4 +98,4 @@ inline void requireClose(const std::vector<float>& got, const std::vector<float>
   }
 }
 
-} // namespace ctxkit::test
+}  // namespace ctxkit::test

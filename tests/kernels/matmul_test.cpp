@@ -31,7 +31,7 @@ std::vector<float> naiveGemm(bool ta, bool tb, size_t M, size_t N, size_t K, flo
   return C;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("sgemm matches a naive triple loop on odd sizes") {
   kernels::ThreadPool pool(2);
@@ -72,7 +72,7 @@ TEST_CASE("sgemm honours leading dimensions larger than the matrix") {
       for (size_t k = 0; k < K; ++k) acc += A[i * lda + k] * B[k * ldb + j];
       REQUIRE(std::fabs(C[i * ldc + j] - acc) < 1e-5);
     }
-    for (size_t j = N; j < ldc; ++j) REQUIRE(C[i * ldc + j] == 7.0f); // untouched padding
+    for (size_t j = N; j < ldc; ++j) REQUIRE(C[i * ldc + j] == 7.0f);  // untouched padding
   }
   REQUIRE(std::string(kernels::sgemmKernelName()).size() > 0);
 }
@@ -85,13 +85,13 @@ TEST_CASE("MatMul 2-D, batched with broadcasting, and 1-D operands") {
   requireClose(values<float>(y), {4, 5, 10, 11});
 
   auto v = floats({3}, {1, 1, 1});
-  auto yv = Op(OpKind::MatMul).run1({&v, &b}); // (3) x (3,2) -> (2)
+  auto yv = Op(OpKind::MatMul).run1({&v, &b});  // (3) x (3,2) -> (2)
   REQUIRE(yv.shape() == ir::Shape{2});
   requireClose(values<float>(yv), {2, 2});
-  auto ym = Op(OpKind::MatMul).run1({&a, &v}); // (2,3) x (3) -> (2)
+  auto ym = Op(OpKind::MatMul).run1({&a, &v});  // (2,3) x (3) -> (2)
   REQUIRE(ym.shape() == ir::Shape{2});
   requireClose(values<float>(ym), {6, 15});
-  auto yd = Op(OpKind::MatMul).run1({&v, &v}); // dot product -> scalar
+  auto yd = Op(OpKind::MatMul).run1({&v, &v});  // dot product -> scalar
   REQUIRE(yd.shape().empty());
   requireClose(values<float>(yd), {3});
 
@@ -132,9 +132,9 @@ TEST_CASE("MatMul with many batches uses threads and stays exact") {
 }
 
 TEST_CASE("Gemm transposes, alpha, beta and broadcast C") {
-  auto a = floats({3, 2}, {1, 4, 2, 5, 3, 6}); // A^T = [[1,2,3],[4,5,6]]
-  auto b = floats({2, 3}, {1, 0, 1, 0, 1, 1}); // B^T = [[1,0],[0,1],[1,1]]
-  auto c = floats({2}, {10, 20});              // broadcast along rows
+  auto a = floats({3, 2}, {1, 4, 2, 5, 3, 6});  // A^T = [[1,2,3],[4,5,6]]
+  auto b = floats({2, 3}, {1, 0, 1, 0, 1, 1});  // B^T = [[1,0],[0,1],[1,1]]
+  auto c = floats({2}, {10, 20});               // broadcast along rows
   auto y = Op(OpKind::Gemm).i("transA", 1).i("transB", 1).f("alpha", 2.0f).f("beta", 0.5f).run1({&a, &b, &c});
   REQUIRE(y.shape() == ir::Shape{2, 2});
   // A^T B^T = [[4,5],[10,11]]; 2x + 0.5c

@@ -73,7 +73,7 @@ TEST_CASE("ThreadPool covers the range exactly once, nests and serializes concur
     REQUIRE(pool.threads() == threads);
     for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(1000), size_t(100003)}) {
       std::vector<std::atomic<int>> hits(count);
-      std::atomic<bool> badRange{false}; // Catch2 assertions are not thread-safe: check after the loop
+      std::atomic<bool> badRange{false};  // Catch2 assertions are not thread-safe: check after the loop
       pool.parallelFor(count, 3, [&](size_t b, size_t e) {
         if (b > e || e > count) badRange = true;
         for (size_t i = b; i < e && i < count; ++i) hits[i].fetch_add(1);

@@ -18,7 +18,7 @@ std::vector<float> iota(size_t n) {
 }
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-} // namespace
+}  // namespace
 
 TEST_CASE("Reshape with 0, -1 and allowzero") {
   auto x = floats({2, 3, 4}, iota(24));
@@ -90,12 +90,12 @@ TEST_CASE("Identity, Shape with start/end, and Transpose") {
   REQUIRE(values<int64_t>(Op(OpKind::Shape, 15).i("start", -1).run1({&x})) == std::vector<int64_t>{4});
   REQUIRE(values<int64_t>(Op(OpKind::Shape, 15).i("end", -1).run1({&x})) == std::vector<int64_t>{2, 3});
   REQUIRE(Op(OpKind::Shape, 15).i("start", 2).i("end", 1).run1({&x}).shape() == ir::Shape{0});
-  REQUIRE(values<int64_t>(Op(OpKind::Shape, 13).i("start", 1).run1({&x})).size() == 3); // no start before 15
+  REQUIRE(values<int64_t>(Op(OpKind::Shape, 13).i("start", 1).run1({&x})).size() == 3);  // no start before 15
   auto t = Op(OpKind::Transpose).run1({&x});
   REQUIRE(t.shape() == ir::Shape{4, 3, 2});
   auto tv = values<float>(t);
-  REQUIRE(tv[1] == 12); // [0][0][1] = x[1][0][0]
-  REQUIRE(tv[2] == 4);  // [0][1][0] = x[0][1][0]
+  REQUIRE(tv[1] == 12);  // [0][0][1] = x[1][0][0]
+  REQUIRE(tv[2] == 4);   // [0][1][0] = x[0][1][0]
   auto p = Op(OpKind::Transpose).ints("perm", {1, 0, 2}).run1({&x});
   REQUIRE(p.shape() == ir::Shape{3, 2, 4});
   REQUIRE(values<float>(p)[4] == 12);
@@ -151,7 +151,7 @@ TEST_CASE("Slice with inputs (opset 10+): negative, clamped and stepped") {
   REQUIRE(values<float>(y2) == std::vector<float>{0, 1, 4, 5, 8, 9});
   auto e3 = int64s({1}, {1});
   auto s3 = int64s({1}, {3});
-  REQUIRE(Op(OpKind::Slice, 13).run1({&x, &s3, &e3}).shape() == ir::Shape{0, 4}); // empty, not an error
+  REQUIRE(Op(OpKind::Slice, 13).run1({&x, &s3, &e3}).shape() == ir::Shape{0, 4});  // empty, not an error
   auto zero = int64s({1}, {0});
   REQUIRE(Op(OpKind::Slice, 13).fails({&x, &s2, &e2, &a2, &zero}).message() ==
           "node 'n1' (Slice): steps has a 0 for axis 1");
@@ -208,9 +208,9 @@ TEST_CASE("float16 conversion rounds to nearest even and handles subnormals and 
   REQUIRE(kernels::floatToHalf(65504.0f) == 0x7bff);
   REQUIRE(kernels::floatToHalf(65520.0f) == 0x7c00);
   REQUIRE(kernels::floatToHalf(-0.0f) == 0x8000);
-  REQUIRE(kernels::floatToHalf(5.9604645e-8f) == 0x0001);      // smallest subnormal
-  REQUIRE(kernels::floatToHalf(2.98e-8f) == 0x0000);           // just below half of it
-  REQUIRE(kernels::floatToHalf(1.0f + 1.0f / 2048) == 0x3c00); // tie to even
+  REQUIRE(kernels::floatToHalf(5.9604645e-8f) == 0x0001);       // smallest subnormal
+  REQUIRE(kernels::floatToHalf(2.98e-8f) == 0x0000);            // just below half of it
+  REQUIRE(kernels::floatToHalf(1.0f + 1.0f / 2048) == 0x3c00);  // tie to even
   REQUIRE(kernels::floatToHalf(1.0f + 3.0f / 2048) == 0x3c02);
   for (uint32_t h = 0; h < 0x7c00; ++h) REQUIRE(kernels::floatToHalf(kernels::halfToFloat(uint16_t(h))) == h);
 }
