@@ -41,6 +41,7 @@ public:
       ops_.push_back(LOp{n.kind, n.opset, n.name.empty() ? n.opType + "_" + std::to_string(i) : n.name, n.attrs, n.inputs, n.outputs});
     }
     if (options_.foldBatchNorm) CTX_RETURN_IF_ERROR(foldBatchNorms());
+    if (options_.fuseActivations) fuseActivations();
     for (const LOp& op : ops_) CTX_RETURN_IF_ERROR(emit(op).addContext(fmt::format("lowering node '{}'", op.name)));
     planArena();
     return std::move(result_);
@@ -111,6 +112,36 @@ private:
       ops_.erase(ops_.begin() + static_cast<std::ptrdiff_t>(j));
     }
     return Status::ok();
+  }
+
+  // Conv/Gemm/MatMul followed only by an activation run the activation as their epilogue (float32).
+  void fuseActivations() {
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      LOp& producer = ops_[i];
+      bool fusable = producer.kind == ir::OpKind::Conv || producer.kind == ir::OpKind::Gemm || producer.kind == ir::OpKind::MatMul;
+      if (!fusable || producer.outputs.size() != 1 || producer.attrs.has("activation")) continue;
+      const std::string& out = producer.outputs[0];
+      const analysis::ValueFacts* f = facts_.find(out);
+      if (usedOutside_.count(out) || readers(out) != 1 || (f && f->type != ir::ElemType::Float)) continue;
+      size_t j = i + 1;
+      while (j < ops_.size() && std::find(ops_[j].inputs.begin(), ops_[j].inputs.end(), out) == ops_[j].inputs.end()) ++j;
+      if (j == ops_.size()) continue;
+      const LOp& act = ops_[j];
+      std::vector<float> params;
+      switch (act.kind) {
+        case ir::OpKind::Relu:
+        case ir::OpKind::Sigmoid:
+        case ir::OpKind::Tanh: break;
+        case ir::OpKind::LeakyRelu: params = {act.attrs.getFloat("alpha", 0.01f)}; break;
+        case ir::OpKind::HardSigmoid: params = {act.attrs.getFloat("alpha", 0.2f), act.attrs.getFloat("beta", 0.5f)}; break;
+        default: continue;
+      }
+      if (act.inputs.size() != 1 || act.outputs.size() != 1) continue;
+      producer.attrs.set(ir::Attribute::makeString("activation", std::string(ir::opKindName(act.kind))));
+      if (!params.empty()) producer.attrs.set(ir::Attribute::makeFloats("activation_params", params));
+      producer.outputs = act.outputs;
+      ops_.erase(ops_.begin() + static_cast<std::ptrdiff_t>(j));
+    }
   }
 
   int32_t addTensor(TensorDesc desc) {

@@ -1,5 +1,5 @@
 // Lowers one partition to a compiled program: static shapes, folded constants, BatchNormalization folded
-// into Conv, reshape-like ops as views, and a static memory plan.
+// into Conv, activations fused into Conv/Gemm/MatMul, reshape-like ops as views, and a static memory plan.
 #pragma once
 
 #include "analysis/analysis.h"
@@ -26,6 +26,7 @@ using WeightInterner = std::function<Expected<uint32_t>(const ir::Tensor&)>;
 struct LowerOptions {
   uint64_t arenaAlignment = 64;
   bool foldBatchNorm = true;
+  bool fuseActivations = true;
 };
 
 // `usedOutside` holds every value read by nodes outside this partition or listed as a graph output.

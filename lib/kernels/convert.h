@@ -20,7 +20,7 @@ bool isConvertible(ir::ElemType type);
 
 // Converts `count` elements from `src` (type `from`) to `dst` (type `to`), as ONNX Cast does: integers
 // wrap, floats truncate toward zero when cast to integers (NaN gives 0), anything non-zero is true; float8
-// saturates out-of-range values when `saturate` (Cast's attribute), 4-bit ints round and clamp.
+// saturates out-of-range values when `saturate` (Cast's attribute).
 Status convertElements(ir::ElemType from, const void* src, ir::ElemType to, void* dst, size_t count,
                        bool saturate = true);
 // The same for elements [begin, end) of both buffers (the way to address packed 4-bit types).

@@ -1,6 +1,7 @@
 // MatMul (numpy semantics: batched broadcasting, 1-D operands) and Gemm (transposes, alpha, beta, bias C).
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
+#include "kernels/vec_math.h"
 
 namespace ctxkit::kernels::detail {
 
@@ -194,8 +195,9 @@ Status runGemm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     bool useC = c && beta != 0.0f;
     if (useC) {
       const float* pc = c->dataAs<float>();
-      for (int64_t i = 0; i < M; ++i)
-        for (int64_t j = 0; j < N; ++j) py[i * N + j] = beta * pc[cIndex(i, j)];
+      for (int64_t i = 0; i < M; ++i)  // each row: beta times C's row (or its one broadcast value)
+        vecBinary(BinaryOp::Mul, pc + i * cStrides[0], static_cast<size_t>(cStrides[1]), &beta, 0, py + i * N,
+                  static_cast<size_t>(N));
     }
     sgemm(transA, transB, static_cast<size_t>(M), static_cast<size_t>(N), static_cast<size_t>(K), alpha,
           a.dataAs<float>(), static_cast<size_t>(a.shape()[1]), b.dataAs<float>(), static_cast<size_t>(b.shape()[1]),

@@ -65,9 +65,10 @@ uint32_t encode(const MiniFloat& f, double x, bool saturate) {
     if (f.fnuz && mag == 0) return 0;  // no negative zero
     return negative ? (mag | sb) : mag;
   };
-  const uint32_t nanCode = f.fnuz ? sb : (sb - 1);  // FN NaN keeps the input's sign below
+  // NaN codes as ONNX writes them: E4M3FN S.1111.111, E5M2 S.11111.10, FNUZ formats the lone sign bit.
+  const uint32_t nanCode = f.fnuz ? sb : (f.hasInf ? sb - 2 : sb - 1);
   if (std::isnan(x)) {
-    if (!f.hasNaN) return f.maxCode;  // float4 has no NaN: the largest value
+    if (!f.hasNaN) return sb;  // float4 has no NaN; ONNX's reference gives the negative-zero code
     return f.fnuz ? nanCode : withSign(nanCode);
   }
   auto overflow = [&]() -> uint32_t {
@@ -95,10 +96,10 @@ uint32_t encode(const MiniFloat& f, double x, bool saturate) {
   return withSign(static_cast<uint32_t>(code));
 }
 
-uint8_t encodeInt4(double x, bool isSigned) {
-  double lo = isSigned ? -8.0 : 0.0, hi = isSigned ? 7.0 : 15.0;
-  double r = std::isnan(x) ? 0.0 : std::nearbyint(std::fmin(std::fmax(x, lo), hi));
-  return static_cast<uint8_t>(static_cast<int>(r) & 0xF);
+// Like every integer cast: truncation toward zero, then wrapping to 4 bits (ONNX's test data agrees).
+uint8_t encodeInt4(double x) {
+  if (std::isnan(x) || !(std::fabs(x) < 9.2e18)) return 0;
+  return static_cast<uint8_t>(static_cast<uint64_t>(static_cast<int64_t>(x)) & 0xFu);
 }
 
 double decodeInt4(uint8_t nibble, bool isSigned) {
@@ -131,7 +132,7 @@ void storeSmall(ElemType t, const double* in, void* base, size_t begin, size_t n
   const MiniFloat* f = formatOf(t);
   for (size_t k = 0; k < n; ++k) {
     size_t i = begin + k;
-    uint32_t code = f ? encode(*f, in[k], saturate) : encodeInt4(in[k], t == ElemType::Int4);
+    uint32_t code = f ? encode(*f, in[k], saturate) : encodeInt4(in[k]);
     if (isFourBit(t)) {
       unsigned shift = 4 * static_cast<unsigned>(i % 2);
       bytes[i / 2] = static_cast<uint8_t>((bytes[i / 2] & ~(0xFu << shift)) | ((code & 0xFu) << shift));

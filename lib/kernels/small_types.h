@@ -16,7 +16,7 @@ void loadSmall(ir::ElemType type, const void* base, size_t begin, size_t n, doub
 
 // Writes n doubles into elements [begin, begin + n). Floats round to nearest even; out-of-range values
 // saturate to the largest finite value when `saturate` (float8), else become infinity or NaN as ONNX's Cast
-// specifies. 4-bit integers round to nearest even and clamp. Callers writing 4-bit types from several
+// specifies. 4-bit integers truncate and wrap like other integer casts. Callers writing 4-bit types from several
 // threads must split at even element indices (two elements share a byte).
 void storeSmall(ir::ElemType type, const double* in, void* base, size_t begin, size_t n, bool saturate);
 

@@ -42,8 +42,11 @@ std::string compare(const ir::Tensor& got, const ir::Tensor& want) {
     return fmt::format("shape {} but expected {}", ir::shapeToString(got.shape()), ir::shapeToString(want.shape()));
   size_t n = static_cast<size_t>(want.elementCount());
   if (!isFloat(want.type())) {
-    if (got.byteSize() != want.byteSize() || std::memcmp(got.data(), want.data(), got.byteSize()) != 0)
-      return "integer values differ";
+    if (got.byteSize() != want.byteSize()) return "byte sizes differ";
+    const auto* g = reinterpret_cast<const uint8_t*>(got.data());
+    const auto* w = reinterpret_cast<const uint8_t*>(want.data());
+    for (size_t i = 0; i < got.byteSize(); ++i)
+      if (g[i] != w[i]) return fmt::format("byte {} is 0x{:02x} but expected 0x{:02x}", i, g[i], w[i]);
     return {};
   }
   std::vector<double> g(n), w(n);

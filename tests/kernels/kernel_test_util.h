@@ -35,6 +35,12 @@ template <typename T> std::vector<T> values(const ir::Tensor& t) {
   return std::vector<T>(p, p + t.elementCount());
 }
 
+// The raw bytes (packed 4-bit tensors hold two elements per byte).
+inline std::vector<uint8_t> bytesOf(const ir::Tensor& t) {
+  const auto* p = reinterpret_cast<const uint8_t*>(t.data());
+  return std::vector<uint8_t>(p, p + t.byteSize());
+}
+
 // One node to evaluate: op kind, opset and attributes.
 struct Op {
   OpKind kind;

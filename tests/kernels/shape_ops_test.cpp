@@ -252,3 +252,39 @@ TEST_CASE("Transpose matches index arithmetic for every permutation of a rank-4 
           }
   } while (std::next_permutation(perm.begin(), perm.end()));
 }
+
+TEST_CASE("Cast to and from float8, float4 and packed 4-bit integers") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto x = floats({7}, {1.0f, -0.0f, 448.0f, 500.0f, nan, INFINITY, 0.0068359375f});
+  auto e4 = Op(OpKind::Cast, 19).i("to", static_cast<int64_t>(ElemType::Float8E4M3FN)).run1({&x});
+  REQUIRE(e4.byteSize() == 7);
+  // 0.0068359375 is 3.5 subnormal units of 2^-9: the tie rounds to the even code 4.
+  REQUIRE(values<uint8_t>(e4) == std::vector<uint8_t>{0x38, 0x80, 0x7E, 0x7E, 0x7F, 0x7E, 0x04});
+  auto e4ns = Op(OpKind::Cast, 19).i("to", static_cast<int64_t>(ElemType::Float8E4M3FN)).i("saturate", 0).run1({&x});
+  REQUIRE(values<uint8_t>(e4ns)[3] == 0x7F);  // overflow without saturation is NaN (no infinity)
+  auto fnuz = Op(OpKind::Cast, 19).i("to", static_cast<int64_t>(ElemType::Float8E4M3FNUZ)).run1({&x});
+  REQUIRE(values<uint8_t>(fnuz)[0] == 0x40);  // bias 8
+  REQUIRE(values<uint8_t>(fnuz)[1] == 0x00);  // no negative zero
+  REQUIRE(values<uint8_t>(fnuz)[4] == 0x80);  // NaN
+  auto e5 = Op(OpKind::Cast, 19).i("to", static_cast<int64_t>(ElemType::Float8E5M2)).i("saturate", 0).run1({&x});
+  REQUIRE(values<uint8_t>(e5)[0] == 0x3C);
+  REQUIRE(values<uint8_t>(e5)[5] == 0x7C);  // infinity survives without saturation
+  auto back = Op(OpKind::Cast, 19).i("to", 1).run1({&e4});
+  auto bv = values<float>(back);
+  REQUIRE(bv[0] == 1.0f);
+  REQUIRE(bv[2] == 448.0f);
+  REQUIRE(std::isnan(bv[4]));
+  REQUIRE(bv[6] == 0.0078125f);
+
+  auto f4in = floats({4}, {0.25f, 3.5f, -8.0f, 1.0f});
+  auto f4 = Op(OpKind::Cast, 23).i("to", static_cast<int64_t>(ElemType::Float4E2M1)).run1({&f4in});
+  REQUIRE(f4.byteSize() == 2);
+  REQUIRE(bytesOf(f4) == std::vector<uint8_t>{0x60, 0x2F});  // 0, 4 | -6, 1 (low nibble first)
+
+  auto ints = int32s({3}, {1, -1, 9});
+  auto i4 = Op(OpKind::Cast, 21).i("to", static_cast<int64_t>(ElemType::Int4)).run1({&ints});
+  REQUIRE(i4.byteSize() == 2);
+  REQUIRE(bytesOf(i4) == std::vector<uint8_t>{0xF1, 0x09});  // 9 wraps to -7 (0x9)
+  auto wide = Op(OpKind::Cast, 21).i("to", 6).run1({&i4});
+  REQUIRE(values<int32_t>(wide) == std::vector<int32_t>{1, -1, -7});
+}
