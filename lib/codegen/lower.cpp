@@ -4,7 +4,9 @@
 #include "codegen/memory_plan.h"
 #include "kernels/kernels.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <deque>
 #include <map>
 
@@ -41,6 +43,7 @@ public:
       ops_.push_back(LOp{n.kind, n.opset, n.name.empty() ? n.opType + "_" + std::to_string(i) : n.name, n.attrs, n.inputs, n.outputs});
     }
     if (options_.foldBatchNorm) CTX_RETURN_IF_ERROR(foldBatchNorms());
+    if (options_.fuseMatMulAdd) CTX_RETURN_IF_ERROR(fuseMatMulAdds());
     if (options_.fuseActivations) fuseActivations();
     for (const LOp& op : ops_) CTX_RETURN_IF_ERROR(emit(op).addContext(fmt::format("lowering node '{}'", op.name)));
     planArena();
@@ -110,6 +113,66 @@ private:
       conv.inputs = {conv.inputs[0], wName, bName};
       conv.outputs = {bn.outputs[0]};
       ops_.erase(ops_.begin() + static_cast<std::ptrdiff_t>(j));
+    }
+    return Status::ok();
+  }
+
+  std::optional<ir::Shape> shapeOf(const std::string& name) const {
+    if (auto it = localShapes_.find(name); it != localShapes_.end()) return it->second;
+    const analysis::ValueFacts* f = facts_.find(name);
+    return f ? f->shape : std::nullopt;
+  }
+
+  std::string addConstant(const std::string& name, ir::Tensor t) {
+    localShapes_[name] = t.shape();
+    folded_.emplace(name, std::move(t));
+    return name;
+  }
+
+  // MatMul by a constant [K, N] followed only by Add of a constant bias [N] becomes one Gemm with the bias
+  // as C; leading dimensions of A are flattened and restored with views (no copies).
+  Status fuseMatMulAdds() {
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      LOp& mm = ops_[i];
+      if (mm.kind != ir::OpKind::MatMul || mm.inputs.size() != 2 || mm.outputs.size() != 1) continue;
+      const std::string& out = mm.outputs[0];
+      const ir::Tensor* b = constantOf(mm.inputs[1]);
+      auto aShape = shapeOf(mm.inputs[0]);
+      const analysis::ValueFacts* af = facts_.find(mm.inputs[0]);
+      if (!b || b->type() != ir::ElemType::Float || b->rank() != 2 || !aShape || aShape->size() < 2 || !af ||
+          af->type != ir::ElemType::Float || usedOutside_.count(out) || readers(out) != 1)
+        continue;
+      size_t j = i + 1;
+      while (j < ops_.size() && std::find(ops_[j].inputs.begin(), ops_[j].inputs.end(), out) == ops_[j].inputs.end()) ++j;
+      if (j == ops_.size() || ops_[j].kind != ir::OpKind::Add || ops_[j].inputs.size() != 2 || ops_[j].outputs.size() != 1) continue;
+      const LOp& add = ops_[j];
+      const std::string& other = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
+      const ir::Tensor* bias = constantOf(other);
+      const int64_t k = b->shape()[0], n = b->shape()[1];
+      if (!bias || bias->type() != ir::ElemType::Float || bias->elementCount() != static_cast<uint64_t>(n) ||
+          bias->rank() > aShape->size() || (bias->rank() > 0 && bias->shape().back() != n) || aShape->back() != k)
+        continue;
+      int64_t rows = 1;
+      for (size_t d = 0; d + 1 < aShape->size(); ++d) rows *= (*aShape)[d];
+      ir::Shape outShape(aShape->begin(), aShape->end() - 1);
+      outShape.push_back(n);
+      std::string base = mm.name + ".gemm";
+      std::vector<int64_t> inDims = {rows, k};
+      CTX_ASSIGN_OR_RETURN(ir::Tensor c, bias->reshaped({n}));
+      std::string inShape = addConstant(base + ".a_shape", ir::Tensor::fromVector(ir::ElemType::Int64, {2}, inDims));
+      std::string outShapeName = addConstant(base + ".y_shape", ir::Tensor::fromVector(ir::ElemType::Int64, {static_cast<int64_t>(outShape.size())}, outShape));
+      std::string cName = addConstant(base + ".c", std::move(c));
+      std::string a2 = base + ".a", y2 = base + ".y", finalOut = add.outputs[0];
+      localShapes_[a2] = ir::Shape{rows, k};
+      localShapes_[y2] = ir::Shape{rows, n};
+      LOp flatten{ir::OpKind::Reshape, 14, base + ".flatten", {}, {mm.inputs[0], inShape}, {a2}};
+      LOp gemm{ir::OpKind::Gemm, 13, mm.name, {}, {a2, mm.inputs[1], cName}, {y2}};
+      LOp restore{ir::OpKind::Reshape, 14, base + ".restore", {}, {y2, outShapeName}, {finalOut}};
+      ops_.erase(ops_.begin() + static_cast<std::ptrdiff_t>(j));
+      ops_[i] = std::move(gemm);
+      ops_.insert(ops_.begin() + static_cast<std::ptrdiff_t>(i) + 1, std::move(restore));
+      ops_.insert(ops_.begin() + static_cast<std::ptrdiff_t>(i), std::move(flatten));
+      i += 2;
     }
     return Status::ok();
   }
@@ -201,11 +264,11 @@ private:
 
     // Reshape-like ops alias their input's bytes unless the result must leave the partition.
     if (asView) {
-      const analysis::ValueFacts* f = facts_.find(op.outputs[0]);
-      if (!f || !f->shape) return makeError(ErrorCode::Internal, "view '{}' has no static shape", op.outputs[0]);
+      auto shape = shapeOf(op.outputs[0]);
+      if (!shape) return makeError(ErrorCode::Internal, "view '{}' has no static shape", op.outputs[0]);
       const TensorDesc& base = result_.program.tensors[inputs[0]];
       uint32_t baseIndex = base.kind == TensorKind::View ? base.index : static_cast<uint32_t>(inputs[0]);
-      tensorOf_[op.outputs[0]] = addTensor(TensorDesc{TensorKind::View, base.type, *f->shape, baseIndex, 0, base.size, op.outputs[0]});
+      tensorOf_[op.outputs[0]] = addTensor(TensorDesc{TensorKind::View, base.type, *shape, baseIndex, 0, base.size, op.outputs[0]});
       return Status::ok();
     }
 
@@ -260,6 +323,7 @@ private:
   LowerOptions options_;
   std::vector<LOp> ops_;
   std::map<std::string, ir::Tensor> folded_;
+  std::map<std::string, ir::Shape> localShapes_;  // values the lowering itself introduces
   std::map<std::string, int32_t> tensorOf_;
   std::vector<size_t> firstUse_, lastUse_;
   LoweredPartition result_;

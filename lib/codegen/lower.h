@@ -1,5 +1,5 @@
 // Lowers one partition to a compiled program: static shapes, folded constants, BatchNormalization folded
-// into Conv, activations fused into Conv/Gemm/MatMul, reshape-like ops as views, and a static memory plan.
+// into Conv, activations fused into Conv/Gemm/MatMul, MatMul+Add as Gemm, reshape-like ops as views, and a static memory plan.
 #pragma once
 
 #include "analysis/analysis.h"
@@ -27,6 +27,7 @@ struct LowerOptions {
   uint64_t arenaAlignment = 64;
   bool foldBatchNorm = true;
   bool fuseActivations = true;
+  bool fuseMatMulAdd = true;
 };
 
 // `usedOutside` holds every value read by nodes outside this partition or listed as a graph output.
