@@ -59,6 +59,8 @@ int main(int argc, char** argv) {
   app.add_option("--shape", shapes, "bind an input shape: INPUT=AxBxC");
   app.add_option("--node-name-prefix", o.nodeNamePrefix, "prefix for EPContext node names");
   app.add_option("--external-initializers-file", o.externalInitializersFile, "put fallback initializers in this file beside each _ctx.onnx");
+  app.add_flag("--embed-fallback-initializers", o.embedFallbackInitializers,
+               "with --share, keep fallback initializers inside each _ctx.onnx instead of the shared .bin");
   app.add_option("-C,--config", configs, "ONNX Runtime session option KEY=VALUE");
   app.add_flag("--force", o.force, "overwrite existing outputs");
   app.add_flag("--error-if-no-nodes-compiled", o.errorIfNoNodesCompiled, "fail when no node can be compiled");

@@ -54,8 +54,6 @@ public:
     load.resolveExternalData = false;
     CTX_ASSIGN_OR_RETURN(auto model, onnx_io::loadModel(path, load));
     fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-    for (const auto& init : model.graph.initializers)
-      if (init.external) addReferencedFile(dir, init.external->location, "external data", path, init.name);
     for (size_t i = 0; i < model.graph.nodes.size(); ++i) {
       const ir::Node& n = model.graph.nodes[i];
       if (n.opType != "EPContext") continue;
@@ -95,6 +93,9 @@ public:
       if (!isOurs(e.source) && e.source.empty()) report_.problems.push_back(label + ": no source attribute");
       report_.nodes.push_back(std::move(e));
     }
+    // After the EPContext nodes, so a .bin that also holds shared fallback initializers is listed as a context.
+    for (const auto& init : model.graph.initializers)
+      if (init.external) addReferencedFile(dir, init.external->location, "external data", path, init.name);
     return Status::ok();
   }
 

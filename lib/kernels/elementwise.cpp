@@ -46,7 +46,9 @@ template <typename T> T divide(T x, T y) {
     // Integer division by zero is undefined in C++; ONNX leaves it unspecified. Give 0 rather than trap.
     if (y == 0) return T(0);
     if constexpr (std::is_signed_v<T>) {
-      if (y == T(-1)) return static_cast<T>(T(0) - x);  // avoids the MIN / -1 trap; wraps like two's complement
+      if (y == T(-1))
+        return static_cast<T>(std::make_unsigned_t<T>(0) -
+                              static_cast<std::make_unsigned_t<T>>(x));  // MIN / -1 traps; negate with wrap-around
     }
     return static_cast<T>(x / y);
   } else {

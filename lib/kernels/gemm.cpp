@@ -18,13 +18,13 @@ constexpr size_t kMcTarget = 144;  // rows of a packed A block (L2); rounded to 
 // the loop always computes a full tile; only the write-back is clipped.
 template <int MR, int NR>
 __attribute__((always_inline)) inline void microKernel(size_t kc, const float* __restrict a, const float* __restrict b,
-                                                       float* __restrict c, size_t ldc, float alpha, size_t mr,
-                                                       size_t nr) {
+                                                       size_t bStride, float* __restrict c, size_t ldc, float alpha,
+                                                       size_t mr, size_t nr) {
   float acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = 0.0f;
   for (size_t p = 0; p < kc; ++p) {
-    const float* bp = b + p * NR;
+    const float* bp = b + p * bStride;
     const float* ap = a + p * MR;
     for (int i = 0; i < MR; ++i) {
       const float av = ap[i];
@@ -40,38 +40,42 @@ __attribute__((always_inline)) inline void microKernel(size_t kc, const float* _
   }
 }
 
-// One packed A block (mc x kc) times one packed B panel (kc x columns [nBegin, nEnd) of the panel).
+// One packed A block (mc x kc) times columns [nBegin, nEnd) of a B panel. Full-width strips are read from
+// `bDirect` (B itself, rows ldbDirect apart) when it is set, else from the packed panel.
 template <int MR, int NR>
 __attribute__((always_inline)) inline void blockKernel(size_t mc, size_t nBegin, size_t nEnd, size_t kc,
-                                                       const float* aPack, const float* bPack, float* c, size_t ldc,
-                                                       float alpha) {
+                                                       const float* aPack, const float* bPack, const float* bDirect,
+                                                       size_t ldbDirect, float* c, size_t ldc, float alpha) {
   for (size_t j = nBegin; j < nEnd; j += NR) {
-    const float* bStrip = bPack + (j / NR) * kc * NR;
     size_t nr = std::min<size_t>(NR, nEnd - j);
+    bool direct = bDirect != nullptr && nr == NR;
+    const float* bStrip = direct ? bDirect + j : bPack + (j / NR) * kc * NR;
+    size_t bStride = direct ? ldbDirect : NR;
     for (size_t i = 0; i < mc; i += MR) {
       size_t mr = std::min<size_t>(MR, mc - i);
-      microKernel<MR, NR>(kc, aPack + (i / MR) * kc * MR, bStrip, c + i * ldc + j, ldc, alpha, mr, nr);
+      microKernel<MR, NR>(kc, aPack + (i / MR) * kc * MR, bStrip, bStride, c + i * ldc + j, ldc, alpha, mr, nr);
     }
   }
 }
 
-using BlockFn = void (*)(size_t, size_t, size_t, size_t, const float*, const float*, float*, size_t, float);
+using BlockFn = void (*)(size_t, size_t, size_t, size_t, const float*, const float*, const float*, size_t, float*,
+                         size_t, float);
 
-__attribute__((target("avx512f,avx512vl,avx2,fma"))) void blockAvx512(size_t mc, size_t nb, size_t ne, size_t kc,
-                                                                      const float* a, const float* b, float* c,
-                                                                      size_t ldc, float alpha) {
-  blockKernel<8, 32>(mc, nb, ne, kc, a, b, c, ldc, alpha);
+#define CTX_BLOCK_PARAMS                                                                                               \
+  size_t mc, size_t nb, size_t ne, size_t kc, const float *a, const float *b, const float *bd, size_t ldbd, float *c,  \
+      size_t ldc, float alpha
+
+__attribute__((target("avx512f,avx512vl,avx2,fma"))) void blockAvx512(CTX_BLOCK_PARAMS) {
+  blockKernel<8, 32>(mc, nb, ne, kc, a, b, bd, ldbd, c, ldc, alpha);
 }
 
-__attribute__((target("avx2,fma"))) void blockAvx2(size_t mc, size_t nb, size_t ne, size_t kc, const float* a,
-                                                   const float* b, float* c, size_t ldc, float alpha) {
-  blockKernel<6, 16>(mc, nb, ne, kc, a, b, c, ldc, alpha);
+__attribute__((target("avx2,fma"))) void blockAvx2(CTX_BLOCK_PARAMS) {
+  blockKernel<6, 16>(mc, nb, ne, kc, a, b, bd, ldbd, c, ldc, alpha);
 }
 
-void blockSse2(size_t mc, size_t nb, size_t ne, size_t kc, const float* a, const float* b, float* c, size_t ldc,
-               float alpha) {
-  blockKernel<4, 8>(mc, nb, ne, kc, a, b, c, ldc, alpha);
-}
+void blockSse2(CTX_BLOCK_PARAMS) { blockKernel<4, 8>(mc, nb, ne, kc, a, b, bd, ldbd, c, ldc, alpha); }
+
+#undef CTX_BLOCK_PARAMS
 
 struct Kernel {
   const char* name;
@@ -147,6 +151,19 @@ void runParallel(ThreadPool* pool, bool worthIt, size_t count, const std::functi
     body(0, count);
 }
 
+// A dot product in 16 independent lanes, so that it vectorizes without reassociating a single sum.
+float dot(const float* a, const float* b, size_t n) {
+  constexpr size_t kLanes = 16;
+  float lanes[kLanes] = {};
+  size_t p = 0;
+  for (; p + kLanes <= n; p += kLanes)
+    for (size_t j = 0; j < kLanes; ++j) lanes[j] += a[p + j] * b[p + j];
+  float sum = 0.0f;
+  for (size_t j = 0; j < kLanes; ++j) sum += lanes[j];
+  for (; p < n; ++p) sum += a[p] * b[p];
+  return sum;
+}
+
 // Few rows: stream B once instead of packing it (matrix-vector products, decode-time linear layers).
 void smallM(bool transA, bool transB, size_t M, size_t N, size_t K, float alpha, const float* A, size_t lda,
             const float* B, size_t ldb, float* C, size_t ldc, ThreadPool* pool) {
@@ -168,8 +185,7 @@ void smallM(bool transA, bool transB, size_t M, size_t N, size_t K, float alpha,
           const float* b = B + j * ldb;
           float sum = 0.0f;
           if (!transA) {
-            const float* a = A + i * lda;
-            for (size_t p = 0; p < K; ++p) sum += a[p] * b[p];
+            sum = dot(A + i * lda, b, K);
           } else {
             for (size_t p = 0; p < K; ++p) sum += A[p * lda + i] * b[p];
           }
@@ -213,8 +229,14 @@ void sgemm(bool transA, bool transB, size_t M, size_t N, size_t K, float alpha, 
       size_t kc = std::min(kKc, K - p0);
       bPack.resize(strips * nr * kc);
       float* bp = bPack.data();
-      runParallel(pool, nc * kc >= 32768, strips,
-                  [&](size_t s0, size_t s1) { packB(transB, B, ldb, p0, kc, j0, nc, nr, s0, s1, bp); });
+      // With a single row block every B element is used once per pass: reading full strips straight from B
+      // saves packing them (a copy as costly as the multiply when M is small, as in convolutions).
+      const bool direct = !transB && M <= mcBlock;
+      const float* bDirect = direct ? B + p0 * ldb + j0 : nullptr;
+      size_t firstPacked = direct ? nc / nr : 0;  // direct: only a partial last strip is packed
+      runParallel(pool, nc * kc >= 32768, strips - firstPacked, [&](size_t s0, size_t s1) {
+        packB(transB, B, ldb, p0, kc, j0, nc, nr, firstPacked + s0, firstPacked + s1, bp);
+      });
       // Tasks: row blocks, split further into column ranges when there are fewer blocks than threads.
       size_t rowBlocks = (M + mcBlock - 1) / mcBlock;
       size_t colSplits = 1;
@@ -234,7 +256,7 @@ void sgemm(bool transA, bool transB, size_t M, size_t N, size_t K, float alpha, 
           packA(transA, A, lda, i0, mc, p0, kc, mr, aPack.data());
           size_t nBegin = cs * stripsPerSplit * nr;
           size_t nEnd = std::min(nc, (cs + 1) * stripsPerSplit * nr);
-          kernel.block(mc, nBegin, nEnd, kc, aPack.data(), bp, C + i0 * ldc + j0, ldc, alpha);
+          kernel.block(mc, nBegin, nEnd, kc, aPack.data(), bp, bDirect, ldb, C + i0 * ldc + j0, ldc, alpha);
         }
       });
     }

@@ -67,6 +67,16 @@ void batchOffsets(const MatMulPlan& p, std::vector<int64_t>& aOff, std::vector<i
   }
 }
 
+// acc + a * b, wrapping for integers (computed unsigned: signed overflow is undefined in C++).
+template <typename T> T mulAdd(T acc, T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(static_cast<U>(acc) + static_cast<U>(static_cast<U>(a) * static_cast<U>(b))));
+  } else {
+    return acc + a * b;
+  }
+}
+
 template <typename T> void naiveMatMul(const T* a, const T* b, T* c, int64_t M, int64_t N, int64_t K) {
   for (int64_t i = 0; i < M; ++i) {
     T* ci = c + i * N;
@@ -74,7 +84,7 @@ template <typename T> void naiveMatMul(const T* a, const T* b, T* c, int64_t M, 
     for (int64_t k = 0; k < K; ++k) {
       T av = a[i * K + k];
       const T* bk = b + k * N;
-      for (int64_t j = 0; j < N; ++j) ci[j] = static_cast<T>(ci[j] + av * bk[j]);
+      for (int64_t j = 0; j < N; ++j) ci[j] = mulAdd(ci[j], av, bk[j]);
     }
   }
 }
@@ -219,11 +229,11 @@ Status runGemm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
           for (int64_t k = 0; k < K; ++k) {
             T av = transA ? pa[k * lda + i] : pa[i * lda + k];
             T bv = transB ? pb[j * ldb + k] : pb[k * ldb + j];
-            sum = static_cast<T>(sum + av * bv);
+            sum = mulAdd(sum, av, bv);
           }
           T cv = c ? c->dataAs<T>()[cIndex(i, j)] : T(0);
           if (exact)
-            py[i * N + j] = static_cast<T>(sum + cv);
+            py[i * N + j] = mulAdd(sum, cv, T(1));
           else
             py[i * N + j] = static_cast<T>(static_cast<double>(alpha) * static_cast<double>(sum) +
                                            static_cast<double>(beta) * static_cast<double>(cv));

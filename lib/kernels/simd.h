@@ -2,7 +2,8 @@
 // the best at load time, so plain C++ loops vectorize as wide as the CPU allows.
 #pragma once
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// ThreadSanitizer crashes in ifunc resolvers (which target_clones uses), so sanitized builds go without.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define CTX_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define CTX_SIMD_CLONES

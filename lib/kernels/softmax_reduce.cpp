@@ -215,7 +215,8 @@ Status runReduceMean(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
                     for (size_t r = r0; r < r1; ++r) {
                       const T* src = px + static_cast<int64_t>(r) * row;
                       double s = 0;
-                      if constexpr (std::is_same_v<T, float>) s = vecSum(src, static_cast<size_t>(row));
+                      if constexpr (std::is_same_v<T, float>)
+                        s = vecSum(src, static_cast<size_t>(row));
                       else
                         for (int64_t i = 0; i < row; ++i) s += static_cast<double>(src[i]);
                       sums[r - r0] = s;

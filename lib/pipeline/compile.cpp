@@ -9,6 +9,7 @@
 #include "program/program.h"
 #include "weightshare/weight_pool.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 
@@ -262,11 +263,15 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
     if (options.dumpPrograms)
       for (size_t p = 0; p < w.lowered.size(); ++p) report.programDump += program::dump(w.lowered[p].program, w.partitionNames[p]);
   }
-  for (const auto& c : containers) {
-    report.referencedWeightBytes += c.pool.referencedBytes();
-    report.uniqueWeightBytes += c.pool.uniqueBytes();
-    report.uniqueWeights += c.pool.weights().size();
-  }
+  auto countWeights = [&] {
+    report.referencedWeightBytes = report.uniqueWeightBytes = report.uniqueWeights = 0;
+    for (const auto& c : containers) {
+      report.referencedWeightBytes += c.pool.referencedBytes();
+      report.uniqueWeightBytes += c.pool.uniqueBytes();
+      report.uniqueWeights += c.pool.weights().size();
+    }
+  };
+  countWeights();
   if (options.errorIfNoNodesCompiled && compiledPartitions == 0)
     return makeError(ErrorCode::InvalidGraph, "no node could be compiled for target '{}' (--error-if-no-nodes-compiled)",
                      target.name);
@@ -281,21 +286,26 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
   }
 
   WrittenFiles written;
-  std::vector<std::vector<std::byte>> embedded(containers.size());
   auto emitStatus = clock.time("emit", [&]() -> Status {
-    for (size_t c = 0; c < containers.size(); ++c) {
-      CTX_ASSIGN_OR_RETURN(auto writer, buildContainer(containers[c], target));
-      if (options.embedMode == 1) {
+    // Embedded contexts must exist before the models that carry them.
+    std::vector<std::vector<std::byte>> embedded(containers.size());
+    if (options.embedMode == 1)
+      for (size_t c = 0; c < containers.size(); ++c) {
+        CTX_ASSIGN_OR_RETURN(auto writer, buildContainer(containers[c], target));
         CTX_ASSIGN_OR_RETURN(embedded[c], writer.serialize());
-        continue;
       }
-      if (containers[c].graphs.empty()) continue;  // nothing compiled: no context needed
-      if (progress) progress(fmt::format("writing {}", containers[c].path.string()));
-      CTX_RETURN_IF_ERROR(writer.write(containers[c].path));
-      written.add(containers[c].path);
-      report.files.push_back(FileWritten{containers[c].path, fs::file_size(containers[c].path)});
-    }
-    for (auto& w : work) {
+    // Large fallback initializers of a --share group go to the group's .bin as ONNX external data.
+    struct SharedInitializer {
+      size_t model;
+      size_t initializer;
+      uint32_t weight;
+    };
+    std::vector<SharedInitializer> shared;
+    const bool shareFallback = options.share && options.embedMode == 0 && options.externalInitializersFile.empty() &&
+                               !options.embedFallbackInitializers;
+    std::vector<ir::Model> models;
+    for (size_t m = 0; m < work.size(); ++m) {
+      const ModelWork& w = work[m];
       EpContextSettings settings;
       settings.embedMode = options.embedMode;
       settings.sdkVersion = kVersion;
@@ -310,12 +320,39 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
       }
       CTX_ASSIGN_OR_RETURN(auto model, buildContextModel(w.model, w.facts, w.plan, w.lowered, w.partitionNames,
                                                          w.arenaSizes, settings));
+      if (shareFallback)
+        for (size_t i = 0; i < model.graph.initializers.size(); ++i) {
+          const ir::Tensor& t = model.graph.initializers[i].tensor;
+          if (t.type() == ir::ElemType::String || t.byteSize() < options.shareFallbackThreshold) continue;
+          CTX_ASSIGN_OR_RETURN(uint32_t weight, containers[w.container].pool.intern(t));
+          shared.push_back(SharedInitializer{m, i, weight});
+        }
+      models.push_back(std::move(model));
+    }
+    if (options.embedMode == 0)
+      for (size_t c = 0; c < containers.size(); ++c) {
+        bool hasShared = std::any_of(shared.begin(), shared.end(), [&](const auto& s) { return work[s.model].container == c; });
+        if (containers[c].graphs.empty() && !hasShared) continue;  // nothing compiled: no context needed
+        CTX_ASSIGN_OR_RETURN(auto writer, buildContainer(containers[c], target));
+        for (const auto& s : shared) {
+          if (work[s.model].container != c) continue;
+          ir::Initializer& init = models[s.model].graph.initializers[s.initializer];
+          CTX_ASSIGN_OR_RETURN(uint64_t offset, writer.weightFileOffset(s.weight));
+          init.external = ir::ExternalLocation{containers[c].path.filename().string(), offset, init.tensor.byteSize()};
+        }
+        if (progress) progress(fmt::format("writing {}", containers[c].path.string()));
+        CTX_RETURN_IF_ERROR(writer.write(containers[c].path));
+        written.add(containers[c].path);
+        report.files.push_back(FileWritten{containers[c].path, fs::file_size(containers[c].path)});
+      }
+    for (size_t m = 0; m < work.size(); ++m) {
+      const ModelWork& w = work[m];
       if (progress) progress(fmt::format("writing {}", w.output.string()));
       if (options.externalInitializersFile.empty()) {
-        CTX_RETURN_IF_ERROR(onnx_io::saveModel(model, w.output).addContext(fmt::format("writing '{}'", w.output.string())));
+        CTX_RETURN_IF_ERROR(onnx_io::saveModel(models[m], w.output).addContext(fmt::format("writing '{}'", w.output.string())));
       } else {
         fs::path data = w.output.parent_path() / options.externalInitializersFile;
-        CTX_RETURN_IF_ERROR(onnx_io::saveModelWithExternalData(std::move(model), w.output, options.externalInitializersFile, 0)
+        CTX_RETURN_IF_ERROR(onnx_io::saveModelWithExternalData(std::move(models[m]), w.output, options.externalInitializersFile, 0)
                                 .addContext(fmt::format("writing '{}'", w.output.string())));
         written.add(data);
         if (fs::exists(data)) report.files.push_back(FileWritten{data, fs::file_size(data)});
@@ -327,6 +364,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
     return Status::ok();
   });
   CTX_RETURN_IF_ERROR(emitStatus);
+  countWeights();  // now with the fallback initializers a --share group stores in its .bin
   written.commit();
   return report;
 }

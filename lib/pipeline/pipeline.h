@@ -26,6 +26,10 @@ struct CompileOptions {
   analysis::Bindings bindings;
   std::string nodeNamePrefix;
   std::string externalInitializersFile;  // fallback initializers go to this file beside each _ctx.onnx
+  // With --share, fallback initializers of at least this many bytes are stored once in the group's .bin and
+  // referenced as ONNX external data, unless embedFallbackInitializers asks for them inside each model.
+  uint64_t shareFallbackThreshold = 1024;
+  bool embedFallbackInitializers = false;
   bool force = false;
   bool errorIfNoNodesCompiled = false;
   bool dryRun = false;

@@ -295,3 +295,40 @@ TEST_CASE("fallback nodes keep their initializers, in an external file on reques
   CHECK(runMissing.exitCode == 1);
   CHECK(runMissing.err.find("weights.data") != std::string::npos);
 }
+
+TEST_CASE("with --share, large fallback initializers are stored once in the shared .bin", "[e2e]") {
+  TempDir out("sharefallback");
+  {
+    std::ofstream(out / "nomatmul.json")
+        << R"({"name":"nomatmul","element_types":["float32"],"ops":[{"op":"Add"},{"op":"LayerNormalization"},{"op":"Softmax"}]})";
+  }
+  fs::path o = out / "o";
+  auto r = runTool(CTXKIT_CTXGEN, {sample("tiny_prefill") + "," + sample("tiny_decode"), "--share", "--target",
+                                   (out / "nomatmul.json").string(), "-o", o.string(), "--json", "-"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exitCode == 0);
+  CHECK(filesIn(o) == std::set<std::string>{"tiny_prefill_ctx.onnx", "tiny_decode_ctx.onnx", "tiny_prefill_ctxkit.bin"});
+  auto report = nlohmann::json::parse(r.out);
+  CHECK(report["models"][0]["fallback_nodes"].get<int>() > 0);
+  // The MatMul weights stay on the fallback path but live once in the .bin: the models stay small.
+  CHECK(fs::file_size(o / "tiny_prefill_ctx.onnx") < 16 * 1024);
+  CHECK(fs::file_size(o / "tiny_decode_ctx.onnx") < 16 * 1024);
+  CHECK(report["weights"]["referenced_bytes"].get<uint64_t>() == 2 * report["weights"]["unique_bytes"].get<uint64_t>());
+  auto prefill = onnx_io::loadModel(o / "tiny_prefill_ctx.onnx");
+  REQUIRE(prefill);
+  size_t external = 0;
+  for (const auto& init : prefill->graph.initializers) external += init.tensor.byteSize() >= 1024;
+  CHECK(external > 0);
+  CHECK(onnx_io::checkModelFile(o / "tiny_prefill_ctx.onnx"));
+  for (const char* stem : {"tiny_prefill", "tiny_decode"}) {
+    auto run = runTool(CTXKIT_CTXRUN, {(o / (std::string(stem) + "_ctx.onnx")).string(), "--inputs", sampleData(stem), "--expected", sampleData(stem)});
+    INFO(run.out << run.err);
+    CHECK(run.exitCode == 0);
+  }
+  auto inspect = runTool(CTXKIT_CTXINSPECT, {(o / "tiny_prefill_ctx.onnx").string(), (o / "tiny_decode_ctx.onnx").string(), "--verify", "--json"});
+  INFO(inspect.out << inspect.err);
+  CHECK(inspect.exitCode == 0);
+  auto j = nlohmann::json::parse(inspect.out);
+  CHECK(j["deployment_files"].size() == 3);
+  CHECK(j["context_binaries"].size() == 1);
+}
