@@ -332,3 +332,27 @@ TEST_CASE("with --share, large fallback initializers are stored once in the shar
   CHECK(j["deployment_files"].size() == 3);
   CHECK(j["context_binaries"].size() == 1);
 }
+
+TEST_CASE("the same inputs and options give byte-identical outputs", "[e2e]") {
+  TempDir a("determinism_a"), b("determinism_b");
+  for (const TempDir* d : {&a, &b})
+    REQUIRE(runTool(CTXKIT_CTXGEN, {sample("tiny_prefill") + "," + sample("tiny_decode"), "--share", "-o", d->path().string()}).exitCode == 0);
+  for (const char* f : {"tiny_prefill_ctx.onnx", "tiny_decode_ctx.onnx", "tiny_prefill_ctxkit.bin"}) {
+    INFO(f);
+    CHECK(ctxkit::testing::readText(a / f) == ctxkit::testing::readText(b / f));
+  }
+}
+
+TEST_CASE("ctxrun with two threads and repeated runs gives the same verdict", "[e2e]") {
+  TempDir out("threads");
+  REQUIRE(runTool(CTXKIT_CTXGEN, {sample("tiny_prefill"), "-o", out.path().string()}).exitCode == 0);
+  auto run = runTool(CTXKIT_CTXRUN, {(out / "tiny_prefill_ctx.onnx").string(), "--threads", "2", "--iters", "5", "--inputs",
+                                     sampleData("tiny_prefill"), "--expected", sampleData("tiny_prefill"), "--json"});
+  INFO(run.out << run.err);
+  REQUIRE(run.exitCode == 0);
+  auto j = nlohmann::json::parse(run.out);
+  CHECK(j.contains("median_ms"));
+  CHECK(j.contains("p90_ms"));
+  auto usage = runTool(CTXKIT_CTXRUN, {(out / "tiny_prefill_ctx.onnx").string(), "--threads", "0"});
+  CHECK(usage.exitCode == 2);
+}

@@ -1,0 +1,94 @@
+// Unit tests for support and ir: hashing, checked arithmetic, confined paths, atomic writes, tensors.
+#include "ir/tensor.h"
+#include "support/checked.h"
+#include "support/file_io.h"
+#include "support/hash.h"
+
+#include <catch2/catch.hpp>
+
+#include <limits>
+#include <random>
+
+using namespace ctxkit;
+namespace fs = std::filesystem;
+
+TEST_CASE("XXH3-128 of the empty input has the published value", "[support]") {
+  CHECK(hash128({}).toHex() == "99aa06d3014798d86001c324468d497f");
+  std::string text = "ctxkit";
+  auto bytes = std::as_bytes(std::span(text.data(), text.size()));
+  Hasher128 h;
+  h.update(bytes.first(3));
+  h.update(bytes.subspan(3));
+  CHECK(h.digest() == hash128(bytes));
+}
+
+TEST_CASE("checked arithmetic refuses overflow and out-of-range spans", "[support]") {
+  const uint64_t max = std::numeric_limits<uint64_t>::max();
+  CHECK(!checkedAdd(max, 1));
+  CHECK(*checkedAdd(2, 3) == 5);
+  CHECK(!checkedMul(max / 2 + 1, 2));
+  CHECK(rangeFits(10, 0, 10));
+  CHECK(!rangeFits(11, 0, 10));
+  CHECK(!rangeFits(8, max, 10));  // off + len would wrap
+  std::vector<int64_t> huge = {1 << 30, 1 << 30, 1 << 30};
+  CHECK(!checkedElementCount(huge));
+  std::vector<int64_t> negative = {2, -1};
+  CHECK(!checkedElementCount(negative));
+  CHECK(isPowerOfTwo(64));
+  CHECK(!isPowerOfTwo(0));
+  CHECK(!isPowerOfTwo(96));
+}
+
+TEST_CASE("paths stay inside their folder", "[support]") {
+  CHECK(*resolveInside("m", "a.bin") == fs::path("m/a.bin"));
+  CHECK(*resolveInside("m", "sub/../a.bin") == fs::path("m/a.bin"));
+  CHECK(!resolveInside("m", "../a.bin"));
+  CHECK(!resolveInside("m", "sub/../../a.bin"));
+  CHECK(!resolveInside("m", "/etc/passwd"));
+  CHECK(!resolveInside("m", ""));
+  auto escape = resolveInside("m", "../x");
+  REQUIRE(!escape);
+  CHECK_THAT(escape.error().message(), Catch::Contains("escapes"));
+}
+
+TEST_CASE("an atomic writer leaves nothing under the final name until it commits", "[support]") {
+  std::random_device rd;
+  fs::path dir = fs::temp_directory_path() / ("ctxkit_support_" + std::to_string(rd()));
+  fs::create_directories(dir);
+  {
+    auto w = AtomicFileWriter::create(dir / "out.bin");
+    REQUIRE(w);
+    REQUIRE((*w)->write(std::string_view("partial")));
+    CHECK(!fs::exists(dir / "out.bin"));
+  }  // destroyed without commit
+  CHECK(fs::is_empty(dir));
+  REQUIRE(writeFileAtomically(dir / "out.bin", std::string_view("complete")));
+  CHECK(*readFile(dir / "out.bin") == "complete");
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++entries;
+  CHECK(entries == 1);
+  auto mapped = MappedFile::open(dir / "out.bin");
+  REQUIRE(mapped);
+  CHECK((*mapped)->size() == 8);
+  CHECK(!MappedFile::open(dir / "missing.bin"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("tensors check their byte counts and views share their owner", "[ir]") {
+  auto t = ir::Tensor::allocate(ir::ElemType::Float, {2, 3});
+  REQUIRE(t);
+  CHECK(t->byteSize() == 24);
+  CHECK(reinterpret_cast<uintptr_t>(t->data()) % 64 == 0);
+  CHECK(t->isWritable());
+  auto reshaped = t->reshaped({3, 2});
+  REQUIRE(reshaped);
+  CHECK(reshaped->data() == t->data());
+  CHECK(!t->reshaped({4, 2}));
+  std::vector<std::byte> bytes(23);
+  CHECK(!ir::Tensor::view(ir::ElemType::Float, {2, 3}, bytes.data(), bytes.size(), nullptr));
+  CHECK(!ir::Tensor::allocate(ir::ElemType::Float, {-1}));
+  CHECK(*ir::storageBytes(ir::ElemType::Int4, 3) == 2);
+  CHECK(ir::elemTypeName(ir::ElemType::Float16) == "float16");
+  CHECK(*ir::elemTypeFromName("int64") == ir::ElemType::Int64);
+  CHECK(!ir::elemTypeFromInt(99));
+}
