@@ -21,54 +21,33 @@ std::string_view attrTypeName(AttrType type) {
   return "unknown";
 }
 
-Attribute Attribute::makeInt(std::string name, int64_t v) {
+namespace {
+template <typename T>
+Attribute makeAttr(std::string name, AttrType type, T Attribute::*field, T value) {
   Attribute a;
   a.name = std::move(name);
-  a.type = AttrType::Int;
-  a.i = v;
+  a.type = type;
+  a.*field = std::move(value);
   return a;
 }
-Attribute Attribute::makeFloat(std::string name, float v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttrType::Float;
-  a.f = v;
-  return a;
-}
+}  // namespace
+
+Attribute Attribute::makeInt(std::string name, int64_t v) { return makeAttr(std::move(name), AttrType::Int, &Attribute::i, v); }
+Attribute Attribute::makeFloat(std::string name, float v) { return makeAttr(std::move(name), AttrType::Float, &Attribute::f, v); }
 Attribute Attribute::makeString(std::string name, std::string v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttrType::String;
-  a.s = std::move(v);
-  return a;
+  return makeAttr(std::move(name), AttrType::String, &Attribute::s, std::move(v));
 }
 Attribute Attribute::makeInts(std::string name, std::vector<int64_t> v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttrType::Ints;
-  a.ints = std::move(v);
-  return a;
+  return makeAttr(std::move(name), AttrType::Ints, &Attribute::ints, std::move(v));
 }
 Attribute Attribute::makeFloats(std::string name, std::vector<float> v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttrType::Floats;
-  a.floats = std::move(v);
-  return a;
+  return makeAttr(std::move(name), AttrType::Floats, &Attribute::floats, std::move(v));
 }
 Attribute Attribute::makeTensor(std::string name, Tensor v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttrType::Tensor;
-  a.t = std::move(v);
-  return a;
+  return makeAttr(std::move(name), AttrType::Tensor, &Attribute::t, std::move(v));
 }
 Attribute Attribute::makeGraph(std::string name, std::shared_ptr<Graph> v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.type = AttrType::Graph;
-  a.g = std::move(v);
-  return a;
+  return makeAttr(std::move(name), AttrType::Graph, &Attribute::g, std::move(v));
 }
 
 const Attribute* Attributes::find(std::string_view name) const {
