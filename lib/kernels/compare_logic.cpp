@@ -45,21 +45,6 @@ InferResult broadcastPair(const OpContext& ctx, InDescs inputs, ElemType outType
   return single(outType, std::move(*shape));
 }
 
-// Element bytes as an unsigned integer (or a pair for 16-byte complex), for type-blind copies.
-struct Bytes16 {
-  uint64_t lo, hi;
-};
-template <typename F> Status visitSize(const OpContext& ctx, size_t size, F&& f) {
-  switch (size) {
-    case 1: return f(uint8_t{});
-    case 2: return f(uint16_t{});
-    case 4: return f(uint32_t{});
-    case 8: return f(uint64_t{});
-    case 16: return f(Bytes16{});
-    default: return unsupported(ctx, "elements of {} bytes are not supported", size);
-  }
-}
-
 }  // namespace
 
 // ---- comparisons and logic ----------------------------------------------------------------------------
@@ -137,7 +122,7 @@ Status runWhere(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& a = *inputs[1];
   const ir::Tensor& b = *inputs[2];
   ir::Tensor& y = *outputs[0];
-  return visitSize(ctx, ir::elemSize(y.type()), [&](auto tag) -> Status {
+  return visitElemSize(ctx, ir::elemSize(y.type()), [&](auto tag) -> Status {
     using T = decltype(tag);
     std::array<std::span<const int64_t>, 3> shapes{c.shape(), a.shape(), b.shape()};
     const bool* pc = c.dataAs<bool>();

@@ -179,6 +179,22 @@ template <typename F> void BroadcastWalk::visit(int64_t begin, int64_t end, F&& 
 // Runs body over [0, count) on ctx.pool when set, in chunks of at least minChunk.
 void parallelFor(const OpContext& ctx, size_t count, size_t minChunk, const std::function<void(size_t, size_t)>& body);
 
+// Calls `f(T{})` with an unsigned integer type (or Bytes16) as wide as one element of `size` bytes, for
+// kernels that only move elements.
+struct Bytes16 {
+  uint64_t lo, hi;
+};
+template <typename F> Status visitElemSize(const OpContext& ctx, size_t size, F&& f) {
+  switch (size) {
+    case 1: return f(uint8_t{});
+    case 2: return f(uint16_t{});
+    case 4: return f(uint32_t{});
+    case 8: return f(uint64_t{});
+    case 16: return f(Bytes16{});
+    default: return unsupported(ctx, "elements of {} bytes are not supported", size);
+  }
+}
+
 // The single-output shape result most shape rules return.
 inline InferResult single(ElemType type, ir::Shape shape) {
   return std::vector<OutputDesc>{OutputDesc{type, std::move(shape)}};
