@@ -104,6 +104,10 @@ template <typename T> Status runUnaryTyped(const OpContext& ctx, const T* in, T*
             break;
           }
           case ir::OpKind::Tanh: mapElements(ctx, in, out, n, 4096, [](T x) { return std::tanh(x); }); break;
+          case ir::OpKind::HardSwish:
+            mapElements(ctx, in, out, n, 16384,
+                        [](T x) { return x * std::max(T(0), std::min(T(1), x * T(1.0 / 6.0) + T(0.5))); });
+            break;
           case ir::OpKind::Gelu: {
             bool approx = p.tanhApprox;
             mapElements(ctx, in, out, n, 4096, [approx](T x) { return gelu(x, approx); });

@@ -13,8 +13,8 @@ constexpr size_t kMinChunk = 16384;
 
 // Calls f(off, n, walk) over the broadcast of `ins` into `outShape`; off[0] is the output offset.
 template <typename F>
-void walkBroadcast(const OpContext& ctx, std::span<const int64_t> outShape, std::span<const std::span<const int64_t>> ins,
-                   F f) {
+void walkBroadcast(const OpContext& ctx, std::span<const int64_t> outShape,
+                   std::span<const std::span<const int64_t>> ins, F f) {
   BroadcastWalk walk = BroadcastWalk::make(outShape, ins);
   parallelFor(ctx, static_cast<size_t>(walk.total), kMinChunk, [&](size_t begin, size_t end) {
     walk.visit(static_cast<int64_t>(begin), static_cast<int64_t>(end),
@@ -33,7 +33,8 @@ void binaryApply(const OpContext& ctx, const ir::Tensor& a, const ir::Tensor& b,
     const T* x = pa + off[1];
     const T* z = pb + off[2];
     R* o = out + off[0];
-    for (int64_t i = 0; i < n; ++i) o[i] = op(x[i * st[1]], z[i * st[2]]);
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = op(x[i * st[1]], z[i * st[2]]);
   });
 }
 
@@ -45,7 +46,7 @@ InferResult broadcastPair(const OpContext& ctx, InDescs inputs, ElemType outType
   return single(outType, std::move(*shape));
 }
 
-}  // namespace
+} // namespace
 
 // ---- comparisons and logic ----------------------------------------------------------------------------
 
@@ -66,11 +67,21 @@ Status runCompare(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   return visitType<kNativeNumeric | typeBit(ElemType::Bool)>(a.type(), [&](auto tag) -> Status {
     using T = decltype(tag);
     switch (ctx.kind) {
-      case ir::OpKind::Equal: binaryApply<bool, T>(ctx, a, b, y, [](T p, T q) { return p == q; }); break;
-      case ir::OpKind::Greater: binaryApply<bool, T>(ctx, a, b, y, [](T p, T q) { return p > q; }); break;
-      case ir::OpKind::Less: binaryApply<bool, T>(ctx, a, b, y, [](T p, T q) { return p < q; }); break;
-      case ir::OpKind::GreaterOrEqual: binaryApply<bool, T>(ctx, a, b, y, [](T p, T q) { return p >= q; }); break;
-      default: binaryApply<bool, T>(ctx, a, b, y, [](T p, T q) { return p <= q; }); break;
+    case ir::OpKind::Equal:
+      binaryApply<bool, T>(ctx, a, b, y, [](T p, T q) { return p == q; });
+      break;
+    case ir::OpKind::Greater:
+      binaryApply<bool, T>(ctx, a, b, y, [](T p, T q) { return p > q; });
+      break;
+    case ir::OpKind::Less:
+      binaryApply<bool, T>(ctx, a, b, y, [](T p, T q) { return p < q; });
+      break;
+    case ir::OpKind::GreaterOrEqual:
+      binaryApply<bool, T>(ctx, a, b, y, [](T p, T q) { return p >= q; });
+      break;
+    default:
+      binaryApply<bool, T>(ctx, a, b, y, [](T p, T q) { return p <= q; });
+      break;
     }
     return Status::ok();
   });
@@ -91,7 +102,8 @@ Status runLogic(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   if (ctx.kind == ir::OpKind::Not) {
     const bool* x = inputs[0]->dataAs<bool>();
     bool* out = y.mutableDataAs<bool>();
-    for (uint64_t i = 0; i < y.elementCount(); ++i) out[i] = !x[i];
+    for (uint64_t i = 0; i < y.elementCount(); ++i)
+      out[i] = !x[i];
   } else if (ctx.kind == ir::OpKind::And) {
     binaryApply<bool, bool>(ctx, *inputs[0], *inputs[1], y, [](bool p, bool q) { return p && q; });
   } else {
@@ -149,7 +161,9 @@ InferResult inferMinMax(const OpContext& ctx, InDescs inputs, size_t outputCount
     if (!inputs[i].present) return invalid(ctx, "input {} is missing", i);
     CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, i));
     auto s = broadcastShapes(shape, inputs[i].shape);
-    if (!s) return invalid(ctx, "input {} of shape {} does not broadcast to {}", i, shapeStr(inputs[i].shape), shapeStr(shape));
+    if (!s)
+      return invalid(ctx, "input {} of shape {} does not broadcast to {}", i, shapeStr(inputs[i].shape),
+                     shapeStr(shape));
     shape = std::move(*s);
   }
   return single(inputs[0].type, std::move(shape));
@@ -166,7 +180,8 @@ Status runMinMax(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
       std::array<std::span<const int64_t>, 1> shapes{inputs[0]->shape()};
       const T* p = inputs[0]->dataAs<T>();
       walkBroadcast(ctx, y.shape(), shapes, [&](const auto& off, int64_t n, const auto& st) {
-        for (int64_t i = 0; i < n; ++i) out[off[0] + i] = p[off[1] + i * st[1]];
+        for (int64_t i = 0; i < n; ++i)
+          out[off[0] + i] = p[off[1] + i * st[1]];
       });
     }
     for (size_t k = 1; k < inputs.size(); ++k) {
@@ -239,4 +254,4 @@ Status runClip(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   });
 }
 
-}  // namespace ctxkit::kernels::detail
+} // namespace ctxkit::kernels::detail

@@ -179,9 +179,9 @@ template <typename F> void BroadcastWalk::visit(int64_t begin, int64_t end, F&& 
 // Runs body over [0, count) on ctx.pool when set, in chunks of at least minChunk.
 void parallelFor(const OpContext& ctx, size_t count, size_t minChunk, const std::function<void(size_t, size_t)>& body);
 
-// Calls `f(T{})` with an unsigned integer type (or Bytes16) as wide as one element of `size` bytes, for
+// Calls `f(T{})` with an unsigned integer type (or ElemBytes16) as wide as one element of `size` bytes, for
 // kernels that only move elements.
-struct Bytes16 {
+struct ElemBytes16 {
   uint64_t lo, hi;
 };
 template <typename F> Status visitElemSize(const OpContext& ctx, size_t size, F&& f) {
@@ -190,7 +190,7 @@ template <typename F> Status visitElemSize(const OpContext& ctx, size_t size, F&
     case 2: return f(uint16_t{});
     case 4: return f(uint32_t{});
     case 8: return f(uint64_t{});
-    case 16: return f(Bytes16{});
+    case 16: return f(ElemBytes16{});
     default: return unsupported(ctx, "elements of {} bytes are not supported", size);
   }
 }

@@ -61,6 +61,21 @@ const OpEntry* findEntry(OpKind kind) {
   static const OpEntry reduceMean{inferReduceMean, runReduceMean, kMatMulTypes, true};
   static const OpEntry cast{inferCast, runCast, kCastTypes, false};
   static const OpEntry shape{inferShape, runShape, kAnyType, false};
+  static const OpEntry compare{inferCompare, runCompare, kNumericTypes | typeBit(ElemType::Bool), true};
+  static const OpEntry logic{inferLogic, runLogic, typeBit(ElemType::Bool), false};
+  static const OpEntry where{inferWhere, runWhere, typeBit(ElemType::Bool), false};
+  static const OpEntry minMax{inferMinMax, runMinMax, kArith, true};
+  static const OpEntry clip{inferClip, runClip, kArith, true};
+  static const OpEntry constantOfShape{inferConstantOfShape, runConstantOfShape, kIndexTypes, false};
+  static const OpEntry expand{inferExpand, runExpand, kFixedSizeTypes, false};
+  static const OpEntry range{inferRange, runRange,
+                             typeBit(ElemType::Float) | typeBit(ElemType::Double) | typeBit(ElemType::Int16) |
+                                 typeBit(ElemType::Int32) | typeBit(ElemType::Int64) | kHalfTypes,
+                             true};
+  static const OpEntry pad{inferPad, runPad, kFixedSizeTypes, false};
+  static const OpEntry convTranspose{inferConvTranspose, runConvTranspose, kFloat32, true};
+  static const OpEntry resize{inferResize, runResize, kFloats | typeBit(ElemType::Int8) | typeBit(ElemType::Uint8),
+                              true};
 
   switch (kind) {
     case OpKind::Add:
@@ -103,6 +118,25 @@ const OpEntry* findEntry(OpKind kind) {
     case OpKind::ReduceMean: return &reduceMean;
     case OpKind::Cast: return &cast;
     case OpKind::Shape: return &shape;
+    case OpKind::Equal:
+    case OpKind::Greater:
+    case OpKind::Less:
+    case OpKind::GreaterOrEqual:
+    case OpKind::LessOrEqual: return &compare;
+    case OpKind::Not:
+    case OpKind::And:
+    case OpKind::Or: return &logic;
+    case OpKind::Where: return &where;
+    case OpKind::Max:
+    case OpKind::Min: return &minMax;
+    case OpKind::Clip: return &clip;
+    case OpKind::HardSwish: return &floatUnary;
+    case OpKind::ConstantOfShape: return &constantOfShape;
+    case OpKind::Expand: return &expand;
+    case OpKind::Range: return &range;
+    case OpKind::Pad: return &pad;
+    case OpKind::ConvTranspose: return &convTranspose;
+    case OpKind::Resize: return &resize;
     case OpKind::EPContext:
     case OpKind::Unknown: return nullptr;
   }

@@ -73,6 +73,36 @@ Status runCast(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferConstant(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runConstant(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
+// compare_logic.cpp: comparisons, Not/And/Or, Where, variadic Max/Min and Clip.
+InferResult inferCompare(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runCompare(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferLogic(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runLogic(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferWhere(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runWhere(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferMinMax(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runMinMax(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferClip(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runClip(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// pad_expand.cpp
+InferResult inferConstantOfShape(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runConstantOfShape(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferExpand(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runExpand(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferRange(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runRange(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferPad(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runPad(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// conv_transpose.cpp
+InferResult inferConvTranspose(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runConvTranspose(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// resize.cpp: nearest and linear modes.
+InferResult inferResize(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runResize(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
 // Fused activation epilogue (attribute "activation", as in com.microsoft FusedConv) for Conv, Gemm and
 // MatMul; the compiler sets it when it folds a following activation into them. activations.cpp.
 struct FusedActivation {

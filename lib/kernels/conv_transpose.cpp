@@ -1,0 +1,172 @@
+// ConvTranspose (any number of spatial dims; strides, dilations, pads, auto_pad, group, output_padding,
+// output_shape, optional bias) in float32, as a scatter of each input pixel through the kernel.
+#include "kernels/ops.h"
+
+#include <cstring>
+
+namespace ctxkit::kernels::detail {
+
+namespace {
+
+struct ConvTransposePlan {
+  int64_t batch = 0, channels = 0, outChannels = 0, group = 1;
+  std::vector<int64_t> in, kernel, strides, dilations, padBegin, padEnd, out;
+};
+
+Expected<std::vector<int64_t>> spatialAttr(const OpContext& ctx, const char* name, size_t rank, int64_t fallback) {
+  std::vector<int64_t> v = ctx.attrs.getInts(name, std::vector<int64_t>(rank, fallback));
+  if (v.size() != rank) return invalid(ctx, "attribute {} has {} values but expected {}", name, v.size(), rank);
+  return v;
+}
+
+Expected<ConvTransposePlan> planConvTranspose(const OpContext& ctx, std::span<const int64_t> x,
+                                              std::span<const int64_t> w) {
+  if (x.size() < 3)
+    return invalid(ctx, "input 0 has shape {} but expected rank 3 or more (N x C x spatial)", shapeStr(x));
+  if (w.size() != x.size())
+    return invalid(ctx, "input 1 has shape {} but expected rank {} like input 0", shapeStr(w), x.size());
+  ConvTransposePlan p;
+  size_t rank = x.size() - 2;
+  p.batch = x[0];
+  p.channels = x[1];
+  p.group = ctx.attrs.getInt("group", 1);
+  if (p.group < 1) return invalid(ctx, "attribute group is {} but expected at least 1", p.group);
+  if (w[0] != p.channels)
+    return invalid(ctx, "input 0 has {} channels but weight shape {} expects {}", p.channels, shapeStr(w), w[0]);
+  if (p.channels % p.group != 0)
+    return invalid(ctx, "input 0 has {} channels, not a multiple of group {}", p.channels, p.group);
+  p.outChannels = w[1] * p.group;
+  p.in.assign(x.begin() + 2, x.end());
+  p.kernel.assign(w.begin() + 2, w.end());
+  if (ctx.attrs.has("kernel_shape")) {
+    std::vector<int64_t> ks = ctx.attrs.getInts("kernel_shape");
+    if (ks != p.kernel)
+      return invalid(ctx, "attribute kernel_shape {} does not match weight shape {}", shapeStr(ks), shapeStr(w));
+  }
+  CTX_ASSIGN_OR_RETURN(p.strides, spatialAttr(ctx, "strides", rank, 1));
+  CTX_ASSIGN_OR_RETURN(p.dilations, spatialAttr(ctx, "dilations", rank, 1));
+  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> outPad, spatialAttr(ctx, "output_padding", rank, 0));
+  for (size_t i = 0; i < rank; ++i) {
+    if (p.strides[i] < 1 || p.dilations[i] < 1) return invalid(ctx, "strides and dilations must be at least 1");
+    if (outPad[i] < 0) return invalid(ctx, "attribute output_padding has negative value {}", outPad[i]);
+  }
+  std::string autoPad = ctx.attrs.getString("auto_pad", "NOTSET");
+  if (autoPad != "NOTSET" && autoPad != "VALID" && autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
+    return invalid(ctx, "attribute auto_pad is '{}' but expected NOTSET, VALID, SAME_UPPER or SAME_LOWER", autoPad);
+  std::vector<int64_t> pads = ctx.attrs.getInts("pads", std::vector<int64_t>(2 * rank, 0));
+  if (pads.size() != 2 * rank)
+    return invalid(ctx, "attribute pads has {} values but expected {}", pads.size(), 2 * rank);
+  p.padBegin.assign(pads.begin(), pads.begin() + static_cast<ptrdiff_t>(rank));
+  p.padEnd.assign(pads.begin() + static_cast<ptrdiff_t>(rank), pads.end());
+  std::vector<int64_t> outputShape = ctx.attrs.getInts("output_shape");
+  if (outputShape.size() > rank)
+    outputShape.erase(outputShape.begin(), outputShape.end() - static_cast<ptrdiff_t>(rank));
+  if (!outputShape.empty() && outputShape.size() != rank)
+    return invalid(ctx, "attribute output_shape has {} values but expected {}", outputShape.size(), rank);
+  bool same = autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER";
+  if (outputShape.empty() && same)
+    for (size_t i = 0; i < rank; ++i)
+      outputShape.push_back(p.in[i] * p.strides[i]);
+  p.out.resize(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t full = p.strides[i] * (p.in[i] - 1) + outPad[i] + (p.kernel[i] - 1) * p.dilations[i] + 1;
+    if (autoPad == "VALID") {
+      p.padBegin[i] = p.padEnd[i] = 0;
+    } else if (!outputShape.empty()) {
+      // A negative total (output_shape larger than the full output) pads with zeros at the end.
+      int64_t total = full - outputShape[i];
+      int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2); // floor(total / 2)
+      if (autoPad == "SAME_UPPER") {
+        p.padBegin[i] = half;
+        p.padEnd[i] = total - half;
+      } else {
+        p.padBegin[i] = total - half;
+        p.padEnd[i] = half;
+      }
+    }
+    p.out[i] = full - p.padBegin[i] - p.padEnd[i];
+    if (p.out[i] < 0) return invalid(ctx, "output spatial dimension {} would be {}", i, p.out[i]);
+  }
+  return p;
+}
+
+} // namespace
+
+InferResult inferConvTranspose(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 3));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, typeBit(ElemType::Float) | kHalfTypes));
+  CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 1));
+  CTX_ASSIGN_OR_RETURN(ConvTransposePlan p, planConvTranspose(ctx, inputs[0].shape, inputs[1].shape));
+  if (const ValueDesc* b = optionalInput(inputs, 2)) {
+    CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 2));
+    if (b->shape.size() != 1 || b->shape[0] != p.outChannels)
+      return invalid(ctx, "input 2 has shape {} but expected {}", shapeStr(b->shape), p.outChannels);
+  }
+  ir::Shape shape{p.batch, p.outChannels};
+  shape.insert(shape.end(), p.out.begin(), p.out.end());
+  return single(inputs[0].type, std::move(shape));
+}
+
+Status runConvTranspose(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  const ir::Tensor& x = *inputs[0];
+  const ir::Tensor& w = *inputs[1];
+  const ir::Tensor* bias = inputs.size() > 2 ? inputs[2] : nullptr;
+  ir::Tensor& y = *outputs[0];
+  CTX_ASSIGN_OR_RETURN(ConvTransposePlan p, planConvTranspose(ctx, x.shape(), w.shape()));
+  size_t rank = p.in.size();
+  int64_t inSize = dimProduct(p.in), kSize = dimProduct(p.kernel), outSize = dimProduct(p.out);
+  // For each kernel tap and input position, the output position it writes (-1: outside, cropped by pads).
+  std::vector<int64_t> target(static_cast<size_t>(kSize * inSize));
+  std::vector<int64_t> kIdx(rank), iIdx(rank);
+  for (int64_t k = 0; k < kSize; ++k) {
+    for (int64_t r = k, d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
+      kIdx[static_cast<size_t>(d)] = r % p.kernel[static_cast<size_t>(d)];
+      r /= p.kernel[static_cast<size_t>(d)];
+    }
+    for (int64_t i = 0; i < inSize; ++i) {
+      for (int64_t r = i, d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
+        iIdx[static_cast<size_t>(d)] = r % p.in[static_cast<size_t>(d)];
+        r /= p.in[static_cast<size_t>(d)];
+      }
+      int64_t pos = 0;
+      bool inside = true;
+      for (size_t d = 0; d < rank && inside; ++d) {
+        int64_t o = iIdx[d] * p.strides[d] + kIdx[d] * p.dilations[d] - p.padBegin[d];
+        inside = o >= 0 && o < p.out[d];
+        pos = pos * p.out[d] + o;
+      }
+      target[static_cast<size_t>(k * inSize + i)] = inside ? pos : -1;
+    }
+  }
+  const int64_t cPerGroup = p.channels / p.group, mPerGroup = p.outChannels / p.group;
+  const float* px = x.dataAs<float>();
+  const float* pw = w.dataAs<float>();
+  const float* pb = bias ? bias->dataAs<float>() : nullptr;
+  float* py = y.mutableDataAs<float>();
+  // One task per (image, output channel): tasks write disjoint output planes.
+  parallelFor(ctx, static_cast<size_t>(p.batch * p.outChannels), 1, [&](size_t begin, size_t end) {
+    for (size_t task = begin; task < end; ++task) {
+      int64_t n = static_cast<int64_t>(task) / p.outChannels, oc = static_cast<int64_t>(task) % p.outChannels;
+      int64_t g = oc / mPerGroup, m = oc % mPerGroup;
+      float* out = py + (n * p.outChannels + oc) * outSize;
+      float b = pb ? pb[oc] : 0.0f;
+      for (int64_t i = 0; i < outSize; ++i)
+        out[i] = b;
+      for (int64_t c = 0; c < cPerGroup; ++c) {
+        int64_t ic = g * cPerGroup + c;
+        const float* in = px + (n * p.channels + ic) * inSize;
+        const float* wk = pw + (ic * mPerGroup + m) * kSize;
+        for (int64_t k = 0; k < kSize; ++k) {
+          float wv = wk[k];
+          const int64_t* t = target.data() + k * inSize;
+          for (int64_t i = 0; i < inSize; ++i)
+            if (t[i] >= 0) out[t[i]] += wv * in[i];
+        }
+      }
+    }
+  });
+  return Status::ok();
+}
+
+} // namespace ctxkit::kernels::detail

@@ -1,0 +1,330 @@
+// Shape-making data ops: ConstantOfShape, Expand, Range and Pad (constant, reflect, edge and wrap modes).
+#include "kernels/convert.h"
+#include "kernels/ops.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace ctxkit::kernels::detail {
+
+namespace {
+
+constexpr size_t kMinChunk = 16384;
+
+// Copies `value` (one element of `size` bytes) into every element of `out`.
+void fillBytes(std::byte* out, size_t count, const std::byte* value, size_t size) {
+  for (size_t i = 0; i < count; ++i)
+    std::memcpy(out + i * size, value, size);
+}
+
+} // namespace
+
+// ---- ConstantOfShape ----------------------------------------------------------------------------------
+
+namespace {
+
+// The value attribute's tensor, or null for the default float 0.
+Expected<const ir::Tensor*> constantOfShapeValue(const OpContext& ctx) {
+  const ir::Attribute* a = ctx.attrs.find("value");
+  if (!a) return static_cast<const ir::Tensor*>(nullptr);
+  if (a->type != ir::AttrType::Tensor)
+    return invalid(ctx, "attribute value has type {} but expected a tensor", ir::attrTypeName(a->type));
+  if (a->t.elementCount() != 1)
+    return invalid(ctx, "attribute value has {} elements but expected 1", a->t.elementCount());
+  if (!inSet(kFixedSizeTypes, a->t.type()))
+    return unsupported(ctx, "attribute value has unsupported type {}", ir::elemTypeName(a->t.type()));
+  return &a->t;
+}
+
+} // namespace
+
+InferResult inferConstantOfShape(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  CTX_ASSIGN_OR_RETURN(const ir::Tensor* value, constantOfShapeValue(ctx));
+  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> dims, knownInts(ctx, inputs, 0, "input"));
+  for (int64_t d : dims)
+    if (d < 0) return invalid(ctx, "input 0 (input) holds a negative dimension in {}", shapeStr(dims));
+  return single(value ? value->type() : ElemType::Float, ir::Shape(dims.begin(), dims.end()));
+}
+
+Status runConstantOfShape(const OpContext& ctx, RunIns, RunOuts outputs) {
+  CTX_ASSIGN_OR_RETURN(const ir::Tensor* value, constantOfShapeValue(ctx));
+  ir::Tensor& y = *outputs[0];
+  if (!value) return Status::ok(); // allocated zero-filled
+  fillBytes(y.mutableData(), static_cast<size_t>(y.elementCount()), value->data(), ir::elemSize(y.type()));
+  return Status::ok();
+}
+
+// ---- Expand -------------------------------------------------------------------------------------------
+
+InferResult inferExpand(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 2));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFixedSizeTypes));
+  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> dims, knownInts(ctx, inputs, 1, "shape"));
+  auto shape = broadcastShapes(inputs[0].shape, dims);
+  if (!shape)
+    return invalid(ctx, "input shape {} does not broadcast with shape {}", shapeStr(inputs[0].shape), shapeStr(dims));
+  return single(inputs[0].type, std::move(*shape));
+}
+
+Status runExpand(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  const ir::Tensor& x = *inputs[0];
+  ir::Tensor& y = *outputs[0];
+  return visitElemSize(ctx, ir::elemSize(y.type()), [&](auto tag) -> Status {
+    using T = decltype(tag);
+    std::array<std::span<const int64_t>, 1> shapes{x.shape()};
+    BroadcastWalk walk = BroadcastWalk::make(y.shape(), shapes);
+    const T* in = x.dataAs<T>();
+    T* out = y.mutableDataAs<T>();
+    parallelFor(ctx, static_cast<size_t>(walk.total), kMinChunk, [&](size_t begin, size_t end) {
+      walk.visit(static_cast<int64_t>(begin), static_cast<int64_t>(end), [&](const auto& off, int64_t n) {
+        for (int64_t i = 0; i < n; ++i)
+          out[off[0] + i] = in[off[1] + i * walk.innerStride[1]];
+      });
+    });
+    return Status::ok();
+  });
+}
+
+// ---- Range --------------------------------------------------------------------------------------------
+
+namespace {
+
+constexpr TypeSet kRangeTypes = typeBit(ElemType::Float) | typeBit(ElemType::Double) | typeBit(ElemType::Int16) |
+                                typeBit(ElemType::Int32) | typeBit(ElemType::Int64) | kHalfTypes;
+constexpr const char* kRangeNames[] = {"start", "limit", "delta"};
+
+} // namespace
+
+InferResult inferRange(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 3, 3));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kRangeTypes));
+  double v[3];
+  for (size_t i = 0; i < 3; ++i) {
+    CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, i));
+    if (dimProduct(inputs[i].shape) != 1 || inputs[i].shape.size() > 1)
+      return invalid(ctx, "input {} ({}) has shape {} but expected a scalar", i, kRangeNames[i],
+                     shapeStr(inputs[i].shape));
+    if (!inputs[i].value)
+      return unsupported(ctx, "input {} ({}) must be a known constant to infer the output shape", i, kRangeNames[i]);
+    CTX_RETURN_IF_ERROR(convertElements(inputs[i].type, inputs[i].value->data(), ElemType::Double, &v[i], 1));
+  }
+  if (v[2] == 0) return invalid(ctx, "input 2 (delta) is zero");
+  int64_t count = 0;
+  if (inSet(kIntTypes, inputs[0].type)) {
+    auto ints = [&](size_t i) { return tensorInts(*inputs[i].value)[0]; };
+    int64_t start = inputs[0].type == ElemType::Int16 ? static_cast<int64_t>(v[0]) : ints(0);
+    int64_t limit = inputs[0].type == ElemType::Int16 ? static_cast<int64_t>(v[1]) : ints(1);
+    int64_t delta = inputs[0].type == ElemType::Int16 ? static_cast<int64_t>(v[2]) : ints(2);
+    int64_t span = limit - start;
+    // ceil(span / delta) with integer arithmetic.
+    count = span / delta + ((span % delta != 0 && ((span < 0) == (delta < 0))) ? 1 : 0);
+  } else {
+    double c = std::ceil((v[1] - v[0]) / v[2]);
+    if (!std::isfinite(c)) return invalid(ctx, "start, limit and delta give a non-finite element count");
+    count = static_cast<int64_t>(c);
+  }
+  return single(inputs[0].type, {std::max<int64_t>(count, 0)});
+}
+
+Status runRange(const OpContext&, RunIns inputs, RunOuts outputs) {
+  ir::Tensor& y = *outputs[0];
+  int64_t n = y.shape()[0];
+  auto fill = [&](auto tag) {
+    using T = decltype(tag);
+    T start = *inputs[0]->dataAs<T>();
+    T delta = *inputs[2]->dataAs<T>();
+    T* out = y.mutableDataAs<T>();
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+  };
+  switch (y.type()) {
+  case ElemType::Float:
+    fill(float{});
+    break;
+  case ElemType::Double:
+    fill(double{});
+    break;
+  case ElemType::Int16:
+    fill(int16_t{});
+    break;
+  case ElemType::Int32:
+    fill(int32_t{});
+    break;
+  default:
+    fill(int64_t{});
+    break;
+  }
+  return Status::ok();
+}
+
+// ---- Pad ----------------------------------------------------------------------------------------------
+
+namespace {
+
+enum class PadMode { Constant, Reflect, Edge, Wrap };
+
+struct PadParams {
+  PadMode mode = PadMode::Constant;
+  std::vector<int64_t> begin, end; // per axis of the data
+};
+
+Expected<PadParams> padParams(const OpContext& ctx, InDescs inputs) {
+  PadParams p;
+  std::string mode = ctx.attrs.getString("mode", "constant");
+  if (mode == "constant")
+    p.mode = PadMode::Constant;
+  else if (mode == "reflect")
+    p.mode = PadMode::Reflect;
+  else if (mode == "edge")
+    p.mode = PadMode::Edge;
+  else if (mode == "wrap" && ctx.opset >= 19)
+    p.mode = PadMode::Wrap;
+  else
+    return invalid(ctx, "attribute mode is '{}' but expected 'constant', 'reflect', 'edge' or 'wrap' (opset 19)", mode);
+  auto rank = static_cast<int64_t>(inputs[0].shape.size());
+  std::vector<int64_t> pads;
+  std::vector<int64_t> axes;
+  if (ctx.opset < 11) {
+    pads = ctx.attrs.getInts("pads");
+  } else {
+    CTX_ASSIGN_OR_RETURN(pads, knownInts(ctx, inputs, 1, "pads"));
+    if (optionalInput(inputs, 3)) {
+      CTX_ASSIGN_OR_RETURN(std::vector<int64_t> raw, knownInts(ctx, inputs, 3, "axes"));
+      CTX_ASSIGN_OR_RETURN(axes, normalizeAxes(ctx, std::move(raw), rank, "axes"));
+    }
+  }
+  if (axes.empty() && !(ctx.opset >= 11 && optionalInput(inputs, 3)))
+    for (int64_t a = 0; a < rank; ++a)
+      axes.push_back(a);
+  if (pads.size() != 2 * axes.size())
+    return invalid(ctx, "pads has {} values but expected {} (2 per padded axis)", pads.size(), 2 * axes.size());
+  p.begin.assign(static_cast<size_t>(rank), 0);
+  p.end.assign(static_cast<size_t>(rank), 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    auto a = static_cast<size_t>(axes[i]);
+    p.begin[a] = pads[i];
+    p.end[a] = pads[i + axes.size()];
+  }
+  for (size_t a = 0; a < p.begin.size(); ++a) {
+    int64_t n = inputs[0].shape[a];
+    if (n + p.begin[a] + p.end[a] < 0)
+      return invalid(ctx, "pads {} and {} remove more than the {} elements of axis {}", p.begin[a], p.end[a], n, a);
+    if (p.mode != PadMode::Constant && n == 0 && (p.begin[a] > 0 || p.end[a] > 0))
+      return invalid(ctx, "cannot pad empty axis {} in mode '{}'", a, mode);
+  }
+  return p;
+}
+
+// Source index along an axis of size n for output position o, or -1 for the constant.
+int64_t padSource(PadMode mode, int64_t o, int64_t begin, int64_t n) {
+  int64_t i = o - begin;
+  if (i >= 0 && i < n) return i;
+  switch (mode) {
+  case PadMode::Constant:
+    return -1;
+  case PadMode::Edge:
+    return i < 0 ? 0 : n - 1;
+  case PadMode::Wrap:
+    return ((i % n) + n) % n;
+  case PadMode::Reflect:
+    if (n == 1) return 0;
+    while (i < 0 || i >= n) {
+      if (i < 0) i = -i;
+      if (i >= n) i = 2 * (n - 1) - i;
+    }
+    return i;
+  }
+  return -1;
+}
+
+} // namespace
+
+InferResult inferPad(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, ctx.opset < 11 ? 1 : 2, ctx.opset < 11 ? 1 : (ctx.opset < 18 ? 3 : 4)));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFixedSizeTypes));
+  if (const ValueDesc* cv = optionalInput(inputs, 2)) {
+    CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 2));
+    if (dimProduct(cv->shape) != 1 || cv->shape.size() > 1)
+      return invalid(ctx, "input 2 (constant_value) has shape {} but expected a scalar", shapeStr(cv->shape));
+  }
+  CTX_ASSIGN_OR_RETURN(PadParams p, padParams(ctx, inputs));
+  ir::Shape shape = inputs[0].shape;
+  for (size_t a = 0; a < shape.size(); ++a)
+    shape[a] += p.begin[a] + p.end[a];
+  return single(inputs[0].type, std::move(shape));
+}
+
+Status runPad(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  const ir::Tensor& x = *inputs[0];
+  ir::Tensor& y = *outputs[0];
+  std::vector<ValueDesc> descs(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i]) {
+      descs[i].present = false;
+      continue;
+    }
+    descs[i] = ValueDesc{inputs[i]->type(), inputs[i]->shape(), inputs[i], true};
+  }
+  CTX_ASSIGN_OR_RETURN(PadParams p, padParams(ctx, descs));
+  size_t size = ir::elemSize(x.type());
+  std::array<std::byte, 16> constant{};
+  if (ctx.opset < 11) {
+    float v = ctx.attrs.getFloat("value", 0.0f);
+    CTX_RETURN_IF_ERROR(convertElements(ElemType::Float, &v, x.type(), constant.data(), 1));
+  } else if (inputs.size() > 2 && inputs[2]) {
+    std::memcpy(constant.data(), inputs[2]->data(), size);
+  }
+  if (y.elementCount() == 0) return Status::ok();
+  size_t rank = x.rank();
+  if (rank == 0) {
+    std::memcpy(y.mutableData(), x.data(), size);
+    return Status::ok();
+  }
+  // Per axis, the source index of every output position (-1: the constant).
+  std::vector<std::vector<int64_t>> src(rank);
+  std::vector<int64_t> inStride(rank, 1);
+  for (size_t a = rank; a-- > 0;) {
+    if (a + 1 < rank) inStride[a] = inStride[a + 1] * x.shape()[a + 1];
+    src[a].resize(static_cast<size_t>(y.shape()[a]));
+    for (int64_t o = 0; o < y.shape()[a]; ++o)
+      src[a][static_cast<size_t>(o)] = padSource(p.mode, o, p.begin[a], x.shape()[a]);
+  }
+  int64_t inner = y.shape()[rank - 1];
+  int64_t rows = static_cast<int64_t>(y.elementCount()) / inner;
+  const std::byte* in = x.data();
+  std::byte* out = y.mutableData();
+  const std::vector<int64_t>& last = src[rank - 1];
+  parallelFor(ctx, static_cast<size_t>(rows), std::max<size_t>(1, kMinChunk / static_cast<size_t>(inner)),
+              [&](size_t begin, size_t end) {
+                for (size_t r = begin; r < end; ++r) {
+                  std::byte* o = out + r * static_cast<size_t>(inner) * size;
+                  int64_t offset = 0;
+                  size_t rem = r;
+                  bool isConstant = false;
+                  for (size_t a = rank - 1; a-- > 0;) {
+                    auto dim = static_cast<size_t>(y.shape()[a]);
+                    int64_t s = src[a][rem % dim];
+                    rem /= dim;
+                    if (s < 0) isConstant = true;
+                    offset += s * inStride[a];
+                  }
+                  if (isConstant) {
+                    fillBytes(o, static_cast<size_t>(inner), constant.data(), size);
+                    continue;
+                  }
+                  for (size_t i = 0; i < static_cast<size_t>(inner); ++i) {
+                    const std::byte* v =
+                        last[i] < 0 ? constant.data() : in + static_cast<size_t>(offset + last[i]) * size;
+                    std::memcpy(o + i * size, v, size);
+                  }
+                }
+              });
+  return Status::ok();
+}
+
+} // namespace ctxkit::kernels::detail

@@ -1,0 +1,319 @@
+// Resize (opset 10, 11, 13, 18, 19): nearest, linear and cubic modes over any axes, from scales or sizes, with
+// every coordinate transformation mode but tf_crop_and_resize; computed as one 1-D resampling pass per axis.
+#include "kernels/ops.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace ctxkit::kernels::detail {
+
+namespace {
+
+enum class Coord { HalfPixel, HalfPixelSymmetric, PytorchHalfPixel, AlignCorners, Asymmetric, TfHalfPixelForNn };
+enum class Nearest { RoundPreferFloor, RoundPreferCeil, Floor, Ceil, Simple };
+
+struct ResizePlan {
+  int taps = 1; // source elements per output element: 1 nearest, 2 linear, 4 cubic
+  double cubicA = -0.75;
+  bool excludeOutside = false;
+  Coord coord = Coord::HalfPixel;
+  Nearest nearest = Nearest::RoundPreferFloor;
+  std::vector<double> scales; // per axis of the input
+  ir::Shape out;
+};
+
+// The contents of a float scales input, or Unsupported when unknown.
+Expected<std::vector<double>> knownScales(const OpContext& ctx, const ValueDesc& in, size_t index) {
+  if (in.type != ElemType::Float)
+    return invalid(ctx, "input {} (scales) has type {} but expected float32", index, ir::elemTypeName(in.type));
+  if (in.shape.size() != 1)
+    return invalid(ctx, "input {} (scales) has shape {} but expected rank 1", index, shapeStr(in.shape));
+  if (!in.value) return unsupported(ctx, "input {} (scales) must be a known constant to infer the output shape", index);
+  const float* p = in.value->dataAs<float>();
+  return std::vector<double>(p, p + in.value->elementCount());
+}
+
+Expected<ResizePlan> planResize(const OpContext& ctx, InDescs inputs) {
+  ResizePlan p;
+  std::string mode = ctx.attrs.getString("mode", "nearest");
+  if (mode != "nearest" && mode != "linear" && mode != "cubic")
+    return invalid(ctx, "attribute mode is '{}' but expected 'nearest', 'linear' or 'cubic'", mode);
+  p.taps = mode == "nearest" ? 1 : mode == "linear" ? 2 : 4;
+  p.cubicA = ctx.attrs.getFloat("cubic_coeff_a", -0.75f);
+  p.excludeOutside = ctx.attrs.getInt("exclude_outside", 0) != 0;
+  if (ctx.attrs.getInt("antialias", 0) != 0) return unsupported(ctx, "antialias is not supported");
+  if (ctx.opset < 11) {
+    p.coord = Coord::Asymmetric;
+    p.nearest = Nearest::Simple;
+  } else {
+    std::string c = ctx.attrs.getString("coordinate_transformation_mode", "half_pixel");
+    if (c == "half_pixel")
+      p.coord = Coord::HalfPixel;
+    else if (c == "half_pixel_symmetric")
+      p.coord = Coord::HalfPixelSymmetric;
+    else if (c == "pytorch_half_pixel")
+      p.coord = Coord::PytorchHalfPixel;
+    else if (c == "align_corners")
+      p.coord = Coord::AlignCorners;
+    else if (c == "asymmetric")
+      p.coord = Coord::Asymmetric;
+    else if (c == "tf_half_pixel_for_nn")
+      p.coord = Coord::TfHalfPixelForNn;
+    else if (c == "tf_crop_and_resize")
+      return unsupported(ctx, "coordinate_transformation_mode 'tf_crop_and_resize' is not supported");
+    else
+      return invalid(ctx, "attribute coordinate_transformation_mode is '{}', which is not a known mode", c);
+    std::string n = ctx.attrs.getString("nearest_mode", "round_prefer_floor");
+    if (n == "round_prefer_floor")
+      p.nearest = Nearest::RoundPreferFloor;
+    else if (n == "round_prefer_ceil")
+      p.nearest = Nearest::RoundPreferCeil;
+    else if (n == "floor")
+      p.nearest = Nearest::Floor;
+    else if (n == "ceil")
+      p.nearest = Nearest::Ceil;
+    else
+      return invalid(ctx, "attribute nearest_mode is '{}', which is not a known mode", n);
+  }
+  const ir::Shape& in = inputs[0].shape;
+  auto rank = static_cast<int64_t>(in.size());
+  std::vector<int64_t> axes;
+  for (int64_t a = 0; a < rank; ++a)
+    axes.push_back(a);
+  if (ctx.opset >= 18 && ctx.attrs.has("axes")) {
+    CTX_ASSIGN_OR_RETURN(axes, normalizeAxes(ctx, ctx.attrs.getInts("axes"), rank, "axes"));
+  }
+  const ValueDesc* scales = nullptr;
+  const ValueDesc* sizes = nullptr;
+  size_t scalesIndex = ctx.opset < 11 ? 1 : 2;
+  scales = optionalInput(inputs, scalesIndex);
+  if (scales && dimProduct(scales->shape) == 0 && scales->shape.size() == 1) scales = nullptr;
+  if (ctx.opset >= 11) sizes = optionalInput(inputs, 3);
+  if ((scales != nullptr) == (sizes != nullptr)) return invalid(ctx, "expected exactly one of scales and sizes");
+  p.scales.assign(in.size(), 1.0);
+  p.out = in;
+  if (scales) {
+    CTX_ASSIGN_OR_RETURN(std::vector<double> s, knownScales(ctx, *scales, scalesIndex));
+    if (s.size() != axes.size())
+      return invalid(ctx, "input {} (scales) has {} values but expected {}", scalesIndex, s.size(), axes.size());
+    for (size_t i = 0; i < axes.size(); ++i) {
+      auto a = static_cast<size_t>(axes[i]);
+      if (!(s[i] > 0)) return invalid(ctx, "input {} (scales) holds {}, not a positive scale", scalesIndex, s[i]);
+      p.scales[a] = s[i];
+      p.out[a] = static_cast<int64_t>(std::floor(static_cast<double>(in[a]) * s[i]));
+    }
+    return p;
+  }
+  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> sz, knownInts(ctx, inputs, 3, "sizes"));
+  if (sz.size() != axes.size())
+    return invalid(ctx, "input 3 (sizes) has {} values but expected {}", sz.size(), axes.size());
+  std::string policy = ctx.opset >= 18 ? ctx.attrs.getString("keep_aspect_ratio_policy", "stretch") : "stretch";
+  if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
+    return invalid(ctx, "attribute keep_aspect_ratio_policy is '{}', which is not a known policy", policy);
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (sz[i] < 0) return invalid(ctx, "input 3 (sizes) holds negative size {}", sz[i]);
+  if (policy == "stretch") {
+    for (size_t i = 0; i < axes.size(); ++i) {
+      auto a = static_cast<size_t>(axes[i]);
+      p.out[a] = sz[i];
+      p.scales[a] = in[a] == 0 ? 1.0 : static_cast<double>(sz[i]) / static_cast<double>(in[a]);
+    }
+    return p;
+  }
+  double common = policy == "not_larger" ? INFINITY : 0.0;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    auto a = static_cast<size_t>(axes[i]);
+    if (in[a] == 0) continue;
+    double s = static_cast<double>(sz[i]) / static_cast<double>(in[a]);
+    common = policy == "not_larger" ? std::min(common, s) : std::max(common, s);
+  }
+  if (!std::isfinite(common) || common <= 0) common = 1.0;
+  for (int64_t a : axes) {
+    auto u = static_cast<size_t>(a);
+    p.scales[u] = common;
+    p.out[u] = static_cast<int64_t>(std::floor(common * static_cast<double>(in[u]) + 0.5));
+  }
+  return p;
+}
+
+// Input coordinate of output position x along an axis of inLen -> outLen with scale s.
+double sourceCoord(Coord c, int64_t x, double s, int64_t inLen, int64_t outLen) {
+  double xr = static_cast<double>(x);
+  switch (c) {
+  case Coord::HalfPixel:
+    return (xr + 0.5) / s - 0.5;
+  case Coord::HalfPixelSymmetric: {
+    double adjustment = static_cast<double>(outLen) / (s * static_cast<double>(inLen));
+    double center = static_cast<double>(inLen) / 2;
+    return center * (1 - adjustment) + (xr + 0.5) / s - 0.5;
+  }
+  case Coord::PytorchHalfPixel:
+    return outLen > 1 ? (xr + 0.5) / s - 0.5 : 0.0;
+  case Coord::AlignCorners: {
+    // The resized length is scale * inLen before flooring, as the ONNX reference computes it.
+    double resized = s * static_cast<double>(inLen);
+    return resized == 1.0 ? 0.0 : xr * static_cast<double>(inLen - 1) / (resized - 1);
+  }
+  case Coord::Asymmetric:
+    return xr / s;
+  case Coord::TfHalfPixelForNn:
+    return (xr + 0.5) / s;
+  }
+  return 0.0;
+}
+
+int64_t nearestIndex(Nearest m, double x, double s) {
+  switch (m) {
+  case Nearest::RoundPreferFloor:
+    return static_cast<int64_t>(std::ceil(x - 0.5));
+  case Nearest::RoundPreferCeil:
+    return static_cast<int64_t>(std::floor(x + 0.5));
+  case Nearest::Floor:
+    return static_cast<int64_t>(std::floor(x));
+  case Nearest::Ceil:
+    return static_cast<int64_t>(std::ceil(x));
+  case Nearest::Simple:
+    return s < 1 ? static_cast<int64_t>(std::ceil(x)) : static_cast<int64_t>(x);
+  }
+  return 0;
+}
+
+// One axis of the resampling: output position j is the sum over taps t of w[j * taps + t] times the source
+// element idx[j * taps + t].
+struct AxisMap {
+  std::vector<int64_t> idx;
+  std::vector<double> w;
+  bool identity = true;
+};
+
+void cubicCoeffs(double t, double a, double* c) {
+  double t1 = t + 1, u = 1 - t, u1 = u + 1;
+  c[0] = ((a * t1 - 5 * a) * t1 + 8 * a) * t1 - 4 * a;
+  c[1] = ((a + 2) * t - (a + 3)) * t * t + 1;
+  c[2] = ((a + 2) * u - (a + 3)) * u * u + 1;
+  c[3] = ((a * u1 - 5 * a) * u1 + 8 * a) * u1 - 4 * a;
+}
+
+AxisMap axisMap(const ResizePlan& p, size_t axis, int64_t inLen) {
+  AxisMap m;
+  int64_t outLen = p.out[axis];
+  double s = p.scales[axis];
+  auto clampIdx = [&](int64_t i) { return std::clamp<int64_t>(i, 0, inLen - 1); };
+  for (int64_t j = 0; j < outLen; ++j) {
+    double x = sourceCoord(p.coord, j, s, inLen, outLen);
+    if (p.taps == 1) {
+      m.idx.push_back(clampIdx(nearestIndex(p.nearest, x, s)));
+      m.w.push_back(1.0);
+      if (m.idx.back() != j) m.identity = false;
+      continue;
+    }
+    // Source positions below and above x; outside positions repeat the edge element.
+    double f = std::floor(x);
+    double t = x - f;
+    auto base = static_cast<int64_t>(f);
+    if (p.taps == 2) {
+      m.idx.push_back(clampIdx(base));
+      m.idx.push_back(clampIdx(base + 1));
+      m.w.push_back(1 - t);
+      m.w.push_back(t);
+      if (base != j || t != 0) m.identity = false;
+      continue;
+    }
+    if (t == 0) { // an exact hit takes taps base-2 .. base+1 with the hit third, as the ONNX reference does
+      t = 1;
+      base -= 1;
+    }
+    double c[4];
+    cubicCoeffs(t, p.cubicA, c);
+    double sum = 0;
+    for (int k = 0; k < 4; ++k) {
+      int64_t i = base - 1 + k;
+      if (p.excludeOutside && (i < 0 || i >= inLen)) c[k] = 0;
+      sum += c[k];
+    }
+    for (int k = 0; k < 4; ++k) {
+      m.idx.push_back(clampIdx(base - 1 + k));
+      m.w.push_back(p.excludeOutside && sum != 0 ? c[k] / sum : c[k]);
+    }
+    if (x != static_cast<double>(j)) m.identity = false;
+  }
+  if (outLen != inLen) m.identity = false;
+  return m;
+}
+
+} // namespace
+
+InferResult inferResize(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, ctx.opset < 11 ? 2 : 1, ctx.opset < 11 ? 2 : 4));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  CTX_ASSIGN_OR_RETURN(ResizePlan p, planResize(ctx, inputs));
+  if (p.taps > 1) CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFloatTypes));
+  return single(inputs[0].type, p.out);
+}
+
+Status runResize(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  std::vector<ValueDesc> descs(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i]) {
+      descs[i].present = false;
+      continue;
+    }
+    descs[i] = ValueDesc{inputs[i]->type(), inputs[i]->shape(), inputs[i], true};
+  }
+  CTX_ASSIGN_OR_RETURN(ResizePlan p, planResize(ctx, descs));
+  const ir::Tensor& x = *inputs[0];
+  ir::Tensor& y = *outputs[0];
+  if (y.elementCount() == 0) return Status::ok();
+  auto resample = [&](auto tag) -> Status {
+    using T = decltype(tag);
+    ir::Shape cur = x.shape();
+    std::vector<T> buf(x.dataAs<T>(), x.dataAs<T>() + x.elementCount()), next;
+    for (size_t a = 0; a < cur.size(); ++a) {
+      AxisMap m = axisMap(p, a, cur[a]);
+      if (m.identity) continue;
+      int64_t outer = dimProduct(cur, 0, a), inner = dimProduct(cur, a + 1, cur.size());
+      int64_t inLen = cur[a], outLen = p.out[a];
+      next.assign(static_cast<size_t>(outer * outLen * inner), T{});
+      parallelFor(ctx, static_cast<size_t>(outer * outLen), std::max<int64_t>(1, 4096 / std::max<int64_t>(inner, 1)),
+                  [&](size_t begin, size_t end) {
+                    for (size_t r = begin; r < end; ++r) {
+                      int64_t o = static_cast<int64_t>(r) / outLen, j = static_cast<int64_t>(r) % outLen;
+                      T* dst = next.data() + r * static_cast<size_t>(inner);
+                      const auto taps = static_cast<size_t>(p.taps);
+                      const int64_t* idx = m.idx.data() + static_cast<size_t>(j) * taps;
+                      if constexpr (std::is_floating_point_v<T>) {
+                        if (taps > 1) {
+                          const double* w = m.w.data() + static_cast<size_t>(j) * taps;
+                          for (int64_t i = 0; i < inner; ++i)
+                            dst[i] = T(0);
+                          for (size_t t = 0; t < taps; ++t) {
+                            const T* src = buf.data() + (o * inLen + idx[t]) * inner;
+                            auto wt = static_cast<T>(w[t]);
+                            for (int64_t i = 0; i < inner; ++i)
+                              dst[i] += wt * src[i];
+                          }
+                          continue;
+                        }
+                      }
+                      std::memcpy(dst, buf.data() + (o * inLen + idx[0]) * inner,
+                                  static_cast<size_t>(inner) * sizeof(T));
+                    }
+                  });
+      buf.swap(next);
+      cur[a] = outLen;
+    }
+    std::memcpy(y.mutableData(), buf.data(), buf.size() * sizeof(T));
+    return Status::ok();
+  };
+  if (x.type() == ElemType::Float) return resample(float{});
+  if (x.type() == ElemType::Double) return resample(double{});
+  if (p.taps > 1) return unsupported(ctx, "linear and cubic modes need a float input");
+  return visitElemSize(ctx, ir::elemSize(x.type()), [&](auto tag) -> Status {
+    if constexpr (std::is_same_v<decltype(tag), ElemBytes16>)
+      return unsupported(ctx, "16-byte elements are not supported");
+    else
+      return resample(tag);
+  });
+}
+
+} // namespace ctxkit::kernels::detail

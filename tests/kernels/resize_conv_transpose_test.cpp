@@ -1,0 +1,108 @@
+// ConvTranspose (strides, pads, groups, bias, output_padding, output_shape) and Resize (nearest and linear
+// modes, coordinate transformation modes, scales vs sizes, opset 10) on small hand-computed cases.
+#include "kernel_test_util.h"
+
+using namespace ctxkit;
+using namespace ctxkit::test;
+
+TEST_CASE("ConvTranspose scatters each input pixel through the kernel") {
+  auto x = floats({1, 1, 2, 2}, {1, 2, 3, 4});
+  auto w = floats({1, 1, 2, 2}, {1, 1, 1, 1});
+  auto y = Op(OpKind::ConvTranspose, 11).run1({&x, &w});
+  REQUIRE(y.shape() == ir::Shape{1, 1, 3, 3});
+  REQUIRE(values<float>(y) == std::vector<float>{1, 3, 2, 4, 10, 6, 3, 7, 4});
+  auto s2 = Op(OpKind::ConvTranspose, 11).ints("strides", {2, 2}).run1({&x, &w});
+  REQUIRE(values<float>(s2) == std::vector<float>{1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4});
+  auto b = floats({1}, {0.5f});
+  auto cropped = Op(OpKind::ConvTranspose, 11).ints("pads", {1, 1, 1, 1}).run1({&x, &w, &b});
+  REQUIRE(cropped.shape() == ir::Shape{1, 1, 1, 1});
+  REQUIRE(values<float>(cropped) == std::vector<float>{10.5f});
+  auto padded = Op(OpKind::ConvTranspose, 11).ints("strides", {2, 2}).ints("output_padding", {1, 1}).run1({&x, &w});
+  REQUIRE(padded.shape() == ir::Shape{1, 1, 5, 5});
+  REQUIRE(values<float>(padded)[24] == 0.0f);
+  auto shaped = Op(OpKind::ConvTranspose, 11).ints("strides", {2, 2}).ints("output_shape", {4, 4}).run1({&x, &w});
+  REQUIRE(values<float>(shaped) == values<float>(s2));
+  auto same = Op(OpKind::ConvTranspose, 11).ints("strides", {2, 2}).s("auto_pad", "SAME_UPPER").run1({&x, &w});
+  REQUIRE(same.shape() == ir::Shape{1, 1, 4, 4});
+}
+
+TEST_CASE("ConvTranspose with groups and shape errors") {
+  auto x = floats({1, 2, 1, 1}, {1, 2});
+  auto w = floats({2, 1, 1, 1}, {3, 4});
+  auto y = Op(OpKind::ConvTranspose, 11).i("group", 2).run1({&x, &w});
+  REQUIRE(y.shape() == ir::Shape{1, 2, 1, 1});
+  REQUIRE(values<float>(y) == std::vector<float>{3, 8});
+  auto ungrouped = Op(OpKind::ConvTranspose, 11).run1({&x, &w}); // weight 2x1: 1 output channel, sums inputs
+  REQUIRE(values<float>(ungrouped) == std::vector<float>{11});
+  auto bad = floats({3, 1, 1, 1}, {1, 2, 3});
+  REQUIRE(Op(OpKind::ConvTranspose, 11).fails({&x, &bad}).message() ==
+          "node 'n1' (ConvTranspose): input 0 has 2 channels but weight shape 3x1x1x1 expects 3");
+}
+
+TEST_CASE("Resize nearest upsampling with default half_pixel and round_prefer_floor") {
+  auto x = floats({1, 1, 2, 2}, {1, 2, 3, 4});
+  auto scales = floats({4}, {1, 1, 2, 2});
+  auto y = Op(OpKind::Resize, 13).run1({&x, nullptr, &scales});
+  REQUIRE(y.shape() == ir::Shape{1, 1, 4, 4});
+  REQUIRE(values<float>(y) == std::vector<float>{1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4});
+  // Opset 10: scales is input 1, asymmetric coordinates.
+  auto y10 = Op(OpKind::Resize, 10).run1({&x, &scales});
+  REQUIRE(values<float>(y10) == values<float>(y));
+  // Downsampling 1x4 -> 1x2 by sizes: half_pixel gives 0.5 and 2.5, round_prefer_floor picks 0 and 2.
+  auto row = floats({1, 4}, {10, 20, 30, 40});
+  auto sizes = int64s({2}, {1, 2});
+  REQUIRE(values<float>(Op(OpKind::Resize, 13).run1({&row, nullptr, nullptr, &sizes})) == std::vector<float>{10, 30});
+  REQUIRE(values<float>(
+              Op(OpKind::Resize, 13).s("nearest_mode", "round_prefer_ceil").run1({&row, nullptr, nullptr, &sizes})) ==
+          std::vector<float>{20, 40});
+}
+
+TEST_CASE("Resize linear with half_pixel, align_corners and asymmetric") {
+  auto x = floats({1, 1, 1, 2}, {0, 4});
+  auto scales = floats({4}, {1, 1, 1, 2});
+  auto y = Op(OpKind::Resize, 13).s("mode", "linear").run1({&x, nullptr, &scales});
+  requireClose(values<float>(y), {0, 1, 3, 4});
+  auto sizes = int64s({4}, {1, 1, 1, 4});
+  auto ac = Op(OpKind::Resize, 13)
+                .s("mode", "linear")
+                .s("coordinate_transformation_mode", "align_corners")
+                .run1({&x, nullptr, nullptr, &sizes});
+  requireClose(values<float>(ac), {0, 4.0f / 3, 8.0f / 3, 4});
+  auto as = Op(OpKind::Resize, 13)
+                .s("mode", "linear")
+                .s("coordinate_transformation_mode", "asymmetric")
+                .run1({&x, nullptr, &scales});
+  requireClose(values<float>(as), {0, 2, 4, 4});
+  // Both axes: bilinear on a 2x2 image doubled with align_corners gives the 3x3 midpoint grid.
+  auto img = floats({1, 1, 2, 2}, {0, 2, 4, 6});
+  auto s3 = int64s({4}, {1, 1, 3, 3});
+  auto bi = Op(OpKind::Resize, 13)
+                .s("mode", "linear")
+                .s("coordinate_transformation_mode", "align_corners")
+                .run1({&img, nullptr, nullptr, &s3});
+  requireClose(values<float>(bi), {0, 1, 2, 2, 3, 4, 4, 5, 6});
+}
+
+TEST_CASE("Resize shape rule needs scales or sizes values") {
+  std::vector<kernels::ValueDesc> descs{{ElemType::Float, {1, 1, 2, 2}, nullptr, true},
+                                        {ElemType::Undefined, {}, nullptr, false},
+                                        {ElemType::Float, {4}, nullptr, true}};
+  auto r = kernels::inferOutputs(Op(OpKind::Resize, 13).ctx(), descs, 1);
+  REQUIRE(r.error().code() == ErrorCode::Unsupported);
+  REQUIRE(r.error().message() ==
+          "node 'n1' (Resize): input 2 (scales) must be a known constant to infer the output shape");
+  descs.resize(2);
+  descs.push_back({ElemType::Float, {0}, nullptr, true});
+  descs.push_back({ElemType::Int64, {4}, nullptr, true});
+  auto s = kernels::inferOutputs(Op(OpKind::Resize, 13).ctx(), descs, 1);
+  REQUIRE(s.error().message() ==
+          "node 'n1' (Resize): input 3 (sizes) must be a known constant to infer the output shape");
+  auto x = floats({1, 1, 2, 2}, {1, 2, 3, 4});
+  auto scales = floats({4}, {1, 1, 2, 2});
+  auto sizes = int64s({4}, {1, 1, 4, 4});
+  REQUIRE(Op(OpKind::Resize, 13).fails({&x, nullptr, &scales, &sizes}).code() == ErrorCode::InvalidGraph);
+  REQUIRE(Op(OpKind::Resize, 13)
+              .s("coordinate_transformation_mode", "tf_crop_and_resize")
+              .fails({&x, nullptr, &scales})
+              .code() == ErrorCode::Unsupported);
+}
