@@ -3,6 +3,7 @@
 
 #include "kernels/kernels.h"
 
+#include <algorithm>
 #include <deque>
 #include <set>
 
@@ -167,6 +168,21 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
       blocker = fmt::format("{} has no shape rule in ctxkit", nodeLabel(node, index));
     }
 
+    // Shape of a static value is known even though the value is not.
+    if (node.kind == ir::OpKind::Shape && inferred && !descs.empty() && descs[0].present && allStatic &&
+        node.outputs.size() == 1 && options.foldConstants) {
+      const ir::Shape& in = descs[0].shape;
+      auto rank = static_cast<int64_t>(in.size());
+      auto clampAxis = [&](int64_t a) { return std::clamp(a < 0 ? a + rank : a, int64_t{0}, rank); };
+      int64_t start = node.opset >= 15 ? clampAxis(node.attrs.getInt("start", 0)) : 0;
+      int64_t end = node.opset >= 15 ? clampAxis(node.attrs.getInt("end", rank)) : rank;
+      std::vector<int64_t> dims(in.begin() + start, in.begin() + std::max(start, end));
+      ValueFacts& v = facts.values[node.outputs[0]];
+      v.type = ir::ElemType::Int64;
+      v.shape = ir::Shape{static_cast<int64_t>(dims.size())};
+      v.constant = ir::Tensor::fromVector(ir::ElemType::Int64, *v.shape, dims);
+      continue;
+    }
     // Fold: every input known and the result small enough.
     if (inferred && options.foldConstants && allConstant && !isNondeterministic(node)) {
       uint64_t bytes = 0;

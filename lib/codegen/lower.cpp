@@ -177,6 +177,23 @@ private:
     return Status::ok();
   }
 
+  // Clip's bounds as fused-activation parameters: attributes before opset 11, constant inputs after.
+  std::optional<std::vector<float>> clipBounds(const LOp& clip) const {
+    float lo = -INFINITY, hi = INFINITY;
+    if (clip.opset < 11) {
+      lo = clip.attrs.getFloat("min", lo);
+      hi = clip.attrs.getFloat("max", hi);
+      return std::vector<float>{lo, hi};
+    }
+    for (size_t k = 1; k < clip.inputs.size() && k < 3; ++k) {
+      if (clip.inputs[k].empty()) continue;
+      const ir::Tensor* t = constantOf(clip.inputs[k]);
+      if (!t || t->type() != ir::ElemType::Float || t->elementCount() != 1) return std::nullopt;
+      (k == 1 ? lo : hi) = t->dataAs<float>()[0];
+    }
+    return std::vector<float>{lo, hi};
+  }
+
   // Conv/Gemm/MatMul followed only by an activation run the activation as their epilogue (float32).
   void fuseActivations() {
     for (size_t i = 0; i < ops_.size(); ++i) {
@@ -197,9 +214,15 @@ private:
         case ir::OpKind::Tanh: break;
         case ir::OpKind::LeakyRelu: params = {act.attrs.getFloat("alpha", 0.01f)}; break;
         case ir::OpKind::HardSigmoid: params = {act.attrs.getFloat("alpha", 0.2f), act.attrs.getFloat("beta", 0.5f)}; break;
+        case ir::OpKind::Clip: {
+          auto bounds = clipBounds(act);
+          if (!bounds) continue;
+          params = *bounds;
+          break;
+        }
         default: continue;
       }
-      if (act.inputs.size() != 1 || act.outputs.size() != 1) continue;
+      if ((act.kind != ir::OpKind::Clip && act.inputs.size() != 1) || act.outputs.size() != 1) continue;
       producer.attrs.set(ir::Attribute::makeString("activation", std::string(ir::opKindName(act.kind))));
       if (!params.empty()) producer.attrs.set(ir::Attribute::makeFloats("activation_params", params));
       producer.outputs = act.outputs;

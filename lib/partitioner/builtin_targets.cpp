@@ -22,13 +22,16 @@ constexpr const char* kNpuSim = R"json({
     {"op": "MatMul"}, {"op": "Gemm"},
     {"op": "Add"}, {"op": "Sub"}, {"op": "Mul"}, {"op": "Div"}, {"op": "Pow"},
     {"op": "Sqrt"}, {"op": "Erf"}, {"op": "Exp"}, {"op": "Log"}, {"op": "Neg"}, {"op": "Abs"}, {"op": "Reciprocal"},
+    {"op": "ConvTranspose", "constraints": {"max_rank": 4}},
     {"op": "Relu"}, {"op": "LeakyRelu"}, {"op": "Sigmoid"}, {"op": "HardSigmoid"}, {"op": "Tanh"}, {"op": "Gelu"},
+    {"op": "Clip"}, {"op": "HardSwish"}, {"op": "Max"}, {"op": "Min"},
     {"op": "Softmax"},
     {"op": "MaxPool", "constraints": {"max_rank": 4}}, {"op": "AveragePool", "constraints": {"max_rank": 4}},
     {"op": "GlobalAveragePool"},
     {"op": "BatchNormalization"}, {"op": "LayerNormalization"},
     {"op": "Reshape"}, {"op": "Flatten"}, {"op": "Squeeze"}, {"op": "Unsqueeze"}, {"op": "Identity"},
-    {"op": "Transpose"}, {"op": "Concat"}, {"op": "Slice"}, {"op": "Gather"},
+    {"op": "Transpose"}, {"op": "Concat"}, {"op": "Slice"}, {"op": "Gather"}, {"op": "Pad"},
+    {"op": "Resize", "constraints": {"max_rank": 4, "mode": ["nearest", "linear"]}},
     {"op": "ReduceMean"}
   ]
 })json";

@@ -196,3 +196,23 @@ TEST_CASE("lowering folds BatchNormalization and Relu into Conv and turns Reshap
   CHECK(hasView);
   CHECK(lowered->program.arenaSize > 0);
 }
+
+TEST_CASE("Shape of a static value folds to a constant, so shape arithmetic compiles away", "[analysis]") {
+  ir::Graph g;
+  g.inputs = {floatValue("x", {ir::Dim::named("n"), ir::Dim::known(6)})};
+  g.outputs = {floatValue("y", {})};
+  ir::Node shape = node("Shape", {"x"}, {"s"}, 15);
+  shape.attrs.set(ir::Attribute::makeInt("start", -1));
+  g.nodes = {shape, node("Reshape", {"x", "s"}, {"y"})};
+  analysis::Bindings b;
+  b.dims["n"] = 2;
+  auto facts = analysis::analyzeGraph(g, b);
+  REQUIRE(facts);
+  const auto* s = facts->find("s");
+  REQUIRE(s->constant);
+  CHECK(s->constant->shape() == ir::Shape{1});
+  CHECK(s->constant->dataAs<int64_t>()[0] == 6);
+  CHECK(*facts->find("y")->shape == ir::Shape{12});
+  auto plan = partitioner::partitionGraph(g, *facts, targetWithout("none"));
+  CHECK(plan.nodes[0].placement == partitioner::NodePlacement::Folded);
+}
