@@ -200,19 +200,25 @@ TEST_CASE("lowering folds BatchNormalization and Relu into Conv and turns Reshap
 TEST_CASE("Shape of a static value folds to a constant, so shape arithmetic compiles away", "[analysis]") {
   ir::Graph g;
   g.inputs = {floatValue("x", {ir::Dim::named("n"), ir::Dim::known(6)})};
-  g.outputs = {floatValue("y", {})};
-  ir::Node shape = node("Shape", {"x"}, {"s"}, 15);
-  shape.attrs.set(ir::Attribute::makeInt("start", -1));
-  g.nodes = {shape, node("Reshape", {"x", "s"}, {"y"})};
+  g.outputs = {floatValue("y", {}), floatValue("last", {})};
+  ir::Node lastDim = node("Shape", {"x"}, {"last"}, 15);
+  lastDim.attrs.set(ir::Attribute::makeInt("start", -1));
+  g.nodes = {node("Shape", {"x"}, {"s"}, 15), lastDim, node("Reshape", {"x", "s"}, {"r"}), node("Relu", {"r"}, {"y"})};
   analysis::Bindings b;
   b.dims["n"] = 2;
   auto facts = analysis::analyzeGraph(g, b);
+  INFO((facts ? std::string() : facts.error().message()));
   REQUIRE(facts);
   const auto* s = facts->find("s");
   REQUIRE(s->constant);
-  CHECK(s->constant->shape() == ir::Shape{1});
-  CHECK(s->constant->dataAs<int64_t>()[0] == 6);
-  CHECK(*facts->find("y")->shape == ir::Shape{12});
+  CHECK(s->constant->shape() == ir::Shape{2});
+  CHECK(s->constant->dataAs<int64_t>()[0] == 2);
+  const auto* last = facts->find("last");
+  REQUIRE(last->constant);
+  CHECK(last->constant->elementCount() == 1);
+  CHECK(last->constant->dataAs<int64_t>()[0] == 6);
+  CHECK(*facts->find("y")->shape == ir::Shape{2, 6});
   auto plan = partitioner::partitionGraph(g, *facts, targetWithout("none"));
   CHECK(plan.nodes[0].placement == partitioner::NodePlacement::Folded);
+  CHECK(plan.nodes[2].placement == partitioner::NodePlacement::Compiled);
 }
