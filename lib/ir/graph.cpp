@@ -135,6 +135,18 @@ std::vector<const ValueInfo*> Graph::feedInputs() const {
   return feeds;
 }
 
+void collectNodeReads(const Node& node, std::set<std::string>& names) {
+  for (const auto& in : node.inputs)
+    if (!in.empty()) names.insert(in);
+  for (const auto& a : node.attrs.all()) {
+    std::vector<const Graph*> subs;
+    if (a.g) subs.push_back(a.g.get());
+    for (const auto& g : a.graphs) subs.push_back(g.get());
+    for (const Graph* g : subs)
+      for (const auto& sub : g->nodes) collectNodeReads(sub, names);
+  }
+}
+
 int64_t Model::opsetFor(std::string_view d) const {
   if (d == "ai.onnx") d = "";
   for (const auto& o : opsets)

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,10 @@ struct ShapeBindings {
   std::map<std::string, int64_t> dims;
   std::map<std::string, Shape> shapes;
 };
+
+// Every value `node` reads: its inputs and, recursively, what its subgraphs read by name (outer-scope values
+// included; names a subgraph defines itself are included too, which is harmless for dependency tracking).
+void collectNodeReads(const Node& node, std::set<std::string>& names);
 
 struct OpsetImport {
   std::string domain;

@@ -19,5 +19,7 @@ std::string_view opKindDomain(OpKind kind);
 // `domain` "" and "ai.onnx" are the same default domain.
 OpKind opKindFromName(std::string_view domain, std::string_view opType);
 std::optional<OpKind> opKindFromInt(uint32_t value);  // for programs read from files
+// If, Loop and Scan: executed by the runtime's interpreter (they run subgraphs), never by a kernel.
+inline bool isControlFlow(OpKind kind) { return kind == OpKind::If || kind == OpKind::Loop || kind == OpKind::Scan; }
 
 }  // namespace ctxkit::ir

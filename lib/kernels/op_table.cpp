@@ -76,6 +76,7 @@ const OpEntry* findEntry(OpKind kind) {
   static const OpEntry convTranspose{inferConvTranspose, runConvTranspose, kFloat32, true};
   static const OpEntry resize{inferResize, runResize, kFloats | typeBit(ElemType::Int8) | typeBit(ElemType::Uint8),
                               true};
+  static const OpEntry recurrent{inferRecurrent, runRecurrent, kFloat32, true};
 
   switch (kind) {
     case OpKind::Add:
@@ -137,7 +138,12 @@ const OpEntry* findEntry(OpKind kind) {
     case OpKind::Pad: return &pad;
     case OpKind::ConvTranspose: return &convTranspose;
     case OpKind::Resize: return &resize;
+    case OpKind::LSTM:
+    case OpKind::GRU: return &recurrent;
     case OpKind::EPContext:
+    case OpKind::If:  // control flow runs subgraphs: the runtime's interpreter executes it
+    case OpKind::Loop:
+    case OpKind::Scan:
     case OpKind::Unknown: return nullptr;
   }
   return nullptr;
@@ -230,7 +236,9 @@ Status run(const OpContext& ctx, std::span<const ir::Tensor* const> inputs, std:
                      outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (!outputs[i]) {
-      if (i == 0) return nodeError(ctx, ErrorCode::InvalidArgument, "output 0 is missing");
+      // LSTM and GRU may omit Y and keep only the final states.
+      bool optionalY = ctx.kind == OpKind::LSTM || ctx.kind == OpKind::GRU;
+      if (i == 0 && !optionalY) return nodeError(ctx, ErrorCode::InvalidArgument, "output 0 is missing");
       continue;
     }
     const ir::Tensor& out = *outputs[i];

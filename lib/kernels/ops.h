@@ -103,6 +103,10 @@ Status runConvTranspose(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferResize(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runResize(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
+// recurrent.cpp: LSTM and GRU share a shape rule and a kernel.
+InferResult inferRecurrent(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runRecurrent(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
 // Fused activation epilogue (attribute "activation", as in com.microsoft FusedConv) for Conv, Gemm and
 // MatMul; the compiler sets it when it folds a following activation into them. activations.cpp.
 struct FusedActivation {

@@ -160,21 +160,10 @@ PartitionPlan partitionGraph(const ir::Graph& graph, const analysis::GraphFacts&
         if (!out.empty()) producer[out] = i;
   std::vector<std::vector<size_t>> preds(n);
   Clusters clusters(n);
-  auto collectInputs = [&](const ir::Node& node, auto&& self, std::set<std::string>& names) -> void {
-    for (const auto& in : node.inputs)
-      if (!in.empty()) names.insert(in);
-    for (const auto& a : node.attrs.all()) {  // subgraphs read outer-scope values by name
-      std::vector<const ir::Graph*> subs;
-      if (a.g) subs.push_back(a.g.get());
-      for (const auto& g : a.graphs) subs.push_back(g.get());
-      for (const ir::Graph* g : subs)
-        for (const auto& sub : g->nodes) self(sub, self, names);
-    }
-  };
   for (size_t i : facts.order) {
     if (plan.nodes[i].placement == NodePlacement::Folded) continue;
     std::set<std::string> names;
-    collectInputs(graph.nodes[i], collectInputs, names);
+    ir::collectNodeReads(graph.nodes[i], names);
     std::set<size_t> deps;
     for (const auto& name : names)
       if (auto it = producer.find(name); it != producer.end() && it->second != i) deps.insert(it->second);

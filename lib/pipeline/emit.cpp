@@ -7,18 +7,6 @@
 
 namespace ctxkit::pipeline {
 
-void collectReads(const ir::Node& node, std::set<std::string>& names) {
-  for (const auto& in : node.inputs)
-    if (!in.empty()) names.insert(in);
-  for (const auto& a : node.attrs.all()) {
-    std::vector<const ir::Graph*> subs;
-    if (a.g) subs.push_back(a.g.get());
-    for (const auto& g : a.graphs) subs.push_back(g.get());
-    for (const ir::Graph* g : subs)
-      for (const auto& sub : g->nodes) collectReads(sub, names);
-  }
-}
-
 std::set<std::string> valuesUsedOutside(const ir::Graph& graph, const partitioner::PartitionPlan& plan, int p) {
   std::set<std::string> used;
   for (const auto& out : graph.outputs) used.insert(out.name);
@@ -26,7 +14,7 @@ std::set<std::string> valuesUsedOutside(const ir::Graph& graph, const partitione
     const auto& d = plan.nodes[i];
     if (d.placement == partitioner::NodePlacement::Folded) continue;
     if (d.placement == partitioner::NodePlacement::Compiled && d.partition == p) continue;
-    collectReads(graph.nodes[i], used);
+    ir::collectNodeReads(graph.nodes[i], used);
   }
   return used;
 }
@@ -64,7 +52,7 @@ std::vector<Unit> orderUnits(const ir::Graph& graph, const analysis::GraphFacts&
     units.push_back(Unit{false, i});
     rank.push_back(pos);
     std::set<std::string> r;
-    collectReads(graph.nodes[i], r);
+    ir::collectNodeReads(graph.nodes[i], r);
     reads.push_back(std::move(r));
     for (const auto& o : graph.nodes[i].outputs)
       if (!o.empty()) producer[o] = units.size() - 1;
@@ -141,7 +129,7 @@ Expected<ir::Model> buildContextModel(const ir::Model& source, const analysis::G
     if (!u.isPartition) {
       const ir::Node& n = g.nodes[u.index];
       og.nodes.push_back(n);
-      collectReads(n, needed);
+      ir::collectNodeReads(n, needed);
       for (const auto& o : n.outputs) produced.insert(o);
       continue;
     }

@@ -21,9 +21,6 @@ struct EpContextSettings {
   std::string compatibility;  // ep_compatibility_info value
 };
 
-// Names every value a node reads, its subgraphs' outer-scope reads included.
-void collectReads(const ir::Node& node, std::set<std::string>& names);
-
 // Every value read outside partition `p` (other partitions and fallback nodes) or listed as a graph output.
 std::set<std::string> valuesUsedOutside(const ir::Graph& graph, const partitioner::PartitionPlan& plan, int p);
 

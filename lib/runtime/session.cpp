@@ -7,6 +7,7 @@
 #include "program/program.h"
 #include "runtime/compiled_program.h"
 #include "runtime/context_store.h"
+#include "runtime/interpreter.h"
 #include "support/file_io.h"
 
 #include <algorithm>
@@ -54,6 +55,7 @@ struct Session::Impl {
   std::map<size_t, std::unique_ptr<CompiledProgram>> programs;  // node index -> program
   std::unordered_map<std::string, ir::Tensor> constants;        // initializers
   std::map<std::string, size_t> lastUse;                          // value -> last node index reading it
+  std::set<std::string> keep;                                     // graph outputs: never freed
   std::unique_ptr<kernels::ThreadPool> pool;
 
   Status checkCompatibility(const format::ContainerView& view, const std::string& where) {
@@ -167,32 +169,27 @@ struct Session::Impl {
       programs[i] = std::move(compiled);
     }
 
-    // Every fallback node must have a kernel, and every value must be defined before use.
+    // Every fallback node (subgraphs included) must be executable, and every value defined before use.
+    for (size_t i = 0; i < g.nodes.size(); ++i) (programs.count(i) ? stats.compiledNodes : stats.fallbackNodes) += 1;
+    CTX_RETURN_IF_ERROR(checkExecutable(g, displayName));
     std::set<std::string> defined;
     for (const auto& in : g.inputs) defined.insert(in.name);
     for (const auto& init : g.initializers) defined.insert(init.name);
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const ir::Node& n = g.nodes[i];
-      if (!programs.count(i)) {
-        if (n.kind == ir::OpKind::Unknown || !kernels::hasKernel(n.kind))
-          return makeError(ErrorCode::Unsupported, "{}: {}: op {} (domain '{}') has no ctxkit kernel", displayName,
-                           nodeLabel(n, i), n.opType, n.domain);
-        ++stats.fallbackNodes;
-      } else {
-        ++stats.compiledNodes;
-      }
-      for (const auto& in : n.inputs) {
-        if (in.empty()) continue;
-        if (!defined.count(in))
+      for (const auto& in : n.inputs)
+        if (!in.empty() && !defined.count(in))
           return makeError(ErrorCode::InvalidGraph, "{}: {} reads '{}' before any node produces it", displayName,
                            nodeLabel(n, i), in);
-        lastUse[in] = i;
-      }
+      std::set<std::string> reads;  // subgraphs read outer values by name: they count as uses
+      ir::collectNodeReads(n, reads);
+      for (const auto& r : reads) lastUse[r] = i;
       for (const auto& out : n.outputs) defined.insert(out);
     }
     for (const auto& out : g.outputs)
       if (!defined.count(out.name))
         return makeError(ErrorCode::InvalidGraph, "{}: graph output '{}' is never produced", displayName, out.name);
+    for (const auto& out : g.outputs) keep.insert(out.name);
     pool = std::make_unique<kernels::ThreadPool>(std::max(1, options.threads));
     return Status::ok();
   }
@@ -200,7 +197,8 @@ struct Session::Impl {
   Expected<std::vector<ir::Tensor>> run(const std::vector<ir::Tensor>& feeds) {
     if (feeds.size() != inputs.size())
       return makeError(ErrorCode::InvalidArgument, "{} takes {} inputs but {} were given", displayName, inputs.size(), feeds.size());
-    std::unordered_map<std::string, ir::Tensor> env = constants;
+    Scope scope;
+    for (const auto& [name, t] : constants) scope.set(name, t);
     for (size_t i = 0; i < feeds.size(); ++i) {
       const ir::ValueInfo& in = inputs[i];
       if (in.type != ir::ElemType::Undefined && feeds[i].type() != in.type)
@@ -214,44 +212,23 @@ struct Session::Impl {
           return makeError(ErrorCode::InvalidArgument, "input {} ('{}') must have shape {} but has {}", i, in.name,
                            ir::dimsToString(in.shape), ir::shapeToString(feeds[i].shape()));
       }
-      env[in.name] = feeds[i];
+      scope.set(in.name, feeds[i]);
     }
-    std::set<std::string> keep;
-    for (const auto& o : outputs) keep.insert(o.name);
-    const ir::Graph& g = model.graph;
-    std::vector<const ir::Tensor*> ins;
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      const ir::Node& n = g.nodes[i];
-      ins.clear();
-      for (const auto& in : n.inputs) {
-        if (in.empty()) {
-          ins.push_back(nullptr);
-          continue;
-        }
-        auto found = env.find(in);
-        if (found == env.end())
-          return makeError(ErrorCode::Internal, "{}: {}: value '{}' is not available", displayName, nodeLabel(n, i), in);
-        ins.push_back(&found->second);
-      }
-      std::vector<ir::Tensor> results;
-      if (auto it = programs.find(i); it != programs.end()) {
-        auto r = it->second->run(ins, pool.get());
-        if (!r) return r.takeError().addContext(fmt::format("{}: {}", displayName, nodeLabel(n, i)));
-        results = std::move(r).value();
-      } else {
-        kernels::OpContext ctx{n.kind, n.opset, n.attrs, n.name, pool.get()};
-        auto r = kernels::evaluate(ctx, ins, n.outputs.size());
-        if (!r) return r.takeError().addContext(fmt::format("{}: {}", displayName, nodeLabel(n, i)));
-        results = std::move(r).value();
-      }
-      for (size_t o = 0; o < n.outputs.size() && o < results.size(); ++o)
-        if (!n.outputs[o].empty()) env[n.outputs[o]] = std::move(results[o]);
-      // Free values no later node reads.
-      for (const auto& in : n.inputs)
-        if (!in.empty() && !keep.count(in) && lastUse[in] == i && !constants.count(in)) env.erase(in);
-    }
+    NodeOverride runCompiled = [&](size_t node, std::span<const ir::Tensor* const> ins)
+        -> std::optional<Expected<std::vector<ir::Tensor>>> {
+      auto it = programs.find(node);
+      if (it == programs.end()) return std::nullopt;
+      return it->second->run(ins, pool.get());
+    };
+    GraphRunOptions runOptions{&runCompiled, &lastUse, &keep};
+    Interpreter interpreter(pool.get());
+    CTX_RETURN_IF_ERROR(interpreter.runGraph(model.graph, scope, runOptions).addContext(displayName));
     std::vector<ir::Tensor> out;
-    for (const auto& o : outputs) out.push_back(env.at(o.name));
+    for (const auto& o : outputs) {
+      const ir::Tensor* t = scope.find(o.name);
+      if (!t) return makeError(ErrorCode::Internal, "{}: output '{}' was not produced", displayName, o.name);
+      out.push_back(*t);
+    }
     return out;
   }
 };

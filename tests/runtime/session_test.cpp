@@ -125,3 +125,41 @@ TEST_CASE("a plain .onnx runs entirely on the fallback path", "[runtime]") {
   CHECK((*s)->stats().fallbackNodes == 33);
   expectMatch(**s, "tiny_prefill");
 }
+
+TEST_CASE("If, Loop and Scan run on the fallback path, before and after compilation", "[runtime]") {
+  const fs::path nodeDir = fs::path(CTXKIT_SHARED_DIR) / "onnx-node-tests" / "node";
+  if (!fs::is_directory(nodeDir)) {
+    WARN("skipped: " << nodeDir.string() << " is absent (the shared test data sits beside the project in CI)");
+    return;
+  }
+  for (const char* name : {"test_if", "test_loop11", "test_scan9_sum"}) {
+    INFO(name);
+    fs::path dir = nodeDir / name;
+    Workspace ws(name);
+    pipeline::CompileOptions o;
+    o.models = {dir / "model.onnx"};
+    o.outputDir = ws.dir;
+    o.target = "cpu";
+    auto compiled = pipeline::compileModels(o);
+    INFO((compiled ? std::string() : compiled.error().message()));
+    REQUIRE(compiled);
+    for (const fs::path& model : {dir / "model.onnx", ws.dir / "model_ctx.onnx"}) {
+      INFO(model.string());
+      auto s = runtime::Session::loadFile(model);
+      INFO((s ? std::string() : s.error().message()));
+      REQUIRE(s);
+      auto feeds = runtime::loadInputFolder(dir / "test_data_set_0", (*s)->inputs());
+      REQUIRE(feeds);
+      auto outs = (*s)->run(*feeds);
+      INFO((outs ? std::string() : outs.error().message()));
+      REQUIRE(outs);
+      auto expected = runtime::loadExpectedFolder(dir / "test_data_set_0", outs->size());
+      REQUIRE(expected);
+      for (size_t i = 0; i < outs->size(); ++i) {
+        auto c = runtime::compareTensors((*outs)[i], (*expected)[i], 1e-3, 1e-5);
+        INFO(c.message);
+        CHECK(c.match);
+      }
+    }
+  }
+}

@@ -1,0 +1,366 @@
+// LSTM and GRU (ONNX opset 7+, with opset 14's layout attribute): one shape rule and float32 kernels.
+#include "kernels/gemm.h"
+#include "kernels/ops.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstring>
+
+namespace ctxkit::kernels::detail {
+
+namespace {
+
+// One function of the `activations` attribute, with its alpha and beta.
+struct Activation {
+  enum class Kind { Sigmoid, Tanh, Relu, HardSigmoid, LeakyRelu, ThresholdedRelu, ScaledTanh, Elu, Softsign,
+                    Softplus, Affine };
+  Kind kind = Kind::Sigmoid;
+  float alpha = 0;
+  float beta = 0;
+};
+
+float activate(const Activation& a, float x) {
+  using K = Activation::Kind;
+  switch (a.kind) {
+    case K::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
+    case K::Tanh: return std::tanh(x);
+    case K::Relu: return x > 0 ? x : 0.0f;
+    case K::HardSigmoid: return std::clamp(a.alpha * x + a.beta, 0.0f, 1.0f);
+    case K::LeakyRelu: return x >= 0 ? x : a.alpha * x;
+    case K::ThresholdedRelu: return x > a.alpha ? x : 0.0f;
+    case K::ScaledTanh: return a.alpha * std::tanh(a.beta * x);
+    case K::Elu: return x >= 0 ? x : a.alpha * (std::exp(x) - 1.0f);
+    case K::Softsign: return x / (1.0f + std::fabs(x));
+    case K::Softplus: return std::log1p(std::exp(x));
+    case K::Affine: return a.alpha * x + a.beta;
+  }
+  return x;
+}
+
+// What both ops know about a node once its inputs and attributes are checked.
+struct RnnSpec {
+  bool lstm = true;
+  int64_t gates = 4;  // LSTM: i, o, f, c; GRU: z, r, h
+  int64_t seq = 0, batch = 0, input = 0, hidden = 0, dirs = 1;
+  bool reverse = false;  // direction "reverse" (bidirectional runs direction 1 reversed)
+  int64_t layout = 0;    // 0: X is [seq, batch, input]; 1: [batch, seq, input]
+  float clip = 0;        // 0: no clipping
+  bool inputForget = false;
+  bool linearBeforeReset = false;
+  std::vector<Activation> acts;  // per direction: f, g (and h for LSTM)
+
+  ir::Shape stateShape() const { return layout == 0 ? ir::Shape{dirs, batch, hidden} : ir::Shape{batch, dirs, hidden}; }
+  ir::Shape yShape() const {
+    return layout == 0 ? ir::Shape{seq, dirs, batch, hidden} : ir::Shape{batch, seq, dirs, hidden};
+  }
+  int64_t stateOffset(int64_t d, int64_t b) const { return (layout == 0 ? d * batch + b : b * dirs + d) * hidden; }
+  int64_t yOffset(int64_t t, int64_t d, int64_t b) const {
+    return (layout == 0 ? (t * dirs + d) * batch + b : (b * seq + t) * dirs + d) * hidden;
+  }
+  float clipped(float x) const { return clip > 0 ? std::clamp(x, -clip, clip) : x; }
+};
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+Expected<std::vector<Activation>> parseActivations(const OpContext& ctx, int64_t perDir, int64_t dirs) {
+  std::vector<std::string> names;
+  if (const ir::Attribute* a = ctx.attrs.find("activations"); a && !a->strings.empty()) {
+    names = a->strings;
+  } else if (perDir == 3) {
+    names = {"Sigmoid", "Tanh", "Tanh"};
+  } else {
+    names = {"Sigmoid", "Tanh"};
+  }
+  auto want = static_cast<size_t>(perDir * dirs);
+  if (names.size() == static_cast<size_t>(perDir) && dirs == 2) {
+    std::vector<std::string> once = names;  // one list given for both directions
+    names.insert(names.end(), once.begin(), once.end());
+  }
+  if (names.size() != want)
+    return invalid(ctx, "activations has {} functions but expected {}", names.size(), want);
+  std::vector<float> alphas = ctx.attrs.getFloats("activation_alpha");
+  std::vector<float> betas = ctx.attrs.getFloats("activation_beta");
+  size_t nextAlpha = 0, nextBeta = 0;
+  // Alphas and betas are consumed in order by the functions that take them; absent ones get ONNX's defaults.
+  auto take = [](const std::vector<float>& list, size_t& next, float fallback) {
+    return next < list.size() ? list[next++] : fallback;
+  };
+  using K = Activation::Kind;
+  std::vector<Activation> acts;
+  for (const std::string& name : names) {
+    std::string n = lower(name);
+    Activation a;
+    if (n == "sigmoid") a.kind = K::Sigmoid;
+    else if (n == "tanh") a.kind = K::Tanh;
+    else if (n == "relu") a.kind = K::Relu;
+    else if (n == "softsign") a.kind = K::Softsign;
+    else if (n == "softplus") a.kind = K::Softplus;
+    else if (n == "hardsigmoid") a = {K::HardSigmoid, take(alphas, nextAlpha, 0.2f), take(betas, nextBeta, 0.5f)};
+    else if (n == "leakyrelu") a = {K::LeakyRelu, take(alphas, nextAlpha, 0.01f), 0};
+    else if (n == "thresholdedrelu") a = {K::ThresholdedRelu, take(alphas, nextAlpha, 1.0f), 0};
+    else if (n == "elu") a = {K::Elu, take(alphas, nextAlpha, 1.0f), 0};
+    else if (n == "scaledtanh") a = {K::ScaledTanh, take(alphas, nextAlpha, 1.0f), take(betas, nextBeta, 1.0f)};
+    else if (n == "affine") a = {K::Affine, take(alphas, nextAlpha, 1.0f), take(betas, nextBeta, 0.0f)};
+    else return unsupported(ctx, "activation function '{}' is not supported", name);
+    acts.push_back(a);
+  }
+  return acts;
+}
+
+Status checkShape(const OpContext& ctx, const ValueDesc* v, size_t index, std::string_view name,
+                  const ir::Shape& want) {
+  if (v && v->shape != want)
+    return invalid(ctx, "input {} ({}) has shape {} but expected {}", index, name, shapeStr(v->shape), shapeStr(want));
+  return Status::ok();
+}
+
+// Input slots: X, W, R, B, sequence_lens, initial_h, then for LSTM initial_c and P.
+Expected<RnnSpec> parseSpec(const OpContext& ctx, InDescs inputs) {
+  RnnSpec s;
+  s.lstm = ctx.kind == ir::OpKind::LSTM;
+  s.gates = s.lstm ? 4 : 3;
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 3, s.lstm ? 8 : 6));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, typeBit(ElemType::Float) | kHalfTypes));
+  for (size_t i = 1; i < inputs.size(); ++i)
+    if (i != 4 && inputs[i].present) CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, i));
+  if (const ValueDesc* lens = optionalInput(inputs, 4))
+    if (lens->type != ElemType::Int32)
+      return invalid(ctx, "input 4 (sequence_lens) has type {} but expected int32", ir::elemTypeName(lens->type));
+  for (size_t i = 0; i < 3; ++i) CTX_RETURN_IF_ERROR(checkRank(ctx, inputs, i, 3));
+  s.layout = ctx.attrs.getInt("layout", 0);
+  if (s.layout != 0 && s.layout != 1) return invalid(ctx, "layout is {} but must be 0 or 1", s.layout);
+  const ir::Shape& x = inputs[0].shape;
+  s.seq = s.layout == 0 ? x[0] : x[1];
+  s.batch = s.layout == 0 ? x[1] : x[0];
+  s.input = x[2];
+  std::string direction = ctx.attrs.getString("direction", "forward");
+  if (direction == "bidirectional") s.dirs = 2;
+  else if (direction == "reverse") s.reverse = true;
+  else if (direction != "forward")
+    return invalid(ctx, "direction is '{}' but must be forward, reverse or bidirectional", direction);
+  s.hidden = ctx.attrs.has("hidden_size") ? ctx.attrs.getInt("hidden_size", 0) : inputs[2].shape[2];
+  if (s.hidden < 1) return invalid(ctx, "hidden_size is {} but must be positive", s.hidden);
+  if (ctx.attrs.has("clip")) {
+    s.clip = ctx.attrs.getFloat("clip", 0);
+    if (!(s.clip > 0)) return invalid(ctx, "clip is {} but must be positive", s.clip);
+  }
+  s.inputForget = s.lstm && ctx.attrs.getInt("input_forget", 0) != 0;
+  s.linearBeforeReset = !s.lstm && ctx.attrs.getInt("linear_before_reset", 0) != 0;
+  const int64_t gh = s.gates * s.hidden;
+  CTX_RETURN_IF_ERROR(checkShape(ctx, &inputs[1], 1, "W", {s.dirs, gh, s.input}));
+  CTX_RETURN_IF_ERROR(checkShape(ctx, &inputs[2], 2, "R", {s.dirs, gh, s.hidden}));
+  CTX_RETURN_IF_ERROR(checkShape(ctx, optionalInput(inputs, 3), 3, "B", {s.dirs, 2 * gh}));
+  CTX_RETURN_IF_ERROR(checkShape(ctx, optionalInput(inputs, 4), 4, "sequence_lens", {s.batch}));
+  CTX_RETURN_IF_ERROR(checkShape(ctx, optionalInput(inputs, 5), 5, "initial_h", s.stateShape()));
+  if (s.lstm) {
+    CTX_RETURN_IF_ERROR(checkShape(ctx, optionalInput(inputs, 6), 6, "initial_c", s.stateShape()));
+    CTX_RETURN_IF_ERROR(checkShape(ctx, optionalInput(inputs, 7), 7, "P", {s.dirs, 3 * s.hidden}));
+  }
+  CTX_ASSIGN_OR_RETURN(s.acts, parseActivations(ctx, s.lstm ? 3 : 2, s.dirs));
+  return s;
+}
+
+// One direction's weights and state; `h` and `c` are [batch, hidden].
+struct Direction {
+  const float* w;     // [gates*hidden, input]
+  const float* r;     // [gates*hidden, hidden]
+  const float* bias;  // [2*gates*hidden] or null
+  const float* p;     // LSTM peepholes [3*hidden] (i, o, f) or null
+  const Activation* acts;
+  bool reverse;
+  std::vector<float> h, c;
+};
+
+// X·W^T for every time step plus the biases that do not depend on the state: [seq*batch, gates*hidden].
+std::vector<float> inputProjection(const OpContext& ctx, const RnnSpec& s, const float* x, const Direction& dir) {
+  const int64_t gh = s.gates * s.hidden, rows = s.seq * s.batch;
+  std::vector<float> xw(static_cast<size_t>(rows * gh), 0.0f);
+  if (rows > 0 && s.input > 0)
+    sgemm(false, true, static_cast<size_t>(rows), static_cast<size_t>(gh), static_cast<size_t>(s.input), 1.0f, x,
+          static_cast<size_t>(s.input), dir.w, static_cast<size_t>(s.input), 0.0f, xw.data(), static_cast<size_t>(gh),
+          ctx.pool);
+  if (dir.bias) {
+    std::vector<float> b(static_cast<size_t>(gh));
+    for (int64_t j = 0; j < gh; ++j) {
+      // GRU with linear_before_reset applies Rbh inside the reset product instead.
+      bool skipRb = s.linearBeforeReset && j >= 2 * s.hidden;
+      b[static_cast<size_t>(j)] = dir.bias[j] + (skipRb ? 0.0f : dir.bias[gh + j]);
+    }
+    for (int64_t row = 0; row < rows; ++row)
+      for (int64_t j = 0; j < gh; ++j) xw[static_cast<size_t>(row * gh + j)] += b[static_cast<size_t>(j)];
+  }
+  return xw;
+}
+
+// Time index of step `step` for a batch entry of length `len` (reverse runs from its own last step).
+int64_t timeAt(const Direction& dir, int64_t step, int64_t len) { return dir.reverse ? len - 1 - step : step; }
+
+void runLstm(const OpContext& ctx, const RnnSpec& s, const std::vector<float>& xw, std::span<const int64_t> lens,
+             Direction& dir, int64_t d, float* y) {
+  const int64_t H = s.hidden, gh = 4 * H;
+  std::vector<float> hr(static_cast<size_t>(s.batch * gh));
+  const Activation &f = dir.acts[0], &g = dir.acts[1], &hAct = dir.acts[2];
+  for (int64_t step = 0; step < s.seq; ++step) {
+    sgemm(false, true, static_cast<size_t>(s.batch), static_cast<size_t>(gh), static_cast<size_t>(H), 1.0f,
+          dir.h.data(), static_cast<size_t>(H), dir.r, static_cast<size_t>(H), 0.0f, hr.data(),
+          static_cast<size_t>(gh), ctx.pool);
+    for (int64_t b = 0; b < s.batch; ++b) {
+      if (step >= lens[static_cast<size_t>(b)]) continue;
+      int64_t t = timeAt(dir, step, lens[static_cast<size_t>(b)]);
+      const float* xr = xw.data() + (t * s.batch + b) * gh;
+      const float* rr = hr.data() + b * gh;
+      float* hb = dir.h.data() + b * H;
+      float* cb = dir.c.data() + b * H;
+      for (int64_t j = 0; j < H; ++j) {
+        float gi = xr[j] + rr[j], go = xr[H + j] + rr[H + j];
+        float gf = xr[2 * H + j] + rr[2 * H + j], gc = xr[3 * H + j] + rr[3 * H + j];
+        if (dir.p) {
+          gi += dir.p[j] * cb[j];
+          gf += dir.p[2 * H + j] * cb[j];
+        }
+        float i = activate(f, s.clipped(gi));
+        float ft = s.inputForget ? 1.0f - i : activate(f, s.clipped(gf));
+        float cNew = ft * cb[j] + i * activate(g, s.clipped(gc));
+        if (dir.p) go += dir.p[H + j] * cNew;
+        float o = activate(f, s.clipped(go));
+        cb[j] = cNew;
+        hb[j] = o * activate(hAct, cNew);
+        if (y) y[s.yOffset(t, d, b) + j] = hb[j];
+      }
+    }
+  }
+}
+
+void runGru(const OpContext& ctx, const RnnSpec& s, const std::vector<float>& xw, std::span<const int64_t> lens,
+            Direction& dir, int64_t d, float* y) {
+  const int64_t H = s.hidden, gh = 3 * H;
+  const auto uH = static_cast<size_t>(H), uGh = static_cast<size_t>(gh), uB = static_cast<size_t>(s.batch);
+  std::vector<float> hr(static_cast<size_t>(s.batch * gh)), z(uB * uH), rh(uB * uH, 0.0f);
+  const Activation &f = dir.acts[0], &g = dir.acts[1];
+  const float* rbh = dir.bias ? dir.bias + gh + 2 * H : nullptr;
+  for (int64_t step = 0; step < s.seq; ++step) {
+    // H·R^T for z and r (and h too when the linear part comes before the reset).
+    size_t cols = s.linearBeforeReset ? uGh : 2 * uH;
+    sgemm(false, true, uB, cols, uH, 1.0f, dir.h.data(), uH, dir.r, uH, 0.0f, hr.data(), uGh, ctx.pool);
+    for (int64_t b = 0; b < s.batch; ++b) {
+      if (step >= lens[static_cast<size_t>(b)]) continue;
+      int64_t t = timeAt(dir, step, lens[static_cast<size_t>(b)]);
+      const float* xr = xw.data() + (t * s.batch + b) * gh;
+      const float* rr = hr.data() + b * gh;
+      for (int64_t j = 0; j < H; ++j) {
+        auto k = static_cast<size_t>(b * H + j);
+        z[k] = activate(f, s.clipped(xr[j] + rr[j]));
+        float r = activate(f, s.clipped(xr[H + j] + rr[H + j]));
+        if (s.linearBeforeReset) rh[k] = r;  // kept for the candidate below
+        else rh[k] = r * dir.h[k];
+      }
+    }
+    if (!s.linearBeforeReset)  // (r ⊙ H)·Rh^T into the h columns
+      sgemm(false, true, uB, uH, uH, 1.0f, rh.data(), uH, dir.r + 2 * H * H, uH, 0.0f, hr.data() + 2 * H, uGh,
+            ctx.pool);
+    for (int64_t b = 0; b < s.batch; ++b) {
+      if (step >= lens[static_cast<size_t>(b)]) continue;
+      int64_t t = timeAt(dir, step, lens[static_cast<size_t>(b)]);
+      const float* xr = xw.data() + (t * s.batch + b) * gh + 2 * H;
+      const float* rr = hr.data() + b * gh + 2 * H;
+      for (int64_t j = 0; j < H; ++j) {
+        auto k = static_cast<size_t>(b * H + j);
+        float pre = s.linearBeforeReset ? xr[j] + rh[k] * (rr[j] + (rbh ? rbh[j] : 0.0f)) : xr[j] + rr[j];
+        float cand = activate(g, s.clipped(pre));
+        dir.h[k] = (1.0f - z[k]) * cand + z[k] * dir.h[k];
+        if (y) y[s.yOffset(t, d, b) + j] = dir.h[k];
+      }
+    }
+  }
+}
+
+const float* dataOrNull(RunIns inputs, size_t i) {
+  return i < inputs.size() && inputs[i] ? inputs[i]->dataAs<float>() : nullptr;
+}
+
+}  // namespace
+
+InferResult inferRecurrent(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  bool lstm = ctx.kind == ir::OpKind::LSTM;
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 0, lstm ? 3 : 2));
+  CTX_ASSIGN_OR_RETURN(RnnSpec s, parseSpec(ctx, inputs));
+  std::vector<OutputDesc> outs;
+  ElemType type = inputs[0].type;
+  for (size_t i = 0; i < outputCount; ++i) outs.push_back({type, i == 0 ? s.yShape() : s.stateShape()});
+  return outs;
+}
+
+Status runRecurrent(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  std::vector<ValueDesc> descs(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i]) {
+      descs[i].present = false;
+      continue;
+    }
+    descs[i].type = inputs[i]->type();
+    descs[i].shape = inputs[i]->shape();
+  }
+  CTX_ASSIGN_OR_RETURN(RnnSpec s, parseSpec(ctx, descs));
+  std::vector<int64_t> lens(static_cast<size_t>(s.batch), s.seq);
+  if (inputs.size() > 4 && inputs[4]) {
+    const int32_t* l = inputs[4]->dataAs<int32_t>();
+    for (int64_t b = 0; b < s.batch; ++b) {
+      if (l[b] < 0 || l[b] > s.seq)
+        return invalid(ctx, "sequence_lens[{}] is {} but must be in [0, {}]", b, l[b], s.seq);
+      lens[static_cast<size_t>(b)] = l[b];
+    }
+  }
+  auto out = [&](size_t i) -> float* {
+    return i < outputs.size() && outputs[i] ? outputs[i]->mutableDataAs<float>() : nullptr;
+  };
+  float* y = out(0);
+  if (y) std::memset(y, 0, static_cast<size_t>(dimProduct(s.yShape())) * sizeof(float));
+  // X as [seq, batch, input].
+  const float* x = inputs[0]->dataAs<float>();
+  std::vector<float> xTime;
+  if (s.layout == 1) {
+    xTime.resize(static_cast<size_t>(s.seq * s.batch * s.input));
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t t = 0; t < s.seq; ++t)
+        std::memcpy(xTime.data() + (t * s.batch + b) * s.input, x + (b * s.seq + t) * s.input,
+                    static_cast<size_t>(s.input) * sizeof(float));
+    x = xTime.data();
+  }
+  const int64_t H = s.hidden, gh = s.gates * H;
+  const float* initH = dataOrNull(inputs, 5);
+  const float* initC = s.lstm ? dataOrNull(inputs, 6) : nullptr;
+  for (int64_t d = 0; d < s.dirs; ++d) {
+    Direction dir;
+    dir.w = inputs[1]->dataAs<float>() + d * gh * s.input;
+    dir.r = inputs[2]->dataAs<float>() + d * gh * H;
+    const float* bias = dataOrNull(inputs, 3);
+    dir.bias = bias ? bias + d * 2 * gh : nullptr;
+    const float* p = s.lstm ? dataOrNull(inputs, 7) : nullptr;
+    dir.p = p ? p + d * 3 * H : nullptr;
+    dir.acts = s.acts.data() + d * (s.lstm ? 3 : 2);
+    dir.reverse = s.dirs == 2 ? d == 1 : s.reverse;
+    dir.h.assign(static_cast<size_t>(s.batch * H), 0.0f);
+    dir.c.assign(s.lstm ? static_cast<size_t>(s.batch * H) : 0, 0.0f);
+    for (int64_t b = 0; b < s.batch; ++b) {
+      if (initH) std::memcpy(dir.h.data() + b * H, initH + s.stateOffset(d, b), static_cast<size_t>(H) * sizeof(float));
+      if (initC) std::memcpy(dir.c.data() + b * H, initC + s.stateOffset(d, b), static_cast<size_t>(H) * sizeof(float));
+    }
+    std::vector<float> xw = inputProjection(ctx, s, x, dir);
+    if (s.batch > 0) {
+      if (s.lstm) runLstm(ctx, s, xw, lens, dir, d, y);
+      else runGru(ctx, s, xw, lens, dir, d, y);
+    }
+    float* yh = out(1);
+    float* yc = s.lstm ? out(2) : nullptr;
+    for (int64_t b = 0; b < s.batch; ++b) {
+      if (yh) std::memcpy(yh + s.stateOffset(d, b), dir.h.data() + b * H, static_cast<size_t>(H) * sizeof(float));
+      if (yc) std::memcpy(yc + s.stateOffset(d, b), dir.c.data() + b * H, static_cast<size_t>(H) * sizeof(float));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace ctxkit::kernels::detail

@@ -1,0 +1,256 @@
+// Node-by-node execution with subgraphs: If branches, Loop bodies and Scan bodies see outer-scope values.
+#include "runtime/interpreter.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ctxkit::runtime {
+
+namespace {
+
+std::string nodeLabel(const ir::Node& n, size_t index) {
+  return n.name.empty() ? fmt::format("node #{} ({})", index, n.opType) : fmt::format("node '{}' ({})", n.name, n.opType);
+}
+
+const ir::Graph* graphAttr(const ir::Node& n, const char* name) {
+  const ir::Attribute* a = n.attrs.find(name);
+  return a && a->type == ir::AttrType::Graph ? a->g.get() : nullptr;
+}
+
+bool truthy(const ir::Tensor& t) {
+  if (t.elementCount() != 1 || t.type() == ir::ElemType::String) return false;
+  for (std::byte b : t.bytes())
+    if (b != std::byte{0}) return true;
+  return false;
+}
+
+ir::Tensor int64Scalar(int64_t v) { return ir::Tensor::fromVector(ir::ElemType::Int64, {}, std::vector<int64_t>{v}); }
+
+constexpr int kMaxDepth = 64;
+
+}  // namespace
+
+const ir::Tensor* Scope::find(const std::string& name) const {
+  for (const Scope* s = this; s; s = s->parent_)
+    if (auto it = s->values_.find(name); it != s->values_.end()) return &it->second;
+  return nullptr;
+}
+
+Status checkExecutable(const ir::Graph& graph, const std::string& where) {
+  struct Walker {
+    static Status walk(const ir::Graph& g, const std::string& where, int depth) {
+      if (depth > kMaxDepth) return makeError(ErrorCode::InvalidGraph, "{}: subgraphs nest more than {} deep", where, kMaxDepth);
+      for (size_t i = 0; i < g.nodes.size(); ++i) {
+        const ir::Node& n = g.nodes[i];
+        if (n.kind == ir::OpKind::EPContext) continue;  // the session claims these
+        if (!ir::isControlFlow(n.kind) && (n.kind == ir::OpKind::Unknown || !kernels::hasKernel(n.kind)))
+          return makeError(ErrorCode::Unsupported, "{}: {}: op {} (domain '{}') has no ctxkit kernel", where, nodeLabel(n, i),
+                           n.opType, n.domain);
+        for (const auto& a : n.attrs.all())
+          if (a.g) CTX_RETURN_IF_ERROR(walk(*a.g, fmt::format("{}: {} attribute '{}'", where, nodeLabel(n, i), a.name), depth + 1));
+      }
+      return Status::ok();
+    }
+  };
+  return Walker::walk(graph, where, 0);
+}
+
+Status Interpreter::runGraph(const ir::Graph& graph, Scope& scope, const GraphRunOptions& options) const {
+  std::vector<const ir::Tensor*> ins;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const ir::Node& n = graph.nodes[i];
+    ins.clear();
+    for (const auto& in : n.inputs) {
+      if (in.empty()) {
+        ins.push_back(nullptr);
+        continue;
+      }
+      const ir::Tensor* t = scope.find(in);
+      if (!t) return makeError(ErrorCode::InvalidGraph, "{}: value '{}' is not available", nodeLabel(n, i), in);
+      ins.push_back(t);
+    }
+    std::optional<Expected<std::vector<ir::Tensor>>> result;
+    if (options.override) result = (*options.override)(i, ins);
+    if (!result) {
+      switch (n.kind) {
+        case ir::OpKind::If: result = runIf(n, ins, scope); break;
+        case ir::OpKind::Loop: result = runLoop(n, ins, scope); break;
+        case ir::OpKind::Scan: result = runScan(n, ins, scope); break;
+        default: {
+          kernels::OpContext ctx{n.kind, n.opset, n.attrs, n.name, pool_};
+          result = kernels::evaluate(ctx, ins, n.outputs.size());
+        }
+      }
+    }
+    if (!*result) return result->takeError().addContext(nodeLabel(n, i));
+    auto& values = result->value();
+    for (size_t o = 0; o < n.outputs.size() && o < values.size(); ++o)
+      if (!n.outputs[o].empty()) scope.set(n.outputs[o], std::move(values[o]));
+    if (options.lastUse)
+      for (const auto& in : n.inputs) {
+        if (in.empty() || (options.keep && options.keep->count(in))) continue;
+        auto it = options.lastUse->find(in);
+        if (it != options.lastUse->end() && it->second == i) scope.erase(in);
+      }
+  }
+  return Status::ok();
+}
+
+Expected<std::vector<ir::Tensor>> Interpreter::runSubgraph(const ir::Graph& body, const Scope& outer,
+                                                           const std::vector<ir::Tensor>& inputs) const {
+  if (inputs.size() != body.inputs.size())
+    return makeError(ErrorCode::InvalidGraph, "subgraph '{}' takes {} inputs but gets {}", body.name, body.inputs.size(),
+                     inputs.size());
+  Scope scope(&outer);
+  for (const auto& init : body.initializers) scope.set(init.name, init.tensor);
+  for (size_t i = 0; i < inputs.size(); ++i) scope.set(body.inputs[i].name, inputs[i]);
+  CTX_RETURN_IF_ERROR(runGraph(body, scope).addContext(fmt::format("subgraph '{}'", body.name)));
+  std::vector<ir::Tensor> outputs;
+  for (const auto& o : body.outputs) {
+    const ir::Tensor* t = scope.find(o.name);
+    if (!t) return makeError(ErrorCode::InvalidGraph, "subgraph '{}' never produces its output '{}'", body.name, o.name);
+    outputs.push_back(*t);
+  }
+  return outputs;
+}
+
+Expected<std::vector<ir::Tensor>> Interpreter::runIf(const ir::Node& n, std::span<const ir::Tensor* const> ins,
+                                                     const Scope& outer) const {
+  if (ins.empty() || !ins[0]) return makeError(ErrorCode::InvalidGraph, "If needs its condition input");
+  const ir::Graph* branch = graphAttr(n, truthy(*ins[0]) ? "then_branch" : "else_branch");
+  if (!branch) return makeError(ErrorCode::InvalidGraph, "If has no then_branch/else_branch graph attribute");
+  return runSubgraph(*branch, outer, {});
+}
+
+Expected<ir::Tensor> Interpreter::stack(const std::vector<ir::Tensor>& slices, int64_t axis, const std::string& what) const {
+  std::vector<ir::Tensor> expanded;
+  std::vector<const ir::Tensor*> ptrs;
+  for (const auto& s : slices) {
+    ir::Shape shape = s.shape();
+    int64_t a = axis < 0 ? axis + static_cast<int64_t>(shape.size()) + 1 : axis;
+    if (a < 0 || a > static_cast<int64_t>(shape.size()))
+      return makeError(ErrorCode::InvalidGraph, "{}: axis {} is out of range for rank {}", what, axis, shape.size());
+    shape.insert(shape.begin() + a, 1);
+    CTX_ASSIGN_OR_RETURN(auto e, s.reshaped(shape));
+    expanded.push_back(std::move(e));
+  }
+  for (const auto& e : expanded) ptrs.push_back(&e);
+  ir::Attributes attrs;
+  attrs.set(ir::Attribute::makeInt("axis", axis < 0 ? axis + static_cast<int64_t>(slices[0].rank()) + 1 : axis));
+  kernels::OpContext ctx{ir::OpKind::Concat, 13, attrs, what, pool_};
+  CTX_ASSIGN_OR_RETURN(auto out, kernels::evaluate(ctx, ptrs, 1));
+  return std::move(out[0]);
+}
+
+Expected<ir::Tensor> Interpreter::slice(const ir::Tensor& x, int64_t axis, int64_t index) const {
+  ir::Attributes attrs;
+  attrs.set(ir::Attribute::makeInt("axis", axis));
+  ir::Tensor idx = int64Scalar(index);
+  const ir::Tensor* ins[] = {&x, &idx};
+  kernels::OpContext ctx{ir::OpKind::Gather, 13, attrs, "scan slice", pool_};
+  CTX_ASSIGN_OR_RETURN(auto out, kernels::evaluate(ctx, ins, 1));
+  return std::move(out[0]);
+}
+
+Expected<std::vector<ir::Tensor>> Interpreter::runLoop(const ir::Node& n, std::span<const ir::Tensor* const> ins,
+                                                       const Scope& outer) const {
+  const ir::Graph* body = graphAttr(n, "body");
+  if (!body) return makeError(ErrorCode::InvalidGraph, "Loop has no body graph");
+  if (ins.size() < 2) return makeError(ErrorCode::InvalidGraph, "Loop needs the M and cond inputs (possibly empty)");
+  const size_t carried = ins.size() - 2;
+  if (body->outputs.size() < 1 + carried)
+    return makeError(ErrorCode::InvalidGraph, "Loop body has {} outputs; expected at least {}", body->outputs.size(), 1 + carried);
+  const size_t scans = body->outputs.size() - 1 - carried;
+  std::optional<int64_t> maxTrips;
+  if (ins[0]) {
+    if (ins[0]->type() != ir::ElemType::Int64 || ins[0]->elementCount() != 1)
+      return makeError(ErrorCode::InvalidGraph, "Loop's M must be one int64");
+    maxTrips = ins[0]->dataAs<int64_t>()[0];
+  }
+  bool cond = ins[1] ? truthy(*ins[1]) : true;
+  std::vector<ir::Tensor> state;
+  for (size_t k = 0; k < carried; ++k) {
+    if (!ins[2 + k]) return makeError(ErrorCode::InvalidGraph, "Loop-carried input {} is missing", k);
+    state.push_back(*ins[2 + k]);
+  }
+  std::vector<std::vector<ir::Tensor>> scanned(scans);
+  int64_t trip = 0;
+  while ((!maxTrips || trip < *maxTrips) && cond) {
+    std::vector<ir::Tensor> bodyIns = {int64Scalar(trip), ir::Tensor::fromVector(ir::ElemType::Bool, {}, std::vector<uint8_t>{1})};
+    bodyIns.insert(bodyIns.end(), state.begin(), state.end());
+    CTX_ASSIGN_OR_RETURN(auto outs, runSubgraph(*body, outer, bodyIns).addContext(fmt::format("iteration {}", trip)));
+    cond = truthy(outs[0]);
+    for (size_t k = 0; k < carried; ++k) state[k] = std::move(outs[1 + k]);
+    for (size_t k = 0; k < scans; ++k) scanned[k].push_back(std::move(outs[1 + carried + k]));
+    ++trip;
+  }
+  std::vector<ir::Tensor> results = std::move(state);
+  for (size_t k = 0; k < scans; ++k) {
+    if (scanned[k].empty()) {
+      ir::ElemType type = body->outputs[1 + carried + k].type;
+      CTX_ASSIGN_OR_RETURN(auto empty, ir::Tensor::allocate(type == ir::ElemType::Undefined ? ir::ElemType::Float : type, {0}));
+      results.push_back(std::move(empty));
+      continue;
+    }
+    CTX_ASSIGN_OR_RETURN(auto stacked, stack(scanned[k], 0, fmt::format("Loop scan output {}", k)));
+    results.push_back(std::move(stacked));
+  }
+  return results;
+}
+
+Expected<std::vector<ir::Tensor>> Interpreter::runScan(const ir::Node& n, std::span<const ir::Tensor* const> ins,
+                                                       const Scope& outer) const {
+  if (n.opset < 9) return makeError(ErrorCode::Unsupported, "Scan before opset 9 (with a batch axis) is not supported");
+  const ir::Graph* body = graphAttr(n, "body");
+  if (!body) return makeError(ErrorCode::InvalidGraph, "Scan has no body graph");
+  const int64_t numScanInputs = n.attrs.getInt("num_scan_inputs", 0);
+  if (numScanInputs <= 0 || numScanInputs > static_cast<int64_t>(ins.size()))
+    return makeError(ErrorCode::InvalidGraph, "Scan num_scan_inputs {} does not fit {} inputs", numScanInputs, ins.size());
+  const size_t states = ins.size() - static_cast<size_t>(numScanInputs);
+  if (body->outputs.size() < states)
+    return makeError(ErrorCode::InvalidGraph, "Scan body has {} outputs; expected at least {}", body->outputs.size(), states);
+  const size_t scanOutputs = body->outputs.size() - states;
+  auto inAxes = n.attrs.getInts("scan_input_axes", std::vector<int64_t>(static_cast<size_t>(numScanInputs), 0));
+  auto inDirs = n.attrs.getInts("scan_input_directions", std::vector<int64_t>(static_cast<size_t>(numScanInputs), 0));
+  auto outAxes = n.attrs.getInts("scan_output_axes", std::vector<int64_t>(scanOutputs, 0));
+  auto outDirs = n.attrs.getInts("scan_output_directions", std::vector<int64_t>(scanOutputs, 0));
+  if (inAxes.size() != static_cast<size_t>(numScanInputs) || inDirs.size() != inAxes.size() || outAxes.size() != scanOutputs ||
+      outDirs.size() != scanOutputs)
+    return makeError(ErrorCode::InvalidGraph, "Scan axis/direction attributes do not match the number of scan values");
+  int64_t length = -1;
+  for (size_t k = 0; k < inAxes.size(); ++k) {
+    const ir::Tensor* x = ins[states + k];
+    if (!x) return makeError(ErrorCode::InvalidGraph, "Scan input {} is missing", states + k);
+    int64_t axis = inAxes[k] < 0 ? inAxes[k] + static_cast<int64_t>(x->rank()) : inAxes[k];
+    if (axis < 0 || axis >= static_cast<int64_t>(x->rank()))
+      return makeError(ErrorCode::InvalidGraph, "Scan input axis {} is out of range for rank {}", inAxes[k], x->rank());
+    inAxes[k] = axis;
+    int64_t len = x->shape()[static_cast<size_t>(axis)];
+    if (length >= 0 && len != length)
+      return makeError(ErrorCode::InvalidGraph, "Scan inputs have different sequence lengths {} and {}", length, len);
+    length = len;
+  }
+  std::vector<ir::Tensor> state;
+  for (size_t k = 0; k < states; ++k) state.push_back(*ins[k]);
+  std::vector<std::vector<ir::Tensor>> scanned(scanOutputs);
+  for (int64_t t = 0; t < length; ++t) {
+    std::vector<ir::Tensor> bodyIns = state;
+    for (size_t k = 0; k < inAxes.size(); ++k) {
+      CTX_ASSIGN_OR_RETURN(auto s, slice(*ins[states + k], inAxes[k], inDirs[k] == 1 ? length - 1 - t : t));
+      bodyIns.push_back(std::move(s));
+    }
+    CTX_ASSIGN_OR_RETURN(auto outs, runSubgraph(*body, outer, bodyIns).addContext(fmt::format("iteration {}", t)));
+    for (size_t k = 0; k < states; ++k) state[k] = std::move(outs[k]);
+    for (size_t k = 0; k < scanOutputs; ++k) scanned[k].push_back(std::move(outs[states + k]));
+  }
+  std::vector<ir::Tensor> results = std::move(state);
+  for (size_t k = 0; k < scanOutputs; ++k) {
+    if (scanned[k].empty()) return makeError(ErrorCode::Unsupported, "Scan over an empty sequence is not supported");
+    if (outDirs[k] == 1) std::reverse(scanned[k].begin(), scanned[k].end());
+    CTX_ASSIGN_OR_RETURN(auto stacked, stack(scanned[k], outAxes[k], fmt::format("Scan output {}", k)));
+    results.push_back(std::move(stacked));
+  }
+  return results;
+}
+
+}  // namespace ctxkit::runtime

@@ -1,0 +1,64 @@
+// The CPU interpreter for nodes that are not compiled: kernels for ordinary ops, subgraphs for If, Loop and Scan.
+#pragma once
+
+#include "ir/graph.h"
+#include "kernels/kernels.h"
+#include "support/status.h"
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace ctxkit::runtime {
+
+// Values visible to a graph: its own, then those of the graphs enclosing it.
+class Scope {
+public:
+  explicit Scope(const Scope* parent = nullptr) : parent_(parent) {}
+  const ir::Tensor* find(const std::string& name) const;
+  void set(const std::string& name, ir::Tensor value) { values_[name] = std::move(value); }
+  void erase(const std::string& name) { values_.erase(name); }
+
+private:
+  std::unordered_map<std::string, ir::Tensor> values_;
+  const Scope* parent_;
+};
+
+// Runs a node some other way (a compiled program) when it returns a value; nullopt means "interpret it".
+using NodeOverride =
+    std::function<std::optional<Expected<std::vector<ir::Tensor>>>(size_t node, std::span<const ir::Tensor* const> inputs)>;
+
+struct GraphRunOptions {
+  const NodeOverride* override = nullptr;
+  const std::map<std::string, size_t>* lastUse = nullptr;  // frees a value after the last node that reads it
+  const std::set<std::string>* keep = nullptr;             // values never freed (graph outputs, initializers)
+};
+
+class Interpreter {
+public:
+  explicit Interpreter(kernels::ThreadPool* pool) : pool_(pool) {}
+
+  // Runs the graph's nodes in order, reading and writing `scope`.
+  Status runGraph(const ir::Graph& graph, Scope& scope, const GraphRunOptions& options = {}) const;
+
+private:
+  Expected<std::vector<ir::Tensor>> runSubgraph(const ir::Graph& body, const Scope& outer,
+                                                const std::vector<ir::Tensor>& inputs) const;
+  Expected<std::vector<ir::Tensor>> runIf(const ir::Node& node, std::span<const ir::Tensor* const> ins, const Scope& outer) const;
+  Expected<std::vector<ir::Tensor>> runLoop(const ir::Node& node, std::span<const ir::Tensor* const> ins, const Scope& outer) const;
+  Expected<std::vector<ir::Tensor>> runScan(const ir::Node& node, std::span<const ir::Tensor* const> ins, const Scope& outer) const;
+  Expected<ir::Tensor> stack(const std::vector<ir::Tensor>& slices, int64_t axis, const std::string& what) const;
+  Expected<ir::Tensor> slice(const ir::Tensor& x, int64_t axis, int64_t index) const;
+
+  kernels::ThreadPool* pool_;
+};
+
+// Every node of `graph` (subgraphs included) has a kernel or is control flow; errors name the node.
+Status checkExecutable(const ir::Graph& graph, const std::string& where);
+
+}  // namespace ctxkit::runtime
