@@ -61,6 +61,8 @@ const OpEntry* findEntry(OpKind kind) {
   static const OpEntry reduceMean{inferReduceMean, runReduceMean, kMatMulTypes, true};
   static const OpEntry cast{inferCast, runCast, kCastTypes, false};
   static const OpEntry shape{inferShape, runShape, kAnyType, false};
+  static const OpEntry split{inferSplit, runSplit, kFixedSizeTypes, false};
+  static const OpEntry size{inferSize, runSize, kAnyType, false};
   static const OpEntry compare{inferCompare, runCompare, kNumericTypes | typeBit(ElemType::Bool), true};
   static const OpEntry logic{inferLogic, runLogic, typeBit(ElemType::Bool), false};
   static const OpEntry where{inferWhere, runWhere, typeBit(ElemType::Bool), false};
@@ -119,6 +121,8 @@ const OpEntry* findEntry(OpKind kind) {
     case OpKind::ReduceMean: return &reduceMean;
     case OpKind::Cast: return &cast;
     case OpKind::Shape: return &shape;
+    case OpKind::Split: return &split;
+    case OpKind::Size: return &size;
     case OpKind::Equal:
     case OpKind::Greater:
     case OpKind::Less:

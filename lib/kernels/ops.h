@@ -55,6 +55,11 @@ InferResult inferUnsqueeze(const OpContext& ctx, InDescs inputs, size_t outputCo
 InferResult inferIdentity(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runCopy(const OpContext& ctx, RunIns inputs, RunOuts outputs);  // output 0 = bytes of input 0
 InferResult inferShape(const OpContext& ctx, InDescs inputs, size_t outputCount);
+// split_size.cpp
+InferResult inferSplit(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runSplit(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferSize(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runSize(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 Status runShape(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferTranspose(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runTranspose(const OpContext& ctx, RunIns inputs, RunOuts outputs);

@@ -1,0 +1,95 @@
+// Split (attribute, input or num_outputs sizes) and Size.
+#include "kernels/kernel_util.h"
+#include "kernels/ops.h"
+
+#include <cstring>
+
+namespace ctxkit::kernels::detail {
+
+namespace {
+
+// Lengths of the pieces along `axis` of a dimension of `dim`, by the rules of the node's opset.
+Expected<std::vector<int64_t>> splitLengths(const OpContext& ctx, InDescs inputs, int64_t dim, size_t outputCount) {
+  std::vector<int64_t> lengths;
+  if (ctx.opset >= 13) {
+    if (optionalInput(inputs, 1)) {
+      CTX_ASSIGN_OR_RETURN(lengths, knownInts(ctx, inputs, 1, "split"));
+    }
+  } else if (ctx.attrs.has("split")) {
+    lengths = ctx.attrs.getInts("split");
+  }
+  if (lengths.empty()) {
+    int64_t pieces = ctx.opset >= 18 && ctx.attrs.has("num_outputs") ? ctx.attrs.getInt("num_outputs", 0)
+                                                                      : static_cast<int64_t>(outputCount);
+    if (pieces <= 0 || static_cast<size_t>(pieces) != outputCount)
+      return invalid(ctx, "splits into {} pieces but has {} outputs", pieces, outputCount);
+    int64_t chunk = (dim + pieces - 1) / pieces;
+    if (ctx.opset < 18 && dim % pieces != 0)
+      return invalid(ctx, "dimension {} does not split evenly into {} outputs", dim, pieces);
+    for (int64_t p = 0, left = dim; p < pieces; ++p) {
+      lengths.push_back(std::min(chunk, left));
+      left -= lengths.back();
+    }
+  }
+  if (lengths.size() != outputCount)
+    return invalid(ctx, "split has {} lengths but the node has {} outputs", lengths.size(), outputCount);
+  int64_t sum = 0;
+  for (int64_t l : lengths) {
+    if (l < 0) return invalid(ctx, "split length {} is negative", l);
+    sum += l;
+  }
+  if (sum != dim) return invalid(ctx, "split lengths sum to {} but the axis has {} elements", sum, dim);
+  return lengths;
+}
+
+}  // namespace
+
+InferResult inferSplit(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 2));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFixedSizeTypes));
+  if (outputCount == 0) return invalid(ctx, "needs at least one output");
+  const ir::Shape& shape = inputs[0].shape;
+  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, ctx.attrs.getInt("axis", 0), static_cast<int64_t>(shape.size()), "axis"));
+  CTX_ASSIGN_OR_RETURN(auto lengths, splitLengths(ctx, inputs, shape[static_cast<size_t>(axis)], outputCount));
+  std::vector<OutputDesc> outs;
+  for (int64_t l : lengths) {
+    ir::Shape s = shape;
+    s[static_cast<size_t>(axis)] = l;
+    outs.push_back(OutputDesc{inputs[0].type, std::move(s)});
+  }
+  return outs;
+}
+
+Status runSplit(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  const ir::Tensor& x = *inputs[0];
+  const auto rank = static_cast<int64_t>(x.rank());
+  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, ctx.attrs.getInt("axis", 0), rank, "axis"));
+  const auto a = static_cast<size_t>(axis);
+  const size_t elem = ir::elemSize(x.type());
+  const auto outer = static_cast<size_t>(dimProduct(x.shape(), 0, a));
+  const auto inner = static_cast<size_t>(dimProduct(x.shape(), a + 1, x.rank())) * elem;
+  const auto dim = static_cast<size_t>(x.shape()[a]);
+  size_t start = 0;
+  for (ir::Tensor* out : outputs) {
+    if (!out) continue;
+    const auto len = static_cast<size_t>(out->shape()[a]);
+    std::byte* dst = out->mutableData();
+    for (size_t o = 0; o < outer && len > 0; ++o)
+      std::memcpy(dst + o * len * inner, x.data() + (o * dim + start) * inner, len * inner);
+    start += len;
+  }
+  return Status::ok();
+}
+
+InferResult inferSize(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  return std::vector<OutputDesc>{OutputDesc{ElemType::Int64, {}}};
+}
+
+Status runSize(const OpContext&, RunIns inputs, RunOuts outputs) {
+  outputs[0]->mutableDataAs<int64_t>()[0] = dimProduct(inputs[0]->shape());
+  return Status::ok();
+}
+
+}  // namespace ctxkit::kernels::detail
