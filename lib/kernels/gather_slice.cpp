@@ -186,14 +186,7 @@ InferResult inferSlice(const OpContext& ctx, InDescs inputs, size_t outputCount)
 }
 
 Status runSlice(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
-  std::vector<ValueDesc> descs(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i]) {
-      descs[i].present = false;
-      continue;
-    }
-    descs[i] = ValueDesc{inputs[i]->type(), inputs[i]->shape(), inputs[i], true};
-  }
+  std::vector<ValueDesc> descs = describeInputs(inputs, true);
   CTX_ASSIGN_OR_RETURN(std::vector<SliceDim> dims, planSlice(ctx, descs));
   const ir::Tensor& x = *inputs[0];
   ir::Tensor& y = *outputs[0];

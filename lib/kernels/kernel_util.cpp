@@ -211,4 +211,18 @@ void parallelFor(const OpContext& ctx, size_t count, size_t minChunk, const std:
   ctx.pool->parallelFor(count, minChunk, body);
 }
 
+std::vector<ValueDesc> describeInputs(RunIns inputs, bool withValues) {
+  std::vector<ValueDesc> descs(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i]) {
+      descs[i].present = false;
+      continue;
+    }
+    descs[i].type = inputs[i]->type();
+    descs[i].shape = inputs[i]->shape();
+    if (withValues) descs[i].value = inputs[i];
+  }
+  return descs;
+}
+
 }  // namespace ctxkit::kernels::detail

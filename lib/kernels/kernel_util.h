@@ -92,6 +92,9 @@ template <TypeSet Set, typename F> Status visitType(ElemType t, F&& f) {
 
 // ---- input and attribute checks ----------------------------------------------------------------------
 
+// Descriptions of run-time inputs (absent ones marked not present); `withValues` also points at the contents.
+std::vector<ValueDesc> describeInputs(RunIns inputs, bool withValues);
+
 // `count` input slots in [min, max]; required inputs (index < required) must be present.
 Status checkInputs(const OpContext& ctx, InDescs inputs, size_t min, size_t max);
 Status checkOutputs(const OpContext& ctx, size_t count, size_t min, size_t max);

@@ -222,16 +222,10 @@ Status run(const OpContext& ctx, std::span<const ir::Tensor* const> inputs, std:
   const OpEntry* entry = findEntry(ctx.kind);
   if (!entry) return noKernel(ctx);
   // The shape rule runs again on the real inputs: a kernel can then trust every shape it indexes with.
-  std::vector<ValueDesc> descs(inputs.size());
+  std::vector<ValueDesc> descs = describeInputs(inputs, true);
   bool anyHalf = false;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i]) {
-      descs[i].present = false;
-      continue;
-    }
-    descs[i].type = inputs[i]->type();
-    descs[i].shape = inputs[i]->shape();
-    descs[i].value = inputs[i];
+    if (!inputs[i]) continue;
     anyHalf = anyHalf || isHalf(inputs[i]->type());
   }
   CTX_ASSIGN_OR_RETURN(std::vector<OutputDesc> expected, inferOutputs(ctx, descs, outputs.size()));
@@ -260,16 +254,7 @@ Status run(const OpContext& ctx, std::span<const ir::Tensor* const> inputs, std:
 
 Expected<std::vector<ir::Tensor>> evaluate(const OpContext& ctx, std::span<const ir::Tensor* const> inputs,
                                            size_t outputCount) {
-  std::vector<ValueDesc> descs(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i]) {
-      descs[i].present = false;
-      continue;
-    }
-    descs[i].type = inputs[i]->type();
-    descs[i].shape = inputs[i]->shape();
-    descs[i].value = inputs[i];
-  }
+  std::vector<ValueDesc> descs = describeInputs(inputs, true);
   CTX_ASSIGN_OR_RETURN(std::vector<OutputDesc> outs, inferOutputs(ctx, descs, outputCount));
   std::vector<ir::Tensor> tensors;
   tensors.reserve(outs.size());

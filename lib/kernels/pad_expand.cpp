@@ -262,14 +262,7 @@ InferResult inferPad(const OpContext& ctx, InDescs inputs, size_t outputCount) {
 Status runPad(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& x = *inputs[0];
   ir::Tensor& y = *outputs[0];
-  std::vector<ValueDesc> descs(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i]) {
-      descs[i].present = false;
-      continue;
-    }
-    descs[i] = ValueDesc{inputs[i]->type(), inputs[i]->shape(), inputs[i], true};
-  }
+  std::vector<ValueDesc> descs = describeInputs(inputs, true);
   CTX_ASSIGN_OR_RETURN(PadParams p, padParams(ctx, descs));
   size_t size = ir::elemSize(x.type());
   std::array<std::byte, 16> constant{};

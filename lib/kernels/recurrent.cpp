@@ -294,15 +294,7 @@ InferResult inferRecurrent(const OpContext& ctx, InDescs inputs, size_t outputCo
 }
 
 Status runRecurrent(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
-  std::vector<ValueDesc> descs(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i]) {
-      descs[i].present = false;
-      continue;
-    }
-    descs[i].type = inputs[i]->type();
-    descs[i].shape = inputs[i]->shape();
-  }
+  std::vector<ValueDesc> descs = describeInputs(inputs, false);
   CTX_ASSIGN_OR_RETURN(RnnSpec s, parseSpec(ctx, descs));
   std::vector<int64_t> lens(static_cast<size_t>(s.batch), s.seq);
   if (inputs.size() > 4 && inputs[4]) {

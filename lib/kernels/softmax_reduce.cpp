@@ -178,14 +178,7 @@ InferResult inferReduceMean(const OpContext& ctx, InDescs inputs, size_t outputC
 
 Status runReduceMean(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& x = *inputs[0];
-  std::vector<ValueDesc> descs(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i]) {
-      descs[i].present = false;
-      continue;
-    }
-    descs[i] = ValueDesc{inputs[i]->type(), inputs[i]->shape(), inputs[i], true};
-  }
+  std::vector<ValueDesc> descs = describeInputs(inputs, true);
   CTX_ASSIGN_OR_RETURN(ReducePlan p, planReduce(ctx, descs));
   ir::Tensor& y = *outputs[0];
   if (p.identity) {
