@@ -8,11 +8,7 @@ build="${CTXKIT_BUILD:-$root/build}"
 cache="${CTXKIT_CACHE:-$root/.cache}"
 iters="${1:-50}"
 ort_dir="$cache/onnxruntime-node-1.30.0"
-if [ ! -d "$ort_dir/node_modules/onnxruntime-node" ]; then
-  mkdir -p "$ort_dir"
-  echo '{"private":true}' > "$ort_dir/package.json"
-  (cd "$ort_dir" && ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund onnxruntime-node@1.30.0 >/dev/null)
-fi
+CTXKIT_CACHE="$cache" "$root/scripts/fetch_test_assets.sh"
 work="$build/bench"
 rm -rf "$work" && mkdir -p "$work"
 apps="$build/apps"

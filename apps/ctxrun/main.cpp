@@ -20,7 +20,7 @@ using Clock = std::chrono::steady_clock;
 double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 struct Args {
-  std::string model, inputs, expected, outputDir, contextFilePath;
+  std::string model, inputs, expected, outputDir, contextFilePath, saveInputs;
   std::vector<std::string> dims, shapes;
   double rtol = 1e-3, atol = 1e-5;
   int iters = 0, threads = 1;
@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   app.add_option("--atol", a.atol, "absolute tolerance (default 1e-5)");
   app.add_option("--output-dir", a.outputDir, "write output_<i>.npy here");
   app.add_flag("--save-pb", a.savePb, "also write output_<i>.pb");
+  app.add_option("--save-inputs", a.saveInputs, "write the inputs used as input_<i>.npy here (to feed another runtime)");
   app.add_option("--dim", a.dims, "bind a symbolic dimension for random inputs: SYM=V");
   app.add_option("--shape", a.shapes, "input shape for random inputs: INPUT=AxBxC");
   app.add_option("--seed", a.seed, "seed for random inputs (default 1)");
@@ -96,6 +97,9 @@ int main(int argc, char** argv) {
 
   auto feeds = a.inputs.empty() ? runtime::randomInputs(s.inputs(), bindings, a.seed) : runtime::loadInputFolder(a.inputs, s.inputs());
   if (!feeds) return fail(a, feeds.error(), report);
+
+  if (!a.saveInputs.empty())
+    if (auto st = runtime::saveTensors(a.saveInputs, "input", *feeds); !st) return fail(a, st.error(), report);
 
   auto firstStart = Clock::now();
   auto outputs = s.run(*feeds);

@@ -150,13 +150,19 @@ Expected<std::vector<ir::Tensor>> loadExpectedFolder(const fs::path& dir, size_t
   return out;
 }
 
-Status saveOutputs(const fs::path& dir, const std::vector<ir::Tensor>& outputs, const std::vector<ir::ValueInfo>& infos,
-                   bool alsoPb) {
+Status saveTensors(const fs::path& dir, const std::string& prefix, const std::vector<ir::Tensor>& tensors) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return makeError(ErrorCode::IoError, "cannot create '{}': {}", dir.string(), ec.message());
+  for (size_t i = 0; i < tensors.size(); ++i)
+    CTX_RETURN_IF_ERROR(ir::saveNpy(tensors[i], dir / fmt::format("{}_{}.npy", prefix, i)));
+  return Status::ok();
+}
+
+Status saveOutputs(const fs::path& dir, const std::vector<ir::Tensor>& outputs, const std::vector<ir::ValueInfo>& infos,
+                   bool alsoPb) {
+  CTX_RETURN_IF_ERROR(saveTensors(dir, "output", outputs));
   for (size_t i = 0; i < outputs.size(); ++i) {
-    CTX_RETURN_IF_ERROR(ir::saveNpy(outputs[i], dir / fmt::format("output_{}.npy", i)));
     if (alsoPb) {
       CTX_ASSIGN_OR_RETURN(auto bytes, onnx_io::serializeTensor(outputs[i], i < infos.size() ? infos[i].name : ""));
       CTX_RETURN_IF_ERROR(writeFileAtomically(dir / fmt::format("output_{}.pb", i), bytes));

@@ -21,6 +21,9 @@ Expected<std::vector<ir::Tensor>> randomInputs(const std::vector<ir::ValueInfo>&
 // `output_<i>.pb` or `output_<i>.npy` for i in [0, count).
 Expected<std::vector<ir::Tensor>> loadExpectedFolder(const std::filesystem::path& dir, size_t count);
 
+// `<prefix>_<i>.npy` for each tensor.
+Status saveTensors(const std::filesystem::path& dir, const std::string& prefix, const std::vector<ir::Tensor>& tensors);
+
 Status saveOutputs(const std::filesystem::path& dir, const std::vector<ir::Tensor>& outputs,
                    const std::vector<ir::ValueInfo>& infos, bool alsoPb);
 
