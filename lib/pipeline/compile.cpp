@@ -146,7 +146,8 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
       if (g.name == name)
         return makeError(ErrorCode::InvalidArgument, "graph name '{}' is used twice in one context (models with the same stem?)", name);
     auto used = valuesUsedOutside(w.model.graph, w.plan, static_cast<int>(p));
-    auto intern = [&](const ir::Tensor& t) { return clock.time("dedupe", [&] { return container.pool.intern(t); }); };
+    // Dedupe happens inside lowering (each weight is interned as the program refers to it): timed as "lower".
+    auto intern = [&](const ir::Tensor& t) { return container.pool.intern(t); };
     auto lowered = clock.time("lower", [&] {
       return codegen::lowerPartition(w.model.graph, w.facts, w.plan.partitions[p], used, intern);
     });

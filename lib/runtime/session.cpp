@@ -53,7 +53,7 @@ struct Session::Impl {
   std::vector<std::shared_ptr<const format::ContainerView>> contexts;
   std::vector<std::shared_ptr<std::string>> embeddedPayloads;
   std::map<size_t, std::unique_ptr<CompiledProgram>> programs;  // node index -> program
-  std::unordered_map<std::string, ir::Tensor> constants;        // initializers
+  Scope constants;                                                // initializers, shared by every run
   std::map<std::string, size_t> lastUse;                          // value -> last node index reading it
   std::set<std::string> keep;                                     // graph outputs: never freed
   std::unique_ptr<kernels::ThreadPool> pool;
@@ -108,7 +108,7 @@ struct Session::Impl {
     ir::Graph& g = model.graph;
     for (const auto* in : g.feedInputs()) inputs.push_back(*in);
     outputs = g.outputs;
-    for (const auto& init : g.initializers) constants[init.name] = init.tensor;
+    for (const auto& init : g.initializers) constants.set(init.name, init.tensor);
 
     // Context binaries first: every main_context=1 node of ours.
     std::vector<size_t> epNodes;
@@ -197,8 +197,7 @@ struct Session::Impl {
   Expected<std::vector<ir::Tensor>> run(const std::vector<ir::Tensor>& feeds) {
     if (feeds.size() != inputs.size())
       return makeError(ErrorCode::InvalidArgument, "{} takes {} inputs but {} were given", displayName, inputs.size(), feeds.size());
-    Scope scope;
-    for (const auto& [name, t] : constants) scope.set(name, t);
+    Scope scope(&constants);  // initializers are read through the parent scope, never copied per run
     for (size_t i = 0; i < feeds.size(); ++i) {
       const ir::ValueInfo& in = inputs[i];
       if (in.type != ir::ElemType::Undefined && feeds[i].type() != in.type)
