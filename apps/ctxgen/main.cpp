@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
   for (const auto& m : cli::splitModelList(models)) o.models.emplace_back(m);
   if (!outputDir.empty()) o.outputDir = outputDir;
   if (!depfile.empty()) o.depfile = depfile;
+  if (!jsonPath.empty() && jsonPath != "-") o.reportFile = jsonPath;
 
   const bool terminal = isatty(fileno(stderr)) && !quiet;
   auto progress = [&](const std::string& message) {

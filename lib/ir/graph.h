@@ -105,6 +105,8 @@ struct Model {
   std::string docString;
   std::vector<std::pair<std::string, std::string>> metadata;  // file order
   Graph graph;
+  // Files the loader read external data from (resolved paths), so that writers can refuse to overwrite them.
+  std::vector<std::string> externalDataFiles;
 
   int64_t opsetFor(std::string_view domain) const;  // 0 when not imported
   void setMetadata(const std::string& key, const std::string& value);

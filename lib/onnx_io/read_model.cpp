@@ -188,7 +188,9 @@ Expected<ir::Model> loadFromBytes(std::span<const std::byte> bytes, fs::path bas
   ctx.baseDir = std::move(baseDir);
   ctx.resolveExternalData = resolveExternalData;
   ctx.owner = proto;
-  return modelFromProto(*proto, ctx);
+  CTX_ASSIGN_OR_RETURN(auto model, modelFromProto(*proto, ctx));
+  for (const auto& [path, mapping] : ctx.mappings) model.externalDataFiles.push_back(path.string());
+  return model;
 }
 
 Expected<ir::Tensor> tensorFromBytes(std::span<const std::byte> bytes, std::optional<fs::path> baseDir,

@@ -6,7 +6,9 @@
 #include "onnx_io/onnx_io.h"
 #include "partitioner/partitioner.h"
 #include "pipeline/emit.h"
+#include "pipeline/output_guard.h"
 #include "program/program.h"
+#include "support/file_io.h"
 #include "weightshare/weight_pool.h"
 
 #include <algorithm>
@@ -23,6 +25,7 @@ struct ModelWork {
   fs::path source;
   std::string stem;
   fs::path output;
+  std::string externalDataName;  // location of fallback initializers relative to `output`, if any
   size_t container = 0;
   ir::Model model;
   analysis::GraphFacts facts;
@@ -85,6 +88,18 @@ Status planOutputs(const CompileOptions& options, std::vector<ModelWork>& work, 
     if (!seenOutputs.insert(w.output.lexically_normal()).second)
       return makeError(ErrorCode::InvalidArgument, "two inputs would both write '{}'; give models distinct names",
                        w.output.string());
+    if (!options.externalInitializersFile.empty()) {
+      // One model keeps the exact name (as ONNX Runtime does); in a group each model gets `<stem>_<NAME>`, so no
+      // two outputs share a file and each _ctx.onnx ships with exactly its own data.
+      fs::path name(options.externalInitializersFile);
+      w.externalDataName = options.models.size() == 1
+                               ? name.string()
+                               : (name.parent_path() / (w.stem + "_" + name.filename().string())).string();
+      auto inside = resolveInside(w.output.parent_path(), w.externalDataName);
+      if (!inside)
+        return inside.takeError().addContext(
+            fmt::format("--external-initializers-file '{}'", options.externalInitializersFile));
+    }
     work.push_back(std::move(w));
   }
   if (options.share) {
@@ -114,10 +129,39 @@ Status planOutputs(const CompileOptions& options, std::vector<ModelWork>& work, 
     for (const auto& w : work) CTX_RETURN_IF_ERROR(checkFree(w.output));
     if (options.embedMode == 0)
       for (const auto& c : containers) CTX_RETURN_IF_ERROR(checkFree(c.path));
-    if (!options.externalInitializersFile.empty())
-      for (const auto& w : work) CTX_RETURN_IF_ERROR(checkFree(w.output.parent_path() / options.externalInitializersFile));
+    for (const auto& w : work)
+      if (!w.externalDataName.empty()) CTX_RETURN_IF_ERROR(checkFree(w.output.parent_path() / w.externalDataName));
   }
   return Status::ok();
+}
+
+// Every file the run reads: the models, the external data they were loaded from (once loaded), the target file.
+std::vector<RunFile> runInputs(const CompileOptions& options, const std::vector<ModelWork>& work) {
+  std::vector<RunFile> files;
+  for (const auto& w : work) {
+    files.push_back(RunFile{w.source, "input model"});
+    for (const auto& data : w.model.externalDataFiles)
+      files.push_back(RunFile{data, fmt::format("external data of '{}'", w.source.string())});
+  }
+  std::error_code ec;
+  if (fs::is_regular_file(options.target, ec)) files.push_back(RunFile{options.target, "target file"});
+  return files;
+}
+
+// Every file the run may write.
+std::vector<RunFile> runOutputs(const CompileOptions& options, const std::vector<ModelWork>& work,
+                                const std::vector<ContainerWork>& containers) {
+  std::vector<RunFile> files;
+  for (const auto& w : work) {
+    files.push_back(RunFile{w.output, "output model"});
+    if (!w.externalDataName.empty())
+      files.push_back(RunFile{w.output.parent_path() / w.externalDataName, "external initializers file"});
+  }
+  if (options.embedMode == 0)
+    for (const auto& c : containers) files.push_back(RunFile{c.path, "context binary"});
+  if (options.depfile) files.push_back(RunFile{*options.depfile, "depfile"});
+  if (options.reportFile) files.push_back(RunFile{*options.reportFile, "JSON report"});
+  return files;
 }
 
 Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::Target& target,
@@ -255,6 +299,8 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
   std::vector<ModelWork> work;
   std::vector<ContainerWork> containers;
   CTX_RETURN_IF_ERROR(planOutputs(options, work, containers));
+  // Checked before loading (cheap, fails fast) and again once the models' external data files are known.
+  CTX_RETURN_IF_ERROR(checkRunFiles(runInputs(options, work), runOutputs(options, work, containers)));
 
   size_t compiledPartitions = 0;
   for (auto& w : work) {
@@ -273,6 +319,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
     }
   };
   countWeights();
+  CTX_RETURN_IF_ERROR(checkRunFiles(runInputs(options, work), runOutputs(options, work, containers)));
   if (options.errorIfNoNodesCompiled && compiledPartitions == 0)
     return makeError(ErrorCode::InvalidGraph, "no node could be compiled for target '{}' (--error-if-no-nodes-compiled)",
                      target.name);
@@ -349,11 +396,12 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
     for (size_t m = 0; m < work.size(); ++m) {
       const ModelWork& w = work[m];
       if (progress) progress(fmt::format("writing {}", w.output.string()));
-      if (options.externalInitializersFile.empty()) {
+      if (w.externalDataName.empty()) {
         CTX_RETURN_IF_ERROR(onnx_io::saveModel(models[m], w.output).addContext(fmt::format("writing '{}'", w.output.string())));
       } else {
-        fs::path data = w.output.parent_path() / options.externalInitializersFile;
-        CTX_RETURN_IF_ERROR(onnx_io::saveModelWithExternalData(std::move(models[m]), w.output, options.externalInitializersFile, 0)
+        fs::path data = w.output.parent_path() / w.externalDataName;
+        if (!data.parent_path().empty()) fs::create_directories(data.parent_path());
+        CTX_RETURN_IF_ERROR(onnx_io::saveModelWithExternalData(std::move(models[m]), w.output, w.externalDataName, 0)
                                 .addContext(fmt::format("writing '{}'", w.output.string())));
         written.add(data);
         if (fs::exists(data)) report.files.push_back(FileWritten{data, fs::file_size(data)});

@@ -35,6 +35,8 @@ struct CompileOptions {
   bool dryRun = false;
   bool dumpPrograms = false;
   std::optional<std::filesystem::path> depfile;
+  // The --json report file the caller writes after the run: only checked here, so it never lands on an input.
+  std::optional<std::filesystem::path> reportFile;
 };
 
 struct FallbackNode {

@@ -1,0 +1,59 @@
+// Output/input clash detection by resolved path and by device+inode.
+#include "pipeline/output_guard.h"
+
+#include <optional>
+#include <sys/stat.h>
+#include <utility>
+
+namespace ctxkit::pipeline {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct FileIdentity {
+  fs::path resolved;  // absolute, symlinks of existing parts resolved, normalized
+  std::optional<std::pair<dev_t, ino_t>> inode;
+};
+
+FileIdentity identify(const fs::path& path) {
+  FileIdentity id;
+  std::error_code ec;
+  fs::path absolute = fs::absolute(path, ec);
+  if (ec) absolute = path;
+  id.resolved = fs::weakly_canonical(absolute, ec);
+  if (ec) id.resolved = absolute.lexically_normal();
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) id.inode = std::make_pair(st.st_dev, st.st_ino);
+  return id;
+}
+
+bool sameFile(const FileIdentity& a, const FileIdentity& b) {
+  return a.resolved == b.resolved || (a.inode && b.inode && *a.inode == *b.inode);
+}
+
+std::string describe(const RunFile& f) { return fmt::format("{} '{}'", f.role, f.path.string()); }
+
+}  // namespace
+
+Status checkRunFiles(const std::vector<RunFile>& inputs, const std::vector<RunFile>& outputs) {
+  std::vector<FileIdentity> in, out;
+  for (const auto& f : inputs) in.push_back(identify(f.path));
+  for (const auto& f : outputs) out.push_back(identify(f.path));
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (sameFile(out[o], in[i]))
+        return makeError(ErrorCode::InvalidArgument,
+                         "{} would overwrite {}; an input is never overwritten (not even with --force): choose "
+                         "another output name or folder",
+                         describe(outputs[o]), describe(inputs[i]));
+    for (size_t p = 0; p < o; ++p)
+      if (sameFile(out[o], out[p]))
+        return makeError(ErrorCode::InvalidArgument,
+                         "{} and {} are the same file; two outputs of one run never share a file name",
+                         describe(outputs[p]), describe(outputs[o]));
+  }
+  return Status::ok();
+}
+
+}  // namespace ctxkit::pipeline
