@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   bool json = false;
   inspect::Options options;
   app.add_option("models", models, "_ctx.onnx files (from ctxkit or any other EP)")->required();
-  app.add_flag("--verify", options.verify, "check every weight hash, padding byte and structural rule of ctxkit binaries");
+  app.add_flag("--verify", options.verify, "also check every weight hash and padding byte of ctxkit binaries and load every external initializer");
   app.add_flag("--json", json, "print the report as JSON (schema in docs/ctxinspect-json.md)");
   app.add_option("--dot", dot, "write a Graphviz picture of the partitioning to FILE");
   app.set_version_flag("--version", "ctxinspect 0.1.0");

@@ -1,11 +1,13 @@
-// Collecting EPContext nodes, deployment files and context binary summaries.
+// Collecting EPContext nodes, deployment files, external data references and context binary summaries.
 #include "inspect/inspect.h"
 
 #include "onnx_io/onnx_io.h"
 #include "program/program.h"
+#include "support/checked.h"
 #include "support/file_io.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <set>
 
@@ -27,20 +29,36 @@ ValueSummary summarizeValue(const ir::Graph& g, const std::string& name) {
   return v;
 }
 
-std::string dotEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
 std::optional<uint64_t> fileSize(const fs::path& p) {
   std::error_code ec;
   auto size = fs::file_size(p, ec);
   if (ec) return std::nullopt;
   return size;
+}
+
+bool isOurs(const std::string& source) {
+  std::string s;
+  for (char c : source)
+    s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s == "ctxkitexecutionprovider" || s == "ctxkit";
+}
+
+struct ExternalInitializer {
+  std::string name; // "If_0/then_branch/W" inside a subgraph
+  ir::ExternalLocation where;
+};
+
+// Every initializer with external data, in `g` and in the subgraphs of its nodes (the loader bounds the nesting).
+void collectExternal(const ir::Graph& g, const std::string& scope, std::vector<ExternalInitializer>& out) {
+  for (const auto& init : g.initializers)
+    if (init.external) out.push_back({scope + init.name, *init.external});
+  for (const auto& n : g.nodes)
+    for (const auto& a : n.attrs.all()) {
+      std::string inner = fmt::format("{}{}/{}/", scope, n.name, a.name);
+      if (a.g) collectExternal(*a.g, inner, out);
+      for (const auto& sub : a.graphs)
+        if (sub) collectExternal(*sub, inner, out);
+    }
 }
 
 class Inspector {
@@ -49,112 +67,210 @@ public:
 
   Status addModel(const fs::path& path) {
     report_.models.push_back(path.string());
-    addFile(path.string(), "model", path);
+    addFile(path.string(), path, "model", "onnx", "");
     onnx_io::LoadOptions load;
     load.resolveExternalData = false;
     CTX_ASSIGN_OR_RETURN(auto model, onnx_io::loadModel(path, load));
     fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-    for (size_t i = 0; i < model.graph.nodes.size(); ++i) {
-      const ir::Node& n = model.graph.nodes[i];
-      if (n.opType != "EPContext") continue;
-      EpContextNode e;
-      e.model = path.string();
-      e.name = n.name;
-      e.source = n.attrs.getString("source");
-      e.mainContext = n.attrs.getInt("main_context", 1);
-      e.embedMode = n.attrs.getInt("embed_mode", 1);
-      e.partitionName = n.attrs.getString("partition_name");
-      e.sdkVersion = n.attrs.getString("ep_sdk_version");
-      e.hardwareArchitecture = n.attrs.getString("hardware_architecture");
-      e.onnxModelFilename = n.attrs.getString("onnx_model_filename");
-      e.notes = n.attrs.getString("notes");
-      if (const ir::Attribute* m = n.attrs.find("max_size"); m && m->type == ir::AttrType::Int) e.maxSize = m->i;
-      for (const auto& in : n.inputs) e.inputs.push_back(summarizeValue(model.graph, in));
-      for (const auto& out : n.outputs) e.outputs.push_back(summarizeValue(model.graph, out));
-      const ir::Attribute* cache = n.attrs.find("ep_cache_context");
-      std::string label = fmt::format("{}: EPContext node '{}'", path.string(), n.name);
-      if (cache && cache->type == ir::AttrType::String) {
-        if (e.embedMode == 1) {
-          e.cacheContext = fmt::format("embedded, {} bytes", cache->s.size());
-          if (isOurs(e.source)) {
-            auto payload = std::make_shared<std::string>(cache->s);
-            auto view = format::ContainerView::open(std::as_bytes(std::span(payload->data(), payload->size())), payload,
-                                                    label + " (embedded context)");
-            if (view) addContext(label + " (embedded)", std::move(view).value(), 0);
-            else report_.problems.push_back(view.error().message());
-          }
-        } else {
-          e.cacheContext = cache->s;
-          addReferencedFile(dir, cache->s, "context binary", path, n.name);
-        }
-      } else if (e.mainContext == 1) {
-        report_.problems.push_back(label + ": main_context=1 but no ep_cache_context");
-      }
-      if (!isOurs(e.source) && e.source.empty()) report_.problems.push_back(label + ": no source attribute");
-      report_.nodes.push_back(std::move(e));
-    }
+    for (const ir::Node& n : model.graph.nodes)
+      if (n.opType == "EPContext") addEpContextNode(path, dir, model.graph, n);
     // After the EPContext nodes, so a .bin that also holds shared fallback initializers is listed as a context.
-    for (const auto& init : model.graph.initializers)
-      if (init.external) addReferencedFile(dir, init.external->location, "external data", path, init.name);
+    std::vector<ExternalInitializer> external;
+    collectExternal(model.graph, "", external);
+    for (const auto& e : external)
+      addExternalData(path, dir, e);
+    if (!external.empty()) modelsWithExternalData_.push_back(path);
     return Status::ok();
   }
 
   Report finish() {
+    checkExternalRanges();
+    if (options_.verify) loadExternalData();
     // Every partition named by one of our nodes must be a graph in some context of that model.
     std::set<std::string> graphNames;
     for (const auto& c : report_.contexts)
-      for (const auto& g : c.graphs) graphNames.insert(g.name);
+      for (const auto& g : c.graphs)
+        graphNames.insert(g.name);
     for (const auto& n : report_.nodes)
       if (isOurs(n.source) && !report_.contexts.empty() && !graphNames.count(n.partitionName))
-        report_.problems.push_back(fmt::format("{}: EPContext node '{}': partition '{}' is in no context binary", n.model, n.name,
-                                               n.partitionName));
+        report_.problems.push_back(fmt::format("{}: EPContext node '{}': partition '{}' is in no context binary",
+                                               n.model, n.name, n.partitionName));
     return std::move(report_);
   }
 
 private:
-  static bool isOurs(const std::string& source) {
-    std::string s;
-    for (char c : source) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s == "ctxkitexecutionprovider" || s == "ctxkit";
+  void addEpContextNode(const fs::path& path, const fs::path& dir, const ir::Graph& g, const ir::Node& n) {
+    EpContextNode e;
+    e.model = path.string();
+    e.name = n.name;
+    e.source = n.attrs.getString("source");
+    e.mainContext = n.attrs.getInt("main_context", 1);
+    e.embedMode = n.attrs.getInt("embed_mode", 1);
+    e.partitionName = n.attrs.getString("partition_name");
+    e.sdkVersion = n.attrs.getString("ep_sdk_version");
+    e.hardwareArchitecture = n.attrs.getString("hardware_architecture");
+    e.onnxModelFilename = n.attrs.getString("onnx_model_filename");
+    e.notes = n.attrs.getString("notes");
+    if (const ir::Attribute* m = n.attrs.find("max_size"); m && m->type == ir::AttrType::Int) e.maxSize = m->i;
+    for (const auto& in : n.inputs)
+      e.inputs.push_back(summarizeValue(g, in));
+    for (const auto& out : n.outputs)
+      e.outputs.push_back(summarizeValue(g, out));
+    const ir::Attribute* cache = n.attrs.find("ep_cache_context");
+    std::string label = fmt::format("{}: EPContext node '{}'", path.string(), n.name);
+    if (e.embedMode != 0 && e.embedMode != 1) {
+      report_.problems.push_back(fmt::format("{}: embed_mode is {}; expected 0 or 1", label, e.embedMode));
+    } else if (cache && cache->type == ir::AttrType::String) {
+      if (e.embedMode == 1) {
+        e.cacheContext = fmt::format("embedded, {} bytes", cache->s.size());
+        // Another EP's payload is opaque: its size is all there is to say.
+        if (isOurs(e.source)) openEmbeddedContext(label, cache->s);
+      } else {
+        e.cacheContext = cache->s;
+        if (auto index = addReferencedFile(dir, cache->s, "context binary", "raw", label))
+          claimContextBinary(*index, e.source);
+      }
+    } else if (e.mainContext == 1) {
+      report_.problems.push_back(label + ": main_context=1 but no ep_cache_context");
+    }
+    if (e.source.empty()) report_.problems.push_back(label + ": no source attribute");
+    report_.nodes.push_back(std::move(e));
   }
 
-  void addFile(const std::string& shown, const std::string& role, const fs::path& real) {
-    if (seen_.count(shown)) return;
-    seen_.insert(shown);
+  void addExternalData(const fs::path& model, const fs::path& dir, const ExternalInitializer& init) {
+    ExternalDataRef ref;
+    ref.model = model.string();
+    ref.initializer = init.name;
+    ref.location = init.where.location;
+    ref.offset = init.where.offset;
+    ref.length = init.where.length;
+    std::string label = fmt::format("{}: initializer '{}'", ref.model, ref.initializer);
+    auto index = addReferencedFile(dir, ref.location, "external data", "raw", label);
+    if (index)
+      ref.path = report_.files[*index].path;
+    else
+      ref.problem = "path refused";
+    report_.externalData.push_back(std::move(ref));
+  }
+
+  // A context binary referenced by a node of `source`: ours is read and checked, another EP's stays opaque.
+  // A file first listed as external data becomes a context binary once a node names it.
+  void claimContextBinary(size_t index, const std::string& source) {
+    DeploymentFile& f = report_.files[index];
+    if (f.format == "ctxkit") return;
+    if (f.format == "opaque" && !isOurs(source)) return;
+    f.role = "context binary";
+    f.format = isOurs(source) ? "ctxkit" : "opaque";
+    f.ep = source;
+    if (f.format != "ctxkit" || !f.exists) return;
+    std::string shown = f.path;
+    uint64_t bytes = f.bytes.value_or(0);
+    auto view = format::ContainerView::openFile(shown);
+    if (!view) {
+      report_.problems.push_back(view.error().message());
+      return;
+    }
+    std::set<std::pair<uint64_t, uint64_t>>& ranges = containerWeights_[shown];
+    for (const auto& w : view->weights())
+      ranges.emplace(w.offset, w.size);
+    addContext(shown, std::move(view).value(), bytes);
+  }
+
+  void openEmbeddedContext(const std::string& label, const std::string& bytes) {
+    auto payload = std::make_shared<std::string>(bytes);
+    auto view = format::ContainerView::open(std::as_bytes(std::span(payload->data(), payload->size())), payload,
+                                            label + " (embedded context)");
+    if (view)
+      addContext(label + " (embedded)", std::move(view).value(), 0);
+    else
+      report_.problems.push_back(view.error().message());
+  }
+
+  // Lists a file once per path. `referrer` names who needs it, for the problem when it is missing.
+  size_t addFile(const std::string& shown, const fs::path& real, const std::string& role, const std::string& fileFormat,
+                 const std::string& referrer) {
+    if (auto it = fileIndex_.find(shown); it != fileIndex_.end()) return it->second;
     DeploymentFile f;
     f.path = shown;
     f.role = role;
-    f.bytes = fileSize(real);
-    f.exists = f.bytes.has_value();
-    if (!f.exists) {
+    f.format = fileFormat;
+    std::error_code ec;
+    auto status = fs::status(real, ec);
+    if (ec || !fs::exists(status)) {
       f.problem = "missing";
-      report_.problems.push_back(fmt::format("{} '{}' is missing", role, shown));
+      report_.problems.push_back(referrer.empty() ? fmt::format("{} '{}' is missing", role, shown)
+                                                  : fmt::format("{}: {} '{}' is missing", referrer, role, shown));
+    } else if (!fs::is_regular_file(status)) {
+      f.problem = "not a regular file";
+      report_.problems.push_back(fmt::format("{}: {} '{}' is not a regular file", referrer, role, shown));
+    } else {
+      f.bytes = fileSize(real);
+      f.exists = f.bytes.has_value();
     }
+    fileIndex_.emplace(shown, report_.files.size());
     report_.files.push_back(std::move(f));
+    return report_.files.size() - 1;
   }
 
-  void addReferencedFile(const fs::path& dir, const std::string& relative, const std::string& role, const fs::path& model,
-                         const std::string& what) {
+  // The file `relative` names, resolved against the model's folder; an absolute or escaping path is listed as
+  // written, is a problem, and gives no index.
+  std::optional<size_t> addReferencedFile(const fs::path& dir, const std::string& relative, const std::string& role,
+                                          const std::string& fileFormat, const std::string& referrer) {
     auto resolved = resolveInside(dir, relative);
-    if (!resolved) {
-      std::string shown = relative;
-      if (seen_.insert(shown).second) {
-        DeploymentFile f{shown, role, std::nullopt, false, resolved.error().message()};
-        report_.files.push_back(std::move(f));
-      }
-      report_.problems.push_back(fmt::format("{}: '{}': {}", model.string(), what, resolved.error().message()));
-      return;
+    if (resolved) return addFile(resolved->string(), *resolved, role, fileFormat, referrer);
+    std::string why = resolved.error().message();
+    report_.problems.push_back(fmt::format("{}: {} path refused: {}", referrer, role, why));
+    if (!fileIndex_.count(relative)) {
+      DeploymentFile f;
+      f.path = relative;
+      f.role = role;
+      f.format = fileFormat;
+      f.problem = why;
+      fileIndex_.emplace(relative, report_.files.size());
+      report_.files.push_back(std::move(f));
     }
-    std::string shown = resolved->string();
-    bool fresh = !seen_.count(shown);
-    addFile(shown, role, *resolved);
-    if (fresh && role == "context binary" && fileSize(*resolved)) {
-      auto view = format::ContainerView::openFile(*resolved);
-      if (!view) {
-        report_.problems.push_back(view.error().message());
-        return;
+    return std::nullopt;
+  }
+
+  // Every external data range must lie inside its file; one inside a ctxkit container must be exactly one of its
+  // weights (so the container's hashes cover the bytes, and no header or program is read as a tensor).
+  void checkExternalRanges() {
+    for (ExternalDataRef& ref : report_.externalData) {
+      if (ref.path.empty()) continue; // refused: already a problem
+      const DeploymentFile& file = report_.files[fileIndex_.at(ref.path)];
+      ref.fileBytes = file.bytes;
+      if (!file.exists) {
+        ref.problem = file.problem; // reported once for the file
+        continue;
       }
-      addContext(shown, std::move(view).value(), fileSize(*resolved).value_or(0));
+      std::string where =
+          fmt::format("{}: initializer '{}': external data '{}'", ref.model, ref.initializer, ref.location);
+      if (!rangeFits(ref.offset, ref.length, *file.bytes)) {
+        ref.problem = fmt::format("offset {} + length {} exceeds file size {}", ref.offset, ref.length, *file.bytes);
+        report_.problems.push_back(fmt::format("{}: offset {} + length {} exceeds file size {} of '{}'", where,
+                                               ref.offset, ref.length, *file.bytes, ref.path));
+        continue;
+      }
+      auto container = containerWeights_.find(ref.path);
+      if (container != containerWeights_.end() && !container->second.count({ref.offset, ref.length})) {
+        ref.problem = "not one weight of the ctxkit context binary";
+        report_.problems.push_back(fmt::format("{}: offset {} length {} is not one weight of ctxkit context binary "
+                                               "'{}'; expected the exact range of one of its {} weights",
+                                               where, ref.offset, ref.length, ref.path, container->second.size()));
+      }
+    }
+  }
+
+  // --verify: load each model's external initializers as a runtime does, which also checks what the listing cannot
+  // (a length that disagrees with the tensor's type and shape, offsets that are not decimal numbers). Models with a
+  // problem already reported are skipped so that one fault is reported once.
+  void loadExternalData() {
+    for (const auto& model : modelsWithExternalData_) {
+      bool reported =
+          std::any_of(report_.externalData.begin(), report_.externalData.end(),
+                      [&](const ExternalDataRef& r) { return r.model == model.string() && !r.problem.empty(); });
+      if (reported) continue;
+      if (auto full = onnx_io::loadModel(model); !full) report_.problems.push_back(full.error().message());
     }
   }
 
@@ -165,12 +281,14 @@ private:
     c.fileBytes = fileBytes ? fileBytes : view.fileSize();
     c.alignment = view.alignment();
     c.weightCount = view.weights().size();
-    for (const auto& w : view.weights()) c.uniqueWeightBytes += w.size;
+    for (const auto& w : view.weights())
+      c.uniqueWeightBytes += w.size;
     std::map<uint32_t, WeightSharing> users;
     for (size_t g = 0; g < view.graphs().size(); ++g) {
       const format::GraphInfo& gi = view.graphs()[g];
       GraphSummary gs{gi.name, gi.sourceModel, 0, 0, 0};
-      auto prog = program::deserialize(view.programBytes(g), view.weights().size(), fmt::format("{}: graph '{}'", shown, gi.name));
+      auto prog = program::deserialize(view.programBytes(g), view.weights().size(),
+                                       fmt::format("{}: graph '{}'", shown, gi.name));
       if (!prog) {
         report_.problems.push_back(prog.error().message());
       } else {
@@ -184,7 +302,8 @@ private:
           ws.index = t.index;
           ws.bytes = view.weights()[t.index].size;
           if (ws.graphs.empty() || ws.graphs.back() != gi.name) ws.graphs.push_back(gi.name);
-          if (std::find(ws.models.begin(), ws.models.end(), gi.sourceModel) == ws.models.end()) ws.models.push_back(gi.sourceModel);
+          if (std::find(ws.models.begin(), ws.models.end(), gi.sourceModel) == ws.models.end())
+            ws.models.push_back(gi.sourceModel);
         }
       }
       c.graphs.push_back(std::move(gs));
@@ -192,56 +311,28 @@ private:
     for (auto& [index, ws] : users)
       if (ws.graphs.size() > 1) c.sharedWeights.push_back(std::move(ws));
     if (options_.verify) {
-      if (auto s = view.verify(); !s) report_.problems.push_back(s.error().message());
-      else c.verified = true;
+      if (auto s = view.verify(); !s)
+        report_.problems.push_back(s.error().message());
+      else
+        c.verified = true;
     }
     report_.contexts.push_back(std::move(c));
   }
 
   Options options_;
   Report report_;
-  std::set<std::string> seen_;
+  std::map<std::string, size_t> fileIndex_; // deployment file path -> index in report_.files
+  std::map<std::string, std::set<std::pair<uint64_t, uint64_t>>> containerWeights_; // ctxkit .bin -> weight ranges
+  std::vector<fs::path> modelsWithExternalData_;
 };
 
-}  // namespace
+} // namespace
 
 Expected<Report> inspectModels(const std::vector<fs::path>& models, const Options& options) {
   Inspector inspector(options);
-  for (const auto& m : models) CTX_RETURN_IF_ERROR(inspector.addModel(m));
+  for (const auto& m : models)
+    CTX_RETURN_IF_ERROR(inspector.addModel(m));
   return inspector.finish();
 }
 
-Expected<std::string> partitionDot(const std::vector<fs::path>& models) {
-  std::string out = "digraph ctxkit {\n  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n";
-  for (size_t m = 0; m < models.size(); ++m) {
-    onnx_io::LoadOptions load;
-    load.resolveExternalData = false;
-    CTX_ASSIGN_OR_RETURN(auto model, onnx_io::loadModel(models[m], load));
-    const ir::Graph& g = model.graph;
-    out += fmt::format("  subgraph cluster_{} {{\n    label=\"{}\";\n", m, dotEscape(models[m].filename().string()));
-    std::map<std::string, std::string> producer;
-    auto id = [&](size_t i) { return fmt::format("m{}n{}", m, i); };
-    for (const auto& in : g.inputs) {
-      if (g.isInitializer(in.name)) continue;
-      std::string nid = fmt::format("m{}in_{}", m, producer.size());
-      producer[in.name] = nid;
-      out += fmt::format("    {} [shape=plaintext, label=\"{}\"];\n", nid, dotEscape(in.name));
-    }
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      const ir::Node& n = g.nodes[i];
-      bool ep = n.opType == "EPContext";
-      std::string label = ep ? fmt::format("{}\\nEPContext ({})", dotEscape(n.name), dotEscape(n.attrs.getString("source")))
-                             : dotEscape(n.opType);
-      out += fmt::format("    {} [shape={}, style=filled, fillcolor=\"{}\", label=\"{}\"];\n", id(i), ep ? "box" : "ellipse",
-                         ep ? "#9fd39f" : "#f2c59b", label);
-      for (const auto& in : n.inputs)
-        if (auto it = producer.find(in); it != producer.end()) out += fmt::format("    {} -> {};\n", it->second, id(i));
-      for (const auto& o : n.outputs) producer[o] = id(i);
-    }
-    out += "  }\n";
-  }
-  out += "}\n";
-  return out;
-}
-
-}  // namespace ctxkit::inspect
+} // namespace ctxkit::inspect

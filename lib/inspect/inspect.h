@@ -38,9 +38,25 @@ struct EpContextNode {
 struct DeploymentFile {
   std::string path;  // as a deployment would copy it
   std::string role;  // "model", "context binary", "external data"
+  // What ctxinspect takes the file to be: "onnx", "ctxkit" (a ctxkit container, read and checked), "opaque"
+  // (another EP's context binary: listed, never read) or "raw" (external data bytes).
+  std::string format;
+  std::string ep;  // context binaries: the source of the EPContext node that references it
   std::optional<uint64_t> bytes;
   bool exists = false;
   std::string problem;  // "missing", "path escapes the model folder", ...
+};
+
+// An initializer of a model whose bytes live in another file (ONNX external data): what a deployment reads.
+struct ExternalDataRef {
+  std::string model;
+  std::string initializer;  // its name; "node 'If_0' > W" for one of a subgraph
+  std::string location;     // as written in the model
+  std::string path;         // resolved against the model's folder; empty when the location is refused
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  std::optional<uint64_t> fileBytes;  // the file's actual size; empty when it is missing or refused
+  std::string problem;                // empty when the range lies inside the file (and is one weight of a ctxkit container)
 };
 
 struct GraphSummary {
@@ -75,11 +91,13 @@ struct Report {
   std::vector<std::string> models;
   std::vector<EpContextNode> nodes;
   std::vector<DeploymentFile> files;
+  std::vector<ExternalDataRef> externalData;
   std::vector<ContextSummary> contexts;
   std::vector<std::string> problems;  // anything that makes the exit code 1
 };
 
 struct Options {
+  // Also recompute every ctxkit weight hash and load every external initializer as a runtime would.
   bool verify = false;
 };
 

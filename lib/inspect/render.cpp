@@ -13,6 +13,9 @@ std::string valuesText(const std::vector<ValueSummary>& values) {
   return s.empty() ? "-" : s;
 }
 
+// Another EP's nodes often lack attributes ctxkit writes; "-" keeps the listing readable.
+std::string orDash(const std::string& s) { return s.empty() ? "-" : s; }
+
 }  // namespace
 
 std::string reportText(const Report& r) {
@@ -20,19 +23,30 @@ std::string reportText(const Report& r) {
   out += fmt::format("EPContext nodes: {}\n", r.nodes.size());
   for (const auto& n : r.nodes) {
     out += fmt::format("  {} [{}]\n", n.name, n.model);
-    out += fmt::format("    source: {}\n    main_context: {}\n    embed_mode: {}\n    ep_cache_context: {}\n", n.source,
-                       n.mainContext, n.embedMode, n.cacheContext.empty() ? "-" : n.cacheContext);
-    out += fmt::format("    partition_name: {}\n    ep_sdk_version: {}\n    hardware_architecture: {}\n", n.partitionName,
-                       n.sdkVersion, n.hardwareArchitecture);
-    out += fmt::format("    onnx_model_filename: {}\n    max_size: {}\n", n.onnxModelFilename,
+    out += fmt::format("    source: {}\n    main_context: {}\n    embed_mode: {}\n    ep_cache_context: {}\n", orDash(n.source),
+                       n.mainContext, n.embedMode, orDash(n.cacheContext));
+    out += fmt::format("    partition_name: {}\n    ep_sdk_version: {}\n    hardware_architecture: {}\n", orDash(n.partitionName),
+                       orDash(n.sdkVersion), orDash(n.hardwareArchitecture));
+    out += fmt::format("    onnx_model_filename: {}\n    max_size: {}\n", orDash(n.onnxModelFilename),
                        n.maxSize ? std::to_string(*n.maxSize) : std::string("-"));
     if (!n.notes.empty()) out += fmt::format("    notes: {}\n", n.notes);
     out += fmt::format("    inputs: {}\n    outputs: {}\n", valuesText(n.inputs), valuesText(n.outputs));
   }
   out += "Deployment files:\n";
-  for (const auto& f : r.files)
-    out += fmt::format("  {:<16} {:>12}  {}{}\n", f.role, f.bytes ? std::to_string(*f.bytes) : std::string("-"), f.path,
+  for (const auto& f : r.files) {
+    std::string what = f.format == "opaque" ? fmt::format("  ({} context, opaque)", f.ep.empty() ? "unnamed EP" : f.ep) : "";
+    out += fmt::format("  {:<16} {:>12}  {}{}{}\n", f.role, f.bytes ? std::to_string(*f.bytes) : std::string("-"), f.path, what,
                        f.problem.empty() ? "" : "  [" + f.problem + "]");
+  }
+  if (!r.externalData.empty()) {
+    uint64_t bytes = 0;
+    size_t broken = 0;
+    for (const auto& e : r.externalData) {
+      bytes += e.length;
+      broken += !e.problem.empty();
+    }
+    out += fmt::format("External data: {} initializer(s), {} bytes, {} broken reference(s)\n", r.externalData.size(), bytes, broken);
+  }
   for (const auto& c : r.contexts) {
     out += fmt::format("Context binary {}: format {}.{}, producer {} {}, target {} revision {}, {} bytes, alignment {}\n", c.path,
                        c.compat.formatMajor, c.compat.formatMinor, c.compat.producer, c.compat.producerVersion,
@@ -86,9 +100,21 @@ std::string reportJson(const Report& r) {
   for (const auto& f : r.files)
     j["deployment_files"].push_back({{"path", f.path},
                                      {"role", f.role},
+                                     {"format", f.format},
+                                     {"ep", f.ep},
                                      {"bytes", f.bytes ? Json(*f.bytes) : Json(nullptr)},
                                      {"exists", f.exists},
                                      {"problem", f.problem}});
+  j["external_data"] = Json::array();
+  for (const auto& e : r.externalData)
+    j["external_data"].push_back({{"model", e.model},
+                                  {"initializer", e.initializer},
+                                  {"location", e.location},
+                                  {"path", e.path},
+                                  {"offset", e.offset},
+                                  {"length", e.length},
+                                  {"file_bytes", e.fileBytes ? Json(*e.fileBytes) : Json(nullptr)},
+                                  {"problem", e.problem}});
   j["context_binaries"] = Json::array();
   for (const auto& c : r.contexts) {
     Json jc;
