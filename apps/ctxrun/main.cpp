@@ -8,8 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <iostream>
+#include <mutex>
+#include <thread>
 
 using namespace ctxkit;
 namespace fs = std::filesystem;
@@ -23,7 +26,7 @@ struct Args {
   std::string model, inputs, expected, outputDir, contextFilePath, saveInputs;
   std::vector<std::string> dims, shapes;
   double rtol = 1e-3, atol = 1e-5;
-  int iters = 0, threads = 1;
+  int iters = 0, threads = 1, parallelRuns = 0;
   uint64_t seed = 1;
   bool savePb = false, json = false, verify = false, strict = false, fromBuffer = false;
 };
@@ -36,6 +39,48 @@ int fail(const Args& a, const Error& e, nlohmann::ordered_json& report) {
   }
   std::cerr << "ctxrun: error: " << e.message() << "\n";
   return e.code() == ErrorCode::InvalidArgument ? cli::kExitUsage : cli::kExitFailure;
+}
+
+// Runs the session from `threads` threads at once, `runsEach` times each, and checks every result against the
+// first (serial) run bit for bit: a loaded session is immutable, so concurrency must not change any output.
+struct ParallelResult {
+  uint64_t runs = 0;
+  uint64_t wrong = 0;
+  double seconds = 0;
+  std::string firstProblem;
+};
+
+ParallelResult runInParallel(const runtime::Session& s, const std::vector<ir::Tensor>& feeds,
+                             const std::vector<ir::Tensor>& reference, int threads, int runsEach) {
+  ParallelResult result;
+  std::atomic<uint64_t> wrong{0};
+  std::mutex problemMutex;
+  auto start = Clock::now();
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t)
+    workers.emplace_back([&] {
+      for (int i = 0; i < runsEach; ++i) {
+        auto out = s.run(feeds);
+        std::string problem;
+        if (!out) {
+          problem = out.error().message();
+        } else {
+          for (size_t o = 0; o < out->size() && problem.empty(); ++o) {
+            auto c = runtime::compareTensors((*out)[o], reference[o], 0, 0);
+            if (!c.match) problem = fmt::format("output {} '{}': {}", o, s.outputs()[o].name, c.message);
+          }
+        }
+        if (problem.empty()) continue;
+        ++wrong;
+        std::lock_guard<std::mutex> lock(problemMutex);
+        if (result.firstProblem.empty()) result.firstProblem = problem;
+      }
+    });
+  for (auto& w : workers) w.join();
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  result.runs = static_cast<uint64_t>(threads) * static_cast<uint64_t>(runsEach);
+  result.wrong = wrong.load();
+  return result;
 }
 
 }  // namespace
@@ -56,6 +101,10 @@ int main(int argc, char** argv) {
   app.add_option("--seed", a.seed, "seed for random inputs (default 1)");
   app.add_option("--iters", a.iters, "run N times and print load, first-run, median and p90 times");
   app.add_option("--threads", a.threads, "kernel threads (default 1)")->check(CLI::Range(1, 256));
+  app.add_option("--parallel-runs", a.parallelRuns,
+                 "also run from N threads at once on the one session (--iters runs each, default 50), check every "
+                 "result against the serial run, and report throughput")
+      ->check(CLI::Range(1, 256));
   app.add_flag("--verify", a.verify, "check every weight hash of the context binaries at load");
   app.add_flag("--strict", a.strict, "fail instead of warn when recompilation is recommended");
   app.add_flag("--from-buffer", a.fromBuffer, "load the model from memory (with --context-file-path)");
@@ -92,7 +141,7 @@ int main(int argc, char** argv) {
   }
   double loadMs = msSince(loadStart);
   if (!session) return fail(a, session.error(), report);
-  runtime::Session& s = **session;
+  const runtime::Session& s = **session;
   for (const auto& w : s.warnings()) std::cerr << "ctxrun: warning: " << w << "\n";
 
   auto feeds = a.inputs.empty() ? runtime::randomInputs(s.inputs(), bindings, a.seed) : runtime::loadInputFolder(a.inputs, s.inputs());
@@ -123,6 +172,18 @@ int main(int argc, char** argv) {
     report["iterations"] = a.iters;
     report["median_ms"] = times[times.size() / 2];
     report["p90_ms"] = times[std::min(times.size() - 1, times.size() * 9 / 10)];
+  }
+  if (a.parallelRuns > 0) {
+    auto p = runInParallel(s, *feeds, *outputs, a.parallelRuns, a.iters > 0 ? a.iters : 50);
+    report["parallel"] = {{"threads", a.parallelRuns}, {"runs", p.runs}, {"wrong", p.wrong}, {"seconds", p.seconds},
+                          {"runs_per_second", p.runs / p.seconds}};
+    if (!a.json)
+      std::cout << fmt::format("parallel: {} threads, {} runs, {} wrong, {:.1f} runs/s\n", a.parallelRuns, p.runs, p.wrong,
+                               p.runs / p.seconds);
+    if (p.wrong > 0)
+      return fail(a, makeError(ErrorCode::Internal, "{} of {} parallel runs differ from the serial run; first: {}", p.wrong,
+                               p.runs, p.firstProblem),
+                  report);
   }
   report["outputs"] = nlohmann::ordered_json::array();
   for (size_t i = 0; i < outputs->size(); ++i)

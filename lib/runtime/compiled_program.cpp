@@ -18,6 +18,53 @@ std::string descText(ir::ElemType type, const ir::Shape& shape) {
 
 }  // namespace
 
+// Hands a frame to one run and takes it back into the pool afterwards, also on error paths.
+class CompiledProgram::FrameLease {
+public:
+  FrameLease(const CompiledProgram& owner, std::unique_ptr<Frame> frame) : owner_(owner), frame_(std::move(frame)) {}
+  ~FrameLease() {
+    // Drop references to caller memory and to the outputs (and views of them) before the frame is reused.
+    const auto& tensors = owner_.program_.tensors;
+    for (size_t t = 0; t < tensors.size(); ++t)
+      if (tensors[t].kind == TensorKind::Input || tensors[t].kind == TensorKind::Output ||
+          tensors[t].kind == TensorKind::View)
+        frame_->bound[t] = ir::Tensor();
+    std::lock_guard<std::mutex> lock(owner_.framesMutex_);
+    owner_.freeFrames_.push_back(std::move(frame_));
+  }
+  FrameLease(const FrameLease&) = delete;
+  FrameLease& operator=(const FrameLease&) = delete;
+  Frame& operator*() const { return *frame_; }
+
+private:
+  const CompiledProgram& owner_;
+  std::unique_ptr<Frame> frame_;
+};
+
+Expected<std::unique_ptr<CompiledProgram::Frame>> CompiledProgram::makeFrame() const {
+  auto frame = std::make_unique<Frame>();
+  if (program_.arenaSize > 0) {
+    auto size = toSize(alignUp(program_.arenaSize, 64));
+    if (!size) return makeError(ErrorCode::InvalidGraph, "arena size {} does not fit this host", program_.arenaSize);
+    void* p = std::aligned_alloc(64, *size);
+    if (!p) return makeError(ErrorCode::IoError, "cannot allocate an arena of {} bytes", program_.arenaSize);
+    frame->arena = std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
+  }
+  frame->bound = weights_;
+  for (size_t t = 0; t < program_.tensors.size(); ++t) {
+    const program::TensorDesc& d = program_.tensors[t];
+    if (d.kind == TensorKind::Arena) {
+      CTX_ASSIGN_OR_RETURN(frame->bound[t], ir::Tensor::mutableView(d.type, d.shape, frame->arena.get() + d.offset, d.size));
+    }
+  }
+  return frame;
+}
+
+size_t CompiledProgram::frameCount() const {
+  std::lock_guard<std::mutex> lock(framesMutex_);
+  return framesMade_;
+}
+
 Expected<std::unique_ptr<CompiledProgram>> CompiledProgram::create(program::Program prog,
                                                                    std::shared_ptr<const format::ContainerView> container,
                                                                    std::string name) {
@@ -25,15 +72,9 @@ Expected<std::unique_ptr<CompiledProgram>> CompiledProgram::create(program::Prog
   cp->name_ = std::move(name);
   auto fail = [&](Error e) { return e.addContext(fmt::format("graph '{}' in '{}'", cp->name_, container->displayName())); };
 
-  // Arena: one aligned block for the program's lifetime.
-  if (prog.arenaSize > 0) {
-    auto size = toSize(alignUp(prog.arenaSize, 64));
-    if (!size) return fail(makeError(ErrorCode::InvalidGraph, "arena size {} does not fit this host", prog.arenaSize));
-    void* p = std::aligned_alloc(64, *size);
-    if (!p) return fail(makeError(ErrorCode::IoError, "cannot allocate an arena of {} bytes", prog.arenaSize));
-    cp->arena_ = std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
-  }
-  cp->bound_.resize(prog.tensors.size());
+  if (!toSize(alignUp(prog.arenaSize, 64)))
+    return fail(makeError(ErrorCode::InvalidGraph, "arena size {} does not fit this host", prog.arenaSize));
+  cp->weights_.resize(prog.tensors.size());
   for (size_t t = 0; t < prog.tensors.size(); ++t) {
     const program::TensorDesc& d = prog.tensors[t];
     if (d.kind == TensorKind::Weight) {
@@ -41,9 +82,7 @@ Expected<std::unique_ptr<CompiledProgram>> CompiledProgram::create(program::Prog
       if (w.type != d.type || w.shape != d.shape)
         return fail(makeError(ErrorCode::InvalidGraph, "tensor '{}' expects weight {} as {} but the weight table has {}", d.name,
                               d.index, descText(d.type, d.shape), descText(w.type, w.shape)));
-      CTX_ASSIGN_OR_RETURN(cp->bound_[t], container->weightTensor(d.index));
-    } else if (d.kind == TensorKind::Arena) {
-      CTX_ASSIGN_OR_RETURN(cp->bound_[t], ir::Tensor::mutableView(d.type, d.shape, cp->arena_.get() + d.offset, d.size));
+      CTX_ASSIGN_OR_RETURN(cp->weights_[t], container->weightTensor(d.index));
     }
   }
   // The kernels must agree with every recorded shape before anything runs.
@@ -58,7 +97,7 @@ Expected<std::unique_ptr<CompiledProgram>> CompiledProgram::create(program::Prog
         const auto& d = prog.tensors[in];
         v.type = d.type;
         v.shape = d.shape;
-        if (d.kind == TensorKind::Weight) v.value = &cp->bound_[in];
+        if (d.kind == TensorKind::Weight) v.value = &cp->weights_[in];
       }
       descs.push_back(std::move(v));
     }
@@ -74,10 +113,15 @@ Expected<std::unique_ptr<CompiledProgram>> CompiledProgram::create(program::Prog
   }
   cp->program_ = std::move(prog);
   cp->container_ = std::move(container);
+  // One frame up front: the arena is allocated at load, and any layout error shows here, not in a run.
+  CTX_ASSIGN_OR_RETURN(auto first, cp->makeFrame().addContext(fmt::format("graph '{}'", cp->name_)));
+  cp->freeFrames_.push_back(std::move(first));
+  cp->framesMade_ = 1;
   return cp;
 }
 
-Expected<std::vector<ir::Tensor>> CompiledProgram::run(std::span<const ir::Tensor* const> inputs, kernels::ThreadPool* pool) {
+Expected<std::vector<ir::Tensor>> CompiledProgram::run(std::span<const ir::Tensor* const> inputs,
+                                                       kernels::ThreadPool* pool) const {
   const auto& tensors = program_.tensors;
   if (inputs.size() != program_.inputs.size())
     return makeError(ErrorCode::InvalidArgument, "graph '{}' takes {} inputs but {} were given", name_, program_.inputs.size(),
@@ -89,30 +133,43 @@ Expected<std::vector<ir::Tensor>> CompiledProgram::run(std::span<const ir::Tenso
       return makeError(ErrorCode::InvalidArgument, "graph '{}' input {} ('{}') was compiled for {} but got {}", name_, i, d.name,
                        descText(d.type, d.shape),
                        inputs[i] ? descText(inputs[i]->type(), inputs[i]->shape()) : std::string("nothing"));
-    bound_[t] = *inputs[i];
   }
+  std::unique_ptr<Frame> frame;
+  {
+    std::lock_guard<std::mutex> lock(framesMutex_);
+    if (!freeFrames_.empty()) {
+      frame = std::move(freeFrames_.back());
+      freeFrames_.pop_back();
+    }
+  }
+  if (!frame) {
+    CTX_ASSIGN_OR_RETURN(frame, makeFrame().addContext(fmt::format("graph '{}'", name_)));
+    std::lock_guard<std::mutex> lock(framesMutex_);
+    ++framesMade_;
+  }
+  FrameLease lease(*this, std::move(frame));
+  std::vector<ir::Tensor>& bound = (*lease).bound;
+  for (size_t i = 0; i < inputs.size(); ++i) bound[program_.inputs[i]] = *inputs[i];
   std::vector<ir::Tensor> outputs;
   for (int32_t t : program_.outputs) {
     CTX_ASSIGN_OR_RETURN(auto out, ir::Tensor::allocate(tensors[t].type, tensors[t].shape));
-    outputs.push_back(out);  // shares the buffer with bound_
-    bound_[t] = std::move(out);
+    outputs.push_back(out);  // shares the buffer with the frame's binding
+    bound[t] = std::move(out);
   }
   for (size_t t = 0; t < tensors.size(); ++t)
     if (tensors[t].kind == TensorKind::View) {
-      CTX_ASSIGN_OR_RETURN(bound_[t], bound_[tensors[t].index].reshaped(tensors[t].shape));
+      CTX_ASSIGN_OR_RETURN(bound[t], bound[tensors[t].index].reshaped(tensors[t].shape));
     }
   std::vector<const ir::Tensor*> ins;
   std::vector<ir::Tensor*> outs;
   for (const program::Op& op : program_.ops) {
     ins.clear();
     outs.clear();
-    for (int32_t i : op.inputs) ins.push_back(i < 0 ? nullptr : &bound_[i]);
-    for (int32_t o : op.outputs) outs.push_back(&bound_[o]);
+    for (int32_t i : op.inputs) ins.push_back(i < 0 ? nullptr : &bound[i]);
+    for (int32_t o : op.outputs) outs.push_back(&bound[o]);
     kernels::OpContext ctx{op.kind, op.opset, op.attrs, op.name, pool};
     CTX_RETURN_IF_ERROR(kernels::run(ctx, ins, outs).addContext(fmt::format("graph '{}'", name_)));
   }
-  // Drop references to caller memory.
-  for (int32_t t : program_.inputs) bound_[t] = ir::Tensor();
   return outputs;
 }
 

@@ -6,6 +6,7 @@
 #include "program/program.h"
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -26,16 +27,32 @@ public:
   const std::string& name() const { return name_; }
   uint64_t arenaBytes() const { return program_.arenaSize; }
 
-  // Inputs must match the program's static types and shapes; outputs are allocated here.
-  Expected<std::vector<ir::Tensor>> run(std::span<const ir::Tensor* const> inputs, kernels::ThreadPool* pool);
+  // Inputs must match the program's static types and shapes; outputs are allocated here. Thread-safe: each
+  // call runs in a frame of its own (arena and bound values), taken from a pool and returned afterwards.
+  Expected<std::vector<ir::Tensor>> run(std::span<const ir::Tensor* const> inputs, kernels::ThreadPool* pool) const;
+
+  // Frames made so far (concurrent runs need one each); for tests.
+  size_t frameCount() const;
 
 private:
+  // Per-run state: the arena and one bound value per program tensor (weights, arena slices, then the call's
+  // inputs, outputs and views of them).
+  struct Frame {
+    std::shared_ptr<std::byte> arena;
+    std::vector<ir::Tensor> bound;
+  };
+  class FrameLease;
+
   CompiledProgram() = default;
+  Expected<std::unique_ptr<Frame>> makeFrame() const;
+
   program::Program program_;
   std::shared_ptr<const format::ContainerView> container_;
   std::string name_;
-  std::shared_ptr<std::byte> arena_;
-  std::vector<ir::Tensor> bound_;  // one per program tensor; inputs, outputs and their views rebound per run
+  std::vector<ir::Tensor> weights_;  // one per program tensor; only weight entries are set
+  mutable std::mutex framesMutex_;
+  mutable std::vector<std::unique_ptr<Frame>> freeFrames_;
+  mutable size_t framesMade_ = 0;
 };
 
 }  // namespace ctxkit::runtime

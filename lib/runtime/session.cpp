@@ -194,7 +194,7 @@ struct Session::Impl {
     return Status::ok();
   }
 
-  Expected<std::vector<ir::Tensor>> run(const std::vector<ir::Tensor>& feeds) {
+  Expected<std::vector<ir::Tensor>> run(const std::vector<ir::Tensor>& feeds) const {
     if (feeds.size() != inputs.size())
       return makeError(ErrorCode::InvalidArgument, "{} takes {} inputs but {} were given", displayName, inputs.size(), feeds.size());
     Scope scope(&constants);  // initializers are read through the parent scope, never copied per run
@@ -261,7 +261,7 @@ const std::vector<ir::ValueInfo>& Session::outputs() const { return impl_->outpu
 const std::vector<std::string>& Session::warnings() const { return impl_->warnings; }
 const SessionStats& Session::stats() const { return impl_->stats; }
 Compatibility Session::compatibility() const { return impl_->compatibility; }
-Expected<std::vector<ir::Tensor>> Session::run(const std::vector<ir::Tensor>& feeds) { return impl_->run(feeds); }
+Expected<std::vector<ir::Tensor>> Session::run(const std::vector<ir::Tensor>& feeds) const { return impl_->run(feeds); }
 
 size_t sharedContextCount() { return liveSharedContainers(); }
 

@@ -48,8 +48,9 @@ public:
   const SessionStats& stats() const;
   Compatibility compatibility() const;
 
-  // Feeds in input order; returns outputs in output order.
-  Expected<std::vector<ir::Tensor>> run(const std::vector<ir::Tensor>& feeds);
+  // Feeds in input order; returns outputs in output order. A loaded session is immutable: `run` may be called
+  // from several threads at once, each call with its own frames (arenas, bound values) from per-program pools.
+  Expected<std::vector<ir::Tensor>> run(const std::vector<ir::Tensor>& feeds) const;
 
   struct Impl;
 

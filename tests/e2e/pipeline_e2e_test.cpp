@@ -356,3 +356,18 @@ TEST_CASE("ctxrun with two threads and repeated runs gives the same verdict", "[
   auto usage = runTool(CTXKIT_CTXRUN, {(out / "tiny_prefill_ctx.onnx").string(), "--threads", "0"});
   CHECK(usage.exitCode == 2);
 }
+
+TEST_CASE("ctxrun --parallel-runs runs one session from several threads and checks every result", "[e2e]") {
+  TempDir out("parallel");
+  REQUIRE(runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", out.path().string()}).exitCode == 0);
+  auto run = runTool(CTXKIT_CTXRUN, {(out / "tiny_cnn_ctx.onnx").string(), "--parallel-runs", "4", "--iters", "25",
+                                     "--inputs", sampleData("tiny_cnn"), "--expected", sampleData("tiny_cnn"), "--json"});
+  INFO(run.out << run.err);
+  REQUIRE(run.exitCode == 0);
+  auto j = nlohmann::json::parse(run.out);
+  CHECK(j["parallel"]["threads"].get<int>() == 4);
+  CHECK(j["parallel"]["runs"].get<int>() == 100);
+  CHECK(j["parallel"]["wrong"].get<int>() == 0);
+  CHECK(j["parallel"]["runs_per_second"].get<double>() > 0);
+  CHECK(runTool(CTXKIT_CTXRUN, {(out / "tiny_cnn_ctx.onnx").string(), "--parallel-runs", "0"}).exitCode == 2);
+}

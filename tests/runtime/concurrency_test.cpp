@@ -1,0 +1,96 @@
+// A loaded session is immutable: many threads running it at once, on different inputs, get exactly the results
+// of serial runs (SPEC §8). Built under ThreadSanitizer too (see scripts/test.sh).
+#include "pipeline/pipeline.h"
+#include "runtime/run_io.h"
+#include "runtime/session.h"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <thread>
+
+using namespace ctxkit;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kSamples = CTXKIT_SAMPLES_DIR;
+
+struct CompiledSample {
+  fs::path dir;
+  fs::path model;
+  explicit CompiledSample(const std::string& stem, const std::string& target) {
+    std::random_device rd;
+    dir = fs::temp_directory_path() / fmt::format("ctxkit_concurrency_{}_{}_{}", stem, target, rd());
+    pipeline::CompileOptions o;
+    o.models.push_back(kSamples / (stem + ".onnx"));
+    o.outputDir = dir;
+    o.target = target;
+    auto r = pipeline::compileModels(o);
+    INFO((r ? std::string() : r.error().message()));
+    REQUIRE(r);
+    model = dir / (stem + "_ctx.onnx");
+  }
+  ~CompiledSample() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+bool sameBits(const ir::Tensor& a, const ir::Tensor& b) {
+  return a.type() == b.type() && a.shape() == b.shape() && a.byteSize() == b.byteSize() &&
+         std::memcmp(a.data(), b.data(), a.byteSize()) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("8 threads x 100 runs on one session give exactly the serial results", "[runtime][concurrency]") {
+  auto [stem, target, kernelThreads] = GENERATE(table<std::string, std::string, int>({
+      {"tiny_prefill", "npu-sim", 1},
+      {"tiny_cnn", "npu-sim", 2},  // kernels share the session's thread pool between concurrent runs
+      {"tiny_decode", "cpu", 1},
+  }));
+  CAPTURE(stem, target, kernelThreads);
+  CompiledSample compiled(stem, target);
+  runtime::SessionOptions options;
+  options.threads = kernelThreads;
+  auto session = runtime::Session::loadFile(compiled.model, options);
+  REQUIRE(session);
+  const runtime::Session& s = **session;
+  REQUIRE(s.stats().compiledNodes > 0);
+
+  // Different inputs per run, so results that leak between concurrent runs show up as wrong outputs.
+  constexpr int kInputSets = 6;
+  std::vector<std::vector<ir::Tensor>> feeds, expected;
+  for (int i = 0; i < kInputSets; ++i) {
+    auto f = runtime::randomInputs(s.inputs(), {}, 100 + i);
+    REQUIRE(f);
+    auto out = s.run(*f);
+    REQUIRE(out);
+    feeds.push_back(std::move(*f));
+    expected.push_back(std::move(*out));
+  }
+  REQUIRE(!sameBits(expected[0][0], expected[1][0]));  // the input sets really differ
+
+  constexpr int kThreads = 8, kRuns = 100;
+  std::atomic<int> wrong{0}, failed{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < kThreads; ++t)
+    workers.emplace_back([&, t] {
+      for (int r = 0; r < kRuns; ++r) {
+        int set = (t + r) % kInputSets;
+        auto out = s.run(feeds[set]);
+        if (!out) {
+          ++failed;
+          continue;
+        }
+        for (size_t o = 0; o < out->size(); ++o)
+          if (!sameBits((*out)[o], expected[set][o])) ++wrong;
+      }
+    });
+  for (auto& w : workers) w.join();
+  CHECK(failed.load() == 0);
+  CHECK(wrong.load() == 0);
+}
