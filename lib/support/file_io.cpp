@@ -2,13 +2,18 @@
 #include "support/file_io.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <vector>
 
 namespace ctxkit {
 
@@ -16,7 +21,107 @@ namespace fs = std::filesystem;
 
 namespace {
 std::string osError() { return std::strerror(errno); }
+
+constexpr std::string_view kTempMarker = ".tmp";
+constexpr size_t kTempRandomDigits = 8;
+
+// Removes temporary files a killed writer left for `finalName` in `folder`: only names that match the
+// writer's pattern exactly, only regular files, and only when the recorded process no longer exists. A
+// process that exists but is not ours (EPERM) is alive too; our own pid's temporaries may be live writers.
+void removeStaleTemps(const fs::path& folder, const std::string& finalName) {
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  const long self = static_cast<long>(::getpid());
+  for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    auto owner = atomicTempOwner(it->path().filename().string(), finalName);
+    if (!owner || *owner == self) continue;
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (::kill(static_cast<pid_t>(*owner), 0) == 0 || errno != ESRCH) continue;
+    stale.push_back(it->path());
+  }
+  for (const fs::path& p : stale) (void)::unlink(p.c_str());
+}
+
+// Follows every symbolic link in `p` as open() would, including links whose target does not exist yet;
+// components that do not exist are taken literally. The result is absolute and has no `.` or `..`.
+Expected<fs::path> followLinks(const fs::path& p) {
+  constexpr int kMaxLinks = 40;  // Linux's own limit for one lookup
+  std::error_code ec;
+  fs::path start = p.is_absolute() ? p : fs::current_path(ec) / p;
+  if (ec) return makeError(ErrorCode::IoError, "cannot determine the current folder: {}", ec.message());
+  std::vector<fs::path> pending;  // components still to walk, the next one last
+  auto push = [&pending](const fs::path& q) {
+    std::vector<fs::path> parts(q.begin(), q.end());
+    pending.insert(pending.end(), parts.rbegin(), parts.rend());
+  };
+  push(start.relative_path());
+  fs::path out = "/";
+  int links = 0;
+  while (!pending.empty()) {
+    fs::path part = std::move(pending.back());
+    pending.pop_back();
+    if (part.empty() || part == ".") continue;
+    if (part == "..") {
+      out = out.parent_path();
+      continue;
+    }
+    fs::path next = out / part;
+    struct stat st {};
+    if (::lstat(next.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) {
+      out = std::move(next);
+      continue;
+    }
+    if (++links > kMaxLinks)
+      return makeError(ErrorCode::InvalidGraph, "'{}' goes through more than {} symbolic links", p.string(), kMaxLinks);
+    fs::path target = fs::read_symlink(next, ec);
+    if (ec) return makeError(ErrorCode::IoError, "cannot read the symbolic link '{}': {}", next.string(), ec.message());
+    if (target.is_absolute()) out = "/";
+    push(target.relative_path());
+  }
+  return out;
+}
+
+// realpath(3) for a path that exists (the common case, and much cheaper); followLinks otherwise (a file not
+// written yet, a dangling link).
+Expected<fs::path> resolvedPath(const fs::path& p) {
+  if (char* real = ::realpath(p.c_str(), nullptr)) {
+    fs::path out(real);
+    std::free(real);
+    return out;
+  }
+  return followLinks(p);
+}
+
+bool isWithin(const fs::path& inner, const fs::path& outer) {
+  const std::string& in = inner.native();
+  const std::string& out = outer.native();
+  if (out == "/") return true;
+  return in.compare(0, out.size(), out) == 0 && (in.size() == out.size() || in[out.size()] == '/');
+}
 }  // namespace
+
+std::optional<long> atomicTempOwner(std::string_view tempName, std::string_view finalName) {
+  // `.<final>.tmp<pid>-<8 lowercase hex>`, pid in decimal without leading zeros.
+  if (tempName.size() < 1 + finalName.size() + kTempMarker.size() || tempName.front() != '.' ||
+      tempName.substr(1, finalName.size()) != finalName ||
+      tempName.substr(1 + finalName.size(), kTempMarker.size()) != kTempMarker)
+    return std::nullopt;
+  std::string_view rest = tempName.substr(1 + finalName.size() + kTempMarker.size());
+  size_t dash = rest.find('-');
+  if (dash == std::string_view::npos || dash == 0 || dash > 10 || rest[0] == '0') return std::nullopt;
+  long pid = 0;
+  for (char c : rest.substr(0, dash)) {
+    if (c < '0' || c > '9') return std::nullopt;
+    pid = pid * 10 + (c - '0');
+  }
+  if (pid > INT_MAX) return std::nullopt;
+  std::string_view random = rest.substr(dash + 1);
+  if (random.size() != kTempRandomDigits ||
+      !std::all_of(random.begin(), random.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
+    return std::nullopt;
+  return pid;
+}
 
 Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const fs::path& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -52,9 +157,11 @@ Expected<std::string> readFile(const fs::path& path) {
 Expected<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::create(const fs::path& finalPath) {
   fs::path folder = finalPath.parent_path();
   if (folder.empty()) folder = ".";
+  const std::string finalName = finalPath.filename().string();
+  removeStaleTemps(folder, finalName);
   std::random_device rd;
   for (int attempt = 0; attempt < 16; ++attempt) {
-    fs::path temp = folder / fmt::format(".{}.tmp{:08x}", finalPath.filename().string(), rd());
+    fs::path temp = folder / fmt::format(".{}{}{}-{:08x}", finalName, kTempMarker, ::getpid(), rd());
     int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd >= 0) return std::unique_ptr<AtomicFileWriter>(new AtomicFileWriter(finalPath, temp, fd));
     if (errno != EEXIST)
@@ -141,7 +248,31 @@ Expected<fs::path> resolveInside(const fs::path& folder, std::string_view relati
       ++depth;
     }
   }
-  return (folder / rel).lexically_normal();
+  // Rule 11 holds for what open() will reach: a symbolic link inside the folder may point anywhere. Links
+  // in the folder's own path do not matter, so the common case (no link below the folder) costs one lstat
+  // per component of `relative`; only a path through a link is resolved in full.
+  fs::path joined = (folder / rel).lexically_normal();
+  fs::path walked = folder.empty() ? fs::path(".") : folder;
+  bool throughLink = false;
+  for (const auto& part : rel.lexically_normal()) {
+    if (part.empty() || part == ".") continue;
+    walked /= part;
+    struct stat st {};
+    if (::lstat(walked.c_str(), &st) != 0) break;  // missing: nothing below it exists either
+    if (S_ISLNK(st.st_mode)) {
+      throughLink = true;
+      break;
+    }
+  }
+  if (!throughLink) return joined;
+  CTX_ASSIGN_OR_RETURN(fs::path realFolder, resolvedPath(folder.empty() ? fs::path(".") : folder));
+  CTX_ASSIGN_OR_RETURN(fs::path realTarget, resolvedPath(joined));
+  if (!isWithin(realTarget, realFolder))
+    return makeError(ErrorCode::InvalidGraph,
+                     "path '{}' escapes the model folder '{}' through a symbolic link: it resolves to '{}'; expected "
+                     "a place inside '{}'",
+                     relative, folder.string(), realTarget.string(), realFolder.string());
+  return joined;
 }
 
 }  // namespace ctxkit

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -36,6 +37,8 @@ Expected<std::string> readFile(const std::filesystem::path& path);
 
 // Writes to a temporary name in the destination folder; `commit()` fsyncs and renames it into place.
 // Destroying an uncommitted writer removes the temporary file, so a failure never leaves a final name.
+// The temporary name is `.<final name>.tmp<pid>-<8 hex digits>`. A process killed before it could clean up
+// leaves such a file behind; creating a writer for the same final path removes those whose process is gone.
 class AtomicFileWriter {
 public:
   static Expected<std::unique_ptr<AtomicFileWriter>> create(const std::filesystem::path& finalPath);
@@ -48,6 +51,7 @@ public:
   Status writeZeros(uint64_t count);
   uint64_t bytesWritten() const { return written_; }
   Status commit();
+  const std::filesystem::path& tempPath() const { return tempPath_; }
 
 private:
   AtomicFileWriter(std::filesystem::path finalPath, std::filesystem::path tempPath, int fd)
@@ -64,7 +68,12 @@ inline Status writeFileAtomically(const std::filesystem::path& path, std::string
   return writeFileAtomically(path, std::as_bytes(std::span(data.data(), data.size())));
 }
 
-// Resolves `relative` inside `folder`; rejects empty, absolute and escaping (`..`) paths.
+// Resolves `relative` inside `folder`; rejects empty, absolute and escaping (`..`) paths, and paths that
+// leave the folder through a symbolic link (the resolved path is checked, so a link to a place inside the
+// folder is fine). Returns the lexical path `folder/relative`, normalized.
 Expected<std::filesystem::path> resolveInside(const std::filesystem::path& folder, std::string_view relative);
+
+// The pid in `tempName` if it is exactly a temporary name AtomicFileWriter uses for `finalName`.
+std::optional<long> atomicTempOwner(std::string_view tempName, std::string_view finalName);
 
 }  // namespace ctxkit

@@ -1,0 +1,259 @@
+// Unit tests for file_io's defences: path confinement through symbolic links (SPEC §11 rule 11) and the
+// atomic writer's removal of temporary files that killed processes left behind.
+#include "support/file_io.h"
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+#include <set>
+
+using namespace ctxkit;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh folder for one test, removed at the end.
+class Scratch {
+public:
+  Scratch() {
+    std::random_device rd;
+    root_ = fs::temp_directory_path() / fmt::format("ctxkit_file_io_{}_{:08x}", ::getpid(), rd());
+    fs::create_directories(root_);
+  }
+  ~Scratch() {
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+  }
+  const fs::path& root() const { return root_; }
+
+private:
+  fs::path root_;
+};
+
+void writeText(const fs::path& p, std::string_view text) {
+  std::ofstream out(p, std::ios::binary);
+  out << text;
+}
+
+std::set<std::string> namesIn(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
+  return names;
+}
+
+// A pid that belonged to a process of ours that has exited and been reaped.
+pid_t deadPid() {
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE(::kill(child, 0) != 0);
+  return child;
+}
+
+// A live child that sleeps until it is killed.
+struct Sleeper {
+  pid_t pid = ::fork();
+  Sleeper() {
+    if (pid == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    REQUIRE(pid > 0);
+  }
+  ~Sleeper() {
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+  }
+};
+
+// Sets up: model/ with real.bin and sub/inner.bin, outside/secret.bin next to it.
+struct Layout {
+  Scratch scratch;
+  fs::path model = scratch.root() / "model";
+  fs::path outside = scratch.root() / "outside";
+  Layout() {
+    fs::create_directories(model / "sub");
+    fs::create_directories(outside);
+    writeText(model / "real.bin", "inside");
+    writeText(model / "sub" / "inner.bin", "inner");
+    writeText(outside / "secret.bin", "secret");
+  }
+};
+
+void expectEscape(const fs::path& folder, std::string_view relative) {
+  auto r = resolveInside(folder, relative);
+  INFO("path " << relative);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code() == ErrorCode::InvalidGraph);
+  CHECK_THAT(r.error().message(), Catch::Contains("escapes the model folder") && Catch::Contains("symbolic link") &&
+                                      Catch::Contains(std::string(relative)));
+}
+
+}  // namespace
+
+TEST_CASE("a symlinked file that points out of the folder is refused like ..", "[support][symlink]") {
+  Layout l;
+  fs::create_symlink(l.outside / "secret.bin", l.model / "abs.bin");
+  fs::create_symlink("../outside/secret.bin", l.model / "rel.bin");
+  expectEscape(l.model, "abs.bin");
+  expectEscape(l.model, "rel.bin");
+  expectEscape(l.model, "./rel.bin");
+  // The message says where the link leads.
+  auto r = resolveInside(l.model, "abs.bin");
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message(), Catch::Contains("secret.bin"));
+}
+
+TEST_CASE("a symlinked subfolder that points out of the folder is refused", "[support][symlink]") {
+  Layout l;
+  fs::create_directory_symlink(l.outside, l.model / "linked");
+  expectEscape(l.model, "linked/secret.bin");
+  expectEscape(l.model, "linked/not_there_yet.bin");  // what open() or a writer would reach is outside
+  expectEscape(l.model, "sub/../linked/secret.bin");
+}
+
+TEST_CASE("a dangling symlink that points out is refused, a chain of links is followed", "[support][symlink]") {
+  Layout l;
+  fs::create_symlink(l.outside / "future.bin", l.model / "dangling.bin");
+  expectEscape(l.model, "dangling.bin");
+  // link1 -> link2 -> outside
+  fs::create_symlink("link2.bin", l.model / "link1.bin");
+  fs::create_symlink("../outside/secret.bin", l.model / "link2.bin");
+  expectEscape(l.model, "link1.bin");
+}
+
+TEST_CASE("a symlink loop is an error, not a hang", "[support][symlink]") {
+  Layout l;
+  fs::create_symlink("loop_b.bin", l.model / "loop_a.bin");
+  fs::create_symlink("loop_a.bin", l.model / "loop_b.bin");
+  auto r = resolveInside(l.model, "loop_a.bin");
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message(), Catch::Contains("symbolic links"));
+}
+
+TEST_CASE("symlinks that resolve inside the folder are fine", "[support][symlink]") {
+  Layout l;
+  fs::create_symlink("real.bin", l.model / "alias.bin");
+  fs::create_symlink(l.model / "sub" / "inner.bin", l.model / "abs_alias.bin");
+  fs::create_directory_symlink("sub", l.model / "sub_alias");
+  // Out of the folder and straight back in: the resolved path is inside.
+  fs::create_symlink("../model/real.bin", l.model / "round_trip.bin");
+  for (std::string_view rel : {"alias.bin", "abs_alias.bin", "sub_alias/inner.bin", "round_trip.bin", "real.bin"}) {
+    INFO(rel);
+    auto r = resolveInside(l.model, rel);
+    REQUIRE(r);
+    CHECK(*r == (l.model / rel).lexically_normal());  // the lexical path, as before
+    CHECK(readFile(*r).isOk());
+  }
+}
+
+TEST_CASE("a model folder that is itself a symlink still confines its paths", "[support][symlink]") {
+  Layout l;
+  fs::path linkedModel = l.scratch.root() / "model_link";
+  fs::create_directory_symlink(l.model, linkedModel);
+  REQUIRE(resolveInside(linkedModel, "real.bin"));
+  REQUIRE(resolveInside(linkedModel, "sub/inner.bin"));
+  CHECK_FALSE(resolveInside(linkedModel, "../outside/secret.bin"));
+  fs::create_symlink(l.outside / "secret.bin", l.model / "abs.bin");
+  expectEscape(linkedModel, "abs.bin");
+}
+
+TEST_CASE("the temporary-name pattern is matched exactly", "[support][atomic]") {
+  CHECK(atomicTempOwner(".out.bin.tmp123-0123abcd", "out.bin") == 123);
+  CHECK(atomicTempOwner(".out.bin.tmp4194304-ffffffff", "out.bin") == 4194304);
+  for (std::string_view name :
+       {"out.bin.tmp123-0123abcd", ".out.bin.tmp123-0123abc", ".out.bin.tmp123-0123abcde", ".out.bin.tmp123-0123ABCD",
+        ".out.bin.tmp0123-0123abcd", ".out.bin.tmp-0123abcd", ".out.bin.tmp12a-0123abcd", ".out.bin.tmp123_0123abcd",
+        ".out.bin.tmp99999999999-0123abcd", ".other.bin.tmp123-0123abcd", ".out.bin.tmp0123abcd", ".out.bin",
+        ".out.bin.tmp123-0123abcd.bak", ".out.binx.tmp123-0123abcd", ""}) {
+    INFO(name);
+    CHECK_FALSE(atomicTempOwner(name, "out.bin").has_value());
+  }
+}
+
+TEST_CASE("the writer's temporary name carries its pid", "[support][atomic]") {
+  Scratch s;
+  auto w = AtomicFileWriter::create(s.root() / "out.bin");
+  REQUIRE(w);
+  CHECK(atomicTempOwner((*w)->tempPath().filename().string(), "out.bin") == ::getpid());
+}
+
+TEST_CASE("a new writer removes temporaries of dead processes for the same final name only", "[support][atomic]") {
+  Scratch s;
+  const fs::path dir = s.root();
+  const pid_t dead = deadPid();
+  Sleeper alive;
+  const std::string staleName = fmt::format(".out.bin.tmp{}-0123abcd", dead);
+  const std::set<std::string> kept = {
+      fmt::format(".out.bin.tmp{}-00000001", alive.pid),       // a live process is still writing it
+      fmt::format(".out.bin.tmp{}-00000002", ::getpid()),      // this process: maybe another writer
+      fmt::format(".other.bin.tmp{}-0123abcd", dead),          // another final name
+      fmt::format(".out.bin.tmp{}-0123abcd.keep", dead),       // not the pattern exactly
+      fmt::format("out.bin.tmp{}-0123abcd", dead),             // no leading dot
+      fmt::format(".out.bin.tmp{}-0123ABCD", dead),            // upper-case hex is not ours
+      "out.bin.tmp",
+  };
+  writeText(dir / staleName, "stale");
+  for (const auto& name : kept) writeText(dir / name, "keep");
+  // Names that match but are not regular files are left alone too.
+  const std::string dirName = fmt::format(".out.bin.tmp{}-0000000a", dead);
+  const std::string linkName = fmt::format(".out.bin.tmp{}-0000000b", dead);
+  fs::create_directory(dir / dirName);
+  fs::create_symlink("out.bin.tmp", dir / linkName);
+
+  auto w = AtomicFileWriter::create(dir / "out.bin");
+  REQUIRE(w);
+  const std::string ours = (*w)->tempPath().filename().string();
+  std::set<std::string> expected = kept;
+  expected.insert({dirName, linkName, ours});
+  CHECK(namesIn(dir) == expected);
+  REQUIRE((*w)->write(std::string_view("done")));
+  REQUIRE((*w)->commit());
+  expected.erase(ours);
+  expected.insert("out.bin");
+  CHECK(namesIn(dir) == expected);
+}
+
+TEST_CASE("a writer killed mid-write leaves a temporary that the next writer removes", "[support][atomic]") {
+  Scratch s;
+  const fs::path target = s.root() / "out.bin";
+  writeText(target, "old");
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    auto w = AtomicFileWriter::create(target);
+    if (!w || !(*w)->write(std::string_view("partial"))) ::_exit(3);
+    char c = 'x';
+    (void)!::write(ready[1], &c, 1);
+    ::pause();  // killed here, mid-write: no destructor runs
+    ::_exit(0);
+  }
+  REQUIRE(child > 0);
+  char c = 0;
+  REQUIRE(::read(ready[0], &c, 1) == 1);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE(WIFSIGNALED(status));
+
+  auto left = namesIn(s.root());
+  REQUIRE(left.size() == 2);  // out.bin, untouched, and the killed writer's temporary
+  CHECK(*readFile(target) == "old");
+  std::string temp = *std::find_if(left.begin(), left.end(), [](const std::string& n) { return n != "out.bin"; });
+  CHECK(atomicTempOwner(temp, "out.bin") == child);
+
+  REQUIRE(writeFileAtomically(target, std::string_view("new")));
+  CHECK(namesIn(s.root()) == std::set<std::string>{"out.bin"});
+  CHECK(*readFile(target) == "new");
+}
