@@ -225,6 +225,26 @@ TEST_CASE("rule 7: element types, ranks and indices are checked before they inde
     });
     c.expectRejected({fmt::format("input refers to tensor {} of {}", tensorCount + 1000, tensorCount)});
   }
+  SECTION("a program with more inputs than its EPContext node binds") {
+    // ctxrun compares the program's input list with the node before binding anything. (ctxinspect --verify
+    // does not cross-check programs against nodes; it only decodes each program on its own.)
+    Crafted c;
+    std::string graph;
+    size_t inputs = 0;
+    c.bytes = rebuild(c.bytes, [&](GraphEdit& g) {
+      if (g.index != 0) return;
+      auto p = program::deserialize(g.program, 1u << 20, "program");
+      REQUIRE(p.isOk());
+      graph = g.name;
+      inputs = p->inputs.size();
+      p->tensors.push_back({program::TensorKind::Input, ir::ElemType::Float, {4}, static_cast<uint32_t>(inputs), 0, 16, "extra"});
+      p->inputs.push_back(static_cast<int32_t>(p->tensors.size() - 1));
+      g.program = program::serialize(*p);
+    });
+    writeBytes(c.bin(), c.bytes);
+    expectToolRejects(CTXKIT_CTXRUN, {c.model().string()},
+                      {fmt::format("node has {} inputs", inputs), fmt::format("but graph '{}' has {} and", graph, inputs + 1)});
+  }
 }
 
 TEST_CASE("rule 8: alignment is a bounded power of two and every offset honours it", "[loader_rules][rule8]") {

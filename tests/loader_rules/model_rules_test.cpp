@@ -165,7 +165,7 @@ TEST_CASE("rule 11: external data that leaves the model folder is refused", "[lo
   }
 }
 
-TEST_CASE("rule 12: release builds of the tools still reject (see also the NDEBUG reader test)", "[loader_rules][rule12]") {
+TEST_CASE("rule 12: the tools refuse a rank that an assert-only check would let index past dims", "[loader_rules][rule12]") {
   // The tools under test are whatever this build type produced; the reader rules must not depend on it.
   // tests/loader_rules/ndebug_rules_test.cpp recompiles the reader with NDEBUG forced, whatever the build type.
   Crafted c;
