@@ -72,6 +72,15 @@ std::map<std::string, std::vector<std::byte>> snapshot(const fs::path& dir) {
   return files;
 }
 
+// Compares without printing megabytes of bytes on failure.
+bool sameBytes(const std::vector<std::byte>& got, const std::vector<std::byte>& want) {
+  if (got == want) return true;
+  auto diff = std::mismatch(got.begin(), got.end(), want.begin(), want.end());
+  UNSCOPED_INFO("the file has " << got.size() << " bytes, the reference " << want.size() << "; first difference at offset "
+                                << (diff.first - got.begin()));
+  return false;
+}
+
 // One compile command, run to completion or killed.
 class Job {
 public:
@@ -175,7 +184,7 @@ public:
     for (const auto& [name, bytes] : after) names.push_back(name);
     CHECK(names == finals_);  // no temporary file is left behind
     for (const auto& [name, bytes] : after)
-      if (!job_.isReport(name)) CHECK(bytes == reference_.at(name));
+      if (!job_.isReport(name)) CHECK(sameBytes(bytes, reference_.at(name)));
   }
 
 private:
@@ -208,7 +217,7 @@ private:
       ++finalsPresent;
       if (existing && !job_.isReport(file)) {
         // Deterministic output: whether the old file or a complete new one is in place, the bytes are the same.
-        CHECK(snapshotOne(e.path()) == reference_.at(file));
+        CHECK(sameBytes(snapshotOne(e.path()), reference_.at(file)));
       }
       if (file.ends_with(".bin")) {
         auto view = format::ContainerView::openFile(e.path());
