@@ -1,5 +1,6 @@
 // ctxgen: compiles ONNX models into EPContext models plus a (shared) context binary.
 #include "cli/cli_util.h"
+#include "epcontext/contract.h"
 #include "pipeline/pipeline.h"
 #include "support/file_io.h"
 
@@ -23,23 +24,24 @@ Status applyConfig(const std::string& entry, pipeline::CompileOptions& o) {
     out = value == "1";
     return Status::ok();
   };
-  if (key == "ep.context_enable") {
-    if (value != "1") return makeError(ErrorCode::InvalidArgument, "-C ep.context_enable must be 1 for ctxgen");
+  namespace opt = epcontext::option;
+  if (key == opt::kContextEnable) {
+    if (value != "1") return makeError(ErrorCode::InvalidArgument, "-C {} must be 1 for ctxgen", key);
     return Status::ok();
   }
-  if (key == "ep.context_embed_mode") {
-    if (value != "0" && value != "1") return makeError(ErrorCode::InvalidArgument, "-C {}: expected 0 or 1, got '{}'", key, value);
-    o.embedMode = value == "1";
+  if (key == opt::kContextEmbedMode) {
+    bool embed = false;
+    CTX_RETURN_IF_ERROR(flag(embed));
+    o.embedMode = embed ? 1 : 0;
     return Status::ok();
   }
-  if (key == "ep.context_node_name_prefix") return o.nodeNamePrefix = value, Status::ok();
-  if (key == "ep.context_file_path") return o.outputFile = value, Status::ok();
-  if (key == "ep.context_model_external_initializers_file_name") return o.externalInitializersFile = value, Status::ok();
-  if (key == "ep.share_ep_contexts") return flag(o.share);
-  return makeError(ErrorCode::InvalidArgument,
-                   "-C: unknown key '{}'; known: ep.context_enable, ep.context_embed_mode, ep.context_node_name_prefix, "
-                   "ep.context_file_path, ep.context_model_external_initializers_file_name, ep.share_ep_contexts",
-                   key);
+  if (key == opt::kContextNodeNamePrefix) return o.nodeNamePrefix = value, Status::ok();
+  if (key == opt::kContextFilePath) return o.outputFile = value, Status::ok();
+  if (key == opt::kContextExternalInitializersFileName) return o.externalInitializersFile = value, Status::ok();
+  if (key == opt::kShareEpContexts) return flag(o.share);
+  return makeError(ErrorCode::InvalidArgument, "-C: unknown key '{}'; known: {}, {}, {}, {}, {}, {}", key, opt::kContextEnable,
+                   opt::kContextEmbedMode, opt::kContextNodeNamePrefix, opt::kContextFilePath,
+                   opt::kContextExternalInitializersFileName, opt::kShareEpContexts);
 }
 
 }  // namespace
@@ -70,7 +72,7 @@ int main(int argc, char** argv) {
   app.add_option("--depfile", depfile, "write Makefile-style dependencies to FILE");
   app.add_flag("-v,--verbose", verbose, "per-partition and per-stage detail");
   app.add_flag("-q,--quiet", quiet, "print errors only");
-  app.set_version_flag("--version", std::string("ctxgen ") + pipeline::kVersion);
+  app.set_version_flag("--version", std::string("ctxgen ") + epcontext::kVersion);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,6 +1,7 @@
 // Graphviz picture of the partitioning: compiled partitions (EPContext) vs fallback nodes.
 #include "inspect/inspect.h"
 
+#include "epcontext/contract.h"
 #include "onnx_io/onnx_io.h"
 
 #include <map>
@@ -40,9 +41,9 @@ Expected<std::string> partitionDot(const std::vector<fs::path>& models) {
     }
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const ir::Node& n = g.nodes[i];
-      bool ep = n.opType == "EPContext";
+      bool ep = n.opType == epcontext::kOpType;
       std::string label =
-          ep ? fmt::format("{}\\nEPContext ({})", dotEscape(n.name), dotEscape(n.attrs.getString("source")))
+          ep ? fmt::format("{}\\nEPContext ({})", dotEscape(n.name), dotEscape(n.attrs.getString(epcontext::attr::kSource)))
              : dotEscape(n.opType);
       out += fmt::format("    {} [shape={}, style=filled, fillcolor=\"{}\", label=\"{}\"];\n", id(i),
                          ep ? "box" : "ellipse", ep ? "#9fd39f" : "#f2c59b", label);

@@ -1,13 +1,13 @@
 // Collecting EPContext nodes, deployment files, external data references and context binary summaries.
 #include "inspect/inspect.h"
 
+#include "epcontext/contract.h"
 #include "onnx_io/onnx_io.h"
 #include "program/program.h"
 #include "support/checked.h"
 #include "support/file_io.h"
 
 #include <algorithm>
-#include <cctype>
 #include <map>
 #include <set>
 
@@ -36,12 +36,9 @@ std::optional<uint64_t> fileSize(const fs::path& p) {
   return size;
 }
 
-bool isOurs(const std::string& source) {
-  std::string s;
-  for (char c : source)
-    s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s == "ctxkitexecutionprovider" || s == "ctxkit";
-}
+using epcontext::isOurSource;
+// DeploymentFile::format of a context binary we read and check.
+constexpr const char* kOurFormat = epcontext::kProducer;
 
 struct ExternalInitializer {
   std::string name; // "If_0/then_branch/W" inside a subgraph
@@ -73,7 +70,7 @@ public:
     CTX_ASSIGN_OR_RETURN(auto model, onnx_io::loadModel(path, load));
     fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
     for (const ir::Node& n : model.graph.nodes)
-      if (n.opType == "EPContext") addEpContextNode(path, dir, model.graph, n);
+      if (n.opType == epcontext::kOpType) addEpContextNode(path, dir, model.graph, n);
     // After the EPContext nodes, so a .bin that also holds shared fallback initializers is listed as a context.
     std::vector<ExternalInitializer> external;
     collectExternal(model.graph, "", external);
@@ -92,7 +89,7 @@ public:
       for (const auto& g : c.graphs)
         graphNames.insert(g.name);
     for (const auto& n : report_.nodes)
-      if (isOurs(n.source) && !report_.contexts.empty() && !graphNames.count(n.partitionName))
+      if (isOurSource(n.source) && !report_.contexts.empty() && !graphNames.count(n.partitionName))
         report_.problems.push_back(fmt::format("{}: EPContext node '{}': partition '{}' is in no context binary",
                                                n.model, n.name, n.partitionName));
     return std::move(report_);
@@ -103,37 +100,39 @@ private:
     EpContextNode e;
     e.model = path.string();
     e.name = n.name;
-    e.source = n.attrs.getString("source");
-    e.mainContext = n.attrs.getInt("main_context", 1);
-    e.embedMode = n.attrs.getInt("embed_mode", 1);
-    e.partitionName = n.attrs.getString("partition_name");
-    e.sdkVersion = n.attrs.getString("ep_sdk_version");
-    e.hardwareArchitecture = n.attrs.getString("hardware_architecture");
-    e.onnxModelFilename = n.attrs.getString("onnx_model_filename");
-    e.notes = n.attrs.getString("notes");
-    if (const ir::Attribute* m = n.attrs.find("max_size"); m && m->type == ir::AttrType::Int) e.maxSize = m->i;
+    const epcontext::NodeAttributes a = epcontext::readNodeAttributes(n);
+    e.source = a.source;
+    e.mainContext = a.mainContext;
+    e.embedMode = a.embedMode;
+    e.partitionName = a.partitionName;
+    e.sdkVersion = a.sdkVersion;
+    e.hardwareArchitecture = a.hardwareArchitecture;
+    e.onnxModelFilename = a.onnxModelFilename;
+    e.notes = a.notes;
+    e.maxSize = a.maxSize;
     for (const auto& in : n.inputs)
       e.inputs.push_back(summarizeValue(g, in));
     for (const auto& out : n.outputs)
       e.outputs.push_back(summarizeValue(g, out));
-    const ir::Attribute* cache = n.attrs.find("ep_cache_context");
     std::string label = fmt::format("{}: EPContext node '{}'", path.string(), n.name);
     if (e.embedMode != 0 && e.embedMode != 1) {
-      report_.problems.push_back(fmt::format("{}: embed_mode is {}; expected 0 or 1", label, e.embedMode));
-    } else if (cache && cache->type == ir::AttrType::String) {
+      report_.problems.push_back(fmt::format("{}: {} is {}; expected 0 or 1", label, epcontext::attr::kEmbedMode, e.embedMode));
+    } else if (a.cacheContext) {
+      std::string_view cache = *a.cacheContext;
       if (e.embedMode == 1) {
-        e.cacheContext = fmt::format("embedded, {} bytes", cache->s.size());
+        e.cacheContext = fmt::format("embedded, {} bytes", cache.size());
         // Another EP's payload is opaque: its size is all there is to say.
-        if (isOurs(e.source)) openEmbeddedContext(label, cache->s);
+        if (isOurSource(e.source)) openEmbeddedContext(label, cache);
       } else {
-        e.cacheContext = cache->s;
-        if (auto index = addReferencedFile(dir, cache->s, "context binary", "raw", label))
+        e.cacheContext = cache;
+        if (auto index = addReferencedFile(dir, e.cacheContext, "context binary", "raw", label))
           claimContextBinary(*index, e.source);
       }
     } else if (e.mainContext == 1) {
-      report_.problems.push_back(label + ": main_context=1 but no ep_cache_context");
+      report_.problems.push_back(fmt::format("{}: {}=1 but no {}", label, epcontext::attr::kMainContext,
+                                             epcontext::attr::kEpCacheContext));
     }
-    if (e.source.empty()) report_.problems.push_back(label + ": no source attribute");
+    if (e.source.empty()) report_.problems.push_back(fmt::format("{}: no {} attribute", label, epcontext::attr::kSource));
     report_.nodes.push_back(std::move(e));
   }
 
@@ -157,12 +156,12 @@ private:
   // A file first listed as external data becomes a context binary once a node names it.
   void claimContextBinary(size_t index, const std::string& source) {
     DeploymentFile& f = report_.files[index];
-    if (f.format == "ctxkit") return;
-    if (f.format == "opaque" && !isOurs(source)) return;
+    if (f.format == kOurFormat) return;
+    if (f.format == "opaque" && !isOurSource(source)) return;
     f.role = "context binary";
-    f.format = isOurs(source) ? "ctxkit" : "opaque";
+    f.format = isOurSource(source) ? kOurFormat : "opaque";
     f.ep = source;
-    if (f.format != "ctxkit" || !f.exists) return;
+    if (f.format != kOurFormat || !f.exists) return;
     std::string shown = f.path;
     uint64_t bytes = f.bytes.value_or(0);
     auto view = format::ContainerView::openFile(shown);
@@ -176,7 +175,7 @@ private:
     addContext(shown, std::move(view).value(), bytes);
   }
 
-  void openEmbeddedContext(const std::string& label, const std::string& bytes) {
+  void openEmbeddedContext(const std::string& label, std::string_view bytes) {
     auto payload = std::make_shared<std::string>(bytes);
     auto view = format::ContainerView::open(std::as_bytes(std::span(payload->data(), payload->size())), payload,
                                             label + " (embedded context)");

@@ -1,6 +1,8 @@
 // Text and JSON renderings of an inspection report.
 #include "inspect/inspect.h"
 
+#include "epcontext/contract.h"
+
 #include <nlohmann/json.hpp>
 
 namespace ctxkit::inspect {
@@ -79,19 +81,20 @@ std::string reportJson(const Report& r) {
   j["schema_version"] = 1;
   j["models"] = r.models;
   j["ep_context_nodes"] = Json::array();
+  namespace attr = epcontext::attr;  // the node's keys are its EPContext attribute names
   for (const auto& n : r.nodes) {
     Json jn = {{"model", n.model},
                {"name", n.name},
-               {"source", n.source},
-               {"main_context", n.mainContext},
-               {"embed_mode", n.embedMode},
-               {"ep_cache_context", n.cacheContext},
-               {"partition_name", n.partitionName},
-               {"ep_sdk_version", n.sdkVersion},
-               {"hardware_architecture", n.hardwareArchitecture},
-               {"onnx_model_filename", n.onnxModelFilename},
-               {"max_size", n.maxSize ? Json(*n.maxSize) : Json(nullptr)},
-               {"notes", n.notes},
+               {attr::kSource, n.source},
+               {attr::kMainContext, n.mainContext},
+               {attr::kEmbedMode, n.embedMode},
+               {attr::kEpCacheContext, n.cacheContext},
+               {attr::kPartitionName, n.partitionName},
+               {attr::kEpSdkVersion, n.sdkVersion},
+               {attr::kHardwareArchitecture, n.hardwareArchitecture},
+               {attr::kOnnxModelFilename, n.onnxModelFilename},
+               {attr::kMaxSize, n.maxSize ? Json(*n.maxSize) : Json(nullptr)},
+               {attr::kNotes, n.notes},
                {"inputs", values(n.inputs)},
                {"outputs", values(n.outputs)}};
     j["ep_context_nodes"].push_back(std::move(jn));

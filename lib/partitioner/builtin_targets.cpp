@@ -1,4 +1,5 @@
-// The built-in targets, as the same JSON a user would write.
+// The built-in targets, as the same JSON a user would write; their ids, revisions and EP name come from the
+// EPContext contract.
 #include "partitioner/target.h"
 
 namespace ctxkit::partitioner {
@@ -6,11 +7,7 @@ namespace ctxkit::partitioner {
 namespace {
 
 // An NPU-like subset: static shapes, float32/float16/int8, no control flow.
-constexpr const char* kNpuSim = R"json({
-  "name": "npu-sim",
-  "ep": "CtxKitExecutionProvider",
-  "hardware_architecture": "npu-sim",
-  "revision": "1",
+constexpr const char* kNpuSimBody = R"json(
   "static_shapes_only": true,
   "max_rank": 6,
   "min_partition_size": 1,
@@ -37,11 +34,7 @@ constexpr const char* kNpuSim = R"json({
 })json";
 
 // Every op the runtime executes; used for whole-graph compilation and conformance runs.
-constexpr const char* kCpu = R"json({
-  "name": "cpu",
-  "ep": "CtxKitExecutionProvider",
-  "hardware_architecture": "cpu",
-  "revision": "1",
+constexpr const char* kCpuBody = R"json(
   "static_shapes_only": true,
   "max_rank": 8,
   "min_partition_size": 1,
@@ -49,13 +42,24 @@ constexpr const char* kCpu = R"json({
   "ops": "all-kernels"
 })json";
 
+// The fields that name a built-in target, then its body.
+std::string targetJson(const epcontext::KnownTarget& t, std::string_view body) {
+  return fmt::format("{{\n  \"name\": \"{}\",\n  \"ep\": \"{}\",\n  \"hardware_architecture\": \"{}\",\n"
+                     "  \"revision\": \"{}\",{}",
+                     t.id, epcontext::kEpName, t.id, t.revision, body);
+}
+
 }  // namespace
 
-std::vector<std::string> builtinTargetNames() { return {"npu-sim", "cpu"}; }
+std::vector<std::string> builtinTargetNames() {
+  std::vector<std::string> names;
+  for (const auto& t : epcontext::knownTargets()) names.emplace_back(t.id);
+  return names;
+}
 
 std::optional<std::string> builtinTargetJson(std::string_view name) {
-  if (name == "npu-sim") return std::string(kNpuSim);
-  if (name == "cpu") return std::string(kCpu);
+  if (name == epcontext::kNpuSim.id) return targetJson(epcontext::kNpuSim, kNpuSimBody);
+  if (name == epcontext::kCpu.id) return targetJson(epcontext::kCpu, kCpuBody);
   return std::nullopt;
 }
 

@@ -1,6 +1,7 @@
 // Accelerator target descriptions: which ops, types and shapes a (simulated) target compiles.
 #pragma once
 
+#include "epcontext/contract.h"
 #include "ir/elem_type.h"
 #include "support/status.h"
 
@@ -30,9 +31,9 @@ struct OpSupport {
 
 struct Target {
   std::string name;                  // what --target named
-  std::string ep = "CtxKitExecutionProvider";
+  std::string ep = epcontext::kEpName;
   std::string hardwareArchitecture;  // written to hardware_architecture and the compatibility block
-  std::string revision = "1";
+  std::string revision = epcontext::kDefaultRevision;
   bool staticShapesOnly = true;
   int64_t maxRank = 8;
   int64_t minPartitionSize = 1;
@@ -50,7 +51,7 @@ std::vector<std::string> builtinTargetNames();
 // The JSON text of a built-in target, for `ctxgen --print-target` and docs.
 std::optional<std::string> builtinTargetJson(std::string_view name);
 
-// `nameOrPath` is a built-in name ("npu-sim", "cpu") or a JSON file. Errors name the file and the field.
+// `nameOrPath` is a built-in name (epcontext::knownTargets()) or a JSON file. Errors name the file and the field.
 Expected<Target> loadTarget(const std::string& nameOrPath);
 Expected<Target> parseTarget(const std::string& jsonText, const std::string& displayName);
 

@@ -2,6 +2,7 @@
 #include "pipeline/pipeline.h"
 
 #include "codegen/lower.h"
+#include "epcontext/contract.h"
 #include "format/container.h"
 #include "onnx_io/onnx_io.h"
 #include "partitioner/partitioner.h"
@@ -76,8 +77,8 @@ Status planOutputs(const CompileOptions& options, std::vector<ModelWork>& work, 
   if (options.share && options.embedMode == 1)
     return makeError(ErrorCode::InvalidArgument, "--share needs embed mode 0: a shared context must be a file");
   if (options.outputFile && options.models.size() != 1)
-    return makeError(ErrorCode::InvalidArgument, "an output file path (ep.context_file_path) needs exactly one model, got {}",
-                     options.models.size());
+    return makeError(ErrorCode::InvalidArgument, "an output file path ({}) needs exactly one model, got {}",
+                     epcontext::option::kContextFilePath, options.models.size());
   std::set<fs::path> seenOutputs;
   for (const auto& m : options.models) {
     ModelWork w;
@@ -206,7 +207,7 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
 }
 
 Expected<format::ContainerWriter> buildContainer(const ContainerWork& c, const partitioner::Target& target) {
-  format::CompatInfo compat{"ctxkit", kVersion, target.hardwareArchitecture, target.revision};
+  format::CompatInfo compat{epcontext::kProducer, epcontext::kVersion, target.hardwareArchitecture, target.revision};
   format::ContainerWriter writer(compat, format::WriterOptions{target.weightAlignment});
   for (const auto& w : c.pool.weights()) {
     CTX_ASSIGN_OR_RETURN(uint32_t index, writer.addWeight(w.tensor.type(), w.tensor.shape(), w.tensor.bytes(), w.hash));
@@ -217,8 +218,12 @@ Expected<format::ContainerWriter> buildContainer(const ContainerWork& c, const p
 }
 
 std::string compatibilityString(const partitioner::Target& target) {
-  return fmt::format("ctxkit;format={}.{};version={};target={};revision={}", format::kFormatMajor, format::kFormatMinor,
-                     kVersion, target.hardwareArchitecture, target.revision);
+  epcontext::CompatibilityInfo info;
+  info.formatMajor = format::kFormatMajor;
+  info.formatMinor = format::kFormatMinor;
+  info.targetId = target.hardwareArchitecture;
+  info.targetRevision = target.revision;
+  return epcontext::formatCompatibilityInfo(info);
 }
 
 ModelSummary summarize(const ModelWork& w) {
@@ -356,7 +361,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
       const ModelWork& w = work[m];
       EpContextSettings settings;
       settings.embedMode = options.embedMode;
-      settings.sdkVersion = kVersion;
+      settings.sdkVersion = epcontext::kVersion;
       settings.sourceFileName = w.source.filename().string();
       settings.hardwareArchitecture = target.hardwareArchitecture;
       settings.compatibility = compatibilityString(target);

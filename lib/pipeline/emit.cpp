@@ -1,6 +1,7 @@
 // EPContext model construction (SPEC §3).
 #include "pipeline/emit.h"
 
+#include "epcontext/contract.h"
 #include "pipeline/pipeline.h"
 
 #include <map>
@@ -105,14 +106,15 @@ Expected<ir::Model> buildContextModel(const ir::Model& source, const analysis::G
   ir::Model out;
   out.irVersion = source.irVersion;
   out.opsets = source.opsets;
-  if (source.opsetFor("com.microsoft") == 0) out.opsets.push_back(ir::OpsetImport{"com.microsoft", 1});
-  out.producerName = "ctxkit";
-  out.producerVersion = kVersion;
+  if (source.opsetFor(epcontext::kDomain) == 0)
+    out.opsets.push_back(ir::OpsetImport{epcontext::kDomain, epcontext::kDomainVersion});
+  out.producerName = epcontext::kProducer;
+  out.producerVersion = epcontext::kVersion;
   out.domain = source.domain;
   out.modelVersion = source.modelVersion;
   out.docString = source.docString;
   out.metadata = source.metadata;
-  out.setMetadata(std::string("ep_compatibility_info.") + kEpName, settings.compatibility);
+  out.setMetadata(epcontext::compatibilityMetadataKey(), settings.compatibility);
 
   ir::Graph& og = out.graph;
   og.name = g.name;
@@ -136,26 +138,22 @@ Expected<ir::Model> buildContextModel(const ir::Model& source, const analysis::G
     const auto& lp = lowered[u.index];
     ir::Node node;
     node.name = partitionNames[u.index];
-    node.opType = "EPContext";
-    node.domain = "com.microsoft";
-    node.kind = ir::OpKind::EPContext;
-    node.opset = 1;
     node.inputs = lp.inputs;
     node.outputs = lp.outputs;
     for (const auto& in : lp.inputs) needed.insert(in);
     for (const auto& o : lp.outputs) produced.insert(o);
-    node.attrs.set(ir::Attribute::makeInt("main_context", firstContext ? 1 : 0));
-    if (firstContext) node.attrs.set(ir::Attribute::makeString("ep_cache_context", settings.cacheContext));
-    node.attrs.set(ir::Attribute::makeInt("embed_mode", settings.embedMode));
-    node.attrs.set(ir::Attribute::makeString("ep_sdk_version", settings.sdkVersion));
-    node.attrs.set(ir::Attribute::makeString("onnx_model_filename", settings.sourceFileName));
-    node.attrs.set(ir::Attribute::makeString("hardware_architecture", settings.hardwareArchitecture));
-    node.attrs.set(ir::Attribute::makeString("partition_name", partitionNames[u.index]));
-    node.attrs.set(ir::Attribute::makeString("source", kEpName));
-    node.attrs.set(ir::Attribute::makeInt("max_size", static_cast<int64_t>(arenaSizes[u.index])));
-    node.attrs.set(ir::Attribute::makeString(
-        "notes", fmt::format("ctxkit program: {} ops from {} nodes, arena {} bytes", lp.program.ops.size(),
-                             plan.partitions[u.index].nodes.size(), arenaSizes[u.index])));
+    epcontext::NodeAttributes attrs = epcontext::ourNodeAttributes();
+    attrs.mainContext = firstContext ? 1 : 0;
+    if (firstContext) attrs.cacheContext = settings.cacheContext;
+    attrs.embedMode = settings.embedMode;
+    attrs.sdkVersion = settings.sdkVersion;
+    attrs.onnxModelFilename = settings.sourceFileName;
+    attrs.hardwareArchitecture = settings.hardwareArchitecture;
+    attrs.partitionName = partitionNames[u.index];
+    attrs.maxSize = static_cast<int64_t>(arenaSizes[u.index]);
+    attrs.notes = fmt::format("{} program: {} ops from {} nodes, arena {} bytes", epcontext::kProducer,
+                              lp.program.ops.size(), plan.partitions[u.index].nodes.size(), arenaSizes[u.index]);
+    epcontext::writeNodeAttributes(attrs, node);
     firstContext = false;
     og.nodes.push_back(std::move(node));
     for (const auto& v : lp.inputs)

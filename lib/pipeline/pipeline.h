@@ -13,9 +13,6 @@
 
 namespace ctxkit::pipeline {
 
-inline constexpr const char* kEpName = "CtxKitExecutionProvider";
-inline constexpr const char* kVersion = "0.1.0";
-
 struct CompileOptions {
   std::vector<std::filesystem::path> models;
   bool share = false;
