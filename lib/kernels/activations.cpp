@@ -11,11 +11,7 @@ namespace {
 constexpr float kSqrtHalf = 0.70710678118654752f;
 constexpr float kSqrt2OverPi = 0.79788456080286536f;
 
-struct UnaryParams {
-  float alpha = 0;
-  float beta = 0;
-  bool tanhApprox = false;
-};
+using UnaryParams = ops::UnaryAttrs;
 
 template <typename T> T negate(T x) {
   if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
@@ -122,26 +118,6 @@ template <typename T> Status runUnaryTyped(const OpContext& ctx, const T* in, T*
   return Status::ok();
 }
 
-Expected<UnaryParams> unaryParams(const OpContext& ctx) {
-  UnaryParams p;
-  switch (ctx.kind) {
-    case ir::OpKind::LeakyRelu: p.alpha = ctx.attrs.getFloat("alpha", 0.01f); break;
-    case ir::OpKind::HardSigmoid:
-      p.alpha = ctx.attrs.getFloat("alpha", 0.2f);
-      p.beta = ctx.attrs.getFloat("beta", 0.5f);
-      break;
-    case ir::OpKind::Gelu: {
-      std::string approx = ctx.attrs.getString("approximate", "none");
-      if (approx != "none" && approx != "tanh")
-        return invalid(ctx, "attribute approximate is '{}' but expected 'none' or 'tanh'", approx);
-      p.tanhApprox = approx == "tanh";
-      break;
-    }
-    default: break;
-  }
-  return p;
-}
-
 }  // namespace
 
 InferResult inferUnary(const OpContext& ctx, InDescs inputs, size_t outputCount) {
@@ -151,14 +127,13 @@ InferResult inferUnary(const OpContext& ctx, InDescs inputs, size_t outputCount)
   if (ctx.kind == ir::OpKind::Abs) allowed = kNumericTypes;
   if (ctx.kind == ir::OpKind::Neg || ctx.kind == ir::OpKind::Relu) allowed = kFloatTypes | kSignedIntTypes;
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, allowed));
-  CTX_RETURN_IF_ERROR(unaryParams(ctx).status());
   return single(inputs[0].type, inputs[0].shape);
 }
 
 Status runUnary(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& x = *inputs[0];
   ir::Tensor& y = *outputs[0];
-  CTX_ASSIGN_OR_RETURN(UnaryParams p, unaryParams(ctx));
+  const UnaryParams& p = attrsOf<UnaryParams>(ctx);
   size_t n = static_cast<size_t>(x.elementCount());
   if (x.type() == ElemType::Float && runFloatFast(ctx, x.dataAs<float>(), y.mutableDataAs<float>(), n, p))
     return Status::ok();
@@ -168,34 +143,9 @@ Status runUnary(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   });
 }
 
-Expected<FusedActivation> parseFusedActivation(const OpContext& ctx) {
-  FusedActivation act;
-  const ir::Attribute* attr = ctx.attrs.find("activation");
-  if (!attr) return act;
-  std::vector<float> params = ctx.attrs.getFloats("activation_params");
-  auto param = [&](size_t i, float fallback) { return i < params.size() ? params[i] : fallback; };
-  const std::string& name = attr->s;
-  using K = FusedActivation::Kind;
-  if (name == "Relu")
-    act.kind = K::Relu;
-  else if (name == "LeakyRelu")
-    act = {K::LeakyRelu, param(0, 0.01f), 0};
-  else if (name == "Sigmoid")
-    act.kind = K::Sigmoid;
-  else if (name == "Tanh")
-    act.kind = K::Tanh;
-  else if (name == "HardSigmoid")
-    act = {K::HardSigmoid, param(0, 0.2f), param(1, 0.5f)};
-  else if (name == "Clip")
-    act = {K::Clip, param(0, -INFINITY), param(1, INFINITY)};
-  else
-    return unsupported(ctx, "fused activation '{}' is not supported", name);
-  return act;
-}
-
-void applyFusedActivation(const FusedActivation& act, float* data, size_t n) {
-  using K = FusedActivation::Kind;
-  switch (act.kind) {
+void applyFusedActivation(const ops::Epilogue& act, float* data, size_t n) {
+  using K = ops::Activation;
+  switch (act.activation) {
     case K::None: return;
     case K::Relu: vecClamp(data, data, n, 0.0f, INFINITY); return;
     case K::Clip: vecClamp(data, data, n, act.alpha, act.beta); return;

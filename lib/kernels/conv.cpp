@@ -29,22 +29,22 @@ Expected<ConvPlan> planConv(const OpContext& ctx, std::span<const int64_t> x, st
   p.batch = x[0];
   p.channels = x[1];
   p.outChannels = w[0];
-  p.group = ctx.attrs.getInt("group", 1);
-  if (p.group < 1) return invalid(ctx, "attribute group is {} but expected at least 1", p.group);
+  const ops::ConvAttrs& attrs = attrsOf<ops::ConvAttrs>(ctx);
+  p.group = attrs.group;
   if (p.channels != w[1] * p.group)
     return invalid(ctx, "input 0 has {} channels but weight shape {} with group {} expects {}", p.channels, shapeStr(w),
                    p.group, w[1] * p.group);
   if (p.outChannels % p.group != 0)
     return invalid(ctx, "weight has {} output channels, not a multiple of group {}", p.outChannels, p.group);
   std::span<const int64_t> kernel = w.subspan(2);
-  if (ctx.attrs.has("kernel_shape")) {
-    std::vector<int64_t> ks = ctx.attrs.getInts("kernel_shape");
+  if (attrs.window.kernelShape) {
+    const std::vector<int64_t>& ks = *attrs.window.kernelShape;
     if (!std::equal(ks.begin(), ks.end(), kernel.begin(), kernel.end()))
       return invalid(ctx, "attribute kernel_shape {} does not match weight shape {}", shapeStr(ks), shapeStr(w));
   }
   if (bias && (bias->size() != 1 || (*bias)[0] != p.outChannels))
     return invalid(ctx, "input 2 has shape {} but expected {}", shapeStr(*bias), p.outChannels);
-  CTX_ASSIGN_OR_RETURN(p.window, computeWindow(ctx, x.subspan(2), kernel, false, true));
+  CTX_ASSIGN_OR_RETURN(p.window, computeWindow(ctx, attrs.window, x.subspan(2), kernel, false));
   return p;
 }
 
@@ -136,7 +136,6 @@ InferResult inferConv(const OpContext& ctx, InDescs inputs, size_t outputCount) 
   CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 1));
   const ValueDesc* bias = optionalInput(inputs, 2);
   if (bias) CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 2));
-  CTX_RETURN_IF_ERROR(parseFusedActivation(ctx).status());
   CTX_ASSIGN_OR_RETURN(ConvPlan p, planConv(ctx, inputs[0].shape, inputs[1].shape, bias ? &bias->shape : nullptr));
   ir::Shape out{p.batch, p.outChannels};
   out.insert(out.end(), p.window.out.begin(), p.window.out.end());
@@ -150,7 +149,7 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   ir::Tensor& y = *outputs[0];
   std::vector<int64_t> biasShape = bias ? bias->shape() : std::vector<int64_t>{};
   CTX_ASSIGN_OR_RETURN(ConvPlan p, planConv(ctx, x.shape(), wt.shape(), bias ? &biasShape : nullptr));
-  CTX_ASSIGN_OR_RETURN(FusedActivation act, parseFusedActivation(ctx));
+  const ops::Epilogue& act = attrsOf<ops::ConvAttrs>(ctx).epilogue;
   const Window3 w = toWindow3(p.window);
   const int64_t cg = p.channels / p.group;     // input channels per group
   const int64_t mg = p.outChannels / p.group;  // output channels per group

@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace ctxkit::kernels::detail {
@@ -91,6 +92,9 @@ template <TypeSet Set, typename F> Status visitType(ElemType t, F&& f) {
 }
 
 // ---- input and attribute checks ----------------------------------------------------------------------
+
+// The op's typed attributes. The op table's entry points and prepare() decode them before any kernel runs.
+template <typename T> const T& attrsOf(const OpContext& ctx) { return std::get<T>(*ctx.typed); }
 
 // Descriptions of run-time inputs (absent ones marked not present); `withValues` also points at the contents.
 std::vector<ValueDesc> describeInputs(RunIns inputs, bool withValues);

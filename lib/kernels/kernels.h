@@ -5,9 +5,11 @@
 #include "ir/attribute.h"
 #include "ir/op_kind.h"
 #include "ir/tensor.h"
+#include "ops/op_schema.h"
 #include "support/status.h"
 
 #include <functional>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -37,6 +39,8 @@ struct OpContext {
   const ir::Attributes& attrs;
   std::string_view nodeName;     // for error messages
   ThreadPool* pool = nullptr;    // null: run serially
+  // The attributes decoded by ops::decodeAttrs. Entry points decode them when null; prepared ops decode once.
+  const ops::OpAttrs* typed = nullptr;
 };
 
 // A value as shape inference sees it: type, concrete shape, and its contents when known (constant).
@@ -67,6 +71,25 @@ Expected<std::vector<OutputDesc>> inferOutputs(const OpContext& ctx, std::span<c
 // Executes the op. `outputs` are allocated by the caller with the types and shapes `inferOutputs` gave;
 // inputs may be read-only views (mapped weights). Omitted optional inputs are null pointers.
 Status run(const OpContext& ctx, std::span<const ir::Tensor* const> inputs, std::span<ir::Tensor* const> outputs);
+
+// An op prepared once for fixed input types and shapes: attributes decoded, output types and shapes fixed,
+// constant float16 inputs widened. `run` only computes; it is const and may run on several threads at once.
+class PreparedOp {
+public:
+  virtual ~PreparedOp() = default;
+  const std::vector<OutputDesc>& outputs() const { return outputs_; }
+  // Inputs must have the types and shapes the op was prepared for (checked: a cheap comparison).
+  virtual Status run(std::span<const ir::Tensor* const> inputs, std::span<ir::Tensor* const> outputs,
+                     ThreadPool* pool) const = 0;
+
+protected:
+  std::vector<OutputDesc> outputs_;
+};
+
+// Prepares an op for inputs of these types and shapes; inputs with a `value` are constants (weights) that the
+// prepared op may keep or convert. Fails as inferOutputs would.
+Expected<std::unique_ptr<PreparedOp>> prepare(const OpContext& ctx, std::span<const ValueDesc> inputs,
+                                              size_t outputCount);
 
 // Convenience for interpreters and constant folding: infer, allocate and run.
 Expected<std::vector<ir::Tensor>> evaluate(const OpContext& ctx, std::span<const ir::Tensor* const> inputs,

@@ -96,7 +96,6 @@ InferResult inferMatMul(const OpContext& ctx, InDescs inputs, size_t outputCount
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kMatTypes));
   CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 1));
-  CTX_RETURN_IF_ERROR(parseFusedActivation(ctx).status());
   CTX_ASSIGN_OR_RETURN(MatMulPlan p, planMatMul(ctx, inputs[0].shape, inputs[1].shape));
   return single(inputs[0].type, std::move(p.outShape));
 }
@@ -106,7 +105,7 @@ Status runMatMul(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& b = *inputs[1];
   ir::Tensor& y = *outputs[0];
   CTX_ASSIGN_OR_RETURN(MatMulPlan p, planMatMul(ctx, a.shape(), b.shape()));
-  CTX_ASSIGN_OR_RETURN(FusedActivation act, parseFusedActivation(ctx));
+  const ops::Epilogue& act = attrsOf<ops::MatMulAttrs>(ctx).epilogue;
   const int64_t M = p.M, N = p.N, K = p.K;
   const int64_t batches = dimProduct(p.batch);
   if (batches == 0 || M == 0 || N == 0) return Status::ok();
@@ -163,9 +162,8 @@ InferResult inferGemm(const OpContext& ctx, InDescs inputs, size_t outputCount) 
   CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 1));
   CTX_RETURN_IF_ERROR(checkRank(ctx, inputs, 0, 2));
   CTX_RETURN_IF_ERROR(checkRank(ctx, inputs, 1, 2));
-  CTX_RETURN_IF_ERROR(parseFusedActivation(ctx).status());
-  bool transA = ctx.attrs.getInt("transA", 0) != 0;
-  bool transB = ctx.attrs.getInt("transB", 0) != 0;
+  const ops::GemmAttrs& attrs = attrsOf<ops::GemmAttrs>(ctx);
+  const bool transA = attrs.transA, transB = attrs.transB;
   const auto& as = inputs[0].shape;
   const auto& bs = inputs[1].shape;
   int64_t M = transA ? as[1] : as[0], K = transA ? as[0] : as[1];
@@ -188,11 +186,10 @@ Status runGemm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& b = *inputs[1];
   const ir::Tensor* c = inputs.size() > 2 ? inputs[2] : nullptr;
   ir::Tensor& y = *outputs[0];
-  bool transA = ctx.attrs.getInt("transA", 0) != 0;
-  bool transB = ctx.attrs.getInt("transB", 0) != 0;
-  float alpha = ctx.attrs.getFloat("alpha", 1.0f);
-  float beta = ctx.attrs.getFloat("beta", 1.0f);
-  CTX_ASSIGN_OR_RETURN(FusedActivation act, parseFusedActivation(ctx));
+  const ops::GemmAttrs& attrs = attrsOf<ops::GemmAttrs>(ctx);
+  const bool transA = attrs.transA, transB = attrs.transB;
+  const float alpha = attrs.alpha, beta = attrs.beta;
+  const ops::Epilogue& act = attrs.epilogue;
   const int64_t M = y.shape()[0], N = y.shape()[1];
   const int64_t K = transA ? a.shape()[0] : a.shape()[1];
   if (M == 0 || N == 0) return Status::ok();

@@ -11,7 +11,7 @@ namespace {
 constexpr TypeSet kNormTypes = typeBit(ElemType::Float) | typeBit(ElemType::Double);
 
 // BatchNormalization before opset 9 could normalize per activation (spatial = 0) instead of per channel.
-bool perActivation(const OpContext& ctx) { return ctx.opset < 9 && ctx.attrs.getInt("spatial", 1) == 0; }
+bool perActivation(const OpContext& ctx) { return attrsOf<ops::BatchNormAttrs>(ctx).perActivation; }
 
 // Reads a parameter tensor (float or double) as double.
 std::vector<double> paramValues(const ir::Tensor& t) {
@@ -27,8 +27,6 @@ InferResult inferBatchNorm(const OpContext& ctx, InDescs inputs, size_t outputCo
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 5, 5));
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 5));
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFloatTypes));
-  if (ctx.attrs.getInt("training_mode", 0) != 0)
-    return unsupported(ctx, "training_mode = 1 is not supported (inference only)");
   if (outputCount > 1)
     return unsupported(ctx, "{} outputs requested: the running mean/variance outputs exist only in training mode",
                        outputCount);
@@ -47,7 +45,7 @@ InferResult inferBatchNorm(const OpContext& ctx, InDescs inputs, size_t outputCo
 
 Status runBatchNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& x = *inputs[0];
-  double eps = ctx.attrs.getFloat("epsilon", 1e-5f);
+  double eps = attrsOf<ops::BatchNormAttrs>(ctx).epsilon;
   std::vector<double> scale = paramValues(*inputs[1]), bias = paramValues(*inputs[2]);
   std::vector<double> mean = paramValues(*inputs[3]), var = paramValues(*inputs[4]);
   // y = x * a + b with a = scale / sqrt(var + eps), b = B - mean * a.
@@ -91,13 +89,6 @@ Status runBatchNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
 
 namespace {
 
-Expected<ElemType> stashType(const OpContext& ctx) {
-  int64_t stash = ctx.attrs.getInt("stash_type", 1);
-  if (stash == static_cast<int64_t>(ElemType::Float)) return ElemType::Float;
-  if (stash == static_cast<int64_t>(ElemType::Double)) return ElemType::Double;
-  return unsupported(ctx, "attribute stash_type {} is not supported (float32 or float64 only)", stash);
-}
-
 // Expands a Scale/B tensor that broadcasts to the normalized shape into one value per normalized element.
 std::vector<double> expandParam(const ir::Tensor& t, std::span<const int64_t> normShape) {
   std::vector<double> values = paramValues(t);
@@ -125,8 +116,9 @@ InferResult inferLayerNorm(const OpContext& ctx, InDescs inputs, size_t outputCo
   CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 1));
   const auto& x = inputs[0].shape;
   int64_t rank = static_cast<int64_t>(x.size());
-  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, ctx.attrs.getInt("axis", -1), rank, "attribute axis"));
-  CTX_ASSIGN_OR_RETURN(ElemType stash, stashType(ctx));
+  const ops::LayerNormAttrs& attrs = attrsOf<ops::LayerNormAttrs>(ctx);
+  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, attrs.axis, rank, "attribute axis"));
+  const ElemType stash = attrs.stashType;
   std::span<const int64_t> norm(x.data() + axis, x.size() - static_cast<size_t>(axis));
   if (!broadcastsTo(inputs[1].shape, norm))
     return invalid(ctx, "input 1 (Scale) has shape {} which does not broadcast to the normalized shape {}",
@@ -147,8 +139,9 @@ InferResult inferLayerNorm(const OpContext& ctx, InDescs inputs, size_t outputCo
 Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& x = *inputs[0];
   int64_t rank = static_cast<int64_t>(x.rank());
-  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, ctx.attrs.getInt("axis", -1), rank, "attribute axis"));
-  double eps = ctx.attrs.getFloat("epsilon", 1e-5f);
+  const ops::LayerNormAttrs& attrs = attrsOf<ops::LayerNormAttrs>(ctx);
+  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, attrs.axis, rank, "attribute axis"));
+  double eps = attrs.epsilon;
   std::span<const int64_t> norm(x.shape().data() + axis, x.shape().size() - static_cast<size_t>(axis));
   const int64_t rows = dimProduct(x.shape(), 0, static_cast<size_t>(axis));
   const int64_t d = dimProduct(norm);

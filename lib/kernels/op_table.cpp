@@ -1,6 +1,6 @@
 // The op table: each op kind's shape rule, kernel and element types, plus the public entry points.
 #include "kernels/convert.h"
-#include "kernels/ops.h"
+#include "kernels/op_entry.h"
 
 namespace ctxkit::kernels {
 
@@ -8,13 +8,6 @@ using namespace detail;
 using ir::OpKind;
 
 namespace {
-
-struct OpEntry {
-  InferFn infer;
-  RunFn run;
-  TypeSet types;      // element types of the main data input
-  bool halfViaFloat;  // float16/bfloat16 data is computed as float32 (converted around the kernel)
-};
 
 constexpr TypeSet kArith = kNumericTypes;
 constexpr TypeSet kFloats = kFloatTypes;
@@ -29,8 +22,10 @@ constexpr TypeSet kCastTypes = kNumericTypes | typeBit(ElemType::Bool) | typeBit
                                typeBit(ElemType::Int4) | typeBit(ElemType::Uint4);
 constexpr TypeSet kAnyType = ~TypeSet{0};
 
+}  // namespace
+
 // Every op kind in ops.def but EPContext has an entry; -Wswitch flags a kind added without one.
-const OpEntry* findEntry(OpKind kind) {
+const OpEntry* detail::findEntry(OpKind kind) {
   static const OpEntry binary{inferBinary, runBinary, kArith, true};
   static const OpEntry pow{inferPow, runPow,
                            typeBit(ElemType::Float) | typeBit(ElemType::Double) | kHalfTypes |
@@ -153,15 +148,11 @@ const OpEntry* findEntry(OpKind kind) {
   return nullptr;
 }
 
-Error noKernel(const OpContext& ctx) {
+Error detail::noKernel(const OpContext& ctx) {
   return nodeError(ctx, ErrorCode::Unsupported, "no CPU kernel for op {}", ir::opKindName(ctx.kind));
 }
 
-bool isHalf(ElemType t) { return t == ElemType::Float16 || t == ElemType::BFloat16; }
-
-// Runs a float32 kernel on float16/bfloat16 data: half inputs are widened, half outputs are computed into
-// float32 temporaries and narrowed afterwards.
-Status runViaFloat(const OpEntry& entry, const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+Status detail::runViaFloat(const OpEntry& entry, const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   std::vector<ir::Tensor> wideIns;
   wideIns.reserve(inputs.size());
   std::vector<const ir::Tensor*> ins(inputs.begin(), inputs.end());
@@ -191,8 +182,6 @@ Status runViaFloat(const OpEntry& entry, const OpContext& ctx, RunIns inputs, Ru
   return Status::ok();
 }
 
-}  // namespace
-
 bool hasKernel(OpKind kind) { return findEntry(kind) != nullptr; }
 
 bool supportsType(OpKind kind, ElemType type) {
@@ -204,6 +193,7 @@ Expected<std::vector<OutputDesc>> inferOutputs(const OpContext& ctx, std::span<c
                                                size_t outputCount) {
   const OpEntry* entry = findEntry(ctx.kind);
   if (!entry) return noKernel(ctx);
+  if (!ctx.typed) return withTypedAttrs(ctx, [&](const OpContext& typed) { return inferOutputs(typed, inputs, outputCount); });
   if (!inputs.empty() && inputs[0].present && !inSet(entry->types, inputs[0].type))
     return nodeError(ctx, ErrorCode::Unsupported, "input 0 has type {} but the kernel supports {}",
                      ir::elemTypeName(inputs[0].type), typeSetNames(entry->types));
@@ -221,6 +211,7 @@ Expected<std::vector<OutputDesc>> inferOutputs(const OpContext& ctx, std::span<c
 Status run(const OpContext& ctx, std::span<const ir::Tensor* const> inputs, std::span<ir::Tensor* const> outputs) {
   const OpEntry* entry = findEntry(ctx.kind);
   if (!entry) return noKernel(ctx);
+  if (!ctx.typed) return withTypedAttrs(ctx, [&](const OpContext& typed) { return run(typed, inputs, outputs); });
   // The shape rule runs again on the real inputs: a kernel can then trust every shape it indexes with.
   std::vector<ValueDesc> descs = describeInputs(inputs, true);
   bool anyHalf = false;
@@ -254,6 +245,8 @@ Status run(const OpContext& ctx, std::span<const ir::Tensor* const> inputs, std:
 
 Expected<std::vector<ir::Tensor>> evaluate(const OpContext& ctx, std::span<const ir::Tensor* const> inputs,
                                            size_t outputCount) {
+  if (!ctx.typed)
+    return withTypedAttrs(ctx, [&](const OpContext& typed) { return evaluate(typed, inputs, outputCount); });
   std::vector<ValueDesc> descs = describeInputs(inputs, true);
   CTX_ASSIGN_OR_RETURN(std::vector<OutputDesc> outs, inferOutputs(ctx, descs, outputCount));
   std::vector<ir::Tensor> tensors;

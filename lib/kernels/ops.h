@@ -112,14 +112,8 @@ Status runResize(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferRecurrent(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runRecurrent(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
-// Fused activation epilogue (attribute "activation", as in com.microsoft FusedConv) for Conv, Gemm and
-// MatMul; the compiler sets it when it folds a following activation into them. activations.cpp.
-struct FusedActivation {
-  enum class Kind { None, Relu, LeakyRelu, Sigmoid, Tanh, HardSigmoid, Clip } kind = Kind::None;
-  float alpha = 0;
-  float beta = 0;
-};
-Expected<FusedActivation> parseFusedActivation(const OpContext& ctx);
-void applyFusedActivation(const FusedActivation& act, float* data, size_t count);
+// Applies a fused activation (the compiler folds a following activation into Conv, Gemm and MatMul) to
+// float32 results in place. activations.cpp.
+void applyFusedActivation(const ops::Epilogue& act, float* data, size_t count);
 
 }  // namespace ctxkit::kernels::detail

@@ -19,20 +19,14 @@ Expected<PoolPlan> planPool(const OpContext& ctx, std::span<const int64_t> x) {
   if (x.size() < 3)
     return invalid(ctx, "input 0 has shape {} but expected rank 3 or more (N x C x spatial)", shapeStr(x));
   if (x.size() > 5) return unsupported(ctx, "input 0 has shape {}: more than 3 spatial dimensions", shapeStr(x));
-  const ir::Attribute* ks = ctx.attrs.find("kernel_shape");
-  if (!ks || ks->type != ir::AttrType::Ints) return invalid(ctx, "required attribute kernel_shape is missing");
-  if (ks->ints.size() != x.size() - 2)
+  const ops::PoolAttrs& attrs = attrsOf<ops::PoolAttrs>(ctx);
+  const std::vector<int64_t>& ks = *attrs.window.kernelShape;  // the decoder requires it
+  if (ks.size() != x.size() - 2)
     return invalid(ctx, "attribute kernel_shape has {} values but input 0 has shape {} with {} spatial dimensions",
-                   ks->ints.size(), shapeStr(x), x.size() - 2);
-  int64_t ceilMode = ctx.attrs.getInt("ceil_mode", 0);
-  if (ceilMode != 0 && ceilMode != 1) return invalid(ctx, "attribute ceil_mode is {} but expected 0 or 1", ceilMode);
-  if (ctx.kind == ir::OpKind::MaxPool) {
-    int64_t order = ctx.attrs.getInt("storage_order", 0);
-    if (order != 0 && order != 1) return invalid(ctx, "attribute storage_order is {} but expected 0 or 1", order);
-  }
+                   ks.size(), shapeStr(x), x.size() - 2);
   PoolPlan p;
   p.planes = x[0] * x[1];
-  CTX_ASSIGN_OR_RETURN(p.window, computeWindow(ctx, x.subspan(2), ks->ints, ceilMode != 0, true));
+  CTX_ASSIGN_OR_RETURN(p.window, computeWindow(ctx, attrs.window, x.subspan(2), ks, attrs.ceilMode));
   return p;
 }
 
@@ -175,11 +169,6 @@ InferResult inferPool(const OpContext& ctx, InDescs inputs, size_t outputCount) 
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, isMax ? 2 : 1));
   CTX_RETURN_IF_ERROR(checkType(
       ctx, inputs, 0, isMax ? kFloatTypes | typeBit(ElemType::Int8) | typeBit(ElemType::Uint8) : kFloatTypes));
-  if (!isMax) {
-    int64_t countPad = ctx.attrs.getInt("count_include_pad", 0);
-    if (countPad != 0 && countPad != 1)
-      return invalid(ctx, "attribute count_include_pad is {} but expected 0 or 1", countPad);
-  }
   CTX_ASSIGN_OR_RETURN(PoolPlan p, planPool(ctx, inputs[0].shape));
   ir::Shape out{inputs[0].shape[0], inputs[0].shape[1]};
   out.insert(out.end(), p.window.out.begin(), p.window.out.end());
@@ -193,7 +182,7 @@ Status runMaxPool(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   CTX_ASSIGN_OR_RETURN(PoolPlan p, planPool(ctx, x.shape()));
   Window3 w = toWindow3(p.window);
   int64_t* indices = outputs.size() > 1 && outputs[1] ? outputs[1]->mutableDataAs<int64_t>() : nullptr;
-  bool columnMajor = ctx.attrs.getInt("storage_order", 0) == 1;
+  bool columnMajor = attrsOf<ops::PoolAttrs>(ctx).columnMajorIndices;
   constexpr TypeSet types =
       typeBit(ElemType::Float) | typeBit(ElemType::Double) | typeBit(ElemType::Int8) | typeBit(ElemType::Uint8);
   return visitType<types>(x.type(), [&](auto tag) -> Status {
@@ -210,7 +199,7 @@ Status runAveragePool(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& x = *inputs[0];
   CTX_ASSIGN_OR_RETURN(PoolPlan p, planPool(ctx, x.shape()));
   Window3 w = toWindow3(p.window);
-  bool countPad = ctx.attrs.getInt("count_include_pad", 0) == 1;
+  bool countPad = attrsOf<ops::PoolAttrs>(ctx).countIncludePad;
   constexpr TypeSet types = typeBit(ElemType::Float) | typeBit(ElemType::Double);
   return visitType<types>(x.type(), [&](auto tag) -> Status {
     using T = decltype(tag);

@@ -20,9 +20,9 @@ Expected<SoftmaxPlan> planSoftmax(const OpContext& ctx, std::span<const int64_t>
   int64_t rank = static_cast<int64_t>(shape.size());
   SoftmaxPlan p;
   if (rank == 0) return p;  // a scalar is its own single-element row
-  bool legacy = ctx.opset < 13;
-  CTX_ASSIGN_OR_RETURN(int64_t axis,
-                       normalizeAxis(ctx, ctx.attrs.getInt("axis", legacy ? 1 : -1), rank, "attribute axis"));
+  const ops::SoftmaxAttrs& attrs = attrsOf<ops::SoftmaxAttrs>(ctx);
+  const bool legacy = attrs.coerce2d;
+  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, attrs.axis, rank, "attribute axis"));
   auto a = static_cast<size_t>(axis);
   p.outer = dimProduct(shape, 0, a);
   if (legacy) {

@@ -14,11 +14,11 @@ struct Window {
   int64_t rank() const { return static_cast<int64_t>(in.size()); }
 };
 
-// Reads strides/dilations/pads/auto_pad from the node's attributes for a window of `kernel` over `in` and
-// computes the output dims. `ceilMode` rounds output dims up (pools); windows that would start inside the
-// end padding are dropped, as ONNX specifies.
-Expected<Window> computeWindow(const OpContext& ctx, std::span<const int64_t> in, std::span<const int64_t> kernel,
-                               bool ceilMode, bool allowDilations);
+// Applies the typed strides/dilations/pads/auto_pad to a window of `kernel` over `in` and computes the output
+// dims. `ceilMode` rounds output dims up (pools); windows that would start inside the end padding are dropped,
+// as ONNX specifies.
+Expected<Window> computeWindow(const OpContext& ctx, const ops::WindowAttrs& attrs, std::span<const int64_t> in,
+                               std::span<const int64_t> kernel, bool ceilMode);
 
 // Windows of up to 3 spatial dims padded to exactly 3 (leading unit dims), so kernels need one loop nest.
 struct Window3 {

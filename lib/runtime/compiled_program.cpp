@@ -85,7 +85,7 @@ Expected<std::unique_ptr<CompiledProgram>> CompiledProgram::create(program::Prog
       CTX_ASSIGN_OR_RETURN(cp->weights_[t], container->weightTensor(d.index));
     }
   }
-  // The kernels must agree with every recorded shape before anything runs.
+  // Each op is prepared once; the kernels must agree with every recorded shape before anything runs.
   for (size_t i = 0; i < prog.ops.size(); ++i) {
     const program::Op& op = prog.ops[i];
     std::vector<kernels::ValueDesc> descs;
@@ -102,14 +102,16 @@ Expected<std::unique_ptr<CompiledProgram>> CompiledProgram::create(program::Prog
       descs.push_back(std::move(v));
     }
     kernels::OpContext ctx{op.kind, op.opset, op.attrs, op.name};
-    auto outs = kernels::inferOutputs(ctx, descs, op.outputs.size());
-    if (!outs) return fail(outs.takeError().addContext(fmt::format("op {}", i)));
+    auto prepared = kernels::prepare(ctx, descs, op.outputs.size());
+    if (!prepared) return fail(prepared.takeError().addContext(fmt::format("op {}", i)));
+    const auto& outs = (*prepared)->outputs();
     for (size_t o = 0; o < op.outputs.size(); ++o) {
       const auto& d = prog.tensors[op.outputs[o]];
-      if ((*outs)[o].type != d.type || (*outs)[o].shape != d.shape)
+      if (outs[o].type != d.type || outs[o].shape != d.shape)
         return fail(makeError(ErrorCode::InvalidGraph, "op {} ('{}') output {} is recorded as {} but computes {}", i, op.name, o,
-                              descText(d.type, d.shape), descText((*outs)[o].type, (*outs)[o].shape)));
+                              descText(d.type, d.shape), descText(outs[o].type, outs[o].shape)));
     }
+    cp->prepared_.push_back(std::move(prepared.value()));
   }
   cp->program_ = std::move(prog);
   cp->container_ = std::move(container);
@@ -162,13 +164,13 @@ Expected<std::vector<ir::Tensor>> CompiledProgram::run(std::span<const ir::Tenso
     }
   std::vector<const ir::Tensor*> ins;
   std::vector<ir::Tensor*> outs;
-  for (const program::Op& op : program_.ops) {
+  for (size_t k = 0; k < program_.ops.size(); ++k) {
+    const program::Op& op = program_.ops[k];
     ins.clear();
     outs.clear();
     for (int32_t i : op.inputs) ins.push_back(i < 0 ? nullptr : &bound[i]);
     for (int32_t o : op.outputs) outs.push_back(&bound[o]);
-    kernels::OpContext ctx{op.kind, op.opset, op.attrs, op.name, pool};
-    CTX_RETURN_IF_ERROR(kernels::run(ctx, ins, outs).addContext(fmt::format("graph '{}'", name_)));
+    CTX_RETURN_IF_ERROR(prepared_[k]->run(ins, outs, pool).addContext(fmt::format("graph '{}'", name_)));
   }
   return outputs;
 }

@@ -15,7 +15,8 @@ namespace ctxkit::runtime {
 class CompiledProgram {
 public:
   // Validates the program against the container (every weight reference resolves, with the recorded type
-  // and shape) and against the kernels' shape rules, then binds weights and the arena.
+  // and shape), prepares every op once (attributes decoded, shapes checked against the recorded ones, constant
+  // inputs converted), then binds weights and makes the first frame.
   static Expected<std::unique_ptr<CompiledProgram>> create(program::Program program,
                                                            std::shared_ptr<const format::ContainerView> container,
                                                            std::string name);
@@ -50,6 +51,7 @@ private:
   std::shared_ptr<const format::ContainerView> container_;
   std::string name_;
   std::vector<ir::Tensor> weights_;  // one per program tensor; only weight entries are set
+  std::vector<std::unique_ptr<kernels::PreparedOp>> prepared_;  // one per op: decoded, shapes fixed, at load
   mutable std::mutex framesMutex_;
   mutable std::vector<std::unique_ptr<Frame>> freeFrames_;
   mutable size_t framesMade_ = 0;

@@ -1,0 +1,38 @@
+// The op table's entry type, shared by the table (op_table.cpp) and prepared ops (prepared.cpp).
+#pragma once
+
+#include "kernels/ops.h"
+
+#include <type_traits>
+
+namespace ctxkit::kernels::detail {
+
+struct OpEntry {
+  InferFn infer;
+  RunFn run;
+  TypeSet types;      // element types of the main data input
+  bool halfViaFloat;  // float16/bfloat16 data is computed as float32 (converted around the kernel)
+};
+
+// The entry of `kind`, or null when no kernel exists (EPContext, control flow, unknown ops).
+const OpEntry* findEntry(ir::OpKind kind);
+
+Error noKernel(const OpContext& ctx);
+
+inline bool isHalf(ElemType t) { return t == ElemType::Float16 || t == ElemType::BFloat16; }
+
+// Runs a float32 kernel on float16/bfloat16 data: half inputs are widened, half outputs are computed into
+// float32 temporaries and narrowed afterwards.
+Status runViaFloat(const OpEntry& entry, const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// Calls `f` with a copy of `ctx` whose typed attributes are decoded (once, for this call); a decoding error
+// names the node.
+template <typename F> auto withTypedAttrs(const OpContext& ctx, F&& f) -> std::invoke_result_t<F, const OpContext&> {
+  auto typed = ops::decodeAttrs(ctx.kind, ctx.opset, ctx.attrs);
+  if (!typed) return nodeError(ctx, typed.error().code(), "{}", typed.error().message());
+  OpContext decoded = ctx;
+  decoded.typed = &*typed;
+  return f(decoded);
+}
+
+}  // namespace ctxkit::kernels::detail

@@ -1,0 +1,109 @@
+// Prepared ops: attributes decoded, output types and shapes fixed and constant float16 inputs widened once, so
+// that a run only checks shapes (a comparison) and computes.
+#include "kernels/convert.h"
+#include "kernels/op_entry.h"
+
+#include <optional>
+
+namespace ctxkit::kernels {
+
+using namespace detail;
+
+namespace {
+
+struct InputSlot {
+  bool present = false;
+  ElemType type = ElemType::Undefined;
+  ir::Shape shape;
+};
+
+std::string describeSlot(bool present, ElemType type, std::span<const int64_t> shape) {
+  return present ? fmt::format("{} {}", ir::elemTypeName(type), shapeStr(shape)) : std::string("absent");
+}
+
+// Any op of the table, with its entry looked up and its attributes decoded once.
+class TablePreparedOp final : public PreparedOp {
+public:
+  TablePreparedOp(const OpEntry* entry, const OpContext& ctx, ops::OpAttrs typed)
+      : entry_(entry), kind_(ctx.kind), opset_(ctx.opset), attrs_(ctx.attrs), name_(ctx.nodeName),
+        typed_(std::move(typed)) {}
+
+  Status init(std::span<const ValueDesc> inputs, size_t outputCount) {
+    OpContext ctx = context(nullptr);
+    CTX_ASSIGN_OR_RETURN(outputs_, inferOutputs(ctx, inputs, outputCount));
+    for (const ValueDesc& in : inputs) inputs_.push_back(InputSlot{in.present, in.type, in.shape});
+    widened_.resize(inputs.size());
+    for (const ValueDesc& in : inputs) viaFloat_ = viaFloat_ || (in.present && isHalf(in.type));
+    viaFloat_ = viaFloat_ && entry_->halfViaFloat;
+    if (!viaFloat_) return Status::ok();
+    // Constant half inputs (weights) are widened here, once, instead of on every run.
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].present || !inputs[i].value || !isHalf(inputs[i].type)) continue;
+      const ir::Tensor& t = *inputs[i].value;
+      CTX_ASSIGN_OR_RETURN(ir::Tensor wide, ir::Tensor::allocate(ElemType::Float, t.shape()));
+      CTX_RETURN_IF_ERROR(convertElements(t.type(), t.data(), ElemType::Float, wide.mutableData(),
+                                          static_cast<size_t>(wide.elementCount())));
+      widened_[i] = std::move(wide);
+    }
+    return Status::ok();
+  }
+
+  Status run(RunIns inputs, RunOuts outputs, ThreadPool* pool) const override {
+    OpContext ctx = context(pool);
+    if (inputs.size() != inputs_.size())
+      return nodeError(ctx, ErrorCode::InvalidArgument, "{} inputs given but the op was prepared for {}", inputs.size(),
+                       inputs_.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const InputSlot& s = inputs_[i];
+      const ir::Tensor* t = inputs[i];
+      if ((t != nullptr) != s.present || (t && (t->type() != s.type || t->shape() != s.shape)))
+        return nodeError(ctx, ErrorCode::InvalidArgument, "input {} is {} but the op was prepared for {}", i,
+                         t ? describeSlot(true, t->type(), t->shape()) : std::string("absent"),
+                         describeSlot(s.present, s.type, s.shape));
+    }
+    if (outputs.size() != outputs_.size())
+      return nodeError(ctx, ErrorCode::InvalidArgument, "{} outputs given but the op was prepared for {}",
+                       outputs.size(), outputs_.size());
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const ir::Tensor* out = outputs[i];
+      if (!out) continue;
+      if (out->type() != outputs_[i].type || out->shape() != outputs_[i].shape)
+        return nodeError(ctx, ErrorCode::InvalidArgument, "output {} is {} but the op computes {}", i,
+                         describeSlot(true, out->type(), out->shape()),
+                         describeSlot(true, outputs_[i].type, outputs_[i].shape));
+    }
+    if (!viaFloat_) return entry_->run(ctx, inputs, outputs);
+    std::vector<const ir::Tensor*> ins(inputs.begin(), inputs.end());
+    for (size_t i = 0; i < ins.size(); ++i)
+      if (widened_[i]) ins[i] = &*widened_[i];
+    return runViaFloat(*entry_, ctx, ins, outputs);
+  }
+
+private:
+  OpContext context(ThreadPool* pool) const { return OpContext{kind_, opset_, attrs_, name_, pool, &typed_}; }
+
+  const OpEntry* entry_;
+  ir::OpKind kind_;
+  int64_t opset_;
+  ir::Attributes attrs_;  // for families whose kernels still read ONNX attributes (ops::OnnxAttrs)
+  std::string name_;
+  ops::OpAttrs typed_;
+  std::vector<InputSlot> inputs_;
+  std::vector<std::optional<ir::Tensor>> widened_;  // float32 copies of constant float16/bfloat16 inputs
+  bool viaFloat_ = false;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<PreparedOp>> prepare(const OpContext& ctx, std::span<const ValueDesc> inputs,
+                                              size_t outputCount) {
+  const OpEntry* entry = findEntry(ctx.kind);
+  if (!entry) return noKernel(ctx);
+  auto typed = ops::decodeAttrs(ctx.kind, ctx.opset, ctx.attrs);
+  if (!typed) return nodeError(ctx, typed.error().code(), "{}", typed.error().message());
+  auto op = std::make_unique<TablePreparedOp>(entry, ctx, std::move(typed.value()));
+  CTX_RETURN_IF_ERROR(op->init(inputs, outputCount));
+  return std::unique_ptr<PreparedOp>(std::move(op));
+}
+
+}  // namespace ctxkit::kernels

@@ -1,0 +1,203 @@
+// The decoder from ONNX attributes to typed ops: attribute names, defaults and opset differences live here.
+#include "ops/op_schema.h"
+
+#include <cmath>
+
+namespace ctxkit::ops {
+
+using ir::OpKind;
+
+namespace {
+
+template <typename... Args> Error bad(fmt::format_string<Args...> format, Args&&... args) {
+  return makeError(ErrorCode::InvalidGraph, format, std::forward<Args>(args)...);
+}
+
+Expected<bool> flag(const ir::Attributes& attrs, std::string_view name) {
+  int64_t v = attrs.getInt(name, 0);
+  if (v != 0 && v != 1) return bad("attribute {} is {} but expected 0 or 1", name, v);
+  return v == 1;
+}
+
+std::optional<std::vector<int64_t>> optionalInts(const ir::Attributes& attrs, std::string_view name) {
+  if (!attrs.has(name)) return std::nullopt;
+  return attrs.getInts(name);
+}
+
+Expected<WindowAttrs> decodeWindow(const ir::Attributes& attrs) {
+  WindowAttrs w;
+  w.kernelShape = optionalInts(attrs, "kernel_shape");
+  w.strides = optionalInts(attrs, "strides");
+  w.dilations = optionalInts(attrs, "dilations");
+  w.pads = optionalInts(attrs, "pads");
+  for (const auto* list : {&w.strides, &w.dilations})
+    if (*list)
+      for (int64_t x : **list)
+        if (x < 1)
+          return bad("attribute {} has value {} but expected values of at least 1",
+                     list == &w.strides ? "strides" : "dilations", x);
+  if (w.pads)
+    for (int64_t p : *w.pads)
+      if (p < 0) return bad("attribute pads has value {} but pads must not be negative", p);
+  std::string autoPad = attrs.getString("auto_pad", "NOTSET");
+  if (autoPad == "NOTSET") w.autoPad = AutoPad::NotSet;
+  else if (autoPad == "SAME_UPPER") w.autoPad = AutoPad::SameUpper;
+  else if (autoPad == "SAME_LOWER") w.autoPad = AutoPad::SameLower;
+  else if (autoPad == "VALID") w.autoPad = AutoPad::Valid;
+  else return bad("attribute auto_pad is '{}' but expected NOTSET, SAME_UPPER, SAME_LOWER or VALID", autoPad);
+  return w;
+}
+
+// com.microsoft FusedConv's form: `activation` names the op, `activation_params` its alpha/beta.
+Expected<Epilogue> decodeEpilogue(const ir::Attributes& attrs) {
+  Epilogue e;
+  const ir::Attribute* attr = attrs.find("activation");
+  if (!attr) return e;
+  if (attr->type != ir::AttrType::String) return bad("attribute activation must be a string");
+  std::vector<float> params = attrs.getFloats("activation_params");
+  auto param = [&](size_t i, float fallback) { return i < params.size() ? params[i] : fallback; };
+  const std::string& name = attr->s;
+  if (name == "Relu") e.activation = Activation::Relu;
+  else if (name == "LeakyRelu") e = {Activation::LeakyRelu, param(0, 0.01f), 0};
+  else if (name == "Sigmoid") e.activation = Activation::Sigmoid;
+  else if (name == "Tanh") e.activation = Activation::Tanh;
+  else if (name == "HardSigmoid") e = {Activation::HardSigmoid, param(0, 0.2f), param(1, 0.5f)};
+  else if (name == "Clip") e = {Activation::Clip, param(0, -INFINITY), param(1, INFINITY)};
+  else
+    return makeError(ErrorCode::Unsupported,
+                     "fused activation '{}' is not supported (Relu, LeakyRelu, Sigmoid, Tanh, HardSigmoid, Clip)", name);
+  return e;
+}
+
+Expected<OpAttrs> decodeConv(const ir::Attributes& attrs) {
+  ConvAttrs a;
+  CTX_ASSIGN_OR_RETURN(a.window, decodeWindow(attrs));
+  a.group = attrs.getInt("group", 1);
+  if (a.group < 1) return bad("attribute group is {} but expected at least 1", a.group);
+  CTX_ASSIGN_OR_RETURN(a.epilogue, decodeEpilogue(attrs));
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodePool(OpKind kind, const ir::Attributes& attrs) {
+  PoolAttrs a;
+  CTX_ASSIGN_OR_RETURN(a.window, decodeWindow(attrs));
+  if (!a.window.kernelShape) return bad("required attribute kernel_shape is missing");
+  CTX_ASSIGN_OR_RETURN(a.ceilMode, flag(attrs, "ceil_mode"));
+  if (kind == OpKind::MaxPool) {
+    int64_t order = attrs.getInt("storage_order", 0);
+    if (order != 0 && order != 1) return bad("attribute storage_order is {} but expected 0 or 1", order);
+    a.columnMajorIndices = order == 1;
+  } else {
+    int64_t countPad = attrs.getInt("count_include_pad", 0);
+    if (countPad != 0 && countPad != 1) return bad("attribute count_include_pad is {} but expected 0 or 1", countPad);
+    a.countIncludePad = countPad == 1;
+  }
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeUnary(OpKind kind, const ir::Attributes& attrs) {
+  UnaryAttrs a;
+  switch (kind) {
+    case OpKind::LeakyRelu: a.alpha = attrs.getFloat("alpha", 0.01f); break;
+    case OpKind::HardSigmoid:
+      a.alpha = attrs.getFloat("alpha", 0.2f);
+      a.beta = attrs.getFloat("beta", 0.5f);
+      break;
+    case OpKind::Gelu: {
+      std::string approx = attrs.getString("approximate", "none");
+      if (approx != "none" && approx != "tanh")
+        return bad("attribute approximate is '{}' but expected 'none' or 'tanh'", approx);
+      a.tanhApprox = approx == "tanh";
+      break;
+    }
+    default: break;
+  }
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeBatchNorm(int64_t opset, const ir::Attributes& attrs) {
+  if (attrs.getInt("training_mode", 0) != 0)
+    return makeError(ErrorCode::Unsupported, "training_mode = 1 is not supported (inference only)");
+  BatchNormAttrs a;
+  a.epsilon = attrs.getFloat("epsilon", 1e-5f);
+  a.perActivation = opset < 9 && attrs.getInt("spatial", 1) == 0;
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeLayerNorm(const ir::Attributes& attrs) {
+  LayerNormAttrs a;
+  a.axis = attrs.getInt("axis", -1);
+  a.epsilon = attrs.getFloat("epsilon", 1e-5f);
+  int64_t stash = attrs.getInt("stash_type", 1);
+  if (stash == static_cast<int64_t>(ir::ElemType::Float)) a.stashType = ir::ElemType::Float;
+  else if (stash == static_cast<int64_t>(ir::ElemType::Double)) a.stashType = ir::ElemType::Double;
+  else return makeError(ErrorCode::Unsupported, "attribute stash_type {} is not supported (float32 or float64 only)", stash);
+  return OpAttrs(a);
+}
+
+}  // namespace
+
+Expected<OpAttrs> decodeAttrs(OpKind kind, int64_t opset, const ir::Attributes& attrs) {
+  switch (kind) {
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Div: return OpAttrs(BinaryAttrs{});
+    case OpKind::Pow: return OpAttrs(BinaryAttrs{opset < 12});
+    case OpKind::Sqrt:
+    case OpKind::Erf:
+    case OpKind::Exp:
+    case OpKind::Log:
+    case OpKind::Neg:
+    case OpKind::Abs:
+    case OpKind::Reciprocal:
+    case OpKind::Relu:
+    case OpKind::LeakyRelu:
+    case OpKind::Sigmoid:
+    case OpKind::HardSigmoid:
+    case OpKind::Tanh:
+    case OpKind::Gelu:
+    case OpKind::HardSwish: return decodeUnary(kind, attrs);
+    case OpKind::Conv: return decodeConv(attrs);
+    case OpKind::MaxPool:
+    case OpKind::AveragePool: return decodePool(kind, attrs);
+    case OpKind::Gemm: {
+      GemmAttrs a;
+      CTX_ASSIGN_OR_RETURN(a.transA, flag(attrs, "transA"));
+      CTX_ASSIGN_OR_RETURN(a.transB, flag(attrs, "transB"));
+      a.alpha = attrs.getFloat("alpha", 1.0f);
+      a.beta = attrs.getFloat("beta", 1.0f);
+      CTX_ASSIGN_OR_RETURN(a.epilogue, decodeEpilogue(attrs));
+      return OpAttrs(a);
+    }
+    case OpKind::MatMul: {
+      MatMulAttrs a;
+      CTX_ASSIGN_OR_RETURN(a.epilogue, decodeEpilogue(attrs));
+      return OpAttrs(a);
+    }
+    case OpKind::BatchNormalization: return decodeBatchNorm(opset, attrs);
+    case OpKind::LayerNormalization: return decodeLayerNorm(attrs);
+    case OpKind::Softmax: {
+      SoftmaxAttrs a;
+      a.coerce2d = opset < 13;
+      a.axis = attrs.getInt("axis", a.coerce2d ? 1 : -1);
+      return OpAttrs(a);
+    }
+    default: return OpAttrs(OnnxAttrs{});
+  }
+}
+
+std::string_view activationName(Activation a) {
+  switch (a) {
+    case Activation::None: return "None";
+    case Activation::Relu: return "Relu";
+    case Activation::LeakyRelu: return "LeakyRelu";
+    case Activation::Sigmoid: return "Sigmoid";
+    case Activation::Tanh: return "Tanh";
+    case Activation::HardSigmoid: return "HardSigmoid";
+    case Activation::Clip: return "Clip";
+  }
+  return "?";
+}
+
+}  // namespace ctxkit::ops

@@ -1,0 +1,102 @@
+// Typed ops: stable numeric op ids and typed attributes per op family, decoded once from ONNX attributes.
+#pragma once
+
+#include "ir/attribute.h"
+#include "ir/elem_type.h"
+#include "ir/op_kind.h"
+#include "support/status.h"
+
+#include <cstdint>
+#include <optional>
+#include <variant>
+#include <vector>
+
+namespace ctxkit::ops {
+
+// The numeric id of an op kind in compiled programs. Ids never change once released: ops.def only grows at
+// its end (above EPContext), and tests/ops pins every (id, name) pair.
+inline uint16_t stableOpId(ir::OpKind kind) { return static_cast<uint16_t>(kind); }
+
+// An activation folded into the op that produces its input (Conv, Gemm, MatMul), applied to each result.
+enum class Activation : uint8_t { None = 0, Relu = 1, LeakyRelu = 2, Sigmoid = 3, Tanh = 4, HardSigmoid = 5, Clip = 6 };
+
+struct Epilogue {
+  Activation activation = Activation::None;
+  float alpha = 0;  // LeakyRelu slope, HardSigmoid alpha, Clip minimum
+  float beta = 0;   // HardSigmoid beta, Clip maximum
+  bool operator==(const Epilogue&) const = default;
+};
+
+enum class AutoPad : uint8_t { NotSet = 0, SameUpper = 1, SameLower = 2, Valid = 3 };
+
+// Sliding-window attributes of Conv and the pooling ops. Absent lists take their defaults once the spatial
+// rank is known (1s for strides and dilations, 0s for pads, the weight's shape for Conv's kernel).
+struct WindowAttrs {
+  std::optional<std::vector<int64_t>> kernelShape, strides, dilations, pads;
+  AutoPad autoPad = AutoPad::NotSet;
+};
+
+struct ConvAttrs {
+  WindowAttrs window;
+  int64_t group = 1;
+  Epilogue epilogue;
+};
+
+struct PoolAttrs {
+  WindowAttrs window;  // kernelShape is required
+  bool ceilMode = false;
+  bool countIncludePad = false;    // AveragePool
+  bool columnMajorIndices = false;  // MaxPool storage_order = 1
+};
+
+struct GemmAttrs {
+  float alpha = 1, beta = 1;
+  bool transA = false, transB = false;
+  Epilogue epilogue;
+};
+
+struct MatMulAttrs {
+  Epilogue epilogue;
+};
+
+struct BatchNormAttrs {
+  float epsilon = 1e-5f;
+  bool perActivation = false;  // before opset 9, spatial = 0 normalizes per activation instead of per channel
+};
+
+struct LayerNormAttrs {
+  int64_t axis = -1;
+  float epsilon = 1e-5f;
+  ir::ElemType stashType = ir::ElemType::Float;
+};
+
+struct SoftmaxAttrs {
+  int64_t axis = -1;
+  bool coerce2d = false;  // before opset 13 the input is seen as 2-D, split at `axis`
+};
+
+// One-input elementwise ops (Relu ... Gelu).
+struct UnaryAttrs {
+  float alpha = 0, beta = 0;  // LeakyRelu alpha; HardSigmoid alpha and beta
+  bool tanhApprox = false;    // Gelu approximate = "tanh"
+};
+
+// Two-input elementwise ops (Add, Sub, Mul, Div, Pow).
+struct BinaryAttrs {
+  bool sameTypeOperands = false;  // Pow before opset 12: exponent of the base's type
+};
+
+// Families not migrated yet: their kernels still read the node's ONNX attributes.
+struct OnnxAttrs {};
+
+using OpAttrs = std::variant<OnnxAttrs, BinaryAttrs, UnaryAttrs, ConvAttrs, PoolAttrs, GemmAttrs, MatMulAttrs,
+                             BatchNormAttrs, LayerNormAttrs, SoftmaxAttrs>;
+
+// Decodes and checks an op's ONNX attributes for the model's opset. Errors say which attribute, what was found
+// and what was expected; callers add the node.
+Expected<OpAttrs> decodeAttrs(ir::OpKind kind, int64_t opset, const ir::Attributes& attrs);
+
+// The ONNX spelling of a fused activation ("Relu", ...), for dumps and the com.microsoft attribute form.
+std::string_view activationName(Activation a);
+
+}  // namespace ctxkit::ops

@@ -1,0 +1,185 @@
+// The op id table is pinned (programs store these numbers), and the decoder turns ONNX attributes into typed ones.
+#include "ops/op_schema.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+using namespace ctxkit;
+using ir::Attribute;
+using ir::OpKind;
+
+TEST_CASE("every op id is pinned: released ids never change, new ops append", "[ops]") {
+  // Written out by hand: reordering or inserting a line in ops.def changes an id and breaks every .bin.
+  const std::vector<std::pair<uint16_t, std::string>> golden = {
+      {0, "Add"},
+      {1, "Sub"},
+      {2, "Mul"},
+      {3, "Div"},
+      {4, "Pow"},
+      {5, "Sqrt"},
+      {6, "Erf"},
+      {7, "Exp"},
+      {8, "Log"},
+      {9, "Neg"},
+      {10, "Abs"},
+      {11, "Reciprocal"},
+      {12, "MatMul"},
+      {13, "Gemm"},
+      {14, "Relu"},
+      {15, "LeakyRelu"},
+      {16, "Sigmoid"},
+      {17, "HardSigmoid"},
+      {18, "Tanh"},
+      {19, "Gelu"},
+      {20, "Softmax"},
+      {21, "Conv"},
+      {22, "MaxPool"},
+      {23, "AveragePool"},
+      {24, "GlobalAveragePool"},
+      {25, "BatchNormalization"},
+      {26, "LayerNormalization"},
+      {27, "Reshape"},
+      {28, "Transpose"},
+      {29, "Concat"},
+      {30, "Flatten"},
+      {31, "Squeeze"},
+      {32, "Unsqueeze"},
+      {33, "Identity"},
+      {34, "Constant"},
+      {35, "Gather"},
+      {36, "Slice"},
+      {37, "ReduceMean"},
+      {38, "Cast"},
+      {39, "Shape"},
+      {40, "Clip"},
+      {41, "Equal"},
+      {42, "Greater"},
+      {43, "Less"},
+      {44, "GreaterOrEqual"},
+      {45, "LessOrEqual"},
+      {46, "Not"},
+      {47, "And"},
+      {48, "Or"},
+      {49, "Where"},
+      {50, "ConstantOfShape"},
+      {51, "Expand"},
+      {52, "Range"},
+      {53, "Pad"},
+      {54, "HardSwish"},
+      {55, "Max"},
+      {56, "Min"},
+      {57, "ConvTranspose"},
+      {58, "Resize"},
+      {59, "If"},
+      {60, "Loop"},
+      {61, "Scan"},
+      {62, "LSTM"},
+      {63, "GRU"},
+      {64, "Split"},
+      {65, "Size"},
+  };
+  for (const auto& [id, name] : golden) {
+    auto kind = ir::opKindFromInt(id);
+    INFO("id " << id << " expected " << name);
+    REQUIRE(kind);
+    CHECK(ir::opKindName(*kind) == name);
+    CHECK(ops::stableOpId(*kind) == id);
+  }
+  // EPContext never appears in a program; it stays after every program op, so new ops take the next ids.
+  CHECK(ops::stableOpId(OpKind::EPContext) >= golden.size());
+}
+
+TEST_CASE("a fused activation decodes to an enum with its parameters", "[ops]") {
+  ir::Attributes attrs;
+  attrs.set(Attribute::makeString("activation", "LeakyRelu"));
+  attrs.set(Attribute::makeFloats("activation_params", {0.25f}));
+  auto conv = ops::decodeAttrs(OpKind::Conv, 13, attrs);
+  REQUIRE(conv);
+  const auto& c = std::get<ops::ConvAttrs>(*conv);
+  CHECK(c.epilogue.activation == ops::Activation::LeakyRelu);
+  CHECK(c.epilogue.alpha == 0.25f);
+
+  ir::Attributes clip;
+  clip.set(Attribute::makeString("activation", "Clip"));
+  auto gemm = ops::decodeAttrs(OpKind::Gemm, 13, clip);
+  REQUIRE(gemm);
+  const auto& g = std::get<ops::GemmAttrs>(*gemm);
+  CHECK(g.epilogue.activation == ops::Activation::Clip);
+  CHECK(std::isinf(g.epilogue.alpha));
+  CHECK(g.epilogue.alpha < 0);
+  CHECK(g.alpha == 1.0f);
+  CHECK(!g.transA);
+
+  ir::Attributes bad;
+  bad.set(Attribute::makeString("activation", "Softplus"));
+  auto refused = ops::decodeAttrs(OpKind::MatMul, 13, bad);
+  REQUIRE(!refused);
+  CHECK(refused.error().code() == ErrorCode::Unsupported);
+  CHECK(refused.error().message().find("Softplus") != std::string::npos);
+}
+
+TEST_CASE("opset differences are decided by the decoder", "[ops]") {
+  ir::Attributes none;
+  auto old = ops::decodeAttrs(OpKind::Softmax, 11, none);
+  auto now = ops::decodeAttrs(OpKind::Softmax, 13, none);
+  REQUIRE(old);
+  REQUIRE(now);
+  CHECK(std::get<ops::SoftmaxAttrs>(*old).coerce2d);
+  CHECK(std::get<ops::SoftmaxAttrs>(*old).axis == 1);
+  CHECK(!std::get<ops::SoftmaxAttrs>(*now).coerce2d);
+  CHECK(std::get<ops::SoftmaxAttrs>(*now).axis == -1);
+
+  CHECK(std::get<ops::BinaryAttrs>(*ops::decodeAttrs(OpKind::Pow, 7, none)).sameTypeOperands);
+  CHECK(!std::get<ops::BinaryAttrs>(*ops::decodeAttrs(OpKind::Pow, 15, none)).sameTypeOperands);
+
+  ir::Attributes spatial;
+  spatial.set(Attribute::makeInt("spatial", 0));
+  CHECK(std::get<ops::BatchNormAttrs>(*ops::decodeAttrs(OpKind::BatchNormalization, 7, spatial)).perActivation);
+  CHECK(!std::get<ops::BatchNormAttrs>(*ops::decodeAttrs(OpKind::BatchNormalization, 9, spatial)).perActivation);
+}
+
+TEST_CASE("attribute values are checked once, with what was found and expected", "[ops]") {
+  auto decodeWith = [](OpKind kind, Attribute a) {
+    ir::Attributes attrs;
+    attrs.set(std::move(a));
+    if (kind == OpKind::MaxPool || kind == OpKind::AveragePool) attrs.set(Attribute::makeInts("kernel_shape", {2, 2}));
+    return ops::decodeAttrs(kind, 13, attrs);
+  };
+  struct Case {
+    OpKind kind;
+    Attribute attr;
+    std::string expect;
+  };
+  std::vector<Case> cases = {
+      {OpKind::Conv, Attribute::makeInt("group", 0), "group is 0"},
+      {OpKind::Conv, Attribute::makeInts("strides", {1, 0}), "strides has value 0"},
+      {OpKind::Conv, Attribute::makeInts("pads", {0, -1, 0, 0}), "pads has value -1"},
+      {OpKind::Conv, Attribute::makeString("auto_pad", "SAME"), "auto_pad is 'SAME'"},
+      {OpKind::MaxPool, Attribute::makeInt("storage_order", 2), "storage_order is 2"},
+      {OpKind::AveragePool, Attribute::makeInt("count_include_pad", 3), "count_include_pad is 3"},
+      {OpKind::AveragePool, Attribute::makeInt("ceil_mode", 5), "ceil_mode is 5"},
+      {OpKind::Gemm, Attribute::makeInt("transA", 2), "transA is 2"},
+      {OpKind::Gelu, Attribute::makeString("approximate", "fast"), "approximate is 'fast'"},
+      {OpKind::LayerNormalization, Attribute::makeInt("stash_type", 10), "stash_type 10"},
+      {OpKind::BatchNormalization, Attribute::makeInt("training_mode", 1), "training_mode"},
+  };
+  for (const auto& c : cases) {
+    auto r = decodeWith(c.kind, c.attr);
+    INFO(ir::opKindName(c.kind) << ": " << c.expect);
+    REQUIRE(!r);
+    CHECK(r.error().message().find(c.expect) != std::string::npos);
+  }
+  ir::Attributes noKernel;
+  auto pool = ops::decodeAttrs(OpKind::MaxPool, 13, noKernel);
+  REQUIRE(!pool);
+  CHECK(pool.error().message().find("kernel_shape") != std::string::npos);
+}
+
+TEST_CASE("families not migrated yet keep their ONNX attributes", "[ops]") {
+  ir::Attributes attrs;
+  attrs.set(Attribute::makeInt("axis", 0));
+  auto gather = ops::decodeAttrs(OpKind::Gather, 13, attrs);
+  REQUIRE(gather);
+  CHECK(std::holds_alternative<ops::OnnxAttrs>(*gather));
+}

@@ -1,0 +1,119 @@
+// Prepared ops compute what the table's one-shot path computes, check their inputs, and fail at prepare time.
+#include "kernels/kernels.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <random>
+
+using namespace ctxkit;
+using ir::Attribute;
+using ir::ElemType;
+using ir::OpKind;
+
+namespace {
+
+ir::Tensor randomTensor(ElemType type, ir::Shape shape, uint32_t seed) {
+  auto t = ir::Tensor::allocate(ElemType::Float, shape);
+  REQUIRE(t);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  float* p = t->mutableDataAs<float>();
+  for (uint64_t i = 0; i < t->elementCount(); ++i) p[i] = dist(rng);
+  if (type == ElemType::Float) return *t;
+  // float16 inputs: one kernel evaluation of Cast converts them, independently of the prepared path.
+  ir::Attributes to;
+  to.set(Attribute::makeInt("to", static_cast<int64_t>(type)));
+  kernels::OpContext cast{OpKind::Cast, 13, to, "cast"};
+  const ir::Tensor* in = &*t;
+  auto out = kernels::evaluate(cast, std::span(&in, 1), 1);
+  REQUIRE(out);
+  return (*out)[0];
+}
+
+kernels::ValueDesc describe(const ir::Tensor& t, bool constant) {
+  kernels::ValueDesc d;
+  d.type = t.type();
+  d.shape = t.shape();
+  d.value = constant ? &t : nullptr;
+  return d;
+}
+
+bool sameBits(const ir::Tensor& a, const ir::Tensor& b) {
+  return a.type() == b.type() && a.shape() == b.shape() && std::memcmp(a.data(), b.data(), a.byteSize()) == 0;
+}
+
+// Prepares with `constants` marking weights, runs once, and compares with kernels::evaluate bit for bit.
+void expectSameAsEvaluate(const kernels::OpContext& ctx, const std::vector<ir::Tensor>& inputs,
+                          const std::vector<bool>& constants) {
+  std::vector<kernels::ValueDesc> descs;
+  std::vector<const ir::Tensor*> ptrs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    descs.push_back(describe(inputs[i], constants[i]));
+    ptrs.push_back(&inputs[i]);
+  }
+  auto prepared = kernels::prepare(ctx, descs, 1);
+  INFO((prepared ? std::string() : prepared.error().message()));
+  REQUIRE(prepared);
+  const auto& od = (*prepared)->outputs()[0];
+  auto out = ir::Tensor::allocate(od.type, od.shape);
+  REQUIRE(out);
+  ir::Tensor* outs[] = {&*out};
+  REQUIRE((*prepared)->run(ptrs, outs, nullptr));
+  auto reference = kernels::evaluate(ctx, ptrs, 1);
+  REQUIRE(reference);
+  CHECK(sameBits(*out, (*reference)[0]));
+}
+
+}  // namespace
+
+TEST_CASE("a prepared Conv with a fused activation computes what evaluate computes", "[ops][prepared]") {
+  ir::Attributes attrs;
+  attrs.set(Attribute::makeInts("pads", {1, 1, 1, 1}));
+  attrs.set(Attribute::makeInts("strides", {2, 2}));
+  attrs.set(Attribute::makeString("activation", "Relu"));
+  kernels::OpContext ctx{OpKind::Conv, 13, attrs, "conv"};
+  expectSameAsEvaluate(ctx,
+                       {randomTensor(ElemType::Float, {1, 3, 9, 9}, 1), randomTensor(ElemType::Float, {4, 3, 3, 3}, 2),
+                        randomTensor(ElemType::Float, {4}, 3)},
+                       {false, true, true});
+}
+
+TEST_CASE("a prepared float16 MatMul widens its constant weight once and matches evaluate", "[ops][prepared]") {
+  ir::Attributes attrs;
+  kernels::OpContext ctx{OpKind::MatMul, 13, attrs, "mm16"};
+  expectSameAsEvaluate(ctx, {randomTensor(ElemType::Float16, {2, 5, 8}, 4), randomTensor(ElemType::Float16, {8, 6}, 5)},
+                       {false, true});
+}
+
+TEST_CASE("a prepared op refuses inputs of another shape or type, naming both", "[ops][prepared]") {
+  ir::Attributes attrs;
+  kernels::OpContext ctx{OpKind::Add, 14, attrs, "add"};
+  ir::Tensor a = randomTensor(ElemType::Float, {2, 3}, 6), b = randomTensor(ElemType::Float, {3}, 7);
+  std::vector<kernels::ValueDesc> descs{describe(a, false), describe(b, false)};
+  auto prepared = kernels::prepare(ctx, descs, 1);
+  REQUIRE(prepared);
+  CHECK((*prepared)->outputs()[0].shape == ir::Shape{2, 3});
+  ir::Tensor wrong = randomTensor(ElemType::Float, {2, 4}, 8);
+  auto out = ir::Tensor::allocate(ElemType::Float, {2, 3});
+  REQUIRE(out);
+  ir::Tensor* outs[] = {&*out};
+  const ir::Tensor* ins[] = {&wrong, &b};
+  auto s = (*prepared)->run(ins, outs, nullptr);
+  REQUIRE(!s);
+  CHECK(s.error().message().find("node 'add'") != std::string::npos);
+  CHECK(s.error().message().find("2x4") != std::string::npos);
+  CHECK(s.error().message().find("2x3") != std::string::npos);
+}
+
+TEST_CASE("bad attributes fail when the op is prepared, not when it runs", "[ops][prepared]") {
+  ir::Attributes attrs;
+  attrs.set(Attribute::makeInt("group", 0));
+  kernels::OpContext ctx{OpKind::Conv, 13, attrs, "badconv"};
+  ir::Tensor x = randomTensor(ElemType::Float, {1, 2, 4, 4}, 9), w = randomTensor(ElemType::Float, {2, 2, 1, 1}, 10);
+  std::vector<kernels::ValueDesc> descs{describe(x, false), describe(w, true)};
+  auto prepared = kernels::prepare(ctx, descs, 1);
+  REQUIRE(!prepared);
+  CHECK(prepared.error().message().find("node 'badconv'") != std::string::npos);
+  CHECK(prepared.error().message().find("group is 0") != std::string::npos);
+}
