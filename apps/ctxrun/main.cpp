@@ -1,8 +1,9 @@
 // ctxrun: loads a _ctx.onnx (or plain .onnx), runs it, and checks or saves the outputs.
 #include "cli/cli_util.h"
-#include "runtime/run_io.h"
+#include "epcontext/contract.h"
 #include "runtime/session.h"
 #include "support/file_io.h"
+#include "tooling/run_io.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -66,7 +67,7 @@ ParallelResult runInParallel(const runtime::Session& s, const std::vector<ir::Te
           problem = out.error().message();
         } else {
           for (size_t o = 0; o < out->size() && problem.empty(); ++o) {
-            auto c = runtime::compareTensors((*out)[o], reference[o], 0, 0);
+            auto c = tooling::compareTensors((*out)[o], reference[o], 0, 0);
             if (!c.match) problem = fmt::format("output {} '{}': {}", o, s.outputs()[o].name, c.message);
           }
         }
@@ -110,7 +111,7 @@ int main(int argc, char** argv) {
   app.add_flag("--from-buffer", a.fromBuffer, "load the model from memory (with --context-file-path)");
   app.add_option("--context-file-path", a.contextFilePath, "with --from-buffer: the path ep_cache_context resolves against");
   app.add_flag("--json", a.json, "print a JSON report");
-  app.set_version_flag("--version", "ctxrun 0.1.0");
+  app.set_version_flag("--version", std::string("ctxrun ") + epcontext::kVersion);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -144,11 +145,11 @@ int main(int argc, char** argv) {
   const runtime::Session& s = **session;
   for (const auto& w : s.warnings()) std::cerr << "ctxrun: warning: " << w << "\n";
 
-  auto feeds = a.inputs.empty() ? runtime::randomInputs(s.inputs(), bindings, a.seed) : runtime::loadInputFolder(a.inputs, s.inputs());
+  auto feeds = a.inputs.empty() ? tooling::randomInputs(s.inputs(), bindings, a.seed) : tooling::loadInputFolder(a.inputs, s.inputs());
   if (!feeds) return fail(a, feeds.error(), report);
 
   if (!a.saveInputs.empty())
-    if (auto st = runtime::saveTensors(a.saveInputs, "input", *feeds); !st) return fail(a, st.error(), report);
+    if (auto st = tooling::saveTensors(a.saveInputs, "input", *feeds); !st) return fail(a, st.error(), report);
 
   auto firstStart = Clock::now();
   auto outputs = s.run(*feeds);
@@ -191,15 +192,15 @@ int main(int argc, char** argv) {
                                  {"type", std::string(ir::elemTypeName((*outputs)[i].type()))},
                                  {"shape", (*outputs)[i].shape()}});
   if (!a.outputDir.empty())
-    if (auto st = runtime::saveOutputs(a.outputDir, *outputs, s.outputs(), a.savePb); !st) return fail(a, st.error(), report);
+    if (auto st = tooling::saveOutputs(a.outputDir, *outputs, s.outputs(), a.savePb); !st) return fail(a, st.error(), report);
 
   bool allMatch = true;
   if (!a.expected.empty()) {
-    auto expected = runtime::loadExpectedFolder(a.expected, outputs->size());
+    auto expected = tooling::loadExpectedFolder(a.expected, outputs->size());
     if (!expected) return fail(a, expected.error(), report);
     report["comparison"] = nlohmann::ordered_json::array();
     for (size_t i = 0; i < outputs->size(); ++i) {
-      auto c = runtime::compareTensors((*outputs)[i], (*expected)[i], a.rtol, a.atol);
+      auto c = tooling::compareTensors((*outputs)[i], (*expected)[i], a.rtol, a.atol);
       allMatch &= c.match;
       report["comparison"].push_back({{"output", s.outputs()[i].name}, {"match", c.match}, {"max_abs_error", c.maxAbsError}, {"message", c.message}});
       if (!a.json) {

@@ -1,11 +1,13 @@
-// Session loading (claiming EPContext nodes, validation, compatibility) and execution.
+// Session loading from a model in memory (claiming EPContext nodes, validation, compatibility) and execution:
+// the runtime core, free of protobuf and onnx_io.
 #include "runtime/session.h"
 
+#include "epcontext/contract.h"
 #include "format/container.h"
 #include "kernels/kernels.h"
-#include "onnx_io/onnx_io.h"
 #include "program/program.h"
 #include "runtime/compiled_program.h"
+#include "runtime/compatibility.h"
 #include "runtime/context_store.h"
 #include "runtime/interpreter.h"
 #include "support/file_io.h"
@@ -20,20 +22,6 @@ namespace ctxkit::runtime {
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr const char* kEpName = "CtxKitExecutionProvider";
-// Targets this runtime knows, with the revision it was built for.
-const std::map<std::string, std::string> kKnownTargets = {{"npu-sim", "1"}, {"cpu", "1"}};
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
-bool isOurSource(const std::string& source) {
-  std::string s = lower(source);
-  return s == "ctxkitexecutionprovider" || s == "ctxkit";
-}
 
 std::string nodeLabel(const ir::Node& n, size_t index) {
   return n.name.empty() ? fmt::format("node #{} ({})", index, n.opType) : fmt::format("node '{}' ({})", n.name, n.opType);
@@ -59,46 +47,37 @@ struct Session::Impl {
   std::unique_ptr<kernels::ThreadPool> pool;
 
   Status checkCompatibility(const format::ContainerView& view, const std::string& where) {
-    const auto& c = view.compat();
-    if (c.producer != "ctxkit")
-      return makeError(ErrorCode::Unsupported, "{}: context was produced by '{}'; expected 'ctxkit' (UNSUPPORTED)", where, c.producer);
-    Compatibility level = Compatibility::SupportedOptimal;
-    std::string why;
-    if (c.formatMinor < format::kFormatMinor) {
-      level = Compatibility::PreferRecompilation;
-      why = fmt::format("container format {}.{} is older than this runtime's {}.{}", c.formatMajor, c.formatMinor,
-                        format::kFormatMajor, format::kFormatMinor);
-    }
-    if (auto it = kKnownTargets.find(c.targetId); it != kKnownTargets.end() && it->second != c.targetRevision) {
-      level = Compatibility::PreferRecompilation;
-      why = fmt::format("target '{}' revision '{}' differs from this runtime's revision '{}'", c.targetId, c.targetRevision,
-                        it->second);
-    }
-    if (level == Compatibility::PreferRecompilation) {
+    CompatibilityVerdict verdict = assessCompatibility(view.compat());
+    if (verdict.level == Compatibility::Unsupported)
+      return makeError(ErrorCode::Unsupported, "{}: {} ({})", where, verdict.reason, compatibilityName(verdict.level));
+    if (verdict.level == Compatibility::PreferRecompilation) {
       if (options.failOnSuboptimal)
-        return makeError(ErrorCode::InvalidGraph, "{}: {} (PREFER_RECOMPILATION, failing as asked)", where, why);
-      warnings.push_back(fmt::format("{}: {}; recompiling is recommended (PREFER_RECOMPILATION)", where, why));
+        return makeError(ErrorCode::InvalidGraph, "{}: {} ({}, failing as asked)", where, verdict.reason,
+                         compatibilityName(verdict.level));
+      warnings.push_back(
+          fmt::format("{}: {}; recompiling is recommended ({})", where, verdict.reason, compatibilityName(verdict.level)));
     }
-    compatibility = std::max(compatibility, level);
+    compatibility = std::max(compatibility, verdict.level);
     return Status::ok();
   }
 
-  Expected<std::shared_ptr<const format::ContainerView>> openContext(const ir::Node& node, const std::string& label,
-                                                                     const fs::path& contextDir) {
-    int64_t embed = node.attrs.getInt("embed_mode", 1);
-    const ir::Attribute* cache = node.attrs.find("ep_cache_context");
-    if (!cache || cache->type != ir::AttrType::String)
-      return makeError(ErrorCode::InvalidGraph, "{}: main_context=1 but no string attribute ep_cache_context", label);
-    if (embed == 1) {
-      auto payload = std::make_shared<std::string>(cache->s);
+  Expected<std::shared_ptr<const format::ContainerView>> openContext(const epcontext::NodeAttributes& attrs,
+                                                                     const std::string& label, const fs::path& contextDir) {
+    namespace attr = epcontext::attr;
+    if (!attrs.cacheContext)
+      return makeError(ErrorCode::InvalidGraph, "{}: {}=1 but no string attribute {}", label, attr::kMainContext,
+                       attr::kEpCacheContext);
+    if (attrs.embedMode == 1) {
+      auto payload = std::make_shared<std::string>(*attrs.cacheContext);
       auto bytes = std::as_bytes(std::span(payload->data(), payload->size()));
       CTX_ASSIGN_OR_RETURN(auto view, format::ContainerView::open(bytes, payload, fmt::format("{} (embedded context)", label)));
       embeddedPayloads.push_back(payload);
       return std::make_shared<const format::ContainerView>(std::move(view));
     }
-    if (embed != 0) return makeError(ErrorCode::InvalidGraph, "{}: embed_mode is {}; expected 0 or 1", label, embed);
-    auto path = resolveInside(contextDir, cache->s);
-    if (!path) return path.takeError().addContext(fmt::format("{}: ep_cache_context", label));
+    if (attrs.embedMode != 0)
+      return makeError(ErrorCode::InvalidGraph, "{}: {} is {}; expected 0 or 1", label, attr::kEmbedMode, attrs.embedMode);
+    auto path = resolveInside(contextDir, std::string(*attrs.cacheContext));
+    if (!path) return path.takeError().addContext(fmt::format("{}: {}", label, attr::kEpCacheContext));
     auto view = openSharedContainer(*path, options.shareContexts);
     if (!view) return view.takeError().addContext(label);
     return view;
@@ -116,20 +95,19 @@ struct Session::Impl {
       const ir::Node& n = g.nodes[i];
       if (n.kind != ir::OpKind::EPContext) continue;
       std::string label = fmt::format("{}: {}", displayName, nodeLabel(n, i));
-      std::string source = n.attrs.getString("source");
-      if (!isOurSource(source))
+      const epcontext::NodeAttributes attrs = epcontext::readNodeAttributes(n);
+      if (!epcontext::isOurSource(attrs.source))
         return makeError(ErrorCode::InvalidGraph,
-                         "{}: EPContext node belongs to another execution provider (source '{}'); ctxkit runs nodes whose "
-                         "source is {}",
-                         label, source, kEpName);
+                         "{}: EPContext node belongs to another execution provider ({} '{}'); ctxkit runs nodes whose "
+                         "{} is {}",
+                         label, epcontext::attr::kSource, attrs.source, epcontext::attr::kSource, epcontext::kEpName);
       epNodes.push_back(i);
-      if (n.attrs.getInt("main_context", 1) != 1) continue;
-      CTX_ASSIGN_OR_RETURN(auto view, openContext(n, label, contextDir));
+      if (attrs.mainContext != 1) continue;
+      CTX_ASSIGN_OR_RETURN(auto view, openContext(attrs, label, contextDir));
       CTX_RETURN_IF_ERROR(checkCompatibility(*view, label));
-      std::string arch = n.attrs.getString("hardware_architecture");
-      if (!arch.empty() && arch != view->compat().targetId)
-        return makeError(ErrorCode::InvalidGraph, "{}: hardware_architecture '{}' but the context was compiled for '{}'", label,
-                         arch, view->compat().targetId);
+      if (!attrs.hardwareArchitecture.empty() && attrs.hardwareArchitecture != view->compat().targetId)
+        return makeError(ErrorCode::InvalidGraph, "{}: {} '{}' but the context was compiled for '{}'", label,
+                         epcontext::attr::kHardwareArchitecture, attrs.hardwareArchitecture, view->compat().targetId);
       if (options.verifyWeights) CTX_RETURN_IF_ERROR(view->verify());
       if (std::find(contexts.begin(), contexts.end(), view) == contexts.end()) {
         stats.mappedBytes += view->fileSize();
@@ -137,13 +115,13 @@ struct Session::Impl {
       }
     }
     if (!epNodes.empty() && contexts.empty())
-      return makeError(ErrorCode::InvalidGraph, "{}: EPContext nodes but none has main_context=1", displayName);
+      return makeError(ErrorCode::InvalidGraph, "{}: EPContext nodes but none has {}=1", displayName, epcontext::attr::kMainContext);
     stats.contexts = contexts.size();
 
     for (size_t i : epNodes) {
       const ir::Node& n = g.nodes[i];
       std::string label = fmt::format("{}: {}", displayName, nodeLabel(n, i));
-      std::string partition = n.attrs.getString("partition_name", n.name);
+      std::string partition = epcontext::contextGraphName(n);
       const format::ContainerView* owner = nullptr;
       size_t graphIndex = 0;
       for (const auto& c : contexts)
@@ -235,24 +213,13 @@ struct Session::Impl {
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() = default;
 
-Expected<std::unique_ptr<Session>> Session::loadFile(const fs::path& path, const SessionOptions& options) {
+Expected<std::unique_ptr<Session>> Session::load(ir::Model model, const fs::path& modelDir, const SessionOptions& options,
+                                                 std::string displayName) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  impl->displayName = fmt::format("'{}'", path.string());
-  CTX_ASSIGN_OR_RETURN(impl->model, onnx_io::loadModel(path));
-  fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-  CTX_RETURN_IF_ERROR(impl->load(dir));
-  return std::unique_ptr<Session>(new Session(std::move(impl)));
-}
-
-Expected<std::unique_ptr<Session>> Session::loadBuffer(std::span<const std::byte> bytes, const fs::path& contextFilePath,
-                                                       const SessionOptions& options) {
-  auto impl = std::make_unique<Impl>();
-  impl->options = options;
-  impl->displayName = fmt::format("model buffer (context path '{}')", contextFilePath.string());
-  fs::path dir = contextFilePath.parent_path().empty() ? fs::path(".") : contextFilePath.parent_path();
-  CTX_ASSIGN_OR_RETURN(impl->model, onnx_io::loadModelFromBuffer(bytes, dir, impl->displayName));
-  CTX_RETURN_IF_ERROR(impl->load(dir));
+  impl->displayName = std::move(displayName);
+  impl->model = std::move(model);
+  CTX_RETURN_IF_ERROR(impl->load(modelDir.empty() ? fs::path(".") : modelDir));
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 

@@ -1,8 +1,11 @@
-// The runtime loader: opens a `_ctx.onnx` (or plain .onnx), claims our EPContext nodes, maps their context
-// binaries (shared across sessions in the process) and executes compiled programs and fallback nodes.
+// The runtime loader: claims our EPContext nodes of a model, maps their context binaries (shared across sessions
+// in the process) and executes compiled programs and fallback nodes. `Session::load` (the runtime core, no
+// protobuf) starts from a model already in memory, as an ONNX Runtime EP gets it; `loadFile`/`loadBuffer` parse
+// ONNX first and live in the `ctxkit_runtime` library on top of the core.
 #pragma once
 
 #include "ir/graph.h"
+#include "runtime/compatibility.h"
 #include "support/status.h"
 
 #include <cstddef>
@@ -13,9 +16,6 @@
 #include <vector>
 
 namespace ctxkit::runtime {
-
-// As ONNX Runtime's OrtCompiledModelCompatibility.
-enum class Compatibility { NotApplicable = 0, SupportedOptimal = 1, PreferRecompilation = 2, Unsupported = 3 };
 
 struct SessionOptions {
   int threads = 1;
@@ -33,6 +33,12 @@ struct SessionStats {
 
 class Session {
 public:
+  // Runtime core: a model already parsed (by onnx_io, or through ONNX Runtime's graph API). Relative
+  // ep_cache_context paths resolve against `modelDir`; `displayName` starts every error message.
+  static Expected<std::unique_ptr<Session>> load(ir::Model model, const std::filesystem::path& modelDir,
+                                                 const SessionOptions& options = {}, std::string displayName = "model");
+
+  // In ctxkit_runtime (they parse ONNX with onnx_io):
   static Expected<std::unique_ptr<Session>> loadFile(const std::filesystem::path& path, const SessionOptions& options = {});
   // A model in memory; `contextFilePath` (ORT's ep.context_file_path) fixes the folder that relative
   // ep_cache_context paths resolve against.
@@ -59,7 +65,7 @@ private:
   std::unique_ptr<Impl> impl_;
 };
 
-// Number of context binaries currently mapped by the process-wide store (for tests of sharing).
+// Context binaries currently mapped by the process-wide shared store (for tests of sharing).
 size_t sharedContextCount();
 
 }  // namespace ctxkit::runtime

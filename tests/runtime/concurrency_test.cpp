@@ -1,8 +1,8 @@
 // A loaded session is immutable: many threads running it at once, on different inputs, get exactly the results
 // of serial runs (SPEC §8). Built under ThreadSanitizer too (see scripts/test.sh).
 #include "pipeline/pipeline.h"
-#include "runtime/run_io.h"
 #include "runtime/session.h"
+#include "tooling/run_io.h"
 
 #include <catch2/catch.hpp>
 
@@ -65,7 +65,7 @@ TEST_CASE("8 threads x 100 runs on one session give exactly the serial results",
   constexpr int kInputSets = 6;
   std::vector<std::vector<ir::Tensor>> feeds, expected;
   for (int i = 0; i < kInputSets; ++i) {
-    auto f = runtime::randomInputs(s.inputs(), {}, 100 + i);
+    auto f = tooling::randomInputs(s.inputs(), {}, 100 + i);
     REQUIRE(f);
     auto out = s.run(*f);
     REQUIRE(out);

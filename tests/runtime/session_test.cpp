@@ -1,60 +1,16 @@
 // Runtime sessions: loading from a buffer with a context path, shared mappings, compatibility, validation.
 #include "onnx_io/onnx_io.h"
-#include "pipeline/pipeline.h"
-#include "runtime/run_io.h"
-#include "runtime/session.h"
+#include "runtime_test_util.h"
 #include "support/file_io.h"
 
 #include <catch2/catch.hpp>
 
 #include <fstream>
-#include <random>
 
 using namespace ctxkit;
 namespace fs = std::filesystem;
 
-namespace {
-
-const fs::path kSamples = CTXKIT_SAMPLES_DIR;
-
-struct Workspace {
-  fs::path dir;
-  explicit Workspace(const std::string& name) {
-    std::random_device rd;
-    dir = fs::temp_directory_path() / ("ctxkit_session_" + name + std::to_string(rd()));
-    fs::create_directories(dir);
-  }
-  ~Workspace() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
-
-void compile(const std::vector<std::string>& stems, const fs::path& out, bool share, const std::string& target = "npu-sim") {
-  pipeline::CompileOptions o;
-  for (const auto& s : stems) o.models.push_back(kSamples / (s + ".onnx"));
-  o.share = share;
-  o.outputDir = out;
-  o.target = target;
-  auto r = pipeline::compileModels(o);
-  INFO((r ? std::string() : r.error().message()));
-  REQUIRE(r);
-}
-
-void expectMatch(runtime::Session& s, const std::string& stem) {
-  fs::path data = kSamples / stem / "test_data_set_0";
-  auto feeds = runtime::loadInputFolder(data, s.inputs());
-  REQUIRE(feeds);
-  auto outs = s.run(*feeds);
-  REQUIRE(outs);
-  auto expected = runtime::loadExpectedFolder(data, outs->size());
-  REQUIRE(expected);
-  auto c = runtime::compareTensors((*outs)[0], (*expected)[0], 1e-3, 1e-5);
-  INFO(c.message);
-  CHECK(c.match);
-}
-
-}  // namespace
+using namespace ctxkit::runtime::testing;
 
 TEST_CASE("a model in memory resolves its .bin against the context file path", "[runtime]") {
   Workspace ws("buffer");
@@ -148,15 +104,15 @@ TEST_CASE("If, Loop and Scan run on the fallback path, before and after compilat
       auto s = runtime::Session::loadFile(model);
       INFO((s ? std::string() : s.error().message()));
       REQUIRE(s);
-      auto feeds = runtime::loadInputFolder(dir / "test_data_set_0", (*s)->inputs());
+      auto feeds = tooling::loadInputFolder(dir / "test_data_set_0", (*s)->inputs());
       REQUIRE(feeds);
       auto outs = (*s)->run(*feeds);
       INFO((outs ? std::string() : outs.error().message()));
       REQUIRE(outs);
-      auto expected = runtime::loadExpectedFolder(dir / "test_data_set_0", outs->size());
+      auto expected = tooling::loadExpectedFolder(dir / "test_data_set_0", outs->size());
       REQUIRE(expected);
       for (size_t i = 0; i < outs->size(); ++i) {
-        auto c = runtime::compareTensors((*outs)[i], (*expected)[i], 1e-3, 1e-5);
+        auto c = tooling::compareTensors((*outs)[i], (*expected)[i], 1e-3, 1e-5);
         INFO(c.message);
         CHECK(c.match);
       }

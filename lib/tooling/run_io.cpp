@@ -1,5 +1,5 @@
 // Input folders, random inputs, output files and tolerance comparison.
-#include "runtime/run_io.h"
+#include "tooling/run_io.h"
 
 #include "ir/npy.h"
 #include "onnx_io/onnx_io.h"
@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstring>
 
-namespace ctxkit::runtime {
+namespace ctxkit::tooling {
 
 namespace fs = std::filesystem;
 
@@ -225,4 +225,4 @@ Comparison compareTensors(const ir::Tensor& actual, const ir::Tensor& expected, 
   return c;
 }
 
-}  // namespace ctxkit::runtime
+}  // namespace ctxkit::tooling

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace ctxkit::runtime {
+namespace ctxkit::tooling {
 
 // `input_<i>.pb`, `input_<i>.npy` or `<name>.npy` for each feed input, in graph order.
 Expected<std::vector<ir::Tensor>> loadInputFolder(const std::filesystem::path& dir, const std::vector<ir::ValueInfo>& inputs);
@@ -37,4 +37,4 @@ struct Comparison {
 // |actual - expected| <= atol + rtol * |expected| per element; NaN matches NaN, infinities must be equal.
 Comparison compareTensors(const ir::Tensor& actual, const ir::Tensor& expected, double rtol, double atol);
 
-}  // namespace ctxkit::runtime
+}  // namespace ctxkit::tooling
