@@ -1,6 +1,7 @@
-// Shared container mappings keyed by canonical path.
+// Shared container mappings keyed by canonical path, and a count of every live mapping.
 #include "runtime/context_store.h"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 
@@ -9,6 +10,16 @@ namespace ctxkit::runtime {
 namespace {
 std::mutex gMutex;
 std::map<std::string, std::weak_ptr<const format::ContainerView>> gStore;
+std::atomic<size_t> gLiveMappings{0};
+
+std::shared_ptr<const format::ContainerView> counted(format::ContainerView view) {
+  auto* owned = new format::ContainerView(std::move(view));
+  ++gLiveMappings;
+  return std::shared_ptr<const format::ContainerView>(owned, [](const format::ContainerView* v) {
+    delete v;
+    --gLiveMappings;
+  });
+}
 }  // namespace
 
 Expected<std::shared_ptr<const format::ContainerView>> openSharedContainer(const std::filesystem::path& path, bool share) {
@@ -20,7 +31,7 @@ Expected<std::shared_ptr<const format::ContainerView>> openSharedContainer(const
     if (auto it = gStore.find(canonical.string()); it != gStore.end())
       if (auto live = it->second.lock()) return live;
   CTX_ASSIGN_OR_RETURN(auto view, format::ContainerView::openFile(canonical));
-  auto shared = std::make_shared<const format::ContainerView>(std::move(view));
+  auto shared = counted(std::move(view));
   if (share) gStore[canonical.string()] = shared;
   return shared;
 }
@@ -31,5 +42,7 @@ size_t liveSharedContainers() {
   for (const auto& [path, weak] : gStore) n += !weak.expired();
   return n;
 }
+
+size_t liveContainerMappings() { return gLiveMappings.load(); }
 
 }  // namespace ctxkit::runtime

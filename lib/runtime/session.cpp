@@ -39,6 +39,7 @@ struct Session::Impl {
   SessionStats stats;
   Compatibility compatibility = Compatibility::NotApplicable;
   std::vector<std::shared_ptr<const format::ContainerView>> contexts;
+  std::map<fs::path, std::shared_ptr<const format::ContainerView>> contextsByPath;  // canonical path -> mapping
   std::vector<std::shared_ptr<std::string>> embeddedPayloads;
   std::map<size_t, std::unique_ptr<CompiledProgram>> programs;  // node index -> program
   Scope constants;                                                // initializers, shared by every run
@@ -78,8 +79,14 @@ struct Session::Impl {
       return makeError(ErrorCode::InvalidGraph, "{}: {} is {}; expected 0 or 1", label, attr::kEmbedMode, attrs.embedMode);
     auto path = resolveInside(contextDir, std::string(*attrs.cacheContext));
     if (!path) return path.takeError().addContext(fmt::format("{}: {}", label, attr::kEpCacheContext));
+    // Several main nodes may name one file: this session maps it once even when sessions do not share.
+    std::error_code ec;
+    fs::path key = fs::canonical(*path, ec);
+    if (!ec)
+      if (auto it = contextsByPath.find(key); it != contextsByPath.end()) return it->second;
     auto view = openSharedContainer(*path, options.shareContexts);
     if (!view) return view.takeError().addContext(label);
+    if (!ec) contextsByPath[key] = *view;
     return view;
   }
 
@@ -231,5 +238,6 @@ Compatibility Session::compatibility() const { return impl_->compatibility; }
 Expected<std::vector<ir::Tensor>> Session::run(const std::vector<ir::Tensor>& feeds) const { return impl_->run(feeds); }
 
 size_t sharedContextCount() { return liveSharedContainers(); }
+size_t mappedContextCount() { return liveContainerMappings(); }
 
 }  // namespace ctxkit::runtime

@@ -67,5 +67,7 @@ private:
 
 // Context binaries currently mapped by the process-wide shared store (for tests of sharing).
 size_t sharedContextCount();
+// Context binary files currently mapped by any session, shared or not (with sharing off, each session maps its own).
+size_t mappedContextCount();
 
 }  // namespace ctxkit::runtime
