@@ -1,0 +1,89 @@
+// The runtime core on its own, as an ONNX Runtime EP links it: sessions from models built in memory, with no
+// onnx_io and no protobuf in this test's link (see CMakeLists.txt).
+#include "runtime/session.h"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+using namespace ctxkit;
+
+namespace {
+
+ir::ValueInfo floatValue(const std::string& name, ir::Shape shape) {
+  std::vector<ir::Dim> dims;
+  for (int64_t d : shape) dims.push_back(ir::Dim::known(d));
+  return ir::ValueInfo{name, ir::ElemType::Float, dims, {}};
+}
+
+// y = x + w, with w an initializer.
+ir::Model addModel() {
+  ir::Model m;
+  m.irVersion = 8;
+  m.opsets.push_back(ir::OpsetImport{"", 17});
+  ir::Graph& g = m.graph;
+  g.name = "add";
+  g.inputs.push_back(floatValue("x", {2, 2}));
+  g.outputs.push_back(floatValue("y", {2, 2}));
+  g.initializers.push_back(ir::Initializer{"w", ir::Tensor::fromVector(ir::ElemType::Float, {2, 2}, std::vector<float>{10, 20, 30, 40}), std::nullopt});
+  ir::Node add;
+  add.name = "add0";
+  add.opType = "Add";
+  add.kind = ir::OpKind::Add;
+  add.opset = 17;
+  add.inputs = {"x", "w"};
+  add.outputs = {"y"};
+  g.nodes.push_back(add);
+  return m;
+}
+
+ir::Node epContextNode(const std::string& source, const std::string& cache) {
+  ir::Node n;
+  n.name = "ep0";
+  n.opType = "EPContext";
+  n.domain = "com.microsoft";
+  n.kind = ir::OpKind::EPContext;
+  n.opset = 1;
+  n.inputs = {"x"};
+  n.outputs = {"y"};
+  n.attrs.set(ir::Attribute::makeInt("main_context", 1));
+  n.attrs.set(ir::Attribute::makeInt("embed_mode", 0));
+  n.attrs.set(ir::Attribute::makeString("ep_cache_context", cache));
+  n.attrs.set(ir::Attribute::makeString("source", source));
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("a model built in memory loads and runs in the core, inputs and initializers bound", "[runtime][core]") {
+  auto s = runtime::Session::load(addModel(), std::filesystem::temp_directory_path(), {}, "in-memory add");
+  INFO((s ? std::string() : s.error().message()));
+  REQUIRE(s);
+  REQUIRE((*s)->inputs().size() == 1);
+  CHECK((*s)->inputs()[0].name == "x");
+  CHECK((*s)->stats().fallbackNodes == 1);
+  CHECK((*s)->stats().compiledNodes == 0);
+  CHECK((*s)->compatibility() == runtime::Compatibility::NotApplicable);
+  auto out = (*s)->run({ir::Tensor::fromVector(ir::ElemType::Float, {2, 2}, std::vector<float>{1, 2, 3, 4})});
+  REQUIRE(out);
+  REQUIRE(out->size() == 1);
+  const float* y = (*out)[0].dataAs<float>();
+  CHECK(std::vector<float>(y, y + 4) == std::vector<float>{11, 22, 33, 44});
+  auto wrong = (*s)->run({});
+  REQUIRE_FALSE(wrong);
+  CHECK_THAT(wrong.error().message(), Catch::Contains("in-memory add takes 1 inputs but 0 were given"));
+}
+
+TEST_CASE("the core refuses another EP's node and names a missing context binary", "[runtime][core]") {
+  ir::Model foreign = addModel();
+  foreign.graph.nodes = {epContextNode("QNNExecutionProvider", "qnn.bin")};
+  auto s = runtime::Session::load(std::move(foreign), std::filesystem::temp_directory_path(), {}, "m");
+  REQUIRE_FALSE(s);
+  CHECK_THAT(s.error().message(), Catch::Contains("'ep0'") && Catch::Contains("QNNExecutionProvider"));
+
+  ir::Model ours = addModel();
+  ours.graph.nodes = {epContextNode("CTXKIT", "no_such_ctxkit.bin")};
+  auto missing = runtime::Session::load(std::move(ours), std::filesystem::temp_directory_path(), {}, "m");
+  REQUIRE_FALSE(missing);
+  CHECK_THAT(missing.error().message(), Catch::Contains("'ep0'") && Catch::Contains("no_such_ctxkit.bin"));
+}
