@@ -35,4 +35,12 @@ CompatibilityVerdict assessCompatibility(const format::CompatInfo& found, uint16
   return {};
 }
 
+CompatibilityVerdict assessCompatibilityInfo(std::string_view info, uint16_t runtimeMajor, uint16_t runtimeMinor) {
+  auto parsed = epcontext::parseCompatibilityInfo(info);
+  if (!parsed) return {Compatibility::Unsupported, parsed.error().message()};
+  format::CompatInfo found{parsed->producer, parsed->version, parsed->targetId, parsed->targetRevision,
+                           parsed->formatMajor, parsed->formatMinor};
+  return assessCompatibility(found, runtimeMajor, runtimeMinor);
+}
+
 }  // namespace ctxkit::runtime

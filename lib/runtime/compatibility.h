@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace ctxkit::runtime {
 
@@ -25,5 +26,10 @@ struct CompatibilityVerdict {
 // stand for another runtime).
 CompatibilityVerdict assessCompatibility(const format::CompatInfo& found, uint16_t runtimeMajor = format::kFormatMajor,
                                          uint16_t runtimeMinor = format::kFormatMinor);
+
+// The same verdict from the model's `ep_compatibility_info.CtxKitExecutionProvider` value, as ONNX Runtime's
+// ValidateCompiledModelCompatibilityInfo receives it; a value that does not parse is UNSUPPORTED.
+CompatibilityVerdict assessCompatibilityInfo(std::string_view info, uint16_t runtimeMajor = format::kFormatMajor,
+                                             uint16_t runtimeMinor = format::kFormatMinor);
 
 }  // namespace ctxkit::runtime

@@ -124,6 +124,24 @@ TEST_CASE("the _ctx.onnx compatibility metadata matches its .bin", "[runtime][co
   CHECK(info->targetRevision == bin.targetRevision);
   CHECK(model->producerName == "ctxkit");
   CHECK(model->producerVersion == bin.producerVersion);
+
+  // The same verdicts from the metadata value, as ONNX Runtime's ValidateCompiledModelCompatibilityInfo gets it.
+  using runtime::Compatibility;
+  CHECK(runtime::assessCompatibilityInfo(value).level == Compatibility::SupportedOptimal);
+  auto doctored = [&](const std::string& from, const std::string& to) {
+    std::string v = value;
+    auto at = v.find(from);
+    REQUIRE(at != std::string::npos);
+    return v.replace(at, from.size(), to);
+  };
+  CHECK(runtime::assessCompatibilityInfo(doctored("ctxkit;", "otherkit;")).level == Compatibility::Unsupported);
+  CHECK(runtime::assessCompatibilityInfo(doctored("revision=1", "revision=9")).level == Compatibility::PreferRecompilation);
+  const std::string formatField = fmt::format("format={}.", format::kFormatMajor);
+  CHECK(runtime::assessCompatibilityInfo(doctored(formatField, fmt::format("format={}.", format::kFormatMajor + 1))).level ==
+        Compatibility::Unsupported);
+  auto garbage = runtime::assessCompatibilityInfo("not a compatibility string");
+  CHECK(garbage.level == Compatibility::Unsupported);
+  CHECK_THAT(garbage.reason, Catch::Contains("compatibility info"));
 }
 
 TEST_CASE("a context from another producer is UNSUPPORTED, with or without the strict option", "[runtime][compat]") {
