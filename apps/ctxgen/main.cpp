@@ -69,6 +69,10 @@ int main(int argc, char** argv) {
   app.add_option("--json", jsonPath, "write a JSON report to FILE, or - for stdout");
   app.add_flag("--dry-run", o.dryRun, "print the partition report and write nothing");
   app.add_flag("--dump", o.dumpPrograms, "print the compiled programs as text");
+  app.add_option("--dump-after", o.dumpAfter,
+                 "print every partition as it is after this lowering pass (fold-constants, fold-batchnorm, "
+                 "fuse-matmul-add, fuse-epilogue, emit-program, plan-memory)");
+  app.add_option("--stop-after", o.stopAfter, "stop lowering after this pass, print the partitions, write nothing");
   app.add_option("--depfile", depfile, "write Makefile-style dependencies to FILE");
   app.add_flag("-v,--verbose", verbose, "per-partition and per-stage detail");
   app.add_flag("-q,--quiet", quiet, "print errors only");
@@ -116,7 +120,8 @@ int main(int argc, char** argv) {
       return cli::kExitFailure;
     }
   }
-  if (o.dumpPrograms) std::cout << report->programDump;
+  if (o.dumpPrograms || !o.dumpAfter.empty() || report->stopped) std::cout << report->programDump;
+  if (report->stopped) return cli::kExitOk;
   if (!quiet && jsonPath != "-") std::cout << pipeline::reportText(*report, verbose);
   return cli::kExitOk;
 }

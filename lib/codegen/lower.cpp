@@ -5,10 +5,11 @@
 #include "kernels/kernels.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
-#include <optional>
 #include <deque>
 #include <map>
+#include <optional>
 
 namespace ctxkit::codegen {
 
@@ -42,15 +43,108 @@ public:
       const ir::Node& n = graph.nodes[i];
       ops_.push_back(LOp{n.kind, n.opset, n.name.empty() ? n.opType + "_" + std::to_string(i) : n.name, n.attrs, n.inputs, n.outputs});
     }
-    if (options_.foldBatchNorm) CTX_RETURN_IF_ERROR(foldBatchNorms());
-    if (options_.fuseMatMulAdd) CTX_RETURN_IF_ERROR(fuseMatMulAdds());
-    if (options_.fuseActivations) fuseActivations();
-    for (const LOp& op : ops_) CTX_RETURN_IF_ERROR(emit(op).addContext(fmt::format("lowering node '{}'", op.name)));
-    planArena();
+    for (const Pass& pass : passes()) {
+      if (!pass.required && options_.skipPasses.count(std::string(pass.name))) continue;
+      auto start = std::chrono::steady_clock::now();
+      CTX_ASSIGN_OR_RETURN(bool changed, (this->*pass.run)());
+      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      result_.passes.push_back(PassRun{std::string(pass.name), ms, changed});
+      if (options_.dumpAfter == pass.name || options_.stopAfter == pass.name) result_.dump = dumpState(pass.name);
+      if (options_.stopAfter == pass.name) {
+        result_.stopped = true;
+        break;
+      }
+    }
     return std::move(result_);
   }
 
+  struct Pass {
+    std::string_view name;
+    Expected<bool> (Lowering::*run)();
+    bool required;  // emit-program and plan-memory make the program; they cannot be skipped
+  };
+
+  static const std::vector<Pass>& passes() {
+    static const std::vector<Pass> kPasses = {
+        {"fold-constants", &Lowering::foldConstants, false},
+        {"fold-batchnorm", &Lowering::foldBatchNorms, false},
+        {"fuse-matmul-add", &Lowering::fuseMatMulAdds, false},
+        {"fuse-epilogue", &Lowering::fuseActivations, false},
+        {"emit-program", &Lowering::emitProgram, true},
+        {"plan-memory", &Lowering::planArena, true},
+    };
+    return kPasses;
+  }
+
 private:
+  // Before emit-program the partition is a list of ONNX-level ops; after it, the program.
+  std::string dumpState(std::string_view pass) const {
+    if (emitted_) return program::dump(result_.program, fmt::format("{} (after {})", options_.name, pass));
+    std::string out = fmt::format("ops {} (after {}): {} ops\n", options_.name, pass, ops_.size());
+    for (const LOp& op : ops_) {
+      std::string attrs;
+      for (const auto& a : op.attrs.all())
+        if (a.type == ir::AttrType::String) attrs += fmt::format(" {}=\"{}\"", a.name, a.s);
+        else if (a.type == ir::AttrType::Int) attrs += fmt::format(" {}={}", a.name, a.i);
+        else if (a.type == ir::AttrType::Float) attrs += fmt::format(" {}={}", a.name, a.f);
+        else if (a.type == ir::AttrType::Ints) attrs += fmt::format(" {}=[{}]", a.name, fmt::join(a.ints, ","));
+        else if (a.type == ir::AttrType::Floats) attrs += fmt::format(" {}=[{}]", a.name, fmt::join(a.floats, ","));
+      std::string ins;
+      for (const auto& in : op.inputs)
+        ins += (ins.empty() ? "" : ", ") + (in.empty() ? std::string("-") : in + (constantOf(in) ? "(const)" : ""));
+      out += fmt::format("  {} = {}({}){}  # {}\n", fmt::join(op.outputs, ", "), ir::opKindName(op.kind), ins, attrs,
+                         op.name);
+    }
+    return out;
+  }
+
+  // Ops whose results are already constants, or whose inputs all are, are evaluated now and become weights
+  // (unless a result leaves the partition, which needs a real output).
+  Expected<bool> foldConstants() {
+    bool changed = false;
+    for (size_t i = 0; i < ops_.size();) {
+      const LOp& op = ops_[i];
+      bool leaves = std::any_of(op.outputs.begin(), op.outputs.end(), [&](const std::string& o) { return usedOutside_.count(o) > 0; });
+      if (leaves || ir::isControlFlow(op.kind) || !kernels::hasKernel(op.kind) || op.outputs.empty()) {
+        ++i;
+        continue;
+      }
+      bool known = std::all_of(op.outputs.begin(), op.outputs.end(),
+                               [&](const std::string& o) { return o.empty() || constantOf(o) != nullptr; });
+      if (!known) {
+        std::vector<const ir::Tensor*> ins;
+        bool constantInputs = !op.inputs.empty();
+        for (const auto& in : op.inputs) {
+          ins.push_back(in.empty() ? nullptr : constantOf(in));
+          constantInputs = constantInputs && (in.empty() || ins.back());
+        }
+        if (!constantInputs) {
+          ++i;
+          continue;
+        }
+        size_t outputCount = op.outputs.size();
+        while (outputCount > 0 && op.outputs[outputCount - 1].empty()) --outputCount;
+        kernels::OpContext ctx{op.kind, op.opset, op.attrs, op.name};
+        auto outs = kernels::evaluate(ctx, ins, outputCount);
+        if (!outs) {  // left to run; emit-program reports what is wrong with it
+          ++i;
+          continue;
+        }
+        for (size_t o = 0; o < outputCount; ++o)
+          if (!op.outputs[o].empty()) addConstant(op.outputs[o], std::move((*outs)[o]));
+      }
+      ops_.erase(ops_.begin() + static_cast<std::ptrdiff_t>(i));
+      changed = true;
+    }
+    return changed;
+  }
+
+  Expected<bool> emitProgram() {
+    for (const LOp& op : ops_) CTX_RETURN_IF_ERROR(emit(op).addContext(fmt::format("lowering node '{}'", op.name)));
+    emitted_ = true;
+    return true;
+  }
+
   const ir::Tensor* constantOf(const std::string& name) const {
     if (auto it = folded_.find(name); it != folded_.end()) return &it->second;
     const analysis::ValueFacts* f = facts_.find(name);
@@ -64,57 +158,119 @@ private:
     return n;
   }
 
+  // The BatchNormalization (inference, no extra outputs) that alone reads `producer`'s only output, with
+  // its four float32 parameter vectors of `channels` values; nullopt when there is none to fold.
+  struct BatchNormFold {
+    size_t index;
+    const float *scale, *bias, *mean, *var;
+    float epsilon;
+  };
+  std::optional<BatchNormFold> batchNormAfter(size_t i, int64_t channels) const {
+    const LOp& producer = ops_[i];
+    if (producer.outputs.size() != 1 || usedOutside_.count(producer.outputs[0]) || readers(producer.outputs[0]) != 1)
+      return std::nullopt;
+    size_t j = i + 1;
+    while (j < ops_.size() && (ops_[j].inputs.empty() || ops_[j].inputs[0] != producer.outputs[0])) ++j;
+    if (j == ops_.size()) return std::nullopt;
+    const LOp& bn = ops_[j];
+    if (bn.kind != ir::OpKind::BatchNormalization || bn.inputs.size() != 5 || bn.attrs.getInt("training_mode", 0) != 0)
+      return std::nullopt;
+    for (size_t o = 1; o < bn.outputs.size(); ++o)
+      if (!bn.outputs[o].empty()) return std::nullopt;
+    const float* params[4];
+    for (int k = 0; k < 4; ++k) {
+      const ir::Tensor* t = constantOf(bn.inputs[1 + k]);
+      if (!t || t->type() != ir::ElemType::Float || t->rank() != 1 || t->shape()[0] != channels) return std::nullopt;
+      params[k] = t->dataAs<float>();
+    }
+    return BatchNormFold{j, params[0], params[1], params[2], params[3], bn.attrs.getFloat("epsilon", 1e-5f)};
+  }
+
+  static double bnFactor(const BatchNormFold& f, int64_t c) {
+    return f.scale[c] / std::sqrt(static_cast<double>(f.var[c]) + f.epsilon);
+  }
+
+  Expected<bool> foldBatchNorms() {
+    CTX_ASSIGN_OR_RETURN(bool conv, foldBatchNormsIntoConv());
+    CTX_ASSIGN_OR_RETURN(bool gemm, foldBatchNormsIntoGemm());
+    return conv || gemm;
+  }
+
+  // Gemm (float32, constant B, C absent or a constant of 1 or N values) followed only by BatchNormalization
+  // over its N output channels becomes one Gemm: B's columns scaled, C = beta * C * f + (bias - mean * f).
+  Expected<bool> foldBatchNormsIntoGemm() {
+    bool changed = false;
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      LOp& gemm = ops_[i];
+      if (gemm.kind != ir::OpKind::Gemm || gemm.inputs.size() < 2) continue;
+      const ir::Tensor* b = constantOf(gemm.inputs[1]);
+      if (!b || b->type() != ir::ElemType::Float || b->rank() != 2) continue;
+      const bool transB = gemm.attrs.getInt("transB", 0) != 0;
+      const int64_t n = transB ? b->shape()[0] : b->shape()[1], k = transB ? b->shape()[1] : b->shape()[0];
+      const bool hasC = gemm.inputs.size() > 2 && !gemm.inputs[2].empty();
+      const ir::Tensor* c = hasC ? constantOf(gemm.inputs[2]) : nullptr;
+      if (hasC && (!c || c->type() != ir::ElemType::Float || c->rank() > 2 ||
+                   (c->elementCount() != 1 && (c->elementCount() != static_cast<uint64_t>(n) || c->shape().back() != n))))
+        continue;
+      auto fold = batchNormAfter(i, n);
+      if (!fold) continue;
+      const float beta = gemm.attrs.getFloat("beta", 1.0f);
+      CTX_ASSIGN_OR_RETURN(ir::Tensor newB, ir::Tensor::allocate(ir::ElemType::Float, b->shape()));
+      CTX_ASSIGN_OR_RETURN(ir::Tensor newC, ir::Tensor::allocate(ir::ElemType::Float, {n}));
+      const float* pb = b->dataAs<float>();
+      float* nb = newB.mutableDataAs<float>();
+      for (int64_t col = 0; col < n; ++col) {
+        double f = bnFactor(*fold, col);
+        for (int64_t row = 0; row < k; ++row) {
+          size_t at = static_cast<size_t>(transB ? col * k + row : row * n + col);
+          nb[at] = static_cast<float>(pb[at] * f);
+        }
+        double c0 = c ? c->dataAs<float>()[c->elementCount() == 1 ? 0 : col] : 0.0;
+        newC.mutableDataAs<float>()[col] = static_cast<float>(beta * c0 * f + fold->bias[col] - fold->mean[col] * f);
+      }
+      std::string bName = addConstant(gemm.name + ".bn_folded_b", std::move(newB));
+      std::string cName = addConstant(gemm.name + ".bn_folded_c", std::move(newC));
+      gemm.inputs = {gemm.inputs[0], bName, cName};
+      gemm.attrs.set(ir::Attribute::makeFloat("beta", 1.0f));
+      gemm.outputs = {ops_[fold->index].outputs[0]};
+      ops_.erase(ops_.begin() + static_cast<std::ptrdiff_t>(fold->index));
+      changed = true;
+    }
+    return changed;
+  }
+
   // Conv followed only by BatchNormalization (inference) becomes one Conv with rescaled weights and bias.
-  Status foldBatchNorms() {
+  Expected<bool> foldBatchNormsIntoConv() {
+    bool changed = false;
     for (size_t i = 0; i < ops_.size(); ++i) {
       LOp& conv = ops_[i];
-      if (conv.kind != ir::OpKind::Conv || conv.outputs.size() != 1 || usedOutside_.count(conv.outputs[0])) continue;
-      if (readers(conv.outputs[0]) != 1) continue;
-      size_t j = i + 1;
-      while (j < ops_.size() && (ops_[j].inputs.empty() || ops_[j].inputs[0] != conv.outputs[0])) ++j;
-      if (j == ops_.size()) continue;
-      const LOp& bn = ops_[j];
-      if (bn.kind != ir::OpKind::BatchNormalization || bn.inputs.size() != 5 || bn.attrs.getInt("training_mode", 0) != 0)
-        continue;
-      bool extraOutputs = false;
-      for (size_t o = 1; o < bn.outputs.size(); ++o) extraOutputs |= !bn.outputs[o].empty();
-      if (extraOutputs || conv.inputs.size() < 2) continue;
+      if (conv.kind != ir::OpKind::Conv || conv.inputs.size() < 2) continue;
       const ir::Tensor* w = constantOf(conv.inputs[1]);
-      const ir::Tensor* b = conv.inputs.size() > 2 && !conv.inputs[2].empty() ? constantOf(conv.inputs[2]) : nullptr;
-      if (conv.inputs.size() > 2 && !conv.inputs[2].empty() && !b) continue;
-      const ir::Tensor* params[4];
-      bool ok = w && w->type() == ir::ElemType::Float && w->rank() >= 3;
-      for (int k = 0; k < 4 && ok; ++k) {
-        params[k] = constantOf(bn.inputs[1 + k]);
-        ok = params[k] && params[k]->type() == ir::ElemType::Float && params[k]->rank() == 1 &&
-             params[k]->shape()[0] == w->shape()[0];
-      }
-      if (!ok || (b && (b->type() != ir::ElemType::Float || b->elementCount() != static_cast<uint64_t>(w->shape()[0]))))
-        continue;
+      const bool hasBias = conv.inputs.size() > 2 && !conv.inputs[2].empty();
+      const ir::Tensor* b = hasBias ? constantOf(conv.inputs[2]) : nullptr;
+      if (!w || w->type() != ir::ElemType::Float || w->rank() < 3 || (hasBias && !b)) continue;
       const int64_t m = w->shape()[0];
+      if (b && (b->type() != ir::ElemType::Float || b->elementCount() != static_cast<uint64_t>(m))) continue;
+      auto fold = batchNormAfter(i, m);
+      if (!fold) continue;
       const uint64_t perFilter = w->elementCount() / static_cast<uint64_t>(m);
-      const float eps = bn.attrs.getFloat("epsilon", 1e-5f);
       CTX_ASSIGN_OR_RETURN(ir::Tensor newW, ir::Tensor::allocate(ir::ElemType::Float, w->shape()));
       CTX_ASSIGN_OR_RETURN(ir::Tensor newB, ir::Tensor::allocate(ir::ElemType::Float, {m}));
-      const float* scale = params[0]->dataAs<float>();
-      const float* bias = params[1]->dataAs<float>();
-      const float* mean = params[2]->dataAs<float>();
-      const float* var = params[3]->dataAs<float>();
       for (int64_t c = 0; c < m; ++c) {
-        double factor = scale[c] / std::sqrt(static_cast<double>(var[c]) + eps);
+        double factor = bnFactor(*fold, c);
         for (uint64_t k = 0; k < perFilter; ++k)
           newW.mutableDataAs<float>()[c * perFilter + k] = static_cast<float>(w->dataAs<float>()[c * perFilter + k] * factor);
         double b0 = b ? b->dataAs<float>()[c] : 0.0;
-        newB.mutableDataAs<float>()[c] = static_cast<float>((b0 - mean[c]) * factor + bias[c]);
+        newB.mutableDataAs<float>()[c] = static_cast<float>((b0 - fold->mean[c]) * factor + fold->bias[c]);
       }
-      std::string wName = conv.name + ".bn_folded_weight", bName = conv.name + ".bn_folded_bias";
-      folded_.emplace(wName, std::move(newW));
-      folded_.emplace(bName, std::move(newB));
+      std::string wName = addConstant(conv.name + ".bn_folded_weight", std::move(newW));
+      std::string bName = addConstant(conv.name + ".bn_folded_bias", std::move(newB));
       conv.inputs = {conv.inputs[0], wName, bName};
-      conv.outputs = {bn.outputs[0]};
-      ops_.erase(ops_.begin() + static_cast<std::ptrdiff_t>(j));
+      conv.outputs = {ops_[fold->index].outputs[0]};
+      ops_.erase(ops_.begin() + static_cast<std::ptrdiff_t>(fold->index));
+      changed = true;
     }
-    return Status::ok();
+    return changed;
   }
 
   std::optional<ir::Shape> shapeOf(const std::string& name) const {
@@ -131,7 +287,8 @@ private:
 
   // MatMul by a constant [K, N] followed only by Add of a constant bias [N] becomes one Gemm with the bias
   // as C; leading dimensions of A are flattened and restored with views (no copies).
-  Status fuseMatMulAdds() {
+  Expected<bool> fuseMatMulAdds() {
+    bool changed = false;
     for (size_t i = 0; i < ops_.size(); ++i) {
       LOp& mm = ops_[i];
       if (mm.kind != ir::OpKind::MatMul || mm.inputs.size() != 2 || mm.outputs.size() != 1) continue;
@@ -173,8 +330,9 @@ private:
       ops_.insert(ops_.begin() + static_cast<std::ptrdiff_t>(i) + 1, std::move(restore));
       ops_.insert(ops_.begin() + static_cast<std::ptrdiff_t>(i), std::move(flatten));
       i += 2;
+      changed = true;
     }
-    return Status::ok();
+    return changed;
   }
 
   // Clip's bounds as fused-activation parameters: attributes before opset 11, constant inputs after.
@@ -195,7 +353,8 @@ private:
   }
 
   // Conv/Gemm/MatMul followed only by an activation run the activation as their epilogue (float32).
-  void fuseActivations() {
+  Expected<bool> fuseActivations() {
+    bool changed = false;
     for (size_t i = 0; i < ops_.size(); ++i) {
       LOp& producer = ops_[i];
       bool fusable = producer.kind == ir::OpKind::Conv || producer.kind == ir::OpKind::Gemm || producer.kind == ir::OpKind::MatMul;
@@ -227,7 +386,9 @@ private:
       if (!params.empty()) producer.attrs.set(ir::Attribute::makeFloats("activation_params", params));
       producer.outputs = act.outputs;
       ops_.erase(ops_.begin() + static_cast<std::ptrdiff_t>(j));
+      changed = true;
     }
+    return changed;
   }
 
   int32_t addTensor(TensorDesc desc) {
@@ -326,7 +487,7 @@ private:
     return Status::ok();
   }
 
-  void planArena() {
+  Expected<bool> planArena() {
     std::vector<BufferRequest> requests;
     std::vector<size_t> owners;
     auto& tensors = result_.program.tensors;
@@ -338,6 +499,7 @@ private:
     MemoryPlan plan = planMemory(requests, options_.arenaAlignment);
     for (size_t r = 0; r < owners.size(); ++r) tensors[owners[r]].offset = plan.offsets[r];
     result_.program.arenaSize = plan.arenaSize;
+    return !requests.empty();
   }
 
   const analysis::GraphFacts& facts_;
@@ -350,9 +512,19 @@ private:
   std::map<std::string, int32_t> tensorOf_;
   std::vector<size_t> firstUse_, lastUse_;
   LoweredPartition result_;
+  bool emitted_ = false;
 };
 
 }  // namespace
+
+const std::vector<std::string_view>& loweringPassNames() {
+  static const std::vector<std::string_view> names = [] {
+    std::vector<std::string_view> n;
+    for (const auto& p : Lowering::passes()) n.push_back(p.name);
+    return n;
+  }();
+  return names;
+}
 
 Expected<LoweredPartition> lowerPartition(const ir::Graph& graph, const analysis::GraphFacts& facts,
                                           const partitioner::Partition& partition,

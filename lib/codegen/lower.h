@@ -1,5 +1,6 @@
-// Lowers one partition to a compiled program: static shapes, folded constants, BatchNormalization folded
-// into Conv, activations fused into Conv/Gemm/MatMul, MatMul+Add as Gemm, reshape-like ops as views, and a static memory plan.
+// Lowers one partition to a compiled program through named passes (SPEC §6): fold-constants, fold-batchnorm (into
+// Conv and Gemm), fuse-matmul-add, fuse-epilogue (activations into Conv/Gemm/MatMul), emit-program (typed ops,
+// weights, reshape-like ops as views) and plan-memory (one arena, buffers reused by lifetime).
 #pragma once
 
 #include "analysis/analysis.h"
@@ -10,24 +11,39 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ctxkit::codegen {
+
+// One pass over one partition: its name, time and whether it changed anything.
+struct PassRun {
+  std::string name;
+  double milliseconds = 0;
+  bool changed = false;
+};
 
 struct LoweredPartition {
   program::Program program;
   std::vector<std::string> inputs;   // boundary values read, in EPContext input order
   std::vector<std::string> outputs;  // boundary values written, in EPContext output order
+  std::vector<PassRun> passes;       // in the order they ran
+  std::string dump;                  // with LowerOptions::dumpAfter: the partition after that pass
+  bool stopped = false;              // LowerOptions::stopAfter ended lowering early: `program` is incomplete
 };
+
+// The lowering passes in the order they run.
+const std::vector<std::string_view>& loweringPassNames();
 
 // Gives a weight its weight-table index (shared across partitions and models by the caller).
 using WeightInterner = std::function<Expected<uint32_t>(const ir::Tensor&)>;
 
 struct LowerOptions {
   uint64_t arenaAlignment = 64;
-  bool foldBatchNorm = true;
-  bool fuseActivations = true;
-  bool fuseMatMulAdd = true;
+  std::set<std::string> skipPasses;  // optimization passes to leave out (emit-program and plan-memory always run)
+  std::string dumpAfter;             // a pass name: fill LoweredPartition::dump after it
+  std::string stopAfter;             // a pass name: stop after it
+  std::string name;                  // the partition's name, for dumps
 };
 
 // `usedOutside` holds every value read by nodes outside this partition or listed as a graph output.

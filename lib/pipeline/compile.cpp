@@ -64,6 +64,16 @@ public:
     return result;
   }
 
+  void addPasses(const std::vector<codegen::PassRun>& runs) {
+    for (const auto& run : runs) {
+      auto it = std::find_if(report_.passes.begin(), report_.passes.end(), [&](const auto& p) { return p.name == run.name; });
+      if (it == report_.passes.end()) it = report_.passes.insert(report_.passes.end(), PassSummary{run.name, 0, 0});
+      it->milliseconds += run.milliseconds;
+      it->changed += run.changed ? 1 : 0;
+    }
+  }
+  void addDump(const std::string& text) { report_.programDump += text; }
+
 private:
   CompileReport& report_;
 };
@@ -72,6 +82,12 @@ std::string stemOf(const fs::path& p) { return p.stem().string(); }
 
 Status planOutputs(const CompileOptions& options, std::vector<ModelWork>& work, std::vector<ContainerWork>& containers) {
   if (options.models.empty()) return makeError(ErrorCode::InvalidArgument, "no input models given");
+  for (const std::string* pass : {&options.dumpAfter, &options.stopAfter}) {
+    const auto& names = codegen::loweringPassNames();
+    if (!pass->empty() && std::find(names.begin(), names.end(), *pass) == names.end())
+      return makeError(ErrorCode::InvalidArgument, "--{} '{}': no such lowering pass; the passes are {}",
+                       pass == &options.dumpAfter ? "dump-after" : "stop-after", *pass, fmt::join(names, ", "));
+  }
   if (options.embedMode != 0 && options.embedMode != 1)
     return makeError(ErrorCode::InvalidArgument, "--embed-mode must be 0 or 1, got {}", options.embedMode);
   if (options.share && options.embedMode == 1)
@@ -120,7 +136,7 @@ Status planOutputs(const CompileOptions& options, std::vector<ModelWork>& work, 
       containers.push_back(std::move(c));
     }
   }
-  if (!options.force && !options.dryRun) {
+  if (!options.force && !options.dryRun && options.stopAfter.empty()) {
     auto checkFree = [](const fs::path& p) -> Status {
       std::error_code ec;
       if (fs::exists(p, ec))
@@ -193,10 +209,22 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
     auto used = valuesUsedOutside(w.model.graph, w.plan, static_cast<int>(p));
     // Dedupe happens inside lowering (each weight is interned as the program refers to it): timed as "lower".
     auto intern = [&](const ir::Tensor& t) { return container.pool.intern(t); };
+    codegen::LowerOptions lowerOptions;
+    lowerOptions.name = name;
+    lowerOptions.dumpAfter = options.dumpAfter;
+    lowerOptions.stopAfter = options.stopAfter;
     auto lowered = clock.time("lower", [&] {
-      return codegen::lowerPartition(w.model.graph, w.facts, w.plan.partitions[p], used, intern);
+      return codegen::lowerPartition(w.model.graph, w.facts, w.plan.partitions[p], used, intern, lowerOptions);
     });
     if (!lowered) return lowered.takeError().addContext(fmt::format("'{}': partition {}", w.source.string(), name));
+    clock.addPasses(lowered->passes);
+    clock.addDump(lowered->dump);
+    if (lowered->stopped) {
+      w.partitionNames.push_back(std::move(name));
+      w.arenaSizes.push_back(lowered->program.arenaSize);
+      w.lowered.push_back(std::move(lowered).value());
+      continue;
+    }
     auto bytes = program::serialize(lowered->program);
     w.arenaSizes.push_back(lowered->program.arenaSize);
     container.graphs.push_back(ContainerWork::Graph{name, w.source.filename().string(), std::move(bytes)});
@@ -312,7 +340,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
     CTX_RETURN_IF_ERROR(compileModel(w, containers[w.container], target, options, clock, progress));
     compiledPartitions += w.plan.partitions.size();
     report.models.push_back(summarize(w));
-    if (options.dumpPrograms)
+    if (options.dumpPrograms && options.stopAfter.empty())
       for (size_t p = 0; p < w.lowered.size(); ++p) report.programDump += program::dump(w.lowered[p].program, w.partitionNames[p]);
   }
   auto countWeights = [&] {
@@ -329,6 +357,10 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
     return makeError(ErrorCode::InvalidGraph, "no node could be compiled for target '{}' (--error-if-no-nodes-compiled)",
                      target.name);
   if (options.dryRun) return report;
+  if (!options.stopAfter.empty()) {
+    report.stopped = true;
+    return report;
+  }
 
   for (const auto& w : work) {
     fs::path dir = w.output.parent_path();

@@ -31,6 +31,8 @@ struct CompileOptions {
   bool errorIfNoNodesCompiled = false;
   bool dryRun = false;
   bool dumpPrograms = false;
+  std::string dumpAfter;  // a lowering pass: put every partition as it is after that pass in programDump
+  std::string stopAfter;  // a lowering pass: stop lowering after it, put the partitions in programDump, write nothing
   std::optional<std::filesystem::path> depfile;
   // The --json report file the caller writes after the run: only checked here, so it never lands on an input.
   std::optional<std::filesystem::path> reportFile;
@@ -73,6 +75,13 @@ struct StageTime {
   double milliseconds = 0;
 };
 
+// A lowering pass summed over every partition of the run.
+struct PassSummary {
+  std::string name;
+  double milliseconds = 0;
+  size_t changed = 0;  // partitions it changed
+};
+
 struct CompileReport {
   std::string target;
   std::vector<ModelSummary> models;
@@ -81,8 +90,10 @@ struct CompileReport {
   uint64_t uniqueWeightBytes = 0;
   size_t uniqueWeights = 0;
   std::vector<StageTime> stages;
+  std::vector<PassSummary> passes;  // lowering passes in the order they ran
   std::string programDump;  // with dumpPrograms
   bool dryRun = false;
+  bool stopped = false;  // stopAfter ended the run before anything was written
 };
 
 // Reports what happens as it happens (per model and stage), for progress displays and -v.

@@ -84,6 +84,8 @@ std::string reportJson(const CompileReport& r) {
   Json stages = Json::object();
   for (const auto& s : r.stages) stages[s.stage] = s.milliseconds;
   j["stage_ms"] = stages;
+  j["passes"] = Json::array();
+  for (const auto& p : r.passes) j["passes"].push_back({{"name", p.name}, {"ms", p.milliseconds}, {"changed", p.changed}});
   return j.dump(2) + "\n";
 }
 

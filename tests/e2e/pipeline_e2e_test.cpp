@@ -371,3 +371,40 @@ TEST_CASE("ctxrun --parallel-runs runs one session from several threads and chec
   CHECK(j["parallel"]["runs_per_second"].get<double>() > 0);
   CHECK(runTool(CTXKIT_CTXRUN, {(out / "tiny_cnn_ctx.onnx").string(), "--parallel-runs", "0"}).exitCode == 2);
 }
+
+TEST_CASE("ctxgen --dump-after works for every lowering pass; --json lists the passes; --stop-after writes nothing", "[e2e]") {
+  TempDir out("passes");
+  const std::vector<std::string> passes = {"fold-constants", "fold-batchnorm", "fuse-matmul-add",
+                                           "fuse-epilogue",  "emit-program",   "plan-memory"};
+  for (const auto& pass : passes) {
+    auto r = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", (out / pass).string(), "--dump-after", pass});
+    INFO(pass << ": " << r.out << r.err);
+    REQUIRE(r.exitCode == 0);
+    CHECK(r.out.find("tiny_cnn_ctxkit_0 (after " + pass + ")") != std::string::npos);
+    // tiny_cnn has Conv -> BatchNormalization -> Relu: the BN is gone after fold-batchnorm, Relu after fuse-epilogue.
+    bool beforeBn = pass == "fold-constants";
+    CHECK((r.out.find("BatchNormalization") != std::string::npos) == beforeBn);
+    CHECK(fs::exists(out / pass / "tiny_cnn_ctx.onnx"));
+  }
+  auto stop = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", (out / "stop").string(), "--stop-after", "fuse-epilogue"});
+  INFO(stop.out << stop.err);
+  CHECK(stop.exitCode == 0);
+  CHECK(stop.out.find("(after fuse-epilogue)") != std::string::npos);
+  CHECK(!fs::exists(out / "stop"));
+
+  auto json = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", (out / "json").string(), "--json", "-"});
+  REQUIRE(json.exitCode == 0);
+  auto report = nlohmann::json::parse(json.out);
+  std::vector<std::string> names;
+  for (const auto& p : report["passes"]) {
+    names.push_back(p["name"].get<std::string>());
+    CHECK(p["ms"].get<double>() >= 0);
+  }
+  CHECK(names == passes);
+  CHECK(report["passes"][1]["changed"].get<int>() == 1);  // fold-batchnorm changed the one partition
+  CHECK(report["passes"][2]["changed"].get<int>() == 0);  // no MatMul in tiny_cnn
+
+  auto bad = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", (out / "bad").string(), "--dump-after", "fold-everything"});
+  CHECK(bad.exitCode == 2);
+  CHECK(bad.err.find("fold-batchnorm") != std::string::npos);
+}

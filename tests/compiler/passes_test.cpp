@@ -1,0 +1,257 @@
+// One test per lowering pass, each on a graph built for it: the pass reports a change there (and none where it
+// has nothing to do), and the lowered program computes what the source graph computes, node by node.
+#include "analysis/analysis.h"
+#include "codegen/lower.h"
+#include "graph_builder.h"
+#include "kernels/kernels.h"
+#include "partitioner/partitioner.h"
+#include "weightshare/weight_pool.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+
+using namespace ctxkit;
+using namespace ctxkit::testing;
+
+namespace {
+
+ir::Tensor randomInput(ir::Shape shape, uint32_t seed) {
+  std::vector<float> v(static_cast<size_t>(ir::elementCount(shape).value_or(0)));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (auto& x : v) x = dist(rng);
+  return ir::Tensor::fromVector(ir::ElemType::Float, std::move(shape), v);
+}
+
+// The source graph, evaluated node by node with the kernels (no lowering involved).
+ir::Tensor evaluateGraph(const ir::Graph& g, const ir::Tensor& x) {
+  std::map<std::string, ir::Tensor> values{{g.inputs[0].name, x}};
+  for (const auto& init : g.initializers) values[init.name] = init.tensor;
+  for (const auto& n : g.nodes) {
+    std::vector<const ir::Tensor*> ins;
+    for (const auto& in : n.inputs) ins.push_back(in.empty() ? nullptr : &values.at(in));
+    kernels::OpContext ctx{n.kind, n.opset, n.attrs, n.name};
+    auto outs = kernels::evaluate(ctx, ins, n.outputs.size());
+    INFO((outs ? std::string() : outs.error().message()));
+    REQUIRE(outs);
+    for (size_t o = 0; o < n.outputs.size(); ++o) values[n.outputs[o]] = (*outs)[o];
+  }
+  return values.at(g.outputs[0].name);
+}
+
+// Executes a lowered program with the kernels: weights from the pool, one buffer per tensor, views reshaped.
+ir::Tensor executeProgram(const program::Program& p, const weightshare::WeightPool& pool, const ir::Tensor& x) {
+  std::vector<ir::Tensor> bound(p.tensors.size());
+  for (size_t t = 0; t < p.tensors.size(); ++t) {
+    const auto& d = p.tensors[t];
+    if (d.kind == program::TensorKind::Weight) bound[t] = pool.weights()[d.index].tensor;
+    if (d.kind == program::TensorKind::Input) bound[t] = x;
+    if (d.kind == program::TensorKind::Arena || d.kind == program::TensorKind::Output) {
+      auto buffer = ir::Tensor::allocate(d.type, d.shape);
+      REQUIRE(buffer);
+      bound[t] = *buffer;
+    }
+  }
+  for (size_t t = 0; t < p.tensors.size(); ++t)
+    if (p.tensors[t].kind == program::TensorKind::View) {
+      auto v = bound[p.tensors[t].index].reshaped(p.tensors[t].shape);
+      REQUIRE(v);
+      bound[t] = *v;
+    }
+  for (const auto& op : p.ops) {
+    std::vector<const ir::Tensor*> ins;
+    std::vector<ir::Tensor*> outs;
+    for (int32_t i : op.inputs) ins.push_back(i < 0 ? nullptr : &bound[i]);
+    for (int32_t o : op.outputs) outs.push_back(&bound[o]);
+    kernels::OpContext ctx{op.kind, op.opset, op.attrs, op.name};
+    auto s = kernels::run(ctx, ins, outs);
+    INFO((s ? std::string() : s.error().message()));
+    REQUIRE(s);
+  }
+  return bound[p.outputs[0]];
+}
+
+void requireClose(const ir::Tensor& a, const ir::Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  for (uint64_t i = 0; i < a.elementCount(); ++i) {
+    float x = a.dataAs<float>()[i], y = b.dataAs<float>()[i];
+    INFO("element " << i);
+    REQUIRE(std::abs(x - y) <= 1e-4f + 1e-4f * std::abs(y));
+  }
+}
+
+struct Lowered {
+  codegen::LoweredPartition partition;
+  weightshare::WeightPool pool;
+
+  std::vector<ir::OpKind> kinds() const {
+    std::vector<ir::OpKind> k;
+    for (const auto& op : partition.program.ops) k.push_back(op.kind);
+    return k;
+  }
+  bool changed(const std::string& pass) const {
+    for (const auto& p : partition.passes)
+      if (p.name == pass) return p.changed;
+    FAIL("pass " << pass << " did not run");
+    return false;
+  }
+};
+
+// Lowers all of `g`'s nodes as one partition (even nodes the partitioner would fold), skipping `skip`.
+std::unique_ptr<Lowered> lowerAll(const ir::Graph& g, std::set<std::string> skip = {}) {
+  auto facts = analysis::analyzeGraph(g, {});
+  INFO((facts ? std::string() : facts.error().message()));
+  REQUIRE(facts);
+  partitioner::Partition all;
+  for (size_t i : facts->order) all.nodes.push_back(i);
+  auto out = std::make_unique<Lowered>();
+  codegen::LowerOptions options;
+  options.skipPasses = std::move(skip);
+  auto lowered = codegen::lowerPartition(g, *facts, all, {g.outputs[0].name},
+                                         [&](const ir::Tensor& t) { return out->pool.intern(t); }, options);
+  INFO((lowered ? std::string() : lowered.error().message()));
+  REQUIRE(lowered);
+  out->partition = std::move(lowered).value();
+  return out;
+}
+
+void checkComputesSource(const ir::Graph& g, const Lowered& l, ir::Shape inputShape) {
+  ir::Tensor x = randomInput(std::move(inputShape), 42);
+  requireClose(executeProgram(l.partition.program, l.pool, x), evaluateGraph(g, x));
+}
+
+ir::Graph gemmBatchNormGraph(bool transB) {
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({3, 4}))};
+  g.outputs = {floatValue("y", dims({3, 5}))};
+  g.initializers = {floatInit("b", transB ? ir::Shape{5, 4} : ir::Shape{4, 5}, -0.3f), floatInit("c", {5}, 0.1f),
+                    floatInit("scale", {5}, 0.7f), floatInit("bias", {5}, -0.2f), floatInit("mean", {5}, 0.05f),
+                    floatInit("var", {5}, 0.9f)};
+  ir::Node gemm = node("Gemm", {"x", "b", "c"}, {"g"});
+  gemm.attrs.set(ir::Attribute::makeInt("transB", transB ? 1 : 0));
+  gemm.attrs.set(ir::Attribute::makeFloat("beta", 0.5f));
+  g.nodes = {gemm, node("BatchNormalization", {"g", "scale", "bias", "mean", "var"}, {"y"})};
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("the lowering passes run in SPEC order", "[codegen][passes]") {
+  CHECK(codegen::loweringPassNames() == std::vector<std::string_view>{"fold-constants", "fold-batchnorm", "fuse-matmul-add",
+                                                                       "fuse-epilogue", "emit-program", "plan-memory"});
+}
+
+TEST_CASE("pass fold-constants evaluates ops whose inputs are all constants", "[codegen][passes]") {
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({2, 3}))};
+  g.outputs = {floatValue("y", dims({2, 3}))};
+  g.initializers = {floatInit("a", {2, 3}), floatInit("b", {2, 3}, -1.0f)};
+  g.nodes = {node("Mul", {"a", "b"}, {"ab"}), node("Add", {"x", "ab"}, {"y"})};
+  auto folded = lowerAll(g);
+  CHECK(folded->changed("fold-constants"));
+  CHECK(folded->kinds() == std::vector<ir::OpKind>{ir::OpKind::Add});
+  checkComputesSource(g, *folded, {2, 3});
+  auto kept = lowerAll(g, {"fold-constants"});
+  CHECK(kept->kinds() == std::vector<ir::OpKind>{ir::OpKind::Mul, ir::OpKind::Add});
+  checkComputesSource(g, *kept, {2, 3});
+}
+
+TEST_CASE("pass fold-batchnorm folds BatchNormalization into Gemm (both B layouts) and Conv", "[codegen][passes]") {
+  for (bool transB : {false, true}) {
+    CAPTURE(transB);
+    ir::Graph g = gemmBatchNormGraph(transB);
+    auto l = lowerAll(g);
+    CHECK(l->changed("fold-batchnorm"));
+    CHECK(l->kinds() == std::vector<ir::OpKind>{ir::OpKind::Gemm});
+    checkComputesSource(g, *l, {3, 4});
+    auto unfolded = lowerAll(g, {"fold-batchnorm"});
+    CHECK(!unfolded->changed("fold-constants"));
+    CHECK(unfolded->kinds() == std::vector<ir::OpKind>{ir::OpKind::Gemm, ir::OpKind::BatchNormalization});
+  }
+  ir::Graph conv;
+  conv.inputs = {floatValue("x", dims({1, 2, 5, 5}))};
+  conv.outputs = {floatValue("y", dims({1, 3, 5, 5}))};
+  conv.initializers = {floatInit("w", {3, 2, 3, 3}, -0.4f), floatInit("cb", {3}), floatInit("scale", {3}),
+                       floatInit("bias", {3}), floatInit("mean", {3}), floatInit("var", {3}, 1.5f)};
+  ir::Node c = node("Conv", {"x", "w", "cb"}, {"c"});
+  c.attrs.set(ir::Attribute::makeInts("pads", {1, 1, 1, 1}));
+  conv.nodes = {c, node("BatchNormalization", {"c", "scale", "bias", "mean", "var"}, {"y"})};
+  auto l = lowerAll(conv);
+  CHECK(l->kinds() == std::vector<ir::OpKind>{ir::OpKind::Conv});
+  checkComputesSource(conv, *l, {1, 2, 5, 5});
+}
+
+TEST_CASE("pass fuse-matmul-add turns MatMul by a constant plus a bias into Gemm for any rank", "[codegen][passes]") {
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({2, 3, 2, 4}))};
+  g.outputs = {floatValue("y", dims({2, 3, 2, 5}))};
+  g.initializers = {floatInit("w", {4, 5}, -0.5f), floatInit("b", {5}, 0.25f)};
+  g.nodes = {node("MatMul", {"x", "w"}, {"m"}), node("Add", {"m", "b"}, {"y"})};
+  auto l = lowerAll(g);
+  CHECK(l->changed("fuse-matmul-add"));
+  CHECK(l->kinds() == std::vector<ir::OpKind>{ir::OpKind::Gemm, ir::OpKind::Reshape});  // the output leaves: a real copy
+  checkComputesSource(g, *l, {2, 3, 2, 4});
+  CHECK(!lowerAll(gemmBatchNormGraph(false))->changed("fuse-matmul-add"));
+}
+
+TEST_CASE("pass fuse-epilogue runs a following activation inside Gemm", "[codegen][passes]") {
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({3, 4}))};
+  g.outputs = {floatValue("y", dims({3, 5}))};
+  g.initializers = {floatInit("b", {4, 5}, -0.6f)};
+  ir::Node leaky = node("LeakyRelu", {"g"}, {"y"});
+  leaky.attrs.set(ir::Attribute::makeFloat("alpha", 0.3f));
+  g.nodes = {node("Gemm", {"x", "b"}, {"g"}), leaky};
+  auto l = lowerAll(g);
+  CHECK(l->changed("fuse-epilogue"));
+  REQUIRE(l->kinds() == std::vector<ir::OpKind>{ir::OpKind::Gemm});
+  CHECK(l->partition.program.ops[0].attrs.getString("activation") == "LeakyRelu");
+  checkComputesSource(g, *l, {3, 4});
+  CHECK(lowerAll(g, {"fuse-epilogue"})->kinds() == std::vector<ir::OpKind>{ir::OpKind::Gemm, ir::OpKind::LeakyRelu});
+}
+
+TEST_CASE("passes emit-program and plan-memory: views for reshapes, dead buffers reused", "[codegen][passes]") {
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({4, 8}))};
+  g.outputs = {floatValue("y", dims({32}))};
+  std::vector<int64_t> flat = {32};
+  g.initializers = {ir::Initializer{"shape", ir::Tensor::fromVector(ir::ElemType::Int64, {1}, flat), std::nullopt}};
+  g.nodes = {node("Relu", {"x"}, {"a"}), node("Sigmoid", {"a"}, {"b"}), node("Tanh", {"b"}, {"c"}),
+             node("Exp", {"c"}, {"d"}), node("Reshape", {"d", "shape"}, {"e"}), node("Neg", {"e"}, {"y"})};
+  auto l = lowerAll(g);
+  CHECK(l->changed("emit-program"));
+  CHECK(l->changed("plan-memory"));
+  CHECK(l->kinds() == std::vector<ir::OpKind>{ir::OpKind::Relu, ir::OpKind::Sigmoid, ir::OpKind::Tanh, ir::OpKind::Exp,
+                                              ir::OpKind::Neg});
+  CHECK(std::any_of(l->partition.program.tensors.begin(), l->partition.program.tensors.end(),
+                    [](const auto& t) { return t.kind == program::TensorKind::View; }));
+  // Four 128-byte intermediates, at most two alive at once.
+  CHECK(l->partition.program.arenaSize <= 2 * 128);
+  checkComputesSource(g, *l, {4, 8});
+}
+
+TEST_CASE("dump-after and stop-after show the partition after the named pass", "[codegen][passes]") {
+  ir::Graph g = gemmBatchNormGraph(false);
+  auto facts = analysis::analyzeGraph(g, {});
+  REQUIRE(facts);
+  partitioner::Partition all{{0, 1}};
+  weightshare::WeightPool pool;
+  auto intern = [&](const ir::Tensor& t) { return pool.intern(t); };
+  for (std::string_view pass : codegen::loweringPassNames()) {
+    codegen::LowerOptions o;
+    o.name = "p";
+    o.stopAfter = std::string(pass);
+    auto l = codegen::lowerPartition(g, *facts, all, {"y"}, intern, o);
+    REQUIRE(l);
+    CAPTURE(pass);
+    CHECK(l->stopped);
+    CHECK(l->passes.back().name == pass);
+    CHECK(l->dump.find(fmt::format("(after {})", pass)) != std::string::npos);
+    bool beforeFold = pass == "fold-constants";
+    CHECK((l->dump.find("BatchNormalization") != std::string::npos) == beforeFold);
+  }
+}
