@@ -77,8 +77,11 @@ Status Interpreter::runGraph(const ir::Graph& graph, Scope& scope, const GraphRu
         case ir::OpKind::Loop: result = runLoop(n, ins, scope); break;
         case ir::OpKind::Scan: result = runScan(n, ins, scope); break;
         default: {
-          kernels::OpContext ctx{n.kind, n.opset, n.attrs, n.name, pool_};
-          result = kernels::evaluate(ctx, ins, n.outputs.size());
+          if (cache_) result = cache_->run(graph, n, ins, pool_);
+          if (!result) {
+            kernels::OpContext ctx{n.kind, n.opset, n.attrs, n.name, pool_};
+            result = kernels::evaluate(ctx, ins, n.outputs.size());
+          }
         }
       }
     }

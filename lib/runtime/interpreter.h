@@ -3,6 +3,7 @@
 
 #include "ir/graph.h"
 #include "kernels/kernels.h"
+#include "runtime/prepared_cache.h"
 #include "support/status.h"
 
 #include <functional>
@@ -41,7 +42,8 @@ struct GraphRunOptions {
 
 class Interpreter {
 public:
-  explicit Interpreter(kernels::ThreadPool* pool) : pool_(pool) {}
+  // With a cache, nodes run through ops prepared once per input shapes; without, each is evaluated one-shot.
+  explicit Interpreter(kernels::ThreadPool* pool, PreparedNodeCache* cache = nullptr) : pool_(pool), cache_(cache) {}
 
   // Runs the graph's nodes in order, reading and writing `scope`.
   Status runGraph(const ir::Graph& graph, Scope& scope, const GraphRunOptions& options = {}) const;
@@ -56,6 +58,7 @@ private:
   Expected<ir::Tensor> slice(const ir::Tensor& x, int64_t axis, int64_t index) const;
 
   kernels::ThreadPool* pool_;
+  PreparedNodeCache* cache_;
 };
 
 // Every node of `graph` (subgraphs included) has a kernel or is control flow; errors name the node.

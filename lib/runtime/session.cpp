@@ -46,6 +46,7 @@ struct Session::Impl {
   std::map<std::string, size_t> lastUse;                          // value -> last node index reading it
   std::set<std::string> keep;                                     // graph outputs: never freed
   std::unique_ptr<kernels::ThreadPool> pool;
+  mutable PreparedNodeCache preparedCache;  // fallback nodes, prepared on first use per input shapes
 
   Status checkCompatibility(const format::ContainerView& view, const std::string& where) {
     CompatibilityVerdict verdict = assessCompatibility(view.compat());
@@ -205,7 +206,7 @@ struct Session::Impl {
       return it->second->run(ins, pool.get());
     };
     GraphRunOptions runOptions{&runCompiled, &lastUse, &keep};
-    Interpreter interpreter(pool.get());
+    Interpreter interpreter(pool.get(), &preparedCache);
     CTX_RETURN_IF_ERROR(interpreter.runGraph(model.graph, scope, runOptions).addContext(displayName));
     std::vector<ir::Tensor> out;
     for (const auto& o : outputs) {
@@ -235,6 +236,7 @@ const std::vector<ir::ValueInfo>& Session::outputs() const { return impl_->outpu
 const std::vector<std::string>& Session::warnings() const { return impl_->warnings; }
 const SessionStats& Session::stats() const { return impl_->stats; }
 Compatibility Session::compatibility() const { return impl_->compatibility; }
+size_t Session::preparedFallbackOps() const { return impl_->preparedCache.preparedCount(); }
 Expected<std::vector<ir::Tensor>> Session::run(const std::vector<ir::Tensor>& feeds) const { return impl_->run(feeds); }
 
 size_t sharedContextCount() { return liveSharedContainers(); }

@@ -53,6 +53,8 @@ public:
   const std::vector<std::string>& warnings() const;
   const SessionStats& stats() const;
   Compatibility compatibility() const;
+  // Fallback nodes prepared so far (each once per input shapes, on first use); for tests and reports.
+  size_t preparedFallbackOps() const;
 
   // Feeds in input order; returns outputs in output order. A loaded session is immutable: `run` may be called
   // from several threads at once, each call with its own frames (arenas, bound values) from per-program pools.

@@ -94,3 +94,36 @@ TEST_CASE("8 threads x 100 runs on one session give exactly the serial results",
   CHECK(failed.load() == 0);
   CHECK(wrong.load() == 0);
 }
+
+TEST_CASE("fallback nodes are prepared once and shared by concurrent runs", "[runtime][concurrency]") {
+  // A plain model: every node runs on the fallback interpreter.
+  auto session = runtime::Session::loadFile(kSamples / "tiny_cnn.onnx");
+  REQUIRE(session);
+  const runtime::Session& s = **session;
+  CHECK(s.stats().fallbackNodes > 0);
+  CHECK(s.preparedFallbackOps() == 0);
+  std::vector<std::vector<ir::Tensor>> feeds, expected;
+  for (int i = 0; i < 4; ++i) {
+    auto f = tooling::randomInputs(s.inputs(), {}, 200 + i);
+    REQUIRE(f);
+    auto out = s.run(*f);
+    REQUIRE(out);
+    feeds.push_back(std::move(*f));
+    expected.push_back(std::move(*out));
+  }
+  const size_t prepared = s.preparedFallbackOps();
+  CHECK(prepared > 0);
+  CHECK(prepared <= s.stats().fallbackNodes);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 4; ++t)
+    workers.emplace_back([&, t] {
+      for (int r = 0; r < 50; ++r) {
+        auto out = s.run(feeds[(t + r) % 4]);
+        if (!out || !sameBits((*out)[0], expected[(t + r) % 4][0])) ++wrong;
+      }
+    });
+  for (auto& w : workers) w.join();
+  CHECK(wrong.load() == 0);
+  CHECK(s.preparedFallbackOps() == prepared);  // same shapes: nothing prepared again
+}

@@ -1,0 +1,70 @@
+// The fallback interpreter's prepared-op cache.
+#include "runtime/prepared_cache.h"
+
+#include <mutex>
+
+namespace ctxkit::runtime {
+
+std::optional<Expected<std::vector<ir::Tensor>>> PreparedNodeCache::run(const ir::Graph& graph, const ir::Node& node,
+                                                                        std::span<const ir::Tensor* const> inputs,
+                                                                        kernels::ThreadPool* pool) {
+  std::vector<Slot> signature;
+  signature.reserve(inputs.size());
+  for (const ir::Tensor* t : inputs)
+    signature.push_back(t ? Slot{true, t->type(), t->shape()} : Slot{});
+
+  std::shared_ptr<const kernels::PreparedOp> op;
+  bool found = false;
+  {
+    std::shared_lock lock(mutex_);
+    if (auto it = entries_.find(&node); it != entries_.end())
+      for (const Entry& e : it->second)
+        if (e.signature == signature) {
+          op = e.op;
+          found = true;
+          break;
+        }
+  }
+  if (!found) {
+    std::vector<kernels::ValueDesc> descs;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      kernels::ValueDesc d;
+      d.present = inputs[i] != nullptr;
+      if (inputs[i]) {
+        d.type = inputs[i]->type();
+        d.shape = inputs[i]->shape();
+        // Initializers never change between runs: ops may depend on their values (Reshape's shape, ...).
+        if (const ir::Initializer* init = graph.findInitializer(node.inputs[i])) d.value = &init->tensor;
+      }
+      descs.push_back(std::move(d));
+    }
+    kernels::OpContext ctx{node.kind, node.opset, node.attrs, node.name};
+    auto prepared = kernels::prepare(ctx, descs, node.outputs.size());
+    if (prepared) op = std::shared_ptr<const kernels::PreparedOp>(std::move(prepared.value()));
+    std::unique_lock lock(mutex_);
+    auto& list = entries_[&node];
+    if (list.size() < kMaxEntriesPerNode) list.push_back(Entry{std::move(signature), op});
+  }
+  if (!op) return std::nullopt;
+  std::vector<ir::Tensor> outputs;
+  std::vector<ir::Tensor*> outs;
+  outputs.reserve(op->outputs().size());
+  for (const auto& d : op->outputs()) {
+    auto t = ir::Tensor::allocate(d.type, d.shape);
+    if (!t) return Expected<std::vector<ir::Tensor>>(t.takeError());
+    outputs.push_back(std::move(t.value()));
+  }
+  for (auto& t : outputs) outs.push_back(&t);
+  if (auto s = op->run(inputs, outs, pool); !s) return Expected<std::vector<ir::Tensor>>(std::move(s));
+  return Expected<std::vector<ir::Tensor>>(std::move(outputs));
+}
+
+size_t PreparedNodeCache::preparedCount() const {
+  std::shared_lock lock(mutex_);
+  size_t n = 0;
+  for (const auto& [node, list] : entries_)
+    for (const Entry& e : list) n += e.op != nullptr;
+  return n;
+}
+
+}  // namespace ctxkit::runtime

@@ -1,0 +1,45 @@
+// Prepared ops for fallback nodes, made on first use and cached per node and input shapes (thread-safe).
+#pragma once
+
+#include "ir/graph.h"
+#include "kernels/kernels.h"
+
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+namespace ctxkit::runtime {
+
+class PreparedNodeCache {
+public:
+  // Runs `node` of `graph` through an op prepared for these inputs' types and shapes, preparing it on first use
+  // (the graph's initializers are its constants). nullopt when the node cannot be prepared for them — its output
+  // shapes depend on values computed at run time — so the caller evaluates it the one-shot way.
+  std::optional<Expected<std::vector<ir::Tensor>>> run(const ir::Graph& graph, const ir::Node& node,
+                                                       std::span<const ir::Tensor* const> inputs,
+                                                       kernels::ThreadPool* pool);
+
+  size_t preparedCount() const;  // for tests
+
+private:
+  struct Slot {
+    bool present = false;
+    ir::ElemType type = ir::ElemType::Undefined;
+    ir::Shape shape;
+    bool operator==(const Slot&) const = default;
+  };
+  struct Entry {
+    std::vector<Slot> signature;
+    std::shared_ptr<const kernels::PreparedOp> op;  // null: not preparable for this signature
+  };
+  // Shapes that vary without bound (a growing sequence) must not grow the cache without bound.
+  static constexpr size_t kMaxEntriesPerNode = 8;
+
+  mutable std::shared_mutex mutex_;
+  std::unordered_map<const ir::Node*, std::vector<Entry>> entries_;
+};
+
+}  // namespace ctxkit::runtime
