@@ -1,5 +1,6 @@
 // ctxinspect: lists EPContext nodes and deployment files of _ctx.onnx models and verifies ctxkit binaries.
 #include "cli/cli_util.h"
+#include "epcontext/contract.h"
 #include "inspect/inspect.h"
 #include "support/file_io.h"
 
@@ -19,7 +20,7 @@ int main(int argc, char** argv) {
   app.add_flag("--verify", options.verify, "also check every weight hash and padding byte of ctxkit binaries and load every external initializer");
   app.add_flag("--json", json, "print the report as JSON (schema in docs/ctxinspect-json.md)");
   app.add_option("--dot", dot, "write a Graphviz picture of the partitioning to FILE");
-  app.set_version_flag("--version", "ctxinspect 0.1.0");
+  app.set_version_flag("--version", std::string("ctxinspect ") + epcontext::kVersion);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
