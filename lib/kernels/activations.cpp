@@ -149,14 +149,10 @@ void applyFusedActivation(const ops::Epilogue& act, float* data, size_t n) {
     case K::None: return;
     case K::Relu: vecClamp(data, data, n, 0.0f, INFINITY); return;
     case K::Clip: vecClamp(data, data, n, act.alpha, act.beta); return;
-    case K::LeakyRelu:
-      for (size_t i = 0; i < n; ++i) data[i] = data[i] < 0 ? act.alpha * data[i] : data[i];
-      return;
+    case K::LeakyRelu: vecLeakyRelu(data, data, n, act.alpha); return;
     case K::Sigmoid: vecSigmoid(data, data, n); return;
     case K::Tanh: vecTanh(data, data, n); return;
-    case K::HardSigmoid:
-      for (size_t i = 0; i < n; ++i) data[i] = std::max(0.0f, std::min(1.0f, act.alpha * data[i] + act.beta));
-      return;
+    case K::HardSigmoid: vecHardSigmoid(data, data, n, act.alpha, act.beta); return;
   }
 }
 

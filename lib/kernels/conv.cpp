@@ -1,4 +1,5 @@
-// Conv (1D/2D/3D, groups, pads/strides/dilations/auto_pad, optional bias) as im2col + GEMM, direct for 1x1.
+// Conv (1D/2D/3D, groups, pads/strides/dilations/auto_pad, optional bias) as im2col + GEMM, direct for 1x1 and
+// for depthwise groups.
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
 #include "kernels/spatial.h"
@@ -92,37 +93,18 @@ void im2col(const float* x, const Window3& w, float* col, int64_t rowBegin, int6
   }
 }
 
-// Direct convolution for groups with one input channel (depthwise): each output row accumulates shifted input
-// rows scaled by one weight, which vectorizes for stride 1 and needs no im2col buffer.
+// Direct convolution for groups with one input channel (depthwise): the plane is copied once with its padding
+// (and columns split by stride phase), then each output row is a weighted sum of contiguous tap rows, kept in
+// registers for all taps (vecTapsDot): no im2col buffer, one store per output.
 void depthwisePlane(const float* x, const float* wk, float bias, float* y, const Window3& w) {
-  const int64_t s2 = w.stride[2];
+  thread_local PaddedPlane plane;
+  thread_local std::vector<const float*> taps;
+  plane.load(x, w, 0.0f);
+  taps.resize(plane.tapCount());
   for (int64_t od = 0; od < w.out[0]; ++od) {
-    int64_t d0, d1;
-    tapsForOutput(od, w.stride[0], w.padBegin[0], w.dilation[0], w.kernel[0], w.in[0], d0, d1);
     for (int64_t oh = 0; oh < w.out[1]; ++oh) {
-      int64_t h0, h1;
-      tapsForOutput(oh, w.stride[1], w.padBegin[1], w.dilation[1], w.kernel[1], w.in[1], h0, h1);
-      float* orow = y + (od * w.out[1] + oh) * w.out[2];
-      std::fill(orow, orow + w.out[2], bias);
-      for (int64_t kd = d0; kd < d1; ++kd) {
-        int64_t id = od * w.stride[0] - w.padBegin[0] + kd * w.dilation[0];
-        for (int64_t kh = h0; kh < h1; ++kh) {
-          int64_t ih = oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1];
-          const float* src = x + (id * w.in[1] + ih) * w.in[2];
-          const float* wrow = wk + (kd * w.kernel[1] + kh) * w.kernel[2];
-          for (int64_t kw = 0; kw < w.kernel[2]; ++kw) {
-            int64_t off = kw * w.dilation[2] - w.padBegin[2];
-            int64_t lo, hi;
-            outputsForTap(off, s2, w.in[2], w.out[2], lo, hi);
-            const float wv = wrow[kw];
-            const float* sp = src + off;
-            if (s2 == 1)
-              vecAxpy(orow + lo, sp + lo, wv, static_cast<size_t>(hi - lo));
-            else
-              vecAxpyStrided(orow + lo, sp + lo * s2, static_cast<size_t>(s2), wv, static_cast<size_t>(hi - lo));
-          }
-        }
-      }
+      plane.rowTaps(od, oh, taps.data());
+      vecTapsDot(taps.data(), wk, taps.size(), bias, y + (od * w.out[1] + oh) * w.out[2], static_cast<size_t>(w.out[2]));
     }
   }
 }

@@ -30,9 +30,32 @@ Expected<PoolPlan> planPool(const OpContext& ctx, std::span<const int64_t> x) {
   return p;
 }
 
-// Max or average over one plane, a whole output row at a time: each tap adds one shifted input row to the
-// output row, which keeps the inner loop simple (and vectorizable for stride 1).
-template <typename T, bool IsMax> void poolPlane(const T* xp, T* yp, const Window3& w, bool countPad) {
+// AveragePool divides by the taps inside the input, or with count_include_pad inside the padded extent; the
+// count factors into a part per output row (od, oh) and one per output column.
+int64_t tapsInside(int64_t o, int64_t dim, const Window3& w, bool countPad) {
+  int64_t lo, hi;
+  if (countPad)
+    tapsForOutput(o, w.stride[dim], 0, w.dilation[dim], w.kernel[dim], w.in[dim] + w.padBegin[dim] + w.padEnd[dim],
+                  lo, hi);
+  else
+    tapsForOutput(o, w.stride[dim], w.padBegin[dim], w.dilation[dim], w.kernel[dim], w.in[dim], lo, hi);
+  return hi - lo;
+}
+
+int64_t outerDivisor(const Window3& w, int64_t od, int64_t oh, bool countPad) {
+  return tapsInside(od, 0, w, countPad) * tapsInside(oh, 1, w, countPad);
+}
+
+std::vector<int64_t> columnDivisors(const Window3& w, bool countPad) {
+  std::vector<int64_t> counts(static_cast<size_t>(w.out[2]));
+  for (int64_t ow = 0; ow < w.out[2]; ++ow) counts[static_cast<size_t>(ow)] = tapsInside(ow, 2, w, countPad);
+  return counts;
+}
+
+// Max or average over one plane of doubles or 8-bit integers, a whole output row at a time: each tap folds one
+// shifted input row into the output row.
+template <typename T, bool IsMax>
+void poolPlane(const T* xp, T* yp, const Window3& w, bool countPad, std::span<const int64_t> counts) {
   T init = IsMax ? std::numeric_limits<T>::lowest() : T(0);
   if constexpr (IsMax && std::numeric_limits<T>::has_infinity) init = -std::numeric_limits<T>::infinity();
   const int64_t s2 = w.stride[2];
@@ -53,47 +76,63 @@ template <typename T, bool IsMax> void poolPlane(const T* xp, T* yp, const Windo
             int64_t off = kw * w.dilation[2] - w.padBegin[2];
             int64_t lo, hi;
             outputsForTap(off, s2, w.in[2], w.out[2], lo, hi);
-            const T* s = src + off;
-            constexpr bool isF32 = std::is_same_v<T, float>;
-            if constexpr (IsMax && isF32) {
-              if (s2 == 1)
-                vecMaxInto(orow + lo, s + lo, static_cast<size_t>(hi - lo));
+            for (int64_t ow = lo; ow < hi; ++ow) {
+              const T v = src[ow * s2 + off];
+              if constexpr (IsMax)
+                orow[ow] = std::max(orow[ow], v);
               else
-                vecMaxIntoStrided(orow + lo, s + lo * s2, static_cast<size_t>(s2), static_cast<size_t>(hi - lo));
-            } else if constexpr (IsMax) {
-              if (s2 == 1)
-                for (int64_t ow = lo; ow < hi; ++ow) orow[ow] = std::max(orow[ow], s[ow]);
-              else
-                for (int64_t ow = lo; ow < hi; ++ow) orow[ow] = std::max(orow[ow], s[ow * s2]);
-            } else if constexpr (isF32) {
-              if (s2 == 1)
-                vecAxpy(orow + lo, s + lo, 1.0f, static_cast<size_t>(hi - lo));
-              else
-                vecAxpyStrided(orow + lo, s + lo * s2, static_cast<size_t>(s2), 1.0f, static_cast<size_t>(hi - lo));
-            } else {
-              if (s2 == 1)
-                for (int64_t ow = lo; ow < hi; ++ow) orow[ow] += s[ow];
-              else
-                for (int64_t ow = lo; ow < hi; ++ow) orow[ow] += s[ow * s2];
+                orow[ow] += v;
             }
           }
         }
       }
       if constexpr (!IsMax) {
-        // Divisor: taps inside the input, or with count_include_pad inside the padded extent.
-        int64_t pd0, pd1, ph0, ph1;
-        tapsForOutput(od, w.stride[0], 0, w.dilation[0], w.kernel[0], w.in[0] + w.padBegin[0] + w.padEnd[0], pd0, pd1);
-        tapsForOutput(oh, w.stride[1], 0, w.dilation[1], w.kernel[1], w.in[1] + w.padBegin[1] + w.padEnd[1], ph0, ph1);
-        int64_t outer = countPad ? (pd1 - pd0) * (ph1 - ph0) : (d1 - d0) * (h1 - h0);
+        const int64_t outer = outerDivisor(w, od, oh, countPad);
         for (int64_t ow = 0; ow < w.out[2]; ++ow) {
-          int64_t w0, w1;
-          if (countPad)
-            tapsForOutput(ow, s2, 0, w.dilation[2], w.kernel[2], w.in[2] + w.padBegin[2] + w.padEnd[2], w0, w1);
-          else
-            tapsForOutput(ow, s2, w.padBegin[2], w.dilation[2], w.kernel[2], w.in[2], w0, w1);
-          int64_t count = outer * (w1 - w0);
+          int64_t count = outer * counts[static_cast<size_t>(ow)];
           orow[ow] = count > 0 ? orow[ow] / static_cast<T>(count) : T(0);
         }
+      }
+    }
+  }
+}
+
+// Float planes: the padded, phase-split copy (filled with -inf for max, 0 for average) lets every output row
+// reduce contiguous tap rows in registers (vecTapsMax, vecTapsDot with unit weights), whatever the stride.
+// `counts` holds, per output column, the divisor's column factor (see columnDivisors).
+template <bool IsMax>
+void poolPlaneF32(const float* xp, float* yp, const Window3& w, bool countPad, std::span<const float> counts) {
+  thread_local PaddedPlane plane;
+  thread_local std::vector<const float*> taps;
+  thread_local std::vector<float> ones, divisors;
+  plane.load(xp, w, IsMax ? -std::numeric_limits<float>::infinity() : 0.0f);
+  taps.resize(plane.tapCount());
+  ones.assign(taps.size(), 1.0f);
+  const size_t width = static_cast<size_t>(w.out[2]);
+  divisors.resize(width);
+  int64_t divisorsFor = -1;  // the row factor `divisors` was built for
+  const bool emptyColumns = std::find(counts.begin(), counts.end(), 0.0f) != counts.end();
+  for (int64_t od = 0; od < w.out[0]; ++od) {
+    for (int64_t oh = 0; oh < w.out[1]; ++oh) {
+      float* orow = yp + (od * w.out[1] + oh) * w.out[2];
+      plane.rowTaps(od, oh, taps.data());
+      if constexpr (IsMax) {
+        vecTapsMax(taps.data(), taps.size(), orow, width);
+      } else {
+        const int64_t outer = outerDivisor(w, od, oh, countPad);
+        if (outer == 0) {  // windows with no input (and no counted padding) give 0
+          std::fill(orow, orow + width, 0.0f);
+          continue;
+        }
+        vecTapsDot(taps.data(), ones.data(), taps.size(), 0.0f, orow, width);
+        if (outer != divisorsFor) {  // exact: counts are small integers
+          for (size_t ow = 0; ow < width; ++ow) divisors[ow] = static_cast<float>(outer) * counts[ow];
+          divisorsFor = outer;
+        }
+        vecBinary(BinaryOp::Div, orow, 1, divisors.data(), 1, orow, width);
+        if (emptyColumns)
+          for (size_t ow = 0; ow < width; ++ow)
+            if (counts[ow] == 0.0f) orow[ow] = 0.0f;
       }
     }
   }
@@ -103,10 +142,19 @@ template <typename T, bool IsMax>
 void pool(const OpContext& ctx, const T* x, T* y, const Window3& w, int64_t planes, bool countPad) {
   const int64_t inSize = w.in[0] * w.in[1] * w.in[2];
   const int64_t outSize = w.out[0] * w.out[1] * w.out[2];
+  if (outSize == 0) return;
+  std::vector<int64_t> counts;
+  if constexpr (!IsMax) counts = columnDivisors(w, countPad);
+  const std::vector<float> countsF(counts.begin(), counts.end());
   parallelFor(ctx, static_cast<size_t>(planes), 1, [&](size_t p0, size_t p1) {
-    for (size_t plane = p0; plane < p1; ++plane)
-      poolPlane<T, IsMax>(x + static_cast<int64_t>(plane) * inSize, y + static_cast<int64_t>(plane) * outSize, w,
-                          countPad);
+    for (size_t plane = p0; plane < p1; ++plane) {
+      const T* xp = x + static_cast<int64_t>(plane) * inSize;
+      T* yp = y + static_cast<int64_t>(plane) * outSize;
+      if constexpr (std::is_same_v<T, float>)
+        poolPlaneF32<IsMax>(xp, yp, w, countPad, countsF);
+      else
+        poolPlane<T, IsMax>(xp, yp, w, countPad, counts);
+    }
   });
 }
 

@@ -1,5 +1,9 @@
-// Sliding-window output sizes and padding (explicit pads or auto_pad), shared by Conv and pooling.
+// Sliding-window output sizes and padding (explicit pads or auto_pad), and padded input planes, shared by Conv
+// and pooling.
 #include "kernels/spatial.h"
+#include "kernels/vec_math.h"
+
+#include <algorithm>
 
 namespace ctxkit::kernels::detail {
 
@@ -76,6 +80,80 @@ Window3 toWindow3(const Window& w) {
     r.out[i] = real ? w.out[j] : 1;
   }
   return r;
+}
+
+namespace {
+
+// Fills dst[j] for j in [0, count) with input column j * S + first of `src` (columns [0, width)), or `fill`.
+template <int S>
+void copyPhase(const float* src, int64_t width, int64_t first, int64_t stride, float fill, float* dst, int64_t count) {
+  const int64_t s = S > 0 ? S : stride;
+  // Columns inside the input: j * s + first in [0, width).
+  int64_t lo = first >= 0 ? 0 : (-first + s - 1) / s;
+  int64_t hi = width - first <= 0 ? 0 : (width - first + s - 1) / s;
+  lo = std::min(lo, count);
+  hi = std::clamp(hi, lo, count);
+  std::fill(dst, dst + lo, fill);
+  const float* in = src + (lo * s + first);  // input column of dst[lo]
+  if constexpr (S == 1)
+    std::copy(in, in + (hi - lo), dst + lo);
+  else if constexpr (S == 2)
+    vecGatherEven(in, dst + lo, static_cast<size_t>(hi - lo));
+  else
+    for (int64_t j = lo; j < hi; ++j) dst[j] = in[(j - lo) * s];
+  std::fill(dst + hi, dst + count, fill);
+}
+
+}  // namespace
+
+void PaddedPlane::load(const float* x, const Window3& w, float fill) {
+  w_ = w;
+  for (int i = 0; i < 3; ++i) {
+    int64_t needed = (w.out[i] - 1) * w.stride[i] + (w.kernel[i] - 1) * w.dilation[i] + 1;
+    ext_[i] = std::max(w.padBegin[i] + w.in[i] + w.padEnd[i], needed);
+  }
+  const int64_t s = w.stride[2];
+  phaseLen_ = (ext_[2] + s - 1) / s;
+  const int64_t rowLen = s * phaseLen_;
+  data_.resize(static_cast<size_t>(ext_[0] * ext_[1] * rowLen));
+  float* dst = data_.data();
+  for (int64_t pd = 0; pd < ext_[0]; ++pd) {
+    const int64_t id = pd - w.padBegin[0];
+    for (int64_t ph = 0; ph < ext_[1]; ++ph, dst += rowLen) {
+      const int64_t ih = ph - w.padBegin[1];
+      if (id < 0 || id >= w.in[0] || ih < 0 || ih >= w.in[1]) {
+        std::fill(dst, dst + rowLen, fill);
+        continue;
+      }
+      const float* src = x + (id * w.in[1] + ih) * w.in[2];
+      for (int64_t p = 0; p < s; ++p) {
+        float* out = dst + p * phaseLen_;
+        const int64_t first = p - w.padBegin[2];
+        if (s == 1)
+          copyPhase<1>(src, w.in[2], first, s, fill, out, phaseLen_);
+        else if (s == 2)
+          copyPhase<2>(src, w.in[2], first, s, fill, out, phaseLen_);
+        else
+          copyPhase<0>(src, w.in[2], first, s, fill, out, phaseLen_);
+      }
+    }
+  }
+}
+
+void PaddedPlane::rowTaps(int64_t od, int64_t oh, const float** taps) const {
+  const int64_t s = w_.stride[2];
+  const int64_t rowLen = s * phaseLen_;
+  for (int64_t kd = 0; kd < w_.kernel[0]; ++kd) {
+    const int64_t pd = od * w_.stride[0] + kd * w_.dilation[0];
+    for (int64_t kh = 0; kh < w_.kernel[1]; ++kh) {
+      const int64_t ph = oh * w_.stride[1] + kh * w_.dilation[1];
+      const float* row = data_.data() + (pd * ext_[1] + ph) * rowLen;
+      for (int64_t kw = 0; kw < w_.kernel[2]; ++kw) {
+        const int64_t c = kw * w_.dilation[2];  // column of output 0's tap; output ow reads c + ow * s
+        *taps++ = row + (c % s) * phaseLen_ + c / s;
+      }
+    }
+  }
 }
 
 }  // namespace ctxkit::kernels::detail

@@ -26,6 +26,26 @@ struct Window3 {
 };
 Window3 toWindow3(const Window& w);
 
+// One float plane (up to 3 spatial dims) copied with its padding materialized as `fill`, and every row's
+// columns split by stride phase (padded column c lands in phase c % stride at index c / stride). Each tap of
+// a window op then reads a contiguous run of inputs for a whole row of outputs, with no bounds checks, which
+// the vectorized depthwise Conv and float pooling kernels need. The buffer is kept between loads.
+class PaddedPlane {
+public:
+  // Copies plane `x` (w.in[0] x w.in[1] x w.in[2] floats) for window `w`; requires w.out[i] >= 1.
+  void load(const float* x, const Window3& w, float fill);
+  // Number of taps: kernel[0] * kernel[1] * kernel[2].
+  size_t tapCount() const { return static_cast<size_t>(w_.kernel[0] * w_.kernel[1] * w_.kernel[2]); }
+  // taps[t], t over (kd, kh, kw) in order: tap t's inputs for outputs ow = 0 .. out[2]-1 of output row (od, oh).
+  void rowTaps(int64_t od, int64_t oh, const float** taps) const;
+
+private:
+  Window3 w_{};
+  int64_t ext_[3] = {};    // padded extents: the input, its pads, and any ceil_mode overhang
+  int64_t phaseLen_ = 0;   // columns per phase: ceil(ext_[2] / stride)
+  std::vector<float> data_;
+};
+
 // For a kernel tap at input offset `off` (tap * dilation - padBegin) along one dim: the output positions o
 // in [lo, hi) whose input position o * stride + off falls inside [0, in).
 inline void outputsForTap(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t& lo, int64_t& hi) {

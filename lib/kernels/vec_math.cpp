@@ -138,6 +138,14 @@ CTX_SIMD_CLONES void vecClamp(const float* in, float* out, size_t n, float lo, f
   blocked(in, out, n, [lo, hi](float x) { return clampScalar(x, lo, hi); });
 }
 
+CTX_SIMD_CLONES void vecLeakyRelu(const float* in, float* out, size_t n, float alpha) {
+  blocked(in, out, n, [alpha](float x) { return x < 0.0f ? alpha * x : x; });
+}
+
+CTX_SIMD_CLONES void vecHardSigmoid(const float* in, float* out, size_t n, float alpha, float beta) {
+  blocked(in, out, n, [alpha, beta](float x) { return std::max(0.0f, std::min(1.0f, alpha * x + beta)); });
+}
+
 CTX_SIMD_CLONES float vecExpShiftSum(const float* in, float* out, size_t n, float shift) {
   float lanes[kBlock] = {};
   size_t i = 0;
@@ -203,24 +211,6 @@ CTX_SIMD_CLONES void vecBinary(BinaryOp op, const float* a, size_t aStep, const 
   }
 }
 
-CTX_SIMD_CLONES void vecAxpy(float* y, const float* x, float alpha, size_t n) {
-  binaryBlocked(y, 1, x, 1, y, n, [alpha](float p, float q) { return p + alpha * q; });
-}
-
-CTX_SIMD_CLONES void vecMaxInto(float* y, const float* x, size_t n) {
-  binaryBlocked(y, 1, x, 1, y, n, [](float p, float q) { return p < q ? q : p; });
-}
-
-// Strided reads do not vectorize profitably (g++ builds them from single-element inserts), so these stay
-// scalar loops; x is read through a pointer bump, not a multiply.
-void vecAxpyStrided(float* y, const float* x, size_t stride, float alpha, size_t n) {
-  for (size_t i = 0; i < n; ++i, x += stride) y[i] += alpha * *x;
-}
-
-void vecMaxIntoStrided(float* y, const float* x, size_t stride, size_t n) {
-  for (size_t i = 0; i < n; ++i, x += stride) y[i] = y[i] < *x ? *x : y[i];
-}
-
 CTX_SIMD_CLONES void vecScaleShift(const float* x, float* y, size_t n, float a, float b) {
   binaryBlocked(x, 1, x, 0, y, n, [a, b](float p, float) { return p * a + b; });
 }
@@ -234,6 +224,81 @@ CTX_SIMD_CLONES float vecMax(const float* x, size_t n) {
   float m = reduceLanes(lanes, [](float p, float q) { return p < q ? q : p; });
   for (; i < n; ++i) m = m < x[i] ? x[i] : m;
   return m;
+}
+
+namespace {
+
+// Eight floats as one value: g++ keeps these in registers (two SSE halves in the baseline clone), which the
+// tap loops below need: an accumulator array indexed in a runtime-length loop would live in memory.
+// The helpers taking and returning it are always inlined, so the baseline clone's ABI note (-Wpsabi: 32-byte
+// vectors passed without AVX) concerns no real call.
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef float Vec8 __attribute__((vector_size(32)));
+
+CTX_INLINE Vec8 load8(const float* p) {
+  Vec8 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+CTX_INLINE void store8(float* p, Vec8 v) { __builtin_memcpy(p, &v, sizeof v); }
+CTX_INLINE Vec8 max8(Vec8 acc, Vec8 x) { return acc < x ? x : acc; }
+
+// Reduces the taps for outputs [i, i + 8 * V) with V independent accumulators (V > 1 hides the latency of
+// each tap's dependent step). `step(acc, t, x)` folds tap t's inputs x into acc.
+template <int V, typename Step>
+CTX_INLINE void tapsBlock(const float* const* taps, size_t tapCount, Vec8 init, float* out, size_t i, Step step) {
+  Vec8 acc[V];
+  for (int v = 0; v < V; ++v) acc[v] = init;
+  for (size_t t = 0; t < tapCount; ++t) {
+    const float* row = taps[t] + i;
+    for (int v = 0; v < V; ++v) acc[v] = step(acc[v], t, load8(row + 8 * v));
+  }
+  for (int v = 0; v < V; ++v) store8(out + i + 8 * v, acc[v]);
+}
+
+// Runs tapsBlock over n outputs: 32 at a time, then 8; a ragged end is recomputed as the last 8 (outputs are
+// written, not accumulated, so overlap is harmless); rows shorter than 8 go one element at a time.
+template <typename Step, typename ScalarStep>
+CTX_INLINE void tapsRows(const float* const* taps, size_t tapCount, float init, float* out, size_t n, Step step,
+                         ScalarStep scalarStep) {
+  const Vec8 init8 = {init, init, init, init, init, init, init, init};
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) tapsBlock<4>(taps, tapCount, init8, out, i, step);
+  for (; i + 8 <= n; i += 8) tapsBlock<1>(taps, tapCount, init8, out, i, step);
+  if (i == n) return;
+  if (n >= 8) {
+    tapsBlock<1>(taps, tapCount, init8, out, n - 8, step);
+    return;
+  }
+  for (; i < n; ++i) {
+    float acc = init;
+    for (size_t t = 0; t < tapCount; ++t) acc = scalarStep(acc, t, taps[t][i]);
+    out[i] = acc;
+  }
+}
+
+}  // namespace
+
+CTX_SIMD_CLONES void vecTapsDot(const float* const* taps, const float* weights, size_t tapCount, float init,
+                                float* out, size_t n) {
+  tapsRows(
+      taps, tapCount, init, out, n, [weights](Vec8 acc, size_t t, Vec8 x) { return acc + weights[t] * x; },
+      [weights](float acc, size_t t, float x) { return acc + weights[t] * x; });
+}
+
+CTX_SIMD_CLONES void vecTapsMax(const float* const* taps, size_t tapCount, float* out, size_t n) {
+  tapsRows(
+      taps, tapCount, -INFINITY, out, n, [](Vec8 acc, size_t, Vec8 x) { return max8(acc, x); },
+      [](float acc, size_t, float x) { return acc < x ? x : acc; });
+}
+
+CTX_SIMD_CLONES void vecGatherEven(const float* in, float* out, size_t n) {
+  typedef int Mask8 __attribute__((vector_size(32)));
+  const Mask8 even = {0, 2, 4, 6, 8, 10, 12, 14};
+  size_t i = 0;
+  for (; i + 8 < n; i += 8)  // i + 8 < n keeps the 16-float load inside in[0 .. 2n-2]
+    store8(out + i, __builtin_shuffle(load8(in + 2 * i), load8(in + 2 * i + 8), even));
+  for (; i < n; ++i) out[i] = in[2 * i];
 }
 
 namespace {

@@ -15,6 +15,8 @@ void vecErf(const float* in, float* out, size_t n);
 void vecGeluErf(const float* in, float* out, size_t n);   // 0.5 x (1 + erf(x / sqrt 2))
 void vecGeluTanh(const float* in, float* out, size_t n);  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 void vecClamp(const float* in, float* out, size_t n, float lo, float hi);  // NaN stays NaN
+void vecLeakyRelu(const float* in, float* out, size_t n, float alpha);           // x < 0 ? alpha x : x
+void vecHardSigmoid(const float* in, float* out, size_t n, float alpha, float beta);  // max(0, min(1, alpha x + b))
 
 // out[i] = exp(in[i] - shift), returning the sum of the results (softmax's inner loop).
 float vecExpShiftSum(const float* in, float* out, size_t n, float shift);
@@ -23,12 +25,15 @@ float vecExpShiftSum(const float* in, float* out, size_t n, float shift);
 enum class BinaryOp { Add, Sub, Mul, Div };
 // out[i] = a[i * aStep] op b[i * bStep], steps 0 (broadcast scalar) or 1.
 void vecBinary(BinaryOp op, const float* a, size_t aStep, const float* b, size_t bStep, float* out, size_t n);
-void vecAxpy(float* y, const float* x, float alpha, size_t n);  // y += alpha * x
-void vecMaxInto(float* y, const float* x, size_t n);            // y = max(y, x)
-// Strided reads, for pooling and depthwise convolution with stride > 1: y[i] op= x[i * stride].
-void vecAxpyStrided(float* y, const float* x, size_t stride, float alpha, size_t n);
-void vecMaxIntoStrided(float* y, const float* x, size_t stride, size_t n);
 void vecScaleShift(const float* x, float* y, size_t n, float a, float b);  // y = x * a + b
+// Sliding windows over taps: taps[t] points at the inputs of tap t for n consecutive outputs (rows of a
+// padded input, see spatial.h), so out[i] reduces taps[t][i] over t; out must not alias any tap row.
+// out[i] = init + sum_t weights[t] * taps[t][i], summed in tap order (depthwise Conv, AveragePool).
+void vecTapsDot(const float* const* taps, const float* weights, size_t tapCount, float init, float* out, size_t n);
+// out[i] = max_t taps[t][i], starting from -inf; NaN taps are skipped (max(acc, x) = acc < x ? x : acc).
+void vecTapsMax(const float* const* taps, size_t tapCount, float* out, size_t n);
+// out[i] = in[2 i] for i < n (reads in[0 .. 2n-2]): splits a row by stride-2 phase.
+void vecGatherEven(const float* in, float* out, size_t n);
 float vecMax(const float* x, size_t n);                                    // -inf for n == 0
 double vecSum(const float* x, size_t n);
 double vecSumSquaredDiff(const float* x, size_t n, float mean);  // sum (x - mean)^2

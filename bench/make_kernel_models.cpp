@@ -1,0 +1,102 @@
+// Writes one-op benchmark models (depthwise and small 3x3 Conv, pooling, fused activations) with random inputs,
+// for bench/kernels.sh to time with ctxrun and ONNX Runtime. usage: make_kernel_models OUT_DIR
+#include "ir/npy.h"
+#include "onnx_io/onnx_io.h"
+#include "samples/graph_builder.h"
+#include "samples/prng.h"
+
+#include <cstdio>
+#include <filesystem>
+
+using namespace ctxkit;
+using ir::Attribute;
+
+namespace {
+
+std::vector<float> randomFloats(size_t n, uint64_t seed) { return samples::SplitMix64(seed).uniformVector(n, -1, 1); }
+
+size_t count(const ir::Shape& s) {
+  size_t n = 1;
+  for (int64_t d : s) n *= static_cast<size_t>(d);
+  return n;
+}
+
+struct Bench {
+  std::string name;
+  ir::Shape in, out;
+};
+
+// One model: input "x" of shape b.in through `build`, output "y" of shape b.out; input_0.npy beside it.
+template <typename Build> bool write(const std::filesystem::path& dir, const Bench& b, Build build) {
+  samples::GraphBuilder g(b.name, "");
+  g.addInput("x", b.in);
+  build(g);
+  g.addOutput("y", b.out);
+  ir::Model model = std::move(g).finish("ctxkit kernel benchmark " + b.name);
+  std::filesystem::path data = dir / b.name;
+  std::filesystem::create_directories(data);
+  Status s = onnx_io::saveModel(model, dir / (b.name + ".onnx"));
+  if (s.isOk())
+    s = ir::saveNpy(ir::Tensor::fromVector(ir::ElemType::Float, b.in, randomFloats(count(b.in), 7)),
+                    data / "input_0.npy");
+  if (!s.isOk()) std::fprintf(stderr, "%s: %s\n", b.name.c_str(), s.error().message().c_str());
+  return s.isOk();
+}
+
+// Conv of `m` output channels over x with a kxk kernel; `act` ("" for none) is applied after it.
+bool conv(const std::filesystem::path& dir, const Bench& b, int64_t m, int64_t k, int64_t stride, int64_t group,
+          const std::string& act, std::vector<Attribute> actAttrs = {}) {
+  return write(dir, b, [&](samples::GraphBuilder& g) {
+    int64_t cg = b.in[1] / group;
+    std::string w = g.addFloats("w", {m, cg, k, k}, randomFloats(static_cast<size_t>(m * cg * k * k), 11));
+    std::string bias = g.addFloats("b", {m}, randomFloats(static_cast<size_t>(m), 13));
+    int64_t p = k / 2;
+    std::string out = act.empty() ? "y" : "";
+    std::string c = g.addNode("conv", "Conv", {"x", w, bias},
+                              {Attribute::makeInts("kernel_shape", {k, k}), Attribute::makeInts("pads", {p, p, p, p}),
+                               Attribute::makeInts("strides", {stride, stride}), Attribute::makeInt("group", group)},
+                              out);
+    if (!act.empty()) g.addNode("act", act, {c}, std::move(actAttrs), "y");
+  });
+}
+
+bool pool(const std::filesystem::path& dir, const Bench& b, const std::string& op, int64_t k, int64_t stride,
+          int64_t pad, std::vector<Attribute> extra = {}) {
+  return write(dir, b, [&](samples::GraphBuilder& g) {
+    std::vector<Attribute> attrs{Attribute::makeInts("kernel_shape", {k, k}),
+                                 Attribute::makeInts("pads", {pad, pad, pad, pad}),
+                                 Attribute::makeInts("strides", {stride, stride})};
+    for (Attribute& a : extra) attrs.push_back(std::move(a));
+    g.addNode("pool", op, {"x"}, std::move(attrs), "y");
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_kernel_models OUT_DIR\n");
+    return 2;
+  }
+  std::filesystem::path dir = argv[1];
+  std::filesystem::create_directories(dir);
+  bool ok = true;
+  ok &= conv(dir, {"dw3x3_s1", {1, 64, 112, 112}, {1, 64, 112, 112}}, 64, 3, 1, 64, "");
+  ok &= conv(dir, {"dw3x3_s2", {1, 64, 112, 112}, {1, 64, 56, 56}}, 64, 3, 2, 64, "");
+  ok &= conv(dir, {"dw5x5_s1", {1, 96, 28, 28}, {1, 96, 28, 28}}, 96, 5, 1, 96, "");
+  ok &= pool(dir, {"maxpool3x3_s2", {1, 64, 112, 112}, {1, 64, 56, 56}}, "MaxPool", 3, 2, 1);
+  ok &= pool(dir, {"maxpool2x2_s2", {1, 64, 112, 112}, {1, 64, 56, 56}}, "MaxPool", 2, 2, 0);
+  ok &= pool(dir, {"maxpool3x3_s1", {1, 64, 56, 56}, {1, 64, 56, 56}}, "MaxPool", 3, 1, 1);
+  ok &= pool(dir, {"avgpool3x3_s1", {1, 64, 56, 56}, {1, 64, 56, 56}}, "AveragePool", 3, 1, 1);
+  ok &= pool(dir, {"avgpool2x2_s2", {1, 64, 112, 112}, {1, 64, 56, 56}}, "AveragePool", 2, 2, 0);
+  ok &= pool(dir, {"avgpool3x3_s2_pad", {1, 64, 112, 112}, {1, 64, 56, 56}}, "AveragePool", 3, 2, 1,
+             {Attribute::makeInt("count_include_pad", 1)});
+  ok &= conv(dir, {"conv3x3_leaky", {1, 16, 112, 112}, {1, 32, 112, 112}}, 32, 3, 1, 1, "LeakyRelu",
+             {Attribute::makeFloat("alpha", 0.1f)});
+  ok &= conv(dir, {"conv1x1_hardsigmoid", {1, 64, 56, 56}, {1, 64, 56, 56}}, 64, 1, 1, 1, "HardSigmoid",
+             {Attribute::makeFloat("alpha", 0.2f), Attribute::makeFloat("beta", 0.5f)});
+  ok &= conv(dir, {"conv3x3_c3_s2", {1, 3, 224, 224}, {1, 16, 112, 112}}, 16, 3, 2, 1, "");
+  ok &= conv(dir, {"conv3x3_c16_s1", {1, 16, 56, 56}, {1, 16, 56, 56}}, 16, 3, 1, 1, "");
+  ok &= conv(dir, {"conv3x3_c16_s2", {1, 16, 112, 112}, {1, 32, 56, 56}}, 32, 3, 2, 1, "");
+  return ok ? 0 : 1;
+}
