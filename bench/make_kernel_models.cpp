@@ -97,6 +97,8 @@ int main(int argc, char** argv) {
              {Attribute::makeFloat("alpha", 0.2f), Attribute::makeFloat("beta", 0.5f)});
   ok &= conv(dir, {"conv3x3_c3_s2", {1, 3, 224, 224}, {1, 16, 112, 112}}, 16, 3, 2, 1, "");
   ok &= conv(dir, {"conv3x3_c16_s1", {1, 16, 56, 56}, {1, 16, 56, 56}}, 16, 3, 1, 1, "");
+  ok &= conv(dir, {"conv3x3_c32_s1", {1, 32, 56, 56}, {1, 32, 56, 56}}, 32, 3, 1, 1, "");
+  ok &= conv(dir, {"conv3x3_c64_s1", {1, 64, 28, 28}, {1, 64, 28, 28}}, 64, 3, 1, 1, "");
   ok &= conv(dir, {"conv3x3_c16_s2", {1, 16, 112, 112}, {1, 32, 56, 56}}, 32, 3, 2, 1, "");
   return ok ? 0 : 1;
 }

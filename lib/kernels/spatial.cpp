@@ -106,8 +106,9 @@ void copyPhase(const float* src, int64_t width, int64_t first, int64_t stride, f
 
 }  // namespace
 
-void PaddedPlane::load(const float* x, const Window3& w, float fill) {
+void PaddedPlane::load(const float* x, const Window3& w, float fill, int64_t channels) {
   w_ = w;
+  channels_ = channels;
   for (int i = 0; i < 3; ++i) {
     int64_t needed = (w.out[i] - 1) * w.stride[i] + (w.kernel[i] - 1) * w.dilation[i] + 1;
     ext_[i] = std::max(w.padBegin[i] + w.in[i] + w.padEnd[i], needed);
@@ -115,26 +116,29 @@ void PaddedPlane::load(const float* x, const Window3& w, float fill) {
   const int64_t s = w.stride[2];
   phaseLen_ = (ext_[2] + s - 1) / s;
   const int64_t rowLen = s * phaseLen_;
-  data_.resize(static_cast<size_t>(ext_[0] * ext_[1] * rowLen));
+  data_.resize(static_cast<size_t>(channels * ext_[0] * ext_[1] * rowLen));
   float* dst = data_.data();
-  for (int64_t pd = 0; pd < ext_[0]; ++pd) {
-    const int64_t id = pd - w.padBegin[0];
-    for (int64_t ph = 0; ph < ext_[1]; ++ph, dst += rowLen) {
-      const int64_t ih = ph - w.padBegin[1];
-      if (id < 0 || id >= w.in[0] || ih < 0 || ih >= w.in[1]) {
-        std::fill(dst, dst + rowLen, fill);
-        continue;
-      }
-      const float* src = x + (id * w.in[1] + ih) * w.in[2];
-      for (int64_t p = 0; p < s; ++p) {
-        float* out = dst + p * phaseLen_;
-        const int64_t first = p - w.padBegin[2];
-        if (s == 1)
-          copyPhase<1>(src, w.in[2], first, s, fill, out, phaseLen_);
-        else if (s == 2)
-          copyPhase<2>(src, w.in[2], first, s, fill, out, phaseLen_);
-        else
-          copyPhase<0>(src, w.in[2], first, s, fill, out, phaseLen_);
+  const int64_t inSize = w.in[0] * w.in[1] * w.in[2];
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t pd = 0; pd < ext_[0]; ++pd) {
+      const int64_t id = pd - w.padBegin[0];
+      for (int64_t ph = 0; ph < ext_[1]; ++ph, dst += rowLen) {
+        const int64_t ih = ph - w.padBegin[1];
+        if (id < 0 || id >= w.in[0] || ih < 0 || ih >= w.in[1]) {
+          std::fill(dst, dst + rowLen, fill);
+          continue;
+        }
+        const float* src = x + c * inSize + (id * w.in[1] + ih) * w.in[2];
+        for (int64_t p = 0; p < s; ++p) {
+          float* out = dst + p * phaseLen_;
+          const int64_t first = p - w.padBegin[2];
+          if (s == 1)
+            copyPhase<1>(src, w.in[2], first, s, fill, out, phaseLen_);
+          else if (s == 2)
+            copyPhase<2>(src, w.in[2], first, s, fill, out, phaseLen_);
+          else
+            copyPhase<0>(src, w.in[2], first, s, fill, out, phaseLen_);
+        }
       }
     }
   }
@@ -143,14 +147,15 @@ void PaddedPlane::load(const float* x, const Window3& w, float fill) {
 void PaddedPlane::rowTaps(int64_t od, int64_t oh, const float** taps) const {
   const int64_t s = w_.stride[2];
   const int64_t rowLen = s * phaseLen_;
-  for (int64_t kd = 0; kd < w_.kernel[0]; ++kd) {
-    const int64_t pd = od * w_.stride[0] + kd * w_.dilation[0];
+  for (int64_t ckd = 0; ckd < channels_ * w_.kernel[0]; ++ckd) {
+    const int64_t c = ckd / w_.kernel[0], kd = ckd % w_.kernel[0];
+    const int64_t pd = c * ext_[0] + od * w_.stride[0] + kd * w_.dilation[0];
     for (int64_t kh = 0; kh < w_.kernel[1]; ++kh) {
       const int64_t ph = oh * w_.stride[1] + kh * w_.dilation[1];
       const float* row = data_.data() + (pd * ext_[1] + ph) * rowLen;
       for (int64_t kw = 0; kw < w_.kernel[2]; ++kw) {
-        const int64_t c = kw * w_.dilation[2];  // column of output 0's tap; output ow reads c + ow * s
-        *taps++ = row + (c % s) * phaseLen_ + c / s;
+        const int64_t col = kw * w_.dilation[2];  // column of output 0's tap; output ow reads col + ow * s
+        *taps++ = row + (col % s) * phaseLen_ + col / s;
       }
     }
   }

@@ -32,17 +32,20 @@ Window3 toWindow3(const Window& w);
 // the vectorized depthwise Conv and float pooling kernels need. The buffer is kept between loads.
 class PaddedPlane {
 public:
-  // Copies plane `x` (w.in[0] x w.in[1] x w.in[2] floats) for window `w`; requires w.out[i] >= 1.
-  void load(const float* x, const Window3& w, float fill);
-  // Number of taps: kernel[0] * kernel[1] * kernel[2].
-  size_t tapCount() const { return static_cast<size_t>(w_.kernel[0] * w_.kernel[1] * w_.kernel[2]); }
-  // taps[t], t over (kd, kh, kw) in order: tap t's inputs for outputs ow = 0 .. out[2]-1 of output row (od, oh).
+  // Copies `channels` consecutive planes from `x` (each w.in[0] x w.in[1] x w.in[2] floats) for window `w`;
+  // requires w.out[i] >= 1.
+  void load(const float* x, const Window3& w, float fill, int64_t channels = 1);
+  // Number of taps: channels * kernel[0] * kernel[1] * kernel[2].
+  size_t tapCount() const { return static_cast<size_t>(channels_ * w_.kernel[0] * w_.kernel[1] * w_.kernel[2]); }
+  // taps[t], t over (c, kd, kh, kw) in order (a Conv weight's layout): tap t's inputs for outputs
+  // ow = 0 .. out[2]-1 of output row (od, oh).
   void rowTaps(int64_t od, int64_t oh, const float** taps) const;
 
 private:
   Window3 w_{};
   int64_t ext_[3] = {};    // padded extents: the input, its pads, and any ceil_mode overhang
   int64_t phaseLen_ = 0;   // columns per phase: ceil(ext_[2] / stride)
+  int64_t channels_ = 1;
   std::vector<float> data_;
 };
 

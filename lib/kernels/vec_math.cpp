@@ -244,15 +244,19 @@ CTX_INLINE void store8(float* p, Vec8 v) { __builtin_memcpy(p, &v, sizeof v); }
 CTX_INLINE Vec8 max8(Vec8 acc, Vec8 x) { return acc < x ? x : acc; }
 
 // Reduces the taps for outputs [i, i + 8 * V) with V independent accumulators (V > 1 hides the latency of
-// each tap's dependent step). `step(acc, t, x)` folds tap t's inputs x into acc.
+// each tap's dependent step). `step(acc, t, x)` folds tap t's inputs x into acc. The loops over accumulators
+// must unroll (-O2 does not on its own), or the accumulators live on the stack.
 template <int V, typename Step>
 CTX_INLINE void tapsBlock(const float* const* taps, size_t tapCount, Vec8 init, float* out, size_t i, Step step) {
   Vec8 acc[V];
+#pragma GCC unroll 8
   for (int v = 0; v < V; ++v) acc[v] = init;
   for (size_t t = 0; t < tapCount; ++t) {
     const float* row = taps[t] + i;
+#pragma GCC unroll 8
     for (int v = 0; v < V; ++v) acc[v] = step(acc[v], t, load8(row + 8 * v));
   }
+#pragma GCC unroll 8
   for (int v = 0; v < V; ++v) store8(out + i + 8 * v, acc[v]);
 }
 
@@ -277,7 +281,46 @@ CTX_INLINE void tapsRows(const float* const* taps, size_t tapCount, float init, 
   }
 }
 
+// Four filters over outputs [i, i + 8 * V): 4 x V accumulators, each tap row loaded once for all four.
+template <int V>
+CTX_INLINE void tapsBlock4(const float* const* taps, const float* weights, size_t tapCount, const float* init,
+                           float* const* out, size_t i) {
+  Vec8 acc[4][V];
+#pragma GCC unroll 8
+  for (int f = 0; f < 4; ++f)
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) acc[f][v] = Vec8{} + init[f];
+  for (size_t t = 0; t < tapCount; ++t) {
+    const float* row = taps[t] + i;
+    Vec8 x[V];
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) x[v] = load8(row + 8 * v);
+#pragma GCC unroll 8
+    for (int f = 0; f < 4; ++f) {
+      const float wv = weights[f * tapCount + t];
+#pragma GCC unroll 8
+      for (int v = 0; v < V; ++v) acc[f][v] += wv * x[v];
+    }
+  }
+#pragma GCC unroll 8
+  for (int f = 0; f < 4; ++f)
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) store8(out[f] + i + 8 * v, acc[f][v]);
+}
+
 }  // namespace
+
+CTX_SIMD_CLONES void vecTapsDot4(const float* const* taps, const float* weights, size_t tapCount, const float* init,
+                                 float* const* out, size_t n) {
+  if (n < 8) {  // too short for a vector: one filter at a time
+    for (size_t f = 0; f < 4; ++f) vecTapsDot(taps, weights + f * tapCount, tapCount, init[f], out[f], n);
+    return;
+  }
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) tapsBlock4<2>(taps, weights, tapCount, init, out, i);
+  for (; i + 8 <= n; i += 8) tapsBlock4<1>(taps, weights, tapCount, init, out, i);
+  if (i < n) tapsBlock4<1>(taps, weights, tapCount, init, out, n - 8);  // overlaps, as in tapsRows
+}
 
 CTX_SIMD_CLONES void vecTapsDot(const float* const* taps, const float* weights, size_t tapCount, float init,
                                 float* out, size_t n) {

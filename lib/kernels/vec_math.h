@@ -30,6 +30,10 @@ void vecScaleShift(const float* x, float* y, size_t n, float a, float b);  // y 
 // padded input, see spatial.h), so out[i] reduces taps[t][i] over t; out must not alias any tap row.
 // out[i] = init + sum_t weights[t] * taps[t][i], summed in tap order (depthwise Conv, AveragePool).
 void vecTapsDot(const float* const* taps, const float* weights, size_t tapCount, float init, float* out, size_t n);
+// vecTapsDot for four filters at once, sharing each tap row's loads: for f < 4, out[f][i] = init[f] +
+// sum_t weights[f * tapCount + t] * taps[t][i] (a few-channel Conv's output channels).
+void vecTapsDot4(const float* const* taps, const float* weights, size_t tapCount, const float* init,
+                 float* const* out, size_t n);
 // out[i] = max_t taps[t][i], starting from -inf; NaN taps are skipped (max(acc, x) = acc < x ? x : acc).
 void vecTapsMax(const float* const* taps, size_t tapCount, float* out, size_t n);
 // out[i] = in[2 i] for i < n (reads in[0 .. 2n-2]): splits a row by stride-2 phase.

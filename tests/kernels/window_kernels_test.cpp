@@ -3,6 +3,7 @@
 #include "kernel_test_util.h"
 
 #include <array>
+#include <optional>
 #include <random>
 
 using namespace ctxkit;
@@ -43,10 +44,12 @@ struct Geometry {
 enum class Reduce { Dot, Max, Average, AverageCountPad };
 
 // Reference: per (plane, output position), folds every tap; taps outside the input are skipped (Dot, Max,
-// Average) or counted in the divisor when inside the padded extent (AverageCountPad).
+// Average) or counted in the divisor when inside the padded extent (AverageCountPad). For Dot, output plane p
+// reads the cg input planes of its group, (p / mg) * cg on (mg output planes per group), with weights
+// [p][c][tap] and bias[p].
 std::vector<float> reference(const std::vector<float>& x, int64_t planes, const Geometry& g, Reduce mode,
                              const std::vector<float>& weights = {}, const std::vector<float>& bias = {},
-                             int64_t inPlanesPerOut = 1) {
+                             int64_t mg = 1, int64_t cg = 1) {
   std::array<int64_t, 3> in{}, out{}, k{}, s{}, d{}, pb{}, pe{};
   for (size_t i = 0; i < 3; ++i) {
     in[i] = g.get(g.in, i), out[i] = g.out(i), k[i] = g.get(g.kernel, i), s[i] = g.get(g.stride, i);
@@ -61,7 +64,8 @@ std::vector<float> reference(const std::vector<float>& x, int64_t planes, const 
           double acc = mode == Reduce::Dot && !bias.empty() ? bias[static_cast<size_t>(p)] : 0.0;
           float best = -INFINITY;
           int64_t count = 0;
-          for (int64_t t = 0; t < taps; ++t) {
+          for (int64_t ct = 0; ct < cg * taps; ++ct) {
+            int64_t c = ct / taps, t = ct % taps;
             int64_t t0 = t / (k[1] * k[2]), t1 = (t / k[2]) % k[1], t2 = t % k[2];
             int64_t i0 = o0 * s[0] - pb[0] + t0 * d[0], i1 = o1 * s[1] - pb[1] + t1 * d[1];
             int64_t i2 = o2 * s[2] - pb[2] + t2 * d[2];
@@ -70,9 +74,9 @@ std::vector<float> reference(const std::vector<float>& x, int64_t planes, const 
                             i2 >= -pb[2] && i2 < in[2] + pe[2];
             if (mode == Reduce::AverageCountPad ? inPadded : inside) ++count;
             if (!inside) continue;
-            float v = x[static_cast<size_t>((p / inPlanesPerOut) * inSize + (i0 * in[1] + i1) * in[2] + i2)];
+            float v = x[static_cast<size_t>(((p / mg) * cg + c) * inSize + (i0 * in[1] + i1) * in[2] + i2)];
             if (mode == Reduce::Dot)
-              acc += static_cast<double>(weights[static_cast<size_t>(p * taps + t)]) * v;
+              acc += static_cast<double>(weights[static_cast<size_t>((p * cg + c) * taps + t)]) * v;
             else
               acc += v;
             best = std::max(best, v);
@@ -117,41 +121,55 @@ const std::vector<Geometry> kGeometries = {
     {{5, 6, 19}, {3, 2, 3}, {2, 1, 2}, {1, 2, 1}, {1, 0, 1}, {1, 1, 0}},
 };
 
+// Runs Conv (2 images, c -> m channels in `group` groups, bias, optionally a fused LeakyRelu with `alpha`) on
+// one and two threads and compares with the reference loop.
+void checkConv(const Geometry& g, int64_t c, int64_t m, int64_t group, std::optional<float> alpha,
+               kernels::ThreadPool& pool, std::mt19937& rng) {
+  const int64_t n = 2, cg = c / group, mg = m / group;
+  std::vector<int64_t> xs{n, c}, ws{m, cg};
+  xs.insert(xs.end(), g.in.begin(), g.in.end());
+  ws.insert(ws.end(), g.kernel.begin(), g.kernel.end());
+  auto xv = randomValues(static_cast<size_t>(product(xs)), rng);
+  auto wv = randomValues(static_cast<size_t>(product(ws)), rng);
+  auto bv = randomValues(static_cast<size_t>(m), rng);
+  auto x = floats(xs, xv), w = floats(ws, wv), b = floats({m}, bv);
+  // Reference planes are (image, output channel): weights and biases repeat per image.
+  std::vector<float> wAll, bAll;
+  for (int64_t i = 0; i < n; ++i) {
+    wAll.insert(wAll.end(), wv.begin(), wv.end());
+    bAll.insert(bAll.end(), bv.begin(), bv.end());
+  }
+  std::vector<float> want = reference(xv, n * m, g, Reduce::Dot, wAll, bAll, mg, cg);
+  auto op = Op(OpKind::Conv).i("group", group).ints("strides", g.stride).ints("dilations", g.dilation);
+  op.ints("pads", g.pads());
+  if (alpha) {
+    for (float& v : want) v = v < 0 ? *alpha * v : v;
+    op.s("activation", "LeakyRelu").fl("activation_params", {*alpha});
+  }
+  INFO("input " << ir::shapeToString(xs) << " weight " << ir::shapeToString(ws) << " group " << group);
+  auto y = op.run1({&x, &w, &b});
+  REQUIRE(y.shape() == g.outShape(n, m));
+  requireClose(values<float>(y), want, 1e-4f);
+  requireClose(values<float>(op.run1({&x, &w, &b}, &pool)), want, 1e-4f);
+}
+
 }  // namespace
 
 TEST_CASE("depthwise Conv matches a direct loop: strides 1-3, dilations, pads, multipliers, 1-3 dims") {
   kernels::ThreadPool pool(2);
   std::mt19937 rng(17);
-  for (const Geometry& g : kGeometries) {
-    for (int64_t multiplier : {1, 2}) {
-      const int64_t n = 2, c = 3, m = c * multiplier;
-      std::vector<int64_t> xs{n, c}, ws{m, 1};
-      xs.insert(xs.end(), g.in.begin(), g.in.end());
-      ws.insert(ws.end(), g.kernel.begin(), g.kernel.end());
-      auto xv = randomValues(static_cast<size_t>(product(xs)), rng);
-      auto wv = randomValues(static_cast<size_t>(product(ws)), rng);
-      auto bv = randomValues(static_cast<size_t>(m), rng);
-      auto x = floats(xs, xv), w = floats(ws, wv), b = floats({m}, bv);
-      // Reference planes are (n, m); weights and biases repeat per image.
-      std::vector<float> wAll, bAll;
-      for (int64_t i = 0; i < n; ++i) {
-        wAll.insert(wAll.end(), wv.begin(), wv.end());
-        bAll.insert(bAll.end(), bv.begin(), bv.end());
-      }
-      auto want = reference(xv, n * m, g, Reduce::Dot, wAll, bAll, multiplier);
-      auto op = Op(OpKind::Conv)
-                    .i("group", c)
-                    .ints("strides", g.stride)
-                    .ints("dilations", g.dilation)
-                    .ints("pads", g.pads());
-      INFO("input " << ir::shapeToString(xs) << " kernel " << ir::shapeToString(g.kernel) << " multiplier "
-                    << multiplier);
-      auto y = op.run1({&x, &w, &b});
-      REQUIRE(y.shape() == g.outShape(n, m));
-      requireClose(values<float>(y), want, 1e-4f);
-      requireClose(values<float>(op.run1({&x, &w, &b}, &pool)), want, 1e-4f);
-    }
-  }
+  for (const Geometry& g : kGeometries)
+    for (int64_t multiplier : {1, 2}) checkConv(g, 3, 3 * multiplier, 3, std::nullopt, pool, rng);
+}
+
+TEST_CASE("few-channel Conv (direct path) and wider groups (GEMM path) match a direct loop") {
+  kernels::ThreadPool pool(2);
+  std::mt19937 rng(23);
+  // (input channels, output channels, group): channels per group 3, 16, 64 (direct) and 65 (im2col + GEMM);
+  // output channels per group 4 and 8 (four filters at a time), 3 and 5 (one at a time)
+  const std::vector<std::array<int64_t, 3>> shapes{{3, 4, 1}, {32, 6, 2}, {64, 8, 1}, {65, 5, 1}};
+  for (const Geometry& g : kGeometries)
+    for (auto [c, m, group] : shapes) checkConv(g, c, m, group, 0.125f, pool, rng);
 }
 
 TEST_CASE("depthwise Conv with auto_pad SAME_UPPER and no bias") {
