@@ -244,17 +244,24 @@ CTX_INLINE void store8(float* p, Vec8 v) { __builtin_memcpy(p, &v, sizeof v); }
 CTX_INLINE Vec8 max8(Vec8 acc, Vec8 x) { return acc < x ? x : acc; }
 
 // Reduces the taps for outputs [i, i + 8 * V) with V independent accumulators (V > 1 hides the latency of
-// each tap's dependent step). `step(acc, t, x)` folds tap t's inputs x into acc. The loops over accumulators
-// must unroll (-O2 does not on its own), or the accumulators live on the stack.
-template <int V, typename Step>
-CTX_INLINE void tapsBlock(const float* const* taps, size_t tapCount, Vec8 init, float* out, size_t i, Step step) {
+// each tap's dependent step): the max, or the sum weighted by `weights`. The loops over accumulators must
+// unroll (-O2 does not on its own), or the accumulators live on the stack. No lambdas here: one taking Vec8
+// would be a real call at -O0, compiled for the baseline ABI but called from the AVX clones.
+template <bool IsMax, int V>
+CTX_INLINE void tapsBlock(const float* const* taps, const float* weights, size_t tapCount, Vec8 init, float* out,
+                          size_t i) {
   Vec8 acc[V];
 #pragma GCC unroll 8
   for (int v = 0; v < V; ++v) acc[v] = init;
   for (size_t t = 0; t < tapCount; ++t) {
     const float* row = taps[t] + i;
 #pragma GCC unroll 8
-    for (int v = 0; v < V; ++v) acc[v] = step(acc[v], t, load8(row + 8 * v));
+    for (int v = 0; v < V; ++v) {
+      if constexpr (IsMax)
+        acc[v] = max8(acc[v], load8(row + 8 * v));
+      else
+        acc[v] += weights[t] * load8(row + 8 * v);
+    }
   }
 #pragma GCC unroll 8
   for (int v = 0; v < V; ++v) store8(out + i + 8 * v, acc[v]);
@@ -262,21 +269,24 @@ CTX_INLINE void tapsBlock(const float* const* taps, size_t tapCount, Vec8 init, 
 
 // Runs tapsBlock over n outputs: 32 at a time, then 8; a ragged end is recomputed as the last 8 (outputs are
 // written, not accumulated, so overlap is harmless); rows shorter than 8 go one element at a time.
-template <typename Step, typename ScalarStep>
-CTX_INLINE void tapsRows(const float* const* taps, size_t tapCount, float init, float* out, size_t n, Step step,
-                         ScalarStep scalarStep) {
-  const Vec8 init8 = {init, init, init, init, init, init, init, init};
+template <bool IsMax>
+CTX_INLINE void tapsRows(const float* const* taps, const float* weights, size_t tapCount, float init, float* out,
+                         size_t n) {
+  const Vec8 init8 = Vec8{} + init;
   size_t i = 0;
-  for (; i + 32 <= n; i += 32) tapsBlock<4>(taps, tapCount, init8, out, i, step);
-  for (; i + 8 <= n; i += 8) tapsBlock<1>(taps, tapCount, init8, out, i, step);
+  for (; i + 32 <= n; i += 32) tapsBlock<IsMax, 4>(taps, weights, tapCount, init8, out, i);
+  for (; i + 8 <= n; i += 8) tapsBlock<IsMax, 1>(taps, weights, tapCount, init8, out, i);
   if (i == n) return;
   if (n >= 8) {
-    tapsBlock<1>(taps, tapCount, init8, out, n - 8, step);
+    tapsBlock<IsMax, 1>(taps, weights, tapCount, init8, out, n - 8);
     return;
   }
   for (; i < n; ++i) {
     float acc = init;
-    for (size_t t = 0; t < tapCount; ++t) acc = scalarStep(acc, t, taps[t][i]);
+    for (size_t t = 0; t < tapCount; ++t) {
+      const float x = taps[t][i];
+      acc = IsMax ? (acc < x ? x : acc) : acc + weights[t] * x;
+    }
     out[i] = acc;
   }
 }
@@ -324,15 +334,11 @@ CTX_SIMD_CLONES void vecTapsDot4(const float* const* taps, const float* weights,
 
 CTX_SIMD_CLONES void vecTapsDot(const float* const* taps, const float* weights, size_t tapCount, float init,
                                 float* out, size_t n) {
-  tapsRows(
-      taps, tapCount, init, out, n, [weights](Vec8 acc, size_t t, Vec8 x) { return acc + weights[t] * x; },
-      [weights](float acc, size_t t, float x) { return acc + weights[t] * x; });
+  tapsRows<false>(taps, weights, tapCount, init, out, n);
 }
 
 CTX_SIMD_CLONES void vecTapsMax(const float* const* taps, size_t tapCount, float* out, size_t n) {
-  tapsRows(
-      taps, tapCount, -INFINITY, out, n, [](Vec8 acc, size_t, Vec8 x) { return max8(acc, x); },
-      [](float acc, size_t, float x) { return acc < x ? x : acc; });
+  tapsRows<true>(taps, nullptr, tapCount, -INFINITY, out, n);
 }
 
 CTX_SIMD_CLONES void vecGatherEven(const float* in, float* out, size_t n) {
