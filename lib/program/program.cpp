@@ -53,6 +53,12 @@ Expected<ir::Tensor> readTensor(ByteReader& r) {
   for (auto& d : shape) d = r.i64();
   auto data = r.bytes();
   CTX_RETURN_IF_ERROR(r.status());
+  // The shape is checked against the bytes present before it sizes an allocation (rules 2 and 3).
+  auto count = checkedElementCount(shape);
+  auto needed = count ? ir::storageBytes(*elemType, *count) : std::nullopt;
+  if (!needed || *needed != data.size())
+    return makeError(ErrorCode::InvalidGraph, "attribute tensor of shape {} needs {} bytes but has {}",
+                     ir::shapeToString(shape), needed ? std::to_string(*needed) : "more than 2^64", data.size());
   return ir::Tensor::copyOf(*elemType, std::move(shape), data);
 }
 

@@ -3,6 +3,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <array>
+#include <cstring>
+
 using namespace ctxkit;
 using program::TensorKind;
 
@@ -77,4 +81,23 @@ TEST_CASE("programs that break a rule are rejected with the reason", "[program]"
   p = sampleProgram();
   p.outputs = {2};
   expectError(p, 1, "does not match the output list");
+}
+
+// Found by fuzz_program: the shape of a tensor attribute sized an allocation before it was compared with the
+// bytes present, so a shape of 2^60 elements with 8 bytes of data ended in std::bad_alloc and terminate.
+TEST_CASE("a tensor attribute whose shape promises more bytes than it carries is rejected", "[program]") {
+  auto p = sampleProgram();
+  p.ops[1].attrs.set(ir::Attribute::makeTensor("t", ir::Tensor::fromVector(ir::ElemType::Float, {2}, std::vector<float>{1, 2})));
+  auto bytes = program::serialize(p);
+  REQUIRE(program::deserialize(bytes, 1, "good program"));
+  // The attribute is written as: name (u32 length, "t"), attribute type (u8), element type (u32), rank (u32), dims.
+  const std::array<std::byte, 5> name{std::byte{1}, std::byte{0}, std::byte{0}, std::byte{0}, std::byte{'t'}};
+  auto at = std::search(bytes.begin(), bytes.end(), name.begin(), name.end());
+  REQUIRE(at != bytes.end());
+  const size_t dim = static_cast<size_t>(at - bytes.begin()) + name.size() + 1 + 4 + 4;
+  const int64_t huge = int64_t{1} << 60;
+  std::memcpy(bytes.data() + dim, &huge, sizeof huge);
+  auto r = program::deserialize(bytes, 1, "bad program");
+  REQUIRE(!r);
+  CHECK_THAT(r.error().message(), Catch::Contains("needs 4611686018427387904 bytes but has 8"));
 }

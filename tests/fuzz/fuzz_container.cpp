@@ -1,5 +1,4 @@
-// libFuzzer entry point for the container reader: any bytes must be rejected cleanly or open and verify.
-// Built only with -DCTXKIT_FUZZ=ON under clang (see tests/format/CMakeLists.txt).
+// libFuzzer target for the container reader: any bytes must be rejected cleanly or open and verify.
 #include "format/container.h"
 #include "format/layout.h"
 
