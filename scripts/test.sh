@@ -10,15 +10,17 @@ ctxkit_build -DCTXKIT_BUILD_TESTS=ON
 ctest --test-dir "$CTXKIT_BUILD" --output-on-failure -j "$(nproc)"
 
 # Every parser's libFuzzer target, briefly (scripts/fuzz.sh SECONDS runs them longer); skips without clang-14.
-fuzz_seconds="${CTXKIT_FUZZ_SECONDS:-20}"
+# Off by default until its CI minutes are measured on a quiet machine: CTXKIT_FUZZ_SECONDS=20 turns it on.
+fuzz_seconds="${CTXKIT_FUZZ_SECONDS:-0}"
 if [ "$fuzz_seconds" -gt 0 ]; then
   "$CTXKIT_ROOT/scripts/fuzz.sh" "$fuzz_seconds"
 else
-  echo "ctxkit: fuzzing skipped (CTXKIT_FUZZ_SECONDS=0)"
+  echo "ctxkit: fuzzing skipped (set CTXKIT_FUZZ_SECONDS=20 to run every target briefly)"
 fi
 
 # The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer (g++, -O1, asserts on).
-if [ "${CTXKIT_SKIP_SANITIZERS:-0}" != 1 ]; then
+# Off by default until its CI minutes are measured on a quiet machine: CTXKIT_SANITIZERS=1 turns it on.
+if [ "${CTXKIT_SANITIZERS:-0}" = 1 ]; then
   asan_build="${CTXKIT_ASAN_BUILD:-$CTXKIT_ROOT/build-asan}"
   CTXKIT_BUILD="$asan_build" ctxkit_build -DCTXKIT_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DCTXKIT_SANITIZE=address,undefined
@@ -26,5 +28,5 @@ if [ "${CTXKIT_SKIP_SANITIZERS:-0}" != 1 ]; then
     UBSAN_OPTIONS="print_stacktrace=1" \
     ctest --test-dir "$asan_build" --output-on-failure -j "$(nproc)"
 else
-  echo "ctxkit: sanitizer run skipped (CTXKIT_SKIP_SANITIZERS=1)"
+  echo "ctxkit: sanitizer run skipped (set CTXKIT_SANITIZERS=1 to run it)"
 fi

@@ -342,11 +342,9 @@ CTX_SIMD_CLONES void vecTapsMax(const float* const* taps, size_t tapCount, float
 }
 
 CTX_SIMD_CLONES void vecGatherEven(const float* in, float* out, size_t n) {
-  typedef int Mask8 __attribute__((vector_size(32)));
-  const Mask8 even = {0, 2, 4, 6, 8, 10, 12, 14};
   size_t i = 0;
   for (; i + 8 < n; i += 8)  // i + 8 < n keeps the 16-float load inside in[0 .. 2n-2]
-    store8(out + i, __builtin_shuffle(load8(in + 2 * i), load8(in + 2 * i + 8), even));
+    store8(out + i, __builtin_shufflevector(load8(in + 2 * i), load8(in + 2 * i + 8), 0, 2, 4, 6, 8, 10, 12, 14));
   for (; i < n; ++i) out[i] = in[2 * i];
 }
 
