@@ -437,7 +437,13 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
         CTX_RETURN_IF_ERROR(onnx_io::saveModel(models[m], w.output).addContext(fmt::format("writing '{}'", w.output.string())));
       } else {
         fs::path data = w.output.parent_path() / w.externalDataName;
-        if (!data.parent_path().empty()) fs::create_directories(data.parent_path());
+        if (!data.parent_path().empty()) {
+          std::error_code ec;
+          fs::create_directories(data.parent_path(), ec);
+          if (ec)
+            return makeError(ErrorCode::IoError, "cannot create the folder '{}' for external initializers: {}",
+                             data.parent_path().string(), ec.message());
+        }
         CTX_RETURN_IF_ERROR(onnx_io::saveModelWithExternalData(std::move(models[m]), w.output, w.externalDataName, 0)
                                 .addContext(fmt::format("writing '{}'", w.output.string())));
         written.add(data);

@@ -44,6 +44,42 @@ bool sameBits(const ir::Tensor& a, const ir::Tensor& b) {
          std::memcmp(a.data(), b.data(), a.byteSize()) == 0;
 }
 
+// Seeded inputs and the outputs of serial runs on them: the expectation concurrent runs must reproduce.
+struct SerialRuns {
+  std::vector<std::vector<ir::Tensor>> feeds, outputs;
+};
+SerialRuns serialRuns(const runtime::Session& s, int count, uint64_t firstSeed) {
+  SerialRuns r;
+  for (int i = 0; i < count; ++i) {
+    auto f = tooling::randomInputs(s.inputs(), {}, firstSeed + static_cast<uint64_t>(i));
+    REQUIRE(f);
+    auto out = s.run(*f);
+    REQUIRE(out);
+    r.feeds.push_back(std::move(*f));
+    r.outputs.push_back(std::move(*out));
+  }
+  return r;
+}
+
+// Runs `threads` x `runsEach` runs at once, rotating through the input sets; counts failed or differing runs.
+int wrongConcurrentRuns(const runtime::Session& s, const SerialRuns& serial, int threads, int runsEach) {
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> workers;
+  const int sets = static_cast<int>(serial.feeds.size());
+  for (int t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      for (int r = 0; r < runsEach; ++r) {
+        int set = (t + r) % sets;
+        auto out = s.run(serial.feeds[set]);
+        bool ok = out.isOk();
+        for (size_t o = 0; ok && o < out->size(); ++o) ok = sameBits((*out)[o], serial.outputs[set][o]);
+        if (!ok) ++wrong;
+      }
+    });
+  for (auto& w : workers) w.join();
+  return wrong.load();
+}
+
 }  // namespace
 
 TEST_CASE("8 threads x 100 runs on one session give exactly the serial results", "[runtime][concurrency]") {
@@ -62,37 +98,9 @@ TEST_CASE("8 threads x 100 runs on one session give exactly the serial results",
   REQUIRE(s.stats().compiledNodes > 0);
 
   // Different inputs per run, so results that leak between concurrent runs show up as wrong outputs.
-  constexpr int kInputSets = 6;
-  std::vector<std::vector<ir::Tensor>> feeds, expected;
-  for (int i = 0; i < kInputSets; ++i) {
-    auto f = tooling::randomInputs(s.inputs(), {}, 100 + i);
-    REQUIRE(f);
-    auto out = s.run(*f);
-    REQUIRE(out);
-    feeds.push_back(std::move(*f));
-    expected.push_back(std::move(*out));
-  }
-  REQUIRE(!sameBits(expected[0][0], expected[1][0]));  // the input sets really differ
-
-  constexpr int kThreads = 8, kRuns = 100;
-  std::atomic<int> wrong{0}, failed{0};
-  std::vector<std::thread> workers;
-  for (int t = 0; t < kThreads; ++t)
-    workers.emplace_back([&, t] {
-      for (int r = 0; r < kRuns; ++r) {
-        int set = (t + r) % kInputSets;
-        auto out = s.run(feeds[set]);
-        if (!out) {
-          ++failed;
-          continue;
-        }
-        for (size_t o = 0; o < out->size(); ++o)
-          if (!sameBits((*out)[o], expected[set][o])) ++wrong;
-      }
-    });
-  for (auto& w : workers) w.join();
-  CHECK(failed.load() == 0);
-  CHECK(wrong.load() == 0);
+  SerialRuns serial = serialRuns(s, 6, 100);
+  REQUIRE(!sameBits(serial.outputs[0][0], serial.outputs[1][0]));  // the input sets really differ
+  CHECK(wrongConcurrentRuns(s, serial, 8, 100) == 0);
 }
 
 TEST_CASE("fallback nodes are prepared once and shared by concurrent runs", "[runtime][concurrency]") {
@@ -102,28 +110,10 @@ TEST_CASE("fallback nodes are prepared once and shared by concurrent runs", "[ru
   const runtime::Session& s = **session;
   CHECK(s.stats().fallbackNodes > 0);
   CHECK(s.preparedFallbackOps() == 0);
-  std::vector<std::vector<ir::Tensor>> feeds, expected;
-  for (int i = 0; i < 4; ++i) {
-    auto f = tooling::randomInputs(s.inputs(), {}, 200 + i);
-    REQUIRE(f);
-    auto out = s.run(*f);
-    REQUIRE(out);
-    feeds.push_back(std::move(*f));
-    expected.push_back(std::move(*out));
-  }
+  SerialRuns serial = serialRuns(s, 4, 200);
   const size_t prepared = s.preparedFallbackOps();
   CHECK(prepared > 0);
   CHECK(prepared <= s.stats().fallbackNodes);
-  std::atomic<int> wrong{0};
-  std::vector<std::thread> workers;
-  for (int t = 0; t < 4; ++t)
-    workers.emplace_back([&, t] {
-      for (int r = 0; r < 50; ++r) {
-        auto out = s.run(feeds[(t + r) % 4]);
-        if (!out || !sameBits((*out)[0], expected[(t + r) % 4][0])) ++wrong;
-      }
-    });
-  for (auto& w : workers) w.join();
-  CHECK(wrong.load() == 0);
+  CHECK(wrongConcurrentRuns(s, serial, 4, 50) == 0);
   CHECK(s.preparedFallbackOps() == prepared);  // same shapes: nothing prepared again
 }
