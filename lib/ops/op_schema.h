@@ -1,4 +1,7 @@
 // Typed ops: stable numeric op ids and typed attributes per op family, decoded once from ONNX attributes.
+// Every attribute struct lists its fields in order through `fields(f)` (f("name", member) per field): compiled
+// programs encode typed attributes from that list (values only, in that order), and dumps print it. Adding,
+// removing or reordering a field changes the program encoding: bump the program format for it.
 #pragma once
 
 #include "ir/attribute.h"
@@ -10,6 +13,11 @@
 #include <optional>
 #include <variant>
 #include <vector>
+
+// Declares `fields(f)` (and its const overload) from a list of f("name", member) calls.
+#define CTXKIT_FIELDS(...)                                                                                             \
+  template <class F> void fields(F&& f) { __VA_ARGS__; }                                                               \
+  template <class F> void fields(F&& f) const { __VA_ARGS__; }
 
 namespace ctxkit::ops {
 
@@ -25,6 +33,7 @@ struct Epilogue {
   float alpha = 0;  // LeakyRelu slope, HardSigmoid alpha, Clip minimum
   float beta = 0;   // HardSigmoid beta, Clip maximum
   bool operator==(const Epilogue&) const = default;
+  CTXKIT_FIELDS(f("activation", activation); f("alpha", alpha); f("beta", beta);)
 };
 
 enum class AutoPad : uint8_t { NotSet = 0, SameUpper = 1, SameLower = 2, Valid = 3 };
@@ -34,12 +43,14 @@ enum class AutoPad : uint8_t { NotSet = 0, SameUpper = 1, SameLower = 2, Valid =
 struct WindowAttrs {
   std::optional<std::vector<int64_t>> kernelShape, strides, dilations, pads;
   AutoPad autoPad = AutoPad::NotSet;
+  CTXKIT_FIELDS(f("kernel_shape", kernelShape); f("strides", strides); f("dilations", dilations); f("pads", pads); f("auto_pad", autoPad);)
 };
 
 struct ConvAttrs {
   WindowAttrs window;
   int64_t group = 1;
   Epilogue epilogue;
+  CTXKIT_FIELDS(f("window", window); f("group", group); f("epilogue", epilogue);)
 };
 
 struct PoolAttrs {
@@ -47,47 +58,57 @@ struct PoolAttrs {
   bool ceilMode = false;
   bool countIncludePad = false;    // AveragePool
   bool columnMajorIndices = false;  // MaxPool storage_order = 1
+  CTXKIT_FIELDS(f("window", window); f("ceil_mode", ceilMode); f("count_include_pad", countIncludePad); f("column_major_indices", columnMajorIndices);)
 };
 
 struct GemmAttrs {
   float alpha = 1, beta = 1;
   bool transA = false, transB = false;
   Epilogue epilogue;
+  CTXKIT_FIELDS(f("alpha", alpha); f("beta", beta); f("trans_a", transA); f("trans_b", transB); f("epilogue", epilogue);)
 };
 
 struct MatMulAttrs {
   Epilogue epilogue;
+  CTXKIT_FIELDS(f("epilogue", epilogue);)
 };
 
 struct BatchNormAttrs {
   float epsilon = 1e-5f;
   bool perActivation = false;  // before opset 9, spatial = 0 normalizes per activation instead of per channel
+  CTXKIT_FIELDS(f("epsilon", epsilon); f("per_activation", perActivation);)
 };
 
 struct LayerNormAttrs {
   int64_t axis = -1;
   float epsilon = 1e-5f;
   ir::ElemType stashType = ir::ElemType::Float;
+  CTXKIT_FIELDS(f("axis", axis); f("epsilon", epsilon); f("stash_type", stashType);)
 };
 
 struct SoftmaxAttrs {
   int64_t axis = -1;
   bool coerce2d = false;  // before opset 13 the input is seen as 2-D, split at `axis`
+  CTXKIT_FIELDS(f("axis", axis); f("coerce_2d", coerce2d);)
 };
 
 // One-input elementwise ops (Relu ... Gelu).
 struct UnaryAttrs {
   float alpha = 0, beta = 0;  // LeakyRelu alpha; HardSigmoid alpha and beta
   bool tanhApprox = false;    // Gelu approximate = "tanh"
+  CTXKIT_FIELDS(f("alpha", alpha); f("beta", beta); f("tanh_approx", tanhApprox);)
 };
 
 // Two-input elementwise ops (Add, Sub, Mul, Div, Pow).
 struct BinaryAttrs {
   bool sameTypeOperands = false;  // Pow before opset 12: exponent of the base's type
+  CTXKIT_FIELDS(f("same_type_operands", sameTypeOperands);)
 };
 
 // Families not migrated yet: their kernels still read the node's ONNX attributes.
-struct OnnxAttrs {};
+struct OnnxAttrs {
+  template <class F> void fields(F&&) const {}
+};
 
 using OpAttrs = std::variant<OnnxAttrs, BinaryAttrs, UnaryAttrs, ConvAttrs, PoolAttrs, GemmAttrs, MatMulAttrs,
                              BatchNormAttrs, LayerNormAttrs, SoftmaxAttrs>;
