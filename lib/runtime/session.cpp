@@ -238,6 +238,12 @@ const SessionStats& Session::stats() const { return impl_->stats; }
 Compatibility Session::compatibility() const { return impl_->compatibility; }
 size_t Session::preparedFallbackOps() const { return impl_->preparedCache.preparedCount(); }
 Expected<std::vector<ir::Tensor>> Session::run(const std::vector<ir::Tensor>& feeds) const { return impl_->run(feeds); }
+Expected<std::vector<ir::Tensor>> Session::runCompiledNode(size_t nodeIndex, std::span<const ir::Tensor* const> inputs) const {
+  auto it = impl_->programs.find(nodeIndex);
+  if (it == impl_->programs.end())
+    return makeError(ErrorCode::InvalidArgument, "{}: node #{} is not a compiled EPContext node", impl_->displayName, nodeIndex);
+  return it->second->run(inputs, impl_->pool.get()).addContext(impl_->displayName);
+}
 
 size_t sharedContextCount() { return liveSharedContainers(); }
 size_t mappedContextCount() { return liveContainerMappings(); }

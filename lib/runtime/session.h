@@ -59,6 +59,10 @@ public:
   // Feeds in input order; returns outputs in output order. A loaded session is immutable: `run` may be called
   // from several threads at once, each call with its own frames (arenas, bound values) from per-program pools.
   Expected<std::vector<ir::Tensor>> run(const std::vector<ir::Tensor>& feeds) const;
+  // For an execution provider that runs each compiled node on its own (ONNX Runtime makes every EPContext node it
+  // gives ctxkit a fused node of its own): the compiled program of node `nodeIndex` of the model, run with `inputs`
+  // in the node's input order. Thread-safe like run().
+  Expected<std::vector<ir::Tensor>> runCompiledNode(size_t nodeIndex, std::span<const ir::Tensor* const> inputs) const;
 
   struct Impl;
 

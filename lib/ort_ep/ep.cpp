@@ -1,0 +1,277 @@
+// GetCapability, Compile and the compute functions of ctxkit's EP: the load path of a ctxkit _ctx.onnx in ORT.
+#include "ort_ep/ep.h"
+
+#include "epcontext/contract.h"
+#include "ort_ep/graph_reader.h"
+#include "runtime/session.h"
+
+#include <charconv>
+#include <cstring>
+#include <map>
+#include <memory>
+
+namespace ctxkit::ort_ep {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string lowerCase(std::string s) {
+  for (char& c : s)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return s;
+}
+
+// The EP option prefix ORT gives options passed to AppendExecutionProvider_V2.
+std::string epOptionKey(const char* key) { return "ep." + lowerCase(epcontext::kEpName) + "." + key; }
+
+// One fused node: the EPContext node `nodeIndex` of a runtime Session shared by every node of one Compile call,
+// with the positions of its inputs and outputs among the fused node's (matched by value name).
+struct NodeCompute : OrtNodeComputeInfo {
+  const Api* api = nullptr;
+  std::shared_ptr<const runtime::Session> session;
+  size_t nodeIndex = 0;
+  std::string name;
+  std::vector<size_t> inputSlots;   // node input k -> fused node input index
+  std::vector<size_t> outputSlots;  // node output k -> fused node output index
+};
+
+Expected<ir::Tensor> inputTensor(const Api& api, const OrtValue& value, const std::string& what) {
+  OrtTensorTypeAndShapeInfo* info = nullptr;
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorTypeAndShape(&value, &info));
+  ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  size_t rank = 0;
+  Status st = fromOrtStatus(api, api.ort.GetTensorElementType(info, &type), "GetTensorElementType");
+  if (st) st = fromOrtStatus(api, api.ort.GetDimensionsCount(info, &rank), "GetDimensionsCount");
+  ir::Shape shape(rank);
+  if (st && rank > 0) st = fromOrtStatus(api, api.ort.GetDimensions(info, shape.data(), rank), "GetDimensions");
+  api.ort.ReleaseTensorTypeAndShapeInfo(info);
+  CTX_RETURN_IF_ERROR(st);
+  auto elem = ir::elemTypeFromInt(static_cast<int32_t>(type));
+  if (!elem || *elem == ir::ElemType::String || *elem == ir::ElemType::Undefined)
+    return makeError(ErrorCode::Unsupported, "{}: element type {} is not supported by compiled programs", what,
+                     static_cast<int>(type));
+  const void* data = nullptr;
+  size_t bytes = 0;
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorData(&value, &data));
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorSizeInBytes(&value, &bytes));
+  // A view of ORT's buffer: valid for the whole Compute call, which is as long as the program reads it.
+  return ir::Tensor::view(*elem, std::move(shape), static_cast<const std::byte*>(data), bytes, nullptr).addContext(what);
+}
+
+Status compute(NodeCompute& nc, OrtKernelContext* context) {
+  const Api& api = *nc.api;
+  std::vector<ir::Tensor> inputs;
+  inputs.reserve(nc.inputSlots.size());
+  for (size_t k = 0; k < nc.inputSlots.size(); ++k) {
+    const OrtValue* value = nullptr;
+    CTX_ORT_RETURN_IF_ERROR(api, api.ort.KernelContext_GetInput(context, nc.inputSlots[k], &value));
+    if (value == nullptr) return makeError(ErrorCode::InvalidArgument, "{}: input {} is missing", nc.name, k);
+    CTX_ASSIGN_OR_RETURN(auto t, inputTensor(api, *value, fmt::format("{}: input {}", nc.name, k)));
+    inputs.push_back(std::move(t));
+  }
+  std::vector<const ir::Tensor*> pointers;
+  for (const auto& t : inputs) pointers.push_back(&t);
+  CTX_ASSIGN_OR_RETURN(auto outputs, nc.session->runCompiledNode(nc.nodeIndex, pointers));
+  if (outputs.size() != nc.outputSlots.size())
+    return makeError(ErrorCode::Internal, "{}: program made {} outputs, the node has {}", nc.name, outputs.size(),
+                     nc.outputSlots.size());
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const ir::Tensor& t = outputs[k];
+    OrtValue* value = nullptr;
+    CTX_ORT_RETURN_IF_ERROR(api, api.ort.KernelContext_GetOutput(context, nc.outputSlots[k], t.shape().data(),
+                                                                t.shape().size(), &value));
+    if (value == nullptr) continue;  // an output nobody reads
+    void* data = nullptr;
+    size_t bytes = 0;
+    CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorMutableData(value, &data));
+    CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorSizeInBytes(value, &bytes));
+    if (bytes != t.byteSize())
+      return makeError(ErrorCode::Internal, "{}: output {} has {} bytes but ORT's buffer {}", nc.name, k, t.byteSize(), bytes);
+    if (bytes > 0) std::memcpy(data, t.data(), bytes);
+  }
+  return Status::ok();
+}
+
+OrtStatus* ORT_API_CALL createState(OrtNodeComputeInfo* self, OrtNodeComputeContext*, void** state) noexcept {
+  *state = self;  // everything a run needs is immutable and lives in the compute info
+  return nullptr;
+}
+
+OrtStatus* ORT_API_CALL computeImpl(OrtNodeComputeInfo* self, void*, OrtKernelContext* context) noexcept {
+  auto& nc = *static_cast<NodeCompute*>(self);
+  try {
+    Status st = compute(nc, context);
+    return st ? nullptr : toOrtStatus(*nc.api, st.error());
+  } catch (const std::exception& e) {  // exceptions never cross into ORT
+    return nc.api->ort.CreateStatus(ORT_FAIL, fmt::format("{}: {}", nc.name, e.what()).c_str());
+  }
+}
+
+void ORT_API_CALL releaseState(OrtNodeComputeInfo*, void*) noexcept {}
+
+// Slot of each name in `names` among `fusedNames`.
+Expected<std::vector<size_t>> slotsByName(const std::vector<std::string>& names, const std::vector<std::string>& fusedNames,
+                                          const std::string& what) {
+  std::vector<size_t> slots;
+  for (const auto& n : names) {
+    size_t i = 0;
+    while (i < fusedNames.size() && fusedNames[i] != n) ++i;
+    if (i == fusedNames.size())
+      return makeError(ErrorCode::Internal, "{}: value '{}' is not among the fused node's", what, n);
+    slots.push_back(i);
+  }
+  return slots;
+}
+
+Status getCapability(const CtxKitEp& ep, const OrtGraph& graph, OrtEpGraphSupportInfo& support) {
+  const Api& api = ep.api();
+  CTX_ASSIGN_OR_RETURN(auto nodes, graphNodes(api, graph));
+  for (const OrtNode* node : nodes) {
+    CTX_ASSIGN_OR_RETURN(NodeKind kind, readNodeKind(api, *node));
+    if (ir::opKindFromName(kind.domain, kind.opType) != ir::OpKind::EPContext) continue;
+    CTX_ASSIGN_OR_RETURN(auto source, readStringAttribute(api, *node, epcontext::attr::kSource));
+    if (!source || !epcontext::isOurSource(*source)) continue;  // another EP's node: not ours to claim
+    // Each EPContext node is a fused node of its own, so ORT keeps the model's node boundaries.
+    OrtNodeFusionOptions options{};
+    options.ort_version_supported = ORT_API_VERSION;
+    options.drop_constant_initializers = false;
+    CTX_ORT_RETURN_IF_ERROR(api, api.ep.EpGraphSupportInfo_AddNodesToFuse(&support, &node, 1, &options));
+  }
+  return Status::ok();
+}
+
+Status compile(const CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fusedNodes, size_t count,
+               std::vector<std::unique_ptr<NodeCompute>>& computes) {
+  const Api& api = ep.api();
+  const EpConfig& config = ep.config();
+  // One runtime session holds every EPContext node of this call, so that main_context=0 nodes find their graphs in
+  // the contexts the main nodes load, as in a model.
+  ir::Model model;
+  model.opsets.push_back({epcontext::kDomain, epcontext::kDomainVersion});
+  std::vector<std::string> fusedNames;
+  std::map<std::string, bool> declared;
+  fs::path modelPath;
+  for (size_t i = 0; i < count; ++i) {
+    CTX_ASSIGN_OR_RETURN(auto nodes, graphNodes(api, *graphs[i]));
+    const char* fusedName = nullptr;
+    CTX_ORT_RETURN_IF_ERROR(api, api.ort.Node_GetName(fusedNodes[i], &fusedName));
+    fusedNames.emplace_back(fusedName ? fusedName : "");
+    if (nodes.size() != 1)
+      return makeError(ErrorCode::Internal, "fused node '{}' holds {} nodes; ctxkit claims EPContext nodes one by one",
+                       fusedNames.back(), nodes.size());
+    if (modelPath.empty()) {
+      CTX_ASSIGN_OR_RETURN(modelPath, graphModelPath(api, *graphs[i]));
+    }
+    CTX_ASSIGN_OR_RETURN(ir::Node node, readNode(api, *nodes[0]));
+    for (const auto& in : node.inputs)
+      if (!in.empty() && !declared[in]) {
+        declared[in] = true;
+        model.graph.inputs.push_back(ir::ValueInfo{in, ir::ElemType::Undefined, std::nullopt, {}});
+      }
+    for (const auto& out : node.outputs) model.graph.outputs.push_back(ir::ValueInfo{out, ir::ElemType::Undefined, std::nullopt, {}});
+    model.graph.nodes.push_back(std::move(node));
+  }
+  fs::path contextDir = !config.contextFilePath.empty() ? config.contextFilePath.parent_path() : modelPath.parent_path();
+  std::string displayName = modelPath.empty() ? std::string("model (from memory)") : modelPath.filename().string();
+  runtime::SessionOptions options;
+  options.threads = config.threads;
+  options.failOnSuboptimal = config.failOnSuboptimal;
+  options.shareContexts = config.shareContexts;
+  CTX_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Session> loaded,
+                       runtime::Session::load(model, contextDir, options, displayName));
+  std::shared_ptr<const runtime::Session> session(std::move(loaded));
+
+  for (size_t i = 0; i < count; ++i) {
+    const ir::Node& node = model.graph.nodes[i];
+    auto nc = std::make_unique<NodeCompute>();
+    *static_cast<OrtNodeComputeInfo*>(nc.get()) = OrtNodeComputeInfo{};
+    nc->ort_version_supported = ORT_API_VERSION;
+    nc->CreateState = createState;
+    nc->Compute = computeImpl;
+    nc->ReleaseState = releaseState;
+    nc->api = &ep.api();
+    nc->session = session;
+    nc->nodeIndex = i;
+    nc->name = fmt::format("{}: EPContext node '{}'", displayName, node.name);
+    CTX_ASSIGN_OR_RETURN(auto fusedInputs, nodeInputNames(api, *fusedNodes[i]));
+    CTX_ASSIGN_OR_RETURN(auto fusedOutputs, nodeOutputNames(api, *fusedNodes[i]));
+    std::vector<std::string> nodeInputs;
+    for (const auto& in : node.inputs)
+      if (!in.empty()) nodeInputs.push_back(in);
+    CTX_ASSIGN_OR_RETURN(nc->inputSlots, slotsByName(nodeInputs, fusedInputs, nc->name));
+    CTX_ASSIGN_OR_RETURN(nc->outputSlots, slotsByName(node.outputs, fusedOutputs, nc->name));
+    computes.push_back(std::move(nc));
+  }
+  return Status::ok();
+}
+
+const char* ORT_API_CALL getName(const OrtEp*) noexcept { return epcontext::kEpName; }
+
+OrtStatus* ORT_API_CALL getCapabilityImpl(OrtEp* self, const OrtGraph* graph, OrtEpGraphSupportInfo* support) noexcept {
+  auto& ep = *static_cast<CtxKitEp*>(self);
+  try {
+    Status st = getCapability(ep, *graph, *support);
+    return st ? nullptr : toOrtStatus(ep.api(), st.error());
+  } catch (const std::exception& e) {
+    return ep.api().ort.CreateStatus(ORT_FAIL, fmt::format("{}: GetCapability: {}", epcontext::kEpName, e.what()).c_str());
+  }
+}
+
+OrtStatus* ORT_API_CALL compileImpl(OrtEp* self, const OrtGraph** graphs, const OrtNode** fusedNodes, size_t count,
+                                    OrtNodeComputeInfo** computeInfos, OrtNode** epContextNodes) noexcept {
+  auto& ep = *static_cast<CtxKitEp*>(self);
+  try {
+    std::vector<std::unique_ptr<NodeCompute>> computes;
+    Status st = compile(ep, graphs, fusedNodes, count, computes);
+    if (!st) return toOrtStatus(ep.api(), st.error());
+    for (size_t i = 0; i < count; ++i) {
+      computeInfos[i] = computes[i].release();
+      if (epContextNodes) epContextNodes[i] = nullptr;  // the nodes already are EPContext nodes
+    }
+    return nullptr;
+  } catch (const std::exception& e) {
+    return ep.api().ort.CreateStatus(ORT_FAIL, fmt::format("{}: Compile: {}", epcontext::kEpName, e.what()).c_str());
+  }
+}
+
+void ORT_API_CALL releaseNodeComputeInfos(OrtEp*, OrtNodeComputeInfo** infos, size_t count) noexcept {
+  for (size_t i = 0; i < count; ++i) delete static_cast<NodeCompute*>(infos[i]);
+}
+
+}  // namespace
+
+Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options) {
+  EpConfig config;
+  CTX_ASSIGN_OR_RETURN(config.target, sessionConfigEntry(api, options, epOptionKey("target"), config.target));
+  if (!epcontext::findKnownTarget(config.target)) {
+    std::error_code ec;
+    if (!fs::is_regular_file(config.target, ec))
+      return makeError(ErrorCode::InvalidArgument, "{} option target '{}': neither a built-in target ({}, {}) nor a target file",
+                       epcontext::kEpName, config.target, epcontext::kNpuSim.id, epcontext::kCpu.id);
+  }
+  CTX_ASSIGN_OR_RETURN(std::string threads, sessionConfigEntry(api, options, epOptionKey("threads"), "1"));
+  auto [end, ec] = std::from_chars(threads.data(), threads.data() + threads.size(), config.threads);
+  if (threads.empty() || ec != std::errc() || end != threads.data() + threads.size() || config.threads < 1 ||
+      config.threads > 1024)
+    return makeError(ErrorCode::InvalidArgument, "{} option threads '{}': expected a number from 1 to 1024",
+                     epcontext::kEpName, threads);
+  CTX_ASSIGN_OR_RETURN(std::string contextFile, sessionConfigEntry(api, options, epcontext::option::kContextFilePath, ""));
+  config.contextFilePath = contextFile;
+  CTX_ASSIGN_OR_RETURN(std::string share, sessionConfigEntry(api, options, epcontext::option::kShareEpContexts, "0"));
+  config.shareContexts = share == "1";
+  CTX_ASSIGN_OR_RETURN(std::string strict,
+                       sessionConfigEntry(api, options, "session.fail_on_suboptimal_compiled_model", "0"));
+  config.failOnSuboptimal = strict == "1";
+  return config;
+}
+
+CtxKitEp::CtxKitEp(const Api& api, EpConfig config) : OrtEp{}, api_(api), config_(std::move(config)) {
+  ort_version_supported = ORT_API_VERSION;
+  GetName = getName;
+  GetCapability = getCapabilityImpl;
+  Compile = compileImpl;
+  ReleaseNodeComputeInfos = releaseNodeComputeInfos;
+}
+
+}  // namespace ctxkit::ort_ep

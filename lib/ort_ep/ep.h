@@ -1,0 +1,37 @@
+// The execution provider ORT creates per session: GetCapability claims ctxkit's EPContext nodes, Compile loads them
+// into a runtime-core Session (context binaries mapped and validated, programs bound) and gives ORT one compute
+// function per node.
+#pragma once
+
+#include "ort_ep/ort_api.h"
+
+#include <filesystem>
+#include <string>
+
+namespace ctxkit::ort_ep {
+
+// What a session asks of ctxkit: EP options (`target`, `threads`) and the ORT session options ctxkit honours.
+struct EpConfig {
+  std::string target = "npu-sim";         // EP option `target`: npu-sim, cpu or a target JSON path
+  int threads = 1;                        // EP option `threads`
+  std::filesystem::path contextFilePath;  // ep.context_file_path: fixes the folder .bin paths resolve against
+  bool shareContexts = false;             // ep.share_ep_contexts
+  bool failOnSuboptimal = false;          // session.fail_on_suboptimal_compiled_model
+};
+
+// Reads the EP options (ORT stores them as session config entries "ep.<lower-case EP name>.<key>") and the
+// session options above; bad values are errors that name the option.
+Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options);
+
+class CtxKitEp : public OrtEp {
+public:
+  CtxKitEp(const Api& api, EpConfig config);
+  const Api& api() const { return api_; }
+  const EpConfig& config() const { return config_; }
+
+private:
+  Api api_;
+  EpConfig config_;
+};
+
+}  // namespace ctxkit::ort_ep

@@ -1,0 +1,33 @@
+// Reads what ONNX Runtime hands the EP (OrtGraph, OrtNode, OrtValueInfo) into ctxkit's IR through ORT's graph API:
+// no protobuf, no re-reading of the model file.
+#pragma once
+
+#include "ir/graph.h"
+#include "ort_ep/ort_api.h"
+
+#include <filesystem>
+#include <vector>
+
+namespace ctxkit::ort_ep {
+
+Expected<std::vector<const OrtNode*>> graphNodes(const Api& api, const OrtGraph& graph);
+// The file ORT loaded the model from; empty when it came from memory.
+Expected<std::filesystem::path> graphModelPath(const Api& api, const OrtGraph& graph);
+
+// Op type and domain only: cheap enough to ask of every node in GetCapability.
+struct NodeKind {
+  std::string opType;
+  std::string domain;
+};
+Expected<NodeKind> readNodeKind(const Api& api, const OrtNode& node);
+// One attribute as a string, nullopt when the node has no such attribute (or it is not a string).
+Expected<std::optional<std::string>> readStringAttribute(const Api& api, const OrtNode& node, const char* name);
+
+// A node with its input and output names and its scalar, string and list attributes (tensor and graph attributes
+// are not read: EPContext nodes have none).
+Expected<ir::Node> readNode(const Api& api, const OrtNode& node);
+// Names of a node's inputs ("" for an omitted optional input) and outputs.
+Expected<std::vector<std::string>> nodeInputNames(const Api& api, const OrtNode& node);
+Expected<std::vector<std::string>> nodeOutputNames(const Api& api, const OrtNode& node);
+
+}  // namespace ctxkit::ort_ep

@@ -1,0 +1,256 @@
+// ONNX Runtime 1.30 with ctxkit as a plugin EP (SPEC §13): the factory and its devices, sessions on _ctx.onnx models
+// written by ctxgen (embed modes, --share, fallback nodes, several EPContext nodes) against ORT's CPU EP on the
+// source models, concurrent Run(), and another EP's EPContext node left unclaimed.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include "epcontext/contract.h"
+#include "onnx_io/onnx_io.h"
+#include "ort_harness.h"
+#include "tool_runner.h"
+
+#include <atomic>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+using namespace ctxkit;
+using namespace ctxkit::ort_test;
+using ctxkit::testing::runTool;
+using ctxkit::testing::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string sample(const std::string& stem) { return std::string(CTXKIT_SAMPLES_DIR) + "/" + stem + ".onnx"; }
+
+// ctxgen with `args`; the test fails with ctxgen's output when it does.
+void ctxgen(const std::vector<std::string>& args) {
+  auto r = runTool(CTXKIT_CTXGEN, args);
+  INFO(r.out << r.err);
+  REQUIRE(r.exitCode == 0);
+}
+
+// ORT + ctxkit on `ctxModel` against ORT's CPU EP on `sourceModel`, same seeded inputs.
+Comparison matchesCpu(const fs::path& ctxModel, const fs::path& sourceModel, const SessionConfig& config = {},
+                      uint32_t seed = 7) {
+  Ort::Session reference = cpuSession(sourceModel);
+  Ort::Session ours = ctxkitSession(ctxModel, config);
+  Feeds feeds = makeFeeds(reference, seed);
+  return compare(run(ours, feeds), run(reference, feeds));
+}
+
+// The nodes ORT gave ctxkit are exactly the model's ctxkit EPContext nodes; the rest ran on ORT's CPU EP.
+void claimsExactlyOurNodes(const Ort::Session& session, size_t epContextNodes, size_t otherNodes) {
+  auto byEp = assignment(session);
+  std::vector<std::string> expected(epContextNodes, epcontext::kOpType);
+  CHECK(byEp[epcontext::kEpName] == expected);
+  size_t cpu = 0;
+  for (const auto& [ep, ops] : byEp)
+    if (ep != epcontext::kEpName) {
+      CHECK(ep == "CPUExecutionProvider");
+      for (const auto& op : ops) CHECK(op != epcontext::kOpType);
+      cpu += ops.size();
+    }
+  CHECK(cpu == otherNodes);
+}
+
+size_t countNodes(const fs::path& model, bool epContext) {
+  auto m = onnx_io::loadModel(model);
+  REQUIRE(m.isOk());
+  size_t n = 0;
+  for (const auto& node : m->graph.nodes) n += (node.kind == ir::OpKind::EPContext) == epContext;
+  return n;
+}
+
+// A target without Softmax and Erf: tiny_prefill then has fallback nodes between three compiled partitions.
+fs::path writeNoSoftmaxTarget(const fs::path& dir) {
+  fs::path p = dir / "nosoftmax.json";
+  std::ofstream(p) << R"({"name":"nosoftmax","element_types":["float32"],"ops":[{"op":"MatMul"},{"op":"Add"},)"
+                      R"({"op":"Mul"},{"op":"Div"},{"op":"Reshape"},{"op":"Transpose"},{"op":"LayerNormalization"}]})";
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("factory: name, vendor, version, the host CPU and a virtual NPU", "[factory]") {
+  auto devices = ctxkitDevices();
+  REQUIRE(devices.size() == 2);
+  bool cpu = false, npu = false;
+  for (const auto& d : devices) {
+    CHECK(std::string(d.EpVendor()) == epcontext::kProducer);
+    CHECK(std::string(d.EpMetadata().GetValue("version")) == epcontext::kVersion);
+    CHECK(std::string(d.EpOptions().GetValue("target")) == epcontext::kNpuSim.id);
+    if (d.Device().Type() == OrtHardwareDeviceType_CPU) cpu = true;
+    if (d.Device().Type() == OrtHardwareDeviceType_NPU) {
+      npu = true;
+      const char* isVirtual = d.Device().Metadata().GetValue("is_virtual");
+      REQUIRE(isVirtual != nullptr);
+      CHECK(std::string(isVirtual) == "1");
+    }
+  }
+  CHECK(cpu);
+  CHECK(npu);
+}
+
+TEST_CASE("the samples: ORT + ctxkit on ctxgen's _ctx.onnx matches ORT's CPU EP on the source", "[samples]") {
+  for (const char* stem : {"tiny_prefill", "tiny_decode", "tiny_cnn"})
+    for (int embed : {0, 1}) {
+      DYNAMIC_SECTION(stem << " embed_mode=" << embed) {
+        TempDir out(std::string("ort_ep_") + stem);
+        ctxgen({sample(stem), "-o", out.path().string(), "--embed-mode", std::to_string(embed), "-q"});
+        fs::path ctx = out / (std::string(stem) + "_ctx.onnx");
+        CHECK(fs::exists(out / (std::string(stem) + "_ctxkit.bin")) == (embed == 0));
+        Comparison c = matchesCpu(ctx, sample(stem));
+        INFO(c.detail);
+        CHECK(c.ok);
+        std::cout << "ort_ep: " << stem << " embed_mode=" << embed << ": " << c.elements
+                  << " output values match ORT's CPU EP, max |diff| " << c.maxAbsDiff << "\n";
+        Ort::Session session = ctxkitSession(ctx);
+        claimsExactlyOurNodes(session, countNodes(ctx, true), countNodes(ctx, false));
+      }
+    }
+}
+
+TEST_CASE("--share: prefill and decode from one .bin, and the virtual NPU device", "[share]") {
+  TempDir out("ort_ep_share");
+  ctxgen({sample("tiny_prefill") + "," + sample("tiny_decode"), "--share", "-o", out.path().string(), "-q"});
+  SessionConfig config;
+  config.entries[epcontext::option::kShareEpContexts] = "1";
+  config.device = OrtHardwareDeviceType_NPU;
+  for (const char* stem : {"tiny_prefill", "tiny_decode"}) {
+    Comparison c = matchesCpu(out / (std::string(stem) + "_ctx.onnx"), sample(stem), config);
+    INFO(stem << ": " << c.detail);
+    CHECK(c.ok);
+  }
+}
+
+TEST_CASE("fallback nodes run on ORT's CPU EP between several ctxkit EPContext nodes", "[fallback]") {
+  TempDir out("ort_ep_fallback");
+  fs::path target = writeNoSoftmaxTarget(out.path());
+  for (bool share : {false, true}) {
+    DYNAMIC_SECTION((share ? "--share (fallback weights in the shared .bin)" : "one model")) {
+      fs::path o = out / (share ? "shared" : "single");
+      std::vector<std::string> args{share ? sample("tiny_prefill") + "," + sample("tiny_decode") : sample("tiny_prefill"),
+                                    "--target", target.string(), "-o", o.string(), "-q"};
+      if (share) args.push_back("--share");
+      ctxgen(args);
+      fs::path ctx = o / "tiny_prefill_ctx.onnx";
+      size_t epNodes = countNodes(ctx, true), fallback = countNodes(ctx, false);
+      REQUIRE(epNodes >= 2);  // main_context=0 nodes find their graphs in the main node's context
+      REQUIRE(fallback >= 1);
+      Comparison c = matchesCpu(ctx, sample("tiny_prefill"));
+      INFO(c.detail);
+      CHECK(c.ok);
+      std::cout << "ort_ep: tiny_prefill with " << epNodes << " EPContext nodes and " << fallback
+                << " fallback nodes" << (share ? " (--share)" : "") << ": " << c.elements
+                << " output values match, max |diff| " << c.maxAbsDiff << "\n";
+      Ort::Session session = ctxkitSession(ctx);
+      claimsExactlyOurNodes(session, epNodes, fallback);
+    }
+  }
+}
+
+TEST_CASE("Run() from 4 threads at once on one session gives every call its own correct result", "[concurrency]") {
+  TempDir out("ort_ep_threads");
+  fs::path target = writeNoSoftmaxTarget(out.path());
+  ctxgen({sample("tiny_prefill"), "--target", target.string(), "-o", out.path().string(), "-q"});
+  fs::path ctx = out / "tiny_prefill_ctx.onnx";
+  Ort::Session reference = cpuSession(sample("tiny_prefill"));
+  Ort::Session shared = ctxkitSession(ctx);
+  constexpr int kThreads = 4, kRunsPerThread = 25;
+  // Distinct inputs per call, expected outputs from ORT's CPU EP computed up front.
+  std::vector<Feeds> feeds;
+  std::vector<std::vector<Ort::Value>> expected;
+  for (int i = 0; i < kThreads * kRunsPerThread; ++i) {
+    feeds.push_back(makeFeeds(reference, 1000 + static_cast<uint32_t>(i)));
+    expected.push_back(run(reference, feeds.back()));
+  }
+  std::atomic<int> wrong{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < kRunsPerThread; ++r) {
+        int i = t * kRunsPerThread + r;
+        try {
+          if (!compare(run(shared, feeds[i]), expected[i]).ok) ++wrong;
+        } catch (const std::exception&) {
+          ++failed;
+        }
+      }
+    });
+  for (auto& th : threads) th.join();
+  std::cout << "ort_ep: " << kThreads << " threads x " << kRunsPerThread << " runs on one session: " << wrong
+            << " wrong, " << failed << " failed\n";
+  CHECK(wrong == 0);
+  CHECK(failed == 0);
+}
+
+TEST_CASE("another EP's EPContext node is left unclaimed: ORT reports it has no implementation", "[foreign]") {
+  TempDir out("ort_ep_foreign");
+  ctxgen({sample("tiny_cnn"), "-o", out.path().string(), "--embed-mode", "1", "-q"});
+  auto model = onnx_io::loadModel(out / "tiny_cnn_ctx.onnx");
+  REQUIRE(model.isOk());
+  for (auto& node : model->graph.nodes)
+    if (node.kind == ir::OpKind::EPContext) node.attrs.set(ir::Attribute::makeString(epcontext::attr::kSource, "QNNExecutionProvider"));
+  fs::path foreign = out / "foreign_ctx.onnx";
+  REQUIRE(onnx_io::saveModel(*model, foreign).isOk());
+  std::string message;
+  try {
+    Ort::Session session = ctxkitSession(foreign);
+  } catch (const Ort::Exception& e) {
+    message = e.what();
+  }
+  INFO(message);
+  // Nobody runs the node and ORT itself says so, naming the node's EP; ctxkit's runtime (which would refuse the
+  // node as "belongs to another execution provider") never saw it.
+  CHECK(message.find("not compatible with any execution provider") != std::string::npos);
+  CHECK(message.find("QNNExecutionProvider") != std::string::npos);
+  CHECK(message.find("belongs to another execution provider") == std::string::npos);
+}
+
+TEST_CASE("a PREFER_NPU policy picks ctxkit's virtual NPU", "[policy]") {
+  TempDir out("ort_ep_policy");
+  ctxgen({sample("tiny_cnn"), "-o", out.path().string(), "-q"});
+  Ort::SessionOptions options;
+  options.AddConfigEntry("session.record_ep_graph_assignment_info", "1");
+  options.SetEpSelectionPolicy(OrtExecutionProviderDevicePolicy_PREFER_NPU);
+  Ort::Session session(env(), (out / "tiny_cnn_ctx.onnx").c_str(), options);
+  auto byEp = assignment(session);
+  CHECK(byEp[epcontext::kEpName] == std::vector<std::string>{epcontext::kOpType});
+  Ort::Session reference = cpuSession(sample("tiny_cnn"));
+  Feeds feeds = makeFeeds(reference, 3);
+  Comparison c = compare(run(session, feeds), run(reference, feeds));
+  INFO(c.detail);
+  CHECK(c.ok);
+}
+
+TEST_CASE("EP options: target and threads are checked and name themselves when wrong", "[options]") {
+  TempDir out("ort_ep_options");
+  ctxgen({sample("tiny_cnn"), "-o", out.path().string(), "-q"});
+  fs::path ctx = out / "tiny_cnn_ctx.onnx";
+  SessionConfig good;
+  good.epOptions = {{"target", "npu-sim"}, {"threads", "2"}};
+  Comparison c = matchesCpu(ctx, sample("tiny_cnn"), good);
+  CHECK(c.ok);
+  for (auto [key, value] : std::vector<std::pair<std::string, std::string>>{{"target", "tpu-9000"}, {"threads", "zero"}}) {
+    SessionConfig bad;
+    bad.epOptions[key] = value;
+    std::string message;
+    try {
+      Ort::Session session = ctxkitSession(ctx, bad);
+    } catch (const Ort::Exception& e) {
+      message = e.what();
+    }
+    INFO(message);
+    CHECK(message.find("option " + key + " '" + value + "'") != std::string::npos);
+  }
+}
+
+int main(int argc, char** argv) {
+  if (auto why = setUp()) {
+    std::cout << *why << "\n";
+    return why->rfind("skipped:", 0) == 0 ? 77 : 1;
+  }
+  return Catch::Session().run(argc, argv);
+}

@@ -1,0 +1,59 @@
+// ONNX Runtime for the plugin EP tests: ORT's library loaded at run time, one environment with ctxkit registered,
+// sessions with ctxkit or with ORT's CPU EP alone, seeded inputs and output comparison.
+#pragma once
+
+#define ORT_API_MANUAL_INIT
+#include <onnxruntime_cxx_api.h>
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ctxkit::ort_test {
+
+// Loads ORT and registers libctxkit_ep.so; nullopt when ready, else why the tests must skip.
+std::optional<std::string> setUp();
+Ort::Env& env();
+// The name ctxkit's library is registered under (".virtual" lets its factory create the virtual NPU).
+inline constexpr const char* kRegistrationName = "ctxkit.virtual";
+
+// ctxkit's EP devices, by hardware device type.
+std::vector<Ort::ConstEpDevice> ctxkitDevices();
+Ort::ConstEpDevice ctxkitDevice(OrtHardwareDeviceType type);
+
+struct SessionConfig {
+  std::map<std::string, std::string> entries;    // session config entries
+  std::map<std::string, std::string> epOptions;  // ctxkit's EP options
+  OrtHardwareDeviceType device = OrtHardwareDeviceType_CPU;
+  bool recordAssignment = true;
+};
+Ort::Session ctxkitSession(const std::filesystem::path& model, const SessionConfig& config = {});
+Ort::Session cpuSession(const std::filesystem::path& model);
+
+// Graph inputs with seeded values: floats uniform in [-1, 1), integers small and non-negative.
+struct Feeds {
+  std::vector<std::string> names;
+  std::vector<std::vector<std::byte>> buffers;
+  std::vector<Ort::Value> values;
+};
+Feeds makeFeeds(Ort::Session& session, uint32_t seed);
+
+std::vector<Ort::Value> run(Ort::Session& session, Feeds& feeds);
+
+// Float outputs compared element by element: passes when every |a-b| <= atol + rtol * |b|; reports the largest
+// |a-b| and the first failing element, or why the outputs cannot be compared.
+struct Comparison {
+  bool ok = true;
+  std::string detail;
+  double maxAbsDiff = 0;
+  size_t elements = 0;
+};
+Comparison compare(const std::vector<Ort::Value>& actual, const std::vector<Ort::Value>& expected, double rtol = 1e-3,
+                   double atol = 1e-5);
+
+// EP name -> op types of the nodes ORT assigned to it (needs session.record_ep_graph_assignment_info=1).
+std::map<std::string, std::vector<std::string>> assignment(const Ort::Session& session);
+
+}  // namespace ctxkit::ort_test
