@@ -10,6 +10,7 @@
 #include "tool_runner.h"
 
 #include <atomic>
+#include <cstdint>
 #include <fstream>
 #include <iostream>
 #include <thread>
@@ -244,6 +245,92 @@ TEST_CASE("EP options: target and threads are checked and name themselves when w
     }
     INFO(message);
     CHECK(message.find("option " + key + " '" + value + "'") != std::string::npos);
+  }
+}
+
+namespace {
+
+// Number of mappings of `file` in this process (/proc/self/maps lists one line per mapped range).
+size_t mappingsOf(const fs::path& file) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line, canonical = fs::canonical(file).string();
+  size_t n = 0;
+  while (std::getline(maps, line))
+    if (line.size() >= canonical.size() && line.compare(line.size() - canonical.size(), canonical.size(), canonical) == 0) ++n;
+  return n;
+}
+
+// A copy of `model` whose ctxkit compatibility metadata is `value`.
+fs::path withCompatibilityInfo(const fs::path& model, const std::string& value, const fs::path& out) {
+  auto m = onnx_io::loadModel(model);
+  REQUIRE(m.isOk());
+  REQUIRE(m->findMetadata(epcontext::compatibilityMetadataKey()) != nullptr);
+  m->setMetadata(epcontext::compatibilityMetadataKey(), value);
+  REQUIRE(onnx_io::saveModel(*m, out).isOk());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("ep.share_ep_contexts=1: sessions on one .bin map it once; without it each session maps its own", "[share]") {
+  TempDir out("ort_ep_sharemap");
+  ctxgen({sample("tiny_prefill") + "," + sample("tiny_decode"), "--share", "-o", out.path().string(), "-q"});
+  fs::path bin = out / "tiny_prefill_ctxkit.bin";
+  REQUIRE(fs::exists(bin));
+  for (bool share : {true, false}) {
+    SessionConfig config;
+    config.entries[epcontext::option::kShareEpContexts] = share ? "1" : "0";
+    size_t before = mappingsOf(bin);
+    CHECK(before == 0);
+    {
+      Ort::Session prefill = ctxkitSession(out / "tiny_prefill_ctx.onnx", config);
+      size_t one = mappingsOf(bin);
+      Ort::Session decode = ctxkitSession(out / "tiny_decode_ctx.onnx", config);
+      size_t two = mappingsOf(bin);
+      INFO("share=" << share << ": " << one << " mapping(s) with one session, " << two << " with two");
+      CHECK(one >= 1);
+      if (share) CHECK(two == one);
+      else CHECK(two == 2 * one);
+    }
+    CHECK(mappingsOf(bin) == 0);  // gone with the last session
+  }
+}
+
+TEST_CASE("compatibility info: ORT asks ctxkit, and acts on prefer-recompilation and unsupported", "[compatibility]") {
+  TempDir out("ort_ep_compat");
+  ctxgen({sample("tiny_cnn"), "-o", out.path().string(), "-q"});
+  fs::path ctx = out / "tiny_cnn_ctx.onnx";
+  auto model = onnx_io::loadModel(ctx);
+  REQUIRE(model.isOk());
+  auto info = epcontext::parseCompatibilityInfo(*model->findMetadata(epcontext::compatibilityMetadataKey()));
+  REQUIRE(info.isOk());
+  auto sessionError = [&](const fs::path& m, bool strict) {
+    SessionConfig config;
+    if (strict) config.entries["session.fail_on_suboptimal_compiled_model"] = "1";
+    try {
+      Ort::Session s = ctxkitSession(m, config);
+    } catch (const Ort::Exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  SECTION("as written: optimal, the session loads even when strict") { CHECK(sessionError(ctx, true).empty()); }
+  SECTION("another target revision: prefer recompilation, an error only when strict") {
+    epcontext::CompatibilityInfo doctored = *info;
+    doctored.targetRevision = "99";
+    fs::path m = withCompatibilityInfo(ctx, epcontext::formatCompatibilityInfo(doctored), out / "revision_ctx.onnx");
+    CHECK(sessionError(m, false).empty());
+    std::string strict = sessionError(m, true);
+    INFO(strict);
+    CHECK(strict.find("suboptimal for execution provider: CtxKitExecutionProvider") != std::string::npos);
+  }
+  SECTION("another format major: unsupported, the session fails") {
+    epcontext::CompatibilityInfo doctored = *info;
+    doctored.formatMajor = static_cast<uint16_t>(info->formatMajor + 1);
+    fs::path m = withCompatibilityInfo(ctx, epcontext::formatCompatibilityInfo(doctored), out / "major_ctx.onnx");
+    std::string message = sessionError(m, false);
+    INFO(message);
+    CHECK(message.find("not supported by execution provider: CtxKitExecutionProvider") != std::string::npos);
   }
 }
 
