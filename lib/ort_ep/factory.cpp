@@ -41,12 +41,9 @@ Status addEpDevice(CtxKitEpFactory& factory, const OrtHardwareDevice& device, co
   OrtKeyValuePairs* metadata = nullptr;
   api.ort.CreateKeyValuePairs(&metadata);
   api.ort.AddKeyValuePair(metadata, kTargetMetadataKey, target);
-  OrtKeyValuePairs* options = nullptr;
-  api.ort.CreateKeyValuePairs(&options);
-  api.ort.AddKeyValuePair(options, "target", target);
-  OrtStatus* status = api.ep.CreateEpDevice(&factory, &device, metadata, options, out);
-  api.ort.ReleaseKeyValuePairs(metadata);  // the device copies both
-  api.ort.ReleaseKeyValuePairs(options);
+  // No default EP options: ORT would copy them into every session and warn when the application sets its own.
+  OrtStatus* status = api.ep.CreateEpDevice(&factory, &device, metadata, nullptr, out);
+  api.ort.ReleaseKeyValuePairs(metadata);  // the device copies it
   return fromOrtStatus(api, status, "CreateEpDevice");
 }
 

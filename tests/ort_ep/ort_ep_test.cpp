@@ -81,7 +81,7 @@ TEST_CASE("factory: name, vendor, version, the host CPU and a virtual NPU", "[fa
   for (const auto& d : devices) {
     CHECK(std::string(d.EpVendor()) == epcontext::kProducer);
     CHECK(std::string(d.EpMetadata().GetValue("version")) == epcontext::kVersion);
-    CHECK(std::string(d.EpOptions().GetValue("target")) == epcontext::kNpuSim.id);
+    CHECK(std::string(d.EpMetadata().GetValue("ctxkit.target")) == epcontext::kNpuSim.id);
     if (d.Device().Type() == OrtHardwareDeviceType_CPU) cpu = true;
     if (d.Device().Type() == OrtHardwareDeviceType_NPU) {
       npu = true;
@@ -333,6 +333,23 @@ TEST_CASE("compatibility info: ORT asks ctxkit, and acts on prefer-recompilation
     CHECK(message.find("not supported by execution provider: CtxKitExecutionProvider") != std::string::npos);
   }
 }
+
+#ifdef CTXKIT_ORT_APP
+TEST_CASE("samples/ort_app: the how-to runs a _ctx.onnx on each way of picking ctxkit and matches ORT's CPU EP", "[app]") {
+  TempDir out("ort_ep_app");
+  ctxgen({sample("tiny_prefill"), "-o", out.path().string(), "-q"});
+  for (const char* device : {"cpu", "npu", "prefer-npu"}) {
+    auto r = runTool(CTXKIT_ORT_APP, {(out / "tiny_prefill_ctx.onnx").string(), "--ep-library", CTXKIT_EP_LIBRARY,
+                                      "--device", device, "--source", sample("tiny_prefill")});
+    INFO(device << ": " << r.out << r.err);
+    REQUIRE(r.exitCode == 0);
+    CHECK(r.out.find("NPU (virtual)") != std::string::npos);
+    auto at = r.out.find("max |diff| vs ORT's CPU EP on the source: ");
+    REQUIRE(at != std::string::npos);
+    CHECK(std::stod(r.out.substr(at + 42)) <= 1e-4);
+  }
+}
+#endif
 
 int main(int argc, char** argv) {
   if (auto why = setUp()) {
