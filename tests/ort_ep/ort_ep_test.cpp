@@ -334,6 +334,82 @@ TEST_CASE("compatibility info: ORT asks ctxkit, and acts on prefer-recompilation
   }
 }
 
+TEST_CASE("a model from memory finds its .bin through ep.context_file_path; a missing .bin is a clear error", "[paths]") {
+  TempDir out("ort_ep_paths");
+  ctxgen({sample("tiny_cnn"), "-o", out.path().string(), "-q"});
+  fs::path ctx = out / "tiny_cnn_ctx.onnx";
+  std::string bytes = ctxkit::testing::readText(ctx);
+  auto sessionError = [&](const SessionConfig& config) {
+    try {
+      Ort::Session s = ctxkitSessionFromBytes(bytes, config);
+      Ort::Session reference = cpuSession(sample("tiny_cnn"));
+      Feeds feeds = makeFeeds(reference, 5);
+      Comparison c = compare(run(s, feeds), run(reference, feeds));
+      return c.ok ? std::string() : "outputs differ: " + c.detail;
+    } catch (const Ort::Exception& e) {
+      return std::string(e.what());
+    }
+  };
+  SessionConfig withPath;
+  withPath.entries[epcontext::option::kContextFilePath] = ctx.string();
+  CHECK(sessionError(withPath).empty());
+  // Without it the .bin resolves against the working folder, where it is not: the error names the node and file.
+  std::string message = sessionError({});
+  INFO(message);
+  CHECK(message.find("tiny_cnn_ctxkit_0") != std::string::npos);
+  CHECK(message.find("tiny_cnn_ctxkit.bin") != std::string::npos);
+  // A missing .bin beside a model loaded from its file: the same kind of error, from the file's folder.
+  fs::remove(out / "tiny_cnn_ctxkit.bin");
+  std::string missing;
+  try {
+    Ort::Session s = ctxkitSession(ctx);
+  } catch (const Ort::Exception& e) {
+    missing = e.what();
+  }
+  INFO(missing);
+  CHECK(missing.find("tiny_cnn_ctxkit.bin") != std::string::npos);
+}
+
+TEST_CASE("several main contexts in one model: two EPContext nodes, each with its own embedded context", "[fallback]") {
+  TempDir out("ort_ep_mains");
+  ctxgen({sample("tiny_cnn"), "-o", out.path().string(), "--embed-mode", "1", "-q"});
+  ctxgen({sample("tiny_decode"), "-o", out.path().string(), "--embed-mode", "1", "-q"});
+  auto cnn = onnx_io::loadModel(out / "tiny_cnn_ctx.onnx");
+  auto decode = onnx_io::loadModel(out / "tiny_decode_ctx.onnx");
+  REQUIRE(cnn.isOk());
+  REQUIRE(decode.isOk());
+  // One graph running both models side by side; both nodes have main_context=1.
+  ir::Model both = *cnn;
+  for (const auto& in : decode->graph.inputs) both.graph.inputs.push_back(in);
+  for (const auto& o : decode->graph.outputs) both.graph.outputs.push_back(o);
+  for (const auto& n : decode->graph.nodes) both.graph.nodes.push_back(n);
+  for (const auto& i : decode->graph.initializers) both.graph.initializers.push_back(i);
+  fs::path combined = out / "both_ctx.onnx";
+  REQUIRE(onnx_io::saveModel(both, combined).isOk());
+  REQUIRE(countNodes(combined, true) == 2);
+
+  Ort::Session session = ctxkitSession(combined);
+  claimsExactlyOurNodes(session, 2, countNodes(combined, false));
+  Ort::Session cnnRef = cpuSession(sample("tiny_cnn"));
+  Ort::Session decodeRef = cpuSession(sample("tiny_decode"));
+  Feeds cnnFeeds = makeFeeds(cnnRef, 11), decodeFeeds = makeFeeds(decodeRef, 12);
+  Feeds all = makeFeeds(session, 0);  // names and buffers of the combined model, values replaced below
+  all.values.clear();
+  for (auto& v : cnnFeeds.values) all.values.push_back(std::move(v));
+  for (auto& v : decodeFeeds.values) all.values.push_back(std::move(v));
+  std::vector<Ort::Value> outputs = run(session, all);
+  REQUIRE(outputs.size() == 2);
+  cnnFeeds = makeFeeds(cnnRef, 11);
+  decodeFeeds = makeFeeds(decodeRef, 12);
+  std::vector<Ort::Value> cnnOut, decodeOut;
+  cnnOut.push_back(std::move(outputs[0]));
+  decodeOut.push_back(std::move(outputs[1]));
+  Comparison c1 = compare(cnnOut, run(cnnRef, cnnFeeds)), c2 = compare(decodeOut, run(decodeRef, decodeFeeds));
+  INFO(c1.detail << " / " << c2.detail);
+  CHECK(c1.ok);
+  CHECK(c2.ok);
+}
+
 #ifdef CTXKIT_ORT_APP
 TEST_CASE("samples/ort_app: the how-to runs a _ctx.onnx on each way of picking ctxkit and matches ORT's CPU EP", "[app]") {
   TempDir out("ort_ep_app");

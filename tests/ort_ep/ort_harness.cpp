@@ -55,7 +55,7 @@ Ort::ConstEpDevice ctxkitDevice(OrtHardwareDeviceType type) {
   throw std::runtime_error("no ctxkit EP device of type " + std::to_string(static_cast<int>(type)));
 }
 
-Ort::Session ctxkitSession(const fs::path& model, const SessionConfig& config) {
+Ort::SessionOptions ctxkitOptions(const SessionConfig& config) {
   Ort::SessionOptions options;
   options.SetIntraOpNumThreads(1);
   options.AddConfigEntry("session.intra_op.allow_spinning", "0");
@@ -63,7 +63,15 @@ Ort::Session ctxkitSession(const fs::path& model, const SessionConfig& config) {
   for (const auto& [k, v] : config.entries) options.AddConfigEntry(k.c_str(), v.c_str());
   std::unordered_map<std::string, std::string> epOptions(config.epOptions.begin(), config.epOptions.end());
   options.AppendExecutionProvider_V2(env(), {ctxkitDevice(config.device)}, epOptions);
-  return Ort::Session(env(), model.c_str(), options);
+  return options;
+}
+
+Ort::Session ctxkitSession(const fs::path& model, const SessionConfig& config) {
+  return Ort::Session(env(), model.c_str(), ctxkitOptions(config));
+}
+
+Ort::Session ctxkitSessionFromBytes(const std::string& bytes, const SessionConfig& config) {
+  return Ort::Session(env(), bytes.data(), bytes.size(), ctxkitOptions(config));
 }
 
 Ort::Session cpuSession(const fs::path& model) {

@@ -30,6 +30,8 @@ struct SessionConfig {
   bool recordAssignment = true;
 };
 Ort::Session ctxkitSession(const std::filesystem::path& model, const SessionConfig& config = {});
+// A model from memory: ORT knows no model path, so relative .bin paths need ep.context_file_path.
+Ort::Session ctxkitSessionFromBytes(const std::string& bytes, const SessionConfig& config = {});
 Ort::Session cpuSession(const std::filesystem::path& model);
 
 // Graph inputs with seeded values: floats uniform in [-1, 1), integers small and non-negative.
