@@ -77,10 +77,14 @@ Expected<Tensor> Tensor::mutableView(ElemType type, Shape shape, std::byte* data
 }
 
 Expected<Tensor> Tensor::copyOf(ElemType type, Shape shape, std::span<const std::byte> bytes) {
-  CTX_ASSIGN_OR_RETURN(Tensor t, allocate(type, std::move(shape)));
-  if (t.byteSize() != bytes.size())
+  // The byte count is checked before allocating: a corrupt shape must not allocate what its bytes do not back.
+  auto count = ir::elementCount(shape);
+  if (!count) return makeError(ErrorCode::InvalidGraph, "invalid tensor shape {}", shapeToString(shape));
+  auto needed = storageBytes(type, *count);
+  if (!needed || *needed != bytes.size())
     return makeError(ErrorCode::InvalidGraph, "{} tensor of shape {} needs {} bytes but {} were given",
-                     elemTypeName(type), shapeToString(t.shape()), t.byteSize(), bytes.size());
+                     elemTypeName(type), shapeToString(shape), needed ? std::to_string(*needed) : "?", bytes.size());
+  CTX_ASSIGN_OR_RETURN(Tensor t, allocate(type, std::move(shape)));
   if (!bytes.empty()) std::memcpy(t.mutableData(), bytes.data(), bytes.size());
   return t;
 }

@@ -87,8 +87,23 @@ TEST_CASE("tensors check their byte counts and views share their owner", "[ir]")
   std::vector<std::byte> bytes(23);
   CHECK(!ir::Tensor::view(ir::ElemType::Float, {2, 3}, bytes.data(), bytes.size(), nullptr));
   CHECK(!ir::Tensor::allocate(ir::ElemType::Float, {-1}));
+  auto shortCopy = ir::Tensor::copyOf(ir::ElemType::Float, {2, 3}, bytes);
+  REQUIRE(!shortCopy);
+  CHECK(shortCopy.error().message().find("needs 24 bytes but 23 were given") != std::string::npos);
   CHECK(*ir::storageBytes(ir::ElemType::Int4, 3) == 2);
   CHECK(ir::elemTypeName(ir::ElemType::Float16) == "float16");
   CHECK(*ir::elemTypeFromName("int64") == ir::ElemType::Int64);
   CHECK(!ir::elemTypeFromInt(99));
+}
+
+TEST_CASE("copyOf checks the byte count before it allocates", "[ir]") {
+  // 4 TiB of floats backed by 4 bytes: refused without trying the allocation (which would throw or abort).
+  std::vector<std::byte> four(4);
+  auto huge = ir::Tensor::copyOf(ir::ElemType::Float, {int64_t{1} << 20, int64_t{1} << 20}, four);
+  REQUIRE(!huge);
+  CHECK(huge.error().message().find("needs 4398046511104 bytes but 4 were given") != std::string::npos);
+  CHECK(!ir::Tensor::copyOf(ir::ElemType::Float, {int64_t{1} << 62, 4}, four));  // element count overflows
+  auto ok = ir::Tensor::copyOf(ir::ElemType::Float, {1}, four);
+  REQUIRE(ok);
+  CHECK(ok->byteSize() == 4);
 }
