@@ -26,7 +26,7 @@ echo "ctxkit: building the fuzz targets in $fuzz_build"
 # clang does not know the kernels' `#pragma GCC ivdep`; that warning must not stop this build.
 CXX=clang++-14 cmake -S "$CTXKIT_ROOT" -B "$fuzz_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS="-Wno-error=unknown-pragmas" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCTXKIT_FUZZ=ON \
-  -DCTXKIT_SANITIZE=fuzzer-no-link,address,undefined >/dev/null
+  -DCTXKIT_SANITIZE=fuzzer-no-link,address,undefined -DCTXKIT_BUILD_ORT_EP=OFF >/dev/null
 cmake --build "$fuzz_build" -j "$(nproc)" --target "${targets[@]}" extract_programs
 
 # Seeds: the samples, their test data, and what ctxgen makes of them (shared, embedded, external initializers).
@@ -146,6 +146,12 @@ for t in "${targets[@]}"; do
     failed=1
     echo "---- $t: end of $log" >&2
     tail -n 40 "$log" >&2
+    # A CI clone may not outlive its log: small reproducers go into the log too (base64 -d recovers them).
+    for f in "$fuzz_build/findings/$t"-*; do
+      [ -f "$f" ] || continue
+      echo "---- $t: reproducer $f ($(wc -c <"$f") bytes)" >&2
+      if [ "$(wc -c <"$f")" -le 65536 ]; then base64 -w 120 "$f" >&2; fi
+    done
   fi
 done
 if [ "$failed" -ne 0 ]; then
