@@ -1,4 +1,4 @@
-// Cast (numeric types, bool, float16, bfloat16) and Constant (value, value_float(s), value_int(s)).
+// Cast and CastLike (numeric types, bool, float16, bfloat16) and Constant (value, value_float(s), value_int(s)).
 #include "kernels/convert.h"
 #include "kernels/ops.h"
 
@@ -48,6 +48,16 @@ Status runCast(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   });
   if (!status) return status.takeError().addContext(nodeLabel(ctx));
   return Status::ok();
+}
+
+// CastLike: Cast to the element type of input 1.
+InferResult inferCastLike(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 2));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  for (size_t i = 0; i < 2; ++i)
+    if (!isConvertible(inputs[i].type))
+      return unsupported(ctx, "cast {} {} is not supported", i == 0 ? "from" : "to", ir::elemTypeName(inputs[i].type));
+  return single(inputs[1].type, inputs[0].shape);
 }
 
 // ---- Constant ----------------------------------------------------------------------------------------

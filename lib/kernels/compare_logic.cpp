@@ -1,52 +1,11 @@
 // Comparisons (Equal, Greater, Less, GreaterOrEqual, LessOrEqual), logic (Not, And, Or), Where, variadic
 // Max/Min and Clip: broadcasting elementwise ops that select or compare rather than compute.
-#include "kernels/ops.h"
+#include "kernels/broadcast_apply.h"
 
 #include <cstring>
 #include <limits>
 
 namespace ctxkit::kernels::detail {
-
-namespace {
-
-constexpr size_t kMinChunk = 16384;
-
-// Calls f(off, n, walk) over the broadcast of `ins` into `outShape`; off[0] is the output offset.
-template <typename F>
-void walkBroadcast(const OpContext& ctx, std::span<const int64_t> outShape,
-                   std::span<const std::span<const int64_t>> ins, F f) {
-  BroadcastWalk walk = BroadcastWalk::make(outShape, ins);
-  parallelFor(ctx, static_cast<size_t>(walk.total), kMinChunk, [&](size_t begin, size_t end) {
-    walk.visit(static_cast<int64_t>(begin), static_cast<int64_t>(end),
-               [&](const auto& off, int64_t n) { f(off, n, walk.innerStride); });
-  });
-}
-
-// out[i] = op(a, b) for broadcast a and b; R, T are the output and input element types.
-template <typename R, typename T, typename Op>
-void binaryApply(const OpContext& ctx, const ir::Tensor& a, const ir::Tensor& b, ir::Tensor& y, Op op) {
-  std::array<std::span<const int64_t>, 2> shapes{a.shape(), b.shape()};
-  const T* pa = a.dataAs<T>();
-  const T* pb = b.dataAs<T>();
-  R* out = y.mutableDataAs<R>();
-  walkBroadcast(ctx, y.shape(), shapes, [&](const auto& off, int64_t n, const auto& st) {
-    const T* x = pa + off[1];
-    const T* z = pb + off[2];
-    R* o = out + off[0];
-    for (int64_t i = 0; i < n; ++i)
-      o[i] = op(x[i * st[1]], z[i * st[2]]);
-  });
-}
-
-InferResult broadcastPair(const OpContext& ctx, InDescs inputs, ElemType outType) {
-  auto shape = broadcastShapes(inputs[0].shape, inputs[1].shape);
-  if (!shape)
-    return invalid(ctx, "input shapes {} and {} do not broadcast", shapeStr(inputs[0].shape),
-                   shapeStr(inputs[1].shape));
-  return single(outType, std::move(*shape));
-}
-
-} // namespace
 
 // ---- comparisons and logic ----------------------------------------------------------------------------
 
@@ -242,7 +201,7 @@ Status runClip(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     const T* in = x.dataAs<T>();
     T* out = y.mutableDataAs<T>();
     // min > max gives max everywhere (the spec applies min first, then max).
-    parallelFor(ctx, static_cast<size_t>(x.elementCount()), kMinChunk, [&](size_t begin, size_t end) {
+    parallelFor(ctx, static_cast<size_t>(x.elementCount()), kBroadcastMinChunk, [&](size_t begin, size_t end) {
       for (size_t i = begin; i < end; ++i) {
         T v = in[i];
         if (v < lo) v = lo;

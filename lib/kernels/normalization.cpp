@@ -1,4 +1,5 @@
-// BatchNormalization (inference mode) and LayerNormalization (axis, epsilon, optional bias, Mean/InvStdDev).
+// BatchNormalization (inference mode), LayerNormalization (axis, epsilon, optional bias, Mean/InvStdDev) and
+// RMSNormalization (LayerNormalization without centering or bias).
 #include "kernels/ops.h"
 #include "kernels/vec_math.h"
 
@@ -150,6 +151,7 @@ Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   std::vector<double> bias = biasT ? expandParam(*biasT, norm) : std::vector<double>(static_cast<size_t>(d), 0.0);
   ir::Tensor* meanOut = outputs.size() > 1 ? outputs[1] : nullptr;
   ir::Tensor* invOut = outputs.size() > 2 ? outputs[2] : nullptr;
+  const bool rms = ctx.kind == ir::OpKind::RMSNormalization;  // x / sqrt(mean(x^2) + eps) * scale: no centering
   auto store = [](ir::Tensor* t, int64_t i, double v) {
     if (!t) return;
     if (t->type() == ElemType::Double)
@@ -167,7 +169,7 @@ Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
         ctx, static_cast<size_t>(rows), std::max<size_t>(1, 8192 / std::max<size_t>(n, 1)), [&](size_t r0, size_t r1) {
           for (size_t r = r0; r < r1; ++r) {
             const float* src = px + r * n;
-            double mean = n > 0 ? vecSum(src, n) / static_cast<double>(n) : 0.0;
+            double mean = n > 0 && !rms ? vecSum(src, n) / static_cast<double>(n) : 0.0;
             double var = n > 0 ? vecSumSquaredDiff(src, n, static_cast<float>(mean)) / static_cast<double>(n) : 0.0;
             double inv = 1.0 / std::sqrt(var + eps);
             vecNormalize(src, py + r * n, n, static_cast<float>(mean), static_cast<float>(inv), scaleF.data(),
@@ -188,7 +190,7 @@ Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
         T* dst = py + static_cast<int64_t>(r) * d;
         double sum = 0;
         for (int64_t i = 0; i < d; ++i) sum += src[i];
-        double mean = d > 0 ? sum / static_cast<double>(d) : 0.0;
+        double mean = d > 0 && !rms ? sum / static_cast<double>(d) : 0.0;
         double sq = 0;
         for (int64_t i = 0; i < d; ++i) {
           double diff = src[i] - mean;

@@ -53,7 +53,15 @@ const OpEntry* detail::findEntry(OpKind kind) {
   static const OpEntry constant{inferConstant, runConstant, kAnyType, false};
   static const OpEntry gather{inferGather, runGather, kFixedSizeTypes, false};
   static const OpEntry slice{inferSlice, runSlice, kFixedSizeTypes, false};
-  static const OpEntry reduceMean{inferReduceMean, runReduceMean, kMatMulTypes, true};
+  static const OpEntry reduce{inferReduce, runReduce, kNumericTypes, true};
+  static const OpEntry reduceMinMax{inferReduce, runReduce, kNumericTypes | typeBit(ElemType::Bool), true};
+  static const OpEntry argReduce{inferArgReduce, runArgReduce, kNumericTypes, true};
+  static const OpEntry castLike{inferCastLike, runCast, kCastTypes, false};
+  static const OpEntry unaryMath{inferUnaryMath, runUnaryMath, kFloats, true};
+  static const OpEntry numericUnaryMath{inferUnaryMath, runUnaryMath, kNumericTypes, true};
+  static const OpEntry softmaxLike{inferSoftmax, runLogSoftmaxOrHardmax, kFloats, true};
+  static const OpEntry mod{inferMod, runMod, kNumericTypes, true};
+  static const OpEntry trilu{inferTrilu, runTrilu, kFixedSizeTypes, false};
   static const OpEntry cast{inferCast, runCast, kCastTypes, false};
   static const OpEntry shape{inferShape, runShape, kAnyType, false};
   static const OpEntry split{inferSplit, runSplit, kFixedSizeTypes, false};
@@ -113,7 +121,50 @@ const OpEntry* detail::findEntry(OpKind kind) {
     case OpKind::Constant: return &constant;
     case OpKind::Gather: return &gather;
     case OpKind::Slice: return &slice;
-    case OpKind::ReduceMean: return &reduceMean;
+    case OpKind::ReduceMean:
+    case OpKind::ReduceSum:
+    case OpKind::ReduceProd:
+    case OpKind::ReduceL1:
+    case OpKind::ReduceL2:
+    case OpKind::ReduceLogSum:
+    case OpKind::ReduceLogSumExp:
+    case OpKind::ReduceSumSquare: return &reduce;
+    case OpKind::ReduceMax:
+    case OpKind::ReduceMin: return &reduceMinMax;
+    case OpKind::ArgMax:
+    case OpKind::ArgMin: return &argReduce;
+    case OpKind::CastLike: return &castLike;
+    case OpKind::Sin:
+    case OpKind::Cos:
+    case OpKind::Tan:
+    case OpKind::Asin:
+    case OpKind::Acos:
+    case OpKind::Atan:
+    case OpKind::Sinh:
+    case OpKind::Cosh:
+    case OpKind::Asinh:
+    case OpKind::Acosh:
+    case OpKind::Atanh:
+    case OpKind::Floor:
+    case OpKind::Ceil:
+    case OpKind::Round:
+    case OpKind::IsNaN:
+    case OpKind::IsInf:
+    case OpKind::Elu:
+    case OpKind::Selu:
+    case OpKind::Celu:
+    case OpKind::Softplus:
+    case OpKind::Softsign:
+    case OpKind::ThresholdedRelu:
+    case OpKind::Mish:
+    case OpKind::Swish: return &unaryMath;
+    case OpKind::Sign:
+    case OpKind::Shrink: return &numericUnaryMath;
+    case OpKind::LogSoftmax:
+    case OpKind::Hardmax: return &softmaxLike;
+    case OpKind::Mod: return &mod;
+    case OpKind::Trilu: return &trilu;
+    case OpKind::RMSNormalization: return &layerNorm;
     case OpKind::Cast: return &cast;
     case OpKind::Shape: return &shape;
     case OpKind::Split: return &split;

@@ -41,11 +41,28 @@ Status runBatchNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferLayerNorm(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
-// softmax_reduce.cpp
+// softmax_reduce.cpp: Softmax; LogSoftmax and Hardmax share Softmax's shape rule.
 InferResult inferSoftmax(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runSoftmax(const OpContext& ctx, RunIns inputs, RunOuts outputs);
-InferResult inferReduceMean(const OpContext& ctx, InDescs inputs, size_t outputCount);
-Status runReduceMean(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+Status runLogSoftmaxOrHardmax(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// reduce.cpp: the Reduce* family (one pair for all) and ArgMax/ArgMin.
+InferResult inferReduce(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runReduce(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferArgReduce(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runArgReduce(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// unary_math.cpp: trigonometric, rounding, Sign, IsNaN/IsInf and parameterized activations (Elu ... Swish).
+InferResult inferUnaryMath(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runUnaryMath(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// binary_ops.cpp: Mod.
+InferResult inferMod(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runMod(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// index_ops.cpp: Trilu.
+InferResult inferTrilu(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runTrilu(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
 // shape_ops.cpp: ops that only move or relabel bytes.
 InferResult inferReshape(const OpContext& ctx, InDescs inputs, size_t outputCount);
@@ -75,6 +92,7 @@ Status runSlice(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 // cast_constant.cpp
 InferResult inferCast(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runCast(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferCastLike(const OpContext& ctx, InDescs inputs, size_t outputCount);  // runs as runCast
 InferResult inferConstant(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runConstant(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 

@@ -135,6 +135,54 @@ Expected<OpAttrs> decodeLayerNorm(const ir::Attributes& attrs) {
   return OpAttrs(a);
 }
 
+
+Expected<bool> flagOr(const ir::Attributes& attrs, std::string_view name, bool fallback) {
+  int64_t v = attrs.getInt(name, fallback ? 1 : 0);
+  if (v != 0 && v != 1) return bad("attribute {} is {} but expected 0 or 1", name, v);
+  return v == 1;
+}
+
+Expected<OpAttrs> decodeReduce(OpKind kind, int64_t opset, const ir::Attributes& attrs) {
+  ReduceAttrs a;
+  a.axesFromInput = kind == OpKind::ReduceSum ? opset >= 13 : opset >= 18;
+  if (!a.axesFromInput) a.axes = optionalInts(attrs, "axes");
+  CTX_ASSIGN_OR_RETURN(a.keepdims, flagOr(attrs, "keepdims", true));
+  CTX_ASSIGN_OR_RETURN(a.noopWithEmptyAxes, flag(attrs, "noop_with_empty_axes"));
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeArgReduce(const ir::Attributes& attrs) {
+  ArgReduceAttrs a;
+  a.axis = attrs.getInt("axis", 0);
+  CTX_ASSIGN_OR_RETURN(a.keepdims, flagOr(attrs, "keepdims", true));
+  CTX_ASSIGN_OR_RETURN(a.selectLastIndex, flag(attrs, "select_last_index"));
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeUnaryMath(OpKind kind, const ir::Attributes& attrs) {
+  UnaryMathAttrs a;
+  switch (kind) {
+    case OpKind::Elu:
+    case OpKind::Celu:
+    case OpKind::ThresholdedRelu:
+    case OpKind::Swish: a.alpha = attrs.getFloat("alpha", 1.0f); break;
+    case OpKind::Selu:
+      a.alpha = attrs.getFloat("alpha", 1.67326319217681884765625f);
+      a.beta = attrs.getFloat("gamma", 1.05070102214813232421875f);
+      break;
+    case OpKind::Shrink:
+      a.alpha = attrs.getFloat("lambd", 0.5f);
+      a.beta = attrs.getFloat("bias", 0.0f);
+      break;
+    case OpKind::IsInf: {
+      CTX_ASSIGN_OR_RETURN(a.detectNegative, flagOr(attrs, "detect_negative", true));
+      CTX_ASSIGN_OR_RETURN(a.detectPositive, flagOr(attrs, "detect_positive", true));
+      break;
+    }
+    default: break;
+  }
+  return OpAttrs(a);
+}
 }  // namespace
 
 Expected<OpAttrs> decodeAttrs(OpKind kind, int64_t opset, const ir::Attributes& attrs) {
@@ -177,12 +225,68 @@ Expected<OpAttrs> decodeAttrs(OpKind kind, int64_t opset, const ir::Attributes& 
     }
     case OpKind::BatchNormalization: return decodeBatchNorm(opset, attrs);
     case OpKind::LayerNormalization: return decodeLayerNorm(attrs);
-    case OpKind::Softmax: {
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax:
+    case OpKind::Hardmax: {
       SoftmaxAttrs a;
       a.coerce2d = opset < 13;
       a.axis = attrs.getInt("axis", a.coerce2d ? 1 : -1);
       return OpAttrs(a);
     }
+    case OpKind::ReduceMean:
+    case OpKind::ReduceSum:
+    case OpKind::ReduceMax:
+    case OpKind::ReduceMin:
+    case OpKind::ReduceProd:
+    case OpKind::ReduceL1:
+    case OpKind::ReduceL2:
+    case OpKind::ReduceLogSum:
+    case OpKind::ReduceLogSumExp:
+    case OpKind::ReduceSumSquare: return decodeReduce(kind, opset, attrs);
+    case OpKind::ArgMax:
+    case OpKind::ArgMin: return decodeArgReduce(attrs);
+    case OpKind::CastLike: {
+      CastLikeAttrs a;
+      CTX_ASSIGN_OR_RETURN(a.saturate, flagOr(attrs, "saturate", true));
+      return OpAttrs(a);
+    }
+    case OpKind::Mod: {
+      ModAttrs a;
+      CTX_ASSIGN_OR_RETURN(a.fmod, flag(attrs, "fmod"));
+      return OpAttrs(a);
+    }
+    case OpKind::Trilu: {
+      TriluAttrs a;
+      CTX_ASSIGN_OR_RETURN(a.upper, flagOr(attrs, "upper", true));
+      return OpAttrs(a);
+    }
+    case OpKind::RMSNormalization: return decodeLayerNorm(attrs);
+    case OpKind::Sin:
+    case OpKind::Cos:
+    case OpKind::Tan:
+    case OpKind::Asin:
+    case OpKind::Acos:
+    case OpKind::Atan:
+    case OpKind::Sinh:
+    case OpKind::Cosh:
+    case OpKind::Asinh:
+    case OpKind::Acosh:
+    case OpKind::Atanh:
+    case OpKind::Floor:
+    case OpKind::Ceil:
+    case OpKind::Round:
+    case OpKind::Sign:
+    case OpKind::IsNaN:
+    case OpKind::IsInf:
+    case OpKind::Elu:
+    case OpKind::Selu:
+    case OpKind::Celu:
+    case OpKind::Softplus:
+    case OpKind::Softsign:
+    case OpKind::ThresholdedRelu:
+    case OpKind::Shrink:
+    case OpKind::Mish:
+    case OpKind::Swish: return decodeUnaryMath(kind, attrs);
     default: return OpAttrs(OnnxAttrs{});
   }
 }

@@ -105,13 +105,91 @@ struct BinaryAttrs {
   CTXKIT_FIELDS(f("same_type_operands", sameTypeOperands);)
 };
 
+// Reduce* ops: axes from the attribute (before opset 18; ReduceSum before 13) or from input 1 (after).
+struct ReduceAttrs {
+  std::optional<std::vector<int64_t>> axes;  // the attribute form; absent = all axes
+  bool keepdims = true;
+  bool noopWithEmptyAxes = false;  // with no axes: the input unchanged instead of a full reduction
+  bool axesFromInput = false;      // the opset takes axes as input 1
+  template <class F> void fields(F&& f) {
+    f("axes", axes);
+    f("keepdims", keepdims);
+    f("noop_with_empty_axes", noopWithEmptyAxes);
+    f("axes_from_input", axesFromInput);
+  }
+  template <class F> void fields(F&& f) const {
+    f("axes", axes);
+    f("keepdims", keepdims);
+    f("noop_with_empty_axes", noopWithEmptyAxes);
+    f("axes_from_input", axesFromInput);
+  }
+};
+
+// ArgMax and ArgMin.
+struct ArgReduceAttrs {
+  int64_t axis = 0;
+  bool keepdims = true;
+  bool selectLastIndex = false;
+  template <class F> void fields(F&& f) {
+    f("axis", axis);
+    f("keepdims", keepdims);
+    f("select_last_index", selectLastIndex);
+  }
+  template <class F> void fields(F&& f) const {
+    f("axis", axis);
+    f("keepdims", keepdims);
+    f("select_last_index", selectLastIndex);
+  }
+};
+
+// CastLike (and its saturation of float8 results).
+struct CastLikeAttrs {
+  bool saturate = true;
+  template <class F> void fields(F&& f) { f("saturate", saturate); }
+  template <class F> void fields(F&& f) const { f("saturate", saturate); }
+};
+
+// Mod: fmod = 1 takes the sign of the dividend (C fmod), 0 the sign of the divisor (integers only).
+struct ModAttrs {
+  bool fmod = false;
+  template <class F> void fields(F&& f) { f("fmod", fmod); }
+  template <class F> void fields(F&& f) const { f("fmod", fmod); }
+};
+
+// One-input math ops beyond UnaryAttrs' (Elu ... Swish, IsInf): alpha and beta per op as the decoder sets them
+// (Selu alpha and gamma, Shrink lambd and bias, ...).
+struct UnaryMathAttrs {
+  float alpha = 0, beta = 0;
+  bool detectNegative = true, detectPositive = true;  // IsInf
+  template <class F> void fields(F&& f) {
+    f("alpha", alpha);
+    f("beta", beta);
+    f("detect_negative", detectNegative);
+    f("detect_positive", detectPositive);
+  }
+  template <class F> void fields(F&& f) const {
+    f("alpha", alpha);
+    f("beta", beta);
+    f("detect_negative", detectNegative);
+    f("detect_positive", detectPositive);
+  }
+};
+
+// Trilu: keeps the upper (or lower) triangle of the last two dims, shifted by input 1's k.
+struct TriluAttrs {
+  bool upper = true;
+  template <class F> void fields(F&& f) { f("upper", upper); }
+  template <class F> void fields(F&& f) const { f("upper", upper); }
+};
+
 // Families not migrated yet: their kernels still read the node's ONNX attributes.
 struct OnnxAttrs {
   template <class F> void fields(F&&) const {}
 };
 
 using OpAttrs = std::variant<OnnxAttrs, BinaryAttrs, UnaryAttrs, ConvAttrs, PoolAttrs, GemmAttrs, MatMulAttrs,
-                             BatchNormAttrs, LayerNormAttrs, SoftmaxAttrs>;
+                             BatchNormAttrs, LayerNormAttrs, SoftmaxAttrs, ReduceAttrs, ArgReduceAttrs, CastLikeAttrs,
+                             ModAttrs, UnaryMathAttrs, TriluAttrs>;
 
 // Decodes and checks an op's ONNX attributes for the model's opset. Errors say which attribute, what was found
 // and what was expected; callers add the node.
