@@ -3,9 +3,12 @@
 
 #include "epcontext/contract.h"
 #include "ort_ep/graph_reader.h"
+#include "kernels/kernels.h"
 #include "runtime/session.h"
 
+#include <algorithm>
 #include <charconv>
+#include <functional>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -25,39 +28,16 @@ std::string lowerCase(std::string s) {
 // The EP option prefix ORT gives options passed to AppendExecutionProvider_V2.
 std::string epOptionKey(const char* key) { return "ep." + lowerCase(epcontext::kEpName) + "." + key; }
 
-// One fused node: the EPContext node `nodeIndex` of a runtime Session shared by every node of one Compile call,
-// with the positions of its inputs and outputs among the fused node's (matched by value name).
+// One fused node: what runs it, and the positions of its program's inputs and outputs among the fused node's
+// (matched by value name).
 struct NodeCompute : OrtNodeComputeInfo {
   const Api* api = nullptr;
-  std::shared_ptr<const runtime::Session> session;
-  size_t nodeIndex = 0;
+  // Runs the node's program: an EPContext node of a runtime Session, or a partition lowered from a plain model.
+  std::function<Expected<std::vector<ir::Tensor>>(std::span<const ir::Tensor* const>)> run;
   std::string name;
   std::vector<size_t> inputSlots;   // node input k -> fused node input index
   std::vector<size_t> outputSlots;  // node output k -> fused node output index
 };
-
-Expected<ir::Tensor> inputTensor(const Api& api, const OrtValue& value, const std::string& what) {
-  OrtTensorTypeAndShapeInfo* info = nullptr;
-  CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorTypeAndShape(&value, &info));
-  ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-  size_t rank = 0;
-  Status st = fromOrtStatus(api, api.ort.GetTensorElementType(info, &type), "GetTensorElementType");
-  if (st) st = fromOrtStatus(api, api.ort.GetDimensionsCount(info, &rank), "GetDimensionsCount");
-  ir::Shape shape(rank);
-  if (st && rank > 0) st = fromOrtStatus(api, api.ort.GetDimensions(info, shape.data(), rank), "GetDimensions");
-  api.ort.ReleaseTensorTypeAndShapeInfo(info);
-  CTX_RETURN_IF_ERROR(st);
-  auto elem = ir::elemTypeFromInt(static_cast<int32_t>(type));
-  if (!elem || *elem == ir::ElemType::String || *elem == ir::ElemType::Undefined)
-    return makeError(ErrorCode::Unsupported, "{}: element type {} is not supported by compiled programs", what,
-                     static_cast<int>(type));
-  const void* data = nullptr;
-  size_t bytes = 0;
-  CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorData(&value, &data));
-  CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorSizeInBytes(&value, &bytes));
-  // A view of ORT's buffer: valid for the whole Compute call, which is as long as the program reads it.
-  return ir::Tensor::view(*elem, std::move(shape), static_cast<const std::byte*>(data), bytes, nullptr).addContext(what);
-}
 
 Status compute(NodeCompute& nc, OrtKernelContext* context) {
   const Api& api = *nc.api;
@@ -67,12 +47,13 @@ Status compute(NodeCompute& nc, OrtKernelContext* context) {
     const OrtValue* value = nullptr;
     CTX_ORT_RETURN_IF_ERROR(api, api.ort.KernelContext_GetInput(context, nc.inputSlots[k], &value));
     if (value == nullptr) return makeError(ErrorCode::InvalidArgument, "{}: input {} is missing", nc.name, k);
-    CTX_ASSIGN_OR_RETURN(auto t, inputTensor(api, *value, fmt::format("{}: input {}", nc.name, k)));
+    // A view of ORT's buffer: valid for the whole Compute call, which is as long as the program reads it.
+    CTX_ASSIGN_OR_RETURN(auto t, tensorView(api, *value, fmt::format("{}: input {}", nc.name, k)));
     inputs.push_back(std::move(t));
   }
   std::vector<const ir::Tensor*> pointers;
   for (const auto& t : inputs) pointers.push_back(&t);
-  CTX_ASSIGN_OR_RETURN(auto outputs, nc.session->runCompiledNode(nc.nodeIndex, pointers));
+  CTX_ASSIGN_OR_RETURN(auto outputs, nc.run(pointers));
   if (outputs.size() != nc.outputSlots.size())
     return makeError(ErrorCode::Internal, "{}: program made {} outputs, the node has {}", nc.name, outputs.size(),
                      nc.outputSlots.size());
@@ -124,14 +105,26 @@ Expected<std::vector<size_t>> slotsByName(const std::vector<std::string>& names,
   return slots;
 }
 
-Status getCapability(const CtxKitEp& ep, const OrtGraph& graph, OrtEpGraphSupportInfo& support) {
-  const Api& api = ep.api();
+// The nodes of `graph` that are ctxkit's EPContext nodes.
+Expected<std::vector<const OrtNode*>> ourEpContextNodes(const Api& api, const OrtGraph& graph) {
+  std::vector<const OrtNode*> ours;
   CTX_ASSIGN_OR_RETURN(auto nodes, graphNodes(api, graph));
   for (const OrtNode* node : nodes) {
     CTX_ASSIGN_OR_RETURN(NodeKind kind, readNodeKind(api, *node));
     if (ir::opKindFromName(kind.domain, kind.opType) != ir::OpKind::EPContext) continue;
     CTX_ASSIGN_OR_RETURN(auto source, readStringAttribute(api, *node, epcontext::attr::kSource));
     if (!source || !epcontext::isOurSource(*source)) continue;  // another EP's node: not ours to claim
+    ours.push_back(node);
+  }
+  return ours;
+}
+
+Status getCapability(CtxKitEp& ep, const OrtGraph& graph, OrtEpGraphSupportInfo& support) {
+  const Api& api = ep.api();
+  CTX_ASSIGN_OR_RETURN(auto ours, ourEpContextNodes(api, graph));
+  // A compiled model: its EPContext nodes and nothing else (the rest was left to ORT when it was compiled).
+  if (ours.empty()) return ep.plainGraphs().claimPartitions(api, ep.config(), graph, support);
+  for (const OrtNode* node : ours) {
     // Each EPContext node is a fused node of its own, so ORT keeps the model's node boundaries.
     OrtNodeFusionOptions options{};
     options.ort_version_supported = ORT_API_VERSION;
@@ -141,9 +134,50 @@ Status getCapability(const CtxKitEp& ep, const OrtGraph& graph, OrtEpGraphSuppor
   return Status::ok();
 }
 
-Status compile(const CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fusedNodes, size_t count,
+NodeCompute* newNodeCompute(const Api& api, std::string name) {
+  auto* nc = new NodeCompute();
+  *static_cast<OrtNodeComputeInfo*>(nc) = OrtNodeComputeInfo{};
+  nc->ort_version_supported = ORT_API_VERSION;
+  nc->CreateState = createState;
+  nc->Compute = computeImpl;
+  nc->ReleaseState = releaseState;
+  nc->api = &api;
+  nc->name = std::move(name);
+  return nc;
+}
+
+// Fused nodes of a plain model: the partitions GetCapability lowered.
+Status compilePlain(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fusedNodes, size_t count,
+                    std::vector<std::unique_ptr<NodeCompute>>& computes) {
+  const Api& api = ep.api();
+  if (ep.config().contextEnable)
+    return makeError(ErrorCode::Unsupported,
+                     "{}: writing an EPContext model from ONNX Runtime ({}=1) is not implemented yet; compile with ctxgen",
+                     epcontext::kEpName, epcontext::option::kContextEnable);
+  for (size_t i = 0; i < count; ++i) {
+    CTX_ASSIGN_OR_RETURN(auto partition, ep.plainGraphs().find(api, *graphs[i]));
+    computes.emplace_back(newNodeCompute(api, fmt::format("partition '{}'", partition->name)));
+    NodeCompute& nc = *computes.back();
+    kernels::ThreadPool* pool = &ep.pool();
+    nc.run = [partition, pool](std::span<const ir::Tensor* const> inputs) { return partition->program->run(inputs, pool); };
+    CTX_ASSIGN_OR_RETURN(auto fusedInputs, nodeInputNames(api, *fusedNodes[i]));
+    CTX_ASSIGN_OR_RETURN(auto fusedOutputs, nodeOutputNames(api, *fusedNodes[i]));
+    CTX_ASSIGN_OR_RETURN(nc.inputSlots, slotsByName(partition->inputs, fusedInputs, nc.name));
+    CTX_ASSIGN_OR_RETURN(nc.outputSlots, slotsByName(partition->outputs, fusedOutputs, nc.name));
+    for (const auto& out : fusedOutputs)  // every value ORT expects from the node must be made by the program
+      if (std::find(partition->outputs.begin(), partition->outputs.end(), out) == partition->outputs.end())
+        return makeError(ErrorCode::Internal, "{}: ORT expects '{}' from the fused node but the program does not output it",
+                         nc.name, out);
+  }
+  return Status::ok();
+}
+
+Status compile(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fusedNodes, size_t count,
                std::vector<std::unique_ptr<NodeCompute>>& computes) {
   const Api& api = ep.api();
+  if (count == 0) return Status::ok();
+  CTX_ASSIGN_OR_RETURN(auto firstOurs, ourEpContextNodes(api, *graphs[0]));
+  if (firstOurs.empty()) return compilePlain(ep, graphs, fusedNodes, count, computes);
   const EpConfig& config = ep.config();
   // One runtime session holds every EPContext node of this call, so that main_context=0 nodes find their graphs in
   // the contexts the main nodes load, as in a model.
@@ -184,16 +218,8 @@ Status compile(const CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fuse
 
   for (size_t i = 0; i < count; ++i) {
     const ir::Node& node = model.graph.nodes[i];
-    auto nc = std::make_unique<NodeCompute>();
-    *static_cast<OrtNodeComputeInfo*>(nc.get()) = OrtNodeComputeInfo{};
-    nc->ort_version_supported = ORT_API_VERSION;
-    nc->CreateState = createState;
-    nc->Compute = computeImpl;
-    nc->ReleaseState = releaseState;
-    nc->api = &ep.api();
-    nc->session = session;
-    nc->nodeIndex = i;
-    nc->name = fmt::format("{}: EPContext node '{}'", displayName, node.name);
+    std::unique_ptr<NodeCompute> nc(newNodeCompute(api, fmt::format("{}: EPContext node '{}'", displayName, node.name)));
+    nc->run = [session, i](std::span<const ir::Tensor* const> inputs) { return session->runCompiledNode(i, inputs); };
     CTX_ASSIGN_OR_RETURN(auto fusedInputs, nodeInputNames(api, *fusedNodes[i]));
     CTX_ASSIGN_OR_RETURN(auto fusedOutputs, nodeOutputNames(api, *fusedNodes[i]));
     std::vector<std::string> nodeInputs;
@@ -260,13 +286,16 @@ Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options
   config.contextFilePath = contextFile;
   CTX_ASSIGN_OR_RETURN(std::string share, sessionConfigEntry(api, options, epcontext::option::kShareEpContexts, "0"));
   config.shareContexts = share == "1";
+  CTX_ASSIGN_OR_RETURN(std::string enable, sessionConfigEntry(api, options, epcontext::option::kContextEnable, "0"));
+  config.contextEnable = enable == "1";
   CTX_ASSIGN_OR_RETURN(std::string strict,
                        sessionConfigEntry(api, options, "session.fail_on_suboptimal_compiled_model", "0"));
   config.failOnSuboptimal = strict == "1";
   return config;
 }
 
-CtxKitEp::CtxKitEp(const Api& api, EpConfig config) : OrtEp{}, api_(api), config_(std::move(config)) {
+CtxKitEp::CtxKitEp(const Api& api, EpConfig config)
+    : OrtEp{}, api_(api), config_(std::move(config)), pool_(std::make_unique<kernels::ThreadPool>(config_.threads)) {
   ort_version_supported = ORT_API_VERSION;
   GetName = getName;
   GetCapability = getCapabilityImpl;

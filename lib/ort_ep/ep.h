@@ -1,9 +1,11 @@
-// The execution provider ORT creates per session: GetCapability claims ctxkit's EPContext nodes, Compile loads them
-// into a runtime-core Session (context binaries mapped and validated, programs bound) and gives ORT one compute
-// function per node.
+// The execution provider ORT creates per session. On a _ctx.onnx, GetCapability claims ctxkit's EPContext nodes and
+// Compile loads them into a runtime-core Session (context binaries mapped and validated, programs bound); on a plain
+// model, GetCapability partitions and lowers the graph (plain_graph.h). Either way ORT gets one compute function per
+// fused node.
 #pragma once
 
 #include "ort_ep/ort_api.h"
+#include "ort_ep/plain_graph.h"
 
 #include <filesystem>
 #include <string>
@@ -17,6 +19,7 @@ struct EpConfig {
   std::filesystem::path contextFilePath;  // ep.context_file_path: fixes the folder .bin paths resolve against
   bool shareContexts = false;             // ep.share_ep_contexts
   bool failOnSuboptimal = false;          // session.fail_on_suboptimal_compiled_model
+  bool contextEnable = false;             // ep.context_enable: write an EPContext model (not yet from ORT)
 };
 
 // Reads the EP options (ORT stores them as session config entries "ep.<lower-case EP name>.<key>") and the
@@ -28,10 +31,14 @@ public:
   CtxKitEp(const Api& api, EpConfig config);
   const Api& api() const { return api_; }
   const EpConfig& config() const { return config_; }
+  PlainGraphCache& plainGraphs() { return plain_; }
+  kernels::ThreadPool& pool() { return *pool_; }
 
 private:
   Api api_;
   EpConfig config_;
+  PlainGraphCache plain_;
+  std::unique_ptr<kernels::ThreadPool> pool_;  // for programs of plain-model partitions
 };
 
 }  // namespace ctxkit::ort_ep

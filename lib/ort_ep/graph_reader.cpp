@@ -71,12 +71,72 @@ Expected<std::optional<ir::Attribute>> readAttribute(const Api& api, const OrtOp
       CTX_ASSIGN_OR_RETURN(auto v, readList<float>(api, attr, type));
       return std::optional<ir::Attribute>(ir::Attribute::makeFloats(name, std::move(v)));
     }
+    case ORT_OP_ATTR_TENSOR: {
+      OrtValue* value = nullptr;
+      CTX_ORT_RETURN_IF_ERROR(api, api.ort.OpAttr_GetTensorAttributeAsOrtValue(&attr, &value));
+      if (value == nullptr) return std::optional<ir::Attribute>();
+      auto view = tensorView(api, *value, name);
+      Expected<ir::Tensor> copy = view ? ir::Tensor::copyOf(view->type(), view->shape(), view->bytes()) : view.takeError();
+      api.ort.ReleaseValue(value);
+      if (!copy) return copy.takeError();
+      return std::optional<ir::Attribute>(ir::Attribute::makeTensor(name, std::move(copy).value()));
+    }
     default:
-      return std::optional<ir::Attribute>();  // strings, tensors, graphs: not needed by EPContext nodes
+      return std::optional<ir::Attribute>();  // string lists, graphs: not read (see ReadGraph::hasSubgraphs)
   }
 }
 
+Expected<ir::ValueInfo> readValueInfo(const Api& api, const OrtValueInfo& value) {
+  ir::ValueInfo info;
+  const char* name = nullptr;
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetValueInfoName(&value, &name));
+  info.name = name ? name : "";
+  const OrtTypeInfo* type = nullptr;
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetValueInfoTypeInfo(&value, &type));
+  if (type == nullptr) return info;
+  const OrtTensorTypeAndShapeInfo* tensor = nullptr;
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.CastTypeInfoToTensorInfo(type, &tensor));
+  if (tensor == nullptr) return info;  // not a tensor (sequence, map, optional)
+  ONNXTensorElementDataType elem = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorElementType(tensor, &elem));
+  if (auto t = ir::elemTypeFromInt(static_cast<int32_t>(elem))) info.type = *t;
+  size_t rank = 0;
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetDimensionsCount(tensor, &rank));
+  std::vector<int64_t> dims(rank);
+  std::vector<const char*> symbols(rank, nullptr);
+  if (rank > 0) {
+    CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetDimensions(tensor, dims.data(), rank));
+    CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetSymbolicDimensions(tensor, symbols.data(), rank));
+  }
+  std::vector<ir::Dim> shape;
+  for (size_t d = 0; d < rank; ++d)
+    shape.push_back(dims[d] >= 0 ? ir::Dim::known(dims[d]) : ir::Dim::named(symbols[d] ? symbols[d] : ""));
+  info.shape = std::move(shape);
+  return info;
+}
+
 }  // namespace
+
+Expected<ir::Tensor> tensorView(const Api& api, const OrtValue& value, const std::string& what) {
+  OrtTensorTypeAndShapeInfo* info = nullptr;
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorTypeAndShape(&value, &info));
+  ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  size_t rank = 0;
+  Status st = fromOrtStatus(api, api.ort.GetTensorElementType(info, &type), "GetTensorElementType");
+  if (st) st = fromOrtStatus(api, api.ort.GetDimensionsCount(info, &rank), "GetDimensionsCount");
+  ir::Shape shape(rank);
+  if (st && rank > 0) st = fromOrtStatus(api, api.ort.GetDimensions(info, shape.data(), rank), "GetDimensions");
+  api.ort.ReleaseTensorTypeAndShapeInfo(info);
+  CTX_RETURN_IF_ERROR(st);
+  auto elem = ir::elemTypeFromInt(static_cast<int32_t>(type));
+  if (!elem || *elem == ir::ElemType::String || *elem == ir::ElemType::Undefined)
+    return makeError(ErrorCode::Unsupported, "{}: element type {} is not supported here", what, static_cast<int>(type));
+  const void* data = nullptr;
+  size_t bytes = 0;
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorData(&value, &data));
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorSizeInBytes(&value, &bytes));
+  return ir::Tensor::view(*elem, std::move(shape), static_cast<const std::byte*>(data), bytes, nullptr).addContext(what);
+}
 
 Expected<std::vector<const OrtNode*>> graphNodes(const Api& api, const OrtGraph& graph) {
   size_t count = 0;
@@ -154,6 +214,73 @@ Expected<ir::Node> readNode(const Api& api, const OrtNode& node) {
     if (attr) n.attrs.set(std::move(*attr));
   }
   return n;
+}
+
+}  // namespace ctxkit::ort_ep
+
+namespace ctxkit::ort_ep {
+
+Expected<ReadGraph> readGraph(const Api& api, const OrtGraph& graph) {
+  ReadGraph out;
+  ir::Model& model = out.model;
+  ir::Graph& g = model.graph;
+  const char* name = nullptr;
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.Graph_GetName(&graph, &name));
+  g.name = name ? name : "";
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.Graph_GetOnnxIRVersion(&graph, &model.irVersion));
+  size_t count = 0;
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.Graph_GetNumOperatorSets(&graph, &count));
+  std::vector<const char*> domains(count);
+  std::vector<int64_t> versions(count);
+  if (count > 0) CTX_ORT_RETURN_IF_ERROR(api, api.ort.Graph_GetOperatorSets(&graph, domains.data(), versions.data(), count));
+  for (size_t i = 0; i < count; ++i) model.opsets.push_back({domains[i] ? domains[i] : "", versions[i]});
+
+  auto readValues = [&](auto numFn, auto getFn, std::vector<ir::ValueInfo>& into) -> Status {
+    size_t n = 0;
+    CTX_ORT_RETURN_IF_ERROR(api, numFn(&graph, &n));
+    std::vector<const OrtValueInfo*> values(n);
+    if (n > 0) CTX_ORT_RETURN_IF_ERROR(api, getFn(&graph, values.data(), n));
+    for (const OrtValueInfo* v : values) {
+      CTX_ASSIGN_OR_RETURN(auto info, readValueInfo(api, *v));
+      into.push_back(std::move(info));
+    }
+    return Status::ok();
+  };
+  CTX_RETURN_IF_ERROR(readValues(api.ort.Graph_GetNumInputs, api.ort.Graph_GetInputs, g.inputs));
+  CTX_RETURN_IF_ERROR(readValues(api.ort.Graph_GetNumOutputs, api.ort.Graph_GetOutputs, g.outputs));
+
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.Graph_GetNumInitializers(&graph, &count));
+  std::vector<const OrtValueInfo*> inits(count);
+  if (count > 0) CTX_ORT_RETURN_IF_ERROR(api, api.ort.Graph_GetInitializers(&graph, inits.data(), count));
+  for (const OrtValueInfo* v : inits) {
+    CTX_ASSIGN_OR_RETURN(ir::ValueInfo info, readValueInfo(api, *v));
+    const OrtValue* value = nullptr;
+    CTX_ORT_RETURN_IF_ERROR(api, api.ort.ValueInfo_GetInitializerValue(v, &value));
+    if (value == nullptr) continue;
+    CTX_ASSIGN_OR_RETURN(ir::Tensor t, tensorView(api, *value, fmt::format("initializer '{}'", info.name)));
+    g.initializers.push_back(ir::Initializer{info.name, std::move(t), std::nullopt});
+  }
+
+  CTX_ASSIGN_OR_RETURN(out.nodes, graphNodes(api, graph));
+  for (size_t i = 0; i < out.nodes.size(); ++i) {
+    const OrtNode& node = *out.nodes[i];
+    CTX_ASSIGN_OR_RETURN(ir::Node n, readNode(api, node));
+    n.opset = model.opsetFor(n.domain);
+    size_t subgraphs = 0;
+    CTX_ORT_RETURN_IF_ERROR(api, api.ort.Node_GetNumSubgraphs(&node, &subgraphs));
+    if (subgraphs > 0) out.hasSubgraphs.push_back(i);
+    size_t outputs = 0;
+    CTX_ORT_RETURN_IF_ERROR(api, api.ort.Node_GetNumOutputs(&node, &outputs));
+    std::vector<const OrtValueInfo*> values(outputs);
+    if (outputs > 0) CTX_ORT_RETURN_IF_ERROR(api, api.ort.Node_GetOutputs(&node, values.data(), outputs));
+    for (const OrtValueInfo* v : values)
+      if (v) {
+        CTX_ASSIGN_OR_RETURN(auto info, readValueInfo(api, *v));
+        if (info.type != ir::ElemType::Undefined) g.valueInfo.push_back(std::move(info));
+      }
+    g.nodes.push_back(std::move(n));
+  }
+  return out;
 }
 
 }  // namespace ctxkit::ort_ep

@@ -10,6 +10,8 @@
 
 namespace ctxkit::ort_ep {
 
+// A view of an OrtValue tensor's bytes (valid while ORT keeps the value).
+Expected<ir::Tensor> tensorView(const Api& api, const OrtValue& value, const std::string& what);
 Expected<std::vector<const OrtNode*>> graphNodes(const Api& api, const OrtGraph& graph);
 // The file ORT loaded the model from; empty when it came from memory.
 Expected<std::filesystem::path> graphModelPath(const Api& api, const OrtGraph& graph);
@@ -26,6 +28,15 @@ Expected<std::optional<std::string>> readStringAttribute(const Api& api, const O
 // A node with its input and output names and its scalar, string and list attributes (tensor and graph attributes
 // are not read: EPContext nodes have none).
 Expected<ir::Node> readNode(const Api& api, const OrtNode& node);
+// A whole graph as ORT sees it (after its own optimizations and free dimension overrides): inputs and outputs with
+// types and shapes, initializers (views of ORT's buffers, valid while the OrtGraph is), nodes with their attributes
+// (tensor attributes copied; subgraph attributes are not read: `hasSubgraphs` lists those nodes) and the opsets.
+struct ReadGraph {
+  ir::Model model;
+  std::vector<const OrtNode*> nodes;  // model.graph.nodes[i] came from nodes[i]
+  std::vector<size_t> hasSubgraphs;   // nodes whose If/Loop/Scan bodies were not read
+};
+Expected<ReadGraph> readGraph(const Api& api, const OrtGraph& graph);
 // Names of a node's inputs ("" for an omitted optional input) and outputs.
 Expected<std::vector<std::string>> nodeInputNames(const Api& api, const OrtNode& node);
 Expected<std::vector<std::string>> nodeOutputNames(const Api& api, const OrtNode& node);

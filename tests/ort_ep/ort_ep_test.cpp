@@ -410,6 +410,82 @@ TEST_CASE("several main contexts in one model: two EPContext nodes, each with it
   CHECK(c2.ok);
 }
 
+TEST_CASE("a plain model: ctxkit partitions and lowers it through ORT's graph API, ORT's CPU EP runs the rest", "[plain]") {
+  auto byEpCount = [](const Ort::Session& s) {
+    auto byEp = assignment(s);
+    std::pair<size_t, size_t> counts{byEp[epcontext::kEpName].size(), 0};
+    for (const auto& [ep, ops] : byEp)
+      if (ep != epcontext::kEpName) counts.second += ops.size();
+    for (const auto& op : byEp[epcontext::kEpName]) CHECK(op != epcontext::kOpType);
+    return counts;
+  };
+  for (const char* stem : {"tiny_prefill", "tiny_decode", "tiny_cnn"}) {
+    DYNAMIC_SECTION(stem << " on npu-sim") {
+      Comparison c = matchesCpu(sample(stem), sample(stem));
+      INFO(c.detail);
+      CHECK(c.ok);
+      Ort::Session session = ctxkitSession(sample(stem));
+      auto [ours, cpu] = byEpCount(session);
+      std::cout << "ort_ep: plain " << stem << ": ctxkit runs " << ours << " nodes, ORT's CPU EP " << cpu << "; "
+                << c.elements << " output values match, max |diff| " << c.maxAbsDiff << "\n";
+      CHECK(ours > 0);
+      CHECK(cpu == 0);
+    }
+  }
+  SECTION("a target without Softmax and Erf: several partitions with CPU nodes between them") {
+    TempDir out("ort_ep_plain");
+    SessionConfig config;
+    config.epOptions["target"] = writeNoSoftmaxTarget(out.path()).string();
+    Comparison c = matchesCpu(sample("tiny_prefill"), sample("tiny_prefill"), config);
+    INFO(c.detail);
+    CHECK(c.ok);
+    Ort::Session session = ctxkitSession(sample("tiny_prefill"), config);
+    auto [ours, cpu] = byEpCount(session);
+    std::cout << "ort_ep: plain tiny_prefill on a target without Softmax/Erf: ctxkit runs " << ours
+              << " nodes, ORT's CPU EP " << cpu << "; max |diff| " << c.maxAbsDiff << "\n";
+    CHECK(ours > 0);
+    CHECK(cpu >= 2);
+  }
+  SECTION("4 threads Run the lowered partitions of one session at once") {
+    Ort::Session reference = cpuSession(sample("tiny_prefill"));
+    Ort::Session shared = ctxkitSession(sample("tiny_prefill"));
+    std::vector<Feeds> feeds;
+    std::vector<std::vector<Ort::Value>> expected;
+    for (uint32_t i = 0; i < 40; ++i) {
+      feeds.push_back(makeFeeds(reference, 500 + i));
+      expected.push_back(run(reference, feeds.back()));
+    }
+    std::atomic<int> wrong{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&, t] {
+        for (int r = 0; r < 10; ++r) {
+          try {
+            if (!compare(run(shared, feeds[t * 10 + r]), expected[t * 10 + r]).ok) ++wrong;
+          } catch (const std::exception&) {
+            ++wrong;
+          }
+        }
+      });
+    for (auto& th : threads) th.join();
+    CHECK(wrong == 0);
+  }
+  SECTION("ep.context_enable=1 is refused, saying so, until ctxkit writes EPContext models from ORT") {
+    TempDir out("ort_ep_plain_ctx");
+    SessionConfig config;
+    config.entries[epcontext::option::kContextEnable] = "1";
+    config.entries[epcontext::option::kContextFilePath] = (out / "tiny_cnn_ctx.onnx").string();
+    std::string message;
+    try {
+      Ort::Session s = ctxkitSession(sample("tiny_cnn"), config);
+    } catch (const Ort::Exception& e) {
+      message = e.what();
+    }
+    INFO(message);
+    CHECK(message.find("not implemented yet") != std::string::npos);
+  }
+}
+
 #ifdef CTXKIT_ORT_APP
 TEST_CASE("samples/ort_app: the how-to runs a _ctx.onnx on each way of picking ctxkit and matches ORT's CPU EP", "[app]") {
   TempDir out("ort_ep_app");
