@@ -3,7 +3,10 @@
 
 #include "epcontext/contract.h"
 #include "ort_ep/graph_reader.h"
+#include "format/container.h"
 #include "kernels/kernels.h"
+#include "partitioner/target.h"
+#include "support/file_io.h"
 #include "runtime/session.h"
 
 #include <algorithm>
@@ -150,10 +153,6 @@ NodeCompute* newNodeCompute(const Api& api, std::string name) {
 Status compilePlain(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fusedNodes, size_t count,
                     std::vector<std::unique_ptr<NodeCompute>>& computes) {
   const Api& api = ep.api();
-  if (ep.config().contextEnable)
-    return makeError(ErrorCode::Unsupported,
-                     "{}: writing an EPContext model from ONNX Runtime ({}=1) is not implemented yet; compile with ctxgen",
-                     epcontext::kEpName, epcontext::option::kContextEnable);
   for (size_t i = 0; i < count; ++i) {
     CTX_ASSIGN_OR_RETURN(auto partition, ep.plainGraphs().find(api, *graphs[i]));
     computes.emplace_back(newNodeCompute(api, fmt::format("partition '{}'", partition->name)));
@@ -168,6 +167,87 @@ Status compilePlain(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fused
       if (std::find(partition->outputs.begin(), partition->outputs.end(), out) == partition->outputs.end())
         return makeError(ErrorCode::Internal, "{}: ORT expects '{}' from the fused node but the program does not output it",
                          nc.name, out);
+  }
+  return Status::ok();
+}
+
+// ep.context_enable=1: the context goes beside the output model as <output stem without _ctx>_ctxkit.bin (or into
+// the first node with ep.context_embed_mode=1), and each fused node becomes an EPContext node (SPEC §3).
+Status writeEpContextNodes(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fusedNodes, size_t count,
+                           OrtNode** epContextNodes) {
+  const Api& api = ep.api();
+  const EpConfig& config = ep.config();
+  std::vector<std::shared_ptr<const LoweredPartitionRun>> partitions;
+  for (size_t i = 0; i < count; ++i) {
+    CTX_ASSIGN_OR_RETURN(auto p, ep.plainGraphs().find(api, *graphs[i]));
+    partitions.push_back(std::move(p));
+  }
+  const PlainContext& context = *partitions[0]->context;
+  for (const auto& p : partitions)
+    if (p->context.get() != &context)
+      return makeError(ErrorCode::Internal, "fused nodes of one Compile call come from different graphs");
+  fs::path output = config.contextFilePath;
+  if (output.empty()) {
+    if (context.modelPath.empty())
+      return makeError(ErrorCode::InvalidArgument, "{}: a model from memory needs {} to name the compiled model",
+                       epcontext::kEpName, epcontext::option::kContextFilePath);
+    output = context.modelPath.parent_path() / (context.modelPath.stem().string() + "_ctx.onnx");
+  }
+  std::string outStem = output.stem().string();
+  if (outStem.size() > 4 && outStem.compare(outStem.size() - 4, 4, "_ctx") == 0) outStem.resize(outStem.size() - 4);
+  std::string binName = outStem + "_ctxkit.bin";
+  std::string embedded;
+  if (config.embedMode == 1) {
+    embedded.assign(reinterpret_cast<const char*>(context.bytes->data()), context.bytes->size());
+  } else {
+    fs::path bin = output.parent_path() / binName;
+    if (fs::exists(bin))
+      return makeError(ErrorCode::InvalidArgument, "{}: '{}' exists; ctxkit does not overwrite a context binary",
+                       epcontext::kEpName, bin.string());
+    CTX_RETURN_IF_ERROR(writeFileAtomically(bin, std::span(*context.bytes)));
+  }
+  const OrtModelEditorApi* editor = api.ort.GetModelEditorApi();
+  if (editor == nullptr) return makeError(ErrorCode::Unsupported, "this ONNX Runtime has no model editor API");
+  for (size_t i = 0; i < count; ++i) {
+    const LoweredPartitionRun& p = *partitions[i];
+    epcontext::NodeAttributes attrs = epcontext::ourNodeAttributes();
+    attrs.mainContext = i == 0 ? 1 : 0;
+    attrs.embedMode = config.embedMode;
+    if (i == 0) attrs.cacheContext = config.embedMode == 1 ? std::string_view(embedded) : std::string_view(binName);
+    attrs.onnxModelFilename = context.modelPath.filename().string();
+    attrs.hardwareArchitecture = context.targetId;
+    attrs.partitionName = p.name;
+    attrs.maxSize = static_cast<int64_t>(p.program->arenaBytes());
+    ir::Node node;
+    epcontext::writeNodeAttributes(attrs, node);
+    std::vector<OrtOpAttr*> ortAttrs;
+    Status st = Status::ok();
+    for (const auto& a : node.attrs.all()) {
+      OrtOpAttr* attr = nullptr;
+      OrtStatus* created = nullptr;
+      if (a.type == ir::AttrType::Int)
+        created = api.ort.CreateOpAttr(a.name.c_str(), &a.i, 1, ORT_OP_ATTR_INT, &attr);
+      else if (a.type == ir::AttrType::String)
+        created = api.ort.CreateOpAttr(a.name.c_str(), a.s.data(), static_cast<int>(a.s.size()), ORT_OP_ATTR_STRING, &attr);
+      else
+        continue;
+      st = fromOrtStatus(api, created, "CreateOpAttr");
+      if (!st) break;
+      ortAttrs.push_back(attr);
+    }
+    // ORT puts the EPContext node in place of the fused node of the same name; partition_name names the graph.
+    const char* fusedName = nullptr;
+    if (st) st = fromOrtStatus(api, api.ort.Node_GetName(fusedNodes[i], &fusedName), "Node_GetName");
+    std::vector<const char*> ins, outs;
+    for (const auto& n : p.inputs) ins.push_back(n.c_str());
+    for (const auto& n : p.outputs) outs.push_back(n.c_str());
+    if (st)
+      st = fromOrtStatus(api,
+                         editor->CreateNode(epcontext::kOpType, epcontext::kDomain, fusedName ? fusedName : "", ins.data(), ins.size(),
+                                            outs.data(), outs.size(), ortAttrs.data(), ortAttrs.size(), &epContextNodes[i]),
+                         "CreateNode (EPContext)");
+    for (OrtOpAttr* a : ortAttrs) api.ort.ReleaseOpAttr(a);  // CreateNode copied them
+    CTX_RETURN_IF_ERROR(st);
   }
   return Status::ok();
 }
@@ -250,15 +330,23 @@ OrtStatus* ORT_API_CALL compileImpl(OrtEp* self, const OrtGraph** graphs, const 
   try {
     std::vector<std::unique_ptr<NodeCompute>> computes;
     Status st = compile(ep, graphs, fusedNodes, count, computes);
+    if (st && epContextNodes && ep.config().contextEnable) {
+      auto plain = ourEpContextNodes(ep.api(), *graphs[0]);
+      if (plain && plain->empty()) st = writeEpContextNodes(ep, graphs, fusedNodes, count, epContextNodes);
+    }
     if (!st) return toOrtStatus(ep.api(), st.error());
     for (size_t i = 0; i < count; ++i) {
       computeInfos[i] = computes[i].release();
-      if (epContextNodes) epContextNodes[i] = nullptr;  // the nodes already are EPContext nodes
+
     }
     return nullptr;
   } catch (const std::exception& e) {
     return ep.api().ort.CreateStatus(ORT_FAIL, fmt::format("{}: Compile: {}", epcontext::kEpName, e.what()).c_str());
   }
+}
+
+const char* ORT_API_CALL getCompatibilityInfo(OrtEp* self, const OrtGraph*) noexcept {
+  return static_cast<CtxKitEp*>(self)->compatibilityInfo.c_str();
 }
 
 void ORT_API_CALL releaseNodeComputeInfos(OrtEp*, OrtNodeComputeInfo** infos, size_t count) noexcept {
@@ -288,6 +376,12 @@ Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options
   config.shareContexts = share == "1";
   CTX_ASSIGN_OR_RETURN(std::string enable, sessionConfigEntry(api, options, epcontext::option::kContextEnable, "0"));
   config.contextEnable = enable == "1";
+  CTX_ASSIGN_OR_RETURN(std::string embed, sessionConfigEntry(api, options, epcontext::option::kContextEmbedMode, "0"));
+  if (embed != "0" && embed != "1")
+    return makeError(ErrorCode::InvalidArgument, "{} is '{}'; expected 0 or 1", epcontext::option::kContextEmbedMode, embed);
+  config.embedMode = embed == "1" ? 1 : 0;
+  CTX_ASSIGN_OR_RETURN(config.nodeNamePrefix,
+                       sessionConfigEntry(api, options, epcontext::option::kContextNodeNamePrefix, ""));
   CTX_ASSIGN_OR_RETURN(std::string strict,
                        sessionConfigEntry(api, options, "session.fail_on_suboptimal_compiled_model", "0"));
   config.failOnSuboptimal = strict == "1";
@@ -301,6 +395,15 @@ CtxKitEp::CtxKitEp(const Api& api, EpConfig config)
   GetCapability = getCapabilityImpl;
   Compile = compileImpl;
   ReleaseNodeComputeInfos = releaseNodeComputeInfos;
+  GetCompiledModelCompatibilityInfo = getCompatibilityInfo;
+  epcontext::CompatibilityInfo info;
+  info.formatMajor = format::kFormatMajor;
+  info.formatMinor = format::kFormatMinor;
+  if (auto target = partitioner::loadTarget(config_.target)) {
+    info.targetId = target->hardwareArchitecture;
+    info.targetRevision = target->revision;
+  }
+  compatibilityInfo = epcontext::formatCompatibilityInfo(info);
 }
 
 }  // namespace ctxkit::ort_ep

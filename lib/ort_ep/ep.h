@@ -19,7 +19,9 @@ struct EpConfig {
   std::filesystem::path contextFilePath;  // ep.context_file_path: fixes the folder .bin paths resolve against
   bool shareContexts = false;             // ep.share_ep_contexts
   bool failOnSuboptimal = false;          // session.fail_on_suboptimal_compiled_model
-  bool contextEnable = false;             // ep.context_enable: write an EPContext model (not yet from ORT)
+  bool contextEnable = false;             // ep.context_enable: ORT writes an EPContext model with our nodes
+  int embedMode = 0;                      // ep.context_embed_mode
+  std::string nodeNamePrefix;             // ep.context_node_name_prefix
 };
 
 // Reads the EP options (ORT stores them as session config entries "ep.<lower-case EP name>.<key>") and the
@@ -33,6 +35,8 @@ public:
   const EpConfig& config() const { return config_; }
   PlainGraphCache& plainGraphs() { return plain_; }
   kernels::ThreadPool& pool() { return *pool_; }
+  // The compatibility string ORT writes to a compiled model's metadata (set in GetCompiledModelCompatibilityInfo).
+  std::string compatibilityInfo;
 
 private:
   Api api_;

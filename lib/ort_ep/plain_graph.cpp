@@ -33,37 +33,6 @@ std::set<std::string> usedOutside(const ir::Graph& graph, const partitioner::Par
   return used;
 }
 
-// Lowers partition `p` into a context of its own (in memory) and binds its program, as the runtime loads one.
-Expected<std::shared_ptr<const LoweredPartitionRun>> lower(const ir::Graph& graph, const analysis::GraphFacts& facts,
-                                                            const partitioner::PartitionPlan& plan, int p,
-                                                            const partitioner::Target& target, const std::string& name,
-                                                            const std::string& sourceModel) {
-  weightshare::WeightPool pool;
-  auto intern = [&](const ir::Tensor& t) { return pool.intern(t); };
-  codegen::LowerOptions options;
-  options.name = name;
-  CTX_ASSIGN_OR_RETURN(auto lowered, codegen::lowerPartition(graph, facts, plan.partitions[static_cast<size_t>(p)],
-                                                             usedOutside(graph, plan, p), intern, options));
-  format::CompatInfo compat{epcontext::kProducer, epcontext::kVersion, target.hardwareArchitecture, target.revision};
-  format::ContainerWriter writer(compat, format::WriterOptions{target.weightAlignment});
-  for (const auto& w : pool.weights())  // in pool order: the program's weight indices
-    CTX_RETURN_IF_ERROR(writer.addWeight(w.tensor.type(), w.tensor.shape(), w.tensor.bytes(), w.hash).status());
-  CTX_RETURN_IF_ERROR(writer.addGraph(name, sourceModel, program::serialize(lowered.program)));
-  // The weights are copied here: nothing refers to ORT's initializer buffers after this.
-  CTX_ASSIGN_OR_RETURN(auto bytes, writer.serialize());
-  auto owner = std::make_shared<const std::vector<std::byte>>(std::move(bytes));
-  CTX_ASSIGN_OR_RETURN(auto view, format::ContainerView::open(std::span(*owner), owner, name));
-  auto context = std::make_shared<const format::ContainerView>(std::move(view));
-  CTX_ASSIGN_OR_RETURN(auto program, program::deserialize(context->programBytes(0), context->weights().size(), name));
-  CTX_ASSIGN_OR_RETURN(auto compiled, runtime::CompiledProgram::create(std::move(program), context, name));
-  auto run = std::make_shared<LoweredPartitionRun>();
-  run->name = name;
-  run->program = std::move(compiled);
-  run->inputs = std::move(lowered.inputs);
-  run->outputs = std::move(lowered.outputs);
-  return std::shared_ptr<const LoweredPartitionRun>(std::move(run));
-}
-
 }  // namespace
 
 Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, const OrtGraph& graph,
@@ -79,26 +48,73 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   auto facts = analysis::analyzeGraph(g, {});
   if (!facts) return Status::ok();  // a graph ctxkit cannot analyze is ORT's alone
   partitioner::PartitionPlan plan = partitioner::partitionGraph(g, *facts, target);
+
+  // Lower every partition into one context, as ctxgen does: one weight pool, each identical weight stored once.
+  weightshare::WeightPool pool;
+  auto intern = [&](const ir::Tensor& t) { return pool.intern(t); };
+  struct Claimed {
+    size_t partition;
+    std::string name;
+    std::vector<std::string> inputs, outputs;
+    program::Program program;
+  };
+  std::vector<Claimed> claimed;
   for (size_t p = 0; p < plan.partitions.size(); ++p) {
     const auto& nodes = plan.partitions[p].nodes;
     bool nested = std::any_of(nodes.begin(), nodes.end(), [&](size_t i) {
       return std::find(read.hasSubgraphs.begin(), read.hasSubgraphs.end(), i) != read.hasSubgraphs.end();
     });
     if (nested || nodes.empty()) continue;
-    std::string name = fmt::format("{}_ctxkit_{}", stem, p);
-    auto lowered = lower(g, *facts, plan, static_cast<int>(p), target, name, modelPath.filename().string());
+    std::string name = fmt::format("{}{}_ctxkit_{}", config.nodeNamePrefix, stem, claimed.size());
+    codegen::LowerOptions options;
+    options.name = name;
+    auto lowered = codegen::lowerPartition(g, *facts, plan.partitions[p], usedOutside(g, plan, static_cast<int>(p)), intern, options);
     if (!lowered) return lowered.takeError().addContext(fmt::format("{}: partition {}", stem, name));
+    claimed.push_back({p, name, std::move(lowered->inputs), std::move(lowered->outputs), std::move(lowered->program)});
+  }
+  if (claimed.empty()) return Status::ok();
+
+  format::CompatInfo compat{epcontext::kProducer, epcontext::kVersion, target.hardwareArchitecture, target.revision};
+  format::ContainerWriter writer(compat, format::WriterOptions{target.weightAlignment});
+  for (const auto& w : pool.weights())  // in pool order: the programs' weight indices
+    CTX_RETURN_IF_ERROR(writer.addWeight(w.tensor.type(), w.tensor.shape(), w.tensor.bytes(), w.hash).status());
+  for (const auto& c : claimed)
+    CTX_RETURN_IF_ERROR(writer.addGraph(c.name, modelPath.filename().string(), program::serialize(c.program)));
+  // The weights are copied here: nothing refers to ORT's initializer buffers after this.
+  CTX_ASSIGN_OR_RETURN(auto bytes, writer.serialize());
+  auto context = std::make_shared<PlainContext>();
+  context->bytes = std::make_shared<const std::vector<std::byte>>(std::move(bytes));
+  context->modelPath = modelPath;
+  context->targetId = target.hardwareArchitecture;
+  context->targetRevision = target.revision;
+  CTX_ASSIGN_OR_RETURN(auto view, format::ContainerView::open(std::span(*context->bytes), context->bytes, stem));
+  auto shared = std::make_shared<const format::ContainerView>(std::move(view));
+
+  for (size_t k = 0; k < claimed.size(); ++k) {
+    Claimed& c = claimed[k];
+    const format::GraphInfo* info = shared->findGraph(c.name);
+    if (!info) return makeError(ErrorCode::Internal, "{}: graph '{}' missing from the context just written", stem, c.name);
+    size_t index = static_cast<size_t>(info - shared->graphs().data());
+    CTX_ASSIGN_OR_RETURN(auto program, program::deserialize(shared->programBytes(index), shared->weights().size(), c.name));
+    CTX_ASSIGN_OR_RETURN(auto compiled, runtime::CompiledProgram::create(std::move(program), shared, c.name));
+    auto run = std::make_shared<LoweredPartitionRun>();
+    run->name = c.name;
+    run->program = std::move(compiled);
+    run->inputs = std::move(c.inputs);
+    run->outputs = std::move(c.outputs);
+    run->context = context;
+    const auto& nodes = plan.partitions[c.partition].nodes;
     {
       std::lock_guard lock(mutex_);
       for (size_t i : nodes)
         for (const auto& out : g.nodes[i].outputs)
-          if (!out.empty()) byOutput_[out] = *lowered;
+          if (!out.empty()) byOutput_[out] = run;
     }
     std::vector<const OrtNode*> fuse;
     for (size_t i : nodes) fuse.push_back(read.nodes[i]);
     OrtNodeFusionOptions options{};
     options.ort_version_supported = ORT_API_VERSION;
-    options.drop_constant_initializers = true;  // the weights live in the partition's own context
+    options.drop_constant_initializers = true;  // the weights live in the context
     CTX_ORT_RETURN_IF_ERROR(api, api.ep.EpGraphSupportInfo_AddNodesToFuse(&support, fuse.data(), fuse.size(), &options));
   }
   return Status::ok();

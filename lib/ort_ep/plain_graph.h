@@ -6,6 +6,7 @@
 #include "ort_ep/ort_api.h"
 #include "runtime/compiled_program.h"
 
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,12 +17,22 @@ namespace ctxkit::ort_ep {
 
 struct EpConfig;
 
-// One lowered partition, ready to run: its program bound to an in-memory context, and its boundary values.
+// The context of every partition of one graph (one weight pool: each identical weight once), in memory; written as
+// the .bin (or embedded) when ORT asks for an EPContext model.
+struct PlainContext {
+  std::shared_ptr<const std::vector<std::byte>> bytes;
+  std::filesystem::path modelPath;  // the source model, when ORT knows it
+  std::string targetId;
+  std::string targetRevision;
+};
+
+// One lowered partition, ready to run: its program bound to the in-memory context, and its boundary values.
 struct LoweredPartitionRun {
-  std::string name;  // <model stem>_ctxkit_<n>
+  std::string name;  // [prefix]<model stem>_ctxkit_<n>: the graph's name in the context
   std::shared_ptr<const runtime::CompiledProgram> program;
-  std::vector<std::string> inputs;   // in program input order
-  std::vector<std::string> outputs;  // in program output order
+  std::vector<std::string> inputs;   // in program input order (= the EPContext node's inputs)
+  std::vector<std::string> outputs;  // in program output order (= the EPContext node's outputs)
+  std::shared_ptr<const PlainContext> context;
 };
 
 // Partitions lowered in GetCapability, found again in Compile by any output name of their nodes.

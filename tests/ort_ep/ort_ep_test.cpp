@@ -470,19 +470,55 @@ TEST_CASE("a plain model: ctxkit partitions and lowers it through ORT's graph AP
     for (auto& th : threads) th.join();
     CHECK(wrong == 0);
   }
-  SECTION("ep.context_enable=1 is refused, saying so, until ctxkit writes EPContext models from ORT") {
-    TempDir out("ort_ep_plain_ctx");
-    SessionConfig config;
-    config.entries[epcontext::option::kContextEnable] = "1";
-    config.entries[epcontext::option::kContextFilePath] = (out / "tiny_cnn_ctx.onnx").string();
-    std::string message;
-    try {
-      Ort::Session s = ctxkitSession(sample("tiny_cnn"), config);
-    } catch (const Ort::Exception& e) {
-      message = e.what();
+}
+
+TEST_CASE("ep.context_enable=1: ORT + ctxkit write _ctx.onnx + .bin that ctxrun and ORT + ctxkit both run", "[compile]") {
+  TempDir out("ort_ep_compile");
+  fs::path target = writeNoSoftmaxTarget(out.path());
+  struct Case {
+    const char* stem;
+    int embed;
+    bool noSoftmax;
+  };
+  for (Case k : {Case{"tiny_prefill", 0, false}, Case{"tiny_cnn", 1, false}, Case{"tiny_prefill", 0, true}}) {
+    DYNAMIC_SECTION(k.stem << " embed_mode=" << k.embed << (k.noSoftmax ? " with fallback nodes" : "")) {
+      fs::path dir = out / (std::string(k.stem) + std::to_string(k.embed) + (k.noSoftmax ? "f" : ""));
+      fs::create_directories(dir);
+      fs::path ctx = dir / (std::string(k.stem) + "_ctx.onnx");
+      SessionConfig config;
+      config.entries[epcontext::option::kContextEnable] = "1";
+      config.entries[epcontext::option::kContextFilePath] = ctx.string();
+      config.entries[epcontext::option::kContextEmbedMode] = std::to_string(k.embed);
+      config.entries[epcontext::option::kContextNodeNamePrefix] = "ort_";
+      if (k.noSoftmax) config.epOptions["target"] = target.string();
+      { Ort::Session compiling = ctxkitSession(sample(k.stem), config); }
+      REQUIRE(fs::exists(ctx));
+      fs::path bin = dir / (std::string(k.stem) + "_ctxkit.bin");
+      CHECK(fs::exists(bin) == (k.embed == 0));
+      size_t epNodes = countNodes(ctx, true), fallback = countNodes(ctx, false);
+      CHECK(epNodes >= 1);
+      if (k.noSoftmax) CHECK(fallback >= 2);
+      auto model = onnx_io::loadModel(ctx);
+      REQUIRE(model.isOk());
+      for (const auto& n : model->graph.nodes)
+        if (n.kind == ir::OpKind::EPContext) {
+          CHECK(epcontext::readNodeAttributes(n).partitionName.rfind("ort_", 0) == 0);
+          CHECK(epcontext::isOurNode(n));
+        }
+      CHECK(model->findMetadata(epcontext::compatibilityMetadataKey()) != nullptr);
+      // ctxrun runs what ORT compiled, against the sample's expected output.
+      fs::path data = fs::path(CTXKIT_SAMPLES_DIR) / k.stem / "test_data_set_0";
+      auto r = runTool(CTXKIT_CTXRUN, {ctx.string(), "--inputs", data.string(), "--expected", data.string()});
+      INFO(r.out << r.err);
+      CHECK(r.exitCode == 0);
+      // ORT + ctxkit run it too, matching ORT's CPU EP on the source.
+      Comparison c = matchesCpu(ctx, sample(k.stem));
+      INFO(c.detail);
+      CHECK(c.ok);
+      std::cout << "ort_ep: compiled through ORT: " << k.stem << " embed_mode=" << k.embed << ": " << epNodes
+                << " EPContext + " << fallback << " fallback nodes; ctxrun exit " << r.exitCode
+                << "; ORT + ctxkit max |diff| " << c.maxAbsDiff << "\n";
     }
-    INFO(message);
-    CHECK(message.find("not implemented yet") != std::string::npos);
   }
 }
 
