@@ -522,6 +522,40 @@ TEST_CASE("ep.context_enable=1: ORT + ctxkit write _ctx.onnx + .bin that ctxrun 
   }
 }
 
+TEST_CASE("ORT's compile API (ModelCompilationOptions + CompileModel) with ctxkit; a compiled model is not compiled again",
+          "[compile]") {
+  TempDir out("ort_ep_compile_api");
+  fs::path ctx = out / "decode_ctx.onnx";
+  Ort::SessionOptions options = ctxkitOptions({});
+  Ort::ModelCompilationOptions compile(env(), options);
+  std::string source = sample("tiny_decode");
+  compile.SetInputModelPath(source.c_str());
+  compile.SetOutputModelPath(ctx.c_str());
+  compile.SetEpContextEmbedMode(false);
+  Ort::Status status = Ort::CompileModel(env(), compile);
+  INFO((status.IsOK() ? std::string() : status.GetErrorMessage()));
+  REQUIRE(status.IsOK());
+  REQUIRE(fs::exists(ctx));
+  CHECK(fs::exists(out / "decode_ctxkit.bin"));
+  CHECK(countNodes(ctx, true) == 1);
+  fs::path data = fs::path(CTXKIT_SAMPLES_DIR) / "tiny_decode" / "test_data_set_0";
+  auto r = runTool(CTXKIT_CTXRUN, {ctx.string(), "--inputs", data.string(), "--expected", data.string()});
+  INFO(r.out << r.err);
+  CHECK(r.exitCode == 0);
+  Comparison c = matchesCpu(ctx, source);
+  INFO(c.detail);
+  CHECK(c.ok);
+
+  Ort::ModelCompilationOptions again(env(), options);
+  again.SetInputModelPath(ctx.c_str());
+  fs::path twice = out / "twice_ctx.onnx";
+  again.SetOutputModelPath(twice.c_str());
+  Ort::Status second = Ort::CompileModel(env(), again);
+  REQUIRE(!second.IsOK());  // ORT refuses to compile an EPContext model again
+  INFO(second.GetErrorMessage());
+  CHECK(!fs::exists(twice));
+}
+
 #ifdef CTXKIT_ORT_APP
 TEST_CASE("samples/ort_app: the how-to runs a _ctx.onnx on each way of picking ctxkit and matches ORT's CPU EP", "[app]") {
   TempDir out("ort_ep_app");

@@ -29,6 +29,7 @@ struct SessionConfig {
   OrtHardwareDeviceType device = OrtHardwareDeviceType_CPU;
   bool recordAssignment = true;
 };
+Ort::SessionOptions ctxkitOptions(const SessionConfig& config);
 Ort::Session ctxkitSession(const std::filesystem::path& model, const SessionConfig& config = {});
 // A model from memory: ORT knows no model path, so relative .bin paths need ep.context_file_path.
 Ort::Session ctxkitSessionFromBytes(const std::string& bytes, const SessionConfig& config = {});
