@@ -197,7 +197,21 @@ Status writeEpContextNodes(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode*
   if (outStem.size() > 4 && outStem.compare(outStem.size() - 4, 4, "_ctx") == 0) outStem.resize(outStem.size() - 4);
   std::string binName = outStem + "_ctxkit.bin";
   std::string embedded;
-  if (config.embedMode == 1) {
+  if (config.shareContexts) {
+    SharedCompile& shared = SharedCompile::instance();
+    std::lock_guard lock(shared.mutex());
+    binName = shared.binName(outStem);
+    for (const auto& p : partitions)
+      CTX_RETURN_IF_ERROR(shared.addGraph(p->name, context.modelPath.filename().string(), p->programBytes));
+    if (config.stopShareContexts) {
+      fs::path bin = output.parent_path() / binName;
+      if (fs::exists(bin))
+        return makeError(ErrorCode::InvalidArgument, "{}: '{}' exists; ctxkit does not overwrite a context binary",
+                         epcontext::kEpName, bin.string());
+      CTX_ASSIGN_OR_RETURN(auto target, partitioner::loadTarget(config.target));
+      CTX_RETURN_IF_ERROR(shared.writeAndReset(bin, context.targetId, context.targetRevision, target.weightAlignment));
+    }
+  } else if (config.embedMode == 1) {
     embedded.assign(reinterpret_cast<const char*>(context.bytes->data()), context.bytes->size());
   } else {
     fs::path bin = output.parent_path() / binName;
@@ -380,6 +394,11 @@ Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options
   if (embed != "0" && embed != "1")
     return makeError(ErrorCode::InvalidArgument, "{} is '{}'; expected 0 or 1", epcontext::option::kContextEmbedMode, embed);
   config.embedMode = embed == "1" ? 1 : 0;
+  CTX_ASSIGN_OR_RETURN(std::string stop, sessionConfigEntry(api, options, epcontext::option::kStopShareEpContexts, "0"));
+  config.stopShareContexts = stop == "1";
+  if (config.contextEnable && config.shareContexts && config.embedMode == 1)
+    return makeError(ErrorCode::InvalidArgument, "{}=1 with {}=1: sharing a context needs a file", epcontext::option::kShareEpContexts,
+                     epcontext::option::kContextEmbedMode);
   CTX_ASSIGN_OR_RETURN(config.nodeNamePrefix,
                        sessionConfigEntry(api, options, epcontext::option::kContextNodeNamePrefix, ""));
   CTX_ASSIGN_OR_RETURN(std::string strict,

@@ -21,6 +21,7 @@ struct EpConfig {
   bool failOnSuboptimal = false;          // session.fail_on_suboptimal_compiled_model
   bool contextEnable = false;             // ep.context_enable: ORT writes an EPContext model with our nodes
   int embedMode = 0;                      // ep.context_embed_mode
+  bool stopShareContexts = false;         // ep.stop_share_ep_contexts: this session completes the shared .bin
   std::string nodeNamePrefix;             // ep.context_node_name_prefix
 };
 

@@ -50,8 +50,17 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   partitioner::PartitionPlan plan = partitioner::partitionGraph(g, *facts, target);
 
   // Lower every partition into one context, as ctxgen does: one weight pool, each identical weight stored once.
-  weightshare::WeightPool pool;
-  auto intern = [&](const ir::Tensor& t) { return pool.intern(t); };
+  // With ep.share_ep_contexts=1 while compiling, the process-wide pool (weights copied: they outlive this session).
+  bool sharing = config.contextEnable && config.shareContexts;
+  std::unique_lock<std::mutex> sharedLock;
+  if (sharing) sharedLock = std::unique_lock(SharedCompile::instance().mutex());
+  weightshare::WeightPool localPool;
+  weightshare::WeightPool& pool = sharing ? SharedCompile::instance().pool() : localPool;
+  auto intern = [&](const ir::Tensor& t) -> Expected<uint32_t> {
+    if (!sharing) return pool.intern(t);
+    CTX_ASSIGN_OR_RETURN(auto owned, ir::Tensor::copyOf(t.type(), t.shape(), t.bytes()));
+    return pool.intern(owned);
+  };
   struct Claimed {
     size_t partition;
     std::string name;
@@ -103,6 +112,7 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
     run->inputs = std::move(c.inputs);
     run->outputs = std::move(c.outputs);
     run->context = context;
+    run->programBytes = program::serialize(c.program);
     const auto& nodes = plan.partitions[c.partition].nodes;
     {
       std::lock_guard lock(mutex_);
@@ -129,6 +139,43 @@ Expected<std::shared_ptr<const LoweredPartitionRun>> PlainGraphCache::find(const
       if (auto it = byOutput_.find(o); it != byOutput_.end()) return it->second;
   }
   return makeError(ErrorCode::Internal, "a fused graph of {} nodes matches no partition ctxkit claimed", nodes.size());
+}
+
+}  // namespace ctxkit::ort_ep
+
+namespace ctxkit::ort_ep {
+
+SharedCompile& SharedCompile::instance() {
+  static SharedCompile* shared = new SharedCompile();  // lives as long as the process: sessions come and go
+  return *shared;
+}
+
+std::string SharedCompile::binName(const std::string& outputStem) {
+  if (binName_.empty()) binName_ = outputStem + "_ctxkit.bin";
+  return binName_;
+}
+
+Status SharedCompile::addGraph(const std::string& name, const std::string& sourceModel, std::vector<std::byte> program) {
+  for (const auto& g : graphs_)
+    if (g.name == name)
+      return makeError(ErrorCode::InvalidArgument, "graph name '{}' is used twice in one shared context (models with the same stem?)",
+                       name);
+  graphs_.push_back({name, sourceModel, std::move(program)});
+  return Status::ok();
+}
+
+Status SharedCompile::writeAndReset(const fs::path& path, const std::string& targetId, const std::string& revision,
+                                    uint64_t alignment) {
+  format::CompatInfo compat{epcontext::kProducer, epcontext::kVersion, targetId, revision};
+  format::ContainerWriter writer(compat, format::WriterOptions{alignment});
+  for (const auto& w : pool_.weights())
+    CTX_RETURN_IF_ERROR(writer.addWeight(w.tensor.type(), w.tensor.shape(), w.tensor.bytes(), w.hash).status());
+  for (const auto& g : graphs_) CTX_RETURN_IF_ERROR(writer.addGraph(g.name, g.sourceModel, g.program));
+  CTX_RETURN_IF_ERROR(writer.write(path));
+  pool_ = weightshare::WeightPool();
+  graphs_.clear();
+  binName_.clear();
+  return Status::ok();
 }
 
 }  // namespace ctxkit::ort_ep

@@ -5,6 +5,7 @@
 
 #include "ort_ep/ort_api.h"
 #include "runtime/compiled_program.h"
+#include "weightshare/weight_pool.h"
 
 #include <filesystem>
 #include <map>
@@ -33,6 +34,33 @@ struct LoweredPartitionRun {
   std::vector<std::string> inputs;   // in program input order (= the EPContext node's inputs)
   std::vector<std::string> outputs;  // in program output order (= the EPContext node's outputs)
   std::shared_ptr<const PlainContext> context;
+  std::vector<std::byte> programBytes;  // serialized, for the shared context of ep.share_ep_contexts
+};
+
+// ep.share_ep_contexts=1 while compiling: every session of the process lowers into one weight pool (weights copied,
+// so they outlive the sessions) and adds its graphs; the session with ep.stop_share_ep_contexts=1 writes the one
+// context binary, named after the first model (ORT's flow for LLM prefill/decode pairs).
+class SharedCompile {
+public:
+  static SharedCompile& instance();
+  std::mutex& mutex() { return mutex_; }
+  weightshare::WeightPool& pool() { return pool_; }
+  // The .bin name the group's models reference: fixed by the first model that adds its graphs.
+  std::string binName(const std::string& outputStem);
+  Status addGraph(const std::string& name, const std::string& sourceModel, std::vector<std::byte> program);
+  // Writes the shared context to `path` and starts a new group.
+  Status writeAndReset(const std::filesystem::path& path, const std::string& targetId, const std::string& revision,
+                       uint64_t alignment);
+
+private:
+  std::mutex mutex_;
+  weightshare::WeightPool pool_;
+  std::string binName_;
+  struct Graph {
+    std::string name, sourceModel;
+    std::vector<std::byte> program;
+  };
+  std::vector<Graph> graphs_;
 };
 
 // Partitions lowered in GetCapability, found again in Compile by any output name of their nodes.

@@ -556,6 +556,48 @@ TEST_CASE("ORT's compile API (ModelCompilationOptions + CompileModel) with ctxki
   CHECK(!fs::exists(twice));
 }
 
+TEST_CASE("weight sharing the ORT way: ep.share_ep_contexts=1 sessions, the last with ep.stop_share_ep_contexts=1, "
+          "write one .bin holding every identical weight once", "[compile]") {
+  TempDir out("ort_ep_sharecompile");
+  for (const char* stem : {"tiny_prefill", "tiny_decode"}) {
+    SessionConfig config;
+    config.entries[epcontext::option::kContextEnable] = "1";
+    config.entries[epcontext::option::kContextFilePath] = (out / (std::string(stem) + "_ctx.onnx")).string();
+    config.entries[epcontext::option::kShareEpContexts] = "1";
+    if (std::string(stem) == "tiny_decode") config.entries[epcontext::option::kStopShareEpContexts] = "1";
+    Ort::Session compiling = ctxkitSession(sample(stem), config);
+  }
+  fs::path bin = out / "tiny_prefill_ctxkit.bin";
+  REQUIRE(fs::exists(bin));
+  CHECK(!fs::exists(out / "tiny_decode_ctxkit.bin"));
+  // The same two models compiled apart: the shared .bin holds the block's weights once, not twice.
+  TempDir apart("ort_ep_sharecompile_apart");
+  uint64_t apartBytes = 0;
+  for (const char* stem : {"tiny_prefill", "tiny_decode"}) {
+    SessionConfig config;
+    config.entries[epcontext::option::kContextEnable] = "1";
+    config.entries[epcontext::option::kContextFilePath] = (apart / (std::string(stem) + "_ctx.onnx")).string();
+    { Ort::Session compiling = ctxkitSession(sample(stem), config); }
+    apartBytes += fs::file_size(apart / (std::string(stem) + "_ctxkit.bin"));
+  }
+  uint64_t sharedBytes = fs::file_size(bin);
+  std::cout << "ort_ep: shared compile through ORT: one .bin of " << sharedBytes << " bytes; compiled apart: "
+            << apartBytes << " bytes in two\n";
+  CHECK(sharedBytes * 10 < apartBytes * 6);  // the block's weights (about 131 KiB) are stored once
+  for (const char* stem : {"tiny_prefill", "tiny_decode"}) {
+    fs::path ctx = out / (std::string(stem) + "_ctx.onnx");
+    fs::path data = fs::path(CTXKIT_SAMPLES_DIR) / stem / "test_data_set_0";
+    auto r = runTool(CTXKIT_CTXRUN, {ctx.string(), "--inputs", data.string(), "--expected", data.string()});
+    INFO(stem << ": " << r.out << r.err);
+    CHECK(r.exitCode == 0);
+    SessionConfig share;
+    share.entries[epcontext::option::kShareEpContexts] = "1";
+    Comparison c = matchesCpu(ctx, sample(stem), share);
+    INFO(c.detail);
+    CHECK(c.ok);
+  }
+}
+
 #ifdef CTXKIT_ORT_APP
 TEST_CASE("samples/ort_app: the how-to runs a _ctx.onnx on each way of picking ctxkit and matches ORT's CPU EP", "[app]") {
   TempDir out("ort_ep_app");
