@@ -598,6 +598,52 @@ TEST_CASE("weight sharing the ORT way: ep.share_ep_contexts=1 sessions, the last
   }
 }
 
+TEST_CASE("a corpus model (PP-OCR direction classifier) with free dimension overrides: ctxkit sees the static shapes, "
+          "runs the graph and compiles it through ORT", "[corpus]") {
+  fs::path model = fs::path(CTXKIT_MODELS_DIR) / "ch_ppocr_mobile_v2.0_cls_infer.onnx";
+  if (!fs::exists(model)) {
+    std::cout << "ort_ep: corpus model not in the cache (" << model << "): run scripts/fetch_test_assets.sh\n";
+    return;
+  }
+  SessionConfig config;
+  config.entries["session.record_ep_graph_assignment_info"] = "1";
+  auto sessionWithOverrides = [&](const fs::path& m, SessionConfig c) {
+    Ort::SessionOptions options = ctxkitOptions(c);
+    options.AddFreeDimensionOverrideByName("p2o.DynamicDimension.0", 1);
+    options.AddFreeDimensionOverrideByName("p2o.DynamicDimension.1", 48);
+    options.AddFreeDimensionOverrideByName("p2o.DynamicDimension.2", 192);
+    return Ort::Session(env(), m.c_str(), options);
+  };
+  Ort::Session ours = sessionWithOverrides(model, config);
+  auto byEp = assignment(ours);
+  size_t onCtxkit = byEp[epcontext::kEpName].size(), onCpu = 0;
+  for (const auto& [ep, ops] : byEp)
+    if (ep != epcontext::kEpName) onCpu += ops.size();
+  Ort::Session reference = cpuSession(model);
+  Feeds feeds = makeFeeds(ours, 21);  // the overridden, static input shape
+  Comparison c = compare(run(ours, feeds), run(reference, feeds));
+  INFO(c.detail);
+  CHECK(c.ok);
+  CHECK(onCtxkit > 100);
+  std::cout << "ort_ep: PP-OCR cls in ORT + ctxkit: " << onCtxkit << " nodes on ctxkit, " << onCpu
+            << " on ORT's CPU EP; max |diff| " << c.maxAbsDiff << "\n";
+
+  TempDir out("ort_ep_corpus");
+  fs::path ctx = out / "cls_ctx.onnx";
+  SessionConfig compile;
+  compile.entries[epcontext::option::kContextEnable] = "1";
+  compile.entries[epcontext::option::kContextFilePath] = ctx.string();
+  { Ort::Session compiling = sessionWithOverrides(model, compile); }
+  REQUIRE(fs::exists(ctx));
+  Ort::Session loaded = ctxkitSession(ctx);
+  Comparison l = compare(run(loaded, feeds), run(reference, feeds));
+  INFO(l.detail);
+  CHECK(l.ok);
+  auto r = runTool(CTXKIT_CTXRUN, {ctx.string()});
+  INFO(r.out << r.err);
+  CHECK(r.exitCode == 0);
+}
+
 #ifdef CTXKIT_ORT_APP
 TEST_CASE("samples/ort_app: the how-to runs a _ctx.onnx on each way of picking ctxkit and matches ORT's CPU EP", "[app]") {
   TempDir out("ort_ep_app");
