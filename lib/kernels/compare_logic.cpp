@@ -1,5 +1,5 @@
 // Comparisons (Equal, Greater, Less, GreaterOrEqual, LessOrEqual), logic (Not, And, Or), Where, variadic
-// Max/Min and Clip: broadcasting elementwise ops that select or compare rather than compute.
+// Max/Min/Sum/Mean and Clip: broadcasting elementwise ops that select or compare rather than compute.
 #include "kernels/broadcast_apply.h"
 
 #include <cstring>
@@ -130,7 +130,8 @@ InferResult inferMinMax(const OpContext& ctx, InDescs inputs, size_t outputCount
 
 Status runMinMax(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   ir::Tensor& y = *outputs[0];
-  bool isMax = ctx.kind == ir::OpKind::Max;
+  const ir::OpKind kind = ctx.kind;
+  bool isMax = kind == ir::OpKind::Max;
   return visitType<kNativeNumeric>(y.type(), [&](auto tag) -> Status {
     using T = decltype(tag);
     T* out = y.mutableDataAs<T>();
@@ -150,6 +151,10 @@ Status runMinMax(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
         for (int64_t i = 0; i < n; ++i) {
           T& o = out[off[0] + i];
           T v = p[off[1] + i * st[1]];
+          if (kind == ir::OpKind::Sum || kind == ir::OpKind::Mean) {
+            o = static_cast<T>(o + v);
+            continue;
+          }
           if constexpr (std::is_floating_point_v<T>) {
             if (std::isnan(v) || std::isnan(o)) {
               o = std::numeric_limits<T>::quiet_NaN();
@@ -159,6 +164,10 @@ Status runMinMax(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
           o = isMax ? (v > o ? v : o) : (v < o ? v : o);
         }
       });
+    }
+    if (kind == ir::OpKind::Mean) {
+      const auto count = static_cast<T>(inputs.size());
+      for (uint64_t i = 0; i < y.elementCount(); ++i) out[i] = static_cast<T>(out[i] / count);
     }
     return Status::ok();
   });

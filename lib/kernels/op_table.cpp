@@ -62,6 +62,35 @@ const OpEntry* detail::findEntry(OpKind kind) {
   static const OpEntry softmaxLike{inferSoftmax, runLogSoftmaxOrHardmax, kFloats, true};
   static const OpEntry mod{inferMod, runMod, kNumericTypes, true};
   static const OpEntry trilu{inferTrilu, runTrilu, kFixedSizeTypes, false};
+  static const OpEntry quantize{inferQuantize, runQuantize, kFloats | typeBit(ElemType::Int32), false};
+  static const OpEntry dequantize{inferQuantize, runQuantize,
+                                  kIntTypes | typeBit(ElemType::Int4) | typeBit(ElemType::Uint4) |
+                                      typeBit(ElemType::Float8E4M3FN) | typeBit(ElemType::Float8E4M3FNUZ) |
+                                      typeBit(ElemType::Float8E5M2) | typeBit(ElemType::Float8E5M2FNUZ) |
+                                      typeBit(ElemType::Float4E2M1),
+                                  false};
+  static const OpEntry rotary{inferRotary, runRotary, kFloats, true};
+  static const OpEntry globalMaxPool{inferGlobalPool, runGlobalAveragePool, kFloats, true};
+  static const OpEntry einsum{inferEinsum, runEinsum, kNumericTypes, true};
+  static const OpEntry bitCast{inferBitCast, runBitCast, kFixedSizeTypes, false};
+  static const OpEntry attention{inferAttention, runAttention, kFloats, true};
+  static const OpEntry loss{inferLoss, runLoss, kFloats, true};
+  static const OpEntry gatherElements{inferGatherElements, runGatherElements, kFixedSizeTypes, false};
+  static const OpEntry scatterElements{inferGatherElements, runGatherElements, kFixedSizeTypes, false};
+  static const OpEntry gatherNd{inferGatherNd, runGatherNd, kFixedSizeTypes, false};
+  static const OpEntry oneHot{inferOneHot, runOneHot, kNumericTypes, false};
+  static const OpEntry cumulative{inferCumulative, runCumulative, kNumericTypes, true};
+  static const OpEntry topK{inferTopK, runTopK, kNumericTypes, true};
+  static const OpEntry tile{inferTile, runTile, kFixedSizeTypes, false};
+  static const OpEntry depthSpace{inferDepthSpace, runDepthSpace, kFixedSizeTypes, false};
+  static const OpEntry eyeLike{inferEyeLike, runEyeLike, kNumericTypes | typeBit(ElemType::Bool), false};
+  static const OpEntry dropout{inferDropout, runDropout, kFloats, false};
+  static const OpEntry groupNorm{inferGroupNorm, runGroupNorm, kFloats, true};
+  static const OpEntry lpNorm{inferLpNorm, runLpNorm, kFloats, true};
+  static const OpEntry mvn{inferMvn, runMvn, kFloats, true};
+  static const OpEntry bitwise{inferBitwise, runBitwise, kIntTypes, false};
+  static const OpEntry logicXor{inferBitwise, runBitwise, typeBit(ElemType::Bool), false};
+  static const OpEntry prelu{inferPRelu, runPRelu, kNumericTypes, true};
   static const OpEntry cast{inferCast, runCast, kCastTypes, false};
   static const OpEntry shape{inferShape, runShape, kAnyType, false};
   static const OpEntry split{inferSplit, runSplit, kFixedSizeTypes, false};
@@ -164,6 +193,41 @@ const OpEntry* detail::findEntry(OpKind kind) {
     case OpKind::Hardmax: return &softmaxLike;
     case OpKind::Mod: return &mod;
     case OpKind::Trilu: return &trilu;
+    case OpKind::QuantizeLinear: return &quantize;
+    case OpKind::DequantizeLinear: return &dequantize;
+    case OpKind::RotaryEmbedding: return &rotary;
+    case OpKind::GlobalMaxPool: return &globalMaxPool;
+    case OpKind::Einsum: return &einsum;
+    case OpKind::BitCast: return &bitCast;
+    case OpKind::Attention: return &attention;
+    case OpKind::NegativeLogLikelihoodLoss:
+    case OpKind::SoftmaxCrossEntropyLoss: return &loss;
+    case OpKind::GatherElements: return &gatherElements;
+    case OpKind::ScatterElements: return &scatterElements;
+    case OpKind::GatherND:
+    case OpKind::ScatterND: return &gatherNd;
+    case OpKind::OneHot: return &oneHot;
+    case OpKind::CumSum:
+    case OpKind::CumProd: return &cumulative;
+    case OpKind::TopK: return &topK;
+    case OpKind::Tile: return &tile;
+    case OpKind::DepthToSpace:
+    case OpKind::SpaceToDepth: return &depthSpace;
+    case OpKind::EyeLike: return &eyeLike;
+    case OpKind::Dropout: return &dropout;
+    case OpKind::InstanceNormalization:
+    case OpKind::GroupNormalization: return &groupNorm;
+    case OpKind::LpNormalization: return &lpNorm;
+    case OpKind::MeanVarianceNormalization: return &mvn;
+    case OpKind::Xor: return &logicXor;
+    case OpKind::BitShift:
+    case OpKind::BitwiseAnd:
+    case OpKind::BitwiseOr:
+    case OpKind::BitwiseXor:
+    case OpKind::BitwiseNot: return &bitwise;
+    case OpKind::PRelu: return &prelu;
+    case OpKind::Sum:
+    case OpKind::Mean: return &minMax;
     case OpKind::RMSNormalization: return &layerNorm;
     case OpKind::Cast: return &cast;
     case OpKind::Shape: return &shape;

@@ -60,6 +60,66 @@ Status runUnaryMath(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferMod(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runMod(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
+// loss.cpp: NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss.
+InferResult inferLoss(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runLoss(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// gather_scatter.cpp: GatherElements/ScatterElements, GatherND/ScatterND (one pair each) and OneHot.
+InferResult inferGatherElements(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runGatherElements(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferGatherNd(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runGatherNd(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferOneHot(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runOneHot(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// scan_sort.cpp: CumSum and CumProd (one pair), TopK.
+InferResult inferCumulative(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runCumulative(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferTopK(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runTopK(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// layout_ops.cpp: Tile, DepthToSpace/SpaceToDepth (one pair), EyeLike, Dropout (inference).
+InferResult inferTile(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runTile(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferDepthSpace(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runDepthSpace(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferEyeLike(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runEyeLike(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferDropout(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runDropout(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// norm_more.cpp: Instance/GroupNormalization (one pair), LpNormalization, MeanVarianceNormalization.
+InferResult inferGroupNorm(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runGroupNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferLpNorm(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runLpNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferMvn(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runMvn(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// bitwise.cpp: Xor, BitShift and Bitwise* (one pair), PRelu.
+InferResult inferBitwise(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runBitwise(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferPRelu(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runPRelu(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// attention.cpp: Attention.
+InferResult inferAttention(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runAttention(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// einsum.cpp: Einsum and BitCast.
+InferResult inferEinsum(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runEinsum(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferBitCast(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runBitCast(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// rotary.cpp: RotaryEmbedding.
+InferResult inferRotary(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runRotary(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// quantize.cpp: QuantizeLinear and DequantizeLinear (one pair).
+InferResult inferQuantize(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runQuantize(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
 // index_ops.cpp: Trilu.
 InferResult inferTrilu(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runTrilu(const OpContext& ctx, RunIns inputs, RunOuts outputs);

@@ -273,6 +273,7 @@ Status runGlobalAveragePool(const OpContext& ctx, RunIns inputs, RunOuts outputs
   const ir::Tensor& x = *inputs[0];
   int64_t planes = x.shape()[0] * x.shape()[1];
   int64_t size = dimProduct(x.shape(), 2, x.rank());
+  const bool maxPool = ctx.kind == ir::OpKind::GlobalMaxPool;
   constexpr TypeSet types = typeBit(ElemType::Float) | typeBit(ElemType::Double);
   return visitType<types>(x.type(), [&](auto tag) -> Status {
     using T = decltype(tag);
@@ -281,6 +282,12 @@ Status runGlobalAveragePool(const OpContext& ctx, RunIns inputs, RunOuts outputs
     parallelFor(ctx, static_cast<size_t>(planes), 16, [&](size_t p0, size_t p1) {
       for (size_t p = p0; p < p1; ++p) {
         const T* src = px + static_cast<int64_t>(p) * size;
+        if (maxPool) {  // GlobalMaxPool shares this kernel
+          T m = size > 0 ? src[0] : std::numeric_limits<T>::quiet_NaN();
+          for (int64_t i = 1; i < size; ++i) m = std::max(m, src[i]);
+          py[p] = m;
+          continue;
+        }
         double sum = 0;
         for (int64_t i = 0; i < size; ++i) sum += src[i];
         py[p] = size > 0 ? static_cast<T>(sum / static_cast<double>(size)) : std::numeric_limits<T>::quiet_NaN();

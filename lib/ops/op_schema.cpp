@@ -183,6 +183,62 @@ Expected<OpAttrs> decodeUnaryMath(OpKind kind, const ir::Attributes& attrs) {
   }
   return OpAttrs(a);
 }
+
+Expected<ScatterReduction> scatterReduction(const ir::Attributes& attrs) {
+  std::string r = attrs.getString("reduction", "none");
+  if (r == "none") return ScatterReduction::None;
+  if (r == "add") return ScatterReduction::Add;
+  if (r == "mul") return ScatterReduction::Mul;
+  if (r == "max") return ScatterReduction::Max;
+  if (r == "min") return ScatterReduction::Min;
+  return bad("attribute reduction is '{}' but expected none, add, mul, max or min", r);
+}
+
+Expected<OpAttrs> decodeLoss(const ir::Attributes& attrs) {
+  LossAttrs a;
+  std::string r = attrs.getString("reduction", "mean");
+  if (r == "none") a.reduction = LossReduction::None;
+  else if (r == "sum") a.reduction = LossReduction::Sum;
+  else if (r == "mean") a.reduction = LossReduction::Mean;
+  else return bad("attribute reduction is '{}' but expected none, sum or mean", r);
+  a.hasIgnoreIndex = attrs.has("ignore_index");
+  a.ignoreIndex = attrs.getInt("ignore_index", 0);
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeGatherScatter(OpKind kind, const ir::Attributes& attrs) {
+  GatherScatterAttrs a;
+  a.axis = attrs.getInt("axis", kind == OpKind::OneHot ? -1 : 0);
+  a.batchDims = attrs.getInt("batch_dims", 0);
+  if (kind == OpKind::ScatterElements || kind == OpKind::ScatterND) {
+    CTX_ASSIGN_OR_RETURN(a.reduction, scatterReduction(attrs));
+  }
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeDepthSpace(OpKind kind, const ir::Attributes& attrs) {
+  DepthSpaceAttrs a;
+  a.blocksize = attrs.getInt("blocksize", 0);
+  if (a.blocksize < 1) return bad("attribute blocksize is {} but expected at least 1", a.blocksize);
+  if (kind == OpKind::DepthToSpace) {
+    std::string mode = attrs.getString("mode", "DCR");
+    if (mode != "DCR" && mode != "CRD") return bad("attribute mode is '{}' but expected DCR or CRD", mode);
+    a.crd = mode == "CRD";
+  }
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeEyeLike(const ir::Attributes& attrs) {
+  EyeLikeAttrs a;
+  a.k = attrs.getInt("k", 0);
+  if (attrs.has("dtype")) {
+    int64_t d = attrs.getInt("dtype", 0);
+    auto t = d == static_cast<int32_t>(d) ? ir::elemTypeFromInt(static_cast<int32_t>(d)) : std::nullopt;
+    if (!t) return bad("attribute dtype is {}, not an element type", d);
+    a.dtype = *t;
+  }
+  return OpAttrs(a);
+}
 }  // namespace
 
 Expected<OpAttrs> decodeAttrs(OpKind kind, int64_t opset, const ir::Attributes& attrs) {
@@ -287,6 +343,94 @@ Expected<OpAttrs> decodeAttrs(OpKind kind, int64_t opset, const ir::Attributes& 
     case OpKind::Shrink:
     case OpKind::Mish:
     case OpKind::Swish: return decodeUnaryMath(kind, attrs);
+    case OpKind::NegativeLogLikelihoodLoss:
+    case OpKind::SoftmaxCrossEntropyLoss: return decodeLoss(attrs);
+    case OpKind::GatherElements:
+    case OpKind::ScatterElements:
+    case OpKind::GatherND:
+    case OpKind::ScatterND:
+    case OpKind::OneHot: return decodeGatherScatter(kind, attrs);
+    case OpKind::CumSum:
+    case OpKind::CumProd: {
+      CumulativeAttrs a;
+      CTX_ASSIGN_OR_RETURN(a.exclusive, flag(attrs, "exclusive"));
+      CTX_ASSIGN_OR_RETURN(a.reverse, flag(attrs, "reverse"));
+      return OpAttrs(a);
+    }
+    case OpKind::TopK: {
+      TopKAttrs a;
+      a.axis = attrs.getInt("axis", -1);
+      CTX_ASSIGN_OR_RETURN(a.largest, flagOr(attrs, "largest", true));
+      CTX_ASSIGN_OR_RETURN(a.sorted, flagOr(attrs, "sorted", true));
+      return OpAttrs(a);
+    }
+    case OpKind::BitShift: {
+      std::string dir = attrs.getString("direction", "");
+      if (dir != "LEFT" && dir != "RIGHT") return bad("attribute direction is '{}' but expected LEFT or RIGHT", dir);
+      return OpAttrs(BitShiftAttrs{dir == "LEFT"});
+    }
+    case OpKind::DepthToSpace:
+    case OpKind::SpaceToDepth: return decodeDepthSpace(kind, attrs);
+    case OpKind::EyeLike: return decodeEyeLike(attrs);
+    case OpKind::InstanceNormalization:
+    case OpKind::GroupNormalization: {
+      GroupNormAttrs a;
+      a.epsilon = attrs.getFloat("epsilon", 1e-5f);
+      a.numGroups = attrs.getInt("num_groups", 0);
+      return OpAttrs(a);
+    }
+    case OpKind::LpNormalization: return OpAttrs(LpNormAttrs{attrs.getInt("axis", -1), attrs.getInt("p", 2)});
+    case OpKind::MeanVarianceNormalization: {
+      ReduceAttrs a;
+      a.axes = attrs.has("axes") ? attrs.getInts("axes") : std::vector<int64_t>{0, 2, 3};
+      return OpAttrs(a);
+    }
+    case OpKind::Attention: {
+      AttentionAttrs a;
+      CTX_ASSIGN_OR_RETURN(a.isCausal, flag(attrs, "is_causal"));
+      a.qNumHeads = attrs.getInt("q_num_heads", 0);
+      a.kvNumHeads = attrs.getInt("kv_num_heads", 0);
+      a.qkMatmulOutputMode = attrs.getInt("qk_matmul_output_mode", 0);
+      if (a.qkMatmulOutputMode < 0 || a.qkMatmulOutputMode > 3)
+        return bad("attribute qk_matmul_output_mode is {} but expected 0 to 3", a.qkMatmulOutputMode);
+      a.hasScale = attrs.has("scale");
+      a.scale = attrs.getFloat("scale", 0.0f);
+      a.softcap = attrs.getFloat("softcap", 0.0f);
+      return OpAttrs(a);
+    }
+    case OpKind::Einsum: {
+      const ir::Attribute* eq = attrs.find("equation");
+      if (!eq || eq->type != ir::AttrType::String) return bad("required attribute equation is missing");
+      return OpAttrs(EinsumAttrs{eq->s});
+    }
+    case OpKind::BitCast: {
+      int64_t to = attrs.getInt("to", 0);
+      auto t = to == static_cast<int32_t>(to) ? ir::elemTypeFromInt(static_cast<int32_t>(to)) : std::nullopt;
+      if (!t || *t == ir::ElemType::Undefined) return bad("attribute to is {}, not an element type", to);
+      return OpAttrs(BitCastAttrs{*t});
+    }
+    case OpKind::RotaryEmbedding: {
+      RotaryAttrs a;
+      CTX_ASSIGN_OR_RETURN(a.interleaved, flag(attrs, "interleaved"));
+      a.numHeads = attrs.getInt("num_heads", 0);
+      a.rotaryDim = attrs.getInt("rotary_embedding_dim", 0);
+      return OpAttrs(a);
+    }
+    case OpKind::QuantizeLinear:
+    case OpKind::DequantizeLinear: {
+      QuantizeAttrs a;
+      a.axis = attrs.getInt("axis", 1);
+      a.blockSize = attrs.getInt("block_size", 0);
+      if (a.blockSize < 0) return bad("attribute block_size is {} but must not be negative", a.blockSize);
+      int64_t dt = attrs.getInt("output_dtype", 0);
+      if (dt != 0) {
+        auto t = dt == static_cast<int32_t>(dt) ? ir::elemTypeFromInt(static_cast<int32_t>(dt)) : std::nullopt;
+        if (!t) return bad("attribute output_dtype is {}, not an element type", dt);
+        a.outputType = *t;
+      }
+      CTX_ASSIGN_OR_RETURN(a.saturate, flagOr(attrs, "saturate", true));
+      return OpAttrs(a);
+    }
     default: return OpAttrs(OnnxAttrs{});
   }
 }

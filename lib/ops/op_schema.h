@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -182,6 +183,211 @@ struct TriluAttrs {
   template <class F> void fields(F&& f) const { f("upper", upper); }
 };
 
+// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss.
+enum class LossReduction : uint8_t { None = 0, Sum = 1, Mean = 2 };
+struct LossAttrs {
+  LossReduction reduction = LossReduction::Mean;
+  bool hasIgnoreIndex = false;
+  int64_t ignoreIndex = 0;  // targets equal to it add nothing (with hasIgnoreIndex)
+  template <class F> void fields(F&& f) {
+    f("reduction", reduction);
+    f("has_ignore_index", hasIgnoreIndex);
+    f("ignore_index", ignoreIndex);
+  }
+  template <class F> void fields(F&& f) const {
+    f("reduction", reduction);
+    f("has_ignore_index", hasIgnoreIndex);
+    f("ignore_index", ignoreIndex);
+  }
+};
+
+// GatherElements, ScatterElements, GatherND, ScatterND and OneHot.
+enum class ScatterReduction : uint8_t { None = 0, Add = 1, Mul = 2, Max = 3, Min = 4 };
+struct GatherScatterAttrs {
+  int64_t axis = 0;       // GatherElements, ScatterElements, OneHot
+  int64_t batchDims = 0;  // GatherND
+  ScatterReduction reduction = ScatterReduction::None;
+  template <class F> void fields(F&& f) {
+    f("axis", axis);
+    f("batch_dims", batchDims);
+    f("reduction", reduction);
+  }
+  template <class F> void fields(F&& f) const {
+    f("axis", axis);
+    f("batch_dims", batchDims);
+    f("reduction", reduction);
+  }
+};
+
+// CumSum and CumProd.
+struct CumulativeAttrs {
+  bool exclusive = false, reverse = false;
+  template <class F> void fields(F&& f) {
+    f("exclusive", exclusive);
+    f("reverse", reverse);
+  }
+  template <class F> void fields(F&& f) const {
+    f("exclusive", exclusive);
+    f("reverse", reverse);
+  }
+};
+
+struct TopKAttrs {
+  int64_t axis = -1;
+  bool largest = true, sorted = true;
+  template <class F> void fields(F&& f) {
+    f("axis", axis);
+    f("largest", largest);
+    f("sorted", sorted);
+  }
+  template <class F> void fields(F&& f) const {
+    f("axis", axis);
+    f("largest", largest);
+    f("sorted", sorted);
+  }
+};
+
+struct BitShiftAttrs {
+  bool left = true;  // direction = "LEFT"
+  template <class F> void fields(F&& f) {
+    f("left", left);
+  }
+  template <class F> void fields(F&& f) const {
+    f("left", left);
+  }
+};
+
+// DepthToSpace (mode DCR or CRD) and SpaceToDepth.
+struct DepthSpaceAttrs {
+  int64_t blocksize = 1;
+  bool crd = false;
+  template <class F> void fields(F&& f) {
+    f("blocksize", blocksize);
+    f("crd", crd);
+  }
+  template <class F> void fields(F&& f) const {
+    f("blocksize", blocksize);
+    f("crd", crd);
+  }
+};
+
+struct EyeLikeAttrs {
+  int64_t k = 0;
+  ir::ElemType dtype = ir::ElemType::Undefined;  // Undefined: the input's type
+  template <class F> void fields(F&& f) {
+    f("k", k);
+    f("dtype", dtype);
+  }
+  template <class F> void fields(F&& f) const {
+    f("k", k);
+    f("dtype", dtype);
+  }
+};
+
+// InstanceNormalization and GroupNormalization.
+struct GroupNormAttrs {
+  float epsilon = 1e-5f;
+  int64_t numGroups = 0;  // GroupNormalization
+  template <class F> void fields(F&& f) {
+    f("epsilon", epsilon);
+    f("num_groups", numGroups);
+  }
+  template <class F> void fields(F&& f) const {
+    f("epsilon", epsilon);
+    f("num_groups", numGroups);
+  }
+};
+
+struct LpNormAttrs {
+  int64_t axis = -1;
+  int64_t p = 2;
+  template <class F> void fields(F&& f) {
+    f("axis", axis);
+    f("p", p);
+  }
+  template <class F> void fields(F&& f) const {
+    f("axis", axis);
+    f("p", p);
+  }
+};
+
+// Attention (opset 23/24).
+struct AttentionAttrs {
+  bool isCausal = false;
+  int64_t qNumHeads = 0, kvNumHeads = 0;  // required for 3-D inputs
+  int64_t qkMatmulOutputMode = 0;          // what output 3 holds: 0 scaled QK (softcapped), 2 with the mask, 3 softmax
+  bool hasScale = false;
+  float scale = 0;    // default 1 / sqrt(head_size)
+  float softcap = 0;  // 0: none
+  template <class F> void fields(F&& f) {
+    f("is_causal", isCausal);
+    f("q_num_heads", qNumHeads);
+    f("kv_num_heads", kvNumHeads);
+    f("qk_matmul_output_mode", qkMatmulOutputMode);
+    f("has_scale", hasScale);
+    f("scale", scale);
+    f("softcap", softcap);
+  }
+  template <class F> void fields(F&& f) const {
+    f("is_causal", isCausal);
+    f("q_num_heads", qNumHeads);
+    f("kv_num_heads", kvNumHeads);
+    f("qk_matmul_output_mode", qkMatmulOutputMode);
+    f("has_scale", hasScale);
+    f("scale", scale);
+    f("softcap", softcap);
+  }
+};
+
+struct EinsumAttrs {
+  std::string equation;
+  template <class F> void fields(F&& f) { f("equation", equation); }
+  template <class F> void fields(F&& f) const { f("equation", equation); }
+};
+
+struct BitCastAttrs {
+  ir::ElemType to = ir::ElemType::Undefined;
+  template <class F> void fields(F&& f) { f("to", to); }
+  template <class F> void fields(F&& f) const { f("to", to); }
+};
+
+// RotaryEmbedding.
+struct RotaryAttrs {
+  bool interleaved = false;
+  int64_t numHeads = 0;   // required for 3-D inputs
+  int64_t rotaryDim = 0;  // 0: the whole head
+  template <class F> void fields(F&& f) {
+    f("interleaved", interleaved);
+    f("num_heads", numHeads);
+    f("rotary_embedding_dim", rotaryDim);
+  }
+  template <class F> void fields(F&& f) const {
+    f("interleaved", interleaved);
+    f("num_heads", numHeads);
+    f("rotary_embedding_dim", rotaryDim);
+  }
+};
+
+// QuantizeLinear and DequantizeLinear.
+struct QuantizeAttrs {
+  int64_t axis = 1;
+  int64_t blockSize = 0;                              // 0: per tensor or per axis
+  ir::ElemType outputType = ir::ElemType::Undefined;  // output_dtype (Q) or the float type (DQ); Undefined: default
+  bool saturate = true;                               // float8 outputs
+  template <class F> void fields(F&& f) {
+    f("axis", axis);
+    f("block_size", blockSize);
+    f("output_dtype", outputType);
+    f("saturate", saturate);
+  }
+  template <class F> void fields(F&& f) const {
+    f("axis", axis);
+    f("block_size", blockSize);
+    f("output_dtype", outputType);
+    f("saturate", saturate);
+  }
+};
+
 // Families not migrated yet: their kernels still read the node's ONNX attributes.
 struct OnnxAttrs {
   template <class F> void fields(F&&) const {}
@@ -189,7 +395,10 @@ struct OnnxAttrs {
 
 using OpAttrs = std::variant<OnnxAttrs, BinaryAttrs, UnaryAttrs, ConvAttrs, PoolAttrs, GemmAttrs, MatMulAttrs,
                              BatchNormAttrs, LayerNormAttrs, SoftmaxAttrs, ReduceAttrs, ArgReduceAttrs, CastLikeAttrs,
-                             ModAttrs, UnaryMathAttrs, TriluAttrs>;
+                             ModAttrs, UnaryMathAttrs, TriluAttrs, LossAttrs, GatherScatterAttrs, CumulativeAttrs,
+                             TopKAttrs, BitShiftAttrs, DepthSpaceAttrs, EyeLikeAttrs, GroupNormAttrs, LpNormAttrs,
+                             AttentionAttrs, EinsumAttrs, BitCastAttrs, RotaryAttrs,
+                             QuantizeAttrs>;
 
 // Decodes and checks an op's ONNX attributes for the model's opset. Errors say which attribute, what was found
 // and what was expected; callers add the node.

@@ -129,6 +129,36 @@ std::string unsupportedReason(const ir::Node& node, const analysis::GraphFacts& 
   return {};
 }
 
+std::string fallbackBlocker(const ir::Node& node, const analysis::GraphFacts& facts) {
+  std::string type = "unknown";
+  if (!node.inputs.empty() && !node.inputs[0].empty())
+    if (const analysis::ValueFacts* f = facts.find(node.inputs[0]); f && f->type != ir::ElemType::Undefined)
+      type = std::string(ir::elemTypeName(f->type));
+  const std::string label = fmt::format("node '{}' ({}, opset {}, input type {})",
+                                        node.name.empty() ? "(unnamed)" : node.name, node.opType, node.opset, type);
+  for (const auto& a : node.attrs.all()) {
+    std::vector<const ir::Graph*> graphs;
+    if (a.type == ir::AttrType::Graph && a.g) graphs.push_back(a.g.get());
+    if (a.type == ir::AttrType::Graphs)
+      for (const auto& sub : a.graphs) graphs.push_back(sub.get());
+    for (const ir::Graph* sub : graphs)
+      for (const ir::Node& inner : sub->nodes)
+        if (auto r = fallbackBlocker(inner, facts); !r.empty()) return fmt::format("{}: subgraph {}: {}", label, a.name, r);
+  }
+  // The interpreter runs control flow; the session claims EPContext nodes.
+  if (ir::isControlFlow(node.kind) || node.kind == ir::OpKind::EPContext) return {};
+  if (node.kind == ir::OpKind::Unknown || !kernels::hasKernel(node.kind))
+    return fmt::format("{}: the ctxkit runtime has no kernel for this op", label);
+  if (!node.inputs.empty() && !node.inputs[0].empty())
+    if (const analysis::ValueFacts* f = facts.find(node.inputs[0]))
+      if (f->type != ir::ElemType::Undefined && !kernels::supportsType(node.kind, f->type))
+        return fmt::format("{}: element type {} of input '{}' is not supported by its kernel", label,
+                           ir::elemTypeName(f->type), node.inputs[0]);
+  auto typed = ops::decodeAttrs(node.kind, node.opset, node.attrs);
+  if (!typed) return fmt::format("{}: {}", label, typed.error().message());
+  return {};
+}
+
 PartitionPlan partitionGraph(const ir::Graph& graph, const analysis::GraphFacts& facts, const Target& target) {
   PartitionPlan plan;
   const size_t n = graph.nodes.size();

@@ -30,6 +30,10 @@ struct PartitionPlan {
 // Why `node` cannot be compiled for `target`, or an empty string when it can.
 std::string unsupportedReason(const ir::Node& node, const analysis::GraphFacts& facts, const Target& target);
 
+// Why the ctxkit runtime cannot execute `node` on the fallback path (no kernel, an element type or attribute
+// value its kernel refuses, the same inside subgraphs), naming op, opset, node and type; empty when it can.
+std::string fallbackBlocker(const ir::Node& node, const analysis::GraphFacts& facts);
+
 // Deterministic for the same graph, facts and target.
 PartitionPlan partitionGraph(const ir::Graph& graph, const analysis::GraphFacts& facts, const Target& target);
 

@@ -24,6 +24,10 @@ namespace {
 const std::map<std::string, std::string> kKnownFailures = {
     {"test_batchnorm_epsilon_training_mode", "training mode is not supported (inference kernels only)"},
     {"test_batchnorm_example_training_mode", "training mode is not supported (inference kernels only)"},
+    {"test_training_dropout", "training-mode Dropout with a non-zero ratio is random (inference kernels only)"},
+    {"test_training_dropout_default", "training-mode Dropout with a non-zero ratio is random (inference kernels only)"},
+    {"test_training_dropout_default_mask", "training-mode Dropout with a non-zero ratio is random (inference only)"},
+    {"test_training_dropout_mask", "training-mode Dropout with a non-zero ratio is random (inference kernels only)"},
     {"test_resize_downsample_scales_cubic_antialias", "Resize antialias = 1 is not supported"},
     {"test_resize_downsample_scales_linear_antialias", "Resize antialias = 1 is not supported"},
     {"test_resize_downsample_sizes_cubic_antialias", "Resize antialias = 1 is not supported"},

@@ -1,0 +1,258 @@
+// Element and slice indexing: GatherElements, ScatterElements, GatherND, ScatterND (reduction none, add, mul,
+// max, min) and OneHot. Indices may be negative (counted from the end) and are checked against the data.
+#include "kernels/convert.h"
+#include "kernels/ops.h"
+
+#include <cstring>
+
+namespace ctxkit::kernels::detail {
+
+namespace {
+
+using ops::ScatterReduction;
+
+Expected<int64_t> checkedIndex(const OpContext& ctx, int64_t i, int64_t dim) {
+  if (i < -dim || i >= dim) return invalid(ctx, "index {} is out of range for a dimension of {}", i, dim);
+  return i < 0 ? i + dim : i;
+}
+
+// Row-major strides of `shape` in elements.
+std::vector<int64_t> stridesOf(std::span<const int64_t> shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
+  return s;
+}
+
+// For each element of `indexShape` (row-major): the data offset with `axis` replaced by the index there.
+Expected<std::vector<int64_t>> elementOffsets(const OpContext& ctx, std::span<const int64_t> dataShape,
+                                              std::span<const int64_t> indexShape, const std::vector<int64_t>& idx,
+                                              size_t axis) {
+  std::vector<int64_t> strides = stridesOf(dataShape);
+  std::vector<int64_t> pos(indexShape.size(), 0);
+  std::vector<int64_t> out(idx.size());
+  for (size_t k = 0; k < idx.size(); ++k) {
+    CTX_ASSIGN_OR_RETURN(int64_t a, checkedIndex(ctx, idx[k], dataShape[axis]));
+    int64_t off = 0;
+    for (size_t d = 0; d < pos.size(); ++d) off += (d == axis ? a : pos[d]) * strides[d];
+    out[k] = off;
+    for (size_t d = pos.size(); d-- > 0;) {
+      if (++pos[d] < indexShape[d]) break;
+      pos[d] = 0;
+    }
+  }
+  return out;
+}
+
+template <typename T> T combine(ScatterReduction r, T a, T b) {
+  switch (r) {
+    case ScatterReduction::Add: return static_cast<T>(a + b);
+    case ScatterReduction::Mul: return static_cast<T>(a * b);
+    case ScatterReduction::Max: return a > b ? a : b;
+    case ScatterReduction::Min: return a < b ? a : b;
+    default: return b;
+  }
+}
+
+// out[offsets[k] + j] (op)= updates[k * slice + j] for every k and j < slice; out already holds the data.
+Status scatterInto(const OpContext& ctx, ScatterReduction r, const std::vector<int64_t>& offsets, int64_t slice,
+                   const ir::Tensor& updates, ir::Tensor& out) {
+  if (r == ScatterReduction::None) {
+    size_t es = ir::elemSize(out.type());
+    for (size_t k = 0; k < offsets.size(); ++k)
+      std::memcpy(out.mutableData() + static_cast<size_t>(offsets[k]) * es,
+                  updates.data() + k * static_cast<size_t>(slice) * es, static_cast<size_t>(slice) * es);
+    return Status::ok();
+  }
+  return visitType<kNativeNumeric>(out.type(), [&](auto tag) -> Status {
+    using T = decltype(tag);
+    T* o = out.mutableDataAs<T>();
+    const T* u = updates.dataAs<T>();
+    for (size_t k = 0; k < offsets.size(); ++k)
+      for (int64_t j = 0; j < slice; ++j)
+        o[offsets[k] + j] = combine(r, o[offsets[k] + j], u[static_cast<int64_t>(k) * slice + j]);
+    return Status::ok();
+  }).addContext(nodeLabel(ctx));
+}
+
+int64_t axisOf(const OpContext& ctx) { return attrsOf<ops::GatherScatterAttrs>(ctx).axis; }
+
+}  // namespace
+
+// ---- GatherElements, ScatterElements -------------------------------------------------------------------
+
+InferResult inferGatherElements(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  const bool scatter = ctx.kind == ir::OpKind::ScatterElements;
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, scatter ? 3 : 2, scatter ? 3 : 2));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFixedSizeTypes));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 1, kIndexTypes));
+  const auto& data = inputs[0].shape;
+  const auto& idx = inputs[1].shape;
+  CTX_RETURN_IF_ERROR(normalizeAxis(ctx, axisOf(ctx), static_cast<int64_t>(data.size()), "attribute axis").status());
+  if (idx.size() != data.size())
+    return invalid(ctx, "indices have shape {} but expected the rank of data {}", shapeStr(idx), shapeStr(data));
+  if (scatter) {
+    CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 2));
+    if (inputs[2].shape != idx)
+      return invalid(ctx, "updates have shape {} but expected the indices' shape {}", shapeStr(inputs[2].shape),
+                     shapeStr(idx));
+    return single(inputs[0].type, data);
+  }
+  return single(inputs[0].type, idx);
+}
+
+Status runGatherElements(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  const ir::Tensor& data = *inputs[0];
+  const ir::Tensor& indices = *inputs[1];
+  ir::Tensor& y = *outputs[0];
+  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, axisOf(ctx), static_cast<int64_t>(data.rank()), "axis"));
+  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, elementOffsets(ctx, data.shape(), indices.shape(),
+                                                                    tensorInts(indices), static_cast<size_t>(axis)));
+  if (ctx.kind == ir::OpKind::ScatterElements) {
+    if (y.byteSize()) std::memcpy(y.mutableData(), data.data(), data.byteSize());
+    return scatterInto(ctx, attrsOf<ops::GatherScatterAttrs>(ctx).reduction, offsets, 1, *inputs[2], y);
+  }
+  size_t es = ir::elemSize(data.type());
+  for (size_t k = 0; k < offsets.size(); ++k)
+    std::memcpy(y.mutableData() + k * es, data.data() + static_cast<size_t>(offsets[k]) * es, es);
+  return Status::ok();
+}
+
+// ---- GatherND, ScatterND ----------------------------------------------------------------------------------
+
+namespace {
+
+struct NdPlan {
+  int64_t batch = 1;   // product of the batch dims
+  int64_t rows = 0;    // index tuples per batch
+  int64_t depth = 0;   // indices' last dim
+  int64_t slice = 1;   // elements per gathered slice
+  ir::Shape outShape;  // GatherND's output
+};
+
+Expected<NdPlan> planNd(const OpContext& ctx, std::span<const int64_t> data, std::span<const int64_t> idx) {
+  const int64_t b = attrsOf<ops::GatherScatterAttrs>(ctx).batchDims;
+  if (idx.empty()) return invalid(ctx, "indices must have rank 1 or more");
+  NdPlan p;
+  p.depth = idx.back();
+  const auto bs = static_cast<size_t>(b);
+  if (b < 0 || bs >= std::min(data.size(), idx.size()) || bs + static_cast<size_t>(p.depth) > data.size())
+    return invalid(ctx, "indices of shape {} with batch_dims {} do not fit data of shape {}", shapeStr(idx), b,
+                   shapeStr(data));
+  for (size_t d = 0; d < bs; ++d)
+    if (data[d] != idx[d]) return invalid(ctx, "batch dim {} is {} in data but {} in indices", d, data[d], idx[d]);
+  p.batch = dimProduct(data, 0, bs);
+  p.rows = dimProduct(idx, bs, idx.size() - 1);
+  p.slice = dimProduct(data, bs + static_cast<size_t>(p.depth), data.size());
+  p.outShape.assign(idx.begin(), idx.end() - 1);
+  p.outShape.insert(p.outShape.end(), data.begin() + static_cast<long>(bs + static_cast<size_t>(p.depth)), data.end());
+  return p;
+}
+
+// The element offset in data of each index tuple's slice.
+Expected<std::vector<int64_t>> ndOffsets(const OpContext& ctx, const NdPlan& p, std::span<const int64_t> data,
+                                         const ir::Tensor& indices) {
+  const auto bs = static_cast<size_t>(attrsOf<ops::GatherScatterAttrs>(ctx).batchDims);
+  std::vector<int64_t> idx = tensorInts(indices);
+  std::vector<int64_t> strides = stridesOf(data);
+  const int64_t batchStride = bs == 0 ? 0 : strides[bs - 1];
+  std::vector<int64_t> out(static_cast<size_t>(p.batch * p.rows));
+  for (int64_t bi = 0; bi < p.batch; ++bi)
+    for (int64_t r = 0; r < p.rows; ++r) {
+      int64_t off = bi * batchStride;
+      const int64_t* tuple = idx.data() + (bi * p.rows + r) * p.depth;
+      for (int64_t j = 0; j < p.depth; ++j) {
+        size_t d = bs + static_cast<size_t>(j);
+        CTX_ASSIGN_OR_RETURN(int64_t v, checkedIndex(ctx, tuple[j], data[d]));
+        off += v * strides[d];
+      }
+      out[static_cast<size_t>(bi * p.rows + r)] = off;
+    }
+  return out;
+}
+
+}  // namespace
+
+InferResult inferGatherNd(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  const bool scatter = ctx.kind == ir::OpKind::ScatterND;
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, scatter ? 3 : 2, scatter ? 3 : 2));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFixedSizeTypes));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 1, typeBit(ElemType::Int64)));
+  CTX_ASSIGN_OR_RETURN(NdPlan p, planNd(ctx, inputs[0].shape, inputs[1].shape));
+  if (!scatter) return single(inputs[0].type, std::move(p.outShape));
+  CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 2));
+  if (inputs[2].shape != p.outShape)
+    return invalid(ctx, "updates have shape {} but expected {}", shapeStr(inputs[2].shape), shapeStr(p.outShape));
+  return single(inputs[0].type, inputs[0].shape);
+}
+
+Status runGatherNd(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  const ir::Tensor& data = *inputs[0];
+  ir::Tensor& y = *outputs[0];
+  CTX_ASSIGN_OR_RETURN(NdPlan p, planNd(ctx, data.shape(), inputs[1]->shape()));
+  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, ndOffsets(ctx, p, data.shape(), *inputs[1]));
+  if (ctx.kind == ir::OpKind::ScatterND) {
+    if (y.byteSize()) std::memcpy(y.mutableData(), data.data(), data.byteSize());
+    return scatterInto(ctx, attrsOf<ops::GatherScatterAttrs>(ctx).reduction, offsets, p.slice, *inputs[2], y);
+  }
+  const size_t bytes = static_cast<size_t>(p.slice) * ir::elemSize(data.type());
+  for (size_t k = 0; k < offsets.size(); ++k)
+    std::memcpy(y.mutableData() + k * bytes, data.data() + static_cast<size_t>(offsets[k]) * ir::elemSize(data.type()),
+                bytes);
+  return Status::ok();
+}
+
+// ---- OneHot --------------------------------------------------------------------------------------------
+
+namespace {
+
+Expected<double> scalarValue(const OpContext& ctx, const ValueDesc& v, std::string_view name) {
+  if (!v.value) return unsupported(ctx, "input {} must be a constant to know the output shape", name);
+  if (v.value->elementCount() != 1) return invalid(ctx, "input {} must hold one value", name);
+  double d = 0;
+  CTX_RETURN_IF_ERROR(convertElements(v.type, v.value->data(), ElemType::Double, &d, 1));
+  return d;
+}
+
+}  // namespace
+
+InferResult inferOneHot(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 3, 3));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kNumericTypes));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 2, kFixedSizeTypes));
+  if (dimProduct(inputs[2].shape) != 2) return invalid(ctx, "input 2 (values) must hold [off, on]");
+  CTX_ASSIGN_OR_RETURN(double depth, scalarValue(ctx, inputs[1], "depth"));
+  const int64_t rank = static_cast<int64_t>(inputs[0].shape.size()) + 1;
+  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, attrsOf<ops::GatherScatterAttrs>(ctx).axis, rank, "axis"));
+  ir::Shape out = inputs[0].shape;
+  out.insert(out.begin() + axis, static_cast<int64_t>(depth));
+  return single(inputs[2].type, std::move(out));
+}
+
+Status runOneHot(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  const ir::Tensor& indices = *inputs[0];
+  ir::Tensor& y = *outputs[0];
+  const int64_t rank = static_cast<int64_t>(y.rank());
+  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, attrsOf<ops::GatherScatterAttrs>(ctx).axis, rank, "axis"));
+  const int64_t depth = y.shape()[static_cast<size_t>(axis)];
+  const int64_t outer = dimProduct(y.shape(), 0, static_cast<size_t>(axis));
+  const int64_t inner = dimProduct(y.shape(), static_cast<size_t>(axis) + 1, y.rank());
+  std::vector<double> idx(static_cast<size_t>(indices.elementCount()));
+  CTX_RETURN_IF_ERROR(convertElements(indices.type(), indices.data(), ElemType::Double, idx.data(), idx.size()));
+  const size_t es = ir::elemSize(y.type());
+  const std::byte* off = inputs[2]->data();
+  const std::byte* on = off + es;
+  std::byte* py = y.mutableData();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t d = 0; d < depth; ++d)
+      for (int64_t i = 0; i < inner; ++i) {
+        auto k = static_cast<int64_t>(idx[static_cast<size_t>(o * inner + i)]);
+        if (k < 0) k += depth;
+        std::memcpy(py + static_cast<size_t>((o * depth + d) * inner + i) * es, k == d ? on : off, es);
+      }
+  return Status::ok();
+}
+
+}  // namespace ctxkit::kernels::detail

@@ -1,0 +1,180 @@
+// Normalizations over groups of elements: InstanceNormalization, GroupNormalization, LpNormalization and
+// MeanVarianceNormalization. Statistics accumulate in double.
+#include "kernels/ops.h"
+
+#include <cmath>
+
+namespace ctxkit::kernels::detail {
+
+namespace {
+
+constexpr TypeSet kTypes = typeBit(ElemType::Float) | typeBit(ElemType::Double);
+
+std::vector<double> asDoubles(const ir::Tensor& t) {
+  std::vector<double> v(static_cast<size_t>(t.elementCount()));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = t.type() == ElemType::Double ? t.dataAs<double>()[i] : static_cast<double>(t.dataAs<float>()[i]);
+  return v;
+}
+
+// Normalizes `groups` consecutive runs of `len` elements each to zero mean and unit variance (+ eps), then
+// applies per-channel scale and bias: group g covers channels [g * perGroup, (g + 1) * perGroup) of `spatial`
+// elements each, channel index modulo `channels`.
+template <typename T>
+void normalizeGroups(const T* x, T* y, int64_t groups, int64_t len, int64_t spatial, int64_t channels, double eps,
+                     const std::vector<double>& scale, const std::vector<double>& bias) {
+  for (int64_t g = 0; g < groups; ++g) {
+    const T* src = x + g * len;
+    T* dst = y + g * len;
+    double sum = 0, sq = 0;
+    for (int64_t i = 0; i < len; ++i) sum += static_cast<double>(src[i]);
+    double mean = len ? sum / static_cast<double>(len) : 0.0;
+    for (int64_t i = 0; i < len; ++i) sq += (static_cast<double>(src[i]) - mean) * (static_cast<double>(src[i]) - mean);
+    double inv = 1.0 / std::sqrt((len ? sq / static_cast<double>(len) : 0.0) + eps);
+    for (int64_t i = 0; i < len; ++i) {
+      auto c = static_cast<size_t>(((g * len + i) / spatial) % channels);
+      dst[i] = static_cast<T>((static_cast<double>(src[i]) - mean) * inv * scale[c] + bias[c]);
+    }
+  }
+}
+
+}  // namespace
+
+// ---- InstanceNormalization, GroupNormalization --------------------------------------------------------
+
+InferResult inferGroupNorm(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 3, 3));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFloatTypes));
+  const auto& x = inputs[0].shape;
+  if (x.size() < 2) return invalid(ctx, "input 0 has shape {} but expected rank 2 or more (N x C ...)", shapeStr(x));
+  const ops::GroupNormAttrs& a = attrsOf<ops::GroupNormAttrs>(ctx);
+  int64_t params = x[1];
+  if (ctx.kind == ir::OpKind::GroupNormalization) {
+    if (a.numGroups < 1 || x[1] % a.numGroups != 0)
+      return invalid(ctx, "num_groups {} does not divide the {} channels", a.numGroups, x[1]);
+    if (ctx.opset < 21) params = a.numGroups;  // opset 18: scale and bias per group
+  }
+  for (size_t i = 1; i < 3; ++i)
+    if (dimProduct(inputs[i].shape) != params)
+      return invalid(ctx, "input {} has shape {} but expected {} values", i, shapeStr(inputs[i].shape), params);
+  return single(inputs[0].type, x);
+}
+
+Status runGroupNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  const ir::Tensor& x = *inputs[0];
+  const ops::GroupNormAttrs& a = attrsOf<ops::GroupNormAttrs>(ctx);
+  const int64_t n = x.shape()[0], c = x.shape()[1], spatial = dimProduct(x.shape(), 2, x.rank());
+  const bool instance = ctx.kind == ir::OpKind::InstanceNormalization;
+  const int64_t groups = instance ? c : a.numGroups;
+  std::vector<double> scale = asDoubles(*inputs[1]), bias = asDoubles(*inputs[2]);
+  if (!instance && ctx.opset < 21) {  // per-group parameters: repeat them for each channel of the group
+    std::vector<double> s, b;
+    for (int64_t ch = 0; ch < c; ++ch) {
+      s.push_back(scale[static_cast<size_t>(ch / (c / groups))]);
+      b.push_back(bias[static_cast<size_t>(ch / (c / groups))]);
+    }
+    scale = std::move(s);
+    bias = std::move(b);
+  }
+  return visitType<kTypes>(x.type(), [&](auto tag) -> Status {
+    using T = decltype(tag);
+    normalizeGroups<T>(x.dataAs<T>(), outputs[0]->mutableDataAs<T>(), n * groups, c / groups * spatial, spatial, c,
+                       a.epsilon, scale, bias);
+    return Status::ok();
+  });
+}
+
+// ---- LpNormalization -------------------------------------------------------------------------------------
+
+InferResult inferLpNorm(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFloatTypes));
+  const ops::LpNormAttrs& a = attrsOf<ops::LpNormAttrs>(ctx);
+  CTX_RETURN_IF_ERROR(
+      normalizeAxis(ctx, a.axis, static_cast<int64_t>(inputs[0].shape.size()), "attribute axis").status());
+  if (a.p != 1 && a.p != 2) return invalid(ctx, "attribute p is {} but expected 1 or 2", a.p);
+  return single(inputs[0].type, inputs[0].shape);
+}
+
+Status runLpNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  const ir::Tensor& x = *inputs[0];
+  const ops::LpNormAttrs& a = attrsOf<ops::LpNormAttrs>(ctx);
+  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, a.axis, static_cast<int64_t>(x.rank()), "axis"));
+  auto ax = static_cast<size_t>(axis);
+  const int64_t outer = dimProduct(x.shape(), 0, ax), len = x.shape()[ax];
+  const int64_t inner = dimProduct(x.shape(), ax + 1, x.rank());
+  return visitType<kTypes>(x.type(), [&](auto tag) -> Status {
+    using T = decltype(tag);
+    const T* px = x.dataAs<T>();
+    T* py = outputs[0]->mutableDataAs<T>();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t base = o * len * inner + i;
+        double norm = 0;
+        for (int64_t l = 0; l < len; ++l) {
+          double v = static_cast<double>(px[base + l * inner]);
+          norm += a.p == 1 ? std::fabs(v) : v * v;
+        }
+        if (a.p == 2) norm = std::sqrt(norm);
+        for (int64_t l = 0; l < len; ++l)
+          py[base + l * inner] = norm == 0 ? T(0) : static_cast<T>(static_cast<double>(px[base + l * inner]) / norm);
+      }
+    return Status::ok();
+  });
+}
+
+// ---- MeanVarianceNormalization ---------------------------------------------------------------------------
+
+InferResult inferMvn(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFloatTypes));
+  const auto& axes = attrsOf<ops::ReduceAttrs>(ctx).axes;
+  CTX_RETURN_IF_ERROR(normalizeAxes(ctx, axes ? *axes : std::vector<int64_t>{},
+                                    static_cast<int64_t>(inputs[0].shape.size()), "axes")
+                          .status());
+  return single(inputs[0].type, inputs[0].shape);
+}
+
+Status runMvn(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  const ir::Tensor& x = *inputs[0];
+  const auto& attrAxes = attrsOf<ops::ReduceAttrs>(ctx).axes;
+  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> axes, normalizeAxes(ctx, attrAxes ? *attrAxes : std::vector<int64_t>{},
+                                                                static_cast<int64_t>(x.rank()), "axes"));
+  ir::Shape kept = x.shape();
+  double count = 1;
+  for (int64_t a : axes) {
+    count *= static_cast<double>(kept[static_cast<size_t>(a)]);
+    kept[static_cast<size_t>(a)] = 1;
+  }
+  const size_t groups = static_cast<size_t>(dimProduct(kept));
+  std::array<std::span<const int64_t>, 1> keptShapes{kept};
+  BroadcastWalk walk = BroadcastWalk::make(x.shape(), keptShapes);
+  return visitType<kTypes>(x.type(), [&](auto tag) -> Status {
+    using T = decltype(tag);
+    const T* px = x.dataAs<T>();
+    T* py = outputs[0]->mutableDataAs<T>();
+    std::vector<double> sum(groups, 0.0), sq(groups, 0.0);
+    walk.visit(0, walk.total, [&](const auto& off, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        double v = static_cast<double>(px[off[0] + i]);
+        auto g = static_cast<size_t>(off[1] + i * walk.innerStride[1]);
+        sum[g] += v;
+        sq[g] += v * v;
+      }
+    });
+    walk.visit(0, walk.total, [&](const auto& off, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        auto g = static_cast<size_t>(off[1] + i * walk.innerStride[1]);
+        double mean = sum[g] / count;
+        double var = sq[g] / count - mean * mean;
+        py[off[0] + i] = static_cast<T>((static_cast<double>(px[off[0] + i]) - mean) / (std::sqrt(var) + 1e-9));
+      }
+    });
+    return Status::ok();
+  });
+}
+
+}  // namespace ctxkit::kernels::detail

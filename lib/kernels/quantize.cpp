@@ -1,0 +1,130 @@
+// QuantizeLinear and DequantizeLinear: per-tensor (scalar scale), per-axis (1-D scale along `axis`) and blocked
+// (scale with the input's rank, `block_size` elements per scale along `axis`); int8/uint8/int16/uint16,
+// packed int4/uint4 and float8 data through the element conversions. Quantization rounds halves to even and
+// saturates to the integer range.
+#include "kernels/convert.h"
+#include "kernels/ops.h"
+
+#include <cmath>
+
+namespace ctxkit::kernels::detail {
+
+namespace {
+
+constexpr TypeSet kQuantTypes = typeBit(ElemType::Int8) | typeBit(ElemType::Uint8) | typeBit(ElemType::Int16) |
+                                typeBit(ElemType::Uint16) | typeBit(ElemType::Int4) | typeBit(ElemType::Uint4) |
+                                typeBit(ElemType::Float8E4M3FN) | typeBit(ElemType::Float8E4M3FNUZ) |
+                                typeBit(ElemType::Float8E5M2) | typeBit(ElemType::Float8E5M2FNUZ) |
+                                typeBit(ElemType::Float4E2M1) | typeBit(ElemType::Int32);
+
+// For each element of `shape`: the index of its scale (and zero point).
+Expected<std::vector<size_t>> paramIndex(const OpContext& ctx, std::span<const int64_t> shape,
+                                         std::span<const int64_t> scaleShape) {
+  const ops::QuantizeAttrs& a = attrsOf<ops::QuantizeAttrs>(ctx);
+  const size_t n = static_cast<size_t>(dimProduct(shape));
+  std::vector<size_t> idx(n, 0);
+  if (dimProduct(scaleShape) == 1 && a.blockSize == 0) return idx;  // per tensor
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, a.axis, rank, "attribute axis"));
+  const auto ax = static_cast<size_t>(axis);
+  const int64_t inner = dimProduct(shape, ax + 1, shape.size());
+  const int64_t len = shape[ax];
+  if (a.blockSize == 0) {
+    if (scaleShape.size() != 1 || scaleShape[0] != len)
+      return invalid(ctx, "scale has shape {} but expected [{}] along axis {}", shapeStr(scaleShape), len, axis);
+    for (size_t i = 0; i < n; ++i) idx[i] = static_cast<size_t>((static_cast<int64_t>(i) / inner) % len);
+    return idx;
+  }
+  // Blocked: the scale has the input's shape with axis length ceil(len / block_size).
+  const int64_t blocks = (len + a.blockSize - 1) / a.blockSize;
+  ir::Shape expected(shape.begin(), shape.end());
+  expected[ax] = blocks;
+  if (ir::Shape(scaleShape.begin(), scaleShape.end()) != expected)
+    return invalid(ctx, "scale has shape {} but expected {} for block_size {}", shapeStr(scaleShape),
+                   shapeStr(expected), a.blockSize);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t k = static_cast<int64_t>(i);
+    int64_t in = k % inner, along = (k / inner) % len, outer = k / (inner * len);
+    idx[i] = static_cast<size_t>((outer * blocks + along / a.blockSize) * inner + in);
+  }
+  return idx;
+}
+
+std::vector<double> asDoubles(const ir::Tensor* t, size_t fallbackCount) {
+  std::vector<double> v(t ? static_cast<size_t>(t->elementCount()) : fallbackCount, 0.0);
+  if (t) (void)convertElements(t->type(), t->data(), ElemType::Double, v.data(), v.size());
+  return v;
+}
+
+ElemType quantizedType(const OpContext& ctx, InDescs inputs) {
+  if (const ValueDesc* zp = optionalInput(inputs, 2)) return zp->type;
+  ElemType t = attrsOf<ops::QuantizeAttrs>(ctx).outputType;
+  return t == ElemType::Undefined ? ElemType::Uint8 : t;
+}
+
+}  // namespace
+
+InferResult inferQuantize(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 3));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  const bool quantize = ctx.kind == ir::OpKind::QuantizeLinear;
+  if (quantize) {
+    CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFloatTypes | typeBit(ElemType::Int32)));
+  } else {
+    CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kQuantTypes));
+    if (optionalInput(inputs, 2)) CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 2));
+  }
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 1, kFloatTypes));
+  if (const ValueDesc* zp = optionalInput(inputs, 2))
+    if (zp->shape != inputs[1].shape && !(dimProduct(zp->shape) == 1 && dimProduct(inputs[1].shape) == 1))
+      return invalid(ctx, "zero point has shape {} but the scale has {}", shapeStr(zp->shape), shapeStr(inputs[1].shape));
+  CTX_RETURN_IF_ERROR(paramIndex(ctx, inputs[0].shape, inputs[1].shape).status());
+  if (!quantize) {
+    ElemType out = attrsOf<ops::QuantizeAttrs>(ctx).outputType;
+    return single(out == ElemType::Undefined ? inputs[1].type : out, inputs[0].shape);
+  }
+  ElemType q = quantizedType(ctx, inputs);
+  if (!inSet(kQuantTypes, q)) return unsupported(ctx, "quantization to {} is not supported", ir::elemTypeName(q));
+  return single(q, inputs[0].shape);
+}
+
+Status runQuantize(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  const ir::Tensor& x = *inputs[0];
+  ir::Tensor& y = *outputs[0];
+  const size_t n = static_cast<size_t>(x.elementCount());
+  CTX_ASSIGN_OR_RETURN(std::vector<size_t> pi, paramIndex(ctx, x.shape(), inputs[1]->shape()));
+  std::vector<double> xs = asDoubles(&x, n), scale = asDoubles(inputs[1], 1);
+  const ir::Tensor* zpT = inputs.size() > 2 ? inputs[2] : nullptr;
+  std::vector<double> zp = asDoubles(zpT, scale.size());
+  std::vector<double> out(n);
+  if (ctx.kind == ir::OpKind::DequantizeLinear) {
+    for (size_t i = 0; i < n; ++i) out[i] = (xs[i] - zp[pi[i]]) * scale[pi[i]];
+    return convertElements(ElemType::Double, out.data(), y.type(), y.mutableData(), n);
+  }
+  const ElemType q = y.type();
+  const bool isInt = inSet(kIntTypes, q) || q == ElemType::Int4 || q == ElemType::Uint4;
+  double lo = 0, hi = 0;
+  switch (q) {
+    case ElemType::Int8: lo = -128, hi = 127; break;
+    case ElemType::Uint8: lo = 0, hi = 255; break;
+    case ElemType::Int16: lo = -32768, hi = 32767; break;
+    case ElemType::Uint16: lo = 0, hi = 65535; break;
+    case ElemType::Int32: lo = -2147483648.0, hi = 2147483647.0; break;
+    case ElemType::Int4: lo = -8, hi = 7; break;
+    case ElemType::Uint4: lo = 0, hi = 15; break;
+    default: break;
+  }
+  // Float inputs divide in float32, as the reference does: a quotient just off .5 must round the same way.
+  const bool single = x.type() != ElemType::Double;
+  for (size_t i = 0; i < n; ++i) {
+    double v = single ? static_cast<double>(static_cast<float>(xs[i]) / static_cast<float>(scale[pi[i]]))
+                      : xs[i] / scale[pi[i]];
+    if (isInt) v = std::clamp(std::nearbyint(v) + zp[pi[i]], lo, hi);
+    else v += zp[pi[i]];  // float8: the conversion rounds and saturates
+    out[i] = v;
+  }
+  return convertElementRange(ElemType::Double, out.data(), q, y.mutableData(), 0, n,
+                             attrsOf<ops::QuantizeAttrs>(ctx).saturate);
+}
+
+}  // namespace ctxkit::kernels::detail

@@ -1,0 +1,138 @@
+// Indexing (GatherElements/ScatterElements, GatherND/ScatterND, OneHot), CumSum/TopK, the losses, Einsum,
+// Attention and the bitwise ops: semantics beyond the node tests' examples.
+#include "kernel_test_util.h"
+
+#include <limits>
+
+using namespace ctxkit;
+using namespace ctxkit::test;
+
+TEST_CASE("ScatterElements reduces duplicates; GatherElements takes negative indices") {
+  auto data = floats({1, 3}, {1, 2, 3});
+  auto idx = int64s({1, 2}, {1, 1});
+  auto upd = floats({1, 2}, {10, 20});
+  requireClose(values<float>(Op(OpKind::ScatterElements, 18).i("axis", 1).s("reduction", "add").run1({&data, &idx, &upd})),
+               {1, 32, 3});
+  requireClose(values<float>(Op(OpKind::ScatterElements, 18).i("axis", 1).s("reduction", "max").run1({&data, &idx, &upd})),
+               {1, 20, 3});
+  auto neg = int64s({1, 2}, {-1, 0});
+  requireClose(values<float>(Op(OpKind::GatherElements, 13).i("axis", 1).run1({&data, &neg})), {3, 1});
+  auto bad = int64s({1, 1}, {3});
+  REQUIRE(Op(OpKind::GatherElements, 13).i("axis", 1).fails({&data, &bad}).code() == ErrorCode::InvalidGraph);
+}
+
+TEST_CASE("GatherND with batch_dims and ScatterND with slices") {
+  auto data = floats({2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+  auto idx = int64s({2, 1}, {1, 0});
+  auto g = Op(OpKind::GatherND, 13).i("batch_dims", 1).run1({&data, &idx});
+  REQUIRE(g.shape() == ir::Shape{2, 2});
+  requireClose(values<float>(g), {2, 3, 4, 5});
+  auto rows = int64s({1, 1}, {1});
+  auto upd = floats({1, 2, 2}, {9, 9, 9, 9});
+  requireClose(values<float>(Op(OpKind::ScatterND, 18).run1({&data, &rows, &upd})), {0, 1, 2, 3, 9, 9, 9, 9});
+}
+
+TEST_CASE("OneHot wraps negative indices; CumSum exclusive and reverse; TopK breaks ties by index") {
+  auto i = int64s({3}, {0, -1, 5});
+  auto depth = floats({}, {3});
+  auto vals = floats({2}, {0, 1});
+  auto oh = Op(OpKind::OneHot, 11).run1({&i, &depth, &vals});
+  REQUIRE(oh.shape() == ir::Shape{3, 3});
+  requireClose(values<float>(oh), {1, 0, 0, 0, 0, 1, 0, 0, 0});  // 5 is out of range: all off
+  auto x = floats({4}, {1, 2, 3, 4});
+  auto axis = int32s({}, {0});
+  requireClose(values<float>(Op(OpKind::CumSum, 14).i("exclusive", 1).i("reverse", 1).run1({&x, &axis})),
+               {9, 7, 4, 0});
+  auto t = floats({5}, {3, 1, 3, 2, 3});
+  auto k = int64s({1}, {2});
+  auto r = Op(OpKind::TopK, 11).eval({&t, &k}, 2);
+  REQUIRE(r);
+  requireClose(values<float>((*r)[0]), {3, 3});
+  REQUIRE(values<int64_t>((*r)[1]) == std::vector<int64_t>{0, 2});
+}
+
+TEST_CASE("NegativeLogLikelihoodLoss mean divides by the weights of the targets not ignored") {
+  auto logp = floats({2, 2}, {-1, -2, -3, -4});
+  auto target = int64s({2}, {1, 0});
+  auto w = floats({2}, {2, 3});
+  requireClose(values<float>(Op(OpKind::NegativeLogLikelihoodLoss, 13).run1({&logp, &target, &w})),
+               {(2 * 3 + 3 * 2) / 5.0f});  // -logp[target] * weight[target], over the weights
+  requireClose(values<float>(Op(OpKind::NegativeLogLikelihoodLoss, 13).i("ignore_index", 0).run1({&logp, &target, &w})),
+               {2.0f});
+  auto sum = Op(OpKind::SoftmaxCrossEntropyLoss, 13).s("reduction", "sum").eval({&logp, &target}, 2);
+  REQUIRE(sum);
+  float lse0 = std::log(std::exp(-1.0f) + std::exp(-2.0f)), lse1 = std::log(std::exp(-3.0f) + std::exp(-4.0f));
+  requireClose(values<float>((*sum)[0]), {(lse0 + 2) + (lse1 + 3)});
+  requireClose(values<float>((*sum)[1]), {-1 - lse0, -2 - lse0, -3 - lse1, -4 - lse1});
+}
+
+TEST_CASE("Einsum: implicit output, diagonal, broadcast ellipsis") {
+  auto a = floats({2, 2}, {1, 2, 3, 4});
+  requireClose(values<float>(Op(OpKind::Einsum, 12).s("equation", "ii->i").run1({&a})), {1, 4});
+  auto t = Op(OpKind::Einsum, 12).s("equation", "ji").run1({&a});  // implicit: labels in order, "ij"
+  requireClose(values<float>(t), {1, 3, 2, 4});
+  auto b = floats({3, 2, 2}, {1, 0, 0, 1, 2, 0, 0, 2, 0, 1, 1, 0});
+  auto m = Op(OpKind::Einsum, 12).s("equation", "...ij,jk->...ik").run1({&b, &a});
+  REQUIRE(m.shape() == ir::Shape{3, 2, 2});
+  requireClose(values<float>(m), {1, 2, 3, 4, 2, 4, 6, 8, 3, 4, 1, 2});
+}
+
+TEST_CASE("Attention: grouped heads share a key/value head; causal masking counts the past") {
+  // Q: 2 heads, 1 query; K/V: 1 head, 1 new key after 1 past key. Unit scores make the softmax plain.
+  auto q = floats({1, 2, 1, 1}, {0, 0});
+  auto k = floats({1, 1, 1, 1}, {0});
+  auto v = floats({1, 1, 1, 1}, {4});
+  auto pk = floats({1, 1, 1, 1}, {0});
+  auto pv = floats({1, 1, 1, 1}, {2});
+  auto r = Op(OpKind::Attention, 23).i("is_causal", 1).eval({&q, &k, &v, nullptr, &pk, &pv}, 3);
+  REQUIRE(r);
+  REQUIRE((*r)[0].shape() == ir::Shape{1, 2, 1, 1});
+  requireClose(values<float>((*r)[0]), {3, 3});  // both keys visible (offset 1): mean of 2 and 4
+  REQUIRE((*r)[1].shape() == ir::Shape{1, 1, 2, 1});
+  requireClose(values<float>((*r)[2]), {2, 4});
+  auto mask = typed<uint8_t>(ElemType::Bool, {1, 1}, {1});  // one column: the second key is padded away
+  auto y = Op(OpKind::Attention, 23).eval({&q, &k, &v, &mask, &pk, &pv}, 1);
+  REQUIRE(y);
+  requireClose(values<float>((*y)[0]), {2, 2});
+  auto none = typed<uint8_t>(ElemType::Bool, {1, 2}, {0, 0});  // a fully masked row: zeros, not NaN
+  auto z = Op(OpKind::Attention, 23).eval({&q, &k, &v, &none, &pk, &pv}, 1);
+  REQUIRE(z);
+  requireClose(values<float>((*z)[0]), {0, 0});
+}
+
+TEST_CASE("BitShift past the width gives 0; Bitwise ops broadcast") {
+  auto x = typed<uint8_t>(ElemType::Uint8, {3}, {1, 128, 255});
+  auto s = typed<uint8_t>(ElemType::Uint8, {3}, {1, 1, 8});
+  REQUIRE(values<uint8_t>(Op(OpKind::BitShift, 11).s("direction", "LEFT").run1({&x, &s})) ==
+          std::vector<uint8_t>{2, 0, 0});
+  REQUIRE(values<uint8_t>(Op(OpKind::BitShift, 11).s("direction", "RIGHT").run1({&x, &s})) ==
+          std::vector<uint8_t>{0, 64, 0});
+  auto m = typed<uint8_t>(ElemType::Uint8, {}, {0x0f});
+  REQUIRE(values<uint8_t>(Op(OpKind::BitwiseAnd, 18).run1({&x, &m})) == std::vector<uint8_t>{1, 0, 15});
+}
+
+TEST_CASE("QuantizeLinear rounds halves to even and saturates; DequantizeLinear per axis and blocked") {
+  auto x = floats({4}, {2.5f, 3.5f, -1000, 1000});
+  auto scale = floats({}, {1});
+  auto zp = typed<int8_t>(ElemType::Int8, {}, {0});
+  REQUIRE(values<int8_t>(Op(OpKind::QuantizeLinear, 21).run1({&x, &scale, &zp})) ==
+          std::vector<int8_t>{2, 4, -128, 127});
+  auto q = typed<uint8_t>(ElemType::Uint8, {2, 2}, {10, 20, 30, 40});
+  auto perAxis = floats({2}, {1, 2});
+  auto zp2 = typed<uint8_t>(ElemType::Uint8, {2}, {10, 0});
+  requireClose(values<float>(Op(OpKind::DequantizeLinear, 21).i("axis", 1).run1({&q, &perAxis, &zp2})),
+               {0, 40, 20, 80});
+  auto blocked = floats({2, 1}, {1, 10});  // block_size 2 along axis 1: one scale per row
+  requireClose(values<float>(Op(OpKind::DequantizeLinear, 21).i("axis", 1).i("block_size", 2).run1({&q, &blocked})),
+               {10, 20, 300, 400});
+}
+
+TEST_CASE("RotaryEmbedding rotates halves or interleaved pairs by the cached angle") {
+  auto x = floats({1, 1, 1, 4}, {1, 2, 3, 4});  // [batch, heads, seq, head_size]
+  auto cos = floats({1, 1, 2}, {0, 1});
+  auto sin = floats({1, 1, 2}, {1, 0});
+  // Halves: (x0, x2) rotated by 90 degrees, (x1, x3) unchanged.
+  requireClose(values<float>(Op(OpKind::RotaryEmbedding, 23).run1({&x, &cos, &sin})), {-3, 2, 1, 4});
+  requireClose(values<float>(Op(OpKind::RotaryEmbedding, 23).i("interleaved", 1).run1({&x, &cos, &sin})),
+               {-2, 1, 3, 4});
+}
