@@ -1,8 +1,9 @@
 // How an ONNX Runtime application uses ctxkit: register libctxkit_ep.so, pick ctxkit's device (explicitly, or by a
-// PREFER_NPU policy), run a ctxgen-compiled _ctx.onnx, and optionally compare with ORT's CPU EP on the source model
-// and time session creation and runs both ways.
+// PREFER_NPU policy), optionally compile a plain model through ORT's compile API, run the _ctx.onnx, and optionally
+// compare with ORT's CPU EP on the source model and time session creation and runs both ways.
 //
 //   ctxkit_ort_app MODEL_ctx.onnx --ep-library PATH/libctxkit_ep.so [--device cpu|npu|prefer-npu]
+//   ctxkit_ort_app MODEL.onnx --compile-to OUT_ctx.onnx --ep-library PATH/libctxkit_ep.so [...]
 //                  [--source MODEL.onnx] [--bench N] [--threads N] [--shape INPUT=AxBxC]
 #include <onnxruntime_cxx_api.h>
 
@@ -23,7 +24,7 @@ namespace {
 constexpr const char* kEpName = "CtxKitExecutionProvider";
 
 struct Args {
-  std::string model, source, epLibrary, device = "cpu", threads = "1";
+  std::string model, source, epLibrary, device = "cpu", threads = "1", compileTo;
   int bench = 0;
   std::map<std::string, std::vector<int64_t>> shapes;  // --shape, for inputs the model leaves dynamic
 };
@@ -45,6 +46,7 @@ bool parse(int argc, char** argv, Args& a) {
     if (s == "--ep-library") a.epLibrary = next();
     else if (s == "--device") a.device = next();
     else if (s == "--source") a.source = next();
+    else if (s == "--compile-to") a.compileTo = next();
     else if (s == "--threads") a.threads = next();
     else if (s == "--bench") a.bench = std::atoi(next().c_str());
     else if (s == "--shape") {
@@ -159,7 +161,7 @@ int main(int argc, char** argv) {
   Args args;
   if (!parse(argc, argv, args)) {
     std::cerr << "usage: ctxkit_ort_app MODEL_ctx.onnx --ep-library PATH [--device cpu|npu|prefer-npu] "
-                 "[--source MODEL.onnx] [--bench N] [--threads N] [--shape INPUT=AxBxC]\n";
+                 "[--source MODEL.onnx] [--compile-to OUT_ctx.onnx] [--bench N] [--threads N] [--shape INPUT=AxBxC]\n";
     return 2;
   }
   try {
@@ -171,8 +173,21 @@ int main(int argc, char** argv) {
         std::cout << "device: " << d.EpName() << " by " << d.EpVendor() << " " << d.EpMetadata().GetValue("version")
                   << " on " << (d.Device().Type() == OrtHardwareDeviceType_NPU ? "NPU (virtual)" : "CPU") << "\n";
 
-    // Step 3: a session on the compiled model, and a run.
     Ort::SessionOptions options = ctxkitOptions(env, args);
+    if (!args.compileTo.empty()) {
+      // Optional: compile a plain model with ctxkit through ORT's compile API (_ctx.onnx + _ctxkit.bin beside it).
+      Ort::ModelCompilationOptions compile(env, options);
+      compile.SetInputModelPath(args.model.c_str());
+      compile.SetOutputModelPath(args.compileTo.c_str());
+      compile.SetEpContextEmbedMode(false);
+      Ort::Status status = Ort::CompileModel(env, compile);
+      if (!status.IsOK()) throw std::runtime_error("compiling " + args.model + ": " + status.GetErrorMessage());
+      std::cout << "compiled " << args.model << " -> " << args.compileTo << "\n";
+      if (args.source.empty()) args.source = args.model;
+      args.model = args.compileTo;
+    }
+
+    // Step 3: a session on the compiled model, and a run.
     Ort::Session session(env, args.model.c_str(), options);
     Inputs inputs = makeInputs(session, args);
     std::vector<Ort::Value> outputs = run(session, inputs);
