@@ -8,6 +8,7 @@
 #include "ort_ep/ep.h"
 #include "ort_ep/graph_reader.h"
 #include "partitioner/partitioner.h"
+#include "pipeline/emit.h"
 #include "program/program.h"
 #include "weightshare/weight_pool.h"
 
@@ -17,23 +18,6 @@
 namespace ctxkit::ort_ep {
 
 namespace fs = std::filesystem;
-
-namespace {
-
-// Values the partition must hand out: graph outputs and what other (not folded) nodes read.
-std::set<std::string> usedOutside(const ir::Graph& graph, const partitioner::PartitionPlan& plan, int p) {
-  std::set<std::string> used;
-  for (const auto& out : graph.outputs) used.insert(out.name);
-  for (size_t i = 0; i < graph.nodes.size(); ++i) {
-    const auto& d = plan.nodes[i];
-    if (d.placement == partitioner::NodePlacement::Folded) continue;
-    if (d.placement == partitioner::NodePlacement::Compiled && d.partition == p) continue;
-    ir::collectNodeReads(graph.nodes[i], used);
-  }
-  return used;
-}
-
-}  // namespace
 
 Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, const OrtGraph& graph,
                                         OrtEpGraphSupportInfo& support) {
@@ -77,7 +61,7 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
     std::string name = fmt::format("{}{}_ctxkit_{}", config.nodeNamePrefix, stem, claimed.size());
     codegen::LowerOptions options;
     options.name = name;
-    auto lowered = codegen::lowerPartition(g, *facts, plan.partitions[p], usedOutside(g, plan, static_cast<int>(p)), intern, options);
+    auto lowered = codegen::lowerPartition(g, *facts, plan.partitions[p], pipeline::valuesUsedOutside(g, plan, static_cast<int>(p)), intern, options);
     if (!lowered) continue;  // a partition ctxkit cannot lower stays with ORT's CPU EP, as an unsupported node would
     claimed.push_back({p, name, std::move(lowered->inputs), std::move(lowered->outputs), std::move(lowered->program)});
   }
