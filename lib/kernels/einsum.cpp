@@ -1,9 +1,10 @@
 // Einsum (explicit "ab,bc->ac" and implicit "ab,bc" forms, repeated labels for diagonals, "..." broadcast
-// dims) by direct summation over every label, and BitCast (reinterpreting bytes as another type of the same
-// size).
+// dims) by direct summation over every label, Det (LU with partial pivoting) and BitCast (reinterpreting bytes
+// as another type of the same size).
 #include "kernels/convert.h"
 #include "kernels/ops.h"
 
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -186,6 +187,51 @@ InferResult inferBitCast(const OpContext& ctx, InDescs inputs, size_t outputCoun
 Status runBitCast(const OpContext&, RunIns inputs, RunOuts outputs) {
   if (inputs[0]->byteSize()) std::memcpy(outputs[0]->mutableData(), inputs[0]->data(), inputs[0]->byteSize());
   return Status::ok();
+}
+
+// ---- Det ---------------------------------------------------------------------------------------------------
+
+InferResult inferDet(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFloatTypes));
+  const auto& x = inputs[0].shape;
+  if (x.size() < 2 || x[x.size() - 1] != x[x.size() - 2])
+    return invalid(ctx, "input 0 has shape {} but expected [..., M, M]", shapeStr(x));
+  return single(inputs[0].type, ir::Shape(x.begin(), x.end() - 2));
+}
+
+// LU decomposition with partial pivoting, in double.
+Status runDet(const OpContext&, RunIns inputs, RunOuts outputs) {
+  const ir::Tensor& x = *inputs[0];
+  const int64_t m = x.shape().back();
+  const size_t count = static_cast<size_t>(outputs[0]->elementCount());
+  std::vector<double> all(static_cast<size_t>(x.elementCount())), dets(count);
+  CTX_RETURN_IF_ERROR(convertElements(x.type(), x.data(), ElemType::Double, all.data(), all.size()));
+  for (size_t k = 0; k < count; ++k) {
+    double* a = all.data() + k * static_cast<size_t>(m * m);
+    double det = 1;
+    for (int64_t col = 0; col < m && det != 0; ++col) {
+      int64_t pivot = col;
+      for (int64_t r = col + 1; r < m; ++r)
+        if (std::fabs(a[r * m + col]) > std::fabs(a[pivot * m + col])) pivot = r;
+      if (a[pivot * m + col] == 0) {
+        det = 0;
+        break;
+      }
+      if (pivot != col) {
+        for (int64_t c = 0; c < m; ++c) std::swap(a[pivot * m + c], a[col * m + c]);
+        det = -det;
+      }
+      det *= a[col * m + col];
+      for (int64_t r = col + 1; r < m; ++r) {
+        double f = a[r * m + col] / a[col * m + col];
+        for (int64_t c = col; c < m; ++c) a[r * m + c] -= f * a[col * m + c];
+      }
+    }
+    dets[k] = det;
+  }
+  return convertElements(ElemType::Double, dets.data(), outputs[0]->type(), outputs[0]->mutableData(), count);
 }
 
 }  // namespace ctxkit::kernels::detail

@@ -1,5 +1,5 @@
-// Normalizations over groups of elements: InstanceNormalization, GroupNormalization, LpNormalization and
-// MeanVarianceNormalization. Statistics accumulate in double.
+// Normalizations over groups of elements: InstanceNormalization, GroupNormalization, LpNormalization,
+// MeanVarianceNormalization and LRN. Statistics accumulate in double.
 #include "kernels/ops.h"
 
 #include <cmath>
@@ -173,6 +173,43 @@ Status runMvn(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
         py[off[0] + i] = static_cast<T>((static_cast<double>(px[off[0] + i]) - mean) / (std::sqrt(var) + 1e-9));
       }
     });
+    return Status::ok();
+  });
+}
+
+// ---- LRN ---------------------------------------------------------------------------------------------------
+
+InferResult inferLrn(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFloatTypes));
+  if (inputs[0].shape.size() < 2) return invalid(ctx, "input 0 must have rank 2 or more (N x C ...)");
+  if (attrsOf<ops::LrnAttrs>(ctx).size < 1) return invalid(ctx, "attribute size must be at least 1");
+  return single(inputs[0].type, inputs[0].shape);
+}
+
+// y = x / (bias + alpha / size * sum of x^2 over the neighbouring channels)^beta.
+Status runLrn(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  const ir::Tensor& x = *inputs[0];
+  const ops::LrnAttrs& a = attrsOf<ops::LrnAttrs>(ctx);
+  const int64_t n = x.shape()[0], c = x.shape()[1], spatial = dimProduct(x.shape(), 2, x.rank());
+  const int64_t before = (a.size - 1) / 2, after = a.size - 1 - before;
+  return visitType<kTypes>(x.type(), [&](auto tag) -> Status {
+    using T = decltype(tag);
+    const T* px = x.dataAs<T>();
+    T* py = outputs[0]->mutableDataAs<T>();
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t s = 0; s < spatial; ++s) {
+          double sq = 0;
+          for (int64_t k = std::max<int64_t>(0, ch - before); k <= std::min(c - 1, ch + after); ++k) {
+            double v = static_cast<double>(px[(b * c + k) * spatial + s]);
+            sq += v * v;
+          }
+          int64_t i = (b * c + ch) * spatial + s;
+          py[i] = static_cast<T>(static_cast<double>(px[i]) /
+                                 std::pow(a.bias + a.alpha / static_cast<double>(a.size) * sq, a.beta));
+        }
     return Status::ok();
   });
 }

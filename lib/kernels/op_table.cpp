@@ -62,6 +62,10 @@ const OpEntry* detail::findEntry(OpKind kind) {
   static const OpEntry softmaxLike{inferSoftmax, runLogSoftmaxOrHardmax, kFloats, true};
   static const OpEntry mod{inferMod, runMod, kNumericTypes, true};
   static const OpEntry trilu{inferTrilu, runTrilu, kFixedSizeTypes, false};
+  static const OpEntry dynamicQuantize{inferDynamicQuantize, runDynamicQuantize, typeBit(ElemType::Float), false};
+  static const OpEntry lrn{inferLrn, runLrn, kFloats, true};
+  static const OpEntry reverseSequence{inferReverseSequence, runReverseSequence, kFixedSizeTypes, false};
+  static const OpEntry det{inferDet, runDet, kFloats, true};
   static const OpEntry quantize{inferQuantize, runQuantize, kFloats | typeBit(ElemType::Int32), false};
   static const OpEntry dequantize{inferQuantize, runQuantize,
                                   kIntTypes | typeBit(ElemType::Int4) | typeBit(ElemType::Uint4) |
@@ -193,6 +197,10 @@ const OpEntry* detail::findEntry(OpKind kind) {
     case OpKind::Hardmax: return &softmaxLike;
     case OpKind::Mod: return &mod;
     case OpKind::Trilu: return &trilu;
+    case OpKind::DynamicQuantizeLinear: return &dynamicQuantize;
+    case OpKind::LRN: return &lrn;
+    case OpKind::ReverseSequence: return &reverseSequence;
+    case OpKind::Det: return &det;
     case OpKind::QuantizeLinear: return &quantize;
     case OpKind::DequantizeLinear: return &dequantize;
     case OpKind::RotaryEmbedding: return &rotary;

@@ -120,6 +120,16 @@ Status runRotary(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferQuantize(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runQuantize(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
+// quantize.cpp, norm_more.cpp, layout_ops.cpp, einsum.cpp: DynamicQuantizeLinear, LRN, ReverseSequence, Det.
+InferResult inferDynamicQuantize(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runDynamicQuantize(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferLrn(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runLrn(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferReverseSequence(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runReverseSequence(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferDet(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runDet(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
 // index_ops.cpp: Trilu.
 InferResult inferTrilu(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runTrilu(const OpContext& ctx, RunIns inputs, RunOuts outputs);

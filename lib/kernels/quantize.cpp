@@ -1,4 +1,4 @@
-// QuantizeLinear and DequantizeLinear: per-tensor (scalar scale), per-axis (1-D scale along `axis`) and blocked
+// QuantizeLinear and DequantizeLinear (and DynamicQuantizeLinear to uint8): per-tensor (scalar scale), per-axis (1-D scale along `axis`) and blocked
 // (scale with the input's rank, `block_size` elements per scale along `axis`); int8/uint8/int16/uint16,
 // packed int4/uint4 and float8 data through the element conversions. Quantization rounds halves to even and
 // saturates to the integer range.
@@ -125,6 +125,35 @@ Status runQuantize(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   }
   return convertElementRange(ElemType::Double, out.data(), q, y.mutableData(), 0, n,
                              attrsOf<ops::QuantizeAttrs>(ctx).saturate);
+}
+
+// ---- DynamicQuantizeLinear -------------------------------------------------------------------------------
+
+InferResult inferDynamicQuantize(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 3, 3));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, typeBit(ElemType::Float)));
+  return std::vector<OutputDesc>{{ElemType::Uint8, inputs[0].shape}, {ElemType::Float, {}}, {ElemType::Uint8, {}}};
+}
+
+// The uint8 range [0, 255] covers [min(0, x), max(0, x)]: scale = range / 255, zero point = round(-min / scale).
+Status runDynamicQuantize(const OpContext&, RunIns inputs, RunOuts outputs) {
+  const ir::Tensor& x = *inputs[0];
+  const float* px = x.dataAs<float>();
+  const size_t n = static_cast<size_t>(x.elementCount());
+  float lo = 0, hi = 0;
+  for (size_t i = 0; i < n; ++i) {
+    lo = std::min(lo, px[i]);
+    hi = std::max(hi, px[i]);
+  }
+  const float scale = (hi - lo) / 255.0f;
+  const float zp = scale == 0 ? 0.0f : std::clamp(std::nearbyint(-lo / scale), 0.0f, 255.0f);
+  uint8_t* py = outputs[0]->mutableDataAs<uint8_t>();
+  for (size_t i = 0; i < n; ++i)
+    py[i] = static_cast<uint8_t>(scale == 0 ? zp : std::clamp(std::nearbyint(px[i] / scale) + zp, 0.0f, 255.0f));
+  outputs[1]->mutableDataAs<float>()[0] = scale;
+  outputs[2]->mutableDataAs<uint8_t>()[0] = static_cast<uint8_t>(zp);
+  return Status::ok();
 }
 
 }  // namespace ctxkit::kernels::detail

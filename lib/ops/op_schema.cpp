@@ -431,6 +431,17 @@ Expected<OpAttrs> decodeAttrs(OpKind kind, int64_t opset, const ir::Attributes& 
       CTX_ASSIGN_OR_RETURN(a.saturate, flagOr(attrs, "saturate", true));
       return OpAttrs(a);
     }
+    case OpKind::LRN: {
+      LrnAttrs a;
+      a.alpha = attrs.getFloat("alpha", 1e-4f);
+      a.beta = attrs.getFloat("beta", 0.75f);
+      a.bias = attrs.getFloat("bias", 1.0f);
+      a.size = attrs.getInt("size", 0);
+      if (a.size < 1) return bad("required attribute size is {} but expected at least 1", a.size);
+      return OpAttrs(a);
+    }
+    case OpKind::ReverseSequence:
+      return OpAttrs(ReverseSequenceAttrs{attrs.getInt("batch_axis", 1), attrs.getInt("time_axis", 0)});
     default: return OpAttrs(OnnxAttrs{});
   }
 }

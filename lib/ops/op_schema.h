@@ -388,6 +388,36 @@ struct QuantizeAttrs {
   }
 };
 
+// LRN.
+struct LrnAttrs {
+  float alpha = 1e-4f, beta = 0.75f, bias = 1.0f;
+  int64_t size = 0;
+  template <class F> void fields(F&& f) {
+    f("alpha", alpha);
+    f("beta", beta);
+    f("bias", bias);
+    f("size", size);
+  }
+  template <class F> void fields(F&& f) const {
+    f("alpha", alpha);
+    f("beta", beta);
+    f("bias", bias);
+    f("size", size);
+  }
+};
+
+struct ReverseSequenceAttrs {
+  int64_t batchAxis = 1, timeAxis = 0;
+  template <class F> void fields(F&& f) {
+    f("batch_axis", batchAxis);
+    f("time_axis", timeAxis);
+  }
+  template <class F> void fields(F&& f) const {
+    f("batch_axis", batchAxis);
+    f("time_axis", timeAxis);
+  }
+};
+
 // Families not migrated yet: their kernels still read the node's ONNX attributes.
 struct OnnxAttrs {
   template <class F> void fields(F&&) const {}
@@ -398,7 +428,7 @@ using OpAttrs = std::variant<OnnxAttrs, BinaryAttrs, UnaryAttrs, ConvAttrs, Pool
                              ModAttrs, UnaryMathAttrs, TriluAttrs, LossAttrs, GatherScatterAttrs, CumulativeAttrs,
                              TopKAttrs, BitShiftAttrs, DepthSpaceAttrs, EyeLikeAttrs, GroupNormAttrs, LpNormAttrs,
                              AttentionAttrs, EinsumAttrs, BitCastAttrs, RotaryAttrs,
-                             QuantizeAttrs>;
+                             QuantizeAttrs, LrnAttrs, ReverseSequenceAttrs>;
 
 // Decodes and checks an op's ONNX attributes for the model's opset. Errors say which attribute, what was found
 // and what was expected; callers add the node.

@@ -136,3 +136,16 @@ TEST_CASE("RotaryEmbedding rotates halves or interleaved pairs by the cached ang
   requireClose(values<float>(Op(OpKind::RotaryEmbedding, 23).i("interleaved", 1).run1({&x, &cos, &sin})),
                {-2, 1, 3, 4});
 }
+
+TEST_CASE("Det pivots; ReverseSequence reverses each batch's prefix; DynamicQuantizeLinear covers zero") {
+  auto m = floats({2, 2, 2}, {0, 1, 1, 0, 2, 1, 1, 3});  // a row swap: -1; then 2 * 3 - 1 = 5
+  requireClose(values<float>(Op(OpKind::Det, 11).run1({&m})), {-1, 5});
+  auto x = floats({3, 2}, {1, 10, 2, 20, 3, 30});  // [time, batch]
+  auto lens = int64s({2}, {3, 1});
+  requireClose(values<float>(Op(OpKind::ReverseSequence, 10).run1({&x, &lens})), {3, 10, 2, 20, 1, 30});
+  auto v = floats({3}, {1, 2, 3});  // range [0, 3]: scale 3 / 255, zero point 0
+  auto r = Op(OpKind::DynamicQuantizeLinear, 11).eval({&v}, 3);
+  REQUIRE(r);
+  REQUIRE(values<uint8_t>((*r)[0]) == std::vector<uint8_t>{85, 170, 255});
+  REQUIRE(values<uint8_t>((*r)[2])[0] == 0);
+}

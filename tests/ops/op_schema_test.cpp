@@ -156,6 +156,10 @@ TEST_CASE("every op id is pinned: released ids never change, new ops append", "[
       {141, "GlobalMaxPool"},
       {142, "QuantizeLinear"},
       {143, "DequantizeLinear"},
+      {144, "DynamicQuantizeLinear"},
+      {145, "LRN"},
+      {146, "ReverseSequence"},
+      {147, "Det"},
   };
   for (const auto& [id, name] : golden) {
     auto kind = ir::opKindFromInt(id);
