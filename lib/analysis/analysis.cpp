@@ -168,7 +168,13 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
         outs = std::move(r).value();
         inferred = true;
       } else if (r.error().code() == ErrorCode::InvalidGraph) {
-        return r.takeError().addContext(fmt::format("{}", nodeLabel(node, index)));
+        // A compile error names op, opset, node and type (SPEC §10); the kernel's message names the node already.
+        std::string message = r.error().message();
+        const std::string kernelPrefix = fmt::format("node '{}' ({}): ", node.name, ir::opKindName(node.kind));
+        if (!node.name.empty() && message.rfind(kernelPrefix, 0) == 0) message.erase(0, kernelPrefix.size());
+        const std::string type = descs.empty() ? "none" : std::string(ir::elemTypeName(descs[0].type));
+        return makeError(ErrorCode::InvalidGraph, "{} (opset {}, input type {}): {}", nodeLabel(node, index),
+                         node.opset, type, message);
       } else {
         blocker = r.error().message();
         facts.ruleFailures[index] = blocker;

@@ -153,4 +153,24 @@ Expected<Tensor> Tensor::reshaped(Shape shape) const {
   return t;
 }
 
+void Tensor::unbind() {
+  type_ = ElemType::Undefined;
+  shape_.clear();
+  data_ = nullptr;
+  size_ = 0;
+  writable_ = false;
+  owner_.reset();
+  strings_.clear();
+}
+
+Status Tensor::rebindAsView(const Tensor& base, std::span<const int64_t> shape) {
+  auto count = ir::elementCount(shape);
+  if (!count || *count != base.elementCount())
+    return makeError(ErrorCode::InvalidGraph, "cannot view a tensor of shape {} as {}", shapeToString(base.shape_),
+                     shapeToString(shape));
+  *this = base;
+  shape_.assign(shape.begin(), shape.end());
+  return Status::ok();
+}
+
 }  // namespace ctxkit::ir

@@ -61,6 +61,11 @@ public:
 
   // Same bytes, another shape with the same element count (Reshape and friends as views).
   Expected<Tensor> reshaped(Shape shape) const;
+  // Becomes a view of `base` with `shape` (same element count), reusing this tensor's shape storage: binding a
+  // view on every run allocates nothing once the storage has grown.
+  Status rebindAsView(const Tensor& base, std::span<const int64_t> shape);
+  // Becomes an empty tensor (no data, no owner) but keeps its shape storage for the next binding.
+  void unbind();
   // The owner keeping data() alive (shared with views).
   const std::shared_ptr<const void>& owner() const { return owner_; }
 

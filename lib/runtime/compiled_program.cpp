@@ -28,7 +28,7 @@ public:
     for (size_t t = 0; t < tensors.size(); ++t)
       if (tensors[t].kind == TensorKind::Input || tensors[t].kind == TensorKind::Output ||
           tensors[t].kind == TensorKind::View)
-        frame_->bound[t] = ir::Tensor();
+        frame_->bound[t].unbind();
     std::lock_guard<std::mutex> lock(owner_.framesMutex_);
     owner_.freeFrames_.push_back(std::move(frame_));
   }
@@ -51,6 +51,13 @@ Expected<std::unique_ptr<CompiledProgram::Frame>> CompiledProgram::makeFrame() c
     frame->arena = std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
   }
   frame->bound = weights_;
+  size_t maxIns = 0, maxOuts = 0;
+  for (const program::Op& op : program_.ops) {
+    maxIns = std::max(maxIns, op.inputs.size());
+    maxOuts = std::max(maxOuts, op.outputs.size());
+  }
+  frame->ins.reserve(maxIns);
+  frame->outs.reserve(maxOuts);
   for (size_t t = 0; t < program_.tensors.size(); ++t) {
     const program::TensorDesc& d = program_.tensors[t];
     if (d.kind == TensorKind::Arena) {
@@ -193,18 +200,18 @@ Status CompiledProgram::runInto(std::span<const ir::Tensor* const> inputs, std::
     }
   }
   for (size_t t = 0; t < tensors.size(); ++t)
-    if (tensors[t].kind == TensorKind::View) {
-      CTX_ASSIGN_OR_RETURN(bound[t], bound[tensors[t].index].reshaped(tensors[t].shape));
-    }
-  std::vector<const ir::Tensor*> ins;
-  std::vector<ir::Tensor*> outs;
+    if (tensors[t].kind == TensorKind::View)
+      CTX_RETURN_IF_ERROR(bound[t].rebindAsView(bound[tensors[t].index], tensors[t].shape));
+  std::vector<const ir::Tensor*>& ins = (*lease).ins;
+  std::vector<ir::Tensor*>& outs = (*lease).outs;
   for (size_t k = 0; k < program_.ops.size(); ++k) {
     const program::Op& op = program_.ops[k];
     ins.clear();
     outs.clear();
     for (int32_t i : op.inputs) ins.push_back(i < 0 ? nullptr : &bound[i]);
     for (int32_t o : op.outputs) outs.push_back(&bound[o]);
-    CTX_RETURN_IF_ERROR(prepared_[k]->run(ins, outs, pool).addContext(fmt::format("graph '{}'", name_)));
+    // The context is formatted only on failure: a run allocates nothing.
+    if (Status s = prepared_[k]->run(ins, outs, pool); !s) return std::move(s).addContext(fmt::format("graph '{}'", name_));
   }
   return Status::ok();
 }

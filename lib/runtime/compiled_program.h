@@ -48,6 +48,8 @@ private:
   struct Frame {
     std::shared_ptr<std::byte> arena;
     std::vector<ir::Tensor> bound;
+    std::vector<const ir::Tensor*> ins;  // one op's operands, reused so that a run allocates nothing
+    std::vector<ir::Tensor*> outs;
   };
   class FrameLease;
 

@@ -1,0 +1,185 @@
+// Measures issue 10's "a steady-state run allocates nothing": heap allocations per run of each compiled sample (and
+// PP-OCR when fetched) after a warm-up run, running into the caller's output buffers, on 1 and 2 threads, with the
+// call stack of the first one. A report, not a test yet: it becomes one (every count 0) once the kernels allocate
+// nothing. This binary replaces the global operator new to count the allocations made while runs are in progress.
+// usage: alloc_report [SAMPLES_DIR [CACHE_DIR]]
+#include "onnx_io/onnx_io.h"
+#include "pipeline/pipeline.h"
+#include "runtime/session.h"
+#include "tooling/run_io.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <execinfo.h>
+#include <filesystem>
+#include <map>
+#include <new>
+#include <unistd.h>
+
+namespace {
+std::atomic<bool> counting{false};
+std::atomic<size_t> allocations{0};
+// The call stack of the first allocation counted, printed when a test fails (symbols need -rdynamic).
+void* firstStack[24];
+std::atomic<int> firstStackDepth{0};
+
+void* countedAlloc(std::size_t size, std::size_t align) {
+  if (counting.load(std::memory_order_relaxed) && allocations.fetch_add(1, std::memory_order_relaxed) == 0)
+    firstStackDepth = backtrace(firstStack, 24);  // backtrace itself does not allocate once it has been called
+  size = size == 0 ? 1 : size;
+  void* p = align <= alignof(std::max_align_t) ? std::malloc(size)
+                                              : std::aligned_alloc(align, (size + align - 1) / align * align);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+// Every replaceable form is replaced so that new and delete always pair malloc with free.
+void* operator new(std::size_t size) { return countedAlloc(size, 0); }
+void* operator new[](std::size_t size) { return countedAlloc(size, 0); }
+void* operator new(std::size_t size, std::align_val_t a) { return countedAlloc(size, static_cast<std::size_t>(a)); }
+void* operator new[](std::size_t size, std::align_val_t a) { return countedAlloc(size, static_cast<std::size_t>(a)); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+using namespace ctxkit;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path kSamples = CTXKIT_SAMPLES_DIR;
+fs::path kCache = CTXKIT_CACHE_DIR;
+
+// Aborts the report with a message: the measurement cannot go on.
+#define REQUIRE(cond)                                                                            \
+  do {                                                                                           \
+    if (!(cond)) {                                                                               \
+      std::fprintf(stderr, "alloc_report: %s: %s failed\n", c.label.c_str(), #cond);              \
+      std::exit(1);                                                                              \
+    }                                                                                            \
+  } while (0)
+
+struct Case {
+  std::string label;
+  fs::path model;
+  fs::path dataDir;  // inputs in the test-data convention; empty: seeded random inputs
+  std::vector<std::string> shapes;  // --shape bindings INPUT=AxB
+};
+
+// Compiles `c` for `target`, loads it with `threads` kernel threads and returns the allocations made by `runs`
+// runs of every compiled node after one warm-up run each.
+size_t steadyStateAllocations(const Case& c, const std::string& target, int threads, int runs) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("ctxkit_alloc_{}_{}_{}", c.label, target, ::getpid());
+  pipeline::CompileOptions o;
+  o.models = {c.model};
+  o.outputDir = dir;
+  o.target = target;
+  o.force = true;
+  for (const auto& s : c.shapes) {
+    auto eq = s.find('=');
+    ir::Shape shape;
+    for (size_t p = eq + 1; p < s.size();) {
+      size_t x = s.find('x', p);
+      shape.push_back(std::stoll(s.substr(p, x == std::string::npos ? std::string::npos : x - p)));
+      p = x == std::string::npos ? s.size() : x + 1;
+    }
+    o.bindings.shapes[s.substr(0, eq)] = shape;  // the same bindings make the random inputs
+  }
+  auto compiled = pipeline::compileModels(o);
+  REQUIRE(compiled);
+  const fs::path ctx = dir / (c.model.stem().string() + "_ctx.onnx");
+  runtime::SessionOptions so;
+  so.threads = threads;
+  auto session = runtime::Session::loadFile(ctx, so);
+  REQUIRE(session);
+  auto model = onnx_io::loadModel(ctx);
+  REQUIRE(model);
+  auto feeds = c.dataDir.empty() ? tooling::randomInputs((*session)->inputs(), o.bindings, 7)
+                                 : tooling::loadInputFolder(c.dataDir, (*session)->inputs());
+  REQUIRE(feeds);
+  // Values by name: the graph's feeds, then each compiled node's outputs as it runs (nodes in graph order).
+  std::map<std::string, ir::Tensor> values;
+  for (size_t i = 0; i < feeds->size(); ++i) values[(*session)->inputs()[i].name] = (*feeds)[i];
+  struct Node {
+    size_t index;
+    std::vector<const ir::Tensor*> ins;
+    std::vector<ir::Tensor*> outs;
+  };
+  std::vector<Node> nodes;
+  for (size_t n = 0; n < model->graph.nodes.size(); ++n) {
+    const ir::Node& node = model->graph.nodes[n];
+    if (node.kind != ir::OpKind::EPContext) continue;
+    auto descs = (*session)->compiledNodeOutputs(n);
+    REQUIRE(descs);
+    Node run{n, {}, {}};
+    for (const auto& in : node.inputs) {
+      REQUIRE(values.count(in) == 1);
+      run.ins.push_back(&values[in]);
+    }
+    for (size_t k = 0; k < descs->size(); ++k) {
+      values[node.outputs[k]] = ir::Tensor::allocate((*descs)[k].type, (*descs)[k].shape).value();
+      run.outs.push_back(&values[node.outputs[k]]);
+    }
+    nodes.push_back(std::move(run));
+  }
+  REQUIRE(!nodes.empty());
+  for (auto& n : nodes) REQUIRE((*session)->runCompiledNodeInto(n.index, n.ins, n.outs));  // warm-up
+  allocations = 0;
+  firstStackDepth = 0;
+  counting = true;
+  bool ok = true;
+  for (int i = 0; i < runs; ++i)
+    for (auto& n : nodes) ok = (*session)->runCompiledNodeInto(n.index, n.ins, n.outs).isOk() && ok;
+  counting = false;
+  REQUIRE(ok);
+  const size_t made = allocations.load();
+  std::printf("%-18s %-8s %d thread(s): %zu allocations per run\n", c.label.c_str(), target.c_str(), threads,
+              made / static_cast<size_t>(runs));
+  if (made != 0 && firstStackDepth > 0) {
+    std::printf("  the first made at:\n");
+    std::fflush(stdout);
+    backtrace_symbols_fd(firstStack, firstStackDepth, 1);
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  return made;
+}
+
+std::vector<Case> sampleCases() {
+  std::vector<Case> cases;
+  for (const char* stem : {"tiny_cnn", "tiny_prefill", "tiny_decode", "tiny_qdq_cnn", "tiny_qdq_prefill"})
+    cases.push_back(Case{stem, kSamples / (std::string(stem) + ".onnx"), kSamples / stem / "test_data_set_0", {}});
+  return cases;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1) kSamples = argv[1];
+  if (argc > 2) kCache = argv[2];
+  for (const Case& c : sampleCases())
+    for (const char* target : {"npu-sim", "cpu"})
+      for (int threads : {1, 2}) steadyStateAllocations(c, target, threads, 5);
+  // PP-OCR (npm, fetched by scripts/fetch_test_assets.sh): the classifier, and the recognizer with attention.
+  const fs::path assets = kCache / "models" / "ocr-models-1.4.2" / "package" / "assets";
+  if (!fs::exists(assets)) {
+    std::printf("PP-OCR skipped: not in %s (scripts/fetch_test_assets.sh fetches it)\n", assets.c_str());
+    return 0;
+  }
+  const std::vector<Case> corpus = {
+      {"ppocr_cls", assets / "ch_ppocr_mobile_v2.0_cls_infer.onnx", {}, {"x=1x3x48x192"}},
+      {"ppocr_rec", assets / "ch_PP-OCRv4_rec_infer.onnx", {}, {"x=1x3x48x320"}},
+  };
+  for (const Case& c : corpus)
+    for (int threads : {1, 2}) steadyStateAllocations(c, "npu-sim", threads, 2);
+  return 0;
+}
