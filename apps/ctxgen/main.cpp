@@ -49,7 +49,7 @@ Status applyConfig(const std::string& entry, pipeline::CompileOptions& o) {
 int main(int argc, char** argv) {
   CLI::App app{"ctxgen: compile ONNX models to EPContext models and a context binary"};
   pipeline::CompileOptions o;
-  std::vector<std::string> models, dims, shapes, configs;
+  std::vector<std::string> models, configs;
   std::string outputDir, jsonPath, depfile;
   bool verbose = false, quiet = false;
   app.add_option("models", models, "MODEL[,MODEL...] (comma-separated or separate arguments)")->required();
@@ -57,8 +57,11 @@ int main(int argc, char** argv) {
   app.add_option("-o,--output-dir", outputDir, "write all outputs to DIR (created if missing)");
   app.add_option("--embed-mode", o.embedMode, "0: context in a .bin file (default); 1: inside the _ctx.onnx")->check(CLI::Range(0, 1));
   app.add_option("--target", o.target, "npu-sim (default), cpu, or a target JSON file");
-  app.add_option("--dim", dims, "bind a symbolic dimension: SYM=V");
-  app.add_option("--shape", shapes, "bind an input shape: INPUT=AxBxC");
+  app.add_option("--dim", o.dimArgs, "bind a symbolic dimension: [STEM:]SYM=V (STEM: that model only)");
+  app.add_option("--shape", o.shapeArgs, "bind an input shape: [STEM:]INPUT=AxBxC (STEM: that model only)");
+  app.add_option("--variant", o.variantArgs,
+                 "compile every model once more for these bindings: [NAME:]SYM=V[,SYM=V|INPUT=AxB...]; outputs "
+                 "<stem>_<NAME>_ctx.onnx, all variants in one context binary (repeatable)");
   app.add_option("--node-name-prefix", o.nodeNamePrefix, "prefix for EPContext node names");
   app.add_option("--external-initializers-file", o.externalInitializersFile, "put fallback initializers in this file beside each _ctx.onnx");
   app.add_flag("--embed-fallback-initializers", o.embedFallbackInitializers,
@@ -85,10 +88,6 @@ int main(int argc, char** argv) {
   }
 
   Status status;
-  for (const auto& d : dims)
-    if (status = cli::parseDimBinding(d, o.bindings); !status) break;
-  for (const auto& s : shapes)
-    if (status.isOk()) status = cli::parseShapeBinding(s, o.bindings);
   for (const auto& c : configs)
     if (status.isOk()) status = applyConfig(c, o);
   if (!status) {

@@ -6,6 +6,7 @@
 #include "format/container.h"
 #include "onnx_io/onnx_io.h"
 #include "partitioner/partitioner.h"
+#include "pipeline/bindings.h"
 #include "pipeline/emit.h"
 #include "pipeline/output_guard.h"
 #include "program/program.h"
@@ -26,6 +27,9 @@ namespace {
 struct ModelWork {
   fs::path source;
   std::string stem;
+  size_t sourceIndex = 0;  // which of options.models
+  std::string variant;     // "" without --variant
+  analysis::Bindings bindings;
   fs::path output;
   std::string externalDataName;  // location of fallback initializers relative to `output`, if any
   size_t container = 0;
@@ -85,7 +89,8 @@ private:
 
 std::string stemOf(const fs::path& p) { return p.stem().string(); }
 
-Status planOutputs(const CompileOptions& options, std::vector<ModelWork>& work, std::vector<ContainerWork>& containers) {
+Status planOutputs(const CompileOptions& options, const std::vector<VariantSpec>& variants, std::vector<ModelWork>& work,
+                   std::vector<ContainerWork>& containers) {
   if (options.models.empty()) return makeError(ErrorCode::InvalidArgument, "no input models given");
   for (const std::string* pass : {&options.dumpAfter, &options.stopAfter}) {
     const auto& names = codegen::loweringPassNames();
@@ -100,13 +105,26 @@ Status planOutputs(const CompileOptions& options, std::vector<ModelWork>& work, 
   if (options.outputFile && options.models.size() != 1)
     return makeError(ErrorCode::InvalidArgument, "an output file path ({}) needs exactly one model, got {}",
                      epcontext::option::kContextFilePath, options.models.size());
+  if (options.outputFile && variants.size() > 1)
+    return makeError(ErrorCode::InvalidArgument, "an output file path ({}) gives one output, but {} variants make {}",
+                     epcontext::option::kContextFilePath, variants.size(), variants.size());
   std::set<fs::path> seenOutputs;
-  for (const auto& m : options.models) {
+  for (size_t mi = 0; mi < options.models.size(); ++mi)
+   for (const VariantSpec* variant : variants.empty() ? std::vector<const VariantSpec*>{nullptr} : [&] {
+          std::vector<const VariantSpec*> v;
+          for (const auto& spec : variants) v.push_back(&spec);
+          return v;
+        }()) {
+    const fs::path& m = options.models[mi];
     ModelWork w;
     w.source = m;
     w.stem = stemOf(m);
+    w.sourceIndex = mi;
+    w.variant = variant ? variant->name : "";
+    w.container = options.share ? 0 : mi;
+    const std::string outStem = w.variant.empty() ? w.stem : w.stem + "_" + w.variant;
     fs::path dir = options.outputDir ? *options.outputDir : m.parent_path();
-    w.output = options.outputFile ? *options.outputFile : dir / (w.stem + "_ctx.onnx");
+    w.output = options.outputFile ? *options.outputFile : dir / (outStem + "_ctx.onnx");
     if (!seenOutputs.insert(w.output.lexically_normal()).second)
       return makeError(ErrorCode::InvalidArgument, "two inputs would both write '{}'; give models distinct names",
                        w.output.string());
@@ -114,9 +132,9 @@ Status planOutputs(const CompileOptions& options, std::vector<ModelWork>& work, 
       // One model keeps the exact name (as ONNX Runtime does); in a group each model gets `<stem>_<NAME>`, so no
       // two outputs share a file and each _ctx.onnx ships with exactly its own data.
       fs::path name(options.externalInitializersFile);
-      w.externalDataName = options.models.size() == 1
+      w.externalDataName = options.models.size() == 1 && variants.size() <= 1
                                ? name.string()
-                               : (name.parent_path() / (w.stem + "_" + name.filename().string())).string();
+                               : (name.parent_path() / (outStem + "_" + name.filename().string())).string();
       auto inside = resolveInside(w.output.parent_path(), w.externalDataName);
       if (!inside)
         return inside.takeError().addContext(
@@ -134,10 +152,15 @@ Status planOutputs(const CompileOptions& options, std::vector<ModelWork>& work, 
                          c.path.filename().string(), w.output.string());
     containers.push_back(std::move(c));
   } else {
-    for (size_t i = 0; i < work.size(); ++i) {
-      work[i].container = i;
+    // One context per model, shared by its variants.
+    for (size_t mi = 0; mi < options.models.size(); ++mi) {
+      auto first = std::find_if(work.begin(), work.end(), [&](const ModelWork& w) { return w.sourceIndex == mi; });
       ContainerWork c;
-      c.path = work[i].output.parent_path() / (work[i].stem + "_ctxkit.bin");
+      c.path = first->output.parent_path() / (first->stem + "_ctxkit.bin");
+      for (const auto& w : work)
+        if (w.sourceIndex == mi && w.output.parent_path().lexically_normal() != c.path.parent_path().lexically_normal())
+          return makeError(ErrorCode::InvalidArgument, "variants of '{}' must sit beside its '{}'", w.source.string(),
+                           c.path.filename().string());
       containers.push_back(std::move(c));
     }
   }
@@ -191,23 +214,16 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
   auto say = [&](const std::string& s) {
     if (progress) progress(s);
   };
-  say(fmt::format("{}: loading", w.source.string()));
-  auto loaded = clock.time("load", [&] { return onnx_io::loadModel(w.source); });
-  if (!loaded) return loaded.takeError();
-  w.model = std::move(loaded).value();
-  for (const auto& n : w.model.graph.nodes)
-    if (n.kind == ir::OpKind::EPContext)
-      return makeError(ErrorCode::InvalidGraph, "'{}' is already compiled: it contains EPContext node '{}'",
-                       w.source.string(), n.name);
   say(fmt::format("{}: analyzing {} nodes", w.source.string(), w.model.graph.nodes.size()));
-  auto facts = clock.time("analyze", [&] { return analysis::analyzeGraph(w.model.graph, options.bindings); });
+  auto facts = clock.time("analyze", [&] { return analysis::analyzeGraph(w.model.graph, w.bindings); });
   if (!facts) return facts.takeError().addContext(fmt::format("'{}'", w.source.string()));
   w.facts = std::move(facts).value();
   w.plan = clock.time("partition", [&] { return partitioner::partitionGraph(w.model.graph, w.facts, target); });
   say(fmt::format("{}: {} partitions", w.source.string(), w.plan.partitions.size()));
 
   for (size_t p = 0; p < w.plan.partitions.size(); ++p) {
-    std::string name = fmt::format("{}{}_ctxkit_{}", options.nodeNamePrefix, w.stem, p);
+    std::string name = w.variant.empty() ? fmt::format("{}{}_ctxkit_{}", options.nodeNamePrefix, w.stem, p)
+                                         : fmt::format("{}{}_{}_ctxkit_{}", options.nodeNamePrefix, w.stem, w.variant, p);
     if (!container.graphNames.insert(name).second)
       return makeError(ErrorCode::InvalidArgument, "graph name '{}' is used twice in one context (models with the same stem?)", name);
     auto used = valuesUsedOutside(w.model.graph, w.plan, static_cast<int>(p));
@@ -363,9 +379,43 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
   report.target = target.name;
   std::vector<ModelWork> work;
   std::vector<ContainerWork> containers;
-  CTX_RETURN_IF_ERROR(planOutputs(options, work, containers));
+  CTX_ASSIGN_OR_RETURN(auto variants, parseVariants(options.variantArgs));
+  CTX_RETURN_IF_ERROR(planOutputs(options, variants, work, containers));
   // Checked before loading (cheap, fails fast) and again once the models' external data files are known.
   CTX_RETURN_IF_ERROR(checkRunFiles(runInputs(options, work), runOutputs(options, work, containers)));
+
+  // Load each model once (its variants share the loaded graph's tensors), then resolve and check the bindings.
+  std::vector<ir::Model> loaded;
+  for (const auto& m : options.models) {
+    if (progress) progress(fmt::format("{}: loading", m.string()));
+    auto model = clock.time("load", [&] { return onnx_io::loadModel(m); });
+    if (!model) return model.takeError();
+    for (const auto& n : model->graph.nodes)
+      if (n.kind == ir::OpKind::EPContext)
+        return makeError(ErrorCode::InvalidGraph, "'{}' is already compiled: it contains EPContext node '{}'", m.string(),
+                         n.name);
+    loaded.push_back(std::move(model).value());
+  }
+  std::vector<std::vector<ir::ValueInfo>> feedInputs;
+  for (const auto& m : loaded) {
+    std::vector<ir::ValueInfo> feeds;
+    for (const auto* in : m.graph.feedInputs()) feeds.push_back(*in);
+    feedInputs.push_back(std::move(feeds));
+  }
+  std::vector<BindingModel> bindingModels;
+  for (size_t mi = 0; mi < loaded.size(); ++mi) bindingModels.push_back(BindingModel{stemOf(options.models[mi]), &feedInputs[mi]});
+  CTX_RETURN_IF_ERROR(checkBindings(bindingModels, options.dimArgs, options.shapeArgs, variants));
+  for (auto& w : work) {
+    w.model = loaded[w.sourceIndex];
+    const VariantSpec* variant = nullptr;
+    for (const auto& v : variants)
+      if (v.name == w.variant) variant = &v;
+    CTX_ASSIGN_OR_RETURN(analysis::Bindings b, bindingsFor(bindingModels[w.sourceIndex], bindingModels, options.dimArgs,
+                                                           options.shapeArgs, variant));
+    w.bindings = options.bindings;
+    for (const auto& [k, v] : b.dims) w.bindings.dims[k] = v;
+    for (const auto& [k, v] : b.shapes) w.bindings.shapes[k] = v;
+  }
 
   size_t compiledPartitions = 0;
   for (auto& w : work) {

@@ -164,8 +164,19 @@ Expected<ir::Model> buildContextModel(const ir::Model& source, const analysis::G
   ir::Graph& og = out.graph;
   og.name = g.name;
   og.docString = g.docString;
-  og.inputs = g.inputs;
-  og.outputs = g.outputs;
+  // Graph inputs and outputs keep their names, order and types, with the static shapes the bindings gave them, so
+  // that a runtime needs no bindings again (SPEC §10).
+  auto withStaticShape = [&](ir::ValueInfo v) {
+    const analysis::ValueFacts* f = facts.find(v.name);
+    if (f && f->shape && (!v.shape || v.shape->size() == f->shape->size())) {
+      std::vector<ir::Dim> dims;
+      for (int64_t d : *f->shape) dims.push_back(ir::Dim::known(d));
+      v.shape = std::move(dims);
+    }
+    return v;
+  };
+  for (const auto& in : g.inputs) og.inputs.push_back(g.findInitializer(in.name) ? in : withStaticShape(in));
+  for (const auto& out : g.outputs) og.outputs.push_back(withStaticShape(out));
 
   std::set<std::string> needed, produced;  // values the output graph reads, and values its nodes produce
   collectUses(g, facts, plan, lowered, needed, produced);
