@@ -2,6 +2,7 @@
 #include "cli/cli_util.h"
 #include "epcontext/contract.h"
 #include "pipeline/pipeline.h"
+#include "session_options.h"
 #include "support/file_io.h"
 
 #include <CLI/CLI.hpp>
@@ -11,40 +12,6 @@
 #include <unistd.h>
 
 using namespace ctxkit;
-
-namespace {
-
-// ONNX Runtime's session option names, accepted with -C KEY=VALUE.
-Status applyConfig(const std::string& entry, pipeline::CompileOptions& o) {
-  auto eq = entry.find('=');
-  if (eq == std::string::npos) return makeError(ErrorCode::InvalidArgument, "-C '{}': expected KEY=VALUE", entry);
-  std::string key = entry.substr(0, eq), value = entry.substr(eq + 1);
-  auto flag = [&](bool& out) -> Status {
-    if (value != "0" && value != "1") return makeError(ErrorCode::InvalidArgument, "-C {}: expected 0 or 1, got '{}'", key, value);
-    out = value == "1";
-    return Status::ok();
-  };
-  namespace opt = epcontext::option;
-  if (key == opt::kContextEnable) {
-    if (value != "1") return makeError(ErrorCode::InvalidArgument, "-C {} must be 1 for ctxgen", key);
-    return Status::ok();
-  }
-  if (key == opt::kContextEmbedMode) {
-    bool embed = false;
-    CTX_RETURN_IF_ERROR(flag(embed));
-    o.embedMode = embed ? 1 : 0;
-    return Status::ok();
-  }
-  if (key == opt::kContextNodeNamePrefix) return o.nodeNamePrefix = value, Status::ok();
-  if (key == opt::kContextFilePath) return o.outputFile = value, Status::ok();
-  if (key == opt::kContextExternalInitializersFileName) return o.externalInitializersFile = value, Status::ok();
-  if (key == opt::kShareEpContexts) return flag(o.share);
-  return makeError(ErrorCode::InvalidArgument, "-C: unknown key '{}'; known: {}, {}, {}, {}, {}, {}", key, opt::kContextEnable,
-                   opt::kContextEmbedMode, opt::kContextNodeNamePrefix, opt::kContextFilePath,
-                   opt::kContextExternalInitializersFileName, opt::kShareEpContexts);
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"ctxgen: compile ONNX models to EPContext models and a context binary"};
@@ -87,9 +54,22 @@ int main(int argc, char** argv) {
     return code == 0 ? cli::kExitOk : cli::kExitUsage;
   }
 
+  // The tool's own options first, then -C: an ONNX Runtime key that contradicts one of them is a usage error.
+  ctxgen::SettingSources sources;
   Status status;
+  if (app.count("--embed-mode"))
+    status = sources.claim("embed mode", fmt::format("--embed-mode {}", o.embedMode), std::to_string(o.embedMode));
+  if (status.isOk() && app.count("--node-name-prefix"))
+    status = sources.claim("node name prefix", "--node-name-prefix " + o.nodeNamePrefix, o.nodeNamePrefix);
+  if (status.isOk() && app.count("--external-initializers-file"))
+    status = sources.claim("external initializers file", "--external-initializers-file " + o.externalInitializersFile,
+                           o.externalInitializersFile);
+  if (status.isOk() && o.share) status = sources.claim("context sharing", "--share", "1");
+  if (status.isOk() && !outputDir.empty())
+    status = sources.claim("output folder", "-o " + outputDir,
+                           (std::filesystem::path(outputDir) / "").lexically_normal().string());
   for (const auto& c : configs)
-    if (status.isOk()) status = applyConfig(c, o);
+    if (status.isOk()) status = ctxgen::applyConfig(c, o, sources);
   if (!status) {
     std::cerr << "ctxgen: error: " << status.error().message() << "\n";
     return cli::kExitUsage;

@@ -179,10 +179,17 @@ Status checkBindings(const std::vector<BindingModel>& models, const std::vector<
         CTX_ASSIGN_OR_RETURN(bool hit, apply(m, s.key, s.value, asShape, fmt::format("{} '{}'", option, arg), scratch));
         matched = matched || hit;
       }
-      if (!matched)
-        return makeError(ErrorCode::InvalidArgument, "{} '{}': no {} '{}' in {} (inputs: {})", option, arg,
+      if (!matched) {
+        // "x:seq=4" where x is no model of the run reads as a symbol named "x:seq": say what was probably meant.
+        const auto colon = s.key.find(':');
+        const std::string hint = !s.only && colon != std::string::npos
+                                     ? fmt::format("; '{}' is not the stem of a model of this run", s.key.substr(0, colon))
+                                     : "";
+        return makeError(ErrorCode::InvalidArgument, "{} '{}': no {} '{}' in {} (inputs: {}){}", option, arg,
                          asShape ? "input" : "symbolic dimension", s.key,
-                         s.only ? fmt::format("model '{}'", s.only->stem) : std::string("any model"), inventory(models));
+                         s.only ? fmt::format("model '{}'", s.only->stem) : std::string("any model"), inventory(models),
+                         hint);
+      }
     }
   for (const auto& v : variants)
     for (const auto& [key, value] : v.items) {

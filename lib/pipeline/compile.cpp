@@ -108,40 +108,39 @@ Status planOutputs(const CompileOptions& options, const std::vector<VariantSpec>
   if (options.outputFile && variants.size() > 1)
     return makeError(ErrorCode::InvalidArgument, "an output file path ({}) gives one output, but {} variants make {}",
                      epcontext::option::kContextFilePath, variants.size(), variants.size());
+  std::vector<const VariantSpec*> runs;  // each model is compiled once per variant, or once without variants
+  for (const auto& spec : variants) runs.push_back(&spec);
+  if (runs.empty()) runs.push_back(nullptr);
   std::set<fs::path> seenOutputs;
   for (size_t mi = 0; mi < options.models.size(); ++mi)
-   for (const VariantSpec* variant : variants.empty() ? std::vector<const VariantSpec*>{nullptr} : [&] {
-          std::vector<const VariantSpec*> v;
-          for (const auto& spec : variants) v.push_back(&spec);
-          return v;
-        }()) {
-    const fs::path& m = options.models[mi];
-    ModelWork w;
-    w.source = m;
-    w.stem = stemOf(m);
-    w.sourceIndex = mi;
-    w.variant = variant ? variant->name : "";
-    w.container = options.share ? 0 : mi;
-    const std::string outStem = w.variant.empty() ? w.stem : w.stem + "_" + w.variant;
-    fs::path dir = options.outputDir ? *options.outputDir : m.parent_path();
-    w.output = options.outputFile ? *options.outputFile : dir / (outStem + "_ctx.onnx");
-    if (!seenOutputs.insert(w.output.lexically_normal()).second)
-      return makeError(ErrorCode::InvalidArgument, "two inputs would both write '{}'; give models distinct names",
-                       w.output.string());
-    if (!options.externalInitializersFile.empty()) {
-      // One model keeps the exact name (as ONNX Runtime does); in a group each model gets `<stem>_<NAME>`, so no
-      // two outputs share a file and each _ctx.onnx ships with exactly its own data.
-      fs::path name(options.externalInitializersFile);
-      w.externalDataName = options.models.size() == 1 && variants.size() <= 1
-                               ? name.string()
-                               : (name.parent_path() / (outStem + "_" + name.filename().string())).string();
-      auto inside = resolveInside(w.output.parent_path(), w.externalDataName);
-      if (!inside)
-        return inside.takeError().addContext(
-            fmt::format("--external-initializers-file '{}'", options.externalInitializersFile));
+    for (const VariantSpec* variant : runs) {
+      const fs::path& m = options.models[mi];
+      ModelWork w;
+      w.source = m;
+      w.stem = stemOf(m);
+      w.sourceIndex = mi;
+      w.variant = variant ? variant->name : "";
+      w.container = options.share ? 0 : mi;
+      const std::string outStem = w.variant.empty() ? w.stem : w.stem + "_" + w.variant;
+      fs::path dir = options.outputDir ? *options.outputDir : m.parent_path();
+      w.output = options.outputFile ? *options.outputFile : dir / (outStem + "_ctx.onnx");
+      if (!seenOutputs.insert(w.output.lexically_normal()).second)
+        return makeError(ErrorCode::InvalidArgument, "two inputs would both write '{}'; give models distinct names",
+                         w.output.string());
+      if (!options.externalInitializersFile.empty()) {
+        // One model keeps the exact name (as ONNX Runtime does); in a group each model gets `<stem>_<NAME>`, so no
+        // two outputs share a file and each _ctx.onnx ships with exactly its own data.
+        fs::path name(options.externalInitializersFile);
+        w.externalDataName = options.models.size() == 1 && variants.size() <= 1
+                                 ? name.string()
+                                 : (name.parent_path() / (outStem + "_" + name.filename().string())).string();
+        auto inside = resolveInside(w.output.parent_path(), w.externalDataName);
+        if (!inside)
+          return inside.takeError().addContext(
+              fmt::format("--external-initializers-file '{}'", options.externalInitializersFile));
+      }
+      work.push_back(std::move(w));
     }
-    work.push_back(std::move(w));
-  }
   if (options.share) {
     ContainerWork c;
     c.path = work.front().output.parent_path() / (work.front().stem + "_ctxkit.bin");
@@ -151,6 +150,12 @@ Status planOutputs(const CompileOptions& options, const std::vector<VariantSpec>
                          "with --share every _ctx.onnx must sit beside the shared '{}'; '{}' is elsewhere (use -o DIR)",
                          c.path.filename().string(), w.output.string());
     containers.push_back(std::move(c));
+  } else if (options.embedMode == 1) {
+    // An embedded context travels inside its _ctx.onnx, so each output (each variant) carries only its own graphs.
+    for (size_t i = 0; i < work.size(); ++i) {
+      work[i].container = i;
+      containers.emplace_back();
+    }
   } else {
     // One context per model, shared by its variants.
     for (size_t mi = 0; mi < options.models.size(); ++mi) {

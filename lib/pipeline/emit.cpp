@@ -166,13 +166,15 @@ Expected<ir::Model> buildContextModel(const ir::Model& source, const analysis::G
   og.docString = g.docString;
   // Graph inputs and outputs keep their names, order and types, with the static shapes the bindings gave them, so
   // that a runtime needs no bindings again (SPEC §10).
+  // Only dimensions the file leaves open are filled in: a declared static dimension stays as written. Values
+  // without a tensor type (sequences, maps) keep their declaration untouched.
   auto withStaticShape = [&](ir::ValueInfo v) {
     const analysis::ValueFacts* f = facts.find(v.name);
-    if (f && f->shape && (!v.shape || v.shape->size() == f->shape->size())) {
-      std::vector<ir::Dim> dims;
-      for (int64_t d : *f->shape) dims.push_back(ir::Dim::known(d));
-      v.shape = std::move(dims);
-    }
+    if (!f || !f->shape || v.type == ir::ElemType::Undefined || v.type != f->type) return v;
+    if (!v.shape) v.shape = std::vector<ir::Dim>(f->shape->size());
+    if (v.shape->size() != f->shape->size()) return v;
+    for (size_t d = 0; d < f->shape->size(); ++d)
+      if (!(*v.shape)[d].isKnown()) (*v.shape)[d] = ir::Dim::known((*f->shape)[d]);
     return v;
   };
   for (const auto& in : g.inputs) og.inputs.push_back(g.findInitializer(in.name) ? in : withStaticShape(in));

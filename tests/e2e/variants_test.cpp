@@ -1,12 +1,14 @@
 // Shape variants and bindings through the real ctxgen (SPEC §5, §10): --variant compiles a model once per variant
-// into one context binary holding every weight once; --dim/--shape take a STEM: prefix for one model of a group;
-// bindings that match nothing, shapes of another rank and values contradicting a static dimension are usage errors;
-// compiled models carry their bound static shapes.
+// into one context binary holding every weight once (and ctxinspect says which variants use which weights);
+// --dim/--shape take a STEM: prefix for one model of a group; bindings that match nothing, shapes of another rank,
+// values contradicting a static dimension and options contradicting each other are usage errors; compiled models
+// carry their bound static shapes. tests/oracle/ort_oracle.sh runs every variant against ONNX Runtime.
 #include "format/container.h"
 #include "onnx_io/onnx_io.h"
 #include "tool_runner.h"
 
 #include <catch2/catch.hpp>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <set>
@@ -20,22 +22,42 @@ namespace {
 
 const fs::path kSamples = CTXKIT_SAMPLES_DIR;
 
-// tiny_prefill with a symbolic sequence length: input x and output y are [1, seq, 64], and the reshapes into and
-// out of the heads infer the sequence length (-1) instead of naming 16.
+// tiny_prefill with a symbolic sequence length (tests/oracle/make_symbolic): x and y are [1, seq, 64].
 fs::path writeDynamicBlock(const fs::path& dir, const std::string& stem) {
-  auto model = onnx_io::loadModel(kSamples / "tiny_prefill.onnx");
-  REQUIRE(model);
-  for (auto* v : {&model->graph.inputs[0], &model->graph.outputs[0]}) (*v->shape)[1] = ir::Dim::named("seq");
-  for (auto& init : model->graph.initializers)
-    if (init.tensor.type() == ir::ElemType::Int64) {
-      std::vector<int64_t> dims(init.tensor.dataAs<int64_t>(), init.tensor.dataAs<int64_t>() + init.tensor.elementCount());
-      for (auto& d : dims)
-        if (d == 16 && &d == &dims[1]) d = -1;
-      init.tensor = ir::Tensor::fromVector(ir::ElemType::Int64, init.tensor.shape(), dims);
-    }
   const fs::path path = dir / (stem + ".onnx");
-  REQUIRE(onnx_io::saveModel(*model, path));
+  auto r = runTool(CTXKIT_MAKE_SYMBOLIC, {(kSamples / "tiny_prefill.onnx").string(), path.string()});
+  INFO(r.err);
+  REQUIRE(r.exitCode == 0);
   return path;
+}
+
+// The weights of a context binary by identity (hash, bytes).
+std::multiset<std::pair<std::string, uint64_t>> storedWeights(const fs::path& bin) {
+  auto view = format::ContainerView::openFile(bin);
+  REQUIRE(view);
+  std::multiset<std::pair<std::string, uint64_t>> out;
+  for (const auto& w : view->weights()) out.emplace(w.hash.toHex(), w.size);
+  return out;
+}
+
+// A ctxgen run on `model` with each case's arguments (plus `common`) must be a usage error whose message contains the
+// case's text, and must write nothing.
+struct UsageCase {
+  std::vector<std::string> args;
+  std::string message;
+};
+void expectUsageErrors(const fs::path& model, const fs::path& out, const std::vector<std::string>& common,
+                       const std::vector<UsageCase>& cases) {
+  for (const UsageCase& c : cases) {
+    std::vector<std::string> args{model.string(), "-o", out.string()};
+    args.insert(args.end(), common.begin(), common.end());
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    auto r = runTool(CTXKIT_CTXGEN, args);
+    INFO(fmt::format("{}", fmt::join(c.args, " ")) << ": " << r.err);
+    CHECK(r.exitCode == 2);
+    CHECK(r.err.find(c.message) != std::string::npos);
+    CHECK_FALSE(fs::exists(out));
+  }
 }
 
 std::vector<int64_t> staticShape(const ir::ValueInfo& v) {
@@ -83,6 +105,42 @@ TEST_CASE("variants compile a model per sequence length into one context that st
   for (const auto& g : view->graphs()) graphs.insert(g.name);
   CHECK(graphs == std::set<std::string>{"block_seq1_ctxkit_0", "block_seq16_ctxkit_0", "block_long_ctxkit_0"});
 
+  // Stored bytes == one copy: each variant compiled on its own stores exactly the weights (by hash and size) that
+  // the three-variant binary stores once.
+  const auto together = storedWeights(out / "block_ctxkit.bin");
+  uint64_t togetherBytes = 0;
+  for (const auto& [hash, size] : together) togetherBytes += size;
+  CHECK(togetherBytes == unique);
+  for (const char* seq : {"seq=1", "seq=16", "seq=64"}) {
+    const fs::path alone = dir.path() / fmt::format("alone_{}", seq + 4);
+    auto one = runTool(CTXKIT_CTXGEN, {model.string(), "--variant", seq, "-o", alone.string(), "-q"});
+    INFO(seq << ": " << one.err);
+    REQUIRE(one.exitCode == 0);
+    CHECK(storedWeights(alone / "block_ctxkit.bin") == together);
+  }
+
+  // ctxinspect names, for the weights, the graphs and compiled models (one per variant) that use them: here every
+  // weight is used by all three.
+  const std::vector<std::string> compiled{(out / "block_seq1_ctx.onnx").string(), (out / "block_seq16_ctx.onnx").string(),
+                                          (out / "block_long_ctx.onnx").string()};
+  std::vector<std::string> inspectArgs = compiled;
+  inspectArgs.push_back("--json");
+  auto inspected = runTool(CTXKIT_CTXINSPECT, inspectArgs);
+  INFO(inspected.out << inspected.err);
+  REQUIRE(inspected.exitCode == 0);
+  auto listing = nlohmann::json::parse(inspected.out);
+  REQUIRE(listing["context_binaries"].size() == 1);
+  const auto& users = listing["context_binaries"][0]["weight_users"];
+  REQUIRE(users.size() == 1);
+  CHECK(users[0]["weights"].get<size_t>() == together.size());
+  CHECK(users[0]["bytes"].get<uint64_t>() == unique);
+  CHECK(users[0]["graphs"].size() == 3);
+  CHECK(users[0]["models"] == nlohmann::json::array({"block.onnx"}));
+  CHECK(users[0]["compiled_models"].get<std::vector<std::string>>() == compiled);
+  auto text = runTool(CTXKIT_CTXINSPECT, compiled);
+  CHECK(text.out.find(fmt::format("compiled model(s) {}, {}, {}", compiled[0], compiled[1], compiled[2])) !=
+        std::string::npos);
+
   // Each compiled model carries its static shapes: ctxrun needs no binding. The seq=16 variant computes what the
   // static sample computes on the sample's input.
   for (auto [name, seq] : {std::pair{"seq1", 1}, std::pair{"seq16", 16}, std::pair{"long", 64}}) {
@@ -99,6 +157,31 @@ TEST_CASE("variants compile a model per sequence length into one context that st
   auto same = runTool(CTXKIT_CTXRUN, {(out / "block_seq16_ctx.onnx").string(), "--inputs", data, "--expected", data});
   INFO(same.out << same.err);
   CHECK(same.exitCode == 0);
+}
+
+TEST_CASE("with embed mode 1 each variant's _ctx.onnx embeds only its own graph", "[e2e]") {
+  TempDir dir("variants_embedded");
+  const fs::path model = writeDynamicBlock(dir.path(), "block");
+  const fs::path out = dir.path() / "out";
+  auto r = runTool(CTXKIT_CTXGEN, {model.string(), "--embed-mode", "1", "--variant", "seq=1", "--variant", "seq=16", "-o",
+                                   out.string(), "-q"});
+  INFO(r.err);
+  REQUIRE(r.exitCode == 0);
+  CHECK_FALSE(fs::exists(out / "block_ctxkit.bin"));
+  for (const char* name : {"seq1", "seq16"}) {
+    const fs::path ctx = out / fmt::format("block_{}_ctx.onnx", name);
+    auto inspected = runTool(CTXKIT_CTXINSPECT, {ctx.string(), "--json"});
+    INFO(inspected.out << inspected.err);
+    REQUIRE(inspected.exitCode == 0);
+    auto listing = nlohmann::json::parse(inspected.out);
+    REQUIRE(listing["context_binaries"].size() == 1);
+    const auto& graphs = listing["context_binaries"][0]["graphs"];
+    REQUIRE(graphs.size() == 1);
+    CHECK(graphs[0]["name"] == fmt::format("block_{}_ctxkit_0", name));
+    auto run = runTool(CTXKIT_CTXRUN, {ctx.string()});
+    INFO(run.out << run.err);
+    CHECK(run.exitCode == 0);
+  }
 }
 
 TEST_CASE("STEM: bindings apply to one model of a group", "[e2e]") {
@@ -119,25 +202,54 @@ TEST_CASE("STEM: bindings apply to one model of a group", "[e2e]") {
 TEST_CASE("bindings that match nothing, the wrong rank or a contradicted dimension are usage errors", "[e2e]") {
   TempDir dir("bad_bindings");
   const fs::path model = writeDynamicBlock(dir.path(), "block");
-  struct Case {
-    std::vector<std::string> args;
-    std::string message;
-  };
-  for (const Case& c : std::vector<Case>{
+  expectUsageErrors(model, dir.path() / "out", {}, {
            {{"--dim", "batch=2"}, "--dim 'batch=2': no symbolic dimension 'batch' in any model (inputs: block: x 1xseqx64)"},
            {{"--shape", "y=1x2x64"}, "no input 'y' in any model"},
            {{"--shape", "x=1x16"}, "model 'block' input 'x' is declared 1xseqx64 (rank 3) but the shape given is 1x16 (rank 2)"},
            {{"--shape", "x=2x16x64"}, "whose dimension 0 is 1, but the shape given is 2x16x64"},
-           {{"--dim", "other:seq=4"}, "no symbolic dimension 'other:seq'"},
+           {{"--dim", "other:seq=4"}, "no symbolic dimension 'other:seq' in any model (inputs: block: x 1xseqx64); "
+                                      "'other' is not the stem of a model of this run"},
+           {{"--shape", "block:x=1x4"}, "--shape 'block:x=1x4': model 'block' input 'x' is declared 1xseqx64 (rank 3)"},
+           {{"--variant", "x=1x4"}, "--variant 'x=1x4': model 'block' input 'x' is declared 1xseqx64 (rank 3)"},
+           {{"--variant", "seq=1", "--variant", "seq=2", "-C", "ep.context_file_path=" + (dir.path() / "out" / "b.onnx").string()},
+            "an output file path (ep.context_file_path) gives one output, but 2 variants make 2"},
            {{"--variant", "len=4"}, "--variant 'len=4': 'len' is no input or symbolic dimension of any model"},
            {{"--variant", "a:seq=1", "--variant", "a:seq=2"}, "a variant named 'a' is given twice"},
-           {{"--variant", "seq"}, "item 'seq' is not NAME=VALUE"}}) {
-    std::vector<std::string> args{model.string(), "-o", (dir.path() / "out").string()};
-    args.insert(args.end(), c.args.begin(), c.args.end());
-    auto r = runTool(CTXKIT_CTXGEN, args);
-    INFO(fmt::format("{}", fmt::join(c.args, " ")) << ": " << r.err);
-    CHECK(r.exitCode == 2);
-    CHECK(r.err.find(c.message) != std::string::npos);
-    CHECK_FALSE(fs::exists(dir.path() / "out"));
-  }
+           {{"--variant", "seq"}, "item 'seq' is not NAME=VALUE"}});
+}
+
+TEST_CASE("options that contradict each other are usage errors naming both", "[e2e]") {
+  TempDir dir("contradictions");
+  const fs::path model = writeDynamicBlock(dir.path(), "block");
+  expectUsageErrors(model, dir.path() / "out", {"--dim", "seq=4"}, {
+           {{"--embed-mode", "0", "-C", "ep.context_embed_mode=1"},
+            "-C ep.context_embed_mode=1 contradicts --embed-mode 0: both set the embed mode"},
+           {{"--node-name-prefix", "a_", "-C", "ep.context_node_name_prefix|b_"},
+            "-C ep.context_node_name_prefix=b_ contradicts --node-name-prefix a_"},
+           {{"--share", "-C", "ep.share_ep_contexts=0"}, "-C ep.share_ep_contexts=0 contradicts --share"},
+           {{"-C", "ep.context_embed_mode=0", "-C", "ep.context_embed_mode|1"},
+            "-C ep.context_embed_mode=1 contradicts -C ep.context_embed_mode=0"},
+           {{"--external-initializers-file", "a.data", "-C", "ep.context_model_external_initializers_file_name=b.data"},
+            "contradicts --external-initializers-file a.data"},
+           {{"-C", "ep.context_file_path=" + (dir.path() / "elsewhere" / "x_ctx.onnx").string()},
+            "contradicts -o " + (dir.path() / "out").string() + ": both set the output folder"},
+           {{"-C", "ep.context_embed_mode"}, "expected KEY=VALUE or \"KEY|VALUE KEY|VALUE\""}});
+
+  // Agreeing spellings are fine, and ONNX Runtime's "KEY|VALUE KEY|VALUE" form sets several keys.
+  const fs::path out = dir.path() / "agree";
+  auto r = runTool(CTXKIT_CTXGEN, {model.string(), "-o", out.string(), "--dim", "seq=4", "--embed-mode", "1", "-C",
+                                   "ep.context_embed_mode|1 ep.context_node_name_prefix|p_", "-q"});
+  INFO(r.err);
+  REQUIRE(r.exitCode == 0);
+  auto compiled = onnx_io::loadModel(out / "block_ctx.onnx");
+  REQUIRE(compiled);
+  CHECK_FALSE(fs::exists(out / "block_ctxkit.bin"));
+  bool found = false;
+  for (const auto& n : compiled->graph.nodes)
+    if (n.opType == "EPContext") {
+      found = true;
+      CHECK(n.name == "p_block_ctxkit_0");
+      CHECK(n.attrs.getInt("embed_mode", -1) == 1);
+    }
+  CHECK(found);
 }
