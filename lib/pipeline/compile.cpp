@@ -42,6 +42,8 @@ struct ModelWork {
   std::vector<uint64_t> arenaSizes;
   // With --share, large fallback initializers stored in the group's .bin: (initializer name, weight index).
   std::vector<std::pair<std::string, uint32_t>> sharedInitializers;
+  // The same for initializers inside fallback nodes' subgraphs, by forEachSubgraphInitializer key.
+  std::vector<std::pair<std::string, uint32_t>> sharedSubgraphInitializers;
 };
 
 struct ContainerWork {
@@ -276,13 +278,25 @@ Status dedupe(std::vector<ModelWork>& work, std::vector<ContainerWork>& containe
     }
     w.partitionWeights.clear();
     if (!shareFallback) continue;
-    for (const auto& init : contextInitializers(w.model, w.facts, w.plan, w.lowered)) {
+    Status status;
+    auto share = [&](const std::string& key, const ir::Initializer& init, auto& shared) {
       const ir::Tensor& t = init.tensor;
-      if (t.type() == ir::ElemType::String || t.byteSize() < options.shareFallbackThreshold) continue;
-      CTX_ASSIGN_OR_RETURN(uint32_t index, c.pool.intern(t).addContext(fmt::format("'{}': initializer '{}'",
-                                                                                       w.source.string(), init.name)));
-      w.sharedInitializers.emplace_back(init.name, index);
-    }
+      if (!status || t.type() == ir::ElemType::String || t.byteSize() < options.shareFallbackThreshold) return;
+      auto index = c.pool.intern(t);
+      if (!index)
+        status = index.takeError().addContext(fmt::format("'{}': initializer '{}'", w.source.string(), key));
+      else
+        shared.emplace_back(key, *index);
+    };
+    for (const auto& init : contextInitializers(w.model, w.facts, w.plan, w.lowered))
+      share(init.name, init, w.sharedInitializers);
+    // Weights inside If/Loop/Scan bodies of fallback nodes are stored once like the rest (SPEC §4).
+    for (size_t i = 0; i < w.plan.nodes.size(); ++i)
+      if (w.plan.nodes[i].placement == partitioner::NodePlacement::Fallback)
+        forEachSubgraphInitializer(w.model.graph.nodes[i], i, [&](const std::string& key, const ir::Initializer& init) {
+          share(key, init, w.sharedSubgraphInitializers);
+        });
+    CTX_RETURN_IF_ERROR(status);
   }
   return Status::ok();
 }
@@ -497,12 +511,13 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
       } else {
         settings.cacheContext = containers[w.container].path.filename().string();
       }
-      for (const auto& [name, index] : w.sharedInitializers) {
-        CTX_ASSIGN_OR_RETURN(uint64_t offset, writers[w.container]->weightFileOffset(index));
-        const uint64_t length = containers[w.container].pool.weights()[index].tensor.byteSize();
-        settings.externalInitializers[name] =
-            ir::ExternalLocation{containers[w.container].path.filename().string(), offset, length};
-      }
+      for (auto [shared, located] : {std::pair{&w.sharedInitializers, &settings.externalInitializers},
+                                     std::pair{&w.sharedSubgraphInitializers, &settings.externalSubgraphInitializers}})
+        for (const auto& [name, index] : *shared) {
+          CTX_ASSIGN_OR_RETURN(uint64_t offset, writers[w.container]->weightFileOffset(index));
+          const uint64_t length = containers[w.container].pool.weights()[index].tensor.byteSize();
+          (*located)[name] = ir::ExternalLocation{containers[w.container].path.filename().string(), offset, length};
+        }
       CTX_ASSIGN_OR_RETURN(ir::Model model, buildContextModel(w.model, w.facts, w.plan, w.lowered, w.partitionNames,
                                                               w.arenaSizes, settings));
       if (progress) progress(fmt::format("writing {}", w.output.string()));
