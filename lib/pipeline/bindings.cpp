@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 namespace ctxkit::pipeline {
@@ -150,19 +151,53 @@ Expected<analysis::Bindings> bindingsFor(const BindingModel& model, const std::v
                                          const std::vector<std::string>& dims, const std::vector<std::string>& shapes,
                                          const VariantSpec* variant) {
   analysis::Bindings out;
-  for (int pass = 0; pass < 2; ++pass)  // run-wide first, then the model's own (which win)
+  // Which argument bound each symbol or input, and how specific it is: 0 run-wide, 1 STEM:, 2 a variant. A model's
+  // own binding refines a run-wide one; two bindings of one level, or a variant against any other, that give
+  // different values contradict each other.
+  struct Source {
+    std::string arg;
+    int level = 0;
+  };
+  std::map<std::pair<bool, std::string>, Source> sources;
+  auto bind = [&](int level, const std::string& key, const std::string& value, bool asShape,
+                  const std::string& arg) -> Status {
+    analysis::Bindings one;
+    CTX_ASSIGN_OR_RETURN(bool hit, apply(model, key, value, asShape, arg, one));
+    if (!hit) return Status::ok();
+    const bool differs = asShape ? out.shapes.count(key) && out.shapes[key] != one.shapes[key]
+                                 : out.dims.count(key) && out.dims[key] != one.dims[key];
+    auto [it, fresh] = sources.try_emplace({asShape, key}, Source{arg, level});
+    if (!fresh && differs && (it->second.level == level || level == 2))
+      return makeError(ErrorCode::InvalidArgument, "{} contradicts {}: both bind {} '{}' of model '{}'", arg,
+                       it->second.arg, asShape ? "input" : "symbolic dimension", key, model.stem);
+    it->second = Source{arg, level};
+    if (asShape) out.shapes[key] = one.shapes[key];
+    else out.dims[key] = one.dims[key];
+    return Status::ok();
+  };
+  for (int pass = 0; pass < 2; ++pass)  // run-wide first, then the model's own
     for (bool asShape : {false, true})
       for (const auto& arg : asShape ? shapes : dims) {
         CTX_ASSIGN_OR_RETURN(Split s, splitArg(arg, all, asShape ? "--shape" : "--dim"));
         if ((pass == 0) != (s.only == nullptr) || (s.only && s.only->stem != model.stem)) continue;
-        CTX_RETURN_IF_ERROR(apply(model, s.key, s.value, asShape, fmt::format("--{} '{}'", asShape ? "shape" : "dim", arg), out)
-                                .status());
+        CTX_RETURN_IF_ERROR(bind(pass, s.key, s.value, asShape, fmt::format("--{} '{}'", asShape ? "shape" : "dim", arg)));
       }
   if (variant)
-    for (const auto& [key, value] : variant->items) {
-      const bool asShape = findInput(model, key) != nullptr;
-      CTX_RETURN_IF_ERROR(apply(model, key, value, asShape, fmt::format("--variant '{}'", variant->text), out).status());
+    for (const auto& [key, value] : variant->items)
+      CTX_RETURN_IF_ERROR(bind(2, key, value, findInput(model, key) != nullptr, fmt::format("--variant '{}'", variant->text)));
+  // A shape for an input must also agree with the symbols bound for its dimensions.
+  for (const auto& [name, shape] : out.shapes) {
+    const ir::ValueInfo* in = findInput(model, name);
+    for (size_t d = 0; in && in->shape && d < in->shape->size() && d < shape.size(); ++d) {
+      const ir::Dim& dim = (*in->shape)[d];
+      auto bound = dim.symbol.empty() || dim.isKnown() ? out.dims.end() : out.dims.find(dim.symbol);
+      if (bound != out.dims.end() && bound->second != shape[d])
+        return makeError(ErrorCode::InvalidArgument,
+                         "{} contradicts {}: input '{}' of model '{}' is declared {}, and one gives '{}' {}, the other {}",
+                         sources[{true, name}].arg, sources[{false, dim.symbol}].arg, name, model.stem, declaredText(*in),
+                         dim.symbol, shape[d], bound->second);
     }
+  }
   return out;
 }
 

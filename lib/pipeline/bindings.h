@@ -29,7 +29,9 @@ struct BindingModel {
 };
 
 // The bindings for model `model` in variant `variant` (nullptr: no variants): the run-wide --dim/--shape, those
-// prefixed with the model's stem, then the variant's items (an item names an input -> a shape, else a symbol).
+// prefixed with the model's stem (which refine run-wide ones), then the variant's items (an item names an input ->
+// a shape, else a symbol). Two arguments of one kind, or a variant item and any other argument, binding one symbol
+// or input of the model to different values are a usage error naming both.
 // Every argument is checked against all models once, by checkBindings.
 Expected<analysis::Bindings> bindingsFor(const BindingModel& model, const std::vector<BindingModel>& all,
                                          const std::vector<std::string>& dims, const std::vector<std::string>& shapes,

@@ -215,7 +215,23 @@ TEST_CASE("bindings that match nothing, the wrong rank or a contradicted dimensi
             "an output file path (ep.context_file_path) gives one output, but 2 variants make 2"},
            {{"--variant", "len=4"}, "--variant 'len=4': 'len' is no input or symbolic dimension of any model"},
            {{"--variant", "a:seq=1", "--variant", "a:seq=2"}, "a variant named 'a' is given twice"},
-           {{"--variant", "seq"}, "item 'seq' is not NAME=VALUE"}});
+           {{"--variant", "seq"}, "item 'seq' is not NAME=VALUE"},
+           {{"--dim", "seq=4", "--dim", "seq=8"},
+            "--dim 'seq=8' contradicts --dim 'seq=4': both bind symbolic dimension 'seq' of model 'block'"},
+           {{"--dim", "block:seq=4", "--shape", "block:x=1x8x64", "--dim", "seq=2"},
+            "--shape 'block:x=1x8x64' contradicts --dim 'block:seq=4': input 'x' of model 'block' is declared 1xseqx64, "
+            "and one gives 'seq' 8, the other 4"},
+           {{"--dim", "seq=4", "--variant", "seq=1"}, "--variant 'seq=1' contradicts --dim 'seq=4'"}});
+
+  // A model's own binding refines a run-wide one; agreeing repeats are fine.
+  const fs::path out = dir.path() / "refined";
+  auto r = runTool(CTXKIT_CTXGEN, {model.string(), "-o", out.string(), "-q", "--dim", "seq=4", "--dim", "block:seq=8",
+                                   "--dim", "seq=4"});
+  INFO(r.err);
+  REQUIRE(r.exitCode == 0);
+  auto compiled = onnx_io::loadModel(out / "block_ctx.onnx");
+  REQUIRE(compiled);
+  CHECK(staticShape(compiled->graph.inputs[0]) == std::vector<int64_t>{1, 8, 64});
 }
 
 TEST_CASE("options that contradict each other are usage errors naming both", "[e2e]") {
