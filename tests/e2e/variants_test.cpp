@@ -184,6 +184,34 @@ TEST_CASE("with embed mode 1 each variant's _ctx.onnx embeds only its own graph"
   }
 }
 
+TEST_CASE("with --share, every variant of every model shares one context binary", "[e2e]") {
+  TempDir dir("variants_shared");
+  const fs::path a = writeDynamicBlock(dir.path(), "first"), b = writeDynamicBlock(dir.path(), "second");
+  const fs::path out = dir.path() / "out";
+  auto r = runTool(CTXKIT_CTXGEN, {a.string() + "," + b.string(), "--share", "--variant", "seq=1", "--variant",
+                                   "seq=4", "-o", out.string(), "--json", "-"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exitCode == 0);
+  std::set<std::string> files;
+  for (const auto& e : fs::directory_iterator(out)) files.insert(e.path().filename().string());
+  CHECK(files == std::set<std::string>{"first_seq1_ctx.onnx", "first_seq4_ctx.onnx", "second_seq1_ctx.onnx",
+                                       "second_seq4_ctx.onnx", "first_ctxkit.bin"});
+  // The two models are the same block: one copy of its weights serves four compiled models.
+  auto report = nlohmann::json::parse(r.out);
+  const auto unique = report["weights"]["unique_bytes"].get<uint64_t>();
+  CHECK(report["weights"]["referenced_bytes"].get<uint64_t>() == 4 * unique);
+  CHECK(storedWeights(out / "first_ctxkit.bin") == [&] {
+    const fs::path alone = dir.path() / "alone";
+    REQUIRE(runTool(CTXKIT_CTXGEN, {a.string(), "--dim", "seq=4", "-o", alone.string(), "-q"}).exitCode == 0);
+    return storedWeights(alone / "first_ctxkit.bin");
+  }());
+  for (const char* name : {"first_seq1", "first_seq4", "second_seq1", "second_seq4"}) {
+    auto run = runTool(CTXKIT_CTXRUN, {(out / fmt::format("{}_ctx.onnx", name)).string()});
+    INFO(name << ": " << run.out << run.err);
+    CHECK(run.exitCode == 0);
+  }
+}
+
 TEST_CASE("STEM: bindings apply to one model of a group", "[e2e]") {
   TempDir dir("model_bindings");
   const fs::path a = writeDynamicBlock(dir.path(), "first"), b = writeDynamicBlock(dir.path(), "second");
