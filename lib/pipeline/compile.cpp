@@ -259,45 +259,43 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
   return Status::ok();
 }
 
-// The dedupe stage, the one place weights are interned: every weight of every program and, with `shareFallback`,
-// every large fallback initializer goes into its container's pool (equal bytes, type and shape stored once), and
-// the programs are pointed at pool indices and serialized for their container.
-Status dedupe(std::vector<ModelWork>& work, std::vector<ContainerWork>& containers, const CompileOptions& options,
-              bool shareFallback) {
-  for (auto& w : work) {
-    ContainerWork& c = containers[w.container];
-    for (size_t p = 0; p < w.lowered.size(); ++p) {
-      program::Program& prog = w.lowered[p].program;
-      for (auto& t : prog.tensors) {
-        if (t.kind != program::TensorKind::Weight) continue;
-        CTX_ASSIGN_OR_RETURN(t.index, c.pool.intern(w.partitionWeights[p][t.index])
-                                          .addContext(fmt::format("'{}': graph '{}': weight '{}'", w.source.string(),
-                                                                  w.partitionNames[p], t.name)));
-      }
-      c.graphs.push_back(ContainerWork::Graph{w.partitionNames[p], w.source.filename().string(), program::serialize(prog)});
+// The dedupe stage, the one place weights are interned: every weight of a model's programs and, with
+// `shareFallback`, every large fallback initializer goes into its container's pool (equal bytes, type and shape
+// stored once), and the programs are pointed at pool indices and serialized for their container. It runs right
+// after each model (variant) is lowered, so the lowered copies of weights already stored (another variant's, another
+// model's) are freed before the next one is lowered.
+Status dedupe(ModelWork& w, ContainerWork& c, const CompileOptions& options, bool shareFallback) {
+  for (size_t p = 0; p < w.lowered.size(); ++p) {
+    program::Program& prog = w.lowered[p].program;
+    for (auto& t : prog.tensors) {
+      if (t.kind != program::TensorKind::Weight) continue;
+      CTX_ASSIGN_OR_RETURN(t.index, c.pool.intern(w.partitionWeights[p][t.index])
+                                        .addContext(fmt::format("'{}': graph '{}': weight '{}'", w.source.string(),
+                                                                w.partitionNames[p], t.name)));
     }
-    w.partitionWeights.clear();
-    if (!shareFallback) continue;
-    Status status;
-    auto share = [&](const std::string& key, const ir::Initializer& init, auto& shared) {
-      const ir::Tensor& t = init.tensor;
-      if (!status || t.type() == ir::ElemType::String || t.byteSize() < options.shareFallbackThreshold) return;
-      auto index = c.pool.intern(t);
-      if (!index)
-        status = index.takeError().addContext(fmt::format("'{}': initializer '{}'", w.source.string(), key));
-      else
-        shared.emplace_back(key, *index);
-    };
-    for (const auto& init : contextInitializers(w.model, w.facts, w.plan, w.lowered))
-      share(init.name, init, w.sharedInitializers);
-    // Weights inside If/Loop/Scan bodies of fallback nodes are stored once like the rest (SPEC §4).
-    for (size_t i = 0; i < w.plan.nodes.size(); ++i)
-      if (w.plan.nodes[i].placement == partitioner::NodePlacement::Fallback)
-        forEachSubgraphInitializer(w.model.graph.nodes[i], i, [&](const std::string& key, const ir::Initializer& init) {
-          share(key, init, w.sharedSubgraphInitializers);
-        });
-    CTX_RETURN_IF_ERROR(status);
+    c.graphs.push_back(ContainerWork::Graph{w.partitionNames[p], w.source.filename().string(), program::serialize(prog)});
   }
+  w.partitionWeights.clear();
+  if (!shareFallback) return Status::ok();
+  Status status;
+  auto share = [&](const std::string& key, const ir::Initializer& init, auto& shared) {
+    const ir::Tensor& t = init.tensor;
+    if (!status || t.type() == ir::ElemType::String || t.byteSize() < options.shareFallbackThreshold) return;
+    auto index = c.pool.intern(t);
+    if (!index)
+      status = index.takeError().addContext(fmt::format("'{}': initializer '{}'", w.source.string(), key));
+    else
+      shared.emplace_back(key, *index);
+  };
+  for (const auto& init : contextInitializers(w.model, w.facts, w.plan, w.lowered))
+    share(init.name, init, w.sharedInitializers);
+  // Weights inside If/Loop/Scan bodies of fallback nodes are stored once like the rest (SPEC §4).
+  for (size_t i = 0; i < w.plan.nodes.size(); ++i)
+    if (w.plan.nodes[i].placement == partitioner::NodePlacement::Fallback)
+      forEachSubgraphInitializer(w.model.graph.nodes[i], i, [&](const std::string& key, const ir::Initializer& init) {
+        share(key, init, w.sharedSubgraphInitializers);
+      });
+  CTX_RETURN_IF_ERROR(status);
   return Status::ok();
 }
 
@@ -436,17 +434,18 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
     for (const auto& [k, v] : b.shapes) w.bindings.shapes[k] = v;
   }
 
+  // Large fallback initializers of a --share group go to the group's .bin as ONNX external data.
+  const bool shareFallback = options.share && options.embedMode == 0 && options.externalInitializersFile.empty() &&
+                             !options.embedFallbackInitializers;
   size_t compiledPartitions = 0;
   for (auto& w : work) {
     CTX_RETURN_IF_ERROR(compileModel(w, containers[w.container], target, options, clock, progress));
     compiledPartitions += w.plan.partitions.size();
     report.models.push_back(summarize(w));
+    if (options.stopAfter.empty())
+      CTX_RETURN_IF_ERROR(clock.time("dedupe", [&] { return dedupe(w, containers[w.container], options, shareFallback); }));
   }
-  // Large fallback initializers of a --share group go to the group's .bin as ONNX external data.
-  const bool shareFallback = options.share && options.embedMode == 0 && options.externalInitializersFile.empty() &&
-                             !options.embedFallbackInitializers;
   if (options.stopAfter.empty()) {
-    CTX_RETURN_IF_ERROR(clock.time("dedupe", [&] { return dedupe(work, containers, options, shareFallback); }));
     if (options.dumpPrograms)
       for (const auto& w : work)
         for (size_t p = 0; p < w.lowered.size(); ++p)
