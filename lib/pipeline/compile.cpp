@@ -340,8 +340,11 @@ private:
 };
 
 // Make syntax: every file written depends on every file read (runInputs: models, their external data, the target
-// file), so a build system reruns ctxgen when any of them changes.
-Status writeDepfile(const fs::path& depfile, const CompileReport& report, const std::vector<RunFile>& inputs) {
+// file), so a build system reruns ctxgen when any of them changes. The _ctx.onnx files come first, in model order:
+// Ninja takes a depfile whose first target is not the build edge's first output as out of date, so a build rule
+// (ctxkit_compile) can rely on the first model's _ctx.onnx leading.
+Status writeDepfile(const fs::path& depfile, const CompileReport& report, const std::vector<ModelWork>& work,
+                    const std::vector<RunFile>& inputs) {
   auto escape = [](const std::string& s) {
     std::string out;
     for (char c : s) {
@@ -351,8 +354,12 @@ Status writeDepfile(const fs::path& depfile, const CompileReport& report, const 
     }
     return out;
   };
+  std::vector<fs::path> targets;
+  for (const auto& w : work) targets.push_back(w.output);
+  for (const auto& f : report.files)
+    if (std::find(targets.begin(), targets.end(), f.path) == targets.end()) targets.push_back(f.path);
   std::string text;
-  for (const auto& f : report.files) text += escape(f.path.string()) + " ";
+  for (const auto& t : targets) text += escape(t.string()) + " ";
   text += ":";
   std::set<std::string> seen;
   for (const auto& in : inputs)
@@ -478,7 +485,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
       written.add(w.output);
       report.files.push_back(FileWritten{w.output, fs::file_size(w.output)});
     }
-    if (options.depfile) CTX_RETURN_IF_ERROR(writeDepfile(*options.depfile, report, runInputs(options, work)));
+    if (options.depfile) CTX_RETURN_IF_ERROR(writeDepfile(*options.depfile, report, work, runInputs(options, work)));
     return Status::ok();
   });
   CTX_RETURN_IF_ERROR(emitStatus);
