@@ -36,6 +36,11 @@ function(ctxkit_compile name)
       message(FATAL_ERROR "ctxkit_compile(${name}): OPTIONS must not contain ${opt}; "
                           "use OUTPUT_DIR, SHARE and TARGET_DEVICE (the depfile is set by ctxkit_compile)")
     endif()
+    # Options that move or rename the outputs would leave the declared outputs unwritten (rebuilt every time).
+    if(opt MATCHES "ep\\.context_file_path|ep\\.share_ep_contexts|^--dry-run$|^--stop-after")
+      message(FATAL_ERROR "ctxkit_compile(${name}): OPTIONS must not contain ${opt}: ctxkit_compile names the "
+                          "outputs itself (<OUTPUT_DIR>/<stem>_ctx.onnx); use SHARE for shared contexts")
+    endif()
   endforeach()
 
   set(out_dir "${ARG_OUTPUT_DIR}")

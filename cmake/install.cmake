@@ -15,7 +15,8 @@ foreach(lib ${CTXKIT_RUNTIME_LIBRARIES})
     set(folder runtime)
   endif()
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/lib/${folder}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ctxkit/${folder}
-          FILES_MATCHING PATTERN "*.h" PATTERN "*.def")
+          FILES_MATCHING PATTERN "*.h" PATTERN "*.def"
+          PATTERN "proto_convert.h" EXCLUDE)  # onnx_io's protobuf side stays private: no consumer needs onnx headers
 endforeach()
 # The version header is generated from project(VERSION) into the build tree.
 install(FILES ${PROJECT_BINARY_DIR}/lib/epcontext/include/epcontext/version.h

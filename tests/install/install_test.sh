@@ -33,6 +33,8 @@ if [[ "$with_ep" == 1 ]]; then
 else
   [[ ! -e "$prefix/$libdir/libctxkit_ep.so" ]] || fail "libctxkit_ep.so was installed but not built"
 fi
+# Headers that need onnx or protobuf stay private: a consumer compiles against ctxkit's headers and fmt only.
+if grep -rlE '#include <(onnx|google)/' "$prefix/include/ctxkit"; then fail "an installed header includes onnx or protobuf"; fi
 "$prefix/bin/ctxgen" --version
 
 echo "== models: two sharing weights, one with external data and a target JSON"
