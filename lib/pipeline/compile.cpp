@@ -6,6 +6,7 @@
 #include "format/container.h"
 #include "onnx_io/onnx_io.h"
 #include "partitioner/partitioner.h"
+#include "partitioner/target.h"
 #include "pipeline/bindings.h"
 #include "pipeline/emit.h"
 #include "pipeline/output_guard.h"
@@ -17,6 +18,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <set>
 
 namespace ctxkit::pipeline {
 
@@ -195,8 +197,10 @@ std::vector<RunFile> runInputs(const CompileOptions& options, const std::vector<
     for (const auto& data : w.model.externalDataFiles)
       files.push_back(RunFile{data, fmt::format("external data of '{}'", w.source.string())});
   }
+  // loadTarget prefers a built-in name over a file of that name, so only a non-built-in target is a file read.
   std::error_code ec;
-  if (fs::is_regular_file(options.target, ec)) files.push_back(RunFile{options.target, "target file"});
+  if (!partitioner::builtinTargetJson(options.target) && fs::is_regular_file(options.target, ec))
+    files.push_back(RunFile{options.target, "target file"});
   return files;
 }
 
@@ -368,7 +372,12 @@ private:
   bool committed_ = false;
 };
 
-Status writeDepfile(const fs::path& depfile, const CompileReport& report, const std::vector<ModelWork>& work) {
+// Make syntax: every file written depends on every file read (runInputs: models, their external data, the target
+// file), so a build system reruns ctxgen when any of them changes. The _ctx.onnx files come first, in model order:
+// Ninja takes a depfile whose first target is not the build edge's first output as out of date, so a build rule
+// (ctxkit_compile) can rely on the first model's _ctx.onnx leading.
+Status writeDepfile(const fs::path& depfile, const CompileReport& report, const std::vector<ModelWork>& work,
+                    const std::vector<RunFile>& inputs) {
   auto escape = [](const std::string& s) {
     std::string out;
     for (char c : s) {
@@ -378,10 +387,16 @@ Status writeDepfile(const fs::path& depfile, const CompileReport& report, const 
     }
     return out;
   };
+  std::vector<fs::path> targets;
+  for (const auto& w : work) targets.push_back(w.output);
+  for (const auto& f : report.files)
+    if (std::find(targets.begin(), targets.end(), f.path) == targets.end()) targets.push_back(f.path);
   std::string text;
-  for (const auto& f : report.files) text += escape(f.path.string()) + " ";
+  for (const auto& t : targets) text += escape(t.string()) + " ";
   text += ":";
-  for (const auto& w : work) text += " " + escape(w.source.string());
+  std::set<std::string> seen;
+  for (const auto& in : inputs)
+    if (seen.insert(in.path.string()).second) text += " " + escape(in.path.string());
   text += "\n";
   return writeFileAtomically(depfile, text);
 }
@@ -539,7 +554,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
       written.add(w.output);
       report.files.push_back(FileWritten{w.output, fs::file_size(w.output)});
     }
-    if (options.depfile) CTX_RETURN_IF_ERROR(writeDepfile(*options.depfile, report, work));
+    if (options.depfile) CTX_RETURN_IF_ERROR(writeDepfile(*options.depfile, report, work, runInputs(options, work)));
     return Status::ok();
   });
   CTX_RETURN_IF_ERROR(emitStatus);
