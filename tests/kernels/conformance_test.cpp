@@ -34,10 +34,6 @@ const std::map<std::string, std::string> kKnownFailures = {
     {"test_resize_downsample_scales_linear_antialias", "Resize antialias = 1 is not supported"},
     {"test_resize_downsample_sizes_cubic_antialias", "Resize antialias = 1 is not supported"},
     {"test_resize_downsample_sizes_linear_antialias", "Resize antialias = 1 is not supported"},
-    {"test_resize_tf_crop_and_resize", "Resize tf_crop_and_resize (roi cropping) is not supported"},
-    {"test_resize_tf_crop_and_resize_axes_2_3", "Resize tf_crop_and_resize (roi cropping) is not supported"},
-    {"test_resize_tf_crop_and_resize_axes_3_2", "Resize tf_crop_and_resize (roi cropping) is not supported"},
-    {"test_resize_tf_crop_and_resize_extrapolation_value", "Resize tf_crop_and_resize (roi cropping) is not supported"},
 };
 
 // Element types the kernels are expected to handle in conformance data.
