@@ -85,6 +85,10 @@ const OpEntry* detail::findEntry(OpKind kind) {
   static const OpEntry unique{inferUnique, runUnique, kNativeNumeric, false};
   static const OpEntry tensorScatter{inferTensorScatter, runTensorScatter, kFixedSizeTypes, false};
   static const OpEntry deformConv{inferDeformConv, runDeformConv, kFloat32, true};
+  static const OpEntry binarizer{inferBinarizer, runBinarizer, kNativeNumeric, false};
+  static const OpEntry arrayFeatureExtractor{inferArrayFeatureExtractor, runArrayFeatureExtractor, kFixedSizeTypes,
+                                             false};
+  static const OpEntry tfIdfVectorizer{inferTfIdfVectorizer, runTfIdfVectorizer, kIndexTypes, false};
   static const OpEntry gridSample{inferGridSample, runGridSample, kFloat32, true};
   static const OpEntry quantize{inferQuantize, runQuantize, kFloats | typeBit(ElemType::Int32), false};
   static const OpEntry dequantize{inferQuantize, runQuantize,
@@ -235,6 +239,9 @@ const OpEntry* detail::findEntry(OpKind kind) {
     case OpKind::Compress: return &compress;
     case OpKind::NonMaxSuppression: return &nonMaxSuppression;
     case OpKind::GridSample: return &gridSample;
+    case OpKind::TfIdfVectorizer: return &tfIdfVectorizer;
+    case OpKind::ArrayFeatureExtractor: return &arrayFeatureExtractor;
+    case OpKind::Binarizer: return &binarizer;
     case OpKind::DeformConv: return &deformConv;
     case OpKind::TensorScatter: return &tensorScatter;
     case OpKind::Unique: return &unique;

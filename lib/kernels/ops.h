@@ -176,6 +176,16 @@ Status runTensorScatter(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferDeformConv(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runDeformConv(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
+// ml_ops.cpp: Binarizer, ArrayFeatureExtractor (domain ai.onnx.ml).
+InferResult inferBinarizer(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runBinarizer(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferArrayFeatureExtractor(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runArrayFeatureExtractor(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// tfidf.cpp: TfIdfVectorizer.
+InferResult inferTfIdfVectorizer(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runTfIdfVectorizer(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
 // grid_sample.cpp: GridSample, AffineGrid.
 InferResult inferAffineGrid(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runAffineGrid(const OpContext& ctx, RunIns inputs, RunOuts outputs);

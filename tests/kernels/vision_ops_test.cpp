@@ -1,5 +1,6 @@
-// RNN, NonMaxSuppression, GridSample, AffineGrid, LpPool, Col2Im, MaxUnpool, CenterCropPad, Unique, TensorScatter
-// and DeformConv against their ONNX definitions written out on small hand-checkable inputs.
+// RNN, NonMaxSuppression, GridSample, AffineGrid, LpPool, Col2Im, MaxUnpool, CenterCropPad, Unique, TensorScatter,
+// DeformConv, Binarizer, ArrayFeatureExtractor and TfIdfVectorizer against their ONNX definitions written out on
+// small hand-checkable inputs.
 #include "kernel_test_util.h"
 
 using namespace ctxkit;
@@ -135,4 +136,33 @@ TEST_CASE("DeformConv: zero offsets are a convolution, a half-pixel offset reads
   auto bias = floats({1}, {1});
   auto mask = floats({1, 1, 1, 2}, {1, 0.5f});
   requireClose(values<float>(Op(OpKind::DeformConv, 19).run1({&x, &w, &half, &bias, &mask})), {5, 2.5f});
+}
+
+TEST_CASE("Binarizer and ArrayFeatureExtractor (ai.onnx.ml)") {
+  auto x = floats({2, 3}, {-1, 0.5f, 2, 3, 0.4f, 0.6f});
+  requireClose(values<float>(Op(OpKind::Binarizer, 1).f("threshold", 0.5f).run1({&x})), {0, 0, 1, 1, 0, 1});
+  auto idx = int64s({2}, {2, 0});
+  auto y = Op(OpKind::ArrayFeatureExtractor, 1).run1({&x, &idx});
+  REQUIRE(y.shape() == ir::Shape{2, 2});
+  requireClose(values<float>(y), {2, -1, 0.6f, 3});
+  auto row = floats({3}, {7, 8, 9});
+  auto z = Op(OpKind::ArrayFeatureExtractor, 1).run1({&row, &idx});
+  REQUIRE(z.shape() == ir::Shape{1, 2});
+  requireClose(values<float>(z), {9, 7});
+}
+
+TEST_CASE("TfIdfVectorizer counts pool n-grams with skips, then weights them") {
+  auto tokens = int32s({4}, {1, 2, 1, 3});
+  // 1-grams {1, 3} -> coordinates 0, 1; 2-grams {(1, 2), (1, 3)} -> 2, 3.
+  auto op = [](const std::string& mode) {
+    Op o(OpKind::TfIdfVectorizer, 9);
+    o.i("min_gram_length", 1).i("max_gram_length", 2).i("max_skip_count", 1).s("mode", mode);
+    o.ints("pool_int64s", {1, 3, 1, 2, 1, 3}).ints("ngram_counts", {0, 2}).ints("ngram_indexes", {0, 1, 2, 3});
+    o.fl("weights", {0.5f, 1, 2, 3});
+    return o;
+  };
+  // Unigrams once per position; bigrams at step 1: (1,2) (2,1) (1,3); at step 2: (1,1) (2,3), not in the pool.
+  requireClose(values<float>(op("TF").run1({&tokens})), {2, 1, 1, 1});
+  requireClose(values<float>(op("TFIDF").run1({&tokens})), {1, 1, 2, 3});
+  requireClose(values<float>(op("IDF").run1({&tokens})), {0.5f, 1, 2, 3});
 }
