@@ -2,6 +2,7 @@
 #include "cli/cli_util.h"
 #include "epcontext/contract.h"
 #include "pipeline/pipeline.h"
+#include "session_options.h"
 #include "support/file_io.h"
 
 #include <CLI/CLI.hpp>
@@ -12,44 +13,10 @@
 
 using namespace ctxkit;
 
-namespace {
-
-// ONNX Runtime's session option names, accepted with -C KEY=VALUE.
-Status applyConfig(const std::string& entry, pipeline::CompileOptions& o) {
-  auto eq = entry.find('=');
-  if (eq == std::string::npos) return makeError(ErrorCode::InvalidArgument, "-C '{}': expected KEY=VALUE", entry);
-  std::string key = entry.substr(0, eq), value = entry.substr(eq + 1);
-  auto flag = [&](bool& out) -> Status {
-    if (value != "0" && value != "1") return makeError(ErrorCode::InvalidArgument, "-C {}: expected 0 or 1, got '{}'", key, value);
-    out = value == "1";
-    return Status::ok();
-  };
-  namespace opt = epcontext::option;
-  if (key == opt::kContextEnable) {
-    if (value != "1") return makeError(ErrorCode::InvalidArgument, "-C {} must be 1 for ctxgen", key);
-    return Status::ok();
-  }
-  if (key == opt::kContextEmbedMode) {
-    bool embed = false;
-    CTX_RETURN_IF_ERROR(flag(embed));
-    o.embedMode = embed ? 1 : 0;
-    return Status::ok();
-  }
-  if (key == opt::kContextNodeNamePrefix) return o.nodeNamePrefix = value, Status::ok();
-  if (key == opt::kContextFilePath) return o.outputFile = value, Status::ok();
-  if (key == opt::kContextExternalInitializersFileName) return o.externalInitializersFile = value, Status::ok();
-  if (key == opt::kShareEpContexts) return flag(o.share);
-  return makeError(ErrorCode::InvalidArgument, "-C: unknown key '{}'; known: {}, {}, {}, {}, {}, {}", key, opt::kContextEnable,
-                   opt::kContextEmbedMode, opt::kContextNodeNamePrefix, opt::kContextFilePath,
-                   opt::kContextExternalInitializersFileName, opt::kShareEpContexts);
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   CLI::App app{"ctxgen: compile ONNX models to EPContext models and a context binary"};
   pipeline::CompileOptions o;
-  std::vector<std::string> models, dims, shapes, configs;
+  std::vector<std::string> models, configs;
   std::string outputDir, jsonPath, depfile;
   bool verbose = false, quiet = false;
   app.add_option("models", models, "MODEL[,MODEL...] (comma-separated or separate arguments)")->required();
@@ -57,8 +24,11 @@ int main(int argc, char** argv) {
   app.add_option("-o,--output-dir", outputDir, "write all outputs to DIR (created if missing)");
   app.add_option("--embed-mode", o.embedMode, "0: context in a .bin file (default); 1: inside the _ctx.onnx")->check(CLI::Range(0, 1));
   app.add_option("--target", o.target, "npu-sim (default), cpu, or a target JSON file");
-  app.add_option("--dim", dims, "bind a symbolic dimension: SYM=V");
-  app.add_option("--shape", shapes, "bind an input shape: INPUT=AxBxC");
+  app.add_option("--dim", o.dimArgs, "bind a symbolic dimension: [STEM:]SYM=V (STEM: that model only)");
+  app.add_option("--shape", o.shapeArgs, "bind an input shape: [STEM:]INPUT=AxBxC (STEM: that model only)");
+  app.add_option("--variant", o.variantArgs,
+                 "compile every model once more for these bindings: [NAME:]SYM=V[,SYM=V|INPUT=AxB...]; outputs "
+                 "<stem>_<NAME>_ctx.onnx, all variants in one context binary (repeatable)");
   app.add_option("--node-name-prefix", o.nodeNamePrefix, "prefix for EPContext node names");
   app.add_option("--external-initializers-file", o.externalInitializersFile, "put fallback initializers in this file beside each _ctx.onnx");
   app.add_flag("--embed-fallback-initializers", o.embedFallbackInitializers,
@@ -84,13 +54,22 @@ int main(int argc, char** argv) {
     return code == 0 ? cli::kExitOk : cli::kExitUsage;
   }
 
+  // The tool's own options first, then -C: an ONNX Runtime key that contradicts one of them is a usage error.
+  ctxgen::SettingSources sources;
   Status status;
-  for (const auto& d : dims)
-    if (status = cli::parseDimBinding(d, o.bindings); !status) break;
-  for (const auto& s : shapes)
-    if (status.isOk()) status = cli::parseShapeBinding(s, o.bindings);
+  if (app.count("--embed-mode"))
+    status = sources.claim("embed mode", fmt::format("--embed-mode {}", o.embedMode), std::to_string(o.embedMode));
+  if (status.isOk() && app.count("--node-name-prefix"))
+    status = sources.claim("node name prefix", "--node-name-prefix " + o.nodeNamePrefix, o.nodeNamePrefix);
+  if (status.isOk() && app.count("--external-initializers-file"))
+    status = sources.claim("external initializers file", "--external-initializers-file " + o.externalInitializersFile,
+                           o.externalInitializersFile);
+  if (status.isOk() && o.share) status = sources.claim("context sharing", "--share", "1");
+  if (status.isOk() && !outputDir.empty())
+    status = sources.claim("output folder", "-o " + outputDir,
+                           (std::filesystem::path(outputDir) / "").lexically_normal().string());
   for (const auto& c : configs)
-    if (status.isOk()) status = applyConfig(c, o);
+    if (status.isOk()) status = ctxgen::applyConfig(c, o, sources);
   if (!status) {
     std::cerr << "ctxgen: error: " << status.error().message() << "\n";
     return cli::kExitUsage;

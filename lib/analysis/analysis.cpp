@@ -77,6 +77,27 @@ bool isQuantizedWeight(const ir::Node& node, std::span<const kernels::ValueDesc>
          t == ir::ElemType::Uint4 || t == ir::ElemType::Int16 || t == ir::ElemType::Uint16;
 }
 
+// Declared shapes of the values nodes produce (graph outputs, then value_info; the first declaration wins, as in
+// ir::Graph::findValueInfo), indexed once so that a large graph is not searched per value.
+std::unordered_map<std::string_view, const ir::ValueInfo*> declarations(const ir::Graph& graph) {
+  std::unordered_map<std::string_view, const ir::ValueInfo*> out;
+  for (const auto* list : {&graph.outputs, &graph.valueInfo})
+    for (const auto& v : *list) out.emplace(v.name, &v);
+  return out;
+}
+
+// A declared shape must agree with the one ctxkit's rule gives: the same rank, and every dimension the file states
+// as a number equal (a symbolic dimension agrees with any size).
+Status checkDeclared(const ir::ValueInfo* declared, const ir::Shape& inferred, const ir::Node& node, size_t index) {
+  if (!declared || !declared->shape) return Status::ok();
+  const auto& dims = *declared->shape;
+  bool agrees = dims.size() == inferred.size();
+  for (size_t d = 0; agrees && d < dims.size(); ++d) agrees = !dims[d].isKnown() || dims[d].value == inferred[d];
+  if (agrees) return Status::ok();
+  return makeError(ErrorCode::InvalidGraph, "{}: value '{}' is declared {} in the model, but its inputs give {}",
+                   nodeLabel(node, index), declared->name, ir::dimsToString(declared->shape), ir::shapeToString(inferred));
+}
+
 }  // namespace
 
 std::optional<ir::Shape> bindShape(const ir::ValueInfo& info, const Bindings& bindings, std::string* blocker) {
@@ -125,6 +146,15 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
     v.shape = bindShape(in, bindings, &v.blocker);
   }
   CTX_ASSIGN_OR_RETURN(facts.order, topologicalOrder(graph, available));
+  const auto declared = declarations(graph);
+  auto declarationOf = [&](const std::string& name) -> const ir::ValueInfo* {
+    auto it = declared.find(name);
+    return it == declared.end() ? nullptr : it->second;
+  };
+  // Every value a shape rule (or folding) gives is checked against the file's declaration of it.
+  auto record = [&](const ir::Node& node, size_t index, const std::string& name, ValueFacts& v) -> Status {
+    return v.shape ? checkDeclared(declarationOf(name), *v.shape, node, index) : Status::ok();
+  };
 
   std::vector<kernels::ValueDesc> descs;
   std::vector<const ir::Tensor*> constInputs;
@@ -196,6 +226,7 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
       v.type = ir::ElemType::Int64;
       v.shape = ir::Shape{static_cast<int64_t>(dims.size())};
       v.constant = ir::Tensor::fromVector(ir::ElemType::Int64, *v.shape, dims);
+      CTX_RETURN_IF_ERROR(record(node, index, node.outputs[0], v));
       continue;
     }
     // Fold: every input known and the result small enough.
@@ -211,6 +242,7 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
           v.type = (*values)[o].type();
           v.shape = (*values)[o].shape();
           v.constant = std::move((*values)[o]);
+          CTX_RETURN_IF_ERROR(record(node, index, node.outputs[o], v));
         }
         continue;
       }
@@ -221,15 +253,21 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
       if (inferred) {
         v.type = outs[o].type;
         v.shape = outs[o].shape;
+        CTX_RETURN_IF_ERROR(record(node, index, node.outputs[o], v));
         continue;
       }
-      // No shape rule in ctxkit: trust a fully static declaration if the file has one. (With a rule that
-      // could not run, the declaration is not evidence: the inputs are dynamic.)
-      if (const ir::ValueInfo* info = known ? nullptr : graph.findValueInfo(node.outputs[o])) {
+      // No shape rule in ctxkit (an op it does not know, or If/Loop/Scan, whose outputs come from a subgraph): trust
+      // the file's declaration when it is static once the bindings apply, so that what follows still compiles.
+      // (With a rule that could not run, the declaration is not evidence: the inputs are dynamic, or the shape
+      // depends on values.)
+      if (const ir::ValueInfo* info = known && !hasGraphAttr ? nullptr : declarationOf(node.outputs[o])) {
         v.type = info->type;
-        if (auto s = info->staticShape()) {
-          v.shape = *s;
-          continue;
+        std::string unbound;
+        if (info->shape) {
+          if (auto s = bindShape(*info, bindings, &unbound)) {
+            v.shape = *s;
+            continue;
+          }
         }
       }
       v.blocker = blocker.empty() ? fmt::format("the shape of '{}' is unknown", node.outputs[o]) : blocker;

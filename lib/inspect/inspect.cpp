@@ -92,6 +92,7 @@ public:
       if (isOurSource(n.source) && !report_.contexts.empty() && !graphNames.count(n.partitionName))
         report_.problems.push_back(fmt::format("{}: EPContext node '{}': partition '{}' is in no context binary",
                                                n.model, n.name, n.partitionName));
+    nameCompiledModels();
     return std::move(report_);
   }
 
@@ -122,11 +123,11 @@ private:
       if (e.embedMode == 1) {
         e.cacheContext = fmt::format("embedded, {} bytes", cache.size());
         // Another EP's payload is opaque: its size is all there is to say.
-        if (isOurSource(e.source)) openEmbeddedContext(label, cache);
+        if (isOurSource(e.source)) openEmbeddedContext(label, cache, e.model);
       } else {
         e.cacheContext = cache;
         if (auto index = addReferencedFile(dir, e.cacheContext, "context binary", "raw", label))
-          claimContextBinary(*index, e.source);
+          claimContextBinary(*index, e.source, e.model);
       }
     } else if (e.mainContext == 1) {
       report_.problems.push_back(fmt::format("{}: {}=1 but no {}", label, epcontext::attr::kMainContext,
@@ -154,8 +155,9 @@ private:
 
   // A context binary referenced by a node of `source`: ours is read and checked, another EP's stays opaque.
   // A file first listed as external data becomes a context binary once a node names it.
-  void claimContextBinary(size_t index, const std::string& source) {
+  void claimContextBinary(size_t index, const std::string& source, const std::string& model) {
     DeploymentFile& f = report_.files[index];
+    if (isOurSource(source)) contextModels_[f.path].insert(model);
     if (f.format == kOurFormat) return;
     if (f.format == "opaque" && !isOurSource(source)) return;
     f.role = "context binary";
@@ -175,7 +177,8 @@ private:
     addContext(shown, std::move(view).value(), bytes);
   }
 
-  void openEmbeddedContext(const std::string& label, std::string_view bytes) {
+  void openEmbeddedContext(const std::string& label, std::string_view bytes, const std::string& model) {
+    contextModels_[label + " (embedded)"].insert(model);
     auto payload = std::make_shared<std::string>(bytes);
     auto view = format::ContainerView::open(std::as_bytes(std::span(payload->data(), payload->size())), payload,
                                             label + " (embedded context)");
@@ -307,8 +310,20 @@ private:
       }
       c.graphs.push_back(std::move(gs));
     }
-    for (auto& [index, ws] : users)
+    std::map<std::vector<std::string>, WeightUsers> groups;
+    for (auto& [index, ws] : users) {
+      WeightUsers& group = groups[ws.graphs];
+      if (group.graphs.empty()) {
+        group.graphs = ws.graphs;
+        group.models = ws.models;
+      }
+      ++group.count;
+      group.bytes += ws.bytes;
       if (ws.graphs.size() > 1) c.sharedWeights.push_back(std::move(ws));
+    }
+    for (auto& [graphs, group] : groups) c.weightUsers.push_back(std::move(group));
+    std::stable_sort(c.weightUsers.begin(), c.weightUsers.end(),
+                     [](const WeightUsers& a, const WeightUsers& b) { return a.bytes > b.bytes; });
     if (options_.verify) {
       if (auto s = view.verify(); !s)
         report_.problems.push_back(s.error().message());
@@ -318,8 +333,29 @@ private:
     report_.contexts.push_back(std::move(c));
   }
 
+  // Which inspected _ctx.onnx files run each graph: models that load the context and have a node naming the graph.
+  void nameCompiledModels() {
+    for (ContextSummary& c : report_.contexts) {
+      const std::set<std::string>& loaders = contextModels_[c.path];
+      std::map<std::string, std::vector<std::string>> runners;  // graph -> models, in inspection order
+      for (const auto& n : report_.nodes) {
+        if (!isOurSource(n.source) || !loaders.count(n.model)) continue;
+        auto& models = runners[n.partitionName];
+        if (std::find(models.begin(), models.end(), n.model) == models.end()) models.push_back(n.model);
+      }
+      auto fill = [&](const std::vector<std::string>& graphs, std::vector<std::string>& out) {
+        for (const auto& g : graphs)
+          for (const auto& m : runners[g])
+            if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
+      };
+      for (auto& w : c.sharedWeights) fill(w.graphs, w.compiledModels);
+      for (auto& u : c.weightUsers) fill(u.graphs, u.compiledModels);
+    }
+  }
+
   Options options_;
   Report report_;
+  std::map<std::string, std::set<std::string>> contextModels_;  // context (as shown) -> _ctx.onnx files loading it
   std::map<std::string, size_t> fileIndex_; // deployment file path -> index in report_.files
   std::map<std::string, std::set<std::pair<uint64_t, uint64_t>>> containerWeights_; // ctxkit .bin -> weight ranges
   std::vector<fs::path> modelsWithExternalData_;

@@ -72,6 +72,17 @@ struct WeightSharing {
   uint64_t bytes = 0;
   std::vector<std::string> graphs;  // graphs that use it
   std::vector<std::string> models;  // source models those graphs came from
+  // The inspected _ctx.onnx files whose EPContext nodes run those graphs: with shape variants, one per variant.
+  std::vector<std::string> compiledModels;
+};
+
+// Weights used by exactly the same graphs, counted together: which variants and models use which weights.
+struct WeightUsers {
+  std::vector<std::string> graphs;
+  std::vector<std::string> models;
+  std::vector<std::string> compiledModels;
+  size_t count = 0;
+  uint64_t bytes = 0;
 };
 
 struct ContextSummary {
@@ -84,6 +95,7 @@ struct ContextSummary {
   uint64_t uniqueWeightBytes = 0;
   uint64_t referencedWeightBytes = 0;  // summed over graph references
   std::vector<WeightSharing> sharedWeights;  // weights used by more than one graph
+  std::vector<WeightUsers> weightUsers;      // every weight, grouped by the graphs that use it; most bytes first
   bool verified = false;
 };
 

@@ -3,6 +3,7 @@
 
 #include "epcontext/contract.h"
 
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 namespace ctxkit::inspect {
@@ -59,6 +60,12 @@ std::string reportText(const Report& r) {
     double ratio = c.uniqueWeightBytes ? static_cast<double>(c.referencedWeightBytes) / static_cast<double>(c.uniqueWeightBytes) : 1.0;
     out += fmt::format("  weights: {} unique, {} bytes stored, {} bytes referenced (sharing ratio {:.2f}), {} shared by several graphs\n",
                        c.weightCount, c.uniqueWeightBytes, c.referencedWeightBytes, ratio, c.sharedWeights.size());
+    // Which graphs, source models and compiled models (one per shape variant) use which weights.
+    for (const auto& u : c.weightUsers) {
+      out += fmt::format("  {} weight(s), {} bytes, used by graph(s) {}\n", u.count, u.bytes, fmt::join(u.graphs, ", "));
+      out += fmt::format("    source model(s) {}; compiled model(s) {}\n", fmt::join(u.models, ", "),
+                         u.compiledModels.empty() ? "-" : fmt::format("{}", fmt::join(u.compiledModels, ", ")));
+    }
     if (c.verified) out += "  verify: every weight hash, padding byte and structural rule checked: ok\n";
   }
   if (r.problems.empty()) {
@@ -135,7 +142,18 @@ std::string reportJson(const Report& r) {
     jc["weights"] = {{"count", c.weightCount}, {"unique_bytes", c.uniqueWeightBytes}, {"referenced_bytes", c.referencedWeightBytes}};
     jc["shared_weights"] = Json::array();
     for (const auto& w : c.sharedWeights)
-      jc["shared_weights"].push_back({{"index", w.index}, {"bytes", w.bytes}, {"graphs", w.graphs}, {"models", w.models}});
+      jc["shared_weights"].push_back({{"index", w.index},
+                                      {"bytes", w.bytes},
+                                      {"graphs", w.graphs},
+                                      {"models", w.models},
+                                      {"compiled_models", w.compiledModels}});
+    jc["weight_users"] = Json::array();
+    for (const auto& u : c.weightUsers)
+      jc["weight_users"].push_back({{"graphs", u.graphs},
+                                    {"models", u.models},
+                                    {"compiled_models", u.compiledModels},
+                                    {"weights", u.count},
+                                    {"bytes", u.bytes}});
     jc["verified"] = c.verified;
     j["context_binaries"].push_back(std::move(jc));
   }

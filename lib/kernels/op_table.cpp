@@ -75,6 +75,21 @@ const OpEntry* detail::findEntry(OpKind kind) {
   static const OpEntry upsample{inferUpsample, runUpsample, kFixedSizeTypes, true};
   static const OpEntry nonZero{inferNonZero, runNonZero, kFixedSizeTypes, false};
   static const OpEntry compress{inferCompress, runCompress, kFixedSizeTypes, false};
+  static const OpEntry nonMaxSuppression{inferNonMaxSuppression, runNonMaxSuppression, typeBit(ElemType::Float),
+                                         false};
+  static const OpEntry lpPool{inferLpPool, runLpPool, kFloats, true};
+  static const OpEntry centerCropPad{inferCenterCropPad, runCenterCropPad, kFixedSizeTypes, false};
+  static const OpEntry col2Im{inferCol2Im, runCol2Im, kFloats, true};
+  static const OpEntry maxUnpool{inferMaxUnpool, runMaxUnpool, kFixedSizeTypes, false};
+  static const OpEntry affineGrid{inferAffineGrid, runAffineGrid, kFloats, true};
+  static const OpEntry unique{inferUnique, runUnique, kNativeNumeric, false};
+  static const OpEntry tensorScatter{inferTensorScatter, runTensorScatter, kFixedSizeTypes, false};
+  static const OpEntry deformConv{inferDeformConv, runDeformConv, kFloat32, true};
+  static const OpEntry binarizer{inferBinarizer, runBinarizer, kNativeNumeric, false};
+  static const OpEntry arrayFeatureExtractor{inferArrayFeatureExtractor, runArrayFeatureExtractor, kFixedSizeTypes,
+                                             false};
+  static const OpEntry tfIdfVectorizer{inferTfIdfVectorizer, runTfIdfVectorizer, kIndexTypes, false};
+  static const OpEntry gridSample{inferGridSample, runGridSample, kFloat32, true};
   static const OpEntry quantize{inferQuantize, runQuantize, kFloats | typeBit(ElemType::Int32), false};
   static const OpEntry dequantize{inferQuantize, runQuantize,
                                   kIntTypes | typeBit(ElemType::Int4) | typeBit(ElemType::Uint4) |
@@ -222,6 +237,19 @@ const OpEntry* detail::findEntry(OpKind kind) {
     case OpKind::Scatter: return &scatterElements;
     case OpKind::NonZero: return &nonZero;
     case OpKind::Compress: return &compress;
+    case OpKind::NonMaxSuppression: return &nonMaxSuppression;
+    case OpKind::GridSample: return &gridSample;
+    case OpKind::TfIdfVectorizer: return &tfIdfVectorizer;
+    case OpKind::ArrayFeatureExtractor: return &arrayFeatureExtractor;
+    case OpKind::Binarizer: return &binarizer;
+    case OpKind::DeformConv: return &deformConv;
+    case OpKind::TensorScatter: return &tensorScatter;
+    case OpKind::Unique: return &unique;
+    case OpKind::AffineGrid: return &affineGrid;
+    case OpKind::MaxUnpool: return &maxUnpool;
+    case OpKind::Col2Im: return &col2Im;
+    case OpKind::CenterCropPad: return &centerCropPad;
+    case OpKind::LpPool: return &lpPool;
     case OpKind::QuantizeLinear: return &quantize;
     case OpKind::DequantizeLinear: return &dequantize;
     case OpKind::RotaryEmbedding: return &rotary;
@@ -282,7 +310,8 @@ const OpEntry* detail::findEntry(OpKind kind) {
     case OpKind::ConvTranspose: return &convTranspose;
     case OpKind::Resize: return &resize;
     case OpKind::LSTM:
-    case OpKind::GRU: return &recurrent;
+    case OpKind::GRU:
+    case OpKind::RNN: return &recurrent;
     case OpKind::EPContext:
     case OpKind::If:  // control flow runs subgraphs: the runtime's interpreter executes it
     case OpKind::Loop:
@@ -369,8 +398,8 @@ Status run(const OpContext& ctx, std::span<const ir::Tensor* const> inputs, std:
                      outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (!outputs[i]) {
-      // LSTM and GRU may omit Y and keep only the final states.
-      bool optionalY = ctx.kind == OpKind::LSTM || ctx.kind == OpKind::GRU;
+      // LSTM, GRU and RNN may omit Y and keep only the final states.
+      bool optionalY = ctx.kind == OpKind::LSTM || ctx.kind == OpKind::GRU || ctx.kind == OpKind::RNN;
       if (i == 0 && !optionalY) return nodeError(ctx, ErrorCode::InvalidArgument, "output 0 is missing");
       continue;
     }

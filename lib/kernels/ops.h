@@ -146,6 +146,52 @@ Status runNonZero(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferCompress(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runCompress(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
+// nms.cpp: NonMaxSuppression (output shape from input values).
+InferResult inferNonMaxSuppression(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runNonMaxSuppression(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// lp_pool.cpp: LpPool.
+InferResult inferLpPool(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runLpPool(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// crop_pad.cpp: CenterCropPad.
+InferResult inferCenterCropPad(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runCenterCropPad(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// col2im.cpp: Col2Im, MaxUnpool.
+InferResult inferCol2Im(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runCol2Im(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferMaxUnpool(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runMaxUnpool(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// unique.cpp: Unique (output shapes from input values).
+InferResult inferUnique(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runUnique(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// tensor_scatter.cpp: TensorScatter.
+InferResult inferTensorScatter(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runTensorScatter(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// deform_conv.cpp: DeformConv.
+InferResult inferDeformConv(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runDeformConv(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// ml_ops.cpp: Binarizer, ArrayFeatureExtractor (domain ai.onnx.ml).
+InferResult inferBinarizer(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runBinarizer(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferArrayFeatureExtractor(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runArrayFeatureExtractor(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// tfidf.cpp: TfIdfVectorizer.
+InferResult inferTfIdfVectorizer(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runTfIdfVectorizer(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
+// grid_sample.cpp: GridSample, AffineGrid.
+InferResult inferAffineGrid(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runAffineGrid(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferGridSample(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runGridSample(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
 // signal_ops.cpp: HannWindow, HammingWindow, BlackmanWindow; MelWeightMatrix.
 InferResult inferWindow(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runWindow(const OpContext& ctx, RunIns inputs, RunOuts outputs);
@@ -218,7 +264,7 @@ Status runConvTranspose(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferResize(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runResize(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
-// recurrent.cpp: LSTM and GRU share a shape rule and a kernel.
+// recurrent.cpp: LSTM, GRU and RNN share a shape rule and a kernel.
 InferResult inferRecurrent(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runRecurrent(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 

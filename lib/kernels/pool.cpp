@@ -168,43 +168,24 @@ void maxPoolWithIndices(const OpContext& ctx, const T* x, T* y, int64_t* indices
     for (size_t plane = p0; plane < p1; ++plane) {
       const T* xp = x + static_cast<int64_t>(plane) * inSize;
       T* yp = y + static_cast<int64_t>(plane) * outSize;
-      int64_t o = 0;
-      for (int64_t od = 0; od < w.out[0]; ++od) {
-        int64_t d0, d1;
-        tapsForOutput(od, w.stride[0], w.padBegin[0], w.dilation[0], w.kernel[0], w.in[0], d0, d1);
-        for (int64_t oh = 0; oh < w.out[1]; ++oh) {
-          int64_t h0, h1;
-          tapsForOutput(oh, w.stride[1], w.padBegin[1], w.dilation[1], w.kernel[1], w.in[1], h0, h1);
-          for (int64_t ow = 0; ow < w.out[2]; ++ow, ++o) {
-            int64_t w0, w1;
-            tapsForOutput(ow, w.stride[2], w.padBegin[2], w.dilation[2], w.kernel[2], w.in[2], w0, w1);
-            T best = std::numeric_limits<T>::lowest();
-            if constexpr (std::numeric_limits<T>::has_infinity) best = -std::numeric_limits<T>::infinity();
-            int64_t bestPos = -1;
-            for (int64_t kd = d0; kd < d1; ++kd) {
-              int64_t id = od * w.stride[0] - w.padBegin[0] + kd * w.dilation[0];
-              for (int64_t kh = h0; kh < h1; ++kh) {
-                int64_t ih = oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1];
-                for (int64_t kw = w0; kw < w1; ++kw) {
-                  int64_t iw = ow * w.stride[2] - w.padBegin[2] + kw * w.dilation[2];
-                  int64_t pos = (id * w.in[1] + ih) * w.in[2] + iw;
-                  if (bestPos < 0 || xp[pos] > best) {
-                    best = xp[pos];
-                    bestPos = pos;
-                  }
-                }
-              }
-            }
-            yp[o] = best;
-            int64_t pos = bestPos < 0 ? 0 : bestPos;
-            if (columnMajor) {
-              int64_t iw = pos % w.in[2], ih = (pos / w.in[2]) % w.in[1], id = pos / (w.in[2] * w.in[1]);
-              pos = (iw * w.in[1] + ih) * w.in[0] + id;
-            }
-            indices[static_cast<int64_t>(plane) * outSize + o] = static_cast<int64_t>(plane) * inSize + pos;
+      forEachWindow(w, [&](int64_t o, auto&& taps) {
+        T best = std::numeric_limits<T>::lowest();
+        if constexpr (std::numeric_limits<T>::has_infinity) best = -std::numeric_limits<T>::infinity();
+        int64_t bestPos = -1;
+        taps([&](int64_t pos) {
+          if (bestPos < 0 || xp[pos] > best) {
+            best = xp[pos];
+            bestPos = pos;
           }
+        });
+        yp[o] = best;
+        int64_t pos = bestPos < 0 ? 0 : bestPos;
+        if (columnMajor) {
+          int64_t iw = pos % w.in[2], ih = (pos / w.in[2]) % w.in[1], id = pos / (w.in[2] * w.in[1]);
+          pos = (iw * w.in[1] + ih) * w.in[0] + id;
         }
-      }
+        indices[static_cast<int64_t>(plane) * outSize + o] = static_cast<int64_t>(plane) * inSize + pos;
+      });
     }
   });
 }

@@ -1,4 +1,4 @@
-// LSTM and GRU (ONNX opset 7+, with opset 14's layout attribute): one shape rule and float32 kernels.
+// LSTM, GRU and RNN (ONNX opset 7+, with opset 14's layout attribute): one shape rule and float32 kernels.
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
 
@@ -40,14 +40,14 @@ float activate(const Activation& a, float x) {
 // What both ops know about a node once its inputs and attributes are checked.
 struct RnnSpec {
   bool lstm = true;
-  int64_t gates = 4;  // LSTM: i, o, f, c; GRU: z, r, h
+  int64_t gates = 4;  // LSTM: i, o, f, c; GRU: z, r, h; RNN: one
   int64_t seq = 0, batch = 0, input = 0, hidden = 0, dirs = 1;
   bool reverse = false;  // direction "reverse" (bidirectional runs direction 1 reversed)
   int64_t layout = 0;    // 0: X is [seq, batch, input]; 1: [batch, seq, input]
   float clip = 0;        // 0: no clipping
   bool inputForget = false;
   bool linearBeforeReset = false;
-  std::vector<Activation> acts;  // per direction: f, g (and h for LSTM)
+  std::vector<Activation> acts;  // per direction: f, g (and h for LSTM); RNN: f only
 
   ir::Shape stateShape() const { return layout == 0 ? ir::Shape{dirs, batch, hidden} : ir::Shape{batch, dirs, hidden}; }
   ir::Shape yShape() const {
@@ -71,6 +71,8 @@ Expected<std::vector<Activation>> parseActivations(const OpContext& ctx, int64_t
     names = a->strings;
   } else if (perDir == 3) {
     names = {"Sigmoid", "Tanh", "Tanh"};
+  } else if (perDir == 1) {
+    names = {"Tanh"};
   } else {
     names = {"Sigmoid", "Tanh"};
   }
@@ -121,7 +123,7 @@ Status checkShape(const OpContext& ctx, const ValueDesc* v, size_t index, std::s
 Expected<RnnSpec> parseSpec(const OpContext& ctx, InDescs inputs) {
   RnnSpec s;
   s.lstm = ctx.kind == ir::OpKind::LSTM;
-  s.gates = s.lstm ? 4 : 3;
+  s.gates = s.lstm ? 4 : ctx.kind == ir::OpKind::GRU ? 3 : 1;
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 3, s.lstm ? 8 : 6));
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, typeBit(ElemType::Float) | kHalfTypes));
   for (size_t i = 1; i < inputs.size(); ++i)
@@ -159,7 +161,7 @@ Expected<RnnSpec> parseSpec(const OpContext& ctx, InDescs inputs) {
     CTX_RETURN_IF_ERROR(checkShape(ctx, optionalInput(inputs, 6), 6, "initial_c", s.stateShape()));
     CTX_RETURN_IF_ERROR(checkShape(ctx, optionalInput(inputs, 7), 7, "P", {s.dirs, 3 * s.hidden}));
   }
-  CTX_ASSIGN_OR_RETURN(s.acts, parseActivations(ctx, s.lstm ? 3 : 2, s.dirs));
+  CTX_ASSIGN_OR_RETURN(s.acts, parseActivations(ctx, s.lstm ? 3 : s.gates == 3 ? 2 : 1, s.dirs));
   return s;
 }
 
@@ -277,6 +279,27 @@ void runGru(const OpContext& ctx, const RnnSpec& s, const std::vector<float>& xw
   }
 }
 
+// RNN: H = f(X·W^T + H·R^T + Wb + Rb), the biases already in `xw`.
+void runRnn(const OpContext& ctx, const RnnSpec& s, const std::vector<float>& xw, std::span<const int64_t> lens,
+            Direction& dir, int64_t d, float* y) {
+  const int64_t H = s.hidden;
+  const auto uH = static_cast<size_t>(H), uB = static_cast<size_t>(s.batch);
+  std::vector<float> hr(uB * uH);
+  for (int64_t step = 0; step < s.seq; ++step) {
+    sgemm(false, true, uB, uH, uH, 1.0f, dir.h.data(), uH, dir.r, uH, 0.0f, hr.data(), uH, ctx.pool);
+    for (int64_t b = 0; b < s.batch; ++b) {
+      if (step >= lens[static_cast<size_t>(b)]) continue;
+      int64_t t = timeAt(dir, step, lens[static_cast<size_t>(b)]);
+      const float* xr = xw.data() + (t * s.batch + b) * H;
+      for (int64_t j = 0; j < H; ++j) {
+        auto k = static_cast<size_t>(b * H + j);
+        dir.h[k] = activate(dir.acts[0], s.clipped(xr[j] + hr[k]));
+        if (y) y[s.yOffset(t, d, b) + j] = dir.h[k];
+      }
+    }
+  }
+}
+
 const float* dataOrNull(RunIns inputs, size_t i) {
   return i < inputs.size() && inputs[i] ? inputs[i]->dataAs<float>() : nullptr;
 }
@@ -332,7 +355,7 @@ Status runRecurrent(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     dir.bias = bias ? bias + d * 2 * gh : nullptr;
     const float* p = s.lstm ? dataOrNull(inputs, 7) : nullptr;
     dir.p = p ? p + d * 3 * H : nullptr;
-    dir.acts = s.acts.data() + d * (s.lstm ? 3 : 2);
+    dir.acts = s.acts.data() + d * static_cast<int64_t>(s.acts.size()) / s.dirs;
     dir.reverse = s.dirs == 2 ? d == 1 : s.reverse;
     dir.h.assign(static_cast<size_t>(s.batch * H), 0.0f);
     dir.c.assign(s.lstm ? static_cast<size_t>(s.batch * H) : 0, 0.0f);
@@ -343,7 +366,8 @@ Status runRecurrent(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     std::vector<float> xw = inputProjection(ctx, s, x, dir);
     if (s.batch > 0) {
       if (s.lstm) runLstm(ctx, s, xw, lens, dir, d, y);
-      else runGru(ctx, s, xw, lens, dir, d, y);
+      else if (s.gates == 3) runGru(ctx, s, xw, lens, dir, d, y);
+      else runRnn(ctx, s, xw, lens, dir, d, y);
     }
     float* yh = out(1);
     float* yc = s.lstm ? out(2) : nullptr;

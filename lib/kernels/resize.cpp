@@ -1,5 +1,6 @@
 // Resize (opset 10, 11, 13, 18, 19): nearest, linear and cubic modes over any axes, from scales or sizes, with
-// every coordinate transformation mode but tf_crop_and_resize; computed as one 1-D resampling pass per axis.
+// every coordinate transformation mode (tf_crop_and_resize samples the roi box and writes extrapolation_value
+// outside the input); computed as one 1-D resampling pass per axis.
 #include "kernels/ops.h"
 
 #include <cmath>
@@ -9,7 +10,7 @@ namespace ctxkit::kernels::detail {
 
 namespace {
 
-enum class Coord { HalfPixel, HalfPixelSymmetric, PytorchHalfPixel, AlignCorners, Asymmetric, TfHalfPixelForNn };
+enum class Coord { HalfPixel, HalfPixelSymmetric, PytorchHalfPixel, AlignCorners, Asymmetric, TfHalfPixelForNn, TfCropAndResize };
 enum class Nearest { RoundPreferFloor, RoundPreferCeil, Floor, Ceil, Simple };
 
 struct ResizePlan {
@@ -19,6 +20,8 @@ struct ResizePlan {
   Coord coord = Coord::HalfPixel;
   Nearest nearest = Nearest::RoundPreferFloor;
   std::vector<double> scales; // per axis of the input
+  std::vector<double> roiStart, roiEnd;  // tf_crop_and_resize: the sampled box per axis, as fractions of the input
+  double extrapolation = 0;              // tf_crop_and_resize: the value of outputs sampled outside the input
   ir::Shape out;
 };
 
@@ -60,7 +63,7 @@ Expected<ResizePlan> planResize(const OpContext& ctx, InDescs inputs) {
     else if (c == "tf_half_pixel_for_nn")
       p.coord = Coord::TfHalfPixelForNn;
     else if (c == "tf_crop_and_resize")
-      return unsupported(ctx, "coordinate_transformation_mode 'tf_crop_and_resize' is not supported");
+      p.coord = Coord::TfCropAndResize;
     else
       return invalid(ctx, "attribute coordinate_transformation_mode is '{}', which is not a known mode", c);
     std::string n = ctx.attrs.getString("nearest_mode", "round_prefer_floor");
@@ -91,6 +94,19 @@ Expected<ResizePlan> planResize(const OpContext& ctx, InDescs inputs) {
   if (ctx.opset >= 11) sizes = optionalInput(inputs, 3);
   if ((scales != nullptr) == (sizes != nullptr)) return invalid(ctx, "expected exactly one of scales and sizes");
   p.scales.assign(in.size(), 1.0);
+  p.roiStart.assign(in.size(), 0.0);
+  p.roiEnd.assign(in.size(), 1.0);
+  if (p.coord == Coord::TfCropAndResize) {
+    const ValueDesc* roi = optionalInput(inputs, 1);
+    if (!roi || roi->type != ElemType::Float || !roi->value || dimProduct(roi->shape) != static_cast<int64_t>(2 * axes.size()))
+      return unsupported(ctx, "tf_crop_and_resize needs a known float32 roi of {} values", 2 * axes.size());
+    const float* r = roi->value->dataAs<float>();
+    for (size_t i = 0; i < axes.size(); ++i) {
+      p.roiStart[static_cast<size_t>(axes[i])] = r[i];
+      p.roiEnd[static_cast<size_t>(axes[i])] = r[i + axes.size()];
+    }
+    p.extrapolation = ctx.attrs.getFloat("extrapolation_value", 0.0f);
+  }
   p.out = in;
   if (scales) {
     CTX_ASSIGN_OR_RETURN(std::vector<double> s, knownScales(ctx, *scales, scalesIndex));
@@ -100,7 +116,9 @@ Expected<ResizePlan> planResize(const OpContext& ctx, InDescs inputs) {
       auto a = static_cast<size_t>(axes[i]);
       if (!(s[i] > 0)) return invalid(ctx, "input {} (scales) holds {}, not a positive scale", scalesIndex, s[i]);
       p.scales[a] = s[i];
-      p.out[a] = static_cast<int64_t>(std::floor(static_cast<double>(in[a]) * s[i]));
+      // tf_crop_and_resize scales the roi box, not the whole input.
+      const double box = p.coord == Coord::TfCropAndResize ? p.roiEnd[a] - p.roiStart[a] : 1.0;
+      p.out[a] = static_cast<int64_t>(std::floor(static_cast<double>(in[a]) * box * s[i]));
     }
     return p;
   }
@@ -136,10 +154,14 @@ Expected<ResizePlan> planResize(const OpContext& ctx, InDescs inputs) {
   return p;
 }
 
-// Input coordinate of output position x along an axis of inLen -> outLen with scale s.
-double sourceCoord(Coord c, int64_t x, double s, int64_t inLen, int64_t outLen) {
+// Input coordinate of output position x along an axis of inLen -> outLen with scale s (and roi box [r0, r1]).
+double sourceCoord(Coord c, int64_t x, double s, int64_t inLen, int64_t outLen, double r0, double r1) {
   double xr = static_cast<double>(x);
   switch (c) {
+  case Coord::TfCropAndResize: {
+    const auto last = static_cast<double>(inLen - 1);
+    return outLen > 1 ? r0 * last + xr * (r1 - r0) * last / static_cast<double>(outLen - 1) : 0.5 * (r0 + r1) * last;
+  }
   case Coord::HalfPixel:
     return (xr + 0.5) / s - 0.5;
   case Coord::HalfPixelSymmetric: {
@@ -183,6 +205,7 @@ int64_t nearestIndex(Nearest m, double x, double s) {
 struct AxisMap {
   std::vector<int64_t> idx;
   std::vector<double> w;
+  std::vector<uint8_t> outside;  // tf_crop_and_resize: output positions sampled outside the input
   bool identity = true;
 };
 
@@ -200,7 +223,11 @@ AxisMap axisMap(const ResizePlan& p, size_t axis, int64_t inLen) {
   double s = p.scales[axis];
   auto clampIdx = [&](int64_t i) { return std::clamp<int64_t>(i, 0, inLen - 1); };
   for (int64_t j = 0; j < outLen; ++j) {
-    double x = sourceCoord(p.coord, j, s, inLen, outLen);
+    double x = sourceCoord(p.coord, j, s, inLen, outLen, p.roiStart[axis], p.roiEnd[axis]);
+    if (p.coord == Coord::TfCropAndResize) {
+      m.outside.push_back(x < 0 || x > static_cast<double>(inLen - 1));
+      if (m.outside.back()) m.identity = false;
+    }
     if (p.taps == 1) {
       m.idx.push_back(clampIdx(nearestIndex(p.nearest, x, s)));
       m.w.push_back(1.0);
@@ -295,12 +322,52 @@ InferResult inferResize(const OpContext& ctx, InDescs inputs, size_t outputCount
   return single(inputs[0].type, p.out);
 }
 
+namespace {
+
+// tf_crop_and_resize: outputs sampled outside the input along any axis take extrapolation_value.
+Status extrapolate(const OpContext& ctx, const ResizePlan& p, const ir::Tensor& x, ir::Tensor& y) {
+  const size_t rank = x.rank();
+  std::vector<AxisMap> maps;
+  bool any = false;
+  for (size_t a = 0; a < rank; ++a) {
+    maps.push_back(axisMap(p, a, x.shape()[a]));
+    any = any || std::find(maps.back().outside.begin(), maps.back().outside.end(), 1) != maps.back().outside.end();
+  }
+  if (!any) return Status::ok();
+  return visitType<typeBit(ElemType::Float) | typeBit(ElemType::Double)>(y.type(), [&](auto tag) -> Status {
+    using T = decltype(tag);
+    T* py = y.mutableDataAs<T>();
+    std::vector<int64_t> index(rank, 0);
+    for (size_t o = 0; o < y.elementCount(); ++o) {
+      for (size_t a = 0; a < rank; ++a)
+        if (maps[a].outside[static_cast<size_t>(index[a])]) {
+          py[o] = static_cast<T>(p.extrapolation);
+          break;
+        }
+      for (size_t a = rank; a-- > 0;) {
+        if (++index[a] < p.out[a]) break;
+        index[a] = 0;
+      }
+    }
+    return Status::ok();
+  }).addContext(nodeLabel(ctx));
+}
+
+Status resample(const OpContext& ctx, const ResizePlan& p, const ir::Tensor& x, ir::Tensor& y);
+
+}  // namespace
+
 Status runResize(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   std::vector<ValueDesc> descs = describeInputs(inputs, true);
   CTX_ASSIGN_OR_RETURN(ResizePlan p, planResize(ctx, descs));
-  const ir::Tensor& x = *inputs[0];
-  ir::Tensor& y = *outputs[0];
-  if (y.elementCount() == 0) return Status::ok();
+  if (outputs[0]->elementCount() == 0) return Status::ok();
+  CTX_RETURN_IF_ERROR(resample(ctx, p, *inputs[0], *outputs[0]));
+  return p.coord == Coord::TfCropAndResize ? extrapolate(ctx, p, *inputs[0], *outputs[0]) : Status::ok();
+}
+
+namespace {
+
+Status resample(const OpContext& ctx, const ResizePlan& p, const ir::Tensor& x, ir::Tensor& y) {
   if (p.taps == 1 && x.rank() > 0)
     return visitElemSize(ctx, ir::elemSize(x.type()), [&](auto tag) -> Status {
       resizeNearest<decltype(tag)>(ctx, p, x, y);
@@ -357,6 +424,8 @@ Status runResize(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
       return resample(tag);
   });
 }
+
+}  // namespace
 
 // Upsample (deprecated; opset 7 takes scales as an attribute, opset 9 as input 1) is Resize of opset 10: asymmetric
 // coordinates, nearest or linear.

@@ -77,6 +77,35 @@ inline void tapsForOutput(int64_t o, int64_t stride, int64_t pad, int64_t dil, i
   lo = std::min(lo, hi);
 }
 
+// Walks one plane's window outputs in row-major order: f(o, taps) for output o, where taps(g) calls g(pos) with
+// the flat input position of every tap inside the input (padding taps are skipped).
+template <typename F> void forEachWindow(const Window3& w, F&& f) {
+  int64_t o = 0;
+  for (int64_t od = 0; od < w.out[0]; ++od) {
+    int64_t d0, d1;
+    tapsForOutput(od, w.stride[0], w.padBegin[0], w.dilation[0], w.kernel[0], w.in[0], d0, d1);
+    for (int64_t oh = 0; oh < w.out[1]; ++oh) {
+      int64_t h0, h1;
+      tapsForOutput(oh, w.stride[1], w.padBegin[1], w.dilation[1], w.kernel[1], w.in[1], h0, h1);
+      for (int64_t ow = 0; ow < w.out[2]; ++ow, ++o) {
+        int64_t w0, w1;
+        tapsForOutput(ow, w.stride[2], w.padBegin[2], w.dilation[2], w.kernel[2], w.in[2], w0, w1);
+        auto taps = [&](auto&& g) {
+          for (int64_t kd = d0; kd < d1; ++kd) {
+            const int64_t id = od * w.stride[0] - w.padBegin[0] + kd * w.dilation[0];
+            for (int64_t kh = h0; kh < h1; ++kh) {
+              const int64_t ih = oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1];
+              for (int64_t kw = w0; kw < w1; ++kw)
+                g((id * w.in[1] + ih) * w.in[2] + ow * w.stride[2] - w.padBegin[2] + kw * w.dilation[2]);
+            }
+          }
+        };
+        f(o, taps);
+      }
+    }
+  }
+}
+
 // Unfolds one image (group) into rows (c, kd, kh, kw) x output positions [colBegin, colEnd) of (od, oh, ow);
 // `col` holds rows of colEnd - colBegin values; taps in the padding read `fill` (a quantized zero point, say).
 template <typename T>

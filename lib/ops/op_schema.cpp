@@ -384,6 +384,15 @@ Expected<OpAttrs> decodeAttrs(OpKind kind, int64_t opset, const ir::Attributes& 
       a.numGroups = attrs.getInt("num_groups", 0);
       return OpAttrs(a);
     }
+    case OpKind::LpPool: {
+      LpPoolAttrs a;
+      CTX_ASSIGN_OR_RETURN(a.window, decodeWindow(attrs));
+      if (!a.window.kernelShape) return bad("required attribute kernel_shape is missing");
+      CTX_ASSIGN_OR_RETURN(a.ceilMode, flag(attrs, "ceil_mode"));
+      a.p = attrs.getInt("p", 2);
+      if (a.p < 1) return bad("attribute p is {} but expected a positive integer", a.p);
+      return OpAttrs(a);
+    }
     case OpKind::LpNormalization: return OpAttrs(LpNormAttrs{attrs.getInt("axis", -1), attrs.getInt("p", 2)});
     case OpKind::MeanVarianceNormalization: {
       ReduceAttrs a;

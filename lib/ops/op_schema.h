@@ -438,6 +438,14 @@ struct SignalAttrs {
   CTXKIT_FIELDS(f("output_datatype", outputType); f("periodic", periodic);)
 };
 
+// LpPool: the pooling window and the norm's exponent.
+struct LpPoolAttrs {
+  WindowAttrs window;  // kernelShape is required
+  bool ceilMode = false;
+  int64_t p = 2;
+  CTXKIT_FIELDS(f("window", window); f("ceil_mode", ceilMode); f("p", p);)
+};
+
 // Families not migrated yet: their kernels still read the node's ONNX attributes.
 struct OnnxAttrs {
   template <class F> void fields(F&&) const {}
@@ -448,7 +456,7 @@ using OpAttrs = std::variant<OnnxAttrs, BinaryAttrs, UnaryAttrs, ConvAttrs, Pool
                              ModAttrs, UnaryMathAttrs, TriluAttrs, LossAttrs, GatherScatterAttrs, CumulativeAttrs,
                              TopKAttrs, BitShiftAttrs, DepthSpaceAttrs, EyeLikeAttrs, GroupNormAttrs, LpNormAttrs,
                              AttentionAttrs, EinsumAttrs, BitCastAttrs, RotaryAttrs,
-                             QuantizeAttrs, LrnAttrs, ReverseSequenceAttrs, SignalAttrs>;
+                             QuantizeAttrs, LrnAttrs, ReverseSequenceAttrs, SignalAttrs, LpPoolAttrs>;
 
 // Decodes and checks an op's ONNX attributes for the model's opset. Errors say which attribute, what was found
 // and what was expected; callers add the node.

@@ -114,6 +114,7 @@ OpAttrs defaultAttrsFor(OpKind kind) {
     case OpKind::HammingWindow:
     case OpKind::BlackmanWindow:
     case OpKind::MelWeightMatrix: return SignalAttrs{};
+    case OpKind::LpPool: return LpPoolAttrs{};
     default: return OnnxAttrs{};
   }
 }
@@ -211,7 +212,7 @@ constexpr std::string_view kFamilyNames[] = {
     "TriluAttrs",    "LossAttrs",     "GatherScatterAttrs", "CumulativeAttrs", "TopKAttrs",
     "BitShiftAttrs", "DepthSpaceAttrs", "EyeLikeAttrs",  "GroupNormAttrs",  "LpNormAttrs",
     "AttentionAttrs", "EinsumAttrs",  "BitCastAttrs",    "RotaryAttrs",     "QuantizeAttrs",
-    "LrnAttrs",      "ReverseSequenceAttrs", "SignalAttrs"};
+    "LrnAttrs",      "ReverseSequenceAttrs", "SignalAttrs", "LpPoolAttrs"};
 static_assert(std::size(kFamilyNames) == std::variant_size_v<OpAttrs>, "a name per OpAttrs alternative");
 
 }  // namespace
@@ -236,8 +237,10 @@ Status checkAttrs(const OpAttrs& attrs) {
         if constexpr (std::is_same_v<T, ConvAttrs>) {
           if (a.group < 1) return makeError(ErrorCode::InvalidGraph, "attribute group is {} but expected at least 1", a.group);
           return checkWindow(a.window);
-        } else if constexpr (std::is_same_v<T, PoolAttrs>) {
+        } else if constexpr (std::is_same_v<T, PoolAttrs> || std::is_same_v<T, LpPoolAttrs>) {
           if (!a.window.kernelShape) return makeError(ErrorCode::InvalidGraph, "required attribute kernel_shape is missing");
+          if constexpr (std::is_same_v<T, LpPoolAttrs>)
+            if (a.p < 1) return makeError(ErrorCode::InvalidGraph, "attribute p is {} but expected at least 1", a.p);
           return checkWindow(a.window);
         } else {
           return Status::ok();

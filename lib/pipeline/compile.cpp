@@ -6,6 +6,8 @@
 #include "format/container.h"
 #include "onnx_io/onnx_io.h"
 #include "partitioner/partitioner.h"
+#include "partitioner/target.h"
+#include "pipeline/bindings.h"
 #include "pipeline/emit.h"
 #include "pipeline/output_guard.h"
 #include "program/program.h"
@@ -16,6 +18,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <set>
 
 namespace ctxkit::pipeline {
 
@@ -26,6 +29,9 @@ namespace {
 struct ModelWork {
   fs::path source;
   std::string stem;
+  size_t sourceIndex = 0;  // which of options.models
+  std::string variant;     // "" without --variant
+  analysis::Bindings bindings;
   fs::path output;
   std::string externalDataName;  // location of fallback initializers relative to `output`, if any
   size_t container = 0;
@@ -38,6 +44,8 @@ struct ModelWork {
   std::vector<uint64_t> arenaSizes;
   // With --share, large fallback initializers stored in the group's .bin: (initializer name, weight index).
   std::vector<std::pair<std::string, uint32_t>> sharedInitializers;
+  // The same for initializers inside fallback nodes' subgraphs, by forEachSubgraphInitializer key.
+  std::vector<std::pair<std::string, uint32_t>> sharedSubgraphInitializers;
 };
 
 struct ContainerWork {
@@ -85,7 +93,8 @@ private:
 
 std::string stemOf(const fs::path& p) { return p.stem().string(); }
 
-Status planOutputs(const CompileOptions& options, std::vector<ModelWork>& work, std::vector<ContainerWork>& containers) {
+Status planOutputs(const CompileOptions& options, const std::vector<VariantSpec>& variants, std::vector<ModelWork>& work,
+                   std::vector<ContainerWork>& containers) {
   if (options.models.empty()) return makeError(ErrorCode::InvalidArgument, "no input models given");
   for (const std::string* pass : {&options.dumpAfter, &options.stopAfter}) {
     const auto& names = codegen::loweringPassNames();
@@ -100,30 +109,42 @@ Status planOutputs(const CompileOptions& options, std::vector<ModelWork>& work, 
   if (options.outputFile && options.models.size() != 1)
     return makeError(ErrorCode::InvalidArgument, "an output file path ({}) needs exactly one model, got {}",
                      epcontext::option::kContextFilePath, options.models.size());
+  if (options.outputFile && variants.size() > 1)
+    return makeError(ErrorCode::InvalidArgument, "an output file path ({}) gives one output, but {} variants make {}",
+                     epcontext::option::kContextFilePath, variants.size(), variants.size());
+  std::vector<const VariantSpec*> runs;  // each model is compiled once per variant, or once without variants
+  for (const auto& spec : variants) runs.push_back(&spec);
+  if (runs.empty()) runs.push_back(nullptr);
   std::set<fs::path> seenOutputs;
-  for (const auto& m : options.models) {
-    ModelWork w;
-    w.source = m;
-    w.stem = stemOf(m);
-    fs::path dir = options.outputDir ? *options.outputDir : m.parent_path();
-    w.output = options.outputFile ? *options.outputFile : dir / (w.stem + "_ctx.onnx");
-    if (!seenOutputs.insert(w.output.lexically_normal()).second)
-      return makeError(ErrorCode::InvalidArgument, "two inputs would both write '{}'; give models distinct names",
-                       w.output.string());
-    if (!options.externalInitializersFile.empty()) {
-      // One model keeps the exact name (as ONNX Runtime does); in a group each model gets `<stem>_<NAME>`, so no
-      // two outputs share a file and each _ctx.onnx ships with exactly its own data.
-      fs::path name(options.externalInitializersFile);
-      w.externalDataName = options.models.size() == 1
-                               ? name.string()
-                               : (name.parent_path() / (w.stem + "_" + name.filename().string())).string();
-      auto inside = resolveInside(w.output.parent_path(), w.externalDataName);
-      if (!inside)
-        return inside.takeError().addContext(
-            fmt::format("--external-initializers-file '{}'", options.externalInitializersFile));
+  for (size_t mi = 0; mi < options.models.size(); ++mi)
+    for (const VariantSpec* variant : runs) {
+      const fs::path& m = options.models[mi];
+      ModelWork w;
+      w.source = m;
+      w.stem = stemOf(m);
+      w.sourceIndex = mi;
+      w.variant = variant ? variant->name : "";
+      w.container = options.share ? 0 : mi;
+      const std::string outStem = w.variant.empty() ? w.stem : w.stem + "_" + w.variant;
+      fs::path dir = options.outputDir ? *options.outputDir : m.parent_path();
+      w.output = options.outputFile ? *options.outputFile : dir / (outStem + "_ctx.onnx");
+      if (!seenOutputs.insert(w.output.lexically_normal()).second)
+        return makeError(ErrorCode::InvalidArgument, "two inputs would both write '{}'; give models distinct names",
+                         w.output.string());
+      if (!options.externalInitializersFile.empty()) {
+        // One model keeps the exact name (as ONNX Runtime does); in a group each model gets `<stem>_<NAME>`, so no
+        // two outputs share a file and each _ctx.onnx ships with exactly its own data.
+        fs::path name(options.externalInitializersFile);
+        w.externalDataName = options.models.size() == 1 && variants.size() <= 1
+                                 ? name.string()
+                                 : (name.parent_path() / (outStem + "_" + name.filename().string())).string();
+        auto inside = resolveInside(w.output.parent_path(), w.externalDataName);
+        if (!inside)
+          return inside.takeError().addContext(
+              fmt::format("--external-initializers-file '{}'", options.externalInitializersFile));
+      }
+      work.push_back(std::move(w));
     }
-    work.push_back(std::move(w));
-  }
   if (options.share) {
     ContainerWork c;
     c.path = work.front().output.parent_path() / (work.front().stem + "_ctxkit.bin");
@@ -133,11 +154,22 @@ Status planOutputs(const CompileOptions& options, std::vector<ModelWork>& work, 
                          "with --share every _ctx.onnx must sit beside the shared '{}'; '{}' is elsewhere (use -o DIR)",
                          c.path.filename().string(), w.output.string());
     containers.push_back(std::move(c));
-  } else {
+  } else if (options.embedMode == 1) {
+    // An embedded context travels inside its _ctx.onnx, so each output (each variant) carries only its own graphs.
     for (size_t i = 0; i < work.size(); ++i) {
       work[i].container = i;
+      containers.emplace_back();
+    }
+  } else {
+    // One context per model, shared by its variants.
+    for (size_t mi = 0; mi < options.models.size(); ++mi) {
+      auto first = std::find_if(work.begin(), work.end(), [&](const ModelWork& w) { return w.sourceIndex == mi; });
       ContainerWork c;
-      c.path = work[i].output.parent_path() / (work[i].stem + "_ctxkit.bin");
+      c.path = first->output.parent_path() / (first->stem + "_ctxkit.bin");
+      for (const auto& w : work)
+        if (w.sourceIndex == mi && w.output.parent_path().lexically_normal() != c.path.parent_path().lexically_normal())
+          return makeError(ErrorCode::InvalidArgument, "variants of '{}' must sit beside its '{}'", w.source.string(),
+                           c.path.filename().string());
       containers.push_back(std::move(c));
     }
   }
@@ -165,8 +197,10 @@ std::vector<RunFile> runInputs(const CompileOptions& options, const std::vector<
     for (const auto& data : w.model.externalDataFiles)
       files.push_back(RunFile{data, fmt::format("external data of '{}'", w.source.string())});
   }
+  // loadTarget prefers a built-in name over a file of that name, so only a non-built-in target is a file read.
   std::error_code ec;
-  if (fs::is_regular_file(options.target, ec)) files.push_back(RunFile{options.target, "target file"});
+  if (!partitioner::builtinTargetJson(options.target) && fs::is_regular_file(options.target, ec))
+    files.push_back(RunFile{options.target, "target file"});
   return files;
 }
 
@@ -191,23 +225,16 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
   auto say = [&](const std::string& s) {
     if (progress) progress(s);
   };
-  say(fmt::format("{}: loading", w.source.string()));
-  auto loaded = clock.time("load", [&] { return onnx_io::loadModel(w.source); });
-  if (!loaded) return loaded.takeError();
-  w.model = std::move(loaded).value();
-  for (const auto& n : w.model.graph.nodes)
-    if (n.kind == ir::OpKind::EPContext)
-      return makeError(ErrorCode::InvalidGraph, "'{}' is already compiled: it contains EPContext node '{}'",
-                       w.source.string(), n.name);
   say(fmt::format("{}: analyzing {} nodes", w.source.string(), w.model.graph.nodes.size()));
-  auto facts = clock.time("analyze", [&] { return analysis::analyzeGraph(w.model.graph, options.bindings); });
+  auto facts = clock.time("analyze", [&] { return analysis::analyzeGraph(w.model.graph, w.bindings); });
   if (!facts) return facts.takeError().addContext(fmt::format("'{}'", w.source.string()));
   w.facts = std::move(facts).value();
   w.plan = clock.time("partition", [&] { return partitioner::partitionGraph(w.model.graph, w.facts, target); });
   say(fmt::format("{}: {} partitions", w.source.string(), w.plan.partitions.size()));
 
   for (size_t p = 0; p < w.plan.partitions.size(); ++p) {
-    std::string name = fmt::format("{}{}_ctxkit_{}", options.nodeNamePrefix, w.stem, p);
+    std::string name = w.variant.empty() ? fmt::format("{}{}_ctxkit_{}", options.nodeNamePrefix, w.stem, p)
+                                         : fmt::format("{}{}_{}_ctxkit_{}", options.nodeNamePrefix, w.stem, w.variant, p);
     if (!container.graphNames.insert(name).second)
       return makeError(ErrorCode::InvalidArgument, "graph name '{}' is used twice in one context (models with the same stem?)", name);
     auto used = valuesUsedOutside(w.model.graph, w.plan, static_cast<int>(p));
@@ -236,33 +263,43 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
   return Status::ok();
 }
 
-// The dedupe stage, the one place weights are interned: every weight of every program and, with `shareFallback`,
-// every large fallback initializer goes into its container's pool (equal bytes, type and shape stored once), and
-// the programs are pointed at pool indices and serialized for their container.
-Status dedupe(std::vector<ModelWork>& work, std::vector<ContainerWork>& containers, const CompileOptions& options,
-              bool shareFallback) {
-  for (auto& w : work) {
-    ContainerWork& c = containers[w.container];
-    for (size_t p = 0; p < w.lowered.size(); ++p) {
-      program::Program& prog = w.lowered[p].program;
-      for (auto& t : prog.tensors) {
-        if (t.kind != program::TensorKind::Weight) continue;
-        CTX_ASSIGN_OR_RETURN(t.index, c.pool.intern(w.partitionWeights[p][t.index])
-                                          .addContext(fmt::format("'{}': graph '{}': weight '{}'", w.source.string(),
-                                                                  w.partitionNames[p], t.name)));
-      }
-      c.graphs.push_back(ContainerWork::Graph{w.partitionNames[p], w.source.filename().string(), program::serialize(prog)});
+// The dedupe stage, the one place weights are interned: every weight of a model's programs and, with
+// `shareFallback`, every large fallback initializer goes into its container's pool (equal bytes, type and shape
+// stored once), and the programs are pointed at pool indices and serialized for their container. It runs right
+// after each model (variant) is lowered, so the lowered copies of weights already stored (another variant's, another
+// model's) are freed before the next one is lowered.
+Status dedupe(ModelWork& w, ContainerWork& c, const CompileOptions& options, bool shareFallback) {
+  for (size_t p = 0; p < w.lowered.size(); ++p) {
+    program::Program& prog = w.lowered[p].program;
+    for (auto& t : prog.tensors) {
+      if (t.kind != program::TensorKind::Weight) continue;
+      CTX_ASSIGN_OR_RETURN(t.index, c.pool.intern(w.partitionWeights[p][t.index])
+                                        .addContext(fmt::format("'{}': graph '{}': weight '{}'", w.source.string(),
+                                                                w.partitionNames[p], t.name)));
     }
-    w.partitionWeights.clear();
-    if (!shareFallback) continue;
-    for (const auto& init : contextInitializers(w.model, w.facts, w.plan, w.lowered)) {
-      const ir::Tensor& t = init.tensor;
-      if (t.type() == ir::ElemType::String || t.byteSize() < options.shareFallbackThreshold) continue;
-      CTX_ASSIGN_OR_RETURN(uint32_t index, c.pool.intern(t).addContext(fmt::format("'{}': initializer '{}'",
-                                                                                       w.source.string(), init.name)));
-      w.sharedInitializers.emplace_back(init.name, index);
-    }
+    c.graphs.push_back(ContainerWork::Graph{w.partitionNames[p], w.source.filename().string(), program::serialize(prog)});
   }
+  w.partitionWeights.clear();
+  if (!shareFallback) return Status::ok();
+  Status status;
+  auto share = [&](const std::string& key, const ir::Initializer& init, auto& shared) {
+    const ir::Tensor& t = init.tensor;
+    if (!status || t.type() == ir::ElemType::String || t.byteSize() < options.shareFallbackThreshold) return;
+    auto index = c.pool.intern(t);
+    if (!index)
+      status = index.takeError().addContext(fmt::format("'{}': initializer '{}'", w.source.string(), key));
+    else
+      shared.emplace_back(key, *index);
+  };
+  for (const auto& init : contextInitializers(w.model, w.facts, w.plan, w.lowered))
+    share(init.name, init, w.sharedInitializers);
+  // Weights inside If/Loop/Scan bodies of fallback nodes are stored once like the rest (SPEC §4).
+  for (size_t i = 0; i < w.plan.nodes.size(); ++i)
+    if (w.plan.nodes[i].placement == partitioner::NodePlacement::Fallback)
+      forEachSubgraphInitializer(w.model.graph.nodes[i], i, [&](const std::string& key, const ir::Initializer& init) {
+        share(key, init, w.sharedSubgraphInitializers);
+      });
+  CTX_RETURN_IF_ERROR(status);
   return Status::ok();
 }
 
@@ -335,7 +372,12 @@ private:
   bool committed_ = false;
 };
 
-Status writeDepfile(const fs::path& depfile, const CompileReport& report, const std::vector<ModelWork>& work) {
+// Make syntax: every file written depends on every file read (runInputs: models, their external data, the target
+// file), so a build system reruns ctxgen when any of them changes. The _ctx.onnx files come first, in model order:
+// Ninja takes a depfile whose first target is not the build edge's first output as out of date, so a build rule
+// (ctxkit_compile) can rely on the first model's _ctx.onnx leading.
+Status writeDepfile(const fs::path& depfile, const CompileReport& report, const std::vector<ModelWork>& work,
+                    const std::vector<RunFile>& inputs) {
   auto escape = [](const std::string& s) {
     std::string out;
     for (char c : s) {
@@ -345,10 +387,16 @@ Status writeDepfile(const fs::path& depfile, const CompileReport& report, const 
     }
     return out;
   };
+  std::vector<fs::path> targets;
+  for (const auto& w : work) targets.push_back(w.output);
+  for (const auto& f : report.files)
+    if (std::find(targets.begin(), targets.end(), f.path) == targets.end()) targets.push_back(f.path);
   std::string text;
-  for (const auto& f : report.files) text += escape(f.path.string()) + " ";
+  for (const auto& t : targets) text += escape(t.string()) + " ";
   text += ":";
-  for (const auto& w : work) text += " " + escape(w.source.string());
+  std::set<std::string> seen;
+  for (const auto& in : inputs)
+    if (seen.insert(in.path.string()).second) text += " " + escape(in.path.string());
   text += "\n";
   return writeFileAtomically(depfile, text);
 }
@@ -363,21 +411,56 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
   report.target = target.name;
   std::vector<ModelWork> work;
   std::vector<ContainerWork> containers;
-  CTX_RETURN_IF_ERROR(planOutputs(options, work, containers));
+  CTX_ASSIGN_OR_RETURN(auto variants, parseVariants(options.variantArgs));
+  CTX_RETURN_IF_ERROR(planOutputs(options, variants, work, containers));
   // Checked before loading (cheap, fails fast) and again once the models' external data files are known.
   CTX_RETURN_IF_ERROR(checkRunFiles(runInputs(options, work), runOutputs(options, work, containers)));
 
+  // Load each model once (its variants share the loaded graph's tensors), then resolve and check the bindings.
+  std::vector<ir::Model> loaded;
+  for (const auto& m : options.models) {
+    if (progress) progress(fmt::format("{}: loading", m.string()));
+    auto model = clock.time("load", [&] { return onnx_io::loadModel(m); });
+    if (!model) return model.takeError();
+    for (const auto& n : model->graph.nodes)
+      if (n.kind == ir::OpKind::EPContext)
+        return makeError(ErrorCode::InvalidGraph, "'{}' is already compiled: it contains EPContext node '{}'", m.string(),
+                         n.name);
+    loaded.push_back(std::move(model).value());
+  }
+  std::vector<std::vector<ir::ValueInfo>> feedInputs;
+  for (const auto& m : loaded) {
+    std::vector<ir::ValueInfo> feeds;
+    for (const auto* in : m.graph.feedInputs()) feeds.push_back(*in);
+    feedInputs.push_back(std::move(feeds));
+  }
+  std::vector<BindingModel> bindingModels;
+  for (size_t mi = 0; mi < loaded.size(); ++mi) bindingModels.push_back(BindingModel{stemOf(options.models[mi]), &feedInputs[mi]});
+  CTX_RETURN_IF_ERROR(checkBindings(bindingModels, options.dimArgs, options.shapeArgs, variants));
+  for (auto& w : work) {
+    w.model = loaded[w.sourceIndex];
+    const VariantSpec* variant = nullptr;
+    for (const auto& v : variants)
+      if (v.name == w.variant) variant = &v;
+    CTX_ASSIGN_OR_RETURN(analysis::Bindings b, bindingsFor(bindingModels[w.sourceIndex], bindingModels, options.dimArgs,
+                                                           options.shapeArgs, variant));
+    w.bindings = options.bindings;
+    for (const auto& [k, v] : b.dims) w.bindings.dims[k] = v;
+    for (const auto& [k, v] : b.shapes) w.bindings.shapes[k] = v;
+  }
+
+  // Large fallback initializers of a --share group go to the group's .bin as ONNX external data.
+  const bool shareFallback = options.share && options.embedMode == 0 && options.externalInitializersFile.empty() &&
+                             !options.embedFallbackInitializers;
   size_t compiledPartitions = 0;
   for (auto& w : work) {
     CTX_RETURN_IF_ERROR(compileModel(w, containers[w.container], target, options, clock, progress));
     compiledPartitions += w.plan.partitions.size();
     report.models.push_back(summarize(w));
+    if (options.stopAfter.empty())
+      CTX_RETURN_IF_ERROR(clock.time("dedupe", [&] { return dedupe(w, containers[w.container], options, shareFallback); }));
   }
-  // Large fallback initializers of a --share group go to the group's .bin as ONNX external data.
-  const bool shareFallback = options.share && options.embedMode == 0 && options.externalInitializersFile.empty() &&
-                             !options.embedFallbackInitializers;
   if (options.stopAfter.empty()) {
-    CTX_RETURN_IF_ERROR(clock.time("dedupe", [&] { return dedupe(work, containers, options, shareFallback); }));
     if (options.dumpPrograms)
       for (const auto& w : work)
         for (size_t p = 0; p < w.lowered.size(); ++p)
@@ -442,12 +525,13 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
       } else {
         settings.cacheContext = containers[w.container].path.filename().string();
       }
-      for (const auto& [name, index] : w.sharedInitializers) {
-        CTX_ASSIGN_OR_RETURN(uint64_t offset, writers[w.container]->weightFileOffset(index));
-        const uint64_t length = containers[w.container].pool.weights()[index].tensor.byteSize();
-        settings.externalInitializers[name] =
-            ir::ExternalLocation{containers[w.container].path.filename().string(), offset, length};
-      }
+      for (auto [shared, located] : {std::pair{&w.sharedInitializers, &settings.externalInitializers},
+                                     std::pair{&w.sharedSubgraphInitializers, &settings.externalSubgraphInitializers}})
+        for (const auto& [name, index] : *shared) {
+          CTX_ASSIGN_OR_RETURN(uint64_t offset, writers[w.container]->weightFileOffset(index));
+          const uint64_t length = containers[w.container].pool.weights()[index].tensor.byteSize();
+          (*located)[name] = ir::ExternalLocation{containers[w.container].path.filename().string(), offset, length};
+        }
       CTX_ASSIGN_OR_RETURN(ir::Model model, buildContextModel(w.model, w.facts, w.plan, w.lowered, w.partitionNames,
                                                               w.arenaSizes, settings));
       if (progress) progress(fmt::format("writing {}", w.output.string()));
@@ -470,7 +554,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
       written.add(w.output);
       report.files.push_back(FileWritten{w.output, fs::file_size(w.output)});
     }
-    if (options.depfile) CTX_RETURN_IF_ERROR(writeDepfile(*options.depfile, report, work));
+    if (options.depfile) CTX_RETURN_IF_ERROR(writeDepfile(*options.depfile, report, work, runInputs(options, work)));
     return Status::ok();
   });
   CTX_RETURN_IF_ERROR(emitStatus);

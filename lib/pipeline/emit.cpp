@@ -22,6 +22,47 @@ std::set<std::string> valuesUsedOutside(const ir::Graph& graph, const partitione
 
 namespace {
 
+using InitializerVisit = std::function<void(const std::string&, const ir::Initializer&)>;
+
+void visitSubgraphs(const ir::Node& node, const std::string& scope, const InitializerVisit& visit);
+
+void visitGraph(const ir::Graph& g, const std::string& scope, const InitializerVisit& visit) {
+  for (const auto& init : g.initializers) visit(scope + init.name, init);
+  for (size_t i = 0; i < g.nodes.size(); ++i) visitSubgraphs(g.nodes[i], fmt::format("{}{}/", scope, i), visit);
+}
+
+void visitSubgraphs(const ir::Node& node, const std::string& scope, const InitializerVisit& visit) {
+  for (const auto& a : node.attrs.all()) {
+    if (a.g) visitGraph(*a.g, fmt::format("{}{}/", scope, a.name), visit);
+    for (size_t k = 0; k < a.graphs.size(); ++k)
+      if (a.graphs[k]) visitGraph(*a.graphs[k], fmt::format("{}{}.{}/", scope, a.name, k), visit);
+  }
+}
+
+void referenceStoredSubgraphWeights(ir::Node& node, const std::string& scope,
+                                    const std::map<std::string, ir::ExternalLocation>& stored);
+
+// A copy of `g` (the source's subgraph is shared and stays untouched) whose stored initializers reference the .bin.
+std::shared_ptr<ir::Graph> withStoredWeights(const ir::Graph& g, const std::string& scope,
+                                             const std::map<std::string, ir::ExternalLocation>& stored) {
+  auto copy = std::make_shared<ir::Graph>(g);
+  for (auto& init : copy->initializers)
+    if (auto it = stored.find(scope + init.name); it != stored.end()) init.external = it->second;
+  for (size_t i = 0; i < copy->nodes.size(); ++i)
+    referenceStoredSubgraphWeights(copy->nodes[i], fmt::format("{}{}/", scope, i), stored);
+  return copy;
+}
+
+// The keys follow visitSubgraphs, so a fallback node's bodies find the weights the dedupe stage stored for them.
+void referenceStoredSubgraphWeights(ir::Node& node, const std::string& scope,
+                                    const std::map<std::string, ir::ExternalLocation>& stored) {
+  for (ir::Attribute& a : node.attrs.all()) {
+    if (a.g) a.g = withStoredWeights(*a.g, fmt::format("{}{}/", scope, a.name), stored);
+    for (size_t k = 0; k < a.graphs.size(); ++k)
+      if (a.graphs[k]) a.graphs[k] = withStoredWeights(*a.graphs[k], fmt::format("{}{}.{}/", scope, a.name, k), stored);
+  }
+}
+
 // A node of the output graph: a fallback node (index) or a partition's EPContext node.
 struct Unit {
   bool isPartition = false;
@@ -164,8 +205,21 @@ Expected<ir::Model> buildContextModel(const ir::Model& source, const analysis::G
   ir::Graph& og = out.graph;
   og.name = g.name;
   og.docString = g.docString;
-  og.inputs = g.inputs;
-  og.outputs = g.outputs;
+  // Graph inputs and outputs keep their names, order and types, with the static shapes the bindings gave them, so
+  // that a runtime needs no bindings again (SPEC §10).
+  // Only dimensions the file leaves open are filled in: a declared static dimension stays as written. Values
+  // without a tensor type (sequences, maps) keep their declaration untouched.
+  auto withStaticShape = [&](ir::ValueInfo v) {
+    const analysis::ValueFacts* f = facts.find(v.name);
+    if (!f || !f->shape || v.type == ir::ElemType::Undefined || v.type != f->type) return v;
+    if (!v.shape) v.shape = std::vector<ir::Dim>(f->shape->size());
+    if (v.shape->size() != f->shape->size()) return v;
+    for (size_t d = 0; d < f->shape->size(); ++d)
+      if (!(*v.shape)[d].isKnown()) (*v.shape)[d] = ir::Dim::known((*f->shape)[d]);
+    return v;
+  };
+  for (const auto& in : g.inputs) og.inputs.push_back(g.findInitializer(in.name) ? in : withStaticShape(in));
+  for (const auto& out : g.outputs) og.outputs.push_back(withStaticShape(out));
 
   std::set<std::string> needed, produced;  // values the output graph reads, and values its nodes produce
   collectUses(g, facts, plan, lowered, needed, produced);
@@ -173,6 +227,8 @@ Expected<ir::Model> buildContextModel(const ir::Model& source, const analysis::G
   for (const Unit& u : orderUnits(g, facts, plan, lowered)) {
     if (!u.isPartition) {
       og.nodes.push_back(g.nodes[u.index]);
+      if (!settings.externalSubgraphInitializers.empty())
+        referenceStoredSubgraphWeights(og.nodes.back(), fmt::format("{}/", u.index), settings.externalSubgraphInitializers);
       continue;
     }
     const auto& lp = lowered[u.index];
@@ -217,6 +273,10 @@ std::vector<ir::Initializer> contextInitializers(const ir::Model& source, const 
   std::set<std::string> needed, produced;
   collectUses(g, facts, plan, lowered, needed, produced);
   return selectInitializers(g, facts, needed, produced);
+}
+
+void forEachSubgraphInitializer(const ir::Node& node, size_t index, const InitializerVisit& visit) {
+  visitSubgraphs(node, fmt::format("{}/", index), visit);
 }
 
 }  // namespace ctxkit::pipeline

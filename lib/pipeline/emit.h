@@ -6,6 +6,7 @@
 #include "ir/graph.h"
 #include "partitioner/partitioner.h"
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -22,7 +23,15 @@ struct EpContextSettings {
   std::string compatibility;  // ep_compatibility_info value
   // Initializers stored elsewhere (a --share group's .bin) by name, referenced as ONNX external data.
   std::map<std::string, ir::ExternalLocation> externalInitializers;
+  // The same for initializers inside the subgraphs of fallback nodes, by their forEachSubgraphInitializer key.
+  std::map<std::string, ir::ExternalLocation> externalSubgraphInitializers;
 };
+
+// Calls `visit(key, initializer)` for every initializer inside the subgraphs (If/Loop/Scan bodies, nested ones
+// too) of node `index` of a model's main graph. The key names its place ("3/then_branch/W"), so that two bodies'
+// initializers of one name stay apart.
+void forEachSubgraphInitializer(const ir::Node& node, size_t index,
+                                const std::function<void(const std::string&, const ir::Initializer&)>& visit);
 
 // Every value read outside partition `p` (other partitions and fallback nodes) or listed as a graph output.
 std::set<std::string> valuesUsedOutside(const ir::Graph& graph, const partitioner::PartitionPlan& plan, int p);

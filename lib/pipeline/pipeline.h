@@ -20,7 +20,10 @@ struct CompileOptions {
   std::optional<std::filesystem::path> outputFile;  // one model only (ORT's ep.context_file_path)
   int embedMode = 0;
   std::string target = "npu-sim";
-  analysis::Bindings bindings;
+  analysis::Bindings bindings;  // applied to every model, before the arguments below
+  // --dim [STEM:]SYM=V, --shape [STEM:]INPUT=AxB and --variant [NAME:]SYM=V[,...] as given (pipeline/bindings.h):
+  // resolved against the loaded models and checked there. Each variant compiles every model once more.
+  std::vector<std::string> dimArgs, shapeArgs, variantArgs;
   std::string nodeNamePrefix;
   std::string externalInitializersFile;  // fallback initializers go to this file beside each _ctx.onnx
   // With --share, fallback initializers of at least this many bytes are stored once in the group's .bin and

@@ -59,7 +59,7 @@ TEST_CASE("analysis rejects cycles, double producers and undefined inputs, namin
 TEST_CASE("analysis sorts nodes, binds symbols and folds constants", "[analysis]") {
   ir::Graph g;
   g.inputs = {floatValue("x", {ir::Dim::named("batch"), ir::Dim::known(4)})};
-  g.outputs = {floatValue("y", {})};
+  g.outputs = {floatValue("y", {ir::Dim::named("batch"), ir::Dim::known(4)})};
   g.initializers = {floatInit("c", {4})};
   // Listed out of order on purpose: the Add needs the folded Relu(c).
   g.nodes = {node("Add", {"x", "rc"}, {"y"}), node("Relu", {"c"}, {"rc"})};
@@ -202,7 +202,7 @@ TEST_CASE("lowering folds BatchNormalization and Relu into Conv and turns Reshap
 TEST_CASE("Shape of a static value folds to a constant, so shape arithmetic compiles away", "[analysis]") {
   ir::Graph g;
   g.inputs = {floatValue("x", {ir::Dim::named("n"), ir::Dim::known(6)})};
-  g.outputs = {floatValue("y", {}), floatValue("last", {})};
+  g.outputs = {floatValue("y", {ir::Dim::named("n"), ir::Dim::known(6)}), floatValue("last", dims({1}))};
   ir::Node lastDim = node("Shape", {"x"}, {"last"}, 15);
   lastDim.attrs.set(ir::Attribute::makeInt("start", -1));
   g.nodes = {node("Shape", {"x"}, {"s"}, 15), lastDim, node("Reshape", {"x", "s"}, {"r"}), node("Relu", {"r"}, {"y"})};

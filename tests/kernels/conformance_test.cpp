@@ -28,14 +28,12 @@ const std::map<std::string, std::string> kKnownFailures = {
     {"test_training_dropout_default", "training-mode Dropout with a non-zero ratio is random (inference kernels only)"},
     {"test_training_dropout_default_mask", "training-mode Dropout with a non-zero ratio is random (inference only)"},
     {"test_training_dropout_mask", "training-mode Dropout with a non-zero ratio is random (inference kernels only)"},
+    {"test_maxunpool_export_with_output_shape",
+     "the expected output does not put values at their indices into output_shape (ONNX Runtime 1.30 mismatches too)"},
     {"test_resize_downsample_scales_cubic_antialias", "Resize antialias = 1 is not supported"},
     {"test_resize_downsample_scales_linear_antialias", "Resize antialias = 1 is not supported"},
     {"test_resize_downsample_sizes_cubic_antialias", "Resize antialias = 1 is not supported"},
     {"test_resize_downsample_sizes_linear_antialias", "Resize antialias = 1 is not supported"},
-    {"test_resize_tf_crop_and_resize", "Resize tf_crop_and_resize (roi cropping) is not supported"},
-    {"test_resize_tf_crop_and_resize_axes_2_3", "Resize tf_crop_and_resize (roi cropping) is not supported"},
-    {"test_resize_tf_crop_and_resize_axes_3_2", "Resize tf_crop_and_resize (roi cropping) is not supported"},
-    {"test_resize_tf_crop_and_resize_extrapolation_value", "Resize tf_crop_and_resize (roi cropping) is not supported"},
 };
 
 // Element types the kernels are expected to handle in conformance data.

@@ -155,3 +155,17 @@ TEST_CASE("ConvTranspose matches the scatter definition on random data, with gro
     }
   }
 }
+
+TEST_CASE("Resize tf_crop_and_resize samples the roi box and extrapolates outside the input") {
+  auto x = floats({1, 3}, {0, 10, 20});
+  auto sizes = int64s({2}, {1, 3});
+  // Axis 1 spans input positions roi * (3 - 1): [0.5, 1.5] in three steps.
+  auto roi = floats({4}, {0, 0.25f, 1, 0.75f});
+  auto y = Op(OpKind::Resize, 13).s("mode", "linear").s("coordinate_transformation_mode", "tf_crop_and_resize")
+               .run1({&x, &roi, nullptr, &sizes});
+  requireClose(values<float>(y), {5, 10, 15});
+  auto beyond = floats({4}, {0, 0.5f, 1, 1.5f});  // positions 1, 2, 3: the last is outside
+  auto e = Op(OpKind::Resize, 13).s("mode", "linear").s("coordinate_transformation_mode", "tf_crop_and_resize")
+               .f("extrapolation_value", 7).run1({&x, &beyond, nullptr, &sizes});
+  requireClose(values<float>(e), {10, 20, 7});
+}

@@ -172,6 +172,20 @@ TEST_CASE("every op id is pinned: released ids never change, new ops append", "[
       {157, "Scatter"},
       {158, "NonZero"},
       {159, "Compress"},
+      {160, "RNN"},
+      {161, "NonMaxSuppression"},
+      {162, "GridSample"},
+      {163, "LpPool"},
+      {164, "CenterCropPad"},
+      {165, "Col2Im"},
+      {166, "MaxUnpool"},
+      {167, "AffineGrid"},
+      {168, "Unique"},
+      {169, "TensorScatter"},
+      {170, "DeformConv"},
+      {171, "Binarizer"},
+      {172, "ArrayFeatureExtractor"},
+      {173, "TfIdfVectorizer"},
   };
   for (const auto& [id, name] : golden) {
     auto kind = ir::opKindFromInt(id);
@@ -237,7 +251,8 @@ TEST_CASE("attribute values are checked once, with what was found and expected",
   auto decodeWith = [](OpKind kind, Attribute a) {
     ir::Attributes attrs;
     attrs.set(std::move(a));
-    if (kind == OpKind::MaxPool || kind == OpKind::AveragePool) attrs.set(Attribute::makeInts("kernel_shape", {2, 2}));
+    if (kind == OpKind::MaxPool || kind == OpKind::AveragePool || kind == OpKind::LpPool)
+      attrs.set(Attribute::makeInts("kernel_shape", {2, 2}));
     return ops::decodeAttrs(kind, 13, attrs);
   };
   struct Case {
@@ -253,6 +268,8 @@ TEST_CASE("attribute values are checked once, with what was found and expected",
       {OpKind::MaxPool, Attribute::makeInt("storage_order", 2), "storage_order is 2"},
       {OpKind::AveragePool, Attribute::makeInt("count_include_pad", 3), "count_include_pad is 3"},
       {OpKind::AveragePool, Attribute::makeInt("ceil_mode", 5), "ceil_mode is 5"},
+      {OpKind::LpPool, Attribute::makeInt("p", 0), "attribute p is 0"},
+      {OpKind::LpPool, Attribute::makeInt("ceil_mode", 2), "ceil_mode is 2"},
       {OpKind::Gemm, Attribute::makeInt("transA", 2), "transA is 2"},
       {OpKind::Gelu, Attribute::makeString("approximate", "fast"), "approximate is 'fast'"},
       {OpKind::LayerNormalization, Attribute::makeInt("stash_type", 10), "stash_type 10"},

@@ -32,7 +32,8 @@ ir::Attributes requiredAttrs(OpKind kind) {
   ir::Attributes a;
   switch (kind) {
     case OpKind::MaxPool:
-    case OpKind::AveragePool: a.set(Attribute::makeInts("kernel_shape", {2, 2})); break;
+    case OpKind::AveragePool:
+    case OpKind::LpPool: a.set(Attribute::makeInts("kernel_shape", {2, 2})); break;
     case OpKind::Einsum: a.set(Attribute::makeString("equation", "ij,jk->ik")); break;
     case OpKind::BitShift: a.set(Attribute::makeString("direction", "LEFT")); break;
     case OpKind::BitCast: a.set(Attribute::makeInt("to", 6)); break;

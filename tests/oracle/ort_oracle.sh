@@ -4,6 +4,8 @@
 # runs them with ctxrun on seeded random inputs, runs the SOURCE models with ONNX Runtime 1.30 on the same input
 # bytes, and requires ctxrun's outputs to match (rtol 1e-3, atol 1e-5). Exits 77 (CTest's skip code) when the
 # assets are absent, saying why.
+# The sample transformer with a symbolic sequence length is compiled for three shape variants into one .bin, and
+# each variant is compared the same way.
 # usage: ort_oracle.sh BUILD_DIR CACHE_DIR SOURCE_DIR
 set -uo pipefail
 build="$1" cache="$2" src="$3"
@@ -25,6 +27,23 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 apps="$build/apps"
 passed=0 failed=0
+# compare NAME CTX MODEL OUT [ctxrun args...]: runs CTX with ctxrun on seeded random inputs and the source MODEL with
+# ONNX Runtime on the same bytes, and requires the outputs to match.
+compare() {
+  local name="$1" ctx="$2" model="$3" out="$4"
+  shift 4
+  if ! "$apps/ctxrun/ctxrun" "$ctx" "$@" --seed 7 --save-inputs "$out/in" >"$out/run.log" 2>&1; then
+    echo "FAIL $name: ctxrun: $(cat "$out/run.log")"; failed=$((failed + 1)); return
+  fi
+  if ! NODE_PATH="$ort" node "$src/bench/run_ort.js" "$model" "$out/in" "$out/ort" 1 >"$out/ort.log" 2>&1; then
+    echo "FAIL $name: onnxruntime: $(cat "$out/ort.log")"; failed=$((failed + 1)); return
+  fi
+  if "$apps/ctxrun/ctxrun" "$ctx" --inputs "$out/in" --expected "$out/ort" "${tolerance[@]}" >"$out/cmp.log" 2>&1; then
+    echo "ok   $name: $(grep -h 'max |diff|' "$out/cmp.log" | tr '\n' ' ')"; passed=$((passed + 1))
+  else
+    echo "FAIL $name: $(cat "$out/cmp.log")"; failed=$((failed + 1))
+  fi
+}
 # check NAME MODEL TARGET [ctxgen shape args...] [-- ctxrun-only args...]: one model on one target.
 check() {
   local name="$1" model="$2" target="$3"
@@ -37,19 +56,28 @@ check() {
   if ! "$apps/ctxgen/ctxgen" "$model" -o "$out" -q --target "$target" "${shapes[@]}" >"$out/gen.log" 2>&1; then
     echo "FAIL $name [$target]: ctxgen: $(cat "$out/gen.log")"; failed=$((failed + 1)); return
   fi
-  local ctx="$out/$(basename "${model%.onnx}")_ctx.onnx"
-  if ! "$apps/ctxrun/ctxrun" "$ctx" "${shapes[@]}" "${runOnly[@]}" --seed 7 --save-inputs "$out/in" >"$out/run.log" 2>&1; then
-    echo "FAIL $name [$target]: ctxrun: $(cat "$out/run.log")"; failed=$((failed + 1)); return
-  fi
-  if ! NODE_PATH="$ort" node "$src/bench/run_ort.js" "$model" "$out/in" "$out/ort" 1 >"$out/ort.log" 2>&1; then
-    echo "FAIL $name [$target]: onnxruntime: $(cat "$out/ort.log")"; failed=$((failed + 1)); return
-  fi
-  if "$apps/ctxrun/ctxrun" "$ctx" --inputs "$out/in" --expected "$out/ort" "${tolerance[@]}" >"$out/cmp.log" 2>&1; then
-    echo "ok   $name [$target]: $(grep -h 'max |diff|' "$out/cmp.log" | tr '\n' ' ')"; passed=$((passed + 1))
-  else
-    echo "FAIL $name [$target]: $(cat "$out/cmp.log")"; failed=$((failed + 1))
-  fi
+  compare "$name [$target]" "$out/$(basename "${model%.onnx}")_ctx.onnx" "$model" "$out" "${shapes[@]}" "${runOnly[@]}"
 }
+# Shape variants: the transformer block with a symbolic sequence length compiled for lengths 1, 16 and 64 in one
+# run (one .bin); each variant runs without bindings (its _ctx.onnx carries the static shapes) and must match ONNX
+# Runtime running the symbolic source model at that length.
+checkVariants() {
+  local target="$1" model="$work/symbolic/tiny_prefill_seq.onnx"
+  local out="$work/variants.$target"
+  mkdir -p "$out"
+  if ! "$apps/ctxgen/ctxgen" "$model" -o "$out" -q --target "$target" --variant seq=1 --variant seq=16 \
+      --variant seq=64 >"$out/gen.log" 2>&1; then
+    echo "FAIL variants [$target]: ctxgen: $(cat "$out/gen.log")"; failed=$((failed + 1)); return
+  fi
+  for variant in seq1 seq16 seq64; do
+    mkdir -p "$out/$variant"
+    compare "tiny_prefill_$variant [$target]" "$out/tiny_prefill_seq_${variant}_ctx.onnx" "$model" "$out/$variant"
+  done
+}
+mkdir -p "$work/symbolic"
+if ! "$build/tests/oracle/make_symbolic" "$build/samples/tiny_prefill.onnx" "$work/symbolic/tiny_prefill_seq.onnx"; then
+  echo "FAIL variants: could not write the symbolic-length model"; failed=$((failed + 1))
+fi
 tolerance=()  # ctxrun's defaults: rtol 1e-3, atol 1e-5
 vadShapes=(--shape input=1x512 --shape state=2x1x128)
 # Half-precision versions of the CNN and the transformer block. ctxkit rounds every op's result to float16, as ONNX
@@ -76,6 +104,7 @@ for target in npu-sim cpu; do
   check silero_vad_16k_op15 "$vad/silero_vad_16k_op15.onnx" "$target" "${vadShapes[@]}" -- --set sr=16000
   check silero_vad_op18_ifless "$vad/silero_vad_op18_ifless.onnx" "$target" "${vadShapes[@]}" -- --set sr=16000
   check silero_vad_half "$vad/silero_vad_half.onnx" "$target" "${vadShapes[@]}"
+  checkVariants "$target"
   check hello_deepa "$oww/hello_deepa.onnx" "$target"
   check hello_deepa_old "$oww/hello_deepa_old.onnx" "$target"
   check namaste_deepa "$oww/namaste_deepa.onnx" "$target"

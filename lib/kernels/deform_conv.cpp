@@ -1,0 +1,128 @@
+// DeformConv (opset 19, 2-D): a convolution whose taps are moved by learned per-position offsets (and scaled by
+// an optional mask); each moved tap reads X bilinearly with zeros outside, then the usual grouped weights apply.
+#include "kernels/ops.h"
+
+#include <cmath>
+
+namespace ctxkit::kernels::detail {
+
+namespace {
+
+struct DeformPlan {
+  int64_t n = 0, c = 0, h = 0, w = 0;  // X
+  int64_t oc = 0, kh = 0, kw = 0;      // W [oc, c / group, kh, kw]
+  int64_t oh = 0, ow = 0;
+  int64_t group = 1, offsetGroup = 1;
+  int64_t stride[2] = {1, 1}, dilation[2] = {1, 1}, pad[4] = {0, 0, 0, 0};  // pads: top, left, bottom, right
+};
+
+Expected<DeformPlan> planDeform(const OpContext& ctx, InDescs inputs) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 3, 5));
+  for (size_t i = 0; i < 3; ++i) CTX_RETURN_IF_ERROR(checkRank(ctx, inputs, i, 4));
+  for (size_t i = 1; i < inputs.size(); ++i)
+    if (inputs[i].present) CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, i));
+  DeformPlan p;
+  const ir::Shape &x = inputs[0].shape, &wt = inputs[1].shape, &off = inputs[2].shape;
+  p.n = x[0], p.c = x[1], p.h = x[2], p.w = x[3];
+  p.oc = wt[0], p.kh = wt[2], p.kw = wt[3];
+  p.group = ctx.attrs.getInt("group", 1);
+  p.offsetGroup = ctx.attrs.getInt("offset_group", 1);
+  if (p.group < 1 || p.offsetGroup < 1 || p.c % p.group != 0 || p.oc % p.group != 0 || p.c % p.offsetGroup != 0 ||
+      wt[1] * p.group != p.c)
+    return invalid(ctx, "X {} and W {} do not fit group {} and offset_group {}", shapeStr(x), shapeStr(wt), p.group,
+                   p.offsetGroup);
+  auto ints = [&](std::string_view name, size_t count, int64_t* out) -> Status {
+    if (const ir::Attribute* a = ctx.attrs.find(name)) {
+      if (a->ints.size() != count) return invalid(ctx, "attribute {} has {} values but expected {}", name, a->ints.size(), count);
+      std::copy(a->ints.begin(), a->ints.end(), out);
+    }
+    return Status::ok();
+  };
+  CTX_RETURN_IF_ERROR(ints("strides", 2, p.stride));
+  CTX_RETURN_IF_ERROR(ints("dilations", 2, p.dilation));
+  CTX_RETURN_IF_ERROR(ints("pads", 4, p.pad));
+  if (const ir::Attribute* k = ctx.attrs.find("kernel_shape"); k && (k->ints.size() != 2 || k->ints[0] != p.kh || k->ints[1] != p.kw))
+    return invalid(ctx, "attribute kernel_shape does not match W's shape {}", shapeStr(wt));
+  p.oh = (p.h + p.pad[0] + p.pad[2] - (p.dilation[0] * (p.kh - 1) + 1)) / p.stride[0] + 1;
+  p.ow = (p.w + p.pad[1] + p.pad[3] - (p.dilation[1] * (p.kw - 1) + 1)) / p.stride[1] + 1;
+  const int64_t taps = p.kh * p.kw;
+  if (off != ir::Shape{p.n, p.offsetGroup * 2 * taps, p.oh, p.ow})
+    return invalid(ctx, "input 2 (offset) has shape {} but expected [{}, {}, {}, {}]", shapeStr(off), p.n,
+                   p.offsetGroup * 2 * taps, p.oh, p.ow);
+  if (const ValueDesc* b = optionalInput(inputs, 3); b && b->shape != ir::Shape{p.oc})
+    return invalid(ctx, "input 3 (B) has shape {} but expected [{}]", shapeStr(b->shape), p.oc);
+  if (const ValueDesc* m = optionalInput(inputs, 4); m && m->shape != ir::Shape{p.n, p.offsetGroup * taps, p.oh, p.ow})
+    return invalid(ctx, "input 4 (mask) has shape {} but expected [{}, {}, {}, {}]", shapeStr(m->shape), p.n,
+                   p.offsetGroup * taps, p.oh, p.ow);
+  return p;
+}
+
+// X's plane sampled at (y, x) bilinearly, pixels outside the plane reading zero.
+double bilinear(const float* plane, int64_t h, int64_t w, double y, double x) {
+  const double y0 = std::floor(y), x0 = std::floor(x);
+  const double fy = y - y0, fx = x - x0;
+  double sum = 0;
+  for (int dy = 0; dy < 2; ++dy)
+    for (int dx = 0; dx < 2; ++dx) {
+      const auto iy = static_cast<int64_t>(y0) + dy, ix = static_cast<int64_t>(x0) + dx;
+      if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+      sum += (dy ? fy : 1 - fy) * (dx ? fx : 1 - fx) * plane[iy * w + ix];
+    }
+  return sum;
+}
+
+}  // namespace
+
+InferResult inferDeformConv(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  CTX_ASSIGN_OR_RETURN(DeformPlan p, planDeform(ctx, inputs));
+  return single(inputs[0].type, {p.n, p.oc, p.oh, p.ow});
+}
+
+Status runDeformConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  std::vector<ValueDesc> descs = describeInputs(inputs, false);
+  CTX_ASSIGN_OR_RETURN(DeformPlan p, planDeform(ctx, descs));
+  const float* x = inputs[0]->dataAs<float>();
+  const float* wt = inputs[1]->dataAs<float>();
+  const float* off = inputs[2]->dataAs<float>();
+  const float* bias = inputs.size() > 3 && inputs[3] ? inputs[3]->dataAs<float>() : nullptr;
+  const float* mask = inputs.size() > 4 && inputs[4] ? inputs[4]->dataAs<float>() : nullptr;
+  float* y = outputs[0]->mutableDataAs<float>();
+  const int64_t taps = p.kh * p.kw, positions = p.oh * p.ow, cg = p.c / p.group, ocg = p.oc / p.group;
+  const int64_t perOffsetGroup = p.c / p.offsetGroup;
+  // col[(c, tap), position]: the moved, masked samples of one image.
+  std::vector<double> col(static_cast<size_t>(p.c * taps * positions));
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t c = 0; c < p.c; ++c) {
+      const float* plane = x + (n * p.c + c) * p.h * p.w;
+      const int64_t g = c / perOffsetGroup;
+      for (int64_t t = 0; t < taps; ++t) {
+        const int64_t i = t / p.kw, j = t % p.kw;
+        const float* dy = off + ((n * p.offsetGroup + g) * 2 * taps + 2 * t) * positions;
+        const float* dx = dy + positions;
+        const float* m = mask ? mask + ((n * p.offsetGroup + g) * taps + t) * positions : nullptr;
+        double* out = col.data() + (c * taps + t) * positions;
+        for (int64_t oy = 0; oy < p.oh; ++oy)
+          for (int64_t ox = 0; ox < p.ow; ++ox) {
+            const int64_t q = oy * p.ow + ox;
+            const double sy = static_cast<double>(oy * p.stride[0] - p.pad[0] + i * p.dilation[0]) + dy[q];
+            const double sx = static_cast<double>(ox * p.stride[1] - p.pad[1] + j * p.dilation[1]) + dx[q];
+            out[q] = bilinear(plane, p.h, p.w, sy, sx) * (m ? m[q] : 1.0f);
+          }
+      }
+    }
+    for (int64_t o = 0; o < p.oc; ++o) {
+      const int64_t g = o / ocg;
+      float* yo = y + (n * p.oc + o) * positions;
+      for (int64_t q = 0; q < positions; ++q) {
+        double sum = bias ? bias[o] : 0.0;
+        for (int64_t k = 0; k < cg * taps; ++k)
+          sum += static_cast<double>(wt[o * cg * taps + k]) * col[static_cast<size_t>((g * cg * taps + k) * positions + q)];
+        yo[q] = static_cast<float>(sum);
+      }
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace ctxkit::kernels::detail

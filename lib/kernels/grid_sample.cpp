@@ -1,0 +1,258 @@
+// Sampling grids: GridSample (opset 16+, N-d from opset 20) samples X [N, C, D1..Dr] at the normalized
+// coordinates of grid [N, O1..Or, r] (grid's last axis lists x, y, z..., i.e. the spatial axes innermost first),
+// with nearest, linear or cubic interpolation and zeros, border or reflection padding, as ONNX defines it per
+// output element; AffineGrid makes such a grid from affine matrices theta.
+#include "kernels/ops.h"
+
+#include <cmath>
+
+namespace ctxkit::kernels::detail {
+
+namespace {
+
+enum class Mode { Nearest, Linear, Cubic };
+enum class Padding { Zeros, Border, Reflection };
+
+struct GridSpec {
+  Mode mode = Mode::Linear;
+  Padding padding = Padding::Zeros;
+  bool alignCorners = false;
+};
+
+Expected<GridSpec> readSpec(const OpContext& ctx) {
+  GridSpec s;
+  // Opset 16 spells the modes bilinear and bicubic; opset 20 renamed them linear and cubic.
+  const std::string mode = ctx.attrs.getString("mode", ctx.opset < 20 ? "bilinear" : "linear");
+  if (mode == "nearest") s.mode = Mode::Nearest;
+  else if (mode == "bilinear" || mode == "linear") s.mode = Mode::Linear;
+  else if (mode == "bicubic" || mode == "cubic") s.mode = Mode::Cubic;
+  else return invalid(ctx, "mode is '{}' but must be nearest, linear (bilinear) or cubic (bicubic)", mode);
+  const std::string padding = ctx.attrs.getString("padding_mode", "zeros");
+  if (padding == "zeros") s.padding = Padding::Zeros;
+  else if (padding == "border") s.padding = Padding::Border;
+  else if (padding == "reflection") s.padding = Padding::Reflection;
+  else return invalid(ctx, "padding_mode is '{}' but must be zeros, border or reflection", padding);
+  s.alignCorners = ctx.attrs.getInt("align_corners", 0) != 0;
+  return s;
+}
+
+// Reflects x into [lo, hi] (repeatedly, as a mirror at each end).
+double reflect(double x, double lo, double hi) {
+  const double range = hi - lo;
+  if (range <= 0) return lo;
+  if (x < lo) {
+    const double dx = lo - x;
+    const auto n = static_cast<int64_t>(dx / range);
+    const double r = dx - static_cast<double>(n) * range;
+    return n % 2 == 0 ? lo + r : hi - r;
+  }
+  if (x > hi) {
+    const double dx = x - hi;
+    const auto n = static_cast<int64_t>(dx / range);
+    const double r = dx - static_cast<double>(n) * range;
+    return n % 2 == 0 ? hi - r : lo + r;
+  }
+  return x;
+}
+
+// One spatial axis: its size and the coordinate range the padding reflects within.
+struct Axis {
+  int64_t size;
+  double lo, hi;
+};
+
+// The source index of tap `i` on an axis after padding, or -1 when it reads a zero.
+int64_t padIndex(const GridSpec& s, const Axis& a, int64_t i) {
+  if (i >= 0 && i < a.size) return i;
+  switch (s.padding) {
+    case Padding::Zeros: return -1;
+    case Padding::Border: return std::clamp<int64_t>(i, 0, a.size - 1);
+    case Padding::Reflection:
+      return std::clamp<int64_t>(static_cast<int64_t>(reflect(static_cast<double>(i), a.lo, a.hi)), 0, a.size - 1);
+  }
+  return -1;
+}
+
+// Keys cubic convolution weights (A = -0.75) of the taps at floor(x) - 1 .. floor(x) + 2, t = x - floor(x).
+void cubicWeights(double t, double* w) {
+  constexpr double A = -0.75;
+  auto far = [](double d) { return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A; };  // 1 < d < 2
+  auto near = [](double d) { return ((A + 2) * d - (A + 3)) * d * d + 1; };       // d <= 1
+  w[0] = far(t + 1);
+  w[1] = near(t);
+  w[2] = near(1 - t);
+  w[3] = far(2 - t);
+}
+
+// The taps of one axis for a denormalized coordinate x: source indices (-1 reads zero) and weights.
+struct Taps {
+  int64_t index[4];
+  double weight[4];
+  int count;
+};
+
+Taps tapsFor(const GridSpec& s, const Axis& a, double x) {
+  // Coordinates outside the padding range move inside first (border: clamped, reflection: mirrored).
+  if (x < a.lo || x > a.hi) {
+    if (s.padding == Padding::Border) x = std::clamp(x, 0.0, static_cast<double>(a.size - 1));
+    else if (s.padding == Padding::Reflection) x = reflect(x, a.lo, a.hi);
+  }
+  Taps t{};
+  if (s.mode == Mode::Nearest) {
+    t.count = 1;
+    t.index[0] = padIndex(s, a, static_cast<int64_t>(x));
+    t.weight[0] = 1;
+    return t;
+  }
+  const double base = std::floor(x), frac = x - base;
+  const auto i0 = static_cast<int64_t>(base);
+  if (s.mode == Mode::Linear) {
+    t.count = 2;
+    t.index[0] = padIndex(s, a, i0);
+    t.index[1] = padIndex(s, a, i0 + 1);
+    t.weight[0] = 1 - frac;
+    t.weight[1] = frac;
+    return t;
+  }
+  t.count = 4;
+  cubicWeights(frac, t.weight);
+  for (int k = 0; k < 4; ++k) t.index[k] = padIndex(s, a, i0 - 1 + k);
+  return t;
+}
+
+// Sum over the taps of every axis from `axis` on: a separable interpolation of one channel plane.
+double interpolate(const float* plane, const std::vector<Taps>& taps, const std::vector<int64_t>& strides, size_t axis,
+                   int64_t offset) {
+  if (axis == taps.size()) return plane[offset];
+  double sum = 0;
+  const Taps& t = taps[axis];
+  for (int k = 0; k < t.count; ++k)
+    if (t.index[k] >= 0 && t.weight[k] != 0)
+      sum += t.weight[k] * interpolate(plane, taps, strides, axis + 1, offset + t.index[k] * strides[axis]);
+  return sum;
+}
+
+}  // namespace
+
+InferResult inferGridSample(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 2));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 1, typeBit(ElemType::Float) | kHalfTypes));
+  CTX_RETURN_IF_ERROR(readSpec(ctx).status());
+  const ir::Shape &x = inputs[0].shape, &grid = inputs[1].shape;
+  const size_t r = x.size() < 3 ? 0 : x.size() - 2;
+  if (r == 0 || grid.size() != r + 2 || grid[0] != x[0] || grid.back() != static_cast<int64_t>(r))
+    return invalid(ctx, "X has shape {} and grid {} but expected [N, C, D1..Dr] and [N, O1..Or, r]", shapeStr(x),
+                   shapeStr(grid));
+  ir::Shape out{x[0], x[1]};
+  out.insert(out.end(), grid.begin() + 1, grid.end() - 1);
+  return single(inputs[0].type, std::move(out));
+}
+
+Status runGridSample(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  CTX_ASSIGN_OR_RETURN(GridSpec s, readSpec(ctx));
+  const ir::Tensor &x = *inputs[0], &grid = *inputs[1];
+  const size_t r = x.rank() - 2;
+  std::vector<Axis> axes(r);
+  std::vector<int64_t> strides(r);
+  for (size_t d = 0; d < r; ++d) {
+    const int64_t size = x.shape()[d + 2];
+    // The padding range: pixel centres with align_corners, else the outer pixel edges.
+    axes[d] = s.alignCorners ? Axis{size, 0.0, static_cast<double>(size - 1)}
+                             : Axis{size, -0.5, static_cast<double>(size) - 0.5};
+    strides[d] = dimProduct(x.shape(), d + 3, x.rank());
+  }
+  const int64_t batches = x.shape()[0], channels = x.shape()[1];
+  const int64_t plane = dimProduct(x.shape(), 2, x.rank());
+  const int64_t points = dimProduct(grid.shape(), 1, grid.rank() - 1);
+  const float* g = grid.dataAs<float>();
+  const float* in = x.dataAs<float>();
+  float* y = outputs[0]->mutableDataAs<float>();
+  std::vector<Taps> taps(r);
+  for (int64_t n = 0; n < batches; ++n)
+    for (int64_t p = 0; p < points; ++p) {
+      const float* coord = g + (n * points + p) * static_cast<int64_t>(r);
+      for (size_t d = 0; d < r; ++d) {
+        const double v = coord[r - 1 - d];  // grid lists the innermost axis first
+        const auto size = static_cast<double>(axes[d].size);
+        double pos = s.alignCorners ? (v + 1) / 2 * (size - 1) : ((v + 1) * size - 1) / 2;
+        if (s.mode == Mode::Nearest) pos = std::nearbyint(pos);  // halves to even
+        taps[d] = tapsFor(s, axes[d], pos);
+      }
+      for (int64_t c = 0; c < channels; ++c)
+        y[(n * channels + c) * points + p] =
+            static_cast<float>(interpolate(in + (n * channels + c) * plane, taps, strides, 0, 0));
+    }
+  return Status::ok();
+}
+
+// AffineGrid (theta [N, r, r+1], size [N, C, D1..Dr] for r = 2 or 3) with align_corners.
+namespace {
+
+Expected<std::vector<int64_t>> affineSize(const OpContext& ctx, InDescs inputs) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 2));
+  CTX_RETURN_IF_ERROR(checkRank(ctx, inputs, 0, 3));
+  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> size, knownInts(ctx, inputs, 1, "size"));
+  const ir::Shape& theta = inputs[0].shape;
+  const auto r = static_cast<int64_t>(size.size()) - 2;
+  if ((r != 2 && r != 3) || theta[0] != size[0] || theta[1] != r || theta[2] != r + 1)
+    return invalid(ctx, "theta has shape {} and size {} values but expected [N, 2, 3] with 4 or [N, 3, 4] with 5",
+                   shapeStr(theta), size.size());
+  for (int64_t d : size)
+    if (d < 0) return invalid(ctx, "input 1 (size) has a negative dimension {}", d);
+  return size;
+}
+
+}  // namespace
+
+InferResult inferAffineGrid(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> size, affineSize(ctx, inputs));
+  ir::Shape out{size[0]};
+  out.insert(out.end(), size.begin() + 2, size.end());
+  out.push_back(static_cast<int64_t>(size.size()) - 2);
+  return single(inputs[0].type, std::move(out));
+}
+
+Status runAffineGrid(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  std::vector<ValueDesc> descs = describeInputs(inputs, true);
+  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> size, affineSize(ctx, descs));
+  const bool alignCorners = ctx.attrs.getInt("align_corners", 0) != 0;
+  const size_t r = size.size() - 2;
+  const std::vector<int64_t> spatial(size.begin() + 2, size.end());
+  // Normalized positions along each axis: pixel centres, or the corner pixels at -1 and 1 with align_corners.
+  std::vector<std::vector<double>> base(r);
+  for (size_t d = 0; d < r; ++d)
+    for (int64_t i = 0; i < spatial[d]; ++i) {
+      const auto n = static_cast<double>(spatial[d]), x = static_cast<double>(i);
+      base[d].push_back(alignCorners ? (n > 1 ? -1 + 2 * x / (n - 1) : -1.0) : -1 + (2 * x + 1) / n);
+    }
+  const int64_t points = dimProduct(spatial);
+  constexpr TypeSet types = typeBit(ElemType::Float) | typeBit(ElemType::Double);
+  return visitType<types>(inputs[0]->type(), [&](auto tag) -> Status {
+    using T = decltype(tag);
+    const T* theta = inputs[0]->dataAs<T>();
+    T* y = outputs[0]->mutableDataAs<T>();
+    std::vector<double> coord(r + 1, 1.0);  // x, y[, z], 1: the innermost axis first
+    std::vector<int64_t> index(r, 0);
+    for (int64_t n = 0; n < size[0]; ++n) {
+      const T* m = theta + n * static_cast<int64_t>(r * (r + 1));
+      std::fill(index.begin(), index.end(), 0);
+      for (int64_t p = 0; p < points; ++p) {
+        for (size_t d = 0; d < r; ++d) coord[r - 1 - d] = base[d][static_cast<size_t>(index[d])];
+        for (size_t i = 0; i < r; ++i) {
+          double v = 0;
+          for (size_t j = 0; j <= r; ++j) v += static_cast<double>(m[i * (r + 1) + j]) * coord[j];
+          *y++ = static_cast<T>(v);
+        }
+        for (size_t d = r; d-- > 0;) {
+          if (++index[d] < spatial[d]) break;
+          index[d] = 0;
+        }
+      }
+    }
+    return Status::ok();
+  });
+}
+
+}  // namespace ctxkit::kernels::detail

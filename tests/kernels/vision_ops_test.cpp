@@ -1,0 +1,168 @@
+// RNN, NonMaxSuppression, GridSample, AffineGrid, LpPool, Col2Im, MaxUnpool, CenterCropPad, Unique, TensorScatter,
+// DeformConv, Binarizer, ArrayFeatureExtractor and TfIdfVectorizer against their ONNX definitions written out on
+// small hand-checkable inputs.
+#include "kernel_test_util.h"
+
+using namespace ctxkit;
+using namespace ctxkit::test;
+
+TEST_CASE("RNN: H = tanh(X W^T + H R^T + Wb + Rb) per step, forward and reverse") {
+  auto x = floats({2, 1, 1}, {1, 2});
+  auto w = floats({1, 1, 1}, {0.5f});
+  auto r = floats({1, 1, 1}, {0.25f});
+  auto b = floats({1, 2}, {0.1f, -0.2f});
+  auto out = Op(OpKind::RNN, 14).i("hidden_size", 1).eval({&x, &w, &r, &b}, 2);
+  REQUIRE(out.isOk());
+  const float h1 = std::tanh(0.5f * 1 - 0.1f), h2 = std::tanh(0.5f * 2 + 0.25f * h1 - 0.1f);
+  requireClose(values<float>((*out)[0]), {h1, h2});
+  requireClose(values<float>((*out)[1]), {h2});
+  auto rev = Op(OpKind::RNN, 14).s("direction", "reverse").eval({&x, &w, &r, &b}, 2);
+  REQUIRE(rev.isOk());
+  const float g2 = std::tanh(0.5f * 2 - 0.1f), g1 = std::tanh(0.5f * 1 + 0.25f * g2 - 0.1f);
+  requireClose(values<float>((*rev)[0]), {g1, g2});
+}
+
+TEST_CASE("NonMaxSuppression keeps the best box of each overlapping group, per class, up to the limit") {
+  // Boxes ([y1, x1, y2, x2]) 0 and 1 overlap with IoU 0.9 / 1.1; box 2 is apart.
+  auto boxes = floats({1, 3, 4}, {0, 0, 1, 1, 0, 0.1f, 1, 1.1f, 0, 5, 1, 6});
+  auto scores = floats({1, 2, 3}, {0.9f, 0.95f, 0.3f, 0.1f, 0.2f, 0.8f});
+  auto limit = int64s({1}, {3});
+  auto iou = floats({1}, {0.5f});
+  auto threshold = floats({1}, {0.15f});
+  auto y = Op(OpKind::NonMaxSuppression, 11).run1({&boxes, &scores, &limit, &iou, &threshold});
+  REQUIRE(y.shape() == ir::Shape{4, 3});
+  CHECK(values<int64_t>(y) == std::vector<int64_t>{0, 0, 1, 0, 0, 2, 0, 1, 2, 0, 1, 1});
+  auto one = int64s({1}, {1});
+  auto y1 = Op(OpKind::NonMaxSuppression, 11).run1({&boxes, &scores, &one, &iou, &threshold});
+  CHECK(values<int64_t>(y1) == std::vector<int64_t>{0, 0, 1, 0, 1, 2});
+  // Center-point boxes: (0.5, 0.5, 1, 1) is box 0.
+  auto centers = floats({1, 3, 4}, {0.5f, 0.5f, 1, 1, 0.6f, 0.5f, 1, 1, 5.5f, 0.5f, 1, 1});
+  auto y2 = Op(OpKind::NonMaxSuppression, 11).i("center_point_box", 1).run1({&centers, &scores, &limit, &iou, &threshold});
+  CHECK(values<int64_t>(y2) == std::vector<int64_t>{0, 0, 1, 0, 0, 2, 0, 1, 2, 0, 1, 1});
+}
+
+TEST_CASE("GridSample: bilinear, nearest and border padding on a 2x2 plane") {
+  auto x = floats({1, 1, 2, 2}, {1, 2, 3, 4});
+  // With align_corners the grid's -1 and 1 are the pixel centres; (0, 0) is the plane's centre.
+  auto grid = floats({1, 1, 3, 2}, {-1, -1, 0, 0, 1, -1});
+  auto y = Op(OpKind::GridSample, 16).i("align_corners", 1).run1({&x, &grid});
+  REQUIRE(y.shape() == ir::Shape{1, 1, 1, 3});
+  requireClose(values<float>(y), {1, 2.5f, 2});
+  // Without align_corners, x = ((g + 1) * 2 - 1) / 2: g = -1 lands half a pixel outside, reading zeros half-way.
+  auto outside = floats({1, 1, 1, 2}, {-1, -1});
+  requireClose(values<float>(Op(OpKind::GridSample, 16).run1({&x, &outside})), {0.25f});
+  requireClose(values<float>(Op(OpKind::GridSample, 16).s("padding_mode", "border").run1({&x, &outside})), {1});
+  auto near = floats({1, 1, 1, 2}, {0.6f, -0.6f});  // x = 1.1, y = -0.1 -> pixel (0, 1)
+  requireClose(values<float>(Op(OpKind::GridSample, 16).s("mode", "nearest").run1({&x, &near})), {2});
+}
+
+TEST_CASE("AffineGrid: the identity theta gives the pixel-centre grid") {
+  auto theta = floats({1, 2, 3}, {1, 0, 0, 0, 1, 0});
+  auto size = int64s({4}, {1, 1, 2, 2});
+  auto y = Op(OpKind::AffineGrid, 20).run1({&theta, &size});
+  REQUIRE(y.shape() == ir::Shape{1, 2, 2, 2});
+  requireClose(values<float>(y), {-0.5f, -0.5f, 0.5f, -0.5f, -0.5f, 0.5f, 0.5f, 0.5f});
+  auto shifted = floats({1, 2, 3}, {2, 0, 1, 0, 1, 0});
+  requireClose(values<float>(Op(OpKind::AffineGrid, 20).i("align_corners", 1).run1({&shifted, &size})),
+               {-1, -1, 3, -1, -1, 1, 3, 1});
+}
+
+TEST_CASE("LpPool: the p-norm of each window, padding adds nothing") {
+  auto x = floats({1, 1, 1, 3}, {3, -4, 12});
+  auto y = Op(OpKind::LpPool, 18).ints("kernel_shape", {1, 2}).i("p", 2).run1({&x});
+  requireClose(values<float>(y), {5, std::sqrt(160.0f)});
+  auto padded = Op(OpKind::LpPool, 18).ints("kernel_shape", {1, 2}).ints("pads", {0, 1, 0, 0}).i("p", 1).run1({&x});
+  requireClose(values<float>(padded), {3, 7, 16});
+}
+
+TEST_CASE("Col2Im sums overlapping blocks, MaxUnpool writes values at their indices") {
+  // One channel, 1x2 blocks over a 1x3 image with stride 1: two blocks overlap at the middle pixel.
+  auto cols = floats({1, 2, 2}, {1, 10, 2, 20});  // rows: block offsets 0 and 1; columns: positions 0 and 1
+  auto image = int64s({2}, {1, 3});
+  auto block = int64s({2}, {1, 2});
+  auto y = Op(OpKind::Col2Im, 18).run1({&cols, &image, &block});
+  REQUIRE(y.shape() == ir::Shape{1, 1, 1, 3});
+  requireClose(values<float>(y), {1, 12, 20});
+  auto x = floats({1, 1, 1, 2}, {5, 6});
+  auto idx = int64s({1, 1, 1, 2}, {1, 2});
+  auto u = Op(OpKind::MaxUnpool, 11).ints("kernel_shape", {1, 2}).ints("strides", {1, 2}).run1({&x, &idx});
+  REQUIRE(u.shape() == ir::Shape{1, 1, 1, 4});
+  requireClose(values<float>(u), {0, 5, 6, 0});
+}
+
+TEST_CASE("CenterCropPad crops and pads around the centre") {
+  auto x = floats({1, 5}, {1, 2, 3, 4, 5});
+  auto crop = int64s({1}, {2});
+  requireClose(values<float>(Op(OpKind::CenterCropPad, 18).ints("axes", {1}).run1({&x, &crop})), {2, 3});
+  auto pad = int64s({2}, {1, 8});
+  requireClose(values<float>(Op(OpKind::CenterCropPad, 18).run1({&x, &pad})), {0, 1, 2, 3, 4, 5, 0, 0});
+}
+
+TEST_CASE("Unique: sorted and first-occurrence order, indices, inverse and counts") {
+  auto x = floats({6}, {2, 1, 1, 3, 4, 3});
+  auto s = Op(OpKind::Unique, 11).eval({&x}, 4);
+  REQUIRE(s.isOk());
+  requireClose(values<float>((*s)[0]), {1, 2, 3, 4});
+  CHECK(values<int64_t>((*s)[1]) == std::vector<int64_t>{1, 0, 3, 4});
+  CHECK(values<int64_t>((*s)[2]) == std::vector<int64_t>{1, 0, 0, 2, 3, 2});
+  CHECK(values<int64_t>((*s)[3]) == std::vector<int64_t>{2, 1, 2, 1});
+  auto u = Op(OpKind::Unique, 11).i("sorted", 0).eval({&x}, 4);
+  REQUIRE(u.isOk());
+  requireClose(values<float>((*u)[0]), {2, 1, 3, 4});
+  CHECK(values<int64_t>((*u)[2]) == std::vector<int64_t>{0, 1, 1, 2, 3, 2});
+  auto rows = floats({3, 2}, {1, 0, 0, 1, 1, 0});
+  auto a = Op(OpKind::Unique, 11).i("axis", 0).eval({&rows}, 4);
+  REQUIRE(a.isOk());
+  requireClose(values<float>((*a)[0]), {0, 1, 1, 0});
+  CHECK(values<int64_t>((*a)[3]) == std::vector<int64_t>{1, 2});
+}
+
+TEST_CASE("TensorScatter writes the update at each batch entry's index, wrapping in circular mode") {
+  auto past = floats({2, 3, 1}, {0, 0, 0, 0, 0, 0});
+  auto update = floats({2, 2, 1}, {1, 2, 3, 4});
+  auto at = int64s({2}, {0, 1});
+  requireClose(values<float>(Op(OpKind::TensorScatter, 24).run1({&past, &update, &at})), {1, 2, 0, 0, 3, 4});
+  auto wrap = int64s({2}, {2, 1});
+  requireClose(values<float>(Op(OpKind::TensorScatter, 24).s("mode", "circular").run1({&past, &update, &wrap})),
+               {2, 0, 1, 0, 3, 4});
+}
+
+TEST_CASE("DeformConv: zero offsets are a convolution, a half-pixel offset reads between pixels") {
+  auto x = floats({1, 1, 1, 2}, {1, 3});
+  auto w = floats({1, 1, 1, 1}, {2});
+  auto zero = floats({1, 2, 1, 2}, {0, 0, 0, 0});
+  requireClose(values<float>(Op(OpKind::DeformConv, 19).run1({&x, &w, &zero})), {2, 6});
+  auto half = floats({1, 2, 1, 2}, {0, 0, 0.5f, 0.5f});  // x moves by 0.5: reads 2, then 3 * 0.5 (edge)
+  auto bias = floats({1}, {1});
+  auto mask = floats({1, 1, 1, 2}, {1, 0.5f});
+  requireClose(values<float>(Op(OpKind::DeformConv, 19).run1({&x, &w, &half, &bias, &mask})), {5, 2.5f});
+}
+
+TEST_CASE("Binarizer and ArrayFeatureExtractor (ai.onnx.ml)") {
+  auto x = floats({2, 3}, {-1, 0.5f, 2, 3, 0.4f, 0.6f});
+  requireClose(values<float>(Op(OpKind::Binarizer, 1).f("threshold", 0.5f).run1({&x})), {0, 0, 1, 1, 0, 1});
+  auto idx = int64s({2}, {2, 0});
+  auto y = Op(OpKind::ArrayFeatureExtractor, 1).run1({&x, &idx});
+  REQUIRE(y.shape() == ir::Shape{2, 2});
+  requireClose(values<float>(y), {2, -1, 0.6f, 3});
+  auto row = floats({3}, {7, 8, 9});
+  auto z = Op(OpKind::ArrayFeatureExtractor, 1).run1({&row, &idx});
+  REQUIRE(z.shape() == ir::Shape{1, 2});
+  requireClose(values<float>(z), {9, 7});
+}
+
+TEST_CASE("TfIdfVectorizer counts pool n-grams with skips, then weights them") {
+  auto tokens = int32s({4}, {1, 2, 1, 3});
+  // 1-grams {1, 3} -> coordinates 0, 1; 2-grams {(1, 2), (1, 3)} -> 2, 3.
+  auto op = [](const std::string& mode) {
+    Op o(OpKind::TfIdfVectorizer, 9);
+    o.i("min_gram_length", 1).i("max_gram_length", 2).i("max_skip_count", 1).s("mode", mode);
+    o.ints("pool_int64s", {1, 3, 1, 2, 1, 3}).ints("ngram_counts", {0, 2}).ints("ngram_indexes", {0, 1, 2, 3});
+    o.fl("weights", {0.5f, 1, 2, 3});
+    return o;
+  };
+  // Unigrams once per position; bigrams at step 1: (1,2) (2,1) (1,3); at step 2: (1,1) (2,3), not in the pool.
+  requireClose(values<float>(op("TF").run1({&tokens})), {2, 1, 1, 1});
+  requireClose(values<float>(op("TFIDF").run1({&tokens})), {1, 1, 2, 3});
+  requireClose(values<float>(op("IDF").run1({&tokens})), {0.5f, 1, 2, 3});
+}
