@@ -644,6 +644,47 @@ TEST_CASE("a corpus model (PP-OCR direction classifier) with free dimension over
   CHECK(r.exitCode == 0);
 }
 
+TEST_CASE("the development corpus through the load path: ctxgen's _ctx.onnx in ORT + ctxkit matches ORT's CPU EP on "
+          "the source", "[corpus]") {
+  // Models whose inputs need no particular values (the other silero variants take a sample rate that picks a branch).
+  struct CorpusModel {
+    std::string path;  // under the npm models cache
+    std::vector<std::string> shapes;
+  };
+  const fs::path models = fs::path(CTXKIT_MODELS_DIR).parent_path().parent_path().parent_path();
+  const std::vector<CorpusModel> corpus = {
+      {"ocr-models-1.4.2/package/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx", {"x=1x3x48x192"}},
+      {"ocr-models-1.4.2/package/assets/ch_PP-OCRv4_rec_infer.onnx", {"x=1x3x48x320"}},
+      {"ocr-models-1.4.2/package/assets/ch_PP-OCRv4_det_infer.onnx", {"x=1x3x320x320"}},
+      {"silero-vad-1.0.3/package/weights/silero_vad_half.onnx", {"input=1x512", "state=2x1x128"}},
+      {"openwakeword-js-0.1.27/package/models/hello_deepa.onnx", {}},
+      {"openwakeword-js-0.1.27/package/models/hello_deepa_old.onnx", {}},
+      {"openwakeword-js-0.1.27/package/models/namaste_deepa.onnx", {}},
+  };
+  TempDir out("ort_ep_corpus_load");
+  size_t ran = 0;
+  for (const auto& m : corpus) {
+    fs::path model = models / m.path;
+    if (!fs::exists(model)) {
+      std::cout << "ort_ep: corpus model not in the cache (" << model << "): run scripts/fetch_test_assets.sh\n";
+      continue;
+    }
+    std::vector<std::string> args = {model.string(), "-o", out.path().string(), "-q"};
+    for (const auto& s : m.shapes) args.insert(args.end(), {"--shape", s});
+    ctxgen(args);
+    fs::path ctx = out / (model.stem().string() + "_ctx.onnx");
+    Ort::Session ours = ctxkitSession(ctx);
+    Ort::Session reference = cpuSession(model);
+    Feeds feeds = makeFeeds(ours, 11);  // the compiled model's static input shapes
+    Comparison c = compare(run(ours, feeds), run(reference, feeds));
+    INFO(model.filename().string() << ": " << c.detail);
+    CHECK(c.ok);
+    std::cout << "ort_ep: " << model.filename().string() << " in ORT + ctxkit: max |diff| " << c.maxAbsDiff << "\n";
+    ++ran;
+  }
+  std::cout << "ort_ep: " << ran << " of " << corpus.size() << " corpus models ran through the load path\n";
+}
+
 #ifdef CTXKIT_ORT_APP
 TEST_CASE("samples/ort_app: the how-to runs a _ctx.onnx on each way of picking ctxkit and matches ORT's CPU EP", "[app]") {
   TempDir out("ort_ep_app");
