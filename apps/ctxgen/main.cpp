@@ -33,7 +33,11 @@ int main(int argc, char** argv) {
   app.add_option("--external-initializers-file", o.externalInitializersFile, "put fallback initializers in this file beside each _ctx.onnx");
   app.add_flag("--embed-fallback-initializers", o.embedFallbackInitializers,
                "with --share, keep fallback initializers inside each _ctx.onnx instead of the shared .bin");
-  app.add_option("-C,--config", configs, "ONNX Runtime session option KEY=VALUE");
+  app.add_option("-C,--config", configs,
+                 "ONNX Runtime session option KEY=VALUE, or ONNX Runtime's \"KEY|VALUE KEY|VALUE\"; keys: " +
+                     ctxgen::knownConfigKeys() +
+                     " (ep.stop_share_ep_contexts is accepted and changes nothing: sharing ends with the run; "
+                     "ep.context_source_model_path and ep.enable_weightless=1 are refused)");
   app.add_flag("--force", o.force, "overwrite existing outputs");
   app.add_flag("--error-if-no-nodes-compiled", o.errorIfNoNodesCompiled, "fail when no node can be compiled");
   app.add_option("--json", jsonPath, "write a JSON report to FILE, or - for stdout");
