@@ -13,6 +13,18 @@
 
 using namespace ctxkit;
 
+namespace {
+
+// A failed run may have failed because FILE is one of its inputs: only a new file or an earlier report is replaced.
+bool mayHoldReport(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return !ec;
+  auto bytes = readFile(path);
+  return bytes && bytes->starts_with("{\n  \"schema_version\"");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"ctxgen: compile ONNX models to EPContext models and a context binary"};
   pipeline::CompileOptions o;
@@ -40,7 +52,7 @@ int main(int argc, char** argv) {
                      "ep.context_source_model_path and ep.enable_weightless=1 are refused)");
   app.add_flag("--force", o.force, "overwrite existing outputs");
   app.add_flag("--error-if-no-nodes-compiled", o.errorIfNoNodesCompiled, "fail when no node can be compiled");
-  app.add_option("--json", jsonPath, "write a JSON report to FILE, or - for stdout");
+  app.add_option("--json", jsonPath, "write a JSON report to FILE, or - for stdout (schema in docs/ctxgen-json.md; written on failure too)");
   app.add_flag("--dry-run", o.dryRun, "print the partition report and write nothing");
   app.add_flag("--dump", o.dumpPrograms, "print the compiled programs as text");
   app.add_option("--dump-after", o.dumpAfter,
@@ -74,10 +86,15 @@ int main(int argc, char** argv) {
                            (std::filesystem::path(outputDir) / "").lexically_normal().string());
   for (const auto& c : configs)
     if (status.isOk()) status = ctxgen::applyConfig(c, o, sources);
-  if (!status) {
-    std::cerr << "ctxgen: error: " << status.error().message() << "\n";
-    return cli::kExitUsage;
-  }
+  // A failed run still writes its --json report, so a build log or CI step can read why.
+  auto fail = [&](const std::string& message, int exitCode) {
+    std::cerr << "ctxgen: error: " << message << "\n";
+    if (jsonPath == "-") std::cout << pipeline::failureReportJson(message);
+    else if (!jsonPath.empty() && mayHoldReport(jsonPath))
+      (void)writeFileAtomically(jsonPath, pipeline::failureReportJson(message));
+    return exitCode;
+  };
+  if (!status) return fail(status.error().message(), cli::kExitUsage);
   for (const auto& m : cli::splitModelList(models)) o.models.emplace_back(m);
   if (!outputDir.empty()) o.outputDir = outputDir;
   if (!depfile.empty()) o.depfile = depfile;
@@ -90,10 +107,7 @@ int main(int argc, char** argv) {
   };
   auto report = pipeline::compileModels(o, progress);
   if (terminal && !verbose) std::cerr << "\r\033[K" << std::flush;
-  if (!report) {
-    std::cerr << "ctxgen: error: " << report.error().message() << "\n";
-    return cli::exitCodeFor(report.error());
-  }
+  if (!report) return fail(report.error().message(), cli::exitCodeFor(report.error()));
   if (!jsonPath.empty()) {
     std::string json = pipeline::reportJson(*report);
     if (jsonPath == "-") {
