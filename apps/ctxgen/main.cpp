@@ -1,11 +1,13 @@
 // ctxgen: compiles ONNX models into EPContext models plus a (shared) context binary.
 #include "cli/cli_util.h"
 #include "epcontext/contract.h"
+#include "partitioner/target.h"
 #include "pipeline/pipeline.h"
 #include "session_options.h"
 #include "support/file_io.h"
 
 #include <CLI/CLI.hpp>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <iostream>
@@ -31,11 +33,16 @@ int main(int argc, char** argv) {
   std::vector<std::string> models, configs;
   std::string outputDir, jsonPath, depfile;
   bool verbose = false, quiet = false;
-  app.add_option("models", models, "MODEL[,MODEL...] (comma-separated or separate arguments)")->required();
+  std::string printTarget;
+  bool listTargets = false;
+  app.add_option("models", models, "MODEL[,MODEL...] (comma-separated or separate arguments)");
+  app.add_flag("--list-targets", listTargets, "list the built-in targets (name, id and revision, op count) and exit");
+  app.add_option("--print-target", printTarget,
+                 "print a built-in target's JSON (the format in docs/target-json.md, a start for your own) and exit");
   app.add_flag("--share", o.share, "one context binary for all models, every identical weight stored once");
   app.add_option("-o,--output-dir", outputDir, "write all outputs to DIR (created if missing)");
   app.add_option("--embed-mode", o.embedMode, "0: context in a .bin file (default); 1: inside the _ctx.onnx")->check(CLI::Range(0, 1));
-  app.add_option("--target", o.target, "npu-sim (default), cpu, or a target JSON file");
+  app.add_option("--target", o.target, "npu-sim (default), cpu, or a target JSON file (docs/target-json.md)");
   app.add_option("--dim", o.dimArgs, "bind a symbolic dimension: [STEM:]SYM=V (STEM: that model only)");
   app.add_option("--shape", o.shapeArgs, "bind an input shape: [STEM:]INPUT=AxBxC (STEM: that model only)");
   app.add_option("--variant", o.variantArgs,
@@ -68,6 +75,25 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? cli::kExitOk : cli::kExitUsage;
+  }
+
+  if (listTargets) {
+    std::cout << partitioner::listBuiltinTargets();
+    return cli::kExitOk;
+  }
+  if (!printTarget.empty()) {
+    auto json = partitioner::builtinTargetJson(printTarget);
+    if (!json) {
+      std::cerr << fmt::format("ctxgen: error: --print-target: unknown built-in target '{}'; built-in: {}\n", printTarget,
+                               fmt::join(partitioner::builtinTargetNames(), ", "));
+      return cli::kExitUsage;
+    }
+    std::cout << *json << "\n";
+    return cli::kExitOk;
+  }
+  if (models.empty()) {
+    std::cerr << "ctxgen: error: no MODEL given\n" << app.help();
+    return cli::kExitUsage;
   }
 
   // The tool's own options first, then -C: an ONNX Runtime key that contradicts one of them is a usage error.
