@@ -1,11 +1,13 @@
 // ctxgen: compiles ONNX models into EPContext models plus a (shared) context binary.
 #include "cli/cli_util.h"
 #include "epcontext/contract.h"
+#include "partitioner/target.h"
 #include "pipeline/pipeline.h"
 #include "session_options.h"
 #include "support/file_io.h"
 
 #include <CLI/CLI.hpp>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <iostream>
@@ -13,17 +15,34 @@
 
 using namespace ctxkit;
 
+namespace {
+
+// A failed run may have failed because FILE is one of its inputs: only a new file or an earlier report is replaced.
+bool mayHoldReport(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return !ec;
+  auto bytes = readFile(path);
+  return bytes && bytes->starts_with("{\n  \"schema_version\"");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"ctxgen: compile ONNX models to EPContext models and a context binary"};
   pipeline::CompileOptions o;
   std::vector<std::string> models, configs;
   std::string outputDir, jsonPath, depfile;
   bool verbose = false, quiet = false;
-  app.add_option("models", models, "MODEL[,MODEL...] (comma-separated or separate arguments)")->required();
+  std::string printTarget;
+  bool listTargets = false;
+  app.add_option("models", models, "MODEL[,MODEL...] (comma-separated or separate arguments)");
+  app.add_flag("--list-targets", listTargets, "list the built-in targets (name, id and revision, op count) and exit");
+  app.add_option("--print-target", printTarget,
+                 "print a built-in target's JSON (the format in docs/target-json.md, a start for your own) and exit");
   app.add_flag("--share", o.share, "one context binary for all models, every identical weight stored once");
   app.add_option("-o,--output-dir", outputDir, "write all outputs to DIR (created if missing)");
   app.add_option("--embed-mode", o.embedMode, "0: context in a .bin file (default); 1: inside the _ctx.onnx")->check(CLI::Range(0, 1));
-  app.add_option("--target", o.target, "npu-sim (default), cpu, or a target JSON file");
+  app.add_option("--target", o.target, "npu-sim (default), cpu, or a target JSON file (docs/target-json.md)");
   app.add_option("--dim", o.dimArgs, "bind a symbolic dimension: [STEM:]SYM=V (STEM: that model only)");
   app.add_option("--shape", o.shapeArgs, "bind an input shape: [STEM:]INPUT=AxBxC (STEM: that model only)");
   app.add_option("--variant", o.variantArgs,
@@ -33,10 +52,14 @@ int main(int argc, char** argv) {
   app.add_option("--external-initializers-file", o.externalInitializersFile, "put fallback initializers in this file beside each _ctx.onnx");
   app.add_flag("--embed-fallback-initializers", o.embedFallbackInitializers,
                "with --share, keep fallback initializers inside each _ctx.onnx instead of the shared .bin");
-  app.add_option("-C,--config", configs, "ONNX Runtime session option KEY=VALUE");
+  app.add_option("-C,--config", configs,
+                 "ONNX Runtime session option KEY=VALUE, or ONNX Runtime's \"KEY|VALUE KEY|VALUE\"; keys: " +
+                     ctxgen::knownConfigKeys() +
+                     " (ep.stop_share_ep_contexts is accepted and changes nothing: sharing ends with the run; "
+                     "ep.context_source_model_path and ep.enable_weightless=1 are refused)");
   app.add_flag("--force", o.force, "overwrite existing outputs");
   app.add_flag("--error-if-no-nodes-compiled", o.errorIfNoNodesCompiled, "fail when no node can be compiled");
-  app.add_option("--json", jsonPath, "write a JSON report to FILE, or - for stdout");
+  app.add_option("--json", jsonPath, "write a JSON report to FILE, or - for stdout (schema in docs/ctxgen-json.md; written on failure too)");
   app.add_flag("--dry-run", o.dryRun, "print the partition report and write nothing");
   app.add_flag("--dump", o.dumpPrograms, "print the compiled programs as text");
   app.add_option("--dump-after", o.dumpAfter,
@@ -52,6 +75,25 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? cli::kExitOk : cli::kExitUsage;
+  }
+
+  if (listTargets) {
+    std::cout << partitioner::listBuiltinTargets();
+    return cli::kExitOk;
+  }
+  if (!printTarget.empty()) {
+    auto json = partitioner::builtinTargetJson(printTarget);
+    if (!json) {
+      std::cerr << fmt::format("ctxgen: error: --print-target: unknown built-in target '{}'; built-in: {}\n", printTarget,
+                               fmt::join(partitioner::builtinTargetNames(), ", "));
+      return cli::kExitUsage;
+    }
+    std::cout << *json << "\n";
+    return cli::kExitOk;
+  }
+  if (models.empty()) {
+    std::cerr << "ctxgen: error: no MODEL given\n" << app.help();
+    return cli::kExitUsage;
   }
 
   // The tool's own options first, then -C: an ONNX Runtime key that contradicts one of them is a usage error.
@@ -70,10 +112,15 @@ int main(int argc, char** argv) {
                            (std::filesystem::path(outputDir) / "").lexically_normal().string());
   for (const auto& c : configs)
     if (status.isOk()) status = ctxgen::applyConfig(c, o, sources);
-  if (!status) {
-    std::cerr << "ctxgen: error: " << status.error().message() << "\n";
-    return cli::kExitUsage;
-  }
+  // A failed run still writes its --json report, so a build log or CI step can read why.
+  auto fail = [&](const std::string& message, int exitCode) {
+    std::cerr << "ctxgen: error: " << message << "\n";
+    if (jsonPath == "-") std::cout << pipeline::failureReportJson(message);
+    else if (!jsonPath.empty() && mayHoldReport(jsonPath))
+      (void)writeFileAtomically(jsonPath, pipeline::failureReportJson(message));
+    return exitCode;
+  };
+  if (!status) return fail(status.error().message(), cli::kExitUsage);
   for (const auto& m : cli::splitModelList(models)) o.models.emplace_back(m);
   if (!outputDir.empty()) o.outputDir = outputDir;
   if (!depfile.empty()) o.depfile = depfile;
@@ -86,10 +133,7 @@ int main(int argc, char** argv) {
   };
   auto report = pipeline::compileModels(o, progress);
   if (terminal && !verbose) std::cerr << "\r\033[K" << std::flush;
-  if (!report) {
-    std::cerr << "ctxgen: error: " << report.error().message() << "\n";
-    return cli::exitCodeFor(report.error());
-  }
+  if (!report) return fail(report.error().message(), cli::exitCodeFor(report.error()));
   if (!jsonPath.empty()) {
     std::string json = pipeline::reportJson(*report);
     if (jsonPath == "-") {

@@ -3,6 +3,9 @@
 
 #include "epcontext/contract.h"
 
+#include <fmt/ranges.h>
+
+#include <initializer_list>
 #include <sstream>
 #include <vector>
 
@@ -51,12 +54,41 @@ Status applyOne(const std::string& key, const std::string& value, pipeline::Comp
     CTX_RETURN_IF_ERROR(flag(o.share));
     return sources.claim("context sharing", given, value);
   }
-  return makeError(ErrorCode::InvalidArgument, "-C: unknown key '{}'; known: {}, {}, {}, {}, {}, {}", key, opt::kContextEnable,
-                   opt::kContextEmbedMode, opt::kContextNodeNamePrefix, opt::kContextFilePath,
-                   opt::kContextExternalInitializersFileName, opt::kShareEpContexts);
+  if (key == opt::kStopShareEpContexts) {
+    // ONNX Runtime needs it on the last of several sessions to free what they shared; one ctxgen run compiles all
+    // its models together, so sharing ends with the run and the key changes nothing.
+    bool stop = false;
+    return flag(stop);
+  }
+  if (key == opt::kContextSourceModelPath)
+    return makeError(ErrorCode::InvalidArgument,
+                     "-C {}: not supported by ctxgen: it reads every model from the file named on the command line, so "
+                     "give the source model as MODEL",
+                     key);
+  if (key == opt::kEnableWeightless || key == opt::kEnableWeightlessDeprecated) {
+    bool weightless = false;
+    CTX_RETURN_IF_ERROR(flag(weightless));
+    if (!weightless) return Status::ok();
+    return makeError(ErrorCode::InvalidArgument,
+                     "-C {}=1: not supported by ctxgen: weightless EPContext nodes need the weights from the source "
+                     "model at load time, and ctxkit keeps them in the context binary; use --share to store each weight once",
+                     key);
+  }
+  return makeError(ErrorCode::InvalidArgument, "-C: unknown key '{}'; known: {}", key, knownConfigKeys());
 }
 
 }  // namespace
+
+std::string knownConfigKeys() {
+  namespace opt = epcontext::option;
+  return fmt::format("{}", fmt::join(std::initializer_list<const char*>{opt::kContextEnable, opt::kContextEmbedMode,
+                                                                          opt::kContextNodeNamePrefix, opt::kContextFilePath,
+                                                                          opt::kContextExternalInitializersFileName,
+                                                                          opt::kShareEpContexts, opt::kStopShareEpContexts,
+                                                                          opt::kContextSourceModelPath, opt::kEnableWeightless,
+                                                                          opt::kEnableWeightlessDeprecated},
+                                     ", "));
+}
 
 Status applyConfig(const std::string& entry, pipeline::CompileOptions& o, SettingSources& sources) {
   const auto eq = entry.find('='), bar = entry.find('|');

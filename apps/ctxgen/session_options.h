@@ -23,6 +23,9 @@ private:
   std::map<std::string, Source> sources_;
 };
 
+// The ONNX Runtime session option keys -C knows, comma-separated, for messages and --help.
+std::string knownConfigKeys();
+
 // One -C argument: KEY=VALUE, or ONNX Runtime's own form "KEY|VALUE KEY|VALUE".
 Status applyConfig(const std::string& entry, pipeline::CompileOptions& options, SettingSources& sources);
 

@@ -110,6 +110,8 @@ inline constexpr const char* kShareEpContexts = "ep.share_ep_contexts";
 inline constexpr const char* kStopShareEpContexts = "ep.stop_share_ep_contexts";
 inline constexpr const char* kContextSourceModelPath = "ep.context_source_model_path";
 inline constexpr const char* kEnableWeightless = "ep.enable_weightless";
+// ONNX Runtime's older spelling of kEnableWeightless, still accepted by it.
+inline constexpr const char* kEnableWeightlessDeprecated = "ep.enable_weightless_ep_context_nodes";
 }  // namespace option
 
 }  // namespace ctxkit::epcontext

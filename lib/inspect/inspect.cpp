@@ -4,6 +4,7 @@
 #include "epcontext/contract.h"
 #include "onnx_io/onnx_io.h"
 #include "program/program.h"
+#include "program/sharing.h"
 #include "support/checked.h"
 #include "support/file_io.h"
 
@@ -283,8 +284,10 @@ private:
     c.fileBytes = fileBytes ? fileBytes : view.fileSize();
     c.alignment = view.alignment();
     c.weightCount = view.weights().size();
-    for (const auto& w : view.weights())
-      c.uniqueWeightBytes += w.size;
+    std::vector<uint64_t> weightBytes;
+    for (const auto& w : view.weights()) weightBytes.push_back(w.size);
+    std::vector<program::Program> programs;
+    programs.reserve(view.graphs().size());
     std::map<uint32_t, WeightSharing> users;
     for (size_t g = 0; g < view.graphs().size(); ++g) {
       const format::GraphInfo& gi = view.graphs()[g];
@@ -299,7 +302,6 @@ private:
         for (const auto& t : prog->tensors) {
           if (t.kind != program::TensorKind::Weight) continue;
           ++gs.weightRefs;
-          c.referencedWeightBytes += t.size;
           WeightSharing& ws = users[t.index];
           ws.index = t.index;
           ws.bytes = view.weights()[t.index].size;
@@ -309,7 +311,15 @@ private:
         }
       }
       c.graphs.push_back(std::move(gs));
+      if (prog) programs.push_back(std::move(*prog));
     }
+    std::vector<const program::Program*> programRefs;
+    for (const auto& p : programs) programRefs.push_back(&p);
+    const program::SharingFigures figures = program::sharingFigures(weightBytes, programRefs);
+    c.uniqueWeightBytes = figures.uniqueBytes;
+    c.referencedWeightBytes = figures.referencedBytes;
+    c.storedWeightBytes = figures.storedBytes;
+    c.sharingRatio = figures.ratio();
     std::map<std::vector<std::string>, WeightUsers> groups;
     for (auto& [index, ws] : users) {
       WeightUsers& group = groups[ws.graphs];

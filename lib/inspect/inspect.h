@@ -92,8 +92,11 @@ struct ContextSummary {
   uint64_t alignment = 0;
   std::vector<GraphSummary> graphs;
   size_t weightCount = 0;
-  uint64_t uniqueWeightBytes = 0;
+  // program::sharingFigures of the binary, the definition ctxgen's report uses too.
+  uint64_t uniqueWeightBytes = 0;      // each weight a program references, once
   uint64_t referencedWeightBytes = 0;  // summed over graph references
+  uint64_t storedWeightBytes = 0;      // every stored weight, fallback initializers included
+  double sharingRatio = 1.0;
   std::vector<WeightSharing> sharedWeights;  // weights used by more than one graph
   std::vector<WeightUsers> weightUsers;      // every weight, grouped by the graphs that use it; most bytes first
   bool verified = false;

@@ -57,9 +57,10 @@ std::string reportText(const Report& r) {
     for (const auto& g : c.graphs)
       out += fmt::format("  graph {} (from {}): {} ops, {} weight refs, arena {} bytes\n", g.name, g.sourceModel, g.opCount,
                          g.weightRefs, g.arenaBytes);
-    double ratio = c.uniqueWeightBytes ? static_cast<double>(c.referencedWeightBytes) / static_cast<double>(c.uniqueWeightBytes) : 1.0;
-    out += fmt::format("  weights: {} unique, {} bytes stored, {} bytes referenced (sharing ratio {:.2f}), {} shared by several graphs\n",
-                       c.weightCount, c.uniqueWeightBytes, c.referencedWeightBytes, ratio, c.sharedWeights.size());
+    out += fmt::format("  weights: {} unique, {} bytes stored, {} bytes referenced, {} bytes used by programs (sharing ratio "
+                       "{:.2f}), {} shared by several graphs\n",
+                       c.weightCount, c.storedWeightBytes, c.referencedWeightBytes, c.uniqueWeightBytes, c.sharingRatio,
+                       c.sharedWeights.size());
     // Which graphs, source models and compiled models (one per shape variant) use which weights.
     for (const auto& u : c.weightUsers) {
       out += fmt::format("  {} weight(s), {} bytes, used by graph(s) {}\n", u.count, u.bytes, fmt::join(u.graphs, ", "));
@@ -85,7 +86,8 @@ std::string reportJson(const Report& r) {
     return a;
   };
   Json j;
-  j["schema_version"] = 1;
+  // 2: weights.unique_bytes counts the weights programs use (program::sharingFigures); stored_bytes took its old role.
+  j["schema_version"] = 2;
   j["models"] = r.models;
   j["ep_context_nodes"] = Json::array();
   namespace attr = epcontext::attr;  // the node's keys are its EPContext attribute names
@@ -139,7 +141,8 @@ std::string reportJson(const Report& r) {
     jc["graphs"] = Json::array();
     for (const auto& g : c.graphs)
       jc["graphs"].push_back({{"name", g.name}, {"source_model", g.sourceModel}, {"ops", g.opCount}, {"weight_refs", g.weightRefs}, {"arena_bytes", g.arenaBytes}});
-    jc["weights"] = {{"count", c.weightCount}, {"unique_bytes", c.uniqueWeightBytes}, {"referenced_bytes", c.referencedWeightBytes}};
+    jc["weights"] = {{"count", c.weightCount}, {"stored_bytes", c.storedWeightBytes}, {"unique_bytes", c.uniqueWeightBytes},
+                     {"referenced_bytes", c.referencedWeightBytes}, {"sharing_ratio", c.sharingRatio}};
     jc["shared_weights"] = Json::array();
     for (const auto& w : c.sharedWeights)
       jc["shared_weights"].push_back({{"index", w.index},

@@ -239,4 +239,29 @@ PartitionPlan partitionGraph(const ir::Graph& graph, const analysis::GraphFacts&
   return plan;
 }
 
+size_t supportedOpCount(const Target& target) {
+  if (!target.allKernelOps) return target.ops.size();
+  size_t count = 0;
+  for (uint32_t i = 0;; ++i) {
+    auto kind = ir::opKindFromInt(i);
+    if (!kind) break;
+    if (*kind != ir::OpKind::Unknown && *kind != ir::OpKind::EPContext && kernels::hasKernel(*kind)) ++count;
+  }
+  return count;
+}
+
+std::string listBuiltinTargets() {
+  std::string out;
+  for (const auto& name : builtinTargetNames()) {
+    auto target = loadTarget(name);
+    if (!target) {
+      out += fmt::format("{}: {}\n", name, target.error().message());
+      continue;
+    }
+    out += fmt::format("{}  id {} revision {}  {} ops{}\n", target->name, target->hardwareArchitecture, target->revision,
+                       supportedOpCount(*target), target->allKernelOps ? " (every op with a kernel)" : "");
+  }
+  return out;
+}
+
 }  // namespace ctxkit::partitioner

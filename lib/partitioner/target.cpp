@@ -1,9 +1,15 @@
 // Parsing target JSON files.
 #include "partitioner/target.h"
 
+#include "ir/op_kind.h"
 #include "support/file_io.h"
 
+#include <fmt/ranges.h>
+
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <initializer_list>
 
 namespace ctxkit::partitioner {
 
@@ -11,60 +17,81 @@ namespace {
 
 using Json = nlohmann::json;
 
-Expected<ir::ElemType> parseType(const Json& j, const std::string& where) {
-  if (!j.is_string()) return makeError(ErrorCode::InvalidArgument, "{}: expected an element type name", where);
-  auto t = ir::elemTypeFromName(j.get<std::string>());
-  if (!t) return makeError(ErrorCode::InvalidArgument, "{}: unknown element type '{}'", where, j.get<std::string>());
-  return *t;
+// Errors name the file and the JSON path of the offending value: "target 'my.json': ops[3].opsets: ...".
+Status bad(const std::string& file, const std::string& path, const std::string& what) {
+  return makeError(ErrorCode::InvalidArgument, "target '{}': {}: {}", file, path, what);
 }
 
-Expected<std::vector<ir::ElemType>> parseTypes(const Json& j, const std::string& where) {
-  if (!j.is_array()) return makeError(ErrorCode::InvalidArgument, "{}: expected an array of type names", where);
+// The keys docs/target-json.md and docs/target.schema.json document; anything else is a typo, not a silent no-op.
+Status checkKeys(const Json& j, std::initializer_list<std::string_view> known, const std::string& file,
+                 const std::string& path) {
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (std::find(known.begin(), known.end(), it.key()) == known.end())
+      return bad(file, path.empty() ? it.key() : path + "." + it.key(),
+                 fmt::format("unknown key; expected one of: {}", fmt::join(known, ", ")));
+  return Status::ok();
+}
+
+Expected<std::vector<ir::ElemType>> parseTypes(const Json& j, const std::string& file, const std::string& path) {
+  if (!j.is_array()) return bad(file, path, "expected an array of element type names");
   std::vector<ir::ElemType> types;
-  for (const auto& t : j) {
-    CTX_ASSIGN_OR_RETURN(auto type, parseType(t, where));
-    types.push_back(type);
+  for (size_t i = 0; i < j.size(); ++i) {
+    const std::string at = fmt::format("{}[{}]", path, i);
+    if (!j[i].is_string()) return bad(file, at, "expected an element type name");
+    auto t = ir::elemTypeFromName(j[i].get<std::string>());
+    if (!t) return bad(file, at, fmt::format("unknown element type '{}'", j[i].get<std::string>()));
+    types.push_back(*t);
   }
   return types;
 }
 
-Expected<OpSupport> parseOp(const Json& j, const std::string& where) {
-  if (!j.is_object() || !j.contains("op") || !j["op"].is_string())
-    return makeError(ErrorCode::InvalidArgument, "{}: expected an object with a string \"op\"", where);
+Expected<OpSupport> parseOp(const Json& j, const std::string& file, const std::string& path) {
+  if (!j.is_object()) return bad(file, path, "expected an object with a string \"op\"");
+  CTX_RETURN_IF_ERROR(checkKeys(j, {"op", "domain", "opsets", "types", "constraints"}, file, path));
+  if (!j.contains("op") || !j["op"].is_string()) return bad(file, path + ".op", "expected a string (the ONNX op type)");
   OpSupport op;
   op.opType = j["op"].get<std::string>();
-  std::string at = fmt::format("{} ({})", where, op.opType);
   if (j.contains("domain")) {
-    if (!j["domain"].is_string()) return makeError(ErrorCode::InvalidArgument, "{}: \"domain\" must be a string", at);
+    if (!j["domain"].is_string()) return bad(file, path + ".domain", "expected a string");
     op.domain = j["domain"].get<std::string>();
     if (op.domain == "ai.onnx") op.domain.clear();
   }
+  if (ir::opKindFromName(op.domain, op.opType) == ir::OpKind::Unknown)
+    return bad(file, path + ".op",
+               fmt::format("'{}'{} is not an ONNX op ctxkit knows", op.opType,
+                           op.domain.empty() ? std::string() : fmt::format(" in domain '{}'", op.domain)));
   if (j.contains("opsets")) {
     const Json& r = j["opsets"];
+    const std::string at = path + ".opsets";
     if (!r.is_array() || r.size() != 2 || !r[0].is_number_integer() || !r[1].is_number_integer())
-      return makeError(ErrorCode::InvalidArgument, "{}: \"opsets\" must be [min, max]", at);
+      return bad(file, at, "expected [min, max], two integers");
     op.minOpset = r[0].get<int64_t>();
     op.maxOpset = r[1].get<int64_t>();
+    if (op.minOpset < 1) return bad(file, at + "[0]", fmt::format("opset {} is below 1", op.minOpset));
+    if (op.minOpset > op.maxOpset)
+      return bad(file, at, fmt::format("min {} is greater than max {}", op.minOpset, op.maxOpset));
   }
   if (j.contains("types")) {
-    CTX_ASSIGN_OR_RETURN(op.types, parseTypes(j["types"], at + " types"));
+    CTX_ASSIGN_OR_RETURN(op.types, parseTypes(j["types"], file, path + ".types"));
   }
   if (j.contains("constraints")) {
     const Json& c = j["constraints"];
-    if (!c.is_object()) return makeError(ErrorCode::InvalidArgument, "{}: \"constraints\" must be an object", at);
+    if (!c.is_object()) return bad(file, path + ".constraints", "expected an object");
     for (auto it = c.begin(); it != c.end(); ++it) {
+      const std::string at = path + ".constraints." + it.key();
       if (it.key() == "max_rank") {
-        if (!it->is_number_integer()) return makeError(ErrorCode::InvalidArgument, "{}: max_rank must be an integer", at);
+        if (!it->is_number_integer() || it->get<int64_t>() < 0) return bad(file, at, "expected a non-negative integer");
         op.maxRank = it->get<int64_t>();
         continue;
       }
       AttrConstraint a;
       a.name = it.key();
-      if (!it->is_array()) return makeError(ErrorCode::InvalidArgument, "{}: constraint '{}' must be an array of allowed values", at, a.name);
-      for (const auto& v : *it) {
+      if (!it->is_array()) return bad(file, at, "expected an array of allowed attribute values");
+      for (size_t i = 0; i < it->size(); ++i) {
+        const Json& v = (*it)[i];
         if (v.is_string()) a.allowedStrings.push_back(v.get<std::string>());
         else if (v.is_number_integer()) a.allowedInts.push_back(v.get<int64_t>());
-        else return makeError(ErrorCode::InvalidArgument, "{}: constraint '{}' values must be strings or integers", at, a.name);
+        else return bad(file, fmt::format("{}[{}]", at, i), "expected a string or an integer");
       }
       op.attrs.push_back(std::move(a));
     }
@@ -85,17 +112,21 @@ Expected<Target> parseTarget(const std::string& jsonText, const std::string& dis
   Json j = Json::parse(jsonText, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
     return makeError(ErrorCode::InvalidArgument, "target '{}': not a JSON object", displayName);
+  const std::string& file = displayName;
+  CTX_RETURN_IF_ERROR(checkKeys(j,
+                                {"name", "ep", "hardware_architecture", "revision", "static_shapes_only", "max_rank",
+                                 "min_partition_size", "weight_alignment", "element_types", "preferred_layouts", "ops"},
+                                file, ""));
   Target t;
   auto str = [&](const char* key, std::string& out) -> Status {
     if (!j.contains(key)) return Status::ok();
-    if (!j[key].is_string()) return makeError(ErrorCode::InvalidArgument, "target '{}': \"{}\" must be a string", displayName, key);
+    if (!j[key].is_string()) return bad(file, key, "expected a string");
     out = j[key].get<std::string>();
     return Status::ok();
   };
   auto num = [&](const char* key, auto& out) -> Status {
     if (!j.contains(key)) return Status::ok();
-    if (!j[key].is_number_integer() || j[key].get<int64_t>() < 0)
-      return makeError(ErrorCode::InvalidArgument, "target '{}': \"{}\" must be a non-negative integer", displayName, key);
+    if (!j[key].is_number_integer() || j[key].get<int64_t>() < 0) return bad(file, key, "expected a non-negative integer");
     out = static_cast<std::remove_reference_t<decltype(out)>>(j[key].get<int64_t>());
     return Status::ok();
   };
@@ -106,41 +137,44 @@ Expected<Target> parseTarget(const std::string& jsonText, const std::string& dis
   CTX_RETURN_IF_ERROR(num("max_rank", t.maxRank));
   CTX_RETURN_IF_ERROR(num("min_partition_size", t.minPartitionSize));
   CTX_RETURN_IF_ERROR(num("weight_alignment", t.weightAlignment));
-  if (t.name.empty()) return makeError(ErrorCode::InvalidArgument, "target '{}': \"name\" is required", displayName);
+  if (t.name.empty()) return bad(file, "name", "required, a non-empty string");
   if (t.hardwareArchitecture.empty()) t.hardwareArchitecture = t.name;
   if (t.weightAlignment < 64 || t.weightAlignment > 65536 || (t.weightAlignment & (t.weightAlignment - 1)) != 0)
-    return makeError(ErrorCode::InvalidArgument, "target '{}': weight_alignment {} must be a power of two from 64 to 65536",
-                     displayName, t.weightAlignment);
+    return bad(file, "weight_alignment", fmt::format("{} is not a power of two from 64 to 65536", t.weightAlignment));
   if (j.contains("static_shapes_only")) {
-    if (!j["static_shapes_only"].is_boolean())
-      return makeError(ErrorCode::InvalidArgument, "target '{}': \"static_shapes_only\" must be true or false", displayName);
+    if (!j["static_shapes_only"].is_boolean()) return bad(file, "static_shapes_only", "expected true or false");
     t.staticShapesOnly = j["static_shapes_only"].get<bool>();
   }
   if (j.contains("element_types")) {
-    CTX_ASSIGN_OR_RETURN(t.defaultTypes, parseTypes(j["element_types"], fmt::format("target '{}': element_types", displayName)));
+    CTX_ASSIGN_OR_RETURN(t.defaultTypes, parseTypes(j["element_types"], file, "element_types"));
   }
-  if (j.contains("preferred_layouts") && j["preferred_layouts"].is_object())
-    for (auto it = j["preferred_layouts"].begin(); it != j["preferred_layouts"].end(); ++it)
-      if (it->is_string()) t.preferredLayouts[it.key()] = it->get<std::string>();
+  if (j.contains("preferred_layouts")) {
+    const Json& layouts = j["preferred_layouts"];
+    if (!layouts.is_object()) return bad(file, "preferred_layouts", "expected an object");
+    CTX_RETURN_IF_ERROR(checkKeys(layouts, {"gemm", "conv"}, file, "preferred_layouts"));
+    for (auto it = layouts.begin(); it != layouts.end(); ++it) {
+      if (!it->is_string()) return bad(file, "preferred_layouts." + it.key(), "expected a string");
+      t.preferredLayouts[it.key()] = it->get<std::string>();
+    }
+  }
   if (auto gemm = t.preferredLayouts.find("gemm"); gemm != t.preferredLayouts.end()) {
     auto layout = ops::parseGemmLayoutPreference(gemm->second);
     if (!layout)
-      return makeError(ErrorCode::InvalidArgument,
-                       "target '{}': preferred_layouts.gemm is '{}'; expected row-major, panels-8, panels-16 or panels-32",
-                       displayName, gemm->second);
+      return bad(file, "preferred_layouts.gemm",
+                 fmt::format("'{}'; expected row-major, panels-8, panels-16 or panels-32", gemm->second));
     t.gemmLayout = *layout;
   }
-  if (!j.contains("ops")) return makeError(ErrorCode::InvalidArgument, "target '{}': \"ops\" is required", displayName);
+  if (!j.contains("ops")) return bad(file, "ops", "required, an array of ops or \"all-kernels\"");
   const Json& ops = j["ops"];
   if (ops.is_string() && ops.get<std::string>() == "all-kernels") {
     t.allKernelOps = true;
   } else if (ops.is_array()) {
     for (size_t i = 0; i < ops.size(); ++i) {
-      CTX_ASSIGN_OR_RETURN(auto op, parseOp(ops[i], fmt::format("target '{}': ops[{}]", displayName, i)));
+      CTX_ASSIGN_OR_RETURN(auto op, parseOp(ops[i], file, fmt::format("ops[{}]", i)));
       t.ops.push_back(std::move(op));
     }
   } else {
-    return makeError(ErrorCode::InvalidArgument, "target '{}': \"ops\" must be an array or \"all-kernels\"", displayName);
+    return bad(file, "ops", "expected an array of ops or \"all-kernels\"");
   }
   return t;
 }

@@ -54,6 +54,11 @@ std::vector<std::string> builtinTargetNames();
 // The JSON text of a built-in target, for `ctxgen --print-target` and docs.
 std::optional<std::string> builtinTargetJson(std::string_view name);
 
+// How many op kinds the target compiles: its op entries, or for "all-kernels" every op with a kernel.
+size_t supportedOpCount(const Target& target);
+// `ctxgen --list-targets`: one line per built-in target (name, id/revision, op count).
+std::string listBuiltinTargets();
+
 // `nameOrPath` is a built-in name (epcontext::knownTargets()) or a JSON file. Errors name the file and the field.
 Expected<Target> loadTarget(const std::string& nameOrPath);
 Expected<Target> parseTarget(const std::string& jsonText, const std::string& displayName);

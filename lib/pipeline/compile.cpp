@@ -11,6 +11,7 @@
 #include "pipeline/emit.h"
 #include "pipeline/output_guard.h"
 #include "program/program.h"
+#include "program/sharing.h"
 #include "support/file_io.h"
 #include "weightshare/weight_pool.h"
 
@@ -466,10 +467,19 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
         for (size_t p = 0; p < w.lowered.size(); ++p)
           report.programDump += program::dump(w.lowered[p].program, w.partitionNames[p]);
   }
-  for (const auto& c : containers) {
-    report.referencedWeightBytes += c.pool.referencedBytes();
-    report.uniqueWeightBytes += c.pool.uniqueBytes();
-    report.uniqueWeights += c.pool.weights().size();
+  // The figures ctxinspect prints for each written .bin (program::sharingFigures), summed over the binaries.
+  for (size_t c = 0; c < containers.size(); ++c) {
+    std::vector<uint64_t> weightBytes;
+    for (const auto& pooled : containers[c].pool.weights()) weightBytes.push_back(pooled.tensor.byteSize());
+    std::vector<const program::Program*> programs;
+    for (const auto& w : work)
+      if (w.container == c)
+        for (const auto& l : w.lowered) programs.push_back(&l.program);
+    const program::SharingFigures figures = program::sharingFigures(weightBytes, programs);
+    report.referencedWeightBytes += figures.referencedBytes;
+    report.uniqueWeightBytes += figures.uniqueBytes;
+    report.storedWeightBytes += figures.storedBytes;
+    report.uniqueWeights += weightBytes.size();
   }
   CTX_RETURN_IF_ERROR(checkRunFiles(runInputs(options, work), runOutputs(options, work, containers)));
   if (options.errorIfNoNodesCompiled && compiledPartitions == 0)

@@ -91,6 +91,7 @@ struct CompileReport {
   std::vector<FileWritten> files;
   uint64_t referencedWeightBytes = 0;
   uint64_t uniqueWeightBytes = 0;
+  uint64_t storedWeightBytes = 0;
   size_t uniqueWeights = 0;
   std::vector<StageTime> stages;
   std::vector<PassSummary> passes;  // lowering passes in the order they ran
@@ -105,6 +106,10 @@ using ProgressFn = std::function<void(const std::string& message)>;
 Expected<CompileReport> compileModels(const CompileOptions& options, const ProgressFn& progress = {});
 
 std::string reportText(const CompileReport& report, bool verbose);
+// The --json report (docs/ctxgen-json.md); kReportSchemaVersion changes when a field changes meaning or goes away.
+inline constexpr int kReportSchemaVersion = 1;
 std::string reportJson(const CompileReport& report);
+// The --json report of a run that failed: schema version, "ok": false and the error message.
+std::string failureReportJson(const std::string& error);
 
 }  // namespace ctxkit::pipeline

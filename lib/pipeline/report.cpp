@@ -1,5 +1,6 @@
 // Human and JSON renderings of a compile report.
 #include "pipeline/pipeline.h"
+#include "program/sharing.h"
 
 #include <nlohmann/json.hpp>
 
@@ -14,7 +15,7 @@ std::string humanBytes(uint64_t b) {
 }
 
 double ratio(const CompileReport& r) {
-  return r.uniqueWeightBytes == 0 ? 1.0 : static_cast<double>(r.referencedWeightBytes) / static_cast<double>(r.uniqueWeightBytes);
+  return program::SharingFigures{r.referencedWeightBytes, r.uniqueWeightBytes, r.storedWeightBytes}.ratio();
 }
 
 }  // namespace
@@ -33,8 +34,9 @@ std::string reportText(const CompileReport& r, bool verbose) {
         out += fmt::format("  fallback {} ({}): {}\n", f.name.empty() ? "(unnamed)" : f.name, f.opType, f.reason);
     }
   }
-  out += fmt::format("weights: {} referenced, {} unique stored in {} entries (sharing ratio {:.2f})\n",
-                     humanBytes(r.referencedWeightBytes), humanBytes(r.uniqueWeightBytes), r.uniqueWeights, ratio(r));
+  out += fmt::format("weights: {} referenced, {} unique, {} stored in {} entries (sharing ratio {:.2f})\n",
+                     humanBytes(r.referencedWeightBytes), humanBytes(r.uniqueWeightBytes), humanBytes(r.storedWeightBytes),
+                     r.uniqueWeights, ratio(r));
   if (r.dryRun) {
     out += "dry run: nothing written\n";
   } else {
@@ -51,6 +53,8 @@ std::string reportText(const CompileReport& r, bool verbose) {
 std::string reportJson(const CompileReport& r) {
   using Json = nlohmann::ordered_json;
   Json j;
+  j["schema_version"] = kReportSchemaVersion;
+  j["ok"] = true;
   j["target"] = r.target;
   j["dry_run"] = r.dryRun;
   j["files"] = Json::array();
@@ -79,6 +83,7 @@ std::string reportJson(const CompileReport& r) {
   }
   j["weights"] = {{"referenced_bytes", r.referencedWeightBytes},
                   {"unique_bytes", r.uniqueWeightBytes},
+                  {"stored_bytes", r.storedWeightBytes},
                   {"unique_count", r.uniqueWeights},
                   {"sharing_ratio", ratio(r)}};
   Json stages = Json::object();
@@ -86,6 +91,14 @@ std::string reportJson(const CompileReport& r) {
   j["stage_ms"] = stages;
   j["passes"] = Json::array();
   for (const auto& p : r.passes) j["passes"].push_back({{"name", p.name}, {"ms", p.milliseconds}, {"changed", p.changed}});
+  return j.dump(2) + "\n";
+}
+
+std::string failureReportJson(const std::string& error) {
+  nlohmann::ordered_json j;
+  j["schema_version"] = kReportSchemaVersion;
+  j["ok"] = false;
+  j["error"] = error;
   return j.dump(2) + "\n";
 }
 

@@ -342,6 +342,28 @@ TEST_CASE("with --share, large fallback initializers are stored once in the shar
   auto j = nlohmann::json::parse(inspect.out);
   CHECK(j["deployment_files"].size() == 3);
   CHECK(j["context_binaries"].size() == 1);
+
+  // The fallback initializers are stored but no program uses them: both tools leave them out of the sharing figures
+  // (one definition, program::sharingFigures), so they agree on the same .bin, in JSON and in text.
+  const auto& weights = j["context_binaries"][0]["weights"];
+  CHECK(report["weights"]["stored_bytes"].get<uint64_t>() > report["weights"]["unique_bytes"].get<uint64_t>());
+  for (const char* key : {"referenced_bytes", "unique_bytes", "stored_bytes", "sharing_ratio"}) {
+    INFO(key);
+    CHECK(weights[key] == report["weights"][key]);
+  }
+  CHECK(weights["sharing_ratio"].get<double>() == 2.0);
+  auto ratioIn = [](const std::string& text) {
+    const auto at = text.find("sharing ratio ");
+    REQUIRE(at != std::string::npos);
+    return text.substr(at, text.find(')', at) - at);
+  };
+  auto gen = runTool(CTXKIT_CTXGEN, {sample("tiny_prefill") + "," + sample("tiny_decode"), "--share", "--target",
+                                     (out / "nomatmul.json").string(), "-o", o.string(), "--force"});
+  auto shown = runTool(CTXKIT_CTXINSPECT, {(o / "tiny_prefill_ctx.onnx").string(), (o / "tiny_decode_ctx.onnx").string()});
+  INFO(gen.out << shown.out << shown.err);
+  REQUIRE(gen.exitCode == 0);
+  CHECK(ratioIn(gen.out) == "sharing ratio 2.00");
+  CHECK(ratioIn(shown.out) == ratioIn(gen.out));
 }
 
 TEST_CASE("the same inputs and options give byte-identical outputs", "[e2e]") {
@@ -487,4 +509,48 @@ void checkQdqSample(const std::string& stem, size_t int8Count, const std::vector
                                      "--atol", "0", "--rtol", "0"});
   INFO(run.out << run.err);
   CHECK(run.exitCode == 0);
+}
+
+TEST_CASE("ctxgen --json carries its schema version and is written on failure too, exit code unchanged", "[e2e]") {
+  TempDir out("json_failure");
+  auto ok = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", (out / "ok").string(), "--json", "-"});
+  INFO(ok.err);
+  REQUIRE(ok.exitCode == 0);
+  auto good = nlohmann::json::parse(ok.out);
+  CHECK(good["schema_version"] == 1);
+  CHECK(good["ok"] == true);
+
+  // A compile error: the same exit code with or without --json, the report says why.
+  const std::string missing = (out / "missing.onnx").string();
+  auto plain = runTool(CTXKIT_CTXGEN, {missing, "-o", (out / "a").string()});
+  auto failed = runTool(CTXKIT_CTXGEN, {missing, "-o", (out / "a").string(), "--json", "-"});
+  INFO(failed.out << failed.err);
+  CHECK(plain.exitCode == 1);
+  CHECK(failed.exitCode == plain.exitCode);
+  auto bad = nlohmann::json::parse(failed.out);
+  CHECK(bad["schema_version"] == 1);
+  CHECK(bad["ok"] == false);
+  CHECK(bad["error"].get<std::string>().find("missing.onnx") != std::string::npos);
+  CHECK(failed.err.find(bad["error"].get<std::string>()) != std::string::npos);
+
+  // A usage error (exit 2) writes the report file too.
+  const fs::path reportFile = out / "report.json";
+  auto usage = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", (out / "b").string(), "--json", reportFile.string(), "-C",
+                                       "ep.no_such_key=1"});
+  CHECK(usage.exitCode == 2);
+  REQUIRE(fs::exists(reportFile));
+  std::ifstream in(reportFile);
+  auto fromFile = nlohmann::json::parse(in);
+  CHECK(fromFile["ok"] == false);
+  CHECK(fromFile["error"].get<std::string>().find("unknown key 'ep.no_such_key'") != std::string::npos);
+
+  // A report path that names an input is refused, and the failure report does not overwrite that input.
+  const fs::path model = out / "cnn.onnx";
+  fs::copy_file(sample("tiny_cnn"), model);
+  const auto before = fs::file_size(model);
+  auto onInput = runTool(CTXKIT_CTXGEN, {model.string(), "-o", (out / "c").string(), "--json", model.string()});
+  INFO(onInput.err);
+  CHECK(onInput.exitCode != 0);
+  CHECK(fs::file_size(model) == before);
+  CHECK(onnx_io::loadModel(model));
 }

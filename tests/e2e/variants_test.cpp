@@ -297,3 +297,27 @@ TEST_CASE("options that contradict each other are usage errors naming both", "[e
     }
   CHECK(found);
 }
+
+TEST_CASE("ONNX Runtime's sharing and weightless keys are known to -C: refused clearly or accepted", "[e2e]") {
+  TempDir dir("ort_keys");
+  const fs::path model = writeDynamicBlock(dir.path(), "block");
+  expectUsageErrors(model, dir.path() / "out", {"--dim", "seq=4"}, {
+           {{"-C", "ep.context_source_model_path=" + model.string()},
+            "-C ep.context_source_model_path: not supported by ctxgen: it reads every model from the file named"},
+           {{"-C", "ep.enable_weightless|1"}, "-C ep.enable_weightless=1: not supported by ctxgen: weightless EPContext"},
+           {{"-C", "ep.enable_weightless_ep_context_nodes=1"},
+            "-C ep.enable_weightless_ep_context_nodes=1: not supported by ctxgen"},
+           {{"-C", "ep.stop_share_ep_contexts=yes"}, "-C ep.stop_share_ep_contexts: expected 0 or 1, got 'yes'"},
+           {{"-C", "ep.no_such_key=1"}, "-C: unknown key 'ep.no_such_key'; known: ep.context_enable"}});
+
+  // Keys that mean nothing for one ctxgen run are accepted, in both spellings, beside keys that do act.
+  const fs::path out = dir.path() / "accepted";
+  auto r = runTool(CTXKIT_CTXGEN, {model.string(), "-o", out.string(), "--dim", "seq=4", "-q", "-C",
+                                   "ep.share_ep_contexts|1 ep.stop_share_ep_contexts|1 ep.enable_weightless|0", "-C",
+                                   "ep.enable_weightless_ep_context_nodes=0"});
+  INFO(r.err);
+  REQUIRE(r.exitCode == 0);
+  CHECK(r.err.find("unknown key") == std::string::npos);
+  CHECK(fs::exists(out / "block_ctx.onnx"));
+  CHECK(fs::exists(out / "block_ctxkit.bin"));
+}
