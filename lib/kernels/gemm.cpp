@@ -183,9 +183,10 @@ void packB(bool transB, const float* B, size_t ldb, size_t p0, size_t kc, size_t
 }
 
 // Runs body over [0, count), on the pool only when `worthIt` (enough work to pay for waking threads).
-void runParallel(ThreadPool* pool, bool worthIt, size_t count, const std::function<void(size_t, size_t)>& body) {
+// The pool gets a std::function holding a reference to `body`: one holding the lambda would allocate per call.
+template <typename F> void runParallel(ThreadPool* pool, bool worthIt, size_t count, F&& body) {
   if (worthIt && pool && pool->threads() > 1 && count > 1)
-    pool->parallelFor(count, 1, body);
+    pool->parallelFor(count, 1, std::function<void(size_t, size_t)>(std::ref(body)));
   else
     body(0, count);
 }
@@ -334,7 +335,8 @@ void sgemm(bool transA, bool transB, size_t M, size_t N, size_t K, float alpha, 
   const Kernel& kernel = pickKernel();
   const size_t nr = kernel.nr;
   const size_t mcBlock = std::max(kernel.mr, kMcTarget / kernel.mr * kernel.mr);
-  std::vector<float> bPack;
+  // Grows to the largest block once per thread instead of being allocated (and zero-filled) on every call.
+  thread_local std::vector<float> bPack;
   for (size_t j0 = 0; j0 < N; j0 += kNc) {
     size_t nc = std::min(kNc, N - j0);
     size_t strips = (nc + nr - 1) / nr;

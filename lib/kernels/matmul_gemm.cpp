@@ -15,7 +15,7 @@ constexpr TypeSet kNaiveTypes = typeBit(ElemType::Double) | typeBit(ElemType::In
 // MatMul's operands viewed as batches of matrices.
 struct MatMulPlan {
   ir::Shape batch;                                    // broadcast batch dims
-  std::vector<int64_t> aBatchStrides, bBatchStrides;  // in matrices, per batch dim (0 = broadcast)
+  Dims aBatchStrides, bBatchStrides;  // in matrices, per batch dim (0 = broadcast)
   int64_t M = 1, K = 1, N = 1;
   ir::Shape outShape;
 };
@@ -200,7 +200,7 @@ Status runGemm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const int64_t M = y.shape()[0], N = y.shape()[1];
   const int64_t K = transA ? a.shape()[0] : a.shape()[1];
   if (M == 0 || N == 0) return Status::ok();
-  std::vector<int64_t> cStrides;
+  Dims cStrides;
   if (c) cStrides = broadcastStrides(c->shape(), y.shape());
   auto cIndex = [&](int64_t i, int64_t j) { return i * cStrides[0] + j * cStrides[1]; };
 

@@ -96,7 +96,7 @@ std::vector<double> expandParam(const ir::Tensor& t, std::span<const int64_t> no
   int64_t d = dimProduct(normShape);
   if (static_cast<int64_t>(values.size()) == d) return values;
   std::vector<double> out(static_cast<size_t>(d));
-  std::vector<int64_t> strides = broadcastStrides(t.shape(), normShape);
+  Dims strides = broadcastStrides(t.shape(), normShape);
   for (int64_t i = 0; i < d; ++i) {
     int64_t rem = i, off = 0;
     for (size_t k = normShape.size(); k-- > 0;) {
