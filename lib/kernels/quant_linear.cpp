@@ -167,7 +167,7 @@ namespace {
 struct IntConv {
   Window3 w;
   int64_t batch = 0, channels = 0, outChannels = 0, group = 1;
-  ir::Shape outShape;
+  Dims outShape;  // inline: runs plan too
 };
 
 Expected<IntConv> planIntConv(const OpContext& ctx, std::span<const int64_t> x, std::span<const int64_t> w) {
@@ -185,8 +185,9 @@ Expected<IntConv> planIntConv(const OpContext& ctx, std::span<const int64_t> x, 
                    p.group);
   CTX_ASSIGN_OR_RETURN(Window window, computeWindow(ctx, attrs.window, x.subspan(2), w.subspan(2), false));
   p.w = toWindow3(window);
-  p.outShape = {p.batch, p.outChannels};
-  p.outShape.insert(p.outShape.end(), window.out.begin(), window.out.end());
+  p.outShape.push_back(p.batch);
+  p.outShape.push_back(p.outChannels);
+  for (int64_t d : window.out) p.outShape.push_back(d);
   return p;
 }
 
@@ -202,14 +203,15 @@ InferResult inferIntegerConv(const OpContext& ctx, InDescs inputs, size_t output
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, k8BitTypes));
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, wIndex, k8BitTypes));
   CTX_ASSIGN_OR_RETURN(IntConv p, planIntConv(ctx, inputs[0].shape, inputs[wIndex].shape));
-  if (!linear) return single(ElemType::Int32, std::move(p.outShape));
+  const ir::Shape outShape(p.outShape.begin(), p.outShape.end());
+  if (!linear) return single(ElemType::Int32, outShape);
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 7, k8BitTypes));
   if (const ValueDesc* bias = optionalInput(inputs, 8)) {
     CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 8, typeBit(ElemType::Int32)));
     if (dimProduct(bias->shape) != p.outChannels)
       return invalid(ctx, "input 8 (B) has shape {} but expected {} values", shapeStr(bias->shape), p.outChannels);
   }
-  return single(inputs[7].type, std::move(p.outShape));
+  return single(inputs[7].type, outShape);
 }
 
 Status runIntegerConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
