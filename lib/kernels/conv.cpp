@@ -109,8 +109,7 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& wt = *inputs[1];
   const ir::Tensor* bias = inputs.size() > 2 ? inputs[2] : nullptr;
   ir::Tensor& y = *outputs[0];
-  std::vector<int64_t> biasShape = bias ? bias->shape() : std::vector<int64_t>{};
-  CTX_ASSIGN_OR_RETURN(ConvPlan p, planConv(ctx, x.shape(), wt.shape(), bias ? &biasShape : nullptr));
+  CTX_ASSIGN_OR_RETURN(ConvPlan p, planConv(ctx, x.shape(), wt.shape(), bias ? &bias->shape() : nullptr));
   const ops::Epilogue& act = attrsOf<ops::ConvAttrs>(ctx).epilogue;
   const Window3 w = toWindow3(p.window);
   const int64_t cg = p.channels / p.group;     // input channels per group
