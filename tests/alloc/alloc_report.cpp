@@ -1,7 +1,8 @@
-// Measures issue 10's "a steady-state run allocates nothing": heap allocations per run of each compiled sample (and
-// PP-OCR when fetched) after a warm-up run, running into the caller's output buffers, on 1 and 2 threads, with the
-// call stack of the first one. A report, not a test yet: it becomes one (every count 0) once the kernels allocate
-// nothing. This binary replaces the global operator new to count the allocations made while runs are in progress.
+// Tests issue 10's "a steady-state run allocates nothing": heap allocations made by runs of each compiled sample
+// after a warm-up run, running into the caller's output buffers, on npu-sim and cpu with 1 and 2 threads, printing
+// the call stack of the first one. Exits 1 when any sample allocates. PP-OCR (when fetched) is only reported: its
+// recognizer still allocates. This binary replaces the global operator new to count the allocations made while
+// runs are in progress.
 // usage: alloc_report [SAMPLES_DIR [CACHE_DIR]]
 #include "onnx_io/onnx_io.h"
 #include "pipeline/pipeline.h"
@@ -142,8 +143,8 @@ size_t steadyStateAllocations(const Case& c, const std::string& target, int thre
   counting = false;
   REQUIRE(ok);
   const size_t made = allocations.load();
-  std::printf("%-18s %-8s %d thread(s): %zu allocations per run\n", c.label.c_str(), target.c_str(), threads,
-              made / static_cast<size_t>(runs));
+  std::printf("%-18s %-8s %d thread(s): %zu allocations in %d runs\n", c.label.c_str(), target.c_str(), threads,
+              made, runs);
   if (made != 0 && firstStackDepth > 0) {
     std::printf("  the first made at:\n");
     std::fflush(stdout);
@@ -166,20 +167,24 @@ std::vector<Case> sampleCases() {
 int main(int argc, char** argv) {
   if (argc > 1) kSamples = argv[1];
   if (argc > 2) kCache = argv[2];
+  size_t sampleAllocations = 0;
   for (const Case& c : sampleCases())
     for (const char* target : {"npu-sim", "cpu"})
-      for (int threads : {1, 2}) steadyStateAllocations(c, target, threads, 5);
+      for (int threads : {1, 2}) sampleAllocations += steadyStateAllocations(c, target, threads, 5);
+  if (sampleAllocations != 0) std::printf("FAILED: the samples' steady-state runs allocated %zu times\n", sampleAllocations);
+  const int status = sampleAllocations == 0 ? 0 : 1;
   // PP-OCR (npm, fetched by scripts/fetch_test_assets.sh): the classifier, and the recognizer with attention.
   const fs::path assets = kCache / "models" / "ocr-models-1.4.2" / "package" / "assets";
   if (!fs::exists(assets)) {
     std::printf("PP-OCR skipped: not in %s (scripts/fetch_test_assets.sh fetches it)\n", assets.c_str());
-    return 0;
+    return status;
   }
   const std::vector<Case> corpus = {
       {"ppocr_cls", assets / "ch_ppocr_mobile_v2.0_cls_infer.onnx", {}, {"x=1x3x48x192"}},
       {"ppocr_rec", assets / "ch_PP-OCRv4_rec_infer.onnx", {}, {"x=1x3x48x320"}},
   };
+  // Reported, not asserted: the recognizer's kernels still allocate (see the printed stacks).
   for (const Case& c : corpus)
     for (int threads : {1, 2}) steadyStateAllocations(c, "npu-sim", threads, 2);
-  return 0;
+  return status;
 }
