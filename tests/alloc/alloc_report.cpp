@@ -182,7 +182,8 @@ int main(int argc, char** argv) {
   for (const Case& c : sampleCases())
     for (const char* target : {"npu-sim", "cpu"})
       for (int threads : {1, 2}) sampleAllocations += steadyStateAllocations(c, target, threads, 5);
-  if (sampleAllocations != 0) std::printf("FAILED: the samples' steady-state runs allocated %zu times\n", sampleAllocations);
+  if (sampleAllocations != 0)
+    std::printf("FAILED: the samples' steady-state runs allocated %zu times\n", sampleAllocations);
   const int status = sampleAllocations == 0 ? 0 : 1;
   // PP-OCR (npm, fetched by scripts/fetch_test_assets.sh): the classifier, and the recognizer with attention.
   const fs::path assets = kCache / "models" / "ocr-models-1.4.2" / "package" / "assets";
