@@ -134,7 +134,7 @@ Status runAttention(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     // The mask as an additive bias, read through broadcast strides over [B, Hq, Sq, maskCols].
     const ir::Tensor* mask = in(3);
     const int64_t maskCols = mask ? mask->shape().back() : 0;
-    std::vector<int64_t> maskStrides;
+    Dims maskStrides;
     if (mask) maskStrides = broadcastStrides(mask->shape(), ir::Shape{d.batch, d.qHeads, d.qSeq, maskCols});
     std::vector<int64_t> nonpad;
     if (const ir::Tensor* np = in(6)) nonpad = tensorInts(*np);

@@ -109,8 +109,7 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& wt = *inputs[1];
   const ir::Tensor* bias = inputs.size() > 2 ? inputs[2] : nullptr;
   ir::Tensor& y = *outputs[0];
-  std::vector<int64_t> biasShape = bias ? bias->shape() : std::vector<int64_t>{};
-  CTX_ASSIGN_OR_RETURN(ConvPlan p, planConv(ctx, x.shape(), wt.shape(), bias ? &biasShape : nullptr));
+  CTX_ASSIGN_OR_RETURN(ConvPlan p, planConv(ctx, x.shape(), wt.shape(), bias ? &bias->shape() : nullptr));
   const ops::Epilogue& act = attrsOf<ops::ConvAttrs>(ctx).epilogue;
   const Window3 w = toWindow3(p.window);
   const int64_t cg = p.channels / p.group;     // input channels per group
@@ -186,9 +185,11 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
         int64_t c1 = std::min(outSize, c0 + chunk);
         col.resize(static_cast<size_t>(rows * (c1 - c0)));
         if (pool && rows >= 8 && rows * (c1 - c0) >= 65536) {
-          pool->parallelFor(static_cast<size_t>(rows), 1, [&](size_t r0, size_t r1) {
+          auto unfold = [&](size_t r0, size_t r1) {
             im2col(xg, w, col.data(), static_cast<int64_t>(r0), static_cast<int64_t>(r1), c0, c1);
-          });
+          };
+          // A std::function holding a reference does not allocate; one holding the captures would.
+          pool->parallelFor(static_cast<size_t>(rows), 1, std::function<void(size_t, size_t)>(std::ref(unfold)));
         } else {
           im2col(xg, w, col.data(), 0, rows, c0, c1);
         }

@@ -182,10 +182,15 @@ void packB(bool transB, const float* B, size_t ldb, size_t p0, size_t kc, size_t
   }
 }
 
+// Packing buffers, per thread, reserved at their largest by reserveGemmScratch: which pool thread packs which
+// block varies from run to run, so buffers grown to fit would allocate whenever a thread first met a bigger block.
+thread_local std::vector<float> tAPack, tBPack;
+
 // Runs body over [0, count), on the pool only when `worthIt` (enough work to pay for waking threads).
-void runParallel(ThreadPool* pool, bool worthIt, size_t count, const std::function<void(size_t, size_t)>& body) {
+// The pool gets a std::function holding a reference to `body`: one holding the lambda would allocate per call.
+template <typename F> void runParallel(ThreadPool* pool, bool worthIt, size_t count, F&& body) {
   if (worthIt && pool && pool->threads() > 1 && count > 1)
-    pool->parallelFor(count, 1, body);
+    pool->parallelFor(count, 1, std::function<void(size_t, size_t)>(std::ref(body)));
   else
     body(0, count);
 }
@@ -264,7 +269,8 @@ void multiplyBlock(const Kernel& kernel, bool transA, size_t M, const float* A, 
   size_t tasks = rowBlocks * colSplits;
   bool worthThreads = static_cast<double>(M) * static_cast<double>(nc) * static_cast<double>(kc) >= 1.5e5;
   runParallel(pool, worthThreads, tasks, [&](size_t t0, size_t t1) {
-    thread_local std::vector<float> aPack;
+    reserveGemmScratch();  // a no-op after this thread's first call
+    std::vector<float>& aPack = tAPack;
     for (size_t t = t0; t < t1; ++t) {
       size_t rb = t / colSplits, cs = t % colSplits;
       size_t i0 = rb * mcBlock;
@@ -334,7 +340,9 @@ void sgemm(bool transA, bool transB, size_t M, size_t N, size_t K, float alpha, 
   const Kernel& kernel = pickKernel();
   const size_t nr = kernel.nr;
   const size_t mcBlock = std::max(kernel.mr, kMcTarget / kernel.mr * kernel.mr);
-  std::vector<float> bPack;
+  // Grows to the largest block once per thread instead of being allocated (and zero-filled) on every call.
+  reserveGemmScratch();
+  std::vector<float>& bPack = tBPack;
   for (size_t j0 = 0; j0 < N; j0 += kNc) {
     size_t nc = std::min(kNc, N - j0);
     size_t strips = (nc + nr - 1) / nr;
@@ -354,6 +362,14 @@ void sgemm(bool transA, bool transB, size_t M, size_t N, size_t K, float alpha, 
                     pool);
     }
   }
+}
+
+void reserveGemmScratch() {
+  const Kernel& kernel = pickKernel();
+  const size_t aMax = std::max(kernel.mr, kMcTarget) * kKc;  // mcBlock rounded to mr never exceeds this
+  const size_t bMax = (kNc + kernel.nr - 1) / kernel.nr * kernel.nr * kKc;
+  if (tAPack.capacity() < aMax) tAPack.reserve(aMax);
+  if (tBPack.capacity() < bMax) tBPack.reserve(bMax);
 }
 
 size_t panelElements(size_t k, size_t n, size_t width) { return k * ((n + width - 1) / width) * width; }

@@ -43,6 +43,10 @@ inline constexpr size_t kPanelDepth = 256;
 // The panel width of this CPU's widest micro-kernel (32 with AVX-512, 16 with AVX2 + FMA, 8 otherwise).
 size_t sgemmNaturalPanelWidth();
 
+// Reserves this thread's GEMM packing buffers at their largest (a few MB of address space, touched only as used),
+// so that later GEMMs on it allocate nothing. Pool threads call it when they start; other threads on first use.
+void reserveGemmScratch();
+
 // True for the panel widths sgemmPanels runs (8, 16, 32).
 bool isPanelWidth(size_t width);
 

@@ -158,8 +158,8 @@ Status checkShapeSize(const OpContext& ctx, std::span<const int64_t> shape) {
   return Status::ok();
 }
 
-std::vector<int64_t> broadcastStrides(std::span<const int64_t> in, std::span<const int64_t> out) {
-  std::vector<int64_t> strides(out.size(), 0);
+Dims broadcastStrides(std::span<const int64_t> in, std::span<const int64_t> out) {
+  Dims strides(out.size(), 0);
   size_t lead = out.size() - in.size();
   int64_t s = 1;
   for (size_t i = in.size(); i-- > 0;) {
@@ -173,12 +173,12 @@ BroadcastWalk BroadcastWalk::make(std::span<const int64_t> outShape, std::span<c
   BroadcastWalk w;
   w.operands = 1 + ins.size();
   w.total = dimProduct(outShape);
-  std::vector<std::vector<int64_t>> st;
-  st.push_back(broadcastStrides(outShape, outShape));
-  for (auto in : ins) st.push_back(broadcastStrides(in, outShape));
+  std::array<Dims, kMaxOperands> st;
+  st[0] = broadcastStrides(outShape, outShape);
+  for (size_t i = 0; i < ins.size(); ++i) st[i + 1] = broadcastStrides(ins[i], outShape);
   // Drop unit output dims, then merge neighbours that every operand walks contiguously (or not at all).
-  std::vector<int64_t> dims;
-  std::vector<std::array<int64_t, kMaxOperands>> strides;
+  Dims dims;
+  SmallVec<std::array<int64_t, kMaxOperands>, kInlineRank> strides;
   for (size_t d = 0; d < outShape.size(); ++d) {
     if (outShape[d] == 1) continue;
     std::array<int64_t, kMaxOperands> s{};
@@ -204,15 +204,6 @@ BroadcastWalk BroadcastWalk::make(std::span<const int64_t> outShape, std::span<c
   w.outer = std::move(dims);
   w.strides = std::move(strides);
   return w;
-}
-
-void parallelFor(const OpContext& ctx, size_t count, size_t minChunk, const std::function<void(size_t, size_t)>& body) {
-  if (count == 0) return;
-  if (ctx.pool == nullptr || ctx.pool->threads() <= 1 || count <= minChunk) {
-    body(0, count);
-    return;
-  }
-  ctx.pool->parallelFor(count, minChunk, body);
 }
 
 std::vector<ValueDesc> describeInputs(RunIns inputs, bool withValues) {

@@ -131,8 +131,55 @@ std::string shapeStr(std::span<const int64_t> shape);
 // Checks that the element count of `shape` is representable.
 Status checkShapeSize(const OpContext& ctx, std::span<const int64_t> shape);
 
+// A vector that keeps up to N elements inline, so that per-run shape arithmetic (strides, indices, collapsed
+// dims) allocates nothing for the ranks models use; a longer one spills to the heap. Only what kernels need.
+template <typename T, size_t N> class SmallVec {
+public:
+  SmallVec() = default;
+  explicit SmallVec(size_t n, const T& v = T{}) { assign(n, v); }
+  void assign(size_t n, const T& v) {
+    size_ = 0;
+    heap_.clear();
+    for (size_t i = 0; i < n; ++i) push_back(v);
+  }
+  void push_back(const T& v) {
+    if (size_ < N) {
+      inline_[size_++] = v;
+      return;
+    }
+    if (size_ == N) heap_.assign(inline_.begin(), inline_.end());
+    heap_.push_back(v);
+    ++size_;
+  }
+  void pop_back() {
+    if (size_ == N + 1) std::copy(heap_.begin(), heap_.begin() + N, inline_.begin());  // back to inline storage
+    if (size_ > N) heap_.pop_back();
+    --size_;
+  }
+  T* data() { return size_ <= N ? inline_.data() : heap_.data(); }
+  const T* data() const { return size_ <= N ? inline_.data() : heap_.data(); }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T& operator[](size_t i) { return data()[i]; }
+  const T& operator[](size_t i) const { return data()[i]; }
+  T& back() { return data()[size_ - 1]; }
+  const T& back() const { return data()[size_ - 1]; }
+  T* begin() { return data(); }
+  T* end() { return data() + size_; }
+  const T* begin() const { return data(); }
+  const T* end() const { return data() + size_; }
+  operator std::span<const T>() const { return {data(), size_}; }
+
+private:
+  std::array<T, N> inline_{};
+  std::vector<T> heap_;  // all elements once there are more than N
+  size_t size_ = 0;
+};
+inline constexpr size_t kInlineRank = 8;
+using Dims = SmallVec<int64_t, kInlineRank>;
+
 // Element strides of `shape` (row-major), with 0 where an input of shape `in` (right-aligned) broadcasts.
-std::vector<int64_t> broadcastStrides(std::span<const int64_t> in, std::span<const int64_t> out);
+Dims broadcastStrides(std::span<const int64_t> in, std::span<const int64_t> out);
 
 // Walks an output of `outShape` in contiguous runs for up to kMaxOperands broadcast inputs: for each run,
 // `f(offsets, n)` where offsets[i] is the element offset of operand i (operand 0 is the output) and every
@@ -140,8 +187,8 @@ std::vector<int64_t> broadcastStrides(std::span<const int64_t> in, std::span<con
 struct BroadcastWalk {
   static constexpr size_t kMaxOperands = 4;
   size_t operands = 0;
-  std::vector<int64_t> outer;                              // collapsed outer dims
-  std::vector<std::array<int64_t, kMaxOperands>> strides;  // per outer dim, per operand
+  Dims outer;                                                          // collapsed outer dims
+  SmallVec<std::array<int64_t, kMaxOperands>, kInlineRank> strides;  // per outer dim, per operand
   int64_t inner = 1;
   std::array<int64_t, kMaxOperands> innerStride{};
   int64_t total = 0;
@@ -156,7 +203,7 @@ template <typename F> void BroadcastWalk::visit(int64_t begin, int64_t end, F&& 
   size_t rank = outer.size();
   int64_t row = begin / inner;
   int64_t col = begin % inner;
-  std::vector<int64_t> idx(rank, 0);
+  Dims idx(rank, 0);
   std::array<int64_t, kMaxOperands> base{};
   int64_t r = row;
   for (size_t d = rank; d-- > 0;) {
@@ -184,8 +231,16 @@ template <typename F> void BroadcastWalk::visit(int64_t begin, int64_t end, F&& 
 
 // ---- execution helpers -------------------------------------------------------------------------------
 
-// Runs body over [0, count) on ctx.pool when set, in chunks of at least minChunk.
-void parallelFor(const OpContext& ctx, size_t count, size_t minChunk, const std::function<void(size_t, size_t)>& body);
+// Runs body over [0, count) on ctx.pool when set, in chunks of at least minChunk. The pool gets a std::function
+// holding a reference to `body`, which never allocates; one holding a lambda's captures would, on every call.
+template <typename F> void parallelFor(const OpContext& ctx, size_t count, size_t minChunk, F&& body) {
+  if (count == 0) return;
+  if (ctx.pool == nullptr || ctx.pool->threads() <= 1 || count <= minChunk) {
+    body(size_t{0}, count);
+    return;
+  }
+  ctx.pool->parallelFor(count, minChunk, std::function<void(size_t, size_t)>(std::ref(body)));
+}
 
 // Calls `f(T{})` with an unsigned integer type (or ElemBytes16) as wide as one element of `size` bytes, for
 // kernels that only move elements.

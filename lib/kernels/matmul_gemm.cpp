@@ -12,35 +12,38 @@ constexpr TypeSet kMatTypes = kFloatTypes | typeBit(ElemType::Int32) | typeBit(E
 constexpr TypeSet kNaiveTypes = typeBit(ElemType::Double) | typeBit(ElemType::Int32) | typeBit(ElemType::Int64) |
                                 typeBit(ElemType::Uint32) | typeBit(ElemType::Uint64);
 
-// MatMul's operands viewed as batches of matrices.
+// MatMul's operands viewed as batches of matrices. Planned on every run, so in inline storage (Dims).
 struct MatMulPlan {
-  ir::Shape batch;                                    // broadcast batch dims
-  std::vector<int64_t> aBatchStrides, bBatchStrides;  // in matrices, per batch dim (0 = broadcast)
+  Dims batch;                         // broadcast batch dims
+  Dims aBatchStrides, bBatchStrides;  // in matrices, per batch dim (0 = broadcast)
   int64_t M = 1, K = 1, N = 1;
-  ir::Shape outShape;
+  Dims outShape;
 };
 
 Expected<MatMulPlan> planMatMul(const OpContext& ctx, std::span<const int64_t> a, std::span<const int64_t> b) {
   if (a.empty() || b.empty())
     return invalid(ctx, "inputs have shapes {} and {} but MatMul needs rank 1 or more", shapeStr(a), shapeStr(b));
-  ir::Shape as(a.begin(), a.end()), bs(b.begin(), b.end());
-  bool aVector = as.size() == 1, bVector = bs.size() == 1;
-  // (Assigning fresh vectors sidesteps a g++ 12 -Warray-bounds false positive on push_back.)
-  if (aVector) as = ir::Shape{1, a[0]};
-  if (bVector) bs = ir::Shape{b[0], 1};
+  // A 1-D A is a 1 x K row, a 1-D B a K x 1 column; neither has batch dims.
+  const bool aVector = a.size() == 1, bVector = b.size() == 1;
   MatMulPlan p;
-  p.M = as[as.size() - 2];
-  p.K = as.back();
-  p.N = bs.back();
-  if (bs[bs.size() - 2] != p.K)
+  p.M = aVector ? 1 : a[a.size() - 2];
+  p.K = a.back();
+  p.N = bVector ? 1 : b.back();
+  const int64_t bK = bVector ? b[0] : b[b.size() - 2];
+  if (bK != p.K)
     return invalid(ctx, "inputs have shapes {} and {} whose inner dimensions {} and {} differ", shapeStr(a),
-                   shapeStr(b), p.K, bs[bs.size() - 2]);
-  std::span<const int64_t> aBatch(as.data(), as.size() - 2), bBatch(bs.data(), bs.size() - 2);
-  auto batch = broadcastShapes(aBatch, bBatch);
-  if (!batch)
-    return invalid(ctx, "inputs have shapes {} and {} whose batch dimensions do not broadcast", shapeStr(a),
-                   shapeStr(b));
-  p.batch = *batch;
+                   shapeStr(b), p.K, bK);
+  std::span<const int64_t> aBatch = aVector ? a.first(0) : a.first(a.size() - 2);
+  std::span<const int64_t> bBatch = bVector ? b.first(0) : b.first(b.size() - 2);
+  const size_t rank = std::max(aBatch.size(), bBatch.size());
+  for (size_t d = 0; d < rank; ++d) {
+    const size_t aLead = rank - aBatch.size(), bLead = rank - bBatch.size();
+    const int64_t da = d < aLead ? 1 : aBatch[d - aLead], db = d < bLead ? 1 : bBatch[d - bLead];
+    if (da != db && da != 1 && db != 1)
+      return invalid(ctx, "inputs have shapes {} and {} whose batch dimensions do not broadcast", shapeStr(a),
+                     shapeStr(b));
+    p.batch.push_back(da == 1 ? db : da);
+  }
   p.aBatchStrides = broadcastStrides(aBatch, p.batch);
   p.bBatchStrides = broadcastStrides(bBatch, p.batch);
   p.outShape = p.batch;
@@ -97,7 +100,7 @@ InferResult inferMatMul(const OpContext& ctx, InDescs inputs, size_t outputCount
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kMatTypes));
   CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 1));
   CTX_ASSIGN_OR_RETURN(MatMulPlan p, planMatMul(ctx, inputs[0].shape, inputs[1].shape));
-  return single(inputs[0].type, std::move(p.outShape));
+  return single(inputs[0].type, ir::Shape(p.outShape.begin(), p.outShape.end()));
 }
 
 Status runMatMul(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
@@ -105,14 +108,19 @@ Status runMatMul(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& b = *inputs[1];
   ir::Tensor& y = *outputs[0];
   // B in panels is bound as its stored 1-D tensor: plan with its logical K x N.
-  const ir::Shape bShape = ctx.panelsB ? ir::Shape{static_cast<int64_t>(ctx.panelsB->k), static_cast<int64_t>(ctx.panelsB->n)}
-                                       : b.shape();
+  std::array<int64_t, 2> panelShape{};
+  if (ctx.panelsB) panelShape = {static_cast<int64_t>(ctx.panelsB->k), static_cast<int64_t>(ctx.panelsB->n)};
+  const std::span<const int64_t> bShape = ctx.panelsB ? std::span<const int64_t>(panelShape) : b.shape();
   CTX_ASSIGN_OR_RETURN(MatMulPlan p, planMatMul(ctx, a.shape(), bShape));
   const ops::Epilogue& act = attrsOf<ops::MatMulAttrs>(ctx).epilogue;
   const int64_t M = p.M, N = p.N, K = p.K;
   const int64_t batches = dimProduct(p.batch);
   if (batches == 0 || M == 0 || N == 0) return Status::ok();
-  std::vector<int64_t> aOff, bOff;
+  // Grow once per thread. Bound to references because the lambdas below run on pool threads too, where the
+  // names of thread_local variables would denote those threads' own (empty) copies.
+  thread_local std::vector<int64_t> aOffScratch, bOffScratch;
+  std::vector<int64_t>& aOff = aOffScratch;
+  std::vector<int64_t>& bOff = bOffScratch;
   batchOffsets(p, aOff, bOff);
   if (a.type() != ElemType::Float) {
     return visitType<kNaiveTypes>(a.type(), [&](auto tag) -> Status {
@@ -200,7 +208,7 @@ Status runGemm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const int64_t M = y.shape()[0], N = y.shape()[1];
   const int64_t K = transA ? a.shape()[0] : a.shape()[1];
   if (M == 0 || N == 0) return Status::ok();
-  std::vector<int64_t> cStrides;
+  Dims cStrides;
   if (c) cStrides = broadcastStrides(c->shape(), y.shape());
   auto cIndex = [&](int64_t i, int64_t j) { return i * cStrides[0] + j * cStrides[1]; };
 

@@ -90,22 +90,27 @@ Status runBatchNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
 
 namespace {
 
-// Expands a Scale/B tensor that broadcasts to the normalized shape into one value per normalized element.
-std::vector<double> expandParam(const ir::Tensor& t, std::span<const int64_t> normShape) {
-  std::vector<double> values = paramValues(t);
-  int64_t d = dimProduct(normShape);
-  if (static_cast<int64_t>(values.size()) == d) return values;
-  std::vector<double> out(static_cast<size_t>(d));
-  std::vector<int64_t> strides = broadcastStrides(t.shape(), normShape);
+// Expands a Scale/B tensor that broadcasts to the normalized shape into one value per normalized element, into
+// `out` (the caller's per-thread scratch: runs allocate nothing once it has grown).
+void expandParam(const ir::Tensor& t, std::span<const int64_t> normShape, std::vector<double>& out) {
+  const int64_t d = dimProduct(normShape);
+  out.resize(static_cast<size_t>(d));
+  auto value = [&](int64_t k) {
+    return t.type() == ElemType::Double ? t.dataAs<double>()[k] : static_cast<double>(t.dataAs<float>()[k]);
+  };
+  if (t.elementCount() == static_cast<uint64_t>(d)) {
+    for (int64_t i = 0; i < d; ++i) out[static_cast<size_t>(i)] = value(i);
+    return;
+  }
+  Dims strides = broadcastStrides(t.shape(), normShape);
   for (int64_t i = 0; i < d; ++i) {
     int64_t rem = i, off = 0;
     for (size_t k = normShape.size(); k-- > 0;) {
       off += (rem % normShape[k]) * strides[k];
       rem /= normShape[k];
     }
-    out[static_cast<size_t>(i)] = values[static_cast<size_t>(off)];
+    out[static_cast<size_t>(i)] = value(off);
   }
-  return out;
 }
 
 }  // namespace
@@ -146,9 +151,18 @@ Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   std::span<const int64_t> norm(x.shape().data() + axis, x.shape().size() - static_cast<size_t>(axis));
   const int64_t rows = dimProduct(x.shape(), 0, static_cast<size_t>(axis));
   const int64_t d = dimProduct(norm);
-  std::vector<double> scale = expandParam(*inputs[1], norm);
+  // Per-thread scratch that grows once, bound to references: the lambdas below also run on pool threads, where
+  // the names of thread_local variables would denote those threads' own copies.
+  thread_local std::vector<double> scaleScratch, biasScratch;
+  thread_local std::vector<float> scaleFScratch, biasFScratch;
+  std::vector<double>& scale = scaleScratch;
+  std::vector<double>& bias = biasScratch;
+  expandParam(*inputs[1], norm, scale);
   const ir::Tensor* biasT = inputs.size() > 2 ? inputs[2] : nullptr;
-  std::vector<double> bias = biasT ? expandParam(*biasT, norm) : std::vector<double>(static_cast<size_t>(d), 0.0);
+  if (biasT)
+    expandParam(*biasT, norm, bias);
+  else
+    bias.assign(static_cast<size_t>(d), 0.0);
   ir::Tensor* meanOut = outputs.size() > 1 ? outputs[1] : nullptr;
   ir::Tensor* invOut = outputs.size() > 2 ? outputs[2] : nullptr;
   const bool rms = ctx.kind == ir::OpKind::RMSNormalization;  // x / sqrt(mean(x^2) + eps) * scale: no centering
@@ -160,8 +174,10 @@ Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
       t->mutableDataAs<float>()[i] = static_cast<float>(v);
   };
   if (x.type() == ElemType::Float) {
-    std::vector<float> scaleF(scale.begin(), scale.end());
-    std::vector<float> biasF(bias.begin(), bias.end());
+    std::vector<float>& scaleF = scaleFScratch;
+    std::vector<float>& biasF = biasFScratch;
+    scaleF.assign(scale.begin(), scale.end());
+    biasF.assign(bias.begin(), bias.end());
     const float* px = x.dataAs<float>();
     float* py = outputs[0]->mutableDataAs<float>();
     const auto n = static_cast<size_t>(d);

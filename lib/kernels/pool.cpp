@@ -46,10 +46,9 @@ int64_t outerDivisor(const Window3& w, int64_t od, int64_t oh, bool countPad) {
   return tapsInside(od, 0, w, countPad) * tapsInside(oh, 1, w, countPad);
 }
 
-std::vector<int64_t> columnDivisors(const Window3& w, bool countPad) {
-  std::vector<int64_t> counts(static_cast<size_t>(w.out[2]));
+void columnDivisors(const Window3& w, bool countPad, std::vector<int64_t>& counts) {
+  counts.resize(static_cast<size_t>(w.out[2]));
   for (int64_t ow = 0; ow < w.out[2]; ++ow) counts[static_cast<size_t>(ow)] = tapsInside(ow, 2, w, countPad);
-  return counts;
 }
 
 // Max or average over one plane of doubles or 8-bit integers, a whole output row at a time: each tap folds one
@@ -143,9 +142,15 @@ void pool(const OpContext& ctx, const T* x, T* y, const Window3& w, int64_t plan
   const int64_t inSize = w.in[0] * w.in[1] * w.in[2];
   const int64_t outSize = w.out[0] * w.out[1] * w.out[2];
   if (outSize == 0) return;
-  std::vector<int64_t> counts;
-  if constexpr (!IsMax) counts = columnDivisors(w, countPad);
-  const std::vector<float> countsF(counts.begin(), counts.end());
+  // Per-thread scratch that grows once, bound to references: the lambda below also runs on pool threads, where
+  // the names of thread_local variables would denote those threads' own copies.
+  thread_local std::vector<int64_t> countsScratch;
+  thread_local std::vector<float> countsFScratch;
+  std::vector<int64_t>& counts = countsScratch;
+  std::vector<float>& countsF = countsFScratch;
+  counts.clear();
+  if constexpr (!IsMax) columnDivisors(w, countPad, counts);
+  countsF.assign(counts.begin(), counts.end());
   parallelFor(ctx, static_cast<size_t>(planes), 1, [&](size_t p0, size_t p1) {
     for (size_t plane = p0; plane < p1; ++plane) {
       const T* xp = x + static_cast<int64_t>(plane) * inSize;

@@ -14,36 +14,38 @@ namespace {
 
 constexpr TypeSet k8BitTypes = typeBit(ElemType::Int8) | typeBit(ElemType::Uint8);
 
-// The values of an int8/uint8 tensor as int32.
-std::vector<int32_t> widen(const ir::Tensor& t) {
-  std::vector<int32_t> v(static_cast<size_t>(t.elementCount()));
+// The values of an int8/uint8 tensor as int32, into `v` (per-thread scratch of the callers).
+void widen(const ir::Tensor& t, std::vector<int32_t>& v) {
+  v.resize(static_cast<size_t>(t.elementCount()));
   if (t.type() == ElemType::Int8)
     for (size_t i = 0; i < v.size(); ++i) v[i] = t.dataAs<int8_t>()[i];
   else
     for (size_t i = 0; i < v.size(); ++i) v[i] = t.dataAs<uint8_t>()[i];
-  return v;
 }
 
-// A zero point (absent: 0) or scale as `count` values: one value broadcast, or exactly `count` values.
+// A zero point (absent: 0) or scale as `count` values into `v`: one value broadcast, or exactly `count` values.
+// `v` is the caller's per-thread scratch, so that runs allocate nothing once it has grown.
 template <typename T>
-Expected<std::vector<T>> perIndex(const OpContext& ctx, const ir::Tensor* t, size_t count, const char* what) {
-  std::vector<T> v(count, T(0));
-  if (!t) return v;
-  std::vector<double> values(static_cast<size_t>(t->elementCount()));
+Status perIndex(const OpContext& ctx, const ir::Tensor* t, size_t count, const char* what, std::vector<T>& v) {
+  v.assign(count, T(0));
+  if (!t) return Status::ok();
+  thread_local std::vector<double> values;
+  values.resize(static_cast<size_t>(t->elementCount()));
   CTX_RETURN_IF_ERROR(convertElements(t->type(), t->data(), ElemType::Double, values.data(), values.size()));
   if (values.size() == 1) {
     std::fill(v.begin(), v.end(), static_cast<T>(values[0]));
-    return v;
+    return Status::ok();
   }
   if (values.size() != count) return invalid(ctx, "{} has {} values but expected 1 or {}", what, values.size(), count);
   for (size_t i = 0; i < count; ++i) v[i] = static_cast<T>(values[i]);
-  return v;
+  return Status::ok();
 }
 
 // C[M x N] (int32) = (A - aZero[row]) * (B - bZero[column]), A and B row-major int32 values.
 void integerGemm(const int32_t* a, const int32_t* b, int32_t* c, int64_t M, int64_t N, int64_t K,
-                 const std::vector<int32_t>& aZero, const std::vector<int32_t>& bZero) {
-  std::vector<int32_t> row(static_cast<size_t>(N));
+                 const int32_t* aZero, const int32_t* bZero) {
+  thread_local std::vector<int32_t> row;
+  row.resize(static_cast<size_t>(N));
   for (int64_t i = 0; i < M; ++i) {
     std::fill(row.begin(), row.end(), 0);
     for (int64_t k = 0; k < K; ++k) {
@@ -72,7 +74,6 @@ void requantize(const int32_t* acc, size_t n, float scale, int32_t zero, ir::Ten
 // ---- matrix products ---------------------------------------------------------------------------------------
 
 struct IntMatMul {
-  ir::Shape outShape;
   int64_t batches = 1, M = 0, N = 0, K = 0;
   bool bBatched = false;  // B has batch dims of its own (else one B for every batch)
 };
@@ -89,10 +90,8 @@ Expected<IntMatMul> planIntMatMul(const OpContext& ctx, std::span<const int64_t>
     return invalid(ctx, "inputs have shapes {} and {} whose inner dimensions {} and {} differ", shapeStr(a),
                    shapeStr(b), p.K, b[b.size() - 2]);
   p.bBatched = b.size() > 2;
-  if (p.bBatched && std::vector<int64_t>(a.begin(), a.end() - 2) != std::vector<int64_t>(b.begin(), b.end() - 2))
+  if (p.bBatched && !std::equal(a.begin(), a.end() - 2, b.begin(), b.end() - 2))
     return unsupported(ctx, "inputs have shapes {} and {}: batch dimensions must be equal", shapeStr(a), shapeStr(b));
-  p.outShape.assign(a.begin(), a.end() - 1);
-  p.outShape.push_back(p.N);
   p.batches = dimProduct(a, 0, a.size() - 2);
   return p;
 }
@@ -109,9 +108,12 @@ InferResult inferIntegerMatMul(const OpContext& ctx, InDescs inputs, size_t outp
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, k8BitTypes));
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, bIndex, k8BitTypes));
   CTX_ASSIGN_OR_RETURN(IntMatMul p, planIntMatMul(ctx, inputs[0].shape, inputs[bIndex].shape));
-  if (!linear) return single(ElemType::Int32, std::move(p.outShape));
+  // A's shape with its last dim N (runs never build it: the plan they use carries no shapes).
+  ir::Shape outShape(inputs[0].shape.begin(), inputs[0].shape.end() - 1);
+  outShape.push_back(p.N);
+  if (!linear) return single(ElemType::Int32, std::move(outShape));
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 7, k8BitTypes));
-  return single(inputs[7].type, std::move(p.outShape));
+  return single(inputs[7].type, std::move(outShape));
 }
 
 Status runIntegerMatMul(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
@@ -122,25 +124,29 @@ Status runIntegerMatMul(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor* bZero = linear ? inputs[5] : (inputs.size() > 3 ? inputs[3] : nullptr);
   ir::Tensor& y = *outputs[0];
   CTX_ASSIGN_OR_RETURN(IntMatMul p, planIntMatMul(ctx, a.shape(), b.shape()));
-  CTX_ASSIGN_OR_RETURN(auto az, perIndex<int32_t>(ctx, aZero, static_cast<size_t>(p.M), "a_zero_point"));
-  CTX_ASSIGN_OR_RETURN(auto bz, perIndex<int32_t>(ctx, bZero, static_cast<size_t>(p.N), "b_zero_point"));
-  std::vector<int32_t> av = widen(a), bv = widen(b);
-  std::vector<int32_t> acc(static_cast<size_t>(p.M * p.N));
-  std::vector<float> scale;
+  // Per-thread scratch that grows once: a steady-state run allocates nothing.
+  thread_local std::vector<int32_t> az, bz, av, bv, acc, yz;
+  thread_local std::vector<float> scale, as, bs, ys;
+  CTX_RETURN_IF_ERROR(perIndex<int32_t>(ctx, aZero, static_cast<size_t>(p.M), "a_zero_point", az));
+  CTX_RETURN_IF_ERROR(perIndex<int32_t>(ctx, bZero, static_cast<size_t>(p.N), "b_zero_point", bz));
+  widen(a, av);
+  widen(b, bv);
+  acc.resize(static_cast<size_t>(p.M * p.N));
+  scale.clear();
   float yScale = 1;
   int32_t yZero = 0;
   if (linear) {
-    CTX_ASSIGN_OR_RETURN(auto as, perIndex<float>(ctx, inputs[1], 1, "a_scale"));
-    CTX_ASSIGN_OR_RETURN(auto bs, perIndex<float>(ctx, inputs[4], static_cast<size_t>(p.N), "b_scale"));
-    CTX_ASSIGN_OR_RETURN(auto ys, perIndex<float>(ctx, inputs[6], 1, "y_scale"));
-    CTX_ASSIGN_OR_RETURN(auto yz, perIndex<int32_t>(ctx, inputs[7], 1, "y_zero_point"));
+    CTX_RETURN_IF_ERROR(perIndex<float>(ctx, inputs[1], 1, "a_scale", as));
+    CTX_RETURN_IF_ERROR(perIndex<float>(ctx, inputs[4], static_cast<size_t>(p.N), "b_scale", bs));
+    CTX_RETURN_IF_ERROR(perIndex<float>(ctx, inputs[6], 1, "y_scale", ys));
+    CTX_RETURN_IF_ERROR(perIndex<int32_t>(ctx, inputs[7], 1, "y_zero_point", yz));
     yScale = ys[0];
     yZero = yz[0];
     for (float s : bs) scale.push_back(as[0] * s / yScale);
   }
   for (int64_t n = 0; n < p.batches; ++n) {
-    integerGemm(av.data() + n * p.M * p.K, bv.data() + (p.bBatched ? n * p.K * p.N : 0), acc.data(), p.M, p.N, p.K, az,
-                bz);
+    integerGemm(av.data() + n * p.M * p.K, bv.data() + (p.bBatched ? n * p.K * p.N : 0), acc.data(), p.M, p.N, p.K,
+                az.data(), bz.data());
     const size_t base = static_cast<size_t>(n * p.M * p.N);
     if (!linear) {
       std::copy(acc.begin(), acc.end(), y.mutableDataAs<int32_t>() + base);
@@ -161,7 +167,7 @@ namespace {
 struct IntConv {
   Window3 w;
   int64_t batch = 0, channels = 0, outChannels = 0, group = 1;
-  ir::Shape outShape;
+  Dims outShape;  // inline: runs plan too
 };
 
 Expected<IntConv> planIntConv(const OpContext& ctx, std::span<const int64_t> x, std::span<const int64_t> w) {
@@ -179,8 +185,9 @@ Expected<IntConv> planIntConv(const OpContext& ctx, std::span<const int64_t> x, 
                    p.group);
   CTX_ASSIGN_OR_RETURN(Window window, computeWindow(ctx, attrs.window, x.subspan(2), w.subspan(2), false));
   p.w = toWindow3(window);
-  p.outShape = {p.batch, p.outChannels};
-  p.outShape.insert(p.outShape.end(), window.out.begin(), window.out.end());
+  p.outShape.push_back(p.batch);
+  p.outShape.push_back(p.outChannels);
+  for (int64_t d : window.out) p.outShape.push_back(d);
   return p;
 }
 
@@ -196,14 +203,15 @@ InferResult inferIntegerConv(const OpContext& ctx, InDescs inputs, size_t output
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, k8BitTypes));
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, wIndex, k8BitTypes));
   CTX_ASSIGN_OR_RETURN(IntConv p, planIntConv(ctx, inputs[0].shape, inputs[wIndex].shape));
-  if (!linear) return single(ElemType::Int32, std::move(p.outShape));
+  const ir::Shape outShape(p.outShape.begin(), p.outShape.end());
+  if (!linear) return single(ElemType::Int32, outShape);
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 7, k8BitTypes));
   if (const ValueDesc* bias = optionalInput(inputs, 8)) {
     CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 8, typeBit(ElemType::Int32)));
     if (dimProduct(bias->shape) != p.outChannels)
       return invalid(ctx, "input 8 (B) has shape {} but expected {} values", shapeStr(bias->shape), p.outChannels);
   }
-  return single(inputs[7].type, std::move(p.outShape));
+  return single(inputs[7].type, outShape);
 }
 
 Status runIntegerConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
@@ -220,28 +228,33 @@ Status runIntegerConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const int64_t kSize = w.kernel[0] * w.kernel[1] * w.kernel[2];
   const int64_t inSize = w.in[0] * w.in[1] * w.in[2], outSize = w.out[0] * w.out[1] * w.out[2];
   const int64_t rows = cg * kSize;
-  CTX_ASSIGN_OR_RETURN(auto xz, perIndex<int32_t>(ctx, xZero, 1, "x_zero_point"));
-  CTX_ASSIGN_OR_RETURN(auto wz, perIndex<int32_t>(ctx, wZero, static_cast<size_t>(p.outChannels), "w_zero_point"));
-  std::vector<float> scale(static_cast<size_t>(p.outChannels), 1.0f);
+  // Per-thread scratch that grows once: a steady-state run allocates nothing.
+  thread_local std::vector<int32_t> xz, wz, yz, xv, wv, col, acc, noZero;
+  thread_local std::vector<float> scale, xs, ws, ys;
+  CTX_RETURN_IF_ERROR(perIndex<int32_t>(ctx, xZero, 1, "x_zero_point", xz));
+  CTX_RETURN_IF_ERROR(perIndex<int32_t>(ctx, wZero, static_cast<size_t>(p.outChannels), "w_zero_point", wz));
+  scale.assign(static_cast<size_t>(p.outChannels), 1.0f);
   int32_t yZero = 0;
   if (linear) {
-    CTX_ASSIGN_OR_RETURN(auto xs, perIndex<float>(ctx, inputs[1], 1, "x_scale"));
-    CTX_ASSIGN_OR_RETURN(auto ws, perIndex<float>(ctx, inputs[4], static_cast<size_t>(p.outChannels), "w_scale"));
-    CTX_ASSIGN_OR_RETURN(auto ys, perIndex<float>(ctx, inputs[6], 1, "y_scale"));
-    CTX_ASSIGN_OR_RETURN(auto yz, perIndex<int32_t>(ctx, inputs[7], 1, "y_zero_point"));
+    CTX_RETURN_IF_ERROR(perIndex<float>(ctx, inputs[1], 1, "x_scale", xs));
+    CTX_RETURN_IF_ERROR(perIndex<float>(ctx, inputs[4], static_cast<size_t>(p.outChannels), "w_scale", ws));
+    CTX_RETURN_IF_ERROR(perIndex<float>(ctx, inputs[6], 1, "y_scale", ys));
+    CTX_RETURN_IF_ERROR(perIndex<int32_t>(ctx, inputs[7], 1, "y_zero_point", yz));
     yZero = yz[0];
     for (size_t m = 0; m < scale.size(); ++m) scale[m] = xs[0] * ws[m] / ys[0];
   }
-  std::vector<int32_t> xv = widen(x), wv = widen(wt);
-  std::vector<int32_t> col(static_cast<size_t>(rows * outSize)), acc(static_cast<size_t>(mg * outSize));
-  const std::vector<int32_t> noZero(static_cast<size_t>(outSize), 0);
+  widen(x, xv);
+  widen(wt, wv);
+  col.resize(static_cast<size_t>(rows * outSize));
+  acc.resize(static_cast<size_t>(mg * outSize));
+  noZero.assign(static_cast<size_t>(outSize), 0);
   for (int64_t n = 0; n < p.batch; ++n) {
     for (int64_t g = 0; g < p.group; ++g) {
       // Taps in the padding read the input's zero point, so that after subtracting it they add nothing.
       im2col(xv.data() + (n * p.channels + g * cg) * inSize, w, col.data(), 0, rows, 0, outSize, xz[0]);
       for (int32_t& v : col) v -= xz[0];
-      std::vector<int32_t> rowZero(wz.begin() + g * mg, wz.begin() + (g + 1) * mg);
-      integerGemm(wv.data() + g * mg * rows, col.data(), acc.data(), mg, outSize, rows, rowZero, noZero);
+      integerGemm(wv.data() + g * mg * rows, col.data(), acc.data(), mg, outSize, rows, wz.data() + g * mg,
+                  noZero.data());
       for (int64_t m = 0; m < mg; ++m) {
         const int64_t oc = g * mg + m;
         int32_t* am = acc.data() + m * outSize;

@@ -17,13 +17,13 @@ constexpr TypeSet kQuantTypes = typeBit(ElemType::Int8) | typeBit(ElemType::Uint
                                 typeBit(ElemType::Float8E5M2) | typeBit(ElemType::Float8E5M2FNUZ) |
                                 typeBit(ElemType::Float4E2M1) | typeBit(ElemType::Int32);
 
-// For each element of `shape`: the index of its scale (and zero point).
-Expected<std::vector<size_t>> paramIndex(const OpContext& ctx, std::span<const int64_t> shape,
-                                         std::span<const int64_t> scaleShape) {
+// For each element of `shape`: the index of its scale (and zero point), into `idx`.
+Status paramIndex(const OpContext& ctx, std::span<const int64_t> shape, std::span<const int64_t> scaleShape,
+                  std::vector<size_t>& idx) {
   const ops::QuantizeAttrs& a = attrsOf<ops::QuantizeAttrs>(ctx);
   const size_t n = static_cast<size_t>(dimProduct(shape));
-  std::vector<size_t> idx(n, 0);
-  if (dimProduct(scaleShape) == 1 && a.blockSize == 0) return idx;  // per tensor
+  idx.assign(n, 0);
+  if (dimProduct(scaleShape) == 1 && a.blockSize == 0) return Status::ok();  // per tensor
   const int64_t rank = static_cast<int64_t>(shape.size());
   CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, a.axis, rank, "attribute axis"));
   const auto ax = static_cast<size_t>(axis);
@@ -33,13 +33,14 @@ Expected<std::vector<size_t>> paramIndex(const OpContext& ctx, std::span<const i
     if (scaleShape.size() != 1 || scaleShape[0] != len)
       return invalid(ctx, "scale has shape {} but expected [{}] along axis {}", shapeStr(scaleShape), len, axis);
     for (size_t i = 0; i < n; ++i) idx[i] = static_cast<size_t>((static_cast<int64_t>(i) / inner) % len);
-    return idx;
+    return Status::ok();
   }
   // Blocked: the scale has the input's shape with axis length ceil(len / block_size).
   const int64_t blocks = (len + a.blockSize - 1) / a.blockSize;
-  ir::Shape expected(shape.begin(), shape.end());
+  Dims expected;
+  for (int64_t d : shape) expected.push_back(d);
   expected[ax] = blocks;
-  if (ir::Shape(scaleShape.begin(), scaleShape.end()) != expected)
+  if (!std::ranges::equal(scaleShape, std::span<const int64_t>(expected)))
     return invalid(ctx, "scale has shape {} but expected {} for block_size {}", shapeStr(scaleShape),
                    shapeStr(expected), a.blockSize);
   for (size_t i = 0; i < n; ++i) {
@@ -47,13 +48,12 @@ Expected<std::vector<size_t>> paramIndex(const OpContext& ctx, std::span<const i
     int64_t in = k % inner, along = (k / inner) % len, outer = k / (inner * len);
     idx[i] = static_cast<size_t>((outer * blocks + along / a.blockSize) * inner + in);
   }
-  return idx;
+  return Status::ok();
 }
 
-std::vector<double> asDoubles(const ir::Tensor* t, size_t fallbackCount) {
-  std::vector<double> v(t ? static_cast<size_t>(t->elementCount()) : fallbackCount, 0.0);
+void asDoubles(const ir::Tensor* t, size_t fallbackCount, std::vector<double>& v) {
+  v.assign(t ? static_cast<size_t>(t->elementCount()) : fallbackCount, 0.0);
   if (t) (void)convertElements(t->type(), t->data(), ElemType::Double, v.data(), v.size());
-  return v;
 }
 
 ElemType quantizedType(const OpContext& ctx, InDescs inputs) {
@@ -78,7 +78,8 @@ InferResult inferQuantize(const OpContext& ctx, InDescs inputs, size_t outputCou
   if (const ValueDesc* zp = optionalInput(inputs, 2))
     if (zp->shape != inputs[1].shape && !(dimProduct(zp->shape) == 1 && dimProduct(inputs[1].shape) == 1))
       return invalid(ctx, "zero point has shape {} but the scale has {}", shapeStr(zp->shape), shapeStr(inputs[1].shape));
-  CTX_RETURN_IF_ERROR(paramIndex(ctx, inputs[0].shape, inputs[1].shape).status());
+  std::vector<size_t> index;
+  CTX_RETURN_IF_ERROR(paramIndex(ctx, inputs[0].shape, inputs[1].shape, index));
   if (!quantize) {
     ElemType out = attrsOf<ops::QuantizeAttrs>(ctx).outputType;
     return single(out == ElemType::Undefined ? inputs[1].type : out, inputs[0].shape);
@@ -92,11 +93,15 @@ Status runQuantize(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& x = *inputs[0];
   ir::Tensor& y = *outputs[0];
   const size_t n = static_cast<size_t>(x.elementCount());
-  CTX_ASSIGN_OR_RETURN(std::vector<size_t> pi, paramIndex(ctx, x.shape(), inputs[1]->shape()));
-  std::vector<double> xs = asDoubles(&x, n), scale = asDoubles(inputs[1], 1);
+  // Scratch that grows to the largest tensor once per thread, instead of five allocations per run.
+  thread_local std::vector<size_t> pi;
+  thread_local std::vector<double> xs, scale, zp, out;
+  CTX_RETURN_IF_ERROR(paramIndex(ctx, x.shape(), inputs[1]->shape(), pi));
+  asDoubles(&x, n, xs);
+  asDoubles(inputs[1], 1, scale);
   const ir::Tensor* zpT = inputs.size() > 2 ? inputs[2] : nullptr;
-  std::vector<double> zp = asDoubles(zpT, scale.size());
-  std::vector<double> out(n);
+  asDoubles(zpT, scale.size(), zp);
+  out.resize(n);
   if (ctx.kind == ir::OpKind::DequantizeLinear) {
     for (size_t i = 0; i < n; ++i) out[i] = (xs[i] - zp[pi[i]]) * scale[pi[i]];
     return convertElements(ElemType::Double, out.data(), y.type(), y.mutableData(), n);

@@ -178,18 +178,20 @@ Status runShape(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
 // ---- Transpose ---------------------------------------------------------------------------------------
 
 namespace {
-Expected<std::vector<int64_t>> permOf(const OpContext& ctx, size_t rank) {
-  std::vector<int64_t> perm(rank);
+// Read in place from the attribute, into inline storage: Transpose runs call this on every run.
+Expected<Dims> permOf(const OpContext& ctx, size_t rank) {
+  Dims perm(rank);
   for (size_t i = 0; i < rank; ++i) perm[i] = static_cast<int64_t>(rank - 1 - i);
-  if (!ctx.attrs.has("perm")) return perm;
-  perm = ctx.attrs.getInts("perm");
-  if (perm.size() != rank)
-    return invalid(ctx, "attribute perm has {} values but input 0 has rank {}", perm.size(), rank);
-  std::vector<bool> seen(rank, false);
+  const ir::Attribute* attr = ctx.attrs.find("perm");
+  if (!attr) return perm;
+  if (attr->ints.size() != rank)
+    return invalid(ctx, "attribute perm has {} values but input 0 has rank {}", attr->ints.size(), rank);
+  for (size_t i = 0; i < rank; ++i) perm[i] = attr->ints[i];
+  Dims seen(rank, 0);
   for (int64_t p : perm) {
     if (p < 0 || p >= static_cast<int64_t>(rank) || seen[static_cast<size_t>(p)])
       return invalid(ctx, "attribute perm {} is not a permutation of 0..{}", shapeStr(perm), rank - 1);
-    seen[static_cast<size_t>(p)] = true;
+    seen[static_cast<size_t>(p)] = 1;
   }
   return perm;
 }
@@ -198,9 +200,9 @@ template <typename E>
 void transposeTyped(const OpContext& ctx, const E* x, E* y, std::span<const int64_t> inShape,
                     std::span<const int64_t> perm) {
   size_t rank = inShape.size();
-  std::vector<int64_t> inStrides(rank, 1);
+  Dims inStrides(rank, 1);
   for (size_t i = rank; i-- > 1;) inStrides[i - 1] = inStrides[i] * inShape[i];
-  std::vector<int64_t> outShape(rank), srcStride(rank);
+  Dims outShape(rank), srcStride(rank);
   for (size_t i = 0; i < rank; ++i) {
     outShape[i] = inShape[static_cast<size_t>(perm[i])];
     srcStride[i] = inStrides[static_cast<size_t>(perm[i])];
@@ -221,9 +223,9 @@ void transposeTyped(const OpContext& ctx, const E* x, E* y, std::span<const int6
   if (innerStride != 1 && q < rank && inner > 1) {
     constexpr int64_t kTileQ = 8;
     constexpr int64_t kTileJ = 8;  // small tiles: power-of-two row strides would overflow the L1 ways
-    std::vector<int64_t> outStrides(rank, 1);
+    Dims outStrides(rank, 1);
     for (size_t i = rank; i-- > 1;) outStrides[i - 1] = outStrides[i] * outShape[i];
-    std::vector<size_t> others;
+    SmallVec<size_t, kInlineRank> others;
     for (size_t d = 0; d + 1 < rank; ++d)
       if (d != q) others.push_back(d);
     const int64_t lq = outShape[q];
@@ -283,7 +285,7 @@ InferResult inferTranspose(const OpContext& ctx, InDescs inputs, size_t outputCo
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
   CTX_RETURN_IF_ERROR(checkFixedSize(ctx, inputs, 0));
   const auto& in = inputs[0].shape;
-  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> perm, permOf(ctx, in.size()));
+  CTX_ASSIGN_OR_RETURN(Dims perm, permOf(ctx, in.size()));
   ir::Shape out(in.size());
   for (size_t i = 0; i < in.size(); ++i) out[i] = in[static_cast<size_t>(perm[i])];
   return single(inputs[0].type, std::move(out));
@@ -292,7 +294,7 @@ InferResult inferTranspose(const OpContext& ctx, InDescs inputs, size_t outputCo
 Status runTranspose(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& x = *inputs[0];
   ir::Tensor& y = *outputs[0];
-  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> perm, permOf(ctx, x.rank()));
+  CTX_ASSIGN_OR_RETURN(Dims perm, permOf(ctx, x.rank()));
   switch (ir::elemSize(x.type())) {
     case 1: transposeTyped(ctx, x.dataAs<uint8_t>(), y.mutableDataAs<uint8_t>(), x.shape(), perm); break;
     case 2: transposeTyped(ctx, x.dataAs<uint16_t>(), y.mutableDataAs<uint16_t>(), x.shape(), perm); break;

@@ -13,11 +13,13 @@ int64_t ceilDiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a)
 int64_t floorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 // A per-dimension list (the decoder checked its values) or its default, of `count` values.
-Expected<std::vector<int64_t>> listOrDefault(const OpContext& ctx, const std::optional<std::vector<int64_t>>& list,
-                                             std::string_view name, size_t count, int64_t fallback) {
-  if (!list) return std::vector<int64_t>(count, fallback);
+Expected<Dims> listOrDefault(const OpContext& ctx, const std::optional<std::vector<int64_t>>& list,
+                             std::string_view name, size_t count, int64_t fallback) {
+  if (!list) return Dims(count, fallback);
   if (list->size() != count) return invalid(ctx, "attribute {} has {} values but expected {}", name, list->size(), count);
-  return *list;
+  Dims values;
+  for (int64_t v : *list) values.push_back(v);
+  return values;
 }
 
 }  // namespace
@@ -26,13 +28,13 @@ Expected<Window> computeWindow(const OpContext& ctx, const ops::WindowAttrs& att
                                std::span<const int64_t> kernel, bool ceilMode) {
   size_t n = in.size();
   Window w;
-  w.in.assign(in.begin(), in.end());
-  w.kernel.assign(kernel.begin(), kernel.end());
+  for (int64_t d : in) w.in.push_back(d);
+  for (int64_t k : kernel) w.kernel.push_back(k);
   for (int64_t k : w.kernel)
     if (k < 1) return invalid(ctx, "kernel shape {} has a dimension below 1", shapeStr(w.kernel));
   CTX_ASSIGN_OR_RETURN(w.strides, listOrDefault(ctx, attrs.strides, "strides", n, 1));
   CTX_ASSIGN_OR_RETURN(w.dilations, listOrDefault(ctx, attrs.dilations, "dilations", n, 1));
-  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> pads, listOrDefault(ctx, attrs.pads, "pads", 2 * n, 0));
+  CTX_ASSIGN_OR_RETURN(Dims pads, listOrDefault(ctx, attrs.pads, "pads", 2 * n, 0));
   using ops::AutoPad;
   w.padBegin.assign(n, 0);
   w.padEnd.assign(n, 0);

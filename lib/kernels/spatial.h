@@ -8,12 +8,13 @@
 
 namespace ctxkit::kernels::detail {
 
+// Inline storage (Dims): kernels compute their window on every run, which then allocates nothing.
 struct Window {
-  std::vector<int64_t> in;      // input spatial dims
-  std::vector<int64_t> kernel;  // kernel spatial dims
-  std::vector<int64_t> strides, dilations;
-  std::vector<int64_t> padBegin, padEnd;
-  std::vector<int64_t> out;  // output spatial dims
+  Dims in;      // input spatial dims
+  Dims kernel;  // kernel spatial dims
+  Dims strides, dilations;
+  Dims padBegin, padEnd;
+  Dims out;  // output spatial dims
   int64_t rank() const { return static_cast<int64_t>(in.size()); }
 };
 

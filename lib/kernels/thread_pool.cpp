@@ -1,4 +1,5 @@
 // A fixed pool of worker threads that split a loop's range into chunks; the calling thread works too.
+#include "kernels/gemm.h"
 #include "kernels/kernels.h"
 
 #include <algorithm>
@@ -31,6 +32,7 @@ struct ThreadPool::Impl {
   bool open = false;    // workers may still join the job
   int busyWorkers = 0;  // workers inside the job
   bool stopping = false;
+  int startedWorkers = 0;  // workers past their start-up (scratch reserved); the constructor waits for all
 
   // Claims and runs chunks until none are left.
   void drain(const std::function<void(size_t, size_t)>& fn) {
@@ -45,8 +47,11 @@ struct ThreadPool::Impl {
 
   void workerLoop() {
     tInsideParallelFor = true;
+    reserveGemmScratch();  // else a worker's first GEMM, in whichever run it comes, would allocate
     uint64_t seen = 0;
     std::unique_lock<std::mutex> lock(mutex);
+    ++startedWorkers;
+    done.notify_all();
     for (;;) {
       wake.wait(lock, [&] { return stopping || (open && generation != seen); });
       if (stopping) return;
@@ -64,6 +69,9 @@ struct ThreadPool::Impl {
 ThreadPool::ThreadPool(int threads) : threads_(threads), impl_(new Impl) {
   if (threads_ <= 0) threads_ = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 1; i < threads_; ++i) impl_->workers.emplace_back([this] { impl_->workerLoop(); });
+  // Start-up allocations land here, at load, not in whichever run a worker happens to get scheduled.
+  std::unique_lock<std::mutex> lock(impl_->mutex);
+  impl_->done.wait(lock, [&] { return impl_->startedWorkers == threads_ - 1; });
 }
 
 ThreadPool::~ThreadPool() {

@@ -1,7 +1,8 @@
-// Measures issue 10's "a steady-state run allocates nothing": heap allocations per run of each compiled sample (and
-// PP-OCR when fetched) after a warm-up run, running into the caller's output buffers, on 1 and 2 threads, with the
-// call stack of the first one. A report, not a test yet: it becomes one (every count 0) once the kernels allocate
-// nothing. This binary replaces the global operator new to count the allocations made while runs are in progress.
+// Tests issue 10's "a steady-state run allocates nothing": heap allocations made by runs of each compiled sample
+// after warm-up runs, running into the caller's output buffers, on npu-sim and cpu with 1 and 2 threads, printing
+// the call stack of the first one. Exits 1 when any sample allocates. PP-OCR (when fetched) is only reported: its
+// recognizer still allocates. This binary replaces the global operator new to count the allocations made while
+// runs are in progress.
 // usage: alloc_report [SAMPLES_DIR [CACHE_DIR]]
 #include "onnx_io/onnx_io.h"
 #include "pipeline/pipeline.h"
@@ -76,7 +77,7 @@ struct Case {
 };
 
 // Compiles `c` for `target`, loads it with `threads` kernel threads and returns the allocations made by `runs`
-// runs of every compiled node after one warm-up run each.
+// runs of every compiled node after warm-up runs (in the last window measured, see below).
 size_t steadyStateAllocations(const Case& c, const std::string& target, int threads, int runs) {
   const fs::path dir = fs::temp_directory_path() / fmt::format("ctxkit_alloc_{}_{}_{}", c.label, target, ::getpid());
   pipeline::CompileOptions o;
@@ -132,18 +133,29 @@ size_t steadyStateAllocations(const Case& c, const std::string& target, int thre
     nodes.push_back(std::move(run));
   }
   REQUIRE(!nodes.empty());
-  for (auto& n : nodes) REQUIRE((*session)->runCompiledNodeInto(n.index, n.ins, n.outs));  // warm-up
-  allocations = 0;
-  firstStackDepth = 0;
-  counting = true;
+  // Warm-up: per-thread scratch grows on a thread's first use, and with 2 threads a pool thread may sit out a run.
+  for (int i = 0; i < 3; ++i)
+    for (auto& n : nodes) REQUIRE((*session)->runCompiledNodeInto(n.index, n.ins, n.outs));
+  // With 2 threads, which thread runs which chunk varies, so a pool thread may first meet an op (and grow its
+  // per-thread scratch once) in any run. Steady state is a window of `runs` runs without an allocation: measure
+  // up to kWindows windows. A per-run allocation shows in every window, so it still fails.
+  constexpr int kWindows = 4;
+  size_t made = 0;
+  int window = 0;
   bool ok = true;
-  for (int i = 0; i < runs; ++i)
-    for (auto& n : nodes) ok = (*session)->runCompiledNodeInto(n.index, n.ins, n.outs).isOk() && ok;
-  counting = false;
+  for (; window < kWindows; ++window) {
+    allocations = 0;
+    firstStackDepth = 0;
+    counting = true;
+    for (int i = 0; i < runs; ++i)
+      for (auto& n : nodes) ok = (*session)->runCompiledNodeInto(n.index, n.ins, n.outs).isOk() && ok;
+    counting = false;
+    made = allocations.load();
+    if (made == 0 || !ok) break;
+  }
   REQUIRE(ok);
-  const size_t made = allocations.load();
-  std::printf("%-18s %-8s %d thread(s): %zu allocations per run\n", c.label.c_str(), target.c_str(), threads,
-              made / static_cast<size_t>(runs));
+  std::printf("%-18s %-8s %d thread(s): %zu allocations in %d runs (window %d)\n", c.label.c_str(), target.c_str(),
+              threads, made, runs, std::min(window, kWindows - 1) + 1);
   if (made != 0 && firstStackDepth > 0) {
     std::printf("  the first made at:\n");
     std::fflush(stdout);
@@ -166,20 +178,25 @@ std::vector<Case> sampleCases() {
 int main(int argc, char** argv) {
   if (argc > 1) kSamples = argv[1];
   if (argc > 2) kCache = argv[2];
+  size_t sampleAllocations = 0;
   for (const Case& c : sampleCases())
     for (const char* target : {"npu-sim", "cpu"})
-      for (int threads : {1, 2}) steadyStateAllocations(c, target, threads, 5);
+      for (int threads : {1, 2}) sampleAllocations += steadyStateAllocations(c, target, threads, 5);
+  if (sampleAllocations != 0)
+    std::printf("FAILED: the samples' steady-state runs allocated %zu times\n", sampleAllocations);
+  const int status = sampleAllocations == 0 ? 0 : 1;
   // PP-OCR (npm, fetched by scripts/fetch_test_assets.sh): the classifier, and the recognizer with attention.
   const fs::path assets = kCache / "models" / "ocr-models-1.4.2" / "package" / "assets";
   if (!fs::exists(assets)) {
     std::printf("PP-OCR skipped: not in %s (scripts/fetch_test_assets.sh fetches it)\n", assets.c_str());
-    return 0;
+    return status;
   }
   const std::vector<Case> corpus = {
       {"ppocr_cls", assets / "ch_ppocr_mobile_v2.0_cls_infer.onnx", {}, {"x=1x3x48x192"}},
       {"ppocr_rec", assets / "ch_PP-OCRv4_rec_infer.onnx", {}, {"x=1x3x48x320"}},
   };
+  // Reported, not asserted: the recognizer's kernels still allocate (see the printed stacks).
   for (const Case& c : corpus)
     for (int threads : {1, 2}) steadyStateAllocations(c, "npu-sim", threads, 2);
-  return 0;
+  return status;
 }

@@ -288,3 +288,18 @@ TEST_CASE("Cast to and from float8, float4 and packed 4-bit integers") {
   auto wide = Op(OpKind::Cast, 21).i("to", 6).run1({&i4});
   REQUIRE(values<int32_t>(wide) == std::vector<int32_t>{1, -1, -7});
 }
+
+TEST_CASE("Transpose and broadcast Add past rank 8, where their shape arithmetic leaves inline storage") {
+  const ir::Shape shape{2, 1, 2, 1, 2, 1, 2, 1, 2, 3};  // rank 10: Dims keeps 8 inline
+  auto x = floats(shape, iota(96));
+  auto t = Op(OpKind::Transpose).run1({&x});
+  REQUIRE(t.shape() == ir::Shape(shape.rbegin(), shape.rend()));
+  REQUIRE(values<float>(t)[1] == 48);  // t[0]..[0][1] = x[1][0]..[0]: x's first dim has stride 48
+  auto back = Op(OpKind::Transpose).run1({&t});
+  REQUIRE(values<float>(back) == iota(96));
+  auto y = floats({3}, {100, 200, 300});
+  auto sum = values<float>(Op(OpKind::Add).run1({&x, &y}));
+  REQUIRE(sum.size() == 96);
+  for (size_t i = 0; i < sum.size(); ++i)
+    REQUIRE(sum[i] == static_cast<float>(i) + 100.0f * static_cast<float>(i % 3 + 1));
+}
