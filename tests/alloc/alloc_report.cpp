@@ -184,7 +184,14 @@ int main(int argc, char** argv) {
       for (int threads : {1, 2}) sampleAllocations += steadyStateAllocations(c, target, threads, 5);
   if (sampleAllocations != 0)
     std::printf("FAILED: the samples' steady-state runs allocated %zu times\n", sampleAllocations);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // Under a sanitizer the runs still execute (their memory errors fail the run), but the allocator is the
+  // sanitizer's: the count is reported, not held to zero.
+  std::printf("alloc_report: built with a sanitizer: allocation counts are reported, not required to be 0\n");
+  const int status = 0;
+#else
   const int status = sampleAllocations == 0 ? 0 : 1;
+#endif
   // PP-OCR (npm, fetched by scripts/fetch_test_assets.sh): the classifier, and the recognizer with attention.
   const fs::path assets = kCache / "models" / "ocr-models-1.4.2" / "package" / "assets";
   if (!fs::exists(assets)) {
