@@ -56,7 +56,10 @@ int main(int argc, char** argv) {
                  "ONNX Runtime session option KEY=VALUE, or ONNX Runtime's \"KEY|VALUE KEY|VALUE\"; keys: " +
                      ctxgen::knownConfigKeys() +
                      " (ep.stop_share_ep_contexts is accepted and changes nothing: sharing ends with the run; "
-                     "ep.context_source_model_path and ep.enable_weightless=1 are refused)");
+                     "ep.enable_weightless=1 is --weightless; ep.context_source_model_path is refused: it is a load-time option)");
+  app.add_flag("--weightless", o.weightless,
+               "weightless context (SPEC §4): weights stay in the source models, the .bin records where (ctxrun "
+               "--source-model, ORT's ep.context_source_model_path); weights the compiler derives are stored");
   app.add_flag("--force", o.force, "overwrite existing outputs");
   app.add_flag("--error-if-no-nodes-compiled", o.errorIfNoNodesCompiled, "fail when no node can be compiled");
   app.add_option("--json", jsonPath, "write a JSON report to FILE, or - for stdout (schema in docs/ctxgen-json.md; written on failure too)");
@@ -107,6 +110,7 @@ int main(int argc, char** argv) {
     status = sources.claim("external initializers file", "--external-initializers-file " + o.externalInitializersFile,
                            o.externalInitializersFile);
   if (status.isOk() && o.share) status = sources.claim("context sharing", "--share", "1");
+  if (status.isOk() && o.weightless) status = sources.claim("weightless mode", "--weightless", "1");
   if (status.isOk() && !outputDir.empty())
     status = sources.claim("output folder", "-o " + outputDir,
                            (std::filesystem::path(outputDir) / "").lexically_normal().string());

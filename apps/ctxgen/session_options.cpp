@@ -66,13 +66,8 @@ Status applyOne(const std::string& key, const std::string& value, pipeline::Comp
                      "give the source model as MODEL",
                      key);
   if (key == opt::kEnableWeightless || key == opt::kEnableWeightlessDeprecated) {
-    bool weightless = false;
-    CTX_RETURN_IF_ERROR(flag(weightless));
-    if (!weightless) return Status::ok();
-    return makeError(ErrorCode::InvalidArgument,
-                     "-C {}=1: not supported by ctxgen: weightless EPContext nodes need the weights from the source "
-                     "model at load time, and ctxkit keeps them in the context binary; use --share to store each weight once",
-                     key);
+    CTX_RETURN_IF_ERROR(flag(o.weightless));
+    return sources.claim("weightless mode", given, value);
   }
   return makeError(ErrorCode::InvalidArgument, "-C: unknown key '{}'; known: {}", key, knownConfigKeys());
 }

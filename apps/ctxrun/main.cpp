@@ -24,7 +24,7 @@ using Clock = std::chrono::steady_clock;
 double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 struct Args {
-  std::string model, inputs, expected, outputDir, contextFilePath, saveInputs;
+  std::string model, inputs, expected, outputDir, contextFilePath, saveInputs, sourceModel;
   std::vector<std::string> dims, shapes, sets;
   double rtol = 1e-3, atol = 1e-5;
   int iters = 0, threads = 1, parallelRuns = 0, sessions = 1;
@@ -112,6 +112,9 @@ int main(int argc, char** argv) {
                  "run each once, to measure what extra sessions cost")
       ->check(CLI::Range(1, 64));
   app.add_flag("--verify", a.verify, "check every weight hash of the context binaries at load");
+  app.add_option("--source-model", a.sourceModel,
+                 "weightless contexts: the source model holding the weights (ep.context_source_model_path; default: the "
+                 "node's onnx_model_filename beside the model)");
   app.add_flag("--strict", a.strict, "fail instead of warn when recompilation is recommended");
   app.add_flag("--from-buffer", a.fromBuffer, "load the model from memory (with --context-file-path)");
   app.add_option("--context-file-path", a.contextFilePath, "with --from-buffer: the path ep_cache_context resolves against");
@@ -134,6 +137,7 @@ int main(int argc, char** argv) {
   runtime::SessionOptions options;
   options.threads = a.threads;
   options.verifyWeights = a.verify;
+  options.sourceModelPath = a.sourceModel;
   options.failOnSuboptimal = a.strict;
   auto loadStart = Clock::now();
   Expected<std::unique_ptr<runtime::Session>> session = makeError(ErrorCode::Internal, "not loaded");

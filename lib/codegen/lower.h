@@ -50,6 +50,9 @@ struct LowerOptions {
   std::string name;                  // the partition's name, for dumps
   // How constant B operands of MatMul/Gemm are stored (the target's preferred_layouts.gemm); plain: unpacked.
   ops::WeightLayout gemmLayout;
+  // Weightless contexts (SPEC §4): weights are stored in plain layout, the runtime packs them at load where the
+  // program asks for a layout, so a weight stays byte-equal to its source initializer.
+  bool plainWeights = false;
 };
 
 // `usedOutside` holds every value read by nodes outside this partition or listed as a graph output.

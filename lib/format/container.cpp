@@ -91,6 +91,11 @@ Expected<ir::Tensor> ContainerView::weightTensor(size_t weightIndex) const {
     return makeError(ErrorCode::InvalidArgument, "'{}': weight index {} is out of range; the container has {} weights",
                      displayName_, weightIndex, weights_.size());
   const WeightInfo& w = weights_[weightIndex];
+  if (w.inSource())
+    return makeError(ErrorCode::InvalidArgument,
+                     "'{}': weight {} is not in this weightless context binary: it is initializer '{}' of the source "
+                     "model '{}'",
+                     displayName_, weightIndex, w.sources.front().initializer, w.sources.front().model);
   std::span<const std::byte> bytes = weightBytes(weightIndex);
   auto tensor = ir::Tensor::view(w.type, w.shape, bytes.data(), bytes.size(), owner_);
   tensor.addContext(fmt::format("'{}': weight {}", displayName_, weightIndex));
@@ -103,6 +108,7 @@ Status ContainerView::verify() const {
   size_t failures = 0;
   std::string first;
   for (size_t i = 0; i < weights_.size(); ++i) {
+    if (weights_[i].inSource()) continue;
     Hash128 actual = hash128(weightBytes(i));
     if (actual == weights_[i].hash) continue;
     if (failures++ == 0)
@@ -121,14 +127,19 @@ Status ContainerView::verify() const {
   if (!header) return makeError(ErrorCode::Internal, "'{}': header vanished after open", displayName_);
   std::vector<std::pair<uint64_t, uint64_t>> gaps;  // [begin, end)
   gaps.emplace_back(header->stringTableOffset + header->stringTableSize, header->graphTableOffset);
-  gaps.emplace_back(header->weightTableOffset + header->weightCount * kWeightEntrySize, header->dataOffset);
+  const uint64_t tablesEnd = header->sourceCount > 0 ? header->sourceTableOffset + header->sourceCount * kSourceEntrySize
+                                                     : header->weightTableOffset + header->weightCount * kWeightEntrySize;
+  if (header->sourceCount > 0)
+    gaps.emplace_back(header->weightTableOffset + header->weightCount * kWeightEntrySize, header->sourceTableOffset);
+  gaps.emplace_back(tablesEnd, header->dataOffset);
   uint64_t cursor = header->dataOffset;
   auto blob = [&](uint64_t offset, uint64_t size) {
     gaps.emplace_back(cursor, offset);
     cursor = offset + size;
   };
   for (const GraphInfo& g : graphs_) blob(g.programOffset, g.programSize);
-  for (const WeightInfo& w : weights_) blob(w.offset, w.size);
+  for (const WeightInfo& w : weights_)
+    if (!w.inSource()) blob(w.offset, w.size);
   for (auto [begin, end] : gaps) {
     for (uint64_t at = begin; at < end; ++at) {
       auto value = static_cast<unsigned>(bytes_[static_cast<size_t>(at)]);

@@ -18,7 +18,10 @@
 namespace ctxkit::format {
 
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 1;
+inline constexpr uint16_t kFormatMinor = 2;  // what this library reads
+// A file records the oldest minor that describes it: 1.1 unless it uses a 1.2 feature (weightless).
+inline constexpr uint16_t kFormatMinorBase = 1;
+inline constexpr uint16_t formatMinorFor(bool weightless) { return weightless ? kFormatMinor : kFormatMinorBase; }
 
 // Checked first on load: who wrote the file and for which target.
 struct CompatInfo {
@@ -36,6 +39,13 @@ struct WeightInfo {
   uint64_t offset = 0;  // from the start of the file
   uint64_t size = 0;    // bytes
   Hash128 hash;
+  // Weightless containers: the weight's bytes are not in the file but in these source models (initializer names).
+  struct Source {
+    std::string model;
+    std::string initializer;
+  };
+  std::vector<Source> sources;  // empty: the bytes are in the file
+  bool inSource() const { return !sources.empty(); }
 };
 
 struct GraphInfo {
@@ -47,6 +57,8 @@ struct GraphInfo {
 
 struct WriterOptions {
   uint64_t alignment = 64;  // power of two, 64..65536; 4096 gives page-aligned weights
+  // A weightless container (SPEC §4): weights may live in source models (addSourceWeight), all in plain layout.
+  bool weightless = false;
 };
 
 // Collects graphs and unique weights, then writes the container. Weight bytes are referenced, not copied:
@@ -58,6 +70,10 @@ public:
   // Adds a weight and returns its index. The caller dedupes; `hash` is XXH3-128 of `bytes`.
   Expected<uint32_t> addWeight(ir::ElemType type, ir::Shape shape, std::span<const std::byte> bytes,
                                const Hash128& hash);
+  // Weightless containers only: a weight whose bytes stay in source models, `sources` naming each model (its
+  // onnx_model_filename) and the initializer there. `hash` is XXH3-128 of the bytes, checked at load on --verify.
+  Expected<uint32_t> addSourceWeight(ir::ElemType type, ir::Shape shape, const Hash128& hash,
+                                     std::vector<WeightInfo::Source> sources);
   // Adds a serialized program. Names must be unique in the container.
   Status addGraph(std::string name, std::string sourceModel, std::vector<std::byte> program);
 
@@ -92,14 +108,18 @@ public:
   uint64_t alignment() const { return alignment_; }
   uint64_t fileSize() const { return bytes_.size(); }
   const std::string& displayName() const { return displayName_; }
+  // Weightless (SPEC §4): some weights live in source models, and every weight is in plain layout.
+  bool weightless() const { return weightless_; }
 
   const GraphInfo* findGraph(std::string_view name) const;
   std::span<const std::byte> programBytes(size_t graphIndex) const;
   std::span<const std::byte> weightBytes(size_t weightIndex) const;
-  // A read-only tensor viewing the weight in place; keeps the container's bytes alive.
+  // A read-only tensor viewing the weight in place; keeps the container's bytes alive. An error for a weight that
+  // lives in a source model.
   Expected<ir::Tensor> weightTensor(size_t weightIndex) const;
 
-  // Recomputes every weight hash and checks that all padding bytes are zero.
+  // Recomputes the hash of every weight in the file and checks that all padding bytes are zero (weights in source
+  // models are checked where they are resolved).
   Status verify() const;
 
 private:
@@ -110,6 +130,7 @@ private:
   std::vector<GraphInfo> graphs_;
   std::vector<WeightInfo> weights_;
   uint64_t alignment_ = 64;
+  bool weightless_ = false;
 };
 
 }  // namespace ctxkit::format

@@ -55,7 +55,9 @@ struct FileHeader {
   uint64_t weightCount;
   uint64_t dataOffset;
   uint64_t dataSize;
-  std::array<uint64_t, 3> reserved1;
+  uint64_t sourceTableOffset;  // 1.2, with kFlagWeightless: the source table, right after the weight table
+  uint64_t sourceCount;
+  uint64_t reserved1;
 };
 static_assert(std::is_trivially_copyable_v<FileHeader> && std::is_standard_layout_v<FileHeader>);
 static_assert(sizeof(FileHeader) == 160);
@@ -78,7 +80,9 @@ static_assert(offsetof(FileHeader, weightTableOffset) == 104);
 static_assert(offsetof(FileHeader, weightCount) == 112);
 static_assert(offsetof(FileHeader, dataOffset) == 120);
 static_assert(offsetof(FileHeader, dataSize) == 128);
-static_assert(offsetof(FileHeader, reserved1) == 136);
+static_assert(offsetof(FileHeader, sourceTableOffset) == 136);
+static_assert(offsetof(FileHeader, sourceCount) == 144);
+static_assert(offsetof(FileHeader, reserved1) == 152);
 
 // Right after the header. Who wrote the file and for which target; read before any table.
 struct CompatBlock {
@@ -128,7 +132,8 @@ struct WeightEntry {
   uint32_t rank;
   std::array<int64_t, kMaxRank> dims;  // dims[rank..7] are zero
   std::array<uint8_t, 16> hash;        // XXH3-128 of the weight's bytes, canonical (big-endian)
-  std::array<uint64_t, 3> reserved;
+  uint64_t weightFlags;                // 1.2: kWeightInSource
+  std::array<uint64_t, 2> reserved;
 };
 static_assert(std::is_trivially_copyable_v<WeightEntry> && std::is_standard_layout_v<WeightEntry>);
 static_assert(sizeof(WeightEntry) == 128);
@@ -138,12 +143,29 @@ static_assert(offsetof(WeightEntry, elemType) == 16);
 static_assert(offsetof(WeightEntry, rank) == 20);
 static_assert(offsetof(WeightEntry, dims) == 24);
 static_assert(offsetof(WeightEntry, hash) == 88);
-static_assert(offsetof(WeightEntry, reserved) == 104);
+static_assert(offsetof(WeightEntry, weightFlags) == 104);
+static_assert(offsetof(WeightEntry, reserved) == 112);
+
+// 1.2, weightless containers: where a weight lives in a source model (an initializer of that name). A weight
+// the programs of several source models use has one entry per model; entries are sorted by weight index.
+struct SourceEntry {
+  uint32_t weight;  // index in the weight table; that weight has kWeightInSource
+  uint32_t reserved;
+  StringRef sourceModel;  // onnx_model_filename of the graphs that use it
+  StringRef initializer;  // the initializer's name in that model
+};
+static_assert(std::is_trivially_copyable_v<SourceEntry> && std::is_standard_layout_v<SourceEntry>);
+static_assert(sizeof(SourceEntry) == 40);
+static_assert(offsetof(SourceEntry, weight) == 0);
+static_assert(offsetof(SourceEntry, reserved) == 4);
+static_assert(offsetof(SourceEntry, sourceModel) == 8);
+static_assert(offsetof(SourceEntry, initializer) == 24);
 
 inline constexpr uint64_t kHeaderSize = sizeof(FileHeader);
 inline constexpr uint64_t kCompatSize = sizeof(CompatBlock);
 inline constexpr uint64_t kGraphEntrySize = sizeof(GraphEntry);
 inline constexpr uint64_t kWeightEntrySize = sizeof(WeightEntry);
+inline constexpr uint64_t kSourceEntrySize = sizeof(SourceEntry);
 inline constexpr uint64_t kChecksumOffset = offsetof(FileHeader, checksum);
 inline constexpr uint64_t kChecksumSize = 16;
 // Metadata regions after the string table start on this boundary.
@@ -160,9 +182,15 @@ inline constexpr uint64_t kMaxGraphs = 1ull << 20;
 inline constexpr uint64_t kMaxWeights = 1ull << 24;
 
 // Flags: required features (low half) make a reader that does not know them refuse the file; optional
-// features (high half) may be ignored. Format 1.0 defines none.
+// features (high half) may be ignored. Format 1.0 and 1.1 define none.
 inline constexpr uint64_t kRequiredFlagsMask = 0x00000000ffffffffull;
-inline constexpr uint64_t kKnownFlags = 0;
+// 1.2, required: a weightless container (SPEC §4). Weights with kWeightInSource have no bytes here (offset 0, no
+// blob): the runtime takes them from the source model the source table names. Every weight is in plain layout;
+// a program that asks for a packed layout gets it packed at load.
+inline constexpr uint64_t kFlagWeightless = 1ull << 0;
+inline constexpr uint64_t kKnownFlags = kFlagWeightless;
+inline constexpr uint64_t kWeightInSource = 1ull << 0;
+inline constexpr uint64_t kMaxSources = 1ull << 26;
 
 // Copies a struct out of file bytes; nullopt when [offset, offset + sizeof(T)) is not inside `bytes`.
 template <typename T>

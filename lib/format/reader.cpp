@@ -32,10 +32,12 @@ public:
   Status checkChecksum() const;
   Status parseGraphs(std::vector<GraphInfo>& out) const;
   Status parseWeights(std::vector<WeightInfo>& out) const;
+  Status parseSources(std::vector<WeightInfo>& weights) const;
   Status checkTiling() const;
   Status checkUniqueWeights(const std::vector<WeightInfo>& weights) const;
 
   const FileHeader& header() const { return h_; }
+  bool weightless() const { return (h_.flags & kFlagWeightless) != 0; }
 
 private:
   template <typename... Args>
@@ -115,8 +117,7 @@ Status Parser::parseHeader() {
     if (unknownFlags != 0)
       return invalid("flags {:#x} are not defined in format {}; expected 0", unknownFlags, versionString(major, minor));
     if (h_.reserved0 != 0) return invalid("header field reserved0 is {:#x}; expected 0", h_.reserved0);
-    for (size_t i = 0; i < h_.reserved1.size(); ++i)
-      if (h_.reserved1[i] != 0) return invalid("header field reserved1[{}] is {:#x}; expected 0", i, h_.reserved1[i]);
+    if (h_.reserved1 != 0) return invalid("header field reserved1 is {:#x}; expected 0", h_.reserved1);
   } else if ((unknownFlags & kRequiredFlagsMask) != 0) {
     return Error(ErrorCode::Unsupported,
                  fmt::format("'{}' (format {}) needs features this ctxkit does not know (required flags {:#x}); this "
@@ -124,6 +125,9 @@ Status Parser::parseHeader() {
                              name_, versionString(major, minor), unknownFlags & kRequiredFlagsMask,
                              versionString(kFormatMajor, kFormatMinor)));
   }
+
+  if (weightless() && minor < 2)
+    return invalid("flag weightless ({:#x}) needs format 1.2; the file records {}", kFlagWeightless, versionString(major, minor));
 
   // Rule 8: a power of two within bounds; blob offsets are checked against it later.
   if (!isPowerOfTwo(h_.alignment) || h_.alignment < kMinAlignment || h_.alignment > kMaxAlignment)
@@ -160,10 +164,20 @@ Status Parser::parseHeader() {
   CTX_RETURN_IF_ERROR(checkCount(h_.weightCount, kMaxWeights, h_.weightTableOffset, kWeightEntrySize, "weight"));
 
   // Both tables lie inside the file now, so these sums are below the file size and cannot overflow.
-  const uint64_t metadataEnd = h_.weightTableOffset + h_.weightCount * kWeightEntrySize;
+  uint64_t metadataEnd = h_.weightTableOffset + h_.weightCount * kWeightEntrySize;
+  if (weightless() && h_.sourceCount > 0) {
+    if (h_.sourceTableOffset != metadataEnd)
+      return invalid("source table offset is {}; expected {} (right after {} weight entries)", h_.sourceTableOffset,
+                     metadataEnd, h_.weightCount);
+    CTX_RETURN_IF_ERROR(checkCount(h_.sourceCount, kMaxSources, h_.sourceTableOffset, kSourceEntrySize, "weight source"));
+    metadataEnd = h_.sourceTableOffset + h_.sourceCount * kSourceEntrySize;
+  } else if (strictReserved() && (h_.sourceCount != 0 || h_.sourceTableOffset != 0)) {
+    return invalid("header records a source table (offset {}, {} entries) but the file is not weightless",
+                   h_.sourceTableOffset, h_.sourceCount);
+  }
   const uint64_t dataAt = alignUp(metadataEnd, h_.alignment);
   if (h_.dataOffset != dataAt)
-    return invalid("data region offset is {}; expected {} (end of the weight table rounded up to the alignment {})",
+    return invalid("data region offset is {}; expected {} (end of the metadata tables rounded up to the alignment {})",
                    h_.dataOffset, dataAt, h_.alignment);
   if (h_.dataOffset > size_)
     return invalid("data region offset {} is past the end of the file ({} bytes)", h_.dataOffset, size_);
@@ -310,10 +324,16 @@ Status Parser::parseWeights(std::vector<WeightInfo>& out) const {
         return invalid("weight {} has rank {} but unused dimension slot {} holds {}; expected 0", i, e->rank, k,
                        e->dims[k]);
     }
-    if (strictReserved())
+    if (strictReserved()) {
       for (size_t k = 0; k < e->reserved.size(); ++k)
         if (e->reserved[k] != 0)
           return invalid("weight {} field reserved[{}] is {:#x}; expected 0", i, k, e->reserved[k]);
+      const uint64_t known = weightless() ? kWeightInSource : 0;
+      if ((e->weightFlags & ~known) != 0)
+        return invalid("weight {} flags {:#x} are not defined{}", i, e->weightFlags & ~known,
+                       weightless() ? "" : " in a container that is not weightless");
+    }
+    const bool inSource = weightless() && (e->weightFlags & kWeightInSource) != 0;
     // Rules 3 and 6: the byte length is exactly what the shape needs, computed without overflow.
     auto count = checkedElementCount(shape);
     auto needed = count ? ir::storageBytes(*type, *count) : std::nullopt;
@@ -323,7 +343,9 @@ Status Parser::parseWeights(std::vector<WeightInfo>& out) const {
     if (*needed != e->size)
       return invalid("weight {} size is {} bytes; a {} tensor of shape {} needs {}", i, e->size,
                      ir::elemTypeName(*type), ir::shapeToString(shape), *needed);
-    if (!rangeFits(e->offset, e->size, size_))
+    if (inSource && e->offset != 0)
+      return invalid("weight {} lives in a source model but records offset {}; expected 0", i, e->offset);
+    if (!inSource && !rangeFits(e->offset, e->size, size_))
       return invalid("weight {} (offset {}, size {}) extends past the end of the file ({} bytes)", i, e->offset,
                      e->size, size_);
     if (e->offset % h_.alignment != 0)
@@ -334,8 +356,36 @@ Status Parser::parseWeights(std::vector<WeightInfo>& out) const {
     w.offset = e->offset;
     w.size = e->size;
     std::copy(e->hash.begin(), e->hash.end(), w.hash.bytes.begin());
+    if (inSource) w.sources.emplace_back();  // filled in by parseSources
     out.push_back(std::move(w));
-    weightBlobs_.push_back({true, static_cast<size_t>(i), e->offset, e->size});
+    if (!inSource) weightBlobs_.push_back({true, static_cast<size_t>(i), e->offset, e->size});
+  }
+  return Status::ok();
+}
+
+Status Parser::parseSources(std::vector<WeightInfo>& weights) const {
+  std::vector<std::vector<WeightInfo::Source>> found(weights.size());
+  uint32_t previous = 0;
+  for (uint64_t i = 0; i < h_.sourceCount && weightless(); ++i) {
+    auto e = readStruct<SourceEntry>(bytes_, h_.sourceTableOffset + i * kSourceEntrySize);
+    if (!e) return invalid("weight source {} entry lies outside the file", i);
+    if (e->weight >= weights.size() || !weights[e->weight].inSource())
+      return invalid("weight source {} names weight {}, which is not a weight in a source model", i, e->weight);
+    if (e->weight < previous)
+      return invalid("weight source {} (weight {}) follows weight {}; expected entries sorted by weight", i, e->weight,
+                     previous);
+    previous = e->weight;
+    if (strictReserved() && e->reserved != 0)
+      return invalid("weight source {} field reserved is {:#x}; expected 0", i, e->reserved);
+    CTX_ASSIGN_OR_RETURN(std::string_view model, readString(e->sourceModel, fmt::format("weight source {} model", i)));
+    CTX_ASSIGN_OR_RETURN(std::string_view name, readString(e->initializer, fmt::format("weight source {} initializer", i)));
+    if (model.empty() || name.empty()) return invalid("weight source {} has an empty model or initializer name", i);
+    found[e->weight].push_back(WeightInfo::Source{std::string(model), std::string(name)});
+  }
+  for (size_t w = 0; w < weights.size(); ++w) {
+    if (!weights[w].inSource()) continue;
+    if (found[w].empty()) return invalid("weight {} lives in a source model but no weight source names it", w);
+    weights[w].sources = std::move(found[w]);
   }
   return Status::ok();
 }
@@ -393,12 +443,14 @@ Expected<ContainerView> ContainerView::open(std::span<const std::byte> bytes, st
   CTX_RETURN_IF_ERROR(parser.checkChecksum());
   CTX_RETURN_IF_ERROR(parser.parseGraphs(view.graphs_));
   CTX_RETURN_IF_ERROR(parser.parseWeights(view.weights_));
+  CTX_RETURN_IF_ERROR(parser.parseSources(view.weights_));
   CTX_RETURN_IF_ERROR(parser.checkTiling());
   CTX_RETURN_IF_ERROR(parser.checkUniqueWeights(view.weights_));
   view.bytes_ = bytes;
   view.owner_ = std::move(owner);
   view.displayName_ = std::move(displayName);
   view.alignment_ = parser.header().alignment;
+  view.weightless_ = parser.weightless();
   return view;
 }
 

@@ -20,8 +20,10 @@ namespace {
 struct PendingWeight {
   ir::ElemType type;
   ir::Shape shape;
-  std::span<const std::byte> bytes;
+  std::span<const std::byte> bytes;  // empty for a weight in source models
   Hash128 hash;
+  std::vector<WeightInfo::Source> sources;
+  uint64_t size = 0;
 };
 
 struct PendingGraph {
@@ -35,9 +37,15 @@ struct Plan {
   std::string strings;
   StringRef producer{}, producerVersion{}, targetId{}, targetRevision{};
   std::vector<std::pair<StringRef, StringRef>> graphStrings;  // name, source model
+  struct Source {
+    uint32_t weight;
+    StringRef model, initializer;
+  };
+  std::vector<Source> sources;
   uint64_t stringTableOffset = 0;
   uint64_t graphTableOffset = 0;
   uint64_t weightTableOffset = 0;
+  uint64_t sourceTableOffset = 0;
   uint64_t dataOffset = 0;
   uint64_t dataSize = 0;
   uint64_t fileSize = 0;
@@ -85,9 +93,11 @@ struct ContainerWriter::Impl {
   std::vector<PendingGraph> graphs;
   std::set<std::string, std::less<>> graphNames;
   std::map<WeightKey, uint32_t> weightKeys;
+  uint64_t sourceCount = 0;
   // Cached by the first output call and reset by every add; so a writer is not for concurrent use.
   mutable std::optional<Plan> plan;
 
+  Expected<uint32_t> add(PendingWeight w);
   Expected<const Plan*> getPlan() const;
   Expected<std::vector<std::byte>> buildMetadata(const Plan& plan) const;
   // Emits the whole file in order through `write(span)` and `zeros(count)`.
@@ -98,16 +108,13 @@ struct ContainerWriter::Impl {
 ContainerWriter::ContainerWriter(CompatInfo compat, WriterOptions options) : impl_(std::make_shared<Impl>()) {
   // The version written is always the one this library implements, whatever the caller filled in.
   compat.formatMajor = kFormatMajor;
-  compat.formatMinor = kFormatMinor;
+  compat.formatMinor = formatMinorFor(options.weightless);
   impl_->compat = std::move(compat);
   impl_->options = options;
 }
 
-Expected<uint32_t> ContainerWriter::addWeight(ir::ElemType type, ir::Shape shape, std::span<const std::byte> bytes,
-                                              const Hash128& hash) {
-  Impl& d = *impl_;
-  if (d.weights.size() >= kMaxWeights)
-    return invalidArgument(fmt::format("a container holds at most {} weights", kMaxWeights));
+// The checks every weight passes, in the file or in a source model; returns its byte size.
+static Expected<uint64_t> checkWeight(ir::ElemType type, const ir::Shape& shape) {
   auto typeBytes = ir::storageBytes(type, 1);
   if (!ir::elemTypeFromInt(static_cast<int32_t>(type)) || !typeBytes)
     return invalidArgument(fmt::format("weight element type {} has no fixed byte size", ir::elemTypeName(type)));
@@ -118,18 +125,46 @@ Expected<uint32_t> ContainerWriter::addWeight(ir::ElemType type, ir::Shape shape
   auto expected = count ? ir::storageBytes(type, *count) : std::nullopt;
   if (!expected)
     return invalidArgument(fmt::format("weight shape {} is negative or too large", ir::shapeToString(shape)));
-  if (*expected != bytes.size())
-    return invalidArgument(fmt::format("{} weight of shape {} needs {} bytes but {} were given", ir::elemTypeName(type),
-                                       ir::shapeToString(shape), *expected, bytes.size()));
-  WeightKey key{hash, type, shape};
-  auto [it, inserted] = d.weightKeys.emplace(std::move(key), static_cast<uint32_t>(d.weights.size()));
+  return *expected;
+}
+
+Expected<uint32_t> ContainerWriter::Impl::add(PendingWeight w) {
+  if (weights.size() >= kMaxWeights)
+    return invalidArgument(fmt::format("a container holds at most {} weights", kMaxWeights));
+  WeightKey key{w.hash, w.type, w.shape};
+  auto [it, inserted] = weightKeys.emplace(std::move(key), static_cast<uint32_t>(weights.size()));
   if (!inserted)
     return invalidArgument(
         fmt::format("weight ({} {}, hash {}) repeats weight {}; the weight table holds each unique weight once",
-                    ir::elemTypeName(type), ir::shapeToString(shape), hash.toHex(), it->second));
-  d.weights.push_back({type, std::move(shape), bytes, hash});
-  d.plan.reset();
+                    ir::elemTypeName(w.type), ir::shapeToString(w.shape), w.hash.toHex(), it->second));
+  weights.push_back(std::move(w));
+  plan.reset();
   return it->second;
+}
+
+Expected<uint32_t> ContainerWriter::addWeight(ir::ElemType type, ir::Shape shape, std::span<const std::byte> bytes,
+                                              const Hash128& hash) {
+  CTX_ASSIGN_OR_RETURN(uint64_t expected, checkWeight(type, shape));
+  if (expected != bytes.size())
+    return invalidArgument(fmt::format("{} weight of shape {} needs {} bytes but {} were given", ir::elemTypeName(type),
+                                       ir::shapeToString(shape), expected, bytes.size()));
+  return impl_->add(PendingWeight{type, std::move(shape), bytes, hash, {}, expected});
+}
+
+Expected<uint32_t> ContainerWriter::addSourceWeight(ir::ElemType type, ir::Shape shape, const Hash128& hash,
+                                                    std::vector<WeightInfo::Source> sources) {
+  if (!impl_->options.weightless)
+    return invalidArgument("a weight in a source model needs a weightless container (WriterOptions::weightless)");
+  if (sources.empty()) return invalidArgument("a weight in a source model needs at least one source");
+  if (impl_->sourceCount + sources.size() > kMaxSources)
+    return invalidArgument(fmt::format("a container holds at most {} weight sources", kMaxSources));
+  for (const auto& s : sources) {
+    CTX_RETURN_IF_ERROR(checkString(s.model, "source model name"));
+    CTX_RETURN_IF_ERROR(checkString(s.initializer, fmt::format("initializer name in source model '{}'", s.model)));
+  }
+  CTX_ASSIGN_OR_RETURN(uint64_t expected, checkWeight(type, shape));
+  impl_->sourceCount += sources.size();
+  return impl_->add(PendingWeight{type, std::move(shape), {}, hash, std::move(sources), expected});
 }
 
 Status ContainerWriter::addGraph(std::string name, std::string sourceModel, std::vector<std::byte> program) {
@@ -173,6 +208,12 @@ Expected<const Plan*> ContainerWriter::Impl::getPlan() const {
     StringRef source = strings.add(g.sourceModel);
     p.graphStrings.emplace_back(name, source);
   }
+  for (uint32_t i = 0; i < weights.size(); ++i)
+    for (const auto& src : weights[i].sources) {
+      StringRef model = strings.add(src.model);
+      StringRef initializer = strings.add(src.initializer);
+      p.sources.push_back(Plan::Source{i, model, initializer});
+    }
   p.strings = strings.take();
   if (p.strings.size() > kMaxStringTableBytes)
     return invalidArgument(fmt::format("the names add up to {} bytes; the string table allows at most {}",
@@ -182,7 +223,10 @@ Expected<const Plan*> ContainerWriter::Impl::getPlan() const {
   p.stringTableOffset = kHeaderSize + kCompatSize;
   p.graphTableOffset = alignUp(p.stringTableOffset + p.strings.size(), kTableAlignment);
   p.weightTableOffset = p.graphTableOffset + graphs.size() * kGraphEntrySize;
-  p.dataOffset = alignUp(p.weightTableOffset + weights.size() * kWeightEntrySize, alignment);
+  p.sourceTableOffset = p.sources.empty() ? 0 : p.weightTableOffset + weights.size() * kWeightEntrySize;
+  const uint64_t tablesEnd = p.sources.empty() ? p.weightTableOffset + weights.size() * kWeightEntrySize
+                                               : p.sourceTableOffset + p.sources.size() * kSourceEntrySize;
+  p.dataOffset = alignUp(tablesEnd, alignment);
 
   uint64_t cursor = p.dataOffset;
   auto place = [&](uint64_t size, std::vector<uint64_t>& offsets) -> Status {
@@ -194,7 +238,13 @@ Expected<const Plan*> ContainerWriter::Impl::getPlan() const {
     return Status::ok();
   };
   for (const PendingGraph& g : graphs) CTX_RETURN_IF_ERROR(place(g.program.size(), p.programOffsets));
-  for (const PendingWeight& w : weights) CTX_RETURN_IF_ERROR(place(w.bytes.size(), p.weightOffsets));
+  for (const PendingWeight& w : weights) {
+    if (!w.sources.empty()) {
+      p.weightOffsets.push_back(0);  // no blob: the bytes stay in the source model
+      continue;
+    }
+    CTX_RETURN_IF_ERROR(place(w.bytes.size(), p.weightOffsets));
+  }
   p.fileSize = cursor;
   p.dataSize = cursor - p.dataOffset;
   plan = std::move(p);
@@ -217,9 +267,9 @@ Expected<std::vector<std::byte>> ContainerWriter::Impl::buildMetadata(const Plan
   FileHeader h{};
   h.magic = kMagic;
   h.formatMajor = kFormatMajor;
-  h.formatMinor = kFormatMinor;
+  h.formatMinor = compat.formatMinor;
   h.headerSize = static_cast<uint32_t>(kHeaderSize);
-  h.flags = 0;
+  h.flags = options.weightless ? kFlagWeightless : 0;
   h.fileSize = p.fileSize;
   h.alignment = static_cast<uint32_t>(options.alignment);
   h.compatOffset = kHeaderSize;
@@ -232,10 +282,12 @@ Expected<std::vector<std::byte>> ContainerWriter::Impl::buildMetadata(const Plan
   h.weightCount = weights.size();
   h.dataOffset = p.dataOffset;
   h.dataSize = p.dataSize;
+  h.sourceTableOffset = p.sourceTableOffset;
+  h.sourceCount = p.sources.size();
 
   CompatBlock c{};
   c.formatMajor = kFormatMajor;
-  c.formatMinor = kFormatMinor;
+  c.formatMinor = compat.formatMinor;
   c.producer = p.producer;
   c.producerVersion = p.producerVersion;
   c.targetId = p.targetId;
@@ -255,12 +307,20 @@ Expected<std::vector<std::byte>> ContainerWriter::Impl::buildMetadata(const Plan
     const PendingWeight& w = weights[i];
     WeightEntry e{};
     e.offset = p.weightOffsets[i];
-    e.size = w.bytes.size();
+    e.size = w.size;
+    e.weightFlags = w.sources.empty() ? 0 : kWeightInSource;
     e.elemType = static_cast<uint32_t>(w.type);
     e.rank = static_cast<uint32_t>(w.shape.size());
     for (size_t k = 0; k < w.shape.size(); ++k) e.dims[k] = w.shape[k];
     e.hash = w.hash.bytes;
     ok = ok && writeStruct(std::span(meta), p.weightTableOffset + i * kWeightEntrySize, e);
+  }
+  for (size_t i = 0; i < p.sources.size(); ++i) {
+    SourceEntry e{};
+    e.weight = p.sources[i].weight;
+    e.sourceModel = p.sources[i].model;
+    e.initializer = p.sources[i].initializer;
+    ok = ok && writeStruct(std::span(meta), p.sourceTableOffset + i * kSourceEntrySize, e);
   }
   if (!ok) return Error(ErrorCode::Internal, "container metadata does not fit its planned size");
 
@@ -286,7 +346,8 @@ Status ContainerWriter::Impl::emit(Write&& write, Zeros&& zeros) const {
     return Status::ok();
   };
   for (size_t i = 0; i < graphs.size(); ++i) CTX_RETURN_IF_ERROR(blob(p->programOffsets[i], graphs[i].program));
-  for (size_t i = 0; i < weights.size(); ++i) CTX_RETURN_IF_ERROR(blob(p->weightOffsets[i], weights[i].bytes));
+  for (size_t i = 0; i < weights.size(); ++i)
+    if (weights[i].sources.empty()) CTX_RETURN_IF_ERROR(blob(p->weightOffsets[i], weights[i].bytes));
   if (cursor != p->fileSize)
     return Error(ErrorCode::Internal,
                  fmt::format("container ended at {} bytes; its header records {}", cursor, p->fileSize));

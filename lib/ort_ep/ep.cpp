@@ -207,24 +207,25 @@ Status writeEpContextNodes(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode*
     SharedCompile& shared = SharedCompile::instance();
     std::lock_guard lock(shared.mutex());
     binName = shared.binName(outStem);
-    for (const auto& p : partitions)
-      CTX_RETURN_IF_ERROR(shared.addGraph(p->name, context.modelPath.filename().string(), p->programBytes));
+    for (const auto& p : partitions) CTX_RETURN_IF_ERROR(shared.addGraph(p->name, context.modelPath, p->programBytes));
     if (config.stopShareContexts) {
       fs::path bin = output.parent_path() / binName;
       if (fs::exists(bin))
         return makeError(ErrorCode::InvalidArgument, "{}: '{}' exists; ctxkit does not overwrite a context binary",
                          epcontext::kEpName, bin.string());
       CTX_ASSIGN_OR_RETURN(auto target, partitioner::loadTarget(config.target));
-      CTX_RETURN_IF_ERROR(shared.writeAndReset(bin, context.targetId, context.targetRevision, target.weightAlignment));
+      CTX_RETURN_IF_ERROR(
+          shared.writeAndReset(bin, context.targetId, context.targetRevision, target.weightAlignment, config.weightless));
     }
   } else if (config.embedMode == 1) {
-    embedded.assign(reinterpret_cast<const char*>(context.bytes->data()), context.bytes->size());
+    const auto& bytes = context.fileBytes ? *context.fileBytes : *context.bytes;
+    embedded.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   } else {
     fs::path bin = output.parent_path() / binName;
     if (fs::exists(bin))
       return makeError(ErrorCode::InvalidArgument, "{}: '{}' exists; ctxkit does not overwrite a context binary",
                        epcontext::kEpName, bin.string());
-    CTX_RETURN_IF_ERROR(writeFileAtomically(bin, std::span(*context.bytes)));
+    CTX_RETURN_IF_ERROR(writeFileAtomically(bin, std::span(context.fileBytes ? *context.fileBytes : *context.bytes)));
   }
   const OrtModelEditorApi* editor = api.ort.GetModelEditorApi();
   if (editor == nullptr) return makeError(ErrorCode::Unsupported, "this ONNX Runtime has no model editor API");
@@ -312,6 +313,8 @@ Status compile(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fusedNodes
   options.threads = config.threads;
   options.failOnSuboptimal = config.failOnSuboptimal;
   options.shareContexts = config.shareContexts;
+  options.sourceModelPath = config.sourceModelPath;
+  options.sourceModelBuffer = config.sourceModelBuffer;
   CTX_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Session> loaded,
                        runtime::Session::load(model, contextDir, options, displayName));
   std::shared_ptr<const runtime::Session> session(std::move(loaded));
@@ -368,6 +371,13 @@ OrtStatus* ORT_API_CALL compileImpl(OrtEp* self, const OrtGraph** graphs, const 
   }
 }
 
+// Every weight a context uses can stay in the source model: derived weights (folded, fused) are stored, and packed
+// layouts are made at load.
+OrtStatus* ORT_API_CALL getWeightlessSupport(const OrtEp*, OrtWeightlessSupport* support) noexcept {
+  *support = OrtWeightlessSupport_ALL;
+  return nullptr;
+}
+
 const char* ORT_API_CALL getCompatibilityInfo(OrtEp* self, const OrtGraph*) noexcept {
   return static_cast<CtxKitEp*>(self)->compatibilityInfo.c_str();
 }
@@ -413,6 +423,16 @@ Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options
   CTX_ASSIGN_OR_RETURN(std::string strict,
                        sessionConfigEntry(api, options, "session.fail_on_suboptimal_compiled_model", "0"));
   config.failOnSuboptimal = strict == "1";
+  for (const char* key : {epcontext::option::kEnableWeightless, epcontext::option::kEnableWeightlessDeprecated}) {
+    CTX_ASSIGN_OR_RETURN(std::string weightless, sessionConfigEntry(api, options, key, "0"));
+    config.weightless = config.weightless || weightless == "1";
+  }
+  CTX_ASSIGN_OR_RETURN(std::string source, sessionConfigEntry(api, options, epcontext::option::kContextSourceModelPath, ""));
+  config.sourceModelPath = source;
+  const void* buffer = nullptr;
+  size_t bufferSize = 0;
+  CTX_ORT_RETURN_IF_ERROR(api, api.ep.SessionOptionsGetWeightlessSourceModelBuffer(&options, &buffer, &bufferSize));
+  if (buffer != nullptr) config.sourceModelBuffer = std::span(static_cast<const std::byte*>(buffer), bufferSize);
   return config;
 }
 
@@ -424,9 +444,10 @@ CtxKitEp::CtxKitEp(const Api& api, EpConfig config)
   Compile = compileImpl;
   ReleaseNodeComputeInfos = releaseNodeComputeInfos;
   GetCompiledModelCompatibilityInfo = getCompatibilityInfo;
+  GetWeightlessSupport = getWeightlessSupport;
   epcontext::CompatibilityInfo info;
   info.formatMajor = format::kFormatMajor;
-  info.formatMinor = format::kFormatMinor;
+  info.formatMinor = format::formatMinorFor(config_.weightless);
   if (auto target = partitioner::loadTarget(config_.target)) {
     info.targetId = target->hardwareArchitecture;
     info.targetRevision = target->revision;

@@ -8,6 +8,7 @@
 #include "ort_ep/plain_graph.h"
 
 #include <filesystem>
+#include <span>
 #include <string>
 
 namespace ctxkit::ort_ep {
@@ -23,6 +24,11 @@ struct EpConfig {
   int embedMode = 0;                      // ep.context_embed_mode
   bool stopShareContexts = false;         // ep.stop_share_ep_contexts: this session completes the shared .bin
   std::string nodeNamePrefix;             // ep.context_node_name_prefix
+  // Weightless contexts (SPEC §4): ep.enable_weightless while compiling; where the weights are when loading:
+  // ORT's source model buffer, else ep.context_source_model_path, else the node's onnx_model_filename.
+  bool weightless = false;
+  std::filesystem::path sourceModelPath;
+  std::span<const std::byte> sourceModelBuffer;
 };
 
 // Reads the EP options (ORT stores them as session config entries "ep.<lower-case EP name>.<key>") and the

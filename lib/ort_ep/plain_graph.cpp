@@ -10,6 +10,8 @@
 #include "partitioner/partitioner.h"
 #include "pipeline/emit.h"
 #include "program/program.h"
+#include "runtime/source_model.h"
+#include "weightshare/source_weights.h"
 #include "weightshare/weight_pool.h"
 
 #include <algorithm>
@@ -18,6 +20,29 @@
 namespace ctxkit::ort_ep {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// Weightless contexts: parses the source model files (ORT's graph may hold initializers its optimizations made, which
+// the files lack) and finds the pooled weights among their initializers.
+Expected<weightshare::WeightSources> locateInSourceFiles(const weightshare::WeightPool& pool,
+                                                         const std::vector<fs::path>& files) {
+  std::vector<std::shared_ptr<const runtime::SourceInitializers>> read;
+  std::vector<weightshare::SourceModel> sources;
+  for (const auto& f : files) {
+    if (f.empty())
+      return makeError(ErrorCode::InvalidArgument, "{}: a weightless context needs the source model's file; this model came from memory",
+                       epcontext::kEpName);
+    CTX_ASSIGN_OR_RETURN(auto initializers, runtime::readSourceInitializers(f).addContext("weightless context"));
+    weightshare::SourceModel m{f.filename().string(), {}};
+    for (const auto& [name, tensor] : initializers->byName) m.initializers.emplace_back(name, &tensor);
+    sources.push_back(std::move(m));
+    read.push_back(std::move(initializers));
+  }
+  return weightshare::locateInSources(pool, sources);
+}
+
+}  // namespace
 
 Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, const OrtGraph& graph,
                                         OrtEpGraphSupportInfo& support) {
@@ -69,15 +94,22 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   if (claimed.empty()) return Status::ok();
 
   format::CompatInfo compat{epcontext::kProducer, epcontext::kVersion, target.hardwareArchitecture, target.revision};
-  format::ContainerWriter writer(compat, format::WriterOptions{target.weightAlignment});
-  for (const auto& w : pool.weights())  // in pool order: the programs' weight indices
-    CTX_RETURN_IF_ERROR(writer.addWeight(w.tensor.type(), w.tensor.shape(), w.tensor.bytes(), w.hash).status());
-  for (const auto& c : claimed)
-    CTX_RETURN_IF_ERROR(writer.addGraph(c.name, modelPath.filename().string(), program::serialize(c.program)));
-  // The weights are copied here: nothing refers to ORT's initializer buffers after this.
-  CTX_ASSIGN_OR_RETURN(auto bytes, writer.serialize());
   auto context = std::make_shared<PlainContext>();
-  context->bytes = std::make_shared<const std::vector<std::byte>>(std::move(bytes));
+  for (bool weightless : {false, true}) {
+    // Weightless: the context written for ep.context_enable; the partitions still run from the full one.
+    if (weightless && (!config.contextEnable || !config.weightless || sharing)) break;
+    format::ContainerWriter writer(compat, format::WriterOptions{target.weightAlignment, weightless});
+    weightshare::WeightSources sources;
+    if (weightless) {
+      CTX_ASSIGN_OR_RETURN(sources, locateInSourceFiles(pool, {modelPath}));
+    }
+    CTX_RETURN_IF_ERROR(weightshare::addPoolWeights(writer, pool, weightless ? &sources : nullptr));
+    for (const auto& c : claimed)
+      CTX_RETURN_IF_ERROR(writer.addGraph(c.name, modelPath.filename().string(), program::serialize(c.program)));
+    // The weights are copied here: nothing refers to ORT's initializer buffers after this.
+    CTX_ASSIGN_OR_RETURN(auto bytes, writer.serialize());
+    (weightless ? context->fileBytes : context->bytes) = std::make_shared<const std::vector<std::byte>>(std::move(bytes));
+  }
   context->modelPath = modelPath;
   context->targetId = target.hardwareArchitecture;
   context->targetRevision = target.revision;
@@ -140,7 +172,7 @@ std::string SharedCompile::binName(const std::string& outputStem) {
   return binName_;
 }
 
-Status SharedCompile::addGraph(const std::string& name, const std::string& sourceModel, std::vector<std::byte> program) {
+Status SharedCompile::addGraph(const std::string& name, const fs::path& sourceModel, std::vector<std::byte> program) {
   for (const auto& g : graphs_)
     if (g.name == name)
       return makeError(ErrorCode::InvalidArgument, "graph name '{}' is used twice in one shared context (models with the same stem?)",
@@ -150,12 +182,18 @@ Status SharedCompile::addGraph(const std::string& name, const std::string& sourc
 }
 
 Status SharedCompile::writeAndReset(const fs::path& path, const std::string& targetId, const std::string& revision,
-                                    uint64_t alignment) {
+                                    uint64_t alignment, bool weightless) {
   format::CompatInfo compat{epcontext::kProducer, epcontext::kVersion, targetId, revision};
-  format::ContainerWriter writer(compat, format::WriterOptions{alignment});
-  for (const auto& w : pool_.weights())
-    CTX_RETURN_IF_ERROR(writer.addWeight(w.tensor.type(), w.tensor.shape(), w.tensor.bytes(), w.hash).status());
-  for (const auto& g : graphs_) CTX_RETURN_IF_ERROR(writer.addGraph(g.name, g.sourceModel, g.program));
+  format::ContainerWriter writer(compat, format::WriterOptions{alignment, weightless});
+  weightshare::WeightSources sources;
+  if (weightless) {
+    std::vector<fs::path> files;
+    for (const auto& g : graphs_)
+      if (std::find(files.begin(), files.end(), g.sourceModel) == files.end()) files.push_back(g.sourceModel);
+    CTX_ASSIGN_OR_RETURN(sources, locateInSourceFiles(pool_, files));
+  }
+  CTX_RETURN_IF_ERROR(weightshare::addPoolWeights(writer, pool_, weightless ? &sources : nullptr));
+  for (const auto& g : graphs_) CTX_RETURN_IF_ERROR(writer.addGraph(g.name, g.sourceModel.filename().string(), g.program));
   CTX_RETURN_IF_ERROR(writer.write(path));
   pool_ = weightshare::WeightPool();
   graphs_.clear();

@@ -21,7 +21,9 @@ struct EpConfig;
 // The context of every partition of one graph (one weight pool: each identical weight once), in memory; written as
 // the .bin (or embedded) when ORT asks for an EPContext model.
 struct PlainContext {
-  std::shared_ptr<const std::vector<std::byte>> bytes;
+  std::shared_ptr<const std::vector<std::byte>> bytes;  // what the partitions run from
+  // ep.enable_weightless while compiling: the weightless context written instead (weights in the source model).
+  std::shared_ptr<const std::vector<std::byte>> fileBytes;
   std::filesystem::path modelPath;  // the source model, when ORT knows it
   std::string targetId;
   std::string targetRevision;
@@ -47,17 +49,19 @@ public:
   weightshare::WeightPool& pool() { return pool_; }
   // The .bin name the group's models reference: fixed by the first model that adds its graphs.
   std::string binName(const std::string& outputStem);
-  Status addGraph(const std::string& name, const std::string& sourceModel, std::vector<std::byte> program);
-  // Writes the shared context to `path` and starts a new group.
+  Status addGraph(const std::string& name, const std::filesystem::path& sourceModel, std::vector<std::byte> program);
+  // Writes the shared context to `path` (weightless: weights found in the group's source models stay there) and
+  // starts a new group.
   Status writeAndReset(const std::filesystem::path& path, const std::string& targetId, const std::string& revision,
-                       uint64_t alignment);
+                       uint64_t alignment, bool weightless);
 
 private:
   std::mutex mutex_;
   weightshare::WeightPool pool_;
   std::string binName_;
   struct Graph {
-    std::string name, sourceModel;
+    std::string name;
+    std::filesystem::path sourceModel;
     std::vector<std::byte> program;
   };
   std::vector<Graph> graphs_;

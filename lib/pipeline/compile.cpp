@@ -13,6 +13,7 @@
 #include "program/program.h"
 #include "program/sharing.h"
 #include "support/file_io.h"
+#include "weightshare/source_weights.h"
 #include "weightshare/weight_pool.h"
 
 #include <algorithm>
@@ -59,6 +60,8 @@ struct ContainerWork {
   };
   std::vector<Graph> graphs;
   std::set<std::string> graphNames;
+  // Weightless: where each pooled weight lives in the source models (empty: it is stored in the .bin).
+  weightshare::WeightSources sources;
 };
 
 class StageClock {
@@ -250,6 +253,7 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
     lowerOptions.dumpAfter = options.dumpAfter;
     lowerOptions.stopAfter = options.stopAfter;
     lowerOptions.gemmLayout = target.gemmLayout;
+    lowerOptions.plainWeights = options.weightless;
     auto lowered = clock.time("lower", [&] {
       return codegen::lowerPartition(w.model.graph, w.facts, w.plan.partitions[p], used, intern, lowerOptions);
     });
@@ -304,21 +308,32 @@ Status dedupe(ModelWork& w, ContainerWork& c, const CompileOptions& options, boo
   return Status::ok();
 }
 
-Expected<format::ContainerWriter> buildContainer(const ContainerWork& c, const partitioner::Target& target) {
+// Weightless contexts: where each pooled weight of container `c` lives in the models whose graphs it holds.
+void locateSourceWeights(ContainerWork& c, size_t container, const std::vector<ModelWork>& work) {
+  std::vector<weightshare::SourceModel> models;
+  std::set<size_t> seen;
+  for (const auto& w : work)
+    if (w.container == container && seen.insert(w.sourceIndex).second)  // each source model once, whatever its variants
+    {
+      weightshare::SourceModel m{w.source.filename().string(), {}};
+      for (const auto& init : w.model.graph.initializers) m.initializers.emplace_back(init.name, &init.tensor);
+      models.push_back(std::move(m));
+    }
+  c.sources = weightshare::locateInSources(c.pool, models);
+}
+
+Expected<format::ContainerWriter> buildContainer(const ContainerWork& c, const partitioner::Target& target, bool weightless) {
   format::CompatInfo compat{epcontext::kProducer, epcontext::kVersion, target.hardwareArchitecture, target.revision};
-  format::ContainerWriter writer(compat, format::WriterOptions{target.weightAlignment});
-  for (const auto& w : c.pool.weights()) {
-    CTX_ASSIGN_OR_RETURN(uint32_t index, writer.addWeight(w.tensor.type(), w.tensor.shape(), w.tensor.bytes(), w.hash));
-    (void)index;
-  }
+  format::ContainerWriter writer(compat, format::WriterOptions{target.weightAlignment, weightless});
+  CTX_RETURN_IF_ERROR(weightshare::addPoolWeights(writer, c.pool, weightless ? &c.sources : nullptr));
   for (const auto& g : c.graphs) CTX_RETURN_IF_ERROR(writer.addGraph(g.name, g.sourceModel, g.program));
   return writer;
 }
 
-std::string compatibilityString(const partitioner::Target& target) {
+std::string compatibilityString(const partitioner::Target& target, bool weightless) {
   epcontext::CompatibilityInfo info;
   info.formatMajor = format::kFormatMajor;
-  info.formatMinor = format::kFormatMinor;
+  info.formatMinor = format::formatMinorFor(weightless);
   info.targetId = target.hardwareArchitecture;
   info.targetRevision = target.revision;
   return epcontext::formatCompatibilityInfo(info);
@@ -452,7 +467,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
 
   // Large fallback initializers of a --share group go to the group's .bin as ONNX external data.
   const bool shareFallback = options.share && options.embedMode == 0 && options.externalInitializersFile.empty() &&
-                             !options.embedFallbackInitializers;
+                             !options.embedFallbackInitializers && !options.weightless;
   size_t compiledPartitions = 0;
   for (auto& w : work) {
     CTX_RETURN_IF_ERROR(compileModel(w, containers[w.container], target, options, clock, progress));
@@ -480,7 +495,16 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
     report.uniqueWeightBytes += figures.uniqueBytes;
     report.storedWeightBytes += figures.storedBytes;
     report.uniqueWeights += weightBytes.size();
+    if (options.weightless) {
+      locateSourceWeights(containers[c], c, work);
+      for (size_t i = 0; i < weightBytes.size(); ++i)
+        if (!containers[c].sources[i].empty()) {
+          report.sourceWeightBytes += weightBytes[i];
+          ++report.sourceWeights;
+        }
+    }
   }
+  report.weightless = options.weightless;
   CTX_RETURN_IF_ERROR(checkRunFiles(runInputs(options, work), runOutputs(options, work, containers)));
   if (options.errorIfNoNodesCompiled && compiledPartitions == 0)
     return makeError(ErrorCode::InvalidGraph, "no node could be compiled for target '{}' (--error-if-no-nodes-compiled)",
@@ -506,7 +530,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
     std::vector<std::optional<format::ContainerWriter>> writers(containers.size());
     for (size_t c = 0; c < containers.size(); ++c) {
       if (options.embedMode == 0 && containers[c].graphs.empty() && containers[c].pool.weights().empty()) continue;
-      CTX_ASSIGN_OR_RETURN(auto writer, buildContainer(containers[c], target));
+      CTX_ASSIGN_OR_RETURN(auto writer, buildContainer(containers[c], target, options.weightless));
       writers[c].emplace(std::move(writer));
     }
     std::vector<std::vector<std::byte>> embedded(containers.size());
@@ -528,7 +552,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
       settings.sdkVersion = epcontext::kVersion;
       settings.sourceFileName = w.source.filename().string();
       settings.hardwareArchitecture = target.hardwareArchitecture;
-      settings.compatibility = compatibilityString(target);
+      settings.compatibility = compatibilityString(target, options.weightless);
       if (options.embedMode == 1) {
         const auto& bytes = embedded[w.container];
         settings.cacheContext.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());

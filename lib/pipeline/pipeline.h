@@ -30,6 +30,9 @@ struct CompileOptions {
   // referenced as ONNX external data, unless embedFallbackInitializers asks for them inside each model.
   uint64_t shareFallbackThreshold = 1024;
   bool embedFallbackInitializers = false;
+  // Weightless contexts (SPEC §4): weights byte-equal to a source initializer stay in the source model; the .bin
+  // records where. Fallback initializers stay in each _ctx.onnx.
+  bool weightless = false;
   bool force = false;
   bool errorIfNoNodesCompiled = false;
   bool dryRun = false;
@@ -93,6 +96,9 @@ struct CompileReport {
   uint64_t uniqueWeightBytes = 0;
   uint64_t storedWeightBytes = 0;
   size_t uniqueWeights = 0;
+  bool weightless = false;
+  uint64_t sourceWeightBytes = 0;  // weightless: unique bytes left in the source models (not in any .bin)
+  size_t sourceWeights = 0;
   std::vector<StageTime> stages;
   std::vector<PassSummary> passes;  // lowering passes in the order they ran
   std::string programDump;  // with dumpPrograms

@@ -37,6 +37,9 @@ std::string reportText(const CompileReport& r, bool verbose) {
   out += fmt::format("weights: {} referenced, {} unique, {} stored in {} entries (sharing ratio {:.2f})\n",
                      humanBytes(r.referencedWeightBytes), humanBytes(r.uniqueWeightBytes), humanBytes(r.storedWeightBytes),
                      r.uniqueWeights, ratio(r));
+  if (r.weightless)
+    out += fmt::format("weightless: {} of them ({}) stay in the source models; {} stored in the context binary\n",
+                       r.sourceWeights, humanBytes(r.sourceWeightBytes), humanBytes(r.uniqueWeightBytes - r.sourceWeightBytes));
   if (r.dryRun) {
     out += "dry run: nothing written\n";
   } else {
@@ -85,7 +88,10 @@ std::string reportJson(const CompileReport& r) {
                   {"unique_bytes", r.uniqueWeightBytes},
                   {"stored_bytes", r.storedWeightBytes},
                   {"unique_count", r.uniqueWeights},
-                  {"sharing_ratio", ratio(r)}};
+                  {"sharing_ratio", ratio(r)},
+                  {"weightless", r.weightless},
+                  {"source_bytes", r.sourceWeightBytes},
+                  {"source_count", r.sourceWeights}};
   Json stages = Json::object();
   for (const auto& s : r.stages) stages[s.stage] = s.milliseconds;
   j["stage_ms"] = stages;

@@ -22,14 +22,15 @@ struct CompatibilityVerdict {
   std::string reason;  // why, when not SupportedOptimal
 };
 
-// `runtimeMajor`/`runtimeMinor` are the container format this runtime reads (parameters so that tests can
-// stand for another runtime).
+// `runtimeMajor`/`runtimeMinor` are the container format this runtime writes for a plain context (parameters so
+// that tests can stand for another runtime): an older minor prefers recompilation. It reads up to kFormatMinor; 1.2
+// only added weightless contexts, so a 1.1 file is as good as a fresh one.
 CompatibilityVerdict assessCompatibility(const format::CompatInfo& found, uint16_t runtimeMajor = format::kFormatMajor,
-                                         uint16_t runtimeMinor = format::kFormatMinor);
+                                         uint16_t runtimeMinor = format::kFormatMinorBase);
 
 // The same verdict from the model's `ep_compatibility_info.CtxKitExecutionProvider` value, as ONNX Runtime's
 // ValidateCompiledModelCompatibilityInfo receives it; a value that does not parse is UNSUPPORTED.
 CompatibilityVerdict assessCompatibilityInfo(std::string_view info, uint16_t runtimeMajor = format::kFormatMajor,
-                                             uint16_t runtimeMinor = format::kFormatMinor);
+                                             uint16_t runtimeMinor = format::kFormatMinorBase);
 
 }  // namespace ctxkit::runtime

@@ -1,6 +1,7 @@
 // Binding and executing compiled programs.
 #include "runtime/compiled_program.h"
 
+#include "kernels/gemm.h"
 #include "support/checked.h"
 
 #include <cstdlib>
@@ -74,7 +75,8 @@ size_t CompiledProgram::frameCount() const {
 
 Expected<std::unique_ptr<CompiledProgram>> CompiledProgram::create(program::Program prog,
                                                                    std::shared_ptr<const format::ContainerView> container,
-                                                                   std::string name) {
+                                                                   std::string name,
+                                                                   const SourceWeightResolver& resolve) {
   std::unique_ptr<CompiledProgram> cp(new CompiledProgram());
   cp->name_ = std::move(name);
   auto fail = [&](Error e) { return e.addContext(fmt::format("graph '{}' in '{}'", cp->name_, container->displayName())); };
@@ -86,13 +88,28 @@ Expected<std::unique_ptr<CompiledProgram>> CompiledProgram::create(program::Prog
     const program::TensorDesc& d = prog.tensors[t];
     if (d.kind == TensorKind::Weight) {
       const format::WeightInfo& w = container->weights()[d.index];
-      // A packed weight is stored as a 1-D tensor of its layout's elements (docs/format/program-v2.md).
+      // A packed weight is stored as a 1-D tensor of its layout's elements (docs/format/program-v2.md); a weightless
+      // container stores every weight plain and it is packed here.
+      const bool packHere = container->weightless() && !d.layout.plain();
       ir::Shape stored = d.shape;
-      if (!d.layout.plain()) stored = {static_cast<int64_t>(d.size / ir::elemSize(d.type))};
+      if (!d.layout.plain() && !packHere) stored = {static_cast<int64_t>(d.size / ir::elemSize(d.type))};
       if (w.type != d.type || w.shape != stored)
         return fail(makeError(ErrorCode::InvalidGraph, "tensor '{}' expects weight {} as {} but the weight table has {}", d.name,
                               d.index, descText(d.type, stored), descText(w.type, w.shape)));
-      CTX_ASSIGN_OR_RETURN(cp->weights_[t], container->weightTensor(d.index));
+      if (!w.inSource()) {
+        CTX_ASSIGN_OR_RETURN(cp->weights_[t], container->weightTensor(d.index));
+      } else if (resolve) {
+        CTX_ASSIGN_OR_RETURN(cp->weights_[t], resolve(d.index).addContext(fmt::format("tensor '{}'", d.name)));
+      } else {
+        return fail(makeError(ErrorCode::InvalidArgument, "tensor '{}': weight {} lives in the source model '{}' and no source model was given",
+                              d.name, d.index, w.sources.front().model));
+      }
+      if (packHere) {
+        CTX_ASSIGN_OR_RETURN(cp->weights_[t], kernels::packWeight(d.layout, cp->weights_[t]).addContext(fmt::format("tensor '{}'", d.name)));
+        if (cp->weights_[t].byteSize() != d.size)
+          return fail(makeError(ErrorCode::InvalidGraph, "tensor '{}' records {} bytes in layout {} but packs to {}", d.name, d.size,
+                                ops::layoutName(d.layout), cp->weights_[t].byteSize()));
+      }
     }
   }
   // Each op is prepared once; the kernels must agree with every recorded shape before anything runs.

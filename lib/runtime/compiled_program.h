@@ -5,6 +5,7 @@
 #include "kernels/kernels.h"
 #include "program/program.h"
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -12,14 +13,18 @@
 
 namespace ctxkit::runtime {
 
+// Weightless contexts: gives the bytes of weight `index` of the container, which live in a source model.
+using SourceWeightResolver = std::function<Expected<ir::Tensor>(uint32_t index)>;
+
 class CompiledProgram {
 public:
   // Validates the program against the container (every weight reference resolves, with the recorded type
   // and shape), prepares every op once (attributes decoded, shapes checked against the recorded ones, constant
-  // inputs converted), then binds weights and makes the first frame.
+  // inputs converted), then binds weights and makes the first frame. A weightless container's weights that live in
+  // a source model come from `resolve`, and weights the program wants packed are packed here.
   static Expected<std::unique_ptr<CompiledProgram>> create(program::Program program,
                                                            std::shared_ptr<const format::ContainerView> container,
-                                                           std::string name);
+                                                           std::string name, const SourceWeightResolver& resolve = {});
 
   size_t inputCount() const { return program_.inputs.size(); }
   size_t outputCount() const { return program_.outputs.size(); }

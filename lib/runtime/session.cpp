@@ -10,6 +10,7 @@
 #include "runtime/compatibility.h"
 #include "runtime/context_store.h"
 #include "runtime/interpreter.h"
+#include "runtime/source_model.h"
 #include "support/file_io.h"
 
 #include <algorithm>
@@ -47,6 +48,77 @@ struct Session::Impl {
   std::set<std::string> keep;                                     // graph outputs: never freed
   std::unique_ptr<kernels::ThreadPool> pool;
   mutable PreparedNodeCache preparedCache;  // fallback nodes, prepared on first use per input shapes
+  // Weightless contexts: source models loaded so far, by the file they came from ("" for the buffer).
+  std::map<fs::path, std::shared_ptr<const SourceInitializers>> sourceModels;
+
+  // The source model a weightless graph of node `attrs` takes its weights from (SPEC §4: ORT's precedence,
+  // buffer > ep.context_source_model_path > onnx_model_filename beside the model).
+  Expected<std::shared_ptr<const SourceInitializers>> sourceModelFor(const epcontext::NodeAttributes& attrs, const std::string& label,
+                                                            const fs::path& contextDir) {
+    fs::path path;
+    std::string how;
+    if (!options.sourceModelBuffer.empty()) {
+      how = "the source model buffer";
+    } else if (!options.sourceModelPath.empty()) {
+      path = options.sourceModelPath;
+      how = fmt::format("source model '{}' (given)", path.string());
+    } else {
+      if (attrs.onnxModelFilename.empty())
+        return makeError(ErrorCode::InvalidArgument,
+                         "{}: the context is weightless but the node has no {} and no source model was given "
+                         "(ctxrun --source-model, ep.context_source_model_path)",
+                         label, epcontext::attr::kOnnxModelFilename);
+      auto resolved = resolveInside(contextDir, attrs.onnxModelFilename);
+      if (!resolved) return resolved.takeError().addContext(fmt::format("{}: {}", label, epcontext::attr::kOnnxModelFilename));
+      path = *resolved;
+      how = fmt::format("source model '{}' ({} beside the model)", path.string(), epcontext::attr::kOnnxModelFilename);
+    }
+    if (auto it = sourceModels.find(path); it != sourceModels.end()) return it->second;
+    std::error_code ec;
+    if (options.sourceModelBuffer.empty() && !fs::exists(path, ec))
+      return makeError(ErrorCode::NotFound,
+                       "{}: the context is weightless: its weights are in {}, which does not exist (give it with ctxrun "
+                       "--source-model or ep.context_source_model_path)",
+                       label, how);
+    auto model = options.sourceModelBuffer.empty()
+                     ? readSourceInitializers(path)
+                     : readSourceInitializers(options.sourceModelBuffer, nullptr, contextDir, "buffer");
+    if (!model) return model.takeError().addContext(fmt::format("{}: reading the weights of a weightless context from {}", label, how));
+    sourceModels[path] = *model;
+    return *model;
+  }
+
+  // Weight `index` of weightless container `view`, taken from `source`: the initializer the container names for
+  // `sourceName` (the graph's onnx_model_filename), with the recorded type and size, hashed when verifying.
+  Expected<ir::Tensor> sourceWeight(const format::ContainerView& view, uint32_t index, const std::string& sourceName,
+                                    const std::shared_ptr<const SourceInitializers>& source) {
+    const format::WeightInfo& w = view.weights()[index];
+    const format::WeightInfo::Source* where = nullptr;
+    for (const auto& s : w.sources)
+      if (s.model == sourceName) where = &s;
+    if (!where)
+      return makeError(ErrorCode::InvalidGraph, "'{}': weight {} records no place in source model '{}' (only in {})",
+                       view.displayName(), index, sourceName, w.sources.front().model);
+    auto found = source->byName.find(where->initializer);
+    if (found == source->byName.end())
+      return makeError(ErrorCode::InvalidGraph,
+                       "'{}': weight {} is initializer '{}' of source model '{}', but {} has no initializer of that name "
+                       "(a different model?)",
+                       view.displayName(), index, where->initializer, sourceName, source->displayName);
+    const ir::Tensor& t = found->second;
+    if (t.type() != w.type || t.byteSize() != w.size)
+      return makeError(ErrorCode::InvalidGraph,
+                       "'{}': weight {} expects initializer '{}' of source model '{}' as {} ({} bytes) but it is {} {} "
+                       "({} bytes); the source model changed since compiling",
+                       view.displayName(), index, where->initializer, sourceName, ir::elemTypeName(w.type), w.size,
+                       ir::elemTypeName(t.type()), ir::shapeToString(t.shape()), t.byteSize());
+    if (options.verifyWeights && hash128(t.bytes()) != w.hash)
+      return makeError(ErrorCode::InvalidGraph,
+                       "'{}': weight {} fails its hash: initializer '{}' of source model '{}' is not the one compiled "
+                       "(the table records {}, its bytes hash to {})",
+                       view.displayName(), index, where->initializer, sourceName, w.hash.toHex(), hash128(t.bytes()).toHex());
+    return ir::Tensor::view(w.type, w.shape, t.bytes().data(), t.byteSize(), source);
+  }
 
   Status checkCompatibility(const format::ContainerView& view, const std::string& where) {
     CompatibilityVerdict verdict = assessCompatibility(view.compat());
@@ -152,7 +224,14 @@ struct Session::Impl {
       CTX_ASSIGN_OR_RETURN(auto prog, program::deserialize(owner->programBytes(graphIndex), owner->weights().size(),
                                                            fmt::format("graph '{}' in '{}'", partition, owner->displayName()))
                                           .addContext(label));
-      CTX_ASSIGN_OR_RETURN(auto compiled, CompiledProgram::create(std::move(prog), shared, partition).addContext(label));
+      SourceWeightResolver resolve;
+      if (owner->weightless()) {
+        const epcontext::NodeAttributes attrs = epcontext::readNodeAttributes(n);
+        const std::string sourceName = owner->graphs()[graphIndex].sourceModel;
+        CTX_ASSIGN_OR_RETURN(auto source, sourceModelFor(attrs, label, contextDir));
+        resolve = [this, owner, sourceName, source](uint32_t index) { return sourceWeight(*owner, index, sourceName, source); };
+      }
+      CTX_ASSIGN_OR_RETURN(auto compiled, CompiledProgram::create(std::move(prog), shared, partition, resolve).addContext(label));
       if (compiled->inputCount() != n.inputs.size() || compiled->outputCount() != n.outputs.size())
         return makeError(ErrorCode::InvalidGraph, "{}: node has {} inputs and {} outputs but graph '{}' has {} and {}", label,
                          n.inputs.size(), n.outputs.size(), partition, compiled->inputCount(), compiled->outputCount());

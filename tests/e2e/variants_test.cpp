@@ -304,9 +304,7 @@ TEST_CASE("ONNX Runtime's sharing and weightless keys are known to -C: refused c
   expectUsageErrors(model, dir.path() / "out", {"--dim", "seq=4"}, {
            {{"-C", "ep.context_source_model_path=" + model.string()},
             "-C ep.context_source_model_path: not supported by ctxgen: it reads every model from the file named"},
-           {{"-C", "ep.enable_weightless|1"}, "-C ep.enable_weightless=1: not supported by ctxgen: weightless EPContext"},
-           {{"-C", "ep.enable_weightless_ep_context_nodes=1"},
-            "-C ep.enable_weightless_ep_context_nodes=1: not supported by ctxgen"},
+           {{"-C", "ep.enable_weightless|yes"}, "-C ep.enable_weightless: expected 0 or 1, got 'yes'"},
            {{"-C", "ep.stop_share_ep_contexts=yes"}, "-C ep.stop_share_ep_contexts: expected 0 or 1, got 'yes'"},
            {{"-C", "ep.no_such_key=1"}, "-C: unknown key 'ep.no_such_key'; known: ep.context_enable"}});
 

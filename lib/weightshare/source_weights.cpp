@@ -1,0 +1,45 @@
+// Weight pools into context binaries, and where pooled weights live in source models.
+#include "weightshare/source_weights.h"
+
+#include <cstring>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace ctxkit::weightshare {
+
+WeightSources locateInSources(const WeightPool& pool, std::span<const SourceModel> models) {
+  std::multimap<Hash128, std::tuple<const std::string*, std::string_view, const ir::Tensor*>> byHash;
+  for (const SourceModel& m : models)
+    for (const auto& [name, tensor] : m.initializers)
+      if (tensor->type() != ir::ElemType::String && tensor->byteSize() > 0)
+        byHash.emplace(hash128(tensor->bytes()), std::tuple{&m.name, name, tensor});
+  WeightSources sources(pool.weights().size());
+  for (size_t i = 0; i < pool.weights().size(); ++i) {
+    const ir::Tensor& t = pool.weights()[i].tensor;
+    auto [begin, end] = byHash.equal_range(pool.weights()[i].hash);
+    std::set<std::string> found;  // one place per model is enough
+    for (auto it = begin; it != end; ++it) {
+      const auto& [model, name, tensor] = it->second;
+      const ir::Tensor& s = *tensor;
+      if (s.type() != t.type() || s.byteSize() != t.byteSize() || found.count(*model)) continue;
+      if (std::memcmp(s.bytes().data(), t.bytes().data(), t.byteSize()) != 0) continue;
+      found.insert(*model);
+      sources[i].push_back(format::WeightInfo::Source{*model, std::string(name)});
+    }
+  }
+  return sources;
+}
+
+Status addPoolWeights(format::ContainerWriter& writer, const WeightPool& pool, const WeightSources* sources) {
+  for (size_t i = 0; i < pool.weights().size(); ++i) {
+    const PooledWeight& w = pool.weights()[i];
+    auto index = sources && !(*sources)[i].empty()
+                     ? writer.addSourceWeight(w.tensor.type(), w.tensor.shape(), w.hash, (*sources)[i])
+                     : writer.addWeight(w.tensor.type(), w.tensor.shape(), w.tensor.bytes(), w.hash);
+    if (!index) return index.takeError();
+  }
+  return Status::ok();
+}
+
+}  // namespace ctxkit::weightshare
