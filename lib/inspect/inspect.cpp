@@ -127,8 +127,13 @@ private:
         if (isOurSource(e.source)) openEmbeddedContext(label, cache, e.model);
       } else {
         e.cacheContext = cache;
-        if (auto index = addReferencedFile(dir, e.cacheContext, "context binary", "raw", label))
+        if (auto index = addReferencedFile(dir, e.cacheContext, "context binary", "raw", label)) {
           claimContextBinary(*index, e.source, e.model);
+          // A weightless context's weights are in the source model: a deployment ships it (or points
+          // ctxrun --source-model / ep.context_source_model_path at it).
+          if (weightlessContexts_.count(report_.files[*index].path) && !e.onnxModelFilename.empty())
+            addReferencedFile(dir, e.onnxModelFilename, "source model (weights of a weightless context)", "onnx", label);
+        }
       }
     } else if (e.mainContext == 1) {
       report_.problems.push_back(fmt::format("{}: {}=1 but no {}", label, epcontext::attr::kMainContext,
@@ -174,7 +179,8 @@ private:
     }
     std::set<std::pair<uint64_t, uint64_t>>& ranges = containerWeights_[shown];
     for (const auto& w : view->weights())
-      ranges.emplace(w.offset, w.size);
+      if (!w.inSource()) ranges.emplace(w.offset, w.size);
+    if (view->weightless()) weightlessContexts_.insert(shown);
     addContext(shown, std::move(view).value(), bytes);
   }
 
@@ -284,8 +290,15 @@ private:
     c.fileBytes = fileBytes ? fileBytes : view.fileSize();
     c.alignment = view.alignment();
     c.weightCount = view.weights().size();
+    c.weightless = view.weightless();
     std::vector<uint64_t> weightBytes;
-    for (const auto& w : view.weights()) weightBytes.push_back(w.size);
+    for (const auto& w : view.weights()) {
+      weightBytes.push_back(w.size);
+      if (w.inSource()) {
+        ++c.sourceWeights;
+        c.sourceWeightBytes += w.size;
+      }
+    }
     std::vector<program::Program> programs;
     programs.reserve(view.graphs().size());
     std::map<uint32_t, WeightSharing> users;
@@ -367,6 +380,7 @@ private:
   Report report_;
   std::map<std::string, std::set<std::string>> contextModels_;  // context (as shown) -> _ctx.onnx files loading it
   std::map<std::string, size_t> fileIndex_; // deployment file path -> index in report_.files
+  std::set<std::string> weightlessContexts_;  // context binaries (as shown) whose weights are in source models
   std::map<std::string, std::set<std::pair<uint64_t, uint64_t>>> containerWeights_; // ctxkit .bin -> weight ranges
   std::vector<fs::path> modelsWithExternalData_;
 };

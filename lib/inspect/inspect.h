@@ -97,6 +97,10 @@ struct ContextSummary {
   uint64_t referencedWeightBytes = 0;  // summed over graph references
   uint64_t storedWeightBytes = 0;      // every stored weight, fallback initializers included
   double sharingRatio = 1.0;
+  // Weightless contexts (SPEC §4): weights whose bytes stay in source models (counted in the figures above too).
+  bool weightless = false;
+  size_t sourceWeights = 0;
+  uint64_t sourceWeightBytes = 0;
   std::vector<WeightSharing> sharedWeights;  // weights used by more than one graph
   std::vector<WeightUsers> weightUsers;      // every weight, grouped by the graphs that use it; most bytes first
   bool verified = false;

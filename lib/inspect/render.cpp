@@ -61,6 +61,9 @@ std::string reportText(const Report& r) {
                        "{:.2f}), {} shared by several graphs\n",
                        c.weightCount, c.storedWeightBytes, c.referencedWeightBytes, c.uniqueWeightBytes, c.sharingRatio,
                        c.sharedWeights.size());
+    if (c.weightless)
+      out += fmt::format("  weightless: {} weight(s), {} bytes, are read from the source models at load\n", c.sourceWeights,
+                         c.sourceWeightBytes);
     // Which graphs, source models and compiled models (one per shape variant) use which weights.
     for (const auto& u : c.weightUsers) {
       out += fmt::format("  {} weight(s), {} bytes, used by graph(s) {}\n", u.count, u.bytes, fmt::join(u.graphs, ", "));
@@ -142,7 +145,8 @@ std::string reportJson(const Report& r) {
     for (const auto& g : c.graphs)
       jc["graphs"].push_back({{"name", g.name}, {"source_model", g.sourceModel}, {"ops", g.opCount}, {"weight_refs", g.weightRefs}, {"arena_bytes", g.arenaBytes}});
     jc["weights"] = {{"count", c.weightCount}, {"stored_bytes", c.storedWeightBytes}, {"unique_bytes", c.uniqueWeightBytes},
-                     {"referenced_bytes", c.referencedWeightBytes}, {"sharing_ratio", c.sharingRatio}};
+                     {"referenced_bytes", c.referencedWeightBytes}, {"sharing_ratio", c.sharingRatio},
+                     {"weightless", c.weightless}, {"source_count", c.sourceWeights}, {"source_bytes", c.sourceWeightBytes}};
     jc["shared_weights"] = Json::array();
     for (const auto& w : c.sharedWeights)
       jc["shared_weights"].push_back({{"index", w.index},
