@@ -30,6 +30,8 @@ awk -v dir="$work/blocks" '
   inside { print > file }
   /[^ ]/ && !inside { tag = (/^<!-- guide-test: / ? tag : "") }
 ' "$guide"
+# The output the guide shows (```text blocks), one line a file, for comparing with what the commands print.
+awk '/^```text$/ { inside = 1; next } /^```/ { inside = 0 } inside { print }' "$guide" > "$work/shown.txt"
 blocks=("$work"/blocks/*.sh)
 [[ ${#blocks[@]} -ge 10 ]] || fail "found ${#blocks[@]} sh blocks in $guide; expected the guide's examples"
 
@@ -58,6 +60,13 @@ for block in "${blocks[@]}"; do
   ran=$((ran + 1))
 done
 echo "ran $ran blocks, $skipped not in this mode"
+
+# The output the guide shows is printed by its commands, to the digit; only times (" 0.02 s") may differ.
+[[ -s "$work/shown.txt" ]] || fail "the guide shows no output"
+while IFS= read -r line; do
+  pattern=$(sed -e 's/[][\.*^$/]/\\&/g' -e 's/ [0-9]\\.[0-9]* s$/ [0-9.]* s/' <<< "$line")
+  grep -q "^$pattern\$" "$log" || fail "the guide shows '$line', which its commands do not print"
+done < "$work/shown.txt"
 
 # What the guide says the commands give.
 cd "$work/run"
