@@ -27,17 +27,17 @@ bool mayHoldReport(const std::string& path) {
 
 // Shown after the options by --help, and in the man page help2man makes from it.
 constexpr const char* kHelpFooter = R"(Examples:
-  ctxgen model.onnx
+  $ ctxgen model.onnx
       compile one model: model_ctx.onnx and its context binary model_ctxkit.bin, beside the model
-  ctxgen prefill.onnx,decode.onnx --share -o out
+  $ ctxgen prefill.onnx,decode.onnx --share -o out
       one context binary for both models, every identical weight stored once
-  ctxgen block.onnx --variant s1:seq=1 --variant s128:seq=128 -o out
+  $ ctxgen block.onnx --variant s1:seq=1 --variant s128:seq=128 -o out
       one compiled model per sequence length (block_s1_ctx.onnx, ...), all in one context binary
-  ctxgen --print-target npu-sim > my-npu.json; ctxgen model.onnx --target my-npu.json
+  $ ctxgen --print-target npu-sim > my-npu.json; ctxgen model.onnx --target my-npu.json
       start a target file from a built-in target, then compile for it (docs/target-json.md)
-  ctxgen model.onnx --dry-run
+  $ ctxgen model.onnx --dry-run
       show how the model would be partitioned; write nothing
-  ctxgen model.onnx -o out --force --json report.json --depfile model.d
+  $ ctxgen model.onnx -o out --force --json report.json --depfile model.d
       for build scripts: replace earlier outputs, a JSON report and Makefile dependencies
 
 Exit codes:

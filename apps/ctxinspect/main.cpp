@@ -16,13 +16,13 @@ namespace {
 
 // Shown after the options by --help, and in the man page help2man makes from it.
 constexpr const char* kHelpFooter = R"(Examples:
-  ctxinspect out/model_ctx.onnx
+  $ ctxinspect out/model_ctx.onnx
       list the EPContext nodes and the files to deploy, with sizes and whether each exists
-  ctxinspect out/prefill_ctx.onnx out/decode_ctx.onnx --verify
+  $ ctxinspect out/prefill_ctx.onnx out/decode_ctx.onnx --verify
       also check every weight hash and structural rule of the shared context binary
-  ctxinspect out/model_ctx.onnx --json > report.json
+  $ ctxinspect out/model_ctx.onnx --json > report.json
       the same report for scripts (docs/ctxinspect-json.md)
-  ctxinspect out/model_ctx.onnx --dot model.dot && dot -Tsvg model.dot > model.svg
+  $ ctxinspect out/model_ctx.onnx --dot model.dot && dot -Tsvg model.dot > model.svg
       a picture of the partitioning: compiled partitions and fallback nodes
 
 Exit codes:

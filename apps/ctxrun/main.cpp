@@ -89,13 +89,13 @@ ParallelResult runInParallel(const runtime::Session& s, const std::vector<ir::Te
 
 // Shown after the options by --help, and in the man page help2man makes from it.
 constexpr const char* kHelpFooter = R"(Examples:
-  ctxrun out/model_ctx.onnx
+  $ ctxrun out/model_ctx.onnx
       load and run once on seeded random inputs; print the load and run times
-  ctxrun out/model_ctx.onnx --inputs test_data_set_0 --expected test_data_set_0
+  $ ctxrun out/model_ctx.onnx --inputs test_data_set_0 --expected test_data_set_0
       run on input_0.pb (or .npy) and compare with output_0.pb within --rtol/--atol
-  ctxrun out/model_ctx.onnx --verify --strict --iters 100
+  $ ctxrun out/model_ctx.onnx --verify --strict --iters 100
       check every weight hash at load, refuse a model compiled for another target revision, time 100 runs
-  ctxrun model.onnx --output-dir ref --save-inputs ref
+  $ ctxrun model.onnx --output-dir ref --save-inputs ref
       run a plain ONNX model (no compilation) and save inputs and outputs as .npy
 
 Exit codes:

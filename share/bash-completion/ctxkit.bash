@@ -1,8 +1,10 @@
 # Bash completion for ctxgen, ctxinspect and ctxrun, installed once under each tool's name.
 # The options come from the tool's own --help, so completion stays in step with the tool.
 
+# The names at the start of each line of the Options section: "  -o,--output-dir TEXT  ..." gives -o, --output-dir.
 _ctxkit_options() {
-  "$1" --help 2> /dev/null | grep -oE -- '(^|[ ,])--?[A-Za-z][A-Za-z0-9-]*' | sed 's/^[ ,]//' | sort -u
+  "$1" --help 2> /dev/null | sed -n '/^Options:/,/^$/p' | grep -oE -- '^ +-[-A-Za-z0-9,]*' | tr -d ' ' | tr ',' '\n' |
+    sort -u
 }
 
 _ctxkit_complete() {

@@ -70,6 +70,16 @@ for tool in "$ctxgen" "$ctxinspect" "$ctxrun"; do
     fail "$name -q --log-level verbose: exit $code, $(cat "$work/contradict.err")"
 done
 
+# --help ends with worked examples and the exit codes (help2man makes the man pages from it).
+for tool in "$ctxgen" "$ctxinspect" "$ctxrun"; do
+  name=$(basename "$tool")
+  run help "$tool" --help
+  [[ $code == 0 ]] || fail "$name --help: exit $code"
+  [[ $(grep -c "^  \$ $name " "$work/help.out") -ge 3 ]] || fail "$name --help shows fewer than 3 examples"
+  for c in 0 1 2; do grep -q "^  $c  " "$work/help.out" || fail "$name --help does not explain exit code $c"; done
+  grep -q -- "--log-level" "$work/help.out" || fail "$name --help does not list --log-level"
+done
+
 # ctxrun: results on stdout, nothing on stderr; a mismatch is an error even with -q.
 ctx=$work/plain/tiny_cnn_ctx.onnx
 data=$samples/tiny_cnn/test_data_set_0
