@@ -111,7 +111,8 @@ std::string reportJson(const CompileReport& r) {
                   {"unique_bytes", r.uniqueWeightBytes},
                   {"stored_bytes", r.storedWeightBytes},
                   {"unique_count", r.uniqueWeights},
-                  {"sharing_ratio", ratio(r)}};
+                  {"sharing_ratio", ratio(r)},
+                  {"hashed_bytes", r.hashedBytes}};
   Json stages = Json::object();
   for (const auto& s : r.stages) stages[s.stage] = s.milliseconds;
   j["stage_ms"] = stages;

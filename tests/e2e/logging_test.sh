@@ -35,6 +35,14 @@ grep -qE "^ctxgen: compiled 1 model for npu-sim: 10 of 11 nodes in 1 partition; 
   "$work/plain.err" || fail "summary line: $(cat "$work/plain.err") (files: $total_kib)"
 if grep -q $'\e' "$work/plain.err" || grep -q $'\r' "$work/plain.err"; then fail "terminal control characters off a terminal"; fi
 
+# The bytes hashed: every weight reference of the prefill/decode pair, as in the --json report.
+run pair "$ctxgen" "$samples/tiny_prefill.onnx,$samples/tiny_decode.onnx" --share -o "$work/pair" --json "$work/pair.json"
+referenced=$(grep -o '"referenced_bytes": [0-9]*' "$work/pair.json" | grep -o '[0-9]*$')
+hashed=$(grep -o '"hashed_bytes": [0-9]*' "$work/pair.json" | grep -o '[0-9]*$')
+[[ -n "$hashed" && "$hashed" == "$referenced" ]] || fail "hashed_bytes '$hashed', expected referenced_bytes '$referenced'"
+hashed_kib=$(awk -v b="$hashed" 'BEGIN { printf "%.1f KiB", b / 1024 }')
+grep -q "; hashed $hashed_kib of weights; " "$work/pair.err" || fail "the summary does not say $hashed_kib hashed: $(cat "$work/pair.err")"
+
 # -q and --log-level error: errors only, and no report either.
 for quiet in -q "--log-level error" "--log-level 3"; do
   # shellcheck disable=SC2086  # two words
