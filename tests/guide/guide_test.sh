@@ -71,7 +71,8 @@ done < "$work/shown.txt"
 # What the guide says the commands give.
 cd "$work/run"
 for f in out/tiny_cnn_ctx.onnx out/tiny_cnn_ctxkit.bin variants/block_s1_ctx.onnx variants/block_s16_ctx.onnx \
-  variants/block_ctxkit.bin results/output_0.npy mine/tiny_prefill_ctx.onnx npu-sim.json build-out.d; do
+  variants/block_ctxkit.bin results/output_0.npy mine/tiny_prefill_ctx.onnx npu-sim.json build-out.d \
+  quick/tiny_cnn_ctx.onnx quick/tiny_prefill_ctxkit.bin quick-target/tiny_cnn_ctx.onnx; do
   [[ -s "$f" ]] || fail "the guide's commands did not write $f"
 done
 [[ "$(ls shared | tr '\n' ' ')" == "tiny_decode_ctx.onnx tiny_prefill_ctx.onnx tiny_prefill_ctxkit.bin " ]] ||
@@ -84,7 +85,7 @@ grep -q '^exit 2 (out/tiny_cnn_ctx.onnx exists)' "$log" || fail "compiling over 
 grep -q '^exit 1: broken/tiny_cnn_ctxkit.bin is missing' "$log" || fail "ctxinspect did not exit 1 on a missing .bin"
 grep -q '^exit 2$' "$log" || fail "a typo in a target file was not a usage error (exit 2)"
 grep -q "ctxgen: error: target 'typo.json'" "$log" || fail "the target file error does not name the file"
-[[ $(grep -c ': match (max |diff|' "$log") -ge 4 ]] || fail "ctxrun did not compare all the outputs the guide runs"
+[[ $(grep -c ": match (max |diff|" "$log") -ge 5 ]] || fail "ctxrun did not compare all the outputs the guide runs"
 if [[ "$mode" == onnx_runtime ]]; then
   diffs=$(sed -n "s/^max |diff| vs ORT's CPU EP on the source: //p" "$log")
   [[ $(wc -l <<< "$diffs") == 2 ]] || fail "ctxkit_ort_app did not compare both runs with ORT's CPU EP"
