@@ -39,6 +39,34 @@ if(TARGET ctxkit_ep)
   install(TARGETS ctxkit_ep LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
 
+# Man pages made by help2man from each tool's --help and --version, so they say what the tools say.
+find_program(CTXKIT_HELP2MAN help2man)
+if(CTXKIT_HELP2MAN)
+  set(man_pages)
+  set(ctxgen_name "compile ONNX models to EPContext models and a context binary")
+  set(ctxinspect_name "list EPContext nodes and deployment files, verify ctxkit context binaries")
+  set(ctxrun_name "run a _ctx.onnx model (or a plain .onnx) with ctxkit's runtime")
+  foreach(tool ctxgen ctxinspect ctxrun)
+    set(page ${PROJECT_BINARY_DIR}/man/${tool}.1)
+    add_custom_command(OUTPUT ${page}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/man
+      COMMAND ${CTXKIT_HELP2MAN} --no-info --section=1 --source=ctxkit "--name=${${tool}_name}" --output=${page} $<TARGET_FILE:${tool}>
+      DEPENDS ${tool}
+      COMMENT "Writing the man page ${tool}.1"
+      VERBATIM)
+    list(APPEND man_pages ${page})
+  endforeach()
+  add_custom_target(man_pages ALL DEPENDS ${man_pages})
+  install(FILES ${man_pages} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+else()
+  message(STATUS "ctxkit: man pages skipped: help2man not found (Debian package help2man)")
+endif()
+# Bash completion: one script for the three tools, under each name so that bash-completion finds it on demand.
+foreach(tool ctxgen ctxinspect ctxrun)
+  install(FILES ${PROJECT_SOURCE_DIR}/share/bash-completion/ctxkit.bash
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME ${tool})
+endforeach()
+
 set(CTXKIT_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ctxkit)
 install(EXPORT ctxkitTargets NAMESPACE ctxkit:: DESTINATION ${CTXKIT_CMAKE_DIR})
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/ctxkitConfig.cmake.in

@@ -1,5 +1,6 @@
 // ctxgen: compiles ONNX models into EPContext models plus a (shared) context binary.
 #include "cli/cli_util.h"
+#include "cli/log.h"
 #include "epcontext/contract.h"
 #include "partitioner/target.h"
 #include "pipeline/pipeline.h"
@@ -9,9 +10,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/ranges.h>
 
-#include <cstdio>
+#include <chrono>
 #include <iostream>
-#include <unistd.h>
 
 using namespace ctxkit;
 
@@ -25,6 +25,27 @@ bool mayHoldReport(const std::string& path) {
   return bytes && bytes->starts_with("{\n  \"schema_version\"");
 }
 
+// Shown after the options by --help, and in the man page help2man makes from it.
+constexpr const char* kHelpFooter = R"(Examples:
+  $ ctxgen model.onnx
+      compile one model: model_ctx.onnx and its context binary model_ctxkit.bin, beside the model
+  $ ctxgen prefill.onnx,decode.onnx --share -o out
+      one context binary for both models, every identical weight stored once
+  $ ctxgen block.onnx --variant s1:seq=1 --variant s128:seq=128 -o out
+      one compiled model per sequence length (block_s1_ctx.onnx, ...), all in one context binary
+  $ ctxgen --print-target npu-sim > my-npu.json; ctxgen model.onnx --target my-npu.json
+      start a target file from a built-in target, then compile for it (docs/target-json.md)
+  $ ctxgen model.onnx --dry-run
+      show how the model would be partitioned; write nothing
+  $ ctxgen model.onnx -o out --force --json report.json --depfile model.d
+      for build scripts: replace earlier outputs, a JSON report and Makefile dependencies
+
+Exit codes:
+  0  success
+  1  compile failure: a model, file or target that cannot be read or compiled (the message names it)
+  2  usage error: an unknown, malformed or contradictory option
+)";
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -33,6 +54,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> models, configs;
   std::string outputDir, jsonPath, depfile;
   bool verbose = false, quiet = false;
+  std::string logLevel;
   std::string printTarget;
   bool listTargets = false;
   app.add_option("models", models, "MODEL[,MODEL...] (comma-separated or separate arguments)");
@@ -72,6 +94,8 @@ int main(int argc, char** argv) {
   app.add_option("--depfile", depfile, "write Makefile-style dependencies to FILE");
   app.add_flag("-v,--verbose", verbose, "per-partition and per-stage detail");
   app.add_flag("-q,--quiet", quiet, "print errors only");
+  app.add_option("--log-level", logLevel, fmt::format("diagnostics from this severity on: {}", cli::kSeverityNames));
+  app.footer(kHelpFooter);
   app.set_version_flag("--version", std::string("ctxgen ") + epcontext::kVersion);
   try {
     app.parse(argc, argv);
@@ -79,6 +103,12 @@ int main(int argc, char** argv) {
     int code = app.exit(e);
     return code == 0 ? cli::kExitOk : cli::kExitUsage;
   }
+  if (auto usage = cli::initLogging("ctxgen", {verbose, quiet, logLevel})) {
+    cli::logError("{}", *usage);
+    return cli::kExitUsage;
+  }
+  verbose = cli::logEnabled(cli::Severity::Verbose);
+  quiet = !cli::logEnabled(cli::Severity::Info);
 
   if (listTargets) {
     std::cout << partitioner::listBuiltinTargets();
@@ -87,15 +117,16 @@ int main(int argc, char** argv) {
   if (!printTarget.empty()) {
     auto json = partitioner::builtinTargetJson(printTarget);
     if (!json) {
-      std::cerr << fmt::format("ctxgen: error: --print-target: unknown built-in target '{}'; built-in: {}\n", printTarget,
-                               fmt::join(partitioner::builtinTargetNames(), ", "));
+      cli::logError("--print-target: unknown built-in target '{}'; built-in: {}", printTarget,
+                    fmt::join(partitioner::builtinTargetNames(), ", "));
       return cli::kExitUsage;
     }
     std::cout << *json << "\n";
     return cli::kExitOk;
   }
   if (models.empty()) {
-    std::cerr << "ctxgen: error: no MODEL given\n" << app.help();
+    cli::logError("no MODEL given");
+    std::cerr << app.help();
     return cli::kExitUsage;
   }
 
@@ -118,7 +149,7 @@ int main(int argc, char** argv) {
     if (status.isOk()) status = ctxgen::applyConfig(c, o, sources);
   // A failed run still writes its --json report, so a build log or CI step can read why.
   auto fail = [&](const std::string& message, int exitCode) {
-    std::cerr << "ctxgen: error: " << message << "\n";
+    cli::logError("{}", message);
     if (jsonPath == "-") std::cout << pipeline::failureReportJson(message);
     else if (!jsonPath.empty() && mayHoldReport(jsonPath))
       (void)writeFileAtomically(jsonPath, pipeline::failureReportJson(message));
@@ -130,25 +161,29 @@ int main(int argc, char** argv) {
   if (!depfile.empty()) o.depfile = depfile;
   if (!jsonPath.empty() && jsonPath != "-") o.reportFile = jsonPath;
 
-  const bool terminal = isatty(fileno(stderr)) && !quiet;
-  auto progress = [&](const std::string& message) {
-    if (verbose) std::cerr << "ctxgen: " << message << "\n";
-    else if (terminal) std::cerr << "\r\033[K" << message << std::flush;
+  // On a terminal a status line follows the run; in a log (or with -v) it is one line at the end.
+  const auto start = std::chrono::steady_clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  auto progress = [&](const pipeline::Progress& p) {
+    if (verbose) cli::logVerbose("{}", p.message);
+    else cli::setStatusLine(pipeline::progressLine(p, seconds()));
   };
   auto report = pipeline::compileModels(o, progress);
-  if (terminal && !verbose) std::cerr << "\r\033[K" << std::flush;
+  cli::clearStatusLine();
   if (!report) return fail(report.error().message(), cli::exitCodeFor(report.error()));
   if (!jsonPath.empty()) {
     std::string json = pipeline::reportJson(*report);
     if (jsonPath == "-") {
       std::cout << json;
     } else if (auto s = writeFileAtomically(jsonPath, json); !s) {
-      std::cerr << "ctxgen: error: " << s.error().message() << "\n";
+      cli::logError("{}", s.error().message());
       return cli::kExitFailure;
     }
   }
   if (o.dumpPrograms || !o.dumpAfter.empty() || report->stopped) std::cout << report->programDump;
   if (report->stopped) return cli::kExitOk;
   if (!quiet && jsonPath != "-") std::cout << pipeline::reportText(*report, verbose);
+  std::cout << std::flush;
+  cli::logInfo("{}", pipeline::summaryLine(*report, seconds()));
   return cli::kExitOk;
 }

@@ -1,8 +1,10 @@
 // ctxinspect: lists EPContext nodes and deployment files of _ctx.onnx models and verifies ctxkit binaries.
 #include "cli/cli_util.h"
+#include "cli/log.h"
 #include "epcontext/contract.h"
 #include "inspect/inspect.h"
 #include "support/file_io.h"
+#include "support/text.h"
 
 #include <CLI/CLI.hpp>
 
@@ -10,16 +12,40 @@
 
 using namespace ctxkit;
 
+namespace {
+
+// Shown after the options by --help, and in the man page help2man makes from it.
+constexpr const char* kHelpFooter = R"(Examples:
+  $ ctxinspect out/model_ctx.onnx
+      list the EPContext nodes and the files to deploy, with sizes and whether each exists
+  $ ctxinspect out/prefill_ctx.onnx out/decode_ctx.onnx --verify
+      also check every weight hash and structural rule of the shared context binary
+  $ ctxinspect out/model_ctx.onnx --json > report.json
+      the same report for scripts (docs/ctxinspect-json.md)
+  $ ctxinspect out/model_ctx.onnx --dot model.dot && dot -Tsvg model.dot > model.svg
+      a picture of the partitioning: compiled partitions and fallback nodes
+
+Exit codes:
+  0  all good
+  1  problems found (missing files, paths leaving the model folder, hash mismatches, ...) or a model that cannot be read
+  2  usage error
+)";
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"ctxinspect: list EPContext nodes and deployment files, verify ctxkit context binaries"};
   std::vector<std::string> models;
   std::string dot;
   bool json = false;
   inspect::Options options;
+  cli::LogOptions logOptions;
   app.add_option("models", models, "_ctx.onnx files (from ctxkit or any other EP)")->required();
   app.add_flag("--verify", options.verify, "also check every weight hash and padding byte of ctxkit binaries and load every external initializer");
   app.add_flag("--json", json, "print the report as JSON (schema in docs/ctxinspect-json.md)");
   app.add_option("--dot", dot, "write a Graphviz picture of the partitioning to FILE");
+  cli::addLogOptions(app, logOptions);
+  app.footer(kHelpFooter);
   app.set_version_flag("--version", std::string("ctxinspect ") + epcontext::kVersion);
   try {
     app.parse(argc, argv);
@@ -27,21 +53,30 @@ int main(int argc, char** argv) {
     int code = app.exit(e);
     return code == 0 ? cli::kExitOk : cli::kExitUsage;
   }
+  if (auto usage = cli::initLogging("ctxinspect", logOptions)) {
+    cli::logError("{}", *usage);
+    return cli::kExitUsage;
+  }
   std::vector<std::filesystem::path> paths;
   for (const auto& m : cli::splitModelList(models)) paths.emplace_back(m);
+  cli::logVerbose("inspecting {}{}", counted(paths.size(), "model"), options.verify ? ", verifying hashes" : "");
   auto report = inspect::inspectModels(paths, options);
   if (!report) {
-    std::cerr << "ctxinspect: error: " << report.error().message() << "\n";
+    cli::logError("{}", report.error().message());
     return cli::kExitFailure;
   }
   if (!dot.empty()) {
     auto text = inspect::partitionDot(paths);
     Status s = text ? writeFileAtomically(dot, *text) : Status(text.error());
     if (!s) {
-      std::cerr << "ctxinspect: error: " << s.error().message() << "\n";
+      cli::logError("{}", s.error().message());
       return cli::kExitFailure;
     }
   }
-  std::cout << (json ? inspect::reportJson(*report) : inspect::reportText(*report));
-  return report->problems.empty() ? cli::kExitOk : cli::kExitFailure;
+  std::cout << (json ? inspect::reportJson(*report) : inspect::reportText(*report)) << std::flush;
+  if (!report->problems.empty()) {
+    cli::logError("{} found (listed in the report)", counted(report->problems.size(), "problem"));
+    return cli::kExitFailure;
+  }
+  return cli::kExitOk;
 }

@@ -1,8 +1,10 @@
 // ctxrun: loads a _ctx.onnx (or plain .onnx), runs it, and checks or saves the outputs.
 #include "cli/cli_util.h"
+#include "cli/log.h"
 #include "epcontext/contract.h"
 #include "runtime/session.h"
 #include "support/file_io.h"
+#include "support/text.h"
 #include "tooling/run_io.h"
 
 #include <CLI/CLI.hpp>
@@ -30,15 +32,16 @@ struct Args {
   int iters = 0, threads = 1, parallelRuns = 0, sessions = 1;
   uint64_t seed = 1;
   bool savePb = false, json = false, verify = false, strict = false, fromBuffer = false;
+  cli::LogOptions log;
 };
 
 int fail(const Args& a, const Error& e, nlohmann::ordered_json& report) {
   if (a.json) {
     report["ok"] = false;
     report["error"] = e.message();
-    std::cout << report.dump(2) << "\n";
+    std::cout << report.dump(2) << "\n" << std::flush;
   }
-  std::cerr << "ctxrun: error: " << e.message() << "\n";
+  cli::logError("{}", e.message());
   return e.code() == ErrorCode::InvalidArgument ? cli::kExitUsage : cli::kExitFailure;
 }
 
@@ -84,6 +87,23 @@ ParallelResult runInParallel(const runtime::Session& s, const std::vector<ir::Te
   return result;
 }
 
+// Shown after the options by --help, and in the man page help2man makes from it.
+constexpr const char* kHelpFooter = R"(Examples:
+  $ ctxrun out/model_ctx.onnx
+      load and run once on seeded random inputs; print the load and run times
+  $ ctxrun out/model_ctx.onnx --inputs test_data_set_0 --expected test_data_set_0
+      run on input_0.pb (or .npy) and compare with output_0.pb within --rtol/--atol
+  $ ctxrun out/model_ctx.onnx --verify --strict --iters 100
+      check every weight hash at load, refuse a model compiled for another target revision, time 100 runs
+  $ ctxrun model.onnx --output-dir ref --save-inputs ref
+      run a plain ONNX model (no compilation) and save inputs and outputs as .npy
+
+Exit codes:
+  0  success (and the outputs match, with --expected)
+  1  failure: the model or its context binary cannot be loaded or run, or the outputs do not match
+  2  usage error
+)";
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -119,12 +139,18 @@ int main(int argc, char** argv) {
   app.add_flag("--from-buffer", a.fromBuffer, "load the model from memory (with --context-file-path)");
   app.add_option("--context-file-path", a.contextFilePath, "with --from-buffer: the path ep_cache_context resolves against");
   app.add_flag("--json", a.json, "print a JSON report");
+  cli::addLogOptions(app, a.log);
+  app.footer(kHelpFooter);
   app.set_version_flag("--version", std::string("ctxrun ") + epcontext::kVersion);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? cli::kExitOk : cli::kExitUsage;
+  }
+  if (auto usage = cli::initLogging("ctxrun", a.log)) {
+    cli::logError("{}", *usage);
+    return cli::kExitUsage;
   }
   nlohmann::ordered_json report;
   report["model"] = a.model;
@@ -152,7 +178,8 @@ int main(int argc, char** argv) {
   double loadMs = msSince(loadStart);
   if (!session) return fail(a, session.error(), report);
   const runtime::Session& s = **session;
-  for (const auto& w : s.warnings()) std::cerr << "ctxrun: warning: " << w << "\n";
+  for (const auto& w : s.warnings()) cli::logWarning("{}", w);
+  cli::logVerbose("loaded {} in {:.2f} ms{}", a.model, loadMs, a.verify ? ", every weight hash checked" : "");
 
   auto feeds = a.inputs.empty() ? tooling::randomInputs(s.inputs(), bindings, a.seed) : tooling::loadInputFolder(a.inputs, s.inputs());
   if (!feeds) return fail(a, feeds.error(), report);
@@ -190,8 +217,8 @@ int main(int argc, char** argv) {
     report["parallel"] = {{"threads", a.parallelRuns}, {"runs", p.runs}, {"wrong", p.wrong}, {"seconds", p.seconds},
                           {"runs_per_second", p.runs / p.seconds}};
     if (!a.json)
-      std::cout << fmt::format("parallel: {} threads, {} runs, {} wrong, {:.1f} runs/s\n", a.parallelRuns, p.runs, p.wrong,
-                               p.runs / p.seconds);
+      std::cout << fmt::format("parallel: {}, {}, {} wrong, {:.1f} runs/s\n", counted(a.parallelRuns, "thread"),
+                               counted(p.runs, "run"), p.wrong, p.runs / p.seconds);
     if (p.wrong > 0)
       return fail(a, makeError(ErrorCode::Internal, "{} of {} parallel runs differ from the serial run; first: {}", p.wrong,
                                p.runs, p.firstProblem),
@@ -242,15 +269,17 @@ int main(int argc, char** argv) {
   if (a.json) {
     std::cout << report.dump(2) << "\n";
   } else {
-    std::cout << fmt::format("{}: {} compiled nodes, {} fallback nodes, {} context binaries; load {:.2f} ms, first run {:.2f} ms",
-                             a.model, s.stats().compiledNodes, s.stats().fallbackNodes, s.stats().contexts, loadMs, firstMs);
+    std::cout << fmt::format("{}: {}, {}, {}; load {:.2f} ms, first run {:.2f} ms", a.model,
+                             counted(s.stats().compiledNodes, "compiled node"), counted(s.stats().fallbackNodes, "fallback node"),
+                             counted(s.stats().contexts, "context binary", "context binaries"), loadMs, firstMs);
     if (!times.empty())
-      std::cout << fmt::format(", median {:.3f} ms, p90 {:.3f} ms over {} runs", report["median_ms"].get<double>(),
-                               report["p90_ms"].get<double>(), times.size());
+      std::cout << fmt::format(", median {:.3f} ms, p90 {:.3f} ms over {}", report["median_ms"].get<double>(),
+                               report["p90_ms"].get<double>(), counted(times.size(), "run"));
     std::cout << "\n";
   }
+  std::cout << std::flush;
   if (!allMatch) {
-    std::cerr << "ctxrun: outputs do not match the expected values\n";
+    cli::logError("outputs do not match the expected values");
     return cli::kExitFailure;
   }
   return cli::kExitOk;

@@ -2,6 +2,7 @@
 #include "inspect/inspect.h"
 
 #include "epcontext/contract.h"
+#include "support/text.h"
 
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -48,7 +49,8 @@ std::string reportText(const Report& r) {
       bytes += e.length;
       broken += !e.problem.empty();
     }
-    out += fmt::format("External data: {} initializer(s), {} bytes, {} broken reference(s)\n", r.externalData.size(), bytes, broken);
+    out += fmt::format("External data: {}, {} bytes, {}\n", counted(r.externalData.size(), "initializer"), bytes,
+                       counted(broken, "broken reference"));
   }
   for (const auto& c : r.contexts) {
     out += fmt::format("Context binary {}: format {}.{}, producer {} {}, target {} revision {}, {} bytes, alignment {}\n", c.path,
@@ -62,12 +64,14 @@ std::string reportText(const Report& r) {
                        c.weightCount, c.storedWeightBytes, c.referencedWeightBytes, c.uniqueWeightBytes, c.sharingRatio,
                        c.sharedWeights.size());
     if (c.weightless)
-      out += fmt::format("  weightless: {} weight(s), {} bytes, are read from the source models at load\n", c.sourceWeights,
+      out += fmt::format("  weightless: {}, {} bytes, read from the source models at load\n", counted(c.sourceWeights, "weight"),
                          c.sourceWeightBytes);
     // Which graphs, source models and compiled models (one per shape variant) use which weights.
     for (const auto& u : c.weightUsers) {
-      out += fmt::format("  {} weight(s), {} bytes, used by graph(s) {}\n", u.count, u.bytes, fmt::join(u.graphs, ", "));
-      out += fmt::format("    source model(s) {}; compiled model(s) {}\n", fmt::join(u.models, ", "),
+      out += fmt::format("  {}, {} bytes, used by {} {}\n", counted(u.count, "weight"), u.bytes, noun(u.graphs.size(), "graph"),
+                         fmt::join(u.graphs, ", "));
+      out += fmt::format("    source {} {}; compiled {} {}\n", noun(u.models.size(), "model"), fmt::join(u.models, ", "),
+                         noun(u.compiledModels.size(), "model"),
                          u.compiledModels.empty() ? "-" : fmt::format("{}", fmt::join(u.compiledModels, ", ")));
     }
     if (c.verified) out += "  verify: every weight hash, padding byte and structural rule checked: ok\n";
@@ -75,7 +79,7 @@ std::string reportText(const Report& r) {
   if (r.problems.empty()) {
     out += "no problems found\n";
   } else {
-    out += fmt::format("{} problem(s):\n", r.problems.size());
+    out += fmt::format("{}:\n", counted(r.problems.size(), "problem"));
     for (const auto& p : r.problems) out += "  " + p + "\n";
   }
   return out;

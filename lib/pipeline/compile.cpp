@@ -14,6 +14,7 @@
 #include "program/sharing.h"
 #include "support/file_io.h"
 #include "weightshare/source_weights.h"
+#include "support/text.h"
 #include "weightshare/weight_pool.h"
 
 #include <algorithm>
@@ -93,6 +94,22 @@ public:
 
 private:
   CompileReport& report_;
+};
+
+// Passes each step on to the caller's progress function with the bytes hashed and written so far.
+class ProgressReporter {
+public:
+  explicit ProgressReporter(const ProgressFn& fn) : fn_(fn) {}
+  void say(std::string message) {
+    if (fn_) fn_(Progress{std::move(message), hashed_, written_});
+  }
+  void setHashed(uint64_t bytes) { hashed_ = bytes; }
+  void addWritten(uint64_t bytes) { written_ += bytes; }
+
+private:
+  const ProgressFn& fn_;
+  uint64_t hashed_ = 0;
+  uint64_t written_ = 0;
 };
 
 std::string stemOf(const fs::path& p) { return p.stem().string(); }
@@ -225,16 +242,14 @@ std::vector<RunFile> runOutputs(const CompileOptions& options, const std::vector
 }
 
 Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::Target& target,
-                    const CompileOptions& options, StageClock& clock, const ProgressFn& progress) {
-  auto say = [&](const std::string& s) {
-    if (progress) progress(s);
-  };
+                    const CompileOptions& options, StageClock& clock, ProgressReporter& progress) {
+  auto say = [&](std::string s) { progress.say(std::move(s)); };
   say(fmt::format("{}: analyzing {} nodes", w.source.string(), w.model.graph.nodes.size()));
   auto facts = clock.time("analyze", [&] { return analysis::analyzeGraph(w.model.graph, w.bindings); });
   if (!facts) return facts.takeError().addContext(fmt::format("'{}'", w.source.string()));
   w.facts = std::move(facts).value();
   w.plan = clock.time("partition", [&] { return partitioner::partitionGraph(w.model.graph, w.facts, target); });
-  say(fmt::format("{}: {} partitions", w.source.string(), w.plan.partitions.size()));
+  say(fmt::format("{}: {}", w.source.string(), counted(w.plan.partitions.size(), "partition")));
 
   for (size_t p = 0; p < w.plan.partitions.size(); ++p) {
     std::string name = w.variant.empty() ? fmt::format("{}{}_ctxkit_{}", options.nodeNamePrefix, w.stem, p)
@@ -419,8 +434,9 @@ Status writeDepfile(const fs::path& depfile, const CompileReport& report, const 
 
 }  // namespace
 
-Expected<CompileReport> compileModels(const CompileOptions& options, const ProgressFn& progress) {
+Expected<CompileReport> compileModels(const CompileOptions& options, const ProgressFn& progressFn) {
   CompileReport report;
+  ProgressReporter progress(progressFn);
   report.dryRun = options.dryRun;
   StageClock clock(report);
   CTX_ASSIGN_OR_RETURN(auto target, partitioner::loadTarget(options.target));
@@ -435,7 +451,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
   // Load each model once (its variants share the loaded graph's tensors), then resolve and check the bindings.
   std::vector<ir::Model> loaded;
   for (const auto& m : options.models) {
-    if (progress) progress(fmt::format("{}: loading", m.string()));
+    progress.say(fmt::format("{}: loading", m.string()));
     auto model = clock.time("load", [&] { return onnx_io::loadModel(m); });
     if (!model) return model.takeError();
     for (const auto& n : model->graph.nodes)
@@ -473,8 +489,12 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
     CTX_RETURN_IF_ERROR(compileModel(w, containers[w.container], target, options, clock, progress));
     compiledPartitions += w.plan.partitions.size();
     report.models.push_back(summarize(w));
-    if (options.stopAfter.empty())
+    if (options.stopAfter.empty()) {
       CTX_RETURN_IF_ERROR(clock.time("dedupe", [&] { return dedupe(w, containers[w.container], options, shareFallback); }));
+      report.hashedBytes = 0;
+      for (const auto& c : containers) report.hashedBytes += c.pool.bytesHashed();
+      progress.setHashed(report.hashedBytes);
+    }
   }
   if (options.stopAfter.empty()) {
     if (options.dumpPrograms)
@@ -541,10 +561,11 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
     if (options.embedMode == 0)
       for (size_t c = 0; c < containers.size(); ++c) {
         if (!writers[c]) continue;  // nothing compiled: no context needed
-        if (progress) progress(fmt::format("writing {}", containers[c].path.string()));
+        progress.say(fmt::format("writing {}", containers[c].path.string()));
         CTX_RETURN_IF_ERROR(writers[c]->write(containers[c].path));
         written.add(containers[c].path);
         report.files.push_back(FileWritten{containers[c].path, fs::file_size(containers[c].path)});
+        progress.addWritten(report.files.back().bytes);
       }
     for (const ModelWork& w : work) {
       EpContextSettings settings;
@@ -568,7 +589,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
         }
       CTX_ASSIGN_OR_RETURN(ir::Model model, buildContextModel(w.model, w.facts, w.plan, w.lowered, w.partitionNames,
                                                               w.arenaSizes, settings));
-      if (progress) progress(fmt::format("writing {}", w.output.string()));
+      progress.say(fmt::format("writing {}", w.output.string()));
       if (w.externalDataName.empty()) {
         CTX_RETURN_IF_ERROR(onnx_io::saveModel(model, w.output).addContext(fmt::format("writing '{}'", w.output.string())));
       } else {
@@ -583,10 +604,14 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
         CTX_RETURN_IF_ERROR(onnx_io::saveModelWithExternalData(std::move(model), w.output, w.externalDataName, 0)
                                 .addContext(fmt::format("writing '{}'", w.output.string())));
         written.add(data);
-        if (fs::exists(data)) report.files.push_back(FileWritten{data, fs::file_size(data)});
+        if (fs::exists(data)) {
+          report.files.push_back(FileWritten{data, fs::file_size(data)});
+          progress.addWritten(report.files.back().bytes);
+        }
       }
       written.add(w.output);
       report.files.push_back(FileWritten{w.output, fs::file_size(w.output)});
+      progress.addWritten(report.files.back().bytes);
     }
     if (options.depfile) CTX_RETURN_IF_ERROR(writeDepfile(*options.depfile, report, work, runInputs(options, work)));
     return Status::ok();

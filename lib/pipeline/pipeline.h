@@ -99,6 +99,7 @@ struct CompileReport {
   bool weightless = false;
   uint64_t sourceWeightBytes = 0;  // weightless: unique bytes left in the source models (not in any .bin)
   size_t sourceWeights = 0;
+  uint64_t hashedBytes = 0;  // weight bytes hashed to find identical weights
   std::vector<StageTime> stages;
   std::vector<PassSummary> passes;  // lowering passes in the order they ran
   std::string programDump;  // with dumpPrograms
@@ -106,12 +107,21 @@ struct CompileReport {
   bool stopped = false;  // stopAfter ended the run before anything was written
 };
 
-// Reports what happens as it happens (per model and stage), for progress displays and -v.
-using ProgressFn = std::function<void(const std::string& message)>;
+// What happens as it happens (per model and stage), for progress displays and -v.
+struct Progress {
+  std::string message;
+  uint64_t bytesHashed = 0;   // so far in the run
+  uint64_t bytesWritten = 0;  // so far in the run
+};
+using ProgressFn = std::function<void(const Progress& progress)>;
 
 Expected<CompileReport> compileModels(const CompileOptions& options, const ProgressFn& progress = {});
 
 std::string reportText(const CompileReport& report, bool verbose);
+// One line for a build log: models, nodes, files and bytes written, bytes hashed, the run's time.
+std::string summaryLine(const CompileReport& report, double seconds);
+// A progress display's line: the current step, bytes hashed and written so far and their rate.
+std::string progressLine(const Progress& progress, double seconds);
 // The --json report (docs/ctxgen-json.md); kReportSchemaVersion changes when a field changes meaning or goes away.
 inline constexpr int kReportSchemaVersion = 1;
 std::string reportJson(const CompileReport& report);

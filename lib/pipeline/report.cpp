@@ -1,6 +1,7 @@
 // Human and JSON renderings of a compile report.
 #include "pipeline/pipeline.h"
 #include "program/sharing.h"
+#include "support/text.h"
 
 #include <nlohmann/json.hpp>
 
@@ -9,6 +10,7 @@ namespace ctxkit::pipeline {
 namespace {
 
 std::string humanBytes(uint64_t b) {
+  if (b >= (uint64_t{1} << 30)) return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1 << 30));
   if (b >= (uint64_t{1} << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20));
   if (b >= 1024) return fmt::format("{:.1f} KiB", static_cast<double>(b) / 1024);
   return fmt::format("{} B", b);
@@ -23,23 +25,24 @@ double ratio(const CompileReport& r) {
 std::string reportText(const CompileReport& r, bool verbose) {
   std::string out;
   for (const auto& m : r.models) {
-    out += fmt::format("{}: {} nodes: {} compiled in {} partitions, {} fallback, {} folded\n", m.source.string(), m.nodeCount,
-                       m.compiledNodes, m.partitions.size(), m.fallbackNodes, m.foldedNodes);
+    out += fmt::format("{}: {}: {} compiled in {}, {} fallback, {} folded\n", m.source.string(), counted(m.nodeCount, "node"),
+                       m.compiledNodes, counted(m.partitions.size(), "partition"), m.fallbackNodes, m.foldedNodes);
     if (verbose || r.dryRun) {
       for (const auto& p : m.partitions)
-        out += fmt::format("  partition {}: {} nodes -> {} ops, {} inputs, {} outputs, arena {}\n    ops: {}\n", p.name,
-                           p.nodeCount, p.opCount, p.inputCount, p.outputCount, humanBytes(p.arenaBytes),
-                           fmt::join(p.opTypes, " "));
+        out += fmt::format("  partition {}: {} -> {}, {}, {}, arena {}\n    ops: {}\n", p.name, counted(p.nodeCount, "node"),
+                           counted(p.opCount, "op"), counted(p.inputCount, "input"), counted(p.outputCount, "output"),
+                           humanBytes(p.arenaBytes), fmt::join(p.opTypes, " "));
       for (const auto& f : m.fallback)
         out += fmt::format("  fallback {} ({}): {}\n", f.name.empty() ? "(unnamed)" : f.name, f.opType, f.reason);
     }
   }
-  out += fmt::format("weights: {} referenced, {} unique, {} stored in {} entries (sharing ratio {:.2f})\n",
+  out += fmt::format("weights: {} referenced, {} unique, {} stored in {} (sharing ratio {:.2f})\n",
                      humanBytes(r.referencedWeightBytes), humanBytes(r.uniqueWeightBytes), humanBytes(r.storedWeightBytes),
-                     r.uniqueWeights, ratio(r));
+                     counted(r.uniqueWeights, "entry", "entries"), ratio(r));
   if (r.weightless)
-    out += fmt::format("weightless: {} of them ({}) stay in the source models; {} stored in the context binary\n",
-                       r.sourceWeights, humanBytes(r.sourceWeightBytes), humanBytes(r.uniqueWeightBytes - r.sourceWeightBytes));
+    out += fmt::format("weightless: {} ({}) stay in the source models; {} stored in the context binary\n",
+                       counted(r.sourceWeights, "weight"), humanBytes(r.sourceWeightBytes),
+                       humanBytes(r.uniqueWeightBytes - r.sourceWeightBytes));
   if (r.dryRun) {
     out += "dry run: nothing written\n";
   } else {
@@ -51,6 +54,30 @@ std::string reportText(const CompileReport& r, bool verbose) {
     out += "\n";
   }
   return out;
+}
+
+std::string summaryLine(const CompileReport& r, double seconds) {
+  size_t nodes = 0, compiled = 0, partitions = 0;
+  uint64_t written = 0;
+  for (const auto& m : r.models) {
+    nodes += m.nodeCount;
+    compiled += m.compiledNodes;
+    partitions += m.partitions.size();
+  }
+  for (const auto& f : r.files) written += f.bytes;
+  std::string out = fmt::format("compiled {} for {}: {} of {} in {}; ", counted(r.models.size(), "model"), r.target,
+                                compiled, counted(nodes, "node"), counted(partitions, "partition"));
+  if (r.dryRun) out += "dry run, nothing written";
+  else out += fmt::format("wrote {}, {}", counted(r.files.size(), "file"), humanBytes(written));
+  return out + fmt::format("; hashed {} of weights; {:.2f} s", humanBytes(r.hashedBytes), seconds);
+}
+
+std::string progressLine(const Progress& p, double seconds) {
+  auto rate = [&](uint64_t bytes) {
+    return seconds > 0 ? humanBytes(static_cast<uint64_t>(static_cast<double>(bytes) / seconds)) + "/s" : std::string("-");
+  };
+  return fmt::format("{} | hashed {} ({}), wrote {} ({})", p.message, humanBytes(p.bytesHashed), rate(p.bytesHashed),
+                     humanBytes(p.bytesWritten), rate(p.bytesWritten));
 }
 
 std::string reportJson(const CompileReport& r) {
@@ -91,7 +118,8 @@ std::string reportJson(const CompileReport& r) {
                   {"sharing_ratio", ratio(r)},
                   {"weightless", r.weightless},
                   {"source_bytes", r.sourceWeightBytes},
-                  {"source_count", r.sourceWeights}};
+                  {"source_count", r.sourceWeights},
+                  {"hashed_bytes", r.hashedBytes}};
   Json stages = Json::object();
   for (const auto& s : r.stages) stages[s.stage] = s.milliseconds;
   j["stage_ms"] = stages;

@@ -95,7 +95,7 @@ TEST_CASE("external data past the end of its file is reported with initializer, 
   }
   auto text = runTool(CTXKIT_CTXINSPECT, {model, "--verify"});
   CHECK(text.exitCode == 1);
-  CHECK(text.out.find("External data: 1 initializer(s), 24 bytes, 1 broken reference(s)") != std::string::npos);
+  CHECK(text.out.find("External data: 1 initializer, 24 bytes, 1 broken reference") != std::string::npos);
   CHECK(text.out.find("no problems found") == std::string::npos);
 
   // Grown to hold the range, the same deployment is fine.

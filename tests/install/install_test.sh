@@ -3,7 +3,7 @@
 # app, and checks incremental rebuilds: a second build does nothing, and touching a model, its external data file or
 # the target JSON (or changing the arguments) reruns exactly the ctxkit_compile command that reads it.
 set -euo pipefail
-build=$1 source=$2 samples=$3 make_external=$4 work=$5 libdir=$6 with_ep=$7 sanitize=${8:-}
+build=$1 source=$2 samples=$3 make_external=$4 work=$5 libdir=$6 with_ep=$7 sanitize=${8:-} with_man=${9:-0}
 
 if [[ -n "$sanitize" ]]; then
   # Sanitized static libraries need the sanitizer runtime in every consumer's link; not worth a package variant.
@@ -36,6 +36,18 @@ fi
 # Headers that need onnx or protobuf stay private: a consumer compiles against ctxkit's headers and fmt only.
 if grep -rlE '#include <(onnx|google)/' "$prefix/include/ctxkit"; then fail "an installed header includes onnx or protobuf"; fi
 "$prefix/bin/ctxgen" --version
+# Man pages (when help2man was there at configure time) and bash completion for the three tools.
+for tool in ctxgen ctxinspect ctxrun; do
+  if [[ "$with_man" == 1 ]]; then
+    page=$prefix/share/man/man1/$tool.1
+    [[ -s "$page" ]] || fail "cmake --install did not write the man page share/man/man1/$tool.1"
+    grep -q '^\.SH "EXIT CODES"\|^\.SS "Exit codes:"\|Exit codes' "$page" || fail "$tool.1 has no exit codes"
+    grep -q -- 'log\\-level' "$page" || fail "$tool.1 does not list --log-level"
+  fi
+  completion=$prefix/share/bash-completion/completions/$tool
+  [[ -s "$completion" ]] || fail "cmake --install did not write share/bash-completion/completions/$tool"
+  bash -c "source '$completion' && complete -p $tool" > /dev/null || fail "$completion does not register $tool"
+done
 
 echo "== models: two sharing weights, one with external data and a target JSON"
 cp "$samples/tiny_prefill.onnx" "$samples/tiny_decode.onnx" "$work/models/"
