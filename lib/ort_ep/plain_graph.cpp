@@ -61,6 +61,9 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   // Lower every partition into one context, as ctxgen does: one weight pool, each identical weight stored once.
   // With ep.share_ep_contexts=1 while compiling, the process-wide pool (weights copied: they outlive this session).
   bool sharing = config.contextEnable && config.shareContexts;
+  // A weightless context written for ep.context_enable keeps weights plain (packed at load), so the programs are
+  // lowered that way, and the context they run from here is marked so too.
+  const bool plainWeights = config.contextEnable && config.weightless;
   std::unique_lock<std::mutex> sharedLock;
   if (sharing) sharedLock = std::unique_lock(SharedCompile::instance().mutex());
   weightshare::WeightPool localPool;
@@ -87,6 +90,7 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
     codegen::LowerOptions options;
     options.name = name;
     options.gemmLayout = target.gemmLayout;
+    options.plainWeights = plainWeights;
     auto lowered = codegen::lowerPartition(g, *facts, plan.partitions[p], pipeline::valuesUsedOutside(g, plan, static_cast<int>(p)), intern, options);
     if (!lowered) continue;  // a partition ctxkit cannot lower stays with ORT's CPU EP, as an unsupported node would
     claimed.push_back({p, name, std::move(lowered->inputs), std::move(lowered->outputs), std::move(lowered->program)});
@@ -96,9 +100,9 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   format::CompatInfo compat{epcontext::kProducer, epcontext::kVersion, target.hardwareArchitecture, target.revision};
   auto context = std::make_shared<PlainContext>();
   for (bool weightless : {false, true}) {
-    // Weightless: the context written for ep.context_enable; the partitions still run from the full one.
-    if (weightless && (!config.contextEnable || !config.weightless || sharing)) break;
-    format::ContainerWriter writer(compat, format::WriterOptions{target.weightAlignment, weightless});
+    // Weightless: the context written for ep.context_enable; the partitions still run from the one with every weight.
+    if (weightless && (!plainWeights || sharing)) break;
+    format::ContainerWriter writer(compat, format::WriterOptions{target.weightAlignment, plainWeights});
     weightshare::WeightSources sources;
     if (weightless) {
       CTX_ASSIGN_OR_RETURN(sources, locateInSourceFiles(pool, {modelPath}));

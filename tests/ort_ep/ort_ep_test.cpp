@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "epcontext/contract.h"
+#include "format/container.h"
 #include "onnx_io/onnx_io.h"
 #include "ort_harness.h"
 #include "tool_runner.h"
@@ -595,6 +596,109 @@ TEST_CASE("weight sharing the ORT way: ep.share_ep_contexts=1 sessions, the last
     Comparison c = matchesCpu(ctx, sample(stem), share);
     INFO(c.detail);
     CHECK(c.ok);
+  }
+}
+
+TEST_CASE("weightless: ctxgen --weightless and ORT's weightless compile both keep the weights in the source model; "
+          "ORT + ctxkit and ctxrun read them from it", "[weightless]") {
+  TempDir out("ort_ep_weightless");
+  const fs::path src = out / "src";
+  fs::create_directories(src);
+  for (const char* stem : {"tiny_prefill", "tiny_decode"}) fs::copy_file(sample(stem), src / (std::string(stem) + ".onnx"));
+  const fs::path prefill = src / "tiny_prefill.onnx", decode = src / "tiny_decode.onnx";
+
+  // ctxgen's weightless pair, the sources beside: onnx_model_filename finds them.
+  ctxgen({prefill.string() + "," + decode.string(), "--share", "--weightless", "-o", src.string(), "-q"});
+  for (const char* stem : {"tiny_prefill", "tiny_decode"}) {
+    Comparison c = matchesCpu(src / (std::string(stem) + "_ctx.onnx"), sample(stem));
+    INFO(stem << ": " << c.detail);
+    CHECK(c.ok);
+  }
+  // Moved away from its sources: ep.context_source_model_path, or the model's bytes, point at the weights.
+  const fs::path moved = out / "moved";
+  fs::create_directories(moved);
+  for (const char* name : {"tiny_prefill_ctx.onnx", "tiny_prefill_ctxkit.bin"}) fs::copy_file(src / name, moved / name);
+  SessionConfig byPath;
+  byPath.entries[epcontext::option::kContextSourceModelPath] = prefill.string();
+  Comparison viaPath = matchesCpu(moved / "tiny_prefill_ctx.onnx", prefill, byPath);
+  INFO(viaPath.detail);
+  CHECK(viaPath.ok);
+  {
+    std::ifstream in(prefill, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    Ort::SessionOptions options = ctxkitOptions({});
+    Ort::ThrowOnError(Ort::GetApi().SessionOptionsSetWeightlessSourceModelBuffer(options, bytes.data(), bytes.size()));
+    Ort::Session ours(env(), (moved / "tiny_prefill_ctx.onnx").c_str(), options);
+    Ort::Session reference = cpuSession(prefill);
+    Feeds feeds = makeFeeds(reference, 11);
+    Comparison viaBuffer = compare(run(ours, feeds), run(reference, feeds));
+    INFO(viaBuffer.detail);
+    CHECK(viaBuffer.ok);
+  }
+  bool refused = false;
+  try {
+    Ort::Session lost = ctxkitSession(moved / "tiny_prefill_ctx.onnx");
+  } catch (const Ort::Exception& e) {
+    refused = std::string(e.what()).find("the context is weightless") != std::string::npos;
+    INFO(e.what());
+  }
+  CHECK(refused);
+
+  // ORT's compile API with weightless mode: ORT asks GetWeightlessSupport, ctxkit writes a weightless context.
+  for (bool weightless : {false, true}) {
+    const fs::path ctx = out / (weightless ? "wl" : "full") / "decode_ctx.onnx";
+    fs::create_directories(ctx.parent_path());
+    Ort::ModelCompilationOptions compile(env(), ctxkitOptions({}));
+    compile.SetInputModelPath(decode.c_str());
+    compile.SetOutputModelPath(ctx.c_str());
+    compile.SetEpContextEmbedMode(false);
+    compile.SetWeightlessEnabled(weightless);
+    Ort::Status status = Ort::CompileModel(env(), compile);
+    INFO((status.IsOK() ? std::string() : status.GetErrorMessage()));
+    REQUIRE(status.IsOK());
+  }
+  const fs::path wlBin = out / "wl" / "decode_ctxkit.bin", fullBin = out / "full" / "decode_ctxkit.bin";
+  auto view = format::ContainerView::openFile(wlBin);
+  REQUIRE(view);
+  CHECK(view->weightless());
+  size_t inSource = 0;
+  for (const auto& w : view->weights()) inSource += w.inSource();
+  CHECK(inSource > 0);
+  std::cout << "ort_ep: weightless compile through ORT: .bin " << fs::file_size(wlBin) << " bytes vs "
+            << fs::file_size(fullBin) << " bytes with the weights; " << inSource << " of " << view->weights().size()
+            << " weights read from the source model\n";
+  CHECK(fs::file_size(wlBin) * 4 < fs::file_size(fullBin));
+  const fs::path data = fs::path(CTXKIT_SAMPLES_DIR) / "tiny_decode" / "test_data_set_0";
+  auto r = runTool(CTXKIT_CTXRUN, {(out / "wl" / "decode_ctx.onnx").string(), "--source-model", decode.string(), "--inputs",
+                                   data.string(), "--expected", data.string(), "--verify"});
+  INFO(r.out << r.err);
+  CHECK(r.exitCode == 0);
+  SessionConfig source;
+  source.entries[epcontext::option::kContextSourceModelPath] = decode.string();
+  Comparison c = matchesCpu(out / "wl" / "decode_ctx.onnx", decode, source);
+  INFO(c.detail);
+  CHECK(c.ok);
+
+  // ORT's sharing flow in weightless mode: one shared .bin whose weights all stay in the two source models.
+  for (const char* stem : {"tiny_prefill", "tiny_decode"}) {
+    SessionConfig config;
+    config.entries[epcontext::option::kContextEnable] = "1";
+    config.entries[epcontext::option::kContextFilePath] = (src / (std::string(stem) + "_shared_ctx.onnx")).string();
+    config.entries[epcontext::option::kShareEpContexts] = "1";
+    config.entries[epcontext::option::kEnableWeightless] = "1";
+    if (std::string(stem) == "tiny_decode") config.entries[epcontext::option::kStopShareEpContexts] = "1";
+    Ort::Session compiling = ctxkitSession(src / (std::string(stem) + ".onnx"), config);
+  }
+  auto shared = format::ContainerView::openFile(src / "tiny_prefill_shared_ctxkit.bin");
+  REQUIRE(shared);
+  CHECK(shared->weightless());
+  for (const auto& w : shared->weights()) CHECK(w.sources.size() == 2);  // each weight found in both models
+  for (const char* stem : {"tiny_prefill", "tiny_decode"}) {
+    const fs::path sdata = fs::path(CTXKIT_SAMPLES_DIR) / stem / "test_data_set_0";
+    auto run = runTool(CTXKIT_CTXRUN, {(src / (std::string(stem) + "_shared_ctx.onnx")).string(), "--inputs", sdata.string(),
+                                       "--expected", sdata.string(), "--verify"});
+    INFO(stem << ": " << run.out << run.err);
+    CHECK(run.exitCode == 0);
   }
 }
 
