@@ -11,7 +11,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 seconds="${1:-300}"
 parallel="${CTXKIT_FUZZ_PARALLEL:-1}"
 fuzz_build="${CTXKIT_FUZZ_BUILD:-$CTXKIT_ROOT/build-fuzz}"
-read -r -a targets <<<"${CTXKIT_FUZZ_TARGETS:-fuzz_container fuzz_program fuzz_onnx_model fuzz_session fuzz_npy fuzz_tensor_pb}"
+read -r -a targets <<<"${CTXKIT_FUZZ_TARGETS:-fuzz_container fuzz_program fuzz_onnx_model fuzz_session fuzz_npy fuzz_tensor_pb fuzz_source_model}"
 
 # libFuzzer comes with clang; the Debian libraries are not instrumented, so coverage covers our code only.
 if ! command -v clang++-14 >/dev/null 2>&1; then
@@ -41,7 +41,7 @@ data="$fuzz_build/fuzz-data"  # the folder relative paths in fuzzed models resol
 seeds="$fuzz_build/seeds"
 rm -rf "$data" "$seeds"
 mkdir -p "$data"
-for t in fuzz_container fuzz_program fuzz_onnx_model fuzz_session fuzz_npy fuzz_tensor_pb; do
+for t in fuzz_container fuzz_program fuzz_onnx_model fuzz_session fuzz_npy fuzz_tensor_pb fuzz_source_model; do
   mkdir -p "$seeds/$t" "$fuzz_build/corpus/$t"
 done
 mkdir -p "$fuzz_build/findings"
@@ -50,6 +50,7 @@ cp "$samples"/*.onnx "$data/"
 cp "$data/tiny_cnn.onnx" "$data/cnn_cpu.onnx"
 cp "$data/tiny_cnn.onnx" "$data/cnn_embedded.onnx"
 cp "$data/tiny_decode.onnx" "$data/decode_external.onnx"
+cp "$data/tiny_cnn.onnx" "$data/cnn_weightless.onnx"
 (
   cd "$data"
   "$ctxgen" tiny_prefill.onnx,tiny_decode.onnx --share -q
@@ -57,12 +58,14 @@ cp "$data/tiny_decode.onnx" "$data/decode_external.onnx"
   "$ctxgen" cnn_cpu.onnx --target cpu -q
   "$ctxgen" cnn_embedded.onnx --embed-mode 1 -q
   "$ctxgen" decode_external.onnx --external-initializers-file weights.data -q
+  "$ctxgen" cnn_weightless.onnx --weightless -q
 )
 cp "$data"/*.bin "$seeds/fuzz_container/"
 "$fuzz_build/tests/fuzz/extract_programs" "$seeds/fuzz_program" "$data"/*.bin >/dev/null
 for m in "$data"/*.onnx; do
   cp "$m" "$seeds/fuzz_onnx_model/"
   cp "$m" "$seeds/fuzz_session/"
+  cp "$m" "$seeds/fuzz_source_model/"
 done
 n=0
 for f in "$samples"/*/test_data_set_0/*.pb; do n=$((n + 1)); cp "$f" "$seeds/fuzz_tensor_pb/$n.pb"; done

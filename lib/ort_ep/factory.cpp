@@ -41,6 +41,8 @@ Status addEpDevice(CtxKitEpFactory& factory, const OrtHardwareDevice& device, co
   OrtKeyValuePairs* metadata = nullptr;
   api.ort.CreateKeyValuePairs(&metadata);
   api.ort.AddKeyValuePair(metadata, kTargetMetadataKey, target);
+  // Applications read it before asking for weightless compilation (ModelCompilationOptions_SetWeightlessEnabled).
+  api.ort.AddKeyValuePair(metadata, kOrtEpDevice_EpMetadataKey_WeightlessSupport, "all");
   // No default EP options: ORT would copy them into every session and warn when the application sets its own.
   OrtStatus* status = api.ep.CreateEpDevice(&factory, &device, metadata, nullptr, out);
   api.ort.ReleaseKeyValuePairs(metadata);  // the device copies it

@@ -83,6 +83,7 @@ TEST_CASE("factory: name, vendor, version, the host CPU and a virtual NPU", "[fa
     CHECK(std::string(d.EpVendor()) == epcontext::kProducer);
     CHECK(std::string(d.EpMetadata().GetValue("version")) == epcontext::kVersion);
     CHECK(std::string(d.EpMetadata().GetValue("ctxkit.target")) == epcontext::kNpuSim.id);
+    CHECK(std::string(d.EpMetadata().GetValue("weightless_support")) == "all");
     if (d.Device().Type() == OrtHardwareDeviceType_CPU) cpu = true;
     if (d.Device().Type() == OrtHardwareDeviceType_NPU) {
       npu = true;
