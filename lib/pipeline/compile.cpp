@@ -332,6 +332,11 @@ void locateSourceWeights(ContainerWork& c, size_t container, const std::vector<M
     {
       weightshare::SourceModel m{w.source.filename().string(), {}};
       for (const auto& init : w.model.graph.initializers) m.initializers.emplace_back(init.name, &init.tensor);
+      // ONNX Runtime takes Constant nodes for initializers (exporters such as paddle2onnx write weights that way).
+      for (const auto& n : w.model.graph.nodes)
+        if (const ir::Attribute* value = n.kind == ir::OpKind::Constant && n.outputs.size() == 1 ? n.attrs.find("value") : nullptr;
+            value && value->type == ir::AttrType::Tensor)
+          m.initializers.emplace_back(n.outputs[0], &value->t);
       models.push_back(std::move(m));
     }
   c.sources = weightshare::locateInSources(c.pool, models);

@@ -16,7 +16,14 @@ namespace {
 
 // ONNX field numbers (onnx.proto): ModelProto.graph, GraphProto.initializer, TensorProto's fields.
 constexpr uint32_t kModelGraph = 7;
+constexpr uint32_t kGraphNode = 1;
 constexpr uint32_t kGraphInitializer = 5;
+constexpr uint32_t kNodeOutput = 2;
+constexpr uint32_t kNodeOpType = 4;
+constexpr uint32_t kNodeAttribute = 5;
+constexpr uint32_t kNodeDomain = 7;
+constexpr uint32_t kAttributeName = 1;
+constexpr uint32_t kAttributeTensor = 5;
 enum TensorField : uint32_t {
   kDims = 1,
   kDataType = 2,
@@ -131,6 +138,7 @@ public:
   Expected<std::shared_ptr<const SourceInitializers>> read(std::span<const std::byte> model) {
     auto out = std::make_shared<SourceInitializers>();
     out->displayName = displayName_;
+    std::map<std::string, ir::Tensor> constants;
     Reader r(model);
     while (!r.done()) {
       auto f = r.next();
@@ -140,10 +148,12 @@ public:
       while (!g.done()) {
         auto gf = g.next();
         if (!gf) return bad("its graph is damaged");
-        if (gf->number != kGraphInitializer || gf->wire != 2) continue;
-        CTX_RETURN_IF_ERROR(readTensor(gf->bytes, *out));
+        if (gf->wire != 2) continue;
+        if (gf->number == kGraphInitializer) CTX_RETURN_IF_ERROR(readTensor(gf->bytes, out->byName));
+        if (gf->number == kGraphNode) CTX_RETURN_IF_ERROR(readConstantNode(gf->bytes, constants));
       }
     }
+    for (auto& [name, tensor] : constants) out->byName.emplace(name, std::move(tensor));  // initializers win
     return std::shared_ptr<const SourceInitializers>(std::move(out));
   }
 
@@ -154,7 +164,40 @@ private:
                                                       fmt::format(format, std::forward<Args>(args)...)));
   }
 
-  Status readTensor(std::span<const std::byte> bytes, SourceInitializers& out) {
+  // ONNX Runtime takes a Constant node's `value` tensor for an initializer named after its output (exporters such as
+  // paddle2onnx write weights that way); other Constant forms (value_float...) are scalars a context stores itself.
+  Status readConstantNode(std::span<const std::byte> bytes, std::map<std::string, ir::Tensor>& out) {
+    std::string_view opType, domain;
+    std::vector<std::string_view> outputs;
+    std::optional<std::span<const std::byte>> value;
+    Reader r(bytes);
+    while (!r.done()) {
+      auto f = r.next();
+      if (!f) return bad("a node is damaged");
+      if (f->wire != 2) continue;
+      if (f->number == kNodeOpType) opType = text(f->bytes);
+      if (f->number == kNodeDomain) domain = text(f->bytes);
+      if (f->number == kNodeOutput) outputs.push_back(text(f->bytes));
+      if (f->number == kNodeAttribute) {
+        Reader a(f->bytes);
+        std::string_view name;
+        std::optional<std::span<const std::byte>> tensor;
+        while (!a.done()) {
+          auto af = a.next();
+          if (!af) return bad("an attribute of a node is damaged");
+          if (af->number == kAttributeName && af->wire == 2) name = text(af->bytes);
+          if (af->number == kAttributeTensor && af->wire == 2) tensor = af->bytes;
+        }
+        if (name == "value" && tensor) value = tensor;
+      }
+    }
+    if (opType != "Constant" || !(domain.empty() || domain == "ai.onnx") || outputs.size() != 1 || !value)
+      return Status::ok();
+    return readTensor(*value, out, std::string(outputs[0]));
+  }
+
+  Status readTensor(std::span<const std::byte> bytes, std::map<std::string, ir::Tensor>& out,
+                    std::optional<std::string> as = {}) {
     std::string name;
     ir::Shape shape;
     int64_t dataType = 0;
@@ -205,6 +248,7 @@ private:
         default: break;
       }
     }
+    if (as) name = std::move(*as);
     auto type = dataType > 0 && dataType <= ir::kMaxElemType ? ir::elemTypeFromInt(static_cast<int32_t>(dataType)) : std::nullopt;
     if (name.empty() || !type || *type == ir::ElemType::String || !ir::storageBytes(*type, 1)) return Status::ok();
     for (int64_t d : shape)
@@ -225,7 +269,7 @@ private:
       CTX_ASSIGN_OR_RETURN(tensor, typedTensor(name, *type, shape, *size, valueField, values));
     }
     if (!tensor) return tensor.takeError().addContext(fmt::format("source model {}: initializer '{}'", displayName_, name));
-    out.byName.insert_or_assign(name, std::move(tensor).value());
+    out.insert_or_assign(name, std::move(tensor).value());
     return Status::ok();
   }
 

@@ -173,3 +173,33 @@ TEST_CASE("weightless: derived weights are stored and packed layouts are made at
     }
   }
 }
+
+TEST_CASE("weightless: weights in Constant nodes (as paddle2onnx writes them) stay in the source model too",
+          "[e2e][weightless]") {
+  TempDir dir("weightless_constants");
+  const fs::path out = dir / "out";
+  fs::create_directories(out);
+  // tiny_cnn with every initializer turned into a Constant node of the same name: ONNX Runtime sees the same model.
+  auto model = onnx_io::loadModel(kSamples / "tiny_cnn.onnx");
+  REQUIRE(model);
+  std::vector<ir::Node> constants;
+  for (auto& init : model->graph.initializers) {
+    ir::Node n;
+    n.name = "const_" + init.name;
+    n.opType = "Constant";
+    n.kind = ir::OpKind::Constant;
+    n.outputs = {init.name};
+    n.attrs.set(ir::Attribute::makeTensor("value", init.tensor));
+    constants.push_back(std::move(n));
+  }
+  const size_t count = constants.size();
+  REQUIRE(count > 0);
+  model->graph.initializers.clear();
+  model->graph.nodes.insert(model->graph.nodes.begin(), constants.begin(), constants.end());
+  REQUIRE(onnx_io::saveModel(*model, out / "tiny_cnn.onnx"));
+
+  auto r = compile({(out / "tiny_cnn.onnx").string(), "--weightless", "-o", out.string(), "--json", "-"});
+  auto report = nlohmann::json::parse(r.out);
+  CHECK(report["weights"]["source_count"].get<size_t>() > 0);
+  expectMatches(out / "tiny_cnn_ctx.onnx", "tiny_cnn");
+}
