@@ -4,6 +4,8 @@
 #include "support/checked.h"
 #include "support/file_io.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -97,6 +99,15 @@ private:
   std::span<const std::byte> bytes_;
   size_t pos_ = 0;
 };
+
+// Bytes used in place when aligned for their element type (raw_data inside a protobuf message often is not: kernels
+// read whole elements), else copied into an aligned tensor of their own.
+Expected<ir::Tensor> inPlace(ir::ElemType type, const ir::Shape& shape, const std::byte* data, size_t size,
+                             std::shared_ptr<const void> owner) {
+  const size_t align = std::max<size_t>(1, ir::elemSize(type));
+  if (reinterpret_cast<uintptr_t>(data) % align == 0) return ir::Tensor::view(type, shape, data, size, std::move(owner));
+  return ir::Tensor::copyOf(type, shape, std::span(data, size));
+}
 
 std::string_view text(std::span<const std::byte> bytes) {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
@@ -264,7 +275,7 @@ private:
       if (raw->size() != *size)
         return bad("initializer '{}' has {} bytes of raw_data; {} {} needs {}", name, raw->size(), ir::elemTypeName(*type),
                    ir::shapeToString(shape), *size);
-      tensor = ir::Tensor::view(*type, shape, raw->data(), raw->size(), owner_);
+      tensor = inPlace(*type, shape, raw->data(), raw->size(), owner_);
     } else {
       CTX_ASSIGN_OR_RETURN(tensor, typedTensor(name, *type, shape, *size, valueField, values));
     }
@@ -300,7 +311,7 @@ private:
     if (!rangeFits(*offset, size, mapped->size()))
       return bad("initializer '{}' lies past the end of '{}' (offset {}, {} bytes, file {} bytes)", name, file.string(), *offset,
                  size, mapped->size());
-    return ir::Tensor::view(type, shape, mapped->data() + *offset, static_cast<size_t>(size), mapped);
+    return inPlace(type, shape, mapped->data() + *offset, static_cast<size_t>(size), mapped);
   }
 
   Expected<ir::Tensor> typedTensor(const std::string& name, ir::ElemType type, const ir::Shape& shape, uint64_t size,
