@@ -25,6 +25,7 @@ std::string reportText(const CompileReport& r, bool verbose) {
   for (const auto& m : r.models) {
     out += fmt::format("{}: {} nodes: {} compiled in {} partitions, {} fallback, {} folded\n", m.source.string(), m.nodeCount,
                        m.compiledNodes, m.partitions.size(), m.fallbackNodes, m.foldedNodes);
+    for (const auto& [input, values] : m.boundInputs) out += fmt::format("  input {} bound to {}\n", input, values);
     if (verbose || r.dryRun) {
       for (const auto& p : m.partitions)
         out += fmt::format("  partition {}: {} nodes -> {} ops, {} inputs, {} outputs, arena {}\n    ops: {}\n", p.name,
@@ -68,6 +69,8 @@ std::string reportJson(const CompileReport& r) {
     jm["compiled_nodes"] = m.compiledNodes;
     jm["fallback_nodes"] = m.fallbackNodes;
     jm["folded_nodes"] = m.foldedNodes;
+    jm["bound_inputs"] = Json::object();
+    for (const auto& [input, values] : m.boundInputs) jm["bound_inputs"][input] = values;
     jm["partitions"] = Json::array();
     for (const auto& p : m.partitions)
       jm["partitions"].push_back({{"name", p.name},
