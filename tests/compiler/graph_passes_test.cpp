@@ -164,3 +164,25 @@ TEST_CASE("remove-noops removes Identity chains and ops that change nothing, nev
   CHECK(floats(values.at("y")) == std::vector<float>{-1, 0, 2.25f, 4, -2, 6.5f});
   CHECK(values.at("z").shape() == ir::Shape{3, 2});
 }
+
+TEST_CASE("a constant far larger than its inputs is left to run time, a small one is folded", "[graph-passes]") {
+  // y = x + ConstantOfShape(shape) * 2: 16 bytes of shape describe 4 MiB at 1024x1024, 1 KiB at 16x16.
+  for (int64_t side : {int64_t{1024}, int64_t{16}}) {
+    INFO("side " << side);
+    ir::Graph g;
+    g.inputs = {floatValue("x", dims({side, side}))};
+    g.outputs = {floatValue("y", dims({side, side}))};
+    g.initializers = {{"shape", ir::Tensor::fromVector(ir::ElemType::Int64, {2}, std::vector<int64_t>{side, side}), std::nullopt},
+                      scalarInit("two", ir::ElemType::Float, 2)};
+    g.nodes = {node("ConstantOfShape", {"shape"}, {"ones"}), node("Mul", {"ones", "two"}, {"twos"}),
+               node("Add", {"x", "twos"}, {"y"})};
+    g.nodes[0].attrs.set(ir::Attribute::makeTensor("value", ir::Tensor::fromVector(ir::ElemType::Float, {1}, std::vector<float>{1})));
+    std::vector<analysis::GraphPassRun> runs;
+    auto facts = analysis::runGraphPasses(g, {}, runs);
+    REQUIRE(facts);
+    CHECK(facts->find("ones")->constant.has_value() == (side == 16));
+    CHECK(facts->find("twos")->constant.has_value() == (side == 16));
+    CHECK(facts->find("twos")->shape == ir::Shape{side, side});
+    if (side == 16) CHECK(floats(*facts->find("twos")->constant) == std::vector<float>(256, 2.0f));
+  }
+}
