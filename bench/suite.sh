@@ -31,8 +31,7 @@ peakKb() {  # COMMAND...: runs it, prints its peak resident set in KiB on fd 3, 
 }
 
 # bench NAME MODEL [ctxgen/ctxrun shape args...] [-- ctxrun-only args...]
-# With bind=INPUT=V, ctxgen binds that input at compile time (--set) and the inputs are made for the source model,
-# which still takes it (it must come after the others: the compiled model reads the first input_<i>.npy).
+# With bind=INPUT=V, ctxgen binds that input at compile time (--set) and ONNX Runtime is given its value.
 bench() {
   local name="$1" model="$2"
   shift 2
@@ -42,12 +41,9 @@ bench() {
   local w="$out/work/$name"
   mkdir -p "$w"
   echo "bench: $name" >&2
-  local ctx="$w/$(basename "${model%.onnx}")_ctx.onnx" bound=() inputsFrom
-  inputsFrom="$ctx"
-  [ -n "${bind:-}" ] && bound=(--set "$bind") && inputsFrom="$model"
-  "$apps/ctxgen/ctxgen" "$model" -o "$w" -q "${shapes[@]}" "${bound[@]}"
-  "$apps/ctxrun/ctxrun" "$inputsFrom" "${shapes[@]}" "${runOnly[@]}" "${bound[@]}" --seed 7 \
-    --save-inputs "$w/in" >/dev/null
+  "$apps/ctxgen/ctxgen" "$model" -o "$w" -q "${shapes[@]}" ${bind:+--set "$bind"}
+  local ctx="$w/$(basename "${model%.onnx}")_ctx.onnx"
+  "$apps/ctxrun/ctxrun" "$ctx" "${shapes[@]}" "${runOnly[@]}" --seed 7 --save-inputs "$w/in" >/dev/null
   local rec="{\"model\": \"$name\""
   for threads in 1 2; do
     local kb ctxJson
@@ -58,7 +54,8 @@ bench() {
     for spin in 0 1; do
       [ "$threads" = 1 ] && [ "$spin" = 1 ] && continue
       local ortJson
-      ortJson="$(NODE_PATH="$ort" peakKb node "$root/bench/run_ort.js" "$model" "$w/in" "$w/ort" "$iters" "$threads" "$spin" 3>"$w/kb")"
+      ortJson="$(NODE_PATH="$ort" peakKb node "$root/bench/run_ort.js" "$model" "$w/in" "$w/ort" "$iters" "$threads" "$spin" ${bind:+"$bind"} \
+        3>"$w/kb")"
       rec+=", \"ort_t${threads}_spin$spin\": $ortJson, \"ort_t${threads}_spin${spin}_peak_kb\": $(cat "$w/kb")"
     done
   done
@@ -76,12 +73,10 @@ bench tiny_qdq_cnn "$samples/tiny_qdq_cnn.onnx"
 bench ppocr_cls "$ocr/ch_ppocr_mobile_v2.0_cls_infer.onnx" --shape x=1x3x48x192
 bench ppocrv4_rec "$ocr/ch_PP-OCRv4_rec_infer.onnx" --shape x=1x3x48x320
 bench ppocrv4_det "$ocr/ch_PP-OCRv4_det_infer.onnx" --shape x=1x3x640x640
-# The sample rate bound at compile time: the If on it becomes its 16 kHz branch, compiled like the rest. (The If-less
-# model takes sr before state, so it gets it at run time.)
-for v in silero_vad silero_vad_16k_op15; do
+# The sample rate bound at compile time: an If on it becomes its 16 kHz branch, compiled like the rest.
+for v in silero_vad silero_vad_16k_op15 silero_vad_op18_ifless; do
   bind=sr=16000 bench "$v" "$vad/$v.onnx" --shape input=1x512 --shape state=2x1x128
 done
-bench silero_vad_op18_ifless "$vad/silero_vad_op18_ifless.onnx" --shape input=1x512 --shape state=2x1x128 -- --set sr=16000
 bench silero_vad_half "$vad/silero_vad_half.onnx" --shape input=1x512 --shape state=2x1x128
 for m in hello_deepa hello_deepa_old namaste_deepa; do bench "$m" "$oww/$m.onnx"; done
 

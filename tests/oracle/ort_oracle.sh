@@ -28,15 +28,16 @@ trap 'rm -rf "$work"' EXIT
 apps="$build/apps"
 passed=0 failed=0
 # compare NAME CTX MODEL OUT [ctxrun args...]: runs CTX with ctxrun on seeded random inputs and the source MODEL with
-# ONNX Runtime on the same bytes, and requires the outputs to match. With inputsFrom=MODEL the inputs are made for
-# the source model (ctxrun runs it once to save them): a model compiled with --set takes fewer inputs than its source.
+# ONNX Runtime on the same bytes, and requires the outputs to match. With bound=INPUT=V (CTX compiled with --set),
+# ONNX Runtime gets that input's value besides the inputs CTX takes.
 compare() {
   local name="$1" ctx="$2" model="$3" out="$4"
   shift 4
-  if ! "$apps/ctxrun/ctxrun" "${inputsFrom:-$ctx}" "$@" --seed 7 --save-inputs "$out/in" >"$out/run.log" 2>&1; then
+  if ! "$apps/ctxrun/ctxrun" "$ctx" "$@" --seed 7 --save-inputs "$out/in" >"$out/run.log" 2>&1; then
     echo "FAIL $name: ctxrun: $(cat "$out/run.log")"; failed=$((failed + 1)); return
   fi
-  if ! NODE_PATH="$ort" node "$src/bench/run_ort.js" "$model" "$out/in" "$out/ort" 1 >"$out/ort.log" 2>&1; then
+  if ! NODE_PATH="$ort" node "$src/bench/run_ort.js" "$model" "$out/in" "$out/ort" 1 ${bound:+1 0 "$bound"} \
+      >"$out/ort.log" 2>&1; then
     echo "FAIL $name: onnxruntime: $(cat "$out/ort.log")"; failed=$((failed + 1)); return
   fi
   if "$apps/ctxrun/ctxrun" "$ctx" --inputs "$out/in" --expected "$out/ort" "${tolerance[@]}" >"$out/cmp.log" 2>&1; then
@@ -61,8 +62,7 @@ check() {
 }
 # checkBound NAME MODEL TARGET ASSIGNMENT [ctxgen shape args...]: MODEL compiled with --set ASSIGNMENT (the input
 # becomes a constant, and an If on it is replaced by its branch): no If may stay on the fallback path, and the
-# compiled model must match ONNX Runtime running the source model with that input value. The bound input must come
-# after the others in MODEL (the compiled model reads the first input_<i>.npy of the source's inputs).
+# compiled model must match ONNX Runtime running the source model with that input value.
 checkBound() {
   local name="$1" model="$2" target="$3" assignment="$4"
   shift 4
@@ -76,8 +76,8 @@ checkBound() {
     echo "FAIL $name --set [$target]: an If stayed on the fallback path: $(grep -A2 '"fallback"' "$out/gen.json")"
     failed=$((failed + 1)); return
   fi
-  inputsFrom="$model" compare "$name --set $assignment [$target]" "$out/$(basename "${model%.onnx}")_ctx.onnx" "$model" \
-    "$out" "$@" --set "$assignment"
+  bound="$assignment" compare "$name --set $assignment [$target]" "$out/$(basename "${model%.onnx}")_ctx.onnx" "$model" \
+    "$out" "$@"
 }
 # Shape variants: the transformer block with a symbolic sequence length compiled for lengths 1, 16 and 64 in one
 # run (one .bin); each variant runs without bindings (its _ctx.onnx carries the static shapes) and must match ONNX
@@ -127,6 +127,8 @@ for target in npu-sim cpu; do
   check silero_vad_half "$vad/silero_vad_half.onnx" "$target" "${vadShapes[@]}"
   checkBound silero_vad "$vad/silero_vad.onnx" "$target" sr=16000 "${vadShapes[@]}"
   checkBound silero_vad_16k_op15 "$vad/silero_vad_16k_op15.onnx" "$target" sr=16000 "${vadShapes[@]}"
+  checkBound silero_vad_op18_ifless "$vad/silero_vad_op18_ifless.onnx" "$target" sr=16000 "${vadShapes[@]}"
+  checkBound silero_vad_8k "$vad/silero_vad.onnx" "$target" sr=8000 --shape input=1x256 --shape state=2x1x128
   checkVariants "$target"
   check hello_deepa "$oww/hello_deepa.onnx" "$target"
   check hello_deepa_old "$oww/hello_deepa_old.onnx" "$target"
