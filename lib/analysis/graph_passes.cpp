@@ -190,6 +190,76 @@ size_t removeNoops(ir::Graph& graph, const GraphFacts& facts) {
   return removed;
 }
 
+size_t foldSubgraphsOf(ir::Node& node, const GraphFacts& scope);
+
+// Folds the nodes of subgraph `body` whose values are known at compile time, given the facts of the scope it reads
+// from, into initializers of the body (those still read); then the subgraphs of what is left. Returns how many nodes
+// were folded, 0 when the body is left as it is (also when analyzing it fails: it then runs as it was).
+size_t foldSubgraph(ir::Graph& body, const GraphFacts& scope) {
+  // The body with the outer values its nodes read made explicit: constants as initializers, the rest as inputs.
+  ir::Graph alone = body;
+  std::set<std::string> defined;
+  for (const auto& in : body.inputs) defined.insert(in.name);
+  for (const auto& init : body.initializers) defined.insert(init.name);
+  for (const auto& n : body.nodes) defined.insert(n.outputs.begin(), n.outputs.end());
+  for (const auto& n : body.nodes)
+    for (const auto& in : n.inputs) {
+      if (in.empty() || !defined.insert(in).second) continue;
+      const ValueFacts* f = scope.find(in);
+      if (f && f->constant) {
+        alone.initializers.push_back(ir::Initializer{in, *f->constant, std::nullopt});
+        continue;
+      }
+      ir::ValueInfo info{in, f ? f->type : ir::ElemType::Undefined, std::nullopt, ""};
+      if (f && f->shape) info.shape = std::vector<ir::Dim>(f->shape->size());
+      for (size_t d = 0; f && f->shape && d < f->shape->size(); ++d) (*info.shape)[d] = ir::Dim::known((*f->shape)[d]);
+      alone.inputs.push_back(std::move(info));
+    }
+  auto facts = analyzeGraph(alone, {});
+  if (!facts) return 0;
+  std::vector<ir::Node> kept;
+  std::vector<std::string> folded;
+  for (auto& n : body.nodes) {
+    bool hasSubgraph = false;
+    for (const auto& a : n.attrs.all()) hasSubgraph |= a.g != nullptr || !a.graphs.empty();
+    const bool known = !hasSubgraph && !n.outputs.empty() && std::all_of(n.outputs.begin(), n.outputs.end(), [&](const auto& o) {
+      const ValueFacts* f = o.empty() ? nullptr : facts->find(o);
+      return o.empty() || (f && f->constant);
+    });
+    if (known) folded.insert(folded.end(), n.outputs.begin(), n.outputs.end());
+    else kept.push_back(std::move(n));
+  }
+  size_t count = body.nodes.size() - kept.size();
+  body.nodes = std::move(kept);
+  if (count != 0) {
+    std::set<std::string> read;
+    for (const auto& n : body.nodes) ir::collectNodeReads(n, read);
+    for (const auto& o : body.outputs) read.insert(o.name);
+    for (const auto& name : folded)
+      if (!name.empty() && read.count(name))
+        body.initializers.push_back(ir::Initializer{name, *facts->find(name)->constant, std::nullopt});
+  }
+  for (auto& n : body.nodes) count += foldSubgraphsOf(n, *facts);
+  return count;
+}
+
+// Folds constants inside node's subgraphs; a changed subgraph is a new copy (variants share the old one).
+size_t foldSubgraphsOf(ir::Node& node, const GraphFacts& scope) {
+  size_t count = 0;
+  auto fold = [&](std::shared_ptr<ir::Graph>& g) {
+    auto copy = std::make_shared<ir::Graph>(*g);
+    if (const size_t n = foldSubgraph(*copy, scope); n != 0) {
+      g = std::move(copy);
+      count += n;
+    }
+  };
+  for (auto& a : node.attrs.all()) {
+    if (a.g) fold(a.g);
+    for (auto& g : a.graphs) fold(g);
+  }
+  return count;
+}
+
 template <typename F>
 size_t timed(GraphPassRun& run, F&& pass) {
   const auto start = std::chrono::steady_clock::now();
@@ -202,7 +272,7 @@ size_t timed(GraphPassRun& run, F&& pass) {
 }  // namespace
 
 const std::vector<std::string>& graphPassNames() {
-  static const std::vector<std::string> names{"inline-if", "remove-noops"};
+  static const std::vector<std::string> names{"inline-if", "remove-noops", "fold-subgraphs"};
   return names;
 }
 
@@ -217,7 +287,14 @@ Expected<GraphFacts> runGraphPasses(ir::Graph& graph, const Bindings& bindings, 
   if (timed(noopRun, [&] { return removeNoops(graph, facts); }) != 0) {
     CTX_ASSIGN_OR_RETURN(facts, analyzeGraph(graph, bindings, options));
   }
-  runs = {inlineRun, noopRun};
+  // The graph's own facts do not depend on what its subgraphs compute inside, so they stay as they are.
+  GraphPassRun subgraphRun{"fold-subgraphs"};
+  timed(subgraphRun, [&] {
+    size_t folded = 0;
+    for (auto& node : graph.nodes) folded += foldSubgraphsOf(node, facts);
+    return folded;
+  });
+  runs = {inlineRun, noopRun, subgraphRun};
   return facts;
 }
 

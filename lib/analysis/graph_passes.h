@@ -1,6 +1,7 @@
 // Whole-graph passes that run before partitioning, on the facts analyzeGraph derives (bound inputs included):
-// an If whose condition is known is replaced by its branch, and ops that change nothing are removed. Constant
-// subgraphs need no pass of their own: analyzeGraph folds them, and the partitioner stores their values as weights.
+// an If whose condition is known is replaced by its branch, ops that change nothing are removed, and constants
+// inside the bodies of the If/Loop/Scan nodes left are folded. The graph's own constant subgraphs need no pass:
+// analyzeGraph folds them, and the partitioner stores their values as weights.
 #pragma once
 
 #include "analysis/analysis.h"
@@ -27,6 +28,9 @@ const std::vector<std::string>& graphPassNames();
 //  - remove-noops: Identity, Dropout in inference (no training_mode, or a constant false; mask unused), Cast to its
 //    input's type and Reshape to its input's static shape are removed and their readers read the input instead.
 //    A node writing a graph output stays, so the graph's output names never change.
+//  - fold-subgraphs: inside the bodies of the If/Loop/Scan nodes that remain (they run on the fallback path), nodes
+//    whose values are known (from body initializers, Constants and the outer graph's constants) become body
+//    initializers, nested bodies included.
 Expected<GraphFacts> runGraphPasses(ir::Graph& graph, const Bindings& bindings, std::vector<GraphPassRun>& runs,
                                     const AnalyzeOptions& options = {});
 

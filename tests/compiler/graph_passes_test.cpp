@@ -186,3 +186,39 @@ TEST_CASE("a constant far larger than its inputs is left to run time, a small on
     if (side == 16) CHECK(floats(*facts->find("twos")->constant) == std::vector<float>(256, 2.0f));
   }
 }
+
+TEST_CASE("fold-subgraphs folds constants inside the bodies of Ifs that stay, from outer constants too", "[graph-passes]") {
+  // y = If(cond) then x * ((a + k) * s) else x, with a and k the branch's own (an initializer and a Constant node)
+  // and s an outer constant; cond is only known at run time.
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({3})), ir::ValueInfo{"cond", ir::ElemType::Bool, std::vector<ir::Dim>{}, ""}};
+  g.outputs = {floatValue("y", dims({3}))};
+  g.initializers = {{"s", ir::Tensor::fromVector(ir::ElemType::Float, {3}, std::vector<float>{1, 2, -1}), std::nullopt}};
+  auto then = std::make_shared<ir::Graph>();
+  then->initializers = {{"a", ir::Tensor::fromVector(ir::ElemType::Float, {3}, std::vector<float>{1, 2, 3}), std::nullopt}};
+  then->nodes.push_back(node("Constant", {}, {"k"}));
+  then->nodes.back().attrs.set(
+      ir::Attribute::makeTensor("value", ir::Tensor::fromVector(ir::ElemType::Float, {3}, std::vector<float>{10, 20, 30})));
+  then->nodes.push_back(node("Add", {"a", "k"}, {"ak"}));
+  then->nodes.push_back(node("Mul", {"ak", "s"}, {"scale"}));
+  then->nodes.push_back(node("Mul", {"x", "scale"}, {"then_y"}));
+  then->outputs = {floatValue("then_y", dims({3}))};
+  auto otherwise = std::make_shared<ir::Graph>();
+  otherwise->outputs = {floatValue("x", dims({3}))};
+  ir::Node pick = node("If", {"cond"}, {"y"});
+  pick.attrs.set(ir::Attribute::makeGraph("then_branch", then));
+  pick.attrs.set(ir::Attribute::makeGraph("else_branch", otherwise));
+  g.nodes = {pick};
+
+  std::vector<analysis::GraphPassRun> runs;
+  REQUIRE(analysis::runGraphPasses(g, {}, runs));
+  CHECK(pass(runs, "fold-subgraphs").changed == 3);
+  const ir::Graph& body = *g.nodes[0].attrs.find("then_branch")->g;
+  REQUIRE(body.nodes.size() == 1);
+  CHECK(body.nodes[0].inputs == std::vector<std::string>{"x", "scale"});
+  const ir::Initializer* scale = body.findInitializer("scale");
+  REQUIRE(scale);
+  CHECK(floats(scale->tensor) == std::vector<float>{11, 44, -33});
+  CHECK(!body.findInitializer("ak"));  // read by nothing once scale is known
+  CHECK(then->nodes.size() == 4);       // the model's own copy of the body is untouched
+}
