@@ -69,7 +69,7 @@ const ir::Graph* chosenBranch(const ir::Node& node, const GraphFacts& facts) {
 size_t inlineConstantIfs(ir::Graph& graph, const GraphFacts& facts) {
   std::vector<ir::Node> nodes;
   std::unordered_set<std::string> names;
-  std::set<std::string> declared;
+  std::set<std::string> declared, ifOutputs;
   size_t inlined = 0;
   for (auto& node : graph.nodes) {
     const ir::Graph* branch = chosenBranch(node, facts);
@@ -83,6 +83,7 @@ size_t inlineConstantIfs(ir::Graph& graph, const GraphFacts& facts) {
         for (const auto& v : *list) declared.insert(v.name);
     }
     ++inlined;
+    ifOutputs.insert(node.outputs.begin(), node.outputs.end());
     const std::string prefix = (node.name.empty() ? std::string("If") : node.name) + "/";
     auto fresh = [&](const std::string& base) {
       std::string name = prefix + base;
@@ -130,6 +131,9 @@ size_t inlineConstantIfs(ir::Graph& graph, const GraphFacts& facts) {
     }
   }
   graph.nodes = std::move(nodes);
+  // What the file declares for an If's outputs held for either branch; the branch taken now gives them their facts.
+  if (inlined != 0)
+    std::erase_if(graph.valueInfo, [&](const ir::ValueInfo& v) { return ifOutputs.count(v.name) != 0; });
   return inlined;
 }
 
