@@ -245,6 +245,7 @@ Status checkBindings(const std::vector<BindingModel>& models, const std::vector<
 Expected<std::vector<BoundInput>> boundInputsFor(const BindingModel& model, const std::vector<BindingModel>& all,
                                                  const std::vector<std::string>& sets, const analysis::Bindings& bindings) {
   std::vector<BoundInput> out;
+  std::vector<std::pair<std::string, int>> givenBy;  // per entry of out: the argument and its level
   for (int pass = 0; pass < 2; ++pass)  // run-wide first, then the model's own
     for (const auto& arg : sets) {
       std::string rest = arg;
@@ -261,8 +262,17 @@ Expected<std::vector<BoundInput>> boundInputsFor(const BindingModel& model, cons
       CTX_ASSIGN_OR_RETURN(ir::Tensor value, cli::valueTensor(in->type, *shape, a.values, what));
       const std::string text = rest.substr(rest.find('=') + 1);
       auto same = std::find_if(out.begin(), out.end(), [&](const BoundInput& b) { return b.name == in->name; });
-      if (same != out.end()) *same = BoundInput{in->name, std::move(value), text};
-      else out.push_back(BoundInput{in->name, std::move(value), text});
+      if (same == out.end()) {
+        out.push_back(BoundInput{in->name, std::move(value), text});
+        givenBy.push_back({arg, pass});
+        continue;
+      }
+      auto& [earlier, level] = givenBy[static_cast<size_t>(same - out.begin())];
+      if (level == pass && same->text != text)
+        return makeError(ErrorCode::InvalidArgument, "--set '{}' contradicts --set '{}': both bind input '{}' of model '{}'",
+                         arg, earlier, in->name, model.stem);
+      *same = BoundInput{in->name, std::move(value), text};  // the model's own binding refines a run-wide one
+      givenBy[static_cast<size_t>(same - out.begin())] = {arg, pass};
     }
   return out;
 }

@@ -49,7 +49,8 @@ struct BoundInput {
   std::string text;  // the values as given: "16000"
 };
 
-// The --set values for model `model` (run-wide, then its STEM: ones, which replace them), checked against the
+// The --set values for model `model` (run-wide, then its STEM: ones, which replace them; two of one level giving an
+// input different values contradict each other), checked against the
 // input's declared type and its shape under `bindings`: a value count that is neither 1 nor the element count, a
 // value the type does not hold or a shape that stays dynamic is a usage error naming model, input, declared and given.
 Expected<std::vector<BoundInput>> boundInputsFor(const BindingModel& model, const std::vector<BindingModel>& all,

@@ -7,6 +7,7 @@
 #include "tool_runner.h"
 
 #include <catch2/catch.hpp>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -62,12 +63,21 @@ fs::path writeRateModel(const fs::path& dir) {
 TEST_CASE("ctxgen --set makes an input a constant: it leaves the model and an If on it compiles", "[e2e]") {
   TempDir dir("bound_inputs");
   const fs::path model = writeRateModel(dir.path());
-  for (auto [rate, expected] : {std::pair{"16000", std::vector<float>{2, 4, 6, 8, 10, 12}},
-                                std::pair{"8000", std::vector<float>{2, 3, 4, 5, 6, 7}}}) {
-    INFO("sr " << rate);
-    const fs::path out = dir.path() / rate;
-    auto r = runTool(CTXKIT_CTXGEN, {model.string(), "-o", out.string(), "--set", std::string("sr=") + rate, "--dim",
-                                     "n=4", "--target", "cpu", "--json", (out / "report.json").string(), "-v"});
+  // The last case binds sr run-wide and again for model 'rate' only, which refines it.
+  struct Case {
+    std::string rate;
+    std::vector<std::string> sets;
+    std::vector<float> expected;
+  };
+  for (const auto& [rate, sets, expected] :
+       {Case{"16000", {"--set", "sr=16000"}, {2, 4, 6, 8, 10, 12}}, Case{"8000", {"--set", "sr=8000"}, {2, 3, 4, 5, 6, 7}},
+        Case{"16000", {"--set", "sr=8000", "--set", "rate:sr=16000"}, {2, 4, 6, 8, 10, 12}}}) {
+    INFO(fmt::format("{}", fmt::join(sets, " ")));
+    const fs::path out = dir.path() / fmt::format("{}", fmt::join(sets, "_"));
+    std::vector<std::string> args{model.string(), "-o", out.string(), "--dim", "n=4", "--target", "cpu", "--json",
+                                  (out / "report.json").string(), "-v"};
+    args.insert(args.end(), sets.begin(), sets.end());
+    auto r = runTool(CTXKIT_CTXGEN, args);
     INFO(r.out << r.err);
     REQUIRE(r.exitCode == 0);
     CHECK(r.out.find(fmt::format("  input sr bound to {}\n", rate)) != std::string::npos);
@@ -112,6 +122,8 @@ TEST_CASE("ctxgen --set refuses values that do not fit the input, naming model, 
       {{"--set", "z=1"},
        "--set 'z=1': model 'rate' input 'z' (declared float32 n): its shape is not static: dimension 'n' of 'z' is not "
        "bound (use --dim n=N)"},
+      {{"--set", "sr=16000", "--set", "sr=8000"},
+       "--set 'sr=8000' contradicts --set 'sr=16000': both bind input 'sr' of model 'rate'"},
       {{"--set", "z=1,2", "--dim", "n=3"},
        "--set 'z=1,2': model 'rate' input 'z' (declared float32 n) has shape 3 (3 elements), but 2 values are given"},
   };
