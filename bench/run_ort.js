@@ -1,7 +1,9 @@
 // Runs a model with ONNX Runtime (the reference) on .npy inputs; writes output_<i>.npy and prints timings as JSON.
-// usage: node run_ort.js MODEL INPUT_DIR OUTPUT_DIR ITERS [THREADS] [SPINNING]
+// usage: node run_ort.js MODEL INPUT_DIR OUTPUT_DIR ITERS [THREADS] [SPINNING] [NAME=V[,V...]...]
 //   THREADS: intra-op threads (default 1); SPINNING: 1 lets ORT's threads spin-wait (its default), 0 (default here)
 //   turns that off (session.intra_op.allow_spinning), which keeps 2-thread timings sane on a busy 2-core machine.
+//   NAME=V[,V...]: input NAME holds these values (one fills every element of its declared static shape), as ctxgen
+//   --set binds it; the other inputs are read in order from INPUT_DIR, as the compiled model, which lacks NAME, saves them.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -39,8 +41,23 @@ function writeNpy(file, tensor) {
   fs.writeFileSync(file, Buffer.concat([head, Buffer.from(header, 'latin1'), data]));
 }
 
+// A tensor for a NAME=V[,V...] binding of an input with static declared shape.
+function boundTensor(meta, values) {
+  const shape = meta.shape;
+  if (shape.some(d => typeof d !== 'number')) throw new Error(`input '${meta.name}' has a dynamic shape: it cannot be bound`);
+  const count = shape.reduce((a, b) => a * b, 1);
+  if (values.length !== 1 && values.length !== count)
+    throw new Error(`input '${meta.name}' has ${count} elements but ${values.length} values are given`);
+  const all = Array.from({ length: count }, (_, i) => values.length === 1 ? values[0] : values[i]);
+  const make = { float32: Float32Array, float64: Float64Array, int32: Int32Array, int8: Int8Array, uint8: Uint8Array,
+    bool: Uint8Array }[meta.type];
+  if (meta.type === 'int64') return new ort.Tensor('int64', BigInt64Array.from(all, v => BigInt(v)), shape);
+  if (!make) throw new Error(`input '${meta.name}' is ${meta.type}, which a binding does not fill`);
+  return new ort.Tensor(meta.type, make.from(all), shape);
+}
+
 async function main() {
-  const [model, inputDir, outputDir, itersText, threadsText, spinText] = process.argv.slice(2);
+  const [model, inputDir, outputDir, itersText, threadsText, spinText, ...bindings] = process.argv.slice(2);
   const iters = Number(itersText || 20);
   const threads = Number(threadsText || 1);
   const spinning = spinText === '1' ? '1' : '0';
@@ -50,7 +67,17 @@ async function main() {
   const session = await ort.InferenceSession.create(model, options);
   const loadMs = Number(process.hrtime.bigint() - t) / 1e6;
   const feeds = {};
-  session.inputNames.forEach((name, i) => { feeds[name] = readNpy(path.join(inputDir, `input_${i}.npy`)); });
+  for (const b of bindings) {
+    const eq = b.indexOf('=');
+    const meta = session.inputMetadata.find(m => m.name === b.slice(0, eq));
+    if (eq <= 0 || !meta) throw new Error(`binding '${b}': no such input (inputs: ${session.inputNames.join(', ')})`);
+    const values = b.slice(eq + 1).split(',').map(v => v.trim() === '' ? NaN : Number(v));
+    if (values.some(Number.isNaN)) throw new Error(`binding '${b}': expected NAME=NUMBER[,NUMBER...]`);
+    feeds[meta.name] = boundTensor(meta, values);
+  }
+  let next = 0;
+  for (const name of session.inputNames)
+    if (!feeds[name]) feeds[name] = readNpy(path.join(inputDir, `input_${next++}.npy`));
   t = process.hrtime.bigint();
   const outputs = await session.run(feeds);
   const firstMs = Number(process.hrtime.bigint() - t) / 1e6;

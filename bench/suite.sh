@@ -31,6 +31,7 @@ peakKb() {  # COMMAND...: runs it, prints its peak resident set in KiB on fd 3, 
 }
 
 # bench NAME MODEL [ctxgen/ctxrun shape args...] [-- ctxrun-only args...]
+# With bind=INPUT=V, ctxgen binds that input at compile time (--set) and ONNX Runtime is given its value.
 bench() {
   local name="$1" model="$2"
   shift 2
@@ -40,7 +41,7 @@ bench() {
   local w="$out/work/$name"
   mkdir -p "$w"
   echo "bench: $name" >&2
-  "$apps/ctxgen/ctxgen" "$model" -o "$w" -q "${shapes[@]}"
+  "$apps/ctxgen/ctxgen" "$model" -o "$w" -q "${shapes[@]}" ${bind:+--set "$bind"}
   local ctx="$w/$(basename "${model%.onnx}")_ctx.onnx"
   "$apps/ctxrun/ctxrun" "$ctx" "${shapes[@]}" "${runOnly[@]}" --seed 7 --save-inputs "$w/in" >/dev/null
   local rec="{\"model\": \"$name\""
@@ -53,7 +54,8 @@ bench() {
     for spin in 0 1; do
       [ "$threads" = 1 ] && [ "$spin" = 1 ] && continue
       local ortJson
-      ortJson="$(NODE_PATH="$ort" peakKb node "$root/bench/run_ort.js" "$model" "$w/in" "$w/ort" "$iters" "$threads" "$spin" 3>"$w/kb")"
+      ortJson="$(NODE_PATH="$ort" peakKb node "$root/bench/run_ort.js" "$model" "$w/in" "$w/ort" "$iters" "$threads" "$spin" ${bind:+"$bind"} \
+        3>"$w/kb")"
       rec+=", \"ort_t${threads}_spin$spin\": $ortJson, \"ort_t${threads}_spin${spin}_peak_kb\": $(cat "$w/kb")"
     done
   done
@@ -71,8 +73,9 @@ bench tiny_qdq_cnn "$samples/tiny_qdq_cnn.onnx"
 bench ppocr_cls "$ocr/ch_ppocr_mobile_v2.0_cls_infer.onnx" --shape x=1x3x48x192
 bench ppocrv4_rec "$ocr/ch_PP-OCRv4_rec_infer.onnx" --shape x=1x3x48x320
 bench ppocrv4_det "$ocr/ch_PP-OCRv4_det_infer.onnx" --shape x=1x3x640x640
+# The sample rate bound at compile time: an If on it becomes its 16 kHz branch, compiled like the rest.
 for v in silero_vad silero_vad_16k_op15 silero_vad_op18_ifless; do
-  bench "$v" "$vad/$v.onnx" --shape input=1x512 --shape state=2x1x128 -- --set sr=16000
+  bind=sr=16000 bench "$v" "$vad/$v.onnx" --shape input=1x512 --shape state=2x1x128
 done
 bench silero_vad_half "$vad/silero_vad_half.onnx" --shape input=1x512 --shape state=2x1x128
 for m in hello_deepa hello_deepa_old namaste_deepa; do bench "$m" "$oww/$m.onnx"; done

@@ -67,6 +67,9 @@ int main(int argc, char** argv) {
   app.add_option("--target", o.target, "npu-sim (default), cpu, or a target JSON file (docs/target-json.md)");
   app.add_option("--dim", o.dimArgs, "bind a symbolic dimension: [STEM:]SYM=V (STEM: that model only)");
   app.add_option("--shape", o.shapeArgs, "bind an input shape: [STEM:]INPUT=AxBxC (STEM: that model only)");
+  app.add_option("--set", o.setArgs,
+                 "bind an input's value at compile time (e.g. a sample rate); one value fills every element: "
+                 "[STEM:]INPUT=V[,V...] (the compiled model no longer takes INPUT)");
   app.add_option("--variant", o.variantArgs,
                  "compile every model once more for these bindings: [NAME:]SYM=V[,SYM=V|INPUT=AxB...]; outputs "
                  "<stem>_<NAME>_ctx.onnx, all variants in one context binary (repeatable)");

@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   app.add_option("--dim", a.dims, "bind a symbolic dimension for random inputs: SYM=V");
   app.add_option("--shape", a.shapes, "input shape for random inputs: INPUT=AxBxC");
   app.add_option("--seed", a.seed, "seed for random inputs (default 1)");
-  app.add_option("--set", a.sets, "give every element of input NAME the value V (e.g. a sample rate): NAME=V");
+  app.add_option("--set", a.sets, "give input NAME these values (e.g. a sample rate); one value fills every element: NAME=V[,V...]");
   app.add_option("--iters", a.iters, "run N times and print load, first-run, median and p90 times");
   app.add_option("--threads", a.threads, "kernel threads (default 1)")->check(CLI::Range(1, 256));
   app.add_option("--parallel-runs", a.parallelRuns,

@@ -231,9 +231,10 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
     }
     // Fold: every input known and the result small enough.
     if (inferred && options.foldConstants && allConstant && !isNondeterministic(node) && !isQuantizedWeight(node, descs)) {
-      uint64_t bytes = 0;
+      uint64_t bytes = 0, inputBytes = 0;
       for (const auto& o : outs) bytes += ir::storageBytes(o.type, ir::elementCount(o.shape).value_or(0)).value_or(0);
-      if (bytes <= options.maxFoldBytes) {
+      for (const ir::Tensor* in : constInputs) inputBytes += in ? in->byteSize() : 0;
+      if (bytes <= options.maxFoldBytes && worthFolding(node.kind, inputBytes, bytes)) {
         auto values = kernels::evaluate(ctx, constInputs, node.outputs.size());
         if (!values) return values.takeError().addContext(fmt::format("folding {}", nodeLabel(node, index)));
         for (size_t o = 0; o < node.outputs.size(); ++o) {

@@ -36,6 +36,15 @@ struct GraphFacts {
   }
 };
 
+// Whether the result of `kind` is stored as a weight: a result past 1 MiB that is more than 16 times the size of its
+// constant inputs (Expand, Tile, ConstantOfShape, a Range) stays computed at run time, so the .bin does not hold
+// what a few bytes describe. Weight reshuffles (Transpose, Reshape, Concat, DequantizeLinear) stay well inside, and
+// a Constant's value is in the model file already.
+inline bool worthFolding(ir::OpKind kind, uint64_t inputBytes, uint64_t resultBytes) {
+  constexpr uint64_t kFloorBytes = uint64_t{1} << 20, kGrowth = 16;
+  return kind == ir::OpKind::Constant || resultBytes <= kFloorBytes || resultBytes <= kGrowth * inputBytes;
+}
+
 struct AnalyzeOptions {
   bool foldConstants = true;
   uint64_t maxFoldBytes = uint64_t{256} << 20;  // larger results stay computed at run time

@@ -1,7 +1,11 @@
 // Shape binding parsers for --dim and --shape.
 #include "cli/cli_util.h"
 
+#include <fmt/ranges.h>
+
 #include <charconv>
+#include <cmath>
+#include <limits>
 
 namespace ctxkit::cli {
 
@@ -13,7 +17,77 @@ bool parseInt(std::string_view s, int64_t& out) {
   return ec == std::errc() && ptr == s.data() + s.size() && out >= 0;
 }
 
+// Stores `values` into `t` as T, refusing any value T does not hold exactly.
+template <typename T>
+Status fillAs(ir::Tensor& t, const std::vector<double>& values, const std::string& what) {
+  T* data = t.mutableDataAs<T>();
+  const uint64_t n = t.elementCount();
+  for (uint64_t i = 0; i < n; ++i) {
+    const double v = values.size() == 1 ? values[0] : values[i];
+    if constexpr (std::is_integral_v<T>) {
+      const bool fits = v == std::trunc(v) && v >= static_cast<double>(std::numeric_limits<T>::lowest()) &&
+                        v <= static_cast<double>(std::numeric_limits<T>::max());
+      if (!fits)
+        return makeError(ErrorCode::InvalidArgument, "{} is {}, which does not hold the value {}", what,
+                         ir::elemTypeName(t.type()), v);
+    }
+    data[i] = static_cast<T>(v);
+  }
+  return Status::ok();
+}
+
 }  // namespace
+
+Expected<ValueAssignment> parseValueAssignment(const std::string& text) {
+  const auto eq = text.find('=');
+  ValueAssignment a;
+  bool ok = eq != std::string::npos && eq != 0;
+  if (ok) {
+    a.name = text.substr(0, eq);
+    std::string_view list = std::string_view(text).substr(eq + 1);
+    size_t start = 0;
+    while (ok && start <= list.size()) {
+      const size_t comma = list.find(',', start);
+      std::string_view item = list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+      double v = 0;
+      auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+      ok = !item.empty() && ec == std::errc() && ptr == item.data() + item.size();
+      a.values.push_back(v);
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
+    }
+  }
+  if (!ok) return makeError(ErrorCode::InvalidArgument, "--set '{}': expected NAME=NUMBER[,NUMBER...]", text);
+  return a;
+}
+
+Expected<ir::Tensor> valueTensor(ir::ElemType type, const ir::Shape& shape, const std::vector<double>& values,
+                                 const std::string& what) {
+  CTX_ASSIGN_OR_RETURN(ir::Tensor t, ir::Tensor::allocate(type, shape));
+  if (values.size() != 1 && values.size() != t.elementCount())
+    return makeError(ErrorCode::InvalidArgument, "{} has shape {} ({} elements), but {} values are given", what,
+                     ir::shapeToString(shape), t.elementCount(), values.size());
+  switch (type) {
+    case ir::ElemType::Float: CTX_RETURN_IF_ERROR(fillAs<float>(t, values, what)); break;
+    case ir::ElemType::Double: CTX_RETURN_IF_ERROR(fillAs<double>(t, values, what)); break;
+    case ir::ElemType::Int64: CTX_RETURN_IF_ERROR(fillAs<int64_t>(t, values, what)); break;
+    case ir::ElemType::Int32: CTX_RETURN_IF_ERROR(fillAs<int32_t>(t, values, what)); break;
+    case ir::ElemType::Int16: CTX_RETURN_IF_ERROR(fillAs<int16_t>(t, values, what)); break;
+    case ir::ElemType::Int8: CTX_RETURN_IF_ERROR(fillAs<int8_t>(t, values, what)); break;
+    case ir::ElemType::Uint64: CTX_RETURN_IF_ERROR(fillAs<uint64_t>(t, values, what)); break;
+    case ir::ElemType::Uint32: CTX_RETURN_IF_ERROR(fillAs<uint32_t>(t, values, what)); break;
+    case ir::ElemType::Uint16: CTX_RETURN_IF_ERROR(fillAs<uint16_t>(t, values, what)); break;
+    case ir::ElemType::Uint8: CTX_RETURN_IF_ERROR(fillAs<uint8_t>(t, values, what)); break;
+    case ir::ElemType::Bool:
+      for (double v : values)
+        if (v != 0 && v != 1) return makeError(ErrorCode::InvalidArgument, "{} is bool, which takes 0 or 1, not {}", what, v);
+      CTX_RETURN_IF_ERROR(fillAs<uint8_t>(t, values, what));
+      break;
+    default:
+      return makeError(ErrorCode::InvalidArgument, "{} is {}, which --set does not fill", what, ir::elemTypeName(type));
+  }
+  return t;
+}
 
 Status parseDimBinding(const std::string& text, ir::ShapeBindings& bindings) {
   auto eq = text.rfind('=');

@@ -17,6 +17,20 @@ inline constexpr int kExitUsage = 2;
 Status parseDimBinding(const std::string& text, ir::ShapeBindings& bindings);
 Status parseShapeBinding(const std::string& text, ir::ShapeBindings& bindings);
 
+// "NAME=V[,V...]", the value of --set (ctxgen binds an input at compile time, ctxrun feeds it): one number for every
+// element, or one per element. Errors quote the argument.
+struct ValueAssignment {
+  std::string name;
+  std::vector<double> values;
+};
+Expected<ValueAssignment> parseValueAssignment(const std::string& text);
+
+// A tensor of `type` and `shape` holding `values`: one value fills every element, else there is one per element.
+// Another count, a value the type does not hold exactly (a fraction or an out-of-range number for an integer type, not
+// 0 or 1 for bool) and a type --set does not fill are InvalidArgument errors beginning with `what`.
+Expected<ir::Tensor> valueTensor(ir::ElemType type, const ir::Shape& shape, const std::vector<double>& values,
+                                 const std::string& what);
+
 // Splits "a.onnx,b.onnx" lists and plain arguments into one list of paths.
 std::vector<std::string> splitModelList(const std::vector<std::string>& args);
 

@@ -136,7 +136,11 @@ private:
         while (outputCount > 0 && op.outputs[outputCount - 1].empty()) --outputCount;
         kernels::OpContext ctx{op.kind, op.opset, op.attrs, op.name};
         auto outs = kernels::evaluate(ctx, ins, outputCount);
-        if (!outs) {  // left to run; emit-program reports what is wrong with it
+        uint64_t inputBytes = 0, resultBytes = 0;
+        for (const ir::Tensor* in : ins) inputBytes += in ? in->byteSize() : 0;
+        for (size_t o = 0; outs && o < outputCount; ++o) resultBytes += (*outs)[o].byteSize();
+        // Left to run: a failure is reported by emit-program; a result much larger than its inputs is not stored.
+        if (!outs || !analysis::worthFolding(op.kind, inputBytes, resultBytes)) {
           ++i;
           continue;
         }

@@ -215,7 +215,7 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
       for (size_t j = j0; j < j1; ++j) oneJob(static_cast<int64_t>(j), col, nullptr);
     });
   } else {
-    std::vector<float> col;
+    thread_local std::vector<float> col;  // grown once per thread, not per run
     for (int64_t j = 0; j < jobs; ++j) oneJob(j, col, ctx.pool);
   }
   return Status::ok();

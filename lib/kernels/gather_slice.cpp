@@ -69,6 +69,7 @@ namespace {
 
 struct SliceDim {
   int64_t start = 0, step = 1, length = 0;
+  int64_t stride = 1;  // of the input's dimension, in elements
 };
 
 Expected<std::vector<SliceDim>> planSlice(const OpContext& ctx, InDescs inputs) {
@@ -131,6 +132,7 @@ Expected<std::vector<SliceDim>> planSlice(const OpContext& ctx, InDescs inputs) 
     }
     dims[static_cast<size_t>(axes[i])] = SliceDim{start, step, length};
   }
+  for (size_t d = in.size(); d-- > 1;) dims[d - 1].stride = dims[d].stride * in[d];
   return dims;
 }
 
@@ -145,8 +147,6 @@ void sliceCopy(const OpContext& ctx, const E* x, E* y, std::span<const int64_t> 
     y[0] = x[0];
     return;
   }
-  std::vector<int64_t> inStrides(rank, 1);
-  for (size_t i = rank; i-- > 1;) inStrides[i - 1] = inStrides[i] * inShape[i];
   int64_t inner = dims[rank - 1].length;
   int64_t innerStep = dims[rank - 1].step;
   int64_t rows = total / inner;
@@ -157,7 +157,7 @@ void sliceCopy(const OpContext& ctx, const E* x, E* y, std::span<const int64_t> 
                   for (size_t d = rank - 1; d-- > 0;) {
                     int64_t i = rem % dims[d].length;
                     rem /= dims[d].length;
-                    src += (dims[d].start + i * dims[d].step) * inStrides[d];
+                    src += (dims[d].start + i * dims[d].step) * dims[d].stride;
                   }
                   E* dst = y + static_cast<int64_t>(r) * inner;
                   const E* s = x + src;
@@ -185,9 +185,18 @@ InferResult inferSlice(const OpContext& ctx, InDescs inputs, size_t outputCount)
   return single(inputs[0].type, std::move(out));
 }
 
+Expected<std::shared_ptr<const void>> planSliceOnce(const OpContext& ctx, InDescs inputs) {
+  CTX_ASSIGN_OR_RETURN(std::vector<SliceDim> dims, planSlice(ctx, inputs));
+  return std::shared_ptr<const void>(std::make_shared<const std::vector<SliceDim>>(std::move(dims)));
+}
+
 Status runSlice(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
-  std::vector<ValueDesc> descs = describeInputs(inputs, true);
-  CTX_ASSIGN_OR_RETURN(std::vector<SliceDim> dims, planSlice(ctx, descs));
+  std::vector<SliceDim> planned;
+  if (!ctx.plan) {
+    std::vector<ValueDesc> descs = describeInputs(inputs, true);
+    CTX_ASSIGN_OR_RETURN(planned, planSlice(ctx, descs));
+  }
+  const std::vector<SliceDim>& dims = ctx.plan ? *static_cast<const std::vector<SliceDim>*>(ctx.plan) : planned;
   const ir::Tensor& x = *inputs[0];
   ir::Tensor& y = *outputs[0];
   switch (ir::elemSize(x.type())) {

@@ -47,6 +47,8 @@ struct OpContext {
   const ops::OpAttrs* typed = nullptr;
   // MatMul and Gemm prepared with a constant float32 B: B in GEMM panels (stored packed, or packed at prepare).
   const PanelsB* panelsB = nullptr;
+  // What the op's plan hook worked out once when it was prepared (kernels/op_entry.h), or null: plan per run.
+  const void* plan = nullptr;
 };
 
 // A value as shape inference sees it: type, concrete shape, and its contents when known (constant).

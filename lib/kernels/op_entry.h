@@ -12,6 +12,7 @@ struct OpEntry {
   RunFn run;
   TypeSet types;      // element types of the main data input
   bool halfViaFloat;  // float16/bfloat16 data is computed as float32 (converted around the kernel)
+  PlanFn plan = nullptr;  // for prepared ops: planned at prepare instead of per run (allocation-free runs)
 };
 
 // The entry of `kind`, or null when no kernel exists (EPContext, control flow, unknown ops).

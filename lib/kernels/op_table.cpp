@@ -52,9 +52,10 @@ const OpEntry* detail::findEntry(OpKind kind) {
   static const OpEntry identity{inferIdentity, runCopy, kFixedSizeTypes, false};
   static const OpEntry constant{inferConstant, runConstant, kAnyType, false};
   static const OpEntry gather{inferGather, runGather, kFixedSizeTypes, false};
-  static const OpEntry slice{inferSlice, runSlice, kFixedSizeTypes, false};
-  static const OpEntry reduce{inferReduce, runReduce, kNumericTypes, true};
-  static const OpEntry reduceMinMax{inferReduce, runReduce, kNumericTypes | typeBit(ElemType::Bool), true};
+  static const OpEntry slice{inferSlice, runSlice, kFixedSizeTypes, false, planSliceOnce};
+  static const OpEntry reduce{inferReduce, runReduce, kNumericTypes, true, planReduceOnce};
+  static const OpEntry reduceMinMax{inferReduce, runReduce, kNumericTypes | typeBit(ElemType::Bool), true,
+                                    planReduceOnce};
   static const OpEntry argReduce{inferArgReduce, runArgReduce, kNumericTypes, true};
   static const OpEntry castLike{inferCastLike, runCast, kCastTypes, false};
   static const OpEntry unaryMath{inferUnaryMath, runUnaryMath, kFloats, true};

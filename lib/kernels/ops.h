@@ -3,10 +3,15 @@
 
 #include "kernels/kernel_util.h"
 
+#include <memory>
+
 namespace ctxkit::kernels::detail {
 
 using InferFn = InferResult (*)(const OpContext&, InDescs, size_t);
 using RunFn = Status (*)(const OpContext&, RunIns, RunOuts);
+// Works out, once for a prepared op's input shapes (and constant inputs), what its kernel would otherwise work out
+// on every run; the kernel finds it in OpContext::plan. Fails when the plan needs an input known only at run time.
+using PlanFn = Expected<std::shared_ptr<const void>> (*)(const OpContext&, InDescs);
 
 // elementwise.cpp: Add, Sub, Mul, Div (one pair for all four), Pow.
 InferResult inferBinary(const OpContext& ctx, InDescs inputs, size_t outputCount);
@@ -49,6 +54,7 @@ Status runLogSoftmaxOrHardmax(const OpContext& ctx, RunIns inputs, RunOuts outpu
 // reduce.cpp: the Reduce* family (one pair for all) and ArgMax/ArgMin.
 InferResult inferReduce(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runReduce(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+Expected<std::shared_ptr<const void>> planReduceOnce(const OpContext& ctx, InDescs inputs);
 InferResult inferArgReduce(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runArgReduce(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
@@ -226,6 +232,7 @@ InferResult inferGather(const OpContext& ctx, InDescs inputs, size_t outputCount
 Status runGather(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferSlice(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runSlice(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+Expected<std::shared_ptr<const void>> planSliceOnce(const OpContext& ctx, InDescs inputs);
 
 // cast_constant.cpp
 InferResult inferCast(const OpContext& ctx, InDescs inputs, size_t outputCount);

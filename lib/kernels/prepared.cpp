@@ -39,6 +39,9 @@ public:
       inputs_.push_back(InputSlot{in.present, in.type, packed ? in.value->shape() : in.shape});
     }
     CTX_RETURN_IF_ERROR(preparePanels(ctx, inputs, layouts));
+    // A plan that needs an input known only at run time (not a constant here) is worked out per run instead.
+    if (entry_->plan)
+      if (auto plan = entry_->plan(ctx, inputs)) plan_ = std::move(plan).value();
     widened_.resize(inputs.size());
     for (const ValueDesc& in : inputs) viaFloat_ = viaFloat_ || (in.present && isHalf(in.type));
     viaFloat_ = viaFloat_ && entry_->halfViaFloat;
@@ -88,7 +91,7 @@ public:
 
 private:
   OpContext context(ThreadPool* pool) const {
-    return OpContext{kind_, opset_, attrs_, name_, pool, &typed_, panels_.data ? &panels_ : nullptr};
+    return OpContext{kind_, opset_, attrs_, name_, pool, &typed_, panels_.data ? &panels_ : nullptr, plan_.get()};
   }
 
   // MatMul and Gemm with a constant float32 B run on B in GEMM panels: read in place when stored so (a weight
@@ -168,6 +171,7 @@ private:
   static constexpr int64_t kSmallConvOutputs = 16;
 
   PanelsB panels_;            // B of MatMul/Gemm in panels (data null when not used)
+  std::shared_ptr<const void> plan_;  // the entry's plan for these inputs (OpContext::plan), or null
   std::vector<float> owned_;  // B packed at prepare, when it was not stored packed
 };
 

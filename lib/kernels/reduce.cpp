@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 namespace ctxkit::kernels::detail {
 
@@ -201,11 +202,20 @@ InferResult inferReduce(const OpContext& ctx, InDescs inputs, size_t outputCount
   return single(inputs[0].type, std::move(p.outShape));
 }
 
+Expected<std::shared_ptr<const void>> planReduceOnce(const OpContext& ctx, InDescs inputs) {
+  CTX_ASSIGN_OR_RETURN(ReducePlan p, planReduce(ctx, inputs));
+  return std::shared_ptr<const void>(std::make_shared<const ReducePlan>(std::move(p)));
+}
+
 Status runReduce(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& x = *inputs[0];
   ir::Tensor& y = *outputs[0];
-  std::vector<ValueDesc> descs = describeInputs(inputs, true);
-  CTX_ASSIGN_OR_RETURN(ReducePlan p, planReduce(ctx, descs));
+  std::optional<ReducePlan> planned;
+  if (!ctx.plan) {
+    std::vector<ValueDesc> descs = describeInputs(inputs, true);
+    CTX_ASSIGN_OR_RETURN(planned, planReduce(ctx, descs));
+  }
+  const ReducePlan& p = ctx.plan ? *static_cast<const ReducePlan*>(ctx.plan) : *planned;
   if (p.identity) {
     if (x.byteSize()) std::memcpy(y.mutableData(), x.data(), x.byteSize());
     return Status::ok();

@@ -242,4 +242,53 @@ Status checkBindings(const std::vector<BindingModel>& models, const std::vector<
   return Status::ok();
 }
 
+Expected<std::vector<BoundInput>> boundInputsFor(const BindingModel& model, const std::vector<BindingModel>& all,
+                                                 const std::vector<std::string>& sets, const analysis::Bindings& bindings) {
+  std::vector<BoundInput> out;
+  std::vector<std::pair<std::string, int>> givenBy;  // per entry of out: the argument and its level
+  for (int pass = 0; pass < 2; ++pass)  // run-wide first, then the model's own
+    for (const auto& arg : sets) {
+      std::string rest = arg;
+      const BindingModel* only = stemPrefix(arg, all, rest);
+      if ((pass == 0) != (only == nullptr) || (only && only->stem != model.stem)) continue;
+      CTX_ASSIGN_OR_RETURN(cli::ValueAssignment a, cli::parseValueAssignment(rest));
+      const ir::ValueInfo* in = findInput(model, a.name);
+      if (!in) continue;
+      const std::string what = fmt::format("--set '{}': model '{}' input '{}' (declared {} {})", arg, model.stem, in->name,
+                                           ir::elemTypeName(in->type), declaredText(*in));
+      std::string blocker;
+      auto shape = analysis::bindShape(*in, bindings, &blocker);
+      if (!shape) return makeError(ErrorCode::InvalidArgument, "{}: its shape is not static: {}", what, blocker);
+      CTX_ASSIGN_OR_RETURN(ir::Tensor value, cli::valueTensor(in->type, *shape, a.values, what));
+      const std::string text = rest.substr(rest.find('=') + 1);
+      auto same = std::find_if(out.begin(), out.end(), [&](const BoundInput& b) { return b.name == in->name; });
+      if (same == out.end()) {
+        out.push_back(BoundInput{in->name, std::move(value), text});
+        givenBy.push_back({arg, pass});
+        continue;
+      }
+      auto& [earlier, level] = givenBy[static_cast<size_t>(same - out.begin())];
+      if (level == pass && same->text != text)
+        return makeError(ErrorCode::InvalidArgument, "--set '{}' contradicts --set '{}': both bind input '{}' of model '{}'",
+                         arg, earlier, in->name, model.stem);
+      *same = BoundInput{in->name, std::move(value), text};  // the model's own binding refines a run-wide one
+      givenBy[static_cast<size_t>(same - out.begin())] = {arg, pass};
+    }
+  return out;
+}
+
+Status checkValueBindings(const std::vector<BindingModel>& models, const std::vector<std::string>& sets) {
+  for (const auto& arg : sets) {
+    std::string rest = arg;
+    const BindingModel* only = stemPrefix(arg, models, rest);
+    CTX_ASSIGN_OR_RETURN(cli::ValueAssignment a, cli::parseValueAssignment(rest));
+    bool matched = false;
+    for (const auto& m : models) matched = matched || ((!only || only == &m) && findInput(m, a.name));
+    if (!matched)
+      return makeError(ErrorCode::InvalidArgument, "--set '{}': no input '{}' in {} (inputs: {})", arg, a.name,
+                       only ? fmt::format("model '{}'", only->stem) : std::string("any model"), inventory(models));
+  }
+  return Status::ok();
+}
+
 }  // namespace ctxkit::pipeline

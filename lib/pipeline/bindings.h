@@ -42,4 +42,21 @@ Expected<analysis::Bindings> bindingsFor(const BindingModel& model, const std::v
 Status checkBindings(const std::vector<BindingModel>& models, const std::vector<std::string>& dims,
                      const std::vector<std::string>& shapes, const std::vector<VariantSpec>& variants);
 
+// One --set [STEM:]INPUT=V[,V...] applied to a model: the input becomes this constant for compilation.
+struct BoundInput {
+  std::string name;
+  ir::Tensor value;  // the declared type, in the shape the shape bindings give
+  std::string text;  // the values as given: "16000"
+};
+
+// The --set values for model `model` (run-wide, then its STEM: ones, which replace them; two of one level giving an
+// input different values contradict each other), checked against the
+// input's declared type and its shape under `bindings`: a value count that is neither 1 nor the element count, a
+// value the type does not hold or a shape that stays dynamic is a usage error naming model, input, declared and given.
+Expected<std::vector<BoundInput>> boundInputsFor(const BindingModel& model, const std::vector<BindingModel>& all,
+                                                 const std::vector<std::string>& sets, const analysis::Bindings& bindings);
+
+// Usage errors for --set arguments that name no input of any model of the run.
+Status checkValueBindings(const std::vector<BindingModel>& models, const std::vector<std::string>& sets);
+
 }  // namespace ctxkit::pipeline

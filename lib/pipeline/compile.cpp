@@ -1,6 +1,7 @@
 // Orchestrates the compile stages for a group of models and writes the outputs atomically.
 #include "pipeline/pipeline.h"
 
+#include "analysis/graph_passes.h"
 #include "codegen/lower.h"
 #include "epcontext/contract.h"
 #include "format/container.h"
@@ -35,6 +36,7 @@ struct ModelWork {
   size_t sourceIndex = 0;  // which of options.models
   std::string variant;     // "" without --variant
   analysis::Bindings bindings;
+  std::vector<BoundInput> boundInputs;  // --set
   fs::path output;
   std::string externalDataName;  // location of fallback initializers relative to `output`, if any
   size_t container = 0;
@@ -245,9 +247,18 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
                     const CompileOptions& options, StageClock& clock, ProgressReporter& progress) {
   auto say = [&](std::string s) { progress.say(std::move(s)); };
   say(fmt::format("{}: analyzing {} nodes", w.source.string(), w.model.graph.nodes.size()));
-  auto facts = clock.time("analyze", [&] { return analysis::analyzeGraph(w.model.graph, w.bindings); });
+  // A bound input is a constant from here on: gone from the graph's inputs, so the _ctx.onnx does not take it.
+  for (const auto& b : w.boundInputs) {
+    ir::Graph& g = w.model.graph;
+    std::erase_if(g.inputs, [&](const ir::ValueInfo& in) { return in.name == b.name; });
+    std::erase_if(g.initializers, [&](const ir::Initializer& init) { return init.name == b.name; });
+    g.initializers.push_back(ir::Initializer{b.name, b.value, std::nullopt});
+  }
+  std::vector<analysis::GraphPassRun> graphPasses;
+  auto facts = clock.time("analyze", [&] { return analysis::runGraphPasses(w.model.graph, w.bindings, graphPasses); });
   if (!facts) return facts.takeError().addContext(fmt::format("'{}'", w.source.string()));
   w.facts = std::move(facts).value();
+  for (const auto& run : graphPasses) clock.addPasses({codegen::PassRun{run.name, run.milliseconds, run.changed != 0}});
   w.plan = clock.time("partition", [&] { return partitioner::partitionGraph(w.model.graph, w.facts, target); });
   say(fmt::format("{}: {}", w.source.string(), counted(w.plan.partitions.size(), "partition")));
 
@@ -324,21 +335,23 @@ Status dedupe(ModelWork& w, ContainerWork& c, const CompileOptions& options, boo
 }
 
 // Weightless contexts: where each pooled weight of container `c` lives in the models whose graphs it holds.
-void locateSourceWeights(ContainerWork& c, size_t container, const std::vector<ModelWork>& work) {
+void locateSourceWeights(ContainerWork& c, size_t container, const std::vector<ModelWork>& work,
+                         const std::vector<ir::Model>& loaded) {
   std::vector<weightshare::SourceModel> models;
   std::set<size_t> seen;
-  for (const auto& w : work)
-    if (w.container == container && seen.insert(w.sourceIndex).second)  // each source model once, whatever its variants
-    {
-      weightshare::SourceModel m{w.source.filename().string(), {}};
-      for (const auto& init : w.model.graph.initializers) m.initializers.emplace_back(init.name, &init.tensor);
-      // ONNX Runtime takes Constant nodes for initializers (exporters such as paddle2onnx write weights that way).
-      for (const auto& n : w.model.graph.nodes)
-        if (const ir::Attribute* value = n.kind == ir::OpKind::Constant && n.outputs.size() == 1 ? n.attrs.find("value") : nullptr;
-            value && value->type == ir::AttrType::Tensor)
-          m.initializers.emplace_back(n.outputs[0], &value->t);
-      models.push_back(std::move(m));
-    }
+  for (const auto& w : work) {
+    if (w.container != container || !seen.insert(w.sourceIndex).second) continue;  // each source model once
+    weightshare::SourceModel m{w.source.filename().string(), {}};
+    // The model as loaded: the graph passes and --set add initializers the file does not have.
+    const ir::Graph& source = loaded[w.sourceIndex].graph;
+    for (const auto& init : source.initializers) m.initializers.emplace_back(init.name, &init.tensor);
+    // ONNX Runtime takes Constant nodes for initializers (exporters such as paddle2onnx write weights that way).
+    for (const auto& n : source.nodes)
+      if (const ir::Attribute* value = n.kind == ir::OpKind::Constant && n.outputs.size() == 1 ? n.attrs.find("value") : nullptr;
+          value && value->type == ir::AttrType::Tensor)
+        m.initializers.emplace_back(n.outputs[0], &value->t);
+    models.push_back(std::move(m));
+  }
   c.sources = weightshare::locateInSources(c.pool, models);
 }
 
@@ -364,6 +377,7 @@ ModelSummary summarize(const ModelWork& w) {
   s.source = w.source;
   s.output = w.output;
   s.nodeCount = w.model.graph.nodes.size();
+  for (const auto& b : w.boundInputs) s.boundInputs.emplace_back(b.name, b.text);
   for (size_t i = 0; i < w.plan.nodes.size(); ++i) {
     const auto& d = w.plan.nodes[i];
     const ir::Node& n = w.model.graph.nodes[i];
@@ -474,6 +488,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
   std::vector<BindingModel> bindingModels;
   for (size_t mi = 0; mi < loaded.size(); ++mi) bindingModels.push_back(BindingModel{stemOf(options.models[mi]), &feedInputs[mi]});
   CTX_RETURN_IF_ERROR(checkBindings(bindingModels, options.dimArgs, options.shapeArgs, variants));
+  CTX_RETURN_IF_ERROR(checkValueBindings(bindingModels, options.setArgs));
   for (auto& w : work) {
     w.model = loaded[w.sourceIndex];
     const VariantSpec* variant = nullptr;
@@ -484,6 +499,8 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
     w.bindings = options.bindings;
     for (const auto& [k, v] : b.dims) w.bindings.dims[k] = v;
     for (const auto& [k, v] : b.shapes) w.bindings.shapes[k] = v;
+    CTX_ASSIGN_OR_RETURN(w.boundInputs, boundInputsFor(bindingModels[w.sourceIndex], bindingModels, options.setArgs,
+                                                       w.bindings));
   }
 
   // Large fallback initializers of a --share group go to the group's .bin as ONNX external data.
@@ -521,7 +538,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
     report.storedWeightBytes += figures.storedBytes;
     report.uniqueWeights += weightBytes.size();
     if (options.weightless) {
-      locateSourceWeights(containers[c], c, work);
+      locateSourceWeights(containers[c], c, work, loaded);
       for (size_t i = 0; i < weightBytes.size(); ++i)
         if (!containers[c].sources[i].empty()) {
           report.sourceWeightBytes += weightBytes[i];

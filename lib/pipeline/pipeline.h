@@ -24,6 +24,8 @@ struct CompileOptions {
   // --dim [STEM:]SYM=V, --shape [STEM:]INPUT=AxB and --variant [NAME:]SYM=V[,...] as given (pipeline/bindings.h):
   // resolved against the loaded models and checked there. Each variant compiles every model once more.
   std::vector<std::string> dimArgs, shapeArgs, variantArgs;
+  // --set [STEM:]INPUT=V[,V...] as given: the input becomes that constant, gone from the compiled model's inputs.
+  std::vector<std::string> setArgs;
   std::string nodeNamePrefix;
   std::string externalInitializersFile;  // fallback initializers go to this file beside each _ctx.onnx
   // With --share, fallback initializers of at least this many bytes are stored once in the group's .bin and
@@ -67,6 +69,7 @@ struct ModelSummary {
   size_t compiledNodes = 0;
   size_t fallbackNodes = 0;
   size_t foldedNodes = 0;
+  std::vector<std::pair<std::string, std::string>> boundInputs;  // --set: (input, values as given)
   std::vector<PartitionSummary> partitions;
   std::vector<FallbackNode> fallback;
 };
@@ -85,7 +88,7 @@ struct StageTime {
 struct PassSummary {
   std::string name;
   double milliseconds = 0;
-  size_t changed = 0;  // partitions it changed
+  size_t changed = 0;  // partitions it changed (a graph pass: models)
 };
 
 struct CompileReport {
@@ -101,7 +104,7 @@ struct CompileReport {
   size_t sourceWeights = 0;
   uint64_t hashedBytes = 0;  // weight bytes hashed to find identical weights
   std::vector<StageTime> stages;
-  std::vector<PassSummary> passes;  // lowering passes in the order they ran
+  std::vector<PassSummary> passes;  // graph passes, then lowering passes, in the order they ran
   std::string programDump;  // with dumpPrograms
   bool dryRun = false;
   bool stopped = false;  // stopAfter ended the run before anything was written

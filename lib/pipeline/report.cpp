@@ -27,6 +27,7 @@ std::string reportText(const CompileReport& r, bool verbose) {
   for (const auto& m : r.models) {
     out += fmt::format("{}: {}: {} compiled in {}, {} fallback, {} folded\n", m.source.string(), counted(m.nodeCount, "node"),
                        m.compiledNodes, counted(m.partitions.size(), "partition"), m.fallbackNodes, m.foldedNodes);
+    for (const auto& [input, values] : m.boundInputs) out += fmt::format("  input {} bound to {}\n", input, values);
     if (verbose || r.dryRun) {
       for (const auto& p : m.partitions)
         out += fmt::format("  partition {}: {} -> {}, {}, {}, arena {}\n    ops: {}\n", p.name, counted(p.nodeCount, "node"),
@@ -98,6 +99,8 @@ std::string reportJson(const CompileReport& r) {
     jm["compiled_nodes"] = m.compiledNodes;
     jm["fallback_nodes"] = m.fallbackNodes;
     jm["folded_nodes"] = m.foldedNodes;
+    jm["bound_inputs"] = Json::object();
+    for (const auto& [input, values] : m.boundInputs) jm["bound_inputs"][input] = values;
     jm["partitions"] = Json::array();
     for (const auto& p : m.partitions)
       jm["partitions"].push_back({{"name", p.name},

@@ -1,6 +1,8 @@
 // Input folders, random inputs, output files and tolerance comparison.
 #include "tooling/run_io.h"
 
+#include "cli/cli_util.h"
+
 #include "ir/npy.h"
 #include "onnx_io/onnx_io.h"
 #include "support/file_io.h"
@@ -115,39 +117,16 @@ Expected<std::vector<ir::Tensor>> loadInputFolder(const fs::path& dir, const std
 }
 
 Status setInputValue(std::vector<ir::Tensor>& feeds, const std::vector<ir::ValueInfo>& inputs, const std::string& assignment) {
-  const auto eq = assignment.find('=');
-  const std::string name = assignment.substr(0, eq);
-  double value = 0;
-  size_t used = 0;
-  try {
-    if (eq != std::string::npos) value = std::stod(assignment.substr(eq + 1), &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (eq == std::string::npos || used == 0 || used != assignment.size() - eq - 1)
-    return makeError(ErrorCode::InvalidArgument, "--set '{}': expected NAME=NUMBER", assignment);
+  CTX_ASSIGN_OR_RETURN(cli::ValueAssignment a, cli::parseValueAssignment(assignment));
   for (size_t i = 0; i < inputs.size() && i < feeds.size(); ++i) {
-    if (inputs[i].name != name) continue;
-    ir::Tensor& t = feeds[i];
-    for (uint64_t k = 0; k < t.elementCount(); ++k) {
-      switch (t.type()) {
-        case ir::ElemType::Float: t.mutableDataAs<float>()[k] = static_cast<float>(value); break;
-        case ir::ElemType::Double: t.mutableDataAs<double>()[k] = value; break;
-        case ir::ElemType::Int64: t.mutableDataAs<int64_t>()[k] = static_cast<int64_t>(value); break;
-        case ir::ElemType::Int32: t.mutableDataAs<int32_t>()[k] = static_cast<int32_t>(value); break;
-        case ir::ElemType::Int8: t.mutableDataAs<int8_t>()[k] = static_cast<int8_t>(value); break;
-        case ir::ElemType::Uint8: t.mutableDataAs<uint8_t>()[k] = static_cast<uint8_t>(value); break;
-        case ir::ElemType::Bool: t.mutableDataAs<uint8_t>()[k] = value != 0 ? 1 : 0; break;
-        default:
-          return makeError(ErrorCode::InvalidArgument, "--set {}: input '{}' is {}, which --set does not fill", name, name,
-                           ir::elemTypeName(t.type()));
-      }
-    }
+    if (inputs[i].name != a.name) continue;
+    CTX_ASSIGN_OR_RETURN(feeds[i], cli::valueTensor(feeds[i].type(), feeds[i].shape(), a.values,
+                                                    fmt::format("--set '{}': input '{}'", assignment, a.name)));
     return Status::ok();
   }
   std::vector<std::string> names;
   for (const auto& in : inputs) names.push_back(in.name);
-  return makeError(ErrorCode::InvalidArgument, "--set {}: the model has no input '{}' (its inputs: {})", name, name,
+  return makeError(ErrorCode::InvalidArgument, "--set {}: the model has no input '{}' (its inputs: {})", a.name, a.name,
                    fmt::join(names, ", "));
 }
 

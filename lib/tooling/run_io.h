@@ -18,8 +18,9 @@ Expected<std::vector<ir::Tensor>> loadInputFolder(const std::filesystem::path& d
 Expected<std::vector<ir::Tensor>> randomInputs(const std::vector<ir::ValueInfo>& inputs, const ir::ShapeBindings& bindings,
                                                uint64_t seed);
 
-// `NAME=VALUE`: every element of feed input NAME becomes VALUE (converted to its element type). An unknown name
-// or a value that is not a number is an InvalidArgument error naming the inputs.
+// `NAME=V[,V...]` (cli::parseValueAssignment): feed input NAME holds these values (one fills every element). An
+// unknown name, a value that is not a number or that its type does not hold, or a wrong count is an InvalidArgument
+// error naming the inputs.
 Status setInputValue(std::vector<ir::Tensor>& feeds, const std::vector<ir::ValueInfo>& inputs, const std::string& assignment);
 
 // `output_<i>.pb` or `output_<i>.npy` for i in [0, count).

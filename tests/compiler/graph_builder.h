@@ -3,6 +3,7 @@
 
 #include "ir/graph.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -39,5 +40,9 @@ inline ir::Initializer floatInit(const std::string& name, ir::Shape shape, float
   for (size_t i = 0; i < values.size(); ++i) values[i] = start + 0.25f * static_cast<float>(i % 7);
   return ir::Initializer{name, ir::Tensor::fromVector(ir::ElemType::Float, std::move(shape), values), std::nullopt};
 }
+
+// Runs g's nodes in file order with the kernels (each must have one: no If/Loop/Scan), from `values` (the inputs)
+// and g's initializers, and returns every value. Defined in passes_test.cpp.
+std::map<std::string, ir::Tensor> evaluateNodes(const ir::Graph& g, std::map<std::string, ir::Tensor> values);
 
 }  // namespace ctxkit::testing

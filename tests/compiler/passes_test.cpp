@@ -29,18 +29,7 @@ ir::Tensor randomInput(ir::Shape shape, uint32_t seed) {
 
 // The source graph, evaluated node by node with the kernels (no lowering involved).
 ir::Tensor evaluateGraph(const ir::Graph& g, const ir::Tensor& x) {
-  std::map<std::string, ir::Tensor> values{{g.inputs[0].name, x}};
-  for (const auto& init : g.initializers) values[init.name] = init.tensor;
-  for (const auto& n : g.nodes) {
-    std::vector<const ir::Tensor*> ins;
-    for (const auto& in : n.inputs) ins.push_back(in.empty() ? nullptr : &values.at(in));
-    kernels::OpContext ctx{n.kind, n.opset, n.attrs, n.name};
-    auto outs = kernels::evaluate(ctx, ins, n.outputs.size());
-    INFO((outs ? std::string() : outs.error().message()));
-    REQUIRE(outs);
-    for (size_t o = 0; o < n.outputs.size(); ++o) values[n.outputs[o]] = (*outs)[o];
-  }
-  return values.at(g.outputs[0].name);
+  return evaluateNodes(g, {{g.inputs[0].name, x}}).at(g.outputs[0].name);
 }
 
 // Executes a lowered program with the kernels: weights from the pool, one buffer per tensor, views reshaped.
@@ -160,6 +149,20 @@ ir::Graph gemmBatchNormGraph(bool transB) {
 }
 
 }  // namespace
+
+std::map<std::string, ir::Tensor> ctxkit::testing::evaluateNodes(const ir::Graph& g, std::map<std::string, ir::Tensor> values) {
+  for (const auto& init : g.initializers) values[init.name] = init.tensor;
+  for (const auto& n : g.nodes) {
+    std::vector<const ir::Tensor*> ins;
+    for (const auto& in : n.inputs) ins.push_back(in.empty() ? nullptr : &values.at(in));
+    kernels::OpContext ctx{n.kind, n.opset, n.attrs, n.name};
+    auto outs = kernels::evaluate(ctx, ins, n.outputs.size());
+    INFO((outs ? std::string() : outs.error().message()));
+    REQUIRE(outs);
+    for (size_t o = 0; o < n.outputs.size(); ++o) values[n.outputs[o]] = (*outs)[o];
+  }
+  return values;
+}
 
 TEST_CASE("the lowering passes run in SPEC order", "[codegen][passes]") {
   CHECK(codegen::loweringPassNames() == std::vector<std::string_view>{"fuse-qdq", "fold-constants", "fold-batchnorm", "fold-affine",

@@ -28,14 +28,16 @@ trap 'rm -rf "$work"' EXIT
 apps="$build/apps"
 passed=0 failed=0
 # compare NAME CTX MODEL OUT [ctxrun args...]: runs CTX with ctxrun on seeded random inputs and the source MODEL with
-# ONNX Runtime on the same bytes, and requires the outputs to match.
+# ONNX Runtime on the same bytes, and requires the outputs to match. With bound=INPUT=V (CTX compiled with --set),
+# ONNX Runtime gets that input's value besides the inputs CTX takes.
 compare() {
   local name="$1" ctx="$2" model="$3" out="$4"
   shift 4
   if ! "$apps/ctxrun/ctxrun" "$ctx" "$@" --seed 7 --save-inputs "$out/in" >"$out/run.log" 2>&1; then
     echo "FAIL $name: ctxrun: $(cat "$out/run.log")"; failed=$((failed + 1)); return
   fi
-  if ! NODE_PATH="$ort" node "$src/bench/run_ort.js" "$model" "$out/in" "$out/ort" 1 >"$out/ort.log" 2>&1; then
+  if ! NODE_PATH="$ort" node "$src/bench/run_ort.js" "$model" "$out/in" "$out/ort" 1 ${bound:+1 0 "$bound"} \
+      >"$out/ort.log" 2>&1; then
     echo "FAIL $name: onnxruntime: $(cat "$out/ort.log")"; failed=$((failed + 1)); return
   fi
   if "$apps/ctxrun/ctxrun" "$ctx" --inputs "$out/in" --expected "$out/ort" "${tolerance[@]}" >"$out/cmp.log" 2>&1; then
@@ -57,6 +59,25 @@ check() {
     echo "FAIL $name [$target]: ctxgen: $(cat "$out/gen.log")"; failed=$((failed + 1)); return
   fi
   compare "$name [$target]" "$out/$(basename "${model%.onnx}")_ctx.onnx" "$model" "$out" "${shapes[@]}" "${runOnly[@]}"
+}
+# checkBound NAME MODEL TARGET ASSIGNMENT [ctxgen shape args...]: MODEL compiled with --set ASSIGNMENT (the input
+# becomes a constant, and an If on it is replaced by its branch): no If may stay on the fallback path, and the
+# compiled model must match ONNX Runtime running the source model with that input value.
+checkBound() {
+  local name="$1" model="$2" target="$3" assignment="$4"
+  shift 4
+  local out="$work/$name.bound.$target"
+  mkdir -p "$out"
+  if ! "$apps/ctxgen/ctxgen" "$model" -o "$out" -q --target "$target" --set "$assignment" "$@" --json "$out/gen.json" \
+      >"$out/gen.log" 2>&1; then
+    echo "FAIL $name --set [$target]: ctxgen: $(cat "$out/gen.log")"; failed=$((failed + 1)); return
+  fi
+  if grep -q '"op_type": "If"' "$out/gen.json"; then
+    echo "FAIL $name --set [$target]: an If stayed on the fallback path: $(grep -A2 '"fallback"' "$out/gen.json")"
+    failed=$((failed + 1)); return
+  fi
+  bound="$assignment" compare "$name --set $assignment [$target]" "$out/$(basename "${model%.onnx}")_ctx.onnx" "$model" \
+    "$out" "$@"
 }
 # Shape variants: the transformer block with a symbolic sequence length compiled for lengths 1, 16 and 64 in one
 # run (one .bin); each variant runs without bindings (its _ctx.onnx carries the static shapes) and must match ONNX
@@ -104,6 +125,10 @@ for target in npu-sim cpu; do
   check silero_vad_16k_op15 "$vad/silero_vad_16k_op15.onnx" "$target" "${vadShapes[@]}" -- --set sr=16000
   check silero_vad_op18_ifless "$vad/silero_vad_op18_ifless.onnx" "$target" "${vadShapes[@]}" -- --set sr=16000
   check silero_vad_half "$vad/silero_vad_half.onnx" "$target" "${vadShapes[@]}"
+  checkBound silero_vad "$vad/silero_vad.onnx" "$target" sr=16000 "${vadShapes[@]}"
+  checkBound silero_vad_16k_op15 "$vad/silero_vad_16k_op15.onnx" "$target" sr=16000 "${vadShapes[@]}"
+  checkBound silero_vad_op18_ifless "$vad/silero_vad_op18_ifless.onnx" "$target" sr=16000 "${vadShapes[@]}"
+  checkBound silero_vad_8k "$vad/silero_vad.onnx" "$target" sr=8000 --shape input=1x256 --shape state=2x1x128
   checkVariants "$target"
   check hello_deepa "$oww/hello_deepa.onnx" "$target"
   check hello_deepa_old "$oww/hello_deepa_old.onnx" "$target"

@@ -600,7 +600,7 @@ TEST_CASE("weight sharing the ORT way: ep.share_ep_contexts=1 sessions, the last
   }
 }
 
-TEST_CASE("weightless: ctxgen --weightless and ORT's weightless compile both keep the weights in the source model; "
+TEST_CASE("weightless: ctxgen --weightless and ORT's weightless compile both keep the weights in the source model, "
           "ORT + ctxkit and ctxrun read them from it", "[weightless]") {
   TempDir out("ort_ep_weightless");
   const fs::path src = out / "src";

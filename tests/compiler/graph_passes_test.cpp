@@ -1,0 +1,224 @@
+// The graph passes before partitioning (analysis/graph_passes.h), each on a graph built for it: an If on a
+// constant becomes its branch, a constant chain folds, no-op chains go away; the rewritten graph is run with the
+// kernels and compared with values computed here by hand.
+#include "analysis/graph_passes.h"
+#include "graph_builder.h"
+
+#include <catch2/catch.hpp>
+
+#include <map>
+
+using namespace ctxkit;
+using namespace ctxkit::testing;
+
+namespace {
+
+std::vector<float> floats(const ir::Tensor& t) { return {t.dataAs<float>(), t.dataAs<float>() + t.elementCount()}; }
+
+ir::Initializer scalarInit(const std::string& name, ir::ElemType type, int64_t value) {
+  if (type == ir::ElemType::Int64) return {name, ir::Tensor::fromVector(type, {}, std::vector<int64_t>{value}), std::nullopt};
+  return {name, ir::Tensor::fromVector(type, {}, std::vector<float>{static_cast<float>(value)}), std::nullopt};
+}
+
+size_t count(const ir::Graph& g, ir::OpKind kind) {
+  return static_cast<size_t>(std::count_if(g.nodes.begin(), g.nodes.end(), [&](const ir::Node& n) { return n.kind == kind; }));
+}
+
+const analysis::GraphPassRun& pass(const std::vector<analysis::GraphPassRun>& runs, const std::string& name) {
+  auto it = std::find_if(runs.begin(), runs.end(), [&](const auto& r) { return r.name == name; });
+  REQUIRE(it != runs.end());
+  return *it;
+}
+
+// y = If(rate == 16000) then x * k + x else x (the else branch returns an outer value as it is); inside the then
+// branch a nested If on a constant true picks Relu(t) over Neg(t), reading the branch's own value t.
+ir::Graph ifGraph(int64_t rate) {
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({2, 3}))};
+  g.outputs = {floatValue("y", dims({2, 3}))};
+  // "pick/k" is taken already, so the then branch's k must get another name when it is inlined.
+  g.initializers = {scalarInit("rate", ir::ElemType::Int64, rate), scalarInit("r16k", ir::ElemType::Int64, 16000),
+                    floatInit("pick/k", {1})};
+  g.nodes.push_back(node("Equal", {"rate", "r16k"}, {"is16k"}));
+
+  auto nestedBranch = [](const std::string& op) {
+    auto b = std::make_shared<ir::Graph>();
+    b->nodes.push_back(node(op, {"t"}, {op + "_t"}));
+    b->outputs = {floatValue(op + "_t", dims({2, 3}))};
+    return b;
+  };
+  auto then = std::make_shared<ir::Graph>();
+  then->initializers = {floatInit("k", {1}, -3.0f)};
+  then->nodes.push_back(node("Mul", {"x", "k"}, {"t"}));
+  then->nodes.push_back(node("Constant", {}, {"yes"}));
+  then->nodes.back().attrs.set(
+      ir::Attribute::makeTensor("value", ir::Tensor::fromVector(ir::ElemType::Bool, {}, std::vector<uint8_t>{1})));
+  ir::Node nested = node("If", {"yes"}, {"relu_t"});
+  nested.attrs.set(ir::Attribute::makeGraph("then_branch", nestedBranch("Relu")));
+  nested.attrs.set(ir::Attribute::makeGraph("else_branch", nestedBranch("Neg")));
+  then->nodes.push_back(nested);
+  then->nodes.push_back(node("Add", {"relu_t", "x"}, {"sum"}));
+  then->outputs = {floatValue("sum", dims({2, 3}))};
+  auto otherwise = std::make_shared<ir::Graph>();
+  otherwise->outputs = {floatValue("x", dims({2, 3}))};
+
+  ir::Node branch = node("If", {"is16k"}, {"y"});
+  branch.name = "pick";
+  branch.attrs.set(ir::Attribute::makeGraph("then_branch", then));
+  branch.attrs.set(ir::Attribute::makeGraph("else_branch", otherwise));
+  g.nodes.push_back(branch);
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("inline-if replaces an If on a known condition by its branch, nested Ifs included", "[graph-passes]") {
+  const ir::Tensor x = ir::Tensor::fromVector(ir::ElemType::Float, {2, 3}, std::vector<float>{-1, 0, 1, 2, -2, 0.5f});
+  for (int64_t rate : {int64_t{16000}, int64_t{8000}}) {
+    INFO("rate " << rate);
+    ir::Graph g = ifGraph(rate);
+    std::vector<analysis::GraphPassRun> runs;
+    auto facts = analysis::runGraphPasses(g, {}, runs);
+    INFO((facts ? std::string() : facts.error().message()));
+    REQUIRE(facts);
+    CHECK(count(g, ir::OpKind::If) == 0);
+    CHECK(pass(runs, "inline-if").changed == (rate == 16000 ? 2u : 1u));
+    REQUIRE(g.outputs[0].name == "y");
+    auto values = evaluateNodes(g, {{"x", x}});
+    // x * -3 through Relu, plus x; or x itself.
+    std::vector<float> expected;
+    for (float v : floats(x)) expected.push_back(rate == 16000 ? std::max(v * -3.0f, 0.0f) + v : v);
+    CHECK(floats(values.at("y")) == expected);
+    // The branch's initializer k was renamed into the If's scope, past the name already taken.
+    if (rate == 16000) {
+      REQUIRE(g.findInitializer("pick/k_1") != nullptr);
+      CHECK(g.findInitializer("pick/k_1")->tensor.dataAs<float>()[0] == -3.0f);
+      CHECK(g.findInitializer("k") == nullptr);
+    } else {
+      // The else branch returns x itself: an Identity gives it the If's output name, and it stays (it writes y).
+      REQUIRE(g.nodes.back().kind == ir::OpKind::Identity);
+      CHECK(g.nodes.back().inputs[0] == "x");
+    }
+  }
+}
+
+TEST_CASE("inline-if leaves an If whose condition is only known at run time", "[graph-passes]") {
+  ir::Graph g = ifGraph(16000);
+  g.initializers.erase(g.initializers.begin());  // rate becomes an input
+  g.inputs.push_back(ir::ValueInfo{"rate", ir::ElemType::Int64, std::vector<ir::Dim>{}, ""});
+  std::vector<analysis::GraphPassRun> runs;
+  REQUIRE(analysis::runGraphPasses(g, {}, runs));
+  CHECK(count(g, ir::OpKind::If) == 1);
+  CHECK(pass(runs, "inline-if").changed == 0);
+}
+
+TEST_CASE("a constant chain is folded to its value", "[graph-passes]") {
+  // c = (a + b) * a - 1, with a = [1 2 3] and b = [4 5 6]: y = x + c.
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({3}))};
+  g.outputs = {floatValue("y", dims({3}))};
+  g.initializers = {{"a", ir::Tensor::fromVector(ir::ElemType::Float, {3}, std::vector<float>{1, 2, 3}), std::nullopt},
+                    {"b", ir::Tensor::fromVector(ir::ElemType::Float, {3}, std::vector<float>{4, 5, 6}), std::nullopt},
+                    scalarInit("one", ir::ElemType::Float, 1)};
+  g.nodes = {node("Add", {"a", "b"}, {"s"}), node("Identity", {"s"}, {"s2"}), node("Mul", {"s2", "a"}, {"p"}),
+             node("Sub", {"p", "one"}, {"c"}), node("Add", {"x", "c"}, {"y"})};
+  std::vector<analysis::GraphPassRun> runs;
+  auto facts = analysis::runGraphPasses(g, {}, runs);
+  REQUIRE(facts);
+  const analysis::ValueFacts* c = facts->find("c");
+  REQUIRE(c);
+  REQUIRE(c->constant);
+  CHECK(floats(*c->constant) == std::vector<float>{4, 13, 26});
+  CHECK(!facts->find("y")->constant);
+  CHECK(pass(runs, "remove-noops").changed == 1);
+}
+
+TEST_CASE("remove-noops removes Identity chains and ops that change nothing, never a graph output's writer",
+          "[graph-passes]") {
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({2, 3}))};
+  g.outputs = {floatValue("y", dims({2, 3})), floatValue("z", dims({3, 2}))};
+  g.initializers = {{"same", ir::Tensor::fromVector(ir::ElemType::Int64, {2}, std::vector<int64_t>{2, 3}), std::nullopt},
+                    {"other", ir::Tensor::fromVector(ir::ElemType::Int64, {2}, std::vector<int64_t>{3, 2}), std::nullopt}};
+  ir::Node cast = node("Cast", {"i2"}, {"c"});
+  cast.attrs.set(ir::Attribute::makeInt("to", static_cast<int64_t>(ir::ElemType::Float)));
+  ir::Node castInt = node("Cast", {"x"}, {"xi"});  // a real conversion: stays
+  castInt.attrs.set(ir::Attribute::makeInt("to", static_cast<int64_t>(ir::ElemType::Int32)));
+  ir::Node castBack = node("Cast", {"xi"}, {"xf"});
+  castBack.attrs.set(ir::Attribute::makeInt("to", static_cast<int64_t>(ir::ElemType::Float)));
+  g.nodes = {node("Identity", {"x"}, {"i1"}),      node("Identity", {"i1"}, {"i2"}), cast,
+             node("Dropout", {"c"}, {"d"}),        node("Reshape", {"d", "same"}, {"r"}),
+             node("Relu", {"r"}, {"relu"}),        castInt, castBack,
+             node("Add", {"relu", "xf"}, {"sum"}), node("Identity", {"sum"}, {"y"}),
+             node("Reshape", {"sum", "other"}, {"z"})};
+  std::vector<analysis::GraphPassRun> runs;
+  REQUIRE(analysis::runGraphPasses(g, {}, runs));
+  CHECK(pass(runs, "remove-noops").changed == 5);
+  std::vector<std::string> ops;
+  for (const auto& n : g.nodes) ops.push_back(n.opType);
+  CHECK(ops == std::vector<std::string>{"Relu", "Cast", "Cast", "Add", "Identity", "Reshape"});
+  CHECK(g.nodes[0].inputs[0] == "x");
+  const ir::Tensor x = ir::Tensor::fromVector(ir::ElemType::Float, {2, 3}, std::vector<float>{-1.5f, 0, 1.25f, 2, -2, 3.5f});
+  auto values = evaluateNodes(g, {{"x", x}});
+  // relu(x) + trunc(x)
+  CHECK(floats(values.at("y")) == std::vector<float>{-1, 0, 2.25f, 4, -2, 6.5f});
+  CHECK(values.at("z").shape() == ir::Shape{3, 2});
+}
+
+TEST_CASE("a constant far larger than its inputs is left to run time, a small one is folded", "[graph-passes]") {
+  // y = x + ConstantOfShape(shape) * 2: 16 bytes of shape describe 4 MiB at 1024x1024, 1 KiB at 16x16.
+  for (int64_t side : {int64_t{1024}, int64_t{16}}) {
+    INFO("side " << side);
+    ir::Graph g;
+    g.inputs = {floatValue("x", dims({side, side}))};
+    g.outputs = {floatValue("y", dims({side, side}))};
+    g.initializers = {{"shape", ir::Tensor::fromVector(ir::ElemType::Int64, {2}, std::vector<int64_t>{side, side}), std::nullopt},
+                      scalarInit("two", ir::ElemType::Float, 2)};
+    g.nodes = {node("ConstantOfShape", {"shape"}, {"ones"}), node("Mul", {"ones", "two"}, {"twos"}),
+               node("Add", {"x", "twos"}, {"y"})};
+    g.nodes[0].attrs.set(ir::Attribute::makeTensor("value", ir::Tensor::fromVector(ir::ElemType::Float, {1}, std::vector<float>{1})));
+    std::vector<analysis::GraphPassRun> runs;
+    auto facts = analysis::runGraphPasses(g, {}, runs);
+    REQUIRE(facts);
+    CHECK(facts->find("ones")->constant.has_value() == (side == 16));
+    CHECK(facts->find("twos")->constant.has_value() == (side == 16));
+    CHECK(facts->find("twos")->shape == ir::Shape{side, side});
+    if (side == 16) CHECK(floats(*facts->find("twos")->constant) == std::vector<float>(256, 2.0f));
+  }
+}
+
+TEST_CASE("fold-subgraphs folds constants inside the bodies of Ifs that stay, from outer constants too", "[graph-passes]") {
+  // y = If(cond) then x * ((a + k) * s) else x, with a and k the branch's own (an initializer and a Constant node)
+  // and s an outer constant; cond is only known at run time.
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({3})), ir::ValueInfo{"cond", ir::ElemType::Bool, std::vector<ir::Dim>{}, ""}};
+  g.outputs = {floatValue("y", dims({3}))};
+  g.initializers = {{"s", ir::Tensor::fromVector(ir::ElemType::Float, {3}, std::vector<float>{1, 2, -1}), std::nullopt}};
+  auto then = std::make_shared<ir::Graph>();
+  then->initializers = {{"a", ir::Tensor::fromVector(ir::ElemType::Float, {3}, std::vector<float>{1, 2, 3}), std::nullopt}};
+  then->nodes.push_back(node("Constant", {}, {"k"}));
+  then->nodes.back().attrs.set(
+      ir::Attribute::makeTensor("value", ir::Tensor::fromVector(ir::ElemType::Float, {3}, std::vector<float>{10, 20, 30})));
+  then->nodes.push_back(node("Add", {"a", "k"}, {"ak"}));
+  then->nodes.push_back(node("Mul", {"ak", "s"}, {"scale"}));
+  then->nodes.push_back(node("Mul", {"x", "scale"}, {"then_y"}));
+  then->outputs = {floatValue("then_y", dims({3}))};
+  auto otherwise = std::make_shared<ir::Graph>();
+  otherwise->outputs = {floatValue("x", dims({3}))};
+  ir::Node pick = node("If", {"cond"}, {"y"});
+  pick.attrs.set(ir::Attribute::makeGraph("then_branch", then));
+  pick.attrs.set(ir::Attribute::makeGraph("else_branch", otherwise));
+  g.nodes = {pick};
+
+  std::vector<analysis::GraphPassRun> runs;
+  REQUIRE(analysis::runGraphPasses(g, {}, runs));
+  CHECK(pass(runs, "fold-subgraphs").changed == 3);
+  const ir::Graph& body = *g.nodes[0].attrs.find("then_branch")->g;
+  REQUIRE(body.nodes.size() == 1);
+  CHECK(body.nodes[0].inputs == std::vector<std::string>{"x", "scale"});
+  const ir::Initializer* scale = body.findInitializer("scale");
+  REQUIRE(scale);
+  CHECK(floats(scale->tensor) == std::vector<float>{11, 44, -33});
+  CHECK(!body.findInitializer("ak"));  // read by nothing once scale is known
+  CHECK(then->nodes.size() == 4);       // the model's own copy of the body is untouched
+}
