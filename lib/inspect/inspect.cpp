@@ -124,7 +124,8 @@ private:
       if (e.embedMode == 1) {
         e.cacheContext = fmt::format("embedded, {} bytes", cache.size());
         // Another EP's payload is opaque: its size is all there is to say.
-        if (isOurSource(e.source)) openEmbeddedContext(label, cache, e.model);
+        if (isOurSource(e.source) && openEmbeddedContext(label, cache, e.model) && !e.onnxModelFilename.empty())
+          addReferencedFile(dir, e.onnxModelFilename, "source model (weights of a weightless context)", "onnx", label);
       } else {
         e.cacheContext = cache;
         if (auto index = addReferencedFile(dir, e.cacheContext, "context binary", "raw", label)) {
@@ -184,15 +185,19 @@ private:
     addContext(shown, std::move(view).value(), bytes);
   }
 
-  void openEmbeddedContext(const std::string& label, std::string_view bytes, const std::string& model) {
+  // Returns whether the context is weightless.
+  bool openEmbeddedContext(const std::string& label, std::string_view bytes, const std::string& model) {
     contextModels_[label + " (embedded)"].insert(model);
     auto payload = std::make_shared<std::string>(bytes);
     auto view = format::ContainerView::open(std::as_bytes(std::span(payload->data(), payload->size())), payload,
                                             label + " (embedded context)");
-    if (view)
-      addContext(label + " (embedded)", std::move(view).value(), 0);
-    else
+    if (!view) {
       report_.problems.push_back(view.error().message());
+      return false;
+    }
+    const bool weightless = view->weightless();
+    addContext(label + " (embedded)", std::move(view).value(), 0);
+    return weightless;
   }
 
   // Lists a file once per path. `referrer` names who needs it, for the problem when it is missing.

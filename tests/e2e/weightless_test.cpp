@@ -100,6 +100,15 @@ TEST_CASE("a weightless --share pair keeps its weights in the source models and 
   CHECK(inspect.exitCode == 0);
   CHECK(inspect.out.find("source model (weights of a weightless context)") != std::string::npos);
   CHECK(inspect.out.find("weightless:") != std::string::npos);
+
+  // Embedded (embed mode 1): the context travels in the _ctx.onnx, the weights still in the source model.
+  const fs::path embedded = dir / "embedded";
+  copySamples(embedded, {"tiny_decode"});
+  compile({(embedded / "tiny_decode.onnx").string(), "--weightless", "--embed-mode", "1", "-o", embedded.string(), "-q"});
+  CHECK_FALSE(fs::exists(embedded / "tiny_decode_ctxkit.bin"));
+  expectMatches(embedded / "tiny_decode_ctx.onnx", "tiny_decode");
+  auto listed = runTool(CTXKIT_CTXINSPECT, {(embedded / "tiny_decode_ctx.onnx").string()});
+  CHECK(listed.out.find("source model (weights of a weightless context)") != std::string::npos);
 }
 
 TEST_CASE("a weightless context finds its source model through --source-model, with external data in place",
