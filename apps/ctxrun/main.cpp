@@ -31,6 +31,7 @@ struct Args {
   double rtol = 1e-3, atol = 1e-5;
   int iters = 0, threads = 1, parallelRuns = 0, sessions = 1;
   uint64_t seed = 1;
+  bool prefault = false;
   bool savePb = false, json = false, verify = false, strict = false, fromBuffer = false;
   cli::LogOptions log;
 };
@@ -132,6 +133,7 @@ int main(int argc, char** argv) {
                  "run each once, to measure what extra sessions cost")
       ->check(CLI::Range(1, 64));
   app.add_flag("--verify", a.verify, "check every weight hash of the context binaries at load");
+  app.add_flag("--prefault", a.prefault, "touch every page of the execution arena at load, so the first run does not fault them in");
   app.add_option("--source-model", a.sourceModel,
                  "weightless contexts: the source model holding the weights (ep.context_source_model_path; default: the "
                  "node's onnx_model_filename beside the model)");
@@ -164,6 +166,7 @@ int main(int argc, char** argv) {
   options.threads = a.threads;
   options.verifyWeights = a.verify;
   options.sourceModelPath = a.sourceModel;
+  options.prefaultArena = a.prefault;
   options.failOnSuboptimal = a.strict;
   auto loadStart = Clock::now();
   Expected<std::unique_ptr<runtime::Session>> session = makeError(ErrorCode::Internal, "not loaded");

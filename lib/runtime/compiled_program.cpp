@@ -50,6 +50,8 @@ Expected<std::unique_ptr<CompiledProgram::Frame>> CompiledProgram::makeFrame() c
     void* p = std::aligned_alloc(64, *size);
     if (!p) return makeError(ErrorCode::IoError, "cannot allocate an arena of {} bytes", program_.arenaSize);
     frame->arena = std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
+    if (prefaultArena_)
+      for (size_t at = 0; at < *size; at += 4096) static_cast<volatile std::byte*>(p)[at] = std::byte{0};
   }
   frame->bound = weights_;
   size_t maxIns = 0, maxOuts = 0;
@@ -76,7 +78,8 @@ size_t CompiledProgram::frameCount() const {
 Expected<std::unique_ptr<CompiledProgram>> CompiledProgram::create(program::Program prog,
                                                                    std::shared_ptr<const format::ContainerView> container,
                                                                    std::string name,
-                                                                   const SourceWeightResolver& resolve) {
+                                                                   const ProgramOptions& options) {
+  const SourceWeightResolver& resolve = options.resolve;
   std::unique_ptr<CompiledProgram> cp(new CompiledProgram());
   cp->name_ = std::move(name);
   auto fail = [&](Error e) { return e.addContext(fmt::format("graph '{}' in '{}'", cp->name_, container->displayName())); };
@@ -148,6 +151,7 @@ Expected<std::unique_ptr<CompiledProgram>> CompiledProgram::create(program::Prog
   }
   cp->program_ = std::move(prog);
   cp->container_ = std::move(container);
+  cp->prefaultArena_ = options.prefaultArena;
   // One frame up front: the arena is allocated at load, and any layout error shows here, not in a run.
   CTX_ASSIGN_OR_RETURN(auto first, cp->makeFrame().addContext(fmt::format("graph '{}'", cp->name_)));
   cp->freeFrames_.push_back(std::move(first));

@@ -16,6 +16,13 @@ namespace ctxkit::runtime {
 // Weightless contexts: gives the bytes of weight `index` of the container, which live in a source model.
 using SourceWeightResolver = std::function<Expected<ir::Tensor>(uint32_t index)>;
 
+struct ProgramOptions {
+  SourceWeightResolver resolve;  // weightless containers: the weights that live in a source model
+  // Touch every page of each new frame's arena when it is made (at load for the first), so that the first run does
+  // not pay the page faults; costs that time at load instead.
+  bool prefaultArena = false;
+};
+
 class CompiledProgram {
 public:
   // Validates the program against the container (every weight reference resolves, with the recorded type
@@ -24,7 +31,7 @@ public:
   // a source model come from `resolve`, and weights the program wants packed are packed here.
   static Expected<std::unique_ptr<CompiledProgram>> create(program::Program program,
                                                            std::shared_ptr<const format::ContainerView> container,
-                                                           std::string name, const SourceWeightResolver& resolve = {});
+                                                           std::string name, const ProgramOptions& options = {});
 
   size_t inputCount() const { return program_.inputs.size(); }
   size_t outputCount() const { return program_.outputs.size(); }
@@ -63,6 +70,7 @@ private:
 
   program::Program program_;
   std::shared_ptr<const format::ContainerView> container_;
+  bool prefaultArena_ = false;
   std::string name_;
   std::vector<ir::Tensor> weights_;  // one per program tensor; only weight entries are set
   std::vector<std::unique_ptr<kernels::PreparedOp>> prepared_;  // one per op: decoded, shapes fixed, at load

@@ -224,14 +224,17 @@ struct Session::Impl {
       CTX_ASSIGN_OR_RETURN(auto prog, program::deserialize(owner->programBytes(graphIndex), owner->weights().size(),
                                                            fmt::format("graph '{}' in '{}'", partition, owner->displayName()))
                                           .addContext(label));
-      SourceWeightResolver resolve;
+      ProgramOptions programOptions;
+      programOptions.prefaultArena = options.prefaultArena;
       if (owner->weightless()) {
         const epcontext::NodeAttributes attrs = epcontext::readNodeAttributes(n);
         const std::string sourceName = owner->graphs()[graphIndex].sourceModel;
         CTX_ASSIGN_OR_RETURN(auto source, sourceModelFor(attrs, label, contextDir));
-        resolve = [this, owner, sourceName, source](uint32_t index) { return sourceWeight(*owner, index, sourceName, source); };
+        programOptions.resolve = [this, owner, sourceName, source](uint32_t index) {
+          return sourceWeight(*owner, index, sourceName, source);
+        };
       }
-      CTX_ASSIGN_OR_RETURN(auto compiled, CompiledProgram::create(std::move(prog), shared, partition, resolve).addContext(label));
+      CTX_ASSIGN_OR_RETURN(auto compiled, CompiledProgram::create(std::move(prog), shared, partition, programOptions).addContext(label));
       if (compiled->inputCount() != n.inputs.size() || compiled->outputCount() != n.outputs.size())
         return makeError(ErrorCode::InvalidGraph, "{}: node has {} inputs and {} outputs but graph '{}' has {} and {}", label,
                          n.inputs.size(), n.outputs.size(), partition, compiled->inputCount(), compiled->outputCount());

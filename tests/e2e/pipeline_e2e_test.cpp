@@ -558,3 +558,14 @@ TEST_CASE("ctxgen --json carries its schema version and is written on failure to
   CHECK(fs::file_size(model) == before);
   CHECK(onnx_io::loadModel(model));
 }
+
+TEST_CASE("ctxrun --prefault touches the arena at load and still matches the expected outputs", "[e2e]") {
+  TempDir out("prefault");
+  auto gen = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", out.path().string(), "-q"});
+  REQUIRE(gen.exitCode == 0);
+  auto run = runTool(CTXKIT_CTXRUN, {(out / "tiny_cnn_ctx.onnx").string(), "--prefault", "--iters", "3", "--inputs",
+                                     sampleData("tiny_cnn"), "--expected", sampleData("tiny_cnn")});
+  INFO(run.out << run.err);
+  CHECK(run.exitCode == 0);
+  CHECK(run.out.find("match") != std::string::npos);
+}
