@@ -386,19 +386,65 @@ void packPanels(bool transB, const float* B, size_t ldb, size_t k, size_t n, siz
   }
 }
 
-Expected<ir::Tensor> packWeight(const ops::WeightLayout& layout, const ir::Tensor& weight) {
+namespace {
+
+// op(B) of a weight packWeight accepts: K, N and whether it is stored transposed.
+struct PackShape {
+  size_t k, n;
+  bool transposed;
+};
+
+Expected<PackShape> packShape(const ops::WeightLayout& layout, const ir::Tensor& weight) {
   const bool transposed = layout.kind == ops::WeightLayoutKind::GemmPanelsTransposed;
   if ((layout.kind != ops::WeightLayoutKind::GemmPanels && !transposed) || !isPanelWidth(layout.width) ||
       layout.depth == 0 || weight.type() != ir::ElemType::Float || weight.rank() != 2)
     return makeError(ErrorCode::InvalidArgument, "a {} {} weight cannot be packed in layout {}",
                      ir::elemTypeName(weight.type()), ir::shapeToString(weight.shape()), ops::layoutName(layout));
   const auto rows = static_cast<size_t>(weight.shape()[0]), cols = static_cast<size_t>(weight.shape()[1]);
-  const size_t k = transposed ? cols : rows, n = transposed ? rows : cols;
-  const size_t elements = panelElements(k, n, layout.width);
+  return PackShape{transposed ? cols : rows, transposed ? rows : cols, transposed};
+}
+
+}  // namespace
+
+Expected<ir::Tensor> packWeight(const ops::WeightLayout& layout, const ir::Tensor& weight) {
+  CTX_ASSIGN_OR_RETURN(PackShape s, packShape(layout, weight));
+  const size_t elements = panelElements(s.k, s.n, layout.width);
   CTX_ASSIGN_OR_RETURN(ir::Tensor packed, ir::Tensor::allocate(ir::ElemType::Float, {static_cast<int64_t>(elements)}));
   if (elements > 0)
-    packPanels(transposed, weight.dataAs<float>(), cols, k, n, layout.width, layout.depth, packed.mutableDataAs<float>());
+    packPanels(s.transposed, weight.dataAs<float>(), static_cast<size_t>(weight.shape()[1]), s.k, s.n, layout.width,
+               layout.depth, packed.mutableDataAs<float>());
   return packed;
+}
+
+Expected<PackedWeightStream> PackedWeightStream::open(const ops::WeightLayout& layout, const ir::Tensor& weight,
+                                                      size_t chunkBytes) {
+  CTX_ASSIGN_OR_RETURN(PackShape s, packShape(layout, weight));
+  return PackedWeightStream(weight, s.transposed, s.k, s.n, layout.width, layout.depth, chunkBytes);
+}
+
+PackedWeightStream::PackedWeightStream(ir::Tensor weight, bool transposed, size_t k, size_t n, size_t width,
+                                       size_t depth, size_t chunkBytes)
+    : weight_(std::move(weight)), transposed_(transposed), k_(k), n_(n), width_(width), depth_(depth),
+      panels_((n + width - 1) / width) {
+  const size_t panelBytes = std::min(k, depth) * width * sizeof(float);
+  panelsPerPiece_ = std::max<size_t>(1, panelBytes == 0 ? 1 : chunkBytes / panelBytes);
+}
+
+std::span<const std::byte> PackedWeightStream::next() {
+  if (panel_ == panels_) {  // the block is done: on to the next one
+    block_ += depth_;
+    panel_ = 0;
+  }
+  if (block_ >= k_ || panels_ == 0) return {};
+  // Panels of a block lie one after another, each rows x width: a run of them is a contiguous piece of the layout.
+  const size_t rows = std::min(depth_, k_ - block_);
+  const size_t count = std::min(panelsPerPiece_, panels_ - panel_);
+  buffer_.resize(count * rows * width_);
+  const size_t column = panel_ * width_;
+  packB(transposed_, weight_.dataAs<float>(), static_cast<size_t>(weight_.shape()[1]), block_, rows, column, n_ - column,
+        width_, 0, count, buffer_.data());
+  panel_ += count;
+  return std::as_bytes(std::span<const float>(buffer_));
 }
 
 void sgemmPanels(bool transA, size_t M, float alpha, const float* A, size_t lda, const PanelsB& B, float beta, float* C,
