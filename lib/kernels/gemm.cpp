@@ -404,6 +404,25 @@ Expected<PackShape> packShape(const ops::WeightLayout& layout, const ir::Tensor&
   return PackShape{transposed ? cols : rows, transposed ? rows : cols, transposed};
 }
 
+// packB's bytes for B not transposed, in another order: row by row, each row's stretch read once front to back and
+// scattered over `panels` panels of width W. packB walks a panel at a time down the rows, a stride of a whole row
+// per 4 * W bytes read, which is the slow way through a weight many times the cache.
+template <size_t W>
+void scatterRows(const float* B, size_t ldb, size_t p0, size_t kc, size_t j0, size_t nc, size_t panels, float* out) {
+  const size_t full = std::min(panels, nc / W);
+  for (size_t p = 0; p < kc; ++p) {
+    const float* src = B + (p0 + p) * ldb + j0;
+    float* dst = out + p * W;
+    for (size_t s = 0; s < full; ++s) std::memcpy(dst + s * kc * W, src + s * W, W * sizeof(float));
+    if (full < panels) {  // the last panel, zero-padded
+      const size_t cols = nc - full * W;
+      float* d = dst + full * kc * W;
+      std::memcpy(d, src + full * W, cols * sizeof(float));
+      std::fill(d + cols, d + W, 0.0f);
+    }
+  }
+}
+
 }  // namespace
 
 Expected<ir::Tensor> packWeight(const ops::WeightLayout& layout, const ir::Tensor& weight) {
@@ -441,8 +460,16 @@ std::span<const std::byte> PackedWeightStream::next() {
   const size_t count = std::min(panelsPerPiece_, panels_ - panel_);
   buffer_.resize(count * rows * width_);
   const size_t column = panel_ * width_;
-  packB(transposed_, weight_.dataAs<float>(), static_cast<size_t>(weight_.shape()[1]), block_, rows, column, n_ - column,
-        width_, 0, count, buffer_.data());
+  const auto ldb = static_cast<size_t>(weight_.shape()[1]);
+  if (transposed_) {
+    packB(true, weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, width_, 0, count, buffer_.data());
+  } else {
+    switch (width_) {
+      case 8: scatterRows<8>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer_.data()); break;
+      case 16: scatterRows<16>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer_.data()); break;
+      default: scatterRows<32>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer_.data()); break;
+    }
+  }
   panel_ += count;
   return std::as_bytes(std::span<const float>(buffer_));
 }

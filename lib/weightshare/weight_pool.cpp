@@ -11,7 +11,8 @@ namespace ctxkit::weightshare {
 
 namespace {
 
-constexpr size_t kPieceBytes = size_t{1} << 20;
+// A whole K block of a typical weight (256 rows of 4096 floats): packing reads long stretches of each source row.
+constexpr size_t kPieceBytes = size_t{4} << 20;
 
 // Pulls a pooled weight's stored bytes piece by piece: plain bytes in place, packed ones a few panels at a time.
 class Pieces {
