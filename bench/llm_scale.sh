@@ -17,17 +17,19 @@ rm -rf "$work/out" "$work/copy" "$work/runs"
 "$build/tests/oracle/make_llm" "$work/llm.onnx" "${shape[@]}"
 
 # Wall time, peak anonymous memory (RssAnon) and peak RSS (VmHWM, mapped files included) of a command, in seconds
-# and KiB, sampled from /proc every 10 ms.
+# and KiB, sampled from /proc every 10 ms with shell builtins (a sampler that forks would compete for the CPU).
 measure() {
-  local start end peak=0 hwm=0 anon h pid
+  local start end peak=0 hwm=0 key value pid
   start=$(date +%s.%N)
   "$@" &
   pid=$!
   while kill -0 "$pid" 2>/dev/null; do
-    anon=$(awk '/^RssAnon:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
-    h=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
-    [ -n "$anon" ] && [ "$anon" -gt "$peak" ] && peak=$anon
-    [ -n "$h" ] && [ "$h" -gt "$hwm" ] && hwm=$h
+    while read -r key value _; do
+      case $key in
+        RssAnon:) [ "$value" -gt "$peak" ] && peak=$value ;;
+        VmHWM:) [ "$value" -gt "$hwm" ] && hwm=$value ;;
+      esac
+    done <"/proc/$pid/status" 2>/dev/null || true
     sleep 0.01
   done
   wait "$pid"

@@ -2,7 +2,6 @@
 #include "codegen/lower.h"
 
 #include "codegen/memory_plan.h"
-#include "kernels/gemm.h"
 #include "kernels/kernels.h"
 #include "ops/typed_attrs.h"
 
@@ -689,8 +688,8 @@ private:
     return layout;
   }
 
-  // Constant B operands of MatMul and Gemm are stored in the target's GEMM panel layout, packed here once so that
-  // runs read them in place. A constant read any other way too (or leaving the partition) stays plain.
+  // Constant B operands of MatMul and Gemm are stored in the target's GEMM panel layout, packed once at compile
+  // time (by the weight table, as it writes them) so that runs read them in place. A constant read any other way too (or leaving the partition) stays plain.
   Expected<bool> chooseLayouts() {
     if (options_.gemmLayout.plain()) return false;
     std::map<std::string, std::optional<ops::WeightLayout>> uses;  // constant -> its one layout, or none

@@ -458,20 +458,22 @@ std::span<const std::byte> PackedWeightStream::next() {
   // Panels of a block lie one after another, each rows x width: a run of them is a contiguous piece of the layout.
   const size_t rows = std::min(depth_, k_ - block_);
   const size_t count = std::min(panelsPerPiece_, panels_ - panel_);
-  buffer_.resize(count * rows * width_);
+  const size_t elements = count * rows * width_;
+  // Every element is written below, so the buffer is allocated once, at its largest, and never cleared.
+  if (!buffer_) buffer_ = std::make_unique_for_overwrite<float[]>(panelsPerPiece_ * std::min(depth_, k_) * width_);
   const size_t column = panel_ * width_;
   const auto ldb = static_cast<size_t>(weight_.shape()[1]);
   if (transposed_) {
-    packB(true, weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, width_, 0, count, buffer_.data());
+    packB(true, weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, width_, 0, count, buffer_.get());
   } else {
     switch (width_) {
-      case 8: scatterRows<8>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer_.data()); break;
-      case 16: scatterRows<16>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer_.data()); break;
-      default: scatterRows<32>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer_.data()); break;
+      case 8: scatterRows<8>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer_.get()); break;
+      case 16: scatterRows<16>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer_.get()); break;
+      default: scatterRows<32>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer_.get()); break;
     }
   }
   panel_ += count;
-  return std::as_bytes(std::span<const float>(buffer_));
+  return std::as_bytes(std::span<const float>(buffer_.get(), elements));
 }
 
 void sgemmPanels(bool transA, size_t M, float alpha, const float* A, size_t lda, const PanelsB& B, float beta, float* C,

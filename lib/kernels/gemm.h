@@ -4,6 +4,7 @@
 #include "kernels/kernels.h"
 
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -74,7 +75,7 @@ private:
   bool transposed_ = false;
   size_t k_ = 0, n_ = 0, width_ = 0, depth_ = 0, panels_ = 0, panelsPerPiece_ = 1;
   size_t block_ = 0, panel_ = 0;  // where the next piece starts: K block (first row) and panel
-  std::vector<float> buffer_;
+  std::unique_ptr<float[]> buffer_;
 };
 
 }  // namespace ctxkit::kernels
