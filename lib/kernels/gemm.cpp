@@ -459,21 +459,23 @@ std::span<const std::byte> PackedWeightStream::next() {
   const size_t rows = std::min(depth_, k_ - block_);
   const size_t count = std::min(panelsPerPiece_, panels_ - panel_);
   const size_t elements = count * rows * width_;
-  // Every element is written below, so the buffer is allocated once, at its largest, and never cleared.
-  if (!buffer_) buffer_ = std::make_unique_for_overwrite<float[]>(panelsPerPiece_ * std::min(depth_, k_) * width_);
+  // Every element is written below, so a buffer is allocated once, at its largest, and never cleared.
+  std::unique_ptr<float[]>& buffer = buffers_[current_];
+  current_ ^= 1;
+  if (!buffer) buffer = std::make_unique_for_overwrite<float[]>(panelsPerPiece_ * std::min(depth_, k_) * width_);
   const size_t column = panel_ * width_;
   const auto ldb = static_cast<size_t>(weight_.shape()[1]);
   if (transposed_) {
-    packB(true, weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, width_, 0, count, buffer_.get());
+    packB(true, weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, width_, 0, count, buffer.get());
   } else {
     switch (width_) {
-      case 8: scatterRows<8>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer_.get()); break;
-      case 16: scatterRows<16>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer_.get()); break;
-      default: scatterRows<32>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer_.get()); break;
+      case 8: scatterRows<8>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer.get()); break;
+      case 16: scatterRows<16>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer.get()); break;
+      default: scatterRows<32>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer.get()); break;
     }
   }
   panel_ += count;
-  return std::as_bytes(std::span<const float>(buffer_.get(), elements));
+  return std::as_bytes(std::span<const float>(buffer.get(), elements));
 }
 
 void sgemmPanels(bool transA, size_t M, float alpha, const float* A, size_t lda, const PanelsB& B, float beta, float* C,

@@ -58,14 +58,15 @@ bool isPanelWidth(size_t width);
 Expected<ir::Tensor> packWeight(const ops::WeightLayout& layout, const ir::Tensor& weight);
 
 // packWeight's bytes a few panels at a time, in order, so that a large weight is hashed, compared or written
-// without a packed copy in memory. Keeps `weight`'s bytes alive; not for concurrent use.
+// without a packed copy in memory. Keeps `weight`'s bytes alive. One thread at a time may call next(), but a piece
+// stays valid through one more call, so it may be consumed on one thread while the next is packed on another.
 class PackedWeightStream {
 public:
   // Fails as packWeight does. Each piece is at most about `chunkBytes` (at least one panel of one block).
   static Expected<PackedWeightStream> open(const ops::WeightLayout& layout, const ir::Tensor& weight,
                                            size_t chunkBytes = size_t{1} << 20);
   uint64_t byteSize() const { return uint64_t{k_} * panels_ * width_ * sizeof(float); }
-  // The next piece of the packed bytes, empty at the end; valid until the next call.
+  // The next piece of the packed bytes, empty at the end; valid until the second call after this one.
   std::span<const std::byte> next();
 
 private:
@@ -75,7 +76,8 @@ private:
   bool transposed_ = false;
   size_t k_ = 0, n_ = 0, width_ = 0, depth_ = 0, panels_ = 0, panelsPerPiece_ = 1;
   size_t block_ = 0, panel_ = 0;  // where the next piece starts: K block (first row) and panel
-  std::unique_ptr<float[]> buffer_;
+  std::unique_ptr<float[]> buffers_[2];  // pieces alternate between them
+  int current_ = 0;
 };
 
 }  // namespace ctxkit::kernels

@@ -39,7 +39,7 @@ Status addPoolWeights(format::ContainerWriter& writer, const WeightPool& pool, c
                      ? writer.addSourceWeight(w.type, w.shape, w.hash, (*sources)[i])
                  : w.layout.plain()
                      ? writer.addWeight(w.type, w.shape, w.tensor.bytes(), w.hash)
-                     : writer.addWeight(w.type, w.shape, w.size, w.hash, [&w](const auto& sink) { return w.forEachPiece(sink); });
+                     : writer.addWeight(w.type, w.shape, w.size, w.hash, [&w](const auto& sink) { return w.forEachPiece(sink, true); });
     if (!index) return index.takeError();
   }
   return Status::ok();

@@ -26,8 +26,10 @@ struct PooledWeight {
   Hash128 hash;       // of the stored bytes
   uint64_t references = 0;
 
-  // Hands `sink` the stored bytes in order, in pieces of bounded size.
-  Status forEachPiece(const std::function<Status(std::span<const std::byte>)>& sink) const;
+  // Hands `sink` the stored bytes in order, in pieces of bounded size. With `packAhead`, a packed weight's next
+  // piece is packed on another thread while `sink` takes this one: worth it when `sink` is the slower (a file
+  // write), not when it is faster (a hash, which then reads the piece from another core's cache).
+  Status forEachPiece(const std::function<Status(std::span<const std::byte>)>& sink, bool packAhead = false) const;
 };
 
 class WeightPool {

@@ -126,10 +126,14 @@ TEST_CASE("a weight packed a few panels at a time gives packWeight's bytes and h
             const size_t widest = std::max(panelBytes, chunk / panelBytes * panelBytes);
             std::vector<std::byte> joined;
             Hasher128 hasher;
+            std::span<const std::byte> previous;  // still valid: the one before may be in use on another thread
             for (auto piece = stream->next(); !piece.empty(); piece = stream->next()) {
               REQUIRE(piece.size() <= widest);
+              if (!previous.empty())
+                REQUIRE(std::memcmp(previous.data(), packed->data() + joined.size() - previous.size(), previous.size()) == 0);
               joined.insert(joined.end(), piece.begin(), piece.end());
               hasher.update(piece);
+              previous = piece;
             }
             REQUIRE(joined.size() == packed->byteSize());
             CHECK(std::memcmp(joined.data(), packed->data(), joined.size()) == 0);
