@@ -11,7 +11,7 @@ build="${CTXKIT_BUILD:-$src/build}"
 work="${1:-$(mktemp -d)}"
 shape=("${@:2}")
 ort="$src/.cache/onnxruntime-node-1.30.0/node_modules"
-cmake --build "$build" --target make_llm ctxgen ctxrun >/dev/null
+cmake --build "$build" --target make_llm ctxgen ctxrun ctxinspect >/dev/null
 mkdir -p "$work"
 rm -rf "$work/out" "$work/copy" "$work/runs"
 "$build/tests/oracle/make_llm" "$work/llm.onnx" "${shape[@]}"
@@ -60,6 +60,12 @@ python3 -c "import json,sys; print('ctxgen stages (ms):', {k: round(v) for k, v 
   "$work/report.json"
 
 status=0
+# Every weight hash in the .bin is recomputed from the bytes written (packed while written, never held whole).
+if "$build/apps/ctxinspect/ctxinspect" "$work"/out/llm_seq*_ctx.onnx --verify >"$work/verify.log" 2>&1; then
+  echo "ctxinspect --verify: ok"
+else
+  echo "ctxinspect --verify failed: $(cat "$work/verify.log")"; status=1
+fi
 for variant in seq1 seq128 seq512; do
   run="$work/runs/$variant"
   mkdir -p "$run"
