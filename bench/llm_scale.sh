@@ -11,23 +11,25 @@ build="${CTXKIT_BUILD:-$src/build}"
 work="${1:-$(mktemp -d)}"
 shape=("${@:2}")
 ort="$src/.cache/onnxruntime-node-1.30.0/node_modules"
-cmake --build "$build" --target make_llm ctxgen ctxrun >/dev/null
+cmake --build "$build" --target make_llm ctxgen ctxrun ctxinspect >/dev/null
 mkdir -p "$work"
 rm -rf "$work/out" "$work/copy" "$work/runs"
 "$build/tests/oracle/make_llm" "$work/llm.onnx" "${shape[@]}"
 
 # Wall time, peak anonymous memory (RssAnon) and peak RSS (VmHWM, mapped files included) of a command, in seconds
-# and KiB, sampled from /proc every 10 ms.
+# and KiB, sampled from /proc every 10 ms with shell builtins (a sampler that forks would compete for the CPU).
 measure() {
-  local start end peak=0 hwm=0 anon h pid
+  local start end peak=0 hwm=0 key value pid
   start=$(date +%s.%N)
   "$@" &
   pid=$!
   while kill -0 "$pid" 2>/dev/null; do
-    anon=$(awk '/^RssAnon:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
-    h=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
-    [ -n "$anon" ] && [ "$anon" -gt "$peak" ] && peak=$anon
-    [ -n "$h" ] && [ "$h" -gt "$hwm" ] && hwm=$h
+    while read -r key value _; do
+      case $key in
+        RssAnon:) [ "$value" -gt "$peak" ] && peak=$value ;;
+        VmHWM:) [ "$value" -gt "$hwm" ] && hwm=$value ;;
+      esac
+    done <"/proc/$pid/status" 2>/dev/null || true
     sleep 0.01
   done
   wait "$pid"
@@ -35,9 +37,15 @@ measure() {
   echo "$(echo "$end - $start" | bc) $peak $hwm"
 }
 
+# cp leaves its copy in the page cache, ctxgen makes its files durable (fsync before the rename): cp is timed
+# both ways, and `sync` runs before each timing so that no command pays for another's writeback.
+cpDurable() { cp "$@" && sync "${@:$#}"/*; }
 mkdir -p "$work/copy"
 sync
 read -r cpSeconds _ < <(measure cp "$work/llm.onnx" "$work/llm.onnx.data" "$work/copy/")
+rm -rf "$work/copy" && mkdir -p "$work/copy" && sync
+read -r cpSyncSeconds _ < <(measure cpDurable "$work/llm.onnx" "$work/llm.onnx.data" "$work/copy")
+rm -rf "$work/copy" && sync
 read -r genSeconds genAnonKiB genRssKiB < <(measure "$build/apps/ctxgen/ctxgen" "$work/llm.onnx" --variant seq=1 \
   --variant seq=128 --variant seq=512 -o "$work/out" -q --json "$work/report.json")
 unique=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['weights']['unique_bytes'])" "$work/report.json")
@@ -46,9 +54,18 @@ weightBytes=$(stat -c %s "$work/llm.onnx.data")
 echo "weights in the source: $weightBytes bytes; unique weight bytes stored: $unique; .bin: $binBytes bytes" \
   "($(echo "scale=5; $binBytes / $unique" | bc) x unique)"
 echo "ctxgen (3 variants): ${genSeconds}s wall, peak anonymous memory $((genAnonKiB / 1024)) MiB," \
-  "peak RSS (mapped weights included) $((genRssKiB / 1024)) MiB; cp of the inputs: ${cpSeconds}s"
+  "peak RSS (mapped weights included) $((genRssKiB / 1024)) MiB; cp of the inputs: ${cpSeconds}s," \
+  "${cpSyncSeconds}s with sync"
+python3 -c "import json,sys; print('ctxgen stages (ms):', {k: round(v) for k, v in json.load(open(sys.argv[1]))['stage_ms'].items()})" \
+  "$work/report.json"
 
 status=0
+# Every weight hash in the .bin is recomputed from the bytes written (packed while written, never held whole).
+if "$build/apps/ctxinspect/ctxinspect" "$work"/out/llm_seq*_ctx.onnx --verify >"$work/verify.log" 2>&1; then
+  echo "ctxinspect --verify: ok"
+else
+  echo "ctxinspect --verify failed: $(cat "$work/verify.log")"; status=1
+fi
 for variant in seq1 seq128 seq512; do
   run="$work/runs/$variant"
   mkdir -p "$run"

@@ -2,7 +2,6 @@
 #include "codegen/lower.h"
 
 #include "codegen/memory_plan.h"
-#include "kernels/gemm.h"
 #include "kernels/kernels.h"
 #include "ops/typed_attrs.h"
 
@@ -693,8 +692,8 @@ private:
     return layout;
   }
 
-  // Constant B operands of MatMul and Gemm are stored in the target's GEMM panel layout, packed here once so that
-  // runs read them in place. A constant read any other way too (or leaving the partition) stays plain.
+  // Constant B operands of MatMul and Gemm are stored in the target's GEMM panel layout, packed once at compile
+  // time (by the weight table, as it writes them) so that runs read them in place. A constant read any other way too (or leaving the partition) stays plain.
   Expected<bool> chooseLayouts() {
     if (options_.gemmLayout.plain()) return false;
     std::map<std::string, std::optional<ops::WeightLayout>> uses;  // constant -> its one layout, or none
@@ -726,20 +725,16 @@ private:
     if (auto it = tensorOf_.find(name); it != tensorOf_.end()) return it->second;
     if (const ir::Tensor* c = constantOf(name)) {
       ops::WeightLayout layout;
-      std::optional<ir::Tensor> packed;  // the stored form, when choose-layouts picked a panel layout
-      uint64_t size = c->byteSize();     // of the form the kernels read
+      uint64_t size = c->byteSize();  // of the form the kernels read
       if (auto it = layouts_.find(name); it != layouts_.end()) {
         layout = it->second;
-        if (options_.plainWeights) {  // packed at load
-          auto elements = ops::layoutElements(layout, c->shape());
-          if (!elements) return makeError(ErrorCode::Internal, "weight '{}': layout {} does not apply", name, ops::layoutName(layout));
-          size = *elements * ir::elemSize(c->type());
-        } else {
-          CTX_ASSIGN_OR_RETURN(packed, kernels::packWeight(layout, *c).addContext(fmt::format("weight '{}'", name)));
-          size = packed->byteSize();
-        }
+        auto elements = ops::layoutElements(layout, c->shape());
+        if (!elements) return makeError(ErrorCode::Internal, "weight '{}': layout {} does not apply", name, ops::layoutName(layout));
+        size = *elements * ir::elemSize(c->type());
       }
-      CTX_ASSIGN_OR_RETURN(uint32_t index, intern_(packed ? *packed : *c).addContext(fmt::format("weight '{}'", name)));
+      // Stored packed (by the weight table, a few panels at a time: no packed copy here), or plain and packed at load.
+      const ops::WeightLayout stored = options_.plainWeights ? ops::WeightLayout{} : layout;
+      CTX_ASSIGN_OR_RETURN(uint32_t index, intern_(*c, stored).addContext(fmt::format("weight '{}'", name)));
       int32_t t = addTensor(TensorDesc{TensorKind::Weight, c->type(), c->shape(), index, 0, size, name, layout});
       tensorOf_[name] = t;
       return t;

@@ -39,8 +39,9 @@ struct LoweredPartition {
 // The lowering passes in the order they run.
 const std::vector<std::string_view>& loweringPassNames();
 
-// Gives a weight its weight-table index (shared across partitions and models by the caller).
-using WeightInterner = std::function<Expected<uint32_t>(const ir::Tensor&)>;
+// Gives a weight its weight-table index (shared across partitions and models by the caller). The tensor is the
+// plain weight; `layout` the form the table stores (a panel layout: packed by the caller when it writes them).
+using WeightInterner = std::function<Expected<uint32_t>(const ir::Tensor&, const ops::WeightLayout& layout)>;
 
 struct LowerOptions {
   uint64_t arenaAlignment = 64;

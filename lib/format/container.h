@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -70,6 +71,12 @@ public:
   // Adds a weight and returns its index. The caller dedupes; `hash` is XXH3-128 of `bytes`.
   Expected<uint32_t> addWeight(ir::ElemType type, ir::Shape shape, std::span<const std::byte> bytes,
                                const Hash128& hash);
+  // Produces a weight's bytes in order by calling its argument with each piece; called once per output.
+  using WeightBytes = std::function<Status(const std::function<Status(std::span<const std::byte>)>&)>;
+  // Adds a weight of `size` bytes whose bytes `produce` hands over while the container is written, so that they
+  // need not exist in memory all at once. Fails the write if `produce` gives another byte count.
+  Expected<uint32_t> addWeight(ir::ElemType type, ir::Shape shape, uint64_t size, const Hash128& hash,
+                               WeightBytes produce);
   // Weightless containers only: a weight whose bytes stay in source models, `sources` naming each model (its
   // onnx_model_filename) and the initializer there. `hash` is XXH3-128 of the bytes, checked at load on --verify.
   Expected<uint32_t> addSourceWeight(ir::ElemType type, ir::Shape shape, const Hash128& hash,

@@ -20,9 +20,10 @@ namespace {
 struct PendingWeight {
   ir::ElemType type;
   ir::Shape shape;
-  std::span<const std::byte> bytes;  // empty for a weight in source models
+  std::span<const std::byte> bytes;  // empty for a weight in source models or one produced while written
   Hash128 hash;
   std::vector<WeightInfo::Source> sources;
+  ContainerWriter::WeightBytes produce;  // set for a weight produced while written
   uint64_t size = 0;
 };
 
@@ -148,7 +149,17 @@ Expected<uint32_t> ContainerWriter::addWeight(ir::ElemType type, ir::Shape shape
   if (expected != bytes.size())
     return invalidArgument(fmt::format("{} weight of shape {} needs {} bytes but {} were given", ir::elemTypeName(type),
                                        ir::shapeToString(shape), expected, bytes.size()));
-  return impl_->add(PendingWeight{type, std::move(shape), bytes, hash, {}, expected});
+  return impl_->add(PendingWeight{type, std::move(shape), bytes, hash, {}, {}, expected});
+}
+
+Expected<uint32_t> ContainerWriter::addWeight(ir::ElemType type, ir::Shape shape, uint64_t size, const Hash128& hash,
+                                              WeightBytes produce) {
+  CTX_ASSIGN_OR_RETURN(uint64_t expected, checkWeight(type, shape));
+  if (expected != size)
+    return invalidArgument(fmt::format("{} weight of shape {} needs {} bytes but has {}", ir::elemTypeName(type),
+                                       ir::shapeToString(shape), expected, size));
+  if (!produce) return invalidArgument("a produced weight needs a producer");
+  return impl_->add(PendingWeight{type, std::move(shape), {}, hash, {}, std::move(produce), expected});
 }
 
 Expected<uint32_t> ContainerWriter::addSourceWeight(ir::ElemType type, ir::Shape shape, const Hash128& hash,
@@ -164,7 +175,7 @@ Expected<uint32_t> ContainerWriter::addSourceWeight(ir::ElemType type, ir::Shape
   }
   CTX_ASSIGN_OR_RETURN(uint64_t expected, checkWeight(type, shape));
   impl_->sourceCount += sources.size();
-  return impl_->add(PendingWeight{type, std::move(shape), {}, hash, std::move(sources), expected});
+  return impl_->add(PendingWeight{type, std::move(shape), {}, hash, std::move(sources), {}, expected});
 }
 
 Status ContainerWriter::addGraph(std::string name, std::string sourceModel, std::vector<std::byte> program) {
@@ -243,7 +254,7 @@ Expected<const Plan*> ContainerWriter::Impl::getPlan() const {
       p.weightOffsets.push_back(0);  // no blob: the bytes stay in the source model
       continue;
     }
-    CTX_RETURN_IF_ERROR(place(w.bytes.size(), p.weightOffsets));
+    CTX_RETURN_IF_ERROR(place(w.size, p.weightOffsets));
   }
   p.fileSize = cursor;
   p.dataSize = cursor - p.dataOffset;
@@ -346,8 +357,25 @@ Status ContainerWriter::Impl::emit(Write&& write, Zeros&& zeros) const {
     return Status::ok();
   };
   for (size_t i = 0; i < graphs.size(); ++i) CTX_RETURN_IF_ERROR(blob(p->programOffsets[i], graphs[i].program));
-  for (size_t i = 0; i < weights.size(); ++i)
-    if (weights[i].sources.empty()) CTX_RETURN_IF_ERROR(blob(p->weightOffsets[i], weights[i].bytes));
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const PendingWeight& w = weights[i];
+    if (!w.sources.empty()) continue;
+    if (!w.produce) {
+      CTX_RETURN_IF_ERROR(blob(p->weightOffsets[i], w.bytes));
+      continue;
+    }
+    CTX_RETURN_IF_ERROR(zeros(p->weightOffsets[i] - cursor));
+    cursor = p->weightOffsets[i];
+    CTX_RETURN_IF_ERROR(w.produce([&](std::span<const std::byte> piece) -> Status {
+      if (cursor - p->weightOffsets[i] + piece.size() > w.size)
+        return Error(ErrorCode::Internal, fmt::format("weight {} gives more than its {} bytes", i, w.size));
+      cursor += piece.size();
+      return write(piece);
+    }));
+    if (cursor - p->weightOffsets[i] != w.size)
+      return Error(ErrorCode::Internal,
+                   fmt::format("weight {} gave {} bytes; its entry records {}", i, cursor - p->weightOffsets[i], w.size));
+  }
   if (cursor != p->fileSize)
     return Error(ErrorCode::Internal,
                  fmt::format("container ended at {} bytes; its header records {}", cursor, p->fileSize));

@@ -386,19 +386,96 @@ void packPanels(bool transB, const float* B, size_t ldb, size_t k, size_t n, siz
   }
 }
 
-Expected<ir::Tensor> packWeight(const ops::WeightLayout& layout, const ir::Tensor& weight) {
+namespace {
+
+// op(B) of a weight packWeight accepts: K, N and whether it is stored transposed.
+struct PackShape {
+  size_t k, n;
+  bool transposed;
+};
+
+Expected<PackShape> packShape(const ops::WeightLayout& layout, const ir::Tensor& weight) {
   const bool transposed = layout.kind == ops::WeightLayoutKind::GemmPanelsTransposed;
   if ((layout.kind != ops::WeightLayoutKind::GemmPanels && !transposed) || !isPanelWidth(layout.width) ||
       layout.depth == 0 || weight.type() != ir::ElemType::Float || weight.rank() != 2)
     return makeError(ErrorCode::InvalidArgument, "a {} {} weight cannot be packed in layout {}",
                      ir::elemTypeName(weight.type()), ir::shapeToString(weight.shape()), ops::layoutName(layout));
   const auto rows = static_cast<size_t>(weight.shape()[0]), cols = static_cast<size_t>(weight.shape()[1]);
-  const size_t k = transposed ? cols : rows, n = transposed ? rows : cols;
-  const size_t elements = panelElements(k, n, layout.width);
+  return PackShape{transposed ? cols : rows, transposed ? rows : cols, transposed};
+}
+
+// packB's bytes for B not transposed, in another order: row by row, each row's stretch read once front to back and
+// scattered over `panels` panels of width W. packB walks a panel at a time down the rows, a stride of a whole row
+// per 4 * W bytes read, which is the slow way through a weight many times the cache.
+template <size_t W>
+void scatterRows(const float* B, size_t ldb, size_t p0, size_t kc, size_t j0, size_t nc, size_t panels, float* out) {
+  const size_t full = std::min(panels, nc / W);
+  for (size_t p = 0; p < kc; ++p) {
+    const float* src = B + (p0 + p) * ldb + j0;
+    float* dst = out + p * W;
+    for (size_t s = 0; s < full; ++s) std::memcpy(dst + s * kc * W, src + s * W, W * sizeof(float));
+    if (full < panels) {  // the last panel, zero-padded
+      const size_t cols = nc - full * W;
+      float* d = dst + full * kc * W;
+      std::memcpy(d, src + full * W, cols * sizeof(float));
+      std::fill(d + cols, d + W, 0.0f);
+    }
+  }
+}
+
+}  // namespace
+
+Expected<ir::Tensor> packWeight(const ops::WeightLayout& layout, const ir::Tensor& weight) {
+  CTX_ASSIGN_OR_RETURN(PackShape s, packShape(layout, weight));
+  const size_t elements = panelElements(s.k, s.n, layout.width);
   CTX_ASSIGN_OR_RETURN(ir::Tensor packed, ir::Tensor::allocate(ir::ElemType::Float, {static_cast<int64_t>(elements)}));
   if (elements > 0)
-    packPanels(transposed, weight.dataAs<float>(), cols, k, n, layout.width, layout.depth, packed.mutableDataAs<float>());
+    packPanels(s.transposed, weight.dataAs<float>(), static_cast<size_t>(weight.shape()[1]), s.k, s.n, layout.width,
+               layout.depth, packed.mutableDataAs<float>());
   return packed;
+}
+
+Expected<PackedWeightStream> PackedWeightStream::open(const ops::WeightLayout& layout, const ir::Tensor& weight,
+                                                      size_t chunkBytes) {
+  CTX_ASSIGN_OR_RETURN(PackShape s, packShape(layout, weight));
+  return PackedWeightStream(weight, s.transposed, s.k, s.n, layout.width, layout.depth, chunkBytes);
+}
+
+PackedWeightStream::PackedWeightStream(ir::Tensor weight, bool transposed, size_t k, size_t n, size_t width,
+                                       size_t depth, size_t chunkBytes)
+    : weight_(std::move(weight)), transposed_(transposed), k_(k), n_(n), width_(width), depth_(depth),
+      panels_((n + width - 1) / width) {
+  const size_t panelBytes = std::min(k, depth) * width * sizeof(float);
+  panelsPerPiece_ = std::max<size_t>(1, panelBytes == 0 ? 1 : chunkBytes / panelBytes);
+}
+
+std::span<const std::byte> PackedWeightStream::next() {
+  if (panel_ == panels_) {  // the block is done: on to the next one
+    block_ += depth_;
+    panel_ = 0;
+  }
+  if (block_ >= k_ || panels_ == 0) return {};
+  // Panels of a block lie one after another, each rows x width: a run of them is a contiguous piece of the layout.
+  const size_t rows = std::min(depth_, k_ - block_);
+  const size_t count = std::min(panelsPerPiece_, panels_ - panel_);
+  const size_t elements = count * rows * width_;
+  // Every element is written below, so a buffer is allocated once, at its largest, and never cleared.
+  std::unique_ptr<float[]>& buffer = buffers_[current_];
+  current_ ^= 1;
+  if (!buffer) buffer = std::make_unique_for_overwrite<float[]>(panelsPerPiece_ * std::min(depth_, k_) * width_);
+  const size_t column = panel_ * width_;
+  const auto ldb = static_cast<size_t>(weight_.shape()[1]);
+  if (transposed_) {
+    packB(true, weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, width_, 0, count, buffer.get());
+  } else {
+    switch (width_) {
+      case 8: scatterRows<8>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer.get()); break;
+      case 16: scatterRows<16>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer.get()); break;
+      default: scatterRows<32>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer.get()); break;
+    }
+  }
+  panel_ += count;
+  return std::as_bytes(std::span<const float>(buffer.get(), elements));
 }
 
 void sgemmPanels(bool transA, size_t M, float alpha, const float* A, size_t lda, const PanelsB& B, float beta, float* C,

@@ -4,6 +4,9 @@
 #include "kernels/kernels.h"
 
 #include <cstddef>
+#include <memory>
+#include <span>
+#include <vector>
 
 namespace ctxkit::kernels {
 
@@ -53,5 +56,28 @@ bool isPanelWidth(size_t width);
 // A 2-D float32 weight in `layout` (a GEMM panel layout): the 1-D tensor of its layout's elements, as a context
 // binary stores it. Fails for other layouts, types or ranks.
 Expected<ir::Tensor> packWeight(const ops::WeightLayout& layout, const ir::Tensor& weight);
+
+// packWeight's bytes a few panels at a time, in order, so that a large weight is hashed, compared or written
+// without a packed copy in memory. Keeps `weight`'s bytes alive. One thread at a time may call next(), but a piece
+// stays valid through one more call, so it may be consumed on one thread while the next is packed on another.
+class PackedWeightStream {
+public:
+  // Fails as packWeight does. Each piece is at most about `chunkBytes` (at least one panel of one block).
+  static Expected<PackedWeightStream> open(const ops::WeightLayout& layout, const ir::Tensor& weight,
+                                           size_t chunkBytes = size_t{1} << 20);
+  uint64_t byteSize() const { return uint64_t{k_} * panels_ * width_ * sizeof(float); }
+  // The next piece of the packed bytes, empty at the end; valid until the second call after this one.
+  std::span<const std::byte> next();
+
+private:
+  PackedWeightStream(ir::Tensor weight, bool transposed, size_t k, size_t n, size_t width, size_t depth,
+                     size_t chunkBytes);
+  ir::Tensor weight_;
+  bool transposed_ = false;
+  size_t k_ = 0, n_ = 0, width_ = 0, depth_ = 0, panels_ = 0, panelsPerPiece_ = 1;
+  size_t block_ = 0, panel_ = 0;  // where the next piece starts: K block (first row) and panel
+  std::unique_ptr<float[]> buffers_[2];  // pieces alternate between them
+  int current_ = 0;
+};
 
 }  // namespace ctxkit::kernels

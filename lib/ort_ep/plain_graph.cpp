@@ -68,10 +68,10 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   if (sharing) sharedLock = std::unique_lock(SharedCompile::instance().mutex());
   weightshare::WeightPool localPool;
   weightshare::WeightPool& pool = sharing ? SharedCompile::instance().pool() : localPool;
-  auto intern = [&](const ir::Tensor& t) -> Expected<uint32_t> {
-    if (!sharing) return pool.intern(t);
+  auto intern = [&](const ir::Tensor& t, const ops::WeightLayout& layout) -> Expected<uint32_t> {
+    if (!sharing) return pool.intern(t, layout);
     CTX_ASSIGN_OR_RETURN(auto owned, ir::Tensor::copyOf(t.type(), t.shape(), t.bytes()));
-    return pool.intern(owned);
+    return pool.intern(owned, layout);
   };
   struct Claimed {
     size_t partition;

@@ -44,7 +44,8 @@ struct ModelWork {
   analysis::GraphFacts facts;
   partitioner::PartitionPlan plan;
   std::vector<codegen::LoweredPartition> lowered;
-  std::vector<std::vector<ir::Tensor>> partitionWeights;  // per partition, the weights its program's indices name
+  // Per partition, the weights its program's indices name: plain tensor and the layout to store it in.
+  std::vector<std::vector<std::pair<ir::Tensor, ops::WeightLayout>>> partitionWeights;
   std::vector<std::string> partitionNames;
   std::vector<uint64_t> arenaSizes;
   // With --share, large fallback initializers stored in the group's .bin: (initializer name, weight index).
@@ -269,9 +270,9 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
       return makeError(ErrorCode::InvalidArgument, "graph name '{}' is used twice in one context (models with the same stem?)", name);
     auto used = valuesUsedOutside(w.model.graph, w.plan, static_cast<int>(p));
     // The program's weights are collected as it refers to them; the dedupe stage stores each distinct one once.
-    std::vector<ir::Tensor> weights;
-    auto intern = [&](const ir::Tensor& t) -> Expected<uint32_t> {
-      weights.push_back(t);
+    std::vector<std::pair<ir::Tensor, ops::WeightLayout>> weights;
+    auto intern = [&](const ir::Tensor& t, const ops::WeightLayout& layout) -> Expected<uint32_t> {
+      weights.emplace_back(t, layout);
       return static_cast<uint32_t>(weights.size() - 1);
     };
     codegen::LowerOptions lowerOptions;
@@ -304,7 +305,8 @@ Status dedupe(ModelWork& w, ContainerWork& c, const CompileOptions& options, boo
     program::Program& prog = w.lowered[p].program;
     for (auto& t : prog.tensors) {
       if (t.kind != program::TensorKind::Weight) continue;
-      CTX_ASSIGN_OR_RETURN(t.index, c.pool.intern(w.partitionWeights[p][t.index])
+      const auto& [tensor, layout] = w.partitionWeights[p][t.index];
+      CTX_ASSIGN_OR_RETURN(t.index, c.pool.intern(tensor, layout)
                                         .addContext(fmt::format("'{}': graph '{}': weight '{}'", w.source.string(),
                                                                 w.partitionNames[p], t.name)));
     }
@@ -527,7 +529,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
   // The figures ctxinspect prints for each written .bin (program::sharingFigures), summed over the binaries.
   for (size_t c = 0; c < containers.size(); ++c) {
     std::vector<uint64_t> weightBytes;
-    for (const auto& pooled : containers[c].pool.weights()) weightBytes.push_back(pooled.tensor.byteSize());
+    for (const auto& pooled : containers[c].pool.weights()) weightBytes.push_back(pooled.size);
     std::vector<const program::Program*> programs;
     for (const auto& w : work)
       if (w.container == c)
@@ -606,7 +608,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
                                      std::pair{&w.sharedSubgraphInitializers, &settings.externalSubgraphInitializers}})
         for (const auto& [name, index] : *shared) {
           CTX_ASSIGN_OR_RETURN(uint64_t offset, writers[w.container]->weightFileOffset(index));
-          const uint64_t length = containers[w.container].pool.weights()[index].tensor.byteSize();
+          const uint64_t length = containers[w.container].pool.weights()[index].size;
           (*located)[name] = ir::ExternalLocation{containers[w.container].path.filename().string(), offset, length};
         }
       CTX_ASSIGN_OR_RETURN(ir::Model model, buildContextModel(w.model, w.facts, w.plan, w.lowered, w.partitionNames,

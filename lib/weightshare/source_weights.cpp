@@ -17,6 +17,7 @@ WeightSources locateInSources(const WeightPool& pool, std::span<const SourceMode
   WeightSources sources(pool.weights().size());
   for (size_t i = 0; i < pool.weights().size(); ++i) {
     const ir::Tensor& t = pool.weights()[i].tensor;
+    if (!pool.weights()[i].layout.plain()) continue;  // packed bytes are no initializer's
     auto [begin, end] = byHash.equal_range(pool.weights()[i].hash);
     std::set<std::string> found;  // one place per model is enough
     for (auto it = begin; it != end; ++it) {
@@ -35,8 +36,10 @@ Status addPoolWeights(format::ContainerWriter& writer, const WeightPool& pool, c
   for (size_t i = 0; i < pool.weights().size(); ++i) {
     const PooledWeight& w = pool.weights()[i];
     auto index = sources && !(*sources)[i].empty()
-                     ? writer.addSourceWeight(w.tensor.type(), w.tensor.shape(), w.hash, (*sources)[i])
-                     : writer.addWeight(w.tensor.type(), w.tensor.shape(), w.tensor.bytes(), w.hash);
+                     ? writer.addSourceWeight(w.type, w.shape, w.hash, (*sources)[i])
+                 : w.layout.plain()
+                     ? writer.addWeight(w.type, w.shape, w.tensor.bytes(), w.hash)
+                     : writer.addWeight(w.type, w.shape, w.size, w.hash, [&w](const auto& sink) { return w.forEachPiece(sink, true); });
     if (!index) return index.takeError();
   }
   return Status::ok();

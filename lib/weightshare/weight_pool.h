@@ -1,38 +1,59 @@
-// Stores every distinct weight once: identity is element type, shape and bytes (XXH3-128, then a byte compare).
+// Stores every distinct weight once: identity is element type, shape and the bytes stored (XXH3-128, then a byte
+// compare). A weight stored in a GEMM panel layout stays a recipe (its plain source and the layout) until it is
+// written: its packed bytes are produced a few panels at a time to hash, compare and write them, never all at once.
 #pragma once
 
 #include "ir/tensor.h"
+#include "ops/weight_layout.h"
 #include "support/hash.h"
 #include "support/status.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <span>
+#include <tuple>
 #include <vector>
 
 namespace ctxkit::weightshare {
 
 struct PooledWeight {
-  ir::Tensor tensor;  // keeps the bytes alive (a mapped source file or a lowered buffer)
-  Hash128 hash;
+  ir::Tensor tensor;          // the plain bytes; keeps them alive (a mapped source file or a lowered buffer)
+  ops::WeightLayout layout;   // how they are stored: Plain as they are, a panel layout packed (kernels::packWeight)
+  ir::ElemType type = ir::ElemType::Undefined;  // of the stored form: a packed weight is 1-D
+  ir::Shape shape;
+  uint64_t size = 0;  // stored bytes
+  Hash128 hash;       // of the stored bytes
   uint64_t references = 0;
+
+  // Hands `sink` the stored bytes in order, in pieces of bounded size. With `packAhead`, a packed weight's next
+  // piece is packed on another thread while `sink` takes this one: worth it when `sink` is the slower (a file
+  // write), not when it is faster (a hash, which then reads the piece from another core's cache).
+  Status forEachPiece(const std::function<Status(std::span<const std::byte>)>& sink, bool packAhead = false) const;
 };
 
 class WeightPool {
 public:
-  // Returns the index of an equal weight already pooled, or adds this one. Never merges on hash alone.
-  Expected<uint32_t> intern(const ir::Tensor& tensor);
+  // Returns the index of an equal weight already pooled, or adds this one; `layout` is the form it is stored in.
+  // Never merges on hash alone. The same bytes (same tensor storage) in the same layout are hashed once.
+  Expected<uint32_t> intern(const ir::Tensor& tensor, const ops::WeightLayout& layout = {});
 
   const std::vector<PooledWeight>& weights() const { return weights_; }
   uint64_t referencedBytes() const { return referencedBytes_; }
   uint64_t uniqueBytes() const { return uniqueBytes_; }
-  uint64_t bytesHashed() const { return referencedBytes_; }
+  uint64_t bytesHashed() const { return hashedBytes_; }
   uint64_t hashCollisions() const { return collisions_; }
 
 private:
+  // Storage address, byte count, type, shape, layout (kind, width, depth): pooled tensors keep their storage alive
+  // and never change it, so an equal key means equal bytes.
+  using Identity = std::tuple<const std::byte*, size_t, ir::ElemType, ir::Shape, uint8_t, uint16_t, uint16_t>;
   std::vector<PooledWeight> weights_;
   std::multimap<Hash128, uint32_t> byHash_;
+  std::map<Identity, uint32_t> byIdentity_;
   uint64_t referencedBytes_ = 0;
   uint64_t uniqueBytes_ = 0;
+  uint64_t hashedBytes_ = 0;
   uint64_t collisions_ = 0;
 };
 

@@ -3,12 +3,15 @@
 #include "codegen/lower.h"
 #include "codegen/memory_plan.h"
 #include "graph_builder.h"
+#include "kernels/gemm.h"
 #include "partitioner/partitioner.h"
+#include "weightshare/source_weights.h"
 #include "weightshare/weight_pool.h"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 
 using namespace ctxkit;
@@ -147,6 +150,57 @@ TEST_CASE("weights are one entry per content, not per name", "[weightshare]") {
   CHECK(pool.weights()[0].references == 2);
 }
 
+TEST_CASE("packed weights are pooled as recipes: hashed once, deduped by stored bytes, written packed", "[weightshare]") {
+  const ops::WeightLayout panels{ops::WeightLayoutKind::GemmPanels, 8, 7};  // K = 20, N = 13: odd blocks and panels
+  const ops::WeightLayout transposed{ops::WeightLayoutKind::GemmPanelsTransposed, 8, 7};
+  auto b = floatInit("b", {20, 13}, 1.0f).tensor;
+  auto sameBytes = floatInit("b2", {20, 13}, 1.0f).tensor;  // other storage, equal bytes
+  auto packed = kernels::packWeight(panels, b);
+  REQUIRE(packed);
+  // A plain 1-D weight whose bytes are exactly b's packed bytes: the same stored weight.
+  auto packedCopy = ir::Tensor::copyOf(ir::ElemType::Float, packed->shape(), packed->bytes());
+  REQUIRE(packedCopy);
+
+  weightshare::WeightPool pool;
+  CHECK(*pool.intern(b, panels) == 0);
+  CHECK(pool.bytesHashed() == packed->byteSize());
+  CHECK(*pool.intern(b, panels) == 0);  // the same storage in the same layout: not hashed again
+  CHECK(pool.bytesHashed() == packed->byteSize());
+  CHECK(*pool.intern(sameBytes, panels) == 0);
+  CHECK(*pool.intern(*packedCopy) == 0);
+  CHECK(*pool.intern(b) == 1);               // plain: other bytes
+  CHECK(*pool.intern(b, transposed) == 2);  // b as a transposed B operand: other bytes
+  CHECK(pool.weights().size() == 3);
+  CHECK(pool.weights()[0].references == 4);
+  const auto& w = pool.weights()[0];
+  CHECK(w.shape == packed->shape());
+  CHECK(w.size == packed->byteSize());
+  CHECK(w.hash == hash128(packed->bytes()));
+  CHECK(pool.weights()[2].hash == hash128(kernels::packWeight(transposed, b)->bytes()));
+  CHECK_FALSE(pool.intern(floatInit("v", {4}).tensor, panels));  // a 1-D weight has no panel layout
+
+  // The container gets the packed bytes, produced while it is written, under the hash of those bytes.
+  format::ContainerWriter writer(format::CompatInfo{"ctxkit", "test", "cpu", "1"});
+  REQUIRE(weightshare::addPoolWeights(writer, pool));
+  auto bytes = writer.serialize();
+  REQUIRE(bytes);
+  auto view = format::ContainerView::open(*bytes, nullptr, "pool.bin");
+  REQUIRE(view);
+  REQUIRE(view->verify());
+  REQUIRE(view->weights().size() == 3);
+  auto stored = view->weightBytes(0);
+  REQUIRE(stored.size() == packed->byteSize());
+  CHECK(std::memcmp(stored.data(), packed->data(), stored.size()) == 0);
+  CHECK(view->weights()[0].hash == hash128(packed->bytes()));
+  CHECK(view->weights()[0].shape == packed->shape());
+  // A producer that gives the wrong byte count fails the write instead of leaving a short weight.
+  format::ContainerWriter wrong(format::CompatInfo{"ctxkit", "test", "cpu", "1"});
+  REQUIRE(wrong.addWeight(ir::ElemType::Float, {4}, 16, Hash128{}, [&](const auto& sink) {
+    return sink(packed->bytes().first(8));
+  }));
+  CHECK_FALSE(wrong.serialize());
+}
+
 TEST_CASE("the memory plan reuses dead buffers and keeps live ones apart", "[codegen]") {
   std::vector<codegen::BufferRequest> reqs = {{100, 0, 1}, {200, 1, 2}, {100, 2, 3}, {50, 3, 3}};
   auto plan = codegen::planMemory(reqs, 64);
@@ -181,7 +235,7 @@ TEST_CASE("lowering folds BatchNormalization and Relu into Conv and turns Reshap
   auto plan = partitioner::partitionGraph(g, *facts, targetWithout("none"));
   REQUIRE(plan.partitions.size() == 1);
   weightshare::WeightPool pool;
-  auto lowered = codegen::lowerPartition(g, *facts, plan.partitions[0], {"y"}, [&](const ir::Tensor& t) { return pool.intern(t); });
+  auto lowered = codegen::lowerPartition(g, *facts, plan.partitions[0], {"y"}, [&](const ir::Tensor& t, const ops::WeightLayout& l) { return pool.intern(t, l); });
   REQUIRE(lowered);
   std::vector<ir::OpKind> kinds;
   for (const auto& op : lowered->program.ops) kinds.push_back(op.kind);

@@ -3,6 +3,7 @@
 #include "analysis/analysis.h"
 #include "codegen/lower.h"
 #include "graph_builder.h"
+#include "kernels/gemm.h"
 #include "kernels/kernels.h"
 #include "partitioner/partitioner.h"
 #include "weightshare/weight_pool.h"
@@ -37,7 +38,13 @@ ir::Tensor executeProgram(const program::Program& p, const weightshare::WeightPo
   std::vector<ir::Tensor> bound(p.tensors.size());
   for (size_t t = 0; t < p.tensors.size(); ++t) {
     const auto& d = p.tensors[t];
-    if (d.kind == program::TensorKind::Weight) bound[t] = pool.weights()[d.index].tensor;
+    if (d.kind == program::TensorKind::Weight) {
+      // The pool keeps a packed weight as its plain source and packs it when the container is written.
+      const auto& w = pool.weights()[d.index];
+      auto stored = w.layout.plain() ? Expected<ir::Tensor>(w.tensor) : kernels::packWeight(w.layout, w.tensor);
+      REQUIRE(stored);
+      bound[t] = *stored;
+    }
     if (d.kind == program::TensorKind::Input) bound[t] = x;
     if (d.kind == program::TensorKind::Arena || d.kind == program::TensorKind::Output) {
       auto buffer = ir::Tensor::allocate(d.type, d.shape);
@@ -122,7 +129,7 @@ std::unique_ptr<Lowered> lowerAll(const ir::Graph& g, std::set<std::string> skip
   options.skipPasses = std::move(skip);
   options.gemmLayout = kPanels32;
   auto lowered = codegen::lowerPartition(g, *facts, all, {g.outputs[0].name},
-                                         [&](const ir::Tensor& t) { return out->pool.intern(t); }, options);
+                                         [&](const ir::Tensor& t, const ops::WeightLayout& l) { return out->pool.intern(t, l); }, options);
   INFO((lowered ? std::string() : lowered.error().message()));
   REQUIRE(lowered);
   out->partition = std::move(lowered).value();
@@ -267,7 +274,7 @@ TEST_CASE("dump-after and stop-after show the partition after the named pass", "
   REQUIRE(facts);
   partitioner::Partition all{{0, 1}};
   weightshare::WeightPool pool;
-  auto intern = [&](const ir::Tensor& t) { return pool.intern(t); };
+  auto intern = [&](const ir::Tensor& t, const ops::WeightLayout& l) { return pool.intern(t, l); };
   for (std::string_view pass : codegen::loweringPassNames()) {
     codegen::LowerOptions o;
     o.name = "p";
@@ -304,7 +311,7 @@ TEST_CASE("pass choose-layouts stores constant GEMM operands in panels, packed a
   CHECK(weights["b"].shape == ir::Shape{20, 40});
   // K x ceil(N / 32) x 32 floats: 20 x 2 x 32.
   CHECK(weights["b"].size == 20 * 64 * 4);
-  CHECK(l->pool.weights()[weights["b"].index].tensor.shape() == ir::Shape{20 * 64});
+  CHECK(l->pool.weights()[weights["b"].index].shape == ir::Shape{20 * 64});
   CHECK(weights["t"].layout == ops::WeightLayout{ops::WeightLayoutKind::GemmPanelsTransposed, 32, 256});
   CHECK(weights["shared"].layout.plain());
   CHECK(weights["shared"].size == 40 * 40 * 4);

@@ -2,7 +2,9 @@
 #include "kernel_test_util.h"
 
 #include "kernels/gemm.h"
+#include "support/hash.h"
 
+#include <cstring>
 #include <random>
 
 using namespace ctxkit;
@@ -97,6 +99,52 @@ TEST_CASE("packed panels put B's elements where docs/format/program-v2.md says")
         REQUIRE(packed[b * D * P * W + p * rows * W + (k - b * D) * W + j] == want);
       }
   }
+}
+
+TEST_CASE("a weight packed a few panels at a time gives packWeight's bytes and hash, in bounded pieces") {
+  // K and N not multiples of the panel depth or width: shallow last blocks, zero-padded last panels.
+  struct Size {
+    int64_t rows, cols;
+  };
+  for (Size s : {Size{1, 1}, Size{5, 11}, Size{300, 70}, Size{513, 33}, Size{17, 129}}) {
+    const auto values = randomFloats(static_cast<size_t>(s.rows * s.cols), 5);
+    const ir::Tensor weight = ir::Tensor::fromVector(ir::ElemType::Float, {s.rows, s.cols}, values);
+    for (auto kind : {ops::WeightLayoutKind::GemmPanels, ops::WeightLayoutKind::GemmPanelsTransposed})
+      for (uint16_t width : {8, 16, 32})
+        for (uint16_t depth : {256, 7})
+          for (size_t chunk : {size_t{1}, size_t{1000}, size_t{1} << 20}) {
+            const ops::WeightLayout layout{kind, width, depth};
+            INFO(s.rows << "x" << s.cols << " " << ops::layoutName(layout) << " pieces of " << chunk << " bytes");
+            auto packed = kernels::packWeight(layout, weight);
+            REQUIRE(packed);
+            auto stream = kernels::PackedWeightStream::open(layout, weight, chunk);
+            REQUIRE(stream);
+            CHECK(stream->byteSize() == packed->byteSize());
+            // The widest piece: as many panels of one block as fit in `chunk`, and at least one.
+            const size_t k = static_cast<size_t>(kind == ops::WeightLayoutKind::GemmPanels ? s.rows : s.cols);
+            const size_t panelBytes = std::min<size_t>(k, depth) * width * sizeof(float);
+            const size_t widest = std::max(panelBytes, chunk / panelBytes * panelBytes);
+            std::vector<std::byte> joined;
+            Hasher128 hasher;
+            std::span<const std::byte> previous;  // still valid: the one before may be in use on another thread
+            for (auto piece = stream->next(); !piece.empty(); piece = stream->next()) {
+              REQUIRE(piece.size() <= widest);
+              if (!previous.empty())
+                REQUIRE(std::memcmp(previous.data(), packed->data() + joined.size() - previous.size(), previous.size()) == 0);
+              joined.insert(joined.end(), piece.begin(), piece.end());
+              hasher.update(piece);
+              previous = piece;
+            }
+            REQUIRE(joined.size() == packed->byteSize());
+            CHECK(std::memcmp(joined.data(), packed->data(), joined.size()) == 0);
+            CHECK(hasher.digest() == hash128(packed->bytes()));
+          }
+  }
+  // The same refusals as packWeight's.
+  const ir::Tensor vector = ir::Tensor::fromVector(ir::ElemType::Float, {4}, std::vector<float>(4));
+  CHECK_FALSE(kernels::PackedWeightStream::open(ops::WeightLayout{ops::WeightLayoutKind::GemmPanels, 8, 256}, vector));
+  const ir::Tensor matrix = ir::Tensor::fromVector(ir::ElemType::Float, {2, 2}, std::vector<float>(4));
+  CHECK_FALSE(kernels::PackedWeightStream::open(ops::WeightLayout{ops::WeightLayoutKind::GemmPanels, 12, 256}, matrix));
 }
 
 TEST_CASE("sgemmPanels matches a naive triple loop for every panel width, depth and shape") {
