@@ -16,6 +16,7 @@ WeightSources locateInSources(const WeightPool& pool, std::span<const SourceMode
         byHash.emplace(hash128(tensor->bytes()), std::tuple{&m.name, name, tensor});
   WeightSources sources(pool.weights().size());
   for (size_t i = 0; i < pool.weights().size(); ++i) {
+    if (!pool.weights()[i].layout.plain()) continue;  // packed bytes are never a source's
     const ir::Tensor& t = pool.weights()[i].tensor;
     if (!pool.weights()[i].layout.plain()) continue;  // packed bytes are no initializer's
     auto [begin, end] = byHash.equal_range(pool.weights()[i].hash);
