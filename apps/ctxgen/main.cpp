@@ -63,7 +63,8 @@ int main(int argc, char** argv) {
                  "print a built-in target's JSON (the format in docs/target-json.md, a start for your own) and exit");
   app.add_flag("--share", o.share, "one context binary for all models, every identical weight stored once");
   app.add_option("-o,--output-dir", outputDir, "write all outputs to DIR (created if missing)");
-  app.add_option("--embed-mode", o.embedMode, "0: context in a .bin file (default); 1: inside the _ctx.onnx")->check(CLI::Range(0, 1));
+  app.add_option("--embed-mode", o.embedMode, "0: context in a .bin file (default); 1: inside the _ctx.onnx")
+      ->check(CLI::Range(0, 1));
   app.add_option("--target", o.target, "npu-sim (default), cpu, or a target JSON file (docs/target-json.md)");
   app.add_option("--dim", o.dimArgs, "bind a symbolic dimension: [STEM:]SYM=V (STEM: that model only)");
   app.add_option("--shape", o.shapeArgs, "bind an input shape: [STEM:]INPUT=AxBxC (STEM: that model only)");
@@ -74,25 +75,30 @@ int main(int argc, char** argv) {
                  "compile every model once more for these bindings: [NAME:]SYM=V[,SYM=V|INPUT=AxB...]; outputs "
                  "<stem>_<NAME>_ctx.onnx, all variants in one context binary (repeatable)");
   app.add_option("--node-name-prefix", o.nodeNamePrefix, "prefix for EPContext node names");
-  app.add_option("--external-initializers-file", o.externalInitializersFile, "put fallback initializers in this file beside each _ctx.onnx");
+  app.add_option("--external-initializers-file", o.externalInitializersFile,
+                 "put fallback initializers in this file beside each _ctx.onnx");
   app.add_flag("--embed-fallback-initializers", o.embedFallbackInitializers,
                "with --share, keep fallback initializers inside each _ctx.onnx instead of the shared .bin");
-  app.add_option("-C,--config", configs,
-                 "ONNX Runtime session option KEY=VALUE, or ONNX Runtime's \"KEY|VALUE KEY|VALUE\"; keys: " +
-                     ctxgen::knownConfigKeys() +
-                     " (ep.stop_share_ep_contexts is accepted and changes nothing: sharing ends with the run; "
-                     "ep.enable_weightless=1 is --weightless; ep.context_source_model_path is refused: it is a load-time option)");
+  app.add_option(
+      "-C,--config", configs,
+      "ONNX Runtime session option KEY=VALUE, or ONNX Runtime's \"KEY|VALUE KEY|VALUE\"; keys: " +
+          ctxgen::knownConfigKeys() +
+          " (ep.stop_share_ep_contexts is accepted and changes nothing: sharing ends with the run; "
+          "ep.enable_weightless=1 is --weightless; ep.context_source_model_path is refused: it is a load-time option)");
   app.add_flag("--weightless", o.weightless,
                "weightless context (SPEC §4): weights stay in the source models, the .bin records where (ctxrun "
                "--source-model, ORT's ep.context_source_model_path); weights the compiler derives are stored");
   app.add_flag("--force", o.force, "overwrite existing outputs");
   app.add_flag("--error-if-no-nodes-compiled", o.errorIfNoNodesCompiled, "fail when no node can be compiled");
-  app.add_option("--json", jsonPath, "write a JSON report to FILE, or - for stdout (schema in docs/ctxgen-json.md; written on failure too)");
+  app.add_option(
+      "--json", jsonPath,
+      "write a JSON report to FILE, or - for stdout (schema in docs/ctxgen-json.md; written on failure too)");
   app.add_flag("--dry-run", o.dryRun, "print the partition report and write nothing");
   app.add_flag("--dump", o.dumpPrograms, "print the compiled programs as text");
-  app.add_option("--dump-after", o.dumpAfter,
-                 "print every partition as it is after this lowering pass (fuse-qdq, fold-constants, fold-batchnorm, fold-affine, "
-                 "fuse-matmul-add, match-activations, fuse-epilogue, choose-layouts, emit-program, plan-memory)");
+  app.add_option(
+      "--dump-after", o.dumpAfter,
+      "print every partition as it is after this lowering pass (fuse-qdq, fold-constants, fold-batchnorm, fold-affine, "
+      "fuse-matmul-add, match-activations, fuse-epilogue, choose-layouts, emit-program, plan-memory)");
   app.add_option("--stop-after", o.stopAfter, "stop lowering after this pass, print the partitions, write nothing");
   app.add_option("--depfile", depfile, "write Makefile-style dependencies to FILE");
   app.add_flag("-v,--verbose", verbose, "per-partition and per-stage detail");

@@ -14,15 +14,18 @@ namespace ctxkit::ctxgen {
 Status SettingSources::claim(const std::string& setting, const std::string& option, const std::string& value) {
   auto [it, fresh] = sources_.emplace(setting, Source{option, value});
   if (fresh || it->second.value == value) return Status::ok();
-  return makeError(ErrorCode::InvalidArgument, "{} contradicts {}: both set the {}", option, it->second.option, setting);
+  return makeError(ErrorCode::InvalidArgument, "{} contradicts {}: both set the {}", option, it->second.option,
+                   setting);
 }
 
 namespace {
 
-Status applyOne(const std::string& key, const std::string& value, pipeline::CompileOptions& o, SettingSources& sources) {
+Status applyOne(const std::string& key, const std::string& value, pipeline::CompileOptions& o,
+                SettingSources& sources) {
   const std::string given = fmt::format("-C {}={}", key, value);
   auto flag = [&](bool& out) -> Status {
-    if (value != "0" && value != "1") return makeError(ErrorCode::InvalidArgument, "-C {}: expected 0 or 1, got '{}'", key, value);
+    if (value != "0" && value != "1")
+      return makeError(ErrorCode::InvalidArgument, "-C {}: expected 0 or 1, got '{}'", key, value);
     out = value == "1";
     return Status::ok();
   };
@@ -76,13 +79,13 @@ Status applyOne(const std::string& key, const std::string& value, pipeline::Comp
 
 std::string knownConfigKeys() {
   namespace opt = epcontext::option;
-  return fmt::format("{}", fmt::join(std::initializer_list<const char*>{opt::kContextEnable, opt::kContextEmbedMode,
-                                                                          opt::kContextNodeNamePrefix, opt::kContextFilePath,
-                                                                          opt::kContextExternalInitializersFileName,
-                                                                          opt::kShareEpContexts, opt::kStopShareEpContexts,
-                                                                          opt::kContextSourceModelPath, opt::kEnableWeightless,
-                                                                          opt::kEnableWeightlessDeprecated},
-                                     ", "));
+  return fmt::format(
+      "{}", fmt::join(
+                std::initializer_list<const char*>{
+                    opt::kContextEnable, opt::kContextEmbedMode, opt::kContextNodeNamePrefix, opt::kContextFilePath,
+                    opt::kContextExternalInitializersFileName, opt::kShareEpContexts, opt::kStopShareEpContexts,
+                    opt::kContextSourceModelPath, opt::kEnableWeightless, opt::kEnableWeightlessDeprecated},
+                ", "));
 }
 
 Status applyConfig(const std::string& entry, pipeline::CompileOptions& o, SettingSources& sources) {

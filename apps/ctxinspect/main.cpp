@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
   inspect::Options options;
   cli::LogOptions logOptions;
   app.add_option("models", models, "_ctx.onnx files (from ctxkit or any other EP)")->required();
-  app.add_flag("--verify", options.verify, "also check every weight hash and padding byte of ctxkit binaries and load every external initializer");
+  app.add_flag("--verify", options.verify,
+               "also check every weight hash and padding byte of ctxkit binaries and load every external initializer");
   app.add_flag("--json", json, "print the report as JSON (schema in docs/ctxinspect-json.md)");
   app.add_option("--dot", dot, "write a Graphviz picture of the partitioning to FILE");
   cli::addLogOptions(app, logOptions);

@@ -111,17 +111,20 @@ int main(int argc, char** argv) {
   CLI::App app{"ctxrun: run a _ctx.onnx model (or a plain .onnx) with ctxkit's runtime"};
   Args a;
   app.add_option("model", a.model, "the model to run")->required();
-  app.add_option("--inputs", a.inputs, "folder with input_<i>.pb, input_<i>.npy or <name>.npy (default: seeded random inputs)");
+  app.add_option("--inputs", a.inputs,
+                 "folder with input_<i>.pb, input_<i>.npy or <name>.npy (default: seeded random inputs)");
   app.add_option("--expected", a.expected, "folder with output_<i>.pb or .npy to compare against");
   app.add_option("--rtol", a.rtol, "relative tolerance (default 1e-3)");
   app.add_option("--atol", a.atol, "absolute tolerance (default 1e-5)");
   app.add_option("--output-dir", a.outputDir, "write output_<i>.npy here");
   app.add_flag("--save-pb", a.savePb, "also write output_<i>.pb");
-  app.add_option("--save-inputs", a.saveInputs, "write the inputs used as input_<i>.npy here (to feed another runtime)");
+  app.add_option("--save-inputs", a.saveInputs,
+                 "write the inputs used as input_<i>.npy here (to feed another runtime)");
   app.add_option("--dim", a.dims, "bind a symbolic dimension for random inputs: SYM=V");
   app.add_option("--shape", a.shapes, "input shape for random inputs: INPUT=AxBxC");
   app.add_option("--seed", a.seed, "seed for random inputs (default 1)");
-  app.add_option("--set", a.sets, "give input NAME these values (e.g. a sample rate); one value fills every element: NAME=V[,V...]");
+  app.add_option("--set", a.sets,
+                 "give input NAME these values (e.g. a sample rate); one value fills every element: NAME=V[,V...]");
   app.add_option("--iters", a.iters, "run N times and print load, first-run, median and p90 times");
   app.add_option("--threads", a.threads, "kernel threads (default 1)")->check(CLI::Range(1, 256));
   app.add_option("--parallel-runs", a.parallelRuns,
@@ -133,13 +136,16 @@ int main(int argc, char** argv) {
                  "run each once, to measure what extra sessions cost")
       ->check(CLI::Range(1, 64));
   app.add_flag("--verify", a.verify, "check every weight hash of the context binaries at load");
-  app.add_flag("--prefault", a.prefault, "touch every page of the execution arena at load, so the first run does not fault them in");
-  app.add_option("--source-model", a.sourceModel,
-                 "weightless contexts: the source model holding the weights (ep.context_source_model_path; default: the "
-                 "node's onnx_model_filename beside the model)");
+  app.add_flag("--prefault", a.prefault,
+               "touch every page of the execution arena at load, so the first run does not fault them in");
+  app.add_option(
+      "--source-model", a.sourceModel,
+      "weightless contexts: the source model holding the weights (ep.context_source_model_path; default: the "
+      "node's onnx_model_filename beside the model)");
   app.add_flag("--strict", a.strict, "fail instead of warn when recompilation is recommended");
   app.add_flag("--from-buffer", a.fromBuffer, "load the model from memory (with --context-file-path)");
-  app.add_option("--context-file-path", a.contextFilePath, "with --from-buffer: the path ep_cache_context resolves against");
+  app.add_option("--context-file-path", a.contextFilePath,
+                 "with --from-buffer: the path ep_cache_context resolves against");
   app.add_flag("--json", a.json, "print a JSON report");
   cli::addLogOptions(app, a.log);
   app.footer(kHelpFooter);
@@ -184,7 +190,8 @@ int main(int argc, char** argv) {
   for (const auto& w : s.warnings()) cli::logWarning("{}", w);
   cli::logVerbose("loaded {} in {:.2f} ms{}", a.model, loadMs, a.verify ? ", every weight hash checked" : "");
 
-  auto feeds = a.inputs.empty() ? tooling::randomInputs(s.inputs(), bindings, a.seed) : tooling::loadInputFolder(a.inputs, s.inputs());
+  auto feeds = a.inputs.empty() ? tooling::randomInputs(s.inputs(), bindings, a.seed)
+                                : tooling::loadInputFolder(a.inputs, s.inputs());
   if (!feeds) return fail(a, feeds.error(), report);
   for (const auto& set : a.sets)
     if (auto st = tooling::setInputValue(*feeds, s.inputs(), set); !st) return fail(a, st.error(), report);
@@ -217,14 +224,18 @@ int main(int argc, char** argv) {
   }
   if (a.parallelRuns > 0) {
     auto p = runInParallel(s, *feeds, *outputs, a.parallelRuns, a.iters > 0 ? a.iters : 50);
-    report["parallel"] = {{"threads", a.parallelRuns}, {"runs", p.runs}, {"wrong", p.wrong}, {"seconds", p.seconds},
+    report["parallel"] = {{"threads", a.parallelRuns},
+                          {"runs", p.runs},
+                          {"wrong", p.wrong},
+                          {"seconds", p.seconds},
                           {"runs_per_second", p.runs / p.seconds}};
     if (!a.json)
       std::cout << fmt::format("parallel: {}, {}, {} wrong, {:.1f} runs/s\n", counted(a.parallelRuns, "thread"),
                                counted(p.runs, "run"), p.wrong, p.runs / p.seconds);
     if (p.wrong > 0)
-      return fail(a, makeError(ErrorCode::Internal, "{} of {} parallel runs differ from the serial run; first: {}", p.wrong,
-                               p.runs, p.firstProblem),
+      return fail(a,
+                  makeError(ErrorCode::Internal, "{} of {} parallel runs differ from the serial run; first: {}",
+                            p.wrong, p.runs, p.firstProblem),
                   report);
   }
   std::vector<std::unique_ptr<runtime::Session>> extraSessions;  // alive until the end: their memory is what counts
@@ -242,8 +253,8 @@ int main(int argc, char** argv) {
           return fail(a, makeError(ErrorCode::Internal, "session {} computed another output {}", k + 1, o), report);
       extraSessions.push_back(std::move(extra).value());
     }
-    report["sessions"] = {{"count", a.sessions}, {"extra_load_ms", loads},
-                          {"mapped_contexts", runtime::mappedContextCount()}};
+    report["sessions"] = {
+        {"count", a.sessions}, {"extra_load_ms", loads}, {"mapped_contexts", runtime::mappedContextCount()}};
   }
   report["outputs"] = nlohmann::ordered_json::array();
   for (size_t i = 0; i < outputs->size(); ++i)
@@ -251,7 +262,8 @@ int main(int argc, char** argv) {
                                  {"type", std::string(ir::elemTypeName((*outputs)[i].type()))},
                                  {"shape", (*outputs)[i].shape()}});
   if (!a.outputDir.empty())
-    if (auto st = tooling::saveOutputs(a.outputDir, *outputs, s.outputs(), a.savePb); !st) return fail(a, st.error(), report);
+    if (auto st = tooling::saveOutputs(a.outputDir, *outputs, s.outputs(), a.savePb); !st)
+      return fail(a, st.error(), report);
 
   bool allMatch = true;
   if (!a.expected.empty()) {
@@ -261,9 +273,14 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < outputs->size(); ++i) {
       auto c = tooling::compareTensors((*outputs)[i], (*expected)[i], a.rtol, a.atol);
       allMatch &= c.match;
-      report["comparison"].push_back({{"output", s.outputs()[i].name}, {"match", c.match}, {"max_abs_error", c.maxAbsError}, {"message", c.message}});
+      report["comparison"].push_back({{"output", s.outputs()[i].name},
+                                      {"match", c.match},
+                                      {"max_abs_error", c.maxAbsError},
+                                      {"message", c.message}});
       if (!a.json) {
-        if (c.match) std::cout << fmt::format("output {} '{}': match (max |diff| {:.3g})\n", i, s.outputs()[i].name, c.maxAbsError);
+        if (c.match)
+          std::cout << fmt::format("output {} '{}': match (max |diff| {:.3g})\n", i, s.outputs()[i].name,
+                                   c.maxAbsError);
         else std::cout << fmt::format("output {} '{}': MISMATCH: {}\n", i, s.outputs()[i].name, c.message);
       }
     }
@@ -273,7 +290,8 @@ int main(int argc, char** argv) {
     std::cout << report.dump(2) << "\n";
   } else {
     std::cout << fmt::format("{}: {}, {}, {}; load {:.2f} ms, first run {:.2f} ms", a.model,
-                             counted(s.stats().compiledNodes, "compiled node"), counted(s.stats().fallbackNodes, "fallback node"),
+                             counted(s.stats().compiledNodes, "compiled node"),
+                             counted(s.stats().fallbackNodes, "fallback node"),
                              counted(s.stats().contexts, "context binary", "context binaries"), loadMs, firstMs);
     if (!times.empty())
       std::cout << fmt::format(", median {:.3f} ms, p90 {:.3f} ms over {}", report["median_ms"].get<double>(),

@@ -95,7 +95,8 @@ Status checkDeclared(const ir::ValueInfo* declared, const ir::Shape& inferred, c
   for (size_t d = 0; agrees && d < dims.size(); ++d) agrees = !dims[d].isKnown() || dims[d].value == inferred[d];
   if (agrees) return Status::ok();
   return makeError(ErrorCode::InvalidGraph, "{}: value '{}' is declared {} in the model, but its inputs give {}",
-                   nodeLabel(node, index), declared->name, ir::dimsToString(declared->shape), ir::shapeToString(inferred));
+                   nodeLabel(node, index), declared->name, ir::dimsToString(declared->shape),
+                   ir::shapeToString(inferred));
 }
 
 }  // namespace
@@ -114,9 +115,10 @@ std::optional<ir::Shape> bindShape(const ir::ValueInfo& info, const Bindings& bi
     } else if (auto b = bindings.dims.find(d.symbol); !d.symbol.empty() && b != bindings.dims.end()) {
       shape.push_back(b->second);
     } else {
-      *blocker = d.symbol.empty()
-                     ? fmt::format("dimension {} of '{}' is unnamed and dynamic (use --shape {}=...)", i, info.name, info.name)
-                     : fmt::format("dimension '{}' of '{}' is not bound (use --dim {}=N)", d.symbol, info.name, d.symbol);
+      *blocker =
+          d.symbol.empty()
+              ? fmt::format("dimension {} of '{}' is unnamed and dynamic (use --shape {}=...)", i, info.name, info.name)
+              : fmt::format("dimension '{}' of '{}' is not bound (use --dim {}=N)", d.symbol, info.name, d.symbol);
       return std::nullopt;
     }
   }
@@ -185,7 +187,8 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
       descs.push_back(d);
       constInputs.push_back(d.value);
     }
-    bool known = node.kind != ir::OpKind::Unknown && node.kind != ir::OpKind::EPContext && kernels::hasKernel(node.kind);
+    bool known =
+        node.kind != ir::OpKind::Unknown && node.kind != ir::OpKind::EPContext && kernels::hasKernel(node.kind);
     bool hasGraphAttr = false;
     for (const auto& a : node.attrs.all())
       hasGraphAttr |= a.type == ir::AttrType::Graph || a.type == ir::AttrType::Graphs;
@@ -230,7 +233,8 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
       continue;
     }
     // Fold: every input known and the result small enough.
-    if (inferred && options.foldConstants && allConstant && !isNondeterministic(node) && !isQuantizedWeight(node, descs)) {
+    if (inferred && options.foldConstants && allConstant && !isNondeterministic(node) &&
+        !isQuantizedWeight(node, descs)) {
       uint64_t bytes = 0, inputBytes = 0;
       for (const auto& o : outs) bytes += ir::storageBytes(o.type, ir::elementCount(o.shape).value_or(0)).value_or(0);
       for (const ir::Tensor* in : constInputs) inputBytes += in ? in->byteSize() : 0;

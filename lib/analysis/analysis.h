@@ -17,8 +17,8 @@ using Bindings = ir::ShapeBindings;
 
 struct ValueFacts {
   ir::ElemType type = ir::ElemType::Undefined;
-  std::optional<ir::Shape> shape;  // set when static
-  std::string blocker;             // why the shape is not static: "dimension 'seq' of input 'x' is not bound"
+  std::optional<ir::Shape> shape;      // set when static
+  std::string blocker;                 // why the shape is not static: "dimension 'seq' of input 'x' is not bound"
   std::optional<ir::Tensor> constant;  // set when known at compile time
   bool isInitializer = false;
 };

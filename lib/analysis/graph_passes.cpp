@@ -61,7 +61,8 @@ const ir::Graph* chosenBranch(const ir::Node& node, const GraphFacts& facts) {
   const ValueFacts* cond = facts.find(node.inputs[0]);
   if (!cond || !cond->constant || cond->constant->type() != ir::ElemType::Bool || cond->constant->elementCount() != 1)
     return nullptr;
-  const ir::Attribute* branch = node.attrs.find(cond->constant->dataAs<uint8_t>()[0] != 0 ? "then_branch" : "else_branch");
+  const ir::Attribute* branch =
+      node.attrs.find(cond->constant->dataAs<uint8_t>()[0] != 0 ? "then_branch" : "else_branch");
   return branch ? branch->g.get() : nullptr;
 }
 
@@ -123,7 +124,8 @@ size_t inlineConstantIfs(ir::Graph& graph, const GraphFacts& facts) {
       copy.outputs = {node.outputs[k]};
       nodes.push_back(std::move(copy));
     }
-    for (const auto& init : branch->initializers) graph.initializers.push_back(ir::Initializer{r[init.name], init.tensor, init.external});
+    for (const auto& init : branch->initializers)
+      graph.initializers.push_back(ir::Initializer{r[init.name], init.tensor, init.external});
     for (const auto& v : branch->valueInfo) {
       ir::ValueInfo info = v;
       info.name = renamed(r, v.name);
@@ -160,8 +162,8 @@ const std::string* passedThrough(const ir::Node& node, const GraphFacts& facts) 
       return maskUnused && inference ? &node.inputs[0] : nullptr;
     }
     case ir::OpKind::Cast: {
-      const bool same = in && in->type != ir::ElemType::Undefined &&
-                        node.attrs.getInt("to", 0) == static_cast<int64_t>(in->type);
+      const bool same =
+          in && in->type != ir::ElemType::Undefined && node.attrs.getInt("to", 0) == static_cast<int64_t>(in->type);
       return same && node.outputs.size() == 1 ? &node.inputs[0] : nullptr;
     }
     case ir::OpKind::Reshape: {
@@ -226,10 +228,11 @@ size_t foldSubgraph(ir::Graph& body, const GraphFacts& scope) {
   for (auto& n : body.nodes) {
     bool hasSubgraph = false;
     for (const auto& a : n.attrs.all()) hasSubgraph |= a.g != nullptr || !a.graphs.empty();
-    const bool known = !hasSubgraph && !n.outputs.empty() && std::all_of(n.outputs.begin(), n.outputs.end(), [&](const auto& o) {
-      const ValueFacts* f = o.empty() ? nullptr : facts->find(o);
-      return o.empty() || (f && f->constant);
-    });
+    const bool known =
+        !hasSubgraph && !n.outputs.empty() && std::all_of(n.outputs.begin(), n.outputs.end(), [&](const auto& o) {
+          const ValueFacts* f = o.empty() ? nullptr : facts->find(o);
+          return o.empty() || (f && f->constant);
+        });
     if (known) folded.insert(folded.end(), n.outputs.begin(), n.outputs.end());
     else kept.push_back(std::move(n));
   }
@@ -264,8 +267,7 @@ size_t foldSubgraphsOf(ir::Node& node, const GraphFacts& scope) {
   return count;
 }
 
-template <typename F>
-size_t timed(GraphPassRun& run, F&& pass) {
+template <typename F> size_t timed(GraphPassRun& run, F&& pass) {
   const auto start = std::chrono::steady_clock::now();
   const size_t changed = pass();
   run.milliseconds += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

@@ -18,8 +18,7 @@ bool parseInt(std::string_view s, int64_t& out) {
 }
 
 // Stores `values` into `t` as T, refusing any value T does not hold exactly.
-template <typename T>
-Status fillAs(ir::Tensor& t, const std::vector<double>& values, const std::string& what) {
+template <typename T> Status fillAs(ir::Tensor& t, const std::vector<double>& values, const std::string& what) {
   T* data = t.mutableDataAs<T>();
   const uint64_t n = t.elementCount();
   for (uint64_t i = 0; i < n; ++i) {
@@ -48,7 +47,8 @@ Expected<ValueAssignment> parseValueAssignment(const std::string& text) {
     size_t start = 0;
     while (ok && start <= list.size()) {
       const size_t comma = list.find(',', start);
-      std::string_view item = list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+      std::string_view item =
+          list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
       double v = 0;
       auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
       ok = !item.empty() && ec == std::errc() && ptr == item.data() + item.size();
@@ -80,7 +80,8 @@ Expected<ir::Tensor> valueTensor(ir::ElemType type, const ir::Shape& shape, cons
     case ir::ElemType::Uint8: CTX_RETURN_IF_ERROR(fillAs<uint8_t>(t, values, what)); break;
     case ir::ElemType::Bool:
       for (double v : values)
-        if (v != 0 && v != 1) return makeError(ErrorCode::InvalidArgument, "{} is bool, which takes 0 or 1, not {}", what, v);
+        if (v != 0 && v != 1)
+          return makeError(ErrorCode::InvalidArgument, "{} is bool, which takes 0 or 1, not {}", what, v);
       CTX_RETURN_IF_ERROR(fillAs<uint8_t>(t, values, what));
       break;
     default:
@@ -93,7 +94,8 @@ Status parseDimBinding(const std::string& text, ir::ShapeBindings& bindings) {
   auto eq = text.rfind('=');
   int64_t value = 0;
   if (eq == std::string::npos || eq == 0 || !parseInt(std::string_view(text).substr(eq + 1), value))
-    return makeError(ErrorCode::InvalidArgument, "--dim '{}': expected SYMBOL=VALUE with a non-negative integer value", text);
+    return makeError(ErrorCode::InvalidArgument, "--dim '{}': expected SYMBOL=VALUE with a non-negative integer value",
+                     text);
   bindings.dims[text.substr(0, eq)] = value;
   return Status::ok();
 }
@@ -111,7 +113,8 @@ Status parseShapeBinding(const std::string& text, ir::ShapeBindings& bindings) {
       std::string_view part = dims.substr(start, x == std::string_view::npos ? std::string_view::npos : x - start);
       int64_t v = 0;
       if (!parseInt(part, v))
-        return makeError(ErrorCode::InvalidArgument, "--shape '{}': dimension '{}' is not a non-negative integer", text, part);
+        return makeError(ErrorCode::InvalidArgument, "--shape '{}': dimension '{}' is not a non-negative integer", text,
+                         part);
       shape.push_back(v);
       if (x == std::string_view::npos) break;
       start = x + 1;

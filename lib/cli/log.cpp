@@ -54,7 +54,8 @@ constexpr std::array<std::string_view, 5> kNames = {"verbose", "info", "warning"
 
 std::optional<Severity> parseSeverity(std::string_view text) {
   for (size_t i = 0; i < kNames.size(); ++i)
-    if (text == kNames[i] || (text.size() == 1 && text[0] == static_cast<char>('0' + i))) return static_cast<Severity>(i);
+    if (text == kNames[i] || (text.size() == 1 && text[0] == static_cast<char>('0' + i)))
+      return static_cast<Severity>(i);
   return std::nullopt;
 }
 

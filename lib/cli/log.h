@@ -41,20 +41,16 @@ bool statusLineShown();
 void setStatusLine(std::string_view text);
 void clearStatusLine();
 
-template <typename... Args>
-void logVerbose(fmt::format_string<Args...> f, Args&&... args) {
+template <typename... Args> void logVerbose(fmt::format_string<Args...> f, Args&&... args) {
   if (logEnabled(Severity::Verbose)) logMessage(Severity::Verbose, fmt::format(f, std::forward<Args>(args)...));
 }
-template <typename... Args>
-void logInfo(fmt::format_string<Args...> f, Args&&... args) {
+template <typename... Args> void logInfo(fmt::format_string<Args...> f, Args&&... args) {
   if (logEnabled(Severity::Info)) logMessage(Severity::Info, fmt::format(f, std::forward<Args>(args)...));
 }
-template <typename... Args>
-void logWarning(fmt::format_string<Args...> f, Args&&... args) {
+template <typename... Args> void logWarning(fmt::format_string<Args...> f, Args&&... args) {
   if (logEnabled(Severity::Warning)) logMessage(Severity::Warning, fmt::format(f, std::forward<Args>(args)...));
 }
-template <typename... Args>
-void logError(fmt::format_string<Args...> f, Args&&... args) {
+template <typename... Args> void logError(fmt::format_string<Args...> f, Args&&... args) {
   logMessage(Severity::Error, fmt::format(f, std::forward<Args>(args)...));
 }
 

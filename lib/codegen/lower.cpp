@@ -43,7 +43,13 @@ public:
   Expected<LoweredPartition> run(const ir::Graph& graph, const partitioner::Partition& partition) {
     for (size_t i : partition.nodes) {
       const ir::Node& n = graph.nodes[i];
-      ops_.push_back(LOp{n.kind, n.opset, n.name.empty() ? n.opType + "_" + std::to_string(i) : n.name, n.attrs, n.inputs, n.outputs, {}});
+      ops_.push_back(LOp{n.kind,
+                         n.opset,
+                         n.name.empty() ? n.opType + "_" + std::to_string(i) : n.name,
+                         n.attrs,
+                         n.inputs,
+                         n.outputs,
+                         {}});
     }
     for (const Pass& pass : passes()) {
       if (!pass.required && options_.skipPasses.count(std::string(pass.name))) continue;
@@ -96,8 +102,8 @@ private:
         else if (a.type == ir::AttrType::Ints) attrs += fmt::format(" {}=[{}]", a.name, fmt::join(a.ints, ","));
         else if (a.type == ir::AttrType::Floats) attrs += fmt::format(" {}=[{}]", a.name, fmt::join(a.floats, ","));
       if (op.epilogue)
-        attrs += fmt::format(" epilogue={}({},{})*{}+{}", ops::activationName(op.epilogue->activation), op.epilogue->alpha,
-                             op.epilogue->beta, op.epilogue->scale, op.epilogue->shift);
+        attrs += fmt::format(" epilogue={}({},{})*{}+{}", ops::activationName(op.epilogue->activation),
+                             op.epilogue->alpha, op.epilogue->beta, op.epilogue->scale, op.epilogue->shift);
       std::string ins;
       for (const auto& in : op.inputs)
         ins += (ins.empty() ? "" : ", ") + (in.empty() ? std::string("-") : in + (constantOf(in) ? "(const)" : ""));
@@ -113,7 +119,8 @@ private:
     bool changed = false;
     for (size_t i = 0; i < ops_.size();) {
       const LOp& op = ops_[i];
-      bool leaves = std::any_of(op.outputs.begin(), op.outputs.end(), [&](const std::string& o) { return usedOutside_.count(o) > 0; });
+      bool leaves = std::any_of(op.outputs.begin(), op.outputs.end(),
+                                [&](const std::string& o) { return usedOutside_.count(o) > 0; });
       if (leaves || ir::isControlFlow(op.kind) || !kernels::hasKernel(op.kind) || op.outputs.empty()) {
         ++i;
         continue;
@@ -177,7 +184,8 @@ private:
     if (producer.outputs.size() != 1 || usedOutside_.count(producer.outputs[0]) || readers(producer.outputs[0]) != 1)
       return std::nullopt;
     for (size_t j = i + 1; j < ops_.size(); ++j)
-      if (std::find(ops_[j].inputs.begin(), ops_[j].inputs.end(), producer.outputs[0]) != ops_[j].inputs.end()) return j;
+      if (std::find(ops_[j].inputs.begin(), ops_[j].inputs.end(), producer.outputs[0]) != ops_[j].inputs.end())
+        return j;
     return std::nullopt;
   }
 
@@ -225,7 +233,8 @@ private:
     if (op.kind == ir::OpKind::Conv) {
       const uint64_t perFilter = w.elementCount() / static_cast<uint64_t>(channels);
       for (int64_t c = 0; c < channels; ++c) {
-        for (uint64_t k = 0; k < perFilter; ++k) nw[c * perFilter + k] = static_cast<float>(pw[c * perFilter + k] * scale[c]);
+        for (uint64_t k = 0; k < perFilter; ++k)
+          nw[c * perFilter + k] = static_cast<float>(pw[c * perFilter + k] * scale[c]);
         nb[c] = static_cast<float>(biasAt(c) * scale[c] + shift[c]);
       }
     } else {  // Gemm: B's columns scaled; C' = beta * C * scale + shift, beta becomes 1
@@ -262,7 +271,8 @@ private:
       if (bn.kind != ir::OpKind::BatchNormalization || bn.inputs.size() != 5 || bn.inputs[0] != ops_[i].outputs[0] ||
           bn.attrs.getInt("training_mode", 0) != 0)
         continue;
-      if (std::any_of(bn.outputs.begin() + 1, bn.outputs.end(), [](const std::string& o) { return !o.empty(); })) continue;
+      if (std::any_of(bn.outputs.begin() + 1, bn.outputs.end(), [](const std::string& o) { return !o.empty(); }))
+        continue;
       const float* params[4];
       bool ok = true;
       for (int k = 0; k < 4 && ok; ++k) {
@@ -358,8 +368,11 @@ private:
           af->type != ir::ElemType::Float || usedOutside_.count(out) || readers(out) != 1)
         continue;
       size_t j = i + 1;
-      while (j < ops_.size() && std::find(ops_[j].inputs.begin(), ops_[j].inputs.end(), out) == ops_[j].inputs.end()) ++j;
-      if (j == ops_.size() || ops_[j].kind != ir::OpKind::Add || ops_[j].inputs.size() != 2 || ops_[j].outputs.size() != 1) continue;
+      while (j < ops_.size() && std::find(ops_[j].inputs.begin(), ops_[j].inputs.end(), out) == ops_[j].inputs.end())
+        ++j;
+      if (j == ops_.size() || ops_[j].kind != ir::OpKind::Add || ops_[j].inputs.size() != 2 ||
+          ops_[j].outputs.size() != 1)
+        continue;
       const LOp& add = ops_[j];
       const std::string& other = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
       const ir::Tensor* bias = constantOf(other);
@@ -375,7 +388,9 @@ private:
       std::vector<int64_t> inDims = {rows, k};
       CTX_ASSIGN_OR_RETURN(ir::Tensor c, bias->reshaped({n}));
       std::string inShape = addConstant(base + ".a_shape", ir::Tensor::fromVector(ir::ElemType::Int64, {2}, inDims));
-      std::string outShapeName = addConstant(base + ".y_shape", ir::Tensor::fromVector(ir::ElemType::Int64, {static_cast<int64_t>(outShape.size())}, outShape));
+      std::string outShapeName =
+          addConstant(base + ".y_shape",
+                      ir::Tensor::fromVector(ir::ElemType::Int64, {static_cast<int64_t>(outShape.size())}, outShape));
       std::string cName = addConstant(base + ".c", std::move(c));
       std::string a2 = base + ".a", y2 = base + ".y", finalOut = add.outputs[0];
       localShapes_[a2] = ir::Shape{rows, k};
@@ -444,8 +459,10 @@ private:
     bool changed = false;
     for (size_t i = 0; i < ops_.size(); ++i) {
       LOp& producer = ops_[i];
-      bool fusable = producer.kind == ir::OpKind::Conv || producer.kind == ir::OpKind::Gemm || producer.kind == ir::OpKind::MatMul;
-      const analysis::ValueFacts* f = fusable && producer.outputs.size() == 1 ? facts_.find(producer.outputs[0]) : nullptr;
+      bool fusable =
+          producer.kind == ir::OpKind::Conv || producer.kind == ir::OpKind::Gemm || producer.kind == ir::OpKind::MatMul;
+      const analysis::ValueFacts* f =
+          fusable && producer.outputs.size() == 1 ? facts_.find(producer.outputs[0]) : nullptr;
       auto j = fusable ? soleReader(i) : std::nullopt;
       if (!j || (f && f->type != ir::ElemType::Float)) continue;
       const LOp& next = ops_[*j];
@@ -480,7 +497,8 @@ private:
   // The source of `name` when it is produced by an op of `kind` (index), or nothing.
   std::optional<size_t> producerOf(const std::string& name, ir::OpKind kind) const {
     for (size_t i = 0; i < ops_.size(); ++i)
-      if (ops_[i].kind == kind && std::find(ops_[i].outputs.begin(), ops_[i].outputs.end(), name) != ops_[i].outputs.end())
+      if (ops_[i].kind == kind &&
+          std::find(ops_[i].outputs.begin(), ops_[i].outputs.end(), name) != ops_[i].outputs.end())
         return i;
     return std::nullopt;
   }
@@ -605,7 +623,8 @@ private:
       std::optional<size_t> view;
       if (!x && matmul)
         for (ir::OpKind kind : {ir::OpKind::Flatten, ir::OpKind::Reshape})
-          if (auto v = producerOf(op.inputs[0], kind); v && readers(op.inputs[0]) == 1 && !usedOutside_.count(op.inputs[0])) {
+          if (auto v = producerOf(op.inputs[0], kind);
+              v && readers(op.inputs[0]) == 1 && !usedOutside_.count(op.inputs[0])) {
             x = dequantizedFrom(ops_[*v].inputs[0]);
             if (x) view = v;
             break;
@@ -645,13 +664,14 @@ private:
       }
       if (constantOf(x->scale)->type() != ir::ElemType::Float || constantOf(w->scale)->type() != ir::ElemType::Float)
         continue;
-      LOp fused{conv ? ir::OpKind::QLinearConv : ir::OpKind::QLinearMatMul,
-                conv ? 10 : 10,
-                op.name,
-                conv ? op.attrs : ir::Attributes(),
-                {x->data, x->scale, zeroPointFor(*x), w->data, w->scale, zeroPointFor(*w), quant.inputs[1], quant.inputs[2]},
-                quant.outputs,
-                {}};
+      LOp fused{
+          conv ? ir::OpKind::QLinearConv : ir::OpKind::QLinearMatMul,
+          conv ? 10 : 10,
+          op.name,
+          conv ? op.attrs : ir::Attributes(),
+          {x->data, x->scale, zeroPointFor(*x), w->data, w->scale, zeroPointFor(*w), quant.inputs[1], quant.inputs[2]},
+          quant.outputs,
+          {}};
       if (!bias.empty()) fused.inputs.push_back(bias);
       std::vector<size_t> producers{x->index, w->index};
       if (b) producers.push_back(b->index);
@@ -693,7 +713,8 @@ private:
   }
 
   // Constant B operands of MatMul and Gemm are stored in the target's GEMM panel layout, packed once at compile
-  // time (by the weight table, as it writes them) so that runs read them in place. A constant read any other way too (or leaving the partition) stays plain.
+  // time (by the weight table, as it writes them) so that runs read them in place. A constant read any other way too
+  // (or leaving the partition) stays plain.
   Expected<bool> chooseLayouts() {
     if (options_.gemmLayout.plain()) return false;
     std::map<std::string, std::optional<ops::WeightLayout>> uses;  // constant -> its one layout, or none
@@ -729,7 +750,8 @@ private:
       if (auto it = layouts_.find(name); it != layouts_.end()) {
         layout = it->second;
         auto elements = ops::layoutElements(layout, c->shape());
-        if (!elements) return makeError(ErrorCode::Internal, "weight '{}': layout {} does not apply", name, ops::layoutName(layout));
+        if (!elements)
+          return makeError(ErrorCode::Internal, "weight '{}': layout {} does not apply", name, ops::layoutName(layout));
         size = *elements * ir::elemSize(c->type());
       }
       // Stored packed (by the weight table, a few panels at a time: no packed copy here), or plain and packed at load.
@@ -742,7 +764,9 @@ private:
     const analysis::ValueFacts* f = facts_.find(name);
     if (!f || !f->shape) return makeError(ErrorCode::Internal, "boundary value '{}' has no static shape", name);
     auto bytes = ir::storageBytes(f->type, ir::elementCount(*f->shape).value_or(0));
-    if (!bytes) return makeError(ErrorCode::Unsupported, "value '{}' of type {} cannot be compiled", name, ir::elemTypeName(f->type));
+    if (!bytes)
+      return makeError(ErrorCode::Unsupported, "value '{}' of type {} cannot be compiled", name,
+                       ir::elemTypeName(f->type));
     auto position = static_cast<uint32_t>(result_.inputs.size());
     int32_t t = addTensor(TensorDesc{TensorKind::Input, f->type, *f->shape, position, 0, *bytes, name, {}});
     result_.program.inputs.push_back(t);
@@ -762,8 +786,8 @@ private:
     std::vector<int32_t> inputs;
     std::vector<kernels::ValueDesc> descs;
     // A view needs only its data input; shape/axes inputs were used up by static shape inference.
-    bool asView = isViewOp(op.kind) && op.outputs.size() == 1 && !usedOutside_.count(op.outputs[0]) && !op.inputs.empty() &&
-                  !op.inputs[0].empty() && !constantOf(op.inputs[0]);
+    bool asView = isViewOp(op.kind) && op.outputs.size() == 1 && !usedOutside_.count(op.outputs[0]) &&
+                  !op.inputs.empty() && !op.inputs[0].empty() && !constantOf(op.inputs[0]);
     for (const auto& in : op.inputs) {
       if (asView && !inputs.empty()) break;
       if (in.empty()) {
@@ -785,7 +809,8 @@ private:
       if (!shape) return makeError(ErrorCode::Internal, "view '{}' has no static shape", op.outputs[0]);
       const TensorDesc& base = result_.program.tensors[inputs[0]];
       uint32_t baseIndex = base.kind == TensorKind::View ? base.index : static_cast<uint32_t>(inputs[0]);
-      tensorOf_[op.outputs[0]] = addTensor(TensorDesc{TensorKind::View, base.type, *shape, baseIndex, 0, base.size, op.outputs[0], {}});
+      tensorOf_[op.outputs[0]] =
+          addTensor(TensorDesc{TensorKind::View, base.type, *shape, baseIndex, 0, base.size, op.outputs[0], {}});
       return Status::ok();
     }
 
@@ -802,7 +827,9 @@ private:
     for (size_t o = 0; o < outputCount; ++o) {
       const std::string& name = op.outputs[o];
       auto bytes = ir::storageBytes(outs[o].type, ir::elementCount(outs[o].shape).value_or(0));
-      if (!bytes) return makeError(ErrorCode::Unsupported, "output '{}' of type {} cannot be compiled", name, ir::elemTypeName(outs[o].type));
+      if (!bytes)
+        return makeError(ErrorCode::Unsupported, "output '{}' of type {} cannot be compiled", name,
+                         ir::elemTypeName(outs[o].type));
       int32_t t;
       if (!name.empty() && usedOutside_.count(name)) {
         auto position = static_cast<uint32_t>(result_.outputs.size());
@@ -820,9 +847,11 @@ private:
     auto typed = ops::decodeAttrs(kind, op.opset, attrs);
     if (!typed) return typed.takeError().addContext(fmt::format("node '{}' ({})", op.name, ir::opKindName(kind)));
     if (op.epilogue)
-      std::visit([&](auto& a) {
-        if constexpr (requires { a.epilogue; }) a.epilogue = *op.epilogue;
-      }, *typed);
+      std::visit(
+          [&](auto& a) {
+            if constexpr (requires { a.epilogue; }) a.epilogue = *op.epilogue;
+          },
+          *typed);
     if (ops::isTyped(*typed)) attrs = ir::Attributes();
     result_.program.ops.push_back(program::Op{kind, op.opset, op.name, std::move(attrs), std::move(inputs),
                                               std::move(outputs), std::move(typed.value())});
@@ -850,9 +879,9 @@ private:
   LowerOptions options_;
   std::vector<LOp> ops_;
   std::map<std::string, ir::Tensor> folded_;
-  size_t folds_ = 0;  // fold-batchnorm and fold-affine: numbers the constants they make
+  size_t folds_ = 0;                                  // fold-batchnorm and fold-affine: numbers the constants they make
   std::map<std::string, ops::WeightLayout> layouts_;  // choose-layouts: constants stored packed
-  std::map<std::string, ir::Shape> localShapes_;  // values the lowering itself introduces
+  std::map<std::string, ir::Shape> localShapes_;      // values the lowering itself introduces
   std::map<std::string, int32_t> tensorOf_;
   std::vector<size_t> firstUse_, lastUse_;
   LoweredPartition result_;

@@ -28,14 +28,16 @@ Expected<uint16_t> parseNumber(std::string_view text, std::string_view what, std
   uint16_t value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size())
-    return makeError(ErrorCode::InvalidArgument, "compatibility info '{}': {} '{}' is not a number from 0 to 65535", whole,
-                     what, text);
+    return makeError(ErrorCode::InvalidArgument, "compatibility info '{}': {} '{}' is not a number from 0 to 65535",
+                     whole, what, text);
   return value;
 }
 
 }  // namespace
 
-bool isOurSource(std::string_view source) { return equalsIgnoringCase(source, kEpName) || equalsIgnoringCase(source, kProducer); }
+bool isOurSource(std::string_view source) {
+  return equalsIgnoringCase(source, kEpName) || equalsIgnoringCase(source, kProducer);
+}
 
 bool isOurNode(const ir::Node& node) {
   return node.kind == ir::OpKind::EPContext && isOurSource(node.attrs.getString(attr::kSource));
@@ -110,19 +112,21 @@ Expected<CompatibilityInfo> parseCompatibilityInfo(std::string_view text) {
   }
   const std::array<std::string_view, 4> keys{kFormatField, kVersionField, kTargetField, kRevisionField};
   if (fields.size() != 1 + keys.size())
-    return makeError(ErrorCode::InvalidArgument, "compatibility info '{}' has {} fields; expected {} ({}{}...;{}...;{}...;{}...)",
-                     text, fields.size(), 1 + keys.size(), "PRODUCER;", kFormatField, kVersionField, kTargetField,
-                     kRevisionField);
+    return makeError(
+        ErrorCode::InvalidArgument, "compatibility info '{}' has {} fields; expected {} ({}{}...;{}...;{}...;{}...)",
+        text, fields.size(), 1 + keys.size(), "PRODUCER;", kFormatField, kVersionField, kTargetField, kRevisionField);
   for (size_t i = 0; i < keys.size(); ++i)
     if (!fields[i + 1].starts_with(keys[i]))
-      return makeError(ErrorCode::InvalidArgument, "compatibility info '{}': field {} is '{}'; expected it to start with '{}'",
-                       text, i + 2, fields[i + 1], keys[i]);
+      return makeError(ErrorCode::InvalidArgument,
+                       "compatibility info '{}': field {} is '{}'; expected it to start with '{}'", text, i + 2,
+                       fields[i + 1], keys[i]);
   CompatibilityInfo info;
   info.producer = fields[0];
   std::string_view format = fields[1].substr(kFormatField.size());
   size_t dot = format.find('.');
   if (dot == std::string_view::npos)
-    return makeError(ErrorCode::InvalidArgument, "compatibility info '{}': format '{}' is not MAJOR.MINOR", text, format);
+    return makeError(ErrorCode::InvalidArgument, "compatibility info '{}': format '{}' is not MAJOR.MINOR", text,
+                     format);
   CTX_ASSIGN_OR_RETURN(info.formatMajor, parseNumber(format.substr(0, dot), "format major", text));
   CTX_ASSIGN_OR_RETURN(info.formatMinor, parseNumber(format.substr(dot + 1), "format minor", text));
   info.version = fields[2].substr(kVersionField.size());

@@ -75,7 +75,7 @@ NodeAttributes ourNodeAttributes();
 
 // Targets this ctxkit knows, with the revision it compiles for and its runtime expects.
 struct KnownTarget {
-  const char* id;        // --target name = hardware_architecture = compatibility target id
+  const char* id;  // --target name = hardware_architecture = compatibility target id
   const char* revision;
 };
 inline constexpr KnownTarget kNpuSim{"npu-sim", "1"};

@@ -127,8 +127,9 @@ Status ContainerView::verify() const {
   if (!header) return makeError(ErrorCode::Internal, "'{}': header vanished after open", displayName_);
   std::vector<std::pair<uint64_t, uint64_t>> gaps;  // [begin, end)
   gaps.emplace_back(header->stringTableOffset + header->stringTableSize, header->graphTableOffset);
-  const uint64_t tablesEnd = header->sourceCount > 0 ? header->sourceTableOffset + header->sourceCount * kSourceEntrySize
-                                                     : header->weightTableOffset + header->weightCount * kWeightEntrySize;
+  const uint64_t tablesEnd = header->sourceCount > 0
+                                 ? header->sourceTableOffset + header->sourceCount * kSourceEntrySize
+                                 : header->weightTableOffset + header->weightCount * kWeightEntrySize;
   if (header->sourceCount > 0)
     gaps.emplace_back(header->weightTableOffset + header->weightCount * kWeightEntrySize, header->sourceTableOffset);
   gaps.emplace_back(tablesEnd, header->dataOffset);

@@ -193,8 +193,7 @@ inline constexpr uint64_t kWeightInSource = 1ull << 0;
 inline constexpr uint64_t kMaxSources = 1ull << 26;
 
 // Copies a struct out of file bytes; nullopt when [offset, offset + sizeof(T)) is not inside `bytes`.
-template <typename T>
-std::optional<T> readStruct(std::span<const std::byte> bytes, uint64_t offset) {
+template <typename T> std::optional<T> readStruct(std::span<const std::byte> bytes, uint64_t offset) {
   static_assert(std::is_trivially_copyable_v<T>);
   if (offset > bytes.size() || sizeof(T) > bytes.size() - offset) return std::nullopt;
   T value;
@@ -203,8 +202,7 @@ std::optional<T> readStruct(std::span<const std::byte> bytes, uint64_t offset) {
 }
 
 // Copies a struct into file bytes; false when it does not fit.
-template <typename T>
-bool writeStruct(std::span<std::byte> bytes, uint64_t offset, const T& value) {
+template <typename T> bool writeStruct(std::span<std::byte> bytes, uint64_t offset, const T& value) {
   static_assert(std::is_trivially_copyable_v<T>);
   if (offset > bytes.size() || sizeof(T) > bytes.size() - offset) return false;
   std::memcpy(bytes.data() + offset, &value, sizeof(T));

@@ -40,8 +40,7 @@ public:
   bool weightless() const { return (h_.flags & kFlagWeightless) != 0; }
 
 private:
-  template <typename... Args>
-  Error invalid(fmt::format_string<Args...> format, Args&&... args) const {
+  template <typename... Args> Error invalid(fmt::format_string<Args...> format, Args&&... args) const {
     return Error(ErrorCode::InvalidGraph,
                  fmt::format("'{}': {}", name_, fmt::format(format, std::forward<Args>(args)...)));
   }
@@ -127,7 +126,8 @@ Status Parser::parseHeader() {
   }
 
   if (weightless() && minor < 2)
-    return invalid("flag weightless ({:#x}) needs format 1.2; the file records {}", kFlagWeightless, versionString(major, minor));
+    return invalid("flag weightless ({:#x}) needs format 1.2; the file records {}", kFlagWeightless,
+                   versionString(major, minor));
 
   // Rule 8: a power of two within bounds; blob offsets are checked against it later.
   if (!isPowerOfTwo(h_.alignment) || h_.alignment < kMinAlignment || h_.alignment > kMaxAlignment)
@@ -169,7 +169,8 @@ Status Parser::parseHeader() {
     if (h_.sourceTableOffset != metadataEnd)
       return invalid("source table offset is {}; expected {} (right after {} weight entries)", h_.sourceTableOffset,
                      metadataEnd, h_.weightCount);
-    CTX_RETURN_IF_ERROR(checkCount(h_.sourceCount, kMaxSources, h_.sourceTableOffset, kSourceEntrySize, "weight source"));
+    CTX_RETURN_IF_ERROR(
+        checkCount(h_.sourceCount, kMaxSources, h_.sourceTableOffset, kSourceEntrySize, "weight source"));
     metadataEnd = h_.sourceTableOffset + h_.sourceCount * kSourceEntrySize;
   } else if (strictReserved() && (h_.sourceCount != 0 || h_.sourceTableOffset != 0)) {
     return invalid("header records a source table (offset {}, {} entries) but the file is not weightless",
@@ -378,7 +379,8 @@ Status Parser::parseSources(std::vector<WeightInfo>& weights) const {
     if (strictReserved() && e->reserved != 0)
       return invalid("weight source {} field reserved is {:#x}; expected 0", i, e->reserved);
     CTX_ASSIGN_OR_RETURN(std::string_view model, readString(e->sourceModel, fmt::format("weight source {} model", i)));
-    CTX_ASSIGN_OR_RETURN(std::string_view name, readString(e->initializer, fmt::format("weight source {} initializer", i)));
+    CTX_ASSIGN_OR_RETURN(std::string_view name,
+                         readString(e->initializer, fmt::format("weight source {} initializer", i)));
     if (model.empty() || name.empty()) return invalid("weight source {} has an empty model or initializer name", i);
     found[e->weight].push_back(WeightInfo::Source{std::string(model), std::string(name)});
   }

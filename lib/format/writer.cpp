@@ -102,8 +102,7 @@ struct ContainerWriter::Impl {
   Expected<const Plan*> getPlan() const;
   Expected<std::vector<std::byte>> buildMetadata(const Plan& plan) const;
   // Emits the whole file in order through `write(span)` and `zeros(count)`.
-  template <typename Write, typename Zeros>
-  Status emit(Write&& write, Zeros&& zeros) const;
+  template <typename Write, typename Zeros> Status emit(Write&& write, Zeros&& zeros) const;
 };
 
 ContainerWriter::ContainerWriter(CompatInfo compat, WriterOptions options) : impl_(std::make_shared<Impl>()) {
@@ -344,8 +343,7 @@ Expected<std::vector<std::byte>> ContainerWriter::Impl::buildMetadata(const Plan
   return meta;
 }
 
-template <typename Write, typename Zeros>
-Status ContainerWriter::Impl::emit(Write&& write, Zeros&& zeros) const {
+template <typename Write, typename Zeros> Status ContainerWriter::Impl::emit(Write&& write, Zeros&& zeros) const {
   CTX_ASSIGN_OR_RETURN(const Plan* p, getPlan());
   CTX_ASSIGN_OR_RETURN(std::vector<std::byte> meta, buildMetadata(*p));
   CTX_RETURN_IF_ERROR(write(std::span<const std::byte>(meta)));
@@ -373,8 +371,8 @@ Status ContainerWriter::Impl::emit(Write&& write, Zeros&& zeros) const {
       return write(piece);
     }));
     if (cursor - p->weightOffsets[i] != w.size)
-      return Error(ErrorCode::Internal,
-                   fmt::format("weight {} gave {} bytes; its entry records {}", i, cursor - p->weightOffsets[i], w.size));
+      return Error(ErrorCode::Internal, fmt::format("weight {} gave {} bytes; its entry records {}", i,
+                                                    cursor - p->weightOffsets[i], w.size));
   }
   if (cursor != p->fileSize)
     return Error(ErrorCode::Internal,

@@ -21,7 +21,7 @@ std::string dotEscape(const std::string& s) {
   return out;
 }
 
-} // namespace
+}  // namespace
 
 Expected<std::string> partitionDot(const std::vector<fs::path>& models) {
   std::string out = "digraph ctxkit {\n  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n";
@@ -42,15 +42,14 @@ Expected<std::string> partitionDot(const std::vector<fs::path>& models) {
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const ir::Node& n = g.nodes[i];
       bool ep = n.opType == epcontext::kOpType;
-      std::string label =
-          ep ? fmt::format("{}\\nEPContext ({})", dotEscape(n.name), dotEscape(n.attrs.getString(epcontext::attr::kSource)))
-             : dotEscape(n.opType);
+      std::string label = ep ? fmt::format("{}\\nEPContext ({})", dotEscape(n.name),
+                                           dotEscape(n.attrs.getString(epcontext::attr::kSource)))
+                             : dotEscape(n.opType);
       out += fmt::format("    {} [shape={}, style=filled, fillcolor=\"{}\", label=\"{}\"];\n", id(i),
                          ep ? "box" : "ellipse", ep ? "#9fd39f" : "#f2c59b", label);
       for (const auto& in : n.inputs)
         if (auto it = producer.find(in); it != producer.end()) out += fmt::format("    {} -> {};\n", it->second, id(i));
-      for (const auto& o : n.outputs)
-        producer[o] = id(i);
+      for (const auto& o : n.outputs) producer[o] = id(i);
     }
     out += "  }\n";
   }
@@ -58,4 +57,4 @@ Expected<std::string> partitionDot(const std::vector<fs::path>& models) {
   return out;
 }
 
-} // namespace ctxkit::inspect
+}  // namespace ctxkit::inspect

@@ -42,7 +42,7 @@ using epcontext::isOurSource;
 constexpr const char* kOurFormat = epcontext::kProducer;
 
 struct ExternalInitializer {
-  std::string name; // "If_0/then_branch/W" inside a subgraph
+  std::string name;  // "If_0/then_branch/W" inside a subgraph
   ir::ExternalLocation where;
 };
 
@@ -75,8 +75,7 @@ public:
     // After the EPContext nodes, so a .bin that also holds shared fallback initializers is listed as a context.
     std::vector<ExternalInitializer> external;
     collectExternal(model.graph, "", external);
-    for (const auto& e : external)
-      addExternalData(path, dir, e);
+    for (const auto& e : external) addExternalData(path, dir, e);
     if (!external.empty()) modelsWithExternalData_.push_back(path);
     return Status::ok();
   }
@@ -87,8 +86,7 @@ public:
     // Every partition named by one of our nodes must be a graph in some context of that model.
     std::set<std::string> graphNames;
     for (const auto& c : report_.contexts)
-      for (const auto& g : c.graphs)
-        graphNames.insert(g.name);
+      for (const auto& g : c.graphs) graphNames.insert(g.name);
     for (const auto& n : report_.nodes)
       if (isOurSource(n.source) && !report_.contexts.empty() && !graphNames.count(n.partitionName))
         report_.problems.push_back(fmt::format("{}: EPContext node '{}': partition '{}' is in no context binary",
@@ -112,13 +110,12 @@ private:
     e.onnxModelFilename = a.onnxModelFilename;
     e.notes = a.notes;
     e.maxSize = a.maxSize;
-    for (const auto& in : n.inputs)
-      e.inputs.push_back(summarizeValue(g, in));
-    for (const auto& out : n.outputs)
-      e.outputs.push_back(summarizeValue(g, out));
+    for (const auto& in : n.inputs) e.inputs.push_back(summarizeValue(g, in));
+    for (const auto& out : n.outputs) e.outputs.push_back(summarizeValue(g, out));
     std::string label = fmt::format("{}: EPContext node '{}'", path.string(), n.name);
     if (e.embedMode != 0 && e.embedMode != 1) {
-      report_.problems.push_back(fmt::format("{}: {} is {}; expected 0 or 1", label, epcontext::attr::kEmbedMode, e.embedMode));
+      report_.problems.push_back(
+          fmt::format("{}: {} is {}; expected 0 or 1", label, epcontext::attr::kEmbedMode, e.embedMode));
     } else if (a.cacheContext) {
       std::string_view cache = *a.cacheContext;
       if (e.embedMode == 1) {
@@ -133,14 +130,16 @@ private:
           // A weightless context's weights are in the source model: a deployment ships it (or points
           // ctxrun --source-model / ep.context_source_model_path at it).
           if (weightlessContexts_.count(report_.files[*index].path) && !e.onnxModelFilename.empty())
-            addReferencedFile(dir, e.onnxModelFilename, "source model (weights of a weightless context)", "onnx", label);
+            addReferencedFile(dir, e.onnxModelFilename, "source model (weights of a weightless context)", "onnx",
+                              label);
         }
       }
     } else if (e.mainContext == 1) {
-      report_.problems.push_back(fmt::format("{}: {}=1 but no {}", label, epcontext::attr::kMainContext,
-                                             epcontext::attr::kEpCacheContext));
+      report_.problems.push_back(
+          fmt::format("{}: {}=1 but no {}", label, epcontext::attr::kMainContext, epcontext::attr::kEpCacheContext));
     }
-    if (e.source.empty()) report_.problems.push_back(fmt::format("{}: no {} attribute", label, epcontext::attr::kSource));
+    if (e.source.empty())
+      report_.problems.push_back(fmt::format("{}: no {} attribute", label, epcontext::attr::kSource));
     report_.nodes.push_back(std::move(e));
   }
 
@@ -153,10 +152,8 @@ private:
     ref.length = init.where.length;
     std::string label = fmt::format("{}: initializer '{}'", ref.model, ref.initializer);
     auto index = addReferencedFile(dir, ref.location, "external data", "raw", label);
-    if (index)
-      ref.path = report_.files[*index].path;
-    else
-      ref.problem = "path refused";
+    if (index) ref.path = report_.files[*index].path;
+    else ref.problem = "path refused";
     report_.externalData.push_back(std::move(ref));
   }
 
@@ -250,11 +247,11 @@ private:
   // weights (so the container's hashes cover the bytes, and no header or program is read as a tensor).
   void checkExternalRanges() {
     for (ExternalDataRef& ref : report_.externalData) {
-      if (ref.path.empty()) continue; // refused: already a problem
+      if (ref.path.empty()) continue;  // refused: already a problem
       const DeploymentFile& file = report_.files[fileIndex_.at(ref.path)];
       ref.fileBytes = file.bytes;
       if (!file.exists) {
-        ref.problem = file.problem; // reported once for the file
+        ref.problem = file.problem;  // reported once for the file
         continue;
       }
       std::string where =
@@ -353,10 +350,8 @@ private:
     std::stable_sort(c.weightUsers.begin(), c.weightUsers.end(),
                      [](const WeightUsers& a, const WeightUsers& b) { return a.bytes > b.bytes; });
     if (options_.verify) {
-      if (auto s = view.verify(); !s)
-        report_.problems.push_back(s.error().message());
-      else
-        c.verified = true;
+      if (auto s = view.verify(); !s) report_.problems.push_back(s.error().message());
+      else c.verified = true;
     }
     report_.contexts.push_back(std::move(c));
   }
@@ -384,19 +379,18 @@ private:
   Options options_;
   Report report_;
   std::map<std::string, std::set<std::string>> contextModels_;  // context (as shown) -> _ctx.onnx files loading it
-  std::map<std::string, size_t> fileIndex_; // deployment file path -> index in report_.files
+  std::map<std::string, size_t> fileIndex_;                     // deployment file path -> index in report_.files
   std::set<std::string> weightlessContexts_;  // context binaries (as shown) whose weights are in source models
-  std::map<std::string, std::set<std::pair<uint64_t, uint64_t>>> containerWeights_; // ctxkit .bin -> weight ranges
+  std::map<std::string, std::set<std::pair<uint64_t, uint64_t>>> containerWeights_;  // ctxkit .bin -> weight ranges
   std::vector<fs::path> modelsWithExternalData_;
 };
 
-} // namespace
+}  // namespace
 
 Expected<Report> inspectModels(const std::vector<fs::path>& models, const Options& options) {
   Inspector inspector(options);
-  for (const auto& m : models)
-    CTX_RETURN_IF_ERROR(inspector.addModel(m));
+  for (const auto& m : models) CTX_RETURN_IF_ERROR(inspector.addModel(m));
   return inspector.finish();
 }
 
-} // namespace ctxkit::inspect
+}  // namespace ctxkit::inspect

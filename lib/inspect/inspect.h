@@ -56,7 +56,7 @@ struct ExternalDataRef {
   uint64_t offset = 0;
   uint64_t length = 0;
   std::optional<uint64_t> fileBytes;  // the file's actual size; empty when it is missing or refused
-  std::string problem;                // empty when the range lies inside the file (and is one weight of a ctxkit container)
+  std::string problem;  // empty when the range lies inside the file (and is one weight of a ctxkit container)
 };
 
 struct GraphSummary {

@@ -27,10 +27,10 @@ std::string reportText(const Report& r) {
   out += fmt::format("EPContext nodes: {}\n", r.nodes.size());
   for (const auto& n : r.nodes) {
     out += fmt::format("  {} [{}]\n", n.name, n.model);
-    out += fmt::format("    source: {}\n    main_context: {}\n    embed_mode: {}\n    ep_cache_context: {}\n", orDash(n.source),
-                       n.mainContext, n.embedMode, orDash(n.cacheContext));
-    out += fmt::format("    partition_name: {}\n    ep_sdk_version: {}\n    hardware_architecture: {}\n", orDash(n.partitionName),
-                       orDash(n.sdkVersion), orDash(n.hardwareArchitecture));
+    out += fmt::format("    source: {}\n    main_context: {}\n    embed_mode: {}\n    ep_cache_context: {}\n",
+                       orDash(n.source), n.mainContext, n.embedMode, orDash(n.cacheContext));
+    out += fmt::format("    partition_name: {}\n    ep_sdk_version: {}\n    hardware_architecture: {}\n",
+                       orDash(n.partitionName), orDash(n.sdkVersion), orDash(n.hardwareArchitecture));
     out += fmt::format("    onnx_model_filename: {}\n    max_size: {}\n", orDash(n.onnxModelFilename),
                        n.maxSize ? std::to_string(*n.maxSize) : std::string("-"));
     if (!n.notes.empty()) out += fmt::format("    notes: {}\n", n.notes);
@@ -38,9 +38,10 @@ std::string reportText(const Report& r) {
   }
   out += "Deployment files:\n";
   for (const auto& f : r.files) {
-    std::string what = f.format == "opaque" ? fmt::format("  ({} context, opaque)", f.ep.empty() ? "unnamed EP" : f.ep) : "";
-    out += fmt::format("  {:<16} {:>12}  {}{}{}\n", f.role, f.bytes ? std::to_string(*f.bytes) : std::string("-"), f.path, what,
-                       f.problem.empty() ? "" : "  [" + f.problem + "]");
+    std::string what =
+        f.format == "opaque" ? fmt::format("  ({} context, opaque)", f.ep.empty() ? "unnamed EP" : f.ep) : "";
+    out += fmt::format("  {:<16} {:>12}  {}{}{}\n", f.role, f.bytes ? std::to_string(*f.bytes) : std::string("-"),
+                       f.path, what, f.problem.empty() ? "" : "  [" + f.problem + "]");
   }
   if (!r.externalData.empty()) {
     uint64_t bytes = 0;
@@ -53,25 +54,27 @@ std::string reportText(const Report& r) {
                        counted(broken, "broken reference"));
   }
   for (const auto& c : r.contexts) {
-    out += fmt::format("Context binary {}: format {}.{}, producer {} {}, target {} revision {}, {} bytes, alignment {}\n", c.path,
-                       c.compat.formatMajor, c.compat.formatMinor, c.compat.producer, c.compat.producerVersion,
-                       c.compat.targetId, c.compat.targetRevision, c.fileBytes, c.alignment);
+    out +=
+        fmt::format("Context binary {}: format {}.{}, producer {} {}, target {} revision {}, {} bytes, alignment {}\n",
+                    c.path, c.compat.formatMajor, c.compat.formatMinor, c.compat.producer, c.compat.producerVersion,
+                    c.compat.targetId, c.compat.targetRevision, c.fileBytes, c.alignment);
     for (const auto& g : c.graphs)
-      out += fmt::format("  graph {} (from {}): {} ops, {} weight refs, arena {} bytes\n", g.name, g.sourceModel, g.opCount,
-                         g.weightRefs, g.arenaBytes);
-    out += fmt::format("  weights: {} unique, {} bytes stored, {} bytes referenced, {} bytes used by programs (sharing ratio "
-                       "{:.2f}), {} shared by several graphs\n",
-                       c.weightCount, c.storedWeightBytes, c.referencedWeightBytes, c.uniqueWeightBytes, c.sharingRatio,
-                       c.sharedWeights.size());
+      out += fmt::format("  graph {} (from {}): {} ops, {} weight refs, arena {} bytes\n", g.name, g.sourceModel,
+                         g.opCount, g.weightRefs, g.arenaBytes);
+    out += fmt::format(
+        "  weights: {} unique, {} bytes stored, {} bytes referenced, {} bytes used by programs (sharing ratio "
+        "{:.2f}), {} shared by several graphs\n",
+        c.weightCount, c.storedWeightBytes, c.referencedWeightBytes, c.uniqueWeightBytes, c.sharingRatio,
+        c.sharedWeights.size());
     if (c.weightless)
-      out += fmt::format("  weightless: {}, {} bytes, read from the source models at load\n", counted(c.sourceWeights, "weight"),
-                         c.sourceWeightBytes);
+      out += fmt::format("  weightless: {}, {} bytes, read from the source models at load\n",
+                         counted(c.sourceWeights, "weight"), c.sourceWeightBytes);
     // Which graphs, source models and compiled models (one per shape variant) use which weights.
     for (const auto& u : c.weightUsers) {
-      out += fmt::format("  {}, {} bytes, used by {} {}\n", counted(u.count, "weight"), u.bytes, noun(u.graphs.size(), "graph"),
-                         fmt::join(u.graphs, ", "));
-      out += fmt::format("    source {} {}; compiled {} {}\n", noun(u.models.size(), "model"), fmt::join(u.models, ", "),
-                         noun(u.compiledModels.size(), "model"),
+      out += fmt::format("  {}, {} bytes, used by {} {}\n", counted(u.count, "weight"), u.bytes,
+                         noun(u.graphs.size(), "graph"), fmt::join(u.graphs, ", "));
+      out += fmt::format("    source {} {}; compiled {} {}\n", noun(u.models.size(), "model"),
+                         fmt::join(u.models, ", "), noun(u.compiledModels.size(), "model"),
                          u.compiledModels.empty() ? "-" : fmt::format("{}", fmt::join(u.compiledModels, ", ")));
     }
     if (c.verified) out += "  verify: every weight hash, padding byte and structural rule checked: ok\n";
@@ -147,10 +150,19 @@ std::string reportJson(const Report& r) {
     jc["alignment"] = c.alignment;
     jc["graphs"] = Json::array();
     for (const auto& g : c.graphs)
-      jc["graphs"].push_back({{"name", g.name}, {"source_model", g.sourceModel}, {"ops", g.opCount}, {"weight_refs", g.weightRefs}, {"arena_bytes", g.arenaBytes}});
-    jc["weights"] = {{"count", c.weightCount}, {"stored_bytes", c.storedWeightBytes}, {"unique_bytes", c.uniqueWeightBytes},
-                     {"referenced_bytes", c.referencedWeightBytes}, {"sharing_ratio", c.sharingRatio},
-                     {"weightless", c.weightless}, {"source_count", c.sourceWeights}, {"source_bytes", c.sourceWeightBytes}};
+      jc["graphs"].push_back({{"name", g.name},
+                              {"source_model", g.sourceModel},
+                              {"ops", g.opCount},
+                              {"weight_refs", g.weightRefs},
+                              {"arena_bytes", g.arenaBytes}});
+    jc["weights"] = {{"count", c.weightCount},
+                     {"stored_bytes", c.storedWeightBytes},
+                     {"unique_bytes", c.uniqueWeightBytes},
+                     {"referenced_bytes", c.referencedWeightBytes},
+                     {"sharing_ratio", c.sharingRatio},
+                     {"weightless", c.weightless},
+                     {"source_count", c.sourceWeights},
+                     {"source_bytes", c.sourceWeightBytes}};
     jc["shared_weights"] = Json::array();
     for (const auto& w : c.sharedWeights)
       jc["shared_weights"].push_back({{"index", w.index},

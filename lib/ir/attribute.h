@@ -13,7 +13,18 @@ namespace ctxkit::ir {
 
 struct Graph;
 
-enum class AttrType : uint8_t { Float = 1, Int = 2, String = 3, Tensor = 4, Graph = 5, Floats = 6, Ints = 7, Strings = 8, Tensors = 9, Graphs = 10 };
+enum class AttrType : uint8_t {
+  Float = 1,
+  Int = 2,
+  String = 3,
+  Tensor = 4,
+  Graph = 5,
+  Floats = 6,
+  Ints = 7,
+  Strings = 8,
+  Tensors = 9,
+  Graphs = 10
+};
 
 std::string_view attrTypeName(AttrType type);
 

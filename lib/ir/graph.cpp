@@ -22,8 +22,7 @@ std::string_view attrTypeName(AttrType type) {
 }
 
 namespace {
-template <typename T>
-Attribute makeAttr(std::string name, AttrType type, T Attribute::*field, T value) {
+template <typename T> Attribute makeAttr(std::string name, AttrType type, T Attribute::*field, T value) {
   Attribute a;
   a.name = std::move(name);
   a.type = type;
@@ -32,8 +31,12 @@ Attribute makeAttr(std::string name, AttrType type, T Attribute::*field, T value
 }
 }  // namespace
 
-Attribute Attribute::makeInt(std::string name, int64_t v) { return makeAttr(std::move(name), AttrType::Int, &Attribute::i, v); }
-Attribute Attribute::makeFloat(std::string name, float v) { return makeAttr(std::move(name), AttrType::Float, &Attribute::f, v); }
+Attribute Attribute::makeInt(std::string name, int64_t v) {
+  return makeAttr(std::move(name), AttrType::Int, &Attribute::i, v);
+}
+Attribute Attribute::makeFloat(std::string name, float v) {
+  return makeAttr(std::move(name), AttrType::Float, &Attribute::f, v);
+}
 Attribute Attribute::makeString(std::string name, std::string v) {
   return makeAttr(std::move(name), AttrType::String, &Attribute::s, std::move(v));
 }

@@ -57,7 +57,7 @@ struct Node {
   std::string opType;
   std::string domain;  // "" is the default ONNX domain
   OpKind kind = OpKind::Unknown;
-  int64_t opset = 0;  // the model's opset for `domain`, resolved at load
+  int64_t opset = 0;                // the model's opset for `domain`, resolved at load
   std::vector<std::string> inputs;  // "" marks an omitted optional input
   std::vector<std::string> outputs;
   Attributes attrs;

@@ -29,10 +29,21 @@ struct Dtype {
 
 // Writers use the first spelling listed for a type; 1-byte types are also accepted with '<' or '|'.
 constexpr std::array<Dtype, 15> kDtypes = {{
-    {"<f4", ElemType::Float},  {"<f8", ElemType::Double}, {"<f2", ElemType::Float16}, {"<i8", ElemType::Int64},
-    {"<i4", ElemType::Int32},  {"<i2", ElemType::Int16},  {"|i1", ElemType::Int8},    {"<i1", ElemType::Int8},
-    {"|u1", ElemType::Uint8},  {"<u1", ElemType::Uint8},  {"<u2", ElemType::Uint16},  {"<u4", ElemType::Uint32},
-    {"<u8", ElemType::Uint64}, {"|b1", ElemType::Bool},   {"<b1", ElemType::Bool},
+    {"<f4", ElemType::Float},
+    {"<f8", ElemType::Double},
+    {"<f2", ElemType::Float16},
+    {"<i8", ElemType::Int64},
+    {"<i4", ElemType::Int32},
+    {"<i2", ElemType::Int16},
+    {"|i1", ElemType::Int8},
+    {"<i1", ElemType::Int8},
+    {"|u1", ElemType::Uint8},
+    {"<u1", ElemType::Uint8},
+    {"<u2", ElemType::Uint16},
+    {"<u4", ElemType::Uint32},
+    {"<u8", ElemType::Uint64},
+    {"|b1", ElemType::Bool},
+    {"<b1", ElemType::Bool},
 }};
 
 struct Header {
@@ -78,10 +89,13 @@ public:
     ++pos_;
     for (; pos_ < text_.size(); ++pos_)
       if (!isSpace(text_[pos_]))
-        return makeError(ErrorCode::InvalidGraph, "header has '{}' after its closing brace at byte {}", text_[pos_], pos_);
+        return makeError(ErrorCode::InvalidGraph, "header has '{}' after its closing brace at byte {}", text_[pos_],
+                         pos_);
     if (!h.descr || !h.fortranOrder || !h.shape)
       return makeError(ErrorCode::InvalidGraph, "header lacks '{}'",
-                       !h.descr ? "descr" : !h.fortranOrder ? "fortran_order" : "shape");
+                       !h.descr          ? "descr"
+                       : !h.fortranOrder ? "fortran_order"
+                                         : "shape");
     return h;
   }
 
@@ -169,7 +183,8 @@ Expected<ElemType> typeFromDescr(const std::string& descr) {
   if (!descr.empty() && descr[0] == '>')
     return makeError(ErrorCode::Unsupported, "dtype '{}' is big-endian; expected little-endian ('<')", descr);
   return makeError(ErrorCode::Unsupported,
-                   "dtype '{}' is not supported; expected one of <f4 <f8 <f2 <i8 <i4 <i2 |i1 |u1 <u2 <u4 <u8 |b1", descr);
+                   "dtype '{}' is not supported; expected one of <f4 <f8 <f2 <i8 <i4 <i2 |i1 |u1 <u2 <u4 <u8 |b1",
+                   descr);
 }
 
 uint32_t readLittle(std::span<const std::byte> bytes, size_t offset, size_t width) {
@@ -180,7 +195,8 @@ uint32_t readLittle(std::span<const std::byte> bytes, size_t offset, size_t widt
 
 Expected<Tensor> parseNpyImpl(std::span<const std::byte> bytes) {
   if (bytes.size() < 10)
-    return makeError(ErrorCode::InvalidGraph, "file is {} bytes; expected at least 10 for a NumPy header", bytes.size());
+    return makeError(ErrorCode::InvalidGraph, "file is {} bytes; expected at least 10 for a NumPy header",
+                     bytes.size());
   if (std::memcmp(bytes.data(), kMagic.data(), kMagic.size()) != 0)
     return makeError(ErrorCode::InvalidGraph, "not a NumPy file: the magic string \\x93NUMPY is missing");
   auto major = static_cast<unsigned>(bytes[6]);
@@ -215,8 +231,7 @@ Expected<Tensor> parseNpyImpl(std::span<const std::byte> bytes) {
                      shapeToString(shape));
   auto count = elementCount(shape);
   auto needed = count ? storageBytes(type, *count) : std::nullopt;
-  if (!needed)
-    return makeError(ErrorCode::InvalidGraph, "element count of shape {} overflows", shapeToString(shape));
+  if (!needed) return makeError(ErrorCode::InvalidGraph, "element count of shape {} overflows", shapeToString(shape));
   auto data = bytes.subspan(prefix + headerLength);
   if (data.size() != *needed)
     return makeError(ErrorCode::InvalidGraph, "data is {} bytes; expected {} for a {} array of shape {}", data.size(),

@@ -33,8 +33,7 @@ public:
   static Tensor strings(Shape shape, std::vector<std::string> values);
   // A writable view of memory owned elsewhere (an execution arena); the caller keeps it alive.
   static Expected<Tensor> mutableView(ElemType type, Shape shape, std::byte* data, size_t size);
-  template <typename T>
-  static Tensor fromVector(ElemType type, Shape shape, const std::vector<T>& values) {
+  template <typename T> static Tensor fromVector(ElemType type, Shape shape, const std::vector<T>& values) {
     return copyOf(type, std::move(shape), std::as_bytes(std::span(values))).value();
   }
 
@@ -51,10 +50,8 @@ public:
   // Only for tensors made by allocate/copyOf; views of mapped files are read-only.
   std::byte* mutableData() { return writable_ ? const_cast<std::byte*>(data_) : nullptr; }
 
-  template <typename T>
-  const T* dataAs() const { return reinterpret_cast<const T*>(data_); }
-  template <typename T>
-  T* mutableDataAs() { return reinterpret_cast<T*>(mutableData()); }
+  template <typename T> const T* dataAs() const { return reinterpret_cast<const T*>(data_); }
+  template <typename T> T* mutableDataAs() { return reinterpret_cast<T*>(mutableData()); }
 
   const std::vector<std::string>& stringValues() const { return strings_; }
   std::vector<std::string>& mutableStringValues() { return strings_; }

@@ -23,10 +23,8 @@ template <typename T> T negate(T x) {
 }
 
 template <typename T> T absolute(T x) {
-  if constexpr (std::is_unsigned_v<T>)
-    return x;
-  else
-    return x < T(0) ? negate(x) : x;
+  if constexpr (std::is_unsigned_v<T>) return x;
+  else return x < T(0) ? negate(x) : x;
 }
 
 template <typename T> T sigmoid(T x) {
@@ -62,10 +60,8 @@ bool runFloatFast(const OpContext& ctx, const float* in, float* out, size_t n, c
     case ir::OpKind::Tanh: chunked(4096, vecTanh); return true;
     case ir::OpKind::Erf: chunked(4096, vecErf); return true;
     case ir::OpKind::Gelu:
-      if (p.tanhApprox)
-        chunked(4096, vecGeluTanh);
-      else
-        chunked(4096, vecGeluErf);
+      if (p.tanhApprox) chunked(4096, vecGeluTanh);
+      else chunked(4096, vecGeluErf);
       return true;
     case ir::OpKind::Relu:
       chunked(16384, [](const float* x, float* y, size_t m) { vecClamp(x, y, m, 0.0f, INFINITY); });

@@ -178,7 +178,8 @@ Status runAttention(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
           double sum = 0;
           std::vector<double> p(static_cast<size_t>(total), 0.0);
           if (mx > -inf) {  // a fully masked row attends to nothing: zero weights, not NaN
-            for (int64_t j = 0; j < total; ++j) sum += p[static_cast<size_t>(j)] = std::exp(biased[static_cast<size_t>(j)] - mx);
+            for (int64_t j = 0; j < total; ++j)
+              sum += p[static_cast<size_t>(j)] = std::exp(biased[static_cast<size_t>(j)] - mx);
             for (double& x : p) x /= sum;
           }
           if (qkOut) {
@@ -192,7 +193,8 @@ Status runAttention(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
           for (int64_t e = 0; e < dv; ++e) {
             double acc = 0;
             for (int64_t j = 0; j < total; ++j) acc += p[static_cast<size_t>(j)] * vh[j * dv + e];
-            int64_t dst = d.threeD ? ((b * d.qSeq + i) * d.qHeads + h) * dv + e : ((b * d.qHeads + h) * d.qSeq + i) * dv + e;
+            int64_t dst =
+                d.threeD ? ((b * d.qSeq + i) * d.qHeads + h) * dv + e : ((b * d.qHeads + h) * d.qSeq + i) * dv + e;
             y[dst] = static_cast<T>(acc);
           }
         }

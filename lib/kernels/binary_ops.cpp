@@ -55,10 +55,8 @@ Status runMod(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const bool fmod = attrsOf<ops::ModAttrs>(ctx).fmod;
   return visitType<kNativeNumeric>(inputs[0]->type(), [&](auto tag) -> Status {
     using T = decltype(tag);
-    if (fmod)
-      binaryApply<T, T>(ctx, *inputs[0], *inputs[1], *outputs[0], [](T a, T b) { return truncMod(a, b); });
-    else
-      binaryApply<T, T>(ctx, *inputs[0], *inputs[1], *outputs[0], [](T a, T b) { return floorMod(a, b); });
+    if (fmod) binaryApply<T, T>(ctx, *inputs[0], *inputs[1], *outputs[0], [](T a, T b) { return truncMod(a, b); });
+    else binaryApply<T, T>(ctx, *inputs[0], *inputs[1], *outputs[0], [](T a, T b) { return floorMod(a, b); });
     return Status::ok();
   });
 }

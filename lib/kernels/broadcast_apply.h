@@ -30,8 +30,7 @@ void binaryApply(const OpContext& ctx, const ir::Tensor& a, const ir::Tensor& b,
     const T* x = pa + off[1];
     const T* z = pb + off[2];
     R* o = out + off[0];
-    for (int64_t i = 0; i < n; ++i)
-      o[i] = op(x[i * st[1]], z[i * st[2]]);
+    for (int64_t i = 0; i < n; ++i) o[i] = op(x[i * st[1]], z[i * st[2]]);
   });
 }
 

@@ -109,16 +109,11 @@ Status runConstant(const OpContext& ctx, RunIns, RunOuts outputs) {
   CTX_ASSIGN_OR_RETURN(const ir::Attribute* a, constantAttr(ctx));
   ir::Tensor& y = *outputs[0];
   std::span<const std::byte> bytes;
-  if (a->name == "value")
-    bytes = a->t.bytes();
-  else if (a->name == "value_float")
-    bytes = std::as_bytes(std::span(&a->f, 1));
-  else if (a->name == "value_floats")
-    bytes = std::as_bytes(std::span(a->floats));
-  else if (a->name == "value_int")
-    bytes = std::as_bytes(std::span(&a->i, 1));
-  else
-    bytes = std::as_bytes(std::span(a->ints));
+  if (a->name == "value") bytes = a->t.bytes();
+  else if (a->name == "value_float") bytes = std::as_bytes(std::span(&a->f, 1));
+  else if (a->name == "value_floats") bytes = std::as_bytes(std::span(a->floats));
+  else if (a->name == "value_int") bytes = std::as_bytes(std::span(&a->i, 1));
+  else bytes = std::as_bytes(std::span(a->ints));
   if (bytes.size() != y.byteSize())
     return invalid(ctx, "constant holds {} bytes but its shape needs {}", bytes.size(), y.byteSize());
   if (!bytes.empty()) std::memcpy(y.mutableData(), bytes.data(), bytes.size());

@@ -13,7 +13,8 @@ namespace {
 Expected<std::vector<int64_t>> windowInts(const OpContext& ctx, std::string_view name, size_t count, int64_t fallback) {
   const ir::Attribute* a = ctx.attrs.find(name);
   if (!a) return std::vector<int64_t>(count, fallback);
-  if (a->ints.size() != count) return invalid(ctx, "attribute {} has {} values but expected {}", name, a->ints.size(), count);
+  if (a->ints.size() != count)
+    return invalid(ctx, "attribute {} has {} values but expected {}", name, a->ints.size(), count);
   return a->ints;
 }
 
@@ -39,7 +40,8 @@ Expected<Col2ImPlan> planCol2Im(const OpContext& ctx, InDescs inputs) {
   const int64_t blockSize = dimProduct(p.block);
   const ir::Shape& x = inputs[0].shape;
   if (blockSize < 1 || x[1] % blockSize != 0)
-    return invalid(ctx, "input 0 has shape {}: dimension 1 is not a multiple of the block size {}", shapeStr(x), blockSize);
+    return invalid(ctx, "input 0 has shape {}: dimension 1 is not a multiple of the block size {}", shapeStr(x),
+                   blockSize);
   p.channels = x[1] / blockSize;
   int64_t positions = 1;
   for (size_t d = 0; d < r; ++d) {
@@ -136,8 +138,7 @@ Expected<ir::Shape> unpoolShape(const OpContext& ctx, InDescs inputs) {
   CTX_ASSIGN_OR_RETURN(std::vector<int64_t> strides, windowInts(ctx, "strides", r, 1));
   CTX_ASSIGN_OR_RETURN(std::vector<int64_t> pads, windowInts(ctx, "pads", 2 * r, 0));
   ir::Shape out{x[0], x[1]};
-  for (size_t d = 0; d < r; ++d)
-    out.push_back((x[d + 2] - 1) * strides[d] + kernel->ints[d] - pads[d] - pads[d + r]);
+  for (size_t d = 0; d < r; ++d) out.push_back((x[d + 2] - 1) * strides[d] + kernel->ints[d] - pads[d] - pads[d + r]);
   return out;
 }
 

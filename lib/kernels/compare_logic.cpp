@@ -26,21 +26,11 @@ Status runCompare(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   return visitType<kNativeNumeric | typeBit(ElemType::Bool)>(a.type(), [&](auto tag) -> Status {
     using T = decltype(tag);
     switch (ctx.kind) {
-    case ir::OpKind::Equal:
-      binaryApply<bool, T>(ctx, a, b, y, [](T p, T q) { return p == q; });
-      break;
-    case ir::OpKind::Greater:
-      binaryApply<bool, T>(ctx, a, b, y, [](T p, T q) { return p > q; });
-      break;
-    case ir::OpKind::Less:
-      binaryApply<bool, T>(ctx, a, b, y, [](T p, T q) { return p < q; });
-      break;
-    case ir::OpKind::GreaterOrEqual:
-      binaryApply<bool, T>(ctx, a, b, y, [](T p, T q) { return p >= q; });
-      break;
-    default:
-      binaryApply<bool, T>(ctx, a, b, y, [](T p, T q) { return p <= q; });
-      break;
+      case ir::OpKind::Equal: binaryApply<bool, T>(ctx, a, b, y, [](T p, T q) { return p == q; }); break;
+      case ir::OpKind::Greater: binaryApply<bool, T>(ctx, a, b, y, [](T p, T q) { return p > q; }); break;
+      case ir::OpKind::Less: binaryApply<bool, T>(ctx, a, b, y, [](T p, T q) { return p < q; }); break;
+      case ir::OpKind::GreaterOrEqual: binaryApply<bool, T>(ctx, a, b, y, [](T p, T q) { return p >= q; }); break;
+      default: binaryApply<bool, T>(ctx, a, b, y, [](T p, T q) { return p <= q; }); break;
     }
     return Status::ok();
   });
@@ -61,8 +51,7 @@ Status runLogic(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   if (ctx.kind == ir::OpKind::Not) {
     const bool* x = inputs[0]->dataAs<bool>();
     bool* out = y.mutableDataAs<bool>();
-    for (uint64_t i = 0; i < y.elementCount(); ++i)
-      out[i] = !x[i];
+    for (uint64_t i = 0; i < y.elementCount(); ++i) out[i] = !x[i];
   } else if (ctx.kind == ir::OpKind::And) {
     binaryApply<bool, bool>(ctx, *inputs[0], *inputs[1], y, [](bool p, bool q) { return p && q; });
   } else {
@@ -140,8 +129,7 @@ Status runMinMax(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
       std::array<std::span<const int64_t>, 1> shapes{inputs[0]->shape()};
       const T* p = inputs[0]->dataAs<T>();
       walkBroadcast(ctx, y.shape(), shapes, [&](const auto& off, int64_t n, const auto& st) {
-        for (int64_t i = 0; i < n; ++i)
-          out[off[0] + i] = p[off[1] + i * st[1]];
+        for (int64_t i = 0; i < n; ++i) out[off[0] + i] = p[off[1] + i * st[1]];
       });
     }
     for (size_t k = 1; k < inputs.size(); ++k) {
@@ -222,4 +210,4 @@ Status runClip(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   });
 }
 
-} // namespace ctxkit::kernels::detail
+}  // namespace ctxkit::kernels::detail

@@ -70,8 +70,7 @@ Expected<ConvTransposePlan> planConvTranspose(const OpContext& ctx, std::span<co
     return invalid(ctx, "attribute output_shape has {} values but expected {}", outputShape.size(), rank);
   bool same = autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER";
   if (outputShape.empty() && same)
-    for (size_t i = 0; i < rank; ++i)
-      outputShape.push_back(p.in[i] * p.strides[i]);
+    for (size_t i = 0; i < rank; ++i) outputShape.push_back(p.in[i] * p.strides[i]);
   p.out.resize(rank);
   for (size_t i = 0; i < rank; ++i) {
     int64_t full = p.strides[i] * (p.in[i] - 1) + outPad[i] + (p.kernel[i] - 1) * p.dilations[i] + 1;
@@ -80,7 +79,7 @@ Expected<ConvTransposePlan> planConvTranspose(const OpContext& ctx, std::span<co
     } else if (!outputShape.empty()) {
       // A negative total (output_shape larger than the full output) pads with zeros at the end.
       int64_t total = full - outputShape[i];
-      int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2); // floor(total / 2)
+      int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);  // floor(total / 2)
       if (autoPad == "SAME_UPPER") {
         p.padBegin[i] = half;
         p.padEnd[i] = total - half;
@@ -95,7 +94,7 @@ Expected<ConvTransposePlan> planConvTranspose(const OpContext& ctx, std::span<co
   return p;
 }
 
-} // namespace
+}  // namespace
 
 InferResult inferConvTranspose(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 3));
@@ -157,7 +156,8 @@ Status runConvTranspose(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   for (int64_t n = 0; n < p.batch; ++n) {
     for (int64_t g = 0; g < p.group; ++g) {
       float* outG = py + (n * p.outChannels + g * mPerGroup) * outSize;
-      for (int64_t m = 0; m < mPerGroup; ++m) std::fill(outG + m * outSize, outG + (m + 1) * outSize, pb ? pb[g * mPerGroup + m] : 0.0f);
+      for (int64_t m = 0; m < mPerGroup; ++m)
+        std::fill(outG + m * outSize, outG + (m + 1) * outSize, pb ? pb[g * mPerGroup + m] : 0.0f);
       const float* xg = px + (n * p.channels + g * cPerGroup) * inSize;
       const float* wg = pw + g * cPerGroup * rows;  // [cPerGroup][mPerGroup][kSize]
       for (int64_t i0 = 0; i0 < inSize; i0 += chunk) {
@@ -186,4 +186,4 @@ Status runConvTranspose(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   return Status::ok();
 }
 
-} // namespace ctxkit::kernels::detail
+}  // namespace ctxkit::kernels::detail

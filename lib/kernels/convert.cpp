@@ -104,10 +104,8 @@ template <typename T> void loadInts(const void* src, int64_t* out, size_t n) {
 template <typename T> void storeInts(const int64_t* in, void* dst, size_t n) {
   T* d = static_cast<T*>(dst);
   for (size_t i = 0; i < n; ++i) {
-    if constexpr (std::is_same_v<T, bool>)
-      d[i] = in[i] != 0;
-    else
-      d[i] = static_cast<T>(in[i]);  // wraps modulo 2^bits
+    if constexpr (std::is_same_v<T, bool>) d[i] = in[i] != 0;
+    else d[i] = static_cast<T>(in[i]);  // wraps modulo 2^bits
   }
 }
 
@@ -130,12 +128,9 @@ template <typename T> T truncateTo(double v) {
 template <typename T> void storeDoubles(const double* in, void* dst, size_t n) {
   T* d = static_cast<T*>(dst);
   for (size_t i = 0; i < n; ++i) {
-    if constexpr (std::is_same_v<T, bool>)
-      d[i] = in[i] != 0.0;
-    else if constexpr (std::is_floating_point_v<T>)
-      d[i] = static_cast<T>(in[i]);
-    else
-      d[i] = truncateTo<T>(in[i]);
+    if constexpr (std::is_same_v<T, bool>) d[i] = in[i] != 0.0;
+    else if constexpr (std::is_floating_point_v<T>) d[i] = static_cast<T>(in[i]);
+    else d[i] = truncateTo<T>(in[i]);
   }
 }
 
@@ -242,14 +237,10 @@ Status convertElementRange(ElemType from, const void* src, ElemType to, void* ds
       size_t n = std::min(kBlock, count - done);
       double buf[kBlock];
       size_t at = begin + done;
-      if (isSmallType(from))
-        loadSmall(from, src, at, n, buf);
-      else
-        loadDoubleBlock(from, static_cast<const std::byte*>(src) + at * ir::elemSize(from), buf, n);
-      if (isSmallType(to))
-        storeSmall(to, buf, dst, at, n, saturate);
-      else
-        storeDoubleBlock(to, buf, static_cast<std::byte*>(dst) + at * ir::elemSize(to), n);
+      if (isSmallType(from)) loadSmall(from, src, at, n, buf);
+      else loadDoubleBlock(from, static_cast<const std::byte*>(src) + at * ir::elemSize(from), buf, n);
+      if (isSmallType(to)) storeSmall(to, buf, dst, at, n, saturate);
+      else storeDoubleBlock(to, buf, static_cast<std::byte*>(dst) + at * ir::elemSize(to), n);
     }
     return Status::ok();
   }

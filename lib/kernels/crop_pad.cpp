@@ -66,7 +66,9 @@ Status runCenterCropPad(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
       inside = i >= 0 && i < x.shape()[d];
       src += i * inStrides[d];
     }
-    if (inside) std::memcpy(y.mutableData() + static_cast<size_t>(o) * element, x.data() + static_cast<size_t>(src) * element, element);
+    if (inside)
+      std::memcpy(y.mutableData() + static_cast<size_t>(o) * element, x.data() + static_cast<size_t>(src) * element,
+                  element);
     for (size_t d = rank; d-- > 0;) {
       if (++index[d] < p.out[d]) break;
       index[d] = 0;

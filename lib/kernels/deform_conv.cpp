@@ -33,7 +33,8 @@ Expected<DeformPlan> planDeform(const OpContext& ctx, InDescs inputs) {
                    p.offsetGroup);
   auto ints = [&](std::string_view name, size_t count, int64_t* out) -> Status {
     if (const ir::Attribute* a = ctx.attrs.find(name)) {
-      if (a->ints.size() != count) return invalid(ctx, "attribute {} has {} values but expected {}", name, a->ints.size(), count);
+      if (a->ints.size() != count)
+        return invalid(ctx, "attribute {} has {} values but expected {}", name, a->ints.size(), count);
       std::copy(a->ints.begin(), a->ints.end(), out);
     }
     return Status::ok();
@@ -41,7 +42,8 @@ Expected<DeformPlan> planDeform(const OpContext& ctx, InDescs inputs) {
   CTX_RETURN_IF_ERROR(ints("strides", 2, p.stride));
   CTX_RETURN_IF_ERROR(ints("dilations", 2, p.dilation));
   CTX_RETURN_IF_ERROR(ints("pads", 4, p.pad));
-  if (const ir::Attribute* k = ctx.attrs.find("kernel_shape"); k && (k->ints.size() != 2 || k->ints[0] != p.kh || k->ints[1] != p.kw))
+  if (const ir::Attribute* k = ctx.attrs.find("kernel_shape");
+      k && (k->ints.size() != 2 || k->ints[0] != p.kh || k->ints[1] != p.kw))
     return invalid(ctx, "attribute kernel_shape does not match W's shape {}", shapeStr(wt));
   p.oh = (p.h + p.pad[0] + p.pad[2] - (p.dilation[0] * (p.kh - 1) + 1)) / p.stride[0] + 1;
   p.ow = (p.w + p.pad[1] + p.pad[3] - (p.dilation[1] * (p.kw - 1) + 1)) / p.stride[1] + 1;
@@ -117,7 +119,8 @@ Status runDeformConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
       for (int64_t q = 0; q < positions; ++q) {
         double sum = bias ? bias[o] : 0.0;
         for (int64_t k = 0; k < cg * taps; ++k)
-          sum += static_cast<double>(wt[o * cg * taps + k]) * col[static_cast<size_t>((g * cg * taps + k) * positions + q)];
+          sum += static_cast<double>(wt[o * cg * taps + k]) *
+                 col[static_cast<size_t>((g * cg * taps + k) * positions + q)];
         yo[q] = static_cast<float>(sum);
       }
     }

@@ -39,7 +39,8 @@ Expected<std::vector<int>> parseTerm(const OpContext& ctx, std::string_view term
         if (rank < letters) return invalid(ctx, "term '{}' has more labels than its operand's rank {}", term, rank);
         ellRank = std::max(ellRank, n);
       }
-      for (size_t k = 0; k < n; ++k) labels.push_back(kEllipsisBase + static_cast<int>(k + (isOutput ? 0 : ellRank - n)));
+      for (size_t k = 0; k < n; ++k)
+        labels.push_back(kEllipsisBase + static_cast<int>(k + (isOutput ? 0 : ellRank - n)));
     } else if (std::isalpha(static_cast<unsigned char>(c))) {
       labels.push_back(static_cast<unsigned char>(c));
     } else {
@@ -127,7 +128,9 @@ Status runEinsum(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     labels.push_back(l);
     sizes.push_back(s);
   }
-  auto indexOf = [&](int l) { return static_cast<size_t>(std::find(labels.begin(), labels.end(), l) - labels.begin()); };
+  auto indexOf = [&](int l) {
+    return static_cast<size_t>(std::find(labels.begin(), labels.end(), l) - labels.begin());
+  };
   // Per operand and output: the stride of each label (0 where absent; summed for repeated labels: a diagonal).
   auto strideTable = [&](const std::vector<int>& dims, std::span<const int64_t> shape) {
     std::vector<int64_t> st(labels.size(), 0);

@@ -148,10 +148,8 @@ InferResult inferPow(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
   TypeSet baseTypes = kFloatTypes | typeBit(ElemType::Int32) | typeBit(ElemType::Int64);
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, baseTypes));
-  if (attrsOf<ops::BinaryAttrs>(ctx).sameTypeOperands)
-    CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 1));
-  else
-    CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 1, kNumericTypes));
+  if (attrsOf<ops::BinaryAttrs>(ctx).sameTypeOperands) CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 1));
+  else CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 1, kNumericTypes));
   auto shape = broadcastShapes(inputs[0].shape, inputs[1].shape);
   if (!shape)
     return invalid(ctx, "input shapes {} and {} do not broadcast", shapeStr(inputs[0].shape),

@@ -63,15 +63,18 @@ Status scatterInto(const OpContext& ctx, ScatterReduction r, const std::vector<i
                   updates.data() + k * static_cast<size_t>(slice) * es, static_cast<size_t>(slice) * es);
     return Status::ok();
   }
-  return visitType<kNativeNumeric>(out.type(), [&](auto tag) -> Status {
-    using T = decltype(tag);
-    T* o = out.mutableDataAs<T>();
-    const T* u = updates.dataAs<T>();
-    for (size_t k = 0; k < offsets.size(); ++k)
-      for (int64_t j = 0; j < slice; ++j)
-        o[offsets[k] + j] = combine(r, o[offsets[k] + j], u[static_cast<int64_t>(k) * slice + j]);
-    return Status::ok();
-  }).addContext(nodeLabel(ctx));
+  return visitType<kNativeNumeric>(out.type(),
+                                   [&](auto tag) -> Status {
+                                     using T = decltype(tag);
+                                     T* o = out.mutableDataAs<T>();
+                                     const T* u = updates.dataAs<T>();
+                                     for (size_t k = 0; k < offsets.size(); ++k)
+                                       for (int64_t j = 0; j < slice; ++j)
+                                         o[offsets[k] + j] =
+                                             combine(r, o[offsets[k] + j], u[static_cast<int64_t>(k) * slice + j]);
+                                     return Status::ok();
+                                   })
+      .addContext(nodeLabel(ctx));
 }
 
 int64_t axisOf(const OpContext& ctx) { return attrsOf<ops::GatherScatterAttrs>(ctx).axis; }

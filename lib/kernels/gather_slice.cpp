@@ -161,8 +161,7 @@ void sliceCopy(const OpContext& ctx, const E* x, E* y, std::span<const int64_t> 
                   }
                   E* dst = y + static_cast<int64_t>(r) * inner;
                   const E* s = x + src;
-                  if (innerStep == 1)
-                    std::memcpy(dst, s, static_cast<size_t>(inner) * sizeof(E));
+                  if (innerStep == 1) std::memcpy(dst, s, static_cast<size_t>(inner) * sizeof(E));
                   else
                     for (int64_t i = 0; i < inner; ++i) dst[i] = s[i * innerStep];
                 }

@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <array>
-#include <string_view>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 namespace ctxkit::kernels {
@@ -15,8 +15,8 @@ namespace ctxkit::kernels {
 namespace {
 
 constexpr size_t kKc = kPanelDepth;  // depth of a packed block: an A strip and a B strip stay in L1
-constexpr size_t kNc = 2048;       // columns of a packed B panel (L3)
-constexpr size_t kMcTarget = 144;  // rows of a packed A block (L2); rounded to the kernel's MR
+constexpr size_t kNc = 2048;         // columns of a packed B panel (L3)
+constexpr size_t kMcTarget = 144;    // rows of a packed A block (L2); rounded to the kernel's MR
 
 // acc = Apack(MR x kc) * Bpack(kc x NR); C(mr x nr) += alpha * acc. Packed operands are zero-padded, so
 // the loop always computes a full tile; only the write-back is clipped.
@@ -53,9 +53,9 @@ __attribute__((always_inline)) inline void microKernel(size_t kc, const float* _
 // One packed A block (mc x kc) times columns [nBegin, nEnd) of a B panel. Full-width strips are read from
 // `bDirect` (B itself, rows ldbDirect apart) when it is set, else from the packed panel.
 template <int MR, int NR>
-__attribute__((always_inline)) inline void blockKernel(size_t mc, size_t nBegin, size_t nEnd, size_t kc,
-                                                       const float* aPack, const float* bPack, const float* bDirect,
-                                                       size_t ldbDirect, float* c, size_t ldc, float alpha, bool store) {
+__attribute__((always_inline)) inline void
+blockKernel(size_t mc, size_t nBegin, size_t nEnd, size_t kc, const float* aPack, const float* bPack,
+            const float* bDirect, size_t ldbDirect, float* c, size_t ldc, float alpha, bool store) {
   for (size_t j = nBegin; j < nEnd; j += NR) {
     size_t nr = std::min<size_t>(NR, nEnd - j);
     bool direct = bDirect != nullptr && nr == NR;
@@ -191,8 +191,7 @@ thread_local std::vector<float> tAPack, tBPack;
 template <typename F> void runParallel(ThreadPool* pool, bool worthIt, size_t count, F&& body) {
   if (worthIt && pool && pool->threads() > 1 && count > 1)
     pool->parallelFor(count, 1, std::function<void(size_t, size_t)>(std::ref(body)));
-  else
-    body(0, count);
+  else body(0, count);
 }
 
 // A dot product in 16 independent lanes, so that it vectorizes without reassociating a single sum.
@@ -245,8 +244,7 @@ void scaleC(size_t M, size_t N, float beta, float* C, size_t ldc) {
   if (beta == 1.0f) return;
   for (size_t i = 0; i < M; ++i) {
     float* c = C + i * ldc;
-    if (beta == 0.0f)
-      std::fill(c, c + N, 0.0f);
+    if (beta == 0.0f) std::fill(c, c + N, 0.0f);
     else
       for (size_t j = 0; j < N; ++j) c[j] *= beta;
   }
@@ -469,9 +467,15 @@ std::span<const std::byte> PackedWeightStream::next() {
     packB(true, weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, width_, 0, count, buffer.get());
   } else {
     switch (width_) {
-      case 8: scatterRows<8>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer.get()); break;
-      case 16: scatterRows<16>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer.get()); break;
-      default: scatterRows<32>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer.get()); break;
+      case 8:
+        scatterRows<8>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer.get());
+        break;
+      case 16:
+        scatterRows<16>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer.get());
+        break;
+      default:
+        scatterRows<32>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer.get());
+        break;
     }
   }
   panel_ += count;

@@ -75,7 +75,7 @@ private:
   ir::Tensor weight_;
   bool transposed_ = false;
   size_t k_ = 0, n_ = 0, width_ = 0, depth_ = 0, panels_ = 0, panelsPerPiece_ = 1;
-  size_t block_ = 0, panel_ = 0;  // where the next piece starts: K block (first row) and panel
+  size_t block_ = 0, panel_ = 0;         // where the next piece starts: K block (first row) and panel
   std::unique_ptr<float[]> buffers_[2];  // pieces alternate between them
   int current_ = 0;
 };

@@ -132,12 +132,9 @@ std::optional<ir::Shape> broadcastShapes(std::span<const int64_t> a, std::span<c
   for (size_t i = 0; i < rank; ++i) {
     int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da == db || db == 1)
-      out[i] = da;
-    else if (da == 1)
-      out[i] = db;
-    else
-      return std::nullopt;
+    if (da == db || db == 1) out[i] = da;
+    else if (da == 1) out[i] = db;
+    else return std::nullopt;
   }
   return out;
 }

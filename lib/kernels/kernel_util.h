@@ -187,7 +187,7 @@ Dims broadcastStrides(std::span<const int64_t> in, std::span<const int64_t> out)
 struct BroadcastWalk {
   static constexpr size_t kMaxOperands = 4;
   size_t operands = 0;
-  Dims outer;                                                          // collapsed outer dims
+  Dims outer;                                                        // collapsed outer dims
   SmallVec<std::array<int64_t, kMaxOperands>, kInlineRank> strides;  // per outer dim, per operand
   int64_t inner = 1;
   std::array<int64_t, kMaxOperands> innerStride{};

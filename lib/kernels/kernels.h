@@ -39,10 +39,10 @@ struct PanelsB;  // gemm.h
 // What a kernel knows about the node it runs.
 struct OpContext {
   ir::OpKind kind;
-  int64_t opset;                 // the model's opset for the op's domain
+  int64_t opset;  // the model's opset for the op's domain
   const ir::Attributes& attrs;
-  std::string_view nodeName;     // for error messages
-  ThreadPool* pool = nullptr;    // null: run serially
+  std::string_view nodeName;   // for error messages
+  ThreadPool* pool = nullptr;  // null: run serially
   // The attributes decoded by ops::decodeAttrs. Entry points decode them when null; prepared ops decode once.
   const ops::OpAttrs* typed = nullptr;
   // MatMul and Gemm prepared with a constant float32 B: B in GEMM panels (stored packed, or packed at prepare).

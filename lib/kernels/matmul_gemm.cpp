@@ -226,8 +226,8 @@ Status runGemm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
                   *ctx.panelsB, useC ? 1.0f : 0.0f, py, static_cast<size_t>(N), ctx.pool);
     else
       sgemm(transA, transB, static_cast<size_t>(M), static_cast<size_t>(N), static_cast<size_t>(K), alpha,
-            a.dataAs<float>(), static_cast<size_t>(a.shape()[1]), b.dataAs<float>(),
-            static_cast<size_t>(b.shape()[1]), useC ? 1.0f : 0.0f, py, static_cast<size_t>(N), ctx.pool);
+            a.dataAs<float>(), static_cast<size_t>(a.shape()[1]), b.dataAs<float>(), static_cast<size_t>(b.shape()[1]),
+            useC ? 1.0f : 0.0f, py, static_cast<size_t>(N), ctx.pool);
     applyFusedActivation(act, py, static_cast<size_t>(M * N));
     return Status::ok();
   }
@@ -248,8 +248,7 @@ Status runGemm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
             sum = mulAdd(sum, av, bv);
           }
           T cv = c ? c->dataAs<T>()[cIndex(i, j)] : T(0);
-          if (exact)
-            py[i * N + j] = mulAdd(sum, cv, T(1));
+          if (exact) py[i * N + j] = mulAdd(sum, cv, T(1));
           else
             py[i * N + j] = static_cast<T>(static_cast<double>(alpha) * static_cast<double>(sum) +
                                            static_cast<double>(beta) * static_cast<double>(cv));

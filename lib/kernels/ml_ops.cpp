@@ -8,8 +8,8 @@ namespace ctxkit::kernels::detail {
 
 namespace {
 
-constexpr TypeSet kBinarizerTypes = typeBit(ElemType::Float) | typeBit(ElemType::Double) |
-                                    typeBit(ElemType::Int32) | typeBit(ElemType::Int64);
+constexpr TypeSet kBinarizerTypes =
+    typeBit(ElemType::Float) | typeBit(ElemType::Double) | typeBit(ElemType::Int32) | typeBit(ElemType::Int64);
 
 }  // namespace
 
@@ -56,8 +56,8 @@ Status runArrayFeatureExtractor(const OpContext& ctx, RunIns inputs, RunOuts out
   std::byte* y = outputs[0]->mutableData();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t k = 0; k < count; ++k)
-      std::memcpy(y + static_cast<size_t>(r * count + k) * element, x.data() + static_cast<size_t>(r * n + idx[k]) * element,
-                  element);
+      std::memcpy(y + static_cast<size_t>(r * count + k) * element,
+                  x.data() + static_cast<size_t>(r * n + idx[k]) * element, element);
   return Status::ok();
 }
 

@@ -132,9 +132,9 @@ InferResult inferMvn(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFloatTypes));
   const auto& axes = attrsOf<ops::ReduceAttrs>(ctx).axes;
-  CTX_RETURN_IF_ERROR(normalizeAxes(ctx, axes ? *axes : std::vector<int64_t>{},
-                                    static_cast<int64_t>(inputs[0].shape.size()), "axes")
-                          .status());
+  CTX_RETURN_IF_ERROR(
+      normalizeAxes(ctx, axes ? *axes : std::vector<int64_t>{}, static_cast<int64_t>(inputs[0].shape.size()), "axes")
+          .status());
   return single(inputs[0].type, inputs[0].shape);
 }
 

@@ -75,8 +75,7 @@ Status runBatchNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
           }
         } else {
           T ac = static_cast<T>(a[static_cast<size_t>(c)]), bc = static_cast<T>(b[static_cast<size_t>(c)]);
-          if constexpr (std::is_same_v<T, float>)
-            vecScaleShift(src, dst, static_cast<size_t>(spatial), ac, bc);
+          if constexpr (std::is_same_v<T, float>) vecScaleShift(src, dst, static_cast<size_t>(spatial), ac, bc);
           else
             for (int64_t i = 0; i < spatial; ++i) dst[i] = src[i] * ac + bc;
         }
@@ -159,19 +158,15 @@ Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   std::vector<double>& bias = biasScratch;
   expandParam(*inputs[1], norm, scale);
   const ir::Tensor* biasT = inputs.size() > 2 ? inputs[2] : nullptr;
-  if (biasT)
-    expandParam(*biasT, norm, bias);
-  else
-    bias.assign(static_cast<size_t>(d), 0.0);
+  if (biasT) expandParam(*biasT, norm, bias);
+  else bias.assign(static_cast<size_t>(d), 0.0);
   ir::Tensor* meanOut = outputs.size() > 1 ? outputs[1] : nullptr;
   ir::Tensor* invOut = outputs.size() > 2 ? outputs[2] : nullptr;
   const bool rms = ctx.kind == ir::OpKind::RMSNormalization;  // x / sqrt(mean(x^2) + eps) * scale: no centering
   auto store = [](ir::Tensor* t, int64_t i, double v) {
     if (!t) return;
-    if (t->type() == ElemType::Double)
-      t->mutableDataAs<double>()[i] = v;
-    else
-      t->mutableDataAs<float>()[i] = static_cast<float>(v);
+    if (t->type() == ElemType::Double) t->mutableDataAs<double>()[i] = v;
+    else t->mutableDataAs<float>()[i] = static_cast<float>(v);
   };
   if (x.type() == ElemType::Float) {
     std::vector<float>& scaleF = scaleFScratch;

@@ -10,8 +10,8 @@ namespace ctxkit::kernels::detail {
 struct OpEntry {
   InferFn infer;
   RunFn run;
-  TypeSet types;      // element types of the main data input
-  bool halfViaFloat;  // float16/bfloat16 data is computed as float32 (converted around the kernel)
+  TypeSet types;          // element types of the main data input
+  bool halfViaFloat;      // float16/bfloat16 data is computed as float32 (converted around the kernel)
   PlanFn plan = nullptr;  // for prepared ops: planned at prepare instead of per run (allocation-free runs)
 };
 

@@ -76,8 +76,7 @@ const OpEntry* detail::findEntry(OpKind kind) {
   static const OpEntry upsample{inferUpsample, runUpsample, kFixedSizeTypes, true};
   static const OpEntry nonZero{inferNonZero, runNonZero, kFixedSizeTypes, false};
   static const OpEntry compress{inferCompress, runCompress, kFixedSizeTypes, false};
-  static const OpEntry nonMaxSuppression{inferNonMaxSuppression, runNonMaxSuppression, typeBit(ElemType::Float),
-                                         false};
+  static const OpEntry nonMaxSuppression{inferNonMaxSuppression, runNonMaxSuppression, typeBit(ElemType::Float), false};
   static const OpEntry lpPool{inferLpPool, runLpPool, kFloats, true};
   static const OpEntry centerCropPad{inferCenterCropPad, runCenterCropPad, kFixedSizeTypes, false};
   static const OpEntry col2Im{inferCol2Im, runCol2Im, kFloats, true};
@@ -367,7 +366,8 @@ Expected<std::vector<OutputDesc>> inferOutputs(const OpContext& ctx, std::span<c
                                                size_t outputCount) {
   const OpEntry* entry = findEntry(ctx.kind);
   if (!entry) return noKernel(ctx);
-  if (!ctx.typed) return withTypedAttrs(ctx, [&](const OpContext& typed) { return inferOutputs(typed, inputs, outputCount); });
+  if (!ctx.typed)
+    return withTypedAttrs(ctx, [&](const OpContext& typed) { return inferOutputs(typed, inputs, outputCount); });
   if (!inputs.empty() && inputs[0].present && !inSet(entry->types, inputs[0].type))
     return nodeError(ctx, ErrorCode::Unsupported, "input 0 has type {} but the kernel supports {}",
                      ir::elemTypeName(inputs[0].type), typeSetNames(entry->types));

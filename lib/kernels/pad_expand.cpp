@@ -13,11 +13,10 @@ constexpr size_t kMinChunk = 16384;
 
 // Copies `value` (one element of `size` bytes) into every element of `out`.
 void fillBytes(std::byte* out, size_t count, const std::byte* value, size_t size) {
-  for (size_t i = 0; i < count; ++i)
-    std::memcpy(out + i * size, value, size);
+  for (size_t i = 0; i < count; ++i) std::memcpy(out + i * size, value, size);
 }
 
-} // namespace
+}  // namespace
 
 // ---- ConstantOfShape ----------------------------------------------------------------------------------
 
@@ -36,7 +35,7 @@ Expected<const ir::Tensor*> constantOfShapeValue(const OpContext& ctx) {
   return &a->t;
 }
 
-} // namespace
+}  // namespace
 
 InferResult inferConstantOfShape(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
@@ -51,7 +50,7 @@ InferResult inferConstantOfShape(const OpContext& ctx, InDescs inputs, size_t ou
 Status runConstantOfShape(const OpContext& ctx, RunIns, RunOuts outputs) {
   CTX_ASSIGN_OR_RETURN(const ir::Tensor* value, constantOfShapeValue(ctx));
   ir::Tensor& y = *outputs[0];
-  if (!value) return Status::ok(); // allocated zero-filled
+  if (!value) return Status::ok();  // allocated zero-filled
   fillBytes(y.mutableData(), static_cast<size_t>(y.elementCount()), value->data(), ir::elemSize(y.type()));
   return Status::ok();
 }
@@ -80,8 +79,7 @@ Status runExpand(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     T* out = y.mutableDataAs<T>();
     parallelFor(ctx, static_cast<size_t>(walk.total), kMinChunk, [&](size_t begin, size_t end) {
       walk.visit(static_cast<int64_t>(begin), static_cast<int64_t>(end), [&](const auto& off, int64_t n) {
-        for (int64_t i = 0; i < n; ++i)
-          out[off[0] + i] = in[off[1] + i * walk.innerStride[1]];
+        for (int64_t i = 0; i < n; ++i) out[off[0] + i] = in[off[1] + i * walk.innerStride[1]];
       });
     });
     return Status::ok();
@@ -96,7 +94,7 @@ constexpr TypeSet kRangeTypes = typeBit(ElemType::Float) | typeBit(ElemType::Dou
                                 typeBit(ElemType::Int32) | typeBit(ElemType::Int64) | kHalfTypes;
 constexpr const char* kRangeNames[] = {"start", "limit", "delta"};
 
-} // namespace
+}  // namespace
 
 InferResult inferRange(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 3, 3));
@@ -138,25 +136,14 @@ Status runRange(const OpContext&, RunIns inputs, RunOuts outputs) {
     T start = *inputs[0]->dataAs<T>();
     T delta = *inputs[2]->dataAs<T>();
     T* out = y.mutableDataAs<T>();
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(start + static_cast<T>(i) * delta);
   };
   switch (y.type()) {
-  case ElemType::Float:
-    fill(float{});
-    break;
-  case ElemType::Double:
-    fill(double{});
-    break;
-  case ElemType::Int16:
-    fill(int16_t{});
-    break;
-  case ElemType::Int32:
-    fill(int32_t{});
-    break;
-  default:
-    fill(int64_t{});
-    break;
+    case ElemType::Float: fill(float{}); break;
+    case ElemType::Double: fill(double{}); break;
+    case ElemType::Int16: fill(int16_t{}); break;
+    case ElemType::Int32: fill(int32_t{}); break;
+    default: fill(int64_t{}); break;
   }
   return Status::ok();
 }
@@ -169,20 +156,16 @@ enum class PadMode { Constant, Reflect, Edge, Wrap };
 
 struct PadParams {
   PadMode mode = PadMode::Constant;
-  std::vector<int64_t> begin, end; // per axis of the data
+  std::vector<int64_t> begin, end;  // per axis of the data
 };
 
 Expected<PadParams> padParams(const OpContext& ctx, InDescs inputs) {
   PadParams p;
   std::string mode = ctx.attrs.getString("mode", "constant");
-  if (mode == "constant")
-    p.mode = PadMode::Constant;
-  else if (mode == "reflect")
-    p.mode = PadMode::Reflect;
-  else if (mode == "edge")
-    p.mode = PadMode::Edge;
-  else if (mode == "wrap" && ctx.opset >= 19)
-    p.mode = PadMode::Wrap;
+  if (mode == "constant") p.mode = PadMode::Constant;
+  else if (mode == "reflect") p.mode = PadMode::Reflect;
+  else if (mode == "edge") p.mode = PadMode::Edge;
+  else if (mode == "wrap" && ctx.opset >= 19) p.mode = PadMode::Wrap;
   else
     return invalid(ctx, "attribute mode is '{}' but expected 'constant', 'reflect', 'edge' or 'wrap' (opset 19)", mode);
   auto rank = static_cast<int64_t>(inputs[0].shape.size());
@@ -198,8 +181,7 @@ Expected<PadParams> padParams(const OpContext& ctx, InDescs inputs) {
     }
   }
   if (axes.empty() && !(ctx.opset >= 11 && optionalInput(inputs, 3)))
-    for (int64_t a = 0; a < rank; ++a)
-      axes.push_back(a);
+    for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
   if (pads.size() != 2 * axes.size())
     return invalid(ctx, "pads has {} values but expected {} (2 per padded axis)", pads.size(), 2 * axes.size());
   p.begin.assign(static_cast<size_t>(rank), 0);
@@ -224,24 +206,21 @@ int64_t padSource(PadMode mode, int64_t o, int64_t begin, int64_t n) {
   int64_t i = o - begin;
   if (i >= 0 && i < n) return i;
   switch (mode) {
-  case PadMode::Constant:
-    return -1;
-  case PadMode::Edge:
-    return i < 0 ? 0 : n - 1;
-  case PadMode::Wrap:
-    return ((i % n) + n) % n;
-  case PadMode::Reflect:
-    if (n == 1) return 0;
-    while (i < 0 || i >= n) {
-      if (i < 0) i = -i;
-      if (i >= n) i = 2 * (n - 1) - i;
-    }
-    return i;
+    case PadMode::Constant: return -1;
+    case PadMode::Edge: return i < 0 ? 0 : n - 1;
+    case PadMode::Wrap: return ((i % n) + n) % n;
+    case PadMode::Reflect:
+      if (n == 1) return 0;
+      while (i < 0 || i >= n) {
+        if (i < 0) i = -i;
+        if (i >= n) i = 2 * (n - 1) - i;
+      }
+      return i;
   }
   return -1;
 }
 
-} // namespace
+}  // namespace
 
 InferResult inferPad(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, ctx.opset < 11 ? 1 : 2, ctx.opset < 11 ? 1 : (ctx.opset < 18 ? 3 : 4)));
@@ -254,8 +233,7 @@ InferResult inferPad(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   }
   CTX_ASSIGN_OR_RETURN(PadParams p, padParams(ctx, inputs));
   ir::Shape shape = inputs[0].shape;
-  for (size_t a = 0; a < shape.size(); ++a)
-    shape[a] += p.begin[a] + p.end[a];
+  for (size_t a = 0; a < shape.size(); ++a) shape[a] += p.begin[a] + p.end[a];
   return single(inputs[0].type, std::move(shape));
 }
 
@@ -320,4 +298,4 @@ Status runPad(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   return Status::ok();
 }
 
-} // namespace ctxkit::kernels::detail
+}  // namespace ctxkit::kernels::detail

@@ -35,10 +35,9 @@ Expected<PoolPlan> planPool(const OpContext& ctx, std::span<const int64_t> x) {
 int64_t tapsInside(int64_t o, int64_t dim, const Window3& w, bool countPad) {
   int64_t lo, hi;
   if (countPad)
-    tapsForOutput(o, w.stride[dim], 0, w.dilation[dim], w.kernel[dim], w.in[dim] + w.padBegin[dim] + w.padEnd[dim],
-                  lo, hi);
-  else
-    tapsForOutput(o, w.stride[dim], w.padBegin[dim], w.dilation[dim], w.kernel[dim], w.in[dim], lo, hi);
+    tapsForOutput(o, w.stride[dim], 0, w.dilation[dim], w.kernel[dim], w.in[dim] + w.padBegin[dim] + w.padEnd[dim], lo,
+                  hi);
+  else tapsForOutput(o, w.stride[dim], w.padBegin[dim], w.dilation[dim], w.kernel[dim], w.in[dim], lo, hi);
   return hi - lo;
 }
 
@@ -77,10 +76,8 @@ void poolPlane(const T* xp, T* yp, const Window3& w, bool countPad, std::span<co
             outputsForTap(off, s2, w.in[2], w.out[2], lo, hi);
             for (int64_t ow = lo; ow < hi; ++ow) {
               const T v = src[ow * s2 + off];
-              if constexpr (IsMax)
-                orow[ow] = std::max(orow[ow], v);
-              else
-                orow[ow] += v;
+              if constexpr (IsMax) orow[ow] = std::max(orow[ow], v);
+              else orow[ow] += v;
             }
           }
         }
@@ -155,10 +152,8 @@ void pool(const OpContext& ctx, const T* x, T* y, const Window3& w, int64_t plan
     for (size_t plane = p0; plane < p1; ++plane) {
       const T* xp = x + static_cast<int64_t>(plane) * inSize;
       T* yp = y + static_cast<int64_t>(plane) * outSize;
-      if constexpr (std::is_same_v<T, float>)
-        poolPlaneF32<IsMax>(xp, yp, w, countPad, countsF);
-      else
-        poolPlane<T, IsMax>(xp, yp, w, countPad, counts);
+      if constexpr (std::is_same_v<T, float>) poolPlaneF32<IsMax>(xp, yp, w, countPad, countsF);
+      else poolPlane<T, IsMax>(xp, yp, w, countPad, counts);
     }
   });
 }
@@ -223,8 +218,7 @@ Status runMaxPool(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     using T = decltype(tag);
     if (indices)
       maxPoolWithIndices<T>(ctx, x.dataAs<T>(), outputs[0]->mutableDataAs<T>(), indices, w, p.planes, columnMajor);
-    else
-      pool<T, true>(ctx, x.dataAs<T>(), outputs[0]->mutableDataAs<T>(), w, p.planes, false);
+    else pool<T, true>(ctx, x.dataAs<T>(), outputs[0]->mutableDataAs<T>(), w, p.planes, false);
     return Status::ok();
   });
 }

@@ -111,8 +111,8 @@ private:
       const auto wanted = transB ? ops::WeightLayoutKind::GemmPanelsTransposed : ops::WeightLayoutKind::GemmPanels;
       if (!gemmLike || i != 1 || layout.kind != wanted || !in.value || in.type != ElemType::Float ||
           inputs[0].type != ElemType::Float)
-        return nodeError(ctx, ErrorCode::InvalidGraph, "input {} is stored in layout {}, which this op does not read", i,
-                         ops::layoutName(layout));
+        return nodeError(ctx, ErrorCode::InvalidGraph, "input {} is stored in layout {}, which this op does not read",
+                         i, ops::layoutName(layout));
     }
     if (kind_ == ir::OpKind::Conv) return prepareConvPanels(inputs);
     if (!gemmLike || inputs.size() < 2 || !inputs[1].present || !inputs[1].value || inputs[1].shape.size() != 2 ||
@@ -153,8 +153,9 @@ private:
   // A Conv with few output positions (a 1-D audio front end, a 1x1 feature map) multiplies the unfolded input by
   // the constant weight as B: the weight's transpose (K = C x kernel taps, N = output channels) packed here once.
   Status prepareConvPanels(std::span<const ValueDesc> inputs) {
-    if (inputs.size() < 2 || !inputs[1].value || inputs[0].type != ElemType::Float || inputs[1].type != ElemType::Float ||
-        std::get<ops::ConvAttrs>(typed_).group != 1 || outputs_.empty() || outputs_[0].shape.size() < 3)
+    if (inputs.size() < 2 || !inputs[1].value || inputs[0].type != ElemType::Float ||
+        inputs[1].type != ElemType::Float || std::get<ops::ConvAttrs>(typed_).group != 1 || outputs_.empty() ||
+        outputs_[0].shape.size() < 3)
       return Status::ok();
     const ir::Shape& out = outputs_[0].shape;
     if (dimProduct(out, 2, out.size()) > kSmallConvOutputs) return Status::ok();
@@ -170,9 +171,9 @@ private:
   }
   static constexpr int64_t kSmallConvOutputs = 16;
 
-  PanelsB panels_;            // B of MatMul/Gemm in panels (data null when not used)
+  PanelsB panels_;                    // B of MatMul/Gemm in panels (data null when not used)
   std::shared_ptr<const void> plan_;  // the entry's plan for these inputs (OpContext::plan), or null
-  std::vector<float> owned_;  // B packed at prepare, when it was not stored packed
+  std::vector<float> owned_;          // B packed at prepare, when it was not stored packed
 };
 
 }  // namespace

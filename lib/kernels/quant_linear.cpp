@@ -42,8 +42,8 @@ Status perIndex(const OpContext& ctx, const ir::Tensor* t, size_t count, const c
 }
 
 // C[M x N] (int32) = (A - aZero[row]) * (B - bZero[column]), A and B row-major int32 values.
-void integerGemm(const int32_t* a, const int32_t* b, int32_t* c, int64_t M, int64_t N, int64_t K,
-                 const int32_t* aZero, const int32_t* bZero) {
+void integerGemm(const int32_t* a, const int32_t* b, int32_t* c, int64_t M, int64_t N, int64_t K, const int32_t* aZero,
+                 const int32_t* bZero) {
   thread_local std::vector<int32_t> row;
   row.resize(static_cast<size_t>(N));
   for (int64_t i = 0; i < M; ++i) {
@@ -64,10 +64,8 @@ void requantize(const int32_t* acc, size_t n, float scale, int32_t zero, ir::Ten
   for (size_t i = 0; i < n; ++i) {
     float v = std::nearbyint(static_cast<float>(acc[i]) * scale) + static_cast<float>(zero);
     int32_t q = static_cast<int32_t>(std::min(static_cast<float>(hi), std::max(static_cast<float>(lo), v)));
-    if (isSigned)
-      y.mutableDataAs<int8_t>()[offset + i] = static_cast<int8_t>(q);
-    else
-      y.mutableDataAs<uint8_t>()[offset + i] = static_cast<uint8_t>(q);
+    if (isSigned) y.mutableDataAs<int8_t>()[offset + i] = static_cast<int8_t>(q);
+    else y.mutableDataAs<uint8_t>()[offset + i] = static_cast<uint8_t>(q);
   }
 }
 
@@ -172,7 +170,8 @@ struct IntConv {
 
 Expected<IntConv> planIntConv(const OpContext& ctx, std::span<const int64_t> x, std::span<const int64_t> w) {
   if (x.size() < 3 || x.size() > 5 || w.size() != x.size())
-    return invalid(ctx, "inputs have shapes {} and {} but expected N x C x (1 to 3 spatial dims) and a weight of that rank",
+    return invalid(ctx,
+                   "inputs have shapes {} and {} but expected N x C x (1 to 3 spatial dims) and a weight of that rank",
                    shapeStr(x), shapeStr(w));
   const ops::ConvAttrs& attrs = attrsOf<ops::ConvAttrs>(ctx);
   IntConv p;
@@ -181,8 +180,8 @@ Expected<IntConv> planIntConv(const OpContext& ctx, std::span<const int64_t> x, 
   p.outChannels = w[0];
   p.group = attrs.group;
   if (p.channels != w[1] * p.group || p.outChannels % p.group != 0)
-    return invalid(ctx, "input 0 has {} channels but weight shape {} with group {} does not fit", p.channels, shapeStr(w),
-                   p.group);
+    return invalid(ctx, "input 0 has {} channels but weight shape {} with group {} does not fit", p.channels,
+                   shapeStr(w), p.group);
   CTX_ASSIGN_OR_RETURN(Window window, computeWindow(ctx, attrs.window, x.subspan(2), w.subspan(2), false));
   p.w = toWindow3(window);
   p.outShape.push_back(p.batch);
@@ -261,10 +260,8 @@ Status runIntegerConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
         const size_t offset = static_cast<size_t>((n * p.outChannels + oc) * outSize);
         if (bias)
           for (int64_t i = 0; i < outSize; ++i) am[i] += bias->dataAs<int32_t>()[oc];
-        if (linear)
-          requantize(am, static_cast<size_t>(outSize), scale[static_cast<size_t>(oc)], yZero, y, offset);
-        else
-          std::copy(am, am + outSize, y.mutableDataAs<int32_t>() + offset);
+        if (linear) requantize(am, static_cast<size_t>(outSize), scale[static_cast<size_t>(oc)], yZero, y, offset);
+        else std::copy(am, am + outSize, y.mutableDataAs<int32_t>() + offset);
       }
     }
   }

@@ -1,7 +1,7 @@
-// QuantizeLinear and DequantizeLinear (and DynamicQuantizeLinear to uint8): per-tensor (scalar scale), per-axis (1-D scale along `axis`) and blocked
-// (scale with the input's rank, `block_size` elements per scale along `axis`); int8/uint8/int16/uint16,
-// packed int4/uint4 and float8 data through the element conversions. Quantization rounds halves to even and
-// saturates to the integer range.
+// QuantizeLinear and DequantizeLinear (and DynamicQuantizeLinear to uint8): per-tensor (scalar scale), per-axis (1-D
+// scale along `axis`) and blocked (scale with the input's rank, `block_size` elements per scale along `axis`);
+// int8/uint8/int16/uint16, packed int4/uint4 and float8 data through the element conversions. Quantization rounds
+// halves to even and saturates to the integer range.
 #include "kernels/convert.h"
 #include "kernels/ops.h"
 
@@ -77,7 +77,8 @@ InferResult inferQuantize(const OpContext& ctx, InDescs inputs, size_t outputCou
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 1, kFloatTypes));
   if (const ValueDesc* zp = optionalInput(inputs, 2))
     if (zp->shape != inputs[1].shape && !(dimProduct(zp->shape) == 1 && dimProduct(inputs[1].shape) == 1))
-      return invalid(ctx, "zero point has shape {} but the scale has {}", shapeStr(zp->shape), shapeStr(inputs[1].shape));
+      return invalid(ctx, "zero point has shape {} but the scale has {}", shapeStr(zp->shape),
+                     shapeStr(inputs[1].shape));
   std::vector<size_t> index;
   CTX_RETURN_IF_ERROR(paramIndex(ctx, inputs[0].shape, inputs[1].shape, index));
   if (!quantize) {

@@ -12,8 +12,19 @@ namespace {
 
 // One function of the `activations` attribute, with its alpha and beta.
 struct Activation {
-  enum class Kind { Sigmoid, Tanh, Relu, HardSigmoid, LeakyRelu, ThresholdedRelu, ScaledTanh, Elu, Softsign,
-                    Softplus, Affine };
+  enum class Kind {
+    Sigmoid,
+    Tanh,
+    Relu,
+    HardSigmoid,
+    LeakyRelu,
+    ThresholdedRelu,
+    ScaledTanh,
+    Elu,
+    Softsign,
+    Softplus,
+    Affine
+  };
   Kind kind = Kind::Sigmoid;
   float alpha = 0;
   float beta = 0;
@@ -81,8 +92,7 @@ Expected<std::vector<Activation>> parseActivations(const OpContext& ctx, int64_t
     std::vector<std::string> once = names;  // one list given for both directions
     names.insert(names.end(), once.begin(), once.end());
   }
-  if (names.size() != want)
-    return invalid(ctx, "activations has {} functions but expected {}", names.size(), want);
+  if (names.size() != want) return invalid(ctx, "activations has {} functions but expected {}", names.size(), want);
   std::vector<float> alphas = ctx.attrs.getFloats("activation_alpha");
   std::vector<float> betas = ctx.attrs.getFloats("activation_beta");
   size_t nextAlpha = 0, nextBeta = 0;
@@ -207,8 +217,8 @@ void runLstm(const OpContext& ctx, const RnnSpec& s, const std::vector<float>& x
   const Activation &f = dir.acts[0], &g = dir.acts[1], &hAct = dir.acts[2];
   for (int64_t step = 0; step < s.seq; ++step) {
     sgemm(false, true, static_cast<size_t>(s.batch), static_cast<size_t>(gh), static_cast<size_t>(H), 1.0f,
-          dir.h.data(), static_cast<size_t>(H), dir.r, static_cast<size_t>(H), 0.0f, hr.data(),
-          static_cast<size_t>(gh), ctx.pool);
+          dir.h.data(), static_cast<size_t>(H), dir.r, static_cast<size_t>(H), 0.0f, hr.data(), static_cast<size_t>(gh),
+          ctx.pool);
     for (int64_t b = 0; b < s.batch; ++b) {
       if (step >= lens[static_cast<size_t>(b)]) continue;
       int64_t t = timeAt(dir, step, lens[static_cast<size_t>(b)]);

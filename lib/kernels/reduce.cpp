@@ -46,17 +46,15 @@ Expected<ReducePlan> planReduce(const OpContext& ctx, InDescs inputs) {
   for (int64_t ax : axes) p.reduced[static_cast<size_t>(ax)] = true;
   for (size_t i = 0; i < x.size(); ++i) {
     p.keptShape.push_back(p.reduced[i] ? 1 : x[i]);
-    if (!p.reduced[i])
-      p.outShape.push_back(x[i]);
-    else if (a.keepdims)
-      p.outShape.push_back(1);
+    if (!p.reduced[i]) p.outShape.push_back(x[i]);
+    else if (a.keepdims) p.outShape.push_back(1);
   }
   return p;
 }
 
 template <typename T>
-using AccOf = std::conditional_t<std::is_floating_point_v<T>, double,
-                                 std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>;
+using AccOf =
+    std::conditional_t<std::is_floating_point_v<T>, double, std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>;
 
 // One reduction: the accumulator's start, how an element joins it, and the result from it.
 template <typename T> struct Reducer {
@@ -113,8 +111,7 @@ template <typename T> struct Reducer {
 
 // Accumulates x into acc (one accumulator per output element, `keptShape` indexing) with `join`.
 template <typename T, typename Acc, typename Join>
-void accumulate(std::span<const int64_t> xShape, std::span<const int64_t> keptShape, const T* px, Acc* acc,
-                Join join) {
+void accumulate(std::span<const int64_t> xShape, std::span<const int64_t> keptShape, const T* px, Acc* acc, Join join) {
   std::array<std::span<const int64_t>, 1> kept{keptShape};
   BroadcastWalk walk = BroadcastWalk::make(xShape, kept);
   walk.visit(0, walk.total, [&](const auto& off, int64_t n) {
@@ -130,7 +127,8 @@ void accumulate(std::span<const int64_t> xShape, std::span<const int64_t> keptSh
   });
 }
 
-template <typename T> Status reduceTyped(const OpContext& ctx, const ReducePlan& p, const ir::Tensor& x, ir::Tensor& y) {
+template <typename T>
+Status reduceTyped(const OpContext& ctx, const ReducePlan& p, const ir::Tensor& x, ir::Tensor& y) {
   using Acc = AccOf<T>;
   const Reducer<T> r{ctx.kind};
   const T* px = x.dataAs<T>();

@@ -10,16 +10,24 @@ namespace ctxkit::kernels::detail {
 
 namespace {
 
-enum class Coord { HalfPixel, HalfPixelSymmetric, PytorchHalfPixel, AlignCorners, Asymmetric, TfHalfPixelForNn, TfCropAndResize };
+enum class Coord {
+  HalfPixel,
+  HalfPixelSymmetric,
+  PytorchHalfPixel,
+  AlignCorners,
+  Asymmetric,
+  TfHalfPixelForNn,
+  TfCropAndResize
+};
 enum class Nearest { RoundPreferFloor, RoundPreferCeil, Floor, Ceil, Simple };
 
 struct ResizePlan {
-  int taps = 1; // source elements per output element: 1 nearest, 2 linear, 4 cubic
+  int taps = 1;  // source elements per output element: 1 nearest, 2 linear, 4 cubic
   double cubicA = -0.75;
   bool excludeOutside = false;
   Coord coord = Coord::HalfPixel;
   Nearest nearest = Nearest::RoundPreferFloor;
-  std::vector<double> scales; // per axis of the input
+  std::vector<double> scales;            // per axis of the input
   std::vector<double> roiStart, roiEnd;  // tf_crop_and_resize: the sampled box per axis, as fractions of the input
   double extrapolation = 0;              // tf_crop_and_resize: the value of outputs sampled outside the input
   ir::Shape out;
@@ -50,39 +58,25 @@ Expected<ResizePlan> planResize(const OpContext& ctx, InDescs inputs) {
     p.nearest = Nearest::Simple;
   } else {
     std::string c = ctx.attrs.getString("coordinate_transformation_mode", "half_pixel");
-    if (c == "half_pixel")
-      p.coord = Coord::HalfPixel;
-    else if (c == "half_pixel_symmetric")
-      p.coord = Coord::HalfPixelSymmetric;
-    else if (c == "pytorch_half_pixel")
-      p.coord = Coord::PytorchHalfPixel;
-    else if (c == "align_corners")
-      p.coord = Coord::AlignCorners;
-    else if (c == "asymmetric")
-      p.coord = Coord::Asymmetric;
-    else if (c == "tf_half_pixel_for_nn")
-      p.coord = Coord::TfHalfPixelForNn;
-    else if (c == "tf_crop_and_resize")
-      p.coord = Coord::TfCropAndResize;
-    else
-      return invalid(ctx, "attribute coordinate_transformation_mode is '{}', which is not a known mode", c);
+    if (c == "half_pixel") p.coord = Coord::HalfPixel;
+    else if (c == "half_pixel_symmetric") p.coord = Coord::HalfPixelSymmetric;
+    else if (c == "pytorch_half_pixel") p.coord = Coord::PytorchHalfPixel;
+    else if (c == "align_corners") p.coord = Coord::AlignCorners;
+    else if (c == "asymmetric") p.coord = Coord::Asymmetric;
+    else if (c == "tf_half_pixel_for_nn") p.coord = Coord::TfHalfPixelForNn;
+    else if (c == "tf_crop_and_resize") p.coord = Coord::TfCropAndResize;
+    else return invalid(ctx, "attribute coordinate_transformation_mode is '{}', which is not a known mode", c);
     std::string n = ctx.attrs.getString("nearest_mode", "round_prefer_floor");
-    if (n == "round_prefer_floor")
-      p.nearest = Nearest::RoundPreferFloor;
-    else if (n == "round_prefer_ceil")
-      p.nearest = Nearest::RoundPreferCeil;
-    else if (n == "floor")
-      p.nearest = Nearest::Floor;
-    else if (n == "ceil")
-      p.nearest = Nearest::Ceil;
-    else
-      return invalid(ctx, "attribute nearest_mode is '{}', which is not a known mode", n);
+    if (n == "round_prefer_floor") p.nearest = Nearest::RoundPreferFloor;
+    else if (n == "round_prefer_ceil") p.nearest = Nearest::RoundPreferCeil;
+    else if (n == "floor") p.nearest = Nearest::Floor;
+    else if (n == "ceil") p.nearest = Nearest::Ceil;
+    else return invalid(ctx, "attribute nearest_mode is '{}', which is not a known mode", n);
   }
   const ir::Shape& in = inputs[0].shape;
   auto rank = static_cast<int64_t>(in.size());
   std::vector<int64_t> axes;
-  for (int64_t a = 0; a < rank; ++a)
-    axes.push_back(a);
+  for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
   if (ctx.opset >= 18 && ctx.attrs.has("axes")) {
     CTX_ASSIGN_OR_RETURN(axes, normalizeAxes(ctx, ctx.attrs.getInts("axes"), rank, "axes"));
   }
@@ -98,7 +92,8 @@ Expected<ResizePlan> planResize(const OpContext& ctx, InDescs inputs) {
   p.roiEnd.assign(in.size(), 1.0);
   if (p.coord == Coord::TfCropAndResize) {
     const ValueDesc* roi = optionalInput(inputs, 1);
-    if (!roi || roi->type != ElemType::Float || !roi->value || dimProduct(roi->shape) != static_cast<int64_t>(2 * axes.size()))
+    if (!roi || roi->type != ElemType::Float || !roi->value ||
+        dimProduct(roi->shape) != static_cast<int64_t>(2 * axes.size()))
       return unsupported(ctx, "tf_crop_and_resize needs a known float32 roi of {} values", 2 * axes.size());
     const float* r = roi->value->dataAs<float>();
     for (size_t i = 0; i < axes.size(); ++i) {
@@ -158,44 +153,35 @@ Expected<ResizePlan> planResize(const OpContext& ctx, InDescs inputs) {
 double sourceCoord(Coord c, int64_t x, double s, int64_t inLen, int64_t outLen, double r0, double r1) {
   double xr = static_cast<double>(x);
   switch (c) {
-  case Coord::TfCropAndResize: {
-    const auto last = static_cast<double>(inLen - 1);
-    return outLen > 1 ? r0 * last + xr * (r1 - r0) * last / static_cast<double>(outLen - 1) : 0.5 * (r0 + r1) * last;
-  }
-  case Coord::HalfPixel:
-    return (xr + 0.5) / s - 0.5;
-  case Coord::HalfPixelSymmetric: {
-    double adjustment = static_cast<double>(outLen) / (s * static_cast<double>(inLen));
-    double center = static_cast<double>(inLen) / 2;
-    return center * (1 - adjustment) + (xr + 0.5) / s - 0.5;
-  }
-  case Coord::PytorchHalfPixel:
-    return outLen > 1 ? (xr + 0.5) / s - 0.5 : 0.0;
-  case Coord::AlignCorners: {
-    // The resized length is scale * inLen before flooring, as the ONNX reference computes it.
-    double resized = s * static_cast<double>(inLen);
-    return resized == 1.0 ? 0.0 : xr * static_cast<double>(inLen - 1) / (resized - 1);
-  }
-  case Coord::Asymmetric:
-    return xr / s;
-  case Coord::TfHalfPixelForNn:
-    return (xr + 0.5) / s;
+    case Coord::TfCropAndResize: {
+      const auto last = static_cast<double>(inLen - 1);
+      return outLen > 1 ? r0 * last + xr * (r1 - r0) * last / static_cast<double>(outLen - 1) : 0.5 * (r0 + r1) * last;
+    }
+    case Coord::HalfPixel: return (xr + 0.5) / s - 0.5;
+    case Coord::HalfPixelSymmetric: {
+      double adjustment = static_cast<double>(outLen) / (s * static_cast<double>(inLen));
+      double center = static_cast<double>(inLen) / 2;
+      return center * (1 - adjustment) + (xr + 0.5) / s - 0.5;
+    }
+    case Coord::PytorchHalfPixel: return outLen > 1 ? (xr + 0.5) / s - 0.5 : 0.0;
+    case Coord::AlignCorners: {
+      // The resized length is scale * inLen before flooring, as the ONNX reference computes it.
+      double resized = s * static_cast<double>(inLen);
+      return resized == 1.0 ? 0.0 : xr * static_cast<double>(inLen - 1) / (resized - 1);
+    }
+    case Coord::Asymmetric: return xr / s;
+    case Coord::TfHalfPixelForNn: return (xr + 0.5) / s;
   }
   return 0.0;
 }
 
 int64_t nearestIndex(Nearest m, double x, double s) {
   switch (m) {
-  case Nearest::RoundPreferFloor:
-    return static_cast<int64_t>(std::ceil(x - 0.5));
-  case Nearest::RoundPreferCeil:
-    return static_cast<int64_t>(std::floor(x + 0.5));
-  case Nearest::Floor:
-    return static_cast<int64_t>(std::floor(x));
-  case Nearest::Ceil:
-    return static_cast<int64_t>(std::ceil(x));
-  case Nearest::Simple:
-    return s < 1 ? static_cast<int64_t>(std::ceil(x)) : static_cast<int64_t>(x);
+    case Nearest::RoundPreferFloor: return static_cast<int64_t>(std::ceil(x - 0.5));
+    case Nearest::RoundPreferCeil: return static_cast<int64_t>(std::floor(x + 0.5));
+    case Nearest::Floor: return static_cast<int64_t>(std::floor(x));
+    case Nearest::Ceil: return static_cast<int64_t>(std::ceil(x));
+    case Nearest::Simple: return s < 1 ? static_cast<int64_t>(std::ceil(x)) : static_cast<int64_t>(x);
   }
   return 0;
 }
@@ -246,7 +232,7 @@ AxisMap axisMap(const ResizePlan& p, size_t axis, int64_t inLen) {
       if (base != j || t != 0) m.identity = false;
       continue;
     }
-    if (t == 0) { // an exact hit takes taps base-2 .. base+1 with the hit third, as the ONNX reference does
+    if (t == 0) {  // an exact hit takes taps base-2 .. base+1 with the hit third, as the ONNX reference does
       t = 1;
       base -= 1;
     }
@@ -312,7 +298,7 @@ void resizeNearest(const OpContext& ctx, const ResizePlan& p, const ir::Tensor& 
               });
 }
 
-} // namespace
+}  // namespace
 
 InferResult inferResize(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, ctx.opset < 11 ? 2 : 1, ctx.opset < 11 ? 2 : 4));
@@ -334,23 +320,26 @@ Status extrapolate(const OpContext& ctx, const ResizePlan& p, const ir::Tensor& 
     any = any || std::find(maps.back().outside.begin(), maps.back().outside.end(), 1) != maps.back().outside.end();
   }
   if (!any) return Status::ok();
-  return visitType<typeBit(ElemType::Float) | typeBit(ElemType::Double)>(y.type(), [&](auto tag) -> Status {
-    using T = decltype(tag);
-    T* py = y.mutableDataAs<T>();
-    std::vector<int64_t> index(rank, 0);
-    for (size_t o = 0; o < y.elementCount(); ++o) {
-      for (size_t a = 0; a < rank; ++a)
-        if (maps[a].outside[static_cast<size_t>(index[a])]) {
-          py[o] = static_cast<T>(p.extrapolation);
-          break;
-        }
-      for (size_t a = rank; a-- > 0;) {
-        if (++index[a] < p.out[a]) break;
-        index[a] = 0;
-      }
-    }
-    return Status::ok();
-  }).addContext(nodeLabel(ctx));
+  return visitType<typeBit(ElemType::Float) | typeBit(ElemType::Double)>(
+             y.type(),
+             [&](auto tag) -> Status {
+               using T = decltype(tag);
+               T* py = y.mutableDataAs<T>();
+               std::vector<int64_t> index(rank, 0);
+               for (size_t o = 0; o < y.elementCount(); ++o) {
+                 for (size_t a = 0; a < rank; ++a)
+                   if (maps[a].outside[static_cast<size_t>(index[a])]) {
+                     py[o] = static_cast<T>(p.extrapolation);
+                     break;
+                   }
+                 for (size_t a = rank; a-- > 0;) {
+                   if (++index[a] < p.out[a]) break;
+                   index[a] = 0;
+                 }
+               }
+               return Status::ok();
+             })
+      .addContext(nodeLabel(ctx));
 }
 
 Status resample(const OpContext& ctx, const ResizePlan& p, const ir::Tensor& x, ir::Tensor& y);
@@ -393,13 +382,11 @@ Status resample(const OpContext& ctx, const ResizePlan& p, const ir::Tensor& x, 
                       if constexpr (std::is_floating_point_v<T>) {
                         if (taps > 1) {
                           const double* w = m.w.data() + static_cast<size_t>(j) * taps;
-                          for (int64_t i = 0; i < inner; ++i)
-                            dst[i] = T(0);
+                          for (int64_t i = 0; i < inner; ++i) dst[i] = T(0);
                           for (size_t t = 0; t < taps; ++t) {
                             const T* src = buf.data() + (o * inLen + idx[t]) * inner;
                             auto wt = static_cast<T>(w[t]);
-                            for (int64_t i = 0; i < inner; ++i)
-                              dst[i] += wt * src[i];
+                            for (int64_t i = 0; i < inner; ++i) dst[i] += wt * src[i];
                           }
                           continue;
                         }
@@ -420,8 +407,7 @@ Status resample(const OpContext& ctx, const ResizePlan& p, const ir::Tensor& x, 
   return visitElemSize(ctx, ir::elemSize(x.type()), [&](auto tag) -> Status {
     if constexpr (std::is_same_v<decltype(tag), ElemBytes16>)
       return unsupported(ctx, "16-byte elements are not supported");
-    else
-      return resample(tag);
+    else return resample(tag);
   });
 }
 
@@ -462,4 +448,4 @@ Status runUpsample(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   return asResize10(ctx, [&](const OpContext& c) { return runResize(c, withScales, outputs); });
 }
 
-} // namespace ctxkit::kernels::detail
+}  // namespace ctxkit::kernels::detail

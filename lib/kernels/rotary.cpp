@@ -72,8 +72,8 @@ Status runRotary(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
         const T* c = cosc + row * half;
         const T* sn = sinc + row * half;
         for (int64_t h = 0; h < d.heads; ++h) {
-          int64_t base = d.threeD ? ((b * d.seq + s) * d.heads + h) * d.headSize
-                                  : ((b * d.heads + h) * d.seq + s) * d.headSize;
+          int64_t base =
+              d.threeD ? ((b * d.seq + s) * d.heads + h) * d.headSize : ((b * d.heads + h) * d.seq + s) * d.headSize;
           const T* in = x + base;
           T* out = y + base;
           for (int64_t i = 0; i < half; ++i) {

@@ -14,8 +14,10 @@ namespace {
 constexpr TypeSet kOutputTypes = kFloatTypes;
 
 Expected<int64_t> scalarInt(const OpContext& ctx, const ValueDesc& in, size_t index, const char* name) {
-  if (dimProduct(in.shape) != 1) return invalid(ctx, "input {} ({}) has shape {} but expected a scalar", index, name, shapeStr(in.shape));
-  if (!in.value) return unsupported(ctx, "input {} ({}) must be a known constant to infer the output shape", index, name);
+  if (dimProduct(in.shape) != 1)
+    return invalid(ctx, "input {} ({}) has shape {} but expected a scalar", index, name, shapeStr(in.shape));
+  if (!in.value)
+    return unsupported(ctx, "input {} ({}) must be a known constant to infer the output shape", index, name);
   return tensorInts(*in.value)[0];
 }
 
@@ -51,8 +53,9 @@ Status runWindow(const OpContext& ctx, RunIns, RunOuts outputs) {
   for (int64_t i = 0; i < n; ++i) {
     double v = 0;
     for (size_t k = 0; k < a.size(); ++k)
-      v += a[k] * (denominator > 0 ? std::cos(2 * std::numbers::pi * static_cast<double>(k) * static_cast<double>(i) / denominator)
-                                   : 1.0);
+      v += a[k] * (denominator > 0
+                       ? std::cos(2 * std::numbers::pi * static_cast<double>(k) * static_cast<double>(i) / denominator)
+                       : 1.0);
     w[static_cast<size_t>(i)] = v;
   }
   return writeDoubles(w, y);
@@ -97,9 +100,11 @@ Status runMelWeightMatrix(const OpContext&, RunIns inputs, RunOuts outputs) {
     if (center == left) {
       set(center, b, 1.0);
     } else {
-      for (int64_t j = left; j <= center; ++j) set(j, b, static_cast<double>(j - left) / static_cast<double>(center - left));
+      for (int64_t j = left; j <= center; ++j)
+        set(j, b, static_cast<double>(j - left) / static_cast<double>(center - left));
     }
-    for (int64_t j = center; j < right; ++j) set(j, b, static_cast<double>(right - j) / static_cast<double>(right - center));
+    for (int64_t j = center; j < right; ++j)
+      set(j, b, static_cast<double>(right - j) / static_cast<double>(right - center));
   }
   return writeDoubles(w, y);
 }

@@ -120,10 +120,8 @@ void loadSmall(ElemType t, const void* base, size_t begin, size_t n, double* out
   for (size_t k = 0; k < n; ++k) {
     size_t i = begin + k;
     uint32_t code = isFourBit(t) ? (bytes[i / 2] >> (4 * (i % 2))) & 0xFu : bytes[i];
-    if (f)
-      out[k] = decode(*f, code);
-    else
-      out[k] = decodeInt4(static_cast<uint8_t>(code), t == ElemType::Int4);
+    if (f) out[k] = decode(*f, code);
+    else out[k] = decodeInt4(static_cast<uint8_t>(code), t == ElemType::Int4);
   }
 }
 

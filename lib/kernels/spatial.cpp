@@ -16,7 +16,8 @@ int64_t floorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) 
 Expected<Dims> listOrDefault(const OpContext& ctx, const std::optional<std::vector<int64_t>>& list,
                              std::string_view name, size_t count, int64_t fallback) {
   if (!list) return Dims(count, fallback);
-  if (list->size() != count) return invalid(ctx, "attribute {} has {} values but expected {}", name, list->size(), count);
+  if (list->size() != count)
+    return invalid(ctx, "attribute {} has {} values but expected {}", name, list->size(), count);
   Dims values;
   for (int64_t v : *list) values.push_back(v);
   return values;
@@ -97,10 +98,8 @@ void copyPhase(const float* src, int64_t width, int64_t first, int64_t stride, f
   hi = std::clamp(hi, lo, count);
   std::fill(dst, dst + lo, fill);
   const float* in = src + (lo * s + first);  // input column of dst[lo]
-  if constexpr (S == 1)
-    std::copy(in, in + (hi - lo), dst + lo);
-  else if constexpr (S == 2)
-    vecGatherEven(in, dst + lo, static_cast<size_t>(hi - lo));
+  if constexpr (S == 1) std::copy(in, in + (hi - lo), dst + lo);
+  else if constexpr (S == 2) vecGatherEven(in, dst + lo, static_cast<size_t>(hi - lo));
   else
     for (int64_t j = lo; j < hi; ++j) dst[j] = in[(j - lo) * s];
   std::fill(dst + hi, dst + count, fill);
@@ -135,12 +134,9 @@ void PaddedPlane::load(const float* x, const Window3& w, float fill, int64_t cha
         for (int64_t p = 0; p < s; ++p) {
           float* out = dst + p * phaseLen_;
           const int64_t first = p - w.padBegin[2];
-          if (s == 1)
-            copyPhase<1>(src, w.in[2], first, s, fill, out, phaseLen_);
-          else if (s == 2)
-            copyPhase<2>(src, w.in[2], first, s, fill, out, phaseLen_);
-          else
-            copyPhase<0>(src, w.in[2], first, s, fill, out, phaseLen_);
+          if (s == 1) copyPhase<1>(src, w.in[2], first, s, fill, out, phaseLen_);
+          else if (s == 2) copyPhase<2>(src, w.in[2], first, s, fill, out, phaseLen_);
+          else copyPhase<0>(src, w.in[2], first, s, fill, out, phaseLen_);
         }
       }
     }

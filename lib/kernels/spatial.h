@@ -50,8 +50,8 @@ private:
   void planTaps();
 
   Window3 w_{};
-  int64_t ext_[3] = {};    // padded extents: the input, its pads, and any ceil_mode overhang
-  int64_t phaseLen_ = 0;   // columns per phase: ceil(ext_[2] / stride)
+  int64_t ext_[3] = {};   // padded extents: the input, its pads, and any ceil_mode overhang
+  int64_t phaseLen_ = 0;  // columns per phase: ceil(ext_[2] / stride)
   int64_t channels_ = 1;
   std::vector<float> data_;
   // Each tap's offset in data_ for output row (0, 0); row (od, oh) adds od * odStep_ + oh * ohStep_. Made by
@@ -141,8 +141,7 @@ void im2col(const T* x, const Window3& w, T* col, int64_t rowBegin, int64_t rowE
         const T* src = xc + (id * w.in[1] + ih) * w.in[2] + off;
         int64_t a = std::clamp(lo, ow, end), b = std::clamp(hi, ow, end);
         std::fill(d + ow, d + a, fill);
-        if (s == 1)
-          std::memcpy(d + a, src + a, static_cast<size_t>(b - a) * sizeof(T));
+        if (s == 1) std::memcpy(d + a, src + a, static_cast<size_t>(b - a) * sizeof(T));
         else
           for (int64_t o = a; o < b; ++o) d[o] = src[o * s];
         std::fill(d + b, d + end, fill);

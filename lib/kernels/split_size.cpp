@@ -20,7 +20,7 @@ Expected<std::vector<int64_t>> splitLengths(const OpContext& ctx, InDescs inputs
   }
   if (lengths.empty()) {
     int64_t pieces = ctx.opset >= 18 && ctx.attrs.has("num_outputs") ? ctx.attrs.getInt("num_outputs", 0)
-                                                                      : static_cast<int64_t>(outputCount);
+                                                                     : static_cast<int64_t>(outputCount);
     if (pieces <= 0 || static_cast<size_t>(pieces) != outputCount)
       return invalid(ctx, "splits into {} pieces but has {} outputs", pieces, outputCount);
     int64_t chunk = (dim + pieces - 1) / pieces;
@@ -49,7 +49,8 @@ InferResult inferSplit(const OpContext& ctx, InDescs inputs, size_t outputCount)
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFixedSizeTypes));
   if (outputCount == 0) return invalid(ctx, "needs at least one output");
   const ir::Shape& shape = inputs[0].shape;
-  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, ctx.attrs.getInt("axis", 0), static_cast<int64_t>(shape.size()), "axis"));
+  CTX_ASSIGN_OR_RETURN(int64_t axis,
+                       normalizeAxis(ctx, ctx.attrs.getInt("axis", 0), static_cast<int64_t>(shape.size()), "axis"));
   CTX_ASSIGN_OR_RETURN(auto lengths, splitLengths(ctx, inputs, shape[static_cast<size_t>(axis)], outputCount));
   std::vector<OutputDesc> outs;
   for (int64_t l : lengths) {

@@ -13,7 +13,7 @@ struct TfIdfPlan {
   int64_t minGram = 1, maxGram = 1, maxSkip = 0, width = 0;
   enum class Mode { Tf, Idf, TfIdf } mode = Mode::Tf;
   std::vector<std::map<std::vector<int64_t>, int64_t>> grams;  // per length - 1: n-gram -> output coordinate
-  std::vector<float> weights;                                   // per output coordinate (empty: all 1)
+  std::vector<float> weights;                                  // per output coordinate (empty: all 1)
 };
 
 Expected<TfIdfPlan> planTfIdf(const OpContext& ctx) {
@@ -41,9 +41,11 @@ Expected<TfIdfPlan> planTfIdf(const OpContext& ctx) {
     const int64_t begin = starts[level];
     const int64_t end = level + 1 < starts.size() ? starts[level + 1] : static_cast<int64_t>(pool.size());
     if (begin < 0 || end > static_cast<int64_t>(pool.size()) || begin > end || (end - begin) % n != 0)
-      return invalid(ctx, "ngram_counts {} does not split pool_int64s of {} values into {}-grams", begin, pool.size(), n);
+      return invalid(ctx, "ngram_counts {} does not split pool_int64s of {} values into {}-grams", begin, pool.size(),
+                     n);
     for (int64_t i = begin; i < end; i += n, ++gram) {
-      if (gram >= coords.size()) return invalid(ctx, "ngram_indexes has {} values, fewer than the pool's n-grams", coords.size());
+      if (gram >= coords.size())
+        return invalid(ctx, "ngram_indexes has {} values, fewer than the pool's n-grams", coords.size());
       p.grams[level][std::vector<int64_t>(pool.begin() + i, pool.begin() + i + n)] = coords[gram];
       p.width = std::max(p.width, coords[gram] + 1);
     }

@@ -17,8 +17,8 @@ struct UniquePlan {
   bool flatten = true;
   size_t axis = 0;
   int64_t outer = 1, length = 0, inner = 1;  // X viewed as [outer, length, inner]; slices are along `length`
-  std::vector<int64_t> first;    // per unique slice: its first index, in output order
-  std::vector<int64_t> inverse;  // per input slice: its unique slice's output position
+  std::vector<int64_t> first;                // per unique slice: its first index, in output order
+  std::vector<int64_t> inverse;              // per input slice: its unique slice's output position
   std::vector<int64_t> counts;
 };
 
@@ -54,8 +54,9 @@ template <typename T> void groupSlices(UniquePlan& p, const T* x, bool sorted) {
   if (!sorted) {
     std::vector<int64_t> byFirst(groupFirst.size());
     std::iota(byFirst.begin(), byFirst.end(), 0);
-    std::sort(byFirst.begin(), byFirst.end(),
-              [&](int64_t a, int64_t b) { return groupFirst[static_cast<size_t>(a)] < groupFirst[static_cast<size_t>(b)]; });
+    std::sort(byFirst.begin(), byFirst.end(), [&](int64_t a, int64_t b) {
+      return groupFirst[static_cast<size_t>(a)] < groupFirst[static_cast<size_t>(b)];
+    });
     for (size_t k = 0; k < byFirst.size(); ++k) position[static_cast<size_t>(byFirst[k])] = static_cast<int64_t>(k);
   }
   p.first.assign(groupFirst.size(), 0);
@@ -104,8 +105,8 @@ InferResult inferUnique(const OpContext& ctx, InDescs inputs, size_t outputCount
     y = inputs[0].shape;
     y[p.axis] = unique;
   }
-  std::vector<OutputDesc> outs{{inputs[0].type, y}, {ElemType::Int64, {unique}}, {ElemType::Int64, {p.length}},
-                               {ElemType::Int64, {unique}}};
+  std::vector<OutputDesc> outs{
+      {inputs[0].type, y}, {ElemType::Int64, {unique}}, {ElemType::Int64, {p.length}}, {ElemType::Int64, {unique}}};
   outs.resize(outputCount);
   return outs;
 }

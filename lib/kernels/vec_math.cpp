@@ -120,10 +120,8 @@ template <typename F> CTX_INLINE void blocked(const float* in, float* out, size_
 // over 64 lanes would be a chain of 64 dependent operations.
 template <size_t Width = kBlock / 2, typename Op> CTX_INLINE float reduceLanes(float* lanes, Op op) {
   for (size_t j = 0; j < Width; ++j) lanes[j] = op(lanes[j], lanes[j + Width]);
-  if constexpr (Width > 1)
-    return reduceLanes<Width / 2>(lanes, op);
-  else
-    return lanes[0];
+  if constexpr (Width > 1) return reduceLanes<Width / 2>(lanes, op);
+  else return lanes[0];
 }
 
 CTX_SIMD_CLONES void vecExp(const float* in, float* out, size_t n) { blocked(in, out, n, expScalar); }
@@ -261,10 +259,8 @@ CTX_INLINE void tapsBlock(const float* const* taps, const float* weights, size_t
     const float* row = taps[t] + i;
 #pragma GCC unroll 8
     for (int v = 0; v < V; ++v) {
-      if constexpr (IsMax)
-        acc[v] = max8(acc[v], load8(row + 8 * v));
-      else
-        acc[v] += weights[t] * load8(row + 8 * v);
+      if constexpr (IsMax) acc[v] = max8(acc[v], load8(row + 8 * v));
+      else acc[v] += weights[t] * load8(row + 8 * v);
     }
   }
 #pragma GCC unroll 8
@@ -336,8 +332,8 @@ CTX_SIMD_CLONES void vecTapsDot4(const float* const* taps, const float* weights,
   if (i < n) tapsBlock4<1>(taps, weights, tapCount, init, out, n - 8);  // overlaps, as in tapsRows
 }
 
-CTX_SIMD_CLONES void vecTapsDot(const float* const* taps, const float* weights, size_t tapCount, float init,
-                                float* out, size_t n) {
+CTX_SIMD_CLONES void vecTapsDot(const float* const* taps, const float* weights, size_t tapCount, float init, float* out,
+                                size_t n) {
   tapsRows<false>(taps, weights, tapCount, init, out, n);
 }
 

@@ -14,10 +14,10 @@ void vecTanh(const float* in, float* out, size_t n);
 void vecErf(const float* in, float* out, size_t n);
 void vecGeluErf(const float* in, float* out, size_t n);   // 0.5 x (1 + erf(x / sqrt 2))
 void vecGeluTanh(const float* in, float* out, size_t n);  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-void vecClamp(const float* in, float* out, size_t n, float lo, float hi);  // NaN stays NaN
-void vecLeakyRelu(const float* in, float* out, size_t n, float alpha);           // x < 0 ? alpha x : x
+void vecClamp(const float* in, float* out, size_t n, float lo, float hi);             // NaN stays NaN
+void vecLeakyRelu(const float* in, float* out, size_t n, float alpha);                // x < 0 ? alpha x : x
 void vecHardSigmoid(const float* in, float* out, size_t n, float alpha, float beta);  // max(0, min(1, alpha x + b))
-void vecHardSwish(const float* in, float* out, size_t n);  // x max(0, min(1, x / 6 + 1 / 2))
+void vecHardSwish(const float* in, float* out, size_t n);                             // x max(0, min(1, x / 6 + 1 / 2))
 
 // out[i] = exp(in[i] - shift), returning the sum of the results (softmax's inner loop).
 float vecExpShiftSum(const float* in, float* out, size_t n, float shift);
@@ -33,13 +33,13 @@ void vecScaleShift(const float* x, float* y, size_t n, float a, float b);  // y 
 void vecTapsDot(const float* const* taps, const float* weights, size_t tapCount, float init, float* out, size_t n);
 // vecTapsDot for four filters at once, sharing each tap row's loads: for f < 4, out[f][i] = init[f] +
 // sum_t weights[f * tapCount + t] * taps[t][i] (a few-channel Conv's output channels).
-void vecTapsDot4(const float* const* taps, const float* weights, size_t tapCount, const float* init,
-                 float* const* out, size_t n);
+void vecTapsDot4(const float* const* taps, const float* weights, size_t tapCount, const float* init, float* const* out,
+                 size_t n);
 // out[i] = max_t taps[t][i], starting from -inf; NaN taps are skipped (max(acc, x) = acc < x ? x : acc).
 void vecTapsMax(const float* const* taps, size_t tapCount, float* out, size_t n);
 // out[i] = in[2 i] for i < n (reads in[0 .. 2n-2]): splits a row by stride-2 phase.
 void vecGatherEven(const float* in, float* out, size_t n);
-float vecMax(const float* x, size_t n);                                    // -inf for n == 0
+float vecMax(const float* x, size_t n);  // -inf for n == 0
 double vecSum(const float* x, size_t n);
 double vecSumSquaredDiff(const float* x, size_t n, float mean);  // sum (x - mean)^2
 // y = (x - mean) * inv * scale + bias (bias may be null).

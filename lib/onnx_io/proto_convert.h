@@ -11,8 +11,8 @@
 #include <exception>
 #include <filesystem>
 #include <map>
-#include <new>
 #include <memory>
+#include <new>
 #include <optional>
 #include <set>
 #include <span>
@@ -32,8 +32,8 @@ struct LoadContext {
   bool resolveExternalData = true;               // false: record initializers' external locations only
   std::shared_ptr<const void> owner;
   std::map<std::filesystem::path, std::shared_ptr<const MappedFile>> mappings;  // one per file per load
-  std::map<std::string, int64_t> opsets;                         // model's opset_import; "" for ai.onnx
-  std::set<std::pair<std::string, std::string>> localFunctions;   // (domain, name) of model functions
+  std::map<std::string, int64_t> opsets;                                        // model's opset_import; "" for ai.onnx
+  std::set<std::pair<std::string, std::string>> localFunctions;                 // (domain, name) of model functions
 };
 
 // Parses a message from bytes of any size protobuf accepts (up to 2 GiB), with recursion deep enough for
@@ -48,8 +48,7 @@ Expected<ir::Tensor> tensorFromProto(const onnx::TensorProto& proto, LoadContext
 Expected<ir::Graph> graphFromProto(const onnx::GraphProto& proto, LoadContext& ctx, int depth);
 
 // Library boundary: protobuf and allocation failures become errors carrying `where`, never exceptions.
-template <typename F>
-auto guarded(std::string_view where, F&& body) -> decltype(body()) {
+template <typename F> auto guarded(std::string_view where, F&& body) -> decltype(body()) {
   try {
     auto result = body();
     result.addContext(where);

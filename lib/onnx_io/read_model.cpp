@@ -32,12 +32,9 @@ Expected<ir::ValueInfo> valueInfoFromProto(const onnx::ValueInfoProto& p) {
     dims.reserve(static_cast<size_t>(tt.shape().dim_size()));
     for (const auto& d : tt.shape().dim()) {
       // Negative dim_values occur in exported files as "unknown"; keep them unknown.
-      if (d.has_dim_value() && d.dim_value() >= 0)
-        dims.push_back(ir::Dim::known(d.dim_value()));
-      else if (d.has_dim_param())
-        dims.push_back(ir::Dim::named(d.dim_param()));
-      else
-        dims.push_back(ir::Dim{});
+      if (d.has_dim_value() && d.dim_value() >= 0) dims.push_back(ir::Dim::known(d.dim_value()));
+      else if (d.has_dim_param()) dims.push_back(ir::Dim::named(d.dim_param()));
+      else dims.push_back(ir::Dim{});
     }
     v.shape = std::move(dims);
   }
@@ -122,16 +119,15 @@ Expected<ir::Node> nodeFromProto(const onnx::NodeProto& p, LoadContext& ctx, int
   n.domain = normalizeDomain(p.domain());
   n.docString = p.doc_string();
   if (ctx.localFunctions.count({n.domain, n.opType}))
-    return makeError(ErrorCode::Unsupported, "calls the model-local function '{}' (domain '{}'); expected a standard op",
-                     n.opType, n.domain);
+    return makeError(ErrorCode::Unsupported,
+                     "calls the model-local function '{}' (domain '{}'); expected a standard op", n.opType, n.domain);
   n.kind = ir::opKindFromName(n.domain, n.opType);
   auto opset = ctx.opsets.find(n.domain);
   n.opset = opset == ctx.opsets.end() ? 0 : opset->second;
   n.inputs.assign(p.input().begin(), p.input().end());
   n.outputs.assign(p.output().begin(), p.output().end());
   for (const auto& ap : p.attribute()) {
-    if (n.attrs.has(ap.name()))
-      return makeError(ErrorCode::InvalidGraph, "attribute '{}' appears twice", ap.name());
+    if (n.attrs.has(ap.name())) return makeError(ErrorCode::InvalidGraph, "attribute '{}' appears twice", ap.name());
     auto a = attributeFromProto(ap, ctx, depth);
     if (!a) return a.takeError().addContext(fmt::format("attribute '{}'", ap.name()));
     n.attrs.all().push_back(std::move(a).value());
@@ -139,8 +135,8 @@ Expected<ir::Node> nodeFromProto(const onnx::NodeProto& p, LoadContext& ctx, int
   return n;
 }
 
-Status valueInfosFromProto(const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>& list,
-                           std::string_view what, std::vector<ir::ValueInfo>& out) {
+Status valueInfosFromProto(const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>& list, std::string_view what,
+                           std::vector<ir::ValueInfo>& out) {
   out.reserve(static_cast<size_t>(list.size()));
   for (const auto& vp : list) {
     auto v = valueInfoFromProto(vp);
@@ -161,8 +157,7 @@ Expected<ir::Model> modelFromProto(const onnx::ModelProto& p, LoadContext& ctx) 
   for (const auto& op : p.opset_import()) {
     std::string key = normalizeDomain(op.domain());
     if (!ctx.opsets.emplace(key, op.version()).second)
-      return makeError(ErrorCode::InvalidGraph, "opset_import lists domain '{}' twice",
-                       key.empty() ? "ai.onnx" : key);
+      return makeError(ErrorCode::InvalidGraph, "opset_import lists domain '{}' twice", key.empty() ? "ai.onnx" : key);
     m.opsets.push_back({op.domain(), op.version()});
   }
   for (const auto& f : p.functions()) ctx.localFunctions.emplace(normalizeDomain(f.domain()), f.name());
@@ -182,8 +177,7 @@ Expected<ir::Model> loadFromBytes(std::span<const std::byte> bytes, fs::path bas
                      "model is {} bytes; protobuf cannot parse more than {} (2 GiB): store weights as external data",
                      bytes.size(), INT_MAX);
   auto proto = std::make_shared<onnx::ModelProto>();
-  if (!parseMessage(*proto, bytes))
-    return makeError(ErrorCode::InvalidGraph, "malformed or truncated ONNX protobuf");
+  if (!parseMessage(*proto, bytes)) return makeError(ErrorCode::InvalidGraph, "malformed or truncated ONNX protobuf");
   LoadContext ctx;
   ctx.baseDir = std::move(baseDir);
   ctx.resolveExternalData = resolveExternalData;
@@ -274,9 +268,8 @@ Expected<ir::Model> loadModelFromBuffer(std::span<const std::byte> bytes, const 
 }
 
 Expected<ir::Tensor> parseTensor(std::span<const std::byte> bytes, std::string_view displayName, std::string* name) {
-  return detail::guarded(fmt::format("loading '{}'", displayName), [&]() -> Expected<ir::Tensor> {
-    return detail::tensorFromBytes(bytes, std::nullopt, name);
-  });
+  return detail::guarded(fmt::format("loading '{}'", displayName),
+                         [&]() -> Expected<ir::Tensor> { return detail::tensorFromBytes(bytes, std::nullopt, name); });
 }
 
 Expected<ir::Tensor> loadTensorFile(const fs::path& path, std::string* name) {

@@ -79,8 +79,7 @@ std::string describe(ElemType type, const ir::Shape& shape) {
   return fmt::format("{} tensor of shape {}", ir::elemTypeName(type), ir::shapeToString(shape));
 }
 
-template <typename T>
-std::span<const std::byte> bytesOf(const google::protobuf::RepeatedField<T>& field) {
+template <typename T> std::span<const std::byte> bytesOf(const google::protobuf::RepeatedField<T>& field) {
   return std::as_bytes(std::span<const T>(field.data(), static_cast<size_t>(field.size())));
 }
 
@@ -91,7 +90,8 @@ Expected<Tensor> decodeTypedField(const onnx::TensorProto& p, ElemType type, ir:
     case Field::Double: return Tensor::copyOf(type, std::move(shape), bytesOf(p.double_data()));
     case Field::Int64: return Tensor::copyOf(type, std::move(shape), bytesOf(p.int64_data()));
     case Field::String:
-      return Tensor::strings(std::move(shape), std::vector<std::string>(p.string_data().begin(), p.string_data().end()));
+      return Tensor::strings(std::move(shape),
+                             std::vector<std::string>(p.string_data().begin(), p.string_data().end()));
     case Field::Uint64: {
       if (type == ElemType::Uint64) return Tensor::copyOf(type, std::move(shape), bytesOf(p.uint64_data()));
       CTX_ASSIGN_OR_RETURN(Tensor t, Tensor::allocate(type, std::move(shape)));
@@ -159,8 +159,7 @@ Expected<Tensor> externalTensor(const onnx::TensorProto& p, ElemType type, ir::S
   if (!location) return makeError(ErrorCode::InvalidGraph, "external data has no 'location' entry");
 
   auto needed = ir::storageBytes(type, count);
-  if (!needed || !toSize(*needed))
-    return makeError(ErrorCode::InvalidGraph, "{} is too large", describe(type, shape));
+  if (!needed || !toSize(*needed)) return makeError(ErrorCode::InvalidGraph, "{} is too large", describe(type, shape));
   if (length && *length != *needed)
     return makeError(ErrorCode::InvalidGraph, "external data length is {} bytes; expected {} for a {}", *length,
                      *needed, describe(type, shape));
@@ -209,7 +208,8 @@ Expected<Tensor> tensorFromProto(const onnx::TensorProto& p, LoadContext& ctx) {
   for (size_t i = 0; i < shape.size(); ++i)
     if (shape[i] < 0) return makeError(ErrorCode::InvalidGraph, "dimension {} is {}; expected >= 0", i, shape[i]);
   auto count = checkedElementCount(shape);
-  if (!count) return makeError(ErrorCode::InvalidGraph, "element count of shape {} overflows", ir::shapeToString(shape));
+  if (!count)
+    return makeError(ErrorCode::InvalidGraph, "element count of shape {} overflows", ir::shapeToString(shape));
 
   if (p.data_location() == onnx::TensorProto_DataLocation_EXTERNAL)
     return externalTensor(p, *type, std::move(shape), *count, ctx);
@@ -226,7 +226,8 @@ Expected<Tensor> tensorFromProto(const onnx::TensorProto& p, LoadContext& ctx) {
     if (fieldSize(p, expected) > 0)
       return makeError(ErrorCode::InvalidGraph, "tensor has both raw_data and {}", fieldName(expected));
     const std::string& raw = p.raw_data();
-    auto t = Tensor::view(*type, std::move(shape), reinterpret_cast<const std::byte*>(raw.data()), raw.size(), ctx.owner);
+    auto t =
+        Tensor::view(*type, std::move(shape), reinterpret_cast<const std::byte*>(raw.data()), raw.size(), ctx.owner);
     if (!t) return t.takeError().addContext("raw_data");
     return t;
   }

@@ -41,9 +41,9 @@ Status externalToProto(const ir::Initializer& init, onnx::TensorProto* p) {
   if (!where) return where.takeError().addContext("external data location");
   auto needed = ir::storageBytes(t.type(), t.elementCount());
   if (!needed || *needed != ext.length)
-    return makeError(ErrorCode::InvalidArgument, "external data length is {} bytes; expected {} for a {} tensor of shape {}",
-                     ext.length, needed ? std::to_string(*needed) : "?", ir::elemTypeName(t.type()),
-                     ir::shapeToString(t.shape()));
+    return makeError(ErrorCode::InvalidArgument,
+                     "external data length is {} bytes; expected {} for a {} tensor of shape {}", ext.length,
+                     needed ? std::to_string(*needed) : "?", ir::elemTypeName(t.type()), ir::shapeToString(t.shape()));
   p->set_name(init.name);
   p->set_data_type(static_cast<int32_t>(t.type()));
   for (int64_t d : t.shape()) p->add_dims(d);
@@ -70,10 +70,8 @@ void valueInfoToProto(const ir::ValueInfo& v, onnx::ValueInfoProto* p) {
   auto* shape = tt->mutable_shape();
   for (const ir::Dim& d : *v.shape) {
     auto* dp = shape->add_dim();
-    if (d.isKnown())
-      dp->set_dim_value(d.value);
-    else if (!d.symbol.empty())
-      dp->set_dim_param(d.symbol);
+    if (d.isKnown()) dp->set_dim_value(d.value);
+    else if (!d.symbol.empty()) dp->set_dim_param(d.symbol);
   }
 }
 
@@ -187,7 +185,8 @@ Expected<std::string> serializeMessage(const google::protobuf::MessageLite& mess
                      "serialized {} would be {} bytes; protobuf's limit is {} (2 GiB): store weights as external data",
                      what, size, INT_MAX);
   std::string out;
-  if (!message.SerializeToString(&out)) return makeError(ErrorCode::Internal, "protobuf failed to serialize the {}", what);
+  if (!message.SerializeToString(&out))
+    return makeError(ErrorCode::Internal, "protobuf failed to serialize the {}", what);
   return out;
 }
 
@@ -242,8 +241,8 @@ Status saveModelWithExternalData(ir::Model model, const fs::path& path, const st
         auto other = resolveInside(folder, init->external->location);
         if (other && *other == *dataPath)
           return makeError(ErrorCode::InvalidArgument,
-                           "initializer '{}' already references '{}', the external data file being written",
-                           init->name, externalFileName);
+                           "initializer '{}' already references '{}', the external data file being written", init->name,
+                           externalFileName);
         continue;
       }
       const ir::Tensor& t = init->tensor;

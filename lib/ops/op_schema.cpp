@@ -65,9 +65,9 @@ Expected<Epilogue> decodeEpilogue(const ir::Attributes& attrs) {
   else if (name == "Clip") e = {Activation::Clip, param(0, -INFINITY), param(1, INFINITY)};
   else if (name == "HardSwish") e.activation = Activation::HardSwish;
   else
-    return makeError(ErrorCode::Unsupported,
-                     "fused activation '{}' is not supported (Relu, LeakyRelu, Sigmoid, Tanh, HardSigmoid, Clip, HardSwish)",
-                     name);
+    return makeError(
+        ErrorCode::Unsupported,
+        "fused activation '{}' is not supported (Relu, LeakyRelu, Sigmoid, Tanh, HardSigmoid, Clip, HardSwish)", name);
   return e;
 }
 
@@ -133,10 +133,11 @@ Expected<OpAttrs> decodeLayerNorm(const ir::Attributes& attrs) {
   int64_t stash = attrs.getInt("stash_type", 1);
   if (stash == static_cast<int64_t>(ir::ElemType::Float)) a.stashType = ir::ElemType::Float;
   else if (stash == static_cast<int64_t>(ir::ElemType::Double)) a.stashType = ir::ElemType::Double;
-  else return makeError(ErrorCode::Unsupported, "attribute stash_type {} is not supported (float32 or float64 only)", stash);
+  else
+    return makeError(ErrorCode::Unsupported, "attribute stash_type {} is not supported (float32 or float64 only)",
+                     stash);
   return OpAttrs(a);
 }
-
 
 Expected<bool> flagOr(const ir::Attributes& attrs, std::string_view name, bool fallback) {
   int64_t v = attrs.getInt(name, fallback ? 1 : 0);

@@ -57,7 +57,8 @@ enum class AutoPad : uint8_t { NotSet = 0, SameUpper = 1, SameLower = 2, Valid =
 struct WindowAttrs {
   std::optional<std::vector<int64_t>> kernelShape, strides, dilations, pads;
   AutoPad autoPad = AutoPad::NotSet;
-  CTXKIT_FIELDS(f("kernel_shape", kernelShape); f("strides", strides); f("dilations", dilations); f("pads", pads); f("auto_pad", autoPad);)
+  CTXKIT_FIELDS(f("kernel_shape", kernelShape); f("strides", strides); f("dilations", dilations); f("pads", pads);
+                f("auto_pad", autoPad);)
 };
 
 struct ConvAttrs {
@@ -70,16 +71,18 @@ struct ConvAttrs {
 struct PoolAttrs {
   WindowAttrs window;  // kernelShape is required
   bool ceilMode = false;
-  bool countIncludePad = false;    // AveragePool
+  bool countIncludePad = false;     // AveragePool
   bool columnMajorIndices = false;  // MaxPool storage_order = 1
-  CTXKIT_FIELDS(f("window", window); f("ceil_mode", ceilMode); f("count_include_pad", countIncludePad); f("column_major_indices", columnMajorIndices);)
+  CTXKIT_FIELDS(f("window", window); f("ceil_mode", ceilMode); f("count_include_pad", countIncludePad);
+                f("column_major_indices", columnMajorIndices);)
 };
 
 struct GemmAttrs {
   float alpha = 1, beta = 1;
   bool transA = false, transB = false;
   Epilogue epilogue;
-  CTXKIT_FIELDS(f("alpha", alpha); f("beta", beta); f("trans_a", transA); f("trans_b", transB); f("epilogue", epilogue);)
+  CTXKIT_FIELDS(f("alpha", alpha); f("beta", beta); f("trans_a", transA); f("trans_b", transB);
+                f("epilogue", epilogue);)
 };
 
 struct MatMulAttrs {
@@ -262,12 +265,8 @@ struct TopKAttrs {
 
 struct BitShiftAttrs {
   bool left = true;  // direction = "LEFT"
-  template <class F> void fields(F&& f) {
-    f("left", left);
-  }
-  template <class F> void fields(F&& f) const {
-    f("left", left);
-  }
+  template <class F> void fields(F&& f) { f("left", left); }
+  template <class F> void fields(F&& f) const { f("left", left); }
 };
 
 // DepthToSpace (mode DCR or CRD) and SpaceToDepth.
@@ -328,7 +327,7 @@ struct LpNormAttrs {
 struct AttentionAttrs {
   bool isCausal = false;
   int64_t qNumHeads = 0, kvNumHeads = 0;  // required for 3-D inputs
-  int64_t qkMatmulOutputMode = 0;          // what output 3 holds: 0 scaled QK (softcapped), 2 with the mask, 3 softmax
+  int64_t qkMatmulOutputMode = 0;         // what output 3 holds: 0 scaled QK (softcapped), 2 with the mask, 3 softmax
   bool hasScale = false;
   float scale = 0;    // default 1 / sqrt(head_size)
   float softcap = 0;  // 0: none
@@ -451,12 +450,12 @@ struct OnnxAttrs {
   template <class F> void fields(F&&) const {}
 };
 
-using OpAttrs = std::variant<OnnxAttrs, BinaryAttrs, UnaryAttrs, ConvAttrs, PoolAttrs, GemmAttrs, MatMulAttrs,
-                             BatchNormAttrs, LayerNormAttrs, SoftmaxAttrs, ReduceAttrs, ArgReduceAttrs, CastLikeAttrs,
-                             ModAttrs, UnaryMathAttrs, TriluAttrs, LossAttrs, GatherScatterAttrs, CumulativeAttrs,
-                             TopKAttrs, BitShiftAttrs, DepthSpaceAttrs, EyeLikeAttrs, GroupNormAttrs, LpNormAttrs,
-                             AttentionAttrs, EinsumAttrs, BitCastAttrs, RotaryAttrs,
-                             QuantizeAttrs, LrnAttrs, ReverseSequenceAttrs, SignalAttrs, LpPoolAttrs>;
+using OpAttrs =
+    std::variant<OnnxAttrs, BinaryAttrs, UnaryAttrs, ConvAttrs, PoolAttrs, GemmAttrs, MatMulAttrs, BatchNormAttrs,
+                 LayerNormAttrs, SoftmaxAttrs, ReduceAttrs, ArgReduceAttrs, CastLikeAttrs, ModAttrs, UnaryMathAttrs,
+                 TriluAttrs, LossAttrs, GatherScatterAttrs, CumulativeAttrs, TopKAttrs, BitShiftAttrs, DepthSpaceAttrs,
+                 EyeLikeAttrs, GroupNormAttrs, LpNormAttrs, AttentionAttrs, EinsumAttrs, BitCastAttrs, RotaryAttrs,
+                 QuantizeAttrs, LrnAttrs, ReverseSequenceAttrs, SignalAttrs, LpPoolAttrs>;
 
 // Decodes and checks an op's ONNX attributes for the model's opset. Errors say which attribute, what was found
 // and what was expected; callers add the node.

@@ -136,8 +136,7 @@ template <class T> Status checkField(std::string_view path, const T& value) {
     return status;
   } else if constexpr (std::is_enum_v<T>) {
     if (!isKnown(value))
-      return makeError(ErrorCode::InvalidGraph, "attribute {} has unknown value {}", path,
-                       static_cast<int64_t>(value));
+      return makeError(ErrorCode::InvalidGraph, "attribute {} has unknown value {}", path, static_cast<int64_t>(value));
     return Status::ok();
   } else if constexpr (IsOptional<T>::value) {
     return value ? checkField(path, *value) : Status::ok();
@@ -164,7 +163,8 @@ Status checkWindow(const WindowAttrs& w) {
 
 template <class T> void appendText(std::string& out, std::string_view path, const T& value) {
   if constexpr (HasFields<T>) {
-    value.fields([&](std::string_view name, const auto& member) { appendText(out, fmt::format("{}.{}", path, name), member); });
+    value.fields(
+        [&](std::string_view name, const auto& member) { appendText(out, fmt::format("{}.{}", path, name), member); });
   } else if constexpr (IsOptional<T>::value) {
     if (value) appendText(out, path, *value);
   } else if constexpr (IsVector<T>::value) {
@@ -206,13 +206,15 @@ template <class T> void appendSchema(std::string& out, std::string_view path, co
 }
 
 constexpr std::string_view kFamilyNames[] = {
-    "OnnxAttrs",     "BinaryAttrs",   "UnaryAttrs",      "ConvAttrs",       "PoolAttrs",
-    "GemmAttrs",     "MatMulAttrs",   "BatchNormAttrs",  "LayerNormAttrs",  "SoftmaxAttrs",
-    "ReduceAttrs",   "ArgReduceAttrs", "CastLikeAttrs",  "ModAttrs",        "UnaryMathAttrs",
-    "TriluAttrs",    "LossAttrs",     "GatherScatterAttrs", "CumulativeAttrs", "TopKAttrs",
-    "BitShiftAttrs", "DepthSpaceAttrs", "EyeLikeAttrs",  "GroupNormAttrs",  "LpNormAttrs",
-    "AttentionAttrs", "EinsumAttrs",  "BitCastAttrs",    "RotaryAttrs",     "QuantizeAttrs",
-    "LrnAttrs",      "ReverseSequenceAttrs", "SignalAttrs", "LpPoolAttrs"};
+    "OnnxAttrs",      "BinaryAttrs",        "UnaryAttrs",      "ConvAttrs",
+    "PoolAttrs",      "GemmAttrs",          "MatMulAttrs",     "BatchNormAttrs",
+    "LayerNormAttrs", "SoftmaxAttrs",       "ReduceAttrs",     "ArgReduceAttrs",
+    "CastLikeAttrs",  "ModAttrs",           "UnaryMathAttrs",  "TriluAttrs",
+    "LossAttrs",      "GatherScatterAttrs", "CumulativeAttrs", "TopKAttrs",
+    "BitShiftAttrs",  "DepthSpaceAttrs",    "EyeLikeAttrs",    "GroupNormAttrs",
+    "LpNormAttrs",    "AttentionAttrs",     "EinsumAttrs",     "BitCastAttrs",
+    "RotaryAttrs",    "QuantizeAttrs",      "LrnAttrs",        "ReverseSequenceAttrs",
+    "SignalAttrs",    "LpPoolAttrs"};
 static_assert(std::size(kFamilyNames) == std::variant_size_v<OpAttrs>, "a name per OpAttrs alternative");
 
 }  // namespace
@@ -235,10 +237,12 @@ Status checkAttrs(const OpAttrs& attrs) {
         });
         CTX_RETURN_IF_ERROR(status);
         if constexpr (std::is_same_v<T, ConvAttrs>) {
-          if (a.group < 1) return makeError(ErrorCode::InvalidGraph, "attribute group is {} but expected at least 1", a.group);
+          if (a.group < 1)
+            return makeError(ErrorCode::InvalidGraph, "attribute group is {} but expected at least 1", a.group);
           return checkWindow(a.window);
         } else if constexpr (std::is_same_v<T, PoolAttrs> || std::is_same_v<T, LpPoolAttrs>) {
-          if (!a.window.kernelShape) return makeError(ErrorCode::InvalidGraph, "required attribute kernel_shape is missing");
+          if (!a.window.kernelShape)
+            return makeError(ErrorCode::InvalidGraph, "required attribute kernel_shape is missing");
           if constexpr (std::is_same_v<T, LpPoolAttrs>)
             if (a.p < 1) return makeError(ErrorCode::InvalidGraph, "attribute p is {} but expected at least 1", a.p);
           return checkWindow(a.window);
@@ -251,8 +255,11 @@ Status checkAttrs(const OpAttrs& attrs) {
 
 std::string attrsText(const OpAttrs& attrs) {
   std::string out;
-  std::visit([&](const auto& a) { a.fields([&](std::string_view name, const auto& member) { appendText(out, name, member); }); },
-             attrs);
+  std::visit(
+      [&](const auto& a) {
+        a.fields([&](std::string_view name, const auto& member) { appendText(out, name, member); });
+      },
+      attrs);
   return out;
 }
 

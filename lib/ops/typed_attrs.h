@@ -11,13 +11,17 @@
 namespace ctxkit::ops {
 
 template <class T>
-concept HasFields = requires(T& t) { t.fields([](std::string_view, auto&) {}); };
+concept HasFields = requires(T& t) {
+  t.fields([](std::string_view, auto&) {});
+};
 
 // Values an enum field may take; a program read from a file is checked against these.
 inline bool isKnown(Activation a) { return static_cast<uint8_t>(a) <= static_cast<uint8_t>(Activation::HardSwish); }
 inline bool isKnown(AutoPad a) { return static_cast<uint8_t>(a) <= static_cast<uint8_t>(AutoPad::Valid); }
 inline bool isKnown(LossReduction r) { return static_cast<uint8_t>(r) <= static_cast<uint8_t>(LossReduction::Mean); }
-inline bool isKnown(ScatterReduction r) { return static_cast<uint8_t>(r) <= static_cast<uint8_t>(ScatterReduction::Min); }
+inline bool isKnown(ScatterReduction r) {
+  return static_cast<uint8_t>(r) <= static_cast<uint8_t>(ScatterReduction::Min);
+}
 inline bool isKnown(ir::ElemType t) { return ir::elemTypeFromInt(static_cast<int32_t>(t)).has_value(); }
 
 // The attribute struct (default values) that decodeAttrs produces for `kind`: OnnxAttrs for families whose kernels

@@ -2,17 +2,17 @@
 #include "ort_ep/ep.h"
 
 #include "epcontext/contract.h"
-#include "ort_ep/graph_reader.h"
 #include "format/container.h"
 #include "kernels/kernels.h"
+#include "ort_ep/graph_reader.h"
 #include "partitioner/target.h"
-#include "support/file_io.h"
 #include "runtime/session.h"
+#include "support/file_io.h"
 
 #include <algorithm>
 #include <charconv>
-#include <functional>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -64,8 +64,8 @@ Status compute(NodeCompute& nc, OrtKernelContext* context) {
   for (size_t k = 0; k < nc.outputs.size(); ++k) {
     const kernels::OutputDesc& d = nc.outputs[k];
     OrtValue* value = nullptr;
-    CTX_ORT_RETURN_IF_ERROR(api, api.ort.KernelContext_GetOutput(context, nc.outputSlots[k], d.shape.data(),
-                                                                d.shape.size(), &value));
+    CTX_ORT_RETURN_IF_ERROR(
+        api, api.ort.KernelContext_GetOutput(context, nc.outputSlots[k], d.shape.data(), d.shape.size(), &value));
     if (value == nullptr) continue;  // an output nobody reads: the program gets a scratch buffer
     void* data = nullptr;
     size_t bytes = 0;
@@ -96,8 +96,8 @@ OrtStatus* ORT_API_CALL computeImpl(OrtNodeComputeInfo* self, void*, OrtKernelCo
 void ORT_API_CALL releaseState(OrtNodeComputeInfo*, void*) noexcept {}
 
 // Slot of each name in `names` among `fusedNames`.
-Expected<std::vector<size_t>> slotsByName(const std::vector<std::string>& names, const std::vector<std::string>& fusedNames,
-                                          const std::string& what) {
+Expected<std::vector<size_t>> slotsByName(const std::vector<std::string>& names,
+                                          const std::vector<std::string>& fusedNames, const std::string& what) {
   std::vector<size_t> slots;
   for (const auto& n : names) {
     size_t i = 0;
@@ -171,8 +171,8 @@ Status compilePlain(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fused
     CTX_ASSIGN_OR_RETURN(nc.outputSlots, slotsByName(partition->outputs, fusedOutputs, nc.name));
     for (const auto& out : fusedOutputs)  // every value ORT expects from the node must be made by the program
       if (std::find(partition->outputs.begin(), partition->outputs.end(), out) == partition->outputs.end())
-        return makeError(ErrorCode::Internal, "{}: ORT expects '{}' from the fused node but the program does not output it",
-                         nc.name, out);
+        return makeError(ErrorCode::Internal,
+                         "{}: ORT expects '{}' from the fused node but the program does not output it", nc.name, out);
   }
   return Status::ok();
 }
@@ -214,8 +214,8 @@ Status writeEpContextNodes(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode*
         return makeError(ErrorCode::InvalidArgument, "{}: '{}' exists; ctxkit does not overwrite a context binary",
                          epcontext::kEpName, bin.string());
       CTX_ASSIGN_OR_RETURN(auto target, partitioner::loadTarget(config.target));
-      CTX_RETURN_IF_ERROR(
-          shared.writeAndReset(bin, context.targetId, context.targetRevision, target.weightAlignment, config.weightless));
+      CTX_RETURN_IF_ERROR(shared.writeAndReset(bin, context.targetId, context.targetRevision, target.weightAlignment,
+                                               config.weightless));
     }
   } else if (config.embedMode == 1) {
     const auto& bytes = context.fileBytes ? *context.fileBytes : *context.bytes;
@@ -246,12 +246,11 @@ Status writeEpContextNodes(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode*
     for (const auto& a : node.attrs.all()) {
       OrtOpAttr* attr = nullptr;
       OrtStatus* created = nullptr;
-      if (a.type == ir::AttrType::Int)
-        created = api.ort.CreateOpAttr(a.name.c_str(), &a.i, 1, ORT_OP_ATTR_INT, &attr);
+      if (a.type == ir::AttrType::Int) created = api.ort.CreateOpAttr(a.name.c_str(), &a.i, 1, ORT_OP_ATTR_INT, &attr);
       else if (a.type == ir::AttrType::String)
-        created = api.ort.CreateOpAttr(a.name.c_str(), a.s.data(), static_cast<int>(a.s.size()), ORT_OP_ATTR_STRING, &attr);
-      else
-        continue;
+        created =
+            api.ort.CreateOpAttr(a.name.c_str(), a.s.data(), static_cast<int>(a.s.size()), ORT_OP_ATTR_STRING, &attr);
+      else continue;
       st = fromOrtStatus(api, created, "CreateOpAttr");
       if (!st) break;
       ortAttrs.push_back(attr);
@@ -264,8 +263,9 @@ Status writeEpContextNodes(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode*
     for (const auto& n : p.outputs) outs.push_back(n.c_str());
     if (st)
       st = fromOrtStatus(api,
-                         editor->CreateNode(epcontext::kOpType, epcontext::kDomain, fusedName ? fusedName : "", ins.data(), ins.size(),
-                                            outs.data(), outs.size(), ortAttrs.data(), ortAttrs.size(), &epContextNodes[i]),
+                         editor->CreateNode(epcontext::kOpType, epcontext::kDomain, fusedName ? fusedName : "",
+                                            ins.data(), ins.size(), outs.data(), outs.size(), ortAttrs.data(),
+                                            ortAttrs.size(), &epContextNodes[i]),
                          "CreateNode (EPContext)");
     for (OrtOpAttr* a : ortAttrs) api.ort.ReleaseOpAttr(a);  // CreateNode copied them
     CTX_RETURN_IF_ERROR(st);
@@ -304,10 +304,12 @@ Status compile(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fusedNodes
         declared[in] = true;
         model.graph.inputs.push_back(ir::ValueInfo{in, ir::ElemType::Undefined, std::nullopt, {}});
       }
-    for (const auto& out : node.outputs) model.graph.outputs.push_back(ir::ValueInfo{out, ir::ElemType::Undefined, std::nullopt, {}});
+    for (const auto& out : node.outputs)
+      model.graph.outputs.push_back(ir::ValueInfo{out, ir::ElemType::Undefined, std::nullopt, {}});
     model.graph.nodes.push_back(std::move(node));
   }
-  fs::path contextDir = !config.contextFilePath.empty() ? config.contextFilePath.parent_path() : modelPath.parent_path();
+  fs::path contextDir =
+      !config.contextFilePath.empty() ? config.contextFilePath.parent_path() : modelPath.parent_path();
   std::string displayName = modelPath.empty() ? std::string("model (from memory)") : modelPath.filename().string();
   runtime::SessionOptions options;
   options.threads = config.threads;
@@ -321,7 +323,8 @@ Status compile(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fusedNodes
 
   for (size_t i = 0; i < count; ++i) {
     const ir::Node& node = model.graph.nodes[i];
-    std::unique_ptr<NodeCompute> nc(newNodeCompute(api, fmt::format("{}: EPContext node '{}'", displayName, node.name)));
+    std::unique_ptr<NodeCompute> nc(
+        newNodeCompute(api, fmt::format("{}: EPContext node '{}'", displayName, node.name)));
     nc->run = [session, i](std::span<const ir::Tensor* const> inputs, std::span<ir::Tensor* const> outputs) {
       return session->runCompiledNodeInto(i, inputs, outputs);
     };
@@ -346,7 +349,8 @@ OrtStatus* ORT_API_CALL getCapabilityImpl(OrtEp* self, const OrtGraph* graph, Or
     Status st = getCapability(ep, *graph, *support);
     return st ? nullptr : toOrtStatus(ep.api(), st.error());
   } catch (const std::exception& e) {
-    return ep.api().ort.CreateStatus(ORT_FAIL, fmt::format("{}: GetCapability: {}", epcontext::kEpName, e.what()).c_str());
+    return ep.api().ort.CreateStatus(ORT_FAIL,
+                                     fmt::format("{}: GetCapability: {}", epcontext::kEpName, e.what()).c_str());
   }
 }
 
@@ -363,7 +367,6 @@ OrtStatus* ORT_API_CALL compileImpl(OrtEp* self, const OrtGraph** graphs, const 
     if (!st) return toOrtStatus(ep.api(), st.error());
     for (size_t i = 0; i < count; ++i) {
       computeInfos[i] = computes[i].release();
-
     }
     return nullptr;
   } catch (const std::exception& e) {
@@ -394,7 +397,8 @@ Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options
   if (!epcontext::findKnownTarget(config.target)) {
     std::error_code ec;
     if (!fs::is_regular_file(config.target, ec))
-      return makeError(ErrorCode::InvalidArgument, "{} option target '{}': neither a built-in target ({}, {}) nor a target file",
+      return makeError(ErrorCode::InvalidArgument,
+                       "{} option target '{}': neither a built-in target ({}, {}) nor a target file",
                        epcontext::kEpName, config.target, epcontext::kNpuSim.id, epcontext::kCpu.id);
   }
   CTX_ASSIGN_OR_RETURN(std::string threads, sessionConfigEntry(api, options, epOptionKey("threads"), "1"));
@@ -403,7 +407,8 @@ Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options
       config.threads > 1024)
     return makeError(ErrorCode::InvalidArgument, "{} option threads '{}': expected a number from 1 to 1024",
                      epcontext::kEpName, threads);
-  CTX_ASSIGN_OR_RETURN(std::string contextFile, sessionConfigEntry(api, options, epcontext::option::kContextFilePath, ""));
+  CTX_ASSIGN_OR_RETURN(std::string contextFile,
+                       sessionConfigEntry(api, options, epcontext::option::kContextFilePath, ""));
   config.contextFilePath = contextFile;
   CTX_ASSIGN_OR_RETURN(std::string share, sessionConfigEntry(api, options, epcontext::option::kShareEpContexts, "0"));
   config.shareContexts = share == "1";
@@ -411,13 +416,15 @@ Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options
   config.contextEnable = enable == "1";
   CTX_ASSIGN_OR_RETURN(std::string embed, sessionConfigEntry(api, options, epcontext::option::kContextEmbedMode, "0"));
   if (embed != "0" && embed != "1")
-    return makeError(ErrorCode::InvalidArgument, "{} is '{}'; expected 0 or 1", epcontext::option::kContextEmbedMode, embed);
+    return makeError(ErrorCode::InvalidArgument, "{} is '{}'; expected 0 or 1", epcontext::option::kContextEmbedMode,
+                     embed);
   config.embedMode = embed == "1" ? 1 : 0;
-  CTX_ASSIGN_OR_RETURN(std::string stop, sessionConfigEntry(api, options, epcontext::option::kStopShareEpContexts, "0"));
+  CTX_ASSIGN_OR_RETURN(std::string stop,
+                       sessionConfigEntry(api, options, epcontext::option::kStopShareEpContexts, "0"));
   config.stopShareContexts = stop == "1";
   if (config.contextEnable && config.shareContexts && config.embedMode == 1)
-    return makeError(ErrorCode::InvalidArgument, "{}=1 with {}=1: sharing a context needs a file", epcontext::option::kShareEpContexts,
-                     epcontext::option::kContextEmbedMode);
+    return makeError(ErrorCode::InvalidArgument, "{}=1 with {}=1: sharing a context needs a file",
+                     epcontext::option::kShareEpContexts, epcontext::option::kContextEmbedMode);
   CTX_ASSIGN_OR_RETURN(config.nodeNamePrefix,
                        sessionConfigEntry(api, options, epcontext::option::kContextNodeNamePrefix, ""));
   CTX_ASSIGN_OR_RETURN(std::string strict,
@@ -427,7 +434,8 @@ Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options
     CTX_ASSIGN_OR_RETURN(std::string weightless, sessionConfigEntry(api, options, key, "0"));
     config.weightless = config.weightless || weightless == "1";
   }
-  CTX_ASSIGN_OR_RETURN(std::string source, sessionConfigEntry(api, options, epcontext::option::kContextSourceModelPath, ""));
+  CTX_ASSIGN_OR_RETURN(std::string source,
+                       sessionConfigEntry(api, options, epcontext::option::kContextSourceModelPath, ""));
   config.sourceModelPath = source;
   const void* buffer = nullptr;
   size_t bufferSize = 0;

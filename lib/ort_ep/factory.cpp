@@ -21,8 +21,7 @@ constexpr const char* kTargetMetadataKey = "ctxkit.target";
 
 CtxKitEpFactory& self(OrtEpFactory* f) { return *static_cast<CtxKitEpFactory*>(f); }
 
-template <typename F>
-OrtStatus* guarded(const Api& api, const char* what, F&& body) noexcept {
+template <typename F> OrtStatus* guarded(const Api& api, const char* what, F&& body) noexcept {
   try {
     Status st = body();
     return st ? nullptr : toOrtStatus(api, st.error());
@@ -50,7 +49,8 @@ Status addEpDevice(CtxKitEpFactory& factory, const OrtHardwareDevice& device, co
 }
 
 OrtStatus* ORT_API_CALL getSupportedDevices(OrtEpFactory* f, const OrtHardwareDevice* const* devices, size_t numDevices,
-                                            OrtEpDevice** epDevices, size_t maxEpDevices, size_t* numEpDevices) noexcept {
+                                            OrtEpDevice** epDevices, size_t maxEpDevices,
+                                            size_t* numEpDevices) noexcept {
   CtxKitEpFactory& factory = self(f);
   return guarded(factory.api(), "GetSupportedDevices", [&]() -> Status {
     *numEpDevices = 0;
@@ -70,8 +70,9 @@ OrtStatus* ORT_API_CALL getSupportedDevices(OrtEpFactory* f, const OrtHardwareDe
   });
 }
 
-OrtStatus* ORT_API_CALL createEp(OrtEpFactory* f, const OrtHardwareDevice* const*, const OrtKeyValuePairs* const*, size_t,
-                                 const OrtSessionOptions* sessionOptions, const OrtLogger*, OrtEp** ep) noexcept {
+OrtStatus* ORT_API_CALL createEp(OrtEpFactory* f, const OrtHardwareDevice* const*, const OrtKeyValuePairs* const*,
+                                 size_t, const OrtSessionOptions* sessionOptions, const OrtLogger*,
+                                 OrtEp** ep) noexcept {
   CtxKitEpFactory& factory = self(f);
   *ep = nullptr;
   return guarded(factory.api(), "CreateEp", [&]() -> Status {
@@ -83,8 +84,8 @@ OrtStatus* ORT_API_CALL createEp(OrtEpFactory* f, const OrtHardwareDevice* const
 
 void ORT_API_CALL releaseEp(OrtEpFactory*, OrtEp* ep) noexcept { delete static_cast<CtxKitEp*>(ep); }
 
-OrtStatus* ORT_API_CALL validateCompatibility(OrtEpFactory* f, const OrtHardwareDevice* const*, size_t, const char* info,
-                                              OrtCompiledModelCompatibility* result) noexcept {
+OrtStatus* ORT_API_CALL validateCompatibility(OrtEpFactory* f, const OrtHardwareDevice* const*, size_t,
+                                              const char* info, OrtCompiledModelCompatibility* result) noexcept {
   CtxKitEpFactory& factory = self(f);
   return guarded(factory.api(), "ValidateCompiledModelCompatibilityInfo", [&]() -> Status {
     runtime::CompatibilityVerdict verdict = runtime::assessCompatibilityInfo(info ? info : "");

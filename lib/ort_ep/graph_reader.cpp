@@ -34,8 +34,7 @@ Expected<std::string> readAttributeBytes(const Api& api, const OrtOpAttr& attr, 
   return bytes;
 }
 
-template <typename T>
-Expected<std::vector<T>> readList(const Api& api, const OrtOpAttr& attr, OrtOpAttrType type) {
+template <typename T> Expected<std::vector<T>> readList(const Api& api, const OrtOpAttr& attr, OrtOpAttrType type) {
   CTX_ASSIGN_OR_RETURN(std::string bytes, readAttributeBytes(api, attr, type));
   std::vector<T> values(bytes.size() / sizeof(T));
   if (!values.empty()) std::memcpy(values.data(), bytes.data(), values.size() * sizeof(T));
@@ -76,13 +75,13 @@ Expected<std::optional<ir::Attribute>> readAttribute(const Api& api, const OrtOp
       CTX_ORT_RETURN_IF_ERROR(api, api.ort.OpAttr_GetTensorAttributeAsOrtValue(&attr, &value));
       if (value == nullptr) return std::optional<ir::Attribute>();
       auto view = tensorView(api, *value, name);
-      Expected<ir::Tensor> copy = view ? ir::Tensor::copyOf(view->type(), view->shape(), view->bytes()) : view.takeError();
+      Expected<ir::Tensor> copy =
+          view ? ir::Tensor::copyOf(view->type(), view->shape(), view->bytes()) : view.takeError();
       api.ort.ReleaseValue(value);
       if (!copy) return copy.takeError();
       return std::optional<ir::Attribute>(ir::Attribute::makeTensor(name, std::move(copy).value()));
     }
-    default:
-      return std::optional<ir::Attribute>();  // string lists, graphs: not read (see ReadGraph::hasSubgraphs)
+    default: return std::optional<ir::Attribute>();  // string lists, graphs: not read (see ReadGraph::hasSubgraphs)
   }
 }
 
@@ -135,7 +134,8 @@ Expected<ir::Tensor> tensorView(const Api& api, const OrtValue& value, const std
   size_t bytes = 0;
   CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorData(&value, &data));
   CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorSizeInBytes(&value, &bytes));
-  return ir::Tensor::view(*elem, std::move(shape), static_cast<const std::byte*>(data), bytes, nullptr).addContext(what);
+  return ir::Tensor::view(*elem, std::move(shape), static_cast<const std::byte*>(data), bytes, nullptr)
+      .addContext(what);
 }
 
 Expected<std::vector<const OrtNode*>> graphNodes(const Api& api, const OrtGraph& graph) {
@@ -232,7 +232,8 @@ Expected<ReadGraph> readGraph(const Api& api, const OrtGraph& graph) {
   CTX_ORT_RETURN_IF_ERROR(api, api.ort.Graph_GetNumOperatorSets(&graph, &count));
   std::vector<const char*> domains(count);
   std::vector<int64_t> versions(count);
-  if (count > 0) CTX_ORT_RETURN_IF_ERROR(api, api.ort.Graph_GetOperatorSets(&graph, domains.data(), versions.data(), count));
+  if (count > 0)
+    CTX_ORT_RETURN_IF_ERROR(api, api.ort.Graph_GetOperatorSets(&graph, domains.data(), versions.data(), count));
   for (size_t i = 0; i < count; ++i) model.opsets.push_back({domains[i] ? domains[i] : "", versions[i]});
 
   auto readValues = [&](auto numFn, auto getFn, std::vector<ir::ValueInfo>& into) -> Status {

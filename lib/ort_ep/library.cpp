@@ -6,9 +6,9 @@
 extern "C" {
 
 __attribute__((visibility("default"))) OrtStatus* CreateEpFactories(const char* /*registrationName*/,
-                                                                     const OrtApiBase* apiBase, const OrtLogger* logger,
-                                                                     OrtEpFactory** factories, size_t maxFactories,
-                                                                     size_t* numFactories) {
+                                                                    const OrtApiBase* apiBase, const OrtLogger* logger,
+                                                                    OrtEpFactory** factories, size_t maxFactories,
+                                                                    size_t* numFactories) {
   *numFactories = 0;
   const OrtApi* ort = apiBase->GetApi(ORT_API_VERSION);
   if (ort == nullptr) return nullptr;  // an ONNX Runtime older than the API ctxkit was built for: offer nothing

@@ -22,8 +22,8 @@ Status fromOrtStatus(const Api& api, OrtStatus* status, std::string_view what) {
   std::string message = api.ort.GetErrorMessage(status);
   OrtErrorCode code = api.ort.GetErrorCode(status);
   api.ort.ReleaseStatus(status);
-  ErrorCode ours = code == ORT_INVALID_ARGUMENT ? ErrorCode::InvalidArgument
-                   : code == ORT_INVALID_GRAPH  ? ErrorCode::InvalidGraph
+  ErrorCode ours = code == ORT_INVALID_ARGUMENT  ? ErrorCode::InvalidArgument
+                   : code == ORT_INVALID_GRAPH   ? ErrorCode::InvalidGraph
                    : code == ORT_NOT_IMPLEMENTED ? ErrorCode::Unsupported
                                                  : ErrorCode::Internal;
   return makeError(ours, "onnxruntime: {}: {}", what, message);

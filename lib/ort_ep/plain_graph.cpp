@@ -31,7 +31,8 @@ Expected<weightshare::WeightSources> locateInSourceFiles(const weightshare::Weig
   std::vector<weightshare::SourceModel> sources;
   for (const auto& f : files) {
     if (f.empty())
-      return makeError(ErrorCode::InvalidArgument, "{}: a weightless context needs the source model's file; this model came from memory",
+      return makeError(ErrorCode::InvalidArgument,
+                       "{}: a weightless context needs the source model's file; this model came from memory",
                        epcontext::kEpName);
     CTX_ASSIGN_OR_RETURN(auto initializers, runtime::readSourceInitializers(f).addContext("weightless context"));
     weightshare::SourceModel m{f.filename().string(), {}};
@@ -91,7 +92,8 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
     options.name = name;
     options.gemmLayout = target.gemmLayout;
     options.plainWeights = plainWeights;
-    auto lowered = codegen::lowerPartition(g, *facts, plan.partitions[p], pipeline::valuesUsedOutside(g, plan, static_cast<int>(p)), intern, options);
+    auto lowered = codegen::lowerPartition(g, *facts, plan.partitions[p],
+                                           pipeline::valuesUsedOutside(g, plan, static_cast<int>(p)), intern, options);
     if (!lowered) continue;  // a partition ctxkit cannot lower stays with ORT's CPU EP, as an unsupported node would
     claimed.push_back({p, name, std::move(lowered->inputs), std::move(lowered->outputs), std::move(lowered->program)});
   }
@@ -112,7 +114,8 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
       CTX_RETURN_IF_ERROR(writer.addGraph(c.name, modelPath.filename().string(), program::serialize(c.program)));
     // The weights are copied here: nothing refers to ORT's initializer buffers after this.
     CTX_ASSIGN_OR_RETURN(auto bytes, writer.serialize());
-    (weightless ? context->fileBytes : context->bytes) = std::make_shared<const std::vector<std::byte>>(std::move(bytes));
+    (weightless ? context->fileBytes : context->bytes) =
+        std::make_shared<const std::vector<std::byte>>(std::move(bytes));
   }
   context->modelPath = modelPath;
   context->targetId = target.hardwareArchitecture;
@@ -123,9 +126,11 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   for (size_t k = 0; k < claimed.size(); ++k) {
     Claimed& c = claimed[k];
     const format::GraphInfo* info = shared->findGraph(c.name);
-    if (!info) return makeError(ErrorCode::Internal, "{}: graph '{}' missing from the context just written", stem, c.name);
+    if (!info)
+      return makeError(ErrorCode::Internal, "{}: graph '{}' missing from the context just written", stem, c.name);
     size_t index = static_cast<size_t>(info - shared->graphs().data());
-    CTX_ASSIGN_OR_RETURN(auto program, program::deserialize(shared->programBytes(index), shared->weights().size(), c.name));
+    CTX_ASSIGN_OR_RETURN(auto program,
+                         program::deserialize(shared->programBytes(index), shared->weights().size(), c.name));
     CTX_ASSIGN_OR_RETURN(auto compiled, runtime::CompiledProgram::create(std::move(program), shared, c.name));
     auto run = std::make_shared<LoweredPartitionRun>();
     run->name = c.name;
@@ -146,12 +151,14 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
     OrtNodeFusionOptions options{};
     options.ort_version_supported = ORT_API_VERSION;
     options.drop_constant_initializers = true;  // the weights live in the context
-    CTX_ORT_RETURN_IF_ERROR(api, api.ep.EpGraphSupportInfo_AddNodesToFuse(&support, fuse.data(), fuse.size(), &options));
+    CTX_ORT_RETURN_IF_ERROR(api,
+                            api.ep.EpGraphSupportInfo_AddNodesToFuse(&support, fuse.data(), fuse.size(), &options));
   }
   return Status::ok();
 }
 
-Expected<std::shared_ptr<const LoweredPartitionRun>> PlainGraphCache::find(const Api& api, const OrtGraph& fusedGraph) const {
+Expected<std::shared_ptr<const LoweredPartitionRun>> PlainGraphCache::find(const Api& api,
+                                                                           const OrtGraph& fusedGraph) const {
   CTX_ASSIGN_OR_RETURN(auto nodes, graphNodes(api, fusedGraph));
   std::lock_guard lock(mutex_);
   for (const OrtNode* n : nodes) {
@@ -179,8 +186,8 @@ std::string SharedCompile::binName(const std::string& outputStem) {
 Status SharedCompile::addGraph(const std::string& name, const fs::path& sourceModel, std::vector<std::byte> program) {
   for (const auto& g : graphs_)
     if (g.name == name)
-      return makeError(ErrorCode::InvalidArgument, "graph name '{}' is used twice in one shared context (models with the same stem?)",
-                       name);
+      return makeError(ErrorCode::InvalidArgument,
+                       "graph name '{}' is used twice in one shared context (models with the same stem?)", name);
   graphs_.push_back({name, sourceModel, std::move(program)});
   return Status::ok();
 }
@@ -197,7 +204,8 @@ Status SharedCompile::writeAndReset(const fs::path& path, const std::string& tar
     CTX_ASSIGN_OR_RETURN(sources, locateInSourceFiles(pool_, files));
   }
   CTX_RETURN_IF_ERROR(weightshare::addPoolWeights(writer, pool_, weightless ? &sources : nullptr));
-  for (const auto& g : graphs_) CTX_RETURN_IF_ERROR(writer.addGraph(g.name, g.sourceModel.filename().string(), g.program));
+  for (const auto& g : graphs_)
+    CTX_RETURN_IF_ERROR(writer.addGraph(g.name, g.sourceModel.filename().string(), g.program));
   CTX_RETURN_IF_ERROR(writer.write(path));
   pool_ = weightshare::WeightPool();
   graphs_.clear();

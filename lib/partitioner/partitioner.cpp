@@ -95,7 +95,8 @@ std::string unsupportedReason(const ir::Node& node, const analysis::GraphFacts& 
       return fmt::format("op {} is not supported by target '{}'", node.opType, target.name);
   } else {
     op = target.findOp(node.domain, node.opType, node.opset);
-    if (!op) return fmt::format("op {} (opset {}) is not supported by target '{}'", node.opType, node.opset, target.name);
+    if (!op)
+      return fmt::format("op {} (opset {}) is not supported by target '{}'", node.opType, node.opset, target.name);
     if (node.kind == ir::OpKind::Unknown || !kernels::hasKernel(node.kind))
       return fmt::format("op {} has no ctxkit kernel", node.opType);
   }
@@ -111,7 +112,9 @@ std::string unsupportedReason(const ir::Node& node, const analysis::GraphFacts& 
       return fmt::format("'{}' has rank {}, above the target's maximum {}", name, f->shape->size(), maxRank);
     if (checkType) {
       bool ok = target.allKernelOps ? kernels::supportsType(node.kind, f->type) : isAllowedType(target, op, f->type);
-      if (!ok) return fmt::format("element type {} of '{}' is not supported for {}", ir::elemTypeName(f->type), name, node.opType);
+      if (!ok)
+        return fmt::format("element type {} of '{}' is not supported for {}", ir::elemTypeName(f->type), name,
+                           node.opType);
     }
     return {};
   };
@@ -143,7 +146,8 @@ std::string fallbackBlocker(const ir::Node& node, const analysis::GraphFacts& fa
       for (const auto& sub : a.graphs) graphs.push_back(sub.get());
     for (const ir::Graph* sub : graphs)
       for (const ir::Node& inner : sub->nodes)
-        if (auto r = fallbackBlocker(inner, facts); !r.empty()) return fmt::format("{}: subgraph {}: {}", label, a.name, r);
+        if (auto r = fallbackBlocker(inner, facts); !r.empty())
+          return fmt::format("{}: subgraph {}: {}", label, a.name, r);
   }
   // The interpreter runs control flow; the session claims EPContext nodes.
   if (ir::isControlFlow(node.kind) || node.kind == ir::OpKind::EPContext) return {};
@@ -167,18 +171,18 @@ PartitionPlan partitionGraph(const ir::Graph& graph, const analysis::GraphFacts&
   std::vector<bool> supported(n, false);
   for (size_t i : facts.order) {
     const ir::Node& node = graph.nodes[i];
-    bool folded = !node.outputs.empty() && std::all_of(node.outputs.begin(), node.outputs.end(), [&](const std::string& o) {
-      const analysis::ValueFacts* f = o.empty() ? nullptr : facts.find(o);
-      return o.empty() || (f && f->constant);
-    });
+    bool folded =
+        !node.outputs.empty() && std::all_of(node.outputs.begin(), node.outputs.end(), [&](const std::string& o) {
+          const analysis::ValueFacts* f = o.empty() ? nullptr : facts.find(o);
+          return o.empty() || (f && f->constant);
+        });
     if (folded) {
       plan.nodes[i].placement = NodePlacement::Folded;
       continue;
     }
     if (auto failure = facts.ruleFailures.find(i); failure != facts.ruleFailures.end())
       plan.nodes[i].reason = "shape rule cannot run at compile time: " + failure->second;
-    else
-      plan.nodes[i].reason = unsupportedReason(node, facts, target);
+    else plan.nodes[i].reason = unsupportedReason(node, facts, target);
     supported[i] = plan.nodes[i].reason.empty();
   }
 
@@ -221,7 +225,8 @@ PartitionPlan partitionGraph(const ir::Graph& graph, const analysis::GraphFacts&
     if (supported[i]) members[clusters.find(i)].push_back(i);
   std::vector<std::vector<size_t>> groups;
   for (auto& [rep, nodes] : members) groups.push_back(std::move(nodes));
-  std::sort(groups.begin(), groups.end(), [&](const auto& x, const auto& y) { return rank[x.front()] < rank[y.front()]; });
+  std::sort(groups.begin(), groups.end(),
+            [&](const auto& x, const auto& y) { return rank[x.front()] < rank[y.front()]; });
   for (auto& nodes : groups) {
     if (static_cast<int64_t>(nodes.size()) < target.minPartitionSize) {
       for (size_t i : nodes)
@@ -258,8 +263,9 @@ std::string listBuiltinTargets() {
       out += fmt::format("{}: {}\n", name, target.error().message());
       continue;
     }
-    out += fmt::format("{}  id {} revision {}  {} ops{}\n", target->name, target->hardwareArchitecture, target->revision,
-                       supportedOpCount(*target), target->allKernelOps ? " (every op with a kernel)" : "");
+    out +=
+        fmt::format("{}  id {} revision {}  {} ops{}\n", target->name, target->hardwareArchitecture, target->revision,
+                    supportedOpCount(*target), target->allKernelOps ? " (every op with a kernel)" : "");
   }
   return out;
 }

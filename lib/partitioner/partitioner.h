@@ -14,8 +14,8 @@ enum class NodePlacement { Compiled, Fallback, Folded };
 
 struct NodeDecision {
   NodePlacement placement = NodePlacement::Fallback;
-  int partition = -1;   // index into PartitionPlan::partitions when compiled
-  std::string reason;   // why it stays on the fallback path
+  int partition = -1;  // index into PartitionPlan::partitions when compiled
+  std::string reason;  // why it stays on the fallback path
 };
 
 struct Partition {

@@ -126,7 +126,8 @@ Expected<Target> parseTarget(const std::string& jsonText, const std::string& dis
   };
   auto num = [&](const char* key, auto& out) -> Status {
     if (!j.contains(key)) return Status::ok();
-    if (!j[key].is_number_integer() || j[key].get<int64_t>() < 0) return bad(file, key, "expected a non-negative integer");
+    if (!j[key].is_number_integer() || j[key].get<int64_t>() < 0)
+      return bad(file, key, "expected a non-negative integer");
     out = static_cast<std::remove_reference_t<decltype(out)>>(j[key].get<int64_t>());
     return Status::ok();
   };
@@ -182,8 +183,8 @@ Expected<Target> parseTarget(const std::string& jsonText, const std::string& dis
 Expected<Target> loadTarget(const std::string& nameOrPath) {
   if (auto json = builtinTargetJson(nameOrPath)) return parseTarget(*json, nameOrPath);
   if (nameOrPath.find('/') == std::string::npos && nameOrPath.find(".json") == std::string::npos)
-    return makeError(ErrorCode::InvalidArgument, "unknown target '{}'; built-in targets are npu-sim and cpu, or give a JSON file",
-                     nameOrPath);
+    return makeError(ErrorCode::InvalidArgument,
+                     "unknown target '{}'; built-in targets are npu-sim and cpu, or give a JSON file", nameOrPath);
   CTX_ASSIGN_OR_RETURN(auto text, readFile(nameOrPath).addContext("reading target"));
   return parseTarget(text, nameOrPath);
 }

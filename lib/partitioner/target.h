@@ -2,8 +2,8 @@
 #pragma once
 
 #include "epcontext/contract.h"
-#include "ops/weight_layout.h"
 #include "ir/elem_type.h"
+#include "ops/weight_layout.h"
 #include "support/status.h"
 
 #include <cstdint>
@@ -31,7 +31,7 @@ struct OpSupport {
 };
 
 struct Target {
-  std::string name;                  // what --target named
+  std::string name;  // what --target named
   std::string ep = epcontext::kEpName;
   std::string hardwareArchitecture;  // written to hardware_architecture and the compatibility block
   std::string revision = epcontext::kDefaultRevision;

@@ -59,13 +59,13 @@ Status checkShape(const BindingModel& m, const ir::ValueInfo& in, const ir::Shap
   if (!in.shape) return Status::ok();
   if (in.shape->size() != given.size())
     return makeError(ErrorCode::InvalidArgument,
-                     "{}: model '{}' input '{}' is declared {} (rank {}) but the shape given is {} (rank {})", arg, m.stem,
-                     in.name, declaredText(in), in.shape->size(), ir::shapeToString(given), given.size());
+                     "{}: model '{}' input '{}' is declared {} (rank {}) but the shape given is {} (rank {})", arg,
+                     m.stem, in.name, declaredText(in), in.shape->size(), ir::shapeToString(given), given.size());
   for (size_t d = 0; d < given.size(); ++d)
     if ((*in.shape)[d].isKnown() && (*in.shape)[d].value != given[d])
       return makeError(ErrorCode::InvalidArgument,
-                       "{}: model '{}' input '{}' is declared {}, whose dimension {} is {}, but the shape given is {}", arg,
-                       m.stem, in.name, declaredText(in), d, (*in.shape)[d].value, ir::shapeToString(given));
+                       "{}: model '{}' input '{}' is declared {}, whose dimension {} is {}, but the shape given is {}",
+                       arg, m.stem, in.name, declaredText(in), d, (*in.shape)[d].value, ir::shapeToString(given));
   return Status::ok();
 }
 
@@ -136,8 +136,8 @@ Expected<std::vector<VariantSpec>> parseVariants(const std::vector<std::string>&
     for (char& c : v.name)
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') {
         if (colon != std::string::npos && colon < eq)
-          return makeError(ErrorCode::InvalidArgument, "--variant '{}': name '{}' may hold letters, digits, '-' and '_' only",
-                           arg, v.name);
+          return makeError(ErrorCode::InvalidArgument,
+                           "--variant '{}': name '{}' may hold letters, digits, '-' and '_' only", arg, v.name);
         c = '_';
       }
     if (!names.insert(v.name).second)
@@ -180,11 +180,13 @@ Expected<analysis::Bindings> bindingsFor(const BindingModel& model, const std::v
       for (const auto& arg : asShape ? shapes : dims) {
         CTX_ASSIGN_OR_RETURN(Split s, splitArg(arg, all, asShape ? "--shape" : "--dim"));
         if ((pass == 0) != (s.only == nullptr) || (s.only && s.only->stem != model.stem)) continue;
-        CTX_RETURN_IF_ERROR(bind(pass, s.key, s.value, asShape, fmt::format("--{} '{}'", asShape ? "shape" : "dim", arg)));
+        CTX_RETURN_IF_ERROR(
+            bind(pass, s.key, s.value, asShape, fmt::format("--{} '{}'", asShape ? "shape" : "dim", arg)));
       }
   if (variant)
     for (const auto& [key, value] : variant->items)
-      CTX_RETURN_IF_ERROR(bind(2, key, value, findInput(model, key) != nullptr, fmt::format("--variant '{}'", variant->text)));
+      CTX_RETURN_IF_ERROR(
+          bind(2, key, value, findInput(model, key) != nullptr, fmt::format("--variant '{}'", variant->text)));
   // A shape for an input must also agree with the symbols bound for its dimensions.
   for (const auto& [name, shape] : out.shapes) {
     const ir::ValueInfo* in = findInput(model, name);
@@ -192,10 +194,11 @@ Expected<analysis::Bindings> bindingsFor(const BindingModel& model, const std::v
       const ir::Dim& dim = (*in->shape)[d];
       auto bound = dim.symbol.empty() || dim.isKnown() ? out.dims.end() : out.dims.find(dim.symbol);
       if (bound != out.dims.end() && bound->second != shape[d])
-        return makeError(ErrorCode::InvalidArgument,
-                         "{} contradicts {}: input '{}' of model '{}' is declared {}, and one gives '{}' {}, the other {}",
-                         sources[{true, name}].arg, sources[{false, dim.symbol}].arg, name, model.stem, declaredText(*in),
-                         dim.symbol, shape[d], bound->second);
+        return makeError(
+            ErrorCode::InvalidArgument,
+            "{} contradicts {}: input '{}' of model '{}' is declared {}, and one gives '{}' {}, the other {}",
+            sources[{true, name}].arg, sources[{false, dim.symbol}].arg, name, model.stem, declaredText(*in),
+            dim.symbol, shape[d], bound->second);
     }
   }
   return out;
@@ -217,9 +220,10 @@ Status checkBindings(const std::vector<BindingModel>& models, const std::vector<
       if (!matched) {
         // "x:seq=4" where x is no model of the run reads as a symbol named "x:seq": say what was probably meant.
         const auto colon = s.key.find(':');
-        const std::string hint = !s.only && colon != std::string::npos
-                                     ? fmt::format("; '{}' is not the stem of a model of this run", s.key.substr(0, colon))
-                                     : "";
+        const std::string hint =
+            !s.only && colon != std::string::npos
+                ? fmt::format("; '{}' is not the stem of a model of this run", s.key.substr(0, colon))
+                : "";
         return makeError(ErrorCode::InvalidArgument, "{} '{}': no {} '{}' in {} (inputs: {}){}", option, arg,
                          asShape ? "input" : "symbolic dimension", s.key,
                          s.only ? fmt::format("model '{}'", s.only->stem) : std::string("any model"), inventory(models),
@@ -236,17 +240,20 @@ Status checkBindings(const std::vector<BindingModel>& models, const std::vector<
         matched = matched || hit;
       }
       if (!matched)
-        return makeError(ErrorCode::InvalidArgument, "--variant '{}': '{}' is no input or symbolic dimension of any model "
-                         "(inputs: {})", v.text, key, inventory(models));
+        return makeError(ErrorCode::InvalidArgument,
+                         "--variant '{}': '{}' is no input or symbolic dimension of any model "
+                         "(inputs: {})",
+                         v.text, key, inventory(models));
     }
   return Status::ok();
 }
 
 Expected<std::vector<BoundInput>> boundInputsFor(const BindingModel& model, const std::vector<BindingModel>& all,
-                                                 const std::vector<std::string>& sets, const analysis::Bindings& bindings) {
+                                                 const std::vector<std::string>& sets,
+                                                 const analysis::Bindings& bindings) {
   std::vector<BoundInput> out;
   std::vector<std::pair<std::string, int>> givenBy;  // per entry of out: the argument and its level
-  for (int pass = 0; pass < 2; ++pass)  // run-wide first, then the model's own
+  for (int pass = 0; pass < 2; ++pass)               // run-wide first, then the model's own
     for (const auto& arg : sets) {
       std::string rest = arg;
       const BindingModel* only = stemPrefix(arg, all, rest);
@@ -254,8 +261,8 @@ Expected<std::vector<BoundInput>> boundInputsFor(const BindingModel& model, cons
       CTX_ASSIGN_OR_RETURN(cli::ValueAssignment a, cli::parseValueAssignment(rest));
       const ir::ValueInfo* in = findInput(model, a.name);
       if (!in) continue;
-      const std::string what = fmt::format("--set '{}': model '{}' input '{}' (declared {} {})", arg, model.stem, in->name,
-                                           ir::elemTypeName(in->type), declaredText(*in));
+      const std::string what = fmt::format("--set '{}': model '{}' input '{}' (declared {} {})", arg, model.stem,
+                                           in->name, ir::elemTypeName(in->type), declaredText(*in));
       std::string blocker;
       auto shape = analysis::bindShape(*in, bindings, &blocker);
       if (!shape) return makeError(ErrorCode::InvalidArgument, "{}: its shape is not static: {}", what, blocker);
@@ -269,8 +276,9 @@ Expected<std::vector<BoundInput>> boundInputsFor(const BindingModel& model, cons
       }
       auto& [earlier, level] = givenBy[static_cast<size_t>(same - out.begin())];
       if (level == pass && same->text != text)
-        return makeError(ErrorCode::InvalidArgument, "--set '{}' contradicts --set '{}': both bind input '{}' of model '{}'",
-                         arg, earlier, in->name, model.stem);
+        return makeError(ErrorCode::InvalidArgument,
+                         "--set '{}' contradicts --set '{}': both bind input '{}' of model '{}'", arg, earlier,
+                         in->name, model.stem);
       *same = BoundInput{in->name, std::move(value), text};  // the model's own binding refines a run-wide one
       givenBy[static_cast<size_t>(same - out.begin())] = {arg, pass};
     }

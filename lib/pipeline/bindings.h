@@ -54,7 +54,8 @@ struct BoundInput {
 // input's declared type and its shape under `bindings`: a value count that is neither 1 nor the element count, a
 // value the type does not hold or a shape that stays dynamic is a usage error naming model, input, declared and given.
 Expected<std::vector<BoundInput>> boundInputsFor(const BindingModel& model, const std::vector<BindingModel>& all,
-                                                 const std::vector<std::string>& sets, const analysis::Bindings& bindings);
+                                                 const std::vector<std::string>& sets,
+                                                 const analysis::Bindings& bindings);
 
 // Usage errors for --set arguments that name no input of any model of the run.
 Status checkValueBindings(const std::vector<BindingModel>& models, const std::vector<std::string>& sets);

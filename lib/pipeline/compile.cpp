@@ -14,8 +14,8 @@
 #include "program/program.h"
 #include "program/sharing.h"
 #include "support/file_io.h"
-#include "weightshare/source_weights.h"
 #include "support/text.h"
+#include "weightshare/source_weights.h"
 #include "weightshare/weight_pool.h"
 
 #include <algorithm>
@@ -71,8 +71,7 @@ struct ContainerWork {
 class StageClock {
 public:
   explicit StageClock(CompileReport& report) : report_(report) {}
-  template <typename F>
-  auto time(const std::string& stage, F&& body) {
+  template <typename F> auto time(const std::string& stage, F&& body) {
     auto start = std::chrono::steady_clock::now();
     auto result = body();
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -87,7 +86,8 @@ public:
 
   void addPasses(const std::vector<codegen::PassRun>& runs) {
     for (const auto& run : runs) {
-      auto it = std::find_if(report_.passes.begin(), report_.passes.end(), [&](const auto& p) { return p.name == run.name; });
+      auto it =
+          std::find_if(report_.passes.begin(), report_.passes.end(), [&](const auto& p) { return p.name == run.name; });
       if (it == report_.passes.end()) it = report_.passes.insert(report_.passes.end(), PassSummary{run.name, 0, 0});
       it->milliseconds += run.milliseconds;
       it->changed += run.changed ? 1 : 0;
@@ -117,8 +117,8 @@ private:
 
 std::string stemOf(const fs::path& p) { return p.stem().string(); }
 
-Status planOutputs(const CompileOptions& options, const std::vector<VariantSpec>& variants, std::vector<ModelWork>& work,
-                   std::vector<ContainerWork>& containers) {
+Status planOutputs(const CompileOptions& options, const std::vector<VariantSpec>& variants,
+                   std::vector<ModelWork>& work, std::vector<ContainerWork>& containers) {
   if (options.models.empty()) return makeError(ErrorCode::InvalidArgument, "no input models given");
   for (const std::string* pass : {&options.dumpAfter, &options.stopAfter}) {
     const auto& names = codegen::loweringPassNames();
@@ -201,7 +201,8 @@ Status planOutputs(const CompileOptions& options, const std::vector<VariantSpec>
     auto checkFree = [](const fs::path& p) -> Status {
       std::error_code ec;
       if (fs::exists(p, ec))
-        return makeError(ErrorCode::InvalidArgument, "output '{}' already exists (use --force to overwrite)", p.string());
+        return makeError(ErrorCode::InvalidArgument, "output '{}' already exists (use --force to overwrite)",
+                         p.string());
       return Status::ok();
     };
     for (const auto& w : work) CTX_RETURN_IF_ERROR(checkFree(w.output));
@@ -264,10 +265,12 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
   say(fmt::format("{}: {}", w.source.string(), counted(w.plan.partitions.size(), "partition")));
 
   for (size_t p = 0; p < w.plan.partitions.size(); ++p) {
-    std::string name = w.variant.empty() ? fmt::format("{}{}_ctxkit_{}", options.nodeNamePrefix, w.stem, p)
-                                         : fmt::format("{}{}_{}_ctxkit_{}", options.nodeNamePrefix, w.stem, w.variant, p);
+    std::string name = w.variant.empty()
+                           ? fmt::format("{}{}_ctxkit_{}", options.nodeNamePrefix, w.stem, p)
+                           : fmt::format("{}{}_{}_ctxkit_{}", options.nodeNamePrefix, w.stem, w.variant, p);
     if (!container.graphNames.insert(name).second)
-      return makeError(ErrorCode::InvalidArgument, "graph name '{}' is used twice in one context (models with the same stem?)", name);
+      return makeError(ErrorCode::InvalidArgument,
+                       "graph name '{}' is used twice in one context (models with the same stem?)", name);
     auto used = valuesUsedOutside(w.model.graph, w.plan, static_cast<int>(p));
     // The program's weights are collected as it refers to them; the dedupe stage stores each distinct one once.
     std::vector<std::pair<ir::Tensor, ops::WeightLayout>> weights;
@@ -310,7 +313,8 @@ Status dedupe(ModelWork& w, ContainerWork& c, const CompileOptions& options, boo
                                         .addContext(fmt::format("'{}': graph '{}': weight '{}'", w.source.string(),
                                                                 w.partitionNames[p], t.name)));
     }
-    c.graphs.push_back(ContainerWork::Graph{w.partitionNames[p], w.source.filename().string(), program::serialize(prog)});
+    c.graphs.push_back(
+        ContainerWork::Graph{w.partitionNames[p], w.source.filename().string(), program::serialize(prog)});
   }
   w.partitionWeights.clear();
   if (!shareFallback) return Status::ok();
@@ -319,10 +323,8 @@ Status dedupe(ModelWork& w, ContainerWork& c, const CompileOptions& options, boo
     const ir::Tensor& t = init.tensor;
     if (!status || t.type() == ir::ElemType::String || t.byteSize() < options.shareFallbackThreshold) return;
     auto index = c.pool.intern(t);
-    if (!index)
-      status = index.takeError().addContext(fmt::format("'{}': initializer '{}'", w.source.string(), key));
-    else
-      shared.emplace_back(key, *index);
+    if (!index) status = index.takeError().addContext(fmt::format("'{}': initializer '{}'", w.source.string(), key));
+    else shared.emplace_back(key, *index);
   };
   for (const auto& init : contextInitializers(w.model, w.facts, w.plan, w.lowered))
     share(init.name, init, w.sharedInitializers);
@@ -349,7 +351,8 @@ void locateSourceWeights(ContainerWork& c, size_t container, const std::vector<M
     for (const auto& init : source.initializers) m.initializers.emplace_back(init.name, &init.tensor);
     // ONNX Runtime takes Constant nodes for initializers (exporters such as paddle2onnx write weights that way).
     for (const auto& n : source.nodes)
-      if (const ir::Attribute* value = n.kind == ir::OpKind::Constant && n.outputs.size() == 1 ? n.attrs.find("value") : nullptr;
+      if (const ir::Attribute* value =
+              n.kind == ir::OpKind::Constant && n.outputs.size() == 1 ? n.attrs.find("value") : nullptr;
           value && value->type == ir::AttrType::Tensor)
         m.initializers.emplace_back(n.outputs[0], &value->t);
     models.push_back(std::move(m));
@@ -357,7 +360,8 @@ void locateSourceWeights(ContainerWork& c, size_t container, const std::vector<M
   c.sources = weightshare::locateInSources(c.pool, models);
 }
 
-Expected<format::ContainerWriter> buildContainer(const ContainerWork& c, const partitioner::Target& target, bool weightless) {
+Expected<format::ContainerWriter> buildContainer(const ContainerWork& c, const partitioner::Target& target,
+                                                 bool weightless) {
   format::CompatInfo compat{epcontext::kProducer, epcontext::kVersion, target.hardwareArchitecture, target.revision};
   format::ContainerWriter writer(compat, format::WriterOptions{target.weightAlignment, weightless});
   CTX_RETURN_IF_ERROR(weightshare::addPoolWeights(writer, c.pool, weightless ? &c.sources : nullptr));
@@ -477,8 +481,8 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
     if (!model) return model.takeError();
     for (const auto& n : model->graph.nodes)
       if (n.kind == ir::OpKind::EPContext)
-        return makeError(ErrorCode::InvalidGraph, "'{}' is already compiled: it contains EPContext node '{}'", m.string(),
-                         n.name);
+        return makeError(ErrorCode::InvalidGraph, "'{}' is already compiled: it contains EPContext node '{}'",
+                         m.string(), n.name);
     loaded.push_back(std::move(model).value());
   }
   std::vector<std::vector<ir::ValueInfo>> feedInputs;
@@ -488,7 +492,8 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
     feedInputs.push_back(std::move(feeds));
   }
   std::vector<BindingModel> bindingModels;
-  for (size_t mi = 0; mi < loaded.size(); ++mi) bindingModels.push_back(BindingModel{stemOf(options.models[mi]), &feedInputs[mi]});
+  for (size_t mi = 0; mi < loaded.size(); ++mi)
+    bindingModels.push_back(BindingModel{stemOf(options.models[mi]), &feedInputs[mi]});
   CTX_RETURN_IF_ERROR(checkBindings(bindingModels, options.dimArgs, options.shapeArgs, variants));
   CTX_RETURN_IF_ERROR(checkValueBindings(bindingModels, options.setArgs));
   for (auto& w : work) {
@@ -501,8 +506,8 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
     w.bindings = options.bindings;
     for (const auto& [k, v] : b.dims) w.bindings.dims[k] = v;
     for (const auto& [k, v] : b.shapes) w.bindings.shapes[k] = v;
-    CTX_ASSIGN_OR_RETURN(w.boundInputs, boundInputsFor(bindingModels[w.sourceIndex], bindingModels, options.setArgs,
-                                                       w.bindings));
+    CTX_ASSIGN_OR_RETURN(w.boundInputs,
+                         boundInputsFor(bindingModels[w.sourceIndex], bindingModels, options.setArgs, w.bindings));
   }
 
   // Large fallback initializers of a --share group go to the group's .bin as ONNX external data.
@@ -514,7 +519,8 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
     compiledPartitions += w.plan.partitions.size();
     report.models.push_back(summarize(w));
     if (options.stopAfter.empty()) {
-      CTX_RETURN_IF_ERROR(clock.time("dedupe", [&] { return dedupe(w, containers[w.container], options, shareFallback); }));
+      CTX_RETURN_IF_ERROR(
+          clock.time("dedupe", [&] { return dedupe(w, containers[w.container], options, shareFallback); }));
       report.hashedBytes = 0;
       for (const auto& c : containers) report.hashedBytes += c.pool.bytesHashed();
       progress.setHashed(report.hashedBytes);
@@ -551,8 +557,8 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
   report.weightless = options.weightless;
   CTX_RETURN_IF_ERROR(checkRunFiles(runInputs(options, work), runOutputs(options, work, containers)));
   if (options.errorIfNoNodesCompiled && compiledPartitions == 0)
-    return makeError(ErrorCode::InvalidGraph, "no node could be compiled for target '{}' (--error-if-no-nodes-compiled)",
-                     target.name);
+    return makeError(ErrorCode::InvalidGraph,
+                     "no node could be compiled for target '{}' (--error-if-no-nodes-compiled)", target.name);
   if (options.dryRun) return report;
   if (!options.stopAfter.empty()) {
     report.stopped = true;
@@ -615,7 +621,8 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
                                                               w.arenaSizes, settings));
       progress.say(fmt::format("writing {}", w.output.string()));
       if (w.externalDataName.empty()) {
-        CTX_RETURN_IF_ERROR(onnx_io::saveModel(model, w.output).addContext(fmt::format("writing '{}'", w.output.string())));
+        CTX_RETURN_IF_ERROR(
+            onnx_io::saveModel(model, w.output).addContext(fmt::format("writing '{}'", w.output.string())));
       } else {
         fs::path data = w.output.parent_path() / w.externalDataName;
         if (!data.parent_path().empty()) {

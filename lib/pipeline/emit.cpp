@@ -70,7 +70,8 @@ struct Unit {
 };
 
 // Orders fallback nodes and partitions topologically, preferring source order.
-std::vector<Unit> orderUnits(const ir::Graph& graph, const analysis::GraphFacts& facts, const partitioner::PartitionPlan& plan,
+std::vector<Unit> orderUnits(const ir::Graph& graph, const analysis::GraphFacts& facts,
+                             const partitioner::PartitionPlan& plan,
                              const std::vector<codegen::LoweredPartition>& lowered) {
   std::vector<Unit> units;
   std::map<std::string, size_t> producer;
@@ -228,7 +229,8 @@ Expected<ir::Model> buildContextModel(const ir::Model& source, const analysis::G
     if (!u.isPartition) {
       og.nodes.push_back(g.nodes[u.index]);
       if (!settings.externalSubgraphInitializers.empty())
-        referenceStoredSubgraphWeights(og.nodes.back(), fmt::format("{}/", u.index), settings.externalSubgraphInitializers);
+        referenceStoredSubgraphWeights(og.nodes.back(), fmt::format("{}/", u.index),
+                                       settings.externalSubgraphInitializers);
       continue;
     }
     const auto& lp = lowered[u.index];

@@ -105,7 +105,7 @@ struct CompileReport {
   uint64_t hashedBytes = 0;  // weight bytes hashed to find identical weights
   std::vector<StageTime> stages;
   std::vector<PassSummary> passes;  // graph passes, then lowering passes, in the order they ran
-  std::string programDump;  // with dumpPrograms
+  std::string programDump;          // with dumpPrograms
   bool dryRun = false;
   bool stopped = false;  // stopAfter ended the run before anything was written
 };

@@ -25,21 +25,22 @@ double ratio(const CompileReport& r) {
 std::string reportText(const CompileReport& r, bool verbose) {
   std::string out;
   for (const auto& m : r.models) {
-    out += fmt::format("{}: {}: {} compiled in {}, {} fallback, {} folded\n", m.source.string(), counted(m.nodeCount, "node"),
-                       m.compiledNodes, counted(m.partitions.size(), "partition"), m.fallbackNodes, m.foldedNodes);
+    out += fmt::format("{}: {}: {} compiled in {}, {} fallback, {} folded\n", m.source.string(),
+                       counted(m.nodeCount, "node"), m.compiledNodes, counted(m.partitions.size(), "partition"),
+                       m.fallbackNodes, m.foldedNodes);
     for (const auto& [input, values] : m.boundInputs) out += fmt::format("  input {} bound to {}\n", input, values);
     if (verbose || r.dryRun) {
       for (const auto& p : m.partitions)
-        out += fmt::format("  partition {}: {} -> {}, {}, {}, arena {}\n    ops: {}\n", p.name, counted(p.nodeCount, "node"),
-                           counted(p.opCount, "op"), counted(p.inputCount, "input"), counted(p.outputCount, "output"),
-                           humanBytes(p.arenaBytes), fmt::join(p.opTypes, " "));
+        out += fmt::format("  partition {}: {} -> {}, {}, {}, arena {}\n    ops: {}\n", p.name,
+                           counted(p.nodeCount, "node"), counted(p.opCount, "op"), counted(p.inputCount, "input"),
+                           counted(p.outputCount, "output"), humanBytes(p.arenaBytes), fmt::join(p.opTypes, " "));
       for (const auto& f : m.fallback)
         out += fmt::format("  fallback {} ({}): {}\n", f.name.empty() ? "(unnamed)" : f.name, f.opType, f.reason);
     }
   }
   out += fmt::format("weights: {} referenced, {} unique, {} stored in {} (sharing ratio {:.2f})\n",
-                     humanBytes(r.referencedWeightBytes), humanBytes(r.uniqueWeightBytes), humanBytes(r.storedWeightBytes),
-                     counted(r.uniqueWeights, "entry", "entries"), ratio(r));
+                     humanBytes(r.referencedWeightBytes), humanBytes(r.uniqueWeightBytes),
+                     humanBytes(r.storedWeightBytes), counted(r.uniqueWeights, "entry", "entries"), ratio(r));
   if (r.weightless)
     out += fmt::format("weightless: {} ({}) stay in the source models; {} stored in the context binary\n",
                        counted(r.sourceWeights, "weight"), humanBytes(r.sourceWeightBytes),
@@ -75,7 +76,8 @@ std::string summaryLine(const CompileReport& r, double seconds) {
 
 std::string progressLine(const Progress& p, double seconds) {
   auto rate = [&](uint64_t bytes) {
-    return seconds > 0 ? humanBytes(static_cast<uint64_t>(static_cast<double>(bytes) / seconds)) + "/s" : std::string("-");
+    return seconds > 0 ? humanBytes(static_cast<uint64_t>(static_cast<double>(bytes) / seconds)) + "/s"
+                       : std::string("-");
   };
   return fmt::format("{} | hashed {} ({}), wrote {} ({})", p.message, humanBytes(p.bytesHashed), rate(p.bytesHashed),
                      humanBytes(p.bytesWritten), rate(p.bytesWritten));
@@ -111,7 +113,8 @@ std::string reportJson(const CompileReport& r) {
                                   {"arena_bytes", p.arenaBytes},
                                   {"op_types", p.opTypes}});
     jm["fallback"] = Json::array();
-    for (const auto& f : m.fallback) jm["fallback"].push_back({{"name", f.name}, {"op_type", f.opType}, {"reason", f.reason}});
+    for (const auto& f : m.fallback)
+      jm["fallback"].push_back({{"name", f.name}, {"op_type", f.opType}, {"reason", f.reason}});
     j["models"].push_back(std::move(jm));
   }
   j["weights"] = {{"referenced_bytes", r.referencedWeightBytes},
@@ -127,7 +130,8 @@ std::string reportJson(const CompileReport& r) {
   for (const auto& s : r.stages) stages[s.stage] = s.milliseconds;
   j["stage_ms"] = stages;
   j["passes"] = Json::array();
-  for (const auto& p : r.passes) j["passes"].push_back({{"name", p.name}, {"ms", p.milliseconds}, {"changed", p.changed}});
+  for (const auto& p : r.passes)
+    j["passes"].push_back({{"name", p.name}, {"ms", p.milliseconds}, {"changed", p.changed}});
   return j.dump(2) + "\n";
 }
 

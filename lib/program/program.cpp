@@ -49,7 +49,8 @@ Expected<ir::Tensor> readTensor(ByteReader& r) {
   uint32_t rank = r.u32();
   if (!r.ok()) return r.status().error();
   auto elemType = ir::elemTypeFromInt(static_cast<int32_t>(type));
-  if (!elemType || ir::elemSize(*elemType) == 0) return makeError(ErrorCode::InvalidGraph, "attribute tensor has unsupported element type {}", type);
+  if (!elemType || ir::elemSize(*elemType) == 0)
+    return makeError(ErrorCode::InvalidGraph, "attribute tensor has unsupported element type {}", type);
   if (rank > kMaxRank) return makeError(ErrorCode::InvalidGraph, "attribute tensor rank {} exceeds {}", rank, kMaxRank);
   ir::Shape shape(rank);
   for (auto& d : shape) d = r.i64();
@@ -70,9 +71,18 @@ Expected<ir::Attribute> readAttr(ByteReader& r) {
   uint8_t type = r.u8();
   CTX_RETURN_IF_ERROR(r.status());
   switch (type) {
-    case static_cast<uint8_t>(ir::AttrType::Float): a.type = ir::AttrType::Float; a.f = r.f32(); break;
-    case static_cast<uint8_t>(ir::AttrType::Int): a.type = ir::AttrType::Int; a.i = r.i64(); break;
-    case static_cast<uint8_t>(ir::AttrType::String): a.type = ir::AttrType::String; a.s = r.str(); break;
+    case static_cast<uint8_t>(ir::AttrType::Float):
+      a.type = ir::AttrType::Float;
+      a.f = r.f32();
+      break;
+    case static_cast<uint8_t>(ir::AttrType::Int):
+      a.type = ir::AttrType::Int;
+      a.i = r.i64();
+      break;
+    case static_cast<uint8_t>(ir::AttrType::String):
+      a.type = ir::AttrType::String;
+      a.s = r.str();
+      break;
     case static_cast<uint8_t>(ir::AttrType::Floats): {
       a.type = ir::AttrType::Floats;
       uint32_t n = r.count(4, "float count");
@@ -120,22 +130,24 @@ Status validate(const Program& p, uint64_t weightCount) {
     auto count = t.layout.plain() ? checkedElementCount(t.shape) : ops::layoutElements(t.layout, t.shape);
     auto bytes = count ? ir::storageBytes(t.type, *count) : std::nullopt;
     if (!bytes || *bytes != t.size)
-      return makeError(ErrorCode::InvalidGraph, "{}: {} bytes recorded but shape {} of {} in layout {} needs {}", where(),
-                       t.size, ir::shapeToString(t.shape), ir::elemTypeName(t.type), ops::layoutName(t.layout),
+      return makeError(ErrorCode::InvalidGraph, "{}: {} bytes recorded but shape {} of {} in layout {} needs {}",
+                       where(), t.size, ir::shapeToString(t.shape), ir::elemTypeName(t.type), ops::layoutName(t.layout),
                        bytes ? std::to_string(*bytes) : "?");
     switch (t.kind) {
       case TensorKind::Input:
         if (t.index >= p.inputs.size() || p.inputs[t.index] != static_cast<int32_t>(i))
-          return makeError(ErrorCode::InvalidGraph, "{}: input position {} does not match the input list", where(), t.index);
+          return makeError(ErrorCode::InvalidGraph, "{}: input position {} does not match the input list", where(),
+                           t.index);
         break;
       case TensorKind::Output:
         if (t.index >= p.outputs.size() || p.outputs[t.index] != static_cast<int32_t>(i))
-          return makeError(ErrorCode::InvalidGraph, "{}: output position {} does not match the output list", where(), t.index);
+          return makeError(ErrorCode::InvalidGraph, "{}: output position {} does not match the output list", where(),
+                           t.index);
         break;
       case TensorKind::Arena:
         if (!rangeFits(t.offset, t.size, p.arenaSize))
-          return makeError(ErrorCode::InvalidGraph, "{}: arena range {}+{} exceeds the arena size {}", where(), t.offset,
-                           t.size, p.arenaSize);
+          return makeError(ErrorCode::InvalidGraph, "{}: arena range {}+{} exceeds the arena size {}", where(),
+                           t.offset, t.size, p.arenaSize);
         break;
       case TensorKind::Weight:
         if (t.index >= weightCount)
@@ -187,7 +199,6 @@ Status validate(const Program& p, uint64_t weightCount) {
   }
   return Status::ok();
 }
-
 
 std::string_view tensorKindName(TensorKind kind) {
   switch (kind) {
@@ -329,7 +340,8 @@ Expected<Program> deserialize(std::span<const std::byte> bytes, uint64_t weightC
     op.name = r.str(kMaxStringBytes);
     uint8_t form = v2 ? r.u8() : 0;
     if (!r.ok()) break;
-    if (form > 1) return fail(makeError(ErrorCode::InvalidGraph, "op '{}' has unknown attribute form {}", op.name, form));
+    if (form > 1)
+      return fail(makeError(ErrorCode::InvalidGraph, "op '{}' has unknown attribute form {}", op.name, form));
     op.typed = ops::defaultAttrsFor(op.kind);
     if (form == 1) {
       if (!ops::isTyped(op.typed))
@@ -388,13 +400,15 @@ std::string dump(const Program& p, std::string_view name) {
       case TensorKind::Output: loc = fmt::format("out{}", t.index); break;
       case TensorKind::Arena: loc = fmt::format("arena@{}", t.offset); break;
       case TensorKind::Weight:
-        loc = t.layout.plain() ? fmt::format("w{}", t.index) : fmt::format("w{}:{}", t.index, ops::layoutName(t.layout));
+        loc =
+            t.layout.plain() ? fmt::format("w{}", t.index) : fmt::format("w{}:{}", t.index, ops::layoutName(t.layout));
         break;
       case TensorKind::View: loc = fmt::format("view(%{})", t.index); break;
     }
     return fmt::format("%{}:{}[{}]{}", i, ir::elemTypeName(t.type), ir::shapeToString(t.shape), loc);
   };
-  for (size_t i = 0; i < p.inputs.size(); ++i) out += fmt::format("  input {}: {} '{}'\n", i, tensorText(p.inputs[i]), p.tensors[p.inputs[i]].name);
+  for (size_t i = 0; i < p.inputs.size(); ++i)
+    out += fmt::format("  input {}: {} '{}'\n", i, tensorText(p.inputs[i]), p.tensors[p.inputs[i]].name);
   for (const Op& op : p.ops) {
     std::string ins, outs, attrs;
     for (int32_t i : op.inputs) ins += (ins.empty() ? "" : ", ") + tensorText(i);
@@ -414,7 +428,8 @@ std::string dump(const Program& p, std::string_view name) {
     }
     out += fmt::format("  {} = {}({}){}\n", outs, ir::opKindName(op.kind), ins, attrs);
   }
-  for (size_t i = 0; i < p.outputs.size(); ++i) out += fmt::format("  output {}: {} '{}'\n", i, tensorText(p.outputs[i]), p.tensors[p.outputs[i]].name);
+  for (size_t i = 0; i < p.outputs.size(); ++i)
+    out += fmt::format("  output {}: {} '{}'\n", i, tensorText(p.outputs[i]), p.tensors[p.outputs[i]].name);
   return out;
 }
 

@@ -30,21 +30,21 @@ struct TensorDesc {
   TensorKind kind = TensorKind::Arena;
   ir::ElemType type = ir::ElemType::Float;
   ir::Shape shape;
-  uint32_t index = 0;   // Input/Output position, weight-table index, or viewed tensor
-  uint64_t offset = 0;  // Arena only
-  uint64_t size = 0;    // bytes
-  std::string name;     // the value's name in the source graph, for dumps and errors
+  uint32_t index = 0;        // Input/Output position, weight-table index, or viewed tensor
+  uint64_t offset = 0;       // Arena only
+  uint64_t size = 0;         // bytes
+  std::string name;          // the value's name in the source graph, for dumps and errors
   ops::WeightLayout layout;  // Weight only: how the weight-table entry's bytes are arranged (size is the stored size)
 };
 
 struct Op {
   ir::OpKind kind = ir::OpKind::Unknown;
   int64_t opset = 0;
-  std::string name;           // source node name
-  ir::Attributes attrs;       // ONNX attributes, for op families not migrated to typed attributes (ops::OnnxAttrs)
+  std::string name;              // source node name
+  ir::Attributes attrs;          // ONNX attributes, for op families not migrated to typed attributes (ops::OnnxAttrs)
   std::vector<int32_t> inputs;   // tensor indices, -1 for an omitted optional input
   std::vector<int32_t> outputs;  // tensor indices
-  ops::OpAttrs typed;         // the op's typed attributes (OnnxAttrs: see `attrs`)
+  ops::OpAttrs typed;            // the op's typed attributes (OnnxAttrs: see `attrs`)
 };
 
 // Encodings: 1 (ops carry ONNX attributes by name) and 2 (stable op ids, typed attributes as values in schema
@@ -74,7 +74,8 @@ Expected<std::vector<std::byte>> serializeV1(const Program& program);
 // Parses and validates a program read from a file: every count bounded by the bytes left, every index in
 // range (weights against `weightCount`), every arena range inside the arena, byte sizes equal to
 // shape × element size (the layout's size for packed weights), views not chained, every op's typed attributes of
-// its kind's family and within their rules. Version-1 programs get their typed attributes decoded here. `what` names the program in errors.
+// its kind's family and within their rules. Version-1 programs get their typed attributes decoded here. `what` names
+// the program in errors.
 Expected<Program> deserialize(std::span<const std::byte> bytes, uint64_t weightCount, const std::string& what);
 
 // The checks deserialize() applies after parsing, for a program built in memory.

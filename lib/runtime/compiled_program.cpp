@@ -64,7 +64,8 @@ Expected<std::unique_ptr<CompiledProgram::Frame>> CompiledProgram::makeFrame() c
   for (size_t t = 0; t < program_.tensors.size(); ++t) {
     const program::TensorDesc& d = program_.tensors[t];
     if (d.kind == TensorKind::Arena) {
-      CTX_ASSIGN_OR_RETURN(frame->bound[t], ir::Tensor::mutableView(d.type, d.shape, frame->arena.get() + d.offset, d.size));
+      CTX_ASSIGN_OR_RETURN(frame->bound[t],
+                           ir::Tensor::mutableView(d.type, d.shape, frame->arena.get() + d.offset, d.size));
     }
   }
   return frame;
@@ -75,14 +76,15 @@ size_t CompiledProgram::frameCount() const {
   return framesMade_;
 }
 
-Expected<std::unique_ptr<CompiledProgram>> CompiledProgram::create(program::Program prog,
-                                                                   std::shared_ptr<const format::ContainerView> container,
-                                                                   std::string name,
-                                                                   const ProgramOptions& options) {
+Expected<std::unique_ptr<CompiledProgram>>
+CompiledProgram::create(program::Program prog, std::shared_ptr<const format::ContainerView> container, std::string name,
+                        const ProgramOptions& options) {
   const SourceWeightResolver& resolve = options.resolve;
   std::unique_ptr<CompiledProgram> cp(new CompiledProgram());
   cp->name_ = std::move(name);
-  auto fail = [&](Error e) { return e.addContext(fmt::format("graph '{}' in '{}'", cp->name_, container->displayName())); };
+  auto fail = [&](Error e) {
+    return e.addContext(fmt::format("graph '{}' in '{}'", cp->name_, container->displayName()));
+  };
 
   if (!toSize(alignUp(prog.arenaSize, 64)))
     return fail(makeError(ErrorCode::InvalidGraph, "arena size {} does not fit this host", prog.arenaSize));
@@ -97,21 +99,25 @@ Expected<std::unique_ptr<CompiledProgram>> CompiledProgram::create(program::Prog
       ir::Shape stored = d.shape;
       if (!d.layout.plain() && !packHere) stored = {static_cast<int64_t>(d.size / ir::elemSize(d.type))};
       if (w.type != d.type || w.shape != stored)
-        return fail(makeError(ErrorCode::InvalidGraph, "tensor '{}' expects weight {} as {} but the weight table has {}", d.name,
-                              d.index, descText(d.type, stored), descText(w.type, w.shape)));
+        return fail(makeError(ErrorCode::InvalidGraph,
+                              "tensor '{}' expects weight {} as {} but the weight table has {}", d.name, d.index,
+                              descText(d.type, stored), descText(w.type, w.shape)));
       if (!w.inSource()) {
         CTX_ASSIGN_OR_RETURN(cp->weights_[t], container->weightTensor(d.index));
       } else if (resolve) {
         CTX_ASSIGN_OR_RETURN(cp->weights_[t], resolve(d.index).addContext(fmt::format("tensor '{}'", d.name)));
       } else {
-        return fail(makeError(ErrorCode::InvalidArgument, "tensor '{}': weight {} lives in the source model '{}' and no source model was given",
+        return fail(makeError(ErrorCode::InvalidArgument,
+                              "tensor '{}': weight {} lives in the source model '{}' and no source model was given",
                               d.name, d.index, w.sources.front().model));
       }
       if (packHere) {
-        CTX_ASSIGN_OR_RETURN(cp->weights_[t], kernels::packWeight(d.layout, cp->weights_[t]).addContext(fmt::format("tensor '{}'", d.name)));
+        CTX_ASSIGN_OR_RETURN(
+            cp->weights_[t],
+            kernels::packWeight(d.layout, cp->weights_[t]).addContext(fmt::format("tensor '{}'", d.name)));
         if (cp->weights_[t].byteSize() != d.size)
-          return fail(makeError(ErrorCode::InvalidGraph, "tensor '{}' records {} bytes in layout {} but packs to {}", d.name, d.size,
-                                ops::layoutName(d.layout), cp->weights_[t].byteSize()));
+          return fail(makeError(ErrorCode::InvalidGraph, "tensor '{}' records {} bytes in layout {} but packs to {}",
+                                d.name, d.size, ops::layoutName(d.layout), cp->weights_[t].byteSize()));
       }
     }
   }
@@ -144,8 +150,8 @@ Expected<std::unique_ptr<CompiledProgram>> CompiledProgram::create(program::Prog
     for (size_t o = 0; o < op.outputs.size(); ++o) {
       const auto& d = prog.tensors[op.outputs[o]];
       if (outs[o].type != d.type || outs[o].shape != d.shape)
-        return fail(makeError(ErrorCode::InvalidGraph, "op {} ('{}') output {} is recorded as {} but computes {}", i, op.name, o,
-                              descText(d.type, d.shape), descText(outs[o].type, outs[o].shape)));
+        return fail(makeError(ErrorCode::InvalidGraph, "op {} ('{}') output {} is recorded as {} but computes {}", i,
+                              op.name, o, descText(d.type, d.shape), descText(outs[o].type, outs[o].shape)));
     }
     cp->prepared_.push_back(std::move(prepared.value()));
   }
@@ -177,8 +183,8 @@ Status CompiledProgram::runInto(std::span<const ir::Tensor* const> inputs, std::
                                 kernels::ThreadPool* pool) const {
   const auto& tensors = program_.tensors;
   if (inputs.size() != program_.inputs.size())
-    return makeError(ErrorCode::InvalidArgument, "graph '{}' takes {} inputs but {} were given", name_, program_.inputs.size(),
-                     inputs.size());
+    return makeError(ErrorCode::InvalidArgument, "graph '{}' takes {} inputs but {} were given", name_,
+                     program_.inputs.size(), inputs.size());
   if (outputs.size() != program_.outputs.size())
     return makeError(ErrorCode::InvalidArgument, "graph '{}' makes {} outputs but {} were given", name_,
                      program_.outputs.size(), outputs.size());
@@ -186,15 +192,15 @@ Status CompiledProgram::runInto(std::span<const ir::Tensor* const> inputs, std::
     int32_t t = program_.inputs[i];
     const auto& d = tensors[t];
     if (!inputs[i] || inputs[i]->type() != d.type || inputs[i]->shape() != d.shape)
-      return makeError(ErrorCode::InvalidArgument, "graph '{}' input {} ('{}') was compiled for {} but got {}", name_, i, d.name,
-                       descText(d.type, d.shape),
+      return makeError(ErrorCode::InvalidArgument, "graph '{}' input {} ('{}') was compiled for {} but got {}", name_,
+                       i, d.name, descText(d.type, d.shape),
                        inputs[i] ? descText(inputs[i]->type(), inputs[i]->shape()) : std::string("nothing"));
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
     const auto& d = tensors[program_.outputs[i]];
     if (outputs[i] && (outputs[i]->type() != d.type || outputs[i]->shape() != d.shape))
-      return makeError(ErrorCode::InvalidArgument, "graph '{}' output {} ('{}') is {} but the buffer given is {}", name_, i,
-                       d.name, descText(d.type, d.shape), descText(outputs[i]->type(), outputs[i]->shape()));
+      return makeError(ErrorCode::InvalidArgument, "graph '{}' output {} ('{}') is {} but the buffer given is {}",
+                       name_, i, d.name, descText(d.type, d.shape), descText(outputs[i]->type(), outputs[i]->shape()));
   }
   std::unique_ptr<Frame> frame;
   {
@@ -232,7 +238,8 @@ Status CompiledProgram::runInto(std::span<const ir::Tensor* const> inputs, std::
     for (int32_t i : op.inputs) ins.push_back(i < 0 ? nullptr : &bound[i]);
     for (int32_t o : op.outputs) outs.push_back(&bound[o]);
     // The context is formatted only on failure: a run allocates nothing.
-    if (Status s = prepared_[k]->run(ins, outs, pool); !s) return std::move(s).addContext(fmt::format("graph '{}'", name_));
+    if (Status s = prepared_[k]->run(ins, outs, pool); !s)
+      return std::move(s).addContext(fmt::format("graph '{}'", name_));
   }
   return Status::ok();
 }

@@ -72,7 +72,7 @@ private:
   std::shared_ptr<const format::ContainerView> container_;
   bool prefaultArena_ = false;
   std::string name_;
-  std::vector<ir::Tensor> weights_;  // one per program tensor; only weight entries are set
+  std::vector<ir::Tensor> weights_;                             // one per program tensor; only weight entries are set
   std::vector<std::unique_ptr<kernels::PreparedOp>> prepared_;  // one per op: decoded, shapes fixed, at load
   std::string suboptimal_;
   mutable std::mutex framesMutex_;

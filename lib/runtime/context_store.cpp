@@ -22,7 +22,8 @@ std::shared_ptr<const format::ContainerView> counted(format::ContainerView view)
 }
 }  // namespace
 
-Expected<std::shared_ptr<const format::ContainerView>> openSharedContainer(const std::filesystem::path& path, bool share) {
+Expected<std::shared_ptr<const format::ContainerView>> openSharedContainer(const std::filesystem::path& path,
+                                                                           bool share) {
   std::error_code ec;
   auto canonical = std::filesystem::canonical(path, ec);
   if (ec) return makeError(ErrorCode::InvalidGraph, "context binary '{}' is missing: {}", path.string(), ec.message());

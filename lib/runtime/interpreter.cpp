@@ -9,7 +9,8 @@ namespace ctxkit::runtime {
 namespace {
 
 std::string nodeLabel(const ir::Node& n, size_t index) {
-  return n.name.empty() ? fmt::format("node #{} ({})", index, n.opType) : fmt::format("node '{}' ({})", n.name, n.opType);
+  return n.name.empty() ? fmt::format("node #{} ({})", index, n.opType)
+                        : fmt::format("node '{}' ({})", n.name, n.opType);
 }
 
 const ir::Graph* graphAttr(const ir::Node& n, const char* name) {
@@ -39,15 +40,18 @@ const ir::Tensor* Scope::find(const std::string& name) const {
 Status checkExecutable(const ir::Graph& graph, const std::string& where) {
   struct Walker {
     static Status walk(const ir::Graph& g, const std::string& where, int depth) {
-      if (depth > kMaxDepth) return makeError(ErrorCode::InvalidGraph, "{}: subgraphs nest more than {} deep", where, kMaxDepth);
+      if (depth > kMaxDepth)
+        return makeError(ErrorCode::InvalidGraph, "{}: subgraphs nest more than {} deep", where, kMaxDepth);
       for (size_t i = 0; i < g.nodes.size(); ++i) {
         const ir::Node& n = g.nodes[i];
         if (n.kind == ir::OpKind::EPContext) continue;  // the session claims these
         if (!ir::isControlFlow(n.kind) && (n.kind == ir::OpKind::Unknown || !kernels::hasKernel(n.kind)))
-          return makeError(ErrorCode::Unsupported, "{}: {}: op {} (domain '{}') has no ctxkit kernel", where, nodeLabel(n, i),
-                           n.opType, n.domain);
+          return makeError(ErrorCode::Unsupported, "{}: {}: op {} (domain '{}') has no ctxkit kernel", where,
+                           nodeLabel(n, i), n.opType, n.domain);
         for (const auto& a : n.attrs.all())
-          if (a.g) CTX_RETURN_IF_ERROR(walk(*a.g, fmt::format("{}: {} attribute '{}'", where, nodeLabel(n, i), a.name), depth + 1));
+          if (a.g)
+            CTX_RETURN_IF_ERROR(
+                walk(*a.g, fmt::format("{}: {} attribute '{}'", where, nodeLabel(n, i), a.name), depth + 1));
       }
       return Status::ok();
     }
@@ -102,8 +106,8 @@ Status Interpreter::runGraph(const ir::Graph& graph, Scope& scope, const GraphRu
 Expected<std::vector<ir::Tensor>> Interpreter::runSubgraph(const ir::Graph& body, const Scope& outer,
                                                            const std::vector<ir::Tensor>& inputs) const {
   if (inputs.size() != body.inputs.size())
-    return makeError(ErrorCode::InvalidGraph, "subgraph '{}' takes {} inputs but gets {}", body.name, body.inputs.size(),
-                     inputs.size());
+    return makeError(ErrorCode::InvalidGraph, "subgraph '{}' takes {} inputs but gets {}", body.name,
+                     body.inputs.size(), inputs.size());
   Scope scope(&outer);
   for (const auto& init : body.initializers) scope.set(init.name, init.tensor);
   for (size_t i = 0; i < inputs.size(); ++i) scope.set(body.inputs[i].name, inputs[i]);
@@ -111,7 +115,8 @@ Expected<std::vector<ir::Tensor>> Interpreter::runSubgraph(const ir::Graph& body
   std::vector<ir::Tensor> outputs;
   for (const auto& o : body.outputs) {
     const ir::Tensor* t = scope.find(o.name);
-    if (!t) return makeError(ErrorCode::InvalidGraph, "subgraph '{}' never produces its output '{}'", body.name, o.name);
+    if (!t)
+      return makeError(ErrorCode::InvalidGraph, "subgraph '{}' never produces its output '{}'", body.name, o.name);
     outputs.push_back(*t);
   }
   return outputs;
@@ -125,7 +130,8 @@ Expected<std::vector<ir::Tensor>> Interpreter::runIf(const ir::Node& n, std::spa
   return runSubgraph(*branch, outer, {});
 }
 
-Expected<ir::Tensor> Interpreter::stack(const std::vector<ir::Tensor>& slices, int64_t axis, const std::string& what) const {
+Expected<ir::Tensor> Interpreter::stack(const std::vector<ir::Tensor>& slices, int64_t axis,
+                                        const std::string& what) const {
   std::vector<ir::Tensor> expanded;
   std::vector<const ir::Tensor*> ptrs;
   for (const auto& s : slices) {
@@ -162,7 +168,8 @@ Expected<std::vector<ir::Tensor>> Interpreter::runLoop(const ir::Node& n, std::s
   if (ins.size() < 2) return makeError(ErrorCode::InvalidGraph, "Loop needs the M and cond inputs (possibly empty)");
   const size_t carried = ins.size() - 2;
   if (body->outputs.size() < 1 + carried)
-    return makeError(ErrorCode::InvalidGraph, "Loop body has {} outputs; expected at least {}", body->outputs.size(), 1 + carried);
+    return makeError(ErrorCode::InvalidGraph, "Loop body has {} outputs; expected at least {}", body->outputs.size(),
+                     1 + carried);
   const size_t scans = body->outputs.size() - 1 - carried;
   std::optional<int64_t> maxTrips;
   if (ins[0]) {
@@ -179,7 +186,8 @@ Expected<std::vector<ir::Tensor>> Interpreter::runLoop(const ir::Node& n, std::s
   std::vector<std::vector<ir::Tensor>> scanned(scans);
   int64_t trip = 0;
   while ((!maxTrips || trip < *maxTrips) && cond) {
-    std::vector<ir::Tensor> bodyIns = {int64Scalar(trip), ir::Tensor::fromVector(ir::ElemType::Bool, {}, std::vector<uint8_t>{1})};
+    std::vector<ir::Tensor> bodyIns = {int64Scalar(trip),
+                                       ir::Tensor::fromVector(ir::ElemType::Bool, {}, std::vector<uint8_t>{1})};
     bodyIns.insert(bodyIns.end(), state.begin(), state.end());
     CTX_ASSIGN_OR_RETURN(auto outs, runSubgraph(*body, outer, bodyIns).addContext(fmt::format("iteration {}", trip)));
     cond = truthy(outs[0]);
@@ -191,7 +199,8 @@ Expected<std::vector<ir::Tensor>> Interpreter::runLoop(const ir::Node& n, std::s
   for (size_t k = 0; k < scans; ++k) {
     if (scanned[k].empty()) {
       ir::ElemType type = body->outputs[1 + carried + k].type;
-      CTX_ASSIGN_OR_RETURN(auto empty, ir::Tensor::allocate(type == ir::ElemType::Undefined ? ir::ElemType::Float : type, {0}));
+      CTX_ASSIGN_OR_RETURN(auto empty,
+                           ir::Tensor::allocate(type == ir::ElemType::Undefined ? ir::ElemType::Float : type, {0}));
       results.push_back(std::move(empty));
       continue;
     }
@@ -208,17 +217,19 @@ Expected<std::vector<ir::Tensor>> Interpreter::runScan(const ir::Node& n, std::s
   if (!body) return makeError(ErrorCode::InvalidGraph, "Scan has no body graph");
   const int64_t numScanInputs = n.attrs.getInt("num_scan_inputs", 0);
   if (numScanInputs <= 0 || numScanInputs > static_cast<int64_t>(ins.size()))
-    return makeError(ErrorCode::InvalidGraph, "Scan num_scan_inputs {} does not fit {} inputs", numScanInputs, ins.size());
+    return makeError(ErrorCode::InvalidGraph, "Scan num_scan_inputs {} does not fit {} inputs", numScanInputs,
+                     ins.size());
   const size_t states = ins.size() - static_cast<size_t>(numScanInputs);
   if (body->outputs.size() < states)
-    return makeError(ErrorCode::InvalidGraph, "Scan body has {} outputs; expected at least {}", body->outputs.size(), states);
+    return makeError(ErrorCode::InvalidGraph, "Scan body has {} outputs; expected at least {}", body->outputs.size(),
+                     states);
   const size_t scanOutputs = body->outputs.size() - states;
   auto inAxes = n.attrs.getInts("scan_input_axes", std::vector<int64_t>(static_cast<size_t>(numScanInputs), 0));
   auto inDirs = n.attrs.getInts("scan_input_directions", std::vector<int64_t>(static_cast<size_t>(numScanInputs), 0));
   auto outAxes = n.attrs.getInts("scan_output_axes", std::vector<int64_t>(scanOutputs, 0));
   auto outDirs = n.attrs.getInts("scan_output_directions", std::vector<int64_t>(scanOutputs, 0));
-  if (inAxes.size() != static_cast<size_t>(numScanInputs) || inDirs.size() != inAxes.size() || outAxes.size() != scanOutputs ||
-      outDirs.size() != scanOutputs)
+  if (inAxes.size() != static_cast<size_t>(numScanInputs) || inDirs.size() != inAxes.size() ||
+      outAxes.size() != scanOutputs || outDirs.size() != scanOutputs)
     return makeError(ErrorCode::InvalidGraph, "Scan axis/direction attributes do not match the number of scan values");
   int64_t length = -1;
   for (size_t k = 0; k < inAxes.size(); ++k) {

@@ -31,8 +31,8 @@ private:
 };
 
 // Runs a node some other way (a compiled program) when it returns a value; nullopt means "interpret it".
-using NodeOverride =
-    std::function<std::optional<Expected<std::vector<ir::Tensor>>>(size_t node, std::span<const ir::Tensor* const> inputs)>;
+using NodeOverride = std::function<std::optional<Expected<std::vector<ir::Tensor>>>(
+    size_t node, std::span<const ir::Tensor* const> inputs)>;
 
 struct GraphRunOptions {
   const NodeOverride* override = nullptr;
@@ -51,9 +51,12 @@ public:
 private:
   Expected<std::vector<ir::Tensor>> runSubgraph(const ir::Graph& body, const Scope& outer,
                                                 const std::vector<ir::Tensor>& inputs) const;
-  Expected<std::vector<ir::Tensor>> runIf(const ir::Node& node, std::span<const ir::Tensor* const> ins, const Scope& outer) const;
-  Expected<std::vector<ir::Tensor>> runLoop(const ir::Node& node, std::span<const ir::Tensor* const> ins, const Scope& outer) const;
-  Expected<std::vector<ir::Tensor>> runScan(const ir::Node& node, std::span<const ir::Tensor* const> ins, const Scope& outer) const;
+  Expected<std::vector<ir::Tensor>> runIf(const ir::Node& node, std::span<const ir::Tensor* const> ins,
+                                          const Scope& outer) const;
+  Expected<std::vector<ir::Tensor>> runLoop(const ir::Node& node, std::span<const ir::Tensor* const> ins,
+                                            const Scope& outer) const;
+  Expected<std::vector<ir::Tensor>> runScan(const ir::Node& node, std::span<const ir::Tensor* const> ins,
+                                            const Scope& outer) const;
   Expected<ir::Tensor> stack(const std::vector<ir::Tensor>& slices, int64_t axis, const std::string& what) const;
   Expected<ir::Tensor> slice(const ir::Tensor& x, int64_t axis, int64_t index) const;
 

@@ -5,9 +5,8 @@
 
 namespace ctxkit::runtime {
 
-std::shared_ptr<const kernels::PreparedOp> PreparedNodeCache::lookupOrPrepare(const ir::Graph& graph,
-                                                                              const ir::Node& node,
-                                                                              std::vector<Slot> signature) {
+std::shared_ptr<const kernels::PreparedOp>
+PreparedNodeCache::lookupOrPrepare(const ir::Graph& graph, const ir::Node& node, std::vector<Slot> signature) {
   {
     std::shared_lock lock(mutex_);
     if (auto it = entries_.find(&node); it != entries_.end())
@@ -37,9 +36,8 @@ std::shared_ptr<const kernels::PreparedOp> PreparedNodeCache::lookupOrPrepare(co
   return op;
 }
 
-std::optional<std::vector<kernels::OutputDesc>> PreparedNodeCache::prepareAhead(const ir::Graph& graph,
-                                                                               const ir::Node& node,
-                                                                               std::vector<Slot> signature) {
+std::optional<std::vector<kernels::OutputDesc>>
+PreparedNodeCache::prepareAhead(const ir::Graph& graph, const ir::Node& node, std::vector<Slot> signature) {
   auto op = lookupOrPrepare(graph, node, std::move(signature));
   if (!op) return std::nullopt;
   return op->outputs();
@@ -52,7 +50,8 @@ std::optional<Expected<std::vector<ir::Tensor>>> PreparedNodeCache::run(const ir
     // A Constant's value never changes: made once (inside If/Loop bodies too), shared by every later run.
     {
       std::shared_lock lock(mutex_);
-      if (auto it = constants_.find(&node); it != constants_.end()) return Expected<std::vector<ir::Tensor>>(it->second);
+      if (auto it = constants_.find(&node); it != constants_.end())
+        return Expected<std::vector<ir::Tensor>>(it->second);
     }
     kernels::OpContext ctx{node.kind, node.opset, node.attrs, node.name};
     auto value = kernels::evaluate(ctx, inputs, node.outputs.size());

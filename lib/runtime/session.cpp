@@ -6,8 +6,8 @@
 #include "format/container.h"
 #include "kernels/kernels.h"
 #include "program/program.h"
-#include "runtime/compiled_program.h"
 #include "runtime/compatibility.h"
+#include "runtime/compiled_program.h"
 #include "runtime/context_store.h"
 #include "runtime/interpreter.h"
 #include "runtime/source_model.h"
@@ -25,7 +25,8 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string nodeLabel(const ir::Node& n, size_t index) {
-  return n.name.empty() ? fmt::format("node #{} ({})", index, n.opType) : fmt::format("node '{}' ({})", n.name, n.opType);
+  return n.name.empty() ? fmt::format("node #{} ({})", index, n.opType)
+                        : fmt::format("node '{}' ({})", n.name, n.opType);
 }
 
 }  // namespace
@@ -43,9 +44,9 @@ struct Session::Impl {
   std::map<fs::path, std::shared_ptr<const format::ContainerView>> contextsByPath;  // canonical path -> mapping
   std::vector<std::shared_ptr<std::string>> embeddedPayloads;
   std::map<size_t, std::unique_ptr<CompiledProgram>> programs;  // node index -> program
-  Scope constants;                                                // initializers, shared by every run
-  std::map<std::string, size_t> lastUse;                          // value -> last node index reading it
-  std::set<std::string> keep;                                     // graph outputs: never freed
+  Scope constants;                                              // initializers, shared by every run
+  std::map<std::string, size_t> lastUse;                        // value -> last node index reading it
+  std::set<std::string> keep;                                   // graph outputs: never freed
   std::unique_ptr<kernels::ThreadPool> pool;
   mutable PreparedNodeCache preparedCache;  // fallback nodes, prepared on first use per input shapes
   // Weightless contexts: source models loaded so far, by the file they came from ("" for the buffer).
@@ -53,8 +54,8 @@ struct Session::Impl {
 
   // The source model a weightless graph of node `attrs` takes its weights from (SPEC §4: ORT's precedence,
   // buffer > ep.context_source_model_path > onnx_model_filename beside the model).
-  Expected<std::shared_ptr<const SourceInitializers>> sourceModelFor(const epcontext::NodeAttributes& attrs, const std::string& label,
-                                                            const fs::path& contextDir) {
+  Expected<std::shared_ptr<const SourceInitializers>>
+  sourceModelFor(const epcontext::NodeAttributes& attrs, const std::string& label, const fs::path& contextDir) {
     fs::path path;
     std::string how;
     if (!options.sourceModelBuffer.empty()) {
@@ -69,21 +70,25 @@ struct Session::Impl {
                          "(ctxrun --source-model, ep.context_source_model_path)",
                          label, epcontext::attr::kOnnxModelFilename);
       auto resolved = resolveInside(contextDir, attrs.onnxModelFilename);
-      if (!resolved) return resolved.takeError().addContext(fmt::format("{}: {}", label, epcontext::attr::kOnnxModelFilename));
+      if (!resolved)
+        return resolved.takeError().addContext(fmt::format("{}: {}", label, epcontext::attr::kOnnxModelFilename));
       path = *resolved;
       how = fmt::format("source model '{}' ({} beside the model)", path.string(), epcontext::attr::kOnnxModelFilename);
     }
     if (auto it = sourceModels.find(path); it != sourceModels.end()) return it->second;
     std::error_code ec;
     if (options.sourceModelBuffer.empty() && !fs::exists(path, ec))
-      return makeError(ErrorCode::NotFound,
-                       "{}: the context is weightless: its weights are in {}, which does not exist (give it with ctxrun "
-                       "--source-model or ep.context_source_model_path)",
-                       label, how);
+      return makeError(
+          ErrorCode::NotFound,
+          "{}: the context is weightless: its weights are in {}, which does not exist (give it with ctxrun "
+          "--source-model or ep.context_source_model_path)",
+          label, how);
     auto model = options.sourceModelBuffer.empty()
                      ? readSourceInitializers(path)
                      : readSourceInitializers(options.sourceModelBuffer, nullptr, contextDir, "buffer");
-    if (!model) return model.takeError().addContext(fmt::format("{}: reading the weights of a weightless context from {}", label, how));
+    if (!model)
+      return model.takeError().addContext(
+          fmt::format("{}: reading the weights of a weightless context from {}", label, how));
     sourceModels[path] = *model;
     return *model;
   }
@@ -101,10 +106,11 @@ struct Session::Impl {
                        view.displayName(), index, sourceName, w.sources.front().model);
     auto found = source->byName.find(where->initializer);
     if (found == source->byName.end())
-      return makeError(ErrorCode::InvalidGraph,
-                       "'{}': weight {} is initializer '{}' of source model '{}', but {} has no initializer of that name "
-                       "(a different model?)",
-                       view.displayName(), index, where->initializer, sourceName, source->displayName);
+      return makeError(
+          ErrorCode::InvalidGraph,
+          "'{}': weight {} is initializer '{}' of source model '{}', but {} has no initializer of that name "
+          "(a different model?)",
+          view.displayName(), index, where->initializer, sourceName, source->displayName);
     const ir::Tensor& t = found->second;
     if (t.type() != w.type || t.byteSize() != w.size)
       return makeError(ErrorCode::InvalidGraph,
@@ -116,7 +122,8 @@ struct Session::Impl {
       return makeError(ErrorCode::InvalidGraph,
                        "'{}': weight {} fails its hash: initializer '{}' of source model '{}' is not the one compiled "
                        "(the table records {}, its bytes hash to {})",
-                       view.displayName(), index, where->initializer, sourceName, w.hash.toHex(), hash128(t.bytes()).toHex());
+                       view.displayName(), index, where->initializer, sourceName, w.hash.toHex(),
+                       hash128(t.bytes()).toHex());
     return ir::Tensor::view(w.type, w.shape, t.bytes().data(), t.byteSize(), source);
   }
 
@@ -133,14 +140,15 @@ struct Session::Impl {
   Status preferRecompilation(const std::string& where, const std::string& reason) {
     const auto level = Compatibility::PreferRecompilation;
     if (options.failOnSuboptimal)
-      return makeError(ErrorCode::InvalidGraph, "{}: {} ({}, failing as asked)", where, reason, compatibilityName(level));
+      return makeError(ErrorCode::InvalidGraph, "{}: {} ({}, failing as asked)", where, reason,
+                       compatibilityName(level));
     warnings.push_back(fmt::format("{}: {}; recompiling is recommended ({})", where, reason, compatibilityName(level)));
     compatibility = std::max(compatibility, level);
     return Status::ok();
   }
 
-  Expected<std::shared_ptr<const format::ContainerView>> openContext(const epcontext::NodeAttributes& attrs,
-                                                                     const std::string& label, const fs::path& contextDir) {
+  Expected<std::shared_ptr<const format::ContainerView>>
+  openContext(const epcontext::NodeAttributes& attrs, const std::string& label, const fs::path& contextDir) {
     namespace attr = epcontext::attr;
     if (!attrs.cacheContext)
       return makeError(ErrorCode::InvalidGraph, "{}: {}=1 but no string attribute {}", label, attr::kMainContext,
@@ -148,12 +156,14 @@ struct Session::Impl {
     if (attrs.embedMode == 1) {
       auto payload = std::make_shared<std::string>(*attrs.cacheContext);
       auto bytes = std::as_bytes(std::span(payload->data(), payload->size()));
-      CTX_ASSIGN_OR_RETURN(auto view, format::ContainerView::open(bytes, payload, fmt::format("{} (embedded context)", label)));
+      CTX_ASSIGN_OR_RETURN(auto view,
+                           format::ContainerView::open(bytes, payload, fmt::format("{} (embedded context)", label)));
       embeddedPayloads.push_back(payload);
       return std::make_shared<const format::ContainerView>(std::move(view));
     }
     if (attrs.embedMode != 0)
-      return makeError(ErrorCode::InvalidGraph, "{}: {} is {}; expected 0 or 1", label, attr::kEmbedMode, attrs.embedMode);
+      return makeError(ErrorCode::InvalidGraph, "{}: {} is {}; expected 0 or 1", label, attr::kEmbedMode,
+                       attrs.embedMode);
     auto path = resolveInside(contextDir, std::string(*attrs.cacheContext));
     if (!path) return path.takeError().addContext(fmt::format("{}: {}", label, attr::kEpCacheContext));
     // Several main nodes may name one file: this session maps it once even when sessions do not share.
@@ -199,7 +209,8 @@ struct Session::Impl {
       }
     }
     if (!epNodes.empty() && contexts.empty())
-      return makeError(ErrorCode::InvalidGraph, "{}: EPContext nodes but none has {}=1", displayName, epcontext::attr::kMainContext);
+      return makeError(ErrorCode::InvalidGraph, "{}: EPContext nodes but none has {}=1", displayName,
+                       epcontext::attr::kMainContext);
     stats.contexts = contexts.size();
 
     for (size_t i : epNodes) {
@@ -217,13 +228,15 @@ struct Session::Impl {
           graphIndex = static_cast<size_t>(gi - c->graphs().data());
         }
       if (!owner)
-        return makeError(ErrorCode::InvalidGraph, "{}: no graph named '{}' in the model's context binaries", label, partition);
+        return makeError(ErrorCode::InvalidGraph, "{}: no graph named '{}' in the model's context binaries", label,
+                         partition);
       std::shared_ptr<const format::ContainerView> shared;
       for (const auto& c : contexts)
         if (c.get() == owner) shared = c;
-      CTX_ASSIGN_OR_RETURN(auto prog, program::deserialize(owner->programBytes(graphIndex), owner->weights().size(),
-                                                           fmt::format("graph '{}' in '{}'", partition, owner->displayName()))
-                                          .addContext(label));
+      CTX_ASSIGN_OR_RETURN(auto prog,
+                           program::deserialize(owner->programBytes(graphIndex), owner->weights().size(),
+                                                fmt::format("graph '{}' in '{}'", partition, owner->displayName()))
+                               .addContext(label));
       ProgramOptions programOptions;
       programOptions.prefaultArena = options.prefaultArena;
       if (owner->weightless()) {
@@ -234,12 +247,15 @@ struct Session::Impl {
           return sourceWeight(*owner, index, sourceName, source);
         };
       }
-      CTX_ASSIGN_OR_RETURN(auto compiled, CompiledProgram::create(std::move(prog), shared, partition, programOptions).addContext(label));
+      CTX_ASSIGN_OR_RETURN(
+          auto compiled, CompiledProgram::create(std::move(prog), shared, partition, programOptions).addContext(label));
       if (compiled->inputCount() != n.inputs.size() || compiled->outputCount() != n.outputs.size())
-        return makeError(ErrorCode::InvalidGraph, "{}: node has {} inputs and {} outputs but graph '{}' has {} and {}", label,
-                         n.inputs.size(), n.outputs.size(), partition, compiled->inputCount(), compiled->outputCount());
+        return makeError(ErrorCode::InvalidGraph, "{}: node has {} inputs and {} outputs but graph '{}' has {} and {}",
+                         label, n.inputs.size(), n.outputs.size(), partition, compiled->inputCount(),
+                         compiled->outputCount());
       if (!compiled->suboptimal().empty())
-        CTX_RETURN_IF_ERROR(preferRecompilation(fmt::format("{}: graph '{}'", label, partition), compiled->suboptimal()));
+        CTX_RETURN_IF_ERROR(
+            preferRecompilation(fmt::format("{}: graph '{}'", label, partition), compiled->suboptimal()));
       programs[i] = std::move(compiled);
     }
 
@@ -282,7 +298,8 @@ struct Session::Impl {
       return type != ir::ElemType::Undefined && count && ir::storageBytes(type, *count);
     };
     for (const auto& in : inputs)
-      if (auto shape = in.staticShape(); shape && sizable(in.type, *shape)) known[in.name] = Slot{true, in.type, *shape};
+      if (auto shape = in.staticShape(); shape && sizable(in.type, *shape))
+        known[in.name] = Slot{true, in.type, *shape};
     for (const auto& init : g.initializers) known[init.name] = Slot{true, init.tensor.type(), init.tensor.shape()};
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const ir::Node& n = g.nodes[i];
@@ -311,13 +328,14 @@ struct Session::Impl {
 
   Expected<std::vector<ir::Tensor>> run(const std::vector<ir::Tensor>& feeds) const {
     if (feeds.size() != inputs.size())
-      return makeError(ErrorCode::InvalidArgument, "{} takes {} inputs but {} were given", displayName, inputs.size(), feeds.size());
+      return makeError(ErrorCode::InvalidArgument, "{} takes {} inputs but {} were given", displayName, inputs.size(),
+                       feeds.size());
     Scope scope(&constants);  // initializers are read through the parent scope, never copied per run
     for (size_t i = 0; i < feeds.size(); ++i) {
       const ir::ValueInfo& in = inputs[i];
       if (in.type != ir::ElemType::Undefined && feeds[i].type() != in.type)
-        return makeError(ErrorCode::InvalidArgument, "input {} ('{}') must be {} but is {}", i, in.name, ir::elemTypeName(in.type),
-                         ir::elemTypeName(feeds[i].type()));
+        return makeError(ErrorCode::InvalidArgument, "input {} ('{}') must be {} but is {}", i, in.name,
+                         ir::elemTypeName(in.type), ir::elemTypeName(feeds[i].type()));
       if (in.shape) {
         bool ok = in.shape->size() == feeds[i].rank();
         for (size_t d = 0; ok && d < in.shape->size(); ++d)
@@ -328,8 +346,8 @@ struct Session::Impl {
       }
       scope.set(in.name, feeds[i]);
     }
-    NodeOverride runCompiled = [&](size_t node, std::span<const ir::Tensor* const> ins)
-        -> std::optional<Expected<std::vector<ir::Tensor>>> {
+    NodeOverride runCompiled =
+        [&](size_t node, std::span<const ir::Tensor* const> ins) -> std::optional<Expected<std::vector<ir::Tensor>>> {
       auto it = programs.find(node);
       if (it == programs.end()) return std::nullopt;
       return it->second->run(ins, pool.get());
@@ -350,8 +368,8 @@ struct Session::Impl {
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() = default;
 
-Expected<std::unique_ptr<Session>> Session::load(ir::Model model, const fs::path& modelDir, const SessionOptions& options,
-                                                 std::string displayName) {
+Expected<std::unique_ptr<Session>> Session::load(ir::Model model, const fs::path& modelDir,
+                                                 const SessionOptions& options, std::string displayName) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->displayName = std::move(displayName);
@@ -368,27 +386,31 @@ Compatibility Session::compatibility() const { return impl_->compatibility; }
 size_t Session::preparedFallbackOps() const { return impl_->preparedCache.preparedCount(); }
 Expected<std::vector<ir::Tensor>> Session::run(const std::vector<ir::Tensor>& feeds) const { return impl_->run(feeds); }
 Status Session::runCompiledNodeInto(size_t nodeIndex, std::span<const ir::Tensor* const> inputs,
-                                   std::span<ir::Tensor* const> outputs) const {
+                                    std::span<ir::Tensor* const> outputs) const {
   auto it = impl_->programs.find(nodeIndex);
   if (it == impl_->programs.end())
-    return makeError(ErrorCode::InvalidArgument, "{}: node #{} is not a compiled EPContext node", impl_->displayName, nodeIndex);
+    return makeError(ErrorCode::InvalidArgument, "{}: node #{} is not a compiled EPContext node", impl_->displayName,
+                     nodeIndex);
   return it->second->runInto(inputs, outputs, impl_->pool.get()).addContext(impl_->displayName);
 }
 
 Expected<std::vector<kernels::OutputDesc>> Session::compiledNodeOutputs(size_t nodeIndex) const {
   auto it = impl_->programs.find(nodeIndex);
   if (it == impl_->programs.end())
-    return makeError(ErrorCode::InvalidArgument, "{}: node #{} is not a compiled EPContext node", impl_->displayName, nodeIndex);
+    return makeError(ErrorCode::InvalidArgument, "{}: node #{} is not a compiled EPContext node", impl_->displayName,
+                     nodeIndex);
   std::vector<kernels::OutputDesc> out;
   for (size_t o = 0; o < it->second->outputCount(); ++o)
     out.push_back(kernels::OutputDesc{it->second->outputDesc(o).type, it->second->outputDesc(o).shape});
   return out;
 }
 
-Expected<std::vector<ir::Tensor>> Session::runCompiledNode(size_t nodeIndex, std::span<const ir::Tensor* const> inputs) const {
+Expected<std::vector<ir::Tensor>> Session::runCompiledNode(size_t nodeIndex,
+                                                           std::span<const ir::Tensor* const> inputs) const {
   auto it = impl_->programs.find(nodeIndex);
   if (it == impl_->programs.end())
-    return makeError(ErrorCode::InvalidArgument, "{}: node #{} is not a compiled EPContext node", impl_->displayName, nodeIndex);
+    return makeError(ErrorCode::InvalidArgument, "{}: node #{} is not a compiled EPContext node", impl_->displayName,
+                     nodeIndex);
   return it->second->run(inputs, impl_->pool.get()).addContext(impl_->displayName);
 }
 

@@ -34,8 +34,8 @@ struct SessionOptions {
 struct SessionStats {
   size_t compiledNodes = 0;
   size_t fallbackNodes = 0;
-  size_t contexts = 0;        // context binaries this session uses
-  uint64_t mappedBytes = 0;   // bytes of those binaries
+  size_t contexts = 0;       // context binaries this session uses
+  uint64_t mappedBytes = 0;  // bytes of those binaries
 };
 
 class Session {
@@ -46,7 +46,8 @@ public:
                                                  const SessionOptions& options = {}, std::string displayName = "model");
 
   // In ctxkit_runtime (they parse ONNX with onnx_io):
-  static Expected<std::unique_ptr<Session>> loadFile(const std::filesystem::path& path, const SessionOptions& options = {});
+  static Expected<std::unique_ptr<Session>> loadFile(const std::filesystem::path& path,
+                                                     const SessionOptions& options = {});
   // A model in memory; `contextFilePath` (ORT's ep.context_file_path) fixes the folder that relative
   // ep_cache_context paths resolve against.
   static Expected<std::unique_ptr<Session>> loadBuffer(std::span<const std::byte> bytes,

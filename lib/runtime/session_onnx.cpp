@@ -15,8 +15,8 @@ Expected<std::unique_ptr<Session>> Session::loadFile(const fs::path& path, const
   return load(std::move(model), folderOf(path), options, fmt::format("'{}'", path.string()));
 }
 
-Expected<std::unique_ptr<Session>> Session::loadBuffer(std::span<const std::byte> bytes, const fs::path& contextFilePath,
-                                                       const SessionOptions& options) {
+Expected<std::unique_ptr<Session>> Session::loadBuffer(std::span<const std::byte> bytes,
+                                                       const fs::path& contextFilePath, const SessionOptions& options) {
   std::string displayName = fmt::format("model buffer (context path '{}')", contextFilePath.string());
   fs::path dir = folderOf(contextFilePath);
   CTX_ASSIGN_OR_RETURN(auto model, onnx_io::loadModelFromBuffer(bytes, dir, displayName));

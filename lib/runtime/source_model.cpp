@@ -42,7 +42,8 @@ enum TensorField : uint32_t {
   kDataLocation = 14,
 };
 
-// One field of a message: its number, wire type and value (a varint, or the bytes of a length-delimited or fixed field).
+// One field of a message: its number, wire type and value (a varint, or the bytes of a length-delimited or fixed
+// field).
 struct Field {
   uint32_t number = 0;
   uint32_t wire = 0;
@@ -105,7 +106,8 @@ private:
 Expected<ir::Tensor> inPlace(ir::ElemType type, const ir::Shape& shape, const std::byte* data, size_t size,
                              std::shared_ptr<const void> owner) {
   const size_t align = std::max<size_t>(1, ir::elemSize(type));
-  if (reinterpret_cast<uintptr_t>(data) % align == 0) return ir::Tensor::view(type, shape, data, size, std::move(owner));
+  if (reinterpret_cast<uintptr_t>(data) % align == 0)
+    return ir::Tensor::view(type, shape, data, size, std::move(owner));
   return ir::Tensor::copyOf(type, shape, std::span(data, size));
 }
 
@@ -169,10 +171,9 @@ public:
   }
 
 private:
-  template <typename... Args>
-  Error bad(fmt::format_string<Args...> format, Args&&... args) const {
-    return Error(ErrorCode::InvalidGraph, fmt::format("source model {}: {}", displayName_,
-                                                      fmt::format(format, std::forward<Args>(args)...)));
+  template <typename... Args> Error bad(fmt::format_string<Args...> format, Args&&... args) const {
+    return Error(ErrorCode::InvalidGraph,
+                 fmt::format("source model {}: {}", displayName_, fmt::format(format, std::forward<Args>(args)...)));
   }
 
   // ONNX Runtime takes a Constant node's `value` tensor for an initializer named after its output (exporters such as
@@ -260,7 +261,8 @@ private:
       }
     }
     if (as) name = std::move(*as);
-    auto type = dataType > 0 && dataType <= ir::kMaxElemType ? ir::elemTypeFromInt(static_cast<int32_t>(dataType)) : std::nullopt;
+    auto type = dataType > 0 && dataType <= ir::kMaxElemType ? ir::elemTypeFromInt(static_cast<int32_t>(dataType))
+                                                             : std::nullopt;
     if (name.empty() || !type || *type == ir::ElemType::String || !ir::storageBytes(*type, 1)) return Status::ok();
     for (int64_t d : shape)
       if (d < 0) return bad("initializer '{}' has a negative dimension", name);
@@ -273,13 +275,14 @@ private:
       CTX_ASSIGN_OR_RETURN(tensor, externalTensor(name, *type, shape, *size, location));
     } else if (raw) {
       if (raw->size() != *size)
-        return bad("initializer '{}' has {} bytes of raw_data; {} {} needs {}", name, raw->size(), ir::elemTypeName(*type),
-                   ir::shapeToString(shape), *size);
+        return bad("initializer '{}' has {} bytes of raw_data; {} {} needs {}", name, raw->size(),
+                   ir::elemTypeName(*type), ir::shapeToString(shape), *size);
       tensor = inPlace(*type, shape, raw->data(), raw->size(), owner_);
     } else {
       CTX_ASSIGN_OR_RETURN(tensor, typedTensor(name, *type, shape, *size, valueField, values));
     }
-    if (!tensor) return tensor.takeError().addContext(fmt::format("source model {}: initializer '{}'", displayName_, name));
+    if (!tensor)
+      return tensor.takeError().addContext(fmt::format("source model {}: initializer '{}'", displayName_, name));
     out.insert_or_assign(name, std::move(tensor).value());
     return Status::ok();
   }
@@ -303,14 +306,15 @@ private:
     if (location.count("length") && *length != size)
       return bad("initializer '{}' records {} external bytes; {} {} needs {}", name, *length, ir::elemTypeName(type),
                  ir::shapeToString(shape), size);
-    CTX_ASSIGN_OR_RETURN(fs::path file, resolveInside(baseDir_, it->second).addContext(fmt::format("initializer '{}'", name)));
+    CTX_ASSIGN_OR_RETURN(fs::path file,
+                         resolveInside(baseDir_, it->second).addContext(fmt::format("initializer '{}'", name)));
     auto& mapped = files_[file.string()];
     if (!mapped) {
       CTX_ASSIGN_OR_RETURN(mapped, MappedFile::open(file));
     }
     if (!rangeFits(*offset, size, mapped->size()))
-      return bad("initializer '{}' lies past the end of '{}' (offset {}, {} bytes, file {} bytes)", name, file.string(), *offset,
-                 size, mapped->size());
+      return bad("initializer '{}' lies past the end of '{}' (offset {}, {} bytes, file {} bytes)", name, file.string(),
+                 *offset, size, mapped->size());
     return inPlace(type, shape, mapped->data() + *offset, static_cast<size_t>(size), mapped);
   }
 
@@ -318,17 +322,18 @@ private:
                                    uint32_t field, const Repeated& values) {
     const size_t elem = ir::elemSize(type);
     if (field == kFloatData || field == kDoubleData) {
-      const bool matches = (field == kFloatData && type == ir::ElemType::Float) || (field == kDoubleData && type == ir::ElemType::Double);
+      const bool matches = (field == kFloatData && type == ir::ElemType::Float) ||
+                           (field == kDoubleData && type == ir::ElemType::Double);
       if (!matches || values.fixed.size() != size)
-        return bad("initializer '{}' ({} {}) has {} bytes of {}", name, ir::elemTypeName(type), ir::shapeToString(shape),
-                   values.fixed.size(), field == kFloatData ? "float_data" : "double_data");
+        return bad("initializer '{}' ({} {}) has {} bytes of {}", name, ir::elemTypeName(type),
+                   ir::shapeToString(shape), values.fixed.size(), field == kFloatData ? "float_data" : "double_data");
       return ir::Tensor::copyOf(type, shape, values.fixed);
     }
     // int32_data holds every integer type up to 32 bits (and float16/bfloat16 bit patterns); int64_data and
     // uint64_data their own: each element is the value's low `elem` bytes, little-endian.
     if (values.varints.size() * elem != size || elem > 8)
-      return bad("initializer '{}' ({} {}) has {} values; expected {}", name, ir::elemTypeName(type), ir::shapeToString(shape),
-                 values.varints.size(), elem ? size / elem : 0);
+      return bad("initializer '{}' ({} {}) has {} values; expected {}", name, ir::elemTypeName(type),
+                 ir::shapeToString(shape), values.varints.size(), elem ? size / elem : 0);
     std::vector<std::byte> bytes(static_cast<size_t>(size));
     for (size_t i = 0; i < values.varints.size(); ++i) std::memcpy(bytes.data() + i * elem, &values.varints[i], elem);
     return ir::Tensor::copyOf(type, shape, bytes);
@@ -350,7 +355,8 @@ Expected<std::shared_ptr<const SourceInitializers>> readSourceInitializers(const
 
 Expected<std::shared_ptr<const SourceInitializers>> readSourceInitializers(std::span<const std::byte> bytes,
                                                                            std::shared_ptr<const void> owner,
-                                                                           const fs::path& baseDir, std::string displayName) {
+                                                                           const fs::path& baseDir,
+                                                                           std::string displayName) {
   return ModelReader(std::move(owner), baseDir, std::move(displayName)).read(bytes);
 }
 

@@ -94,8 +94,7 @@ public:
   }
 
 private:
-  template <typename T>
-  T read() {
+  template <typename T> T read() {
     if (!ok_) return T{};
     if (sizeof(T) > remaining()) {
       setError(fmt::format("truncated: {} bytes needed at offset {} but {} left", sizeof(T), pos_, remaining()));
@@ -106,8 +105,7 @@ private:
     pos_ += sizeof(T);
     return v;
   }
-  template <typename T>
-  T fail(const char* what, uint64_t value) {
+  template <typename T> T fail(const char* what, uint64_t value) {
     setError(fmt::format("{} {} exceeds the {} bytes left at offset {}", what, value, remaining(), pos_));
     return T{};
   }

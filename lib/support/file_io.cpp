@@ -118,8 +118,9 @@ std::optional<long> atomicTempOwner(std::string_view tempName, std::string_view 
   }
   if (pid > INT_MAX) return std::nullopt;
   std::string_view random = rest.substr(dash + 1);
-  if (random.size() != kTempRandomDigits ||
-      !std::all_of(random.begin(), random.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
+  if (random.size() != kTempRandomDigits || !std::all_of(random.begin(), random.end(), [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+      }))
     return std::nullopt;
   return pid;
 }
@@ -197,7 +198,8 @@ Status AtomicFileWriter::write(std::span<const std::byte> data) {
   // Each complete stretch goes to the disk at once, in the background: commit's fsync then waits for the tail
   // only, and a large file never piles up gigabytes of dirty pages. A hint: if it fails, fsync does it all.
   const uint64_t start = before / kWritebackBytes * kWritebackBytes, end = written_ / kWritebackBytes * kWritebackBytes;
-  if (end > start) (void)::sync_file_range(fd_, static_cast<off_t>(start), static_cast<off_t>(end - start), SYNC_FILE_RANGE_WRITE);
+  if (end > start)
+    (void)::sync_file_range(fd_, static_cast<off_t>(start), static_cast<off_t>(end - start), SYNC_FILE_RANGE_WRITE);
 #endif
   return Status::ok();
 }
@@ -250,8 +252,7 @@ Expected<fs::path> resolveInside(const fs::path& folder, std::string_view relati
   for (const auto& part : rel) {
     if (part == "..") {
       if (--depth < 0)
-        return makeError(ErrorCode::InvalidGraph, "path '{}' escapes the model folder '{}'", relative,
-                         folder.string());
+        return makeError(ErrorCode::InvalidGraph, "path '{}' escapes the model folder '{}'", relative, folder.string());
     } else if (part != "." && !part.empty()) {
       ++depth;
     }

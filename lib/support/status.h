@@ -41,8 +41,7 @@ private:
   std::string message_;
 };
 
-template <typename... Args>
-Error makeError(ErrorCode code, fmt::format_string<Args...> format, Args&&... args) {
+template <typename... Args> Error makeError(ErrorCode code, fmt::format_string<Args...> format, Args&&... args) {
   return Error(code, fmt::format(format, std::forward<Args>(args)...));
 }
 
@@ -71,11 +70,10 @@ private:
   std::optional<Error> error_;
 };
 
-template <typename T>
-class [[nodiscard]] Expected {
+template <typename T> class [[nodiscard]] Expected {
 public:
-  Expected(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
-  Expected(Error error) : value_(std::move(error)) {}  // NOLINT
+  Expected(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
+  Expected(Error error) : value_(std::move(error)) {}      // NOLINT
   Expected(Status status) : value_(status.takeError()) {}  // only for failed statuses
 
   bool isOk() const { return std::holds_alternative<T>(value_); }
@@ -112,16 +110,15 @@ private:
 #define CTX_CONCAT(a, b) CTX_CONCAT_INNER(a, b)
 
 // Returns the failed Status from the enclosing function.
-#define CTX_RETURN_IF_ERROR(expr)                      \
-  do {                                                 \
-    ::ctxkit::Status ctx_status_ = (expr);             \
-    if (!ctx_status_.isOk()) return ctx_status_.takeError(); \
+#define CTX_RETURN_IF_ERROR(expr)                                                                                      \
+  do {                                                                                                                 \
+    ::ctxkit::Status ctx_status_ = (expr);                                                                             \
+    if (!ctx_status_.isOk()) return ctx_status_.takeError();                                                           \
   } while (false)
 
 // `CTX_ASSIGN_OR_RETURN(auto x, makeX());` binds the value or returns the error.
-#define CTX_ASSIGN_OR_RETURN(lhs, expr) \
-  CTX_ASSIGN_OR_RETURN_IMPL(CTX_CONCAT(ctx_expected_, __LINE__), lhs, expr)
-#define CTX_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
-  auto tmp = (expr);                              \
-  if (!tmp.isOk()) return tmp.takeError();        \
+#define CTX_ASSIGN_OR_RETURN(lhs, expr) CTX_ASSIGN_OR_RETURN_IMPL(CTX_CONCAT(ctx_expected_, __LINE__), lhs, expr)
+#define CTX_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr)                                                                      \
+  auto tmp = (expr);                                                                                                   \
+  if (!tmp.isOk()) return tmp.takeError();                                                                             \
   lhs = std::move(tmp).value()

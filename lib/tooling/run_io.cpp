@@ -29,8 +29,8 @@ uint16_t halfFromDouble(double v) {
   double a = std::abs(v);
   if (a < std::ldexp(1.0, -25)) return sign;
   int e = 0;
-  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
-  const int exponent = std::max(e - 1, -14);  // subnormals share the smallest exponent
+  std::frexp(a, &e);                                                           // a = m * 2^e, m in [0.5, 1)
+  const int exponent = std::max(e - 1, -14);                                   // subnormals share the smallest exponent
   const double mantissa = std::nearbyint(a * std::ldexp(1.0, 10 - exponent));  // 10 fraction bits (+ implicit 1)
   const uint32_t bits = (exponent == -14 && mantissa < 1024)
                             ? static_cast<uint32_t>(mantissa)
@@ -116,7 +116,8 @@ Expected<std::vector<ir::Tensor>> loadInputFolder(const fs::path& dir, const std
   return feeds;
 }
 
-Status setInputValue(std::vector<ir::Tensor>& feeds, const std::vector<ir::ValueInfo>& inputs, const std::string& assignment) {
+Status setInputValue(std::vector<ir::Tensor>& feeds, const std::vector<ir::ValueInfo>& inputs,
+                     const std::string& assignment) {
   CTX_ASSIGN_OR_RETURN(cli::ValueAssignment a, cli::parseValueAssignment(assignment));
   for (size_t i = 0; i < inputs.size() && i < feeds.size(); ++i) {
     if (inputs[i].name != a.name) continue;
@@ -130,8 +131,8 @@ Status setInputValue(std::vector<ir::Tensor>& feeds, const std::vector<ir::Value
                    fmt::join(names, ", "));
 }
 
-Expected<std::vector<ir::Tensor>> randomInputs(const std::vector<ir::ValueInfo>& inputs, const ir::ShapeBindings& bindings,
-                                               uint64_t seed) {
+Expected<std::vector<ir::Tensor>> randomInputs(const std::vector<ir::ValueInfo>& inputs,
+                                               const ir::ShapeBindings& bindings, uint64_t seed) {
   Rng rng{seed};
   std::vector<ir::Tensor> feeds;
   for (const auto& in : inputs) {
@@ -142,13 +143,16 @@ Expected<std::vector<ir::Tensor>> randomInputs(const std::vector<ir::ValueInfo>&
       for (size_t d = 0; d < in.shape->size(); ++d) {
         const ir::Dim& dim = (*in.shape)[d];
         if (dim.isKnown()) shape.push_back(dim.value);
-        else if (auto b = bindings.dims.find(dim.symbol); !dim.symbol.empty() && b != bindings.dims.end()) shape.push_back(b->second);
+        else if (auto b = bindings.dims.find(dim.symbol); !dim.symbol.empty() && b != bindings.dims.end())
+          shape.push_back(b->second);
         else
-          return makeError(ErrorCode::InvalidArgument, "input '{}': dimension {} ('{}') is dynamic; bind it with --dim or --shape",
-                           in.name, d, dim.symbol.empty() ? "?" : dim.symbol);
+          return makeError(ErrorCode::InvalidArgument,
+                           "input '{}': dimension {} ('{}') is dynamic; bind it with --dim or --shape", in.name, d,
+                           dim.symbol.empty() ? "?" : dim.symbol);
       }
     } else {
-      return makeError(ErrorCode::InvalidArgument, "input '{}' has no declared shape; give --shape {}=...", in.name, in.name);
+      return makeError(ErrorCode::InvalidArgument, "input '{}' has no declared shape; give --shape {}=...", in.name,
+                       in.name);
     }
     CTX_ASSIGN_OR_RETURN(auto t, ir::Tensor::allocate(in.type, shape).addContext(fmt::format("input '{}'", in.name)));
     uint64_t n = t.elementCount();
@@ -164,7 +168,8 @@ Expected<std::vector<ir::Tensor>> randomInputs(const std::vector<ir::ValueInfo>&
         case ir::ElemType::Uint8: t.mutableDataAs<uint8_t>()[i] = static_cast<uint8_t>(u * 4); break;
         case ir::ElemType::Bool: t.mutableDataAs<uint8_t>()[i] = u < 0.5 ? 0 : 1; break;
         default:
-          return makeError(ErrorCode::Unsupported, "input '{}': random {} inputs are not supported; give an input folder", in.name,
+          return makeError(ErrorCode::Unsupported,
+                           "input '{}': random {} inputs are not supported; give an input folder", in.name,
                            ir::elemTypeName(in.type));
       }
     }
@@ -176,7 +181,8 @@ Expected<std::vector<ir::Tensor>> randomInputs(const std::vector<ir::ValueInfo>&
 Expected<std::vector<ir::Tensor>> loadExpectedFolder(const fs::path& dir, size_t count) {
   std::vector<ir::Tensor> out;
   for (size_t i = 0; i < count; ++i) {
-    CTX_ASSIGN_OR_RETURN(auto t, loadTensorAny(dir / fmt::format("output_{}", i)).addContext(fmt::format("expected output {}", i)));
+    CTX_ASSIGN_OR_RETURN(
+        auto t, loadTensorAny(dir / fmt::format("output_{}", i)).addContext(fmt::format("expected output {}", i)));
     out.push_back(std::move(t));
   }
   return out;
@@ -207,8 +213,9 @@ Comparison compareTensors(const ir::Tensor& actual, const ir::Tensor& expected, 
   Comparison c;
   if (actual.type() != expected.type() || actual.shape() != expected.shape()) {
     c.match = false;
-    c.message = fmt::format("got {} {} but expected {} {}", ir::elemTypeName(actual.type()), ir::shapeToString(actual.shape()),
-                            ir::elemTypeName(expected.type()), ir::shapeToString(expected.shape()));
+    c.message =
+        fmt::format("got {} {} but expected {} {}", ir::elemTypeName(actual.type()), ir::shapeToString(actual.shape()),
+                    ir::elemTypeName(expected.type()), ir::shapeToString(expected.shape()));
     return c;
   }
   if (actual.type() == ir::ElemType::String) {
@@ -251,8 +258,8 @@ Comparison compareTensors(const ir::Tensor& actual, const ir::Tensor& expected, 
   if (c.mismatches > 0) {
     c.match = false;
     c.message = fmt::format("{} of {} elements differ; worst at {}: got {} expected {} (|diff| {:.3g}, allowed {:.3g})",
-                            c.mismatches, n, indexText(actual.shape(), worst), worstA, worstE, std::fabs(worstA - worstE),
-                            atol + rtol * std::fabs(worstE));
+                            c.mismatches, n, indexText(actual.shape(), worst), worstA, worstE,
+                            std::fabs(worstA - worstE), atol + rtol * std::fabs(worstE));
   }
   return c;
 }

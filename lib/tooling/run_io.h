@@ -12,16 +12,18 @@
 namespace ctxkit::tooling {
 
 // `input_<i>.pb`, `input_<i>.npy` or `<name>.npy` for each feed input, in graph order.
-Expected<std::vector<ir::Tensor>> loadInputFolder(const std::filesystem::path& dir, const std::vector<ir::ValueInfo>& inputs);
+Expected<std::vector<ir::Tensor>> loadInputFolder(const std::filesystem::path& dir,
+                                                  const std::vector<ir::ValueInfo>& inputs);
 
 // Floats uniform in [-1, 1), integers small and non-negative; shapes from declarations and bindings.
-Expected<std::vector<ir::Tensor>> randomInputs(const std::vector<ir::ValueInfo>& inputs, const ir::ShapeBindings& bindings,
-                                               uint64_t seed);
+Expected<std::vector<ir::Tensor>> randomInputs(const std::vector<ir::ValueInfo>& inputs,
+                                               const ir::ShapeBindings& bindings, uint64_t seed);
 
 // `NAME=V[,V...]` (cli::parseValueAssignment): feed input NAME holds these values (one fills every element). An
 // unknown name, a value that is not a number or that its type does not hold, or a wrong count is an InvalidArgument
 // error naming the inputs.
-Status setInputValue(std::vector<ir::Tensor>& feeds, const std::vector<ir::ValueInfo>& inputs, const std::string& assignment);
+Status setInputValue(std::vector<ir::Tensor>& feeds, const std::vector<ir::ValueInfo>& inputs,
+                     const std::string& assignment);
 
 // `output_<i>.pb` or `output_<i>.npy` for i in [0, count).
 Expected<std::vector<ir::Tensor>> loadExpectedFolder(const std::filesystem::path& dir, size_t count);

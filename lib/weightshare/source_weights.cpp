@@ -36,11 +36,10 @@ WeightSources locateInSources(const WeightPool& pool, std::span<const SourceMode
 Status addPoolWeights(format::ContainerWriter& writer, const WeightPool& pool, const WeightSources* sources) {
   for (size_t i = 0; i < pool.weights().size(); ++i) {
     const PooledWeight& w = pool.weights()[i];
-    auto index = sources && !(*sources)[i].empty()
-                     ? writer.addSourceWeight(w.type, w.shape, w.hash, (*sources)[i])
-                 : w.layout.plain()
-                     ? writer.addWeight(w.type, w.shape, w.tensor.bytes(), w.hash)
-                     : writer.addWeight(w.type, w.shape, w.size, w.hash, [&w](const auto& sink) { return w.forEachPiece(sink, true); });
+    auto index = sources && !(*sources)[i].empty() ? writer.addSourceWeight(w.type, w.shape, w.hash, (*sources)[i])
+                 : w.layout.plain()                ? writer.addWeight(w.type, w.shape, w.tensor.bytes(), w.hash)
+                                                   : writer.addWeight(w.type, w.shape, w.size, w.hash,
+                                                                      [&w](const auto& sink) { return w.forEachPiece(sink, true); });
     if (!index) return index.takeError();
   }
   return Status::ok();

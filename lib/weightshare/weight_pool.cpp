@@ -100,7 +100,8 @@ Status PooledWeight::forEachPiece(const std::function<Status(std::span<const std
 
 Expected<uint32_t> WeightPool::intern(const ir::Tensor& tensor, const ops::WeightLayout& layout) {
   if (tensor.type() == ir::ElemType::String || tensor.type() == ir::ElemType::Undefined)
-    return makeError(ErrorCode::Unsupported, "a {} tensor cannot be stored in the weight table", ir::elemTypeName(tensor.type()));
+    return makeError(ErrorCode::Unsupported, "a {} tensor cannot be stored in the weight table",
+                     ir::elemTypeName(tensor.type()));
   PooledWeight w{tensor, layout, tensor.type(), tensor.shape(), tensor.byteSize(), {}, 1};
   if (!layout.plain()) {
     auto elements = ops::layoutElements(layout, tensor.shape());
@@ -111,8 +112,9 @@ Expected<uint32_t> WeightPool::intern(const ir::Tensor& tensor, const ops::Weigh
     w.size = *elements * sizeof(float);
   }
   referencedBytes_ += w.size;
-  const Identity identity{tensor.data(), tensor.byteSize(), tensor.type(), tensor.shape(),
-                          static_cast<uint8_t>(layout.kind), layout.width, layout.depth};
+  const Identity identity{
+      tensor.data(), tensor.byteSize(), tensor.type(), tensor.shape(), static_cast<uint8_t>(layout.kind),
+      layout.width,  layout.depth};
   if (auto it = byIdentity_.find(identity); it != byIdentity_.end()) {
     ++weights_[it->second].references;
     return it->second;
