@@ -5,9 +5,11 @@
 
 #include <google/protobuf/io/coded_stream.h>
 
+#include <algorithm>
 #include <bit>
 #include <charconv>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <string_view>
 
@@ -177,8 +179,12 @@ Expected<Tensor> externalTensor(const onnx::TensorProto& p, ElemType type, ir::S
   if (!rangeFits(off, *needed, file.size()))
     return makeError(ErrorCode::InvalidGraph, "external data offset {} + length {} exceeds file size {} of '{}'", off,
                      *needed, file.size(), *location);
-  // A view into the mapping, which the tensor keeps alive: no copy, and read-only.
-  return Tensor::view(type, std::move(shape), file.data() + off, static_cast<size_t>(*needed), *mapped);
+  // A view into the mapping, which the tensor keeps alive: no copy, and read-only. Kernels read whole elements, so
+  // bytes at an offset not aligned for the element type (a hand-made file) are copied into an aligned tensor.
+  const std::byte* at = file.data() + off;
+  if (reinterpret_cast<uintptr_t>(at) % std::max<size_t>(1, ir::elemSize(type)) != 0)
+    return Tensor::copyOf(type, std::move(shape), std::span(at, static_cast<size_t>(*needed)));
+  return Tensor::view(type, std::move(shape), at, static_cast<size_t>(*needed), *mapped);
 }
 
 }  // namespace

@@ -112,6 +112,20 @@ TEST_CASE("external references written by serializeModel load from a hand-made d
   CHECK(test::contains(elsewhere.error().message(), "loading 'buffer': initializer 'W'"));
 }
 
+TEST_CASE("external data at an offset not aligned for its element type is copied, with the same values") {
+  test::TempDir dir;
+  ir::Model m = externalModel("w.bin", 3, 5);  // float32 at byte 3: a view would read misaligned floats
+  test::writeFile(dir / "m.onnx", serialized(m));
+  std::string data(3, 'x');
+  data.append(reinterpret_cast<const char*>(m.graph.initializers[0].tensor.data()), 20);
+  test::writeFile(dir / "w.bin", data);
+  auto loaded = onnx_io::loadModel(dir / "m.onnx");
+  REQUIRE(loaded.isOk());
+  const ir::Tensor& w = loaded->graph.initializers[0].tensor;
+  CHECK(reinterpret_cast<uintptr_t>(w.data()) % alignof(float) == 0);
+  CHECK(test::diffTensors(w, m.graph.initializers[0].tensor) == "");
+}
+
 TEST_CASE("external data outside the file is refused with offset, length and size") {
   test::TempDir dir;
   test::writeFile(dir / "m.onnx", serialized(externalModel("w.bin", 4096, 2048)));
