@@ -51,6 +51,7 @@ struct Session::Impl {
   mutable PreparedNodeCache preparedCache;  // fallback nodes, prepared on first use per input shapes
   // Weightless contexts: source models loaded so far, by the file they came from ("" for the buffer).
   std::map<fs::path, std::shared_ptr<const SourceInitializers>> sourceModels;
+  std::set<std::pair<const format::ContainerView*, uint32_t>> verifiedSourceWeights;  // --verify: hashed already
 
   // The source model a weightless graph of node `attrs` takes its weights from (SPEC §4: ORT's precedence,
   // buffer > ep.context_source_model_path > onnx_model_filename beside the model).
@@ -118,12 +119,14 @@ struct Session::Impl {
                        "({} bytes); the source model changed since compiling",
                        view.displayName(), index, where->initializer, sourceName, ir::elemTypeName(w.type), w.size,
                        ir::elemTypeName(t.type()), ir::shapeToString(t.shape()), t.byteSize());
-    if (options.verifyWeights && hash128(t.bytes()) != w.hash)
-      return makeError(ErrorCode::InvalidGraph,
-                       "'{}': weight {} fails its hash: initializer '{}' of source model '{}' is not the one compiled "
-                       "(the table records {}, its bytes hash to {})",
-                       view.displayName(), index, where->initializer, sourceName, w.hash.toHex(),
-                       hash128(t.bytes()).toHex());
+    // Graphs sharing a weight resolve it once each: its bytes are hashed the first time only.
+    if (options.verifyWeights && verifiedSourceWeights.insert({&view, index}).second)
+      if (Hash128 actual = hash128(t.bytes()); actual != w.hash)
+        return makeError(
+            ErrorCode::InvalidGraph,
+            "'{}': weight {} fails its hash: initializer '{}' of source model '{}' is not the one compiled "
+            "(the table records {}, its bytes hash to {})",
+            view.displayName(), index, where->initializer, sourceName, w.hash.toHex(), actual.toHex());
     return ir::Tensor::view(w.type, w.shape, t.bytes().data(), t.byteSize(), source);
   }
 

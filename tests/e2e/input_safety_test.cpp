@@ -11,13 +11,11 @@ using namespace ctxkit;
 using ctxkit::testing::readText;
 using ctxkit::testing::runTool;
 using ctxkit::testing::TempDir;
+using ctxkit::testing::kSamples;
+using ctxkit::testing::sampleData;
 namespace fs = std::filesystem;
 
 namespace {
-
-const fs::path kSamples = CTXKIT_SAMPLES_DIR;
-
-std::string sampleData(const std::string& stem) { return (kSamples / stem / "test_data_set_0").string(); }
 
 // A private copy of a sample model, so a test may try to destroy it.
 fs::path copySample(const TempDir& dir, const std::string& stem, const std::string& as) {

@@ -14,14 +14,12 @@
 using namespace ctxkit;
 using ctxkit::testing::runTool;
 using ctxkit::testing::TempDir;
+using ctxkit::testing::kSamples;
+using ctxkit::testing::sample;
+using ctxkit::testing::sampleData;
 namespace fs = std::filesystem;
 
 namespace {
-
-const fs::path kSamples = CTXKIT_SAMPLES_DIR;
-
-std::string sample(const std::string& stem) { return (kSamples / (stem + ".onnx")).string(); }
-std::string sampleData(const std::string& stem) { return (kSamples / stem / "test_data_set_0").string(); }
 
 std::set<std::string> filesIn(const fs::path& dir) {
   std::set<std::string> names;

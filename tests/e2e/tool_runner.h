@@ -31,4 +31,11 @@ private:
 
 std::string readText(const std::filesystem::path& p);
 
+#ifdef CTXKIT_SAMPLES_DIR
+// The bundled samples the build writes: a model, and its test data set (inputs and independently computed outputs).
+inline const std::filesystem::path kSamples = CTXKIT_SAMPLES_DIR;
+inline std::string sample(const std::string& stem) { return (kSamples / (stem + ".onnx")).string(); }
+inline std::string sampleData(const std::string& stem) { return (kSamples / stem / "test_data_set_0").string(); }
+#endif
+
 }  // namespace ctxkit::testing

@@ -16,11 +16,10 @@
 using namespace ctxkit;
 using ctxkit::testing::runTool;
 using ctxkit::testing::TempDir;
+using ctxkit::testing::kSamples;
 namespace fs = std::filesystem;
 
 namespace {
-
-const fs::path kSamples = CTXKIT_SAMPLES_DIR;
 
 // tiny_prefill with a symbolic sequence length (tests/oracle/make_symbolic): x and y are [1, seq, 64].
 fs::path writeDynamicBlock(const fs::path& dir, const std::string& stem) {

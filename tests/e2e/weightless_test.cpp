@@ -14,12 +14,11 @@
 using namespace ctxkit;
 using ctxkit::testing::runTool;
 using ctxkit::testing::TempDir;
+using ctxkit::testing::kSamples;
+using ctxkit::testing::sampleData;
 namespace fs = std::filesystem;
 
 namespace {
-
-const fs::path kSamples = CTXKIT_SAMPLES_DIR;
-std::string sampleData(const std::string& stem) { return (kSamples / stem / "test_data_set_0").string(); }
 
 // Copies sample models into `dir` (the source models a weightless context reads).
 void copySamples(const fs::path& dir, std::initializer_list<const char*> stems) {
