@@ -158,15 +158,16 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   if (((cg == 1 && p.group > 1) || (kSize > 1 && cg <= kDirectMaxChannels)) && rowsWideEnough) {
     // Work items are (image, group, output channel); a thread's run of items loads each group's planes once.
     const float* pb = bias ? bias->dataAs<float>() : nullptr;
-    parallelFor(ctx, static_cast<size_t>(jobs * mg), 1, [&](size_t i0, size_t i1) {
-      for (int64_t i = static_cast<int64_t>(i0); i < static_cast<int64_t>(i1);) {
-        const int64_t job = i / mg, m0 = i % mg, m1 = std::min(mg, m0 + static_cast<int64_t>(i1) - i);
-        const int64_t n = job / p.group, g = job % p.group;
-        directConv(px + (n * p.channels + g * cg) * inSize, cg, pw + g * mg * rows, pb ? pb + g * mg : nullptr,
-                   py + (n * p.outChannels + g * mg) * outSize, m0, m1, w, act);
-        i += m1 - m0;
-      }
-    });
+    parallelForWork(
+        ctx, static_cast<size_t>(jobs * mg), static_cast<size_t>(outSize * rows), [&](size_t i0, size_t i1) {
+          for (int64_t i = static_cast<int64_t>(i0); i < static_cast<int64_t>(i1);) {
+            const int64_t job = i / mg, m0 = i % mg, m1 = std::min(mg, m0 + static_cast<int64_t>(i1) - i);
+            const int64_t n = job / p.group, g = job % p.group;
+            directConv(px + (n * p.channels + g * cg) * inSize, cg, pw + g * mg * rows, pb ? pb + g * mg : nullptr,
+                       py + (n * p.outChannels + g * mg) * outSize, m0, m1, w, act);
+            i += m1 - m0;
+          }
+        });
     return Status::ok();
   }
 

@@ -112,26 +112,36 @@ InferResult inferConvTranspose(const OpContext& ctx, InDescs inputs, size_t outp
   return single(inputs[0].type, std::move(shape));
 }
 
-Status runConvTranspose(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
-  const ir::Tensor& x = *inputs[0];
-  const ir::Tensor& w = *inputs[1];
-  const ir::Tensor* bias = inputs.size() > 2 ? inputs[2] : nullptr;
-  ir::Tensor& y = *outputs[0];
-  CTX_ASSIGN_OR_RETURN(ConvTransposePlan p, planConvTranspose(ctx, x.shape(), w.shape()));
-  size_t rank = p.in.size();
-  int64_t inSize = dimProduct(p.in), kSize = dimProduct(p.kernel), outSize = dimProduct(p.out);
-  // For each kernel tap and input position, the output position it writes (-1: outside, cropped by pads).
-  std::vector<int64_t> target(static_cast<size_t>(kSize * inSize));
+namespace {
+
+// What a run needs beyond the shapes: for 1-D and 2-D, nothing (each kernel tap adds a strided row of columns into
+// an output row); for more spatial dims, the output position each (tap, input position) writes, -1 when cropped.
+struct ConvTransposeRunPlan {
+  ConvTransposePlan shape;
+  bool rowWise = false;
+  std::vector<int64_t> target;
+};
+
+Expected<ConvTransposeRunPlan> planConvTransposeRun(const OpContext& ctx, std::span<const int64_t> x,
+                                                    std::span<const int64_t> w) {
+  ConvTransposeRunPlan r;
+  CTX_ASSIGN_OR_RETURN(r.shape, planConvTranspose(ctx, x, w));
+  const ConvTransposePlan& p = r.shape;
+  const size_t rank = p.in.size();
+  r.rowWise = rank <= 2;
+  if (r.rowWise) return r;
+  const int64_t inSize = dimProduct(p.in), kSize = dimProduct(p.kernel);
+  r.target.resize(static_cast<size_t>(kSize * inSize));
   std::vector<int64_t> kIdx(rank), iIdx(rank);
   for (int64_t k = 0; k < kSize; ++k) {
-    for (int64_t r = k, d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
-      kIdx[static_cast<size_t>(d)] = r % p.kernel[static_cast<size_t>(d)];
-      r /= p.kernel[static_cast<size_t>(d)];
+    for (int64_t q = k, d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
+      kIdx[static_cast<size_t>(d)] = q % p.kernel[static_cast<size_t>(d)];
+      q /= p.kernel[static_cast<size_t>(d)];
     }
     for (int64_t i = 0; i < inSize; ++i) {
-      for (int64_t r = i, d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
-        iIdx[static_cast<size_t>(d)] = r % p.in[static_cast<size_t>(d)];
-        r /= p.in[static_cast<size_t>(d)];
+      for (int64_t q = i, d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
+        iIdx[static_cast<size_t>(d)] = q % p.in[static_cast<size_t>(d)];
+        q /= p.in[static_cast<size_t>(d)];
       }
       int64_t pos = 0;
       bool inside = true;
@@ -140,24 +150,83 @@ Status runConvTranspose(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
         inside = o >= 0 && o < p.out[d];
         pos = pos * p.out[d] + o;
       }
-      target[static_cast<size_t>(k * inSize + i)] = inside ? pos : -1;
+      r.target[static_cast<size_t>(k * inSize + i)] = inside ? pos : -1;
     }
   }
+  return r;
+}
+
+// 1-D and 2-D as (height, width): `col` holds one output channel's kernel taps for input rows [y0, y1), each tap a
+// run of (y1 - y0) * inW columns; each tap's row lands, strided, in one output row.
+void addColumnRows(const ConvTransposePlan& p, const float* col, int64_t y0, int64_t y1, float* out) {
+  const bool twoD = p.in.size() == 2;
+  const int64_t inH = twoD ? p.in[0] : 1, inW = p.in.back();
+  const int64_t kH = twoD ? p.kernel[0] : 1, kW = p.kernel.back();
+  const int64_t sH = twoD ? p.strides[0] : 1, sW = p.strides.back();
+  const int64_t dH = twoD ? p.dilations[0] : 1, dW = p.dilations.back();
+  const int64_t padH = twoD ? p.padBegin[0] : 0, padW = p.padBegin.back();
+  const int64_t outH = twoD ? p.out[0] : 1, outW = p.out.back();
+  const int64_t cols = (y1 - y0) * inW;
+  (void)inH;
+  for (int64_t kh = 0; kh < kH; ++kh)
+    for (int64_t kw = 0; kw < kW; ++kw) {
+      const float* tap = col + (kh * kW + kw) * cols;
+      // Input columns x whose output column x * sW + kw * dW - padW lies in [0, outW).
+      const int64_t shift = kw * dW - padW;
+      const int64_t x0 = shift >= 0 ? 0 : (-shift + sW - 1) / sW;
+      const int64_t x1 = std::min(inW, outW - shift > 0 ? (outW - shift + sW - 1) / sW : 0);
+      if (x0 >= x1) continue;
+      for (int64_t y = y0; y < y1; ++y) {
+        const int64_t oy = y * sH + kh * dH - padH;
+        if (oy < 0 || oy >= outH) continue;
+        const float* src = tap + (y - y0) * inW;
+        float* dst = out + oy * outW + shift;
+        if (sW == 1) {
+          for (int64_t x = x0; x < x1; ++x) dst[x] += src[x];
+        } else {
+          for (int64_t x = x0; x < x1; ++x) dst[x * sW] += src[x];
+        }
+      }
+    }
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<const void>> planConvTransposeOnce(const OpContext& ctx, InDescs inputs) {
+  CTX_ASSIGN_OR_RETURN(ConvTransposeRunPlan plan, planConvTransposeRun(ctx, inputs[0].shape, inputs[1].shape));
+  return std::shared_ptr<const void>(std::make_shared<const ConvTransposeRunPlan>(std::move(plan)));
+}
+
+Status runConvTranspose(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  const ir::Tensor& x = *inputs[0];
+  const ir::Tensor& w = *inputs[1];
+  const ir::Tensor* bias = inputs.size() > 2 ? inputs[2] : nullptr;
+  ir::Tensor& y = *outputs[0];
+  ConvTransposeRunPlan planned;
+  if (!ctx.plan) {
+    CTX_ASSIGN_OR_RETURN(planned, planConvTransposeRun(ctx, x.shape(), w.shape()));
+  }
+  const ConvTransposeRunPlan& plan = ctx.plan ? *static_cast<const ConvTransposeRunPlan*>(ctx.plan) : planned;
+  const ConvTransposePlan& p = plan.shape;
+  const int64_t inSize = dimProduct(p.in), kSize = dimProduct(p.kernel), outSize = dimProduct(p.out);
   const int64_t cPerGroup = p.channels / p.group, mPerGroup = p.outChannels / p.group;
   const float* px = x.dataAs<float>();
   const float* pw = w.dataAs<float>();
   const float* pb = bias ? bias->dataAs<float>() : nullptr;
   float* py = y.mutableDataAs<float>();
   // Per (image, group): columns = Wᵀ (mPerGroup·kSize x cPerGroup) · X (cPerGroup x inSize) as one GEMM, then each
-  // column row scattered into its output plane through `target` (col2im). Input positions are taken in chunks so
-  // the column buffer stays small.
+  // column row added into its output plane (col2im). Input positions are taken in chunks (whole input rows for
+  // 1-D and 2-D) so the column buffer stays small.
   const int64_t rows = mPerGroup * kSize;
-  const int64_t chunk = std::max<int64_t>(1, std::min(inSize, kColumnBudget / std::max<int64_t>(rows, 1)));
+  const int64_t inW = plan.rowWise ? std::max<int64_t>(1, p.in.back()) : 1;
+  int64_t chunk = std::max<int64_t>(1, std::min(inSize, kColumnBudget / std::max<int64_t>(rows, 1)));
+  if (plan.rowWise) chunk = std::max<int64_t>(1, chunk / inW) * inW;
+  if (inSize == 0)  // no input positions: the output is the bias
+    for (int64_t c = 0; c < p.batch * p.outChannels; ++c)
+      std::fill(py + c * outSize, py + (c + 1) * outSize, pb ? pb[c % p.outChannels] : 0.0f);
   for (int64_t n = 0; n < p.batch; ++n) {
     for (int64_t g = 0; g < p.group; ++g) {
       float* outG = py + (n * p.outChannels + g * mPerGroup) * outSize;
-      for (int64_t m = 0; m < mPerGroup; ++m)
-        std::fill(outG + m * outSize, outG + (m + 1) * outSize, pb ? pb[g * mPerGroup + m] : 0.0f);
       const float* xg = px + (n * p.channels + g * cPerGroup) * inSize;
       const float* wg = pw + g * cPerGroup * rows;  // [cPerGroup][mPerGroup][kSize]
       for (int64_t i0 = 0; i0 < inSize; i0 += chunk) {
@@ -169,17 +238,24 @@ Status runConvTranspose(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
               static_cast<size_t>(cols), ctx.pool);
         // Output planes are disjoint per m: threads split them (reading this thread's buffer, not their own).
         const float* colData = columns.data();
-        parallelFor(ctx, static_cast<size_t>(mPerGroup), 1, [&](size_t m0, size_t m1) {
-          for (int64_t m = static_cast<int64_t>(m0); m < static_cast<int64_t>(m1); ++m) {
-            float* out = outG + m * outSize;
-            for (int64_t k = 0; k < kSize; ++k) {
-              const float* col = colData + (m * kSize + k) * cols;
-              const int64_t* t = target.data() + k * inSize + i0;
-              for (int64_t i = 0; i < cols; ++i)
-                if (t[i] >= 0) out[t[i]] += col[i];
-            }
-          }
-        });
+        parallelForWork(ctx, static_cast<size_t>(mPerGroup), static_cast<size_t>(kSize * cols),
+                        [&](size_t m0, size_t m1) {
+                          for (int64_t m = static_cast<int64_t>(m0); m < static_cast<int64_t>(m1); ++m) {
+                            float* out = outG + m * outSize;
+                            if (i0 == 0) std::fill(out, out + outSize, pb ? pb[g * mPerGroup + m] : 0.0f);
+                            const float* col = colData + m * kSize * cols;
+                            if (plan.rowWise) {
+                              addColumnRows(p, col, i0 / inW, (i0 + cols) / inW, out);
+                              continue;
+                            }
+                            for (int64_t k = 0; k < kSize; ++k) {
+                              const float* tap = col + k * cols;
+                              const int64_t* t = plan.target.data() + k * inSize + i0;
+                              for (int64_t i = 0; i < cols; ++i)
+                                if (t[i] >= 0) out[t[i]] += tap[i];
+                            }
+                          }
+                        });
       }
     }
   }

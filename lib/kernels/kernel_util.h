@@ -242,6 +242,19 @@ template <typename F> void parallelFor(const OpContext& ctx, size_t count, size_
   ctx.pool->parallelFor(count, minChunk, std::function<void(size_t, size_t)>(std::ref(body)));
 }
 
+// A loop whose whole work is below this many units (about one multiply-add, or one element moved, each) runs on
+// the calling thread: handing it to the pool costs more than the second thread saves.
+inline constexpr size_t kMinParallelWork = size_t{1} << 16;
+
+// parallelFor for `count` items of about `workPerItem` units each: serial when the loop is small, and in chunks of
+// at least half of kMinParallelWork units otherwise.
+template <typename F> void parallelForWork(const OpContext& ctx, size_t count, size_t workPerItem, F&& body) {
+  workPerItem = std::max<size_t>(workPerItem, 1);
+  const bool small = static_cast<double>(count) * static_cast<double>(workPerItem) < kMinParallelWork;
+  const size_t minChunk = small ? count : std::max<size_t>(1, kMinParallelWork / 2 / workPerItem);
+  parallelFor(ctx, count, minChunk, std::forward<F>(body));
+}
+
 // Calls `f(T{})` with an unsigned integer type (or ElemBytes16) as wide as one element of `size` bytes, for
 // kernels that only move elements.
 struct ElemBytes16 {

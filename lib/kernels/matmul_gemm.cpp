@@ -157,7 +157,7 @@ Status runMatMul(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
             py + static_cast<int64_t>(i) * M * N, static_cast<size_t>(N), pool);
     };
     if (perBatch) {
-      parallelFor(ctx, static_cast<size_t>(batches), 1, [&](size_t b0, size_t b1) {
+      parallelForWork(ctx, static_cast<size_t>(batches), static_cast<size_t>(M * N * K), [&](size_t b0, size_t b1) {
         for (size_t i = b0; i < b1; ++i) one(i, nullptr);
       });
     } else {

@@ -63,24 +63,25 @@ Status runBatchNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     using T = decltype(tag);
     const T* px = x.dataAs<T>();
     T* py = outputs[0]->mutableDataAs<T>();
-    parallelFor(ctx, static_cast<size_t>(batch * channels), 4, [&](size_t p0, size_t p1) {
-      for (size_t plane = p0; plane < p1; ++plane) {
-        int64_t c = static_cast<int64_t>(plane) % channels;
-        const T* src = px + static_cast<int64_t>(plane) * spatial;
-        T* dst = py + static_cast<int64_t>(plane) * spatial;
-        if (perAct) {
-          for (int64_t i = 0; i < spatial; ++i) {
-            size_t k = static_cast<size_t>(c * spatial + i);
-            dst[i] = static_cast<T>(src[i] * a[k] + b[k]);
+    parallelForWork(
+        ctx, static_cast<size_t>(batch * channels), static_cast<size_t>(spatial), [&](size_t p0, size_t p1) {
+          for (size_t plane = p0; plane < p1; ++plane) {
+            int64_t c = static_cast<int64_t>(plane) % channels;
+            const T* src = px + static_cast<int64_t>(plane) * spatial;
+            T* dst = py + static_cast<int64_t>(plane) * spatial;
+            if (perAct) {
+              for (int64_t i = 0; i < spatial; ++i) {
+                size_t k = static_cast<size_t>(c * spatial + i);
+                dst[i] = static_cast<T>(src[i] * a[k] + b[k]);
+              }
+            } else {
+              T ac = static_cast<T>(a[static_cast<size_t>(c)]), bc = static_cast<T>(b[static_cast<size_t>(c)]);
+              if constexpr (std::is_same_v<T, float>) vecScaleShift(src, dst, static_cast<size_t>(spatial), ac, bc);
+              else
+                for (int64_t i = 0; i < spatial; ++i) dst[i] = src[i] * ac + bc;
+            }
           }
-        } else {
-          T ac = static_cast<T>(a[static_cast<size_t>(c)]), bc = static_cast<T>(b[static_cast<size_t>(c)]);
-          if constexpr (std::is_same_v<T, float>) vecScaleShift(src, dst, static_cast<size_t>(spatial), ac, bc);
-          else
-            for (int64_t i = 0; i < spatial; ++i) dst[i] = src[i] * ac + bc;
-        }
-      }
-    });
+        });
     return Status::ok();
   });
 }

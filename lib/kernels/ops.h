@@ -266,6 +266,7 @@ Status runPad(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 // conv_transpose.cpp
 InferResult inferConvTranspose(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runConvTranspose(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+Expected<std::shared_ptr<const void>> planConvTransposeOnce(const OpContext& ctx, InDescs inputs);
 
 // resize.cpp: nearest and linear modes.
 InferResult inferResize(const OpContext& ctx, InDescs inputs, size_t outputCount);

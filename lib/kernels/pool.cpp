@@ -148,7 +148,8 @@ void pool(const OpContext& ctx, const T* x, T* y, const Window3& w, int64_t plan
   counts.clear();
   if constexpr (!IsMax) columnDivisors(w, countPad, counts);
   countsF.assign(counts.begin(), counts.end());
-  parallelFor(ctx, static_cast<size_t>(planes), 1, [&](size_t p0, size_t p1) {
+  const auto taps = static_cast<size_t>(w.kernel[0] * w.kernel[1] * w.kernel[2]);
+  parallelForWork(ctx, static_cast<size_t>(planes), static_cast<size_t>(outSize) * taps, [&](size_t p0, size_t p1) {
     for (size_t plane = p0; plane < p1; ++plane) {
       const T* xp = x + static_cast<int64_t>(plane) * inSize;
       T* yp = y + static_cast<int64_t>(plane) * outSize;
@@ -259,7 +260,7 @@ Status runGlobalAveragePool(const OpContext& ctx, RunIns inputs, RunOuts outputs
     using T = decltype(tag);
     const T* px = x.dataAs<T>();
     T* py = outputs[0]->mutableDataAs<T>();
-    parallelFor(ctx, static_cast<size_t>(planes), 16, [&](size_t p0, size_t p1) {
+    parallelForWork(ctx, static_cast<size_t>(planes), static_cast<size_t>(size), [&](size_t p0, size_t p1) {
       for (size_t p = p0; p < p1; ++p) {
         const T* src = px + static_cast<int64_t>(p) * size;
         if (maxPool) {  // GlobalMaxPool shares this kernel

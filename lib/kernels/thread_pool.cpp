@@ -1,37 +1,69 @@
 // A fixed pool of worker threads that split a loop's range into chunks; the calling thread works too.
+//
+// Waking a sleeping thread costs tens of microseconds on a VM, more than many ops take, so between jobs a worker
+// spins for a while (about kSpinNanos) before it sleeps on the condition variable: the ops of one run follow each
+// other closely, and a spinning worker joins the next op's loop at once. The job itself is published through
+// atomics; the mutex and condition variable are only for workers that went to sleep.
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace ctxkit::kernels {
 
 namespace {
 // Set while a thread runs a chunk, so nested parallelFor calls run inline instead of deadlocking.
 thread_local bool tInsideParallelFor = false;
+
+// How long an idle worker keeps polling for the next job before it sleeps.
+constexpr int64_t kSpinNanos = 200'000;
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+int64_t nowNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 }  // namespace
 
 struct ThreadPool::Impl {
   std::vector<std::thread> workers;
-  std::mutex mutex;
-  std::condition_variable wake;
-  std::condition_variable done;
   std::mutex submit;  // one job at a time; a concurrent caller runs its loop inline
 
-  // The current job, guarded by `mutex` except the atomic chunk counter.
+  // The current job. Its plain fields are written before `open` is set and `generation` bumped (both sequentially
+  // consistent), and a worker reads them only after it has counted itself in `busy` and then seen `open` still set:
+  // the caller closes the job and waits for `busy` to drop to 0 before it returns or writes another job.
   const std::function<void(size_t, size_t)>* body = nullptr;
   size_t count = 0;
   size_t chunk = 1;
   size_t chunks = 0;
   std::atomic<size_t> nextChunk{0};
-  uint64_t generation = 0;
-  bool open = false;    // workers may still join the job
-  int busyWorkers = 0;  // workers inside the job
-  bool stopping = false;
+  std::atomic<uint64_t> generation{0};
+  std::atomic<bool> open{false};  // workers may still join the job
+  std::atomic<int> busy{0};       // workers that joined (or are about to back out of) the job
+  std::atomic<bool> stopping{false};
+
+  // Sleeping workers: `sleepers` is raised under `mutex` before a worker waits, so a caller that publishes a job
+  // and then reads 0 knows every worker will see the job before it sleeps.
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::condition_variable started;
+  std::atomic<int> sleepers{0};
   int startedWorkers = 0;  // workers past their start-up (scratch reserved); the constructor waits for all
 
   // Claims and runs chunks until none are left.
@@ -45,23 +77,40 @@ struct ThreadPool::Impl {
     }
   }
 
+  bool jobFor(uint64_t seen) const { return open.load() && generation.load() != seen; }
+
+  // Waits for a job newer than `seen` (spinning first, then asleep); false when the pool stops.
+  bool waitForJob(uint64_t seen) {
+    const int64_t until = nowNanos() + kSpinNanos;
+    for (int spins = 0;; ++spins) {
+      if (stopping.load(std::memory_order_relaxed)) return false;
+      if (jobFor(seen)) return true;
+      if ((spins & 255) == 255 && nowNanos() > until) break;
+      cpuRelax();
+    }
+    std::unique_lock<std::mutex> lock(mutex);
+    sleepers.fetch_add(1);
+    wake.wait(lock, [&] { return stopping.load() || jobFor(seen); });
+    sleepers.fetch_sub(1);
+    return !stopping.load();
+  }
+
   void workerLoop() {
     tInsideParallelFor = true;
     reserveGemmScratch();  // else a worker's first GEMM, in whichever run it comes, would allocate
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      ++startedWorkers;
+    }
+    started.notify_all();
     uint64_t seen = 0;
-    std::unique_lock<std::mutex> lock(mutex);
-    ++startedWorkers;
-    done.notify_all();
-    for (;;) {
-      wake.wait(lock, [&] { return stopping || (open && generation != seen); });
-      if (stopping) return;
-      seen = generation;
-      const auto* fn = body;
-      ++busyWorkers;
-      lock.unlock();
-      drain(*fn);
-      lock.lock();
-      if (--busyWorkers == 0) done.notify_all();
+    while (waitForJob(seen)) {
+      seen = generation.load();
+      busy.fetch_add(1);
+      // The caller may have closed this job since: then back out without touching it. (If it has opened another
+      // already, helping with that one is as good.)
+      if (open.load()) drain(*body);
+      busy.fetch_sub(1);
     }
   }
 };
@@ -71,13 +120,13 @@ ThreadPool::ThreadPool(int threads) : threads_(threads), impl_(new Impl) {
   for (int i = 1; i < threads_; ++i) impl_->workers.emplace_back([this] { impl_->workerLoop(); });
   // Start-up allocations land here, at load, not in whichever run a worker happens to get scheduled.
   std::unique_lock<std::mutex> lock(impl_->mutex);
-  impl_->done.wait(lock, [&] { return impl_->startedWorkers == threads_ - 1; });
+  impl_->started.wait(lock, [&] { return impl_->startedWorkers == threads_ - 1; });
 }
 
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
-    impl_->stopping = true;
+    impl_->stopping.store(true);
   }
   impl_->wake.notify_all();
   for (auto& t : impl_->workers) t.join();
@@ -100,23 +149,26 @@ void ThreadPool::parallelFor(size_t count, size_t minChunk, const std::function<
   size_t target = static_cast<size_t>(threads_) * 4;
   size_t chunk = std::max(minChunk, (count + target - 1) / target);
   Impl& s = *impl_;
-  {
-    std::lock_guard<std::mutex> lock(s.mutex);
-    s.body = &body;
-    s.count = count;
-    s.chunk = chunk;
-    s.chunks = (count + chunk - 1) / chunk;
-    s.nextChunk.store(0, std::memory_order_relaxed);
-    ++s.generation;
-    s.open = true;
+  s.body = &body;
+  s.count = count;
+  s.chunk = chunk;
+  s.chunks = (count + chunk - 1) / chunk;
+  s.nextChunk.store(0, std::memory_order_relaxed);
+  s.open.store(true);
+  s.generation.fetch_add(1);
+  if (s.sleepers.load() > 0) {
+    { std::lock_guard<std::mutex> lock(s.mutex); }
+    s.wake.notify_all();
   }
-  s.wake.notify_all();
   tInsideParallelFor = true;
   s.drain(body);
   tInsideParallelFor = false;
-  std::unique_lock<std::mutex> lock(s.mutex);
-  s.open = false;  // late wakers skip this job; those inside finish their chunks
-  s.done.wait(lock, [&] { return s.busyWorkers == 0; });
+  // Late workers back out once the job is closed; those inside finish the chunks they claimed.
+  s.open.store(false);
+  for (int spins = 0; s.busy.load() != 0; ++spins) {
+    if (spins < 4096) cpuRelax();
+    else std::this_thread::yield();
+  }
   s.body = nullptr;
 }
 
