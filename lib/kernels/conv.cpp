@@ -3,6 +3,7 @@
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
 #include "kernels/spatial.h"
+#include "kernels/thread_scratch.h"
 #include "kernels/vec_math.h"
 
 #include <cstring>
@@ -61,8 +62,8 @@ constexpr int64_t kDirectMinRow = 8;
 // rows over (c, kd, kh, kw), which is the filter's layout, kept in registers for all taps (vecTapsDot).
 void directConv(const float* xg, int64_t cg, const float* wg, const float* biasG, float* yg, int64_t m0, int64_t m1,
                 const Window3& w, const ops::Epilogue& act) {
-  thread_local PaddedPlane plane;
-  thread_local std::vector<const float*> taps;
+  PaddedPlane& plane = threadScratch().convPlane;
+  std::vector<const float*>& taps = threadScratch().convTaps;
   plane.load(xg, w, 0.0f, cg);
   taps.resize(plane.tapCount());
   const int64_t outSize = w.out[0] * w.out[1] * w.out[2];
@@ -212,7 +213,7 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   int threads = ctx.pool ? ctx.pool->threads() : 1;
   if (threads > 1 && jobs >= 2 * threads) {
     parallelFor(ctx, static_cast<size_t>(jobs), 1, [&](size_t j0, size_t j1) {
-      thread_local std::vector<float> col;
+      std::vector<float>& col = threadScratch().convColumns;
       for (size_t j = j0; j < j1; ++j) oneJob(static_cast<int64_t>(j), col, nullptr);
     });
   } else {

@@ -44,17 +44,45 @@ InferResult inferBatchNorm(const OpContext& ctx, InDescs inputs, size_t outputCo
   return single(inputs[0].type, x);
 }
 
+namespace {
+
+// y = x * a + b with a = scale / sqrt(var + eps), b = B - mean * a: per channel (or per activation).
+struct BatchNormCoefficients {
+  std::vector<double> a, b;
+};
+
+BatchNormCoefficients batchNormCoefficients(const OpContext& ctx, const ir::Tensor& scaleT, const ir::Tensor& biasT,
+                                            const ir::Tensor& meanT, const ir::Tensor& varT) {
+  double eps = attrsOf<ops::BatchNormAttrs>(ctx).epsilon;
+  std::vector<double> scale = paramValues(scaleT), bias = paramValues(biasT);
+  std::vector<double> mean = paramValues(meanT), var = paramValues(varT);
+  BatchNormCoefficients k{std::vector<double>(scale.size()), std::vector<double>(scale.size())};
+  for (size_t c = 0; c < scale.size(); ++c) {
+    k.a[c] = scale[c] / std::sqrt(var[c] + eps);
+    k.b[c] = bias[c] - mean[c] * k.a[c];
+  }
+  return k;
+}
+
+}  // namespace
+
+// With constant parameters (a compiled program's weights) the coefficients are worked out once, at prepare.
+Expected<std::shared_ptr<const void>> planBatchNormOnce(const OpContext& ctx, InDescs inputs) {
+  // float16 parameters are widened to float32 around the kernel (runViaFloat): those are read per run.
+  for (size_t i = 1; i < 5; ++i)
+    if (!inputs[i].value || (inputs[i].type != ElemType::Float && inputs[i].type != ElemType::Double))
+      return unsupported(ctx, "input {} is not a float32 or float64 constant", i);
+  return std::shared_ptr<const void>(std::make_shared<const BatchNormCoefficients>(
+      batchNormCoefficients(ctx, *inputs[1].value, *inputs[2].value, *inputs[3].value, *inputs[4].value)));
+}
+
 Status runBatchNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& x = *inputs[0];
-  double eps = attrsOf<ops::BatchNormAttrs>(ctx).epsilon;
-  std::vector<double> scale = paramValues(*inputs[1]), bias = paramValues(*inputs[2]);
-  std::vector<double> mean = paramValues(*inputs[3]), var = paramValues(*inputs[4]);
-  // y = x * a + b with a = scale / sqrt(var + eps), b = B - mean * a.
-  std::vector<double> a(scale.size()), b(scale.size());
-  for (size_t c = 0; c < scale.size(); ++c) {
-    a[c] = scale[c] / std::sqrt(var[c] + eps);
-    b[c] = bias[c] - mean[c] * a[c];
-  }
+  BatchNormCoefficients computed;
+  if (!ctx.plan) computed = batchNormCoefficients(ctx, *inputs[1], *inputs[2], *inputs[3], *inputs[4]);
+  const BatchNormCoefficients& k = ctx.plan ? *static_cast<const BatchNormCoefficients*>(ctx.plan) : computed;
+  const std::vector<double>& a = k.a;
+  const std::vector<double>& b = k.b;
   const int64_t batch = x.shape()[0];
   const int64_t channels = x.shape()[1];
   const int64_t spatial = dimProduct(x.shape(), 2, x.rank());

@@ -41,7 +41,7 @@ const OpEntry* detail::findEntry(OpKind kind) {
   static const OpEntry maxPool{inferPool, runMaxPool, kMaxPoolTypes, true};
   static const OpEntry avgPool{inferPool, runAveragePool, kFloats, true};
   static const OpEntry globalAvgPool{inferGlobalPool, runGlobalAveragePool, kFloats, true};
-  static const OpEntry batchNorm{inferBatchNorm, runBatchNorm, kFloats, true};
+  static const OpEntry batchNorm{inferBatchNorm, runBatchNorm, kFloats, true, planBatchNormOnce};
   static const OpEntry layerNorm{inferLayerNorm, runLayerNorm, kFloats, true};
   static const OpEntry reshape{inferReshape, runCopy, kFixedSizeTypes, false};
   static const OpEntry transpose{inferTranspose, runTranspose, kFixedSizeTypes, false};
@@ -137,7 +137,7 @@ const OpEntry* detail::findEntry(OpKind kind) {
   static const OpEntry pad{inferPad, runPad, kFixedSizeTypes, false};
   static const OpEntry convTranspose{inferConvTranspose, runConvTranspose, kFloat32, true, planConvTransposeOnce};
   static const OpEntry resize{inferResize, runResize, kFloats | typeBit(ElemType::Int8) | typeBit(ElemType::Uint8),
-                              true};
+                              true, planResizeOnce};
   static const OpEntry recurrent{inferRecurrent, runRecurrent, kFloat32, true};
 
   switch (kind) {

@@ -43,6 +43,7 @@ Status runGlobalAveragePool(const OpContext& ctx, RunIns inputs, RunOuts outputs
 // normalization.cpp
 InferResult inferBatchNorm(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runBatchNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+Expected<std::shared_ptr<const void>> planBatchNormOnce(const OpContext& ctx, InDescs inputs);
 InferResult inferLayerNorm(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
@@ -271,6 +272,7 @@ Expected<std::shared_ptr<const void>> planConvTransposeOnce(const OpContext& ctx
 // resize.cpp: nearest and linear modes.
 InferResult inferResize(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runResize(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+Expected<std::shared_ptr<const void>> planResizeOnce(const OpContext& ctx, InDescs inputs);
 
 // recurrent.cpp: LSTM, GRU and RNN share a shape rule and a kernel.
 InferResult inferRecurrent(const OpContext& ctx, InDescs inputs, size_t outputCount);

@@ -1,6 +1,7 @@
 // MaxPool (with optional Indices), AveragePool (count_include_pad) and GlobalAveragePool over 1-3 spatial dims.
 #include "kernels/ops.h"
 #include "kernels/spatial.h"
+#include "kernels/thread_scratch.h"
 #include "kernels/vec_math.h"
 
 #include <algorithm>
@@ -98,9 +99,11 @@ void poolPlane(const T* xp, T* yp, const Window3& w, bool countPad, std::span<co
 // `counts` holds, per output column, the divisor's column factor (see columnDivisors).
 template <bool IsMax>
 void poolPlaneF32(const float* xp, float* yp, const Window3& w, bool countPad, std::span<const float> counts) {
-  thread_local PaddedPlane plane;
-  thread_local std::vector<const float*> taps;
-  thread_local std::vector<float> ones, divisors;
+  ThreadScratch& scratch = threadScratch();
+  PaddedPlane& plane = scratch.poolPlane;
+  std::vector<const float*>& taps = scratch.poolTaps;
+  std::vector<float>& ones = scratch.poolOnes;
+  std::vector<float>& divisors = scratch.poolDivisors;
   plane.load(xp, w, IsMax ? -std::numeric_limits<float>::infinity() : 0.0f);
   taps.resize(plane.tapCount());
   ones.assign(taps.size(), 1.0f);

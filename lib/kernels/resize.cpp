@@ -21,6 +21,9 @@ enum class Coord {
 };
 enum class Nearest { RoundPreferFloor, RoundPreferCeil, Floor, Ceil, Simple };
 
+// Ranks a run handles with fixed-size arrays.
+constexpr size_t kMaxRank = 16;
+
 struct ResizePlan {
   int taps = 1;  // source elements per output element: 1 nearest, 2 linear, 4 cubic
   double cubicA = -0.75;
@@ -257,12 +260,12 @@ AxisMap axisMap(const ResizePlan& p, size_t axis, int64_t inLen) {
 // Nearest mode: each output element copies one input element, so the output is written in one pass. Rows along
 // the last axis gather through its map; a row whose source row equals the previous row's is copied from it.
 template <typename T>
-void resizeNearest(const OpContext& ctx, const ResizePlan& p, const ir::Tensor& x, ir::Tensor& y) {
+void resizeNearest(const OpContext& ctx, const ResizePlan& p, std::span<const AxisMap> maps, const ir::Tensor& x,
+                   ir::Tensor& y) {
   const ir::Shape& in = x.shape();
   const size_t rank = in.size();
-  std::vector<AxisMap> maps;
-  for (size_t a = 0; a < rank; ++a) maps.push_back(axisMap(p, a, in[a]));
-  std::vector<int64_t> inStride(rank, 1);
+  int64_t inStride[kMaxRank];
+  inStride[rank - 1] = 1;
   for (size_t a = rank; a-- > 1;) inStride[a - 1] = inStride[a] * in[a];
   const int64_t outLast = p.out[rank - 1];
   const int64_t rows = dimProduct(p.out, 0, rank - 1);
@@ -311,14 +314,12 @@ InferResult inferResize(const OpContext& ctx, InDescs inputs, size_t outputCount
 namespace {
 
 // tf_crop_and_resize: outputs sampled outside the input along any axis take extrapolation_value.
-Status extrapolate(const OpContext& ctx, const ResizePlan& p, const ir::Tensor& x, ir::Tensor& y) {
+Status extrapolate(const OpContext& ctx, const ResizePlan& p, std::span<const AxisMap> maps, const ir::Tensor& x,
+                   ir::Tensor& y) {
   const size_t rank = x.rank();
-  std::vector<AxisMap> maps;
   bool any = false;
-  for (size_t a = 0; a < rank; ++a) {
-    maps.push_back(axisMap(p, a, x.shape()[a]));
-    any = any || std::find(maps.back().outside.begin(), maps.back().outside.end(), 1) != maps.back().outside.end();
-  }
+  for (size_t a = 0; a < rank; ++a)
+    any = any || std::find(maps[a].outside.begin(), maps[a].outside.end(), 1) != maps[a].outside.end();
   if (!any) return Status::ok();
   return visitType<typeBit(ElemType::Float) | typeBit(ElemType::Double)>(
              y.type(),
@@ -342,41 +343,90 @@ Status extrapolate(const OpContext& ctx, const ResizePlan& p, const ir::Tensor& 
       .addContext(nodeLabel(ctx));
 }
 
-Status resample(const OpContext& ctx, const ResizePlan& p, const ir::Tensor& x, ir::Tensor& y);
+Status resample(const OpContext& ctx, const ResizePlan& p, std::span<const AxisMap> maps, const ir::Tensor& x,
+                ir::Tensor& y);
+
+// The plan with each axis's map, made once at prepare when the scales or sizes are constants.
+struct ResizeRunPlan {
+  ResizePlan p;
+  std::vector<AxisMap> maps;
+};
+
+Expected<ResizeRunPlan> planResizeRun(const OpContext& ctx, InDescs inputs) {
+  ResizeRunPlan r;
+  CTX_ASSIGN_OR_RETURN(r.p, planResize(ctx, inputs));
+  const ir::Shape& in = inputs[0].shape;
+  if (in.size() > kMaxRank) return unsupported(ctx, "input 0 has rank {}, above {}", in.size(), kMaxRank);
+  for (size_t a = 0; a < in.size(); ++a) r.maps.push_back(axisMap(r.p, a, in[a]));
+  return r;
+}
 
 }  // namespace
 
+Expected<std::shared_ptr<const void>> planResizeOnce(const OpContext& ctx, InDescs inputs) {
+  CTX_ASSIGN_OR_RETURN(ResizeRunPlan plan, planResizeRun(ctx, inputs));
+  return std::shared_ptr<const void>(std::make_shared<const ResizeRunPlan>(std::move(plan)));
+}
+
 Status runResize(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
-  std::vector<ValueDesc> descs = describeInputs(inputs, true);
-  CTX_ASSIGN_OR_RETURN(ResizePlan p, planResize(ctx, descs));
+  ResizeRunPlan planned;
+  if (!ctx.plan) {
+    std::vector<ValueDesc> descs = describeInputs(inputs, true);
+    CTX_ASSIGN_OR_RETURN(planned, planResizeRun(ctx, descs));
+  }
+  const ResizeRunPlan& plan = ctx.plan ? *static_cast<const ResizeRunPlan*>(ctx.plan) : planned;
   if (outputs[0]->elementCount() == 0) return Status::ok();
-  CTX_RETURN_IF_ERROR(resample(ctx, p, *inputs[0], *outputs[0]));
-  return p.coord == Coord::TfCropAndResize ? extrapolate(ctx, p, *inputs[0], *outputs[0]) : Status::ok();
+  CTX_RETURN_IF_ERROR(resample(ctx, plan.p, plan.maps, *inputs[0], *outputs[0]));
+  return plan.p.coord == Coord::TfCropAndResize ? extrapolate(ctx, plan.p, plan.maps, *inputs[0], *outputs[0])
+                                                : Status::ok();
 }
 
 namespace {
 
-Status resample(const OpContext& ctx, const ResizePlan& p, const ir::Tensor& x, ir::Tensor& y) {
+// Per-thread buffers between the axes of one resampling (the calling thread's only: the loops write into them).
+template <typename T> std::vector<T>& resampleBuffer(int which) {
+  thread_local std::vector<T> buffers[2];
+  return buffers[which];
+}
+
+Status resample(const OpContext& ctx, const ResizePlan& p, std::span<const AxisMap> maps, const ir::Tensor& x,
+                ir::Tensor& y) {
   if (p.taps == 1 && x.rank() > 0)
     return visitElemSize(ctx, ir::elemSize(x.type()), [&](auto tag) -> Status {
-      resizeNearest<decltype(tag)>(ctx, p, x, y);
+      resizeNearest<decltype(tag)>(ctx, p, maps, x, y);
       return Status::ok();
     });
+  // Axes are resampled one at a time (each map was made for the input's length on its axis, which is still the
+  // length there when its turn comes); the first reads the input and the last writes the output.
   auto resample = [&](auto tag) -> Status {
     using T = decltype(tag);
     ir::Shape cur = x.shape();
-    std::vector<T> buf(x.dataAs<T>(), x.dataAs<T>() + x.elementCount()), next;
-    for (size_t a = 0; a < cur.size(); ++a) {
-      AxisMap m = axisMap(p, a, cur[a]);
+    size_t lastAxis = cur.size();
+    for (size_t a = 0; a < cur.size(); ++a)
+      if (!maps[a].identity) lastAxis = a;
+    if (lastAxis == cur.size()) {
+      std::memcpy(y.mutableData(), x.data(), x.byteSize());
+      return Status::ok();
+    }
+    const T* from = x.dataAs<T>();
+    int which = 0;
+    for (size_t a = 0; a <= lastAxis; ++a) {
+      const AxisMap& m = maps[a];
       if (m.identity) continue;
       int64_t outer = dimProduct(cur, 0, a), inner = dimProduct(cur, a + 1, cur.size());
       int64_t inLen = cur[a], outLen = p.out[a];
-      next.assign(static_cast<size_t>(outer * outLen * inner), T{});
+      T* to = y.mutableDataAs<T>();
+      if (a != lastAxis) {
+        std::vector<T>& buffer = resampleBuffer<T>(which);
+        buffer.resize(static_cast<size_t>(outer * outLen * inner));
+        to = buffer.data();
+        which ^= 1;
+      }
       parallelFor(ctx, static_cast<size_t>(outer * outLen), std::max<int64_t>(1, 4096 / std::max<int64_t>(inner, 1)),
                   [&](size_t begin, size_t end) {
                     for (size_t r = begin; r < end; ++r) {
                       int64_t o = static_cast<int64_t>(r) / outLen, j = static_cast<int64_t>(r) % outLen;
-                      T* dst = next.data() + r * static_cast<size_t>(inner);
+                      T* dst = to + r * static_cast<size_t>(inner);
                       const auto taps = static_cast<size_t>(p.taps);
                       const int64_t* idx = m.idx.data() + static_cast<size_t>(j) * taps;
                       if constexpr (std::is_floating_point_v<T>) {
@@ -384,21 +434,19 @@ Status resample(const OpContext& ctx, const ResizePlan& p, const ir::Tensor& x, 
                           const double* w = m.w.data() + static_cast<size_t>(j) * taps;
                           for (int64_t i = 0; i < inner; ++i) dst[i] = T(0);
                           for (size_t t = 0; t < taps; ++t) {
-                            const T* src = buf.data() + (o * inLen + idx[t]) * inner;
+                            const T* src = from + (o * inLen + idx[t]) * inner;
                             auto wt = static_cast<T>(w[t]);
                             for (int64_t i = 0; i < inner; ++i) dst[i] += wt * src[i];
                           }
                           continue;
                         }
                       }
-                      std::memcpy(dst, buf.data() + (o * inLen + idx[0]) * inner,
-                                  static_cast<size_t>(inner) * sizeof(T));
+                      std::memcpy(dst, from + (o * inLen + idx[0]) * inner, static_cast<size_t>(inner) * sizeof(T));
                     }
                   });
-      buf.swap(next);
+      from = to;
       cur[a] = outLen;
     }
-    std::memcpy(y.mutableData(), buf.data(), buf.size() * sizeof(T));
     return Status::ok();
   };
   if (x.type() == ElemType::Float) return resample(float{});

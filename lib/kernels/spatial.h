@@ -45,6 +45,13 @@ public:
   // taps[t], t over (c, kd, kh, kw) in order (a Conv weight's layout): tap t's inputs for outputs
   // ow = 0 .. out[2]-1 of output row (od, oh).
   void rowTaps(int64_t od, int64_t oh, const float** taps) const;
+  // Capacities (floats, taps) and reserving them, for scratch kept per thread (kernels/thread_scratch.h).
+  size_t dataCapacity() const { return data_.capacity(); }
+  size_t tapCapacity() const { return tapOffsets_.capacity(); }
+  void reserve(size_t floats, size_t taps) {
+    data_.reserve(floats);
+    tapOffsets_.reserve(taps);
+  }
 
 private:
   void planTaps();

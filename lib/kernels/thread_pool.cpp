@@ -6,6 +6,7 @@
 // atomics; the mutex and condition variable are only for workers that went to sleep.
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
+#include "kernels/thread_scratch.h"
 
 #include <algorithm>
 #include <atomic>
@@ -58,6 +59,12 @@ struct ThreadPool::Impl {
   std::atomic<int> busy{0};       // workers that joined (or are about to back out of) the job
   std::atomic<bool> stopping{false};
 
+  // Scratch reservation (kernels/thread_scratch.h): the caller raises `reserveWanted` to the scratch epoch it saw,
+  // and each worker reserves its scratch and counts itself in `reserved`.
+  std::atomic<uint64_t> reserveWanted{0};
+  std::atomic<int> reserved{0};
+  uint64_t reservedEpoch = 0;  // the epoch every thread has reserved for (the caller's, under `submit`)
+
   // Sleeping workers: `sleepers` is raised under `mutex` before a worker waits, so a caller that publishes a job
   // and then reads 0 knows every worker will see the job before it sleeps.
   std::mutex mutex;
@@ -77,22 +84,49 @@ struct ThreadPool::Impl {
     }
   }
 
-  bool jobFor(uint64_t seen) const { return open.load() && generation.load() != seen; }
+  // Work for a worker that has seen job `seen` and reserved scratch for epoch `reservedFor`.
+  bool workFor(uint64_t seen, uint64_t reservedFor) const {
+    return (open.load() && generation.load() != seen) || reserveWanted.load() != reservedFor;
+  }
 
-  // Waits for a job newer than `seen` (spinning first, then asleep); false when the pool stops.
-  bool waitForJob(uint64_t seen) {
+  // Waits for work (spinning first, then asleep); false when the pool stops.
+  bool waitForWork(uint64_t seen, uint64_t reservedFor) {
     const int64_t until = nowNanos() + kSpinNanos;
     for (int spins = 0;; ++spins) {
       if (stopping.load(std::memory_order_relaxed)) return false;
-      if (jobFor(seen)) return true;
+      if (workFor(seen, reservedFor)) return true;
       if ((spins & 255) == 255 && nowNanos() > until) break;
       cpuRelax();
     }
     std::unique_lock<std::mutex> lock(mutex);
     sleepers.fetch_add(1);
-    wake.wait(lock, [&] { return stopping.load() || jobFor(seen); });
+    wake.wait(lock, [&] { return stopping.load() || workFor(seen, reservedFor); });
     sleepers.fetch_sub(1);
     return !stopping.load();
+  }
+
+  void wakeSleepers() {
+    if (sleepers.load() > 0) {
+      { std::lock_guard<std::mutex> lock(mutex); }
+      wake.notify_all();
+    }
+  }
+
+  // Called by the caller after a job: when a thread's scratch grew during it, every thread reserves up to the new
+  // marks before the loop returns, so that no later run grows scratch on whichever thread meets the size first.
+  void reserveScratchEverywhere() {
+    const uint64_t epoch = threadScratchEpoch();
+    if (epoch == reservedEpoch) return;
+    reserveThreadScratch();
+    reserved.store(0);
+    reserveWanted.store(epoch);
+    wakeSleepers();
+    const int workerCount = static_cast<int>(workers.size());
+    for (int spins = 0; reserved.load() != workerCount; ++spins) {
+      if (spins < 4096) cpuRelax();
+      else std::this_thread::yield();
+    }
+    reservedEpoch = epoch;
   }
 
   void workerLoop() {
@@ -103,13 +137,22 @@ struct ThreadPool::Impl {
       ++startedWorkers;
     }
     started.notify_all();
-    uint64_t seen = 0;
-    while (waitForJob(seen)) {
+    uint64_t seen = 0, reservedFor = 0;
+    while (waitForWork(seen, reservedFor)) {
+      if (const uint64_t wanted = reserveWanted.load(); wanted != reservedFor) {
+        reserveThreadScratch();
+        reservedFor = wanted;
+        reserved.fetch_add(1);
+        continue;
+      }
       seen = generation.load();
       busy.fetch_add(1);
       // The caller may have closed this job since: then back out without touching it. (If it has opened another
       // already, helping with that one is as good.)
-      if (open.load()) drain(*body);
+      if (open.load()) {
+        drain(*body);
+        noteThreadScratch();
+      }
       busy.fetch_sub(1);
     }
   }
@@ -156,13 +199,11 @@ void ThreadPool::parallelFor(size_t count, size_t minChunk, const std::function<
   s.nextChunk.store(0, std::memory_order_relaxed);
   s.open.store(true);
   s.generation.fetch_add(1);
-  if (s.sleepers.load() > 0) {
-    { std::lock_guard<std::mutex> lock(s.mutex); }
-    s.wake.notify_all();
-  }
+  s.wakeSleepers();
   tInsideParallelFor = true;
   s.drain(body);
   tInsideParallelFor = false;
+  noteThreadScratch();
   // Late workers back out once the job is closed; those inside finish the chunks they claimed.
   s.open.store(false);
   for (int spins = 0; s.busy.load() != 0; ++spins) {
@@ -170,6 +211,7 @@ void ThreadPool::parallelFor(size_t count, size_t minChunk, const std::function<
     else std::this_thread::yield();
   }
   s.body = nullptr;
+  s.reserveScratchEverywhere();
 }
 
 }  // namespace ctxkit::kernels

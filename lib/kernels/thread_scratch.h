@@ -1,0 +1,37 @@
+// Per-thread scratch of the kernels whose loops run on pool threads, grown together so that a steady-state run
+// allocates nothing (issue 10).
+//
+// Which pool thread runs which chunk varies from run to run, so a buffer grown only on the thread that needed it
+// could grow on another thread in any later run. Instead, after a pool loop, each thread that took part publishes
+// its buffers' capacities as process-wide marks (noteThreadScratch), and when a mark rose the pool has every one of
+// its threads reserve up to the marks (reserveThreadScratch) before the loop returns. After a program's first run,
+// no thread meets a size it has not reserved.
+#pragma once
+
+#include "kernels/spatial.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace ctxkit::kernels {
+
+struct ThreadScratch {
+  detail::PaddedPlane convPlane, poolPlane;  // direct and depthwise Conv; float pooling
+  std::vector<const float*> convTaps, poolTaps;
+  std::vector<float> convColumns;  // im2col of one job when jobs are split across threads
+  std::vector<float> poolOnes, poolDivisors;
+};
+
+// This thread's scratch.
+ThreadScratch& threadScratch();
+
+// Raises the marks to this thread's capacities; true when one rose.
+bool noteThreadScratch();
+
+// A count that changes whenever a mark rises.
+uint64_t threadScratchEpoch();
+
+// Reserves this thread's buffers up to the marks.
+void reserveThreadScratch();
+
+}  // namespace ctxkit::kernels
