@@ -28,6 +28,19 @@ public:
   int threads() const { return threads_; }
   void parallelFor(size_t count, size_t minChunk, const std::function<void(size_t, size_t)>& body);
 
+  // Marks a run in progress (null pool: nothing): while one is, idle workers keep polling for the next loop
+  // instead of going to sleep between ops.
+  class RunScope {
+  public:
+    explicit RunScope(ThreadPool* pool);
+    ~RunScope();
+    RunScope(const RunScope&) = delete;
+    RunScope& operator=(const RunScope&) = delete;
+
+  private:
+    ThreadPool* pool_;
+  };
+
 private:
   struct Impl;
   int threads_;

@@ -1,9 +1,10 @@
 // A fixed pool of worker threads that split a loop's range into chunks; the calling thread works too.
 //
 // Waking a sleeping thread costs tens of microseconds on a VM, more than many ops take, so between jobs a worker
-// spins for a while (about kSpinNanos) before it sleeps on the condition variable: the ops of one run follow each
-// other closely, and a spinning worker joins the next op's loop at once. The job itself is published through
-// atomics; the mutex and condition variable are only for workers that went to sleep.
+// spins: for as long as a run is in progress (ThreadPool::RunScope, as ONNX Runtime's workers spin during Run),
+// and for about kSpinNanos after, before it sleeps on the condition variable. A spinning worker joins the next
+// op's loop at once. The job itself is published through atomics; the mutex and condition variable are only for
+// workers that went to sleep.
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
 #include "kernels/thread_scratch.h"
@@ -58,6 +59,7 @@ struct ThreadPool::Impl {
   std::atomic<bool> open{false};  // workers may still join the job
   std::atomic<int> busy{0};       // workers that joined (or are about to back out of) the job
   std::atomic<bool> stopping{false};
+  std::atomic<int> activeRuns{0};  // RunScopes alive: workers keep spinning
 
   // Scratch reservation (kernels/thread_scratch.h): the caller raises `reserveWanted` to the scratch epoch it saw,
   // and each worker reserves its scratch and counts itself in `reserved`.
@@ -91,11 +93,17 @@ struct ThreadPool::Impl {
 
   // Waits for work (spinning first, then asleep); false when the pool stops.
   bool waitForWork(uint64_t seen, uint64_t reservedFor) {
-    const int64_t until = nowNanos() + kSpinNanos;
+    int64_t until = nowNanos() + kSpinNanos;
     for (int spins = 0;; ++spins) {
       if (stopping.load(std::memory_order_relaxed)) return false;
       if (workFor(seen, reservedFor)) return true;
-      if ((spins & 255) == 255 && nowNanos() > until) break;
+      if ((spins & 255) == 255) {
+        const int64_t now = nowNanos();
+        if (activeRuns.load(std::memory_order_relaxed) > 0) until = now + kSpinNanos;
+        else if (now > until) break;
+        // Between the ops of a long run, give a busy machine's other threads a turn now and then.
+        if ((spins & 0xffff) == 0xffff) std::this_thread::yield();
+      }
       cpuRelax();
     }
     std::unique_lock<std::mutex> lock(mutex);
@@ -174,6 +182,14 @@ ThreadPool::~ThreadPool() {
   impl_->wake.notify_all();
   for (auto& t : impl_->workers) t.join();
   delete impl_;
+}
+
+ThreadPool::RunScope::RunScope(ThreadPool* pool) : pool_(pool && pool->threads() > 1 ? pool : nullptr) {
+  if (pool_) pool_->impl_->activeRuns.fetch_add(1, std::memory_order_relaxed);
+}
+
+ThreadPool::RunScope::~RunScope() {
+  if (pool_) pool_->impl_->activeRuns.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void ThreadPool::parallelFor(size_t count, size_t minChunk, const std::function<void(size_t, size_t)>& body) {

@@ -216,6 +216,7 @@ Status CompiledProgram::runInto(std::span<const ir::Tensor* const> inputs, std::
     ++framesMade_;
   }
   FrameLease lease(*this, std::move(frame));
+  kernels::ThreadPool::RunScope running(pool);  // workers stay awake between the ops
   std::vector<ir::Tensor>& bound = (*lease).bound;
   for (size_t i = 0; i < inputs.size(); ++i) bound[program_.inputs[i]] = *inputs[i];
   for (size_t i = 0; i < outputs.size(); ++i) {

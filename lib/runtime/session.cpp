@@ -356,6 +356,7 @@ struct Session::Impl {
       return it->second->run(ins, pool.get());
     };
     GraphRunOptions runOptions{&runCompiled, &lastUse, &keep};
+    kernels::ThreadPool::RunScope running(pool.get());  // workers stay awake between the run's ops
     Interpreter interpreter(pool.get(), &preparedCache);
     CTX_RETURN_IF_ERROR(interpreter.runGraph(model.graph, scope, runOptions).addContext(displayName));
     std::vector<ir::Tensor> out;
