@@ -1,6 +1,7 @@
 // QLinearConv and QLinearMatMul with per-channel weight scales and zero points, groups and padding, against the
 // ONNX definition written out here (exact integer sums, then the float requantization with halves to even).
 #include "kernel_test_util.h"
+#include "kernels/qgemm.h"
 
 #include <cmath>
 
@@ -97,4 +98,71 @@ TEST_CASE("MatMulInteger with per-row and per-column zero points, and QLinearMat
       int32_t want = static_cast<int32_t>(std::clamp(std::nearbyint(static_cast<float>(acc) * scale) - 3.0f, -128.0f, 127.0f));
       REQUIRE(static_cast<int32_t>(q.dataAs<int8_t>()[i * N + j]) == want);
     }
+}
+
+TEST_CASE("The 8-bit GEMM kernels agree with the exact sums and the requantization, tails and corrections included") {
+  using namespace ctxkit::kernels::detail;
+  uint32_t seed = 12345;
+  auto next = [&] {
+    seed = seed * 1664525u + 1013904223u;
+    return seed >> 8;
+  };
+  for (size_t m : {1, 3, 8, 13})
+    for (size_t n : {1, 15, 17, 40})
+      for (size_t k : {1, 6, 27}) {
+        const size_t quads = roundUp(k, kQuad) / kQuad, nPad = roundUp(n, 32);
+        std::vector<uint8_t> rows(m * quads * kQuad, 0), src(k * n), panels(quads * nPad * kQuad);
+        for (size_t i = 0; i < m; ++i)
+          for (size_t t = 0; t < k; ++t) rows[i * quads * kQuad + t] = static_cast<uint8_t>(next());
+        for (uint8_t& b : src) b = static_cast<uint8_t>(next());
+        std::vector<int32_t> colSums(nPad);
+        packQuads(src.data(), n, k, n, nPad, 0x80, panels.data(), colSums.data());
+        std::vector<int32_t> rowAdd(m), colAdd(n), rowMul(m), colMul(n);
+        std::vector<float> scale(m);
+        for (size_t i = 0; i < m; ++i) {
+          rowAdd[i] = static_cast<int32_t>(next() % 2001) - 1000;
+          rowMul[i] = static_cast<int32_t>(next() % 7) - 3;
+          scale[i] = 0.001f * static_cast<float>(1 + next() % 50);
+        }
+        for (size_t j = 0; j < n; ++j) colAdd[j] = static_cast<int32_t>(next() % 301) - 150;
+        for (size_t j = 0; j < n; ++j) colMul[j] = colSums[j];
+        for (bool rowsSigned : {true, false})
+          for (bool requantize : {true, false}) {
+            QGemm g;
+            g.rows = rows.data();
+            g.rowStride = quads * kQuad;
+            g.rowsSigned = rowsSigned;
+            g.panels = panels.data();
+            g.panelStride = nPad * kQuad;
+            g.m = m, g.n = n, g.quads = quads;
+            g.rowAdd = rowAdd.data(), g.colAdd = colAdd.data(), g.rowMul = rowMul.data(), g.colMul = colMul.data();
+            if (requantize) g.rowScale = scale.data(), g.zero = 7, g.lo = -128, g.hi = 127;
+            g.ldOut = n + 3;
+            std::vector<int32_t> want(m * g.ldOut, -1);
+            for (size_t i = 0; i < m; ++i)
+              for (size_t j = 0; j < n; ++j) {
+                int64_t sum = rowAdd[i] + colAdd[j] + int64_t{rowMul[i]} * colSums[j];
+                for (size_t t = 0; t < k; ++t) {
+                  const uint8_t r = rows[i * g.rowStride + t], p = static_cast<uint8_t>(src[t * n + j] ^ 0x80);
+                  sum += rowsSigned ? int64_t{static_cast<int8_t>(r)} * p : int64_t{r} * static_cast<int8_t>(p);
+                }
+                want[i * g.ldOut + j] =
+                    requantize ? static_cast<int32_t>(std::clamp(
+                                     std::nearbyint(static_cast<float>(sum) * scale[i]) + 7.0f, -128.0f, 127.0f))
+                               : static_cast<int32_t>(sum);
+              }
+            for (const char* kernel : {"avx512vnni", "avx2", "scalar"}) {
+              std::vector<int32_t> got32(m * g.ldOut, -1);
+              std::vector<int8_t> got8(m * g.ldOut, -1);
+              g.out = requantize ? static_cast<void*>(got8.data()) : static_cast<void*>(got32.data());
+              if (!qgemmWithKernel(kernel, g)) continue;
+              INFO(kernel << " m " << m << " n " << n << " k " << k << " signed rows " << rowsSigned);
+              for (size_t i = 0; i < m; ++i)
+                for (size_t j = 0; j < g.ldOut; ++j) {
+                  const int32_t got = requantize ? got8[i * g.ldOut + j] : got32[i * g.ldOut + j];
+                  REQUIRE(got == (j < n ? want[i * g.ldOut + j] : -1));
+                }
+            }
+          }
+      }
 }
