@@ -40,7 +40,8 @@ inline void storeOne(const QGemm& g, int32_t sum, size_t i, size_t j) {
   }
   float f = static_cast<float>(sum) * (g.rowScale ? g.rowScale[i] : g.colScale[j]);
   f = std::min(std::max(f, static_cast<float>(g.lo - g.zero)), static_cast<float>(g.hi - g.zero));
-  static_cast<uint8_t*>(g.out)[i * g.ldOut + j] = static_cast<uint8_t>(static_cast<int32_t>(std::nearbyint(f)) + g.zero);
+  static_cast<uint8_t*>(g.out)[i * g.ldOut + j] =
+      static_cast<uint8_t>(static_cast<int32_t>(std::nearbyint(f)) + g.zero);
 }
 
 void columnsScalar(const QGemm& g, size_t j0, size_t j1) {
@@ -106,17 +107,16 @@ template <int MR, int NV, bool RowsSigned> void TileVnni::run(const QGemm& g, si
       if (g.rowAdd) s = _mm512_add_epi32(s, _mm512_set1_epi32(g.rowAdd[i]));
       if (g.colAdd) s = _mm512_add_epi32(s, _mm512_maskz_loadu_epi32(mask, g.colAdd + j));
       if (g.rowMul)
-        s = _mm512_add_epi32(s, _mm512_mullo_epi32(_mm512_set1_epi32(g.rowMul[i]),
-                                                   _mm512_maskz_loadu_epi32(mask, g.colMul + j)));
+        s = _mm512_add_epi32(
+            s, _mm512_mullo_epi32(_mm512_set1_epi32(g.rowMul[i]), _mm512_maskz_loadu_epi32(mask, g.colMul + j)));
       if (g.rowMul2)
-        s = _mm512_add_epi32(s, _mm512_mullo_epi32(_mm512_set1_epi32(g.rowMul2[i]),
-                                                   _mm512_maskz_loadu_epi32(mask, g.colMul2 + j)));
+        s = _mm512_add_epi32(
+            s, _mm512_mullo_epi32(_mm512_set1_epi32(g.rowMul2[i]), _mm512_maskz_loadu_epi32(mask, g.colMul2 + j)));
       if (!requantizes(g)) {
         _mm512_mask_storeu_epi32(static_cast<int32_t*>(g.out) + i * g.ldOut + j, mask, s);
         continue;
       }
-      const __m512 scale =
-          g.rowScale ? _mm512_set1_ps(g.rowScale[i]) : _mm512_maskz_loadu_ps(mask, g.colScale + j);
+      const __m512 scale = g.rowScale ? _mm512_set1_ps(g.rowScale[i]) : _mm512_maskz_loadu_ps(mask, g.colScale + j);
       __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(s), scale);
       f = _mm512_min_ps(_mm512_max_ps(f, _mm512_set1_ps(static_cast<float>(g.lo - g.zero))),
                         _mm512_set1_ps(static_cast<float>(g.hi - g.zero)));
@@ -158,16 +158,15 @@ template <int MR, int NV, bool RowsSigned> void TileAvx2::run(const QGemm& g, si
   for (size_t q = 0; q < g.quads; ++q) {
     SplitBytes p[NV];
     for (int v = 0; v < NV; ++v) {
-      const __m256i raw =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + q * g.panelStride + v * 32));
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + q * g.panelStride + v * 32));
       p[v] = RowsSigned ? splitUnsigned(raw) : splitSigned(raw);
     }
     for (int r = 0; r < MR; ++r) {
       const __m256i raw = _mm256_set1_epi32(load32(rows + r * g.rowStride + q * kQuad));
       const SplitBytes a = RowsSigned ? splitSigned(raw) : splitUnsigned(raw);
       for (int v = 0; v < NV; ++v)
-        acc[r][v] = _mm256_add_epi32(acc[r][v], _mm256_add_epi32(_mm256_madd_epi16(p[v].even, a.even),
-                                                                 _mm256_madd_epi16(p[v].odd, a.odd)));
+        acc[r][v] = _mm256_add_epi32(
+            acc[r][v], _mm256_add_epi32(_mm256_madd_epi16(p[v].even, a.even), _mm256_madd_epi16(p[v].odd, a.odd)));
     }
   }
   alignas(32) int32_t sums[8];
@@ -237,47 +236,99 @@ size_t qgemmColumnAlign() { return pickQKernel().strip; }
 
 const char* qgemmKernelName() { return pickQKernel().name; }
 
-void packQuads(const uint8_t* src, size_t ld, size_t k, size_t n, size_t nPad, uint8_t flip, uint8_t* out,
-               int32_t* colSums) {
-  const size_t ldOut = nPad * kQuad;
-  static const uint8_t zeros[1] = {0};
-  for (size_t q = 0; q * kQuad < k; ++q) {
-    const uint8_t* r[kQuad];
-    uint8_t f[kQuad];  // padded rows stay zero
-    for (size_t t = 0; t < kQuad; ++t) {
-      const size_t row = q * kQuad + t;
-      r[t] = row < k ? src + row * ld : zeros;
-      f[t] = row < k ? flip : 0;
-    }
-    uint8_t* o = out + q * ldOut;
-    size_t c = 0;
+namespace {
+
 #ifdef CTX_QGEMM_X86
-    // 16 columns at a time: interleave four rows of bytes into 4-byte groups (SSE2, every x86-64 CPU has it).
-    for (; c + 16 <= n; c += 16) {
-      auto row = [&](size_t t) {
-        if (r[t] == zeros) return _mm_setzero_si128();
-        return _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[t] + c)),
-                             _mm_set1_epi8(static_cast<char>(f[t])));
-      };
-      const __m128i r0 = row(0), r1 = row(1), r2 = row(2), r3 = row(3);
-      const __m128i t0 = _mm_unpacklo_epi8(r0, r1), t1 = _mm_unpackhi_epi8(r0, r1);
-      const __m128i t2 = _mm_unpacklo_epi8(r2, r3), t3 = _mm_unpackhi_epi8(r2, r3);
-      __m128i* d = reinterpret_cast<__m128i*>(o + c * kQuad);
-      _mm_storeu_si128(d, _mm_unpacklo_epi16(t0, t2));
-      _mm_storeu_si128(d + 1, _mm_unpackhi_epi16(t0, t2));
-      _mm_storeu_si128(d + 2, _mm_unpacklo_epi16(t1, t3));
-      _mm_storeu_si128(d + 3, _mm_unpackhi_epi16(t1, t3));
-    }
-#endif
-    for (; c < n; ++c)
-      for (size_t t = 0; t < kQuad; ++t) o[c * kQuad + t] = r[t] == zeros ? 0 : static_cast<uint8_t>(r[t][c] ^ f[t]);
-    std::memset(o + n * kQuad, 0, (nPad - n) * kQuad);
+// 16 bytes of a row at columns c, c + stride, ... (stride 1 or 2: up to 32 bytes read), xor flip; zero without a row.
+inline __m128i load16(const uint8_t* row, size_t c, size_t stride, __m128i flip) {
+  if (!row) return _mm_setzero_si128();
+  const auto* p = reinterpret_cast<const __m128i*>(row + c * stride);
+  __m128i v = _mm_loadu_si128(p);
+  if (stride == 2) {
+    const __m128i even = _mm_set1_epi16(0x00FF);
+    v = _mm_packus_epi16(_mm_and_si128(v, even), _mm_and_si128(_mm_loadu_si128(p + 1), even));
   }
+  return _mm_xor_si128(v, flip);
+}
+
+// Four rows of 16 bytes interleaved into 16 groups of 4 (SSE2, every x86-64 CPU has it).
+inline void interleave4(__m128i r0, __m128i r1, __m128i r2, __m128i r3, uint8_t* out) {
+  const __m128i t0 = _mm_unpacklo_epi8(r0, r1), t1 = _mm_unpackhi_epi8(r0, r1);
+  const __m128i t2 = _mm_unpacklo_epi8(r2, r3), t3 = _mm_unpackhi_epi8(r2, r3);
+  auto* d = reinterpret_cast<__m128i*>(out);
+  _mm_storeu_si128(d, _mm_unpacklo_epi16(t0, t2));
+  _mm_storeu_si128(d + 1, _mm_unpackhi_epi16(t0, t2));
+  _mm_storeu_si128(d + 2, _mm_unpacklo_epi16(t1, t3));
+  _mm_storeu_si128(d + 3, _mm_unpackhi_epi16(t1, t3));
+}
+#endif
+
+// Packs `count` columns (`stride` bytes apart) of four rows (null: a zero row, not flipped) into 4-byte groups at
+// `out`. `overread`: the rows may be read up to 32 bytes past their last column (a padded plane's slack).
+void packColumns(const uint8_t* const rows[kQuad], uint8_t flip, size_t count, size_t stride, bool overread,
+                 uint8_t* out) {
+  size_t c = 0;
+#ifdef CTX_QGEMM_X86
+  if (stride <= 2 && (stride == 1 || overread)) {
+    const __m128i f = _mm_set1_epi8(static_cast<char>(flip));
+    auto chunk = [&](uint8_t* d) {
+      interleave4(load16(rows[0], c, stride, f), load16(rows[1], c, stride, f), load16(rows[2], c, stride, f),
+                  load16(rows[3], c, stride, f), d);
+    };
+    for (; c + 16 <= count; c += 16) chunk(out + c * kQuad);
+    if (overread && c < count) {
+      uint8_t last[16 * kQuad];
+      chunk(last);
+      std::memcpy(out + c * kQuad, last, (count - c) * kQuad);
+      c = count;
+    }
+  }
+#endif
+  for (; c < count; ++c)
+    for (size_t t = 0; t < kQuad; ++t)
+      out[c * kQuad + t] = rows[t] ? static_cast<uint8_t>(rows[t][c * stride] ^ flip) : uint8_t{0};
+}
+
+// Zero padding columns [n, nPad) of every quad, and the column sums when asked for.
+void finishPanels(size_t k, size_t n, size_t nPad, uint8_t* out, int32_t* colSums) {
+  const size_t ldOut = nPad * kQuad;
+  for (size_t q = 0; q * kQuad < k; ++q) std::memset(out + q * ldOut + n * kQuad, 0, (nPad - n) * kQuad);
   if (!colSums) return;
   std::fill(colSums, colSums + nPad, 0);
   for (size_t q = 0; q * kQuad < k; ++q)
     for (size_t c = 0; c < n; ++c)
       for (size_t t = 0; t < kQuad; ++t) colSums[c] += out[q * ldOut + c * kQuad + t];
+}
+
+}  // namespace
+
+void packQuads(const uint8_t* src, size_t ld, size_t k, size_t n, size_t nPad, uint8_t flip, uint8_t* out,
+               int32_t* colSums) {
+  for (size_t q = 0; q * kQuad < k; ++q) {
+    const uint8_t* rows[kQuad];
+    for (size_t t = 0; t < kQuad; ++t) rows[t] = q * kQuad + t < k ? src + (q * kQuad + t) * ld : nullptr;
+    packColumns(rows, flip, n, 1, false, out + q * nPad * kQuad);
+  }
+  finishPanels(k, n, nPad, out, colSums);
+}
+
+void packWindowQuads(const PaddedWindow& w, size_t k, size_t nPad, uint8_t flip, uint8_t* out, int32_t* colSums) {
+  const size_t taps = w.kernelH * w.kernelW;
+  for (size_t q = 0; q * kQuad < k; ++q) {
+    const uint8_t* base[kQuad];
+    for (size_t t = 0; t < kQuad; ++t) {
+      const size_t row = q * kQuad + t, tap = row % taps;
+      base[t] = row < k ? w.planes + row / taps * w.planeStride + tap / w.kernelW * w.dilationH * w.rowStride +
+                              tap % w.kernelW * w.dilationW
+                        : nullptr;
+    }
+    for (size_t oh = 0; oh < w.outH; ++oh) {
+      const uint8_t* rows[kQuad];
+      for (size_t t = 0; t < kQuad; ++t) rows[t] = base[t] ? base[t] + oh * w.strideH * w.rowStride : nullptr;
+      packColumns(rows, flip, w.outW, w.strideW, true, out + q * nPad * kQuad + oh * w.outW * kQuad);
+    }
+  }
+  finishPanels(k, w.outH * w.outW, nPad, out, colSums);
 }
 
 void qgemm(const QGemm& g, ThreadPool* pool) {

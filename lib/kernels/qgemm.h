@@ -23,6 +23,18 @@ inline size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
 void packQuads(const uint8_t* src, size_t ld, size_t k, size_t n, size_t nPad, uint8_t flip, uint8_t* out,
                int32_t* colSums);
 
+// One group of 2-D input planes with their padding already in place (32 bytes of slack after the last), seen as
+// its unfolded (im2col) matrix: row (c, i, j) at output position (oh, ow) reads
+// planes[c * planeStride + (oh * strideH + i * dilationH) * rowStride + ow * strideW + j * dilationW].
+struct PaddedWindow {
+  const uint8_t* planes = nullptr;
+  size_t planeStride = 0, rowStride = 0;
+  size_t kernelH = 1, kernelW = 1, strideH = 1, strideW = 1, dilationH = 1, dilationW = 1, outH = 0, outW = 0;
+};
+
+// packQuads of that matrix's k rows and outH x outW columns, read straight from the planes.
+void packWindowQuads(const PaddedWindow& w, size_t k, size_t nPad, uint8_t flip, uint8_t* out, int32_t* colSums);
+
 // The column count packed panels are padded to (a multiple of the kernel's vector width).
 size_t qgemmColumnAlign();
 

@@ -10,6 +10,7 @@
 #include "kernels/spatial.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace ctxkit::kernels::detail {
 
@@ -319,6 +320,7 @@ struct QConvPlan : QPlanBase {
   IntConv shape;
   int64_t cg = 0, mg = 0, rows = 0, inSize = 0, outSize = 0;
   bool direct = false;            // a 1 x 1 window with stride 1 and no padding reads the input as it is
+  bool planar = false;            // else 1-D or 2-D: unfolded straight from padded planes (else through im2col)
   uint8_t xFlip = 0, xFill = 0;   // the input's byte flip, and its zero point as a byte (padding)
   std::vector<uint8_t> w;         // output channels x rowStride bytes
   std::vector<int32_t> rowAdd;    // bias - x_zero x weight sum + K x x_zero x w_zero, per output channel
@@ -339,6 +341,7 @@ Status planConv(const OpContext& ctx, std::span<const int64_t> xShape, ElemType 
   p.outSize = w.out[0] * w.out[1] * w.out[2];
   p.direct = p.rows == p.cg;
   for (int d = 0; d < 3; ++d) p.direct = p.direct && w.stride[d] == 1 && w.padBegin[d] == 0 && w.in[d] == w.out[d];
+  p.planar = !p.direct && w.in[0] == 1 && w.kernel[0] == 1 && w.out[0] == 1 && w.padBegin[0] == 0 && w.padEnd[0] == 0;
   const auto M = static_cast<size_t>(p.shape.outChannels), K = static_cast<size_t>(p.rows);
   CTX_RETURN_IF_ERROR(planShared(ctx, v, K, static_cast<size_t>(p.outSize), 1, M, p));
   p.xFlip = flipFor(xType, false);
@@ -363,12 +366,33 @@ Status planConv(const OpContext& ctx, std::span<const int64_t> xShape, ElemType 
   return Status::ok();
 }
 
+// One group's input planes (cg of them) copied into `buffer` with the window's padding filled with the input's zero
+// point, plus the slack packWindowQuads may read.
+PaddedWindow padPlanes(const uint8_t* x, const QConvPlan& p, std::vector<uint8_t>& buffer) {
+  const Window3& w = p.shape.w;
+  const auto h = static_cast<size_t>(w.in[1]), wd = static_cast<size_t>(w.in[2]);
+  const auto top = static_cast<size_t>(w.padBegin[1]), left = static_cast<size_t>(w.padBegin[2]);
+  PaddedWindow pw;
+  pw.rowStride = wd + left + static_cast<size_t>(w.padEnd[2]);
+  pw.planeStride = (h + top + static_cast<size_t>(w.padEnd[1])) * pw.rowStride;
+  buffer.assign(static_cast<size_t>(p.cg) * pw.planeStride + 32, p.xFill);
+  for (size_t c = 0; c < static_cast<size_t>(p.cg); ++c)
+    for (size_t r = 0; r < h; ++r)
+      std::memcpy(buffer.data() + c * pw.planeStride + (top + r) * pw.rowStride + left, x + (c * h + r) * wd, wd);
+  pw.planes = buffer.data();
+  pw.kernelH = static_cast<size_t>(w.kernel[1]), pw.kernelW = static_cast<size_t>(w.kernel[2]);
+  pw.strideH = static_cast<size_t>(w.stride[1]), pw.strideW = static_cast<size_t>(w.stride[2]);
+  pw.dilationH = static_cast<size_t>(w.dilation[1]), pw.dilationW = static_cast<size_t>(w.dilation[2]);
+  pw.outH = static_cast<size_t>(w.out[1]), pw.outW = static_cast<size_t>(w.out[2]);
+  return pw;
+}
+
 Status runConvPlan(const OpContext& ctx, const QConvPlan& p, const ir::Tensor& x, ir::Tensor& y) {
   // Per-thread scratch that grows once: a steady-state run allocates nothing.
-  thread_local std::vector<uint8_t> col, panels;
+  thread_local std::vector<uint8_t> col, panels, planes;
   thread_local std::vector<int32_t> colSums;
   const auto K = static_cast<size_t>(p.rows), N = static_cast<size_t>(p.outSize);
-  if (!p.direct) col.resize(K * N);
+  if (!p.direct && !p.planar) col.resize(K * N);
   panels.resize(p.quads * p.nPad * kQuad);
   colSums.resize(p.nPad);
   const int64_t M = p.shape.outChannels;
@@ -376,10 +400,15 @@ Status runConvPlan(const OpContext& ctx, const QConvPlan& p, const ir::Tensor& x
     for (int64_t g = 0; g < p.shape.group; ++g) {
       const uint8_t* xg = x.dataAs<uint8_t>() + (n * p.shape.channels + g * p.cg) * p.inSize;
       // Taps in the padding read the input's zero point, so that after subtracting it they add nothing.
-      if (!p.direct) im2col(xg, p.shape.w, col.data(), 0, p.rows, 0, p.outSize, p.xFill);
-      const bool sums = !p.negWZero.empty();
-      packQuads(p.direct ? xg : col.data(), p.direct ? static_cast<size_t>(p.inSize) : N, K, N, p.nPad, p.xFlip,
-                panels.data(), sums ? colSums.data() : nullptr);
+      int32_t* sums = p.negWZero.empty() ? nullptr : colSums.data();
+      if (p.direct) {
+        packQuads(xg, static_cast<size_t>(p.inSize), K, N, p.nPad, p.xFlip, panels.data(), sums);
+      } else if (p.planar) {
+        packWindowQuads(padPlanes(xg, p, planes), K, p.nPad, p.xFlip, panels.data(), sums);
+      } else {
+        im2col(xg, p.shape.w, col.data(), 0, p.rows, 0, p.outSize, p.xFill);
+        packQuads(col.data(), N, K, N, p.nPad, p.xFlip, panels.data(), sums);
+      }
       QGemm q;
       q.rows = p.w.data() + static_cast<size_t>(g * p.mg) * p.rowStride;
       q.rowStride = p.rowStride;
@@ -390,7 +419,7 @@ Status runConvPlan(const OpContext& ctx, const QConvPlan& p, const ir::Tensor& x
       q.n = N;
       q.quads = p.quads;
       q.rowAdd = p.rowAdd.data() + g * p.mg;
-      if (sums) q.rowMul = p.negWZero.data() + g * p.mg, q.colMul = colSums.data();
+      if (sums) q.rowMul = p.negWZero.data() + g * p.mg, q.colMul = sums;
       q.ldOut = N;
       const auto offset = static_cast<size_t>((n * M + g * p.mg) * p.outSize);
       if (p.linear) {
