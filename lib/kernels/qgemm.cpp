@@ -251,15 +251,24 @@ inline __m128i load16(const uint8_t* row, size_t c, size_t stride, __m128i flip)
   return _mm_xor_si128(v, flip);
 }
 
-// Four rows of 16 bytes interleaved into 16 groups of 4 (SSE2, every x86-64 CPU has it).
-inline void interleave4(__m128i r0, __m128i r1, __m128i r2, __m128i r3, uint8_t* out) {
+// Four rows of 16 bytes interleaved into 16 groups of 4 (SSE2, every x86-64 CPU has it); the first `count` groups
+// are stored.
+inline void interleave4(__m128i r0, __m128i r1, __m128i r2, __m128i r3, size_t count, uint8_t* out) {
   const __m128i t0 = _mm_unpacklo_epi8(r0, r1), t1 = _mm_unpackhi_epi8(r0, r1);
   const __m128i t2 = _mm_unpacklo_epi8(r2, r3), t3 = _mm_unpackhi_epi8(r2, r3);
-  auto* d = reinterpret_cast<__m128i*>(out);
-  _mm_storeu_si128(d, _mm_unpacklo_epi16(t0, t2));
-  _mm_storeu_si128(d + 1, _mm_unpackhi_epi16(t0, t2));
-  _mm_storeu_si128(d + 2, _mm_unpacklo_epi16(t1, t3));
-  _mm_storeu_si128(d + 3, _mm_unpackhi_epi16(t1, t3));
+  const __m128i groups[4] = {_mm_unpacklo_epi16(t0, t2), _mm_unpackhi_epi16(t0, t2), _mm_unpacklo_epi16(t1, t3),
+                             _mm_unpackhi_epi16(t1, t3)};
+  for (size_t i = 0; i < 4 && i * 4 < count; ++i) {
+    uint8_t* d = out + i * 16;
+    const size_t n = std::min<size_t>(4, count - i * 4);
+    if (n == 4) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d), groups[i]);
+      continue;
+    }
+    alignas(16) uint8_t part[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(part), groups[i]);
+    std::memcpy(d, part, n * kQuad);
+  }
 }
 #endif
 
@@ -271,15 +280,13 @@ void packColumns(const uint8_t* const rows[kQuad], uint8_t flip, size_t count, s
 #ifdef CTX_QGEMM_X86
   if (stride <= 2 && (stride == 1 || overread)) {
     const __m128i f = _mm_set1_epi8(static_cast<char>(flip));
-    auto chunk = [&](uint8_t* d) {
+    auto chunk = [&](size_t n) {
       interleave4(load16(rows[0], c, stride, f), load16(rows[1], c, stride, f), load16(rows[2], c, stride, f),
-                  load16(rows[3], c, stride, f), d);
+                  load16(rows[3], c, stride, f), n, out + c * kQuad);
     };
-    for (; c + 16 <= count; c += 16) chunk(out + c * kQuad);
+    for (; c + 16 <= count; c += 16) chunk(16);
     if (overread && c < count) {
-      uint8_t last[16 * kQuad];
-      chunk(last);
-      std::memcpy(out + c * kQuad, last, (count - c) * kQuad);
+      chunk(count - c);
       c = count;
     }
   }

@@ -68,17 +68,15 @@ ElemType quantizedType(const OpContext& ctx, InDescs inputs) {
 // 1.5 x 2^23 rounds a float of magnitude below 2^22 to an integer in the current rounding mode, as nearbyint does),
 // after clamping to the integral bounds [lo - zero, hi - zero] (the same result as clamping after). Dequantizing
 // rounds (x - zero) x scale to float32 once, as the conversion from the exact double product does.
-CTX_SIMD_CLONES void quantizeFloatTo8Bit(const float* x, size_t n, float scale, float zero, float lo, float hi,
-                                         bool isSigned, void* y) {
+template <typename T>
+CTX_SIMD_CLONES void quantizeFloatTo8Bit(const float* x, size_t n, float scale, float zero, float lo, float hi, T* y) {
   constexpr float kRound = 12582912.0f;  // 1.5 x 2^23
   const float below = lo - zero, above = hi - zero;
   for (size_t i = 0; i < n; ++i) {
     float v = x[i] / scale;
     v = v >= below ? v : below;  // NaN goes to the bottom of the range
     v = v <= above ? v : above;
-    const auto q = static_cast<int32_t>((v + kRound) - kRound + zero);
-    if (isSigned) static_cast<int8_t*>(y)[i] = static_cast<int8_t>(q);
-    else static_cast<uint8_t*>(y)[i] = static_cast<uint8_t>(q);
+    y[i] = static_cast<T>(static_cast<int32_t>((v + kRound) - kRound + zero));
   }
 }
 
@@ -105,9 +103,10 @@ bool runQuantize8Bit(const OpContext& ctx, RunIns inputs, ir::Tensor& y) {
   };
   if (ctx.kind == ir::OpKind::QuantizeLinear) {
     if (x.type() != ElemType::Float || !is8Bit(y.type()) || (zp && zp->type() != y.type())) return false;
-    const bool isSigned = y.type() == ElemType::Int8;
-    quantizeFloatTo8Bit(x.dataAs<float>(), n, s, static_cast<float>(zero(y.type())), isSigned ? -128.0f : 0.0f,
-                        isSigned ? 127.0f : 255.0f, isSigned, y.mutableData());
+    const auto z = static_cast<float>(zero(y.type()));
+    if (y.type() == ElemType::Int8)
+      quantizeFloatTo8Bit(x.dataAs<float>(), n, s, z, -128.0f, 127.0f, y.mutableDataAs<int8_t>());
+    else quantizeFloatTo8Bit(x.dataAs<float>(), n, s, z, 0.0f, 255.0f, y.mutableDataAs<uint8_t>());
     return true;
   }
   if (!is8Bit(x.type()) || y.type() != ElemType::Float || (zp && zp->type() != x.type())) return false;
