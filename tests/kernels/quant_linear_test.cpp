@@ -223,3 +223,20 @@ TEST_CASE("QLinearConv follows the definition: per-channel weight scales and zer
           }
   }
 }
+
+TEST_CASE("QLinearConv large enough to split across threads gives the bytes of the serial run") {
+  const int64_t C = 32, M = 48, H = 30, W = 30;
+  std::vector<uint8_t> xv(static_cast<size_t>(C * H * W));
+  std::vector<int8_t> wv(static_cast<size_t>(M * C * 9));
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<uint8_t>((i * 193 + 7) % 256);
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = static_cast<int8_t>(static_cast<int>((i * 61) % 255) - 127);
+  auto x = bytes(ElemType::Uint8, {1, C, H, W}, xv), w = bytes(ElemType::Int8, {M, C, 3, 3}, wv);
+  auto xs = floats({}, {0.02f}), ws = floats({}, {0.003f}), ys = floats({}, {0.4f});
+  auto xz = bytes(ElemType::Uint8, {}, std::vector<uint8_t>{128}), yz = bytes(ElemType::Uint8, {}, std::vector<uint8_t>{9});
+  auto wz = bytes(ElemType::Int8, {}, std::vector<int8_t>{0});
+  Op op(OpKind::QLinearConv, 10);
+  op.ints("pads", {1, 1, 1, 1});
+  kernels::ThreadPool pool(2);
+  const std::vector<const ir::Tensor*> inputs{&x, &xs, &xz, &w, &ws, &wz, &ys, &yz};
+  REQUIRE(values<uint8_t>(op.run1(inputs, &pool)) == values<uint8_t>(op.run1(inputs)));
+}
