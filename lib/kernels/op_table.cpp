@@ -68,8 +68,8 @@ const OpEntry* detail::findEntry(OpKind kind) {
   static const OpEntry reverseSequence{inferReverseSequence, runReverseSequence, kFixedSizeTypes, false};
   static const OpEntry det{inferDet, runDet, kFloats, true};
   static constexpr TypeSet k8Bit = typeBit(ElemType::Int8) | typeBit(ElemType::Uint8);
-  static const OpEntry integerMatMul{inferIntegerMatMul, runIntegerMatMul, k8Bit, false};
-  static const OpEntry integerConv{inferIntegerConv, runIntegerConv, k8Bit, false};
+  static const OpEntry integerMatMul{inferIntegerMatMul, runIntegerMatMul, k8Bit, false, planIntegerMatMul};
+  static const OpEntry integerConv{inferIntegerConv, runIntegerConv, k8Bit, false, planIntegerConv};
   static constexpr TypeSet kSizeTypes = typeBit(ElemType::Int32) | typeBit(ElemType::Int64);
   static const OpEntry window{inferWindow, runWindow, kSizeTypes, false};
   static const OpEntry melWeightMatrix{inferMelWeightMatrix, runMelWeightMatrix, kSizeTypes, false};

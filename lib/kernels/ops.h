@@ -140,8 +140,10 @@ Status runDet(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 // quant_linear.cpp: MatMulInteger and QLinearMatMul; ConvInteger and QLinearConv.
 InferResult inferIntegerMatMul(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runIntegerMatMul(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+Expected<std::shared_ptr<const void>> planIntegerMatMul(const OpContext& ctx, InDescs inputs);
 InferResult inferIntegerConv(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runIntegerConv(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+Expected<std::shared_ptr<const void>> planIntegerConv(const OpContext& ctx, InDescs inputs);
 
 // resize.cpp: Upsample (Resize of opset 10).
 InferResult inferUpsample(const OpContext& ctx, InDescs inputs, size_t outputCount);

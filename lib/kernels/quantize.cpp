@@ -4,6 +4,7 @@
 // halves to even and saturates to the integer range.
 #include "kernels/convert.h"
 #include "kernels/ops.h"
+#include "kernels/simd.h"
 
 #include <cmath>
 
@@ -62,6 +63,59 @@ ElemType quantizedType(const OpContext& ctx, InDescs inputs) {
   return t == ElemType::Undefined ? ElemType::Uint8 : t;
 }
 
+// float32 <-> 8-bit with one scale and zero point, the QDQ form around every compiled int8 op: in float32 without
+// the double round trip, vectorised. Quantizing divides in float32 and rounds halves to even (adding and taking
+// 1.5 x 2^23 rounds a float of magnitude below 2^22 to an integer in the current rounding mode, as nearbyint does),
+// after clamping to the integral bounds [lo - zero, hi - zero] (the same result as clamping after). Dequantizing
+// rounds (x - zero) x scale to float32 once, as the conversion from the exact double product does.
+template <typename T>
+CTX_SIMD_CLONES void quantizeFloatTo8Bit(const float* x, size_t n, float scale, float zero, float lo, float hi, T* y) {
+  constexpr float kRound = 12582912.0f;  // 1.5 x 2^23
+  const float below = lo - zero, above = hi - zero;
+  for (size_t i = 0; i < n; ++i) {
+    float v = x[i] / scale;
+    v = v >= below ? v : below;  // NaN goes to the bottom of the range
+    v = v <= above ? v : above;
+    y[i] = static_cast<T>(static_cast<int32_t>((v + kRound) - kRound + zero));
+  }
+}
+
+template <typename T>
+CTX_SIMD_CLONES void dequantize8BitToFloat(const T* x, size_t n, float scale, int32_t zero, float* y) {
+  for (size_t i = 0; i < n; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - zero) * scale;
+}
+
+bool is8Bit(ElemType t) { return t == ElemType::Int8 || t == ElemType::Uint8; }
+
+// Runs the per-tensor float32 <-> 8-bit cases; false for any other.
+bool runQuantize8Bit(const OpContext& ctx, RunIns inputs, ir::Tensor& y) {
+  const ir::Tensor& x = *inputs[0];
+  const ir::Tensor& scale = *inputs[1];
+  const ir::Tensor* zp = inputs.size() > 2 ? inputs[2] : nullptr;
+  if (scale.type() != ElemType::Float || scale.elementCount() != 1 || (zp && zp->elementCount() != 1) ||
+      attrsOf<ops::QuantizeAttrs>(ctx).blockSize != 0)
+    return false;
+  const auto n = static_cast<size_t>(x.elementCount());
+  const float s = scale.dataAs<float>()[0];
+  auto zero = [&](ElemType t) -> int32_t {
+    if (!zp) return 0;
+    return t == ElemType::Int8 ? zp->dataAs<int8_t>()[0] : zp->dataAs<uint8_t>()[0];
+  };
+  if (ctx.kind == ir::OpKind::QuantizeLinear) {
+    if (x.type() != ElemType::Float || !is8Bit(y.type()) || (zp && zp->type() != y.type())) return false;
+    const auto z = static_cast<float>(zero(y.type()));
+    if (y.type() == ElemType::Int8)
+      quantizeFloatTo8Bit(x.dataAs<float>(), n, s, z, -128.0f, 127.0f, y.mutableDataAs<int8_t>());
+    else quantizeFloatTo8Bit(x.dataAs<float>(), n, s, z, 0.0f, 255.0f, y.mutableDataAs<uint8_t>());
+    return true;
+  }
+  if (!is8Bit(x.type()) || y.type() != ElemType::Float || (zp && zp->type() != x.type())) return false;
+  if (x.type() == ElemType::Int8)
+    dequantize8BitToFloat(x.dataAs<int8_t>(), n, s, zero(x.type()), y.mutableDataAs<float>());
+  else dequantize8BitToFloat(x.dataAs<uint8_t>(), n, s, zero(x.type()), y.mutableDataAs<float>());
+  return true;
+}
+
 }  // namespace
 
 InferResult inferQuantize(const OpContext& ctx, InDescs inputs, size_t outputCount) {
@@ -93,6 +147,7 @@ InferResult inferQuantize(const OpContext& ctx, InDescs inputs, size_t outputCou
 Status runQuantize(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& x = *inputs[0];
   ir::Tensor& y = *outputs[0];
+  if (runQuantize8Bit(ctx, inputs, y)) return Status::ok();
   const size_t n = static_cast<size_t>(x.elementCount());
   // Scratch that grows to the largest tensor once per thread, instead of five allocations per run.
   thread_local std::vector<size_t> pi;
