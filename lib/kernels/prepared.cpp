@@ -33,6 +33,7 @@ public:
     OpContext ctx = context(nullptr);
     CTX_ASSIGN_OR_RETURN(outputs_, inferOutputs(ctx, inputs, outputCount));
     // A packed weight is bound as its stored 1-D tensor: runs check that shape.
+    inputs_.reserve(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       const ValueDesc& in = inputs[i];
       bool packed = i < layouts.size() && !layouts[i].plain() && in.value;
@@ -42,10 +43,10 @@ public:
     // A plan that needs an input known only at run time (not a constant here) is worked out per run instead.
     if (entry_->plan)
       if (auto plan = entry_->plan(ctx, inputs)) plan_ = std::move(plan).value();
-    widened_.resize(inputs.size());
     for (const ValueDesc& in : inputs) viaFloat_ = viaFloat_ || (in.present && isHalf(in.type));
     viaFloat_ = viaFloat_ && entry_->halfViaFloat;
     if (!viaFloat_) return Status::ok();
+    widened_.resize(inputs.size());
     // Constant half inputs (weights) are widened here, once, instead of on every run.
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!inputs[i].present || !inputs[i].value || !isHalf(inputs[i].type)) continue;
@@ -101,7 +102,8 @@ private:
                        std::span<const ops::WeightLayout> layouts) {
     auto layoutOf = [&](size_t i) { return i < layouts.size() ? layouts[i] : ops::WeightLayout{}; };
     const bool gemmLike = kind_ == ir::OpKind::MatMul || kind_ == ir::OpKind::Gemm;
-    const bool transB = kind_ == ir::OpKind::Gemm && std::get<ops::GemmAttrs>(typed_).transB;
+    const bool conv = kind_ == ir::OpKind::Conv;
+    const bool transB = conv || (kind_ == ir::OpKind::Gemm && std::get<ops::GemmAttrs>(typed_).transB);
     if (!layouts.empty() && layouts.size() != inputs.size())
       return nodeError(ctx, ErrorCode::Internal, "{} layouts for {} inputs", layouts.size(), inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -109,35 +111,44 @@ private:
       const ops::WeightLayout layout = layoutOf(i);
       if (layout.plain()) continue;
       const auto wanted = transB ? ops::WeightLayoutKind::GemmPanelsTransposed : ops::WeightLayoutKind::GemmPanels;
-      if (!gemmLike || i != 1 || layout.kind != wanted || !in.value || in.type != ElemType::Float ||
-          inputs[0].type != ElemType::Float)
+      const bool rankOk =
+          conv ? in.shape.size() >= 3 && std::get<ops::ConvAttrs>(typed_).group == 1 : in.shape.size() == 2;
+      if (!(gemmLike || conv) || i != 1 || layout.kind != wanted || !in.value || in.type != ElemType::Float ||
+          inputs[0].type != ElemType::Float || !rankOk)
         return nodeError(ctx, ErrorCode::InvalidGraph, "input {} is stored in layout {}, which this op does not read",
                          i, ops::layoutName(layout));
     }
-    if (kind_ == ir::OpKind::Conv) return prepareConvPanels(inputs);
+    if (conv) return prepareConvPanels(ctx, inputs, layoutOf(1));
     if (!gemmLike || inputs.size() < 2 || !inputs[1].present || !inputs[1].value || inputs[1].shape.size() != 2 ||
         inputs[0].type != ElemType::Float || inputs[1].type != ElemType::Float)
       return Status::ok();
     const ValueDesc& b = inputs[1];
-    const ops::WeightLayout bLayout = layoutOf(1);
     const auto k = static_cast<size_t>(transB ? b.shape[1] : b.shape[0]);
     const auto n = static_cast<size_t>(transB ? b.shape[0] : b.shape[1]);
     if (k == 0 || n == 0) return Status::ok();
-    if (!bLayout.plain()) {
-      const size_t width = bLayout.width, depth = bLayout.depth;
+    return usePanels(ctx, b, layoutOf(1), transB, k, n);
+  }
+
+  // B (input 1, op(B) K x N) in panels: the stored ones read in place, or a plain B packed here once (into memory
+  // that packing overwrites whole, so never cleared first).
+  Status usePanels(const OpContext& ctx, const ValueDesc& b, const ops::WeightLayout& layout, bool transB, size_t k,
+                   size_t n) {
+    if (!layout.plain()) {
+      const size_t width = layout.width, depth = layout.depth;
       if (!isPanelWidth(width) || depth == 0 || b.value->byteSize() != panelElements(k, n, width) * sizeof(float))
         return nodeError(ctx, ErrorCode::InvalidGraph, "input 1 in layout {} has {} bytes, which does not fit {}",
-                         ops::layoutName(bLayout), b.value->byteSize(), describeSlot(true, b.type, b.shape));
-      panels_ = PanelsB{b.value->dataAs<float>(), k, n, width, depth};
+                         ops::layoutName(layout), b.value->byteSize(), describeSlot(true, b.type, b.shape));
+      panels_ = PanelsB{b.value->dataAs<float>(), k, n, width, depth, {}};
       if (width != sgemmNaturalPanelWidth())
         suboptimal_ = fmt::format("node '{}' reads weights packed in {}-wide panels; this CPU's GEMM kernel is {} wide",
                                   name_, width, sgemmNaturalPanelWidth());
       return Status::ok();
     }
-    const size_t width = sgemmNaturalPanelWidth(), depth = kPanelDepth;
-    owned_.resize(panelElements(k, n, width));
-    packPanels(transB, b.value->dataAs<float>(), static_cast<size_t>(b.shape[1]), k, n, width, depth, owned_.data());
-    panels_ = PanelsB{owned_.data(), k, n, width, depth};
+    // B's rows are its last dimension (the product of all but the first, for a Conv weight) apart.
+    const size_t width = sgemmNaturalPanelWidth(), ldb = transB ? k : n;
+    owned_ = std::make_unique_for_overwrite<float[]>(panelElements(k, n, width));
+    packPanels(transB, b.value->dataAs<float>(), ldb, k, n, width, kPanelDepth, owned_.get());
+    panels_ = PanelsB{owned_.get(), k, n, width, kPanelDepth, {}};
     return Status::ok();
   }
 
@@ -148,32 +159,37 @@ private:
   std::string name_;
   ops::OpAttrs typed_;
   std::vector<InputSlot> inputs_;
-  std::vector<std::optional<ir::Tensor>> widened_;  // float32 copies of constant float16/bfloat16 inputs
+  std::vector<std::optional<ir::Tensor>> widened_;  // float32 copies of constant float16/bfloat16 inputs (viaFloat_)
   bool viaFloat_ = false;
-  // A Conv with few output positions (a 1-D audio front end, a 1x1 feature map) multiplies the unfolded input by
-  // the constant weight as B: the weight's transpose (K = C x kernel taps, N = output channels) packed here once.
-  Status prepareConvPanels(std::span<const ValueDesc> inputs) {
+  // A Conv with few output positions (kSmallConvOutputs) multiplies the unfolded input by the constant weight as B:
+  // the weight's transpose (K = C x kernel taps, N = output channels) in panels, stored so by the compiler (then
+  // used whatever the output size: the bytes are only readable so) or packed here once.
+  Status prepareConvPanels(const OpContext& ctx, std::span<const ValueDesc> inputs, const ops::WeightLayout& layout) {
     if (inputs.size() < 2 || !inputs[1].value || inputs[0].type != ElemType::Float ||
         inputs[1].type != ElemType::Float || std::get<ops::ConvAttrs>(typed_).group != 1 || outputs_.empty() ||
-        outputs_[0].shape.size() < 3)
+        outputs_[0].shape.size() < 3 || inputs[1].shape.size() < 3)
       return Status::ok();
     const ir::Shape& out = outputs_[0].shape;
-    if (dimProduct(out, 2, out.size()) > kSmallConvOutputs) return Status::ok();
-    const ir::Tensor& w = *inputs[1].value;
-    const auto m = static_cast<size_t>(w.shape()[0]);
-    const auto k = static_cast<size_t>(w.elementCount()) / std::max<size_t>(m, 1);
-    if (m == 0 || k == 0) return Status::ok();
-    const size_t width = sgemmNaturalPanelWidth();
-    owned_.resize(panelElements(k, m, width));
-    packPanels(true, w.dataAs<float>(), k, k, m, width, kPanelDepth, owned_.data());
-    panels_ = PanelsB{owned_.data(), k, m, width, kPanelDepth};
+    if (layout.plain() && dimProduct(out, 2, out.size()) > kSmallConvOutputs) return Status::ok();
+    const ValueDesc& w = inputs[1];
+    const auto m = static_cast<size_t>(w.shape[0]);
+    const auto k = static_cast<size_t>(dimProduct(w.shape, 1, w.shape.size()));
+    if (m == 0 || k == 0) {
+      if (!layout.plain())
+        return nodeError(ctx, ErrorCode::InvalidGraph, "an empty weight {} is stored in layout {}",
+                         describeSlot(true, w.type, w.shape), ops::layoutName(layout));
+      return Status::ok();
+    }
+    CTX_RETURN_IF_ERROR(usePanels(ctx, w, layout, true, k, m));
+    weightShape_ = w.shape;  // the packed weight is bound as its stored 1-D tensor: the kernel plans with this
+    panels_.weightShape = weightShape_;
     return Status::ok();
   }
-  static constexpr int64_t kSmallConvOutputs = 16;
 
   PanelsB panels_;                    // B of MatMul/Gemm in panels (data null when not used)
   std::shared_ptr<const void> plan_;  // the entry's plan for these inputs (OpContext::plan), or null
-  std::vector<float> owned_;          // B packed at prepare, when it was not stored packed
+  std::unique_ptr<float[]> owned_;    // B packed at prepare, when it was not stored packed
+  ir::Shape weightShape_;             // a Conv weight's logical shape (PanelsB::weightShape)
 };
 
 }  // namespace
