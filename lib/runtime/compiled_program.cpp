@@ -121,29 +121,35 @@ CompiledProgram::create(program::Program prog, std::shared_ptr<const format::Con
       }
     }
   }
-  // Each op is prepared once; the kernels must agree with every recorded shape before anything runs.
+  // Each op is prepared once; the kernels must agree with every recorded shape before anything runs. The
+  // descriptions are reused from op to op (their shapes keep their capacity).
+  cp->prepared_.reserve(prog.ops.size());
+  std::vector<kernels::ValueDesc> descs;
+  std::vector<ops::WeightLayout> layouts;
   for (size_t i = 0; i < prog.ops.size(); ++i) {
     const program::Op& op = prog.ops[i];
-    std::vector<kernels::ValueDesc> descs;
-    std::vector<ops::WeightLayout> layouts;
-    for (int32_t in : op.inputs) {
-      kernels::ValueDesc v;
-      layouts.emplace_back();
+    if (descs.size() < op.inputs.size()) descs.resize(op.inputs.size());
+    layouts.assign(op.inputs.size(), ops::WeightLayout{});
+    for (size_t k = 0; k < op.inputs.size(); ++k) {
+      kernels::ValueDesc& v = descs[k];
+      const int32_t in = op.inputs[k];
+      v.present = in >= 0;
+      v.value = nullptr;
       if (in < 0) {
-        v.present = false;
-      } else {
-        const auto& d = prog.tensors[in];
-        v.type = d.type;
-        v.shape = d.shape;
-        if (d.kind == TensorKind::Weight) {
-          v.value = &cp->weights_[in];
-          layouts.back() = d.layout;
-        }
+        v.type = ir::ElemType::Undefined;
+        v.shape.clear();
+        continue;
       }
-      descs.push_back(std::move(v));
+      const auto& d = prog.tensors[in];
+      v.type = d.type;
+      v.shape.assign(d.shape.begin(), d.shape.end());
+      if (d.kind == TensorKind::Weight) {
+        v.value = &cp->weights_[in];
+        layouts[k] = d.layout;
+      }
     }
     kernels::OpContext ctx{op.kind, op.opset, op.attrs, op.name, nullptr, &op.typed};
-    auto prepared = kernels::prepare(ctx, descs, op.outputs.size(), layouts);
+    auto prepared = kernels::prepare(ctx, std::span(descs).first(op.inputs.size()), op.outputs.size(), layouts);
     if (!prepared) return fail(prepared.takeError().addContext(fmt::format("op {}", i)));
     if (!(*prepared)->suboptimal().empty() && cp->suboptimal_.empty()) cp->suboptimal_ = (*prepared)->suboptimal();
     const auto& outs = (*prepared)->outputs();
