@@ -1,5 +1,6 @@
 // Prepared ops: attributes decoded, output types and shapes fixed and constant float16 inputs widened once, so
 // that a run only checks shapes (a comparison) and computes.
+#include "kernels/prepared.h"
 #include "kernels/convert.h"
 #include "kernels/gemm.h"
 #include "kernels/op_entry.h"
@@ -25,13 +26,23 @@ std::string describeSlot(bool present, ElemType type, std::span<const int64_t> s
 // Any op of the table, with its entry looked up and its attributes decoded once.
 class TablePreparedOp final : public PreparedOp {
 public:
+  // Keeps copies of the context's attributes and name (and `typed`, decoded).
   TablePreparedOp(const OpEntry* entry, const OpContext& ctx, ops::OpAttrs typed)
-      : entry_(entry), kind_(ctx.kind), opset_(ctx.opset), attrs_(ctx.attrs), name_(ctx.nodeName),
-        typed_(std::move(typed)) {}
+      : entry_(entry), kind_(ctx.kind), opset_(ctx.opset), ownAttrs_(ctx.attrs), ownName_(ctx.nodeName),
+        ownTyped_(std::move(typed)), attrs_(&ownAttrs_), name_(ownName_), typed_(&ownTyped_) {}
+  // Borrows them: ctx.attrs, *ctx.typed and the name's characters outlive the op.
+  TablePreparedOp(const OpEntry* entry, const OpContext& ctx)
+      : entry_(entry), kind_(ctx.kind), opset_(ctx.opset), attrs_(&ctx.attrs), name_(ctx.nodeName), typed_(ctx.typed) {}
 
-  Status init(std::span<const ValueDesc> inputs, size_t outputCount, std::span<const ops::WeightLayout> layouts) {
+  // `known`: outputs already inferred for these inputs (prepareProgramOp), or null to infer them here.
+  Status init(std::span<const ValueDesc> inputs, size_t outputCount, std::span<const ops::WeightLayout> layouts,
+              const std::span<const OutputDesc>* known) {
     OpContext ctx = context(nullptr);
-    CTX_ASSIGN_OR_RETURN(outputs_, inferOutputs(ctx, inputs, outputCount));
+    if (known) {
+      outputs_.assign(known->begin(), known->end());
+    } else {
+      CTX_ASSIGN_OR_RETURN(outputs_, inferOutputs(ctx, inputs, outputCount));
+    }
     // A packed weight is bound as its stored 1-D tensor: runs check that shape.
     inputs_.reserve(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -92,7 +103,7 @@ public:
 
 private:
   OpContext context(ThreadPool* pool) const {
-    return OpContext{kind_, opset_, attrs_, name_, pool, &typed_, panels_.data ? &panels_ : nullptr, plan_.get()};
+    return OpContext{kind_, opset_, *attrs_, name_, pool, typed_, panels_.data ? &panels_ : nullptr, plan_.get()};
   }
 
   // MatMul and Gemm with a constant float32 B run on B in GEMM panels: read in place when stored so (a weight
@@ -103,7 +114,7 @@ private:
     auto layoutOf = [&](size_t i) { return i < layouts.size() ? layouts[i] : ops::WeightLayout{}; };
     const bool gemmLike = kind_ == ir::OpKind::MatMul || kind_ == ir::OpKind::Gemm;
     const bool conv = kind_ == ir::OpKind::Conv;
-    const bool transB = conv || (kind_ == ir::OpKind::Gemm && std::get<ops::GemmAttrs>(typed_).transB);
+    const bool transB = conv || (kind_ == ir::OpKind::Gemm && std::get<ops::GemmAttrs>(*typed_).transB);
     if (!layouts.empty() && layouts.size() != inputs.size())
       return nodeError(ctx, ErrorCode::Internal, "{} layouts for {} inputs", layouts.size(), inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -112,7 +123,7 @@ private:
       if (layout.plain()) continue;
       const auto wanted = transB ? ops::WeightLayoutKind::GemmPanelsTransposed : ops::WeightLayoutKind::GemmPanels;
       const bool rankOk =
-          conv ? in.shape.size() >= 3 && std::get<ops::ConvAttrs>(typed_).group == 1 : in.shape.size() == 2;
+          conv ? in.shape.size() >= 3 && std::get<ops::ConvAttrs>(*typed_).group == 1 : in.shape.size() == 2;
       if (!(gemmLike || conv) || i != 1 || layout.kind != wanted || !in.value || in.type != ElemType::Float ||
           inputs[0].type != ElemType::Float || !rankOk)
         return nodeError(ctx, ErrorCode::InvalidGraph, "input {} is stored in layout {}, which this op does not read",
@@ -155,9 +166,12 @@ private:
   const OpEntry* entry_;
   ir::OpKind kind_;
   int64_t opset_;
-  ir::Attributes attrs_;  // for families whose kernels still read ONNX attributes (ops::OnnxAttrs)
-  std::string name_;
-  ops::OpAttrs typed_;
+  ir::Attributes ownAttrs_;  // copies, unless borrowed (then empty)
+  std::string ownName_;
+  ops::OpAttrs ownTyped_;
+  const ir::Attributes* attrs_;  // for families whose kernels still read ONNX attributes (ops::OnnxAttrs)
+  std::string_view name_;
+  const ops::OpAttrs* typed_;
   std::vector<InputSlot> inputs_;
   std::vector<std::optional<ir::Tensor>> widened_;  // float32 copies of constant float16/bfloat16 inputs (viaFloat_)
   bool viaFloat_ = false;
@@ -166,7 +180,7 @@ private:
   // used whatever the output size: the bytes are only readable so) or packed here once.
   Status prepareConvPanels(const OpContext& ctx, std::span<const ValueDesc> inputs, const ops::WeightLayout& layout) {
     if (inputs.size() < 2 || !inputs[1].value || inputs[0].type != ElemType::Float ||
-        inputs[1].type != ElemType::Float || std::get<ops::ConvAttrs>(typed_).group != 1 || outputs_.empty() ||
+        inputs[1].type != ElemType::Float || std::get<ops::ConvAttrs>(*typed_).group != 1 || outputs_.empty() ||
         outputs_[0].shape.size() < 3 || inputs[1].shape.size() < 3)
       return Status::ok();
     const ir::Shape& out = outputs_[0].shape;
@@ -202,7 +216,20 @@ Expected<std::unique_ptr<PreparedOp>> prepare(const OpContext& ctx, std::span<co
   auto typed = ctx.typed ? Expected<ops::OpAttrs>(*ctx.typed) : ops::decodeAttrs(ctx.kind, ctx.opset, ctx.attrs);
   if (!typed) return nodeError(ctx, typed.error().code(), "{}", typed.error().message());
   auto op = std::make_unique<TablePreparedOp>(entry, ctx, std::move(typed.value()));
-  CTX_RETURN_IF_ERROR(op->init(inputs, outputCount, layouts));
+  CTX_RETURN_IF_ERROR(op->init(inputs, outputCount, layouts, nullptr));
+  return std::unique_ptr<PreparedOp>(std::move(op));
+}
+
+Expected<std::unique_ptr<PreparedOp>> prepareProgramOp(const OpContext& ctx, std::span<const ValueDesc> inputs,
+                                                       size_t outputCount, std::span<const ops::WeightLayout> layouts,
+                                                       const std::span<const OutputDesc>* inferred) {
+  const OpEntry* entry = findEntry(ctx.kind);
+  if (!entry) return noKernel(ctx);
+  if (!ctx.typed) return nodeError(ctx, ErrorCode::Internal, "a program op without typed attributes");
+  if (inferred && inferred->size() != outputCount)
+    return nodeError(ctx, ErrorCode::Internal, "{} outputs known for {}", inferred->size(), outputCount);
+  auto op = std::make_unique<TablePreparedOp>(entry, ctx);
+  CTX_RETURN_IF_ERROR(op->init(inputs, outputCount, layouts, inferred));
   return std::unique_ptr<PreparedOp>(std::move(op));
 }
 
