@@ -2,6 +2,7 @@
 #include "codegen/lower.h"
 
 #include "codegen/memory_plan.h"
+#include "kernels/gemm.h"
 #include "kernels/kernels.h"
 #include "ops/typed_attrs.h"
 
@@ -699,17 +700,32 @@ private:
   }
 
   // The layout a constant read as input `k` of `op` would be stored in: the target's GEMM panels for a 2-D
-  // float32 B of MatMul or Gemm (transposed panels for Gemm with transB), nothing for any other use.
+  // float32 B of MatMul or Gemm (transposed panels for Gemm with transB), transposed panels for the weight of a
+  // Conv the kernels run as a GEMM on it (group 1, at most kernels::kSmallConvOutputs output positions), nothing for
+  // any other use.
   std::optional<ops::WeightLayout> gemmLayoutFor(const LOp& op, size_t k) const {
-    if (k != 1 || (op.kind != ir::OpKind::MatMul && op.kind != ir::OpKind::Gemm)) return std::nullopt;
+    const bool conv = op.kind == ir::OpKind::Conv;
+    if (k != 1 || (op.kind != ir::OpKind::MatMul && op.kind != ir::OpKind::Gemm && !conv)) return std::nullopt;
     const ir::Tensor* b = constantOf(op.inputs[1]);
-    if (!b || b->type() != ir::ElemType::Float || b->rank() != 2) return std::nullopt;
+    if (!b || b->type() != ir::ElemType::Float || (conv ? b->rank() < 3 : b->rank() != 2)) return std::nullopt;
     auto typed = ops::decodeAttrs(op.kind, op.opset, op.attrs);
     if (!typed) return std::nullopt;  // emit-program reports it
-    bool transB = op.kind == ir::OpKind::Gemm && std::get<ops::GemmAttrs>(*typed).transB;
+    if (conv && !convOnPanels(op, *b, std::get<ops::ConvAttrs>(*typed))) return std::nullopt;
+    bool transB = conv || (op.kind == ir::OpKind::Gemm && std::get<ops::GemmAttrs>(*typed).transB);
     ops::WeightLayout layout = options_.gemmLayout;
     if (transB) layout.kind = ops::WeightLayoutKind::GemmPanelsTransposed;
     return layout;
+  }
+
+  // Whether prepared ops run this Conv (of a float32 weight) as a GEMM on its weight in panels
+  // (kernels/prepared.cpp): group 1, a non-empty weight and few output positions.
+  bool convOnPanels(const LOp& op, const ir::Tensor& w, const ops::ConvAttrs& attrs) const {
+    if (attrs.group != 1 || w.elementCount() == 0 || op.inputs[0].empty() || op.outputs.empty()) return false;
+    auto out = shapeOf(op.outputs[0]);  // (the data is float32 as the weight is: Conv takes one type)
+    if (!out || out->size() < 3) return false;
+    int64_t positions = 1;
+    for (size_t d = 2; d < out->size(); ++d) positions *= (*out)[d];
+    return positions <= kernels::kSmallConvOutputs;
   }
 
   // Constant B operands of MatMul and Gemm are stored in the target's GEMM panel layout, packed once at compile

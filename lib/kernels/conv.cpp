@@ -110,7 +110,10 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& wt = *inputs[1];
   const ir::Tensor* bias = inputs.size() > 2 ? inputs[2] : nullptr;
   ir::Tensor& y = *outputs[0];
-  CTX_ASSIGN_OR_RETURN(ConvPlan p, planConv(ctx, x.shape(), wt.shape(), bias ? &bias->shape() : nullptr));
+  // A weight stored in panels is bound as its stored 1-D tensor: plan with its logical shape.
+  const std::span<const int64_t> wShape =
+      ctx.panelsB && !ctx.panelsB->weightShape.empty() ? ctx.panelsB->weightShape : wt.shape();
+  CTX_ASSIGN_OR_RETURN(ConvPlan p, planConv(ctx, x.shape(), wShape, bias ? &bias->shape() : nullptr));
   const ops::Epilogue& act = attrsOf<ops::ConvAttrs>(ctx).epilogue;
   const Window3 w = toWindow3(p.window);
   const int64_t cg = p.channels / p.group;     // input channels per group

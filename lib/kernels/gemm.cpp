@@ -386,20 +386,24 @@ void packPanels(bool transB, const float* B, size_t ldb, size_t k, size_t n, siz
 
 namespace {
 
-// op(B) of a weight packWeight accepts: K, N and whether it is stored transposed.
+// op(B) of a weight packWeight accepts: K, N, B's row stride and whether it is stored transposed.
 struct PackShape {
-  size_t k, n;
+  size_t k, n, ldb;
   bool transposed;
 };
 
 Expected<PackShape> packShape(const ops::WeightLayout& layout, const ir::Tensor& weight) {
   const bool transposed = layout.kind == ops::WeightLayoutKind::GemmPanelsTransposed;
+  // Transposed panels also hold a weight of higher rank (a Conv's) as [shape[0], the product of the rest].
   if ((layout.kind != ops::WeightLayoutKind::GemmPanels && !transposed) || !isPanelWidth(layout.width) ||
-      layout.depth == 0 || weight.type() != ir::ElemType::Float || weight.rank() != 2)
+      layout.depth == 0 || weight.type() != ir::ElemType::Float || weight.rank() < 2 ||
+      (!transposed && weight.rank() != 2))
     return makeError(ErrorCode::InvalidArgument, "a {} {} weight cannot be packed in layout {}",
                      ir::elemTypeName(weight.type()), ir::shapeToString(weight.shape()), ops::layoutName(layout));
-  const auto rows = static_cast<size_t>(weight.shape()[0]), cols = static_cast<size_t>(weight.shape()[1]);
-  return PackShape{transposed ? cols : rows, transposed ? rows : cols, transposed};
+  const auto rows = static_cast<size_t>(weight.shape()[0]);
+  size_t cols = 1;
+  for (size_t d = 1; d < weight.shape().size(); ++d) cols *= static_cast<size_t>(weight.shape()[d]);
+  return PackShape{transposed ? cols : rows, transposed ? rows : cols, cols, transposed};
 }
 
 // packB's bytes for B not transposed, in another order: row by row, each row's stretch read once front to back and
@@ -428,20 +432,20 @@ Expected<ir::Tensor> packWeight(const ops::WeightLayout& layout, const ir::Tenso
   const size_t elements = panelElements(s.k, s.n, layout.width);
   CTX_ASSIGN_OR_RETURN(ir::Tensor packed, ir::Tensor::allocate(ir::ElemType::Float, {static_cast<int64_t>(elements)}));
   if (elements > 0)
-    packPanels(s.transposed, weight.dataAs<float>(), static_cast<size_t>(weight.shape()[1]), s.k, s.n, layout.width,
-               layout.depth, packed.mutableDataAs<float>());
+    packPanels(s.transposed, weight.dataAs<float>(), s.ldb, s.k, s.n, layout.width, layout.depth,
+               packed.mutableDataAs<float>());
   return packed;
 }
 
 Expected<PackedWeightStream> PackedWeightStream::open(const ops::WeightLayout& layout, const ir::Tensor& weight,
                                                       size_t chunkBytes) {
   CTX_ASSIGN_OR_RETURN(PackShape s, packShape(layout, weight));
-  return PackedWeightStream(weight, s.transposed, s.k, s.n, layout.width, layout.depth, chunkBytes);
+  return PackedWeightStream(weight, s.transposed, s.k, s.n, s.ldb, layout.width, layout.depth, chunkBytes);
 }
 
-PackedWeightStream::PackedWeightStream(ir::Tensor weight, bool transposed, size_t k, size_t n, size_t width,
+PackedWeightStream::PackedWeightStream(ir::Tensor weight, bool transposed, size_t k, size_t n, size_t ldb, size_t width,
                                        size_t depth, size_t chunkBytes)
-    : weight_(std::move(weight)), transposed_(transposed), k_(k), n_(n), width_(width), depth_(depth),
+    : weight_(std::move(weight)), transposed_(transposed), k_(k), n_(n), ldb_(ldb), width_(width), depth_(depth),
       panels_((n + width - 1) / width) {
   const size_t panelBytes = std::min(k, depth) * width * sizeof(float);
   panelsPerPiece_ = std::max<size_t>(1, panelBytes == 0 ? 1 : chunkBytes / panelBytes);
@@ -462,7 +466,7 @@ std::span<const std::byte> PackedWeightStream::next() {
   current_ ^= 1;
   if (!buffer) buffer = std::make_unique_for_overwrite<float[]>(panelsPerPiece_ * std::min(depth_, k_) * width_);
   const size_t column = panel_ * width_;
-  const auto ldb = static_cast<size_t>(weight_.shape()[1]);
+  const size_t ldb = ldb_;
   if (transposed_) {
     packB(true, weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, width_, 0, count, buffer.get());
   } else {

@@ -26,7 +26,15 @@ struct PanelsB {
   const float* data = nullptr;
   size_t k = 0, n = 0;
   size_t width = 0, depth = 0;
+  // The weight's logical shape when it is not B itself (a Conv's [M, C, taps...], B = its [M, C x taps]
+  // transposed), which the op plans with since the packed weight is bound as its stored 1-D tensor; else empty.
+  std::span<const int64_t> weightShape;
 };
+
+// A Conv (group 1, float32, constant weight) with at most this many output positions per image (a 1-D audio front
+// end, a 1x1 feature map) multiplies the unfolded input by its weight as B in panels: the compiler stores such
+// weights in GemmPanelsTransposed of [M, C x taps], and a prepared op packs a plain one once.
+inline constexpr int64_t kSmallConvOutputs = 16;
 
 // Floats op(B) occupies in panels of `width` columns: K x ceil(N / width) x width.
 size_t panelElements(size_t k, size_t n, size_t width);
@@ -53,8 +61,9 @@ void reserveGemmScratch();
 // True for the panel widths sgemmPanels runs (8, 16, 32).
 bool isPanelWidth(size_t width);
 
-// A 2-D float32 weight in `layout` (a GEMM panel layout): the 1-D tensor of its layout's elements, as a context
-// binary stores it. Fails for other layouts, types or ranks.
+// A 2-D float32 weight in `layout` (a GEMM panel layout; in GemmPanelsTransposed also a weight of higher rank, viewed
+// as [shape[0], the product of the rest]): the 1-D tensor of its layout's elements, as a context binary stores it.
+// Fails for other layouts, types or ranks.
 Expected<ir::Tensor> packWeight(const ops::WeightLayout& layout, const ir::Tensor& weight);
 
 // packWeight's bytes a few panels at a time, in order, so that a large weight is hashed, compared or written
@@ -70,11 +79,11 @@ public:
   std::span<const std::byte> next();
 
 private:
-  PackedWeightStream(ir::Tensor weight, bool transposed, size_t k, size_t n, size_t width, size_t depth,
+  PackedWeightStream(ir::Tensor weight, bool transposed, size_t k, size_t n, size_t ldb, size_t width, size_t depth,
                      size_t chunkBytes);
   ir::Tensor weight_;
   bool transposed_ = false;
-  size_t k_ = 0, n_ = 0, width_ = 0, depth_ = 0, panels_ = 0, panelsPerPiece_ = 1;
+  size_t k_ = 0, n_ = 0, ldb_ = 0, width_ = 0, depth_ = 0, panels_ = 0, panelsPerPiece_ = 1;
   size_t block_ = 0, panel_ = 0;         // where the next piece starts: K block (first row) and panel
   std::unique_ptr<float[]> buffers_[2];  // pieces alternate between them
   int current_ = 0;

@@ -1,5 +1,6 @@
 // Prepared ops: attributes decoded, output types and shapes fixed and constant float16 inputs widened once, so
 // that a run only checks shapes (a comparison) and computes.
+#include "kernels/prepared.h"
 #include "kernels/convert.h"
 #include "kernels/gemm.h"
 #include "kernels/op_entry.h"
@@ -25,14 +26,25 @@ std::string describeSlot(bool present, ElemType type, std::span<const int64_t> s
 // Any op of the table, with its entry looked up and its attributes decoded once.
 class TablePreparedOp final : public PreparedOp {
 public:
+  // Keeps copies of the context's attributes and name (and `typed`, decoded).
   TablePreparedOp(const OpEntry* entry, const OpContext& ctx, ops::OpAttrs typed)
-      : entry_(entry), kind_(ctx.kind), opset_(ctx.opset), attrs_(ctx.attrs), name_(ctx.nodeName),
-        typed_(std::move(typed)) {}
+      : entry_(entry), kind_(ctx.kind), opset_(ctx.opset), ownAttrs_(ctx.attrs), ownName_(ctx.nodeName),
+        ownTyped_(std::move(typed)), attrs_(&ownAttrs_), name_(ownName_), typed_(&ownTyped_) {}
+  // Borrows them: ctx.attrs, *ctx.typed and the name's characters outlive the op.
+  TablePreparedOp(const OpEntry* entry, const OpContext& ctx)
+      : entry_(entry), kind_(ctx.kind), opset_(ctx.opset), attrs_(&ctx.attrs), name_(ctx.nodeName), typed_(ctx.typed) {}
 
-  Status init(std::span<const ValueDesc> inputs, size_t outputCount, std::span<const ops::WeightLayout> layouts) {
+  // `known`: outputs already inferred for these inputs (prepareProgramOp), or null to infer them here.
+  Status init(std::span<const ValueDesc> inputs, size_t outputCount, std::span<const ops::WeightLayout> layouts,
+              const std::span<const OutputDesc>* known) {
     OpContext ctx = context(nullptr);
-    CTX_ASSIGN_OR_RETURN(outputs_, inferOutputs(ctx, inputs, outputCount));
+    if (known) {
+      outputs_.assign(known->begin(), known->end());
+    } else {
+      CTX_ASSIGN_OR_RETURN(outputs_, inferOutputs(ctx, inputs, outputCount));
+    }
     // A packed weight is bound as its stored 1-D tensor: runs check that shape.
+    inputs_.reserve(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       const ValueDesc& in = inputs[i];
       bool packed = i < layouts.size() && !layouts[i].plain() && in.value;
@@ -42,10 +54,10 @@ public:
     // A plan that needs an input known only at run time (not a constant here) is worked out per run instead.
     if (entry_->plan)
       if (auto plan = entry_->plan(ctx, inputs)) plan_ = std::move(plan).value();
-    widened_.resize(inputs.size());
     for (const ValueDesc& in : inputs) viaFloat_ = viaFloat_ || (in.present && isHalf(in.type));
     viaFloat_ = viaFloat_ && entry_->halfViaFloat;
     if (!viaFloat_) return Status::ok();
+    widened_.resize(inputs.size());
     // Constant half inputs (weights) are widened here, once, instead of on every run.
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!inputs[i].present || !inputs[i].value || !isHalf(inputs[i].type)) continue;
@@ -91,7 +103,7 @@ public:
 
 private:
   OpContext context(ThreadPool* pool) const {
-    return OpContext{kind_, opset_, attrs_, name_, pool, &typed_, panels_.data ? &panels_ : nullptr, plan_.get()};
+    return OpContext{kind_, opset_, *attrs_, name_, pool, typed_, panels_.data ? &panels_ : nullptr, plan_.get()};
   }
 
   // MatMul and Gemm with a constant float32 B run on B in GEMM panels: read in place when stored so (a weight
@@ -101,7 +113,8 @@ private:
                        std::span<const ops::WeightLayout> layouts) {
     auto layoutOf = [&](size_t i) { return i < layouts.size() ? layouts[i] : ops::WeightLayout{}; };
     const bool gemmLike = kind_ == ir::OpKind::MatMul || kind_ == ir::OpKind::Gemm;
-    const bool transB = kind_ == ir::OpKind::Gemm && std::get<ops::GemmAttrs>(typed_).transB;
+    const bool conv = kind_ == ir::OpKind::Conv;
+    const bool transB = conv || (kind_ == ir::OpKind::Gemm && std::get<ops::GemmAttrs>(*typed_).transB);
     if (!layouts.empty() && layouts.size() != inputs.size())
       return nodeError(ctx, ErrorCode::Internal, "{} layouts for {} inputs", layouts.size(), inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -109,71 +122,88 @@ private:
       const ops::WeightLayout layout = layoutOf(i);
       if (layout.plain()) continue;
       const auto wanted = transB ? ops::WeightLayoutKind::GemmPanelsTransposed : ops::WeightLayoutKind::GemmPanels;
-      if (!gemmLike || i != 1 || layout.kind != wanted || !in.value || in.type != ElemType::Float ||
-          inputs[0].type != ElemType::Float)
+      const bool rankOk =
+          conv ? in.shape.size() >= 3 && std::get<ops::ConvAttrs>(*typed_).group == 1 : in.shape.size() == 2;
+      if (!(gemmLike || conv) || i != 1 || layout.kind != wanted || !in.value || in.type != ElemType::Float ||
+          inputs[0].type != ElemType::Float || !rankOk)
         return nodeError(ctx, ErrorCode::InvalidGraph, "input {} is stored in layout {}, which this op does not read",
                          i, ops::layoutName(layout));
     }
-    if (kind_ == ir::OpKind::Conv) return prepareConvPanels(inputs);
+    if (conv) return prepareConvPanels(ctx, inputs, layoutOf(1));
     if (!gemmLike || inputs.size() < 2 || !inputs[1].present || !inputs[1].value || inputs[1].shape.size() != 2 ||
         inputs[0].type != ElemType::Float || inputs[1].type != ElemType::Float)
       return Status::ok();
     const ValueDesc& b = inputs[1];
-    const ops::WeightLayout bLayout = layoutOf(1);
     const auto k = static_cast<size_t>(transB ? b.shape[1] : b.shape[0]);
     const auto n = static_cast<size_t>(transB ? b.shape[0] : b.shape[1]);
     if (k == 0 || n == 0) return Status::ok();
-    if (!bLayout.plain()) {
-      const size_t width = bLayout.width, depth = bLayout.depth;
+    return usePanels(ctx, b, layoutOf(1), transB, k, n);
+  }
+
+  // B (input 1, op(B) K x N) in panels: the stored ones read in place, or a plain B packed here once (into memory
+  // that packing overwrites whole, so never cleared first).
+  Status usePanels(const OpContext& ctx, const ValueDesc& b, const ops::WeightLayout& layout, bool transB, size_t k,
+                   size_t n) {
+    if (!layout.plain()) {
+      const size_t width = layout.width, depth = layout.depth;
       if (!isPanelWidth(width) || depth == 0 || b.value->byteSize() != panelElements(k, n, width) * sizeof(float))
         return nodeError(ctx, ErrorCode::InvalidGraph, "input 1 in layout {} has {} bytes, which does not fit {}",
-                         ops::layoutName(bLayout), b.value->byteSize(), describeSlot(true, b.type, b.shape));
-      panels_ = PanelsB{b.value->dataAs<float>(), k, n, width, depth};
+                         ops::layoutName(layout), b.value->byteSize(), describeSlot(true, b.type, b.shape));
+      panels_ = PanelsB{b.value->dataAs<float>(), k, n, width, depth, {}};
       if (width != sgemmNaturalPanelWidth())
         suboptimal_ = fmt::format("node '{}' reads weights packed in {}-wide panels; this CPU's GEMM kernel is {} wide",
                                   name_, width, sgemmNaturalPanelWidth());
       return Status::ok();
     }
-    const size_t width = sgemmNaturalPanelWidth(), depth = kPanelDepth;
-    owned_.resize(panelElements(k, n, width));
-    packPanels(transB, b.value->dataAs<float>(), static_cast<size_t>(b.shape[1]), k, n, width, depth, owned_.data());
-    panels_ = PanelsB{owned_.data(), k, n, width, depth};
+    // B's rows are its last dimension (the product of all but the first, for a Conv weight) apart.
+    const size_t width = sgemmNaturalPanelWidth(), ldb = transB ? k : n;
+    owned_ = std::make_unique_for_overwrite<float[]>(panelElements(k, n, width));
+    packPanels(transB, b.value->dataAs<float>(), ldb, k, n, width, kPanelDepth, owned_.get());
+    panels_ = PanelsB{owned_.get(), k, n, width, kPanelDepth, {}};
     return Status::ok();
   }
 
   const OpEntry* entry_;
   ir::OpKind kind_;
   int64_t opset_;
-  ir::Attributes attrs_;  // for families whose kernels still read ONNX attributes (ops::OnnxAttrs)
-  std::string name_;
-  ops::OpAttrs typed_;
+  ir::Attributes ownAttrs_;  // copies, unless borrowed (then empty)
+  std::string ownName_;
+  ops::OpAttrs ownTyped_;
+  const ir::Attributes* attrs_;  // for families whose kernels still read ONNX attributes (ops::OnnxAttrs)
+  std::string_view name_;
+  const ops::OpAttrs* typed_;
   std::vector<InputSlot> inputs_;
-  std::vector<std::optional<ir::Tensor>> widened_;  // float32 copies of constant float16/bfloat16 inputs
+  std::vector<std::optional<ir::Tensor>> widened_;  // float32 copies of constant float16/bfloat16 inputs (viaFloat_)
   bool viaFloat_ = false;
-  // A Conv with few output positions (a 1-D audio front end, a 1x1 feature map) multiplies the unfolded input by
-  // the constant weight as B: the weight's transpose (K = C x kernel taps, N = output channels) packed here once.
-  Status prepareConvPanels(std::span<const ValueDesc> inputs) {
+  // A Conv with few output positions (kSmallConvOutputs) multiplies the unfolded input by the constant weight as B:
+  // the weight's transpose (K = C x kernel taps, N = output channels) in panels, stored so by the compiler (then
+  // used whatever the output size: the bytes are only readable so) or packed here once.
+  Status prepareConvPanels(const OpContext& ctx, std::span<const ValueDesc> inputs, const ops::WeightLayout& layout) {
     if (inputs.size() < 2 || !inputs[1].value || inputs[0].type != ElemType::Float ||
-        inputs[1].type != ElemType::Float || std::get<ops::ConvAttrs>(typed_).group != 1 || outputs_.empty() ||
-        outputs_[0].shape.size() < 3)
+        inputs[1].type != ElemType::Float || std::get<ops::ConvAttrs>(*typed_).group != 1 || outputs_.empty() ||
+        outputs_[0].shape.size() < 3 || inputs[1].shape.size() < 3)
       return Status::ok();
     const ir::Shape& out = outputs_[0].shape;
-    if (dimProduct(out, 2, out.size()) > kSmallConvOutputs) return Status::ok();
-    const ir::Tensor& w = *inputs[1].value;
-    const auto m = static_cast<size_t>(w.shape()[0]);
-    const auto k = static_cast<size_t>(w.elementCount()) / std::max<size_t>(m, 1);
-    if (m == 0 || k == 0) return Status::ok();
-    const size_t width = sgemmNaturalPanelWidth();
-    owned_.resize(panelElements(k, m, width));
-    packPanels(true, w.dataAs<float>(), k, k, m, width, kPanelDepth, owned_.data());
-    panels_ = PanelsB{owned_.data(), k, m, width, kPanelDepth};
+    if (layout.plain() && dimProduct(out, 2, out.size()) > kSmallConvOutputs) return Status::ok();
+    const ValueDesc& w = inputs[1];
+    const auto m = static_cast<size_t>(w.shape[0]);
+    const auto k = static_cast<size_t>(dimProduct(w.shape, 1, w.shape.size()));
+    if (m == 0 || k == 0) {
+      if (!layout.plain())
+        return nodeError(ctx, ErrorCode::InvalidGraph, "an empty weight {} is stored in layout {}",
+                         describeSlot(true, w.type, w.shape), ops::layoutName(layout));
+      return Status::ok();
+    }
+    CTX_RETURN_IF_ERROR(usePanels(ctx, w, layout, true, k, m));
+    weightShape_ = w.shape;  // the packed weight is bound as its stored 1-D tensor: the kernel plans with this
+    panels_.weightShape = weightShape_;
     return Status::ok();
   }
-  static constexpr int64_t kSmallConvOutputs = 16;
 
   PanelsB panels_;                    // B of MatMul/Gemm in panels (data null when not used)
   std::shared_ptr<const void> plan_;  // the entry's plan for these inputs (OpContext::plan), or null
-  std::vector<float> owned_;          // B packed at prepare, when it was not stored packed
+  std::unique_ptr<float[]> owned_;    // B packed at prepare, when it was not stored packed
+  ir::Shape weightShape_;             // a Conv weight's logical shape (PanelsB::weightShape)
 };
 
 }  // namespace
@@ -186,7 +216,20 @@ Expected<std::unique_ptr<PreparedOp>> prepare(const OpContext& ctx, std::span<co
   auto typed = ctx.typed ? Expected<ops::OpAttrs>(*ctx.typed) : ops::decodeAttrs(ctx.kind, ctx.opset, ctx.attrs);
   if (!typed) return nodeError(ctx, typed.error().code(), "{}", typed.error().message());
   auto op = std::make_unique<TablePreparedOp>(entry, ctx, std::move(typed.value()));
-  CTX_RETURN_IF_ERROR(op->init(inputs, outputCount, layouts));
+  CTX_RETURN_IF_ERROR(op->init(inputs, outputCount, layouts, nullptr));
+  return std::unique_ptr<PreparedOp>(std::move(op));
+}
+
+Expected<std::unique_ptr<PreparedOp>> prepareProgramOp(const OpContext& ctx, std::span<const ValueDesc> inputs,
+                                                       size_t outputCount, std::span<const ops::WeightLayout> layouts,
+                                                       const std::span<const OutputDesc>* inferred) {
+  const OpEntry* entry = findEntry(ctx.kind);
+  if (!entry) return noKernel(ctx);
+  if (!ctx.typed) return nodeError(ctx, ErrorCode::Internal, "a program op without typed attributes");
+  if (inferred && inferred->size() != outputCount)
+    return nodeError(ctx, ErrorCode::Internal, "{} outputs known for {}", inferred->size(), outputCount);
+  auto op = std::make_unique<TablePreparedOp>(entry, ctx);
+  CTX_RETURN_IF_ERROR(op->init(inputs, outputCount, layouts, inferred));
   return std::unique_ptr<PreparedOp>(std::move(op));
 }
 

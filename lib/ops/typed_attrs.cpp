@@ -127,16 +127,17 @@ template <class T> struct IsOptional : std::false_type {};
 template <class T> struct IsOptional<std::optional<T>> : std::true_type {};
 
 // Checks one field (recursively for nested structs); `path` names it in errors.
-template <class T> Status checkField(std::string_view path, const T& value) {
+template <class T> Status checkField(const FieldPath& path, const T& value) {
   if constexpr (HasFields<T>) {
     Status status = Status::ok();
     value.fields([&](std::string_view name, const auto& member) {
-      if (status) status = checkField(fmt::format("{}.{}", path, name), member);
+      if (status) status = checkField(FieldPath{name, &path}, member);
     });
     return status;
   } else if constexpr (std::is_enum_v<T>) {
     if (!isKnown(value))
-      return makeError(ErrorCode::InvalidGraph, "attribute {} has unknown value {}", path, static_cast<int64_t>(value));
+      return makeError(ErrorCode::InvalidGraph, "attribute {} has unknown value {}", path.text(),
+                       static_cast<int64_t>(value));
     return Status::ok();
   } else if constexpr (IsOptional<T>::value) {
     return value ? checkField(path, *value) : Status::ok();
@@ -219,6 +220,8 @@ static_assert(std::size(kFamilyNames) == std::variant_size_v<OpAttrs>, "a name p
 
 }  // namespace
 
+std::string FieldPath::text() const { return parent ? fmt::format("{}.{}", parent->text(), name) : std::string(name); }
+
 std::string_view familyName(const OpAttrs& attrs) { return kFamilyNames[attrs.index()]; }
 
 std::string fieldsSchemaText(const OpAttrs& attrs) {
@@ -233,7 +236,7 @@ Status checkAttrs(const OpAttrs& attrs) {
         using T = std::decay_t<decltype(a)>;
         Status status = Status::ok();
         a.fields([&](std::string_view name, const auto& member) {
-          if (status) status = checkField(name, member);
+          if (status) status = checkField(FieldPath{name}, member);
         });
         CTX_RETURN_IF_ERROR(status);
         if constexpr (std::is_same_v<T, ConvAttrs>) {

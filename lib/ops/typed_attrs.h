@@ -15,6 +15,14 @@ concept HasFields = requires(T& t) {
   t.fields([](std::string_view, auto&) {});
 };
 
+// A field's dotted name ("window.kernel_shape") as a chain of names on the stack, spelled out only for a message:
+// reading and checking fields allocates nothing.
+struct FieldPath {
+  std::string_view name;
+  const FieldPath* parent = nullptr;
+  std::string text() const;
+};
+
 // Values an enum field may take; a program read from a file is checked against these.
 inline bool isKnown(Activation a) { return static_cast<uint8_t>(a) <= static_cast<uint8_t>(Activation::HardSwish); }
 inline bool isKnown(AutoPad a) { return static_cast<uint8_t>(a) <= static_cast<uint8_t>(AutoPad::Valid); }

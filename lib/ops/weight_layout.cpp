@@ -25,12 +25,19 @@ std::optional<uint64_t> layoutElements(const WeightLayout& layout, std::span<con
   }
   if (layout.kind != WeightLayoutKind::GemmPanels && layout.kind != WeightLayoutKind::GemmPanelsTransposed)
     return std::nullopt;
-  if (shape.size() != 2 || layout.width == 0 || layout.width > kMaxPanelWidth || layout.depth == 0 ||
-      layout.depth > kMaxPanelDepth)
-    return std::nullopt;
+  // Transposed panels also hold a weight of higher rank (a Conv's [M, C, taps...]) as [shape[0], the rest].
   bool transposed = layout.kind == WeightLayoutKind::GemmPanelsTransposed;
-  int64_t k = transposed ? shape[1] : shape[0], n = transposed ? shape[0] : shape[1];
-  if (k < 0 || n < 0 || k > (int64_t{1} << 40) || n > (int64_t{1} << 40)) return std::nullopt;
+  if (shape.size() < 2 || (!transposed && shape.size() != 2) || layout.width == 0 || layout.width > kMaxPanelWidth ||
+      layout.depth == 0 || layout.depth > kMaxPanelDepth)
+    return std::nullopt;
+  constexpr int64_t kMaxSide = int64_t{1} << 40;
+  int64_t rest = 1;
+  for (size_t d = 1; d < shape.size(); ++d) {
+    if (shape[d] < 0 || (shape[d] > 0 && rest > kMaxSide / shape[d])) return std::nullopt;
+    rest *= shape[d];
+  }
+  int64_t k = transposed ? rest : shape[0], n = transposed ? shape[0] : rest;
+  if (k < 0 || n < 0 || k > kMaxSide || n > kMaxSide) return std::nullopt;
   uint64_t panels = (static_cast<uint64_t>(n) + layout.width - 1) / layout.width;
   return static_cast<uint64_t>(k) * panels * layout.width;
 }

@@ -35,7 +35,8 @@ inline constexpr uint16_t kMaxPanelDepth = 4096;
 std::string layoutName(const WeightLayout& layout);
 
 // Elements a weight of this logical shape occupies in the layout, or nothing when the layout does not apply to
-// the shape (panels need rank 2) or its parameters are out of range.
+// the shape (GemmPanels needs rank 2; GemmPanelsTransposed rank 2 or more, viewed as [shape[0], the product of the
+// rest]) or its parameters are out of range.
 std::optional<uint64_t> layoutElements(const WeightLayout& layout, std::span<const int64_t> shape);
 
 // A target's preferred layout for GEMM weights ("gemm" in preferred_layouts): "row-major" (Plain) or

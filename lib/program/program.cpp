@@ -165,16 +165,17 @@ Status validate(const Program& p, uint64_t weightCount) {
       }
     }
   }
-  auto checkIndexList = [&](const std::vector<int32_t>& list, bool allowAbsent, const std::string& what) -> Status {
+  // `what` spells out the list's owner, for an error only.
+  auto checkIndexList = [&](const std::vector<int32_t>& list, bool allowAbsent, auto what) -> Status {
     for (int32_t index : list) {
       if (index == -1 && allowAbsent) continue;
       if (index < 0 || index >= tensorCount)
-        return makeError(ErrorCode::InvalidGraph, "{} refers to tensor {} of {}", what, index, tensorCount);
+        return makeError(ErrorCode::InvalidGraph, "{} refers to tensor {} of {}", what(), index, tensorCount);
     }
     return Status::ok();
   };
-  CTX_RETURN_IF_ERROR(checkIndexList(p.inputs, false, "the input list"));
-  CTX_RETURN_IF_ERROR(checkIndexList(p.outputs, false, "the output list"));
+  CTX_RETURN_IF_ERROR(checkIndexList(p.inputs, false, [] { return std::string("the input list"); }));
+  CTX_RETURN_IF_ERROR(checkIndexList(p.outputs, false, [] { return std::string("the output list"); }));
   for (size_t i = 0; i < p.inputs.size(); ++i)
     if (p.tensors[p.inputs[i]].kind != TensorKind::Input)
       return makeError(ErrorCode::InvalidGraph, "input {} refers to a tensor that is not an input", i);
@@ -183,18 +184,18 @@ Status validate(const Program& p, uint64_t weightCount) {
       return makeError(ErrorCode::InvalidGraph, "output {} refers to a tensor that is not an output", i);
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const Op& op = p.ops[i];
-    std::string what = fmt::format("op {} ('{}', {})", i, op.name, ir::opKindName(op.kind));
+    auto what = [&] { return fmt::format("op {} ('{}', {})", i, op.name, ir::opKindName(op.kind)); };
     if (op.kind == ir::OpKind::Unknown || op.kind == ir::OpKind::EPContext)
-      return makeError(ErrorCode::InvalidGraph, "{}: not an executable op kind", what);
+      return makeError(ErrorCode::InvalidGraph, "{}: not an executable op kind", what());
     if (op.typed.index() != ops::defaultAttrsFor(op.kind).index())
-      return makeError(ErrorCode::InvalidGraph, "{}: typed attributes of another op family", what);
-    if (auto s = ops::checkAttrs(op.typed); !s) return s.takeError().addContext(what);
-    CTX_RETURN_IF_ERROR(checkIndexList(op.inputs, true, what + " input"));
-    CTX_RETURN_IF_ERROR(checkIndexList(op.outputs, false, what + " output"));
+      return makeError(ErrorCode::InvalidGraph, "{}: typed attributes of another op family", what());
+    if (auto s = ops::checkAttrs(op.typed); !s) return s.takeError().addContext(what());
+    CTX_RETURN_IF_ERROR(checkIndexList(op.inputs, true, [&] { return what() + " input"; }));
+    CTX_RETURN_IF_ERROR(checkIndexList(op.outputs, false, [&] { return what() + " output"; }));
     for (int32_t out : op.outputs) {
       TensorKind k = p.tensors[out].kind;
       if (k != TensorKind::Arena && k != TensorKind::Output)
-        return makeError(ErrorCode::InvalidGraph, "{}: writes tensor {} of kind {}", what, out, tensorKindName(k));
+        return makeError(ErrorCode::InvalidGraph, "{}: writes tensor {} of kind {}", what(), out, tensorKindName(k));
     }
   }
   return Status::ok();
@@ -347,7 +348,8 @@ Expected<Program> deserialize(std::span<const std::byte> bytes, uint64_t weightC
       if (!ops::isTyped(op.typed))
         return fail(makeError(ErrorCode::InvalidGraph, "op '{}' ({}) has typed attributes but its kind has none",
                               op.name, ir::opKindName(op.kind)));
-      CTX_RETURN_IF_ERROR(readTypedAttrs(r, op.typed).addContext(fmt::format("{}: op '{}'", what, op.name)));
+      if (Status s = readTypedAttrs(r, op.typed); !s)  // (the context is formatted on failure only)
+        return std::move(s).addContext(fmt::format("{}: op '{}'", what, op.name));
     } else {
       // One spelling per program: in version 2 a typed family's attributes are always typed.
       if (v2 && ops::isTyped(op.typed))

@@ -44,39 +44,41 @@ template <class T> void writeValue(ByteWriter& w, const T& v) {
 }
 
 // Reads one value; on failure the reader is left failed (r.ok() false) or `error` is set.
-template <class T> void readValue(ByteReader& r, T& v, std::string& error, std::string_view path) {
+// `path` names the field in errors (null at the top).
+template <class T> void readValue(ByteReader& r, T& v, std::string& error, const ops::FieldPath* path) {
   if (!r.ok() || !error.empty()) return;
   if constexpr (ops::HasFields<T>) {
     v.fields([&](std::string_view name, auto& member) {
-      std::string nested = path.empty() ? std::string(name) : fmt::format("{}.{}", path, name);
-      readValue(r, member, error, nested);
+      const ops::FieldPath nested{name, path};
+      readValue(r, member, error, &nested);
     });
   } else if constexpr (std::is_same_v<T, bool>) {
     uint8_t b = r.u8();
-    if (r.ok() && b > 1) error = fmt::format("attribute {} has value {} but expected 0 or 1", path, b);
+    if (r.ok() && b > 1) error = fmt::format("attribute {} has value {} but expected 0 or 1", path->text(), b);
     v = b == 1;
   } else if constexpr (std::is_enum_v<T>) {
     int64_t x = r.i64();
     v = static_cast<T>(x);
     if (r.ok() && (static_cast<int64_t>(v) != x || !ops::isKnown(v)))
-      error = fmt::format("attribute {} has unknown value {}", path, x);
+      error = fmt::format("attribute {} has unknown value {}", path->text(), x);
   } else if constexpr (std::is_integral_v<T>) {
     int64_t x = r.i64();
     v = static_cast<T>(x);
-    if (r.ok() && static_cast<int64_t>(v) != x) error = fmt::format("attribute {} value {} is out of range", path, x);
+    if (r.ok() && static_cast<int64_t>(v) != x)
+      error = fmt::format("attribute {} value {} is out of range", path->text(), x);
   } else if constexpr (std::is_same_v<T, float>) {
     v = r.f32();
   } else if constexpr (std::is_same_v<T, std::string>) {
     v = r.str(kMaxStringBytes);
   } else if constexpr (IsVector<T>::value) {
     uint32_t n = r.count(1, "attribute list length");
-    if (r.ok() && n > kMaxListItems) error = fmt::format("attribute {} has {} values", path, n);
+    if (r.ok() && n > kMaxListItems) error = fmt::format("attribute {} has {} values", path->text(), n);
     if (!r.ok() || !error.empty()) return;
     v.resize(n);
     for (auto& item : v) readValue(r, item, error, path);
   } else if constexpr (IsOptional<T>::value) {
     uint8_t present = r.u8();
-    if (r.ok() && present > 1) error = fmt::format("attribute {} has presence flag {}", path, present);
+    if (r.ok() && present > 1) error = fmt::format("attribute {} has presence flag {}", path->text(), present);
     if (!r.ok() || !error.empty() || present == 0) {
       v.reset();
       return;
@@ -96,7 +98,7 @@ void writeTypedAttrs(ByteWriter& w, const ops::OpAttrs& attrs) {
 
 Status readTypedAttrs(ByteReader& r, ops::OpAttrs& attrs) {
   std::string error;
-  std::visit([&](auto& a) { readValue(r, a, error, ""); }, attrs);
+  std::visit([&](auto& a) { readValue(r, a, error, nullptr); }, attrs);
   CTX_RETURN_IF_ERROR(r.status());
   if (!error.empty()) return makeError(ErrorCode::InvalidGraph, "{}", error);
   return ops::checkAttrs(attrs);

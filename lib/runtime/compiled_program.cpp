@@ -2,8 +2,10 @@
 #include "runtime/compiled_program.h"
 
 #include "kernels/gemm.h"
+#include "kernels/prepared.h"
 #include "support/checked.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 
@@ -15,6 +17,40 @@ namespace {
 
 std::string descText(ir::ElemType type, const ir::Shape& shape) {
   return fmt::format("{} {}", ir::elemTypeName(type), ir::shapeToString(shape));
+}
+
+// Programs whose every recorded output the kernels inferred themselves at an earlier load in this process: by
+// container (its control block, so a container freed and another made at the same address never matches) and
+// the program's bytes within it. The container's bytes and weights do not change while it lives.
+class InferredPrograms {
+public:
+  bool contains(const std::shared_ptr<const format::ContainerView>& container, std::span<const std::byte> bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return std::any_of(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.matches(container, bytes); });
+  }
+  void add(const std::shared_ptr<const format::ContainerView>& container, std::span<const std::byte> bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::erase_if(entries_, [](const Entry& e) { return e.container.expired(); });
+    entries_.push_back(Entry{container, bytes.data(), bytes.size()});
+  }
+
+private:
+  struct Entry {
+    std::weak_ptr<const format::ContainerView> container;
+    const std::byte* data;
+    size_t size;
+    bool matches(const std::shared_ptr<const format::ContainerView>& c, std::span<const std::byte> bytes) const {
+      return !container.owner_before(c) && !c.owner_before(container) && !container.expired() && data == bytes.data() &&
+             size == bytes.size();
+    }
+  };
+  std::mutex mutex_;
+  std::vector<Entry> entries_;
+};
+
+InferredPrograms& inferredPrograms() {
+  static InferredPrograms programs;
+  return programs;
 }
 
 }  // namespace
@@ -121,29 +157,51 @@ CompiledProgram::create(program::Program prog, std::shared_ptr<const format::Con
       }
     }
   }
-  // Each op is prepared once; the kernels must agree with every recorded shape before anything runs.
+  // Each op is prepared once; the kernels must agree with every recorded shape before anything runs. The
+  // descriptions are reused from op to op (their shapes keep their capacity).
+  cp->prepared_.reserve(prog.ops.size());
+  // A program this process's kernels already agreed with (the same bytes of the same container) takes its recorded
+  // outputs as they are; weights resolved from source models may differ from load to load.
+  const bool remember = !options.programBytes.empty() && !container->weightless();
+  const bool inferred = remember && inferredPrograms().contains(container, options.programBytes);
+  std::vector<kernels::ValueDesc> descs;
+  std::vector<ops::WeightLayout> layouts;
+  std::vector<kernels::OutputDesc> recorded;
   for (size_t i = 0; i < prog.ops.size(); ++i) {
     const program::Op& op = prog.ops[i];
-    std::vector<kernels::ValueDesc> descs;
-    std::vector<ops::WeightLayout> layouts;
-    for (int32_t in : op.inputs) {
-      kernels::ValueDesc v;
-      layouts.emplace_back();
+    if (descs.size() < op.inputs.size()) descs.resize(op.inputs.size());
+    layouts.assign(op.inputs.size(), ops::WeightLayout{});
+    for (size_t k = 0; k < op.inputs.size(); ++k) {
+      kernels::ValueDesc& v = descs[k];
+      const int32_t in = op.inputs[k];
+      v.present = in >= 0;
+      v.value = nullptr;
       if (in < 0) {
-        v.present = false;
-      } else {
-        const auto& d = prog.tensors[in];
-        v.type = d.type;
-        v.shape = d.shape;
-        if (d.kind == TensorKind::Weight) {
-          v.value = &cp->weights_[in];
-          layouts.back() = d.layout;
-        }
+        v.type = ir::ElemType::Undefined;
+        v.shape.clear();
+        continue;
       }
-      descs.push_back(std::move(v));
+      const auto& d = prog.tensors[in];
+      v.type = d.type;
+      v.shape.assign(d.shape.begin(), d.shape.end());
+      if (d.kind == TensorKind::Weight) {
+        v.value = &cp->weights_[in];
+        layouts[k] = d.layout;
+      }
     }
     kernels::OpContext ctx{op.kind, op.opset, op.attrs, op.name, nullptr, &op.typed};
-    auto prepared = kernels::prepare(ctx, descs, op.outputs.size(), layouts);
+    const auto ins = std::span(descs).first(op.inputs.size());
+    if (inferred) {
+      recorded.resize(op.outputs.size());
+      for (size_t o = 0; o < op.outputs.size(); ++o) {
+        const auto& d = prog.tensors[op.outputs[o]];
+        recorded[o].type = d.type;
+        recorded[o].shape.assign(d.shape.begin(), d.shape.end());
+      }
+    }
+    const std::span<const kernels::OutputDesc> known(recorded);
+    // The op borrows its attributes and name from prog.ops[i], which program_ keeps at the same address.
+    auto prepared = kernels::prepareProgramOp(ctx, ins, op.outputs.size(), layouts, inferred ? &known : nullptr);
     if (!prepared) return fail(prepared.takeError().addContext(fmt::format("op {}", i)));
     if (!(*prepared)->suboptimal().empty() && cp->suboptimal_.empty()) cp->suboptimal_ = (*prepared)->suboptimal();
     const auto& outs = (*prepared)->outputs();
@@ -155,7 +213,8 @@ CompiledProgram::create(program::Program prog, std::shared_ptr<const format::Con
     }
     cp->prepared_.push_back(std::move(prepared.value()));
   }
-  cp->program_ = std::move(prog);
+  if (remember && !inferred) inferredPrograms().add(container, options.programBytes);
+  cp->program_ = std::move(prog);  // the ops' vector moves whole: the prepared ops' borrowed attributes stay put
   cp->container_ = std::move(container);
   cp->prefaultArena_ = options.prefaultArena;
   // One frame up front: the arena is allocated at load, and any layout error shows here, not in a run.

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,11 @@ struct ProgramOptions {
   // Touch every page of each new frame's arena when it is made (at load for the first), so that the first run does
   // not pay the page faults; costs that time at load instead.
   bool prefaultArena = false;
+  // The bytes of `container` the program was deserialized from. Given, a program whose ops the kernels already
+  // checked against these same bytes and weights in this process (an earlier session sharing the container) is
+  // prepared without inferring every op's outputs again (kernels::prepareInferred); not for weightless containers,
+  // whose weights may come from other source models.
+  std::span<const std::byte> programBytes;
 };
 
 class CompiledProgram {

@@ -242,6 +242,7 @@ struct Session::Impl {
                                .addContext(label));
       ProgramOptions programOptions;
       programOptions.prefaultArena = options.prefaultArena;
+      programOptions.programBytes = owner->programBytes(graphIndex);
       if (owner->weightless()) {
         const epcontext::NodeAttributes attrs = epcontext::readNodeAttributes(n);
         const std::string sourceName = owner->graphs()[graphIndex].sourceModel;

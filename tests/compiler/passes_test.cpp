@@ -136,6 +136,14 @@ std::unique_ptr<Lowered> lowerAll(const ir::Graph& g, std::set<std::string> skip
   return out;
 }
 
+// The program's weight tensors by name.
+std::map<std::string, program::TensorDesc> weightDescs(const Lowered& l) {
+  std::map<std::string, program::TensorDesc> weights;
+  for (const auto& t : l.partition.program.tensors)
+    if (t.kind == program::TensorKind::Weight) weights[t.name] = t;
+  return weights;
+}
+
 void checkComputesSource(const ir::Graph& g, const Lowered& l, ir::Shape inputShape) {
   ir::Tensor x = randomInput(std::move(inputShape), 42);
   requireClose(executeProgram(l.partition.program, l.pool, x), evaluateGraph(g, x));
@@ -303,9 +311,7 @@ TEST_CASE("pass choose-layouts stores constant GEMM operands in panels, packed a
              node("Add", {"m", "shared"}, {"y"})};
   auto l = lowerAll(g);
   CHECK(l->changed("choose-layouts"));
-  std::map<std::string, program::TensorDesc> weights;
-  for (const auto& t : l->partition.program.tensors)
-    if (t.kind == program::TensorKind::Weight) weights[t.name] = t;
+  std::map<std::string, program::TensorDesc> weights = weightDescs(*l);
   REQUIRE(weights.count("b"));
   CHECK(weights["b"].layout == kPanels32);
   CHECK(weights["b"].shape == ir::Shape{20, 40});
@@ -320,6 +326,30 @@ TEST_CASE("pass choose-layouts stores constant GEMM operands in panels, packed a
   auto plain = lowerAll(g, {"choose-layouts"});
   for (const auto& t : plain->partition.program.tensors) CHECK(t.layout.plain());
   checkComputesSource(g, *plain, {40, 20});
+}
+
+TEST_CASE("pass choose-layouts stores the weight of a Conv with few outputs in transposed panels", "[codegen][passes]") {
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({1, 8, 5, 5}))};
+  g.outputs = {floatValue("y", dims({1, 4, 2, 2}))};
+  // big: a 1x1 Conv onto 5x5 (25 positions) stays plain; small: a 3x3 Conv of stride 2 onto 2x2 runs as a GEMM on
+  // its weight, which is stored as [4, 6 x 3 x 3] in transposed panels.
+  g.initializers = {floatInit("big", {6, 8, 1, 1}, 0.3f), floatInit("small", {4, 6, 3, 3}, -0.2f)};
+  ir::Node small = node("Conv", {"h", "small"}, {"y"});
+  small.attrs.set(ir::Attribute::makeInts("kernel_shape", {3, 3}));
+  small.attrs.set(ir::Attribute::makeInts("strides", {2, 2}));
+  g.nodes = {node("Conv", {"x", "big"}, {"h"}), small};
+  auto l = lowerAll(g);
+  CHECK(l->changed("choose-layouts"));
+  std::map<std::string, program::TensorDesc> weights = weightDescs(*l);
+  REQUIRE(weights.count("small"));
+  CHECK(weights["big"].layout.plain());
+  CHECK(weights["small"].layout == ops::WeightLayout{ops::WeightLayoutKind::GemmPanelsTransposed, 32, 256});
+  CHECK(weights["small"].shape == ir::Shape{4, 6, 3, 3});
+  // K = 54 rows of one 32-wide panel.
+  CHECK(weights["small"].size == 54 * 32 * 4);
+  CHECK(l->pool.weights()[weights["small"].index].shape == ir::Shape{54 * 32});
+  checkComputesSource(g, *l, {1, 8, 5, 5});
 }
 
 namespace {

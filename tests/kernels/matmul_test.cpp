@@ -167,7 +167,7 @@ TEST_CASE("sgemmPanels matches a naive triple loop for every panel width, depth 
           auto want = naiveGemm(ta, tb, s.m, s.n, s.k, alpha, A, B, beta, C);
           std::vector<float> packed(kernels::panelElements(s.k, s.n, width));
           kernels::packPanels(tb, B.data(), tb ? s.k : s.n, s.k, s.n, width, depth, packed.data());
-          kernels::PanelsB panels{packed.data(), s.k, s.n, width, depth};
+          kernels::PanelsB panels{packed.data(), s.k, s.n, width, depth, {}};
           std::vector<float> got = C;
           if (beta == 0.0f) std::fill(got.begin(), got.end(), std::numeric_limits<float>::quiet_NaN());
           kernels::sgemmPanels(ta, s.m, alpha, A.data(), ta ? s.m : s.k, panels, beta, got.data(), s.n,

@@ -225,6 +225,30 @@ TEST_CASE("rule 7: element types, ranks and indices are checked before they inde
     });
     c.expectRejected({fmt::format("input refers to tensor {} of {}", tensorCount + 1000, tensorCount)});
   }
+  SECTION("a program op output recorded with a shape the kernels do not compute") {
+    // The kernels write what they infer: a recorded shape is checked against it at every load (a later session on
+    // the same container skips inference only after a load found every recorded shape right).
+    Crafted c;
+    std::string recorded;
+    c.bytes = rebuild(c.bytes, [&](GraphEdit& g) {
+      if (g.index != 0) return;
+      auto p = program::deserialize(g.program, 1u << 20, "program");
+      REQUIRE(p.isOk());
+      for (const program::Op& op : p->ops) {
+        program::TensorDesc& t = p->tensors[op.outputs[0]];
+        ir::Shape reversed(t.shape.rbegin(), t.shape.rend());
+        if (t.kind != program::TensorKind::Arena || reversed == t.shape) continue;
+        t.shape = reversed;  // the same element count and size: only the kernels can tell
+        recorded = fmt::format("{} {}", ir::elemTypeName(t.type), ir::shapeToString(reversed));
+        break;
+      }
+      REQUIRE(!recorded.empty());
+      g.program = program::serialize(*p);
+    });
+    writeBytes(c.bin(), c.bytes);
+    expectToolRejects(CTXKIT_CTXRUN, {c.model().string(), "--sessions", "2"},
+                      {fmt::format("is recorded as {} but computes", recorded)});
+  }
   SECTION("a program with more inputs than its EPContext node binds") {
     // ctxrun compares the program's input list with the node before binding anything. (ctxinspect --verify
     // does not cross-check programs against nodes; it only decodes each program on its own.)

@@ -199,5 +199,43 @@ TEST_CASE("a prepared Conv with few output positions multiplies by its packed we
     REQUIRE((*op)->run(ins, outs, nullptr));
     for (uint64_t i = 0; i < y->elementCount(); ++i)
       REQUIRE(std::fabs(y->dataAs<float>()[i] - (*want)[0].dataAs<float>()[i]) < 1e-4f);
+    // The weight stored in transposed panels of [M, C x taps] (as the compiler stores it) is read in place, bound
+    // as its stored 1-D tensor; depth 16 cuts K into several blocks.
+    for (uint16_t width : {8, 16, 32}) {
+      const ops::WeightLayout layout{ops::WeightLayoutKind::GemmPanelsTransposed, width, 16};
+      auto packed = kernels::packWeight(layout, w);
+      REQUIRE(packed);
+      std::vector<kernels::ValueDesc> stored = descs;
+      stored[1].value = &*packed;
+      std::vector<ops::WeightLayout> layouts{{}, layout, {}};
+      auto inPlace = kernels::prepare(ctx, stored, 1, layouts);
+      INFO((inPlace ? std::string() : inPlace.error().message()));
+      REQUIRE(inPlace);
+      auto z = ir::Tensor::allocate(ElemType::Float, (*want)[0].shape());
+      REQUIRE(z);
+      std::vector<const ir::Tensor*> storedIns{&x, &*packed, &b};
+      std::vector<ir::Tensor*> zs{&*z};
+      REQUIRE((*inPlace)->run(storedIns, zs, nullptr));
+      for (uint64_t i = 0; i < z->elementCount(); ++i)
+        REQUIRE(std::fabs(z->dataAs<float>()[i] - (*want)[0].dataAs<float>()[i]) < 1e-4f);
+    }
   }
+}
+
+TEST_CASE("a Conv weight in panels is refused where the op cannot read it", "[ops][prepared]") {
+  const ir::Tensor x = randomTensor(ElemType::Float, {1, 4, 2, 2}, 24);
+  const ir::Tensor w = randomTensor(ElemType::Float, {4, 2, 1, 1}, 25);
+  const ops::WeightLayout layout{ops::WeightLayoutKind::GemmPanelsTransposed, 8, 256};
+  auto packed = kernels::packWeight(layout, w);
+  REQUIRE(packed);
+  std::vector<kernels::ValueDesc> descs{describe(x, false), describe(w, true)};
+  descs[1].value = &*packed;
+  std::vector<ops::WeightLayout> layouts{{}, layout};
+  ir::Attributes grouped;
+  grouped.set(Attribute::makeInt("group", 2));
+  auto op = kernels::prepare(kernels::OpContext{OpKind::Conv, 13, grouped, "grouped"}, descs, 1, layouts);
+  REQUIRE_FALSE(op);
+  CHECK_THAT(op.error().message(), Catch::Contains("which this op does not read"));
+  // Untransposed panels hold 2-D weights only.
+  CHECK_FALSE(kernels::packWeight(ops::WeightLayout{ops::WeightLayoutKind::GemmPanels, 8, 256}, w));
 }
