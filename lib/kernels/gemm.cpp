@@ -482,6 +482,19 @@ std::span<const std::byte> PackedWeightStream::next() {
   return std::as_bytes(std::span<const float>(buffer.get(), elements));
 }
 
+float PackedWeightStream::element(uint64_t index) const {
+  // K blocks of depth_ rows (the last may be shorter), each `panels_` panels of rows x width_, row by row.
+  const uint64_t blockElements = uint64_t{depth_} * panels_ * width_;
+  const uint64_t block = index / blockElements, first = block * depth_;
+  const uint64_t rows = std::min<uint64_t>(depth_, k_ - first), inBlock = index - block * blockElements;
+  const uint64_t panel = inBlock / (rows * width_), inPanel = inBlock % (rows * width_);
+  const uint64_t row = first + inPanel / width_, column = panel * width_ + inPanel % width_;
+  if (column >= n_) return 0.0f;  // the last panel's padding
+  const auto ldb = static_cast<uint64_t>(weight_.shape()[1]);
+  const float* b = weight_.dataAs<float>();
+  return transposed_ ? b[column * ldb + row] : b[row * ldb + column];
+}
+
 void sgemmPanels(bool transA, size_t M, float alpha, const float* A, size_t lda, const PanelsB& B, float beta, float* C,
                  size_t ldc, ThreadPool* pool) {
   const size_t N = B.n, K = B.k;

@@ -68,6 +68,8 @@ public:
   uint64_t byteSize() const { return uint64_t{k_} * panels_ * width_ * sizeof(float); }
   // The next piece of the packed bytes, empty at the end; valid until the second call after this one.
   std::span<const std::byte> next();
+  // The packed float at `index` (< byteSize() / 4) without packing anything: a weight is sampled cheaply.
+  float element(uint64_t index) const;
 
 private:
   PackedWeightStream(ir::Tensor weight, bool transposed, size_t k, size_t n, size_t width, size_t depth,

@@ -18,8 +18,9 @@ WeightSources locateInSources(const WeightPool& pool, std::span<const SourceMode
   for (size_t i = 0; i < pool.weights().size(); ++i) {
     if (!pool.weights()[i].layout.plain()) continue;  // packed bytes are never a source's
     const ir::Tensor& t = pool.weights()[i].tensor;
-    if (!pool.weights()[i].layout.plain()) continue;  // packed bytes are no initializer's
-    auto [begin, end] = byHash.equal_range(pool.weights()[i].hash);
+    auto hash = pool.weights()[i].storedHash();  // a plain weight's: never fails
+    if (!hash) continue;
+    auto [begin, end] = byHash.equal_range(*hash);
     std::set<std::string> found;  // one place per model is enough
     for (auto it = begin; it != end; ++it) {
       const auto& [model, name, tensor] = it->second;
@@ -33,13 +34,24 @@ WeightSources locateInSources(const WeightPool& pool, std::span<const SourceMode
   return sources;
 }
 
+// Weights stored in the file are hashed while they are written: a packed one is packed once, on another thread while
+// the writer writes the piece before, and hashed there; not packed once more to hash it first.
 Status addPoolWeights(format::ContainerWriter& writer, const WeightPool& pool, const WeightSources* sources) {
   for (size_t i = 0; i < pool.weights().size(); ++i) {
     const PooledWeight& w = pool.weights()[i];
-    auto index = sources && !(*sources)[i].empty() ? writer.addSourceWeight(w.type, w.shape, w.hash, (*sources)[i])
-                 : w.layout.plain()                ? writer.addWeight(w.type, w.shape, w.tensor.bytes(), w.hash)
-                                                   : writer.addWeight(w.type, w.shape, w.size, w.hash,
-                                                                      [&w](const auto& sink) { return w.forEachPiece(sink, true); });
+    Expected<uint32_t> index = 0u;
+    if (sources && !(*sources)[i].empty()) {
+      CTX_ASSIGN_OR_RETURN(Hash128 hash, w.storedHash());
+      index = writer.addSourceWeight(w.type, w.shape, hash, (*sources)[i]);
+    } else if (w.layout.plain()) {
+      index = writer.addWeight(w.type, w.shape, w.tensor.bytes());
+    } else {
+      index = writer.addWeight(w.type, w.shape, w.size, [&w](const auto& sink) -> Expected<Hash128> {
+        Hasher128 hasher;
+        CTX_RETURN_IF_ERROR(w.forEachPiece(sink, true, &hasher));
+        return hasher.digest();
+      });
+    }
     if (!index) return index.takeError();
   }
   return Status::ok();

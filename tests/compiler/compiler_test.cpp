@@ -150,7 +150,20 @@ TEST_CASE("weights are one entry per content, not per name", "[weightshare]") {
   CHECK(pool.weights()[0].references == 2);
 }
 
-TEST_CASE("packed weights are pooled as recipes: hashed once, deduped by stored bytes, written packed", "[weightshare]") {
+// The pool written to a container in memory, which opens and verifies.
+static std::vector<std::byte> writePool(const weightshare::WeightPool& pool) {
+  format::ContainerWriter writer(format::CompatInfo{"ctxkit", "test", "cpu", "1"});
+  REQUIRE(weightshare::addPoolWeights(writer, pool));
+  auto bytes = writer.serialize();
+  REQUIRE(bytes);
+  auto view = format::ContainerView::open(*bytes, nullptr, "pool.bin");
+  REQUIRE(view);
+  REQUIRE(view->verify());
+  return std::move(bytes).value();
+}
+
+TEST_CASE("packed weights are pooled as recipes: sampled, hashed only to tell look-alikes apart, written packed",
+          "[weightshare]") {
   const ops::WeightLayout panels{ops::WeightLayoutKind::GemmPanels, 8, 7};  // K = 20, N = 13: odd blocks and panels
   const ops::WeightLayout transposed{ops::WeightLayoutKind::GemmPanelsTransposed, 8, 7};
   auto b = floatInit("b", {20, 13}, 1.0f).tensor;
@@ -163,10 +176,11 @@ TEST_CASE("packed weights are pooled as recipes: hashed once, deduped by stored 
 
   weightshare::WeightPool pool;
   CHECK(*pool.intern(b, panels) == 0);
-  CHECK(pool.bytesHashed() == packed->byteSize());
-  CHECK(*pool.intern(b, panels) == 0);  // the same storage in the same layout: not hashed again
-  CHECK(pool.bytesHashed() == packed->byteSize());
-  CHECK(*pool.intern(sameBytes, panels) == 0);
+  CHECK(pool.bytesHashed() == 0);       // nothing like it yet: its fingerprint is enough
+  CHECK(*pool.intern(b, panels) == 0);  // the same storage in the same layout
+  CHECK(pool.bytesHashed() == 0);
+  CHECK(*pool.intern(sameBytes, panels) == 0);  // equal fingerprints: both hashed, then compared
+  CHECK(pool.bytesHashed() == 2 * packed->byteSize());
   CHECK(*pool.intern(*packedCopy) == 0);
   CHECK(*pool.intern(b) == 1);               // plain: other bytes
   CHECK(*pool.intern(b, transposed) == 2);  // b as a transposed B operand: other bytes
@@ -175,24 +189,42 @@ TEST_CASE("packed weights are pooled as recipes: hashed once, deduped by stored 
   const auto& w = pool.weights()[0];
   CHECK(w.shape == packed->shape());
   CHECK(w.size == packed->byteSize());
-  CHECK(w.hash == hash128(packed->bytes()));
-  CHECK(pool.weights()[2].hash == hash128(kernels::packWeight(transposed, b)->bytes()));
+  CHECK(*w.storedHash() == hash128(packed->bytes()));
+  CHECK(*pool.weights()[2].storedHash() == hash128(kernels::packWeight(transposed, b)->bytes()));
   CHECK_FALSE(pool.intern(floatInit("v", {4}).tensor, panels));  // a 1-D weight has no panel layout
 
   // The container gets the packed bytes, produced while it is written, under the hash of those bytes.
-  format::ContainerWriter writer(format::CompatInfo{"ctxkit", "test", "cpu", "1"});
-  REQUIRE(weightshare::addPoolWeights(writer, pool));
-  auto bytes = writer.serialize();
-  REQUIRE(bytes);
-  auto view = format::ContainerView::open(*bytes, nullptr, "pool.bin");
+  auto bytes = writePool(pool);
+  auto view = format::ContainerView::open(bytes, nullptr, "pool.bin");
   REQUIRE(view);
-  REQUIRE(view->verify());
   REQUIRE(view->weights().size() == 3);
   auto stored = view->weightBytes(0);
   REQUIRE(stored.size() == packed->byteSize());
   CHECK(std::memcmp(stored.data(), packed->data(), stored.size()) == 0);
   CHECK(view->weights()[0].hash == hash128(packed->bytes()));
   CHECK(view->weights()[0].shape == packed->shape());
+  // Fingerprints sample the stored bytes: weights that differ only between the samples are hashed, and kept apart.
+  {
+    weightshare::WeightPool large;
+    std::vector<float> values(1 << 16, 1.0f);
+    auto first = ir::Tensor::fromVector(ir::ElemType::Float, {256, 256}, values);
+    values[12345] = 2.0f;  // between two sampled windows
+    auto second = ir::Tensor::fromVector(ir::ElemType::Float, {256, 256}, values);
+    CHECK(*large.intern(first, panels) == 0);
+    CHECK(*large.intern(second, panels) == 1);
+    CHECK(large.bytesHashed() == 2 * large.weights()[0].size);
+    CHECK(large.weights()[0].fingerprint == large.weights()[1].fingerprint);
+    // Two recipes of other shapes whose packed bytes are equal (all zeros, 64 K floats each): one stored weight.
+    auto zerosWide = ir::Tensor::fromVector(ir::ElemType::Float, {128, 512}, std::vector<float>(1 << 16));
+    auto zerosTall = ir::Tensor::fromVector(ir::ElemType::Float, {512, 128}, std::vector<float>(1 << 16));
+    CHECK(*large.intern(zerosWide, panels) == 2);
+    CHECK(*large.intern(zerosTall, panels) == 2);
+    auto written = writePool(large);
+    auto opened = format::ContainerView::open(written, nullptr, "large.bin");
+    REQUIRE(opened);
+    REQUIRE(opened->weights().size() == 3);
+    CHECK(opened->weights()[1].hash == hash128(kernels::packWeight(panels, second)->bytes()));
+  }
   // A producer that gives the wrong byte count fails the write instead of leaving a short weight.
   format::ContainerWriter wrong(format::CompatInfo{"ctxkit", "test", "cpu", "1"});
   REQUIRE(wrong.addWeight(ir::ElemType::Float, {4}, 16, Hash128{}, [&](const auto& sink) {
