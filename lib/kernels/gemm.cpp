@@ -448,6 +448,15 @@ PackedWeightStream::PackedWeightStream(ir::Tensor weight, bool transposed, size_
 }
 
 std::span<const std::byte> PackedWeightStream::next() {
+  // Every element is written by next(out), so a buffer is allocated once, at its largest, and never cleared.
+  std::unique_ptr<float[]>& buffer = buffers_[current_];
+  if (!buffer) buffer = std::make_unique_for_overwrite<float[]>(maxPieceElements());
+  auto piece = next(buffer.get());
+  if (!piece.empty()) current_ ^= 1;
+  return piece;
+}
+
+std::span<const std::byte> PackedWeightStream::next(float* out) {
   if (panel_ == panels_) {  // the block is done: on to the next one
     block_ += depth_;
     panel_ = 0;
@@ -457,29 +466,19 @@ std::span<const std::byte> PackedWeightStream::next() {
   const size_t rows = std::min(depth_, k_ - block_);
   const size_t count = std::min(panelsPerPiece_, panels_ - panel_);
   const size_t elements = count * rows * width_;
-  // Every element is written below, so a buffer is allocated once, at its largest, and never cleared.
-  std::unique_ptr<float[]>& buffer = buffers_[current_];
-  current_ ^= 1;
-  if (!buffer) buffer = std::make_unique_for_overwrite<float[]>(panelsPerPiece_ * std::min(depth_, k_) * width_);
   const size_t column = panel_ * width_;
   const auto ldb = static_cast<size_t>(weight_.shape()[1]);
   if (transposed_) {
-    packB(true, weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, width_, 0, count, buffer.get());
+    packB(true, weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, width_, 0, count, out);
   } else {
     switch (width_) {
-      case 8:
-        scatterRows<8>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer.get());
-        break;
-      case 16:
-        scatterRows<16>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer.get());
-        break;
-      default:
-        scatterRows<32>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer.get());
-        break;
+      case 8: scatterRows<8>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, out); break;
+      case 16: scatterRows<16>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, out); break;
+      default: scatterRows<32>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, out); break;
     }
   }
   panel_ += count;
-  return std::as_bytes(std::span<const float>(buffer.get(), elements));
+  return std::as_bytes(std::span<const float>(out, elements));
 }
 
 float PackedWeightStream::element(uint64_t index) const {

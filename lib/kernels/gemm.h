@@ -3,6 +3,7 @@
 
 #include "kernels/kernels.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <span>
@@ -68,6 +69,9 @@ public:
   uint64_t byteSize() const { return uint64_t{k_} * panels_ * width_ * sizeof(float); }
   // The next piece of the packed bytes, empty at the end; valid until the second call after this one.
   std::span<const std::byte> next();
+  // The same packed into `out`, which holds maxPieceElements() floats, instead of the stream's own buffers.
+  std::span<const std::byte> next(float* out);
+  size_t maxPieceElements() const { return panelsPerPiece_ * std::min(depth_, k_) * width_; }
   // The packed float at `index` (< byteSize() / 4) without packing anything: a weight is sampled cheaply.
   float element(uint64_t index) const;
 

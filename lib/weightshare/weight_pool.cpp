@@ -5,12 +5,8 @@
 
 #include <algorithm>
 #include <array>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <optional>
-#include <system_error>
-#include <thread>
 
 namespace ctxkit::weightshare {
 
@@ -108,82 +104,19 @@ Expected<Hash128> PooledWeight::storedHash() const {
     return *hash_;
   }
   Hasher128 hasher;
-  CTX_RETURN_IF_ERROR(forEachPiece([](std::span<const std::byte>) { return Status::ok(); }, false, &hasher));
+  CTX_RETURN_IF_ERROR(forEachPiece([](std::span<const std::byte>) { return Status::ok(); }, &hasher));
   hash_ = hasher.digest();
   return *hash_;
 }
 
-namespace {
-
-// One packer thread for a weight: it packs piece N + 1 while the sink takes piece N. It starts on a piece only once
-// the sink has taken the one before, so the sink is done with the piece two back, whose buffer the stream reuses.
-class PackAhead {
-public:
-  PackAhead(Pieces& pieces, Hasher128* hasher) : pieces_(pieces), hasher_(hasher) {
-    thread_ = std::thread([this] { run(); });
-  }
-  ~PackAhead() {
-    {
-      std::lock_guard lock(mutex_);
-      quit_ = true;
-    }
-    changed_.notify_all();
-    thread_.join();
-  }
-  std::span<const std::byte> take() {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return slot_.has_value(); });
-    auto piece = *slot_;
-    slot_.reset();
-    lock.unlock();
-    changed_.notify_all();
-    return piece;
-  }
-
-private:
-  void run() {
-    for (bool more = true; more;) {
-      {
-        std::unique_lock lock(mutex_);
-        changed_.wait(lock, [&] { return !slot_ || quit_; });
-        if (quit_) return;
-      }
-      auto piece = pieces_.next();
-      if (hasher_) hasher_->update(piece);
-      more = !piece.empty();
-      {
-        std::lock_guard lock(mutex_);
-        slot_ = piece;
-      }
-      changed_.notify_all();
-    }
-  }
-  Pieces& pieces_;
-  Hasher128* hasher_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::optional<std::span<const std::byte>> slot_;  // a piece packed and not yet taken (empty: the end)
-  bool quit_ = false;
-  std::thread thread_;
-};
-
-}  // namespace
-
-Status PooledWeight::forEachPiece(const std::function<Status(std::span<const std::byte>)>& sink, bool packAhead,
+Status PooledWeight::forEachPiece(const std::function<Status(std::span<const std::byte>)>& sink,
                                   Hasher128* hasher) const {
   CTX_ASSIGN_OR_RETURN(Pieces pieces, Pieces::open(*this));
-  std::optional<PackAhead> ahead;
-  if (packAhead && !layout.plain()) try {
-      ahead.emplace(pieces, hasher);
-    } catch (const std::system_error&) {  // no thread to be had: in turn, then
-    }
   uint64_t produced = 0;
-  while (true) {
-    auto piece = ahead ? ahead->take() : pieces.next();
-    if (!ahead && hasher) hasher->update(piece);
-    if (piece.empty()) break;
+  for (auto piece = pieces.next(); !piece.empty(); piece = pieces.next()) {
+    if (hasher) hasher->update(piece);
     produced += piece.size();
-    CTX_RETURN_IF_ERROR(sink(piece));  // `ahead` stops and joins its thread on the way out
+    CTX_RETURN_IF_ERROR(sink(piece));
   }
   if (produced != size)
     return makeError(ErrorCode::Internal, "a {} weight produced {} bytes; its stored size is {}",

@@ -33,13 +33,9 @@ struct PooledWeight {
   Expected<Hash128> storedHash() const;
   bool hashed() const { return hash_.has_value(); }
 
-  // Hands `sink` the stored bytes in order, in pieces of bounded size. With `packAhead`, a packed weight's next
-  // piece is packed on another thread while `sink` takes this one: worth it when `sink` is the slower (a file
-  // write), not when it is faster (a hash, which then reads the piece from another core's cache).
-  // With `hasher`, every piece is added to it before `sink` takes it (on the packing thread when packing ahead, where
-  // the piece is still in the cache).
-  Status forEachPiece(const std::function<Status(std::span<const std::byte>)>& sink, bool packAhead = false,
-                      Hasher128* hasher = nullptr) const;
+  // Hands `sink` the stored bytes in order, in pieces of bounded size; with `hasher`, adds each piece to it first.
+  // (The container writer gets packed weights from addPoolWeights' packing thread instead.)
+  Status forEachPiece(const std::function<Status(std::span<const std::byte>)>& sink, Hasher128* hasher = nullptr) const;
 
 private:
   mutable std::optional<Hash128> hash_;

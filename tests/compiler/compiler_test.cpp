@@ -233,6 +233,39 @@ TEST_CASE("packed weights are pooled as recipes: sampled, hashed only to tell lo
   CHECK_FALSE(wrong.serialize());
 }
 
+TEST_CASE("a pool's packed weights are packed ahead of the writer, across weights, for every output call",
+          "[weightshare]") {
+  const ops::WeightLayout panels{ops::WeightLayoutKind::GemmPanels, 16, 256};
+  const ops::WeightLayout transposed{ops::WeightLayoutKind::GemmPanelsTransposed, 8, 256};
+  weightshare::WeightPool pool;
+  std::vector<std::pair<ir::Tensor, ops::WeightLayout>> added;
+  for (int i = 0; i < 4; ++i) {  // 1.6 MiB each: two pieces, and more pieces in all than the packer queues
+    std::vector<float> values(600 * 700);
+    for (size_t k = 0; k < values.size(); ++k) values[k] = static_cast<float>((k * 7 + i) % 1000);
+    added.emplace_back(ir::Tensor::fromVector(ir::ElemType::Float, {600, 700}, values), i % 2 ? transposed : panels);
+    CHECK(*pool.intern(added.back().first, added.back().second) == added.size() - 1);
+    added.emplace_back(floatInit(fmt::format("plain{}", i), {3}, static_cast<float>(i)).tensor, ops::WeightLayout{});
+    CHECK(*pool.intern(added.back().first) == added.size() - 1);  // plain ones between the packed ones
+  }
+  format::ContainerWriter writer(format::CompatInfo{"ctxkit", "test", "cpu", "1"});
+  REQUIRE(weightshare::addPoolWeights(writer, pool));
+  auto first = writer.serialize();
+  REQUIRE(first);
+  auto second = writer.serialize();  // the packing thread starts over
+  REQUIRE(second);
+  CHECK(*first == *second);
+  auto view = format::ContainerView::open(*first, nullptr, "ahead.bin");
+  REQUIRE(view);
+  REQUIRE(view->verify());
+  for (size_t i = 0; i < added.size(); ++i) {
+    const auto& [tensor, layout] = added[i];
+    auto stored = layout.plain() ? std::optional(tensor) : std::optional(*kernels::packWeight(layout, tensor));
+    REQUIRE(view->weightBytes(i).size() == stored->byteSize());
+    CHECK(std::memcmp(view->weightBytes(i).data(), stored->data(), stored->byteSize()) == 0);
+    CHECK(view->weights()[i].hash == hash128(stored->bytes()));
+  }
+}
+
 TEST_CASE("the memory plan reuses dead buffers and keeps live ones apart", "[codegen]") {
   std::vector<codegen::BufferRequest> reqs = {{100, 0, 1}, {200, 1, 2}, {100, 2, 3}, {50, 3, 3}};
   auto plan = codegen::planMemory(reqs, 64);
