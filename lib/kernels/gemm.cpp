@@ -456,15 +456,28 @@ std::span<const std::byte> PackedWeightStream::next() {
   return piece;
 }
 
-std::span<const std::byte> PackedWeightStream::next(float* out) {
+bool PackedWeightStream::advance(size_t& rows, size_t& count) {
   if (panel_ == panels_) {  // the block is done: on to the next one
     block_ += depth_;
     panel_ = 0;
   }
-  if (block_ >= k_ || panels_ == 0) return {};
+  if (block_ >= k_ || panels_ == 0) return false;
   // Panels of a block lie one after another, each rows x width: a run of them is a contiguous piece of the layout.
-  const size_t rows = std::min(depth_, k_ - block_);
-  const size_t count = std::min(panelsPerPiece_, panels_ - panel_);
+  rows = std::min(depth_, k_ - block_);
+  count = std::min(panelsPerPiece_, panels_ - panel_);
+  return true;
+}
+
+bool PackedWeightStream::skip() {
+  size_t rows = 0, count = 0;
+  if (!advance(rows, count)) return false;
+  panel_ += count;
+  return true;
+}
+
+std::span<const std::byte> PackedWeightStream::next(float* out) {
+  size_t rows = 0, count = 0;
+  if (!advance(rows, count)) return {};
   const size_t elements = count * rows * width_;
   const size_t column = panel_ * width_;
   const auto ldb = static_cast<size_t>(weight_.shape()[1]);

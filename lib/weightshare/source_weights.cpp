@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <system_error>
 #include <thread>
@@ -46,10 +47,12 @@ namespace {
 
 using Sink = std::function<Status(std::span<const std::byte>)>;
 
-// Packs the pool's packed weights for the container writer on one thread, in the order the writer takes them: up to
-// kSlots pieces ahead, on from one weight to the next without waiting, hashing each piece while it is in the cache.
-// The writer's thread only writes, and a packing thread the scheduler keeps waiting costs nothing while pieces are
-// queued. A producer called out of order (another output call) restarts the thread at its weight.
+// Packs the pool's packed weights for the container writer on kWorkers threads, in the order the writer takes them:
+// up to kSlots pieces ahead, on from one weight to the next without waiting. Worker w packs the pieces whose number
+// (counted over all weights, each weight's end included) is w modulo kWorkers, and the pieces are hashed in order,
+// each by the worker that packed it, while it is in that core's cache. The writer's thread only writes, and a worker
+// the scheduler keeps waiting costs nothing while pieces are queued. A producer called out of order (another output
+// call) restarts the workers at its weight.
 class PoolPacker {
 public:
   explicit PoolPacker(std::vector<const PooledWeight*> weights) : weights_(std::move(weights)) {}
@@ -59,31 +62,27 @@ public:
 
   // Hands `sink` the packed bytes of weights_[j] and returns their XXH3-128.
   Expected<Hash128> produce(size_t j, const Sink& sink) {
-    if (next_ != j || !thread_.joinable()) {
-      stop();
-      head_ = tail_ = count_ = 0;
-      quit_ = false;
-      try {
-        thread_ = std::thread([this, j] { run(j); });
-      } catch (const std::system_error&) {  // no thread to be had: packed here, then
-        next_ = kNone;
-        Hasher128 hasher;
-        CTX_RETURN_IF_ERROR(weights_[j]->forEachPiece(sink, &hasher));
-        return hasher.digest();
-      }
+    if ((next_ != j || workers_.empty()) && !restart(j)) {  // no thread to be had: packed here, then
+      Hasher128 hasher;
+      CTX_RETURN_IF_ERROR(weights_[j]->forEachPiece(sink, &hasher));
+      return hasher.digest();
     }
     next_ = kNone;  // until this weight is taken whole
     while (true) {
-      Slot* slot;
+      Slot* slot = &slots_[consumed_ % kSlots];
       {
         std::unique_lock lock(mutex_);
-        changed_.wait(lock, [&] { return count_ > 0; });
-        slot = &slots_[head_];
+        changed_.wait(lock, [&] { return slot->ready; });
       }
       Status status = slot->status.isOk() && !slot->end ? sink(slot->bytes) : slot->status;
       const bool end = slot->end;
       const Hash128 hash = slot->hash;
-      release();  // only now may the thread pack into the slot again
+      {
+        std::lock_guard lock(mutex_);  // only now may a worker pack into the slot again
+        slot->ready = false;
+        ++consumed_;
+      }
+      changed_.notify_all();
       CTX_RETURN_IF_ERROR(status);
       if (end) {
         next_ = j + 1;
@@ -93,6 +92,7 @@ public:
   }
 
 private:
+  static constexpr size_t kWorkers = 2;
   static constexpr size_t kSlots = 4;
   static constexpr size_t kPieceBytes = size_t{1} << 20;
   static constexpr size_t kNone = ~size_t{0};
@@ -100,53 +100,69 @@ private:
     std::vector<float> buffer;
     std::span<const std::byte> bytes;
     bool end = false;  // the weight's last slot: no bytes, its hash
+    bool ready = false;
     Hash128 hash;
     Status status;
   };
 
-  void run(size_t from) {
+  bool restart(size_t from) {
+    stop();
+    consumed_ = hashed_ = 0;
+    for (Slot& slot : slots_) slot.ready = false;
+    hasher_.emplace();
+    quit_ = false;
+    try {
+      for (size_t w = 0; w < kWorkers; ++w) workers_.emplace_back([this, w, from] { run(w, from); });
+    } catch (const std::system_error&) {
+      stop();
+      return false;
+    }
+    return true;
+  }
+
+  void run(size_t worker, size_t from) {
+    uint64_t sequence = 0;  // of the next piece, from this run's start
     for (size_t j = from; j < weights_.size(); ++j) {
       auto stream = kernels::PackedWeightStream::open(weights_[j]->layout, weights_[j]->tensor, kPieceBytes);
-      Hasher128 hasher;
-      while (true) {
-        Slot* slot = acquire();
+      for (bool end = false; !end; ++sequence) {
+        if (sequence % kWorkers != worker) {  // the other's piece: the same boundaries on both streams
+          end = !stream || !stream->skip();
+          continue;
+        }
+        Slot* slot = acquire(sequence);
         if (!slot) return;
-        slot->end = !stream;
         slot->status = stream ? Status::ok() : Status(stream.error());
+        slot->bytes = {};
         if (stream) {
           if (slot->buffer.size() < stream->maxPieceElements()) slot->buffer.resize(stream->maxPieceElements());
           slot->bytes = stream->next(slot->buffer.data());
-          hasher.update(slot->bytes);
-          slot->end = slot->bytes.empty();
-          if (slot->end) slot->hash = hasher.digest();
         }
-        publish();
-        if (!stream) return;
-        if (slot->end) break;
+        end = slot->bytes.empty();
+        slot->end = end;
+        {
+          std::unique_lock lock(mutex_);  // the pieces before are hashed: this one's turn
+          changed_.wait(lock, [&] { return quit_ || hashed_ == sequence; });
+          if (quit_) return;
+        }
+        hasher_->update(slot->bytes);
+        if (end) {
+          slot->hash = hasher_->digest();
+          hasher_.emplace();
+        }
+        {
+          std::lock_guard lock(mutex_);
+          ++hashed_;
+          slot->ready = true;
+        }
+        changed_.notify_all();
       }
     }
   }
-  // The packing thread's next free slot, or null when told to stop.
-  Slot* acquire() {
+  // The slot for piece `sequence` once the writer is done with the piece kSlots before it; null when told to stop.
+  Slot* acquire(uint64_t sequence) {
     std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return quit_ || count_ < kSlots; });
-    return quit_ ? nullptr : &slots_[tail_];
-  }
-  void publish() {
-    {
-      std::lock_guard lock(mutex_);
-      tail_ = (tail_ + 1) % kSlots;
-      ++count_;
-    }
-    changed_.notify_all();
-  }
-  void release() {
-    {
-      std::lock_guard lock(mutex_);
-      head_ = (head_ + 1) % kSlots;
-      --count_;
-    }
-    changed_.notify_all();
+    changed_.wait(lock, [&] { return quit_ || sequence < consumed_ + kSlots; });
+    return quit_ ? nullptr : &slots_[sequence % kSlots];
   }
   void stop() {
     {
@@ -154,17 +170,20 @@ private:
       quit_ = true;
     }
     changed_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    for (auto& t : workers_) t.join();
+    workers_.clear();
   }
 
   std::vector<const PooledWeight*> weights_;
   std::array<Slot, kSlots> slots_;
-  size_t head_ = 0, tail_ = 0, count_ = 0;  // the writer takes slots_[head_]; the thread fills slots_[tail_]
-  size_t next_ = kNone;                     // the weight the running thread hands over next
+  uint64_t consumed_ = 0;            // pieces the writer is done with (it takes slots_[consumed_ % kSlots] next)
+  uint64_t hashed_ = 0;              // pieces hashed, in order
+  std::optional<Hasher128> hasher_;  // of the weight being hashed
+  size_t next_ = kNone;              // the weight the running workers hand over next
   bool quit_ = false;
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::thread thread_;
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace

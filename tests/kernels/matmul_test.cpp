@@ -143,6 +143,24 @@ TEST_CASE("a weight packed a few panels at a time gives packWeight's bytes, hash
             for (size_t i = 0; i < packed->byteSize() / sizeof(float); ++i)
               elementsMatch = elementsMatch && stream->element(i) == packed->dataAs<float>()[i];
             CHECK(elementsMatch);
+            // Two streams taking every other piece (one packs where the other skips) give the pieces in order.
+            auto even = kernels::PackedWeightStream::open(layout, weight, chunk);
+            auto odd = kernels::PackedWeightStream::open(layout, weight, chunk);
+            REQUIRE((even && odd));
+            std::vector<float> buffer(even->maxPieceElements());
+            size_t at = 0;
+            bool piecesMatch = true;
+            for (size_t n = 0;; ++n) {
+              auto& packing = n % 2 ? *odd : *even;
+              auto& skipping = n % 2 ? *even : *odd;
+              auto piece = packing.next(buffer.data());
+              CHECK(skipping.skip() == !piece.empty());
+              if (piece.empty()) break;
+              piecesMatch = piecesMatch && std::memcmp(piece.data(), packed->data() + at, piece.size()) == 0;
+              at += piece.size();
+            }
+            CHECK(piecesMatch);
+            CHECK(at == packed->byteSize());
           }
   }
   // The same refusals as packWeight's.
