@@ -34,7 +34,7 @@ struct PooledWeight {
   bool hashed() const { return hash_.has_value(); }
 
   // Hands `sink` the stored bytes in order, in pieces of bounded size; with `hasher`, adds each piece to it first.
-  // (The container writer gets packed weights from addPoolWeights' packing thread instead.)
+  // (The container writer gets packed weights from addPoolWeights' packing workers instead.)
   Status forEachPiece(const std::function<Status(std::span<const std::byte>)>& sink, Hasher128* hasher = nullptr) const;
 
 private:
