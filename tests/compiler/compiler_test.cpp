@@ -10,7 +10,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 
@@ -264,6 +268,26 @@ TEST_CASE("a pool's packed weights are packed ahead of the writer, across weight
     CHECK(std::memcmp(view->weightBytes(i).data(), stored->data(), stored->byteSize()) == 0);
     CHECK(view->weights()[i].hash == hash128(stored->bytes()));
   }
+  // A write that fails in the middle of a packed weight (the file size limit: EFBIG) leaves no file, and the next
+  // output call starts the packing over and gives the same bytes.
+  const auto path = std::filesystem::temp_directory_path() / fmt::format("ctxkit_ahead_{}.bin", ::getpid());
+  rlimit before{};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &before) == 0);
+  auto* previous = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = before;
+  small.rlim_cur = 3 << 20;  // in the second packed weight
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+  Status failed = writer.write(path);
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &before) == 0);
+  std::signal(SIGXFSZ, previous);
+  CHECK_FALSE(failed.isOk());
+  CHECK_FALSE(std::filesystem::exists(path));
+  REQUIRE(writer.write(path));
+  auto file = readFile(path);
+  REQUIRE(file);
+  REQUIRE(file->size() == first->size());
+  CHECK(std::memcmp(file->data(), first->data(), file->size()) == 0);
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("the memory plan reuses dead buffers and keeps live ones apart", "[codegen]") {
