@@ -71,12 +71,21 @@ public:
   // Adds a weight and returns its index. The caller dedupes; `hash` is XXH3-128 of `bytes`.
   Expected<uint32_t> addWeight(ir::ElemType type, ir::Shape shape, std::span<const std::byte> bytes,
                                const Hash128& hash);
+  // The same, hashed while it is written (one pass over the bytes). The caller still dedupes: a hash that turns
+  // out to repeat another weight's key (type, shape, hash) fails the output call, which then leaves no file.
+  Expected<uint32_t> addWeight(ir::ElemType type, ir::Shape shape, std::span<const std::byte> bytes);
   // Produces a weight's bytes in order by calling its argument with each piece; called once per output.
   using WeightBytes = std::function<Status(const std::function<Status(std::span<const std::byte>)>&)>;
   // Adds a weight of `size` bytes whose bytes `produce` hands over while the container is written, so that they
   // need not exist in memory all at once. Fails the write if `produce` gives another byte count.
   Expected<uint32_t> addWeight(ir::ElemType type, ir::Shape shape, uint64_t size, const Hash128& hash,
                                WeightBytes produce);
+  // Produces a weight's bytes as WeightBytes does and returns XXH3-128 of all the bytes it handed over: the producer
+  // hashes each piece as it makes it (where the piece is still in the cache), so the bytes are made once.
+  using HashedWeightBytes = std::function<Expected<Hash128>(const std::function<Status(std::span<const std::byte>)>&)>;
+  // A weight produced while written, under the hash its producer returns. A hash that repeats another weight's key
+  // (type, shape, hash) fails the output call, which then leaves no file.
+  Expected<uint32_t> addWeight(ir::ElemType type, ir::Shape shape, uint64_t size, HashedWeightBytes produce);
   // Weightless containers only: a weight whose bytes stay in source models, `sources` naming each model (its
   // onnx_model_filename) and the initializer there. `hash` is XXH3-128 of the bytes, checked at load on --verify.
   Expected<uint32_t> addSourceWeight(ir::ElemType type, ir::Shape shape, const Hash128& hash,
@@ -90,7 +99,8 @@ public:
   // data references into the container).
   Expected<uint64_t> weightFileOffset(uint32_t index) const;
 
-  // Streams the container to `path` atomically (temporary name, fsync, rename).
+  // Streams the container to `path` atomically (temporary name, fsync, rename): the data region first, then the
+  // metadata at the start of the file, once the weights hashed while written have their hashes.
   Status write(const std::filesystem::path& path) const;
   // The same bytes in memory (embed_mode=1).
   Expected<std::vector<std::byte>> serialize() const;

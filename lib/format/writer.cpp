@@ -4,6 +4,7 @@
 #include "format/layout.h"
 #include "support/checked.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -21,9 +22,10 @@ struct PendingWeight {
   ir::ElemType type;
   ir::Shape shape;
   std::span<const std::byte> bytes;  // empty for a weight in source models or one produced while written
-  Hash128 hash;
+  std::optional<Hash128> hash;       // none: hashed while written
   std::vector<WeightInfo::Source> sources;
-  ContainerWriter::WeightBytes produce;  // set for a weight produced while written
+  ContainerWriter::WeightBytes produce;              // set for a weight produced while written
+  ContainerWriter::HashedWeightBytes produceHashed;  // or this, for one produced and hashed while written
   uint64_t size = 0;
 };
 
@@ -100,9 +102,13 @@ struct ContainerWriter::Impl {
 
   Expected<uint32_t> add(PendingWeight w);
   Expected<const Plan*> getPlan() const;
-  Expected<std::vector<std::byte>> buildMetadata(const Plan& plan) const;
-  // Emits the whole file in order through `write(span)` and `zeros(count)`.
-  template <typename Write, typename Zeros> Status emit(Write&& write, Zeros&& zeros) const;
+  // `hashes`: every weight's, in weight-table order.
+  Expected<std::vector<std::byte>> buildMetadata(const Plan& plan, const std::vector<Hash128>& hashes) const;
+  // Emits the whole file through `write(span)` and `zeros(count)`: zeros in place of the metadata, the data region,
+  // then the metadata through `patch(span)` at offset 0, once the weights hashed while written have their hashes.
+  template <typename Write, typename Zeros, typename Patch>
+  Status emit(Write&& write, Zeros&& zeros, Patch&& patch) const;
+  Status checkKeys(const std::vector<Hash128>& hashes) const;
 };
 
 ContainerWriter::ContainerWriter(CompatInfo compat, WriterOptions options) : impl_(std::make_shared<Impl>()) {
@@ -128,37 +134,74 @@ static Expected<uint64_t> checkWeight(ir::ElemType type, const ir::Shape& shape)
   return *expected;
 }
 
+static Error repeatedWeight(ir::ElemType type, const ir::Shape& shape, const Hash128& hash, uint32_t first) {
+  return invalidArgument(
+      fmt::format("weight ({} {}, hash {}) repeats weight {}; the weight table holds each unique weight once",
+                  ir::elemTypeName(type), ir::shapeToString(shape), hash.toHex(), first));
+}
+
 Expected<uint32_t> ContainerWriter::Impl::add(PendingWeight w) {
   if (weights.size() >= kMaxWeights)
     return invalidArgument(fmt::format("a container holds at most {} weights", kMaxWeights));
-  WeightKey key{w.hash, w.type, w.shape};
-  auto [it, inserted] = weightKeys.emplace(std::move(key), static_cast<uint32_t>(weights.size()));
-  if (!inserted)
-    return invalidArgument(
-        fmt::format("weight ({} {}, hash {}) repeats weight {}; the weight table holds each unique weight once",
-                    ir::elemTypeName(w.type), ir::shapeToString(w.shape), w.hash.toHex(), it->second));
+  const auto index = static_cast<uint32_t>(weights.size());
+  if (w.hash) {  // else checked once it is hashed (checkKeys)
+    auto [it, inserted] = weightKeys.emplace(WeightKey{*w.hash, w.type, w.shape}, index);
+    if (!inserted) return repeatedWeight(w.type, w.shape, *w.hash, it->second);
+  }
   weights.push_back(std::move(w));
   plan.reset();
-  return it->second;
+  return index;
+}
+
+// The weights hashed while written against each other and the rest: a repeated key is a file a reader rejects.
+Status ContainerWriter::Impl::checkKeys(const std::vector<Hash128>& hashes) const {
+  std::map<WeightKey, uint32_t> keys = weightKeys;
+  for (uint32_t i = 0; i < weights.size(); ++i) {
+    if (weights[i].hash) continue;
+    auto [it, inserted] = keys.emplace(WeightKey{hashes[i], weights[i].type, weights[i].shape}, i);
+    if (!inserted) return repeatedWeight(weights[i].type, weights[i].shape, hashes[i], std::min(i, it->second));
+  }
+  return Status::ok();
+}
+
+// A weight with its bytes in memory (`produce` empty) or produced while written; `hash` none: hashed while written.
+static Expected<PendingWeight> fileWeight(ir::ElemType type, ir::Shape shape, std::span<const std::byte> bytes,
+                                          uint64_t size, std::optional<Hash128> hash, bool produce) {
+  CTX_ASSIGN_OR_RETURN(uint64_t expected, checkWeight(type, shape));
+  if (!produce && expected != bytes.size())
+    return invalidArgument(fmt::format("{} weight of shape {} needs {} bytes but {} were given", ir::elemTypeName(type),
+                                       ir::shapeToString(shape), expected, bytes.size()));
+  if (produce && expected != size)
+    return invalidArgument(fmt::format("{} weight of shape {} needs {} bytes but has {}", ir::elemTypeName(type),
+                                       ir::shapeToString(shape), expected, size));
+  return PendingWeight{type, std::move(shape), bytes, hash, {}, {}, {}, expected};
 }
 
 Expected<uint32_t> ContainerWriter::addWeight(ir::ElemType type, ir::Shape shape, std::span<const std::byte> bytes,
                                               const Hash128& hash) {
-  CTX_ASSIGN_OR_RETURN(uint64_t expected, checkWeight(type, shape));
-  if (expected != bytes.size())
-    return invalidArgument(fmt::format("{} weight of shape {} needs {} bytes but {} were given", ir::elemTypeName(type),
-                                       ir::shapeToString(shape), expected, bytes.size()));
-  return impl_->add(PendingWeight{type, std::move(shape), bytes, hash, {}, {}, expected});
+  CTX_ASSIGN_OR_RETURN(auto w, fileWeight(type, std::move(shape), bytes, 0, hash, false));
+  return impl_->add(std::move(w));
+}
+
+Expected<uint32_t> ContainerWriter::addWeight(ir::ElemType type, ir::Shape shape, std::span<const std::byte> bytes) {
+  CTX_ASSIGN_OR_RETURN(auto w, fileWeight(type, std::move(shape), bytes, 0, std::nullopt, false));
+  return impl_->add(std::move(w));
 }
 
 Expected<uint32_t> ContainerWriter::addWeight(ir::ElemType type, ir::Shape shape, uint64_t size, const Hash128& hash,
                                               WeightBytes produce) {
-  CTX_ASSIGN_OR_RETURN(uint64_t expected, checkWeight(type, shape));
-  if (expected != size)
-    return invalidArgument(fmt::format("{} weight of shape {} needs {} bytes but has {}", ir::elemTypeName(type),
-                                       ir::shapeToString(shape), expected, size));
   if (!produce) return invalidArgument("a produced weight needs a producer");
-  return impl_->add(PendingWeight{type, std::move(shape), {}, hash, {}, std::move(produce), expected});
+  CTX_ASSIGN_OR_RETURN(auto w, fileWeight(type, std::move(shape), {}, size, hash, true));
+  w.produce = std::move(produce);
+  return impl_->add(std::move(w));
+}
+
+Expected<uint32_t> ContainerWriter::addWeight(ir::ElemType type, ir::Shape shape, uint64_t size,
+                                              HashedWeightBytes produce) {
+  if (!produce) return invalidArgument("a produced weight needs a producer");
+  CTX_ASSIGN_OR_RETURN(auto w, fileWeight(type, std::move(shape), {}, size, std::nullopt, true));
+  w.produceHashed = std::move(produce);
+  return impl_->add(std::move(w));
 }
 
 Expected<uint32_t> ContainerWriter::addSourceWeight(ir::ElemType type, ir::Shape shape, const Hash128& hash,
@@ -174,7 +217,7 @@ Expected<uint32_t> ContainerWriter::addSourceWeight(ir::ElemType type, ir::Shape
   }
   CTX_ASSIGN_OR_RETURN(uint64_t expected, checkWeight(type, shape));
   impl_->sourceCount += sources.size();
-  return impl_->add(PendingWeight{type, std::move(shape), {}, hash, std::move(sources), {}, expected});
+  return impl_->add(PendingWeight{type, std::move(shape), {}, hash, std::move(sources), {}, {}, expected});
 }
 
 Status ContainerWriter::addGraph(std::string name, std::string sourceModel, std::vector<std::byte> program) {
@@ -269,7 +312,8 @@ Expected<uint64_t> ContainerWriter::weightFileOffset(uint32_t index) const {
   return plan->weightOffsets[index];
 }
 
-Expected<std::vector<std::byte>> ContainerWriter::Impl::buildMetadata(const Plan& p) const {
+Expected<std::vector<std::byte>> ContainerWriter::Impl::buildMetadata(const Plan& p,
+                                                                      const std::vector<Hash128>& hashes) const {
   auto metaSize = toSize(p.dataOffset);
   if (!metaSize) return invalidArgument("container metadata does not fit in memory");
   std::vector<std::byte> meta(*metaSize);  // zero-filled: padding and reserved fields stay zero
@@ -322,7 +366,7 @@ Expected<std::vector<std::byte>> ContainerWriter::Impl::buildMetadata(const Plan
     e.elemType = static_cast<uint32_t>(w.type);
     e.rank = static_cast<uint32_t>(w.shape.size());
     for (size_t k = 0; k < w.shape.size(); ++k) e.dims[k] = w.shape[k];
-    e.hash = w.hash.bytes;
+    e.hash = hashes[i].bytes;
     ok = ok && writeStruct(std::span(meta), p.weightTableOffset + i * kWeightEntrySize, e);
   }
   for (size_t i = 0; i < p.sources.size(); ++i) {
@@ -343,11 +387,14 @@ Expected<std::vector<std::byte>> ContainerWriter::Impl::buildMetadata(const Plan
   return meta;
 }
 
-template <typename Write, typename Zeros> Status ContainerWriter::Impl::emit(Write&& write, Zeros&& zeros) const {
+// A piece of a weight hashed just before it is written, while it is still in the cache.
+constexpr size_t kPieceBytes = size_t{1} << 20;
+
+template <typename Write, typename Zeros, typename Patch>
+Status ContainerWriter::Impl::emit(Write&& write, Zeros&& zeros, Patch&& patch) const {
   CTX_ASSIGN_OR_RETURN(const Plan* p, getPlan());
-  CTX_ASSIGN_OR_RETURN(std::vector<std::byte> meta, buildMetadata(*p));
-  CTX_RETURN_IF_ERROR(write(std::span<const std::byte>(meta)));
-  uint64_t cursor = meta.size();
+  CTX_RETURN_IF_ERROR(zeros(p->dataOffset));  // the metadata's place
+  uint64_t cursor = p->dataOffset;
   auto blob = [&](uint64_t offset, std::span<const std::byte> bytes) -> Status {
     CTX_RETURN_IF_ERROR(zeros(offset - cursor));
     CTX_RETURN_IF_ERROR(write(bytes));
@@ -355,35 +402,54 @@ template <typename Write, typename Zeros> Status ContainerWriter::Impl::emit(Wri
     return Status::ok();
   };
   for (size_t i = 0; i < graphs.size(); ++i) CTX_RETURN_IF_ERROR(blob(p->programOffsets[i], graphs[i].program));
+  std::vector<Hash128> hashes(weights.size());
   for (size_t i = 0; i < weights.size(); ++i) {
     const PendingWeight& w = weights[i];
+    if (w.hash) hashes[i] = *w.hash;
     if (!w.sources.empty()) continue;
-    if (!w.produce) {
-      CTX_RETURN_IF_ERROR(blob(p->weightOffsets[i], w.bytes));
-      continue;
-    }
+    Hasher128 hasher;
+    auto piece = [&](std::span<const std::byte> bytes) -> Status {
+      if (!w.hash) hasher.update(bytes);
+      return write(bytes);
+    };
     CTX_RETURN_IF_ERROR(zeros(p->weightOffsets[i] - cursor));
     cursor = p->weightOffsets[i];
-    CTX_RETURN_IF_ERROR(w.produce([&](std::span<const std::byte> piece) -> Status {
-      if (cursor - p->weightOffsets[i] + piece.size() > w.size)
-        return Error(ErrorCode::Internal, fmt::format("weight {} gives more than its {} bytes", i, w.size));
-      cursor += piece.size();
-      return write(piece);
-    }));
-    if (cursor - p->weightOffsets[i] != w.size)
-      return Error(ErrorCode::Internal, fmt::format("weight {} gave {} bytes; its entry records {}", i,
-                                                    cursor - p->weightOffsets[i], w.size));
+    if (!w.produce && !w.produceHashed) {
+      for (uint64_t at = 0; at < w.bytes.size(); at += kPieceBytes)
+        CTX_RETURN_IF_ERROR(piece(w.bytes.subspan(at, std::min<uint64_t>(kPieceBytes, w.bytes.size() - at))));
+      cursor += w.bytes.size();
+    } else {
+      auto produced = [&](std::span<const std::byte> bytes) -> Status {
+        if (cursor - p->weightOffsets[i] + bytes.size() > w.size)
+          return Error(ErrorCode::Internal, fmt::format("weight {} gives more than its {} bytes", i, w.size));
+        cursor += bytes.size();
+        return write(bytes);
+      };
+      if (w.produceHashed) {
+        CTX_ASSIGN_OR_RETURN(hashes[i], w.produceHashed(produced));
+      } else {
+        CTX_RETURN_IF_ERROR(w.produce(produced));
+      }
+      if (cursor - p->weightOffsets[i] != w.size)
+        return Error(ErrorCode::Internal, fmt::format("weight {} gave {} bytes; its entry records {}", i,
+                                                      cursor - p->weightOffsets[i], w.size));
+    }
+    if (!w.hash && !w.produceHashed) hashes[i] = hasher.digest();
   }
   if (cursor != p->fileSize)
     return Error(ErrorCode::Internal,
                  fmt::format("container ended at {} bytes; its header records {}", cursor, p->fileSize));
-  return Status::ok();
+  CTX_RETURN_IF_ERROR(checkKeys(hashes));
+  CTX_ASSIGN_OR_RETURN(std::vector<std::byte> meta, buildMetadata(*p, hashes));
+  return patch(std::span<const std::byte>(meta));
 }
 
 Status ContainerWriter::write(const std::filesystem::path& path) const {
   CTX_ASSIGN_OR_RETURN(auto out, AtomicFileWriter::create(path));
+  if (auto plan = impl_->getPlan()) out->reserve((*plan)->fileSize);
   Status status = impl_->emit([&](std::span<const std::byte> bytes) { return out->write(bytes); },
-                              [&](uint64_t count) { return out->writeZeros(count); });
+                              [&](uint64_t count) { return out->writeZeros(count); },
+                              [&](std::span<const std::byte> meta) { return out->writeAt(0, meta); });
   if (!status.isOk()) return status.addContext(fmt::format("writing container '{}'", path.string()));
   // Dropping `out` without commit removes the temporary file, so a failure leaves no final name.
   return out->commit();
@@ -402,6 +468,10 @@ Expected<std::vector<std::byte>> ContainerWriter::serialize() const {
       },
       [&](uint64_t count) {
         out.resize(out.size() + static_cast<size_t>(count));
+        return Status::ok();
+      },
+      [&](std::span<const std::byte> meta) {
+        std::copy(meta.begin(), meta.end(), out.begin());
         return Status::ok();
       }));
   return out;

@@ -452,38 +452,63 @@ PackedWeightStream::PackedWeightStream(ir::Tensor weight, bool transposed, size_
 }
 
 std::span<const std::byte> PackedWeightStream::next() {
+  // Every element is written by next(out), so a buffer is allocated once, at its largest, and never cleared.
+  std::unique_ptr<float[]>& buffer = buffers_[current_];
+  if (!buffer) buffer = std::make_unique_for_overwrite<float[]>(maxPieceElements());
+  auto piece = next(buffer.get());
+  if (!piece.empty()) current_ ^= 1;
+  return piece;
+}
+
+bool PackedWeightStream::advance(size_t& rows, size_t& count) {
   if (panel_ == panels_) {  // the block is done: on to the next one
     block_ += depth_;
     panel_ = 0;
   }
-  if (block_ >= k_ || panels_ == 0) return {};
+  if (block_ >= k_ || panels_ == 0) return false;
   // Panels of a block lie one after another, each rows x width: a run of them is a contiguous piece of the layout.
-  const size_t rows = std::min(depth_, k_ - block_);
-  const size_t count = std::min(panelsPerPiece_, panels_ - panel_);
+  rows = std::min(depth_, k_ - block_);
+  count = std::min(panelsPerPiece_, panels_ - panel_);
+  return true;
+}
+
+bool PackedWeightStream::skip() {
+  size_t rows = 0, count = 0;
+  if (!advance(rows, count)) return false;
+  panel_ += count;
+  return true;
+}
+
+std::span<const std::byte> PackedWeightStream::next(float* out) {
+  size_t rows = 0, count = 0;
+  if (!advance(rows, count)) return {};
   const size_t elements = count * rows * width_;
-  // Every element is written below, so a buffer is allocated once, at its largest, and never cleared.
-  std::unique_ptr<float[]>& buffer = buffers_[current_];
-  current_ ^= 1;
-  if (!buffer) buffer = std::make_unique_for_overwrite<float[]>(panelsPerPiece_ * std::min(depth_, k_) * width_);
   const size_t column = panel_ * width_;
   const size_t ldb = ldb_;
   if (transposed_) {
-    packB(true, weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, width_, 0, count, buffer.get());
+    packB(true, weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, width_, 0, count, out);
   } else {
     switch (width_) {
-      case 8:
-        scatterRows<8>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer.get());
-        break;
-      case 16:
-        scatterRows<16>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer.get());
-        break;
-      default:
-        scatterRows<32>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, buffer.get());
-        break;
+      case 8: scatterRows<8>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, out); break;
+      case 16: scatterRows<16>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, out); break;
+      default: scatterRows<32>(weight_.dataAs<float>(), ldb, block_, rows, column, n_ - column, count, out); break;
     }
   }
   panel_ += count;
-  return std::as_bytes(std::span<const float>(buffer.get(), elements));
+  return std::as_bytes(std::span<const float>(out, elements));
+}
+
+float PackedWeightStream::element(uint64_t index) const {
+  // K blocks of depth_ rows (the last may be shorter), each `panels_` panels of rows x width_, row by row.
+  const uint64_t blockElements = uint64_t{depth_} * panels_ * width_;
+  const uint64_t block = index / blockElements, first = block * depth_;
+  const uint64_t rows = std::min<uint64_t>(depth_, k_ - first), inBlock = index - block * blockElements;
+  const uint64_t panel = inBlock / (rows * width_), inPanel = inBlock % (rows * width_);
+  const uint64_t row = first + inPanel / width_, column = panel * width_ + inPanel % width_;
+  if (column >= n_) return 0.0f;  // the last panel's padding
+  const auto ldb = static_cast<uint64_t>(weight_.shape()[1]);
+  const float* b = weight_.dataAs<float>();
+  return transposed_ ? b[column * ldb + row] : b[row * ldb + column];
 }
 
 void sgemmPanels(bool transA, size_t M, float alpha, const float* A, size_t lda, const PanelsB& B, float beta, float* C,

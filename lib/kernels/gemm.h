@@ -3,6 +3,7 @@
 
 #include "kernels/kernels.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <span>
@@ -77,10 +78,19 @@ public:
   uint64_t byteSize() const { return uint64_t{k_} * panels_ * width_ * sizeof(float); }
   // The next piece of the packed bytes, empty at the end; valid until the second call after this one.
   std::span<const std::byte> next();
+  // The same packed into `out`, which holds maxPieceElements() floats, instead of the stream's own buffers.
+  std::span<const std::byte> next(float* out);
+  // Moves past the next piece without packing it (another thread packs it); false at the end.
+  bool skip();
+  size_t maxPieceElements() const { return panelsPerPiece_ * std::min(depth_, k_) * width_; }
+  // The packed float at `index` (< byteSize() / 4) without packing anything: a weight is sampled cheaply.
+  float element(uint64_t index) const;
 
 private:
   PackedWeightStream(ir::Tensor weight, bool transposed, size_t k, size_t n, size_t ldb, size_t width, size_t depth,
                      size_t chunkBytes);
+  // The next piece's rows and panels; false at the end.
+  bool advance(size_t& rows, size_t& count);
   ir::Tensor weight_;
   bool transposed_ = false;
   size_t k_ = 0, n_ = 0, ldb_ = 0, width_ = 0, depth_ = 0, panels_ = 0, panelsPerPiece_ = 1;

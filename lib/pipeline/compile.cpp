@@ -583,16 +583,25 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
       CTX_ASSIGN_OR_RETURN(auto writer, buildContainer(containers[c], target, options.weightless));
       writers[c].emplace(std::move(writer));
     }
+    // The weights a binary stores are hashed while it is written.
+    auto hashedWhileWritten = [&](size_t c) {
+      const ContainerWork& work = containers[c];
+      for (size_t i = 0; i < work.pool.weights().size(); ++i)
+        if (work.sources.empty() || work.sources[i].empty()) report.hashedBytes += work.pool.weights()[i].size;
+      progress.setHashed(report.hashedBytes);
+    };
     std::vector<std::vector<std::byte>> embedded(containers.size());
     if (options.embedMode == 1)
       for (size_t c = 0; c < containers.size(); ++c) {
         CTX_ASSIGN_OR_RETURN(embedded[c], writers[c]->serialize());
+        hashedWhileWritten(c);
       }
     if (options.embedMode == 0)
       for (size_t c = 0; c < containers.size(); ++c) {
         if (!writers[c]) continue;  // nothing compiled: no context needed
         progress.say(fmt::format("writing {}", containers[c].path.string()));
         CTX_RETURN_IF_ERROR(writers[c]->write(containers[c].path));
+        hashedWhileWritten(c);
         written.add(containers[c].path);
         report.files.push_back(FileWritten{containers[c].path, fs::file_size(containers[c].path)});
         progress.addWritten(report.files.back().bytes);

@@ -102,7 +102,7 @@ struct CompileReport {
   bool weightless = false;
   uint64_t sourceWeightBytes = 0;  // weightless: unique bytes left in the source models (not in any .bin)
   size_t sourceWeights = 0;
-  uint64_t hashedBytes = 0;  // weight bytes hashed to find identical weights
+  uint64_t hashedBytes = 0;  // weight bytes hashed: to tell look-alike weights apart, and while written
   std::vector<StageTime> stages;
   std::vector<PassSummary> passes;  // graph passes, then lowering passes, in the order they ran
   std::string programDump;          // with dumpPrograms

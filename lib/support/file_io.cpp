@@ -10,9 +10,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <mutex>
 #include <random>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 namespace ctxkit {
@@ -156,6 +161,55 @@ Expected<std::string> readFile(const fs::path& path) {
   return std::string(reinterpret_cast<const char*>(mapped->data()), mapped->size());
 }
 
+// Starts the disk writes of each complete stretch of a large file on a thread of its own: the kernel does much of
+// that work (block allocation, I/O submission) in the caller, which would then stop writing meanwhile. A hint: if
+// it falls behind or has no thread, commit's fsync does the rest.
+class AtomicFileWriter::Writeback {
+public:
+  explicit Writeback(int fd) : fd_(fd), thread_([this] { run(); }) {}
+  ~Writeback() {
+    {
+      std::lock_guard lock(mutex_);
+      quit_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();
+  }
+  void upTo(uint64_t end) {
+    {
+      std::lock_guard lock(mutex_);
+      requested_ = end;
+    }
+    changed_.notify_all();
+  }
+
+private:
+  void run() {
+    uint64_t done = 0;
+    std::unique_lock lock(mutex_);
+    while (true) {
+      changed_.wait(lock, [&] { return quit_ || requested_ > done; });
+      if (quit_) return;
+      const uint64_t end = requested_;
+      lock.unlock();
+#ifdef __linux__
+      (void)::sync_file_range(fd_, static_cast<off_t>(done), static_cast<off_t>(end - done), SYNC_FILE_RANGE_WRITE);
+#endif
+      done = end;
+      lock.lock();
+    }
+  }
+  int fd_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  uint64_t requested_ = 0;
+  bool quit_ = false;
+  std::thread thread_;  // last: it starts once the rest is set up
+};
+
+AtomicFileWriter::AtomicFileWriter(fs::path finalPath, fs::path tempPath, int fd)
+    : finalPath_(std::move(finalPath)), tempPath_(std::move(tempPath)), fd_(fd) {}
+
 Expected<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::create(const fs::path& finalPath) {
   fs::path folder = finalPath.parent_path();
   if (folder.empty()) folder = ".";
@@ -173,6 +227,7 @@ Expected<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::create(const fs::p
 }
 
 AtomicFileWriter::~AtomicFileWriter() {
+  writeback_.reset();  // before the file it writes back is closed
   if (fd_ >= 0) ::close(fd_);
   if (!committed_) {
     std::error_code ec;
@@ -180,28 +235,56 @@ AtomicFileWriter::~AtomicFileWriter() {
   }
 }
 
-Status AtomicFileWriter::write(std::span<const std::byte> data) {
+// Writes all of `data` at the file position (`offset` < 0) or at `offset`, retrying short writes.
+static Status writeAll(int fd, std::span<const std::byte> data, int64_t offset, const fs::path& name) {
   const std::byte* p = data.data();
   size_t left = data.size();
   while (left > 0) {
-    ssize_t n = ::write(fd_, p, left);
+    ssize_t n = offset < 0 ? ::write(fd, p, left) : ::pwrite(fd, p, left, static_cast<off_t>(offset));
     if (n < 0) {
       if (errno == EINTR) continue;
-      return makeError(ErrorCode::IoError, "writing '{}': {}", finalPath_.string(), osError());
+      return makeError(ErrorCode::IoError, "writing '{}': {}", name.string(), osError());
     }
     p += n;
+    if (offset >= 0) offset += n;
     left -= static_cast<size_t>(n);
   }
+  return Status::ok();
+}
+
+Status AtomicFileWriter::write(std::span<const std::byte> data) {
+  CTX_RETURN_IF_ERROR(writeAll(fd_, data, -1, finalPath_));
   const uint64_t before = written_;
   written_ += data.size();
 #ifdef __linux__
   // Each complete stretch goes to the disk at once, in the background: commit's fsync then waits for the tail
-  // only, and a large file never piles up gigabytes of dirty pages. A hint: if it fails, fsync does it all.
+  // only, and a large file never piles up gigabytes of dirty pages.
   const uint64_t start = before / kWritebackBytes * kWritebackBytes, end = written_ / kWritebackBytes * kWritebackBytes;
-  if (end > start)
-    (void)::sync_file_range(fd_, static_cast<off_t>(start), static_cast<off_t>(end - start), SYNC_FILE_RANGE_WRITE);
+  if (end > start) {
+    if (!writeback_) try {
+        writeback_ = std::make_unique<Writeback>(fd_);
+      } catch (const std::system_error&) {  // no thread: fsync does it all
+      }
+    if (writeback_) writeback_->upTo(end);
+  }
 #endif
   return Status::ok();
+}
+
+Status AtomicFileWriter::writeAt(uint64_t offset, std::span<const std::byte> data) {
+  if (offset > written_ || data.size() > written_ - offset)
+    return makeError(ErrorCode::Internal, "writing '{}': bytes {}..{} are not written yet (the file has {})",
+                     finalPath_.string(), offset, offset + data.size(), written_);
+  return writeAll(fd_, data, static_cast<int64_t>(offset), finalPath_);
+}
+
+void AtomicFileWriter::reserve(uint64_t size) {
+#ifdef __linux__
+  if (size > 0 && size <= static_cast<uint64_t>(std::numeric_limits<off_t>::max()))
+    (void)::fallocate(fd_, FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(size));
+#else
+  (void)size;
+#endif
 }
 
 Status AtomicFileWriter::writeZeros(uint64_t count) {
@@ -215,6 +298,7 @@ Status AtomicFileWriter::writeZeros(uint64_t count) {
 }
 
 Status AtomicFileWriter::commit() {
+  writeback_.reset();
   if (::fsync(fd_) != 0) return makeError(ErrorCode::IoError, "syncing '{}': {}", finalPath_.string(), osError());
   if (::close(fd_) != 0) {
     fd_ = -1;

@@ -49,18 +49,24 @@ public:
   Status write(std::span<const std::byte> data);
   Status write(std::string_view data) { return write(std::as_bytes(std::span(data.data(), data.size()))); }
   Status writeZeros(uint64_t count);
+  // Tells the file system the final size up front, so that it allocates the blocks at once instead of page by page
+  // as they are written. A hint: the file still grows by the bytes written only.
+  void reserve(uint64_t size);
+  // Overwrites bytes already written (a header patched once the data behind it is known); the end stays put.
+  Status writeAt(uint64_t offset, std::span<const std::byte> data);
   uint64_t bytesWritten() const { return written_; }
   Status commit();
   const std::filesystem::path& tempPath() const { return tempPath_; }
 
 private:
-  AtomicFileWriter(std::filesystem::path finalPath, std::filesystem::path tempPath, int fd)
-      : finalPath_(std::move(finalPath)), tempPath_(std::move(tempPath)), fd_(fd) {}
+  class Writeback;
+  AtomicFileWriter(std::filesystem::path finalPath, std::filesystem::path tempPath, int fd);
   std::filesystem::path finalPath_;
   std::filesystem::path tempPath_;
   int fd_;
   uint64_t written_ = 0;
   bool committed_ = false;
+  std::unique_ptr<Writeback> writeback_;  // started by the first complete stretch (Linux)
 };
 
 Status writeFileAtomically(const std::filesystem::path& path, std::span<const std::byte> data);

@@ -4,10 +4,9 @@
 #include "kernels/gemm.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
-#include <future>
 #include <optional>
-#include <system_error>
 
 namespace ctxkit::weightshare {
 
@@ -42,13 +41,38 @@ private:
   std::optional<kernels::PackedWeightStream> packed_;
 };
 
-Expected<Hash128> hashStored(const PooledWeight& w) {
-  if (w.layout.plain()) return hash128(w.tensor.bytes());
+// A fingerprint samples kSamples windows of kWindow bytes spread evenly over the stored bytes, at multiples of 4 so
+// that a packed weight's window is whole floats; a weight of at most kWholeBytes is taken whole. Sampling reads a few
+// KiB of the source and packs nothing, so distinct weights are told apart without reading them whole.
+constexpr uint64_t kSamples = 256, kWindow = 16, kWholeBytes = uint64_t{64} << 10;
+
+Expected<Hash128> fingerprintOf(const PooledWeight& w) {
   Hasher128 hasher;
-  CTX_RETURN_IF_ERROR(w.forEachPiece([&](std::span<const std::byte> piece) {
-    hasher.update(piece);
-    return Status::ok();
-  }));
+  if (w.size <= kWholeBytes) {
+    CTX_RETURN_IF_ERROR(w.forEachPiece([&](std::span<const std::byte> piece) {
+      hasher.update(piece);
+      return Status::ok();
+    }));
+    return hasher.digest();
+  }
+  std::optional<kernels::PackedWeightStream> packed;
+  if (!w.layout.plain()) {
+    CTX_ASSIGN_OR_RETURN(auto stream, kernels::PackedWeightStream::open(w.layout, w.tensor));
+    packed.emplace(std::move(stream));
+  }
+  std::array<std::byte, kWindow> window;
+  for (uint64_t i = 0; i < kSamples; ++i) {
+    const uint64_t at = (w.size - kWindow) / (kSamples - 1) * i / 4 * 4;
+    if (!packed) {
+      std::memcpy(window.data(), w.tensor.data() + at, kWindow);
+    } else {
+      for (uint64_t j = 0; j < kWindow / sizeof(float); ++j) {
+        const float value = packed->element(at / sizeof(float) + j);
+        std::memcpy(window.data() + j * sizeof(float), &value, sizeof(float));
+      }
+    }
+    hasher.update(window);
+  }
   return hasher.digest();
 }
 
@@ -73,24 +97,26 @@ Expected<bool> sameStoredBytes(const PooledWeight& a, const PooledWeight& b) {
 
 }  // namespace
 
-Status PooledWeight::forEachPiece(const std::function<Status(std::span<const std::byte>)>& sink, bool packAhead) const {
+Expected<Hash128> PooledWeight::storedHash() const {
+  if (hash_) return *hash_;
+  if (layout.plain()) {
+    hash_ = hash128(tensor.bytes());
+    return *hash_;
+  }
+  Hasher128 hasher;
+  CTX_RETURN_IF_ERROR(forEachPiece([](std::span<const std::byte>) { return Status::ok(); }, &hasher));
+  hash_ = hasher.digest();
+  return *hash_;
+}
+
+Status PooledWeight::forEachPiece(const std::function<Status(std::span<const std::byte>)>& sink,
+                                  Hasher128* hasher) const {
   CTX_ASSIGN_OR_RETURN(Pieces pieces, Pieces::open(*this));
   uint64_t produced = 0;
-  auto following = [&]() -> std::future<std::span<const std::byte>> {
-    auto next = [&pieces] { return pieces.next(); };
-    if (!packAhead || layout.plain()) return std::async(std::launch::deferred, next);
-    try {
-      return std::async(std::launch::async, next);
-    } catch (const std::system_error&) {  // no thread to be had: in turn, then
-      return std::async(std::launch::deferred, next);
-    }
-  };
-  for (auto piece = pieces.next(); !piece.empty();) {
+  for (auto piece = pieces.next(); !piece.empty(); piece = pieces.next()) {
+    if (hasher) hasher->update(piece);
     produced += piece.size();
-    auto next = following();
-    Status status = sink(piece);
-    piece = next.get();  // joined before leaving, on an error too: the thread uses `pieces`
-    CTX_RETURN_IF_ERROR(status);
+    CTX_RETURN_IF_ERROR(sink(piece));
   }
   if (produced != size)
     return makeError(ErrorCode::Internal, "a {} weight produced {} bytes; its stored size is {}",
@@ -102,7 +128,13 @@ Expected<uint32_t> WeightPool::intern(const ir::Tensor& tensor, const ops::Weigh
   if (tensor.type() == ir::ElemType::String || tensor.type() == ir::ElemType::Undefined)
     return makeError(ErrorCode::Unsupported, "a {} tensor cannot be stored in the weight table",
                      ir::elemTypeName(tensor.type()));
-  PooledWeight w{tensor, layout, tensor.type(), tensor.shape(), tensor.byteSize(), {}, 1};
+  PooledWeight w;
+  w.tensor = tensor;
+  w.layout = layout;
+  w.type = tensor.type();
+  w.shape = tensor.shape();
+  w.size = tensor.byteSize();
+  w.references = 1;
   if (!layout.plain()) {
     auto elements = ops::layoutElements(layout, tensor.shape());
     if (!elements || tensor.type() != ir::ElemType::Float)
@@ -119,25 +151,30 @@ Expected<uint32_t> WeightPool::intern(const ir::Tensor& tensor, const ops::Weigh
     ++weights_[it->second].references;
     return it->second;
   }
-  CTX_ASSIGN_OR_RETURN(w.hash, hashStored(w));
-  hashedBytes_ += w.size;
-  auto [begin, end] = byHash_.equal_range(w.hash);
+  CTX_ASSIGN_OR_RETURN(w.fingerprint, fingerprintOf(w));
+  auto hashOf = [this](const PooledWeight& x) -> Expected<Hash128> {
+    if (!x.hashed()) hashedBytes_ += x.size;
+    return x.storedHash();
+  };
+  auto [begin, end] = byFingerprint_.equal_range(w.fingerprint);
   for (auto it = begin; it != end; ++it) {
     PooledWeight& pooled = weights_[it->second];
-    if (pooled.size != w.size) continue;
+    if (pooled.type != w.type || pooled.shape != w.shape) continue;
+    // Equal samples: the whole stored bytes decide, hashed first so that look-alikes cost one hash each.
+    CTX_ASSIGN_OR_RETURN(Hash128 pooledHash, hashOf(pooled));
+    CTX_ASSIGN_OR_RETURN(Hash128 hash, hashOf(w));
+    if (pooledHash != hash) continue;
     CTX_ASSIGN_OR_RETURN(bool same, sameStoredBytes(pooled, w));
     if (!same) {
       ++collisions_;  // equal hash, different bytes: kept apart
       continue;
     }
-    if (pooled.type == w.type && pooled.shape == w.shape) {
-      ++pooled.references;  // `tensor` is not kept, so its storage is no identity of this weight
-      return it->second;
-    }
+    ++pooled.references;  // `tensor` is not kept, so its storage is no identity of this weight
+    return it->second;
   }
   auto index = static_cast<uint32_t>(weights_.size());
   weights_.push_back(std::move(w));
-  byHash_.emplace(weights_.back().hash, index);
+  byFingerprint_.emplace(weights_.back().fingerprint, index);
   byIdentity_.emplace(identity, index);
   uniqueBytes_ += weights_.back().size;
   return index;

@@ -35,11 +35,14 @@ grep -qE "^ctxgen: compiled 1 model for npu-sim: 10 of 11 nodes in 1 partition; 
   "$work/plain.err" || fail "summary line: $(cat "$work/plain.err") (files: $total_kib)"
 if grep -q $'\e' "$work/plain.err" || grep -q $'\r' "$work/plain.err"; then fail "terminal control characters off a terminal"; fi
 
-# The bytes hashed: every weight reference of the prefill/decode pair, as in the --json report.
+# The bytes hashed, as in the --json report: the pair's models hold the same weights, so dedupe finds every one's
+# fingerprint twice and hashes both copies (every weight reference), and the writer hashes each stored weight again.
 run pair "$ctxgen" "$samples/tiny_prefill.onnx,$samples/tiny_decode.onnx" --share -o "$work/pair" --json "$work/pair.json"
 referenced=$(grep -o '"referenced_bytes": [0-9]*' "$work/pair.json" | grep -o '[0-9]*$')
+stored=$(grep -o '"stored_bytes": [0-9]*' "$work/pair.json" | grep -o '[0-9]*$')
 hashed=$(grep -o '"hashed_bytes": [0-9]*' "$work/pair.json" | grep -o '[0-9]*$')
-[[ -n "$hashed" && "$hashed" == "$referenced" ]] || fail "hashed_bytes '$hashed', expected referenced_bytes '$referenced'"
+[[ -n "$hashed" && "$hashed" == $((referenced + stored)) ]] ||
+  fail "hashed_bytes '$hashed', expected referenced_bytes + stored_bytes '$referenced + $stored'"
 hashed_kib=$(awk -v b="$hashed" 'BEGIN { printf "%.1f KiB", b / 1024 }')
 grep -q "; hashed $hashed_kib of weights; " "$work/pair.err" || fail "the summary does not say $hashed_kib hashed: $(cat "$work/pair.err")"
 

@@ -14,6 +14,13 @@ void checkError(const Status& status, const std::string& fragment) {
   CHECK(status.error().message().find(fragment) != std::string::npos);
 }
 
+// No file under `path`'s final name and no temporary one left in its folder.
+void checkNoFile(const std::filesystem::path& path) {
+  CHECK_FALSE(std::filesystem::exists(path));
+  for (const auto& entry : std::filesystem::directory_iterator(path.parent_path()))
+    CHECK(entry.path().filename().string().find(path.filename().string() + ".tmp") == std::string::npos);
+}
+
 }  // namespace
 
 TEST_CASE("addWeight checks byte length against element type and shape", "[format][writer]") {
@@ -84,9 +91,7 @@ TEST_CASE("a failed write leaves no file under the final name", "[format][writer
   auto path = tempPath("failed_write.bin");
   std::filesystem::remove(path);
   CHECK_FALSE(writer.write(path).isOk());
-  CHECK_FALSE(std::filesystem::exists(path));
-  for (const auto& entry : std::filesystem::directory_iterator(path.parent_path()))
-    CHECK(entry.path().filename().string().find("failed_write.bin.tmp") == std::string::npos);
+  checkNoFile(path);
 }
 
 TEST_CASE("string table shares repeated names", "[format][writer]") {
@@ -98,4 +103,73 @@ TEST_CASE("string table shares repeated names", "[format][writer]") {
   auto h = getHeader(*bytes);
   // "ctxkit" "0.1.0" "npu-sim" "1" + ten "gN" + the source name once.
   CHECK(h.stringTableSize == 6 + 5 + 7 + 1 + 10 * 2 + 29);
+}
+
+// Weights without a hash are hashed while written and the metadata (weight table, checksum) is written last, at the
+// start of the file: the file must be the one the same weights with their hashes given make, byte for byte.
+TEST_CASE("weights hashed while written give the bytes of weights added with their hashes", "[format][writer]") {
+  Sample given = makeSample(4096);
+  auto expected = given.writer->serialize();
+  REQUIRE(expected);
+  ContainerWriter writer(sampleCompat(), WriterOptions{4096});
+  for (size_t i = 0; i < given.weights.size(); ++i) {
+    const SampleWeight& w = given.weights[i];
+    if (i % 2 == 0) {
+      REQUIRE(writer.addWeight(w.type, w.shape, w.bytes));
+    } else {  // produced in pieces of 3 bytes, the producer hashing them
+      REQUIRE(writer.addWeight(w.type, w.shape, w.bytes.size(), [&w](const auto& sink) -> Expected<Hash128> {
+        Hasher128 hasher;
+        for (size_t at = 0; at < w.bytes.size(); at += 3) {
+          auto piece = std::span(w.bytes).subspan(at, std::min<size_t>(3, w.bytes.size() - at));
+          hasher.update(piece);
+          CTX_RETURN_IF_ERROR(sink(piece));
+        }
+        return hasher.digest();
+      }));
+    }
+  }
+  for (const SampleGraph& g : given.graphs) REQUIRE(writer.addGraph(g.name, g.source, g.program));
+  auto bytes = writer.serialize();
+  REQUIRE(bytes);
+  CHECK(*bytes == *expected);
+  auto path = tempPath("hashed_while_written.bin");
+  REQUIRE(writer.write(path));
+  auto file = readFile(path);
+  REQUIRE(file);
+  REQUIRE(file->size() == expected->size());
+  CHECK(std::memcmp(file->data(), expected->data(), file->size()) == 0);
+  auto view = ContainerView::openFile(path);
+  REQUIRE(view);
+  CHECK(view->verify());
+  for (size_t i = 0; i < given.weights.size(); ++i) CHECK(view->weights()[i].hash == hash128(given.weights[i].bytes));
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("a weight hashed while written that repeats another fails the write and leaves no file",
+          "[format][writer]") {
+  auto bytes = patternBytes(16, 1);
+  ContainerWriter writer(sampleCompat());
+  REQUIRE(writer.addWeight(ir::ElemType::Float, {4}, bytes, hash128(bytes)));
+  REQUIRE(writer.addWeight(ir::ElemType::Float, {4}, bytes));  // its hash is known only once written
+  checkError(writer.serialize().status(), "repeats weight 0");
+  auto path = tempPath("repeated_weight.bin");
+  std::filesystem::remove(path);
+  checkError(writer.write(path), "repeats weight 0");
+  checkNoFile(path);
+}
+
+TEST_CASE("a producer failing in the middle of a weight leaves no file", "[format][writer]") {
+  auto bytes = patternBytes(1 << 20, 3);
+  ContainerWriter writer(sampleCompat());
+  REQUIRE(writer.addWeight(ir::ElemType::Uint8, {1 << 20}, bytes));
+  REQUIRE(writer.addWeight(ir::ElemType::Uint8, {1 << 20}, bytes.size(), [&](const auto& sink) -> Expected<Hash128> {
+    CTX_RETURN_IF_ERROR(sink(std::span(bytes).first(1000)));
+    return Error(ErrorCode::IoError, "the source went away");
+  }));
+  auto path = tempPath("failed_producer.bin");
+  std::filesystem::remove(path);
+  Status status = writer.write(path);
+  REQUIRE_FALSE(status.isOk());
+  CHECK(status.error().message().find("the source went away") != std::string::npos);
+  checkNoFile(path);
 }

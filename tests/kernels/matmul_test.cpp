@@ -101,7 +101,7 @@ TEST_CASE("packed panels put B's elements where docs/format/program-v2.md says")
   }
 }
 
-TEST_CASE("a weight packed a few panels at a time gives packWeight's bytes and hash, in bounded pieces") {
+TEST_CASE("a weight packed a few panels at a time gives packWeight's bytes, hash and elements, in bounded pieces") {
   // K and N not multiples of the panel depth or width: shallow last blocks, zero-padded last panels.
   struct Size {
     int64_t rows, cols;
@@ -138,6 +138,29 @@ TEST_CASE("a weight packed a few panels at a time gives packWeight's bytes and h
             REQUIRE(joined.size() == packed->byteSize());
             CHECK(std::memcmp(joined.data(), packed->data(), joined.size()) == 0);
             CHECK(hasher.digest() == hash128(packed->bytes()));
+            // Any one packed float, without packing (how the weight pool samples a weight).
+            bool elementsMatch = true;
+            for (size_t i = 0; i < packed->byteSize() / sizeof(float); ++i)
+              elementsMatch = elementsMatch && stream->element(i) == packed->dataAs<float>()[i];
+            CHECK(elementsMatch);
+            // Two streams taking every other piece (one packs where the other skips) give the pieces in order.
+            auto even = kernels::PackedWeightStream::open(layout, weight, chunk);
+            auto odd = kernels::PackedWeightStream::open(layout, weight, chunk);
+            REQUIRE((even && odd));
+            std::vector<float> buffer(even->maxPieceElements());
+            size_t at = 0;
+            bool piecesMatch = true;
+            for (size_t n = 0;; ++n) {
+              auto& packing = n % 2 ? *odd : *even;
+              auto& skipping = n % 2 ? *even : *odd;
+              auto piece = packing.next(buffer.data());
+              CHECK(skipping.skip() == !piece.empty());
+              if (piece.empty()) break;
+              piecesMatch = piecesMatch && std::memcmp(piece.data(), packed->data() + at, piece.size()) == 0;
+              at += piece.size();
+            }
+            CHECK(piecesMatch);
+            CHECK(at == packed->byteSize());
           }
   }
   // The same refusals as packWeight's.

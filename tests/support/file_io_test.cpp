@@ -257,3 +257,27 @@ TEST_CASE("a writer killed mid-write leaves a temporary that the next writer rem
   CHECK(namesIn(s.root()) == std::set<std::string>{"out.bin"});
   CHECK(*readFile(target) == "new");
 }
+
+TEST_CASE("a writer patches bytes it wrote, reserves without growing, and writes back large files", "[support][atomic]") {
+  Scratch s;
+  const fs::path path = s.root() / "patched.bin";
+  auto w = AtomicFileWriter::create(path);
+  REQUIRE(w);
+  const uint64_t size = (uint64_t{40} << 20) + 5;  // over two stretches the writer starts writeback for
+  (*w)->reserve(size + 4096);
+  REQUIRE((*w)->writeZeros(16));
+  std::vector<std::byte> chunk(1 << 20, std::byte{7});
+  while ((*w)->bytesWritten() + chunk.size() <= size) REQUIRE((*w)->write(chunk));
+  REQUIRE((*w)->writeZeros(size - (*w)->bytesWritten()));
+  auto bytesOf = [](std::string_view t) { return std::as_bytes(std::span(t.data(), t.size())); };
+  REQUIRE((*w)->writeAt(0, bytesOf("head")));
+  REQUIRE((*w)->writeAt(size - 4, bytesOf("tail")));
+  CHECK_FALSE((*w)->writeAt(size - 3, bytesOf("tail")));  // past the end written
+  REQUIRE((*w)->commit());
+  CHECK(fs::file_size(path) == size);  // reserved space is not file size
+  auto text = readFile(path);
+  REQUIRE(text);
+  CHECK(text->substr(0, 6) == std::string("head\0\0", 6));
+  CHECK(text->substr(16, 2) == "\x07\x07");
+  CHECK(text->substr(text->size() - 4) == "tail");
+}
