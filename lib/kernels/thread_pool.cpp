@@ -105,6 +105,8 @@ struct ThreadPool::Impl {
         if ((spins & 0xffff) == 0xffff) std::this_thread::yield();
       }
       cpuRelax();
+      if (spins > 2048)  // idle for a while: poll more slowly, leaving the core's resources to the caller
+        for (int k = 0; k < 15; ++k) cpuRelax();
     }
     std::unique_lock<std::mutex> lock(mutex);
     sleepers.fetch_add(1);
