@@ -138,7 +138,7 @@ const OpEntry* detail::findEntry(OpKind kind) {
   static const OpEntry convTranspose{inferConvTranspose, runConvTranspose, kFloat32, true, planConvTransposeOnce};
   static const OpEntry resize{inferResize, runResize, kFloats | typeBit(ElemType::Int8) | typeBit(ElemType::Uint8),
                               true, planResizeOnce};
-  static const OpEntry recurrent{inferRecurrent, runRecurrent, kFloat32, true};
+  static const OpEntry recurrent{inferRecurrent, runRecurrent, kFloat32, true, planRecurrentOnce};
 
   switch (kind) {
     case OpKind::Add:

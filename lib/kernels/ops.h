@@ -279,6 +279,7 @@ Expected<std::shared_ptr<const void>> planResizeOnce(const OpContext& ctx, InDes
 // recurrent.cpp: LSTM, GRU and RNN share a shape rule and a kernel.
 InferResult inferRecurrent(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runRecurrent(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+Expected<std::shared_ptr<const void>> planRecurrentOnce(const OpContext& ctx, InDescs inputs);
 
 // Applies a fused activation (the compiler folds a following activation into Conv, Gemm and MatMul) to
 // float32 results in place. activations.cpp.

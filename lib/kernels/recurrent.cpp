@@ -175,7 +175,28 @@ Expected<RnnSpec> parseSpec(const OpContext& ctx, InDescs inputs) {
   return s;
 }
 
-// One direction's weights and state; `h` and `c` are [batch, hidden].
+// One direction's W and R as GEMM B operands in panels, packed once at prepare from constant weights: W^T (K =
+// input, N = gates*hidden), and R^T for the step products: LSTM and RNN all gates, GRU z and r (and h too with
+// linear_before_reset), GRU's h block apart.
+struct DirectionPanels {
+  std::unique_ptr<float[]> w, r, rh;
+  PanelsB wp, rp, rhp;
+};
+
+// The products of one step, H·R^T into `cols` columns, or (r ⊙ H)·Rh^T.
+size_t stepColumns(const RnnSpec& s) {
+  const auto H = static_cast<size_t>(s.hidden);
+  return s.gates == 3 && !s.linearBeforeReset ? 2 * H : static_cast<size_t>(s.gates) * H;
+}
+
+PanelsB packTransposed(const float* b, size_t n, size_t k, std::unique_ptr<float[]>& storage) {
+  const size_t width = sgemmNaturalPanelWidth();
+  storage.reset(new float[std::max<size_t>(1, panelElements(k, n, width))]);
+  packPanels(true, b, k, k, n, width, kPanelDepth, storage.get());
+  return PanelsB{storage.get(), k, n, width, kPanelDepth, {}};
+}
+
+// One direction's weights and state; `h` and `c` are [batch, hidden], the caller thread's buffers.
 struct Direction {
   const float* w;     // [gates*hidden, input]
   const float* r;     // [gates*hidden, hidden]
@@ -183,28 +204,45 @@ struct Direction {
   const float* p;     // LSTM peepholes [3*hidden] (i, o, f) or null
   const Activation* acts;
   bool reverse;
-  std::vector<float> h, c;
+  const DirectionPanels* panels;  // W and R packed at prepare, or null
+  std::vector<float>& h;
+  std::vector<float>& c;
 };
 
+// C [m x n] = A [m x k] · B^T with B [n x k] (rows k apart), from panels when packed.
+void productBT(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* b, const PanelsB* panels,
+               float* c, size_t ldc, ThreadPool* pool) {
+  if (panels) sgemmPanels(false, m, 1.0f, a, lda, *panels, 0.0f, c, ldc, pool);
+  else sgemm(false, true, m, n, k, 1.0f, a, lda, b, k, 0.0f, c, ldc, pool);
+}
+
+// Per-thread buffers of a run (on the calling thread only: the products' pool threads write into C, not these).
+struct RecurrentBuffers {
+  std::vector<float> xw, hr, z, rh, h, c, xTime;
+  std::vector<int64_t> lens;
+};
+RecurrentBuffers& recurrentBuffers() {
+  thread_local RecurrentBuffers buffers;
+  return buffers;
+}
+
 // X·W^T for every time step plus the biases that do not depend on the state: [seq*batch, gates*hidden].
-std::vector<float> inputProjection(const OpContext& ctx, const RnnSpec& s, const float* x, const Direction& dir) {
+void inputProjection(const OpContext& ctx, const RnnSpec& s, const float* x, const Direction& dir,
+                     std::vector<float>& xw) {
   const int64_t gh = s.gates * s.hidden, rows = s.seq * s.batch;
-  std::vector<float> xw(static_cast<size_t>(rows * gh), 0.0f);
+  xw.assign(static_cast<size_t>(rows * gh), 0.0f);
   if (rows > 0 && s.input > 0)
-    sgemm(false, true, static_cast<size_t>(rows), static_cast<size_t>(gh), static_cast<size_t>(s.input), 1.0f, x,
-          static_cast<size_t>(s.input), dir.w, static_cast<size_t>(s.input), 0.0f, xw.data(), static_cast<size_t>(gh),
-          ctx.pool);
+    productBT(static_cast<size_t>(rows), static_cast<size_t>(gh), static_cast<size_t>(s.input), x,
+              static_cast<size_t>(s.input), dir.w, dir.panels ? &dir.panels->wp : nullptr, xw.data(),
+              static_cast<size_t>(gh), ctx.pool);
   if (dir.bias) {
-    std::vector<float> b(static_cast<size_t>(gh));
     for (int64_t j = 0; j < gh; ++j) {
       // GRU with linear_before_reset applies Rbh inside the reset product instead.
       bool skipRb = s.linearBeforeReset && j >= 2 * s.hidden;
-      b[static_cast<size_t>(j)] = dir.bias[j] + (skipRb ? 0.0f : dir.bias[gh + j]);
+      const float b = dir.bias[j] + (skipRb ? 0.0f : dir.bias[gh + j]);
+      for (int64_t row = 0; row < rows; ++row) xw[static_cast<size_t>(row * gh + j)] += b;
     }
-    for (int64_t row = 0; row < rows; ++row)
-      for (int64_t j = 0; j < gh; ++j) xw[static_cast<size_t>(row * gh + j)] += b[static_cast<size_t>(j)];
   }
-  return xw;
 }
 
 // Time index of step `step` for a batch entry of length `len` (reverse runs from its own last step).
@@ -213,12 +251,13 @@ int64_t timeAt(const Direction& dir, int64_t step, int64_t len) { return dir.rev
 void runLstm(const OpContext& ctx, const RnnSpec& s, const std::vector<float>& xw, std::span<const int64_t> lens,
              Direction& dir, int64_t d, float* y) {
   const int64_t H = s.hidden, gh = 4 * H;
-  std::vector<float> hr(static_cast<size_t>(s.batch * gh));
+  std::vector<float>& hr = recurrentBuffers().hr;
+  hr.resize(static_cast<size_t>(s.batch * gh));
   const Activation &f = dir.acts[0], &g = dir.acts[1], &hAct = dir.acts[2];
   for (int64_t step = 0; step < s.seq; ++step) {
-    sgemm(false, true, static_cast<size_t>(s.batch), static_cast<size_t>(gh), static_cast<size_t>(H), 1.0f,
-          dir.h.data(), static_cast<size_t>(H), dir.r, static_cast<size_t>(H), 0.0f, hr.data(), static_cast<size_t>(gh),
-          ctx.pool);
+    productBT(static_cast<size_t>(s.batch), static_cast<size_t>(gh), static_cast<size_t>(H), dir.h.data(),
+              static_cast<size_t>(H), dir.r, dir.panels ? &dir.panels->rp : nullptr, hr.data(), static_cast<size_t>(gh),
+              ctx.pool);
     for (int64_t b = 0; b < s.batch; ++b) {
       if (step >= lens[static_cast<size_t>(b)]) continue;
       int64_t t = timeAt(dir, step, lens[static_cast<size_t>(b)]);
@@ -250,13 +289,19 @@ void runGru(const OpContext& ctx, const RnnSpec& s, const std::vector<float>& xw
             Direction& dir, int64_t d, float* y) {
   const int64_t H = s.hidden, gh = 3 * H;
   const auto uH = static_cast<size_t>(H), uGh = static_cast<size_t>(gh), uB = static_cast<size_t>(s.batch);
-  std::vector<float> hr(static_cast<size_t>(s.batch * gh)), z(uB * uH), rh(uB * uH, 0.0f);
+  RecurrentBuffers& buffers = recurrentBuffers();
+  std::vector<float>& hr = buffers.hr;
+  std::vector<float>& z = buffers.z;
+  std::vector<float>& rh = buffers.rh;
+  hr.resize(static_cast<size_t>(s.batch * gh));
+  z.resize(uB * uH);
+  rh.assign(uB * uH, 0.0f);
   const Activation &f = dir.acts[0], &g = dir.acts[1];
   const float* rbh = dir.bias ? dir.bias + gh + 2 * H : nullptr;
   for (int64_t step = 0; step < s.seq; ++step) {
     // H·R^T for z and r (and h too when the linear part comes before the reset).
-    size_t cols = s.linearBeforeReset ? uGh : 2 * uH;
-    sgemm(false, true, uB, cols, uH, 1.0f, dir.h.data(), uH, dir.r, uH, 0.0f, hr.data(), uGh, ctx.pool);
+    productBT(uB, stepColumns(s), uH, dir.h.data(), uH, dir.r, dir.panels ? &dir.panels->rp : nullptr, hr.data(), uGh,
+              ctx.pool);
     for (int64_t b = 0; b < s.batch; ++b) {
       if (step >= lens[static_cast<size_t>(b)]) continue;
       int64_t t = timeAt(dir, step, lens[static_cast<size_t>(b)]);
@@ -271,8 +316,8 @@ void runGru(const OpContext& ctx, const RnnSpec& s, const std::vector<float>& xw
       }
     }
     if (!s.linearBeforeReset)  // (r ⊙ H)·Rh^T into the h columns
-      sgemm(false, true, uB, uH, uH, 1.0f, rh.data(), uH, dir.r + 2 * H * H, uH, 0.0f, hr.data() + 2 * H, uGh,
-            ctx.pool);
+      productBT(uB, uH, uH, rh.data(), uH, dir.r + 2 * H * H, dir.panels ? &dir.panels->rhp : nullptr,
+                hr.data() + 2 * H, uGh, ctx.pool);
     for (int64_t b = 0; b < s.batch; ++b) {
       if (step >= lens[static_cast<size_t>(b)]) continue;
       int64_t t = timeAt(dir, step, lens[static_cast<size_t>(b)]);
@@ -294,9 +339,10 @@ void runRnn(const OpContext& ctx, const RnnSpec& s, const std::vector<float>& xw
             Direction& dir, int64_t d, float* y) {
   const int64_t H = s.hidden;
   const auto uH = static_cast<size_t>(H), uB = static_cast<size_t>(s.batch);
-  std::vector<float> hr(uB * uH);
+  std::vector<float>& hr = recurrentBuffers().hr;
+  hr.resize(uB * uH);
   for (int64_t step = 0; step < s.seq; ++step) {
-    sgemm(false, true, uB, uH, uH, 1.0f, dir.h.data(), uH, dir.r, uH, 0.0f, hr.data(), uH, ctx.pool);
+    productBT(uB, uH, uH, dir.h.data(), uH, dir.r, dir.panels ? &dir.panels->rp : nullptr, hr.data(), uH, ctx.pool);
     for (int64_t b = 0; b < s.batch; ++b) {
       if (step >= lens[static_cast<size_t>(b)]) continue;
       int64_t t = timeAt(dir, step, lens[static_cast<size_t>(b)]);
@@ -326,10 +372,52 @@ InferResult inferRecurrent(const OpContext& ctx, InDescs inputs, size_t outputCo
   return outs;
 }
 
+namespace {
+
+// The spec and, for constant float32 W and R, every direction's panels: worked out once at prepare.
+struct RecurrentPlan {
+  RnnSpec spec;
+  std::vector<DirectionPanels> dirs;  // empty: W or R is not a float32 constant
+};
+
+Expected<RecurrentPlan> planRecurrent(const OpContext& ctx, InDescs inputs) {
+  RecurrentPlan plan;
+  CTX_ASSIGN_OR_RETURN(plan.spec, parseSpec(ctx, inputs));
+  const RnnSpec& s = plan.spec;
+  if (!inputs[1].value || !inputs[2].value || inputs[1].type != ElemType::Float || inputs[2].type != ElemType::Float)
+    return plan;
+  const auto H = static_cast<size_t>(s.hidden), gh = static_cast<size_t>(s.gates) * H;
+  const auto in = static_cast<size_t>(s.input);
+  plan.dirs.resize(static_cast<size_t>(s.dirs));
+  for (size_t d = 0; d < plan.dirs.size(); ++d) {
+    DirectionPanels& p = plan.dirs[d];
+    const float* w = inputs[1].value->dataAs<float>() + d * gh * in;
+    const float* r = inputs[2].value->dataAs<float>() + d * gh * H;
+    p.wp = packTransposed(w, gh, in, p.w);
+    p.rp = packTransposed(r, stepColumns(s), H, p.r);
+    if (s.gates == 3 && !s.linearBeforeReset) p.rhp = packTransposed(r + 2 * H * H, H, H, p.rh);
+  }
+  return plan;
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<const void>> planRecurrentOnce(const OpContext& ctx, InDescs inputs) {
+  CTX_ASSIGN_OR_RETURN(RecurrentPlan plan, planRecurrent(ctx, inputs));
+  return std::shared_ptr<const void>(std::make_shared<const RecurrentPlan>(std::move(plan)));
+}
+
 Status runRecurrent(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
-  std::vector<ValueDesc> descs = describeInputs(inputs, false);
-  CTX_ASSIGN_OR_RETURN(RnnSpec s, parseSpec(ctx, descs));
-  std::vector<int64_t> lens(static_cast<size_t>(s.batch), s.seq);
+  RecurrentPlan planned;
+  if (!ctx.plan) {
+    std::vector<ValueDesc> descs = describeInputs(inputs, false);
+    CTX_ASSIGN_OR_RETURN(planned.spec, parseSpec(ctx, descs));
+  }
+  const RecurrentPlan& plan = ctx.plan ? *static_cast<const RecurrentPlan*>(ctx.plan) : planned;
+  const RnnSpec& s = plan.spec;
+  RecurrentBuffers& buffers = recurrentBuffers();
+  std::vector<int64_t>& lens = buffers.lens;
+  lens.assign(static_cast<size_t>(s.batch), s.seq);
   if (inputs.size() > 4 && inputs[4]) {
     const int32_t* l = inputs[4]->dataAs<int32_t>();
     for (int64_t b = 0; b < s.batch; ++b) {
@@ -345,7 +433,7 @@ Status runRecurrent(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   if (y) std::memset(y, 0, static_cast<size_t>(dimProduct(s.yShape())) * sizeof(float));
   // X as [seq, batch, input].
   const float* x = inputs[0]->dataAs<float>();
-  std::vector<float> xTime;
+  std::vector<float>& xTime = buffers.xTime;
   if (s.layout == 1) {
     xTime.resize(static_cast<size_t>(s.seq * s.batch * s.input));
     for (int64_t b = 0; b < s.batch; ++b)
@@ -358,7 +446,8 @@ Status runRecurrent(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const float* initH = dataOrNull(inputs, 5);
   const float* initC = s.lstm ? dataOrNull(inputs, 6) : nullptr;
   for (int64_t d = 0; d < s.dirs; ++d) {
-    Direction dir;
+    Direction dir{nullptr, nullptr, nullptr, nullptr, nullptr, false, nullptr, buffers.h, buffers.c};
+    dir.panels = plan.dirs.empty() ? nullptr : &plan.dirs[static_cast<size_t>(d)];
     dir.w = inputs[1]->dataAs<float>() + d * gh * s.input;
     dir.r = inputs[2]->dataAs<float>() + d * gh * H;
     const float* bias = dataOrNull(inputs, 3);
@@ -373,7 +462,8 @@ Status runRecurrent(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
       if (initH) std::memcpy(dir.h.data() + b * H, initH + s.stateOffset(d, b), static_cast<size_t>(H) * sizeof(float));
       if (initC) std::memcpy(dir.c.data() + b * H, initC + s.stateOffset(d, b), static_cast<size_t>(H) * sizeof(float));
     }
-    std::vector<float> xw = inputProjection(ctx, s, x, dir);
+    std::vector<float>& xw = buffers.xw;
+    inputProjection(ctx, s, x, dir, xw);
     if (s.batch > 0) {
       if (s.lstm) runLstm(ctx, s, xw, lens, dir, d, y);
       else if (s.gates == 3) runGru(ctx, s, xw, lens, dir, d, y);

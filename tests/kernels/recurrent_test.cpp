@@ -204,3 +204,50 @@ TEST_CASE("GRU bidirectional with sequence_lens and layout 1") {
   REQUIRE((*out)[1].shape() == ir::Shape{2, 2, 1});
   requireClose(values<float>((*out)[1]), {f2, r1, e, e});
 }
+
+TEST_CASE("LSTM, GRU and RNN prepared with constant weights (packed once) match evaluation, bidirectional, with a "
+          "thread pool") {
+  struct Case {
+    OpKind kind;
+    int64_t gates;
+    bool linearBeforeReset;
+  };
+  const int64_t seq = 5, batch = 3, input = 37, hidden = 19, dirs = 2;
+  uint32_t state = 7;
+  auto random = [&](ir::Shape shape) {
+    std::vector<float> v(static_cast<size_t>(ir::elementCount(shape).value()));
+    for (float& f : v) {
+      state = state * 1664525u + 1013904223u;
+      f = static_cast<float>(state >> 8) / static_cast<float>(1u << 24) - 0.5f;
+    }
+    return floats(shape, v);
+  };
+  kernels::ThreadPool pool(2);
+  for (const Case& c : {Case{OpKind::LSTM, 4, false}, Case{OpKind::GRU, 3, false}, Case{OpKind::GRU, 3, true},
+                        Case{OpKind::RNN, 1, false}}) {
+    CAPTURE(ir::opKindName(c.kind), c.linearBeforeReset);
+    auto x = random({seq, batch, input});
+    auto w = random({dirs, c.gates * hidden, input});
+    auto r = random({dirs, c.gates * hidden, hidden});
+    auto b = random({dirs, 2 * c.gates * hidden});
+    Op op(c.kind, 14);
+    op.s("direction", "bidirectional").i("hidden_size", hidden);
+    if (c.kind == OpKind::GRU) op.i("linear_before_reset", c.linearBeforeReset ? 1 : 0);
+    const size_t outputs = 2;
+    auto evaluated = op.eval({&x, &w, &r, &b}, outputs);
+    REQUIRE(evaluated.isOk());
+    std::vector<const ir::Tensor*> inputs{&x, &w, &r, &b};
+    std::vector<kernels::ValueDesc> descs;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      descs.push_back({inputs[i]->type(), inputs[i]->shape(), i == 0 ? nullptr : inputs[i]});
+    auto prepared = kernels::prepare(op.ctx(), descs, outputs);
+    REQUIRE(prepared.isOk());
+    std::vector<ir::Tensor> ys;
+    for (const auto& d : (*prepared)->outputs()) ys.push_back(ir::Tensor::allocate(d.type, d.shape).value());
+    ir::Tensor* outs[] = {&ys[0], &ys[1]};
+    for (kernels::ThreadPool* p : {static_cast<kernels::ThreadPool*>(nullptr), &pool}) {
+      REQUIRE((*prepared)->run(inputs, outs, p).isOk());
+      for (size_t o = 0; o < outputs; ++o) requireClose(values<float>(ys[o]), values<float>((*evaluated)[o]), 1e-5f);
+    }
+  }
+}
