@@ -69,11 +69,18 @@ inline int32_t load32(const uint8_t* p) {
   return v;
 }
 
+// The kernels below are built for their instruction sets (picked at run time): GCC through `#pragma GCC target`,
+// clang (the fuzzing and sanitizer trees) through `#pragma clang attribute`.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni"))),                 \
+                             apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")
 // GCC 12's AVX-512 headers start some intrinsics from an "undefined" register and warn about it.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // MR rows x NV vectors of 16 columns from column j0; columns at or past g.n are computed but not stored.
 struct TileVnni {
@@ -126,11 +133,16 @@ template <int MR, int NV, bool RowsSigned> void TileVnni::run(const QGemm& g, si
   }
 }
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+#endif
 
 // vpdpbusd from 16-bit products: even and odd bytes widened (unsigned: masked and shifted; signed: shifted
 // arithmetically), then two multiply-adds of pairs. Products are at most 255 x 128, pairs of them fit 32 bits.
@@ -182,7 +194,11 @@ template <int MR, int NV, bool RowsSigned> void TileAvx2::run(const QGemm& g, si
   }
 }
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 // Column strips of two vectors (one at the end), each down all rows in tiles of Tile::kRows, then 4, 2, 1.
 template <typename Tile, int NV, bool RowsSigned> void stripWith(const QGemm& g, size_t j0) {
