@@ -163,20 +163,20 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     // Work items are (image, group, output channel); a thread's run of items loads each group's planes once, so
     // when the groups have many input channels each thread takes one run of items per group.
     const float* pb = bias ? bias->dataAs<float>() : nullptr;
-    const size_t items = static_cast<size_t>(jobs * mg);
     const size_t threads = ctx.pool ? static_cast<size_t>(ctx.pool->threads()) : 1;
-    const bool small = static_cast<double>(items) * static_cast<double>(outSize * rows) < kMinParallelWork;
-    size_t minChunk = small ? items : std::max<size_t>(1, kMinParallelWork / 2 / static_cast<size_t>(outSize * rows));
-    if (cg > 1 && !small) minChunk = std::max(minChunk, (static_cast<size_t>(mg) + threads - 1) / threads);
-    parallelFor(ctx, items, minChunk, [&](size_t i0, size_t i1) {
-      for (int64_t i = static_cast<int64_t>(i0); i < static_cast<int64_t>(i1);) {
-        const int64_t job = i / mg, m0 = i % mg, m1 = std::min(mg, m0 + static_cast<int64_t>(i1) - i);
-        const int64_t n = job / p.group, g = job % p.group;
-        directConv(px + (n * p.channels + g * cg) * inSize, cg, pw + g * mg * rows, pb ? pb + g * mg : nullptr,
-                   py + (n * p.outChannels + g * mg) * outSize, m0, m1, w, act);
-        i += m1 - m0;
-      }
-    });
+    const size_t minItems = cg > 1 ? (static_cast<size_t>(mg) + threads - 1) / threads : 1;
+    parallelForWork(
+        ctx, static_cast<size_t>(jobs * mg), static_cast<size_t>(outSize * rows),
+        [&](size_t i0, size_t i1) {
+          for (int64_t i = static_cast<int64_t>(i0); i < static_cast<int64_t>(i1);) {
+            const int64_t job = i / mg, m0 = i % mg, m1 = std::min(mg, m0 + static_cast<int64_t>(i1) - i);
+            const int64_t n = job / p.group, g = job % p.group;
+            directConv(px + (n * p.channels + g * cg) * inSize, cg, pw + g * mg * rows, pb ? pb + g * mg : nullptr,
+                       py + (n * p.outChannels + g * mg) * outSize, m0, m1, w, act);
+            i += m1 - m0;
+          }
+        },
+        minItems);
     return Status::ok();
   }
 

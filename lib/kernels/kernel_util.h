@@ -246,12 +246,14 @@ template <typename F> void parallelFor(const OpContext& ctx, size_t count, size_
 // the calling thread: handing it to the pool costs more than the second thread saves.
 inline constexpr size_t kMinParallelWork = size_t{1} << 16;
 
-// parallelFor for `count` items of about `workPerItem` units each: serial when the loop is small, and in chunks of
-// at least half of kMinParallelWork units otherwise.
-template <typename F> void parallelForWork(const OpContext& ctx, size_t count, size_t workPerItem, F&& body) {
+// parallelFor for `count` items of about `workPerItem` units each: serial when the loop is small, and otherwise in
+// chunks of at least half of kMinParallelWork units and at least `minItems` items (for loops whose chunks each pay
+// a set-up cost, such as copying the input once).
+template <typename F>
+void parallelForWork(const OpContext& ctx, size_t count, size_t workPerItem, F&& body, size_t minItems = 1) {
   workPerItem = std::max<size_t>(workPerItem, 1);
   const bool small = static_cast<double>(count) * static_cast<double>(workPerItem) < kMinParallelWork;
-  const size_t minChunk = small ? count : std::max<size_t>(1, kMinParallelWork / 2 / workPerItem);
+  const size_t minChunk = small ? count : std::max({size_t{1}, minItems, kMinParallelWork / 2 / workPerItem});
   parallelFor(ctx, count, minChunk, std::forward<F>(body));
 }
 

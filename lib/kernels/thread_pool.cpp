@@ -37,6 +37,14 @@ inline void cpuRelax() {
 #endif
 }
 
+// Spins (then yields) until `done()`: for waits that end within microseconds, on threads that are running.
+template <typename F> void spinUntil(F&& done) {
+  for (int spins = 0; !done(); ++spins) {
+    if (spins < 4096) cpuRelax();
+    else std::this_thread::yield();
+  }
+}
+
 int64_t nowNanos() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -132,10 +140,7 @@ struct ThreadPool::Impl {
     reserveWanted.store(epoch);
     wakeSleepers();
     const int workerCount = static_cast<int>(workers.size());
-    for (int spins = 0; reserved.load() != workerCount; ++spins) {
-      if (spins < 4096) cpuRelax();
-      else std::this_thread::yield();
-    }
+    spinUntil([&] { return reserved.load() == workerCount; });
     reservedEpoch = epoch;
   }
 
@@ -224,10 +229,7 @@ void ThreadPool::parallelFor(size_t count, size_t minChunk, const std::function<
   noteThreadScratch();
   // Late workers back out once the job is closed; those inside finish the chunks they claimed.
   s.open.store(false);
-  for (int spins = 0; s.busy.load() != 0; ++spins) {
-    if (spins < 4096) cpuRelax();
-    else std::this_thread::yield();
-  }
+  spinUntil([&] { return s.busy.load() == 0; });
   s.body = nullptr;
   s.reserveScratchEverywhere();
 }
