@@ -241,11 +241,13 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<runtime::Session>> extraSessions;  // alive until the end: their memory is what counts
   if (a.sessions > 1) {
     std::vector<double> loads;
+    size_t sharedPrograms = 0;
     for (int k = 1; k < a.sessions; ++k) {
       auto start = Clock::now();
       auto extra = runtime::Session::loadFile(a.model, options);
       loads.push_back(msSince(start));
       if (!extra) return fail(a, extra.error(), report);
+      sharedPrograms += (*extra)->stats().sharedPrograms;
       auto out = (*extra)->run(*feeds);
       if (!out) return fail(a, out.error(), report);
       for (size_t o = 0; o < out->size(); ++o)
@@ -253,8 +255,10 @@ int main(int argc, char** argv) {
           return fail(a, makeError(ErrorCode::Internal, "session {} computed another output {}", k + 1, o), report);
       extraSessions.push_back(std::move(extra).value());
     }
-    report["sessions"] = {
-        {"count", a.sessions}, {"extra_load_ms", loads}, {"mapped_contexts", runtime::mappedContextCount()}};
+    report["sessions"] = {{"count", a.sessions},
+                          {"extra_load_ms", loads},
+                          {"mapped_contexts", runtime::mappedContextCount()},
+                          {"shared_programs", sharedPrograms}};
   }
   report["outputs"] = nlohmann::ordered_json::array();
   for (size_t i = 0; i < outputs->size(); ++i)

@@ -53,6 +53,50 @@ InferredPrograms& inferredPrograms() {
   return programs;
 }
 
+// Programs loaded from shared containers and still held by a session, by container (its control block), graph index
+// and arena option.
+class LoadedPrograms {
+public:
+  std::shared_ptr<const CompiledProgram> find(const std::shared_ptr<const format::ContainerView>& container,
+                                              size_t graph, bool prefault) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Entry& e : entries_)
+      if (e.matches(container, graph, prefault))
+        if (auto live = e.program.lock()) return live;
+    return nullptr;
+  }
+  // Returns the program to use: one that another thread added meanwhile, or `program`.
+  std::shared_ptr<const CompiledProgram> add(const std::shared_ptr<const format::ContainerView>& container,
+                                             size_t graph, bool prefault,
+                                             std::shared_ptr<const CompiledProgram> program) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::erase_if(entries_, [](const Entry& e) { return e.program.expired(); });
+    for (const Entry& e : entries_)
+      if (e.matches(container, graph, prefault))
+        if (auto live = e.program.lock()) return live;
+    entries_.push_back(Entry{container, graph, prefault, program});
+    return program;
+  }
+
+private:
+  struct Entry {
+    std::weak_ptr<const format::ContainerView> container;
+    size_t graph;
+    bool prefault;
+    std::weak_ptr<const CompiledProgram> program;
+    bool matches(const std::shared_ptr<const format::ContainerView>& c, size_t g, bool p) const {
+      return !container.owner_before(c) && !c.owner_before(container) && graph == g && prefault == p;
+    }
+  };
+  std::mutex mutex_;
+  std::vector<Entry> entries_;
+};
+
+LoadedPrograms& loadedPrograms() {
+  static LoadedPrograms programs;
+  return programs;
+}
+
 }  // namespace
 
 // Hands a frame to one run and takes it back into the pool afterwards, also on error paths.
@@ -222,6 +266,27 @@ CompiledProgram::create(program::Program prog, std::shared_ptr<const format::Con
   cp->freeFrames_.push_back(std::move(first));
   cp->framesMade_ = 1;
   return cp;
+}
+
+Expected<std::shared_ptr<const CompiledProgram>>
+CompiledProgram::load(std::shared_ptr<const format::ContainerView> container, size_t graphIndex, ProgramOptions options,
+                      bool share, bool* reused) {
+  share = share && !container->weightless();
+  if (reused) *reused = false;
+  if (share)
+    if (auto live = loadedPrograms().find(container, graphIndex, options.prefaultArena)) {
+      if (reused) *reused = true;
+      return live;
+    }
+  const format::GraphInfo& graph = container->graphs()[graphIndex];
+  options.programBytes = container->programBytes(graphIndex);
+  CTX_ASSIGN_OR_RETURN(auto prog,
+                       program::deserialize(options.programBytes, container->weights().size(),
+                                            fmt::format("graph '{}' in '{}'", graph.name, container->displayName())));
+  CTX_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledProgram> created,
+                       create(std::move(prog), container, graph.name, options));
+  if (!share) return created;
+  return loadedPrograms().add(container, graphIndex, options.prefaultArena, std::move(created));
 }
 
 Expected<std::vector<ir::Tensor>> CompiledProgram::run(std::span<const ir::Tensor* const> inputs,

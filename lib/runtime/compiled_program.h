@@ -39,6 +39,16 @@ public:
                                                            std::shared_ptr<const format::ContainerView> container,
                                                            std::string name, const ProgramOptions& options = {});
 
+  // Graph `graphIndex` of `container`, deserialized and created. With `share` (sessions sharing context binaries),
+  // a program that a live session already loaded from this same container object, with the same arena option, is
+  // returned as it is instead of being decoded and prepared again: a program never changes after create() and its
+  // runs are thread-safe (each takes a frame of its own), so sessions share its prepared ops, bound weights and
+  // frames. Programs of weightless containers are never shared (each session resolves their source weights).
+  // `*reused` (when given) tells whether the program came from another session.
+  static Expected<std::shared_ptr<const CompiledProgram>> load(std::shared_ptr<const format::ContainerView> container,
+                                                               size_t graphIndex, ProgramOptions options, bool share,
+                                                               bool* reused = nullptr);
+
   size_t inputCount() const { return program_.inputs.size(); }
   size_t outputCount() const { return program_.outputs.size(); }
   const program::TensorDesc& inputDesc(size_t i) const { return program_.tensors[program_.inputs[i]]; }

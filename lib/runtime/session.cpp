@@ -43,10 +43,10 @@ struct Session::Impl {
   std::vector<std::shared_ptr<const format::ContainerView>> contexts;
   std::map<fs::path, std::shared_ptr<const format::ContainerView>> contextsByPath;  // canonical path -> mapping
   std::vector<std::shared_ptr<std::string>> embeddedPayloads;
-  std::map<size_t, std::unique_ptr<CompiledProgram>> programs;  // node index -> program
-  Scope constants;                                              // initializers, shared by every run
-  std::map<std::string, size_t> lastUse;                        // value -> last node index reading it
-  std::set<std::string> keep;                                   // graph outputs: never freed
+  std::map<size_t, std::shared_ptr<const CompiledProgram>> programs;  // node index -> program
+  Scope constants;                                                    // initializers, shared by every run
+  std::map<std::string, size_t> lastUse;                              // value -> last node index reading it
+  std::set<std::string> keep;                                         // graph outputs: never freed
   std::unique_ptr<kernels::ThreadPool> pool;
   mutable PreparedNodeCache preparedCache;  // fallback nodes, prepared on first use per input shapes
   // Weightless contexts: source models loaded so far, by the file they came from ("" for the buffer).
@@ -236,13 +236,8 @@ struct Session::Impl {
       std::shared_ptr<const format::ContainerView> shared;
       for (const auto& c : contexts)
         if (c.get() == owner) shared = c;
-      CTX_ASSIGN_OR_RETURN(auto prog,
-                           program::deserialize(owner->programBytes(graphIndex), owner->weights().size(),
-                                                fmt::format("graph '{}' in '{}'", partition, owner->displayName()))
-                               .addContext(label));
       ProgramOptions programOptions;
       programOptions.prefaultArena = options.prefaultArena;
-      programOptions.programBytes = owner->programBytes(graphIndex);
       if (owner->weightless()) {
         const epcontext::NodeAttributes attrs = epcontext::readNodeAttributes(n);
         const std::string sourceName = owner->graphs()[graphIndex].sourceModel;
@@ -251,8 +246,11 @@ struct Session::Impl {
           return sourceWeight(*owner, index, sourceName, source);
         };
       }
-      CTX_ASSIGN_OR_RETURN(
-          auto compiled, CompiledProgram::create(std::move(prog), shared, partition, programOptions).addContext(label));
+      bool reused = false;
+      CTX_ASSIGN_OR_RETURN(auto compiled, CompiledProgram::load(shared, graphIndex, std::move(programOptions),
+                                                                options.shareContexts, &reused)
+                                              .addContext(label));
+      stats.sharedPrograms += reused;
       if (compiled->inputCount() != n.inputs.size() || compiled->outputCount() != n.outputs.size())
         return makeError(ErrorCode::InvalidGraph, "{}: node has {} inputs and {} outputs but graph '{}' has {} and {}",
                          label, n.inputs.size(), n.outputs.size(), partition, compiled->inputCount(),

@@ -36,6 +36,9 @@ struct SessionStats {
   size_t fallbackNodes = 0;
   size_t contexts = 0;       // context binaries this session uses
   uint64_t mappedBytes = 0;  // bytes of those binaries
+  // Compiled programs taken as they are from another live session of this process (shareContexts): not decoded or
+  // prepared again, and their frames (arenas) shared between the sessions' runs.
+  size_t sharedPrograms = 0;
 };
 
 class Session {

@@ -135,3 +135,38 @@ TEST_CASE("fallback nodes behind a symbolic input dimension are prepared on firs
   runtime::testing::expectMatch(s, "tiny_cnn");
   CHECK(s.preparedFallbackOps() > atLoad);
 }
+
+TEST_CASE("sessions sharing a .bin share its programs and run them at once", "[runtime][concurrency]") {
+  CompiledSample compiled("tiny_cnn", "npu-sim");
+  auto first = runtime::Session::loadFile(compiled.model);
+  auto second = runtime::Session::loadFile(compiled.model);
+  REQUIRE(first);
+  REQUIRE(second);
+  REQUIRE((*first)->stats().compiledNodes > 0);
+  CHECK((*first)->stats().sharedPrograms == 0);
+  CHECK((*second)->stats().sharedPrograms == (*second)->stats().compiledNodes);
+  runtime::testing::expectMatch(**second, "tiny_cnn");  // the shared program against the model's reference outputs
+
+  // Both sessions' runs at once, on one program's frames: each gets the serial results.
+  SerialRuns serial = serialRuns(**first, 4, 300);
+  std::atomic<int> wrong{0};
+  std::thread other([&] { wrong += wrongConcurrentRuns(**second, serial, 3, 40); });
+  wrong += wrongConcurrentRuns(**first, serial, 3, 40);
+  other.join();
+  CHECK(wrong.load() == 0);
+
+  // The program outlives the session that loaded it, and a later session still finds it.
+  first->reset();
+  CHECK(wrongConcurrentRuns(**second, serial, 2, 10) == 0);
+  auto third = runtime::Session::loadFile(compiled.model);
+  REQUIRE(third);
+  CHECK((*third)->stats().sharedPrograms == (*third)->stats().compiledNodes);
+
+  // Sessions asked not to share mappings decode their own programs.
+  runtime::SessionOptions apart;
+  apart.shareContexts = false;
+  auto own = runtime::Session::loadFile(compiled.model, apart);
+  REQUIRE(own);
+  CHECK((*own)->stats().sharedPrograms == 0);
+  runtime::testing::expectMatch(**own, "tiny_cnn");
+}
