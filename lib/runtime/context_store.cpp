@@ -22,11 +22,8 @@ std::shared_ptr<const format::ContainerView> counted(format::ContainerView view)
 }
 }  // namespace
 
-Expected<std::shared_ptr<const format::ContainerView>> openSharedContainer(const std::filesystem::path& path,
+Expected<std::shared_ptr<const format::ContainerView>> openSharedContainer(const std::filesystem::path& canonical,
                                                                            bool share) {
-  std::error_code ec;
-  auto canonical = std::filesystem::canonical(path, ec);
-  if (ec) return makeError(ErrorCode::InvalidGraph, "context binary '{}' is missing: {}", path.string(), ec.message());
   std::lock_guard<std::mutex> lock(gMutex);
   if (share)
     if (auto it = gStore.find(canonical.string()); it != gStore.end())

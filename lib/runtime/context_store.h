@@ -8,9 +8,10 @@
 
 namespace ctxkit::runtime {
 
-// Maps and validates the container at `path`; with `share`, a container this process already maps under the
-// same canonical path is returned instead of a second mapping (ep.share_ep_contexts).
-Expected<std::shared_ptr<const format::ContainerView>> openSharedContainer(const std::filesystem::path& path,
+// Maps and validates the container at `canonicalPath` (as std::filesystem::canonical gives it); with `share`, a
+// container this process already maps under that path is returned instead of a second mapping
+// (ep.share_ep_contexts).
+Expected<std::shared_ptr<const format::ContainerView>> openSharedContainer(const std::filesystem::path& canonicalPath,
                                                                            bool share);
 // Shared containers alive now.
 size_t liveSharedContainers();

@@ -172,11 +172,13 @@ struct Session::Impl {
     // Several main nodes may name one file: this session maps it once even when sessions do not share.
     std::error_code ec;
     fs::path key = fs::canonical(*path, ec);
-    if (!ec)
-      if (auto it = contextsByPath.find(key); it != contextsByPath.end()) return it->second;
-    auto view = openSharedContainer(*path, options.shareContexts);
+    if (ec)
+      return makeError(ErrorCode::InvalidGraph, "{}: context binary '{}' is missing: {}", label, path->string(),
+                       ec.message());
+    if (auto it = contextsByPath.find(key); it != contextsByPath.end()) return it->second;
+    auto view = openSharedContainer(key, options.shareContexts);
     if (!view) return view.takeError().addContext(label);
-    if (!ec) contextsByPath[key] = *view;
+    contextsByPath[key] = *view;
     return view;
   }
 

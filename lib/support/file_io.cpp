@@ -140,6 +140,26 @@ Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const fs::path& pat
   }
   size_t size = static_cast<size_t>(st.st_size);
   const std::byte* data = nullptr;
+  if (size > 0 && size <= kReadLimit) {
+    constexpr size_t kPage = 4096;  // what a mapping would give: containers' weight alignments up to a page hold
+    auto* p = static_cast<std::byte*>(std::aligned_alloc(kPage, (size + kPage - 1) / kPage * kPage));
+    size_t got = 0;
+    while (p && got < size) {
+      ssize_t n = ::read(fd, p + got, size - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    const std::string problem = !p           ? "out of memory"
+                                : got < size ? (got == 0 && errno ? osError() : "file shrank")
+                                             : "";
+    ::close(fd);
+    if (!problem.empty()) {
+      std::free(p);
+      return makeError(ErrorCode::IoError, "cannot read '{}': {}", path.string(), problem);
+    }
+    return std::shared_ptr<const MappedFile>(new MappedFile(path, p, size, false));
+  }
   if (size > 0) {
     void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
@@ -149,11 +169,16 @@ Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const fs::path& pat
     data = static_cast<const std::byte*>(p);
   }
   ::close(fd);
-  return std::shared_ptr<const MappedFile>(new MappedFile(path, data, size));
+  return std::shared_ptr<const MappedFile>(new MappedFile(path, data, size, true));
 }
 
 MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<std::byte*>(data_), size_);
+  if (!data_) return;
+  if (mapped_) {
+    ::munmap(const_cast<std::byte*>(data_), size_);
+  } else {
+    std::free(const_cast<std::byte*>(data_));
+  }
 }
 
 Expected<std::string> readFile(const fs::path& path) {

@@ -15,7 +15,10 @@ namespace ctxkit {
 // A read-only mapping of a whole file. Shared so that tensors viewing it keep it alive.
 class MappedFile {
 public:
+  // Maps the file read-only; a file of at most kReadLimit bytes is read into page-aligned memory instead, since
+  // mapping and unmapping it would cost more (syscalls, a page fault, a TLB flush) than copying its few pages.
   static Expected<std::shared_ptr<const MappedFile>> open(const std::filesystem::path& path);
+  static constexpr size_t kReadLimit = 64 * 1024;
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -26,11 +29,12 @@ public:
   const std::filesystem::path& path() const { return path_; }
 
 private:
-  MappedFile(std::filesystem::path path, const std::byte* data, size_t size)
-      : path_(std::move(path)), data_(data), size_(size) {}
+  MappedFile(std::filesystem::path path, const std::byte* data, size_t size, bool mapped)
+      : path_(std::move(path)), data_(data), size_(size), mapped_(mapped) {}
   std::filesystem::path path_;
   const std::byte* data_;
   size_t size_;
+  bool mapped_;  // else data_ came from std::aligned_alloc
 };
 
 Expected<std::string> readFile(const std::filesystem::path& path);

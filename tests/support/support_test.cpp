@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstring>
+#include <fstream>
 #include <limits>
 #include <random>
 
@@ -125,4 +127,30 @@ TEST_CASE("a recycled tensor buffer comes back zero-filled, and live buffers are
   REQUIRE(other);
   CHECK(other->data() != again->data());
   (void)first;  // whether the first buffer came back is the allocator's business; its contents are not
+}
+
+TEST_CASE("small files are read, large ones mapped: the same bytes, page-aligned either way", "[support]") {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("ctxkit_mapped_{}", std::random_device{}());
+  fs::create_directories(dir);
+  for (size_t size : {size_t{1}, size_t{4095}, MappedFile::kReadLimit, MappedFile::kReadLimit + 1, size_t{300000}}) {
+    CAPTURE(size);
+    std::string bytes(size, '\0');
+    for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>((i * 131 + size) % 251);
+    const fs::path file = dir / fmt::format("f{}.bin", size);
+    {
+      std::ofstream out(file, std::ios::binary);
+      out.write(bytes.data(), static_cast<std::streamsize>(size));
+    }
+    auto mapped = MappedFile::open(file);
+    REQUIRE(mapped);
+    REQUIRE((*mapped)->size() == size);
+    CHECK(std::memcmp((*mapped)->data(), bytes.data(), size) == 0);
+    CHECK(reinterpret_cast<uintptr_t>((*mapped)->data()) % 4096 == 0);
+  }
+  auto empty = dir / "empty.bin";
+  std::ofstream(empty).close();
+  auto none = MappedFile::open(empty);
+  REQUIRE(none);
+  CHECK((*none)->size() == 0);
+  fs::remove_all(dir);
 }
