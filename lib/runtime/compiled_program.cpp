@@ -53,40 +53,46 @@ InferredPrograms& inferredPrograms() {
   return programs;
 }
 
-// Programs loaded from shared containers and still held by a session, by container (its control block), graph index
-// and arena option.
+// Programs loaded from shared containers and still held by a session, by container and source model (their control
+// blocks, so that an object freed and another made at the same address never matches), graph index and options.
 class LoadedPrograms {
 public:
-  std::shared_ptr<const CompiledProgram> find(const std::shared_ptr<const format::ContainerView>& container,
-                                              size_t graph, bool prefault) {
+  struct Key {
+    std::weak_ptr<const format::ContainerView> container;
+    size_t graph = 0;
+    bool prefault = false;
+    std::weak_ptr<const void> source;  // weightless containers
+    bool sourceVerified = false;
+    bool operator==(const Key& o) const {
+      return sameOwner(container, o.container) && sameOwner(source, o.source) && graph == o.graph &&
+             prefault == o.prefault && sourceVerified == o.sourceVerified;
+    }
+  };
+  std::shared_ptr<const CompiledProgram> find(const Key& key) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const Entry& e : entries_)
-      if (e.matches(container, graph, prefault))
+      if (e.key == key)
         if (auto live = e.program.lock()) return live;
     return nullptr;
   }
   // Returns the program to use: one that another thread added meanwhile, or `program`.
-  std::shared_ptr<const CompiledProgram> add(const std::shared_ptr<const format::ContainerView>& container,
-                                             size_t graph, bool prefault,
-                                             std::shared_ptr<const CompiledProgram> program) {
+  std::shared_ptr<const CompiledProgram> add(const Key& key, std::shared_ptr<const CompiledProgram> program) {
     std::lock_guard<std::mutex> lock(mutex_);
     std::erase_if(entries_, [](const Entry& e) { return e.program.expired(); });
     for (const Entry& e : entries_)
-      if (e.matches(container, graph, prefault))
+      if (e.key == key)
         if (auto live = e.program.lock()) return live;
-    entries_.push_back(Entry{container, graph, prefault, program});
+    entries_.push_back(Entry{key, program});
     return program;
   }
 
 private:
+  template <class T> static bool sameOwner(const std::weak_ptr<T>& a, const std::weak_ptr<T>& b) {
+    return !a.owner_before(b) && !b.owner_before(a);
+  }
   struct Entry {
-    std::weak_ptr<const format::ContainerView> container;
-    size_t graph;
-    bool prefault;
+    Key key;
     std::weak_ptr<const CompiledProgram> program;
-    bool matches(const std::shared_ptr<const format::ContainerView>& c, size_t g, bool p) const {
-      return !container.owner_before(c) && !c.owner_before(container) && graph == g && prefault == p;
-    }
   };
   std::mutex mutex_;
   std::vector<Entry> entries_;
@@ -271,10 +277,11 @@ CompiledProgram::create(program::Program prog, std::shared_ptr<const format::Con
 Expected<std::shared_ptr<const CompiledProgram>>
 CompiledProgram::load(std::shared_ptr<const format::ContainerView> container, size_t graphIndex, ProgramOptions options,
                       bool share, bool* reused) {
-  share = share && !container->weightless();
+  share = share && (!container->weightless() || options.source);
   if (reused) *reused = false;
+  const LoadedPrograms::Key key{container, graphIndex, options.prefaultArena, options.source, options.sourceVerified};
   if (share)
-    if (auto live = loadedPrograms().find(container, graphIndex, options.prefaultArena)) {
+    if (auto live = loadedPrograms().find(key)) {
       if (reused) *reused = true;
       return live;
     }
@@ -286,7 +293,7 @@ CompiledProgram::load(std::shared_ptr<const format::ContainerView> container, si
   CTX_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledProgram> created,
                        create(std::move(prog), container, graph.name, options));
   if (!share) return created;
-  return loadedPrograms().add(container, graphIndex, options.prefaultArena, std::move(created));
+  return loadedPrograms().add(key, std::move(created));
 }
 
 Expected<std::vector<ir::Tensor>> CompiledProgram::run(std::span<const ir::Tensor* const> inputs,

@@ -27,6 +27,11 @@ struct ProgramOptions {
   // prepared without inferring every op's outputs again (kernels::prepareInferred); not for weightless containers,
   // whose weights may come from other source models.
   std::span<const std::byte> programBytes;
+  // Weightless containers: the source model `resolve` takes weights from, and whether it checks their hashes.
+  // CompiledProgram::load shares such a program only between sessions resolving from this same object, equally
+  // checked; with no source, it is not shared.
+  std::shared_ptr<const void> source;
+  bool sourceVerified = false;
 };
 
 class CompiledProgram {
@@ -43,7 +48,8 @@ public:
   // a program that a live session already loaded from this same container object, with the same arena option, is
   // returned as it is instead of being decoded and prepared again: a program never changes after create() and its
   // runs are thread-safe (each takes a frame of its own), so sessions share its prepared ops, bound weights and
-  // frames. Programs of weightless containers are never shared (each session resolves their source weights).
+  // frames. A weightless container's program is shared only between sessions reading the same source model object
+  // (ProgramOptions::source; the store shares those too).
   // `*reused` (when given) tells whether the program came from another session.
   static Expected<std::shared_ptr<const CompiledProgram>> load(std::shared_ptr<const format::ContainerView> container,
                                                                size_t graphIndex, ProgramOptions options, bool share,

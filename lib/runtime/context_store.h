@@ -1,7 +1,9 @@
-// The process-wide store of mapped context binaries: sessions that use the same .bin share one mapping.
+// The process-wide store of mapped context binaries (sessions that use the same .bin share one mapping) and of the
+// source models weightless contexts read their weights from.
 #pragma once
 
 #include "format/container.h"
+#include "runtime/source_model.h"
 
 #include <filesystem>
 #include <memory>
@@ -13,6 +15,10 @@ namespace ctxkit::runtime {
 // (ep.share_ep_contexts).
 Expected<std::shared_ptr<const format::ContainerView>> openSharedContainer(const std::filesystem::path& canonicalPath,
                                                                            bool share);
+// The initializers of the source model at `canonicalPath` (weightless contexts); with `share`, a source model this
+// process already reads under that path is returned instead of being read again.
+Expected<std::shared_ptr<const SourceInitializers>> openSharedSourceModel(const std::filesystem::path& canonicalPath,
+                                                                          bool share);
 // Shared containers alive now.
 size_t liveSharedContainers();
 // Containers mapped from files and alive now, shared or not.

@@ -76,16 +76,20 @@ struct Session::Impl {
       path = *resolved;
       how = fmt::format("source model '{}' ({} beside the model)", path.string(), epcontext::attr::kOnnxModelFilename);
     }
-    if (auto it = sourceModels.find(path); it != sourceModels.end()) return it->second;
     std::error_code ec;
-    if (options.sourceModelBuffer.empty() && !fs::exists(path, ec))
-      return makeError(
-          ErrorCode::NotFound,
-          "{}: the context is weightless: its weights are in {}, which does not exist (give it with ctxrun "
-          "--source-model or ep.context_source_model_path)",
-          label, how);
+    if (options.sourceModelBuffer.empty()) {
+      path = fs::canonical(path, ec);
+      if (ec)
+        return makeError(
+            ErrorCode::NotFound,
+            "{}: the context is weightless: its weights are in {}, which does not exist (give it with ctxrun "
+            "--source-model or ep.context_source_model_path)",
+            label, how);
+    }
+    if (auto it = sourceModels.find(path); it != sourceModels.end()) return it->second;
+    // A file is read once per process while sessions sharing contexts use it (as their .bin is mapped once).
     auto model = options.sourceModelBuffer.empty()
-                     ? readSourceInitializers(path)
+                     ? openSharedSourceModel(path, options.shareContexts)
                      : readSourceInitializers(options.sourceModelBuffer, nullptr, contextDir, "buffer");
     if (!model)
       return model.takeError().addContext(
@@ -247,6 +251,8 @@ struct Session::Impl {
         programOptions.resolve = [this, owner, sourceName, source](uint32_t index) {
           return sourceWeight(*owner, index, sourceName, source);
         };
+        programOptions.source = source;
+        programOptions.sourceVerified = options.verifyWeights;
       }
       bool reused = false;
       CTX_ASSIGN_OR_RETURN(auto compiled, CompiledProgram::load(shared, graphIndex, std::move(programOptions),

@@ -154,3 +154,41 @@ TEST_CASE("a compiled node runs into the caller's output buffers, which must fit
   REQUIRE_FALSE(refused);
   CHECK_THAT(refused.error().message(), Catch::Contains("but the buffer given is float32 1"));
 }
+
+TEST_CASE("sessions of a weightless context share its programs only over the same source model", "[runtime]") {
+  Workspace ws("weightless_sharing");
+  const fs::path src = ws.dir / "src", copy = ws.dir / "copy", out = ws.dir / "out";
+  fs::create_directories(src);
+  fs::create_directories(copy);
+  fs::copy_file(kSamples / "tiny_cnn.onnx", src / "tiny_cnn.onnx");
+  fs::copy_file(kSamples / "tiny_cnn.onnx", copy / "tiny_cnn.onnx");
+  pipeline::CompileOptions o;
+  o.models.push_back(src / "tiny_cnn.onnx");
+  o.outputDir = out;
+  o.weightless = true;
+  auto compiled = pipeline::compileModels(o);
+  INFO((compiled ? std::string() : compiled.error().message()));
+  REQUIRE(compiled);
+  const fs::path model = out / "tiny_cnn_ctx.onnx";
+  auto load = [&](const fs::path& source, bool verify, bool share) {
+    runtime::SessionOptions options;
+    options.sourceModelPath = source;
+    options.verifyWeights = verify;
+    options.shareContexts = share;
+    auto s = runtime::Session::loadFile(model, options);
+    INFO((s ? std::string() : s.error().message()));
+    REQUIRE(s);
+    REQUIRE((*s)->stats().compiledNodes > 0);
+    expectMatch(**s, "tiny_cnn");
+    return std::move(s).value();
+  };
+  auto first = load(src / "tiny_cnn.onnx", false, true);
+  CHECK(first->stats().sharedPrograms == 0);
+  // The same source model (another spelling of its path): the program, its packed weights included, is shared.
+  auto second = load(src / ".." / "src" / "tiny_cnn.onnx", false, true);
+  CHECK(second->stats().sharedPrograms == second->stats().compiledNodes);
+  // Checking the weights' hashes, another source file with the same bytes, or no sharing: programs of their own.
+  CHECK(load(src / "tiny_cnn.onnx", true, true)->stats().sharedPrograms == 0);
+  CHECK(load(copy / "tiny_cnn.onnx", false, true)->stats().sharedPrograms == 0);
+  CHECK(load(src / "tiny_cnn.onnx", false, false)->stats().sharedPrograms == 0);
+}
