@@ -89,7 +89,13 @@ Status Interpreter::runGraph(const ir::Graph& graph, Scope& scope, const GraphRu
         }
       }
     }
-    if (!*result) return result->takeError().addContext(nodeLabel(n, i));
+    if (!*result) {
+      // Kernel errors already start with the node's label (kernels::nodeError): it is not repeated.
+      Error e = result->takeError();
+      const std::string label = nodeLabel(n, i);
+      if (!e.message().starts_with(label + ": ")) e.addContext(label);
+      return e;
+    }
     auto& values = result->value();
     for (size_t o = 0; o < n.outputs.size() && o < values.size(); ++o)
       if (!n.outputs[o].empty()) scope.set(n.outputs[o], std::move(values[o]));

@@ -139,3 +139,30 @@ TEST_CASE("declared input shapes too large to exist load without arithmetic over
   REQUIRE(s);
   CHECK((*s)->preparedFallbackOps() == 0);  // nothing could be prepared for a shape that cannot exist
 }
+
+TEST_CASE("a fallback node's failure names the node once", "[runtime][core]") {
+  ir::Model m = addModel();
+  ir::Graph& g = m.graph;
+  g.inputs.push_back(ir::ValueInfo{"shape", ir::ElemType::Int64, std::vector<ir::Dim>{ir::Dim::known(2)}, {}});
+  g.outputs[0] = floatValue("y", {2, 2});
+  ir::Node reshape;
+  reshape.name = "reshape0";
+  reshape.opType = "Reshape";
+  reshape.kind = ir::OpKind::Reshape;
+  reshape.opset = 17;
+  reshape.inputs = {"x", "shape"};
+  reshape.outputs = {"y"};
+  g.nodes = {reshape};
+  auto s = runtime::Session::load(std::move(m), std::filesystem::temp_directory_path(), {}, "reshaping");
+  REQUIRE(s);
+  std::vector<ir::Tensor> feeds;
+  feeds.push_back(ir::Tensor::fromVector(ir::ElemType::Float, {2, 2}, std::vector<float>{1, 2, 3, 4}));
+  feeds.push_back(ir::Tensor::fromVector(ir::ElemType::Int64, {2}, std::vector<int64_t>{3, 3}));  // 9 elements of 4
+  auto out = (*s)->run(feeds);
+  REQUIRE(!out);
+  const std::string& message = out.error().message();
+  INFO(message);
+  const std::string label = "node 'reshape0' (Reshape)";
+  CHECK(message.find(label) != std::string::npos);
+  CHECK(message.find(label) == message.rfind(label));
+}
