@@ -37,6 +37,18 @@ ir::Model addModel() {
   return m;
 }
 
+// y = Reshape(x, shape), named reshape0.
+ir::Node reshapeNode(const std::string& shape) {
+  ir::Node reshape;
+  reshape.name = "reshape0";
+  reshape.opType = "Reshape";
+  reshape.kind = ir::OpKind::Reshape;
+  reshape.opset = 17;
+  reshape.inputs = {"x", shape};
+  reshape.outputs = {"y"};
+  return reshape;
+}
+
 ir::Node epContextNode(const std::string& source, const std::string& cache) {
   ir::Node n;
   n.name = "ep0";
@@ -127,14 +139,7 @@ TEST_CASE("declared input shapes too large to exist load without arithmetic over
   g.inputs[0] = floatValue("x", {huge, huge});
   g.outputs[0] = floatValue("y", {huge, huge});
   g.initializers.push_back(ir::Initializer{"flat", ir::Tensor::fromVector(ir::ElemType::Int64, {1}, std::vector<int64_t>{-1}), std::nullopt});
-  ir::Node reshape;
-  reshape.name = "reshape0";
-  reshape.opType = "Reshape";
-  reshape.kind = ir::OpKind::Reshape;
-  reshape.opset = 17;
-  reshape.inputs = {"x", "flat"};
-  reshape.outputs = {"y"};
-  g.nodes = {reshape};
+  g.nodes = {reshapeNode("flat")};
   auto s = runtime::Session::load(std::move(m), std::filesystem::temp_directory_path(), {}, "huge");
   REQUIRE(s);
   CHECK((*s)->preparedFallbackOps() == 0);  // nothing could be prepared for a shape that cannot exist
@@ -145,14 +150,7 @@ TEST_CASE("a fallback node's failure names the node once", "[runtime][core]") {
   ir::Graph& g = m.graph;
   g.inputs.push_back(ir::ValueInfo{"shape", ir::ElemType::Int64, std::vector<ir::Dim>{ir::Dim::known(2)}, {}});
   g.outputs[0] = floatValue("y", {2, 2});
-  ir::Node reshape;
-  reshape.name = "reshape0";
-  reshape.opType = "Reshape";
-  reshape.kind = ir::OpKind::Reshape;
-  reshape.opset = 17;
-  reshape.inputs = {"x", "shape"};
-  reshape.outputs = {"y"};
-  g.nodes = {reshape};
+  g.nodes = {reshapeNode("shape")};
   auto s = runtime::Session::load(std::move(m), std::filesystem::temp_directory_path(), {}, "reshaping");
   REQUIRE(s);
   std::vector<ir::Tensor> feeds;
