@@ -221,6 +221,16 @@ size_t foldSubgraph(ir::Graph& body, const GraphFacts& scope) {
       for (size_t d = 0; f && f->shape && d < f->shape->size(); ++d) (*info.shape)[d] = ir::Dim::known((*f->shape)[d]);
       alone.inputs.push_back(std::move(info));
     }
+  // Outer constants that only the nodes' own subgraphs read: the nested bodies fold against them too.
+  for (const auto& n : body.nodes) {
+    std::set<std::string> nested;
+    ir::collectNodeReads(n, nested);
+    for (const auto& in : nested) {
+      const ValueFacts* f = defined.count(in) ? nullptr : scope.find(in);
+      if (f && f->constant && defined.insert(in).second)
+        alone.initializers.push_back(ir::Initializer{in, *f->constant, std::nullopt});
+    }
+  }
   auto facts = analyzeGraph(alone, {});
   if (!facts) return 0;
   std::vector<ir::Node> kept;
@@ -238,16 +248,31 @@ size_t foldSubgraph(ir::Graph& body, const GraphFacts& scope) {
   }
   size_t count = body.nodes.size() - kept.size();
   body.nodes = std::move(kept);
-  if (count != 0) {
+  auto readNames = [&] {
     std::set<std::string> read;
     for (const auto& n : body.nodes) ir::collectNodeReads(n, read);
     for (const auto& o : body.outputs) read.insert(o.name);
+    return read;
+  };
+  const size_t ownInitializers = body.initializers.size();
+  if (count != 0) {
+    const std::set<std::string> read = readNames();
     for (const auto& name : folded)
       if (!name.empty() && read.count(name))
         body.initializers.push_back(ir::Initializer{name, *facts->find(name)->constant, std::nullopt});
   }
-  for (auto& n : body.nodes) count += foldSubgraphsOf(n, *facts);
-  return count;
+  size_t nested = 0;
+  for (auto& n : body.nodes) nested += foldSubgraphsOf(n, *facts);
+  if (nested != 0 && body.initializers.size() > ownInitializers) {
+    // A value folded here that only nested subgraphs read, and that they folded in turn (a weight the nested
+    // branches reshape), is read by nothing now: it is not kept beside what was made of it.
+    const std::set<std::string> read = readNames();
+    auto first = body.initializers.begin() + static_cast<std::ptrdiff_t>(ownInitializers);
+    body.initializers.erase(
+        std::remove_if(first, body.initializers.end(), [&](const ir::Initializer& i) { return !read.count(i.name); }),
+        body.initializers.end());
+  }
+  return count + nested;
 }
 
 // Folds constants inside node's subgraphs; a changed subgraph is a new copy (variants share the old one).

@@ -70,6 +70,16 @@ ir::Graph ifGraph(int64_t rate) {
   return g;
 }
 
+// y = If(cond) then `then` else x (x of `shape`).
+ir::Node ifOrPassX(const std::string& cond, std::shared_ptr<ir::Graph> then, std::vector<ir::Dim> shape) {
+  auto otherwise = std::make_shared<ir::Graph>();
+  otherwise->outputs = {floatValue("x", std::move(shape))};
+  ir::Node pick = node("If", {cond}, {"y"});
+  pick.attrs.set(ir::Attribute::makeGraph("then_branch", std::move(then)));
+  pick.attrs.set(ir::Attribute::makeGraph("else_branch", otherwise));
+  return pick;
+}
+
 }  // namespace
 
 TEST_CASE("inline-if replaces an If on a known condition by its branch, nested Ifs included", "[graph-passes]") {
@@ -203,12 +213,7 @@ TEST_CASE("fold-subgraphs folds constants inside the bodies of Ifs that stay, fr
   then->nodes.push_back(node("Mul", {"ak", "s"}, {"scale"}));
   then->nodes.push_back(node("Mul", {"x", "scale"}, {"then_y"}));
   then->outputs = {floatValue("then_y", dims({3}))};
-  auto otherwise = std::make_shared<ir::Graph>();
-  otherwise->outputs = {floatValue("x", dims({3}))};
-  ir::Node pick = node("If", {"cond"}, {"y"});
-  pick.attrs.set(ir::Attribute::makeGraph("then_branch", then));
-  pick.attrs.set(ir::Attribute::makeGraph("else_branch", otherwise));
-  g.nodes = {pick};
+  g.nodes = {ifOrPassX("cond", then, dims({3}))};
 
   std::vector<analysis::GraphPassRun> runs;
   REQUIRE(analysis::runGraphPasses(g, {}, runs));
@@ -221,4 +226,46 @@ TEST_CASE("fold-subgraphs folds constants inside the bodies of Ifs that stay, fr
   CHECK(floats(scale->tensor) == std::vector<float>{11, 44, -33});
   CHECK(!body.findInitializer("ak"));  // read by nothing once scale is known
   CHECK(then->nodes.size() == 4);       // the model's own copy of the body is untouched
+}
+
+TEST_CASE("fold-subgraphs keeps no copy of a weight that nested branches folded into their own", "[graph-passes]") {
+  // y = If(outer) then If(inner) then Unsqueeze(w) * x else Unsqueeze(w) + x else x, with w a Constant node of the
+  // outer branch (as silero_vad keeps its LSTM weights): both nested branches fold their Unsqueeze(w), and the outer
+  // branch must not keep w beside them.
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({1, 3})), ir::ValueInfo{"outer", ir::ElemType::Bool, std::vector<ir::Dim>{}, ""},
+              ir::ValueInfo{"inner", ir::ElemType::Bool, std::vector<ir::Dim>{}, ""}};
+  g.outputs = {floatValue("y", dims({1, 3}))};
+  g.initializers = {{"axes", ir::Tensor::fromVector(ir::ElemType::Int64, {1}, std::vector<int64_t>{0}), std::nullopt}};
+  auto nestedBranch = [](const std::string& op) {
+    auto b = std::make_shared<ir::Graph>();
+    b->nodes.push_back(node("Unsqueeze", {"w", "axes"}, {op + "_w"}));
+    b->nodes.push_back(node(op, {op + "_w", "x"}, {op + "_y"}));
+    b->outputs = {floatValue(op + "_y", dims({1, 3}))};
+    return b;
+  };
+  auto then = std::make_shared<ir::Graph>();
+  then->nodes.push_back(node("Constant", {}, {"w"}));
+  then->nodes.back().attrs.set(
+      ir::Attribute::makeTensor("value", ir::Tensor::fromVector(ir::ElemType::Float, {3}, std::vector<float>{1, 2, 3})));
+  ir::Node nested = node("If", {"inner"}, {"then_y"});
+  nested.attrs.set(ir::Attribute::makeGraph("then_branch", nestedBranch("Mul")));
+  nested.attrs.set(ir::Attribute::makeGraph("else_branch", nestedBranch("Add")));
+  then->nodes.push_back(nested);
+  then->outputs = {floatValue("then_y", dims({1, 3}))};
+  g.nodes = {ifOrPassX("outer", then, dims({1, 3}))};
+
+  std::vector<analysis::GraphPassRun> runs;
+  REQUIRE(analysis::runGraphPasses(g, {}, runs));
+  const ir::Graph& body = *g.nodes[0].attrs.find("then_branch")->g;
+  REQUIRE(body.nodes.size() == 1);  // the nested If
+  CHECK(body.initializers.empty());  // w went into the nested branches' own
+  for (const char* branch : {"then_branch", "else_branch"}) {
+    INFO(branch);
+    const ir::Graph& inner = *body.nodes[0].attrs.find(branch)->g;
+    REQUIRE(inner.nodes.size() == 1);
+    REQUIRE(inner.initializers.size() == 1);
+    CHECK(inner.initializers[0].tensor.shape() == ir::Shape{1, 3});
+    CHECK(floats(inner.initializers[0].tensor) == std::vector<float>{1, 2, 3});
+  }
 }
