@@ -1,8 +1,11 @@
 // inline-if and remove-noops: graph rewrites that let more of a model compile.
 #include "analysis/graph_passes.h"
+#include "support/hash.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <map>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -198,6 +201,79 @@ size_t removeNoops(ir::Graph& graph, const GraphFacts& facts) {
 
 size_t foldSubgraphsOf(ir::Node& node, const GraphFacts& scope);
 
+// Initializers of 1 KiB or more that several subgraphs of node `index` of `parent` hold with equal type, shape and
+// bytes (the branches of an If that folded the same weight, or kept the same Constant) move to `parent`'s
+// initializers, once, under the first one's name; the other branches read that instead. Returns how many copies
+// went. A name that means something else in another branch or anywhere else in `parent` is left where it is.
+size_t hoistSharedInitializers(ir::Graph& parent, size_t index) {
+  constexpr uint64_t kMinBytes = 1024;
+  ir::Node& node = parent.nodes[index];
+  std::vector<std::shared_ptr<ir::Graph>*> subs;
+  for (auto& a : node.attrs.all()) {
+    if (a.g) subs.push_back(&a.g);
+    for (auto& g : a.graphs) subs.push_back(&g);
+  }
+  if (subs.size() < 2) return 0;
+  std::vector<std::unordered_set<std::string>> names(subs.size());
+  for (size_t k = 0; k < subs.size(); ++k) collectNames(**subs[k], names[k]);
+  std::unordered_set<std::string> outside;  // names `parent` defines outside the node's subgraphs
+  for (const auto& in : parent.inputs) outside.insert(in.name);
+  for (const auto& init : parent.initializers) outside.insert(init.name);
+  for (size_t j = 0; j < parent.nodes.size(); ++j) {
+    const ir::Node& n = parent.nodes[j];
+    outside.insert(n.outputs.begin(), n.outputs.end());
+    if (j == index) continue;
+    for (const auto& a : n.attrs.all()) {
+      if (a.g) collectNames(*a.g, outside);
+      for (const auto& g : a.graphs) collectNames(*g, outside);
+    }
+  }
+  struct First {
+    size_t sub;
+    const ir::Initializer* init;
+  };
+  std::map<std::pair<std::string, Hash128>, std::vector<First>> seen;  // (type and shape, bytes' hash)
+  std::vector<Renames> renames(subs.size());
+  std::set<std::pair<size_t, std::string>> hoisted;  // (sub, name) of the copy that moves out
+  for (size_t k = 0; k < subs.size(); ++k)
+    for (const ir::Initializer& init : (*subs[k])->initializers) {
+      const ir::Tensor& t = init.tensor;
+      if (t.byteSize() < kMinBytes || t.type() == ir::ElemType::String) continue;
+      auto& candidates =
+          seen[{fmt::format("{} {}", ir::elemTypeName(t.type()), ir::shapeToString(t.shape())), hash128(t.bytes())}];
+      const First* match = nullptr;
+      for (const First& f : candidates)
+        if (f.sub != k && std::memcmp(f.init->tensor.data(), t.data(), t.byteSize()) == 0) match = &f;
+      // The first copy's name must mean nothing else in this branch, nor in any other branch that will read it.
+      const bool free = match && !outside.count(match->init->name) &&
+                        (init.name == match->init->name || !names[k].count(match->init->name));
+      if (!free) {
+        if (!match) candidates.push_back(First{k, &init});
+        continue;
+      }
+      hoisted.insert({match->sub, match->init->name});
+      renames[k][init.name] = match->init->name;
+    }
+  if (hoisted.empty()) return 0;
+  size_t removed = 0;
+  for (size_t k = 0; k < subs.size(); ++k) {
+    auto copy = std::make_shared<ir::Graph>(**subs[k]);  // subgraphs may be shared with other variants
+    for (auto it = copy->initializers.begin(); it != copy->initializers.end();) {
+      if (hoisted.count({k, it->name})) {
+        parent.initializers.push_back(std::move(*it));
+        it = copy->initializers.erase(it);
+      } else if (renames[k].count(it->name)) {
+        it = copy->initializers.erase(it);
+        ++removed;
+      } else {
+        ++it;
+      }
+    }
+    *subs[k] = renames[k].empty() ? copy : renamedSubgraph(*copy, renames[k]);
+  }
+  return removed;
+}
+
 // Folds the nodes of subgraph `body` whose values are known at compile time, given the facts of the scope it reads
 // from, into initializers of the body (those still read); then the subgraphs of what is left. Returns how many nodes
 // were folded, 0 when the body is left as it is (also when analyzing it fails: it then runs as it was).
@@ -263,6 +339,7 @@ size_t foldSubgraph(ir::Graph& body, const GraphFacts& scope) {
   }
   size_t nested = 0;
   for (auto& n : body.nodes) nested += foldSubgraphsOf(n, *facts);
+  for (size_t i = 0; i < body.nodes.size(); ++i) nested += hoistSharedInitializers(body, i);
   if (nested != 0 && body.initializers.size() > ownInitializers) {
     // A value folded here that only nested subgraphs read, and that they folded in turn (a weight the nested
     // branches reshape), is read by nothing now: it is not kept beside what was made of it.
@@ -323,6 +400,7 @@ Expected<GraphFacts> runGraphPasses(ir::Graph& graph, const Bindings& bindings, 
   timed(subgraphRun, [&] {
     size_t folded = 0;
     for (auto& node : graph.nodes) folded += foldSubgraphsOf(node, facts);
+    for (size_t i = 0; i < graph.nodes.size(); ++i) folded += hoistSharedInitializers(graph, i);
     return folded;
   });
   runs = {inlineRun, noopRun, subgraphRun};

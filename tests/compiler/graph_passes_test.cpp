@@ -228,44 +228,50 @@ TEST_CASE("fold-subgraphs folds constants inside the bodies of Ifs that stay, fr
   CHECK(then->nodes.size() == 4);       // the model's own copy of the body is untouched
 }
 
-TEST_CASE("fold-subgraphs keeps no copy of a weight that nested branches folded into their own", "[graph-passes]") {
+TEST_CASE("fold-subgraphs keeps one copy of a weight that nested branches folded alike", "[graph-passes]") {
   // y = If(outer) then If(inner) then Unsqueeze(w) * x else Unsqueeze(w) + x else x, with w a Constant node of the
-  // outer branch (as silero_vad keeps its LSTM weights): both nested branches fold their Unsqueeze(w), and the outer
-  // branch must not keep w beside them.
+  // outer branch (as silero_vad keeps its LSTM weights): both nested branches fold their Unsqueeze(w); the outer
+  // branch must not keep w beside them, and a folded weight of 1 KiB or more both hold goes to the outer branch once.
+  const int64_t width = GENERATE(int64_t{3}, int64_t{300});
+  CAPTURE(width);
+  std::vector<float> values(static_cast<size_t>(width));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) + 1;
   ir::Graph g;
-  g.inputs = {floatValue("x", dims({1, 3})), ir::ValueInfo{"outer", ir::ElemType::Bool, std::vector<ir::Dim>{}, ""},
+  g.inputs = {floatValue("x", dims({1, width})), ir::ValueInfo{"outer", ir::ElemType::Bool, std::vector<ir::Dim>{}, ""},
               ir::ValueInfo{"inner", ir::ElemType::Bool, std::vector<ir::Dim>{}, ""}};
-  g.outputs = {floatValue("y", dims({1, 3}))};
+  g.outputs = {floatValue("y", dims({1, width}))};
   g.initializers = {{"axes", ir::Tensor::fromVector(ir::ElemType::Int64, {1}, std::vector<int64_t>{0}), std::nullopt}};
-  auto nestedBranch = [](const std::string& op) {
+  auto nestedBranch = [&](const std::string& op) {
     auto b = std::make_shared<ir::Graph>();
     b->nodes.push_back(node("Unsqueeze", {"w", "axes"}, {op + "_w"}));
     b->nodes.push_back(node(op, {op + "_w", "x"}, {op + "_y"}));
-    b->outputs = {floatValue(op + "_y", dims({1, 3}))};
+    b->outputs = {floatValue(op + "_y", dims({1, width}))};
     return b;
   };
   auto then = std::make_shared<ir::Graph>();
   then->nodes.push_back(node("Constant", {}, {"w"}));
-  then->nodes.back().attrs.set(
-      ir::Attribute::makeTensor("value", ir::Tensor::fromVector(ir::ElemType::Float, {3}, std::vector<float>{1, 2, 3})));
+  then->nodes.back().attrs.set(ir::Attribute::makeTensor("value", ir::Tensor::fromVector(ir::ElemType::Float, {width}, values)));
   ir::Node nested = node("If", {"inner"}, {"then_y"});
   nested.attrs.set(ir::Attribute::makeGraph("then_branch", nestedBranch("Mul")));
   nested.attrs.set(ir::Attribute::makeGraph("else_branch", nestedBranch("Add")));
   then->nodes.push_back(nested);
-  then->outputs = {floatValue("then_y", dims({1, 3}))};
-  g.nodes = {ifOrPassX("outer", then, dims({1, 3}))};
+  then->outputs = {floatValue("then_y", dims({1, width}))};
+  g.nodes = {ifOrPassX("outer", then, dims({1, width}))};
 
   std::vector<analysis::GraphPassRun> runs;
   REQUIRE(analysis::runGraphPasses(g, {}, runs));
   const ir::Graph& body = *g.nodes[0].attrs.find("then_branch")->g;
   REQUIRE(body.nodes.size() == 1);  // the nested If
-  CHECK(body.initializers.empty());  // w went into the nested branches' own
+  const bool shared = width == 300;
+  REQUIRE(body.initializers.size() == (shared ? 1u : 0u));  // never w itself
   for (const char* branch : {"then_branch", "else_branch"}) {
     INFO(branch);
     const ir::Graph& inner = *body.nodes[0].attrs.find(branch)->g;
     REQUIRE(inner.nodes.size() == 1);
-    REQUIRE(inner.initializers.size() == 1);
-    CHECK(inner.initializers[0].tensor.shape() == ir::Shape{1, 3});
-    CHECK(floats(inner.initializers[0].tensor) == std::vector<float>{1, 2, 3});
+    REQUIRE(inner.initializers.size() == (shared ? 0u : 1u));
+    const ir::Initializer& folded = shared ? body.initializers[0] : inner.initializers[0];
+    CHECK(inner.nodes[0].inputs[0] == folded.name);
+    CHECK(folded.tensor.shape() == ir::Shape{1, width});
+    CHECK(floats(folded.tensor) == values);
   }
 }
