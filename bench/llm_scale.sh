@@ -2,7 +2,8 @@
 # Shape variants at LLM scale (issue 11 item 7): writes a synthetic LLM (bench/make_llm.cpp: 1 GiB of float32
 # weights in external data, symbolic sequence length by default), times `cp` of its files, compiles it for three
 # variants (seq 1, 128, 512) in one ctxgen run and reports: .bin bytes / unique weight bytes, ctxgen's peak
-# anonymous memory (RssAnon sampled from /proc) and peak RSS, ctxgen's wall time vs cp's; then runs every variant
+# anonymous memory (RssAnon sampled from /proc) and peak RSS, ctxgen's wall time vs cp's (and vs the disk's time to
+# write the copy back, the floor for a durable writer); then runs every variant
 # with ctxrun and ONNX Runtime (bench/run_ort.js on the source model) on the same seeded inputs and compares them.
 # usage: bench/llm_scale.sh [WORK_DIR] [LAYERS HIDDEN FF]   (CTXKIT_BUILD selects the build folder, default build/)
 set -euo pipefail
@@ -43,6 +44,9 @@ cpDurable() { cp "$@" && sync "${@:$#}"/*; }
 mkdir -p "$work/copy"
 sync
 read -r cpSeconds _ < <(measure cp "$work/llm.onnx" "$work/llm.onnx.data" "$work/copy/")
+# The copy's writeback alone (its bytes already in the page cache): how fast this disk takes 1 GiB, the floor for any
+# writer that makes its output durable, ctxgen's included.
+read -r writebackSeconds _ < <(measure sync "$work/copy/llm.onnx" "$work/copy/llm.onnx.data")
 rm -rf "$work/copy" && mkdir -p "$work/copy" && sync
 read -r cpSyncSeconds _ < <(measure cpDurable "$work/llm.onnx" "$work/llm.onnx.data" "$work/copy")
 rm -rf "$work/copy" && sync
@@ -55,7 +59,7 @@ echo "weights in the source: $weightBytes bytes; unique weight bytes stored: $un
   "($(echo "scale=5; $binBytes / $unique" | bc) x unique)"
 echo "ctxgen (3 variants): ${genSeconds}s wall, peak anonymous memory $((genAnonKiB / 1024)) MiB," \
   "peak RSS (mapped weights included) $((genRssKiB / 1024)) MiB; cp of the inputs: ${cpSeconds}s," \
-  "${cpSyncSeconds}s with sync"
+  "${cpSyncSeconds}s with sync; the copy's writeback alone (sync after cp): ${writebackSeconds}s"
 python3 -c "import json,sys; print('ctxgen stages (ms):', {k: round(v) for k, v in json.load(open(sys.argv[1]))['stage_ms'].items()})" \
   "$work/report.json"
 
