@@ -180,6 +180,8 @@ int main(int argc, char** argv) {
   auto report = pipeline::compileModels(o, progress);
   cli::clearStatusLine();
   if (!report) return fail(report.error().message(), cli::exitCodeFor(report.error()));
+  for (const auto& m : report->models)
+    for (const auto& w : m.warnings) cli::logWarning("'{}': {}", m.source.string(), w);
   if (!jsonPath.empty()) {
     std::string json = pipeline::reportJson(*report);
     if (jsonPath == "-") {

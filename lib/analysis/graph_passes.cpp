@@ -199,7 +199,7 @@ size_t removeNoops(ir::Graph& graph, const GraphFacts& facts) {
   return removed;
 }
 
-size_t foldSubgraphsOf(ir::Node& node, const GraphFacts& scope);
+size_t foldSubgraphsOf(ir::Node& node, const GraphFacts& scope, std::vector<std::string>* warnings);
 
 // Initializers of 1 KiB or more that several subgraphs of node `index` of `parent` hold with equal type, shape and
 // bytes (the branches of an If that folded the same weight, or kept the same Constant) move to `parent`'s
@@ -276,8 +276,10 @@ size_t hoistSharedInitializers(ir::Graph& parent, size_t index) {
 
 // Folds the nodes of subgraph `body` whose values are known at compile time, given the facts of the scope it reads
 // from, into initializers of the body (those still read); then the subgraphs of what is left. Returns how many nodes
-// were folded, 0 when the body is left as it is (also when analyzing it fails: it then runs as it was).
-size_t foldSubgraph(ir::Graph& body, const GraphFacts& scope) {
+// were folded, 0 when the body is left as it is (also when analyzing it fails: it then runs as it was, and
+// `warnings` gets why, prefixed with `where`).
+size_t foldSubgraph(ir::Graph& body, const GraphFacts& scope, const std::string& where,
+                    std::vector<std::string>* warnings) {
   // The body with the outer values its nodes read made explicit: constants as initializers, the rest as inputs.
   ir::Graph alone = body;
   std::set<std::string> defined;
@@ -308,7 +310,14 @@ size_t foldSubgraph(ir::Graph& body, const GraphFacts& scope) {
     }
   }
   auto facts = analyzeGraph(alone, {});
-  if (!facts) return 0;
+  if (!facts) {
+    if (warnings)
+      warnings->push_back(fmt::format("{}: {}; it cannot run with the bound shapes, and ONNX Runtime refuses to load "
+                                      "a model holding it (bind the input that selects it with --set, or leave the "
+                                      "dimensions it needs unbound)",
+                                      where, facts.error().message()));
+    return 0;
+  }
   std::vector<ir::Node> kept;
   std::vector<std::string> folded;
   for (auto& n : body.nodes) {
@@ -338,7 +347,7 @@ size_t foldSubgraph(ir::Graph& body, const GraphFacts& scope) {
         body.initializers.push_back(ir::Initializer{name, *facts->find(name)->constant, std::nullopt});
   }
   size_t nested = 0;
-  for (auto& n : body.nodes) nested += foldSubgraphsOf(n, *facts);
+  for (auto& n : body.nodes) nested += foldSubgraphsOf(n, *facts, warnings);
   for (size_t i = 0; i < body.nodes.size(); ++i) nested += hoistSharedInitializers(body, i);
   if (nested != 0 && body.initializers.size() > ownInitializers) {
     // A value folded here that only nested subgraphs read, and that they folded in turn (a weight the nested
@@ -353,18 +362,22 @@ size_t foldSubgraph(ir::Graph& body, const GraphFacts& scope) {
 }
 
 // Folds constants inside node's subgraphs; a changed subgraph is a new copy (variants share the old one).
-size_t foldSubgraphsOf(ir::Node& node, const GraphFacts& scope) {
+size_t foldSubgraphsOf(ir::Node& node, const GraphFacts& scope, std::vector<std::string>* warnings) {
   size_t count = 0;
-  auto fold = [&](std::shared_ptr<ir::Graph>& g) {
+  auto fold = [&](std::shared_ptr<ir::Graph>& g, const std::string& attr) {
     auto copy = std::make_shared<ir::Graph>(*g);
-    if (const size_t n = foldSubgraph(*copy, scope); n != 0) {
+    const std::string where = fmt::format("{} {}",
+                                          node.name.empty() ? fmt::format("unnamed {}", node.opType)
+                                                            : fmt::format("'{}' ({})", node.name, node.opType),
+                                          attr);
+    if (const size_t n = foldSubgraph(*copy, scope, where, warnings); n != 0) {
       g = std::move(copy);
       count += n;
     }
   };
   for (auto& a : node.attrs.all()) {
-    if (a.g) fold(a.g);
-    for (auto& g : a.graphs) fold(g);
+    if (a.g) fold(a.g, a.name);
+    for (auto& g : a.graphs) fold(g, a.name);
   }
   return count;
 }
@@ -385,7 +398,7 @@ const std::vector<std::string>& graphPassNames() {
 }
 
 Expected<GraphFacts> runGraphPasses(ir::Graph& graph, const Bindings& bindings, std::vector<GraphPassRun>& runs,
-                                    const AnalyzeOptions& options) {
+                                    const AnalyzeOptions& options, std::vector<std::string>* warnings) {
   GraphPassRun inlineRun{"inline-if"}, noopRun{"remove-noops"};
   CTX_ASSIGN_OR_RETURN(GraphFacts facts, analyzeGraph(graph, bindings, options));
   // Each round removes at least one If and exposes at most the Ifs nested in it, so the rounds end.
@@ -399,7 +412,7 @@ Expected<GraphFacts> runGraphPasses(ir::Graph& graph, const Bindings& bindings, 
   GraphPassRun subgraphRun{"fold-subgraphs"};
   timed(subgraphRun, [&] {
     size_t folded = 0;
-    for (auto& node : graph.nodes) folded += foldSubgraphsOf(node, facts);
+    for (auto& node : graph.nodes) folded += foldSubgraphsOf(node, facts, warnings);
     for (size_t i = 0; i < graph.nodes.size(); ++i) folded += hoistSharedInitializers(graph, i);
     return folded;
   });

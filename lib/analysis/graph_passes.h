@@ -31,7 +31,9 @@ const std::vector<std::string>& graphPassNames();
 //  - fold-subgraphs: inside the bodies of the If/Loop/Scan nodes that remain (they run on the fallback path), nodes
 //    whose values are known (from body initializers, Constants and the outer graph's constants) become body
 //    initializers, nested bodies included.
+// `warnings`, when given, gets a line for each If/Loop/Scan subgraph that fold-subgraphs could not analyze with the
+// bound shapes (a branch that cannot run with them: ONNX Runtime refuses to load a model holding one).
 Expected<GraphFacts> runGraphPasses(ir::Graph& graph, const Bindings& bindings, std::vector<GraphPassRun>& runs,
-                                    const AnalyzeOptions& options = {});
+                                    const AnalyzeOptions& options = {}, std::vector<std::string>* warnings = nullptr);
 
 }  // namespace ctxkit::analysis

@@ -52,6 +52,7 @@ struct ModelWork {
   std::vector<std::pair<std::string, uint32_t>> sharedInitializers;
   // The same for initializers inside fallback nodes' subgraphs, by forEachSubgraphInitializer key.
   std::vector<std::pair<std::string, uint32_t>> sharedSubgraphInitializers;
+  std::vector<std::string> warnings;  // from the graph passes
 };
 
 struct ContainerWork {
@@ -257,7 +258,8 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
     g.initializers.push_back(ir::Initializer{b.name, b.value, std::nullopt});
   }
   std::vector<analysis::GraphPassRun> graphPasses;
-  auto facts = clock.time("analyze", [&] { return analysis::runGraphPasses(w.model.graph, w.bindings, graphPasses); });
+  auto facts = clock.time(
+      "analyze", [&] { return analysis::runGraphPasses(w.model.graph, w.bindings, graphPasses, {}, &w.warnings); });
   if (!facts) return facts.takeError().addContext(fmt::format("'{}'", w.source.string()));
   w.facts = std::move(facts).value();
   for (const auto& run : graphPasses) clock.addPasses({codegen::PassRun{run.name, run.milliseconds, run.changed != 0}});
@@ -384,6 +386,7 @@ ModelSummary summarize(const ModelWork& w) {
   s.output = w.output;
   s.nodeCount = w.model.graph.nodes.size();
   for (const auto& b : w.boundInputs) s.boundInputs.emplace_back(b.name, b.text);
+  s.warnings = w.warnings;
   for (size_t i = 0; i < w.plan.nodes.size(); ++i) {
     const auto& d = w.plan.nodes[i];
     const ir::Node& n = w.model.graph.nodes[i];

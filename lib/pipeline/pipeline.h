@@ -72,6 +72,7 @@ struct ModelSummary {
   std::vector<std::pair<std::string, std::string>> boundInputs;  // --set: (input, values as given)
   std::vector<PartitionSummary> partitions;
   std::vector<FallbackNode> fallback;
+  std::vector<std::string> warnings;  // what may keep the compiled model from loading or running (ctxgen prints them)
 };
 
 struct FileWritten {

@@ -115,6 +115,7 @@ std::string reportJson(const CompileReport& r) {
     jm["fallback"] = Json::array();
     for (const auto& f : m.fallback)
       jm["fallback"].push_back({{"name", f.name}, {"op_type", f.opType}, {"reason", f.reason}});
+    jm["warnings"] = m.warnings;
     j["models"].push_back(std::move(jm));
   }
   j["weights"] = {{"referenced_bytes", r.referencedWeightBytes},

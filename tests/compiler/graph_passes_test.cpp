@@ -275,3 +275,32 @@ TEST_CASE("fold-subgraphs keeps one copy of a weight that nested branches folded
     CHECK(floats(folded.tensor) == values);
   }
 }
+
+TEST_CASE("fold-subgraphs warns of a branch that cannot run with the bound shapes", "[graph-passes]") {
+  // y = If(cond) then Squeeze(x, [1]) else x: with x bound to 1x3 the then branch squeezes a dimension of 3, which
+  // ONNX Runtime's load-time shape inference refuses; with 3x1 it is fine.
+  for (int64_t rows : {int64_t{1}, int64_t{3}}) {
+    const int64_t cols = rows == 1 ? 3 : 1;
+    INFO("x is " << rows << "x" << cols);
+    ir::Graph g;
+    g.inputs = {floatValue("x", dims({rows, cols})), ir::ValueInfo{"cond", ir::ElemType::Bool, std::vector<ir::Dim>{}, ""}};
+    g.outputs = {ir::ValueInfo{"y", ir::ElemType::Float, std::nullopt, ""}};
+    g.initializers = {{"one", ir::Tensor::fromVector(ir::ElemType::Int64, {1}, std::vector<int64_t>{1}), std::nullopt}};
+    auto then = std::make_shared<ir::Graph>();
+    then->nodes.push_back(node("Squeeze", {"x", "one"}, {"squeezed"}));
+    then->nodes.back().name = "squeeze0";
+    then->outputs = {ir::ValueInfo{"squeezed", ir::ElemType::Float, std::nullopt, ""}};
+    g.nodes = {ifOrPassX("cond", then, dims({rows, cols}))};
+    g.nodes[0].name = "pick";
+    std::vector<analysis::GraphPassRun> runs;
+    std::vector<std::string> warnings;
+    REQUIRE(analysis::runGraphPasses(g, {}, runs, {}, &warnings));
+    if (rows == 3) {
+      CHECK(warnings.empty());
+      continue;
+    }
+    REQUIRE(warnings.size() == 1);
+    CHECK_THAT(warnings[0], Catch::Contains("'pick' (If) then_branch") && Catch::Contains("squeeze0") &&
+                                Catch::Contains("ONNX Runtime refuses"));
+  }
+}
