@@ -19,6 +19,11 @@ std::string descText(ir::ElemType type, const ir::Shape& shape) {
   return fmt::format("{} {}", ir::elemTypeName(type), ir::shapeToString(shape));
 }
 
+// True when `a` and `b` share a control block: the same object, never another made later at the same address.
+template <class T, class U> bool sameOwner(const std::weak_ptr<T>& a, const U& b) {
+  return !a.owner_before(b) && !b.owner_before(a);
+}
+
 // Programs whose every recorded output the kernels inferred themselves at an earlier load in this process: by
 // container (its control block, so a container freed and another made at the same address never matches) and
 // the program's bytes within it. The container's bytes and weights do not change while it lives.
@@ -40,8 +45,7 @@ private:
     const std::byte* data;
     size_t size;
     bool matches(const std::shared_ptr<const format::ContainerView>& c, std::span<const std::byte> bytes) const {
-      return !container.owner_before(c) && !c.owner_before(container) && !container.expired() && data == bytes.data() &&
-             size == bytes.size();
+      return sameOwner(container, c) && !container.expired() && data == bytes.data() && size == bytes.size();
     }
   };
   std::mutex mutex_;
@@ -87,9 +91,6 @@ public:
   }
 
 private:
-  template <class T> static bool sameOwner(const std::weak_ptr<T>& a, const std::weak_ptr<T>& b) {
-    return !a.owner_before(b) && !b.owner_before(a);
-  }
   struct Entry {
     Key key;
     std::weak_ptr<const CompiledProgram> program;

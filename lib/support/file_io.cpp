@@ -144,15 +144,14 @@ Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const fs::path& pat
     constexpr size_t kPage = 4096;  // what a mapping would give: containers' weight alignments up to a page hold
     auto* p = static_cast<std::byte*>(std::aligned_alloc(kPage, (size + kPage - 1) / kPage * kPage));
     size_t got = 0;
-    while (p && got < size) {
+    std::string problem = p ? "" : "out of memory";
+    while (p && got < size && problem.empty()) {
       ssize_t n = ::read(fd, p + got, size - got);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<size_t>(n);
+      if (n < 0) problem = osError();
+      else if (n == 0) problem = fmt::format("the file shrank to {} bytes while it was read ({} expected)", got, size);
+      else got += static_cast<size_t>(n);
     }
-    const std::string problem = !p           ? "out of memory"
-                                : got < size ? (got == 0 && errno ? osError() : "file shrank")
-                                             : "";
     ::close(fd);
     if (!problem.empty()) {
       std::free(p);
