@@ -773,7 +773,8 @@ private:
       // Stored packed (by the weight table, a few panels at a time: no packed copy here), or plain and packed at load.
       const ops::WeightLayout stored = options_.plainWeights ? ops::WeightLayout{} : layout;
       CTX_ASSIGN_OR_RETURN(uint32_t index, intern_(*c, stored).addContext(fmt::format("weight '{}'", name)));
-      int32_t t = addTensor(TensorDesc{TensorKind::Weight, c->type(), c->shape(), index, 0, size, name, layout});
+      int32_t t = addTensor(TensorDesc{TensorKind::Weight, c->type(), program::toDims(c->shape()), index, 0, size,
+                                       program::Name(name), layout});
       tensorOf_[name] = t;
       return t;
     }
@@ -784,7 +785,8 @@ private:
       return makeError(ErrorCode::Unsupported, "value '{}' of type {} cannot be compiled", name,
                        ir::elemTypeName(f->type));
     auto position = static_cast<uint32_t>(result_.inputs.size());
-    int32_t t = addTensor(TensorDesc{TensorKind::Input, f->type, *f->shape, position, 0, *bytes, name, {}});
+    int32_t t = addTensor(TensorDesc{
+        TensorKind::Input, f->type, program::toDims(*f->shape), position, 0, *bytes, program::Name(name), {}});
     result_.program.inputs.push_back(t);
     result_.inputs.push_back(name);
     tensorOf_[name] = t;
@@ -799,7 +801,7 @@ private:
   }
 
   Status emit(const LOp& op) {
-    std::vector<int32_t> inputs;
+    program::Indices inputs;
     std::vector<kernels::ValueDesc> descs;
     // A view needs only its data input; shape/axes inputs were used up by static shape inference.
     bool asView = isViewOp(op.kind) && op.outputs.size() == 1 && !usedOutside_.count(op.outputs[0]) &&
@@ -816,7 +818,7 @@ private:
       CTX_ASSIGN_OR_RETURN(int32_t t, tensorFor(in));
       inputs.push_back(t);
       const TensorDesc& td = result_.program.tensors[t];
-      descs.push_back(kernels::ValueDesc{td.type, td.shape, constantOf(in), true});
+      descs.push_back(kernels::ValueDesc{td.type, program::toShape(td.shape), constantOf(in), true});
     }
 
     // Reshape-like ops alias their input's bytes unless the result must leave the partition.
@@ -825,8 +827,14 @@ private:
       if (!shape) return makeError(ErrorCode::Internal, "view '{}' has no static shape", op.outputs[0]);
       const TensorDesc& base = result_.program.tensors[inputs[0]];
       uint32_t baseIndex = base.kind == TensorKind::View ? base.index : static_cast<uint32_t>(inputs[0]);
-      tensorOf_[op.outputs[0]] =
-          addTensor(TensorDesc{TensorKind::View, base.type, *shape, baseIndex, 0, base.size, op.outputs[0], {}});
+      tensorOf_[op.outputs[0]] = addTensor(TensorDesc{TensorKind::View,
+                                                      base.type,
+                                                      program::toDims(*shape),
+                                                      baseIndex,
+                                                      0,
+                                                      base.size,
+                                                      program::Name(op.outputs[0]),
+                                                      {}});
       return Status::ok();
     }
 
@@ -839,7 +847,7 @@ private:
     CTX_ASSIGN_OR_RETURN(auto outs, kernels::inferOutputs(ctx, descs, outputCount));
     size_t opIndex = result_.program.ops.size();
     for (int32_t t : inputs) markRead(t);
-    std::vector<int32_t> outputs;
+    program::Indices outputs;
     for (size_t o = 0; o < outputCount; ++o) {
       const std::string& name = op.outputs[o];
       auto bytes = ir::storageBytes(outs[o].type, ir::elementCount(outs[o].shape).value_or(0));
@@ -849,11 +857,19 @@ private:
       int32_t t;
       if (!name.empty() && usedOutside_.count(name)) {
         auto position = static_cast<uint32_t>(result_.outputs.size());
-        t = addTensor(TensorDesc{TensorKind::Output, outs[o].type, outs[o].shape, position, 0, *bytes, name, {}});
+        t = addTensor(TensorDesc{TensorKind::Output,
+                                 outs[o].type,
+                                 program::toDims(outs[o].shape),
+                                 position,
+                                 0,
+                                 *bytes,
+                                 program::Name(name),
+                                 {}});
         result_.program.outputs.push_back(t);
         result_.outputs.push_back(name);
       } else {
-        t = addTensor(TensorDesc{TensorKind::Arena, outs[o].type, outs[o].shape, 0, 0, *bytes, name, {}});
+        t = addTensor(TensorDesc{
+            TensorKind::Arena, outs[o].type, program::toDims(outs[o].shape), 0, 0, *bytes, program::Name(name), {}});
         firstUse_[t] = lastUse_[t] = opIndex;
       }
       if (!name.empty()) tensorOf_[name] = t;
@@ -869,8 +885,8 @@ private:
           },
           *typed);
     if (ops::isTyped(*typed)) attrs = ir::Attributes();
-    result_.program.ops.push_back(program::Op{kind, op.opset, op.name, std::move(attrs), std::move(inputs),
-                                              std::move(outputs), std::move(typed.value())});
+    result_.program.ops.push_back(program::Op{kind, op.opset, program::Name(op.name), std::move(attrs),
+                                              std::move(inputs), std::move(outputs), std::move(typed.value())});
     return Status::ok();
   }
 

@@ -4,6 +4,7 @@
 #include "ir/elem_type.h"
 #include "support/status.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -16,6 +17,10 @@ namespace ctxkit::ir {
 using Shape = std::vector<int64_t>;
 
 std::string shapeToString(std::span<const int64_t> shape);  // "1x3x224x224", "scalar" for rank 0
+// Equal dimensions, whichever container holds them.
+inline bool sameShape(std::span<const int64_t> a, std::span<const int64_t> b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
 // Element count of a concrete shape; nullopt on a negative dimension or overflow.
 std::optional<uint64_t> elementCount(std::span<const int64_t> shape);
 

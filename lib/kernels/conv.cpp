@@ -40,7 +40,7 @@ Expected<ConvPlan> planConv(const OpContext& ctx, std::span<const int64_t> x, st
     return invalid(ctx, "weight has {} output channels, not a multiple of group {}", p.outChannels, p.group);
   std::span<const int64_t> kernel = w.subspan(2);
   if (attrs.window.kernelShape) {
-    const std::vector<int64_t>& ks = *attrs.window.kernelShape;
+    const ops::IntList& ks = *attrs.window.kernelShape;
     if (!std::equal(ks.begin(), ks.end(), kernel.begin(), kernel.end()))
       return invalid(ctx, "attribute kernel_shape {} does not match weight shape {}", shapeStr(ks), shapeStr(w));
   }

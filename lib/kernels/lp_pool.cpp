@@ -13,7 +13,7 @@ Expected<Window> planLpPool(const OpContext& ctx, std::span<const int64_t> x) {
   if (x.size() < 3 || x.size() > 5)
     return invalid(ctx, "input 0 has shape {} but expected N x C x 1-3 spatial dimensions", shapeStr(x));
   const ops::LpPoolAttrs& attrs = attrsOf<ops::LpPoolAttrs>(ctx);
-  const std::vector<int64_t>& ks = *attrs.window.kernelShape;  // the decoder requires it
+  const ops::IntList& ks = *attrs.window.kernelShape;  // the decoder requires it
   if (ks.size() != x.size() - 2)
     return invalid(ctx, "attribute kernel_shape has {} values but input 0 has shape {} with {} spatial dimensions",
                    ks.size(), shapeStr(x), x.size() - 2);

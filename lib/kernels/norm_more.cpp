@@ -132,17 +132,20 @@ InferResult inferMvn(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFloatTypes));
   const auto& axes = attrsOf<ops::ReduceAttrs>(ctx).axes;
-  CTX_RETURN_IF_ERROR(
-      normalizeAxes(ctx, axes ? *axes : std::vector<int64_t>{}, static_cast<int64_t>(inputs[0].shape.size()), "axes")
-          .status());
+  CTX_RETURN_IF_ERROR(normalizeAxes(ctx,
+                                    axes ? std::vector<int64_t>(axes->begin(), axes->end()) : std::vector<int64_t>{},
+                                    static_cast<int64_t>(inputs[0].shape.size()), "axes")
+                          .status());
   return single(inputs[0].type, inputs[0].shape);
 }
 
 Status runMvn(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& x = *inputs[0];
   const auto& attrAxes = attrsOf<ops::ReduceAttrs>(ctx).axes;
-  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> axes, normalizeAxes(ctx, attrAxes ? *attrAxes : std::vector<int64_t>{},
-                                                                static_cast<int64_t>(x.rank()), "axes"));
+  CTX_ASSIGN_OR_RETURN(
+      std::vector<int64_t> axes,
+      normalizeAxes(ctx, attrAxes ? std::vector<int64_t>(attrAxes->begin(), attrAxes->end()) : std::vector<int64_t>{},
+                    static_cast<int64_t>(x.rank()), "axes"));
   ir::Shape kept = x.shape();
   double count = 1;
   for (int64_t a : axes) {

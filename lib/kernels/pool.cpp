@@ -21,7 +21,7 @@ Expected<PoolPlan> planPool(const OpContext& ctx, std::span<const int64_t> x) {
     return invalid(ctx, "input 0 has shape {} but expected rank 3 or more (N x C x spatial)", shapeStr(x));
   if (x.size() > 5) return unsupported(ctx, "input 0 has shape {}: more than 3 spatial dimensions", shapeStr(x));
   const ops::PoolAttrs& attrs = attrsOf<ops::PoolAttrs>(ctx);
-  const std::vector<int64_t>& ks = *attrs.window.kernelShape;  // the decoder requires it
+  const ops::IntList& ks = *attrs.window.kernelShape;  // the decoder requires it
   if (ks.size() != x.size() - 2)
     return invalid(ctx, "attribute kernel_shape has {} values but input 0 has shape {} with {} spatial dimensions",
                    ks.size(), shapeStr(x), x.size() - 2);

@@ -33,7 +33,7 @@ Expected<ReducePlan> planReduce(const OpContext& ctx, InDescs inputs) {
     }
   } else {
     if (inputs.size() > 1) return invalid(ctx, "expected 1 input at opset {} but got {}", ctx.opset, inputs.size());
-    if (a.axes) axes = *a.axes;
+    if (a.axes) axes.assign(a.axes->begin(), a.axes->end());
   }
   ReducePlan p;
   if (axes.empty() && a.noopWithEmptyAxes) {

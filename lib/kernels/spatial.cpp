@@ -13,8 +13,8 @@ int64_t ceilDiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a)
 int64_t floorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 // A per-dimension list (the decoder checked its values) or its default, of `count` values.
-Expected<Dims> listOrDefault(const OpContext& ctx, const std::optional<std::vector<int64_t>>& list,
-                             std::string_view name, size_t count, int64_t fallback) {
+Expected<Dims> listOrDefault(const OpContext& ctx, const std::optional<ops::IntList>& list, std::string_view name,
+                             size_t count, int64_t fallback) {
   if (!list) return Dims(count, fallback);
   if (list->size() != count)
     return invalid(ctx, "attribute {} has {} values but expected {}", name, list->size(), count);

@@ -19,9 +19,11 @@ Expected<bool> flag(const ir::Attributes& attrs, std::string_view name) {
   return v == 1;
 }
 
-std::optional<std::vector<int64_t>> optionalInts(const ir::Attributes& attrs, std::string_view name) {
-  if (!attrs.has(name)) return std::nullopt;
-  return attrs.getInts(name);
+std::optional<IntList> optionalInts(const ir::Attributes& attrs, std::string_view name) {
+  const ir::Attribute* a = attrs.find(name);
+  if (!a) return std::nullopt;
+  const std::vector<int64_t> values = attrs.getInts(name);
+  return IntList(values.begin(), values.end());
 }
 
 Expected<WindowAttrs> decodeWindow(const ir::Attributes& attrs) {
@@ -397,7 +399,7 @@ Expected<OpAttrs> decodeAttrs(OpKind kind, int64_t opset, const ir::Attributes& 
     case OpKind::LpNormalization: return OpAttrs(LpNormAttrs{attrs.getInt("axis", -1), attrs.getInt("p", 2)});
     case OpKind::MeanVarianceNormalization: {
       ReduceAttrs a;
-      a.axes = attrs.has("axes") ? attrs.getInts("axes") : std::vector<int64_t>{0, 2, 3};
+      a.axes = attrs.has("axes") ? *optionalInts(attrs, "axes") : IntList{0, 2, 3};
       return OpAttrs(a);
     }
     case OpKind::Attention: {

@@ -10,6 +10,7 @@
 #include "support/status.h"
 
 #include <cstdint>
+#include <memory_resource>
 #include <optional>
 #include <string>
 #include <variant>
@@ -50,12 +51,16 @@ struct Epilogue {
   CTXKIT_FIELDS(f("activation", activation); f("alpha", alpha); f("beta", beta); f("scale", scale); f("shift", shift);)
 };
 
+// A list of integers in typed attributes. Allocator-aware, so that a program read from a context binary keeps its
+// ops' lists in its one storage block (program::Program::storage); decoded from ONNX attributes, on the heap.
+using IntList = std::pmr::vector<int64_t>;
+
 enum class AutoPad : uint8_t { NotSet = 0, SameUpper = 1, SameLower = 2, Valid = 3 };
 
 // Sliding-window attributes of Conv and the pooling ops. Absent lists take their defaults once the spatial
 // rank is known (1s for strides and dilations, 0s for pads, the weight's shape for Conv's kernel).
 struct WindowAttrs {
-  std::optional<std::vector<int64_t>> kernelShape, strides, dilations, pads;
+  std::optional<IntList> kernelShape, strides, dilations, pads;
   AutoPad autoPad = AutoPad::NotSet;
   CTXKIT_FIELDS(f("kernel_shape", kernelShape); f("strides", strides); f("dilations", dilations); f("pads", pads);
                 f("auto_pad", autoPad);)
@@ -124,7 +129,7 @@ struct BinaryAttrs {
 
 // Reduce* ops: axes from the attribute (before opset 18; ReduceSum before 13) or from input 1 (after).
 struct ReduceAttrs {
-  std::optional<std::vector<int64_t>> axes;  // the attribute form; absent = all axes
+  std::optional<IntList> axes;  // the attribute form; absent = all axes
   bool keepdims = true;
   bool noopWithEmptyAxes = false;  // with no axes: the input unchanged instead of a full reduction
   bool axesFromInput = false;      // the opset takes axes as input 1

@@ -122,7 +122,7 @@ OpAttrs defaultAttrsFor(OpKind kind) {
 namespace {
 
 template <class T> struct IsVector : std::false_type {};
-template <class T> struct IsVector<std::vector<T>> : std::true_type {};
+template <class T, class A> struct IsVector<std::vector<T, A>> : std::true_type {};
 template <class T> struct IsOptional : std::false_type {};
 template <class T> struct IsOptional<std::optional<T>> : std::true_type {};
 
@@ -146,7 +146,7 @@ template <class T> Status checkField(const FieldPath& path, const T& value) {
   }
 }
 
-Status checkList(std::string_view name, const std::optional<std::vector<int64_t>>& list, int64_t minimum) {
+Status checkList(std::string_view name, const std::optional<IntList>& list, int64_t minimum) {
   if (list)
     for (int64_t x : *list)
       if (x < minimum)

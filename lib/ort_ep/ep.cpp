@@ -163,8 +163,8 @@ Status compilePlain(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fused
       return partition->program->runInto(inputs, outputs, pool);
     };
     for (size_t o = 0; o < partition->program->outputCount(); ++o)
-      nc.outputs.push_back(
-          kernels::OutputDesc{partition->program->outputDesc(o).type, partition->program->outputDesc(o).shape});
+      nc.outputs.push_back(kernels::OutputDesc{partition->program->outputDesc(o).type,
+                                               program::toShape(partition->program->outputDesc(o).shape)});
     CTX_ASSIGN_OR_RETURN(auto fusedInputs, nodeInputNames(api, *fusedNodes[i]));
     CTX_ASSIGN_OR_RETURN(auto fusedOutputs, nodeOutputNames(api, *fusedNodes[i]));
     CTX_ASSIGN_OR_RETURN(nc.inputSlots, slotsByName(partition->inputs, fusedInputs, nc.name));

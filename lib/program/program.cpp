@@ -6,6 +6,8 @@
 #include "support/bytes.h"
 #include "support/checked.h"
 
+#include <algorithm>
+
 namespace ctxkit::program {
 
 namespace {
@@ -166,7 +168,7 @@ Status validate(const Program& p, uint64_t weightCount) {
     }
   }
   // `what` spells out the list's owner, for an error only.
-  auto checkIndexList = [&](const std::vector<int32_t>& list, bool allowAbsent, auto what) -> Status {
+  auto checkIndexList = [&](std::span<const int32_t> list, bool allowAbsent, auto what) -> Status {
     for (int32_t index : list) {
       if (index == -1 && allowAbsent) continue;
       if (index < 0 || index >= tensorCount)
@@ -300,8 +302,14 @@ Expected<Program> deserialize(std::span<const std::byte> bytes, uint64_t weightC
   p.version = magic == kProgramMagic ? 2 : 1;
   p.arenaSize = r.u64();
   uint32_t tensorCount = r.count(1 + 4 + 4 + 4 + 8 + 8 + 4 + (p.version >= 2 ? 5 : 0), "tensor count");
-  p.tensors.resize(r.ok() ? tensorCount : 0);
-  for (TensorDesc& t : p.tensors) {
+  // Every list and name lives in one storage block: the encoding of each is at least as long as its value, so the
+  // program's size is enough (the block grows, in a few steps, only for a crafted program).
+  auto storage = std::make_shared<std::pmr::monotonic_buffer_resource>(std::max<size_t>(bytes.size(), 256));
+  const std::pmr::polymorphic_allocator<std::byte> alloc(storage.get());
+  p.storage = storage;
+  p.tensors.reserve(r.ok() ? tensorCount : 0);
+  for (uint32_t i = 0; i < tensorCount && r.ok(); ++i) {
+    TensorDesc& t = p.tensors.emplace_back(TensorDesc{.shape = Dims(alloc), .name = Name(alloc), .layout = {}});
     uint8_t kind = r.u8();
     uint32_t type = r.u32();
     uint32_t rank = r.u32();
@@ -319,7 +327,7 @@ Expected<Program> deserialize(std::span<const std::byte> bytes, uint64_t weightC
     t.index = r.u32();
     t.offset = r.u64();
     t.size = r.u64();
-    t.name = r.str(kMaxStringBytes);
+    t.name = r.strView(kMaxStringBytes);
     if (p.version >= 2) {
       uint8_t layout = r.u8();
       if (r.ok() && layout > static_cast<uint8_t>(ops::WeightLayoutKind::GemmPanelsTransposed))
@@ -331,14 +339,16 @@ Expected<Program> deserialize(std::span<const std::byte> bytes, uint64_t weightC
   }
   const bool v2 = p.version >= 2;
   uint32_t opCount = r.count((v2 ? 2 + 1 : 4 + 4) + 8 + 4 + 4 + 4, "op count");
-  p.ops.resize(r.ok() ? opCount : 0);
-  for (Op& op : p.ops) {
+  p.ops.reserve(r.ok() ? opCount : 0);
+  for (uint32_t i = 0; i < opCount && r.ok(); ++i) {
+    Op& op = p.ops.emplace_back(
+        Op{.name = Name(alloc), .attrs = {}, .inputs = Indices(alloc), .outputs = Indices(alloc), .typed = {}});
     uint32_t kind = v2 ? r.u16() : r.u32();
     auto opKind = ir::opKindFromInt(kind);
     if (r.ok() && !opKind) return fail(makeError(ErrorCode::InvalidGraph, "op kind {} is unknown", kind));
     op.kind = opKind.value_or(ir::OpKind::Unknown);
     op.opset = r.i64();
-    op.name = r.str(kMaxStringBytes);
+    op.name = r.strView(kMaxStringBytes);
     uint8_t form = v2 ? r.u8() : 0;
     if (!r.ok()) break;
     if (form > 1)
@@ -348,7 +358,7 @@ Expected<Program> deserialize(std::span<const std::byte> bytes, uint64_t weightC
       if (!ops::isTyped(op.typed))
         return fail(makeError(ErrorCode::InvalidGraph, "op '{}' ({}) has typed attributes but its kind has none",
                               op.name, ir::opKindName(op.kind)));
-      if (Status s = readTypedAttrs(r, op.typed); !s)  // (the context is formatted on failure only)
+      if (Status s = readTypedAttrs(r, op.typed, storage.get()); !s)  // (the context is formatted on failure only)
         return std::move(s).addContext(fmt::format("{}: op '{}'", what, op.name));
     } else {
       // One spelling per program: in version 2 a typed family's attributes are always typed.

@@ -10,6 +10,8 @@
 #include "support/status.h"
 
 #include <cstdint>
+#include <memory>
+#include <memory_resource>
 #include <span>
 #include <string>
 #include <vector>
@@ -26,25 +28,36 @@ enum class TensorKind : uint8_t {
 
 std::string_view tensorKindName(TensorKind kind);
 
+// The per-tensor and per-op lists and names below are allocator-aware: a program read by deserialize() keeps them all
+// in its one storage block (Program::storage), so that reading one allocates the same few times whatever its size;
+// a program built in memory keeps them on the heap.
+using Dims = std::pmr::vector<int64_t>;
+using Indices = std::pmr::vector<int32_t>;
+using Name = std::pmr::string;
+
+// A shape as program dims, on the heap (for programs built in memory), and back.
+inline Dims toDims(std::span<const int64_t> shape) { return Dims(shape.begin(), shape.end()); }
+inline ir::Shape toShape(std::span<const int64_t> dims) { return ir::Shape(dims.begin(), dims.end()); }
+
 struct TensorDesc {
   TensorKind kind = TensorKind::Arena;
   ir::ElemType type = ir::ElemType::Float;
-  ir::Shape shape;
+  Dims shape;
   uint32_t index = 0;        // Input/Output position, weight-table index, or viewed tensor
   uint64_t offset = 0;       // Arena only
   uint64_t size = 0;         // bytes
-  std::string name;          // the value's name in the source graph, for dumps and errors
+  Name name;                 // the value's name in the source graph, for dumps and errors
   ops::WeightLayout layout;  // Weight only: how the weight-table entry's bytes are arranged (size is the stored size)
 };
 
 struct Op {
   ir::OpKind kind = ir::OpKind::Unknown;
   int64_t opset = 0;
-  std::string name;              // source node name
-  ir::Attributes attrs;          // ONNX attributes, for op families not migrated to typed attributes (ops::OnnxAttrs)
-  std::vector<int32_t> inputs;   // tensor indices, -1 for an omitted optional input
-  std::vector<int32_t> outputs;  // tensor indices
-  ops::OpAttrs typed;            // the op's typed attributes (OnnxAttrs: see `attrs`)
+  Name name;             // source node name
+  ir::Attributes attrs;  // ONNX attributes, for op families not migrated to typed attributes (ops::OnnxAttrs)
+  Indices inputs;        // tensor indices, -1 for an omitted optional input
+  Indices outputs;       // tensor indices
+  ops::OpAttrs typed;    // the op's typed attributes (OnnxAttrs: see `attrs`)
 };
 
 // Encodings: 1 (ops carry ONNX attributes by name) and 2 (stable op ids, typed attributes as values in schema
@@ -52,12 +65,35 @@ struct Op {
 inline constexpr uint32_t kProgramVersion = 2;
 
 struct Program {
+  // Where a program read by deserialize() keeps its tensors' and ops' lists and names (null: on the heap). Declared
+  // first, so that it outlives them; assignment swaps whole programs, so that a list never outlives its storage.
+  // A copy keeps its lists on the heap. Moving one TensorDesc or Op out of a read program leaves it using that
+  // program's storage: move whole programs.
+  std::shared_ptr<std::pmr::memory_resource> storage;
   uint32_t version = kProgramVersion;  // the encoding it was read from
   std::vector<TensorDesc> tensors;
   std::vector<Op> ops;
   std::vector<int32_t> inputs;   // tensor index per EPContext input, in node order
   std::vector<int32_t> outputs;  // tensor index per EPContext output, in node order
   uint64_t arenaSize = 0;
+
+  Program() = default;
+  Program(const Program&) = default;
+  Program(Program&&) noexcept = default;
+  Program& operator=(Program other) noexcept {
+    swap(other);
+    return *this;
+  }
+  ~Program() = default;
+  void swap(Program& o) noexcept {
+    std::swap(storage, o.storage);
+    std::swap(version, o.version);
+    tensors.swap(o.tensors);
+    ops.swap(o.ops);
+    inputs.swap(o.inputs);
+    outputs.swap(o.outputs);
+    std::swap(arenaSize, o.arenaSize);
+  }
 };
 
 // Limits a reader enforces before allocating (SPEC §11 rules 1, 2, 15).

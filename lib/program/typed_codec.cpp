@@ -15,7 +15,7 @@ constexpr uint32_t kMaxListItems = 1u << 20;
 constexpr uint32_t kMaxStringBytes = 1u << 16;
 
 template <class T> struct IsVector : std::false_type {};
-template <class T> struct IsVector<std::vector<T>> : std::true_type {};
+template <class T, class A> struct IsVector<std::vector<T, A>> : std::true_type {};
 template <class T> struct IsOptional : std::false_type {};
 template <class T> struct IsOptional<std::optional<T>> : std::true_type {};
 
@@ -45,12 +45,15 @@ template <class T> void writeValue(ByteWriter& w, const T& v) {
 
 // Reads one value; on failure the reader is left failed (r.ok() false) or `error` is set.
 // `path` names the field in errors (null at the top).
-template <class T> void readValue(ByteReader& r, T& v, std::string& error, const ops::FieldPath* path) {
+// Lists are allocated from `storage`.
+template <class T>
+void readValue(ByteReader& r, T& v, std::string& error, const ops::FieldPath* path,
+               std::pmr::memory_resource* storage) {
   if (!r.ok() || !error.empty()) return;
   if constexpr (ops::HasFields<T>) {
     v.fields([&](std::string_view name, auto& member) {
       const ops::FieldPath nested{name, path};
-      readValue(r, member, error, &nested);
+      readValue(r, member, error, &nested, storage);
     });
   } else if constexpr (std::is_same_v<T, bool>) {
     uint8_t b = r.u8();
@@ -75,7 +78,7 @@ template <class T> void readValue(ByteReader& r, T& v, std::string& error, const
     if (r.ok() && n > kMaxListItems) error = fmt::format("attribute {} has {} values", path->text(), n);
     if (!r.ok() || !error.empty()) return;
     v.resize(n);
-    for (auto& item : v) readValue(r, item, error, path);
+    for (auto& item : v) readValue(r, item, error, path, storage);
   } else if constexpr (IsOptional<T>::value) {
     uint8_t present = r.u8();
     if (r.ok() && present > 1) error = fmt::format("attribute {} has presence flag {}", path->text(), present);
@@ -83,8 +86,13 @@ template <class T> void readValue(ByteReader& r, T& v, std::string& error, const
       v.reset();
       return;
     }
-    v.emplace();
-    readValue(r, *v, error, path);
+    using Value = typename T::value_type;
+    if constexpr (std::uses_allocator_v<Value, std::pmr::polymorphic_allocator<std::byte>>) {
+      v.emplace(std::pmr::polymorphic_allocator<std::byte>(storage));
+    } else {
+      v.emplace();
+    }
+    readValue(r, *v, error, path, storage);
   } else {
     static_assert(sizeof(T) == 0, "a typed attribute field of a type the program encoding does not know");
   }
@@ -96,9 +104,10 @@ void writeTypedAttrs(ByteWriter& w, const ops::OpAttrs& attrs) {
   std::visit([&](const auto& a) { writeValue(w, a); }, attrs);
 }
 
-Status readTypedAttrs(ByteReader& r, ops::OpAttrs& attrs) {
+Status readTypedAttrs(ByteReader& r, ops::OpAttrs& attrs, std::pmr::memory_resource* storage) {
+  if (!storage) storage = std::pmr::get_default_resource();
   std::string error;
-  std::visit([&](auto& a) { readValue(r, a, error, nullptr); }, attrs);
+  std::visit([&](auto& a) { readValue(r, a, error, nullptr, storage); }, attrs);
   CTX_RETURN_IF_ERROR(r.status());
   if (!error.empty()) return makeError(ErrorCode::InvalidGraph, "{}", error);
   return ops::checkAttrs(attrs);

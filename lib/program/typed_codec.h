@@ -10,7 +10,7 @@ namespace ctxkit::program {
 void writeTypedAttrs(ByteWriter& w, const ops::OpAttrs& attrs);
 
 // Reads the fields of `attrs` (already the struct of the op kind's family) in place. Lists are bounded by the
-// bytes left; enum values are checked.
-Status readTypedAttrs(ByteReader& r, ops::OpAttrs& attrs);
+// bytes left; enum values are checked. Lists are allocated from `storage` (null: the heap).
+Status readTypedAttrs(ByteReader& r, ops::OpAttrs& attrs, std::pmr::memory_resource* storage = nullptr);
 
 }  // namespace ctxkit::program

@@ -15,7 +15,7 @@ using program::TensorKind;
 
 namespace {
 
-std::string descText(ir::ElemType type, const ir::Shape& shape) {
+std::string descText(ir::ElemType type, std::span<const int64_t> shape) {
   return fmt::format("{} {}", ir::elemTypeName(type), ir::shapeToString(shape));
 }
 
@@ -151,8 +151,8 @@ Expected<std::unique_ptr<CompiledProgram::Frame>> CompiledProgram::makeFrame() c
   for (size_t t = 0; t < program_.tensors.size(); ++t) {
     const program::TensorDesc& d = program_.tensors[t];
     if (d.kind == TensorKind::Arena) {
-      CTX_ASSIGN_OR_RETURN(frame->bound[t],
-                           ir::Tensor::mutableView(d.type, d.shape, frame->arena.get() + d.offset, d.size));
+      CTX_ASSIGN_OR_RETURN(frame->bound[t], ir::Tensor::mutableView(d.type, program::toShape(d.shape),
+                                                                    frame->arena.get() + d.offset, d.size));
     }
   }
   return frame;
@@ -183,9 +183,9 @@ CompiledProgram::create(program::Program prog, std::shared_ptr<const format::Con
       // A packed weight is stored as a 1-D tensor of its layout's elements (docs/format/program-v2.md); a weightless
       // container stores every weight plain and it is packed here.
       const bool packHere = container->weightless() && !d.layout.plain();
-      ir::Shape stored = d.shape;
+      ir::Shape stored = program::toShape(d.shape);
       if (!d.layout.plain() && !packHere) stored = {static_cast<int64_t>(d.size / ir::elemSize(d.type))};
-      if (w.type != d.type || w.shape != stored)
+      if (w.type != d.type || !ir::sameShape(w.shape, stored))
         return fail(makeError(ErrorCode::InvalidGraph,
                               "tensor '{}' expects weight {} as {} but the weight table has {}", d.name, d.index,
                               descText(d.type, stored), descText(w.type, w.shape)));
@@ -258,7 +258,7 @@ CompiledProgram::create(program::Program prog, std::shared_ptr<const format::Con
     const auto& outs = (*prepared)->outputs();
     for (size_t o = 0; o < op.outputs.size(); ++o) {
       const auto& d = prog.tensors[op.outputs[o]];
-      if (outs[o].type != d.type || outs[o].shape != d.shape)
+      if (outs[o].type != d.type || !ir::sameShape(outs[o].shape, d.shape))
         return fail(makeError(ErrorCode::InvalidGraph, "op {} ('{}') output {} is recorded as {} but computes {}", i,
                               op.name, o, descText(d.type, d.shape), descText(outs[o].type, outs[o].shape)));
     }
@@ -303,7 +303,8 @@ Expected<std::vector<ir::Tensor>> CompiledProgram::run(std::span<const ir::Tenso
   std::vector<ir::Tensor*> outs;
   outputs.reserve(program_.outputs.size());
   for (int32_t t : program_.outputs) {
-    CTX_ASSIGN_OR_RETURN(auto out, ir::Tensor::allocate(program_.tensors[t].type, program_.tensors[t].shape));
+    CTX_ASSIGN_OR_RETURN(auto out,
+                         ir::Tensor::allocate(program_.tensors[t].type, program::toShape(program_.tensors[t].shape)));
     outputs.push_back(std::move(out));
   }
   for (auto& o : outputs) outs.push_back(&o);
@@ -323,14 +324,14 @@ Status CompiledProgram::runInto(std::span<const ir::Tensor* const> inputs, std::
   for (size_t i = 0; i < inputs.size(); ++i) {
     int32_t t = program_.inputs[i];
     const auto& d = tensors[t];
-    if (!inputs[i] || inputs[i]->type() != d.type || inputs[i]->shape() != d.shape)
+    if (!inputs[i] || inputs[i]->type() != d.type || !ir::sameShape(inputs[i]->shape(), d.shape))
       return makeError(ErrorCode::InvalidArgument, "graph '{}' input {} ('{}') was compiled for {} but got {}", name_,
                        i, d.name, descText(d.type, d.shape),
                        inputs[i] ? descText(inputs[i]->type(), inputs[i]->shape()) : std::string("nothing"));
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
     const auto& d = tensors[program_.outputs[i]];
-    if (outputs[i] && (outputs[i]->type() != d.type || outputs[i]->shape() != d.shape))
+    if (outputs[i] && (outputs[i]->type() != d.type || !ir::sameShape(outputs[i]->shape(), d.shape)))
       return makeError(ErrorCode::InvalidArgument, "graph '{}' output {} ('{}') is {} but the buffer given is {}",
                        name_, i, d.name, descText(d.type, d.shape), descText(outputs[i]->type(), outputs[i]->shape()));
   }
@@ -356,7 +357,7 @@ Status CompiledProgram::runInto(std::span<const ir::Tensor* const> inputs, std::
     if (outputs[i]) {
       bound[t] = *outputs[i];  // a view of the caller's buffer
     } else {
-      CTX_ASSIGN_OR_RETURN(bound[t], ir::Tensor::allocate(tensors[t].type, tensors[t].shape));
+      CTX_ASSIGN_OR_RETURN(bound[t], ir::Tensor::allocate(tensors[t].type, program::toShape(tensors[t].shape)));
     }
   }
   for (size_t t = 0; t < tensors.size(); ++t)

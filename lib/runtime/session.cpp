@@ -316,7 +316,8 @@ struct Session::Impl {
       std::vector<kernels::OutputDesc> outs;
       if (auto it = programs.find(i); it != programs.end()) {
         for (size_t o = 0; o < it->second->outputCount(); ++o)
-          outs.push_back(kernels::OutputDesc{it->second->outputDesc(o).type, it->second->outputDesc(o).shape});
+          outs.push_back(
+              kernels::OutputDesc{it->second->outputDesc(o).type, program::toShape(it->second->outputDesc(o).shape)});
       } else if (!ir::isControlFlow(n.kind) && n.kind != ir::OpKind::EPContext) {
         std::vector<Slot> signature;
         bool ready = true;
@@ -412,7 +413,8 @@ Expected<std::vector<kernels::OutputDesc>> Session::compiledNodeOutputs(size_t n
                      nodeIndex);
   std::vector<kernels::OutputDesc> out;
   for (size_t o = 0; o < it->second->outputCount(); ++o)
-    out.push_back(kernels::OutputDesc{it->second->outputDesc(o).type, it->second->outputDesc(o).shape});
+    out.push_back(
+        kernels::OutputDesc{it->second->outputDesc(o).type, program::toShape(it->second->outputDesc(o).shape)});
   return out;
 }
 

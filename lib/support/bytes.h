@@ -55,11 +55,13 @@ public:
   int32_t i32() { return read<int32_t>(); }
   int64_t i64() { return read<int64_t>(); }
   float f32() { return read<float>(); }
-  std::string str(size_t maxLength = 1u << 20) {
+  std::string str(size_t maxLength = 1u << 20) { return std::string(strView(maxLength)); }
+  // The string's bytes where they are, valid as long as the data read.
+  std::string_view strView(size_t maxLength = 1u << 20) {
     uint32_t n = u32();
     if (!ok_) return {};
-    if (n > maxLength || n > remaining()) return fail<std::string>("string length", n);
-    std::string s(reinterpret_cast<const char*>(data_.data() + pos_), n);
+    if (n > maxLength || n > remaining()) return fail<std::string_view>("string length", n);
+    std::string_view s(reinterpret_cast<const char*>(data_.data() + pos_), n);
     pos_ += n;
     return s;
   }

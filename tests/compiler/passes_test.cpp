@@ -47,14 +47,14 @@ ir::Tensor executeProgram(const program::Program& p, const weightshare::WeightPo
     }
     if (d.kind == program::TensorKind::Input) bound[t] = x;
     if (d.kind == program::TensorKind::Arena || d.kind == program::TensorKind::Output) {
-      auto buffer = ir::Tensor::allocate(d.type, d.shape);
+      auto buffer = ir::Tensor::allocate(d.type, program::toShape(d.shape));
       REQUIRE(buffer);
       bound[t] = *buffer;
     }
   }
   for (size_t t = 0; t < p.tensors.size(); ++t)
     if (p.tensors[t].kind == program::TensorKind::View) {
-      auto v = bound[p.tensors[t].index].reshaped(p.tensors[t].shape);
+      auto v = bound[p.tensors[t].index].reshaped(program::toShape(p.tensors[t].shape));
       REQUIRE(v);
       bound[t] = *v;
     }
@@ -70,7 +70,7 @@ ir::Tensor executeProgram(const program::Program& p, const weightshare::WeightPo
       v.present = i >= 0;
       if (i >= 0) {
         v.type = p.tensors[i].type;
-        v.shape = p.tensors[i].shape;
+        v.shape = program::toShape(p.tensors[i].shape);
         if (p.tensors[i].kind == program::TensorKind::Weight) v.value = &bound[i];
       }
       descs.push_back(v);
@@ -140,7 +140,7 @@ std::unique_ptr<Lowered> lowerAll(const ir::Graph& g, std::set<std::string> skip
 std::map<std::string, program::TensorDesc> weightDescs(const Lowered& l) {
   std::map<std::string, program::TensorDesc> weights;
   for (const auto& t : l.partition.program.tensors)
-    if (t.kind == program::TensorKind::Weight) weights[t.name] = t;
+    if (t.kind == program::TensorKind::Weight) weights[std::string(t.name)] = t;
   return weights;
 }
 
@@ -314,7 +314,7 @@ TEST_CASE("pass choose-layouts stores constant GEMM operands in panels, packed a
   std::map<std::string, program::TensorDesc> weights = weightDescs(*l);
   REQUIRE(weights.count("b"));
   CHECK(weights["b"].layout == kPanels32);
-  CHECK(weights["b"].shape == ir::Shape{20, 40});
+  CHECK(program::toShape(weights["b"].shape) == ir::Shape{20, 40});
   // K x ceil(N / 32) x 32 floats: 20 x 2 x 32.
   CHECK(weights["b"].size == 20 * 64 * 4);
   CHECK(l->pool.weights()[weights["b"].index].shape == ir::Shape{20 * 64});
@@ -345,7 +345,7 @@ TEST_CASE("pass choose-layouts stores the weight of a Conv with few outputs in t
   REQUIRE(weights.count("small"));
   CHECK(weights["big"].layout.plain());
   CHECK(weights["small"].layout == ops::WeightLayout{ops::WeightLayoutKind::GemmPanelsTransposed, 32, 256});
-  CHECK(weights["small"].shape == ir::Shape{4, 6, 3, 3});
+  CHECK(program::toShape(weights["small"].shape) == ir::Shape{4, 6, 3, 3});
   // K = 54 rows of one 32-wide panel.
   CHECK(weights["small"].size == 54 * 32 * 4);
   CHECK(l->pool.weights()[weights["small"].index].shape == ir::Shape{54 * 32});

@@ -237,8 +237,8 @@ TEST_CASE("rule 7: element types, ranks and indices are checked before they inde
       for (const program::Op& op : p->ops) {
         program::TensorDesc& t = p->tensors[op.outputs[0]];
         ir::Shape reversed(t.shape.rbegin(), t.shape.rend());
-        if (t.kind != program::TensorKind::Arena || reversed == t.shape) continue;
-        t.shape = reversed;  // the same element count and size: only the kernels can tell
+        if (t.kind != program::TensorKind::Arena || ir::sameShape(reversed, t.shape)) continue;
+        t.shape = program::toDims(reversed);  // the same element count and size: only the kernels can tell
         recorded = fmt::format("{} {}", ir::elemTypeName(t.type), ir::shapeToString(reversed));
         break;
       }

@@ -59,8 +59,8 @@ TEST_CASE("a program survives serialize and deserialize", "[program]") {
 TEST_CASE("typed attributes are stored as values in schema order, without names", "[program]") {
   auto p = sampleProgram();
   ops::ConvAttrs conv;
-  conv.window.kernelShape = std::vector<int64_t>{3, 3};
-  conv.window.pads = std::vector<int64_t>{1, 1, 1, 1};
+  conv.window.kernelShape = ops::IntList{3, 3};
+  conv.window.pads = ops::IntList{1, 1, 1, 1};
   conv.window.autoPad = ops::AutoPad::SameLower;
   conv.group = 4;
   conv.epilogue = {ops::Activation::Clip, 0, 6};
@@ -91,7 +91,7 @@ TEST_CASE("typed attributes read from a file obey the decoder's rules", "[progra
   p.ops[0].typed = conv;
   expectError(p, "attribute group is 0");
   conv.group = 1;
-  conv.window.strides = std::vector<int64_t>{1, 0};
+  conv.window.strides = ops::IntList{1, 0};
   p.ops[0].typed = conv;
   expectError(p, "attribute strides has value 0");
   p = sampleProgram();
