@@ -20,8 +20,7 @@ Expected<bool> flag(const ir::Attributes& attrs, std::string_view name) {
 }
 
 std::optional<IntList> optionalInts(const ir::Attributes& attrs, std::string_view name) {
-  const ir::Attribute* a = attrs.find(name);
-  if (!a) return std::nullopt;
+  if (!attrs.has(name)) return std::nullopt;
   const std::vector<int64_t> values = attrs.getInts(name);
   return IntList(values.begin(), values.end());
 }
@@ -399,7 +398,7 @@ Expected<OpAttrs> decodeAttrs(OpKind kind, int64_t opset, const ir::Attributes& 
     case OpKind::LpNormalization: return OpAttrs(LpNormAttrs{attrs.getInt("axis", -1), attrs.getInt("p", 2)});
     case OpKind::MeanVarianceNormalization: {
       ReduceAttrs a;
-      a.axes = attrs.has("axes") ? *optionalInts(attrs, "axes") : IntList{0, 2, 3};
+      a.axes = optionalInts(attrs, "axes").value_or(IntList{0, 2, 3});
       return OpAttrs(a);
     }
     case OpKind::Attention: {

@@ -78,7 +78,9 @@ struct Program {
   uint64_t arenaSize = 0;
 
   Program() = default;
-  Program(const Program&) = default;
+  Program(const Program& o)  // on the heap: the copy does not hold `o`'s storage
+      : version(o.version), tensors(o.tensors), ops(o.ops), inputs(o.inputs), outputs(o.outputs),
+        arenaSize(o.arenaSize) {}
   Program(Program&&) noexcept = default;
   Program& operator=(Program other) noexcept {
     swap(other);

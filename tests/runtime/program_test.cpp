@@ -54,6 +54,20 @@ TEST_CASE("a program survives serialize and deserialize", "[program]") {
   CHECK(p->ops[1].attrs.getFloat("alpha", 0) == 0.5f);
   CHECK(program::serialize(*p) == bytes);
   CHECK_THAT(program::dump(*p, "g"), Catch::Contains("MatMul(%0:float32[2x4]in0, %1:float32[4x4]w0) epilogue.activation=LeakyRelu epilogue.alpha=0.25"));
+  // A read program keeps its lists in its storage; a copy keeps its own on the heap and outlives the original, and
+  // an assigned program takes the storage along.
+  REQUIRE(p->storage);
+  program::Program copy = *p;
+  CHECK(!copy.storage);
+  program::Program assigned;
+  auto read = program::deserialize(bytes, 1, "test program");
+  REQUIRE(read);
+  assigned = std::move(*read);
+  REQUIRE(assigned.storage);
+  p = program::deserialize(program::serialize(program::Program()), 1, "empty program");
+  REQUIRE(p);
+  CHECK(program::serialize(copy) == bytes);
+  CHECK(program::serialize(assigned) == bytes);
 }
 
 TEST_CASE("typed attributes are stored as values in schema order, without names", "[program]") {
