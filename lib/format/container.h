@@ -19,10 +19,10 @@
 namespace ctxkit::format {
 
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 2;  // what this library reads
-// A file records the oldest minor that describes it: 1.1 unless it uses a 1.2 feature (weightless).
-inline constexpr uint16_t kFormatMinorBase = 1;
-inline constexpr uint16_t formatMinorFor(bool weightless) { return weightless ? kFormatMinor : kFormatMinorBase; }
+inline constexpr uint16_t kFormatMinor = 3;  // what this library reads
+// What this library writes: every file holds version-3 programs (flag kFlagProgramsV3), a 1.3 feature. Files of an
+// older minor still load; their programs' older spellings are decoded at load (PREFER_RECOMPILATION).
+inline constexpr uint16_t kFormatMinorBase = 3;
 
 // Checked first on load: who wrote the file and for which target.
 struct CompatInfo {

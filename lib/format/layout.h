@@ -188,7 +188,10 @@ inline constexpr uint64_t kRequiredFlagsMask = 0x00000000ffffffffull;
 // blob): the runtime takes them from the source model the source table names. Every weight is in plain layout;
 // a program that asks for a packed layout gets it packed at load.
 inline constexpr uint64_t kFlagWeightless = 1ull << 0;
-inline constexpr uint64_t kKnownFlags = kFlagWeightless;
+// 1.3, required: the graphs' programs may be of program version 3 (docs/format/program-v3.md), which a reader of
+// 1.2 cannot decode. Every container this ctxkit writes sets it.
+inline constexpr uint64_t kFlagProgramsV3 = 1ull << 1;
+inline constexpr uint64_t kKnownFlags = kFlagWeightless | kFlagProgramsV3;
 inline constexpr uint64_t kWeightInSource = 1ull << 0;
 inline constexpr uint64_t kMaxSources = 1ull << 26;
 

@@ -128,6 +128,9 @@ Status Parser::parseHeader() {
   if (weightless() && minor < 2)
     return invalid("flag weightless ({:#x}) needs format 1.2; the file records {}", kFlagWeightless,
                    versionString(major, minor));
+  if ((h_.flags & kFlagProgramsV3) != 0 && minor < 3)
+    return invalid("flag programs-v3 ({:#x}) needs format 1.3; the file records {}", kFlagProgramsV3,
+                   versionString(major, minor));
 
   // Rule 8: a power of two within bounds; blob offsets are checked against it later.
   if (!isPowerOfTwo(h_.alignment) || h_.alignment < kMinAlignment || h_.alignment > kMaxAlignment)

@@ -114,7 +114,7 @@ struct ContainerWriter::Impl {
 ContainerWriter::ContainerWriter(CompatInfo compat, WriterOptions options) : impl_(std::make_shared<Impl>()) {
   // The version written is always the one this library implements, whatever the caller filled in.
   compat.formatMajor = kFormatMajor;
-  compat.formatMinor = formatMinorFor(options.weightless);
+  compat.formatMinor = kFormatMinorBase;
   impl_->compat = std::move(compat);
   impl_->options = options;
 }
@@ -323,7 +323,7 @@ Expected<std::vector<std::byte>> ContainerWriter::Impl::buildMetadata(const Plan
   h.formatMajor = kFormatMajor;
   h.formatMinor = compat.formatMinor;
   h.headerSize = static_cast<uint32_t>(kHeaderSize);
-  h.flags = options.weightless ? kFlagWeightless : 0;
+  h.flags = kFlagProgramsV3 | (options.weightless ? kFlagWeightless : 0);
   h.fileSize = p.fileSize;
   h.alignment = static_cast<uint32_t>(options.alignment);
   h.compatOffset = kHeaderSize;

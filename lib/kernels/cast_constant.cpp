@@ -10,13 +10,10 @@ namespace ctxkit::kernels::detail {
 namespace {
 
 Expected<ElemType> castTarget(const OpContext& ctx) {
-  const ir::Attribute* to = ctx.attrs.find("to");
-  if (!to || to->type != ir::AttrType::Int) return invalid(ctx, "required attribute to is missing");
-  auto type = ir::elemTypeFromInt(static_cast<int32_t>(to->i));
-  if (!type || *type == ElemType::Undefined || to->i != static_cast<int32_t>(to->i))
-    return invalid(ctx, "attribute to is {}, not an element type", to->i);
-  if (!isConvertible(*type)) return unsupported(ctx, "cast to {} is not supported", ir::elemTypeName(*type));
-  return *type;
+  const ElemType type = attrsOf<ops::CastAttrs>(ctx).to;  // the decoder checked it is an element type
+  if (type == ElemType::Undefined) return invalid(ctx, "required attribute to is missing");
+  if (!isConvertible(type)) return unsupported(ctx, "cast to {} is not supported", ir::elemTypeName(type));
+  return type;
 }
 
 }  // namespace
@@ -34,9 +31,8 @@ Status runCast(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& x = *inputs[0];
   ir::Tensor& y = *outputs[0];
   const size_t n = static_cast<size_t>(x.elementCount());
-  // Cast keeps its ONNX attributes; CastLike's are typed (program format v2 drops their names).
   const bool saturate = ctx.kind == ir::OpKind::CastLike ? attrsOf<ops::CastLikeAttrs>(ctx).saturate
-                                                         : ctx.attrs.getInt("saturate", 1) != 0;
+                                                         : attrsOf<ops::CastAttrs>(ctx).saturate;
   // Work in pairs of elements so that no two threads write one byte of a packed 4-bit output.
   const size_t pairs = (n + 1) / 2;
   Status status;

@@ -189,8 +189,8 @@ Status runClip(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
       hi = std::numeric_limits<T>::infinity();
     }
     if (ctx.opset < 11) {
-      lo = static_cast<T>(ctx.attrs.getFloat("min", -std::numeric_limits<float>::infinity()));
-      hi = static_cast<T>(ctx.attrs.getFloat("max", std::numeric_limits<float>::infinity()));
+      lo = static_cast<T>(attrsOf<ops::ClipAttrs>(ctx).min);
+      hi = static_cast<T>(attrsOf<ops::ClipAttrs>(ctx).max);
     } else {
       if (inputs.size() > 1 && inputs[1]) lo = *inputs[1]->dataAs<T>();
       if (inputs.size() > 2 && inputs[2]) hi = *inputs[2]->dataAs<T>();

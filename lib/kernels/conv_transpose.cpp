@@ -18,10 +18,12 @@ struct ConvTransposePlan {
   std::vector<int64_t> in, kernel, strides, dilations, padBegin, padEnd, out;
 };
 
-Expected<std::vector<int64_t>> spatialAttr(const OpContext& ctx, const char* name, size_t rank, int64_t fallback) {
-  std::vector<int64_t> v = ctx.attrs.getInts(name, std::vector<int64_t>(rank, fallback));
-  if (v.size() != rank) return invalid(ctx, "attribute {} has {} values but expected {}", name, v.size(), rank);
-  return v;
+Expected<std::vector<int64_t>> spatialAttr(const OpContext& ctx, const std::optional<ops::IntList>& given,
+                                           const char* name, size_t rank, int64_t fallback) {
+  if (!given) return std::vector<int64_t>(rank, fallback);
+  if (given->size() != rank)
+    return invalid(ctx, "attribute {} has {} values but expected {}", name, given->size(), rank);
+  return std::vector<int64_t>(given->begin(), given->end());
 }
 
 Expected<ConvTransposePlan> planConvTranspose(const OpContext& ctx, std::span<const int64_t> x,
@@ -34,8 +36,9 @@ Expected<ConvTransposePlan> planConvTranspose(const OpContext& ctx, std::span<co
   size_t rank = x.size() - 2;
   p.batch = x[0];
   p.channels = x[1];
-  p.group = ctx.attrs.getInt("group", 1);
-  if (p.group < 1) return invalid(ctx, "attribute group is {} but expected at least 1", p.group);
+  const auto& attrs = attrsOf<ops::ConvTransposeAttrs>(ctx);
+  const ops::WindowAttrs& window = attrs.window;
+  p.group = attrs.group;  // at least 1 (the decoder's rule)
   if (w[0] != p.channels)
     return invalid(ctx, "input 0 has {} channels but weight shape {} expects {}", p.channels, shapeStr(w), w[0]);
   if (p.channels % p.group != 0)
@@ -43,44 +46,37 @@ Expected<ConvTransposePlan> planConvTranspose(const OpContext& ctx, std::span<co
   p.outChannels = w[1] * p.group;
   p.in.assign(x.begin() + 2, x.end());
   p.kernel.assign(w.begin() + 2, w.end());
-  if (ctx.attrs.has("kernel_shape")) {
-    std::vector<int64_t> ks = ctx.attrs.getInts("kernel_shape");
-    if (ks != p.kernel)
-      return invalid(ctx, "attribute kernel_shape {} does not match weight shape {}", shapeStr(ks), shapeStr(w));
-  }
-  CTX_ASSIGN_OR_RETURN(p.strides, spatialAttr(ctx, "strides", rank, 1));
-  CTX_ASSIGN_OR_RETURN(p.dilations, spatialAttr(ctx, "dilations", rank, 1));
-  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> outPad, spatialAttr(ctx, "output_padding", rank, 0));
-  for (size_t i = 0; i < rank; ++i) {
-    if (p.strides[i] < 1 || p.dilations[i] < 1) return invalid(ctx, "strides and dilations must be at least 1");
-    if (outPad[i] < 0) return invalid(ctx, "attribute output_padding has negative value {}", outPad[i]);
-  }
-  std::string autoPad = ctx.attrs.getString("auto_pad", "NOTSET");
-  if (autoPad != "NOTSET" && autoPad != "VALID" && autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
-    return invalid(ctx, "attribute auto_pad is '{}' but expected NOTSET, VALID, SAME_UPPER or SAME_LOWER", autoPad);
-  std::vector<int64_t> pads = ctx.attrs.getInts("pads", std::vector<int64_t>(2 * rank, 0));
-  if (pads.size() != 2 * rank)
-    return invalid(ctx, "attribute pads has {} values but expected {}", pads.size(), 2 * rank);
+  if (window.kernelShape &&
+      !std::equal(window.kernelShape->begin(), window.kernelShape->end(), p.kernel.begin(), p.kernel.end()))
+    return invalid(ctx, "attribute kernel_shape {} does not match weight shape {}", shapeStr(*window.kernelShape),
+                   shapeStr(w));
+  // Strides and dilations of at least 1 and output padding not negative: the decoder's rules.
+  CTX_ASSIGN_OR_RETURN(p.strides, spatialAttr(ctx, window.strides, "strides", rank, 1));
+  CTX_ASSIGN_OR_RETURN(p.dilations, spatialAttr(ctx, window.dilations, "dilations", rank, 1));
+  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> outPad, spatialAttr(ctx, attrs.outputPadding, "output_padding", rank, 0));
+  const ops::AutoPad autoPad = window.autoPad;
+  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> pads, spatialAttr(ctx, window.pads, "pads", 2 * rank, 0));
   p.padBegin.assign(pads.begin(), pads.begin() + static_cast<ptrdiff_t>(rank));
   p.padEnd.assign(pads.begin() + static_cast<ptrdiff_t>(rank), pads.end());
-  std::vector<int64_t> outputShape = ctx.attrs.getInts("output_shape");
+  std::vector<int64_t> outputShape;
+  if (attrs.outputShape) outputShape.assign(attrs.outputShape->begin(), attrs.outputShape->end());
   if (outputShape.size() > rank)
     outputShape.erase(outputShape.begin(), outputShape.end() - static_cast<ptrdiff_t>(rank));
   if (!outputShape.empty() && outputShape.size() != rank)
     return invalid(ctx, "attribute output_shape has {} values but expected {}", outputShape.size(), rank);
-  bool same = autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER";
+  bool same = autoPad == ops::AutoPad::SameUpper || autoPad == ops::AutoPad::SameLower;
   if (outputShape.empty() && same)
     for (size_t i = 0; i < rank; ++i) outputShape.push_back(p.in[i] * p.strides[i]);
   p.out.resize(rank);
   for (size_t i = 0; i < rank; ++i) {
     int64_t full = p.strides[i] * (p.in[i] - 1) + outPad[i] + (p.kernel[i] - 1) * p.dilations[i] + 1;
-    if (autoPad == "VALID") {
+    if (autoPad == ops::AutoPad::Valid) {
       p.padBegin[i] = p.padEnd[i] = 0;
     } else if (!outputShape.empty()) {
       // A negative total (output_shape larger than the full output) pads with zeros at the end.
       int64_t total = full - outputShape[i];
       int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);  // floor(total / 2)
-      if (autoPad == "SAME_UPPER") {
+      if (autoPad == ops::AutoPad::SameUpper) {
         p.padBegin[i] = half;
         p.padEnd[i] = total - half;
       } else {

@@ -27,7 +27,7 @@ InferResult inferGather(const OpContext& ctx, InDescs inputs, size_t outputCount
   const auto& data = inputs[0].shape;
   int64_t rank = static_cast<int64_t>(data.size());
   if (rank == 0) return invalid(ctx, "input 0 is a scalar but Gather needs rank 1 or more");
-  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, ctx.attrs.getInt("axis", 0), rank, "attribute axis"));
+  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, attrsOf<ops::AxisAttrs>(ctx).axis, rank, "attribute axis"));
   // Known indices are checked here already, so constant folding reports a bad graph rather than bad data.
   if (inputs[1].value && inputs[1].value->shape() == inputs[1].shape)
     CTX_RETURN_IF_ERROR(
@@ -41,7 +41,7 @@ InferResult inferGather(const OpContext& ctx, InDescs inputs, size_t outputCount
 Status runGather(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& data = *inputs[0];
   int64_t rank = static_cast<int64_t>(data.rank());
-  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, ctx.attrs.getInt("axis", 0), rank, "attribute axis"));
+  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, attrsOf<ops::AxisAttrs>(ctx).axis, rank, "attribute axis"));
   auto a = static_cast<size_t>(axis);
   std::vector<int64_t> indices = tensorInts(*inputs[1]);
   const int64_t dim = data.shape()[a];
@@ -79,12 +79,12 @@ Expected<std::vector<SliceDim>> planSlice(const OpContext& ctx, InDescs inputs) 
   bool haveAxes = false, haveSteps = false;
   if (ctx.opset < 10) {
     CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
-    if (!ctx.attrs.has("starts") || !ctx.attrs.has("ends"))
-      return invalid(ctx, "required attributes starts and ends are missing");
-    starts = ctx.attrs.getInts("starts");
-    ends = ctx.attrs.getInts("ends");
-    haveAxes = ctx.attrs.has("axes");
-    axes = ctx.attrs.getInts("axes");
+    const auto& a = attrsOf<ops::SliceAttrs>(ctx);
+    if (!a.starts || !a.ends) return invalid(ctx, "required attributes starts and ends are missing");
+    starts.assign(a.starts->begin(), a.starts->end());
+    ends.assign(a.ends->begin(), a.ends->end());
+    haveAxes = a.axes.has_value();
+    if (haveAxes) axes.assign(a.axes->begin(), a.axes->end());
   } else {
     CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 3, 5));
     CTX_ASSIGN_OR_RETURN(starts, knownInts(ctx, inputs, 1, "starts"));

@@ -152,7 +152,12 @@ Status runRange(const OpContext&, RunIns inputs, RunOuts outputs) {
 
 namespace {
 
-enum class PadMode { Constant, Reflect, Edge, Wrap };
+using ops::PadMode;
+
+std::string_view padModeName(PadMode mode) {
+  constexpr std::string_view names[] = {"constant", "reflect", "edge", "wrap"};
+  return names[static_cast<size_t>(mode)];
+}
 
 struct PadParams {
   PadMode mode = PadMode::Constant;
@@ -161,18 +166,13 @@ struct PadParams {
 
 Expected<PadParams> padParams(const OpContext& ctx, InDescs inputs) {
   PadParams p;
-  std::string mode = ctx.attrs.getString("mode", "constant");
-  if (mode == "constant") p.mode = PadMode::Constant;
-  else if (mode == "reflect") p.mode = PadMode::Reflect;
-  else if (mode == "edge") p.mode = PadMode::Edge;
-  else if (mode == "wrap" && ctx.opset >= 19) p.mode = PadMode::Wrap;
-  else
-    return invalid(ctx, "attribute mode is '{}' but expected 'constant', 'reflect', 'edge' or 'wrap' (opset 19)", mode);
+  const auto& attrs = attrsOf<ops::PadAttrs>(ctx);
+  p.mode = attrs.mode;
   auto rank = static_cast<int64_t>(inputs[0].shape.size());
   std::vector<int64_t> pads;
   std::vector<int64_t> axes;
   if (ctx.opset < 11) {
-    pads = ctx.attrs.getInts("pads");
+    if (attrs.pads) pads.assign(attrs.pads->begin(), attrs.pads->end());
   } else {
     CTX_ASSIGN_OR_RETURN(pads, knownInts(ctx, inputs, 1, "pads"));
     if (optionalInput(inputs, 3)) {
@@ -196,7 +196,7 @@ Expected<PadParams> padParams(const OpContext& ctx, InDescs inputs) {
     if (n + p.begin[a] + p.end[a] < 0)
       return invalid(ctx, "pads {} and {} remove more than the {} elements of axis {}", p.begin[a], p.end[a], n, a);
     if (p.mode != PadMode::Constant && n == 0 && (p.begin[a] > 0 || p.end[a] > 0))
-      return invalid(ctx, "cannot pad empty axis {} in mode '{}'", a, mode);
+      return invalid(ctx, "cannot pad empty axis {} in mode '{}'", a, padModeName(p.mode));
   }
   return p;
 }
@@ -245,7 +245,7 @@ Status runPad(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   size_t size = ir::elemSize(x.type());
   std::array<std::byte, 16> constant{};
   if (ctx.opset < 11) {
-    float v = ctx.attrs.getFloat("value", 0.0f);
+    float v = attrsOf<ops::PadAttrs>(ctx).value;
     CTX_RETURN_IF_ERROR(convertElements(ElemType::Float, &v, x.type(), constant.data(), 1));
   } else if (inputs.size() > 2 && inputs[2]) {
     std::memcpy(constant.data(), inputs[2]->data(), size);

@@ -10,15 +10,8 @@ namespace ctxkit::kernels::detail {
 
 namespace {
 
-enum class Coord {
-  HalfPixel,
-  HalfPixelSymmetric,
-  PytorchHalfPixel,
-  AlignCorners,
-  Asymmetric,
-  TfHalfPixelForNn,
-  TfCropAndResize
-};
+using Coord = ops::ResizeCoord;
+// ops::NearestMode's values in its order, then opset 10's rule (Simple).
 enum class Nearest { RoundPreferFloor, RoundPreferCeil, Floor, Ceil, Simple };
 
 // Ranks a run handles with fixed-size arrays.
@@ -49,39 +42,24 @@ Expected<std::vector<double>> knownScales(const OpContext& ctx, const ValueDesc&
 
 Expected<ResizePlan> planResize(const OpContext& ctx, InDescs inputs) {
   ResizePlan p;
-  std::string mode = ctx.attrs.getString("mode", "nearest");
-  if (mode != "nearest" && mode != "linear" && mode != "cubic")
-    return invalid(ctx, "attribute mode is '{}' but expected 'nearest', 'linear' or 'cubic'", mode);
-  p.taps = mode == "nearest" ? 1 : mode == "linear" ? 2 : 4;
-  p.cubicA = ctx.attrs.getFloat("cubic_coeff_a", -0.75f);
-  p.excludeOutside = ctx.attrs.getInt("exclude_outside", 0) != 0;
-  if (ctx.attrs.getInt("antialias", 0) != 0) return unsupported(ctx, "antialias is not supported");
+  const auto& attrs = attrsOf<ops::ResizeAttrs>(ctx);  // antialias = 1 is refused by the decoder
+  p.taps = attrs.mode == ops::ResizeMode::Nearest ? 1 : attrs.mode == ops::ResizeMode::Linear ? 2 : 4;
+  p.cubicA = attrs.cubicA;
+  p.excludeOutside = attrs.excludeOutside;
   if (ctx.opset < 11) {
     p.coord = Coord::Asymmetric;
     p.nearest = Nearest::Simple;
   } else {
-    std::string c = ctx.attrs.getString("coordinate_transformation_mode", "half_pixel");
-    if (c == "half_pixel") p.coord = Coord::HalfPixel;
-    else if (c == "half_pixel_symmetric") p.coord = Coord::HalfPixelSymmetric;
-    else if (c == "pytorch_half_pixel") p.coord = Coord::PytorchHalfPixel;
-    else if (c == "align_corners") p.coord = Coord::AlignCorners;
-    else if (c == "asymmetric") p.coord = Coord::Asymmetric;
-    else if (c == "tf_half_pixel_for_nn") p.coord = Coord::TfHalfPixelForNn;
-    else if (c == "tf_crop_and_resize") p.coord = Coord::TfCropAndResize;
-    else return invalid(ctx, "attribute coordinate_transformation_mode is '{}', which is not a known mode", c);
-    std::string n = ctx.attrs.getString("nearest_mode", "round_prefer_floor");
-    if (n == "round_prefer_floor") p.nearest = Nearest::RoundPreferFloor;
-    else if (n == "round_prefer_ceil") p.nearest = Nearest::RoundPreferCeil;
-    else if (n == "floor") p.nearest = Nearest::Floor;
-    else if (n == "ceil") p.nearest = Nearest::Ceil;
-    else return invalid(ctx, "attribute nearest_mode is '{}', which is not a known mode", n);
+    p.coord = attrs.coord;
+    p.nearest = static_cast<Nearest>(attrs.nearest);
   }
   const ir::Shape& in = inputs[0].shape;
   auto rank = static_cast<int64_t>(in.size());
   std::vector<int64_t> axes;
   for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
-  if (ctx.opset >= 18 && ctx.attrs.has("axes")) {
-    CTX_ASSIGN_OR_RETURN(axes, normalizeAxes(ctx, ctx.attrs.getInts("axes"), rank, "axes"));
+  if (attrs.axes) {
+    CTX_ASSIGN_OR_RETURN(
+        axes, normalizeAxes(ctx, std::vector<int64_t>(attrs.axes->begin(), attrs.axes->end()), rank, "axes"));
   }
   const ValueDesc* scales = nullptr;
   const ValueDesc* sizes = nullptr;
@@ -103,7 +81,7 @@ Expected<ResizePlan> planResize(const OpContext& ctx, InDescs inputs) {
       p.roiStart[static_cast<size_t>(axes[i])] = r[i];
       p.roiEnd[static_cast<size_t>(axes[i])] = r[i + axes.size()];
     }
-    p.extrapolation = ctx.attrs.getFloat("extrapolation_value", 0.0f);
+    p.extrapolation = attrs.extrapolation;
   }
   p.out = in;
   if (scales) {
@@ -123,12 +101,10 @@ Expected<ResizePlan> planResize(const OpContext& ctx, InDescs inputs) {
   CTX_ASSIGN_OR_RETURN(std::vector<int64_t> sz, knownInts(ctx, inputs, 3, "sizes"));
   if (sz.size() != axes.size())
     return invalid(ctx, "input 3 (sizes) has {} values but expected {}", sz.size(), axes.size());
-  std::string policy = ctx.opset >= 18 ? ctx.attrs.getString("keep_aspect_ratio_policy", "stretch") : "stretch";
-  if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
-    return invalid(ctx, "attribute keep_aspect_ratio_policy is '{}', which is not a known policy", policy);
+  const ops::AspectPolicy policy = attrs.policy;
   for (size_t i = 0; i < axes.size(); ++i)
     if (sz[i] < 0) return invalid(ctx, "input 3 (sizes) holds negative size {}", sz[i]);
-  if (policy == "stretch") {
+  if (policy == ops::AspectPolicy::Stretch) {
     for (size_t i = 0; i < axes.size(); ++i) {
       auto a = static_cast<size_t>(axes[i]);
       p.out[a] = sz[i];
@@ -136,12 +112,13 @@ Expected<ResizePlan> planResize(const OpContext& ctx, InDescs inputs) {
     }
     return p;
   }
-  double common = policy == "not_larger" ? INFINITY : 0.0;
+  const bool notLarger = policy == ops::AspectPolicy::NotLarger;
+  double common = notLarger ? INFINITY : 0.0;
   for (size_t i = 0; i < axes.size(); ++i) {
     auto a = static_cast<size_t>(axes[i]);
     if (in[a] == 0) continue;
     double s = static_cast<double>(sz[i]) / static_cast<double>(in[a]);
-    common = policy == "not_larger" ? std::min(common, s) : std::max(common, s);
+    common = notLarger ? std::min(common, s) : std::max(common, s);
   }
   if (!std::isfinite(common) || common <= 0) common = 1.0;
   for (int64_t a : axes) {
@@ -466,15 +443,16 @@ Status resample(const OpContext& ctx, const ResizePlan& p, std::span<const AxisM
 namespace {
 
 template <typename F> auto asResize10(const OpContext& ctx, F&& f) {
-  const OpContext resize{ir::OpKind::Resize, 10, ctx.attrs, ctx.nodeName, ctx.pool, nullptr};
+  const OpContext resize{ir::OpKind::Resize, 10, ctx.attrs, ctx.nodeName, ctx.pool, ctx.typed};
   return f(resize);
 }
 
 // Opset 7's `scales` attribute as the input opset 9 would give.
 Expected<ir::Tensor> scalesAttribute(const OpContext& ctx) {
-  const ir::Attribute* a = ctx.attrs.find("scales");
-  if (!a || a->type != ir::AttrType::Floats) return invalid(ctx, "required attribute scales is missing");
-  return ir::Tensor::fromVector(ElemType::Float, {static_cast<int64_t>(a->floats.size())}, a->floats);
+  const auto& scales = attrsOf<ops::ResizeAttrs>(ctx).scales;
+  if (!scales) return invalid(ctx, "required attribute scales is missing");
+  return ir::Tensor::fromVector(ElemType::Float, {static_cast<int64_t>(scales->size())},
+                                std::vector<float>(scales->begin(), scales->end()));
 }
 
 }  // namespace

@@ -20,8 +20,9 @@ Expected<std::optional<std::vector<int64_t>>> axesOf(const OpContext& ctx, InDes
     return std::optional<std::vector<int64_t>>(std::move(axes));
   }
   if (inputs.size() > 1) return invalid(ctx, "expected 1 input before opset {} but got {}", inputOpset, inputs.size());
-  if (!ctx.attrs.has("axes")) return std::optional<std::vector<int64_t>>();
-  return std::optional<std::vector<int64_t>>(ctx.attrs.getInts("axes"));
+  const auto& axes = attrsOf<ops::AxesAttrs>(ctx).axes;
+  if (!axes) return std::optional<std::vector<int64_t>>();
+  return std::optional<std::vector<int64_t>>(std::in_place, axes->begin(), axes->end());
 }
 
 }  // namespace
@@ -31,7 +32,8 @@ InferResult inferReshape(const OpContext& ctx, InDescs inputs, size_t outputCoun
   std::vector<int64_t> target;
   if (ctx.opset < 5) {
     CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
-    target = ctx.attrs.getInts("shape");
+    const auto& shape = attrsOf<ops::ReshapeAttrs>(ctx).shape;
+    if (shape) target.assign(shape->begin(), shape->end());
   } else {
     CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 2));
     if (!inSet(typeBit(ElemType::Int64), inputs[1].type))
@@ -40,7 +42,7 @@ InferResult inferReshape(const OpContext& ctx, InDescs inputs, size_t outputCoun
   }
   CTX_RETURN_IF_ERROR(checkFixedSize(ctx, inputs, 0));
   const auto& in = inputs[0].shape;
-  bool allowZero = ctx.opset >= 14 && ctx.attrs.getInt("allowzero", 0) != 0;
+  const bool allowZero = attrsOf<ops::ReshapeAttrs>(ctx).allowZero;
   int64_t inferIndex = -1;
   bool anyZero = false;
   for (size_t i = 0; i < target.size(); ++i) {
@@ -82,7 +84,7 @@ InferResult inferFlatten(const OpContext& ctx, InDescs inputs, size_t outputCoun
   CTX_RETURN_IF_ERROR(checkFixedSize(ctx, inputs, 0));
   const auto& in = inputs[0].shape;
   int64_t rank = static_cast<int64_t>(in.size());
-  int64_t axis = ctx.attrs.getInt("axis", 1);
+  int64_t axis = attrsOf<ops::AxisAttrs>(ctx).axis;
   if (axis < -rank || axis > rank)
     return invalid(ctx, "attribute axis {} is out of range for rank {} (expected {} to {})", axis, rank, -rank, rank);
   if (axis < 0) axis += rank;
@@ -150,8 +152,9 @@ Status runCopy(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
 
 namespace {
 std::pair<int64_t, int64_t> shapeRange(const OpContext& ctx, int64_t rank) {
-  int64_t start = ctx.opset >= 15 ? ctx.attrs.getInt("start", 0) : 0;
-  int64_t end = ctx.opset >= 15 ? ctx.attrs.getInt("end", rank) : rank;
+  const auto& a = attrsOf<ops::ShapeAttrs>(ctx);
+  int64_t start = a.start;
+  int64_t end = a.end.value_or(rank);
   if (start < 0) start += rank;
   if (end < 0) end += rank;
   start = std::clamp<int64_t>(start, 0, rank);
@@ -182,11 +185,11 @@ namespace {
 Expected<Dims> permOf(const OpContext& ctx, size_t rank) {
   Dims perm(rank);
   for (size_t i = 0; i < rank; ++i) perm[i] = static_cast<int64_t>(rank - 1 - i);
-  const ir::Attribute* attr = ctx.attrs.find("perm");
-  if (!attr) return perm;
-  if (attr->ints.size() != rank)
-    return invalid(ctx, "attribute perm has {} values but input 0 has rank {}", attr->ints.size(), rank);
-  for (size_t i = 0; i < rank; ++i) perm[i] = attr->ints[i];
+  const auto& given = attrsOf<ops::TransposeAttrs>(ctx).perm;
+  if (!given) return perm;
+  if (given->size() != rank)
+    return invalid(ctx, "attribute perm has {} values but input 0 has rank {}", given->size(), rank);
+  for (size_t i = 0; i < rank; ++i) perm[i] = (*given)[i];
   Dims seen(rank, 0);
   for (int64_t p : perm) {
     if (p < 0 || p >= static_cast<int64_t>(rank) || seen[static_cast<size_t>(p)])
@@ -315,11 +318,10 @@ InferResult inferConcat(const OpContext& ctx, InDescs inputs, size_t outputCount
     if (!inputs[i].present) return invalid(ctx, "input {} is missing", i);
     CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, i));
   }
-  if (!ctx.attrs.has("axis")) return invalid(ctx, "required attribute axis is missing");
   const auto& first = inputs[0].shape;
   int64_t rank = static_cast<int64_t>(first.size());
   if (rank == 0) return invalid(ctx, "input 0 is a scalar but Concat needs rank 1 or more");
-  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, ctx.attrs.getInt("axis", 0), rank, "attribute axis"));
+  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, attrsOf<ops::AxisAttrs>(ctx).axis, rank, "attribute axis"));
   ir::Shape out = first;
   for (size_t i = 1; i < inputs.size(); ++i) {
     const auto& s = inputs[i].shape;
@@ -337,7 +339,7 @@ InferResult inferConcat(const OpContext& ctx, InDescs inputs, size_t outputCount
 Status runConcat(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   ir::Tensor& y = *outputs[0];
   int64_t rank = static_cast<int64_t>(y.rank());
-  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, ctx.attrs.getInt("axis", 0), rank, "attribute axis"));
+  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, attrsOf<ops::AxisAttrs>(ctx).axis, rank, "attribute axis"));
   auto a = static_cast<size_t>(axis);
   size_t elem = ir::elemSize(y.type());
   int64_t outer = dimProduct(y.shape(), 0, a);

@@ -15,12 +15,11 @@ Expected<std::vector<int64_t>> splitLengths(const OpContext& ctx, InDescs inputs
     if (optionalInput(inputs, 1)) {
       CTX_ASSIGN_OR_RETURN(lengths, knownInts(ctx, inputs, 1, "split"));
     }
-  } else if (ctx.attrs.has("split")) {
-    lengths = ctx.attrs.getInts("split");
+  } else if (const auto& split = attrsOf<ops::SplitAttrs>(ctx).split) {
+    lengths.assign(split->begin(), split->end());
   }
   if (lengths.empty()) {
-    int64_t pieces = ctx.opset >= 18 && ctx.attrs.has("num_outputs") ? ctx.attrs.getInt("num_outputs", 0)
-                                                                     : static_cast<int64_t>(outputCount);
+    const int64_t pieces = attrsOf<ops::SplitAttrs>(ctx).numOutputs.value_or(static_cast<int64_t>(outputCount));
     if (pieces <= 0 || static_cast<size_t>(pieces) != outputCount)
       return invalid(ctx, "splits into {} pieces but has {} outputs", pieces, outputCount);
     int64_t chunk = (dim + pieces - 1) / pieces;
@@ -49,8 +48,8 @@ InferResult inferSplit(const OpContext& ctx, InDescs inputs, size_t outputCount)
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFixedSizeTypes));
   if (outputCount == 0) return invalid(ctx, "needs at least one output");
   const ir::Shape& shape = inputs[0].shape;
-  CTX_ASSIGN_OR_RETURN(int64_t axis,
-                       normalizeAxis(ctx, ctx.attrs.getInt("axis", 0), static_cast<int64_t>(shape.size()), "axis"));
+  CTX_ASSIGN_OR_RETURN(
+      int64_t axis, normalizeAxis(ctx, attrsOf<ops::SplitAttrs>(ctx).axis, static_cast<int64_t>(shape.size()), "axis"));
   CTX_ASSIGN_OR_RETURN(auto lengths, splitLengths(ctx, inputs, shape[static_cast<size_t>(axis)], outputCount));
   std::vector<OutputDesc> outs;
   for (int64_t l : lengths) {
@@ -64,7 +63,7 @@ InferResult inferSplit(const OpContext& ctx, InDescs inputs, size_t outputCount)
 Status runSplit(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& x = *inputs[0];
   const auto rank = static_cast<int64_t>(x.rank());
-  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, ctx.attrs.getInt("axis", 0), rank, "axis"));
+  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, attrsOf<ops::SplitAttrs>(ctx).axis, rank, "axis"));
   const auto a = static_cast<size_t>(axis);
   const size_t elem = ir::elemSize(x.type());
   const auto outer = static_cast<size_t>(dimProduct(x.shape(), 0, a));

@@ -1,6 +1,7 @@
 // The decoder from ONNX attributes to typed ops: attribute names, defaults and opset differences live here.
 #include "ops/op_schema.h"
 
+#include <array>
 #include <cmath>
 
 namespace ctxkit::ops {
@@ -243,6 +244,138 @@ Expected<OpAttrs> decodeEyeLike(const ir::Attributes& attrs) {
   }
   return OpAttrs(a);
 }
+// The value of a string attribute among `names` (an enum's values in order), or an error listing them.
+template <class E, size_t N>
+Expected<E> stringEnum(const ir::Attributes& attrs, std::string_view name, std::string_view fallback,
+                       const std::array<std::string_view, N>& names) {
+  const std::string value = attrs.getString(name, std::string(fallback));
+  for (size_t i = 0; i < N; ++i)
+    if (names[i] == value) return static_cast<E>(i);
+  std::string expected;
+  for (size_t i = 0; i < N; ++i) expected += fmt::format("{}'{}'", i == 0 ? "" : i + 1 == N ? " or " : ", ", names[i]);
+  return bad("attribute {} is '{}' but expected {}", name, value, expected);
+}
+
+Expected<OpAttrs> decodeCast(const ir::Attributes& attrs) {
+  CastAttrs a;
+  if (const ir::Attribute* to = attrs.find("to"); to && to->type == ir::AttrType::Int) {
+    auto t = to->i == static_cast<int32_t>(to->i) ? ir::elemTypeFromInt(static_cast<int32_t>(to->i)) : std::nullopt;
+    if (!t || *t == ir::ElemType::Undefined) return bad("attribute to is {}, not an element type", to->i);
+    a.to = *t;
+  }
+  a.saturate = attrs.getInt("saturate", 1) != 0;
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodePad(int64_t opset, const ir::Attributes& attrs) {
+  PadAttrs a;
+  const std::string mode = attrs.getString("mode", "constant");
+  if (mode == "constant") a.mode = PadMode::Constant;
+  else if (mode == "reflect") a.mode = PadMode::Reflect;
+  else if (mode == "edge") a.mode = PadMode::Edge;
+  else if (mode == "wrap" && opset >= 19) a.mode = PadMode::Wrap;
+  else return bad("attribute mode is '{}' but expected 'constant', 'reflect', 'edge' or 'wrap' (opset 19)", mode);
+  if (opset < 11) {
+    a.pads = optionalInts(attrs, "pads");
+    a.value = attrs.getFloat("value", 0.0f);
+  }
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeConvTranspose(const ir::Attributes& attrs) {
+  ConvTransposeAttrs a;
+  CTX_ASSIGN_OR_RETURN(a.window, decodeWindow(attrs));
+  a.group = attrs.getInt("group", 1);
+  if (a.group < 1) return bad("attribute group is {} but expected at least 1", a.group);
+  a.outputPadding = optionalInts(attrs, "output_padding");
+  if (a.outputPadding)
+    for (int64_t p : *a.outputPadding)
+      if (p < 0) return bad("attribute output_padding has negative value {}", p);
+  a.outputShape = optionalInts(attrs, "output_shape");
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeResize(OpKind kind, int64_t opset, const ir::Attributes& attrs) {
+  ResizeAttrs a;
+  const std::string mode = attrs.getString("mode", "nearest");
+  if (mode == "nearest") a.mode = ResizeMode::Nearest;
+  else if (mode == "linear") a.mode = ResizeMode::Linear;
+  else if (mode == "cubic") a.mode = ResizeMode::Cubic;
+  else return bad("attribute mode is '{}' but expected 'nearest', 'linear' or 'cubic'", mode);
+  a.cubicA = attrs.getFloat("cubic_coeff_a", -0.75f);
+  a.excludeOutside = attrs.getInt("exclude_outside", 0) != 0;
+  if (attrs.getInt("antialias", 0) != 0) return makeError(ErrorCode::Unsupported, "antialias is not supported");
+  if (kind == OpKind::Resize && opset >= 11) {
+    constexpr std::array<std::string_view, 7> coords = {
+        "half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+        "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize"};
+    CTX_ASSIGN_OR_RETURN(a.coord,
+                         stringEnum<ResizeCoord>(attrs, "coordinate_transformation_mode", "half_pixel", coords));
+    constexpr std::array<std::string_view, 4> nearest = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+    CTX_ASSIGN_OR_RETURN(a.nearest, stringEnum<NearestMode>(attrs, "nearest_mode", "round_prefer_floor", nearest));
+    a.extrapolation = attrs.getFloat("extrapolation_value", 0.0f);
+  }
+  if (kind == OpKind::Resize && opset >= 18) {
+    a.axes = optionalInts(attrs, "axes");
+    constexpr std::array<std::string_view, 3> policies = {"stretch", "not_larger", "not_smaller"};
+    CTX_ASSIGN_OR_RETURN(a.policy, stringEnum<AspectPolicy>(attrs, "keep_aspect_ratio_policy", "stretch", policies));
+  }
+  if (kind == OpKind::Upsample && opset < 9)
+    if (const ir::Attribute* s = attrs.find("scales"); s && s->type == ir::AttrType::Floats)
+      a.scales = FloatList(s->floats.begin(), s->floats.end());
+  return OpAttrs(a);
+}
+
+// The families typed since program version 3 (see kFamiliesTypedInV2); nullopt for any other kind.
+std::optional<Expected<OpAttrs>> decodeShapingAttrs(OpKind kind, int64_t opset, const ir::Attributes& attrs) {
+  switch (kind) {
+    case OpKind::Reshape:
+      return OpAttrs(ReshapeAttrs{opset >= 14 && attrs.getInt("allowzero", 0) != 0,
+                                  opset < 5 ? optionalInts(attrs, "shape") : std::nullopt});
+    case OpKind::Transpose: return OpAttrs(TransposeAttrs{optionalInts(attrs, "perm")});
+    case OpKind::Concat:
+      if (!attrs.has("axis")) return bad("required attribute axis is missing");
+      return OpAttrs(AxisAttrs{attrs.getInt("axis", 0)});
+    case OpKind::Gather: return OpAttrs(AxisAttrs{attrs.getInt("axis", 0)});
+    case OpKind::Flatten: return OpAttrs(AxisAttrs{attrs.getInt("axis", 1)});
+    case OpKind::Squeeze:
+    case OpKind::Unsqueeze: return OpAttrs(AxesAttrs{opset < 13 ? optionalInts(attrs, "axes") : std::nullopt});
+    case OpKind::Slice:
+      if (opset >= 10) return OpAttrs(SliceAttrs{});
+      return OpAttrs(
+          SliceAttrs{optionalInts(attrs, "starts"), optionalInts(attrs, "ends"), optionalInts(attrs, "axes")});
+    case OpKind::Cast: return decodeCast(attrs);
+    case OpKind::Shape: {
+      ShapeAttrs a;
+      if (opset >= 15) {
+        a.start = attrs.getInt("start", 0);
+        if (attrs.has("end")) a.end = attrs.getInt("end", 0);
+      }
+      return OpAttrs(a);
+    }
+    case OpKind::Clip: {
+      ClipAttrs a;
+      if (opset < 11) {
+        a.min = attrs.getFloat("min", a.min);
+        a.max = attrs.getFloat("max", a.max);
+      }
+      return OpAttrs(a);
+    }
+    case OpKind::Split: {
+      SplitAttrs a;
+      a.axis = attrs.getInt("axis", 0);
+      if (opset < 13) a.split = optionalInts(attrs, "split");
+      if (opset >= 18 && attrs.has("num_outputs")) a.numOutputs = attrs.getInt("num_outputs", 0);
+      return OpAttrs(a);
+    }
+    case OpKind::Pad: return decodePad(opset, attrs);
+    case OpKind::ConvTranspose: return decodeConvTranspose(attrs);
+    case OpKind::Resize:
+    case OpKind::Upsample: return decodeResize(kind, opset, attrs);
+    default: return std::nullopt;
+  }
+}
+
 }  // namespace
 
 Expected<OpAttrs> decodeAttrs(OpKind kind, int64_t opset, const ir::Attributes& attrs) {
@@ -470,7 +603,10 @@ Expected<OpAttrs> decodeAttrs(OpKind kind, int64_t opset, const ir::Attributes& 
     }
     case OpKind::ReverseSequence:
       return OpAttrs(ReverseSequenceAttrs{attrs.getInt("batch_axis", 1), attrs.getInt("time_axis", 0)});
-    default: return OpAttrs(OnnxAttrs{});
+    default: {
+      if (auto shaping = decodeShapingAttrs(kind, opset, attrs)) return std::move(*shaping);
+      return OpAttrs(OnnxAttrs{});
+    }
   }
 }
 

@@ -10,9 +10,11 @@
 #include "support/status.h"
 
 #include <cstdint>
+#include <limits>
 #include <memory_resource>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -450,6 +452,120 @@ struct LpPoolAttrs {
   CTXKIT_FIELDS(f("window", window); f("ceil_mode", ceilMode); f("p", p);)
 };
 
+// ---- Families typed since program version 3 (older programs carry their ONNX attributes; decoded at load) ----
+
+// A list of floats in typed attributes (allocator-aware like IntList).
+using FloatList = std::pmr::vector<float>;
+
+// Reshape: allowzero (from opset 14) and, before opset 5, the target shape as an attribute.
+struct ReshapeAttrs {
+  bool allowZero = false;
+  std::optional<IntList> shape;
+  CTXKIT_FIELDS(f("allowzero", allowZero); f("shape", shape);)
+};
+
+// Transpose: absent perm reverses the dimensions.
+struct TransposeAttrs {
+  std::optional<IntList> perm;
+  CTXKIT_FIELDS(f("perm", perm);)
+};
+
+// One axis: Concat (required), Gather (default 0), Flatten (default 1).
+struct AxisAttrs {
+  int64_t axis = 0;
+  CTXKIT_FIELDS(f("axis", axis);)
+};
+
+// Squeeze and Unsqueeze before opset 13 take their axes as an attribute (absent: Squeeze drops every 1).
+struct AxesAttrs {
+  std::optional<IntList> axes;
+  CTXKIT_FIELDS(f("axes", axes);)
+};
+
+// Slice before opset 10 takes starts, ends and axes as attributes.
+struct SliceAttrs {
+  std::optional<IntList> starts, ends, axes;
+  CTXKIT_FIELDS(f("starts", starts); f("ends", ends); f("axes", axes);)
+};
+
+// Cast: the target type (Undefined when the attribute is missing, which the shape rule reports).
+struct CastAttrs {
+  ir::ElemType to = ir::ElemType::Undefined;
+  bool saturate = true;  // float8 results
+  CTXKIT_FIELDS(f("to", to); f("saturate", saturate);)
+};
+
+// Shape (opset 15): the dims [start, end) of the input's shape; absent end = the rank.
+struct ShapeAttrs {
+  int64_t start = 0;
+  std::optional<int64_t> end;
+  CTXKIT_FIELDS(f("start", start); f("end", end);)
+};
+
+// Clip before opset 11: the bounds as attributes.
+struct ClipAttrs {
+  float min = -std::numeric_limits<float>::infinity();
+  float max = std::numeric_limits<float>::infinity();
+  CTXKIT_FIELDS(f("min", min); f("max", max);)
+};
+
+// Split: the axis, the piece lengths as an attribute (before opset 13) and num_outputs (opset 18).
+struct SplitAttrs {
+  int64_t axis = 0;
+  std::optional<IntList> split;
+  std::optional<int64_t> numOutputs;
+  CTXKIT_FIELDS(f("axis", axis); f("split", split); f("num_outputs", numOutputs);)
+};
+
+enum class PadMode : uint8_t { Constant = 0, Reflect = 1, Edge = 2, Wrap = 3 };
+
+// Pad: the mode; before opset 11 the pads and the constant value as attributes too.
+struct PadAttrs {
+  PadMode mode = PadMode::Constant;
+  std::optional<IntList> pads;
+  float value = 0;
+  CTXKIT_FIELDS(f("mode", mode); f("pads", pads); f("value", value);)
+};
+
+struct ConvTransposeAttrs {
+  WindowAttrs window;  // kernelShape, when present, must match the weight
+  int64_t group = 1;
+  std::optional<IntList> outputPadding, outputShape;
+  CTXKIT_FIELDS(f("window", window); f("group", group); f("output_padding", outputPadding);
+                f("output_shape", outputShape);)
+};
+
+enum class ResizeMode : uint8_t { Nearest = 0, Linear = 1, Cubic = 2 };
+enum class ResizeCoord : uint8_t {
+  HalfPixel = 0,
+  HalfPixelSymmetric = 1,
+  PytorchHalfPixel = 2,
+  AlignCorners = 3,
+  Asymmetric = 4,
+  TfHalfPixelForNn = 5,
+  TfCropAndResize = 6,
+};
+enum class NearestMode : uint8_t { RoundPreferFloor = 0, RoundPreferCeil = 1, Floor = 2, Ceil = 3 };
+enum class AspectPolicy : uint8_t { Stretch = 0, NotLarger = 1, NotSmaller = 2 };
+
+// Resize and Upsample. Opsets before 11 have no coordinate or nearest mode (the kernel applies theirs); axes and
+// the aspect policy come with opset 18; Upsample before opset 9 takes its scales as an attribute.
+struct ResizeAttrs {
+  ResizeMode mode = ResizeMode::Nearest;
+  ResizeCoord coord = ResizeCoord::HalfPixel;
+  NearestMode nearest = NearestMode::RoundPreferFloor;
+  float cubicA = -0.75f;
+  bool excludeOutside = false;
+  float extrapolation = 0;
+  std::optional<IntList> axes;
+  AspectPolicy policy = AspectPolicy::Stretch;
+  std::optional<FloatList> scales;
+  CTXKIT_FIELDS(f("mode", mode); f("coordinate_transformation_mode", coord); f("nearest_mode", nearest);
+                f("cubic_coeff_a", cubicA); f("exclude_outside", excludeOutside);
+                f("extrapolation_value", extrapolation); f("axes", axes); f("keep_aspect_ratio_policy", policy);
+                f("scales", scales);)
+};
+
 // Families not migrated yet: their kernels still read the node's ONNX attributes.
 struct OnnxAttrs {
   template <class F> void fields(F&&) const {}
@@ -460,7 +576,18 @@ using OpAttrs =
                  LayerNormAttrs, SoftmaxAttrs, ReduceAttrs, ArgReduceAttrs, CastLikeAttrs, ModAttrs, UnaryMathAttrs,
                  TriluAttrs, LossAttrs, GatherScatterAttrs, CumulativeAttrs, TopKAttrs, BitShiftAttrs, DepthSpaceAttrs,
                  EyeLikeAttrs, GroupNormAttrs, LpNormAttrs, AttentionAttrs, EinsumAttrs, BitCastAttrs, RotaryAttrs,
-                 QuantizeAttrs, LrnAttrs, ReverseSequenceAttrs, SignalAttrs, LpPoolAttrs>;
+                 QuantizeAttrs, LrnAttrs, ReverseSequenceAttrs, SignalAttrs, LpPoolAttrs,
+                 // typed since program version 3: appended, so that kFamiliesTypedInV2 counts the earlier ones
+                 ReshapeAttrs, TransposeAttrs, AxisAttrs, AxesAttrs, SliceAttrs, CastAttrs, ShapeAttrs, ClipAttrs,
+                 SplitAttrs, PadAttrs, ConvTransposeAttrs, ResizeAttrs>;
+
+// OpAttrs alternatives 0 .. kFamiliesTypedInV2 - 1 (OnnxAttrs included) are the families program version 2 knew.
+// A version-2 program holds ONNX attributes (form 0) for the later ones, decoded when it is read.
+inline constexpr size_t kFamiliesTypedInV2 = 34;
+static_assert(std::is_same_v<std::variant_alternative_t<kFamiliesTypedInV2 - 1, OpAttrs>, LpPoolAttrs>);
+
+// The first program version whose ops of this family carry typed attributes (form 1).
+inline uint32_t typedSinceProgramVersion(const OpAttrs& attrs) { return attrs.index() < kFamiliesTypedInV2 ? 2 : 3; }
 
 // Decodes and checks an op's ONNX attributes for the model's opset. Errors say which attribute, what was found
 // and what was expected; callers add the node.

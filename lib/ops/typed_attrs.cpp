@@ -115,6 +115,22 @@ OpAttrs defaultAttrsFor(OpKind kind) {
     case OpKind::BlackmanWindow:
     case OpKind::MelWeightMatrix: return SignalAttrs{};
     case OpKind::LpPool: return LpPoolAttrs{};
+    case OpKind::Reshape: return ReshapeAttrs{};
+    case OpKind::Transpose: return TransposeAttrs{};
+    case OpKind::Concat:
+    case OpKind::Gather:
+    case OpKind::Flatten: return AxisAttrs{};
+    case OpKind::Squeeze:
+    case OpKind::Unsqueeze: return AxesAttrs{};
+    case OpKind::Slice: return SliceAttrs{};
+    case OpKind::Cast: return CastAttrs{};
+    case OpKind::Shape: return ShapeAttrs{};
+    case OpKind::Clip: return ClipAttrs{};
+    case OpKind::Split: return SplitAttrs{};
+    case OpKind::Pad: return PadAttrs{};
+    case OpKind::ConvTranspose: return ConvTransposeAttrs{};
+    case OpKind::Resize:
+    case OpKind::Upsample: return ResizeAttrs{};
     default: return OnnxAttrs{};
   }
 }
@@ -207,15 +223,18 @@ template <class T> void appendSchema(std::string& out, std::string_view path, co
 }
 
 constexpr std::string_view kFamilyNames[] = {
-    "OnnxAttrs",      "BinaryAttrs",        "UnaryAttrs",      "ConvAttrs",
-    "PoolAttrs",      "GemmAttrs",          "MatMulAttrs",     "BatchNormAttrs",
-    "LayerNormAttrs", "SoftmaxAttrs",       "ReduceAttrs",     "ArgReduceAttrs",
-    "CastLikeAttrs",  "ModAttrs",           "UnaryMathAttrs",  "TriluAttrs",
-    "LossAttrs",      "GatherScatterAttrs", "CumulativeAttrs", "TopKAttrs",
-    "BitShiftAttrs",  "DepthSpaceAttrs",    "EyeLikeAttrs",    "GroupNormAttrs",
-    "LpNormAttrs",    "AttentionAttrs",     "EinsumAttrs",     "BitCastAttrs",
-    "RotaryAttrs",    "QuantizeAttrs",      "LrnAttrs",        "ReverseSequenceAttrs",
-    "SignalAttrs",    "LpPoolAttrs"};
+    "OnnxAttrs",          "BinaryAttrs",        "UnaryAttrs",      "ConvAttrs",
+    "PoolAttrs",          "GemmAttrs",          "MatMulAttrs",     "BatchNormAttrs",
+    "LayerNormAttrs",     "SoftmaxAttrs",       "ReduceAttrs",     "ArgReduceAttrs",
+    "CastLikeAttrs",      "ModAttrs",           "UnaryMathAttrs",  "TriluAttrs",
+    "LossAttrs",          "GatherScatterAttrs", "CumulativeAttrs", "TopKAttrs",
+    "BitShiftAttrs",      "DepthSpaceAttrs",    "EyeLikeAttrs",    "GroupNormAttrs",
+    "LpNormAttrs",        "AttentionAttrs",     "EinsumAttrs",     "BitCastAttrs",
+    "RotaryAttrs",        "QuantizeAttrs",      "LrnAttrs",        "ReverseSequenceAttrs",
+    "SignalAttrs",        "LpPoolAttrs",        "ReshapeAttrs",    "TransposeAttrs",
+    "AxisAttrs",          "AxesAttrs",          "SliceAttrs",      "CastAttrs",
+    "ShapeAttrs",         "ClipAttrs",          "SplitAttrs",      "PadAttrs",
+    "ConvTransposeAttrs", "ResizeAttrs"};
 static_assert(std::size(kFamilyNames) == std::variant_size_v<OpAttrs>, "a name per OpAttrs alternative");
 
 }  // namespace
@@ -239,9 +258,11 @@ Status checkAttrs(const OpAttrs& attrs) {
           if (status) status = checkField(FieldPath{name}, member);
         });
         CTX_RETURN_IF_ERROR(status);
-        if constexpr (std::is_same_v<T, ConvAttrs>) {
+        if constexpr (std::is_same_v<T, ConvAttrs> || std::is_same_v<T, ConvTransposeAttrs>) {
           if (a.group < 1)
             return makeError(ErrorCode::InvalidGraph, "attribute group is {} but expected at least 1", a.group);
+          if constexpr (std::is_same_v<T, ConvTransposeAttrs>)
+            CTX_RETURN_IF_ERROR(checkList("output_padding", a.outputPadding, 0));
           return checkWindow(a.window);
         } else if constexpr (std::is_same_v<T, PoolAttrs> || std::is_same_v<T, LpPoolAttrs>) {
           if (!a.window.kernelShape)

@@ -30,6 +30,15 @@ inline bool isKnown(LossReduction r) { return static_cast<uint8_t>(r) <= static_
 inline bool isKnown(ScatterReduction r) {
   return static_cast<uint8_t>(r) <= static_cast<uint8_t>(ScatterReduction::Min);
 }
+inline bool isKnown(PadMode m) { return static_cast<uint8_t>(m) <= static_cast<uint8_t>(PadMode::Wrap); }
+inline bool isKnown(ResizeMode m) { return static_cast<uint8_t>(m) <= static_cast<uint8_t>(ResizeMode::Cubic); }
+inline bool isKnown(ResizeCoord c) {
+  return static_cast<uint8_t>(c) <= static_cast<uint8_t>(ResizeCoord::TfCropAndResize);
+}
+inline bool isKnown(NearestMode m) { return static_cast<uint8_t>(m) <= static_cast<uint8_t>(NearestMode::Ceil); }
+inline bool isKnown(AspectPolicy p) {
+  return static_cast<uint8_t>(p) <= static_cast<uint8_t>(AspectPolicy::NotSmaller);
+}
 inline bool isKnown(ir::ElemType t) { return ir::elemTypeFromInt(static_cast<int32_t>(t)).has_value(); }
 
 // The attribute struct (default values) that decodeAttrs produces for `kind`: OnnxAttrs for families whose kernels
@@ -46,7 +55,7 @@ Status checkAttrs(const OpAttrs& attrs);
 std::string_view familyName(const OpAttrs& attrs);
 
 // The struct's encoded fields in order, " name:type" each (nested structs as name.field; types bool, i64, f32,
-// enum, str, list<T>, opt<T>), as docs/format/program-v2.md lists them; tests/ops holds the two together.
+// enum, str, list<T>, opt<T>), as docs/format/program-v3.md lists them; tests/ops holds the two together.
 std::string fieldsSchemaText(const OpAttrs& attrs);
 
 // " name=value" per field, nested structs as name.field, unset optional lists left out; for dumps.

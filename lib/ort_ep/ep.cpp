@@ -455,7 +455,7 @@ CtxKitEp::CtxKitEp(const Api& api, EpConfig config)
   GetWeightlessSupport = getWeightlessSupport;
   epcontext::CompatibilityInfo info;
   info.formatMajor = format::kFormatMajor;
-  info.formatMinor = format::formatMinorFor(config_.weightless);
+  info.formatMinor = format::kFormatMinorBase;
   if (auto target = partitioner::loadTarget(config_.target)) {
     info.targetId = target->hardwareArchitecture;
     info.targetRevision = target->revision;

@@ -371,10 +371,10 @@ Expected<format::ContainerWriter> buildContainer(const ContainerWork& c, const p
   return writer;
 }
 
-std::string compatibilityString(const partitioner::Target& target, bool weightless) {
+std::string compatibilityString(const partitioner::Target& target) {
   epcontext::CompatibilityInfo info;
   info.formatMajor = format::kFormatMajor;
-  info.formatMinor = format::formatMinorFor(weightless);
+  info.formatMinor = format::kFormatMinorBase;
   info.targetId = target.hardwareArchitecture;
   info.targetRevision = target.revision;
   return epcontext::formatCompatibilityInfo(info);
@@ -615,7 +615,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
       settings.sdkVersion = epcontext::kVersion;
       settings.sourceFileName = w.source.filename().string();
       settings.hardwareArchitecture = target.hardwareArchitecture;
-      settings.compatibility = compatibilityString(target, options.weightless);
+      settings.compatibility = compatibilityString(target);
       if (options.embedMode == 1) {
         const auto& bytes = embedded[w.container];
         settings.cacheContext.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());

@@ -239,7 +239,7 @@ void writeOnnxAttrs(ByteWriter& w, const ir::Attributes& attrs) {
 
 std::vector<std::byte> encode(const Program& p, uint32_t version) {
   ByteWriter w;
-  w.u64(version >= 2 ? kProgramMagic : kProgramMagicV1);
+  w.u64(version >= 3 ? kProgramMagic : version == 2 ? kProgramMagicV2 : kProgramMagicV1);
   w.u64(p.arenaSize);
   w.u32(static_cast<uint32_t>(p.tensors.size()));
   for (const TensorDesc& t : p.tensors) writeTensorDesc(w, t, version);
@@ -254,7 +254,7 @@ std::vector<std::byte> encode(const Program& p, uint32_t version) {
     w.str(op.name);
     if (version >= 2) {
       // Typed families carry their values only; the rest keep ONNX attributes by name.
-      bool typed = ops::isTyped(op.typed);
+      bool typed = ops::isTyped(op.typed) && ops::typedSinceProgramVersion(op.typed) <= version;
       w.u8(typed ? 1 : 0);
       if (typed) writeTypedAttrs(w, op.typed);
       else writeOnnxAttrs(w, op.attrs);
@@ -273,33 +273,45 @@ std::vector<std::byte> encode(const Program& p, uint32_t version) {
   return w.take();
 }
 
+// An op's typed attributes; errors name the op (formatted on failure only). Out of line: inlined into deserialize,
+// g++ 12 takes the moved-from Status for uninitialized.
+[[gnu::noinline]] Status readOpAttrs(ByteReader& r, Op& op, std::pmr::memory_resource* storage,
+                                     const std::string& what) {
+  Status s = readTypedAttrs(r, op.typed, storage);
+  if (!s) return std::move(s).addContext(fmt::format("{}: op '{}'", what, op.name));
+  return Status::ok();
+}
+
 }  // namespace
 
 std::vector<std::byte> serialize(const Program& p) { return encode(p, kProgramVersion); }
 
-Expected<std::vector<std::byte>> serializeV1(const Program& p) {
-  for (const TensorDesc& t : p.tensors)
-    if (!t.layout.plain())
-      return makeError(ErrorCode::Unsupported, "tensor '{}' has layout {}, which version 1 cannot hold", t.name,
-                       ops::layoutName(t.layout));
-  // Version 1 holds ONNX attributes only: they must still say what the typed attributes say.
+Expected<std::vector<std::byte>> serializeVersion(const Program& p, uint32_t version) {
+  if (version < 1 || version > kProgramVersion)
+    return makeError(ErrorCode::Unsupported, "program version {} does not exist", version);
+  if (version == 1)
+    for (const TensorDesc& t : p.tensors)
+      if (!t.layout.plain())
+        return makeError(ErrorCode::Unsupported, "tensor '{}' has layout {}, which version 1 cannot hold", t.name,
+                         ops::layoutName(t.layout));
+  // Families the version spells as ONNX attributes: those must still say what the typed attributes say.
   for (const Op& op : p.ops) {
-    if (!ops::isTyped(op.typed)) continue;
+    if (!ops::isTyped(op.typed) || (version >= 2 && ops::typedSinceProgramVersion(op.typed) <= version)) continue;
     auto decoded = ops::decodeAttrs(op.kind, op.opset, op.attrs);
     if (!decoded || ops::attrsText(*decoded) != ops::attrsText(op.typed))
       return makeError(ErrorCode::Unsupported, "op '{}' has typed attributes its ONNX attributes do not give", op.name);
   }
-  return encode(p, 1);
+  return encode(p, version);
 }
 
 Expected<Program> deserialize(std::span<const std::byte> bytes, uint64_t weightCount, const std::string& what) {
   ByteReader r(bytes, what);
   auto fail = [&](Error e) { return e.addContext(what); };
   uint64_t magic = r.u64();
-  if (magic != kProgramMagic && magic != kProgramMagicV1)
+  if (magic != kProgramMagic && magic != kProgramMagicV2 && magic != kProgramMagicV1)
     return makeError(ErrorCode::InvalidGraph, "{}: not a ctxkit program (bad magic)", what);
   Program p;
-  p.version = magic == kProgramMagic ? 2 : 1;
+  p.version = magic == kProgramMagic ? 3 : magic == kProgramMagicV2 ? 2 : 1;
   p.arenaSize = r.u64();
   uint32_t tensorCount = r.count(1 + 4 + 4 + 4 + 8 + 8 + 4 + (p.version >= 2 ? 5 : 0), "tensor count");
   // Every list and name lives in one storage block: the encoding of each is at least as long as its value, so the
@@ -354,15 +366,17 @@ Expected<Program> deserialize(std::span<const std::byte> bytes, uint64_t weightC
     if (form > 1)
       return fail(makeError(ErrorCode::InvalidGraph, "op '{}' has unknown attribute form {}", op.name, form));
     op.typed = ops::defaultAttrsFor(op.kind);
+    // Whether this version spells the op's family as typed attributes (always, from the version that typed it).
+    const bool typedHere = ops::isTyped(op.typed) && v2 && ops::typedSinceProgramVersion(op.typed) <= p.version;
     if (form == 1) {
-      if (!ops::isTyped(op.typed))
-        return fail(makeError(ErrorCode::InvalidGraph, "op '{}' ({}) has typed attributes but its kind has none",
-                              op.name, ir::opKindName(op.kind)));
-      if (Status s = readTypedAttrs(r, op.typed, storage.get()); !s)  // (the context is formatted on failure only)
-        return std::move(s).addContext(fmt::format("{}: op '{}'", what, op.name));
+      if (!typedHere)
+        return fail(makeError(ErrorCode::InvalidGraph,
+                              "op '{}' ({}) has typed attributes but its kind has none in program version {}", op.name,
+                              ir::opKindName(op.kind), p.version));
+      if (Status s = readOpAttrs(r, op, storage.get(), what); !s) return s;
     } else {
-      // One spelling per program: in version 2 a typed family's attributes are always typed.
-      if (v2 && ops::isTyped(op.typed))
+      // One spelling per program: from the version that typed a family, its attributes are always typed.
+      if (typedHere)
         return fail(makeError(ErrorCode::InvalidGraph, "op '{}' ({}) has ONNX attributes but its kind's are typed",
                               op.name, ir::opKindName(op.kind)));
       uint32_t attrCount = r.count(4 + 1, "attribute count");
@@ -372,7 +386,7 @@ Expected<Program> deserialize(std::span<const std::byte> bytes, uint64_t weightC
           return fail(makeError(ErrorCode::InvalidGraph, "op '{}' has attribute '{}' twice", op.name, attr.name));
         op.attrs.set(std::move(attr));
       }
-      // ONNX attributes of a typed family (version 1) are decoded here, once.
+      // ONNX attributes of a family typed in a later version are decoded here, once.
       if (r.ok() && ops::isTyped(op.typed)) {
         auto typed = ops::decodeAttrs(op.kind, op.opset, op.attrs);
         if (!typed) return fail(typed.takeError().addContext(fmt::format("op '{}'", op.name)));

@@ -60,9 +60,11 @@ struct Op {
   ops::OpAttrs typed;    // the op's typed attributes (OnnxAttrs: see `attrs`)
 };
 
-// Encodings: 1 (ops carry ONNX attributes by name) and 2 (stable op ids, typed attributes as values in schema
-// order, weight layouts); docs/format/program-v2.md. serialize() writes version 2; deserialize() reads both.
-inline constexpr uint32_t kProgramVersion = 2;
+// Encodings: 1 (ops carry ONNX attributes by name), 2 (stable op ids, typed attributes as values in schema order,
+// weight layouts) and 3 (as 2, with typed attributes for the shaping families too: Reshape, Transpose, Concat,
+// Gather, Slice, Cast, Pad, Resize, ConvTranspose, ...); docs/format/program-v3.md. serialize() writes version 3;
+// deserialize() reads all three, decoding the ONNX attributes an older version holds for a typed family at load.
+inline constexpr uint32_t kProgramVersion = 3;
 
 struct Program {
   // Where a program read by deserialize() keeps its tensors' and ops' lists and names (null: on the heap). Declared
@@ -101,13 +103,15 @@ struct Program {
 // Limits a reader enforces before allocating (SPEC §11 rules 1, 2, 15).
 inline constexpr uint32_t kMaxRank = 8;
 inline constexpr uint64_t kProgramMagicV1 = 0x31474f5250544358ull;  // "XCTPROG1"
-inline constexpr uint64_t kProgramMagic = 0x32474f5250544358ull;    // "XCTPROG2"
+inline constexpr uint64_t kProgramMagicV2 = 0x32474f5250544358ull;  // "XCTPROG2"
+inline constexpr uint64_t kProgramMagic = 0x33474f5250544358ull;    // "XCTPROG3"
 
 std::vector<std::byte> serialize(const Program& program);
 
-// The version-1 encoding (ONNX attributes by name, no layouts), for compatibility tests: fails for programs with
-// packed weights or typed ops whose ONNX attributes are gone.
-Expected<std::vector<std::byte>> serializeV1(const Program& program);
+// An older encoding (1 or 2), for compatibility tests. Fails for what that version cannot hold: packed weights
+// (version 1), and ops of a family it spells as ONNX attributes whose ONNX attributes are gone (the compiler keeps
+// only the typed attributes of typed families).
+Expected<std::vector<std::byte>> serializeVersion(const Program& program, uint32_t version);
 
 // Parses and validates a program read from a file: every count bounded by the bytes left, every index in
 // range (weights against `weightCount`), every arena range inside the arena, byte sizes equal to

@@ -85,7 +85,7 @@ struct Case {
 
 // Item 4's "a program format that needs no per-op allocation to read": reading a program allocates a fixed number
 // of times (its storage block and its top-level lists), however many ops and tensors it has. Ops of families that
-// still carry ONNX attributes (program format v2, form 0) allocate those attributes; a program without any must
+// still carry ONNX attributes (form 0: LSTM, GRU, GridSample, ...) allocate those attributes; a program without any must
 // stay within the fixed count. Returns false when one does not.
 constexpr size_t kFixedReadAllocations = 8;
 bool programReadsAllocateFixed(const std::string& label, const fs::path& bin) {

@@ -16,12 +16,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto program = ctxkit::program::deserialize(bytes, kWeightCount, "fuzz program");
   if (!program.isOk()) return 0;
   (void)ctxkit::program::dump(*program, "fuzz");
-  // A version-1 program (still read) re-encodes in version 1; anything else in the current version.
+  // An older program (still read) re-encodes in its own version; anything else in the current version.
   std::vector<std::byte> again;
-  if (program->version == 1) {
-    auto v1 = ctxkit::program::serializeV1(*program);
-    if (!v1.isOk()) ctxkit::fuzz::propertyBroken("a decoded version-1 program cannot be encoded in version 1 again");
-    again = std::move(v1).value();
+  if (program->version < ctxkit::program::kProgramVersion) {
+    auto older = ctxkit::program::serializeVersion(*program, program->version);
+    if (!older.isOk()) ctxkit::fuzz::propertyBroken("a decoded older program cannot be encoded in its version again");
+    again = std::move(older).value();
   } else {
     again = ctxkit::program::serialize(*program);
   }

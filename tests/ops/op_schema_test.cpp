@@ -1,5 +1,6 @@
 // The op id table is pinned (programs store these numbers), and the decoder turns ONNX attributes into typed ones.
 #include "ops/op_schema.h"
+#include "ops/typed_attrs.h"
 
 #include <catch2/catch.hpp>
 
@@ -289,8 +290,43 @@ TEST_CASE("attribute values are checked once, with what was found and expected",
 
 TEST_CASE("families not migrated yet keep their ONNX attributes", "[ops]") {
   ir::Attributes attrs;
-  attrs.set(Attribute::makeInt("axis", 0));
-  auto gather = ops::decodeAttrs(OpKind::Gather, 13, attrs);
-  REQUIRE(gather);
-  CHECK(std::holds_alternative<ops::OnnxAttrs>(*gather));
+  attrs.set(Attribute::makeInt("hidden_size", 4));
+  auto lstm = ops::decodeAttrs(OpKind::LSTM, 14, attrs);
+  REQUIRE(lstm);
+  CHECK(std::holds_alternative<ops::OnnxAttrs>(*lstm));
+}
+
+TEST_CASE("the shaping families (program version 3) decode their ONNX attributes by opset", "[ops]") {
+  ir::Attributes attrs;
+  attrs.set(Attribute::makeInts("axes", {0}));
+  attrs.set(Attribute::makeInts("starts", {1}));
+  attrs.set(Attribute::makeInts("ends", {3}));
+  // Attributes an opset takes as inputs instead are not read.
+  CHECK(ops::attrsText(*ops::decodeAttrs(OpKind::Slice, 9, attrs)) == " starts=[1] ends=[3] axes=[0]");
+  CHECK(ops::attrsText(*ops::decodeAttrs(OpKind::Slice, 13, attrs)).empty());
+  CHECK(ops::attrsText(*ops::decodeAttrs(OpKind::Unsqueeze, 11, attrs)) == " axes=[0]");
+  CHECK(ops::attrsText(*ops::decodeAttrs(OpKind::Unsqueeze, 13, attrs)).empty());
+  // Required attributes and string enums are checked once, at decode.
+  auto concat = ops::decodeAttrs(OpKind::Concat, 13, ir::Attributes());
+  REQUIRE(!concat);
+  CHECK_THAT(concat.error().message(), Catch::Contains("required attribute axis is missing"));
+  ir::Attributes resize;
+  resize.set(Attribute::makeString("mode", "linear"));
+  resize.set(Attribute::makeString("coordinate_transformation_mode", "align_corners"));
+  resize.set(Attribute::makeString("keep_aspect_ratio_policy", "not_larger"));
+  CHECK(ops::attrsText(*ops::decodeAttrs(OpKind::Resize, 19, resize)) ==
+        " mode=1 coordinate_transformation_mode=3 nearest_mode=0 cubic_coeff_a=-0.75 exclude_outside=0"
+        " extrapolation_value=0 keep_aspect_ratio_policy=1");
+  resize.set(Attribute::makeString("coordinate_transformation_mode", "corners"));
+  auto bad = ops::decodeAttrs(OpKind::Resize, 19, resize);
+  REQUIRE(!bad);
+  CHECK_THAT(bad.error().message(), Catch::Contains("attribute coordinate_transformation_mode is 'corners' but expected "
+                                                    "'half_pixel', 'half_pixel_symmetric'"));
+  ir::Attributes pad;
+  pad.set(Attribute::makeString("mode", "wrap"));
+  CHECK(!ops::decodeAttrs(OpKind::Pad, 18, pad));  // wrap came with opset 19
+  CHECK(ops::attrsText(*ops::decodeAttrs(OpKind::Pad, 19, pad)) == " mode=3 value=0");
+  ir::Attributes cast;
+  cast.set(Attribute::makeInt("to", 0));
+  CHECK(!ops::decodeAttrs(OpKind::Cast, 13, cast));
 }

@@ -51,6 +51,7 @@ void setFormatVersion(const fs::path& bin, uint16_t major, uint16_t minor) {
   auto h = format::testing::getHeader(bytes);
   h.formatMajor = major;
   h.formatMinor = minor;
+  if (minor < 3) h.flags &= ~layout::kFlagProgramsV3;  // a flag of 1.3
   format::testing::setHeader(bytes, h);
   auto c = format::testing::getCompat(bytes);
   c.formatMajor = major;

@@ -45,7 +45,7 @@ TEST_CASE("a program survives serialize and deserialize", "[program]") {
   REQUIRE(p);
   CHECK(p->tensors.size() == 5);
   CHECK(p->ops.size() == 2);
-  CHECK(p->version == 2);
+  CHECK(p->version == program::kProgramVersion);
   REQUIRE(std::holds_alternative<ops::MatMulAttrs>(p->ops[0].typed));
   CHECK(std::get<ops::MatMulAttrs>(p->ops[0].typed).epilogue == ops::Epilogue{ops::Activation::LeakyRelu, 0.25f, 0});
   CHECK(p->ops[0].attrs.size() == 0);
@@ -135,24 +135,66 @@ TEST_CASE("a version-2 program spells a typed family's attributes one way only",
   CHECK_THAT(r.error().message(), Catch::Contains("op 'ident' (Round) has ONNX attributes but its kind's are typed"));
 }
 
+TEST_CASE("version-2 programs still load: families typed since version 3 are decoded from ONNX attributes", "[program]") {
+  auto p = sampleProgram();
+  // Transpose is typed since version 3; the compiler of version 2 wrote its perm by name.
+  p.ops[1].kind = ir::OpKind::Transpose;
+  p.ops[1].attrs = ir::Attributes();
+  p.ops[1].attrs.set(ir::Attribute::makeInts("perm", {0}));
+  p.ops[1].typed = ops::TransposeAttrs{ops::IntList{0}};
+  auto v2 = program::serializeVersion(p, 2);
+  REQUIRE(v2);
+  uint64_t magic = 0;
+  std::memcpy(&magic, v2->data(), sizeof magic);
+  CHECK(magic == program::kProgramMagicV2);
+  auto back = program::deserialize(*v2, 1, "v2 program");
+  REQUIRE(back);
+  CHECK(back->version == 2);
+  REQUIRE(std::holds_alternative<ops::TransposeAttrs>(back->ops[1].typed));
+  CHECK(ops::attrsText(back->ops[1].typed) == " perm=[0]");
+  CHECK(back->ops[1].attrs.getInts("perm") == std::vector<int64_t>{0});
+  CHECK(program::serializeVersion(*back, 2).value() == *v2);  // an older program re-encodes in its own version
+  // In version 3 the same op carries its values only.
+  auto v3 = program::deserialize(program::serialize(*back), 1, "v3 program");
+  REQUIRE(v3);
+  CHECK(v3->version == 3);
+  CHECK(v3->ops[1].attrs.size() == 0);
+  CHECK(ops::attrsText(v3->ops[1].typed) == " perm=[0]");
+  // One spelling per version: typed values in a version-2 program, ONNX attributes in a version-3 one, are refused.
+  auto relabel = [](std::vector<std::byte> bytes, uint64_t to) {
+    std::memcpy(bytes.data(), &to, sizeof to);
+    return bytes;
+  };
+  auto typedInV2 = program::deserialize(relabel(program::serialize(p), program::kProgramMagicV2), 1, "p");
+  REQUIRE(!typedInV2);
+  CHECK_THAT(typedInV2.error().message(),
+             Catch::Contains("op 'ident' (Transpose) has typed attributes but its kind has none in program version 2"));
+  auto namedInV3 = program::deserialize(relabel(*v2, program::kProgramMagic), 1, "p");
+  REQUIRE(!namedInV3);
+  CHECK_THAT(namedInV3.error().message(), Catch::Contains("has ONNX attributes but its kind's are typed"));
+  // A version-2 encoding cannot drop ONNX attributes it needs.
+  p.ops[1].attrs = ir::Attributes();
+  CHECK(!program::serializeVersion(p, 2));
+}
+
 TEST_CASE("version-1 programs (ONNX attributes by name) still load, their attributes decoded once", "[program]") {
   auto p = sampleProgram();
   p.ops[0].attrs.set(ir::Attribute::makeString("activation", "LeakyRelu"));
   p.ops[0].attrs.set(ir::Attribute::makeFloats("activation_params", {0.25f}));
-  auto v1 = program::serializeV1(p);
+  auto v1 = program::serializeVersion(p, 1);
   REQUIRE(v1);
   auto back = program::deserialize(*v1, 1, "v1 program");
   REQUIRE(back);
   CHECK(back->version == 1);
   CHECK(ops::attrsText(back->ops[0].typed) == ops::attrsText(p.ops[0].typed));
-  // Re-encoded, it is a version-2 program with the same meaning.
-  auto v2 = program::deserialize(program::serialize(*back), 1, "v2 program");
-  REQUIRE(v2);
-  CHECK(v2->version == 2);
-  CHECK(program::dump(*v2, "g") == program::dump(*back, "g"));
+  // Re-encoded, it is a current program with the same meaning.
+  auto current = program::deserialize(program::serialize(*back), 1, "current program");
+  REQUIRE(current);
+  CHECK(current->version == program::kProgramVersion);
+  CHECK(program::dump(*current, "g") == program::dump(*back, "g"));
   // A version-1 encoding cannot drop typed attributes its ONNX attributes do not give.
   p.ops[0].attrs = ir::Attributes();
-  CHECK(!program::serializeV1(p));
+  CHECK(!program::serializeVersion(p, 1));
 }
 
 TEST_CASE("packed weights record their layout and stored size", "[program]") {
@@ -164,7 +206,7 @@ TEST_CASE("packed weights record their layout and stored size", "[program]") {
   REQUIRE(back);
   CHECK(back->tensors[1].layout == p.tensors[1].layout);
   CHECK_THAT(program::dump(*back, "g"), Catch::Contains("w0:gemm-panels(16x256)"));
-  CHECK(!program::serializeV1(p));
+  CHECK(!program::serializeVersion(p, 1));
   auto expectError = [](program::Program q, const char* text) {
     auto r = program::deserialize(program::serialize(q), 1, "bad program");
     REQUIRE(!r);
