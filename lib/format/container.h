@@ -19,10 +19,10 @@
 namespace ctxkit::format {
 
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 3;  // what this library reads
-// What this library writes: every file holds version-3 programs (flag kFlagProgramsV3), a 1.3 feature. Files of an
+inline constexpr uint16_t kFormatMinor = 4;  // what this library reads
+// What this library writes: every file holds version-4 programs (flag kFlagProgramsV4), a 1.4 feature. Files of an
 // older minor still load; their programs' older spellings are decoded at load (PREFER_RECOMPILATION).
-inline constexpr uint16_t kFormatMinorBase = 3;
+inline constexpr uint16_t kFormatMinorBase = 4;
 
 // Checked first on load: who wrote the file and for which target.
 struct CompatInfo {

@@ -188,10 +188,13 @@ inline constexpr uint64_t kRequiredFlagsMask = 0x00000000ffffffffull;
 // blob): the runtime takes them from the source model the source table names. Every weight is in plain layout;
 // a program that asks for a packed layout gets it packed at load.
 inline constexpr uint64_t kFlagWeightless = 1ull << 0;
-// 1.3, required: the graphs' programs may be of program version 3 (docs/format/program-v3.md), which a reader of
-// 1.2 cannot decode. Every container this ctxkit writes sets it.
+// 1.3, required: the graphs' programs may be of program version 3 (docs/format/program-v4.md, "Version 3"), which
+// a reader of 1.2 cannot decode. Written by ctxkit 1.3 writers.
 inline constexpr uint64_t kFlagProgramsV3 = 1ull << 1;
-inline constexpr uint64_t kKnownFlags = kFlagWeightless | kFlagProgramsV3;
+// 1.4, required: the graphs' programs may be of program version 4 (docs/format/program-v4.md), which a reader of
+// 1.3 cannot decode. Every container this ctxkit writes sets it (and not programs-v3).
+inline constexpr uint64_t kFlagProgramsV4 = 1ull << 2;
+inline constexpr uint64_t kKnownFlags = kFlagWeightless | kFlagProgramsV3 | kFlagProgramsV4;
 inline constexpr uint64_t kWeightInSource = 1ull << 0;
 inline constexpr uint64_t kMaxSources = 1ull << 26;
 

@@ -125,12 +125,18 @@ Status Parser::parseHeader() {
                              versionString(kFormatMajor, kFormatMinor)));
   }
 
-  if (weightless() && minor < 2)
-    return invalid("flag weightless ({:#x}) needs format 1.2; the file records {}", kFlagWeightless,
-                   versionString(major, minor));
-  if ((h_.flags & kFlagProgramsV3) != 0 && minor < 3)
-    return invalid("flag programs-v3 ({:#x}) needs format 1.3; the file records {}", kFlagProgramsV3,
-                   versionString(major, minor));
+  // Each required flag since 1.2, with the minor that defined it: set in an older file, it is damage.
+  struct FlagSince {
+    uint64_t flag;
+    std::string_view name;
+    uint16_t minor;
+  };
+  constexpr FlagSince flagsSince[] = {
+      {kFlagWeightless, "weightless", 2}, {kFlagProgramsV3, "programs-v3", 3}, {kFlagProgramsV4, "programs-v4", 4}};
+  for (const FlagSince& f : flagsSince)
+    if ((h_.flags & f.flag) != 0 && minor < f.minor)
+      return invalid("flag {} ({:#x}) needs format 1.{}; the file records {}", f.name, f.flag, f.minor,
+                     versionString(major, minor));
 
   // Rule 8: a power of two within bounds; blob offsets are checked against it later.
   if (!isPowerOfTwo(h_.alignment) || h_.alignment < kMinAlignment || h_.alignment > kMaxAlignment)

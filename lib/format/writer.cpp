@@ -323,7 +323,7 @@ Expected<std::vector<std::byte>> ContainerWriter::Impl::buildMetadata(const Plan
   h.formatMajor = kFormatMajor;
   h.formatMinor = compat.formatMinor;
   h.headerSize = static_cast<uint32_t>(kHeaderSize);
-  h.flags = kFlagProgramsV3 | (options.weightless ? kFlagWeightless : 0);
+  h.flags = kFlagProgramsV4 | (options.weightless ? kFlagWeightless : 0);
   h.fileSize = p.fileSize;
   h.alignment = static_cast<uint32_t>(options.alignment);
   h.compatOffset = kHeaderSize;

@@ -9,13 +9,13 @@ namespace ctxkit::kernels::detail {
 
 namespace {
 
-// An attribute list of `rank` values (or 2 * rank for pads), defaulting to `fallback`.
-Expected<std::vector<int64_t>> windowInts(const OpContext& ctx, std::string_view name, size_t count, int64_t fallback) {
-  const ir::Attribute* a = ctx.attrs.find(name);
-  if (!a) return std::vector<int64_t>(count, fallback);
-  if (a->ints.size() != count)
-    return invalid(ctx, "attribute {} has {} values but expected {}", name, a->ints.size(), count);
-  return a->ints;
+// A window list of `count` values (rank, or 2 * rank for pads), defaulting to `fallback`.
+Expected<std::vector<int64_t>> windowInts(const OpContext& ctx, std::string_view name,
+                                          const std::optional<ops::IntList>& list, size_t count, int64_t fallback) {
+  if (!list) return std::vector<int64_t>(count, fallback);
+  if (list->size() != count)
+    return invalid(ctx, "attribute {} has {} values but expected {}", name, list->size(), count);
+  return std::vector<int64_t>(list->begin(), list->end());
 }
 
 struct Col2ImPlan {
@@ -34,9 +34,10 @@ Expected<Col2ImPlan> planCol2Im(const OpContext& ctx, InDescs inputs) {
   if (r == 0 || p.block.size() != r)
     return invalid(ctx, "image_shape has {} values and block_shape {} but expected the same positive count", r,
                    p.block.size());
-  CTX_ASSIGN_OR_RETURN(p.strides, windowInts(ctx, "strides", r, 1));
-  CTX_ASSIGN_OR_RETURN(p.dilations, windowInts(ctx, "dilations", r, 1));
-  CTX_ASSIGN_OR_RETURN(p.pads, windowInts(ctx, "pads", 2 * r, 0));
+  const ops::WindowAttrs& window = attrsOf<ops::FoldAttrs>(ctx).window;
+  CTX_ASSIGN_OR_RETURN(p.strides, windowInts(ctx, "strides", window.strides, r, 1));
+  CTX_ASSIGN_OR_RETURN(p.dilations, windowInts(ctx, "dilations", window.dilations, r, 1));
+  CTX_ASSIGN_OR_RETURN(p.pads, windowInts(ctx, "pads", window.pads, 2 * r, 0));
   const int64_t blockSize = dimProduct(p.block);
   const ir::Shape& x = inputs[0].shape;
   if (blockSize < 1 || x[1] % blockSize != 0)
@@ -133,12 +134,14 @@ Expected<ir::Shape> unpoolShape(const OpContext& ctx, InDescs inputs) {
     return ir::Shape(shape.begin(), shape.end());
   }
   const size_t r = x.size() - 2;
-  const ir::Attribute* kernel = ctx.attrs.find("kernel_shape");
-  if (!kernel || kernel->ints.size() != r) return invalid(ctx, "attribute kernel_shape must list {} sizes", r);
-  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> strides, windowInts(ctx, "strides", r, 1));
-  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> pads, windowInts(ctx, "pads", 2 * r, 0));
+  const ops::WindowAttrs& window = attrsOf<ops::FoldAttrs>(ctx).window;
+  if (!window.kernelShape || window.kernelShape->size() != r)
+    return invalid(ctx, "attribute kernel_shape must list {} sizes", r);
+  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> strides, windowInts(ctx, "strides", window.strides, r, 1));
+  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> pads, windowInts(ctx, "pads", window.pads, 2 * r, 0));
+  const ops::IntList& kernel = *window.kernelShape;
   ir::Shape out{x[0], x[1]};
-  for (size_t d = 0; d < r; ++d) out.push_back((x[d + 2] - 1) * strides[d] + kernel->ints[d] - pads[d] - pads[d + r]);
+  for (size_t d = 0; d < r; ++d) out.push_back((x[d + 2] - 1) * strides[d] + kernel[d] - pads[d] - pads[d + r]);
   return out;
 }
 

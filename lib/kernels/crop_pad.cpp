@@ -20,8 +20,8 @@ Expected<CropPlan> planCrop(const OpContext& ctx, InDescs inputs) {
   const ir::Shape& x = inputs[0].shape;
   const auto rank = static_cast<int64_t>(x.size());
   std::vector<int64_t> axes;
-  if (const ir::Attribute* a = ctx.attrs.find("axes")) {
-    CTX_ASSIGN_OR_RETURN(axes, normalizeAxes(ctx, a->ints, rank, "attribute axes"));
+  if (const auto& listed = attrsOf<ops::CenterCropPadAttrs>(ctx).axes) {
+    CTX_ASSIGN_OR_RETURN(axes, normalizeAxes(ctx, *listed, rank, "attribute axes"));
   } else {
     for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
   }

@@ -25,25 +25,24 @@ Expected<DeformPlan> planDeform(const OpContext& ctx, InDescs inputs) {
   const ir::Shape &x = inputs[0].shape, &wt = inputs[1].shape, &off = inputs[2].shape;
   p.n = x[0], p.c = x[1], p.h = x[2], p.w = x[3];
   p.oc = wt[0], p.kh = wt[2], p.kw = wt[3];
-  p.group = ctx.attrs.getInt("group", 1);
-  p.offsetGroup = ctx.attrs.getInt("offset_group", 1);
-  if (p.group < 1 || p.offsetGroup < 1 || p.c % p.group != 0 || p.oc % p.group != 0 || p.c % p.offsetGroup != 0 ||
-      wt[1] * p.group != p.c)
+  const auto& attrs = attrsOf<ops::DeformConvAttrs>(ctx);  // group, offset_group and the window checked at decode
+  p.group = attrs.group;
+  p.offsetGroup = attrs.offsetGroup;
+  if (p.c % p.group != 0 || p.oc % p.group != 0 || p.c % p.offsetGroup != 0 || wt[1] * p.group != p.c)
     return invalid(ctx, "X {} and W {} do not fit group {} and offset_group {}", shapeStr(x), shapeStr(wt), p.group,
                    p.offsetGroup);
-  auto ints = [&](std::string_view name, size_t count, int64_t* out) -> Status {
-    if (const ir::Attribute* a = ctx.attrs.find(name)) {
-      if (a->ints.size() != count)
-        return invalid(ctx, "attribute {} has {} values but expected {}", name, a->ints.size(), count);
-      std::copy(a->ints.begin(), a->ints.end(), out);
+  auto ints = [&](std::string_view name, const std::optional<ops::IntList>& list, size_t count, int64_t* out) {
+    if (list) {
+      if (list->size() != count)
+        return Status(invalid(ctx, "attribute {} has {} values but expected {}", name, list->size(), count));
+      std::copy(list->begin(), list->end(), out);
     }
     return Status::ok();
   };
-  CTX_RETURN_IF_ERROR(ints("strides", 2, p.stride));
-  CTX_RETURN_IF_ERROR(ints("dilations", 2, p.dilation));
-  CTX_RETURN_IF_ERROR(ints("pads", 4, p.pad));
-  if (const ir::Attribute* k = ctx.attrs.find("kernel_shape");
-      k && (k->ints.size() != 2 || k->ints[0] != p.kh || k->ints[1] != p.kw))
+  CTX_RETURN_IF_ERROR(ints("strides", attrs.window.strides, 2, p.stride));
+  CTX_RETURN_IF_ERROR(ints("dilations", attrs.window.dilations, 2, p.dilation));
+  CTX_RETURN_IF_ERROR(ints("pads", attrs.window.pads, 4, p.pad));
+  if (const auto& k = attrs.window.kernelShape; k && (k->size() != 2 || (*k)[0] != p.kh || (*k)[1] != p.kw))
     return invalid(ctx, "attribute kernel_shape does not match W's shape {}", shapeStr(wt));
   p.oh = (p.h + p.pad[0] + p.pad[2] - (p.dilation[0] * (p.kh - 1) + 1)) / p.stride[0] + 1;
   p.ow = (p.w + p.pad[1] + p.pad[3] - (p.dilation[1] * (p.kw - 1) + 1)) / p.stride[1] + 1;

@@ -10,31 +10,9 @@ namespace ctxkit::kernels::detail {
 
 namespace {
 
-enum class Mode { Nearest, Linear, Cubic };
-enum class Padding { Zeros, Border, Reflection };
-
-struct GridSpec {
-  Mode mode = Mode::Linear;
-  Padding padding = Padding::Zeros;
-  bool alignCorners = false;
-};
-
-Expected<GridSpec> readSpec(const OpContext& ctx) {
-  GridSpec s;
-  // Opset 16 spells the modes bilinear and bicubic; opset 20 renamed them linear and cubic.
-  const std::string mode = ctx.attrs.getString("mode", ctx.opset < 20 ? "bilinear" : "linear");
-  if (mode == "nearest") s.mode = Mode::Nearest;
-  else if (mode == "bilinear" || mode == "linear") s.mode = Mode::Linear;
-  else if (mode == "bicubic" || mode == "cubic") s.mode = Mode::Cubic;
-  else return invalid(ctx, "mode is '{}' but must be nearest, linear (bilinear) or cubic (bicubic)", mode);
-  const std::string padding = ctx.attrs.getString("padding_mode", "zeros");
-  if (padding == "zeros") s.padding = Padding::Zeros;
-  else if (padding == "border") s.padding = Padding::Border;
-  else if (padding == "reflection") s.padding = Padding::Reflection;
-  else return invalid(ctx, "padding_mode is '{}' but must be zeros, border or reflection", padding);
-  s.alignCorners = ctx.attrs.getInt("align_corners", 0) != 0;
-  return s;
-}
+using Mode = ops::GridMode;
+using Padding = ops::GridPadding;
+using GridSpec = ops::GridSampleAttrs;
 
 // Reflects x into [lo, hi] (repeatedly, as a mirror at each end).
 double reflect(double x, double lo, double hi) {
@@ -138,7 +116,6 @@ InferResult inferGridSample(const OpContext& ctx, InDescs inputs, size_t outputC
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 2));
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 1, typeBit(ElemType::Float) | kHalfTypes));
-  CTX_RETURN_IF_ERROR(readSpec(ctx).status());
   const ir::Shape &x = inputs[0].shape, &grid = inputs[1].shape;
   const size_t r = x.size() < 3 ? 0 : x.size() - 2;
   if (r == 0 || grid.size() != r + 2 || grid[0] != x[0] || grid.back() != static_cast<int64_t>(r))
@@ -150,7 +127,7 @@ InferResult inferGridSample(const OpContext& ctx, InDescs inputs, size_t outputC
 }
 
 Status runGridSample(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
-  CTX_ASSIGN_OR_RETURN(GridSpec s, readSpec(ctx));
+  const GridSpec& s = attrsOf<GridSpec>(ctx);  // modes checked by the decoder
   const ir::Tensor &x = *inputs[0], &grid = *inputs[1];
   const size_t r = x.rank() - 2;
   std::vector<Axis> axes(r);
@@ -217,7 +194,7 @@ InferResult inferAffineGrid(const OpContext& ctx, InDescs inputs, size_t outputC
 Status runAffineGrid(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   std::vector<ValueDesc> descs = describeInputs(inputs, true);
   CTX_ASSIGN_OR_RETURN(std::vector<int64_t> size, affineSize(ctx, descs));
-  const bool alignCorners = ctx.attrs.getInt("align_corners", 0) != 0;
+  const bool alignCorners = attrsOf<ops::GridSampleAttrs>(ctx).alignCorners;
   const size_t r = size.size() - 2;
   const std::vector<int64_t> spatial(size.begin() + 2, size.end());
   // Normalized positions along each axis: pixel centres, or the corner pixels at -1 and 1 with align_corners.

@@ -75,8 +75,9 @@ Expected<int64_t> normalizeAxis(const OpContext& ctx, int64_t axis, int64_t rank
   return axis < 0 ? axis + rank : axis;
 }
 
-Expected<std::vector<int64_t>> normalizeAxes(const OpContext& ctx, std::vector<int64_t> axes, int64_t rank,
+Expected<std::vector<int64_t>> normalizeAxes(const OpContext& ctx, std::span<const int64_t> listed, int64_t rank,
                                              std::string_view what) {
+  std::vector<int64_t> axes(listed.begin(), listed.end());
   std::vector<bool> seen(static_cast<size_t>(rank), false);
   for (int64_t& a : axes) {
     CTX_ASSIGN_OR_RETURN(a, normalizeAxis(ctx, a, rank, what));

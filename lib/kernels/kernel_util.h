@@ -111,7 +111,7 @@ const ValueDesc* optionalInput(InDescs inputs, size_t index);
 // Axis in [-rank, rank) mapped to [0, rank).
 Expected<int64_t> normalizeAxis(const OpContext& ctx, int64_t axis, int64_t rank, std::string_view what);
 // A list of axes, each normalized; duplicates are an error.
-Expected<std::vector<int64_t>> normalizeAxes(const OpContext& ctx, std::vector<int64_t> axes, int64_t rank,
+Expected<std::vector<int64_t>> normalizeAxes(const OpContext& ctx, std::span<const int64_t> axes, int64_t rank,
                                              std::string_view what);
 
 // The contents of an int32/int64 input of rank 0 or 1 that inference needs; Unsupported when unknown.

@@ -21,7 +21,7 @@ InferResult inferBinarizer(const OpContext& ctx, InDescs inputs, size_t outputCo
 }
 
 Status runBinarizer(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
-  const double threshold = ctx.attrs.getFloat("threshold", 0.0f);
+  const double threshold = attrsOf<ops::BinarizerAttrs>(ctx).threshold;
   return visitType<kBinarizerTypes>(inputs[0]->type(), [&](auto tag) -> Status {
     using T = decltype(tag);
     const T* x = inputs[0]->dataAs<T>();

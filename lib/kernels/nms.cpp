@@ -62,7 +62,7 @@ Expected<NmsInputs> readInputs(const OpContext& ctx, InDescs inputs) {
   in.batches = b[0];
   in.spatial = b[1];
   in.classes = s[1];
-  in.centerPoint = ctx.attrs.getInt("center_point_box", 0) != 0;
+  in.centerPoint = attrsOf<ops::NmsAttrs>(ctx).centerPointBox;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].present) continue;
     if (!inputs[i].value)

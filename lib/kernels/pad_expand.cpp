@@ -2,6 +2,8 @@
 #include "kernels/convert.h"
 #include "kernels/ops.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -22,17 +24,15 @@ void fillBytes(std::byte* out, size_t count, const std::byte* value, size_t size
 
 namespace {
 
-// The value attribute's tensor, or null for the default float 0.
-Expected<const ir::Tensor*> constantOfShapeValue(const OpContext& ctx) {
-  const ir::Attribute* a = ctx.attrs.find("value");
-  if (!a) return static_cast<const ir::Tensor*>(nullptr);
-  if (a->type != ir::AttrType::Tensor)
-    return invalid(ctx, "attribute value has type {} but expected a tensor", ir::attrTypeName(a->type));
-  if (a->t.elementCount() != 1)
-    return invalid(ctx, "attribute value has {} elements but expected 1", a->t.elementCount());
-  if (!inSet(kFixedSizeTypes, a->t.type()))
-    return unsupported(ctx, "attribute value has unsupported type {}", ir::elemTypeName(a->t.type()));
-  return &a->t;
+// The value's bytes (the decoder keeps up to 16, zero-padded), after checking its type is one a tensor holds.
+Expected<std::array<std::byte, 16>> constantOfShapeBytes(const OpContext& ctx) {
+  const auto& attrs = attrsOf<ops::ConstantOfShapeAttrs>(ctx);
+  if (!inSet(kFixedSizeTypes, attrs.type))
+    return unsupported(ctx, "attribute value has unsupported type {}", ir::elemTypeName(attrs.type));
+  std::array<std::byte, 16> bytes{};
+  std::memcpy(bytes.data(), &attrs.low, 8);
+  std::memcpy(bytes.data() + 8, &attrs.high, 8);
+  return bytes;
 }
 
 }  // namespace
@@ -40,18 +40,24 @@ Expected<const ir::Tensor*> constantOfShapeValue(const OpContext& ctx) {
 InferResult inferConstantOfShape(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
-  CTX_ASSIGN_OR_RETURN(const ir::Tensor* value, constantOfShapeValue(ctx));
+  CTX_RETURN_IF_ERROR(constantOfShapeBytes(ctx).status());
   CTX_ASSIGN_OR_RETURN(std::vector<int64_t> dims, knownInts(ctx, inputs, 0, "input"));
   for (int64_t d : dims)
     if (d < 0) return invalid(ctx, "input 0 (input) holds a negative dimension in {}", shapeStr(dims));
-  return single(value ? value->type() : ElemType::Float, ir::Shape(dims.begin(), dims.end()));
+  return single(attrsOf<ops::ConstantOfShapeAttrs>(ctx).type, ir::Shape(dims.begin(), dims.end()));
 }
 
 Status runConstantOfShape(const OpContext& ctx, RunIns, RunOuts outputs) {
-  CTX_ASSIGN_OR_RETURN(const ir::Tensor* value, constantOfShapeValue(ctx));
+  CTX_ASSIGN_OR_RETURN(const auto bytes, constantOfShapeBytes(ctx));
   ir::Tensor& y = *outputs[0];
-  if (!value) return Status::ok();  // allocated zero-filled
-  fillBytes(y.mutableData(), static_cast<size_t>(y.elementCount()), value->data(), ir::elemSize(y.type()));
+  const size_t size = ir::elemSize(y.type());
+  // Always written: an output may sit in arena memory an earlier op or run used.
+  if (std::all_of(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(size),
+                  [](std::byte b) { return b == std::byte{0}; })) {
+    std::memset(y.mutableData(), 0, y.byteSize());
+    return Status::ok();
+  }
+  fillBytes(y.mutableData(), static_cast<size_t>(y.elementCount()), bytes.data(), size);
   return Status::ok();
 }
 

@@ -2,7 +2,6 @@
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
 
-#include <cctype>
 #include <cmath>
 #include <cstring>
 
@@ -12,19 +11,7 @@ namespace {
 
 // One function of the `activations` attribute, with its alpha and beta.
 struct Activation {
-  enum class Kind {
-    Sigmoid,
-    Tanh,
-    Relu,
-    HardSigmoid,
-    LeakyRelu,
-    ThresholdedRelu,
-    ScaledTanh,
-    Elu,
-    Softsign,
-    Softplus,
-    Affine
-  };
+  using Kind = ops::RnnActivation;
   Kind kind = Kind::Sigmoid;
   float alpha = 0;
   float beta = 0;
@@ -71,52 +58,41 @@ struct RnnSpec {
   float clipped(float x) const { return clip > 0 ? std::clamp(x, -clip, clip) : x; }
 };
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-Expected<std::vector<Activation>> parseActivations(const OpContext& ctx, int64_t perDir, int64_t dirs) {
-  std::vector<std::string> names;
-  if (const ir::Attribute* a = ctx.attrs.find("activations"); a && !a->strings.empty()) {
-    names = a->strings;
-  } else if (perDir == 3) {
-    names = {"Sigmoid", "Tanh", "Tanh"};
-  } else if (perDir == 1) {
-    names = {"Tanh"};
-  } else {
-    names = {"Sigmoid", "Tanh"};
-  }
+Expected<std::vector<Activation>> parseActivations(const OpContext& ctx, const ops::RecurrentAttrs& attrs,
+                                                   int64_t perDir, int64_t dirs) {
+  using K = Activation::Kind;
+  std::vector<K> kinds;
+  if (attrs.activations && !attrs.activations->empty())
+    kinds.assign(attrs.activations->begin(), attrs.activations->end());
+  else if (perDir == 3) kinds = {K::Sigmoid, K::Tanh, K::Tanh};
+  else if (perDir == 1) kinds = {K::Tanh};
+  else kinds = {K::Sigmoid, K::Tanh};
   auto want = static_cast<size_t>(perDir * dirs);
-  if (names.size() == static_cast<size_t>(perDir) && dirs == 2) {
-    std::vector<std::string> once = names;  // one list given for both directions
-    names.insert(names.end(), once.begin(), once.end());
+  if (kinds.size() == static_cast<size_t>(perDir) && dirs == 2) {
+    const std::vector<K> once = kinds;  // one list given for both directions
+    kinds.insert(kinds.end(), once.begin(), once.end());
   }
-  if (names.size() != want) return invalid(ctx, "activations has {} functions but expected {}", names.size(), want);
-  std::vector<float> alphas = ctx.attrs.getFloats("activation_alpha");
-  std::vector<float> betas = ctx.attrs.getFloats("activation_beta");
+  if (kinds.size() != want) return invalid(ctx, "activations has {} functions but expected {}", kinds.size(), want);
+  std::span<const float> alphas, betas;
+  if (attrs.activationAlpha) alphas = *attrs.activationAlpha;
+  if (attrs.activationBeta) betas = *attrs.activationBeta;
   size_t nextAlpha = 0, nextBeta = 0;
   // Alphas and betas are consumed in order by the functions that take them; absent ones get ONNX's defaults.
-  auto take = [](const std::vector<float>& list, size_t& next, float fallback) {
+  auto take = [](std::span<const float> list, size_t& next, float fallback) {
     return next < list.size() ? list[next++] : fallback;
   };
-  using K = Activation::Kind;
   std::vector<Activation> acts;
-  for (const std::string& name : names) {
-    std::string n = lower(name);
-    Activation a;
-    if (n == "sigmoid") a.kind = K::Sigmoid;
-    else if (n == "tanh") a.kind = K::Tanh;
-    else if (n == "relu") a.kind = K::Relu;
-    else if (n == "softsign") a.kind = K::Softsign;
-    else if (n == "softplus") a.kind = K::Softplus;
-    else if (n == "hardsigmoid") a = {K::HardSigmoid, take(alphas, nextAlpha, 0.2f), take(betas, nextBeta, 0.5f)};
-    else if (n == "leakyrelu") a = {K::LeakyRelu, take(alphas, nextAlpha, 0.01f), 0};
-    else if (n == "thresholdedrelu") a = {K::ThresholdedRelu, take(alphas, nextAlpha, 1.0f), 0};
-    else if (n == "elu") a = {K::Elu, take(alphas, nextAlpha, 1.0f), 0};
-    else if (n == "scaledtanh") a = {K::ScaledTanh, take(alphas, nextAlpha, 1.0f), take(betas, nextBeta, 1.0f)};
-    else if (n == "affine") a = {K::Affine, take(alphas, nextAlpha, 1.0f), take(betas, nextBeta, 0.0f)};
-    else return unsupported(ctx, "activation function '{}' is not supported", name);
+  for (K kind : kinds) {
+    Activation a{kind};
+    switch (kind) {
+      case K::HardSigmoid: a = {kind, take(alphas, nextAlpha, 0.2f), take(betas, nextBeta, 0.5f)}; break;
+      case K::LeakyRelu: a = {kind, take(alphas, nextAlpha, 0.01f), 0}; break;
+      case K::ThresholdedRelu:
+      case K::Elu: a = {kind, take(alphas, nextAlpha, 1.0f), 0}; break;
+      case K::ScaledTanh: a = {kind, take(alphas, nextAlpha, 1.0f), take(betas, nextBeta, 1.0f)}; break;
+      case K::Affine: a = {kind, take(alphas, nextAlpha, 1.0f), take(betas, nextBeta, 0.0f)}; break;
+      default: break;
+    }
     acts.push_back(a);
   }
   return acts;
@@ -142,25 +118,19 @@ Expected<RnnSpec> parseSpec(const OpContext& ctx, InDescs inputs) {
     if (lens->type != ElemType::Int32)
       return invalid(ctx, "input 4 (sequence_lens) has type {} but expected int32", ir::elemTypeName(lens->type));
   for (size_t i = 0; i < 3; ++i) CTX_RETURN_IF_ERROR(checkRank(ctx, inputs, i, 3));
-  s.layout = ctx.attrs.getInt("layout", 0);
-  if (s.layout != 0 && s.layout != 1) return invalid(ctx, "layout is {} but must be 0 or 1", s.layout);
+  const auto& attrs = attrsOf<ops::RecurrentAttrs>(ctx);  // the decoder checked layout, hidden_size and clip
+  s.layout = attrs.layout;
   const ir::Shape& x = inputs[0].shape;
   s.seq = s.layout == 0 ? x[0] : x[1];
   s.batch = s.layout == 0 ? x[1] : x[0];
   s.input = x[2];
-  std::string direction = ctx.attrs.getString("direction", "forward");
-  if (direction == "bidirectional") s.dirs = 2;
-  else if (direction == "reverse") s.reverse = true;
-  else if (direction != "forward")
-    return invalid(ctx, "direction is '{}' but must be forward, reverse or bidirectional", direction);
-  s.hidden = ctx.attrs.has("hidden_size") ? ctx.attrs.getInt("hidden_size", 0) : inputs[2].shape[2];
+  s.dirs = attrs.direction == ops::RnnDirection::Bidirectional ? 2 : 1;
+  s.reverse = attrs.direction == ops::RnnDirection::Reverse;
+  s.hidden = attrs.hiddenSize.value_or(inputs[2].shape[2]);
   if (s.hidden < 1) return invalid(ctx, "hidden_size is {} but must be positive", s.hidden);
-  if (ctx.attrs.has("clip")) {
-    s.clip = ctx.attrs.getFloat("clip", 0);
-    if (!(s.clip > 0)) return invalid(ctx, "clip is {} but must be positive", s.clip);
-  }
-  s.inputForget = s.lstm && ctx.attrs.getInt("input_forget", 0) != 0;
-  s.linearBeforeReset = !s.lstm && ctx.attrs.getInt("linear_before_reset", 0) != 0;
+  s.clip = attrs.clip.value_or(0.0f);
+  s.inputForget = s.lstm && attrs.inputForget;
+  s.linearBeforeReset = !s.lstm && attrs.linearBeforeReset;
   const int64_t gh = s.gates * s.hidden;
   CTX_RETURN_IF_ERROR(checkShape(ctx, &inputs[1], 1, "W", {s.dirs, gh, s.input}));
   CTX_RETURN_IF_ERROR(checkShape(ctx, &inputs[2], 2, "R", {s.dirs, gh, s.hidden}));
@@ -171,7 +141,7 @@ Expected<RnnSpec> parseSpec(const OpContext& ctx, InDescs inputs) {
     CTX_RETURN_IF_ERROR(checkShape(ctx, optionalInput(inputs, 6), 6, "initial_c", s.stateShape()));
     CTX_RETURN_IF_ERROR(checkShape(ctx, optionalInput(inputs, 7), 7, "P", {s.dirs, 3 * s.hidden}));
   }
-  CTX_ASSIGN_OR_RETURN(s.acts, parseActivations(ctx, s.lstm ? 3 : s.gates == 3 ? 2 : 1, s.dirs));
+  CTX_ASSIGN_OR_RETURN(s.acts, parseActivations(ctx, attrs, s.lstm ? 3 : s.gates == 3 ? 2 : 1, s.dirs));
   return s;
 }
 

@@ -13,6 +13,11 @@ namespace {
 using Coord = ops::ResizeCoord;
 // ops::NearestMode's values in its order, then opset 10's rule (Simple).
 enum class Nearest { RoundPreferFloor, RoundPreferCeil, Floor, Ceil, Simple };
+// ops::NearestMode's values map onto the first four by value.
+static_assert(static_cast<int>(Nearest::RoundPreferFloor) == static_cast<int>(ops::NearestMode::RoundPreferFloor) &&
+              static_cast<int>(Nearest::RoundPreferCeil) == static_cast<int>(ops::NearestMode::RoundPreferCeil) &&
+              static_cast<int>(Nearest::Floor) == static_cast<int>(ops::NearestMode::Floor) &&
+              static_cast<int>(Nearest::Ceil) == static_cast<int>(ops::NearestMode::Ceil));
 
 // Ranks a run handles with fixed-size arrays.
 constexpr size_t kMaxRank = 16;
@@ -58,8 +63,7 @@ Expected<ResizePlan> planResize(const OpContext& ctx, InDescs inputs) {
   std::vector<int64_t> axes;
   for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
   if (attrs.axes) {
-    CTX_ASSIGN_OR_RETURN(
-        axes, normalizeAxes(ctx, std::vector<int64_t>(attrs.axes->begin(), attrs.axes->end()), rank, "axes"));
+    CTX_ASSIGN_OR_RETURN(axes, normalizeAxes(ctx, *attrs.axes, rank, "axes"));
   }
   const ValueDesc* scales = nullptr;
   const ValueDesc* sizes = nullptr;

@@ -69,11 +69,11 @@ struct CompressPlan {
 
 Expected<CompressPlan> planCompress(const OpContext& ctx, std::span<const int64_t> shape, const ir::Tensor& condition) {
   CompressPlan p;
-  const ir::Attribute* axis = ctx.attrs.find("axis");
-  p.flatten = axis == nullptr;
+  const std::optional<int64_t>& axis = attrsOf<ops::OptionalAxisAttrs>(ctx).axis;
+  p.flatten = !axis;
   int64_t length = dimProduct(shape);
   if (!p.flatten) {
-    CTX_ASSIGN_OR_RETURN(int64_t a, normalizeAxis(ctx, axis->i, static_cast<int64_t>(shape.size()), "attribute axis"));
+    CTX_ASSIGN_OR_RETURN(int64_t a, normalizeAxis(ctx, *axis, static_cast<int64_t>(shape.size()), "attribute axis"));
     p.axis = static_cast<size_t>(a);
     length = shape[p.axis];
   }

@@ -22,12 +22,11 @@ Expected<ScatterPlan> planTensorScatter(const OpContext& ctx, InDescs inputs) {
   const auto rank = static_cast<int64_t>(past.size());
   if (rank < 2) return invalid(ctx, "input 0 (past_cache) has shape {} but expected rank 2 or more", shapeStr(past));
   ScatterPlan p;
-  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, ctx.attrs.getInt("axis", -2), rank, "attribute axis"));
+  const auto& attrs = attrsOf<ops::TensorScatterAttrs>(ctx);
+  CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, attrs.axis, rank, "attribute axis"));
   if (axis == 0) return invalid(ctx, "attribute axis must not be the batch axis 0");
   p.axis = static_cast<size_t>(axis);
-  const std::string mode = ctx.attrs.getString("mode", "linear");
-  if (mode != "linear" && mode != "circular") return invalid(ctx, "mode is '{}' but must be linear or circular", mode);
-  p.circular = mode == "circular";
+  p.circular = attrs.mode == ops::CacheMode::Circular;
   bool matches = update.size() == past.size();
   for (size_t d = 0; matches && d < past.size(); ++d) matches = d == p.axis || update[d] == past[d];
   if (!matches || update[p.axis] > past[p.axis])

@@ -11,29 +11,26 @@ namespace {
 
 struct TfIdfPlan {
   int64_t minGram = 1, maxGram = 1, maxSkip = 0, width = 0;
-  enum class Mode { Tf, Idf, TfIdf } mode = Mode::Tf;
+  ops::TfIdfMode mode = ops::TfIdfMode::Tf;
   std::vector<std::map<std::vector<int64_t>, int64_t>> grams;  // per length - 1: n-gram -> output coordinate
-  std::vector<float> weights;                                  // per output coordinate (empty: all 1)
+  std::span<const float> weights;                              // per output coordinate (empty: all 1)
 };
 
+std::span<const int64_t> listOf(const std::optional<ops::IntList>& list) {
+  return list ? std::span<const int64_t>(*list) : std::span<const int64_t>();
+}
+
 Expected<TfIdfPlan> planTfIdf(const OpContext& ctx) {
+  const auto& attrs = attrsOf<ops::TfIdfAttrs>(ctx);  // ranges and mode checked by the decoder
   TfIdfPlan p;
-  p.minGram = ctx.attrs.getInt("min_gram_length", 1);
-  p.maxGram = ctx.attrs.getInt("max_gram_length", 1);
-  p.maxSkip = ctx.attrs.getInt("max_skip_count", 0);
-  if (p.minGram < 1 || p.maxGram < p.minGram || p.maxSkip < 0)
-    return invalid(ctx, "min_gram_length {}, max_gram_length {} and max_skip_count {} are not a valid range", p.minGram,
-                   p.maxGram, p.maxSkip);
-  const std::string mode = ctx.attrs.getString("mode", "TF");
-  if (mode == "TF") p.mode = TfIdfPlan::Mode::Tf;
-  else if (mode == "IDF") p.mode = TfIdfPlan::Mode::Idf;
-  else if (mode == "TFIDF") p.mode = TfIdfPlan::Mode::TfIdf;
-  else return invalid(ctx, "mode is '{}' but must be TF, IDF or TFIDF", mode);
-  if (ctx.attrs.has("pool_strings")) return unsupported(ctx, "pool_strings (string tokens) is not supported");
-  const std::vector<int64_t> pool = ctx.attrs.getInts("pool_int64s");
-  const std::vector<int64_t> starts = ctx.attrs.getInts("ngram_counts");  // first pool element of each length
-  const std::vector<int64_t> coords = ctx.attrs.getInts("ngram_indexes");
-  p.weights = ctx.attrs.getFloats("weights");
+  p.minGram = attrs.minGram;
+  p.maxGram = attrs.maxGram;
+  p.maxSkip = attrs.maxSkip;
+  p.mode = attrs.mode;
+  const std::span<const int64_t> pool = listOf(attrs.pool);
+  const std::span<const int64_t> starts = listOf(attrs.ngramCounts);  // first pool element of each length
+  const std::span<const int64_t> coords = listOf(attrs.ngramIndexes);
+  if (attrs.weights) p.weights = *attrs.weights;
   p.grams.resize(starts.size());
   size_t gram = 0;  // the n-gram's position in the pool, indexing ngram_indexes
   for (size_t level = 0; level < starts.size(); ++level) {
@@ -93,8 +90,8 @@ Status runTfIdfVectorizer(const OpContext& ctx, RunIns inputs, RunOuts outputs) 
       }
     for (int64_t k = 0; k < p.width; ++k) {
       const float w = p.weights.empty() ? 1.0f : p.weights[static_cast<size_t>(k)];
-      if (p.mode == TfIdfPlan::Mode::Idf) counts[k] = counts[k] > 0 ? w : 0.0f;
-      else if (p.mode == TfIdfPlan::Mode::TfIdf) counts[k] *= w;
+      if (p.mode == ops::TfIdfMode::Idf) counts[k] = counts[k] > 0 ? w : 0.0f;
+      else if (p.mode == ops::TfIdfMode::TfIdf) counts[k] *= w;
     }
   }
   return Status::ok();

@@ -71,18 +71,18 @@ template <typename T> void groupSlices(UniquePlan& p, const T* x, bool sorted) {
 
 Expected<UniquePlan> planUnique(const OpContext& ctx, const ir::Tensor& x) {
   UniquePlan p;
-  const ir::Attribute* axis = ctx.attrs.find("axis");
-  p.flatten = axis == nullptr;
+  const ops::UniqueAttrs& attrs = attrsOf<ops::UniqueAttrs>(ctx);
+  p.flatten = !attrs.axis;
   if (p.flatten) {
     p.length = static_cast<int64_t>(x.elementCount());
   } else {
-    CTX_ASSIGN_OR_RETURN(int64_t a, normalizeAxis(ctx, axis->i, static_cast<int64_t>(x.rank()), "attribute axis"));
+    CTX_ASSIGN_OR_RETURN(int64_t a, normalizeAxis(ctx, *attrs.axis, static_cast<int64_t>(x.rank()), "attribute axis"));
     p.axis = static_cast<size_t>(a);
     p.outer = dimProduct(x.shape(), 0, p.axis);
     p.length = x.shape()[p.axis];
     p.inner = dimProduct(x.shape(), p.axis + 1, x.rank());
   }
-  const bool sorted = ctx.attrs.getInt("sorted", 1) != 0;
+  const bool sorted = attrs.sorted;
   CTX_RETURN_IF_ERROR(visitType<kUniqueTypes>(x.type(), [&](auto tag) -> Status {
     using T = decltype(tag);
     groupSlices<T>(p, x.dataAs<T>(), sorted);

@@ -1,8 +1,14 @@
 // The decoder from ONNX attributes to typed ops: attribute names, defaults and opset differences live here.
 #include "ops/op_schema.h"
 
+#include "ops/typed_attrs.h"
+
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
+#include <cstring>
+#include <span>
 
 namespace ctxkit::ops {
 
@@ -245,14 +251,15 @@ Expected<OpAttrs> decodeEyeLike(const ir::Attributes& attrs) {
   return OpAttrs(a);
 }
 // The value of a string attribute among `names` (an enum's values in order), or an error listing them.
-template <class E, size_t N>
+template <class E>
 Expected<E> stringEnum(const ir::Attributes& attrs, std::string_view name, std::string_view fallback,
-                       const std::array<std::string_view, N>& names) {
+                       std::span<const std::string_view> names) {
   const std::string value = attrs.getString(name, std::string(fallback));
-  for (size_t i = 0; i < N; ++i)
+  const size_t n = names.size();
+  for (size_t i = 0; i < n; ++i)
     if (names[i] == value) return static_cast<E>(i);
   std::string expected;
-  for (size_t i = 0; i < N; ++i) expected += fmt::format("{}'{}'", i == 0 ? "" : i + 1 == N ? " or " : ", ", names[i]);
+  for (size_t i = 0; i < n; ++i) expected += fmt::format("{}'{}'", i == 0 ? "" : i + 1 == n ? " or " : ", ", names[i]);
   return bad("attribute {} is '{}' but expected {}", name, value, expected);
 }
 
@@ -269,12 +276,9 @@ Expected<OpAttrs> decodeCast(const ir::Attributes& attrs) {
 
 Expected<OpAttrs> decodePad(int64_t opset, const ir::Attributes& attrs) {
   PadAttrs a;
-  const std::string mode = attrs.getString("mode", "constant");
-  if (mode == "constant") a.mode = PadMode::Constant;
-  else if (mode == "reflect") a.mode = PadMode::Reflect;
-  else if (mode == "edge") a.mode = PadMode::Edge;
-  else if (mode == "wrap" && opset >= 19) a.mode = PadMode::Wrap;
-  else return bad("attribute mode is '{}' but expected 'constant', 'reflect', 'edge' or 'wrap' (opset 19)", mode);
+  constexpr std::array<std::string_view, 4> modes = {"constant", "reflect", "edge", "wrap"};  // wrap: opset 19
+  CTX_ASSIGN_OR_RETURN(a.mode,
+                       stringEnum<PadMode>(attrs, "mode", "constant", std::span(modes).first(opset >= 19 ? 4 : 3)));
   if (opset < 11) {
     a.pads = optionalInts(attrs, "pads");
     a.value = attrs.getFloat("value", 0.0f);
@@ -297,11 +301,8 @@ Expected<OpAttrs> decodeConvTranspose(const ir::Attributes& attrs) {
 
 Expected<OpAttrs> decodeResize(OpKind kind, int64_t opset, const ir::Attributes& attrs) {
   ResizeAttrs a;
-  const std::string mode = attrs.getString("mode", "nearest");
-  if (mode == "nearest") a.mode = ResizeMode::Nearest;
-  else if (mode == "linear") a.mode = ResizeMode::Linear;
-  else if (mode == "cubic") a.mode = ResizeMode::Cubic;
-  else return bad("attribute mode is '{}' but expected 'nearest', 'linear' or 'cubic'", mode);
+  constexpr std::array<std::string_view, 3> modes = {"nearest", "linear", "cubic"};
+  CTX_ASSIGN_OR_RETURN(a.mode, stringEnum<ResizeMode>(attrs, "mode", "nearest", modes));
   a.cubicA = attrs.getFloat("cubic_coeff_a", -0.75f);
   a.excludeOutside = attrs.getInt("exclude_outside", 0) != 0;
   if (attrs.getInt("antialias", 0) != 0) return makeError(ErrorCode::Unsupported, "antialias is not supported");
@@ -324,6 +325,148 @@ Expected<OpAttrs> decodeResize(OpKind kind, int64_t opset, const ir::Attributes&
     if (const ir::Attribute* s = attrs.find("scales"); s && s->type == ir::AttrType::Floats)
       a.scales = FloatList(s->floats.begin(), s->floats.end());
   return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeRecurrent(ir::OpKind kind, const ir::Attributes& attrs) {
+  RecurrentAttrs a;
+  constexpr std::array<std::string_view, 3> directions = {"forward", "reverse", "bidirectional"};
+  CTX_ASSIGN_OR_RETURN(a.direction, stringEnum<RnnDirection>(attrs, "direction", "forward", directions));
+  if (attrs.has("hidden_size")) a.hiddenSize = attrs.getInt("hidden_size", 0);
+  if (attrs.has("clip")) a.clip = attrs.getFloat("clip", 0);
+  if (kind == OpKind::LSTM) {
+    CTX_ASSIGN_OR_RETURN(a.inputForget, flag(attrs, "input_forget"));
+  }
+  if (kind == OpKind::GRU) {
+    CTX_ASSIGN_OR_RETURN(a.linearBeforeReset, flag(attrs, "linear_before_reset"));
+  }
+  a.layout = attrs.getInt("layout", 0);
+  if (const ir::Attribute* list = attrs.find("activations"); list && !list->strings.empty()) {
+    // ONNX names them in CamelCase; ONNX Runtime also takes other cases.
+    constexpr std::array<std::string_view, 11> names = {
+        "sigmoid",    "tanh", "relu",     "hardsigmoid", "leakyrelu", "thresholdedrelu",
+        "scaledtanh", "elu",  "softsign", "softplus",    "affine"};
+    a.activations.emplace();
+    for (const std::string& name : list->strings) {
+      std::string lower = name;
+      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      const auto* it = std::find(names.begin(), names.end(), lower);
+      if (it == names.end())
+        return makeError(ErrorCode::Unsupported, "activation function '{}' is not supported", name);
+      a.activations->push_back(static_cast<RnnActivation>(it - names.begin()));
+    }
+  }
+  if (const ir::Attribute* alpha = attrs.find("activation_alpha"))
+    a.activationAlpha = FloatList(alpha->floats.begin(), alpha->floats.end());
+  if (const ir::Attribute* beta = attrs.find("activation_beta"))
+    a.activationBeta = FloatList(beta->floats.begin(), beta->floats.end());
+  return OpAttrs(std::move(a));
+}
+
+Expected<OpAttrs> decodeGridSample(int64_t opset, const ir::Attributes& attrs) {
+  GridSampleAttrs a;
+  // Opset 16 spells linear and cubic "bilinear" and "bicubic"; opset 20 renamed them.
+  constexpr std::array<std::string_view, 3> old = {"bilinear", "nearest", "bicubic"};
+  constexpr std::array<std::string_view, 3> modes = {"linear", "nearest", "cubic"};
+  CTX_ASSIGN_OR_RETURN(a.mode, opset < 20 ? stringEnum<GridMode>(attrs, "mode", "bilinear", old)
+                                          : stringEnum<GridMode>(attrs, "mode", "linear", modes));
+  constexpr std::array<std::string_view, 3> paddings = {"zeros", "border", "reflection"};
+  CTX_ASSIGN_OR_RETURN(a.padding, stringEnum<GridPadding>(attrs, "padding_mode", "zeros", paddings));
+  CTX_ASSIGN_OR_RETURN(a.alignCorners, flag(attrs, "align_corners"));
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeTfIdf(const ir::Attributes& attrs) {
+  TfIdfAttrs a;
+  a.minGram = attrs.getInt("min_gram_length", 1);
+  a.maxGram = attrs.getInt("max_gram_length", 1);
+  a.maxSkip = attrs.getInt("max_skip_count", 0);
+  constexpr std::array<std::string_view, 3> modes = {"TF", "IDF", "TFIDF"};
+  CTX_ASSIGN_OR_RETURN(a.mode, stringEnum<TfIdfMode>(attrs, "mode", "TF", modes));
+  if (attrs.has("pool_strings"))
+    return makeError(ErrorCode::Unsupported, "pool_strings (string tokens) is not supported");
+  a.pool = optionalInts(attrs, "pool_int64s");
+  a.ngramCounts = optionalInts(attrs, "ngram_counts");
+  a.ngramIndexes = optionalInts(attrs, "ngram_indexes");
+  if (const ir::Attribute* w = attrs.find("weights")) a.weights = FloatList(w->floats.begin(), w->floats.end());
+  return OpAttrs(std::move(a));
+}
+
+Expected<OpAttrs> decodeConstantOfShape(const ir::Attributes& attrs) {
+  ConstantOfShapeAttrs a;
+  const ir::Attribute* v = attrs.find("value");
+  if (!v) return OpAttrs(a);
+  if (v->type != ir::AttrType::Tensor)
+    return bad("attribute value has type {} but expected a tensor", ir::attrTypeName(v->type));
+  if (v->t.elementCount() != 1) return bad("attribute value has {} elements but expected 1", v->t.elementCount());
+  const size_t size = v->t.byteSize();
+  if (size == 0 || size > 16)
+    return makeError(ErrorCode::Unsupported, "attribute value has unsupported type {}", ir::elemTypeName(v->t.type()));
+  std::array<std::byte, 16> bytes{};
+  std::memcpy(bytes.data(), v->t.data(), size);
+  a.type = v->t.type();
+  std::memcpy(&a.low, bytes.data(), 8);
+  std::memcpy(&a.high, bytes.data() + 8, 8);
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeDeformConv(const ir::Attributes& attrs) {
+  DeformConvAttrs a;
+  CTX_ASSIGN_OR_RETURN(a.window, decodeWindow(attrs));
+  a.group = attrs.getInt("group", 1);
+  a.offsetGroup = attrs.getInt("offset_group", 1);
+  return OpAttrs(std::move(a));
+}
+
+// The families typed since program version 4 (see kFamiliesTypedInV3); nullopt for any other kind. Value rules
+// (positive sizes, ranges, windows) are checkAttrs's, applied by decodeAttrs.
+std::optional<Expected<OpAttrs>> decodeV4Attrs(OpKind kind, int64_t opset, const ir::Attributes& attrs) {
+  auto optionalInt = [&](std::string_view name) {
+    return attrs.has(name) ? std::optional<int64_t>(attrs.getInt(name, 0)) : std::nullopt;
+  };
+  switch (kind) {
+    case OpKind::LSTM:
+    case OpKind::GRU:
+    case OpKind::RNN: return decodeRecurrent(kind, attrs);
+    case OpKind::GridSample: return decodeGridSample(opset, attrs);
+    case OpKind::AffineGrid: {
+      GridSampleAttrs a;
+      CTX_ASSIGN_OR_RETURN(a.alignCorners, flag(attrs, "align_corners"));
+      return OpAttrs(a);
+    }
+    case OpKind::DeformConv: return decodeDeformConv(attrs);
+    case OpKind::Col2Im:
+    case OpKind::MaxUnpool: {
+      FoldAttrs a;
+      CTX_ASSIGN_OR_RETURN(a.window, decodeWindow(attrs));
+      if (kind == OpKind::MaxUnpool && !a.window.kernelShape) return bad("required attribute kernel_shape is missing");
+      return OpAttrs(std::move(a));
+    }
+    case OpKind::Unique: {
+      UniqueAttrs a;
+      a.axis = optionalInt("axis");
+      CTX_ASSIGN_OR_RETURN(a.sorted, flagOr(attrs, "sorted", true));
+      return OpAttrs(a);
+    }
+    case OpKind::Compress: return OpAttrs(OptionalAxisAttrs{optionalInt("axis")});
+    case OpKind::CenterCropPad: return OpAttrs(CenterCropPadAttrs{optionalInts(attrs, "axes")});
+    case OpKind::TensorScatter: {
+      TensorScatterAttrs a;
+      a.axis = attrs.getInt("axis", -2);
+      constexpr std::array<std::string_view, 2> modes = {"linear", "circular"};
+      CTX_ASSIGN_OR_RETURN(a.mode, stringEnum<CacheMode>(attrs, "mode", "linear", modes));
+      return OpAttrs(a);
+    }
+    case OpKind::NonMaxSuppression: {
+      NmsAttrs a;
+      CTX_ASSIGN_OR_RETURN(a.centerPointBox, flag(attrs, "center_point_box"));
+      return OpAttrs(a);
+    }
+    case OpKind::Binarizer: return OpAttrs(BinarizerAttrs{attrs.getFloat("threshold", 0.0f)});
+    case OpKind::TfIdfVectorizer: return decodeTfIdf(attrs);
+    case OpKind::ConstantOfShape: return decodeConstantOfShape(attrs);
+    case OpKind::Dropout: return OpAttrs(DropoutAttrs{});
+    default: return std::nullopt;
+  }
 }
 
 // The families typed since program version 3 (see kFamiliesTypedInV2); nullopt for any other kind.
@@ -605,6 +748,10 @@ Expected<OpAttrs> decodeAttrs(OpKind kind, int64_t opset, const ir::Attributes& 
       return OpAttrs(ReverseSequenceAttrs{attrs.getInt("batch_axis", 1), attrs.getInt("time_axis", 0)});
     default: {
       if (auto shaping = decodeShapingAttrs(kind, opset, attrs)) return std::move(*shaping);
+      if (auto v4 = decodeV4Attrs(kind, opset, attrs)) {
+        if (*v4) CTX_RETURN_IF_ERROR(checkAttrs(**v4));
+        return std::move(*v4);
+      }
       return OpAttrs(OnnxAttrs{});
     }
   }

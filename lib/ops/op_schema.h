@@ -566,7 +566,138 @@ struct ResizeAttrs {
                 f("scales", scales);)
 };
 
-// Families not migrated yet: their kernels still read the node's ONNX attributes.
+// ---- Families typed since program version 4 (older programs carry their ONNX attributes; decoded at load) ----
+
+// One function of an LSTM, GRU or RNN `activations` list (ONNX names, read case-insensitively).
+enum class RnnActivation : uint8_t {
+  Sigmoid = 0,
+  Tanh = 1,
+  Relu = 2,
+  HardSigmoid = 3,
+  LeakyRelu = 4,
+  ThresholdedRelu = 5,
+  ScaledTanh = 6,
+  Elu = 7,
+  Softsign = 8,
+  Softplus = 9,
+  Affine = 10,
+};
+enum class RnnDirection : uint8_t { Forward = 0, Reverse = 1, Bidirectional = 2 };
+using RnnActivationList = std::pmr::vector<RnnActivation>;
+
+// LSTM, GRU and RNN. The kernel checks the activation count against the op and direction, and hands out alphas and
+// betas in order to the functions that take them.
+struct RecurrentAttrs {
+  RnnDirection direction = RnnDirection::Forward;
+  std::optional<int64_t> hiddenSize;             // absent: R's last dimension
+  std::optional<float> clip;                     // absent: no clipping; else positive
+  bool inputForget = false;                      // LSTM
+  bool linearBeforeReset = false;                // GRU
+  int64_t layout = 0;                            // opset 14: 0 = [seq, batch, ...], 1 = [batch, seq, ...]
+  std::optional<RnnActivationList> activations;  // absent: the op's defaults
+  std::optional<FloatList> activationAlpha, activationBeta;
+  CTXKIT_FIELDS(f("direction", direction); f("hidden_size", hiddenSize); f("clip", clip);
+                f("input_forget", inputForget); f("linear_before_reset", linearBeforeReset); f("layout", layout);
+                f("activations", activations); f("activation_alpha", activationAlpha);
+                f("activation_beta", activationBeta);)
+};
+
+// GridSample's interpolation (opset 16 spells linear and cubic "bilinear" and "bicubic") and padding.
+enum class GridMode : uint8_t { Linear = 0, Nearest = 1, Cubic = 2 };
+enum class GridPadding : uint8_t { Zeros = 0, Border = 1, Reflection = 2 };
+
+// GridSample, and AffineGrid (align_corners only).
+struct GridSampleAttrs {
+  GridMode mode = GridMode::Linear;
+  GridPadding padding = GridPadding::Zeros;
+  bool alignCorners = false;
+  CTXKIT_FIELDS(f("mode", mode); f("padding_mode", padding); f("align_corners", alignCorners);)
+};
+
+// DeformConv: 2-D windows (kernelShape, when present, must match the weight).
+struct DeformConvAttrs {
+  WindowAttrs window;
+  int64_t group = 1;
+  int64_t offsetGroup = 1;
+  CTXKIT_FIELDS(f("window", window); f("group", group); f("offset_group", offsetGroup);)
+};
+
+// Col2Im (strides, dilations, pads) and MaxUnpool (kernel_shape, required; strides, pads): windows scattered back
+// into an image.
+struct FoldAttrs {
+  WindowAttrs window;
+  CTXKIT_FIELDS(f("window", window);)
+};
+
+// Unique: absent axis flattens the input.
+struct UniqueAttrs {
+  std::optional<int64_t> axis;
+  bool sorted = true;
+  CTXKIT_FIELDS(f("axis", axis); f("sorted", sorted);)
+};
+
+// Compress: absent axis flattens the input.
+struct OptionalAxisAttrs {
+  std::optional<int64_t> axis;
+  CTXKIT_FIELDS(f("axis", axis);)
+};
+
+// CenterCropPad: absent axes = every axis.
+struct CenterCropPadAttrs {
+  std::optional<IntList> axes;
+  CTXKIT_FIELDS(f("axes", axes);)
+};
+
+enum class CacheMode : uint8_t { Linear = 0, Circular = 1 };
+
+// TensorScatter (opset 24): the sequence axis and how writes past its end wrap.
+struct TensorScatterAttrs {
+  int64_t axis = -2;
+  CacheMode mode = CacheMode::Linear;
+  CTXKIT_FIELDS(f("axis", axis); f("mode", mode);)
+};
+
+// NonMaxSuppression: boxes as [x_center, y_center, width, height] (1) or corners (0).
+struct NmsAttrs {
+  bool centerPointBox = false;
+  CTXKIT_FIELDS(f("center_point_box", centerPointBox);)
+};
+
+// ai.onnx.ml Binarizer.
+struct BinarizerAttrs {
+  float threshold = 0;
+  CTXKIT_FIELDS(f("threshold", threshold);)
+};
+
+enum class TfIdfMode : uint8_t { Tf = 0, Idf = 1, TfIdf = 2 };
+
+// TfIdfVectorizer over integer tokens (pool_strings is refused at decode).
+struct TfIdfAttrs {
+  int64_t minGram = 1, maxGram = 1, maxSkip = 0;
+  TfIdfMode mode = TfIdfMode::Tf;
+  std::optional<IntList> pool, ngramCounts, ngramIndexes;
+  std::optional<FloatList> weights;  // absent: every weight 1
+  CTXKIT_FIELDS(f("min_gram_length", minGram); f("max_gram_length", maxGram); f("max_skip_count", maxSkip);
+                f("mode", mode); f("pool_int64s", pool); f("ngram_counts", ngramCounts);
+                f("ngram_indexes", ngramIndexes); f("weights", weights);)
+};
+
+// ConstantOfShape: the one-element value tensor as its type and bytes (little-endian, zero-padded to 16: the widest
+// element, complex128, fits); absent value = float 0.
+struct ConstantOfShapeAttrs {
+  ir::ElemType type = ir::ElemType::Float;
+  int64_t low = 0, high = 0;  // bytes 0-7 and 8-15
+  CTXKIT_FIELDS(f("type", type); f("bytes_0_7", low); f("bytes_8_15", high);)
+};
+
+// Dropout: seed, and ratio / is_test before opset 12, do not change an inference run; nothing is kept.
+struct DropoutAttrs {
+  template <class F> void fields(F&&) {}
+  template <class F> void fields(F&&) const {}
+};
+
+// Op kinds with no attributes an inference run uses, and ops that never appear in a program (If, Loop, Scan,
+// EPContext; Constant, folded by the compiler): a program keeps whatever ONNX attributes they carry.
 struct OnnxAttrs {
   template <class F> void fields(F&&) const {}
 };
@@ -579,15 +710,24 @@ using OpAttrs =
                  QuantizeAttrs, LrnAttrs, ReverseSequenceAttrs, SignalAttrs, LpPoolAttrs,
                  // typed since program version 3: appended, so that kFamiliesTypedInV2 counts the earlier ones
                  ReshapeAttrs, TransposeAttrs, AxisAttrs, AxesAttrs, SliceAttrs, CastAttrs, ShapeAttrs, ClipAttrs,
-                 SplitAttrs, PadAttrs, ConvTransposeAttrs, ResizeAttrs>;
+                 SplitAttrs, PadAttrs, ConvTransposeAttrs, ResizeAttrs,
+                 // typed since program version 4
+                 RecurrentAttrs, GridSampleAttrs, DeformConvAttrs, FoldAttrs, UniqueAttrs, OptionalAxisAttrs,
+                 CenterCropPadAttrs, TensorScatterAttrs, NmsAttrs, BinarizerAttrs, TfIdfAttrs, ConstantOfShapeAttrs,
+                 DropoutAttrs>;
 
-// OpAttrs alternatives 0 .. kFamiliesTypedInV2 - 1 (OnnxAttrs included) are the families program version 2 knew.
-// A version-2 program holds ONNX attributes (form 0) for the later ones, decoded when it is read.
+// OpAttrs alternatives 0 .. kFamiliesTypedInV2 - 1 (OnnxAttrs included) are the families program version 2 knew,
+// those below kFamiliesTypedInV3 version 3's. An older program holds ONNX attributes (form 0) for the later ones,
+// decoded when it is read.
 inline constexpr size_t kFamiliesTypedInV2 = 34;
+inline constexpr size_t kFamiliesTypedInV3 = 46;
 static_assert(std::is_same_v<std::variant_alternative_t<kFamiliesTypedInV2 - 1, OpAttrs>, LpPoolAttrs>);
+static_assert(std::is_same_v<std::variant_alternative_t<kFamiliesTypedInV3 - 1, OpAttrs>, ResizeAttrs>);
 
 // The first program version whose ops of this family carry typed attributes (form 1).
-inline uint32_t typedSinceProgramVersion(const OpAttrs& attrs) { return attrs.index() < kFamiliesTypedInV2 ? 2 : 3; }
+inline uint32_t typedSinceProgramVersion(const OpAttrs& attrs) {
+  return attrs.index() < kFamiliesTypedInV2 ? 2 : attrs.index() < kFamiliesTypedInV3 ? 3 : 4;
+}
 
 // Decodes and checks an op's ONNX attributes for the model's opset. Errors say which attribute, what was found
 // and what was expected; callers add the node.

@@ -131,6 +131,23 @@ OpAttrs defaultAttrsFor(OpKind kind) {
     case OpKind::ConvTranspose: return ConvTransposeAttrs{};
     case OpKind::Resize:
     case OpKind::Upsample: return ResizeAttrs{};
+    case OpKind::LSTM:
+    case OpKind::GRU:
+    case OpKind::RNN: return RecurrentAttrs{};
+    case OpKind::GridSample:
+    case OpKind::AffineGrid: return GridSampleAttrs{};
+    case OpKind::DeformConv: return DeformConvAttrs{};
+    case OpKind::Col2Im:
+    case OpKind::MaxUnpool: return FoldAttrs{};
+    case OpKind::Unique: return UniqueAttrs{};
+    case OpKind::Compress: return OptionalAxisAttrs{};
+    case OpKind::CenterCropPad: return CenterCropPadAttrs{};
+    case OpKind::TensorScatter: return TensorScatterAttrs{};
+    case OpKind::NonMaxSuppression: return NmsAttrs{};
+    case OpKind::Binarizer: return BinarizerAttrs{};
+    case OpKind::TfIdfVectorizer: return TfIdfAttrs{};
+    case OpKind::ConstantOfShape: return ConstantOfShapeAttrs{};
+    case OpKind::Dropout: return DropoutAttrs{};
     default: return OnnxAttrs{};
   }
 }
@@ -141,6 +158,8 @@ template <class T> struct IsVector : std::false_type {};
 template <class T, class A> struct IsVector<std::vector<T, A>> : std::true_type {};
 template <class T> struct IsOptional : std::false_type {};
 template <class T> struct IsOptional<std::optional<T>> : std::true_type {};
+template <class T> constexpr bool kIsEnumList = false;
+template <class E, class A> constexpr bool kIsEnumList<std::vector<E, A>> = std::is_enum_v<E>;
 
 // Checks one field (recursively for nested structs); `path` names it in errors.
 template <class T> Status checkField(const FieldPath& path, const T& value) {
@@ -157,6 +176,9 @@ template <class T> Status checkField(const FieldPath& path, const T& value) {
     return Status::ok();
   } else if constexpr (IsOptional<T>::value) {
     return value ? checkField(path, *value) : Status::ok();
+  } else if constexpr (IsVector<T>::value) {
+    for (const auto& item : value) CTX_RETURN_IF_ERROR(checkField(path, item));
+    return Status::ok();
   } else {
     return Status::ok();
   }
@@ -184,6 +206,10 @@ template <class T> void appendText(std::string& out, std::string_view path, cons
         [&](std::string_view name, const auto& member) { appendText(out, fmt::format("{}.{}", path, name), member); });
   } else if constexpr (IsOptional<T>::value) {
     if (value) appendText(out, path, *value);
+  } else if constexpr (kIsEnumList<T>) {
+    std::vector<int64_t> values;
+    for (auto v : value) values.push_back(static_cast<int64_t>(v));
+    out += fmt::format(" {}=[{}]", path, fmt::join(values, ","));
   } else if constexpr (IsVector<T>::value) {
     out += fmt::format(" {}=[{}]", path, fmt::join(value, ","));
   } else if constexpr (std::is_same_v<T, Activation>) {
@@ -222,19 +248,36 @@ template <class T> void appendSchema(std::string& out, std::string_view path, co
   }
 }
 
-constexpr std::string_view kFamilyNames[] = {
-    "OnnxAttrs",          "BinaryAttrs",        "UnaryAttrs",      "ConvAttrs",
-    "PoolAttrs",          "GemmAttrs",          "MatMulAttrs",     "BatchNormAttrs",
-    "LayerNormAttrs",     "SoftmaxAttrs",       "ReduceAttrs",     "ArgReduceAttrs",
-    "CastLikeAttrs",      "ModAttrs",           "UnaryMathAttrs",  "TriluAttrs",
-    "LossAttrs",          "GatherScatterAttrs", "CumulativeAttrs", "TopKAttrs",
-    "BitShiftAttrs",      "DepthSpaceAttrs",    "EyeLikeAttrs",    "GroupNormAttrs",
-    "LpNormAttrs",        "AttentionAttrs",     "EinsumAttrs",     "BitCastAttrs",
-    "RotaryAttrs",        "QuantizeAttrs",      "LrnAttrs",        "ReverseSequenceAttrs",
-    "SignalAttrs",        "LpPoolAttrs",        "ReshapeAttrs",    "TransposeAttrs",
-    "AxisAttrs",          "AxesAttrs",          "SliceAttrs",      "CastAttrs",
-    "ShapeAttrs",         "ClipAttrs",          "SplitAttrs",      "PadAttrs",
-    "ConvTransposeAttrs", "ResizeAttrs"};
+constexpr std::string_view kFamilyNames[] = {"OnnxAttrs",          "BinaryAttrs",
+                                             "UnaryAttrs",         "ConvAttrs",
+                                             "PoolAttrs",          "GemmAttrs",
+                                             "MatMulAttrs",        "BatchNormAttrs",
+                                             "LayerNormAttrs",     "SoftmaxAttrs",
+                                             "ReduceAttrs",        "ArgReduceAttrs",
+                                             "CastLikeAttrs",      "ModAttrs",
+                                             "UnaryMathAttrs",     "TriluAttrs",
+                                             "LossAttrs",          "GatherScatterAttrs",
+                                             "CumulativeAttrs",    "TopKAttrs",
+                                             "BitShiftAttrs",      "DepthSpaceAttrs",
+                                             "EyeLikeAttrs",       "GroupNormAttrs",
+                                             "LpNormAttrs",        "AttentionAttrs",
+                                             "EinsumAttrs",        "BitCastAttrs",
+                                             "RotaryAttrs",        "QuantizeAttrs",
+                                             "LrnAttrs",           "ReverseSequenceAttrs",
+                                             "SignalAttrs",        "LpPoolAttrs",
+                                             "ReshapeAttrs",       "TransposeAttrs",
+                                             "AxisAttrs",          "AxesAttrs",
+                                             "SliceAttrs",         "CastAttrs",
+                                             "ShapeAttrs",         "ClipAttrs",
+                                             "SplitAttrs",         "PadAttrs",
+                                             "ConvTransposeAttrs", "ResizeAttrs",
+                                             "RecurrentAttrs",     "GridSampleAttrs",
+                                             "DeformConvAttrs",    "FoldAttrs",
+                                             "UniqueAttrs",        "OptionalAxisAttrs",
+                                             "CenterCropPadAttrs", "TensorScatterAttrs",
+                                             "NmsAttrs",           "BinarizerAttrs",
+                                             "TfIdfAttrs",         "ConstantOfShapeAttrs",
+                                             "DropoutAttrs"};
 static_assert(std::size(kFamilyNames) == std::variant_size_v<OpAttrs>, "a name per OpAttrs alternative");
 
 }  // namespace
@@ -258,7 +301,29 @@ Status checkAttrs(const OpAttrs& attrs) {
           if (status) status = checkField(FieldPath{name}, member);
         });
         CTX_RETURN_IF_ERROR(status);
-        if constexpr (std::is_same_v<T, ConvAttrs> || std::is_same_v<T, ConvTransposeAttrs>) {
+        if constexpr (std::is_same_v<T, DeformConvAttrs>) {
+          if (a.group < 1 || a.offsetGroup < 1)
+            return makeError(ErrorCode::InvalidGraph, "attributes group {} and offset_group {} must be at least 1",
+                             a.group, a.offsetGroup);
+          return checkWindow(a.window);
+        } else if constexpr (std::is_same_v<T, FoldAttrs>) {
+          return checkWindow(a.window);
+        } else if constexpr (std::is_same_v<T, RecurrentAttrs>) {
+          if (a.hiddenSize && *a.hiddenSize < 1)
+            return makeError(ErrorCode::InvalidGraph, "attribute hidden_size is {} but expected a positive size",
+                             *a.hiddenSize);
+          if (a.clip && !(*a.clip > 0))
+            return makeError(ErrorCode::InvalidGraph, "attribute clip is {} but expected a positive bound", *a.clip);
+          if (a.layout != 0 && a.layout != 1)
+            return makeError(ErrorCode::InvalidGraph, "attribute layout is {} but expected 0 or 1", a.layout);
+          return Status::ok();
+        } else if constexpr (std::is_same_v<T, TfIdfAttrs>) {
+          if (a.minGram < 1 || a.maxGram < a.minGram || a.maxSkip < 0)
+            return makeError(ErrorCode::InvalidGraph,
+                             "min_gram_length {}, max_gram_length {} and max_skip_count {} are not a valid range",
+                             a.minGram, a.maxGram, a.maxSkip);
+          return Status::ok();
+        } else if constexpr (std::is_same_v<T, ConvAttrs> || std::is_same_v<T, ConvTransposeAttrs>) {
           if (a.group < 1)
             return makeError(ErrorCode::InvalidGraph, "attribute group is {} but expected at least 1", a.group);
           if constexpr (std::is_same_v<T, ConvTransposeAttrs>)

@@ -39,6 +39,14 @@ inline bool isKnown(NearestMode m) { return static_cast<uint8_t>(m) <= static_ca
 inline bool isKnown(AspectPolicy p) {
   return static_cast<uint8_t>(p) <= static_cast<uint8_t>(AspectPolicy::NotSmaller);
 }
+inline bool isKnown(RnnActivation a) { return static_cast<uint8_t>(a) <= static_cast<uint8_t>(RnnActivation::Affine); }
+inline bool isKnown(RnnDirection d) {
+  return static_cast<uint8_t>(d) <= static_cast<uint8_t>(RnnDirection::Bidirectional);
+}
+inline bool isKnown(GridMode m) { return static_cast<uint8_t>(m) <= static_cast<uint8_t>(GridMode::Cubic); }
+inline bool isKnown(GridPadding p) { return static_cast<uint8_t>(p) <= static_cast<uint8_t>(GridPadding::Reflection); }
+inline bool isKnown(CacheMode m) { return static_cast<uint8_t>(m) <= static_cast<uint8_t>(CacheMode::Circular); }
+inline bool isKnown(TfIdfMode m) { return static_cast<uint8_t>(m) <= static_cast<uint8_t>(TfIdfMode::TfIdf); }
 inline bool isKnown(ir::ElemType t) { return ir::elemTypeFromInt(static_cast<int32_t>(t)).has_value(); }
 
 // The attribute struct (default values) that decodeAttrs produces for `kind`: OnnxAttrs for families whose kernels
@@ -55,7 +63,7 @@ Status checkAttrs(const OpAttrs& attrs);
 std::string_view familyName(const OpAttrs& attrs);
 
 // The struct's encoded fields in order, " name:type" each (nested structs as name.field; types bool, i64, f32,
-// enum, str, list<T>, opt<T>), as docs/format/program-v3.md lists them; tests/ops holds the two together.
+// enum, str, list<T>, opt<T>), as docs/format/program-v4.md lists them; tests/ops holds the two together.
 std::string fieldsSchemaText(const OpAttrs& attrs);
 
 // " name=value" per field, nested structs as name.field, unset optional lists left out; for dumps.

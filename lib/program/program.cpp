@@ -239,7 +239,10 @@ void writeOnnxAttrs(ByteWriter& w, const ir::Attributes& attrs) {
 
 std::vector<std::byte> encode(const Program& p, uint32_t version) {
   ByteWriter w;
-  w.u64(version >= 3 ? kProgramMagic : version == 2 ? kProgramMagicV2 : kProgramMagicV1);
+  w.u64(version >= 4   ? kProgramMagic
+        : version == 3 ? kProgramMagicV3
+        : version == 2 ? kProgramMagicV2
+                       : kProgramMagicV1);
   w.u64(p.arenaSize);
   w.u32(static_cast<uint32_t>(p.tensors.size()));
   for (const TensorDesc& t : p.tensors) writeTensorDesc(w, t, version);
@@ -308,10 +311,13 @@ Expected<Program> deserialize(std::span<const std::byte> bytes, uint64_t weightC
   ByteReader r(bytes, what);
   auto fail = [&](Error e) { return e.addContext(what); };
   uint64_t magic = r.u64();
-  if (magic != kProgramMagic && magic != kProgramMagicV2 && magic != kProgramMagicV1)
+  constexpr uint64_t magics[] = {kProgramMagicV1, kProgramMagicV2, kProgramMagicV3, kProgramMagic};
+  const auto* known = std::find(std::begin(magics), std::end(magics), magic);
+  if (known == std::end(magics))
     return makeError(ErrorCode::InvalidGraph, "{}: not a ctxkit program (bad magic)", what);
   Program p;
-  p.version = magic == kProgramMagic ? 3 : magic == kProgramMagicV2 ? 2 : 1;
+  p.version = static_cast<uint32_t>(known - std::begin(magics)) + 1;
+  static_assert(std::size(magics) == kProgramVersion);
   p.arenaSize = r.u64();
   uint32_t tensorCount = r.count(1 + 4 + 4 + 4 + 8 + 8 + 4 + (p.version >= 2 ? 5 : 0), "tensor count");
   // Every list and name lives in one storage block: the encoding of each is at least as long as its value, so the

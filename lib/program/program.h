@@ -61,10 +61,12 @@ struct Op {
 };
 
 // Encodings: 1 (ops carry ONNX attributes by name), 2 (stable op ids, typed attributes as values in schema order,
-// weight layouts) and 3 (as 2, with typed attributes for the shaping families too: Reshape, Transpose, Concat,
-// Gather, Slice, Cast, Pad, Resize, ConvTranspose, ...); docs/format/program-v3.md. serialize() writes version 3;
-// deserialize() reads all three, decoding the ONNX attributes an older version holds for a typed family at load.
-inline constexpr uint32_t kProgramVersion = 3;
+// weight layouts), 3 (as 2, with typed attributes for the shaping families too: Reshape, Transpose, Concat,
+// Gather, Slice, Cast, Pad, Resize, ConvTranspose, ...) and 4 (as 3, with typed attributes for every family an
+// inference run reads attributes of: LSTM/GRU/RNN, GridSample, ConstantOfShape, ...); docs/format/program-v4.md.
+// serialize() writes version 4; deserialize() reads all four, decoding the ONNX attributes an older version holds
+// for a typed family at load.
+inline constexpr uint32_t kProgramVersion = 4;
 
 struct Program {
   // Where a program read by deserialize() keeps its tensors' and ops' lists and names (null: on the heap). Declared
@@ -104,11 +106,12 @@ struct Program {
 inline constexpr uint32_t kMaxRank = 8;
 inline constexpr uint64_t kProgramMagicV1 = 0x31474f5250544358ull;  // "XCTPROG1"
 inline constexpr uint64_t kProgramMagicV2 = 0x32474f5250544358ull;  // "XCTPROG2"
-inline constexpr uint64_t kProgramMagic = 0x33474f5250544358ull;    // "XCTPROG3"
+inline constexpr uint64_t kProgramMagicV3 = 0x33474f5250544358ull;  // "XCTPROG3"
+inline constexpr uint64_t kProgramMagic = 0x34474f5250544358ull;    // "XCTPROG4"
 
 std::vector<std::byte> serialize(const Program& program);
 
-// An older encoding (1 or 2), for compatibility tests. Fails for what that version cannot hold: packed weights
+// An older encoding (1 to 3), for compatibility tests. Fails for what that version cannot hold: packed weights
 // (version 1), and ops of a family it spells as ONNX attributes whose ONNX attributes are gone (the compiler keeps
 // only the typed attributes of typed families).
 Expected<std::vector<std::byte>> serializeVersion(const Program& program, uint32_t version);

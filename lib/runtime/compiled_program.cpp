@@ -180,7 +180,7 @@ CompiledProgram::create(program::Program prog, std::shared_ptr<const format::Con
     const program::TensorDesc& d = prog.tensors[t];
     if (d.kind == TensorKind::Weight) {
       const format::WeightInfo& w = container->weights()[d.index];
-      // A packed weight is stored as a 1-D tensor of its layout's elements (docs/format/program-v3.md); a weightless
+      // A packed weight is stored as a 1-D tensor of its layout's elements (docs/format/program-v4.md); a weightless
       // container stores every weight plain and it is packed here.
       const bool packHere = container->weightless() && !d.layout.plain();
       ir::Shape stored = program::toShape(d.shape);

@@ -3,6 +3,7 @@
 #include "container_test_util.h"
 
 #include <limits>
+#include <tuple>
 
 using namespace ctxkit;
 using namespace ctxkit::format;
@@ -363,6 +364,23 @@ TEST_CASE("the compatibility block must repeat the header's version", "[format][
                                     format::kFormatMinorBase - 1, format::kFormatMinorBase));
 }
 
+TEST_CASE("a required flag in a file older than the minor that defined it is damage", "[format][corrupt]") {
+  // A 1.3 file that says programs-v4, and a 1.2 file that says programs-v3.
+  for (const auto& [minor, flag, text] :
+       {std::tuple{uint16_t{3}, layout::kFlagProgramsV4, "flag programs-v4 (0x4) needs format 1.4; the file records 1.3"},
+        std::tuple{uint16_t{2}, layout::kFlagProgramsV3, "flag programs-v3 (0x2) needs format 1.3; the file records 1.2"}}) {
+    auto bytes = sampleBytes();
+    auto h = getHeader(bytes);
+    auto c = getCompat(bytes);
+    h.formatMinor = c.formatMinor = minor;
+    h.flags = flag;
+    setHeader(bytes, h);
+    setCompat(bytes, c);
+    reseal(bytes);
+    expectRejected(bytes, text);
+  }
+}
+
 TEST_CASE("reserved fields and undefined flags must be zero in a file of a known minor", "[format][corrupt]") {
   auto bytes = sampleBytes();
   auto h = getHeader(bytes);
@@ -409,10 +427,10 @@ TEST_CASE("a newer minor is readable and only unknown required features stop it"
   CHECK(view->compat().formatMinor == kFormatMinor + 1);
   CHECK(view->verify().isOk());
 
-  h.flags |= 4;  // a required feature this reader does not know
+  h.flags |= 8;  // a required feature this reader does not know
   setHeader(bytes, h);
   reseal(bytes);
-  expectRejected(bytes, "needs features this ctxkit does not know (required flags 0x4)", ErrorCode::Unsupported);
+  expectRejected(bytes, "needs features this ctxkit does not know (required flags 0x8)", ErrorCode::Unsupported);
 }
 
 TEST_CASE("a checksum mismatch is caught on open", "[format][corrupt]") {

@@ -288,12 +288,83 @@ TEST_CASE("attribute values are checked once, with what was found and expected",
   CHECK(pool.error().message().find("kernel_shape") != std::string::npos);
 }
 
-TEST_CASE("families not migrated yet keep their ONNX attributes", "[ops]") {
-  ir::Attributes attrs;
-  attrs.set(Attribute::makeInt("hidden_size", 4));
-  auto lstm = ops::decodeAttrs(OpKind::LSTM, 14, attrs);
-  REQUIRE(lstm);
-  CHECK(std::holds_alternative<ops::OnnxAttrs>(*lstm));
+TEST_CASE("the families typed in program version 4 decode and check their ONNX attributes", "[ops]") {
+  auto decoded = [](OpKind kind, int64_t opset, const ir::Attributes& attrs) {
+    auto a = ops::decodeAttrs(kind, opset, attrs);
+    INFO((a ? std::string() : a.error().message()));
+    REQUIRE(a);
+    return ops::attrsText(*a);
+  };
+  auto refused = [](OpKind kind, int64_t opset, const ir::Attributes& attrs) {
+    auto a = ops::decodeAttrs(kind, opset, attrs);
+    REQUIRE(!a);
+    return a.error().message();
+  };
+  // LSTM: activation names in any case (as ONNX Runtime takes them), checked sizes and bounds.
+  ir::Attributes lstm;
+  Attribute names;
+  names.name = "activations";
+  names.type = ir::AttrType::Strings;
+  names.strings = {"Sigmoid", "TANH", "hardsigmoid"};
+  lstm.set(names);
+  lstm.set(Attribute::makeString("direction", "bidirectional"));
+  lstm.set(Attribute::makeFloat("clip", 3.0f));
+  CHECK(decoded(OpKind::LSTM, 14, lstm) ==
+        " direction=2 clip=3 input_forget=0 linear_before_reset=0 layout=0 activations=[0,1,3]");
+  lstm.set(Attribute::makeInt("hidden_size", 0));
+  CHECK_THAT(refused(OpKind::LSTM, 14, lstm), Catch::Contains("attribute hidden_size is 0 but expected a positive"));
+  lstm.remove("hidden_size");
+  lstm.set(Attribute::makeInt("layout", 2));
+  CHECK_THAT(refused(OpKind::LSTM, 14, lstm), Catch::Contains("attribute layout is 2 but expected 0 or 1"));
+  lstm.remove("layout");
+  names.strings = {"Sigmoid", "Gelu", "Tanh"};
+  lstm.set(names);
+  CHECK_THAT(refused(OpKind::LSTM, 14, lstm), Catch::Contains("activation function 'Gelu' is not supported"));
+  lstm.set(Attribute::makeString("direction", "sideways"));
+  CHECK_THAT(refused(OpKind::GRU, 14, lstm),
+             Catch::Contains("attribute direction is 'sideways' but expected 'forward', 'reverse' or 'bidirectional'"));
+  // GridSample: opset 16 spells linear "bilinear"; opset 20 renamed it, and only takes the new names.
+  ir::Attributes grid;
+  grid.set(Attribute::makeString("mode", "bicubic"));
+  grid.set(Attribute::makeString("padding_mode", "reflection"));
+  grid.set(Attribute::makeInt("align_corners", 1));
+  CHECK(decoded(OpKind::GridSample, 16, grid) == " mode=2 padding_mode=2 align_corners=1");
+  CHECK_THAT(refused(OpKind::GridSample, 20, grid), Catch::Contains("attribute mode is 'bicubic'"));
+  CHECK(decoded(OpKind::GridSample, 20, ir::Attributes()) == " mode=0 padding_mode=0 align_corners=0");
+  // ConstantOfShape: the value's type and bytes; absent = float 0; more than one element refused.
+  ir::Attributes cos;
+  cos.set(Attribute::makeTensor("value", ir::Tensor::fromVector(ir::ElemType::Int64, {1}, std::vector<int64_t>{-2})));
+  CHECK(decoded(OpKind::ConstantOfShape, 9, cos) == " type=int64 bytes_0_7=-2 bytes_8_15=0");
+  CHECK(decoded(OpKind::ConstantOfShape, 9, ir::Attributes()) == " type=float32 bytes_0_7=0 bytes_8_15=0");
+  cos.set(Attribute::makeTensor("value", ir::Tensor::fromVector(ir::ElemType::Int64, {2}, std::vector<int64_t>{1, 2})));
+  CHECK_THAT(refused(OpKind::ConstantOfShape, 9, cos), Catch::Contains("attribute value has 2 elements but expected 1"));
+  // TfIdfVectorizer: string pools are not supported; the n-gram range is checked.
+  ir::Attributes tfidf;
+  tfidf.set(Attribute::makeInt("min_gram_length", 2));
+  tfidf.set(Attribute::makeInt("max_gram_length", 1));
+  CHECK_THAT(refused(OpKind::TfIdfVectorizer, 9, tfidf), Catch::Contains("are not a valid range"));
+  // Windows of Col2Im, MaxUnpool and DeformConv are checked as Conv's; MaxUnpool needs its kernel shape.
+  ir::Attributes unpool;
+  unpool.set(Attribute::makeInts("strides", {2, 2}));
+  CHECK_THAT(refused(OpKind::MaxUnpool, 11, unpool), Catch::Contains("required attribute kernel_shape is missing"));
+  unpool.set(Attribute::makeInts("kernel_shape", {2, 2}));
+  unpool.set(Attribute::makeInts("pads", {0, -1, 0, 0}));
+  CHECK_THAT(refused(OpKind::MaxUnpool, 11, unpool), Catch::Contains("pads must not be negative"));
+  ir::Attributes deform;
+  deform.set(Attribute::makeInt("offset_group", 0));
+  CHECK_THAT(refused(OpKind::DeformConv, 19, deform), Catch::Contains("offset_group 0 must be at least 1"));
+  // Small ones: optional axes, flags and enums.
+  CHECK(decoded(OpKind::Unique, 11, ir::Attributes()) == " sorted=1");
+  ir::Attributes axis;
+  axis.set(Attribute::makeInt("axis", -1));
+  CHECK(decoded(OpKind::Compress, 11, axis) == " axis=-1");
+  ir::Attributes scatter;
+  scatter.set(Attribute::makeString("mode", "circular"));
+  CHECK(decoded(OpKind::TensorScatter, 24, scatter) == " axis=-2 mode=1");
+  ir::Attributes nms;
+  nms.set(Attribute::makeInt("center_point_box", 2));
+  CHECK_THAT(refused(OpKind::NonMaxSuppression, 11, nms), Catch::Contains("attribute center_point_box is 2"));
+  CHECK(decoded(OpKind::Dropout, 13, axis).empty());  // nothing an inference run uses
 }
 
 TEST_CASE("the shaping families (program version 3) decode their ONNX attributes by opset", "[ops]") {

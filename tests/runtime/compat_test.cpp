@@ -51,7 +51,8 @@ void setFormatVersion(const fs::path& bin, uint16_t major, uint16_t minor) {
   auto h = format::testing::getHeader(bytes);
   h.formatMajor = major;
   h.formatMinor = minor;
-  if (minor < 3) h.flags &= ~layout::kFlagProgramsV3;  // a flag of 1.3
+  if (minor < 4) h.flags &= ~layout::kFlagProgramsV4;  // a flag of 1.4
+  if (minor == 3) h.flags |= layout::kFlagProgramsV3;   // what a 1.3 writer set
   format::testing::setHeader(bytes, h);
   auto c = format::testing::getCompat(bytes);
   c.formatMajor = major;

@@ -155,7 +155,7 @@ TEST_CASE("version-2 programs still load: families typed since version 3 are dec
   CHECK(back->ops[1].attrs.getInts("perm") == std::vector<int64_t>{0});
   CHECK(program::serializeVersion(*back, 2).value() == *v2);  // an older program re-encodes in its own version
   // In version 3 the same op carries its values only.
-  auto v3 = program::deserialize(program::serialize(*back), 1, "v3 program");
+  auto v3 = program::deserialize(program::serializeVersion(*back, 3).value(), 1, "v3 program");
   REQUIRE(v3);
   CHECK(v3->version == 3);
   CHECK(v3->ops[1].attrs.size() == 0);
@@ -169,12 +169,70 @@ TEST_CASE("version-2 programs still load: families typed since version 3 are dec
   REQUIRE(!typedInV2);
   CHECK_THAT(typedInV2.error().message(),
              Catch::Contains("op 'ident' (Transpose) has typed attributes but its kind has none in program version 2"));
-  auto namedInV3 = program::deserialize(relabel(*v2, program::kProgramMagic), 1, "p");
+  auto namedInV3 = program::deserialize(relabel(*v2, program::kProgramMagicV3), 1, "p");
   REQUIRE(!namedInV3);
   CHECK_THAT(namedInV3.error().message(), Catch::Contains("has ONNX attributes but its kind's are typed"));
   // A version-2 encoding cannot drop ONNX attributes it needs.
   p.ops[1].attrs = ir::Attributes();
   CHECK(!program::serializeVersion(p, 2));
+}
+
+TEST_CASE("version-3 programs still load: families typed since version 4 are decoded from ONNX attributes", "[program]") {
+  auto p = sampleProgram();
+  // LSTM is typed since version 4 (its activations an enum list); version 3 wrote its attributes by name.
+  ir::Attributes lstm;
+  ir::Attribute activations;
+  activations.name = "activations";
+  activations.type = ir::AttrType::Strings;
+  activations.strings = {"Sigmoid", "tanh", "Affine"};
+  lstm.set(activations);
+  lstm.set(ir::Attribute::makeFloats("activation_alpha", {0.5f}));
+  lstm.set(ir::Attribute::makeInt("hidden_size", 4));
+  lstm.set(ir::Attribute::makeString("direction", "reverse"));
+  p.ops[1].kind = ir::OpKind::LSTM;
+  p.ops[1].opset = 14;
+  p.ops[1].attrs = lstm;
+  p.ops[1].typed = ops::decodeAttrs(ir::OpKind::LSTM, 14, lstm).value();
+  const std::string text = " direction=1 hidden_size=4 input_forget=0 linear_before_reset=0 layout=0"
+                           " activations=[0,1,10] activation_alpha=[0.5]";
+  CHECK(ops::attrsText(p.ops[1].typed) == text);
+  auto v3 = program::serializeVersion(p, 3);
+  REQUIRE(v3);
+  uint64_t magic = 0;
+  std::memcpy(&magic, v3->data(), sizeof magic);
+  CHECK(magic == program::kProgramMagicV3);
+  auto back = program::deserialize(*v3, 1, "v3 program");
+  REQUIRE(back);
+  CHECK(back->version == 3);
+  REQUIRE(std::holds_alternative<ops::RecurrentAttrs>(back->ops[1].typed));
+  CHECK(ops::attrsText(back->ops[1].typed) == text);
+  CHECK(program::serializeVersion(*back, 3).value() == *v3);
+  // In version 4 the same op carries its values only, and reads back the same.
+  auto v4 = program::deserialize(program::serialize(*back), 1, "v4 program");
+  REQUIRE(v4);
+  CHECK(v4->version == 4);
+  CHECK(v4->ops[1].attrs.size() == 0);
+  CHECK(ops::attrsText(v4->ops[1].typed) == text);
+  auto relabel = [](std::vector<std::byte> bytes, uint64_t to) {
+    std::memcpy(bytes.data(), &to, sizeof to);
+    return bytes;
+  };
+  auto typedInV3 = program::deserialize(relabel(program::serialize(p), program::kProgramMagicV3), 1, "p");
+  REQUIRE(!typedInV3);
+  CHECK_THAT(typedInV3.error().message(),
+             Catch::Contains("op 'ident' (LSTM) has typed attributes but its kind has none in program version 3"));
+  auto namedInV4 = program::deserialize(relabel(*v3, program::kProgramMagic), 1, "p");
+  REQUIRE(!namedInV4);
+  CHECK_THAT(namedInV4.error().message(), Catch::Contains("has ONNX attributes but its kind's are typed"));
+  // An activation outside the enumeration is refused naming the field, in memory and in a file.
+  auto& typed = std::get<ops::RecurrentAttrs>(p.ops[1].typed);
+  typed.activations->at(2) = static_cast<ops::RnnActivation>(42);
+  auto s = program::validate(p, 1);
+  REQUIRE(!s);
+  CHECK_THAT(s.error().message(), Catch::Contains("attribute activations has unknown value 42"));
+  auto read = program::deserialize(program::serialize(p), 1, "p");
+  REQUIRE(!read);
+  CHECK_THAT(read.error().message(), Catch::Contains("attribute activations has unknown value 42"));
 }
 
 TEST_CASE("version-1 programs (ONNX attributes by name) still load, their attributes decoded once", "[program]") {
