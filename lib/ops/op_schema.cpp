@@ -153,6 +153,12 @@ Expected<bool> flagOr(const ir::Attributes& attrs, std::string_view name, bool f
   return v == 1;
 }
 
+// An integer attribute read as a flag the way ONNX Runtime reads it (any non-zero value is true), for the
+// families whose kernels always read it so.
+bool nonZero(const ir::Attributes& attrs, std::string_view name, bool fallback) {
+  return attrs.getInt(name, fallback ? 1 : 0) != 0;
+}
+
 Expected<OpAttrs> decodeReduce(OpKind kind, int64_t opset, const ir::Attributes& attrs) {
   ReduceAttrs a;
   a.axesFromInput = kind == OpKind::ReduceSum ? opset >= 13 : opset >= 18;
@@ -333,12 +339,8 @@ Expected<OpAttrs> decodeRecurrent(ir::OpKind kind, const ir::Attributes& attrs) 
   CTX_ASSIGN_OR_RETURN(a.direction, stringEnum<RnnDirection>(attrs, "direction", "forward", directions));
   if (attrs.has("hidden_size")) a.hiddenSize = attrs.getInt("hidden_size", 0);
   if (attrs.has("clip")) a.clip = attrs.getFloat("clip", 0);
-  if (kind == OpKind::LSTM) {
-    CTX_ASSIGN_OR_RETURN(a.inputForget, flag(attrs, "input_forget"));
-  }
-  if (kind == OpKind::GRU) {
-    CTX_ASSIGN_OR_RETURN(a.linearBeforeReset, flag(attrs, "linear_before_reset"));
-  }
+  a.inputForget = kind == OpKind::LSTM && nonZero(attrs, "input_forget", false);
+  a.linearBeforeReset = kind == OpKind::GRU && nonZero(attrs, "linear_before_reset", false);
   a.layout = attrs.getInt("layout", 0);
   if (const ir::Attribute* list = attrs.find("activations"); list && !list->strings.empty()) {
     // ONNX names them in CamelCase; ONNX Runtime also takes other cases.
@@ -364,14 +366,19 @@ Expected<OpAttrs> decodeRecurrent(ir::OpKind kind, const ir::Attributes& attrs) 
 
 Expected<OpAttrs> decodeGridSample(int64_t opset, const ir::Attributes& attrs) {
   GridSampleAttrs a;
-  // Opset 16 spells linear and cubic "bilinear" and "bicubic"; opset 20 renamed them.
-  constexpr std::array<std::string_view, 3> old = {"bilinear", "nearest", "bicubic"};
+  // Opset 16 spells linear and cubic "bilinear" and "bicubic"; opset 20 renamed them. Either spelling is taken in
+  // either opset, as ctxkit always did (ONNX Runtime takes only its opset's).
   constexpr std::array<std::string_view, 3> modes = {"linear", "nearest", "cubic"};
-  CTX_ASSIGN_OR_RETURN(a.mode, opset < 20 ? stringEnum<GridMode>(attrs, "mode", "bilinear", old)
-                                          : stringEnum<GridMode>(attrs, "mode", "linear", modes));
+  constexpr std::array<std::string_view, 3> older = {"bilinear", "nearest", "bicubic"};
+  const std::string mode = attrs.getString("mode", opset < 20 ? "bilinear" : "linear");
+  size_t i = 0;
+  while (i < modes.size() && mode != modes[i] && mode != older[i]) ++i;
+  if (i == modes.size())
+    return bad("attribute mode is '{}' but expected 'linear' ('bilinear'), 'nearest' or 'cubic' ('bicubic')", mode);
+  a.mode = static_cast<GridMode>(i);
   constexpr std::array<std::string_view, 3> paddings = {"zeros", "border", "reflection"};
   CTX_ASSIGN_OR_RETURN(a.padding, stringEnum<GridPadding>(attrs, "padding_mode", "zeros", paddings));
-  CTX_ASSIGN_OR_RETURN(a.alignCorners, flag(attrs, "align_corners"));
+  a.alignCorners = nonZero(attrs, "align_corners", false);
   return OpAttrs(a);
 }
 
@@ -430,7 +437,7 @@ std::optional<Expected<OpAttrs>> decodeV4Attrs(OpKind kind, int64_t opset, const
     case OpKind::GridSample: return decodeGridSample(opset, attrs);
     case OpKind::AffineGrid: {
       GridSampleAttrs a;
-      CTX_ASSIGN_OR_RETURN(a.alignCorners, flag(attrs, "align_corners"));
+      a.alignCorners = nonZero(attrs, "align_corners", false);
       return OpAttrs(a);
     }
     case OpKind::DeformConv: return decodeDeformConv(attrs);
@@ -444,7 +451,7 @@ std::optional<Expected<OpAttrs>> decodeV4Attrs(OpKind kind, int64_t opset, const
     case OpKind::Unique: {
       UniqueAttrs a;
       a.axis = optionalInt("axis");
-      CTX_ASSIGN_OR_RETURN(a.sorted, flagOr(attrs, "sorted", true));
+      a.sorted = nonZero(attrs, "sorted", true);
       return OpAttrs(a);
     }
     case OpKind::Compress: return OpAttrs(OptionalAxisAttrs{optionalInt("axis")});
@@ -456,11 +463,7 @@ std::optional<Expected<OpAttrs>> decodeV4Attrs(OpKind kind, int64_t opset, const
       CTX_ASSIGN_OR_RETURN(a.mode, stringEnum<CacheMode>(attrs, "mode", "linear", modes));
       return OpAttrs(a);
     }
-    case OpKind::NonMaxSuppression: {
-      NmsAttrs a;
-      CTX_ASSIGN_OR_RETURN(a.centerPointBox, flag(attrs, "center_point_box"));
-      return OpAttrs(a);
-    }
+    case OpKind::NonMaxSuppression: return OpAttrs(NmsAttrs{nonZero(attrs, "center_point_box", false)});
     case OpKind::Binarizer: return OpAttrs(BinarizerAttrs{attrs.getFloat("threshold", 0.0f)});
     case OpKind::TfIdfVectorizer: return decodeTfIdf(attrs);
     case OpKind::ConstantOfShape: return decodeConstantOfShape(attrs);
