@@ -43,6 +43,8 @@ Expected<TfIdfPlan> planTfIdf(const OpContext& ctx) {
     for (int64_t i = begin; i < end; i += n, ++gram) {
       if (gram >= coords.size())
         return invalid(ctx, "ngram_indexes has {} values, fewer than the pool's n-grams", coords.size());
+      if (coords[gram] < 0)  // an output coordinate: a negative one would be written before the row
+        return invalid(ctx, "ngram_indexes has negative value {} at {}", coords[gram], gram);
       p.grams[level][std::vector<int64_t>(pool.begin() + i, pool.begin() + i + n)] = coords[gram];
       p.width = std::max(p.width, coords[gram] + 1);
     }

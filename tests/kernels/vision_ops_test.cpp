@@ -166,3 +166,12 @@ TEST_CASE("TfIdfVectorizer counts pool n-grams with skips, then weights them") {
   requireClose(values<float>(op("TFIDF").run1({&tokens})), {1, 1, 2, 3});
   requireClose(values<float>(op("IDF").run1({&tokens})), {0.5f, 1, 2, 3});
 }
+
+TEST_CASE("TfIdfVectorizer refuses a negative output coordinate") {
+  // Found reading the kernel: a negative ngram_indexes value was a write before the output row.
+  auto tokens = int32s({4}, {1, 2, 1, 3});
+  Op o(OpKind::TfIdfVectorizer, 9);
+  o.i("min_gram_length", 1).i("max_gram_length", 1).s("mode", "TF");
+  o.ints("pool_int64s", {1, 3}).ints("ngram_counts", {0}).ints("ngram_indexes", {0, -4});
+  CHECK_THAT(o.fails({&tokens}).message(), Catch::Contains("ngram_indexes has negative value -4 at 1"));
+}
