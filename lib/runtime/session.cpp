@@ -10,6 +10,7 @@
 #include "runtime/compiled_program.h"
 #include "runtime/context_store.h"
 #include "runtime/interpreter.h"
+#include "runtime/shared_model.h"
 #include "runtime/source_model.h"
 #include "support/file_io.h"
 
@@ -32,7 +33,8 @@ std::string nodeLabel(const ir::Node& n, size_t index) {
 }  // namespace
 
 struct Session::Impl {
-  ir::Model model;
+  std::shared_ptr<SharedModel> shared;  // the model and its fallback ops, maybe shared with other sessions
+  const ir::Model& model() const { return shared->model; }
   std::string displayName;
   SessionOptions options;
   std::vector<ir::ValueInfo> inputs;
@@ -48,7 +50,6 @@ struct Session::Impl {
   std::map<std::string, size_t> lastUse;                              // value -> last node index reading it
   std::set<std::string> keep;                                         // graph outputs: never freed
   std::unique_ptr<kernels::ThreadPool> pool;
-  mutable PreparedNodeCache preparedCache;  // fallback nodes, prepared on first use per input shapes
   // Weightless contexts: source models loaded so far, by the file they came from ("" for the buffer).
   std::map<fs::path, std::shared_ptr<const SourceInitializers>> sourceModels;
   std::set<std::pair<const format::ContainerView*, uint32_t>> verifiedSourceWeights;  // --verify: hashed already
@@ -187,7 +188,7 @@ struct Session::Impl {
   }
 
   Status load(const fs::path& contextDir) {
-    ir::Graph& g = model.graph;
+    const ir::Graph& g = model().graph;
     for (const auto* in : g.feedInputs()) inputs.push_back(*in);
     outputs = g.outputs;
     for (const auto& init : g.initializers) constants.set(init.name, init.tensor);
@@ -300,7 +301,7 @@ struct Session::Impl {
   // output shapes depend on values computed at run time, and control flow, stay prepared on first use.
   void prepareFallbackAhead() {
     using Slot = PreparedNodeCache::Slot;
-    const ir::Graph& g = model.graph;
+    const ir::Graph& g = model().graph;
     std::map<std::string, Slot> known;
     // Only shapes whose byte size is representable: anything else could never be fed (or computed) anyway.
     auto sizable = [](ir::ElemType type, const ir::Shape& shape) {
@@ -327,7 +328,7 @@ struct Session::Impl {
           signature.push_back(in.empty() ? Slot{} : ready ? it->second : Slot{});
         }
         if (!ready) continue;
-        auto prepared = preparedCache.prepareAhead(g, n, std::move(signature));
+        auto prepared = shared->fallback.prepareAhead(g, n, std::move(signature));
         if (!prepared) continue;
         outs = std::move(*prepared);
       }
@@ -365,8 +366,8 @@ struct Session::Impl {
     };
     GraphRunOptions runOptions{&runCompiled, &lastUse, &keep};
     kernels::ThreadPool::RunScope running(pool.get());  // workers stay awake between the run's ops
-    Interpreter interpreter(pool.get(), &preparedCache);
-    CTX_RETURN_IF_ERROR(interpreter.runGraph(model.graph, scope, runOptions).addContext(displayName));
+    Interpreter interpreter(pool.get(), &shared->fallback);
+    CTX_RETURN_IF_ERROR(interpreter.runGraph(model().graph, scope, runOptions).addContext(displayName));
     std::vector<ir::Tensor> out;
     for (const auto& o : outputs) {
       const ir::Tensor* t = scope.find(o.name);
@@ -382,10 +383,19 @@ Session::~Session() = default;
 
 Expected<std::unique_ptr<Session>> Session::load(ir::Model model, const fs::path& modelDir,
                                                  const SessionOptions& options, std::string displayName) {
+  auto shared = std::make_shared<SharedModel>();
+  shared->model = std::move(model);
+  return loadShared(std::move(shared), false, modelDir, options, std::move(displayName));
+}
+
+Expected<std::unique_ptr<Session>> Session::loadShared(std::shared_ptr<SharedModel> shared, bool reused,
+                                                       const fs::path& modelDir, const SessionOptions& options,
+                                                       std::string displayName) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->displayName = std::move(displayName);
-  impl->model = std::move(model);
+  impl->shared = std::move(shared);
+  impl->stats.sharedModel = reused;
   CTX_RETURN_IF_ERROR(impl->load(modelDir.empty() ? fs::path(".") : modelDir));
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
@@ -395,7 +405,7 @@ const std::vector<ir::ValueInfo>& Session::outputs() const { return impl_->outpu
 const std::vector<std::string>& Session::warnings() const { return impl_->warnings; }
 const SessionStats& Session::stats() const { return impl_->stats; }
 Compatibility Session::compatibility() const { return impl_->compatibility; }
-size_t Session::preparedFallbackOps() const { return impl_->preparedCache.preparedCount(); }
+size_t Session::preparedFallbackOps() const { return impl_->shared->fallback.preparedCount(); }
 Expected<std::vector<ir::Tensor>> Session::run(const std::vector<ir::Tensor>& feeds) const { return impl_->run(feeds); }
 Status Session::runCompiledNodeInto(size_t nodeIndex, std::span<const ir::Tensor* const> inputs,
                                     std::span<ir::Tensor* const> outputs) const {

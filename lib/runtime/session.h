@@ -22,7 +22,7 @@ struct SessionOptions {
   int threads = 1;
   bool failOnSuboptimal = false;  // PREFER_RECOMPILATION becomes an error (session.fail_on_suboptimal_compiled_model)
   bool verifyWeights = false;     // recompute every weight hash at load
-  bool shareContexts = true;      // map each .bin once per process (ep.share_ep_contexts)
+  bool shareContexts = true;      // map each .bin once per process, parse each model file once (ep.share_ep_contexts)
   bool prefaultArena = false;     // touch each arena page at load, not in the first run (ctxrun --prefault)
   // Weightless contexts (SPEC §4) take weights from the source model: these bytes (ONNX Runtime's
   // SessionOptionsSetWeightlessSourceModelBuffer; the caller keeps them alive) or this file
@@ -39,7 +39,13 @@ struct SessionStats {
   // Compiled programs taken as they are from another live session of this process (shareContexts): not decoded or
   // prepared again, and their frames (arenas) shared between the sessions' runs.
   size_t sharedPrograms = 0;
+  // The parsed model and its prepared fallback ops were taken from another live session of this process that
+  // loaded the same file (loadFile with shareContexts; the file unchanged since): not parsed or prepared again.
+  bool sharedModel = false;
 };
+
+// A parsed model with the fallback ops prepared for it, which sessions loaded from the same file share.
+struct SharedModel;
 
 class Session {
 public:
@@ -84,6 +90,10 @@ public:
 
 private:
   explicit Session(std::unique_ptr<Impl> impl);
+  // The core of load(): `shared` may already be used by other sessions (loadFile with shareContexts).
+  static Expected<std::unique_ptr<Session>> loadShared(std::shared_ptr<SharedModel> shared, bool reused,
+                                                       const std::filesystem::path& modelDir,
+                                                       const SessionOptions& options, std::string displayName);
   std::unique_ptr<Impl> impl_;
 };
 

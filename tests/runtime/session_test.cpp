@@ -83,6 +83,42 @@ TEST_CASE("a plain .onnx runs entirely on the fallback path", "[runtime]") {
   expectMatch(**s, "tiny_prefill");
 }
 
+TEST_CASE("sessions of one unchanged file share its parsed model and prepared fallback ops", "[runtime]") {
+  Workspace ws("shared_model");
+  const fs::path model = ws.dir / "m.onnx";
+  fs::copy_file(kSamples / "tiny_prefill.onnx", model);
+  auto first = runtime::Session::loadFile(model);
+  REQUIRE(first);
+  CHECK_FALSE((*first)->stats().sharedModel);
+  const size_t prepared = (*first)->preparedFallbackOps();
+  CHECK(prepared > 0);  // static shapes: prepared at load
+  auto second = runtime::Session::loadFile(model);
+  REQUIRE(second);
+  CHECK((*second)->stats().sharedModel);
+  CHECK((*second)->preparedFallbackOps() == prepared);  // the same cache, nothing prepared again
+  expectMatch(**second, "tiny_prefill");
+  expectMatch(**first, "tiny_prefill");
+  // Not with sharing off.
+  runtime::SessionOptions own;
+  own.shareContexts = false;
+  auto unshared = runtime::Session::loadFile(model, own);
+  REQUIRE(unshared);
+  CHECK_FALSE((*unshared)->stats().sharedModel);
+  // A file rewritten in place is another model: tiny_cnn under the same name is parsed afresh and runs as itself.
+  fs::copy_file(kSamples / "tiny_cnn.onnx", model, fs::copy_options::overwrite_existing);
+  auto rewritten = runtime::Session::loadFile(model);
+  REQUIRE(rewritten);
+  CHECK_FALSE((*rewritten)->stats().sharedModel);
+  expectMatch(**rewritten, "tiny_cnn");
+  // Once no session holds it, a model is parsed again.
+  first->reset();
+  second->reset();
+  fs::copy_file(kSamples / "tiny_prefill.onnx", model, fs::copy_options::overwrite_existing);
+  auto again = runtime::Session::loadFile(model);
+  REQUIRE(again);
+  CHECK_FALSE((*again)->stats().sharedModel);
+}
+
 TEST_CASE("If, Loop and Scan run on the fallback path, before and after compilation", "[runtime]") {
   const fs::path nodeDir = fs::path(CTXKIT_SHARED_DIR) / "onnx-node-tests" / "node";
   if (!fs::is_directory(nodeDir)) {
