@@ -9,15 +9,6 @@ namespace ctxkit::kernels::detail {
 
 namespace {
 
-// A window list of `count` values (rank, or 2 * rank for pads), defaulting to `fallback`.
-Expected<std::vector<int64_t>> windowInts(const OpContext& ctx, std::string_view name,
-                                          const std::optional<ops::IntList>& list, size_t count, int64_t fallback) {
-  if (!list) return std::vector<int64_t>(count, fallback);
-  if (list->size() != count)
-    return invalid(ctx, "attribute {} has {} values but expected {}", name, list->size(), count);
-  return std::vector<int64_t>(list->begin(), list->end());
-}
-
 struct Col2ImPlan {
   std::vector<int64_t> image, block, strides, dilations, pads;  // pads: begins then ends
   std::vector<int64_t> blocks;                                  // sliding positions per spatial axis
@@ -35,9 +26,9 @@ Expected<Col2ImPlan> planCol2Im(const OpContext& ctx, InDescs inputs) {
     return invalid(ctx, "image_shape has {} values and block_shape {} but expected the same positive count", r,
                    p.block.size());
   const ops::WindowAttrs& window = attrsOf<ops::FoldAttrs>(ctx).window;
-  CTX_ASSIGN_OR_RETURN(p.strides, windowInts(ctx, "strides", window.strides, r, 1));
-  CTX_ASSIGN_OR_RETURN(p.dilations, windowInts(ctx, "dilations", window.dilations, r, 1));
-  CTX_ASSIGN_OR_RETURN(p.pads, windowInts(ctx, "pads", window.pads, 2 * r, 0));
+  CTX_ASSIGN_OR_RETURN(p.strides, listOrDefault<std::vector<int64_t>>(ctx, window.strides, "strides", r, 1));
+  CTX_ASSIGN_OR_RETURN(p.dilations, listOrDefault<std::vector<int64_t>>(ctx, window.dilations, "dilations", r, 1));
+  CTX_ASSIGN_OR_RETURN(p.pads, listOrDefault<std::vector<int64_t>>(ctx, window.pads, "pads", 2 * r, 0));
   const int64_t blockSize = dimProduct(p.block);
   const ir::Shape& x = inputs[0].shape;
   if (blockSize < 1 || x[1] % blockSize != 0)
@@ -137,8 +128,10 @@ Expected<ir::Shape> unpoolShape(const OpContext& ctx, InDescs inputs) {
   const ops::WindowAttrs& window = attrsOf<ops::FoldAttrs>(ctx).window;
   if (!window.kernelShape || window.kernelShape->size() != r)
     return invalid(ctx, "attribute kernel_shape must list {} sizes", r);
-  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> strides, windowInts(ctx, "strides", window.strides, r, 1));
-  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> pads, windowInts(ctx, "pads", window.pads, 2 * r, 0));
+  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> strides,
+                       listOrDefault<std::vector<int64_t>>(ctx, window.strides, "strides", r, 1));
+  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> pads,
+                       listOrDefault<std::vector<int64_t>>(ctx, window.pads, "pads", 2 * r, 0));
   const ops::IntList& kernel = *window.kernelShape;
   ir::Shape out{x[0], x[1]};
   for (size_t d = 0; d < r; ++d) out.push_back((x[d + 2] - 1) * strides[d] + kernel[d] - pads[d] - pads[d + r]);

@@ -18,14 +18,6 @@ struct ConvTransposePlan {
   std::vector<int64_t> in, kernel, strides, dilations, padBegin, padEnd, out;
 };
 
-Expected<std::vector<int64_t>> spatialAttr(const OpContext& ctx, const std::optional<ops::IntList>& given,
-                                           const char* name, size_t rank, int64_t fallback) {
-  if (!given) return std::vector<int64_t>(rank, fallback);
-  if (given->size() != rank)
-    return invalid(ctx, "attribute {} has {} values but expected {}", name, given->size(), rank);
-  return std::vector<int64_t>(given->begin(), given->end());
-}
-
 Expected<ConvTransposePlan> planConvTranspose(const OpContext& ctx, std::span<const int64_t> x,
                                               std::span<const int64_t> w) {
   if (x.size() < 3)
@@ -51,11 +43,13 @@ Expected<ConvTransposePlan> planConvTranspose(const OpContext& ctx, std::span<co
     return invalid(ctx, "attribute kernel_shape {} does not match weight shape {}", shapeStr(*window.kernelShape),
                    shapeStr(w));
   // Strides and dilations of at least 1 and output padding not negative: the decoder's rules.
-  CTX_ASSIGN_OR_RETURN(p.strides, spatialAttr(ctx, window.strides, "strides", rank, 1));
-  CTX_ASSIGN_OR_RETURN(p.dilations, spatialAttr(ctx, window.dilations, "dilations", rank, 1));
-  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> outPad, spatialAttr(ctx, attrs.outputPadding, "output_padding", rank, 0));
+  CTX_ASSIGN_OR_RETURN(p.strides, listOrDefault<std::vector<int64_t>>(ctx, window.strides, "strides", rank, 1));
+  CTX_ASSIGN_OR_RETURN(p.dilations, listOrDefault<std::vector<int64_t>>(ctx, window.dilations, "dilations", rank, 1));
+  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> outPad,
+                       listOrDefault<std::vector<int64_t>>(ctx, attrs.outputPadding, "output_padding", rank, 0));
   const ops::AutoPad autoPad = window.autoPad;
-  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> pads, spatialAttr(ctx, window.pads, "pads", 2 * rank, 0));
+  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> pads,
+                       listOrDefault<std::vector<int64_t>>(ctx, window.pads, "pads", 2 * rank, 0));
   p.padBegin.assign(pads.begin(), pads.begin() + static_cast<ptrdiff_t>(rank));
   p.padEnd.assign(pads.begin() + static_cast<ptrdiff_t>(rank), pads.end());
   std::vector<int64_t> outputShape;

@@ -31,17 +31,15 @@ Expected<DeformPlan> planDeform(const OpContext& ctx, InDescs inputs) {
   if (p.c % p.group != 0 || p.oc % p.group != 0 || p.c % p.offsetGroup != 0 || wt[1] * p.group != p.c)
     return invalid(ctx, "X {} and W {} do not fit group {} and offset_group {}", shapeStr(x), shapeStr(wt), p.group,
                    p.offsetGroup);
-  auto ints = [&](std::string_view name, const std::optional<ops::IntList>& list, size_t count, int64_t* out) {
-    if (list) {
-      if (list->size() != count)
-        return Status(invalid(ctx, "attribute {} has {} values but expected {}", name, list->size(), count));
-      std::copy(list->begin(), list->end(), out);
-    }
+  auto ints = [&](std::string_view name, const std::optional<ops::IntList>& list, size_t count, int64_t fallback,
+                  int64_t* out) -> Status {
+    CTX_ASSIGN_OR_RETURN(Dims values, listOrDefault<Dims>(ctx, list, name, count, fallback));
+    std::copy(values.begin(), values.end(), out);
     return Status::ok();
   };
-  CTX_RETURN_IF_ERROR(ints("strides", attrs.window.strides, 2, p.stride));
-  CTX_RETURN_IF_ERROR(ints("dilations", attrs.window.dilations, 2, p.dilation));
-  CTX_RETURN_IF_ERROR(ints("pads", attrs.window.pads, 4, p.pad));
+  CTX_RETURN_IF_ERROR(ints("strides", attrs.window.strides, 2, 1, p.stride));
+  CTX_RETURN_IF_ERROR(ints("dilations", attrs.window.dilations, 2, 1, p.dilation));
+  CTX_RETURN_IF_ERROR(ints("pads", attrs.window.pads, 4, 0, p.pad));
   if (const auto& k = attrs.window.kernelShape; k && (k->size() != 2 || (*k)[0] != p.kh || (*k)[1] != p.kw))
     return invalid(ctx, "attribute kernel_shape does not match W's shape {}", shapeStr(wt));
   p.oh = (p.h + p.pad[0] + p.pad[2] - (p.dilation[0] * (p.kh - 1) + 1)) / p.stride[0] + 1;

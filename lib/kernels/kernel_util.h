@@ -178,6 +178,19 @@ private:
 inline constexpr size_t kInlineRank = 8;
 using Dims = SmallVec<int64_t, kInlineRank>;
 
+// A window attribute (strides, dilations, pads, ...) of `count` values, `fallback` each when absent; an error naming
+// the attribute when it has another count. `Out` is Dims (no allocation) or std::vector<int64_t>.
+template <class Out>
+Expected<Out> listOrDefault(const OpContext& ctx, const std::optional<ops::IntList>& list, std::string_view name,
+                            size_t count, int64_t fallback) {
+  if (!list) return Out(count, fallback);
+  if (list->size() != count)
+    return invalid(ctx, "attribute {} has {} values but expected {}", name, list->size(), count);
+  Out values;
+  for (int64_t v : *list) values.push_back(v);
+  return values;
+}
+
 // Element strides of `shape` (row-major), with 0 where an input of shape `in` (right-aligned) broadcasts.
 Dims broadcastStrides(std::span<const int64_t> in, std::span<const int64_t> out);
 

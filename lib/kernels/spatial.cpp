@@ -12,17 +12,6 @@ namespace {
 int64_t ceilDiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 int64_t floorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
-// A per-dimension list (the decoder checked its values) or its default, of `count` values.
-Expected<Dims> listOrDefault(const OpContext& ctx, const std::optional<ops::IntList>& list, std::string_view name,
-                             size_t count, int64_t fallback) {
-  if (!list) return Dims(count, fallback);
-  if (list->size() != count)
-    return invalid(ctx, "attribute {} has {} values but expected {}", name, list->size(), count);
-  Dims values;
-  for (int64_t v : *list) values.push_back(v);
-  return values;
-}
-
 }  // namespace
 
 Expected<Window> computeWindow(const OpContext& ctx, const ops::WindowAttrs& attrs, std::span<const int64_t> in,
@@ -33,9 +22,9 @@ Expected<Window> computeWindow(const OpContext& ctx, const ops::WindowAttrs& att
   for (int64_t k : kernel) w.kernel.push_back(k);
   for (int64_t k : w.kernel)
     if (k < 1) return invalid(ctx, "kernel shape {} has a dimension below 1", shapeStr(w.kernel));
-  CTX_ASSIGN_OR_RETURN(w.strides, listOrDefault(ctx, attrs.strides, "strides", n, 1));
-  CTX_ASSIGN_OR_RETURN(w.dilations, listOrDefault(ctx, attrs.dilations, "dilations", n, 1));
-  CTX_ASSIGN_OR_RETURN(Dims pads, listOrDefault(ctx, attrs.pads, "pads", 2 * n, 0));
+  CTX_ASSIGN_OR_RETURN(w.strides, listOrDefault<Dims>(ctx, attrs.strides, "strides", n, 1));
+  CTX_ASSIGN_OR_RETURN(w.dilations, listOrDefault<Dims>(ctx, attrs.dilations, "dilations", n, 1));
+  CTX_ASSIGN_OR_RETURN(Dims pads, listOrDefault<Dims>(ctx, attrs.pads, "pads", 2 * n, 0));
   using ops::AutoPad;
   w.padBegin.assign(n, 0);
   w.padEnd.assign(n, 0);

@@ -32,6 +32,14 @@ std::optional<IntList> optionalInts(const ir::Attributes& attrs, std::string_vie
   return IntList(values.begin(), values.end());
 }
 
+// An element-type attribute's value: an ONNX TensorProto.DataType number (0, undefined, only when `allowUndefined`).
+Expected<ir::ElemType> elemTypeAttr(std::string_view name, int64_t value, bool allowUndefined) {
+  auto t = value == static_cast<int32_t>(value) ? ir::elemTypeFromInt(static_cast<int32_t>(value)) : std::nullopt;
+  if (!t || (!allowUndefined && *t == ir::ElemType::Undefined))
+    return bad("attribute {} is {}, not an element type", name, value);
+  return *t;
+}
+
 Expected<WindowAttrs> decodeWindow(const ir::Attributes& attrs) {
   WindowAttrs w;
   w.kernelShape = optionalInts(attrs, "kernel_shape");
@@ -249,10 +257,7 @@ Expected<OpAttrs> decodeEyeLike(const ir::Attributes& attrs) {
   EyeLikeAttrs a;
   a.k = attrs.getInt("k", 0);
   if (attrs.has("dtype")) {
-    int64_t d = attrs.getInt("dtype", 0);
-    auto t = d == static_cast<int32_t>(d) ? ir::elemTypeFromInt(static_cast<int32_t>(d)) : std::nullopt;
-    if (!t) return bad("attribute dtype is {}, not an element type", d);
-    a.dtype = *t;
+    CTX_ASSIGN_OR_RETURN(a.dtype, elemTypeAttr("dtype", attrs.getInt("dtype", 0), true));
   }
   return OpAttrs(a);
 }
@@ -272,9 +277,7 @@ Expected<E> stringEnum(const ir::Attributes& attrs, std::string_view name, std::
 Expected<OpAttrs> decodeCast(const ir::Attributes& attrs) {
   CastAttrs a;
   if (const ir::Attribute* to = attrs.find("to"); to && to->type == ir::AttrType::Int) {
-    auto t = to->i == static_cast<int32_t>(to->i) ? ir::elemTypeFromInt(static_cast<int32_t>(to->i)) : std::nullopt;
-    if (!t || *t == ir::ElemType::Undefined) return bad("attribute to is {}, not an element type", to->i);
-    a.to = *t;
+    CTX_ASSIGN_OR_RETURN(a.to, elemTypeAttr("to", to->i, false));
   }
   a.saturate = attrs.getInt("saturate", 1) != 0;
   return OpAttrs(a);
@@ -699,10 +702,8 @@ Expected<OpAttrs> decodeAttrs(OpKind kind, int64_t opset, const ir::Attributes& 
       return OpAttrs(EinsumAttrs{eq->s});
     }
     case OpKind::BitCast: {
-      int64_t to = attrs.getInt("to", 0);
-      auto t = to == static_cast<int32_t>(to) ? ir::elemTypeFromInt(static_cast<int32_t>(to)) : std::nullopt;
-      if (!t || *t == ir::ElemType::Undefined) return bad("attribute to is {}, not an element type", to);
-      return OpAttrs(BitCastAttrs{*t});
+      CTX_ASSIGN_OR_RETURN(ir::ElemType to, elemTypeAttr("to", attrs.getInt("to", 0), false));
+      return OpAttrs(BitCastAttrs{to});
     }
     case OpKind::RotaryEmbedding: {
       RotaryAttrs a;
@@ -717,11 +718,8 @@ Expected<OpAttrs> decodeAttrs(OpKind kind, int64_t opset, const ir::Attributes& 
       a.axis = attrs.getInt("axis", 1);
       a.blockSize = attrs.getInt("block_size", 0);
       if (a.blockSize < 0) return bad("attribute block_size is {} but must not be negative", a.blockSize);
-      int64_t dt = attrs.getInt("output_dtype", 0);
-      if (dt != 0) {
-        auto t = dt == static_cast<int32_t>(dt) ? ir::elemTypeFromInt(static_cast<int32_t>(dt)) : std::nullopt;
-        if (!t) return bad("attribute output_dtype is {}, not an element type", dt);
-        a.outputType = *t;
+      if (int64_t dt = attrs.getInt("output_dtype", 0); dt != 0) {
+        CTX_ASSIGN_OR_RETURN(a.outputType, elemTypeAttr("output_dtype", dt, false));
       }
       CTX_ASSIGN_OR_RETURN(a.saturate, flagOr(attrs, "saturate", true));
       return OpAttrs(a);
@@ -740,10 +738,7 @@ Expected<OpAttrs> decodeAttrs(OpKind kind, int64_t opset, const ir::Attributes& 
     case OpKind::BlackmanWindow:
     case OpKind::MelWeightMatrix: {
       SignalAttrs a;
-      int64_t dt = attrs.getInt("output_datatype", 1);
-      auto t = dt == static_cast<int32_t>(dt) ? ir::elemTypeFromInt(static_cast<int32_t>(dt)) : std::nullopt;
-      if (!t || *t == ir::ElemType::Undefined) return bad("attribute output_datatype is {}, not an element type", dt);
-      a.outputType = *t;
+      CTX_ASSIGN_OR_RETURN(a.outputType, elemTypeAttr("output_datatype", attrs.getInt("output_datatype", 1), false));
       CTX_ASSIGN_OR_RETURN(a.periodic, flagOr(attrs, "periodic", true));
       return OpAttrs(a);
     }

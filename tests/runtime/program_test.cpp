@@ -135,6 +135,14 @@ TEST_CASE("a version-2 program spells a typed family's attributes one way only",
   CHECK_THAT(r.error().message(), Catch::Contains("op 'ident' (Round) has ONNX attributes but its kind's are typed"));
 }
 
+namespace {
+// A program's bytes under another version's magic.
+std::vector<std::byte> relabel(std::vector<std::byte> bytes, uint64_t magic) {
+  std::memcpy(bytes.data(), &magic, sizeof magic);
+  return bytes;
+}
+}  // namespace
+
 TEST_CASE("version-2 programs still load: families typed since version 3 are decoded from ONNX attributes", "[program]") {
   auto p = sampleProgram();
   // Transpose is typed since version 3; the compiler of version 2 wrote its perm by name.
@@ -161,10 +169,6 @@ TEST_CASE("version-2 programs still load: families typed since version 3 are dec
   CHECK(v3->ops[1].attrs.size() == 0);
   CHECK(ops::attrsText(v3->ops[1].typed) == " perm=[0]");
   // One spelling per version: typed values in a version-2 program, ONNX attributes in a version-3 one, are refused.
-  auto relabel = [](std::vector<std::byte> bytes, uint64_t to) {
-    std::memcpy(bytes.data(), &to, sizeof to);
-    return bytes;
-  };
   auto typedInV2 = program::deserialize(relabel(program::serialize(p), program::kProgramMagicV2), 1, "p");
   REQUIRE(!typedInV2);
   CHECK_THAT(typedInV2.error().message(),
@@ -213,10 +217,6 @@ TEST_CASE("version-3 programs still load: families typed since version 4 are dec
   CHECK(v4->version == 4);
   CHECK(v4->ops[1].attrs.size() == 0);
   CHECK(ops::attrsText(v4->ops[1].typed) == text);
-  auto relabel = [](std::vector<std::byte> bytes, uint64_t to) {
-    std::memcpy(bytes.data(), &to, sizeof to);
-    return bytes;
-  };
   auto typedInV3 = program::deserialize(relabel(program::serialize(p), program::kProgramMagicV3), 1, "p");
   REQUIRE(!typedInV3);
   CHECK_THAT(typedInV3.error().message(),
