@@ -89,6 +89,10 @@ int main(int argc, char** argv) {
                "weightless context (SPEC §4): weights stay in the source models, the .bin records where (ctxrun "
                "--source-model, ORT's ep.context_source_model_path); weights the compiler derives are stored");
   app.add_flag("--force", o.force, "overwrite existing outputs");
+  std::string memoryLimit;
+  app.add_option("--memory-limit", memoryLimit,
+                 "refuse a model any of whose tensors or planned arenas needs more than SIZE bytes (K, M, G, T; "
+                 "default 16G)");
   app.add_flag("--error-if-no-nodes-compiled", o.errorIfNoNodesCompiled, "fail when no node can be compiled");
   app.add_option(
       "--json", jsonPath,
@@ -165,6 +169,11 @@ int main(int argc, char** argv) {
     return exitCode;
   };
   if (!status) return fail(status.error().message(), cli::kExitUsage);
+  if (!memoryLimit.empty()) {
+    auto bytes = cli::parseByteCount(memoryLimit);
+    if (!bytes) return fail("--memory-limit: " + bytes.error().message(), cli::kExitUsage);
+    ir::setMemoryLimit(*bytes);
+  }
   for (const auto& m : cli::splitModelList(models)) o.models.emplace_back(m);
   if (!outputDir.empty()) o.outputDir = outputDir;
   if (!depfile.empty()) o.depfile = depfile;

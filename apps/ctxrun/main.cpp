@@ -147,6 +147,10 @@ int main(int argc, char** argv) {
   app.add_option("--context-file-path", a.contextFilePath,
                  "with --from-buffer: the path ep_cache_context resolves against");
   app.add_flag("--json", a.json, "print a JSON report");
+  std::string memoryLimit;
+  app.add_option("--memory-limit", memoryLimit,
+                 "fail (naming the node) instead of allocating a tensor or arena of more than SIZE bytes (K, M, G, T; "
+                 "default 16G)");
   cli::addLogOptions(app, a.log);
   app.footer(kHelpFooter);
   app.set_version_flag("--version", std::string("ctxrun ") + epcontext::kVersion);
@@ -167,6 +171,12 @@ int main(int argc, char** argv) {
     if (auto s = cli::parseDimBinding(d, bindings); !s) return fail(a, s.error(), report);
   for (const auto& s : a.shapes)
     if (auto st = cli::parseShapeBinding(s, bindings); !st) return fail(a, st.error(), report);
+
+  if (!memoryLimit.empty()) {
+    auto bytes = cli::parseByteCount(memoryLimit);
+    if (!bytes) return fail(a, Error(ErrorCode::InvalidArgument, "--memory-limit: " + bytes.error().message()), report);
+    ir::setMemoryLimit(*bytes);
+  }
 
   runtime::SessionOptions options;
   options.threads = a.threads;

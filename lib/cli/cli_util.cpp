@@ -141,4 +141,22 @@ std::vector<std::string> splitModelList(const std::vector<std::string>& args) {
 
 int exitCodeFor(const Error& error) { return error.code() == ErrorCode::InvalidArgument ? kExitUsage : kExitFailure; }
 
+Expected<uint64_t> parseByteCount(const std::string& text) {
+  uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  std::string_view suffix(end, static_cast<size_t>(text.data() + text.size() - end));
+  int shift = suffix.empty()  ? 0
+              : suffix == "K" ? 10
+              : suffix == "M" ? 20
+              : suffix == "G" ? 30
+              : suffix == "T" ? 40
+                              : -1;
+  if (ec != std::errc() || end == text.data() || shift < 0 || value == 0)
+    return makeError(ErrorCode::InvalidArgument, "'{}' is not a byte count (a positive number with K, M, G or T)",
+                     text);
+  if (shift > 0 && value > (std::numeric_limits<uint64_t>::max() >> shift))
+    return makeError(ErrorCode::InvalidArgument, "byte count '{}' is too large", text);
+  return value << shift;
+}
+
 }  // namespace ctxkit::cli

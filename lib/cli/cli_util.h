@@ -37,4 +37,7 @@ std::vector<std::string> splitModelList(const std::vector<std::string>& args);
 // Usage errors exit 2, everything else 1.
 int exitCodeFor(const Error& error);
 
+// A byte count as --memory-limit takes it: digits with an optional K, M, G or T (binary multiples), e.g. 512M, 32G.
+Expected<uint64_t> parseByteCount(const std::string& text);
+
 }  // namespace ctxkit::cli

@@ -3,6 +3,7 @@
 
 #include "support/checked.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -54,18 +55,31 @@ private:
   size_t cached_ = 0;
 };
 
+// Null when the system gives no memory.
 std::shared_ptr<std::byte> alignedBuffer(size_t size) {
   size_t rounded = alignUp(size == 0 ? 1 : size, kAlignment);
   const bool cacheable = BufferCache::cacheable(rounded);
   void* p = cacheable ? BufferCache::instance().take(rounded) : nullptr;
   if (!p) p = std::aligned_alloc(kAlignment, rounded);
-  if (!p) throw std::bad_alloc();
+  if (!p) return nullptr;
   std::memset(p, 0, rounded);
   if (!cacheable) return std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
   return std::shared_ptr<std::byte>(static_cast<std::byte*>(p),
                                     [rounded](std::byte* q) { BufferCache::instance().give(q, rounded); });
 }
+std::atomic<uint64_t> gMemoryLimit{kDefaultMemoryLimit};
+
 }  // namespace
+
+uint64_t memoryLimit() { return gMemoryLimit.load(std::memory_order_relaxed); }
+void setMemoryLimit(uint64_t bytes) { gMemoryLimit.store(bytes, std::memory_order_relaxed); }
+
+Status checkMemoryLimit(uint64_t bytes, std::string_view what) {
+  if (bytes <= memoryLimit()) return Status::ok();
+  return makeError(ErrorCode::Unsupported,
+                   "{} needs {} bytes, more than the memory limit of {} bytes (--memory-limit raises it)", what, bytes,
+                   memoryLimit());
+}
 
 std::string shapeToString(std::span<const int64_t> shape) {
   if (shape.empty()) return "scalar";
@@ -88,10 +102,15 @@ Expected<Tensor> Tensor::allocate(ElemType type, Shape shape) {
   if (!bytes || !toSize(*bytes))
     return makeError(ErrorCode::Unsupported, "cannot allocate a {} tensor of shape {}", elemTypeName(type),
                      shapeToString(shape));
+  CTX_RETURN_IF_ERROR(
+      checkMemoryLimit(*bytes, fmt::format("a {} tensor of shape {}", elemTypeName(type), shapeToString(shape))));
+  auto buffer = alignedBuffer(static_cast<size_t>(*bytes));
+  if (!buffer)
+    return makeError(ErrorCode::Unsupported, "out of memory for a {} tensor of shape {} ({} bytes)", elemTypeName(type),
+                     shapeToString(shape), *bytes);
   Tensor t;
   t.type_ = type;
   t.shape_ = std::move(shape);
-  auto buffer = alignedBuffer(static_cast<size_t>(*bytes));
   t.data_ = buffer.get();
   t.size_ = static_cast<size_t>(*bytes);
   t.writable_ = true;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ctxkit::ir {
@@ -24,11 +25,21 @@ inline bool sameShape(std::span<const int64_t> a, std::span<const int64_t> b) {
 // Element count of a concrete shape; nullopt on a negative dimension or overflow.
 std::optional<uint64_t> elementCount(std::span<const int64_t> shape);
 
+// The most bytes one tensor, or one compiled program's arena, may take: allocations sized from a model, a program or
+// an input are checked against it and fail as an error naming what asked, instead of aborting the process or
+// letting the system's OOM killer end it. Process-wide; ctxgen and ctxrun set it from --memory-limit.
+inline constexpr uint64_t kDefaultMemoryLimit = uint64_t{16} << 30;  // 16 GiB
+uint64_t memoryLimit();
+void setMemoryLimit(uint64_t bytes);
+// An error when `bytes` exceed memoryLimit(): "<what> needs N bytes, more than the memory limit of M bytes".
+Status checkMemoryLimit(uint64_t bytes, std::string_view what);
+
 class Tensor {
 public:
   Tensor() = default;
 
-  // A zero-filled, 64-byte aligned, writable tensor. Fails on overflow or string type.
+  // A zero-filled, 64-byte aligned, writable tensor. Fails on overflow, string type, a size above memoryLimit() or
+  // memory the system does not give.
   static Expected<Tensor> allocate(ElemType type, Shape shape);
   // A read-only view of bytes owned by `owner` (a mapped file, a parsed model...). Checks the byte count.
   static Expected<Tensor> view(ElemType type, Shape shape, const std::byte* data, size_t size,

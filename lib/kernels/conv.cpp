@@ -33,9 +33,10 @@ Expected<ConvPlan> planConv(const OpContext& ctx, std::span<const int64_t> x, st
   p.outChannels = w[0];
   const ops::ConvAttrs& attrs = attrsOf<ops::ConvAttrs>(ctx);
   p.group = attrs.group;
-  if (p.channels != w[1] * p.group)
+  const CheckedInt expectedChannels = CheckedInt(w[1]) * p.group;
+  if (!expectedChannels.ok() || p.channels != expectedChannels.value())
     return invalid(ctx, "input 0 has {} channels but weight shape {} with group {} expects {}", p.channels, shapeStr(w),
-                   p.group, w[1] * p.group);
+                   p.group, expectedChannels.ok() ? fmt::to_string(expectedChannels.value()) : "more than int64 holds");
   if (p.outChannels % p.group != 0)
     return invalid(ctx, "weight has {} output channels, not a multiple of group {}", p.outChannels, p.group);
   std::span<const int64_t> kernel = w.subspan(2);

@@ -35,7 +35,9 @@ Expected<ConvTransposePlan> planConvTranspose(const OpContext& ctx, std::span<co
     return invalid(ctx, "input 0 has {} channels but weight shape {} expects {}", p.channels, shapeStr(w), w[0]);
   if (p.channels % p.group != 0)
     return invalid(ctx, "input 0 has {} channels, not a multiple of group {}", p.channels, p.group);
-  p.outChannels = w[1] * p.group;
+  const CheckedInt outChannels = CheckedInt(w[1]) * p.group;
+  if (!outChannels.ok()) return invalid(ctx, "weight shape {} with group {} overflows", shapeStr(w), p.group);
+  p.outChannels = outChannels.value();
   p.in.assign(x.begin() + 2, x.end());
   p.kernel.assign(w.begin() + 2, w.end());
   if (window.kernelShape &&
@@ -59,11 +61,25 @@ Expected<ConvTransposePlan> planConvTranspose(const OpContext& ctx, std::span<co
   if (!outputShape.empty() && outputShape.size() != rank)
     return invalid(ctx, "attribute output_shape has {} values but expected {}", outputShape.size(), rank);
   bool same = autoPad == ops::AutoPad::SameUpper || autoPad == ops::AutoPad::SameLower;
+  // Every size below is checked: the attributes and shapes come from a file and may be anything.
+  auto overflow = [&](size_t i) {
+    return invalid(ctx,
+                   "the output extent of spatial dimension {} overflows (input {}, kernel {}, stride {}, dilation "
+                   "{}, output padding {})",
+                   i, p.in[i], p.kernel[i], p.strides[i], p.dilations[i], outPad[i]);
+  };
   if (outputShape.empty() && same)
-    for (size_t i = 0; i < rank; ++i) outputShape.push_back(p.in[i] * p.strides[i]);
+    for (size_t i = 0; i < rank; ++i) {
+      const CheckedInt extent = CheckedInt(p.in[i]) * p.strides[i];
+      if (!extent.ok()) return overflow(i);
+      outputShape.push_back(extent.value());
+    }
   p.out.resize(rank);
   for (size_t i = 0; i < rank; ++i) {
-    int64_t full = p.strides[i] * (p.in[i] - 1) + outPad[i] + (p.kernel[i] - 1) * p.dilations[i] + 1;
+    const CheckedInt checkedFull = CheckedInt(p.strides[i]) * (CheckedInt(p.in[i]) - 1) + outPad[i] +
+                                   (CheckedInt(p.kernel[i]) - 1) * p.dilations[i] + 1;
+    if (!checkedFull.ok() || (!outputShape.empty() && !(checkedFull - outputShape[i]).ok())) return overflow(i);
+    const int64_t full = checkedFull.value();
     if (autoPad == ops::AutoPad::Valid) {
       p.padBegin[i] = p.padEnd[i] = 0;
     } else if (!outputShape.empty()) {
@@ -78,7 +94,9 @@ Expected<ConvTransposePlan> planConvTranspose(const OpContext& ctx, std::span<co
         p.padEnd[i] = half;
       }
     }
-    p.out[i] = full - p.padBegin[i] - p.padEnd[i];
+    const CheckedInt out = CheckedInt(full) - p.padBegin[i] - p.padEnd[i];
+    if (!out.ok()) return overflow(i);
+    p.out[i] = out.value();
     if (p.out[i] < 0) return invalid(ctx, "output spatial dimension {} would be {}", i, p.out[i]);
   }
   return p;

@@ -28,7 +28,7 @@ Expected<DeformPlan> planDeform(const OpContext& ctx, InDescs inputs) {
   const auto& attrs = attrsOf<ops::DeformConvAttrs>(ctx);  // group, offset_group and the window checked at decode
   p.group = attrs.group;
   p.offsetGroup = attrs.offsetGroup;
-  if (p.c % p.group != 0 || p.oc % p.group != 0 || p.c % p.offsetGroup != 0 || wt[1] * p.group != p.c)
+  if (p.c % p.group != 0 || p.oc % p.group != 0 || p.c % p.offsetGroup != 0 || p.c / p.group != wt[1])
     return invalid(ctx, "X {} and W {} do not fit group {} and offset_group {}", shapeStr(x), shapeStr(wt), p.group,
                    p.offsetGroup);
   auto ints = [&](std::string_view name, const std::optional<ops::IntList>& list, size_t count, int64_t fallback,
@@ -42,17 +42,28 @@ Expected<DeformPlan> planDeform(const OpContext& ctx, InDescs inputs) {
   CTX_RETURN_IF_ERROR(ints("pads", attrs.window.pads, 4, 0, p.pad));
   if (const auto& k = attrs.window.kernelShape; k && (k->size() != 2 || (*k)[0] != p.kh || (*k)[1] != p.kw))
     return invalid(ctx, "attribute kernel_shape does not match W's shape {}", shapeStr(wt));
-  p.oh = (p.h + p.pad[0] + p.pad[2] - (p.dilation[0] * (p.kh - 1) + 1)) / p.stride[0] + 1;
-  p.ow = (p.w + p.pad[1] + p.pad[3] - (p.dilation[1] * (p.kw - 1) + 1)) / p.stride[1] + 1;
-  const int64_t taps = p.kh * p.kw;
-  if (off != ir::Shape{p.n, p.offsetGroup * 2 * taps, p.oh, p.ow})
+  // Checked: the attributes and shapes come from a file and may be anything.
+  const CheckedInt oh =
+      (CheckedInt(p.h) + p.pad[0] + p.pad[2] - (CheckedInt(p.dilation[0]) * (CheckedInt(p.kh) - 1) + 1)) / p.stride[0] +
+      1;
+  const CheckedInt ow =
+      (CheckedInt(p.w) + p.pad[1] + p.pad[3] - (CheckedInt(p.dilation[1]) * (CheckedInt(p.kw) - 1) + 1)) / p.stride[1] +
+      1;
+  const CheckedInt offsetChannels = CheckedInt(p.offsetGroup) * 2 * p.kh * p.kw;
+  if (!oh.ok() || !ow.ok() || !offsetChannels.ok())
+    return invalid(ctx, "the output or offset shape overflows (X {}, W {}, the window attributes)", shapeStr(x),
+                   shapeStr(wt));
+  p.oh = oh.value();
+  p.ow = ow.value();
+  if (off != ir::Shape{p.n, offsetChannels.value(), p.oh, p.ow})
     return invalid(ctx, "input 2 (offset) has shape {} but expected [{}, {}, {}, {}]", shapeStr(off), p.n,
-                   p.offsetGroup * 2 * taps, p.oh, p.ow);
+                   offsetChannels.value(), p.oh, p.ow);
   if (const ValueDesc* b = optionalInput(inputs, 3); b && b->shape != ir::Shape{p.oc})
     return invalid(ctx, "input 3 (B) has shape {} but expected [{}]", shapeStr(b->shape), p.oc);
-  if (const ValueDesc* m = optionalInput(inputs, 4); m && m->shape != ir::Shape{p.n, p.offsetGroup * taps, p.oh, p.ow})
+  const int64_t maskChannels = offsetChannels.value() / 2;
+  if (const ValueDesc* m = optionalInput(inputs, 4); m && m->shape != ir::Shape{p.n, maskChannels, p.oh, p.ow})
     return invalid(ctx, "input 4 (mask) has shape {} but expected [{}, {}, {}, {}]", shapeStr(m->shape), p.n,
-                   p.offsetGroup * taps, p.oh, p.ow);
+                   maskChannels, p.oh, p.ow);
   return p;
 }
 

@@ -156,6 +156,18 @@ Status checkShapeSize(const OpContext& ctx, std::span<const int64_t> shape) {
   return Status::ok();
 }
 
+Status checkOutputSize(const OpContext& ctx, const OutputDesc& out) {
+  CTX_RETURN_IF_ERROR(checkShapeSize(ctx, out.shape));
+  if (out.type == ElemType::String) return Status::ok();
+  auto bytes = ir::storageBytes(out.type, *checkedElementCount(out.shape));
+  if (!bytes) return invalid(ctx, "output shape {} is too large", shapeStr(out.shape));
+  auto within = ir::checkMemoryLimit(
+      *bytes, fmt::format("its {} output of shape {}", ir::elemTypeName(out.type), shapeStr(out.shape)));
+  // InvalidGraph: a compiler refuses the model (instead of leaving the node to fail at run time).
+  if (!within) return invalid(ctx, "{}", within.error().message());
+  return Status::ok();
+}
+
 Dims broadcastStrides(std::span<const int64_t> in, std::span<const int64_t> out) {
   Dims strides(out.size(), 0);
   size_t lead = out.size() - in.size();

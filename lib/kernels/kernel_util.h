@@ -2,6 +2,7 @@
 #pragma once
 
 #include "kernels/kernels.h"
+#include "support/checked.h"
 
 #include <algorithm>
 #include <array>
@@ -130,6 +131,8 @@ bool broadcastsTo(std::span<const int64_t> from, std::span<const int64_t> to);
 std::string shapeStr(std::span<const int64_t> shape);
 // Checks that the element count of `shape` is representable.
 Status checkShapeSize(const OpContext& ctx, std::span<const int64_t> shape);
+// checkShapeSize, and the output's bytes within ir::memoryLimit().
+Status checkOutputSize(const OpContext& ctx, const OutputDesc& out);
 
 // A vector that keeps up to N elements inline, so that per-run shape arithmetic (strides, indices, collapsed
 // dims) allocates nothing for the ranks models use; a longer one spills to the heap. Only what kernels need.

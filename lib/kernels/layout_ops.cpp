@@ -20,7 +20,9 @@ InferResult inferTile(const OpContext& ctx, InDescs inputs, size_t outputCount) 
   ir::Shape out(x.size());
   for (size_t d = 0; d < x.size(); ++d) {
     if (repeats[d] < 0) return invalid(ctx, "repeats value {} is negative", repeats[d]);
-    out[d] = x[d] * repeats[d];
+    const CheckedInt extent = CheckedInt(x[d]) * repeats[d];
+    if (!extent.ok()) return invalid(ctx, "repeats value {} overflows dimension {} of extent {}", repeats[d], d, x[d]);
+    out[d] = extent.value();
   }
   return single(inputs[0].type, std::move(out));
 }
@@ -53,15 +55,20 @@ InferResult inferDepthSpace(const OpContext& ctx, InDescs inputs, size_t outputC
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFixedSizeTypes));
   CTX_RETURN_IF_ERROR(checkRank(ctx, inputs, 0, 4));
-  const int64_t b = attrsOf<ops::DepthSpaceAttrs>(ctx).blocksize;
+  const int64_t b = attrsOf<ops::DepthSpaceAttrs>(ctx).blocksize;  // 1 .. kMaxWindowValue (the decoder's rule)
   const auto& x = inputs[0].shape;
+  const int64_t square = b * b;
   if (ctx.kind == ir::OpKind::DepthToSpace) {
-    if (x[1] % (b * b) != 0) return invalid(ctx, "channels {} are not a multiple of blocksize^2 = {}", x[1], b * b);
-    return single(inputs[0].type, ir::Shape{x[0], x[1] / (b * b), x[2] * b, x[3] * b});
+    if (x[1] % square != 0) return invalid(ctx, "channels {} are not a multiple of blocksize^2 = {}", x[1], square);
+    const CheckedInt h = CheckedInt(x[2]) * b, w = CheckedInt(x[3]) * b;
+    if (!h.ok() || !w.ok()) return invalid(ctx, "height {} and width {} times blocksize {} overflow", x[2], x[3], b);
+    return single(inputs[0].type, ir::Shape{x[0], x[1] / square, h.value(), w.value()});
   }
   if (x[2] % b != 0 || x[3] % b != 0)
     return invalid(ctx, "height {} and width {} must be multiples of blocksize {}", x[2], x[3], b);
-  return single(inputs[0].type, ir::Shape{x[0], x[1] * b * b, x[2] / b, x[3] / b});
+  const CheckedInt channels = CheckedInt(x[1]) * square;
+  if (!channels.ok()) return invalid(ctx, "channels {} times blocksize^2 = {} overflow", x[1], square);
+  return single(inputs[0].type, ir::Shape{x[0], channels.value(), x[2] / b, x[3] / b});
 }
 
 Status runDepthSpace(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
@@ -109,7 +116,7 @@ Status runEyeLike(const OpContext& ctx, RunIns, RunOuts outputs) {
   const int64_t rows = y.shape()[0], cols = y.shape()[1];
   std::vector<float> v(static_cast<size_t>(rows * cols), 0.0f);
   for (int64_t i = 0; i < rows; ++i)
-    if (i + k >= 0 && i + k < cols) v[static_cast<size_t>(i * cols + i + k)] = 1.0f;
+    if (k >= -i && k < cols - i) v[static_cast<size_t>(i * cols + i + k)] = 1.0f;  // column i + k, never overflowing
   return convertElements(ElemType::Float, v.data(), y.type(), y.mutableData(), v.size());
 }
 

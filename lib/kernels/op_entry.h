@@ -26,6 +26,9 @@ inline bool isHalf(ElemType t) { return t == ElemType::Float16 || t == ElemType:
 // float32 temporaries and narrowed afterwards.
 Status runViaFloat(const OpEntry& entry, const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
+// Runs the entry's kernel (through runViaFloat when `viaFloat`); running out of memory becomes the node's error.
+Status runEntry(const OpEntry& entry, const OpContext& ctx, RunIns inputs, RunOuts outputs, bool viaFloat);
+
 // Calls `f` with a copy of `ctx` whose typed attributes are decoded (once, for this call); a decoding error
 // names the node.
 template <typename F> auto withTypedAttrs(const OpContext& ctx, F&& f) -> std::invoke_result_t<F, const OpContext&> {

@@ -2,6 +2,9 @@
 #include "kernels/convert.h"
 #include "kernels/op_entry.h"
 
+#include <new>
+#include <stdexcept>
+
 namespace ctxkit::kernels {
 
 using namespace detail;
@@ -325,6 +328,18 @@ Error detail::noKernel(const OpContext& ctx) {
   return nodeError(ctx, ErrorCode::Unsupported, "no CPU kernel for op {}", ir::opKindName(ctx.kind));
 }
 
+Status detail::runEntry(const OpEntry& entry, const OpContext& ctx, RunIns inputs, RunOuts outputs, bool viaFloat) {
+  // A kernel's own buffers are sized from its inputs: running out of memory for them is this node's error, not an
+  // abort of the process.
+  try {
+    return viaFloat ? runViaFloat(entry, ctx, inputs, outputs) : entry.run(ctx, inputs, outputs);
+  } catch (const std::bad_alloc&) {
+    return nodeError(ctx, ErrorCode::Unsupported, "out of memory for the kernel's buffers");
+  } catch (const std::length_error&) {
+    return nodeError(ctx, ErrorCode::Unsupported, "the kernel's buffers would exceed the largest possible size");
+  }
+}
+
 Status detail::runViaFloat(const OpEntry& entry, const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   std::vector<ir::Tensor> wideIns;
   wideIns.reserve(inputs.size());
@@ -378,7 +393,7 @@ Expected<std::vector<OutputDesc>> inferOutputs(const OpContext& ctx, std::span<c
   }
   auto result = entry->infer(ctx, inputs, outputCount);
   if (!result) return result;
-  for (const OutputDesc& out : *result) CTX_RETURN_IF_ERROR(checkShapeSize(ctx, out.shape));
+  for (const OutputDesc& out : *result) CTX_RETURN_IF_ERROR(checkOutputSize(ctx, out));
   return result;
 }
 
@@ -413,8 +428,7 @@ Status run(const OpContext& ctx, std::span<const ir::Tensor* const> inputs, std:
     if (!out.isWritable() && out.byteSize() > 0)
       return nodeError(ctx, ErrorCode::InvalidArgument, "output {} is not writable", i);
   }
-  if (entry->halfViaFloat && anyHalf) return runViaFloat(*entry, ctx, inputs, outputs);
-  return entry->run(ctx, inputs, outputs);
+  return runEntry(*entry, ctx, inputs, outputs, entry->halfViaFloat && anyHalf);
 }
 
 Expected<std::vector<ir::Tensor>> evaluate(const OpContext& ctx, std::span<const ir::Tensor* const> inputs,

@@ -123,12 +123,19 @@ InferResult inferRange(const OpContext& ctx, InDescs inputs, size_t outputCount)
     int64_t start = inputs[0].type == ElemType::Int16 ? static_cast<int64_t>(v[0]) : ints(0);
     int64_t limit = inputs[0].type == ElemType::Int16 ? static_cast<int64_t>(v[1]) : ints(1);
     int64_t delta = inputs[0].type == ElemType::Int16 ? static_cast<int64_t>(v[2]) : ints(2);
-    int64_t span = limit - start;
-    // ceil(span / delta) with integer arithmetic.
-    count = span / delta + ((span % delta != 0 && ((span < 0) == (delta < 0))) ? 1 : 0);
+    if (delta == 0) return invalid(ctx, "input 2 (delta) is zero");
+    const CheckedInt span = CheckedInt(limit) - start;
+    if (!span.ok()) return invalid(ctx, "limit {} minus start {} overflows", limit, start);
+    // ceil(span / delta) with integer arithmetic (delta = -1 goes through CheckedInt: INT64_MIN / -1 overflows).
+    const CheckedInt quotient = span / delta;
+    if (!quotient.ok())
+      return invalid(ctx, "start {}, limit {} and delta {} overflow the element count", start, limit, delta);
+    const bool rest = (span % delta).value() != 0 && ((span.value() < 0) == (delta < 0));
+    count = quotient.value() + (rest ? 1 : 0);
   } else {
     double c = std::ceil((v[1] - v[0]) / v[2]);
-    if (!std::isfinite(c)) return invalid(ctx, "start, limit and delta give a non-finite element count");
+    // Beyond 2^62 elements no tensor fits; the bound also keeps the conversion to int64 defined.
+    if (!std::isfinite(c) || c > 0x1p62) return invalid(ctx, "start, limit and delta give an element count of {}", c);
     count = static_cast<int64_t>(c);
   }
   return single(inputs[0].type, {std::max<int64_t>(count, 0)});
@@ -199,6 +206,8 @@ Expected<PadParams> padParams(const OpContext& ctx, InDescs inputs) {
   }
   for (size_t a = 0; a < p.begin.size(); ++a) {
     int64_t n = inputs[0].shape[a];
+    if (!(CheckedInt(n) + p.begin[a] + p.end[a]).ok())
+      return invalid(ctx, "pads {} and {} overflow axis {} of extent {}", p.begin[a], p.end[a], a, n);
     if (n + p.begin[a] + p.end[a] < 0)
       return invalid(ctx, "pads {} and {} remove more than the {} elements of axis {}", p.begin[a], p.end[a], n, a);
     if (p.mode != PadMode::Constant && n == 0 && (p.begin[a] > 0 || p.end[a] > 0))

@@ -94,11 +94,11 @@ public:
                          describeSlot(true, out->type(), out->shape()),
                          describeSlot(true, outputs_[i].type, outputs_[i].shape));
     }
-    if (!viaFloat_) return entry_->run(ctx, inputs, outputs);
+    if (!viaFloat_) return runEntry(*entry_, ctx, inputs, outputs, false);
     std::vector<const ir::Tensor*> ins(inputs.begin(), inputs.end());
     for (size_t i = 0; i < ins.size(); ++i)
       if (widened_[i]) ins[i] = &*widened_[i];
-    return runViaFloat(*entry_, ctx, ins, outputs);
+    return runEntry(*entry_, ctx, ins, outputs, true);
   }
 
 private:

@@ -131,6 +131,9 @@ Expected<RnnSpec> parseSpec(const OpContext& ctx, InDescs inputs) {
   s.clip = attrs.clip.value_or(0.0f);
   s.inputForget = s.lstm && attrs.inputForget;
   s.linearBeforeReset = !s.lstm && attrs.linearBeforeReset;
+  // R's shape may give the hidden size (the attribute's range is the decoder's): the gate sizes must not overflow.
+  const CheckedInt gates = CheckedInt(2) * s.gates * s.hidden;
+  if (!gates.ok()) return invalid(ctx, "hidden size {} overflows the gate sizes", s.hidden);
   const int64_t gh = s.gates * s.hidden;
   CTX_RETURN_IF_ERROR(checkShape(ctx, &inputs[1], 1, "W", {s.dirs, gh, s.input}));
   CTX_RETURN_IF_ERROR(checkShape(ctx, &inputs[2], 2, "R", {s.dirs, gh, s.hidden}));

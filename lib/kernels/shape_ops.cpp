@@ -66,12 +66,12 @@ InferResult inferReshape(const OpContext& ctx, InDescs inputs, size_t outputCoun
     return invalid(ctx, "shape {} has both 0 and -1, which allowzero = 1 forbids", shapeStr(target));
   int64_t total = dimProduct(in);
   if (inferIndex >= 0) {
-    int64_t known = 1;
+    CheckedInt known = 1;
     for (size_t i = 0; i < target.size(); ++i)
-      if (static_cast<int64_t>(i) != inferIndex) known *= target[i];
-    if (known == 0 || total % known != 0)
+      if (static_cast<int64_t>(i) != inferIndex) known = known * target[i];
+    if (!known.ok() || known.value() == 0 || total % known.value() != 0)
       return invalid(ctx, "cannot infer the -1 in shape {} for input shape {}", shapeStr(target), shapeStr(in));
-    target[static_cast<size_t>(inferIndex)] = total / known;
+    target[static_cast<size_t>(inferIndex)] = total / known.value();
   }
   if (dimProduct(target) != total)
     return invalid(ctx, "input shape {} ({} elements) cannot be reshaped to {}", shapeStr(in), total, shapeStr(target));

@@ -9,8 +9,9 @@ namespace ctxkit::kernels::detail {
 
 namespace {
 
-int64_t ceilDiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
-int64_t floorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+// For b >= 1 and a >= 0 (a - 1 + b never overflows where a + b - 1 could).
+int64_t ceilDiv(int64_t a, int64_t b) { return a == 0 ? 0 : (a - 1) / b + 1; }
+int64_t floorDiv(int64_t a, int64_t b) { return a / b; }
 
 }  // namespace
 
@@ -30,11 +31,19 @@ Expected<Window> computeWindow(const OpContext& ctx, const ops::WindowAttrs& att
   w.padEnd.assign(n, 0);
   w.out.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
-    int64_t span = w.dilations[i] * (w.kernel[i] - 1) + 1;  // extent of the dilated kernel
-    int64_t s = w.strides[i];
+    // Every size below is checked: the attributes and the input come from a file and may be anything.
+    const CheckedInt span = CheckedInt(w.dilations[i]) * (CheckedInt(w.kernel[i]) - 1) + 1;  // dilated kernel
+    const int64_t s = w.strides[i];
+    if (!span.ok())
+      return invalid(ctx, "kernel {} with dilation {} overflows in spatial dimension {}", w.kernel[i], w.dilations[i],
+                     i);
     if (attrs.autoPad == AutoPad::SameUpper || attrs.autoPad == AutoPad::SameLower) {
-      int64_t out = ceilDiv(w.in[i], s);
-      int64_t total = std::max<int64_t>(0, (out - 1) * s + span - w.in[i]);
+      const int64_t out = ceilDiv(w.in[i], s);
+      const CheckedInt needed = (CheckedInt(out) - 1) * s + span - w.in[i];
+      if (!needed.ok())
+        return invalid(ctx, "the padding of spatial dimension {} overflows (stride {}, kernel extent {})", i, s,
+                       span.value());
+      const int64_t total = std::max<int64_t>(0, needed.value());
       int64_t small = total / 2, large = total - total / 2;
       w.padBegin[i] = attrs.autoPad == AutoPad::SameUpper ? small : large;
       w.padEnd[i] = attrs.autoPad == AutoPad::SameUpper ? large : small;
@@ -45,11 +54,15 @@ Expected<Window> computeWindow(const OpContext& ctx, const ops::WindowAttrs& att
       w.padBegin[i] = pads[i];
       w.padEnd[i] = pads[i + n];
     }
-    int64_t padded = w.in[i] + w.padBegin[i] + w.padEnd[i];
-    if (padded < span)
-      return invalid(ctx, "kernel extent {} exceeds the padded input extent {} in spatial dimension {}", span, padded,
-                     i);
-    int64_t out = (ceilMode ? ceilDiv(padded - span, s) : floorDiv(padded - span, s)) + 1;
+    const CheckedInt padded = CheckedInt(w.in[i]) + w.padBegin[i] + w.padEnd[i];
+    if (!padded.ok())
+      return invalid(ctx, "pads {} and {} overflow spatial dimension {} of extent {}", w.padBegin[i], w.padEnd[i], i,
+                     w.in[i]);
+    if (padded.value() < span.value())
+      return invalid(ctx, "kernel extent {} exceeds the padded input extent {} in spatial dimension {}", span.value(),
+                     padded.value(), i);
+    const int64_t rest = padded.value() - span.value();
+    int64_t out = (ceilMode ? ceilDiv(rest, s) : floorDiv(rest, s)) + 1;
     // With ceil_mode, a last window starting inside the end padding is dropped.
     if (ceilMode && (out - 1) * s >= w.in[i] + w.padBegin[i]) --out;
     w.out[i] = out;

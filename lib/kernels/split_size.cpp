@@ -22,7 +22,7 @@ Expected<std::vector<int64_t>> splitLengths(const OpContext& ctx, InDescs inputs
     const int64_t pieces = attrsOf<ops::SplitAttrs>(ctx).numOutputs.value_or(static_cast<int64_t>(outputCount));
     if (pieces <= 0 || static_cast<size_t>(pieces) != outputCount)
       return invalid(ctx, "splits into {} pieces but has {} outputs", pieces, outputCount);
-    int64_t chunk = (dim + pieces - 1) / pieces;
+    int64_t chunk = dim == 0 ? 0 : (dim - 1) / pieces + 1;  // ceil(dim / pieces), never overflowing
     if (ctx.opset < 18 && dim % pieces != 0)
       return invalid(ctx, "dimension {} does not split evenly into {} outputs", dim, pieces);
     for (int64_t p = 0, left = dim; p < pieces; ++p) {
@@ -32,12 +32,13 @@ Expected<std::vector<int64_t>> splitLengths(const OpContext& ctx, InDescs inputs
   }
   if (lengths.size() != outputCount)
     return invalid(ctx, "split has {} lengths but the node has {} outputs", lengths.size(), outputCount);
-  int64_t sum = 0;
+  CheckedInt sum = 0;
   for (int64_t l : lengths) {
     if (l < 0) return invalid(ctx, "split length {} is negative", l);
-    sum += l;
+    sum = sum + l;
   }
-  if (sum != dim) return invalid(ctx, "split lengths sum to {} but the axis has {} elements", sum, dim);
+  if (!sum.ok() || sum.value() != dim)
+    return invalid(ctx, "split lengths {} do not sum to the {} elements of the axis", shapeStr(lengths), dim);
   return lengths;
 }
 

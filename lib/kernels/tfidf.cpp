@@ -43,8 +43,10 @@ Expected<TfIdfPlan> planTfIdf(const OpContext& ctx) {
     for (int64_t i = begin; i < end; i += n, ++gram) {
       if (gram >= coords.size())
         return invalid(ctx, "ngram_indexes has {} values, fewer than the pool's n-grams", coords.size());
-      if (coords[gram] < 0)  // an output coordinate: a negative one would be written before the row
-        return invalid(ctx, "ngram_indexes has negative value {} at {}", coords[gram], gram);
+      // An output coordinate: a negative one would be written before the row; the output's width is the largest
+      // plus one, which must not overflow (the output's size is then checked like any other's).
+      if (coords[gram] < 0 || !(CheckedInt(coords[gram]) + 1).ok())
+        return invalid(ctx, "ngram_indexes has value {} at {}, not an output coordinate", coords[gram], gram);
       p.grams[level][std::vector<int64_t>(pool.begin() + i, pool.begin() + i + n)] = coords[gram];
       p.width = std::max(p.width, coords[gram] + 1);
     }
@@ -74,12 +76,15 @@ Status runTfIdfVectorizer(const OpContext& ctx, RunIns inputs, RunOuts outputs) 
   float* y = outputs[0]->mutableDataAs<float>();
   std::fill(y, y + rows * p.width, 0.0f);
   const auto levels = std::min<int64_t>(p.maxGram, static_cast<int64_t>(p.grams.size()));
+  // A skip that puts an n-gram's second token past the row's end finds nothing: larger ones are not tried (the
+  // attribute may be anything up to INT64_MAX).
+  const int64_t maxSkip = std::min(p.maxSkip, std::max<int64_t>(columns - 1, 0));
   std::vector<int64_t> gram;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t* row = tokens.data() + r * columns;
     float* counts = y + r * p.width;
     for (int64_t start = 0; start < columns; ++start)
-      for (int64_t skip = 0; skip <= p.maxSkip; ++skip) {
+      for (int64_t skip = 0; skip <= maxSkip; ++skip) {
         gram.clear();
         for (int64_t n = 1; n <= levels; ++n) {
           const int64_t at = start + (n - 1) * (skip + 1);

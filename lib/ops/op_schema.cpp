@@ -20,13 +20,56 @@ template <typename... Args> Error bad(fmt::format_string<Args...> format, Args&&
   return makeError(ErrorCode::InvalidGraph, format, std::forward<Args>(args)...);
 }
 
-Expected<bool> flag(const ir::Attributes& attrs, std::string_view name) {
+// A node's attributes as the decoder reads them: an attribute present with another type than the one read (a string
+// `axis`) is recorded, and decodeAttrs refuses the node instead of taking the default as if it were absent.
+class AttrReader {
+public:
+  explicit AttrReader(const ir::Attributes& attrs) : attrs_(attrs) {}
+  const ir::Attribute* find(std::string_view name) const { return attrs_.find(name); }
+  bool has(std::string_view name) const { return attrs_.has(name); }
+  int64_t getInt(std::string_view name, int64_t fallback) const {
+    const ir::Attribute* a = typed(name, ir::AttrType::Int);
+    return a ? a->i : fallback;
+  }
+  float getFloat(std::string_view name, float fallback) const {
+    const ir::Attribute* a = typed(name, ir::AttrType::Float);
+    return a ? a->f : fallback;
+  }
+  std::string getString(std::string_view name, std::string fallback = {}) const {
+    const ir::Attribute* a = typed(name, ir::AttrType::String);
+    return a ? a->s : fallback;
+  }
+  std::vector<int64_t> getInts(std::string_view name, std::vector<int64_t> fallback = {}) const {
+    const ir::Attribute* a = typed(name, ir::AttrType::Ints);
+    return a ? a->ints : fallback;
+  }
+  std::vector<float> getFloats(std::string_view name, std::vector<float> fallback = {}) const {
+    const ir::Attribute* a = typed(name, ir::AttrType::Floats);
+    return a ? a->floats : fallback;
+  }
+  // The first attribute read with the wrong type, if any.
+  Status status() const { return wrongType_ ? Status(*wrongType_) : Status::ok(); }
+
+private:
+  const ir::Attribute* typed(std::string_view name, ir::AttrType type) const {
+    const ir::Attribute* a = attrs_.find(name);
+    if (!a || a->type == type) return a;
+    if (!wrongType_)
+      wrongType_ =
+          bad("attribute {} is of type {} but expected {}", name, ir::attrTypeName(a->type), ir::attrTypeName(type));
+    return nullptr;
+  }
+  const ir::Attributes& attrs_;
+  mutable std::optional<Error> wrongType_;
+};
+
+Expected<bool> flag(const AttrReader& attrs, std::string_view name) {
   int64_t v = attrs.getInt(name, 0);
   if (v != 0 && v != 1) return bad("attribute {} is {} but expected 0 or 1", name, v);
   return v == 1;
 }
 
-std::optional<IntList> optionalInts(const ir::Attributes& attrs, std::string_view name) {
+std::optional<IntList> optionalInts(const AttrReader& attrs, std::string_view name) {
   if (!attrs.has(name)) return std::nullopt;
   const std::vector<int64_t> values = attrs.getInts(name);
   return IntList(values.begin(), values.end());
@@ -40,7 +83,7 @@ Expected<ir::ElemType> elemTypeAttr(std::string_view name, int64_t value, bool a
   return *t;
 }
 
-Expected<WindowAttrs> decodeWindow(const ir::Attributes& attrs) {
+Expected<WindowAttrs> decodeWindow(const AttrReader& attrs) {
   WindowAttrs w;
   w.kernelShape = optionalInts(attrs, "kernel_shape");
   w.strides = optionalInts(attrs, "strides");
@@ -65,7 +108,7 @@ Expected<WindowAttrs> decodeWindow(const ir::Attributes& attrs) {
 }
 
 // com.microsoft FusedConv's form: `activation` names the op, `activation_params` its alpha/beta.
-Expected<Epilogue> decodeEpilogue(const ir::Attributes& attrs) {
+Expected<Epilogue> decodeEpilogue(const AttrReader& attrs) {
   Epilogue e;
   const ir::Attribute* attr = attrs.find("activation");
   if (!attr) return e;
@@ -87,7 +130,7 @@ Expected<Epilogue> decodeEpilogue(const ir::Attributes& attrs) {
   return e;
 }
 
-Expected<OpAttrs> decodeConv(const ir::Attributes& attrs) {
+Expected<OpAttrs> decodeConv(const AttrReader& attrs) {
   ConvAttrs a;
   CTX_ASSIGN_OR_RETURN(a.window, decodeWindow(attrs));
   a.group = attrs.getInt("group", 1);
@@ -96,7 +139,7 @@ Expected<OpAttrs> decodeConv(const ir::Attributes& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodePool(OpKind kind, const ir::Attributes& attrs) {
+Expected<OpAttrs> decodePool(OpKind kind, const AttrReader& attrs) {
   PoolAttrs a;
   CTX_ASSIGN_OR_RETURN(a.window, decodeWindow(attrs));
   if (!a.window.kernelShape) return bad("required attribute kernel_shape is missing");
@@ -113,7 +156,7 @@ Expected<OpAttrs> decodePool(OpKind kind, const ir::Attributes& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeUnary(OpKind kind, const ir::Attributes& attrs) {
+Expected<OpAttrs> decodeUnary(OpKind kind, const AttrReader& attrs) {
   UnaryAttrs a;
   switch (kind) {
     case OpKind::LeakyRelu: a.alpha = attrs.getFloat("alpha", 0.01f); break;
@@ -133,7 +176,7 @@ Expected<OpAttrs> decodeUnary(OpKind kind, const ir::Attributes& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeBatchNorm(int64_t opset, const ir::Attributes& attrs) {
+Expected<OpAttrs> decodeBatchNorm(int64_t opset, const AttrReader& attrs) {
   if (attrs.getInt("training_mode", 0) != 0)
     return makeError(ErrorCode::Unsupported, "training_mode = 1 is not supported (inference only)");
   BatchNormAttrs a;
@@ -142,7 +185,7 @@ Expected<OpAttrs> decodeBatchNorm(int64_t opset, const ir::Attributes& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeLayerNorm(const ir::Attributes& attrs) {
+Expected<OpAttrs> decodeLayerNorm(const AttrReader& attrs) {
   LayerNormAttrs a;
   a.axis = attrs.getInt("axis", -1);
   a.epsilon = attrs.getFloat("epsilon", 1e-5f);
@@ -155,7 +198,7 @@ Expected<OpAttrs> decodeLayerNorm(const ir::Attributes& attrs) {
   return OpAttrs(a);
 }
 
-Expected<bool> flagOr(const ir::Attributes& attrs, std::string_view name, bool fallback) {
+Expected<bool> flagOr(const AttrReader& attrs, std::string_view name, bool fallback) {
   int64_t v = attrs.getInt(name, fallback ? 1 : 0);
   if (v != 0 && v != 1) return bad("attribute {} is {} but expected 0 or 1", name, v);
   return v == 1;
@@ -163,11 +206,11 @@ Expected<bool> flagOr(const ir::Attributes& attrs, std::string_view name, bool f
 
 // An integer attribute read as a flag the way ONNX Runtime reads it (any non-zero value is true), for the
 // families whose kernels always read it so.
-bool nonZero(const ir::Attributes& attrs, std::string_view name, bool fallback) {
+bool nonZero(const AttrReader& attrs, std::string_view name, bool fallback) {
   return attrs.getInt(name, fallback ? 1 : 0) != 0;
 }
 
-Expected<OpAttrs> decodeReduce(OpKind kind, int64_t opset, const ir::Attributes& attrs) {
+Expected<OpAttrs> decodeReduce(OpKind kind, int64_t opset, const AttrReader& attrs) {
   ReduceAttrs a;
   a.axesFromInput = kind == OpKind::ReduceSum ? opset >= 13 : opset >= 18;
   if (!a.axesFromInput) a.axes = optionalInts(attrs, "axes");
@@ -176,7 +219,7 @@ Expected<OpAttrs> decodeReduce(OpKind kind, int64_t opset, const ir::Attributes&
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeArgReduce(const ir::Attributes& attrs) {
+Expected<OpAttrs> decodeArgReduce(const AttrReader& attrs) {
   ArgReduceAttrs a;
   a.axis = attrs.getInt("axis", 0);
   CTX_ASSIGN_OR_RETURN(a.keepdims, flagOr(attrs, "keepdims", true));
@@ -184,7 +227,7 @@ Expected<OpAttrs> decodeArgReduce(const ir::Attributes& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeUnaryMath(OpKind kind, const ir::Attributes& attrs) {
+Expected<OpAttrs> decodeUnaryMath(OpKind kind, const AttrReader& attrs) {
   UnaryMathAttrs a;
   switch (kind) {
     case OpKind::Elu:
@@ -209,7 +252,7 @@ Expected<OpAttrs> decodeUnaryMath(OpKind kind, const ir::Attributes& attrs) {
   return OpAttrs(a);
 }
 
-Expected<ScatterReduction> scatterReduction(const ir::Attributes& attrs) {
+Expected<ScatterReduction> scatterReduction(const AttrReader& attrs) {
   std::string r = attrs.getString("reduction", "none");
   if (r == "none") return ScatterReduction::None;
   if (r == "add") return ScatterReduction::Add;
@@ -219,7 +262,7 @@ Expected<ScatterReduction> scatterReduction(const ir::Attributes& attrs) {
   return bad("attribute reduction is '{}' but expected none, add, mul, max or min", r);
 }
 
-Expected<OpAttrs> decodeLoss(const ir::Attributes& attrs) {
+Expected<OpAttrs> decodeLoss(const AttrReader& attrs) {
   LossAttrs a;
   std::string r = attrs.getString("reduction", "mean");
   if (r == "none") a.reduction = LossReduction::None;
@@ -231,7 +274,7 @@ Expected<OpAttrs> decodeLoss(const ir::Attributes& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeGatherScatter(OpKind kind, const ir::Attributes& attrs) {
+Expected<OpAttrs> decodeGatherScatter(OpKind kind, const AttrReader& attrs) {
   GatherScatterAttrs a;
   a.axis = attrs.getInt("axis", kind == OpKind::OneHot ? -1 : 0);
   a.batchDims = attrs.getInt("batch_dims", 0);
@@ -241,7 +284,7 @@ Expected<OpAttrs> decodeGatherScatter(OpKind kind, const ir::Attributes& attrs) 
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeDepthSpace(OpKind kind, const ir::Attributes& attrs) {
+Expected<OpAttrs> decodeDepthSpace(OpKind kind, const AttrReader& attrs) {
   DepthSpaceAttrs a;
   a.blocksize = attrs.getInt("blocksize", 0);
   if (a.blocksize < 1) return bad("attribute blocksize is {} but expected at least 1", a.blocksize);
@@ -253,7 +296,7 @@ Expected<OpAttrs> decodeDepthSpace(OpKind kind, const ir::Attributes& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeEyeLike(const ir::Attributes& attrs) {
+Expected<OpAttrs> decodeEyeLike(const AttrReader& attrs) {
   EyeLikeAttrs a;
   a.k = attrs.getInt("k", 0);
   if (attrs.has("dtype")) {
@@ -263,7 +306,7 @@ Expected<OpAttrs> decodeEyeLike(const ir::Attributes& attrs) {
 }
 // The value of a string attribute among `names` (an enum's values in order), or an error listing them.
 template <class E>
-Expected<E> stringEnum(const ir::Attributes& attrs, std::string_view name, std::string_view fallback,
+Expected<E> stringEnum(const AttrReader& attrs, std::string_view name, std::string_view fallback,
                        std::span<const std::string_view> names) {
   const std::string value = attrs.getString(name, std::string(fallback));
   const size_t n = names.size();
@@ -274,7 +317,7 @@ Expected<E> stringEnum(const ir::Attributes& attrs, std::string_view name, std::
   return bad("attribute {} is '{}' but expected {}", name, value, expected);
 }
 
-Expected<OpAttrs> decodeCast(const ir::Attributes& attrs) {
+Expected<OpAttrs> decodeCast(const AttrReader& attrs) {
   CastAttrs a;
   if (const ir::Attribute* to = attrs.find("to"); to && to->type == ir::AttrType::Int) {
     CTX_ASSIGN_OR_RETURN(a.to, elemTypeAttr("to", to->i, false));
@@ -283,7 +326,7 @@ Expected<OpAttrs> decodeCast(const ir::Attributes& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodePad(int64_t opset, const ir::Attributes& attrs) {
+Expected<OpAttrs> decodePad(int64_t opset, const AttrReader& attrs) {
   PadAttrs a;
   constexpr std::array<std::string_view, 4> modes = {"constant", "reflect", "edge", "wrap"};  // wrap: opset 19
   CTX_ASSIGN_OR_RETURN(a.mode,
@@ -295,7 +338,7 @@ Expected<OpAttrs> decodePad(int64_t opset, const ir::Attributes& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeConvTranspose(const ir::Attributes& attrs) {
+Expected<OpAttrs> decodeConvTranspose(const AttrReader& attrs) {
   ConvTransposeAttrs a;
   CTX_ASSIGN_OR_RETURN(a.window, decodeWindow(attrs));
   a.group = attrs.getInt("group", 1);
@@ -308,7 +351,7 @@ Expected<OpAttrs> decodeConvTranspose(const ir::Attributes& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeResize(OpKind kind, int64_t opset, const ir::Attributes& attrs) {
+Expected<OpAttrs> decodeResize(OpKind kind, int64_t opset, const AttrReader& attrs) {
   ResizeAttrs a;
   constexpr std::array<std::string_view, 3> modes = {"nearest", "linear", "cubic"};
   CTX_ASSIGN_OR_RETURN(a.mode, stringEnum<ResizeMode>(attrs, "mode", "nearest", modes));
@@ -336,7 +379,7 @@ Expected<OpAttrs> decodeResize(OpKind kind, int64_t opset, const ir::Attributes&
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeRecurrent(ir::OpKind kind, const ir::Attributes& attrs) {
+Expected<OpAttrs> decodeRecurrent(ir::OpKind kind, const AttrReader& attrs) {
   RecurrentAttrs a;
   constexpr std::array<std::string_view, 3> directions = {"forward", "reverse", "bidirectional"};
   CTX_ASSIGN_OR_RETURN(a.direction, stringEnum<RnnDirection>(attrs, "direction", "forward", directions));
@@ -367,7 +410,7 @@ Expected<OpAttrs> decodeRecurrent(ir::OpKind kind, const ir::Attributes& attrs) 
   return OpAttrs(std::move(a));
 }
 
-Expected<OpAttrs> decodeGridSample(int64_t opset, const ir::Attributes& attrs) {
+Expected<OpAttrs> decodeGridSample(int64_t opset, const AttrReader& attrs) {
   GridSampleAttrs a;
   // Opset 16 spells linear and cubic "bilinear" and "bicubic"; opset 20 renamed them. Either spelling is taken in
   // either opset, as ctxkit always did (ONNX Runtime takes only its opset's).
@@ -385,7 +428,7 @@ Expected<OpAttrs> decodeGridSample(int64_t opset, const ir::Attributes& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeTfIdf(const ir::Attributes& attrs) {
+Expected<OpAttrs> decodeTfIdf(const AttrReader& attrs) {
   TfIdfAttrs a;
   a.minGram = attrs.getInt("min_gram_length", 1);
   a.maxGram = attrs.getInt("max_gram_length", 1);
@@ -401,7 +444,7 @@ Expected<OpAttrs> decodeTfIdf(const ir::Attributes& attrs) {
   return OpAttrs(std::move(a));
 }
 
-Expected<OpAttrs> decodeConstantOfShape(const ir::Attributes& attrs) {
+Expected<OpAttrs> decodeConstantOfShape(const AttrReader& attrs) {
   ConstantOfShapeAttrs a;
   const ir::Attribute* v = attrs.find("value");
   if (!v) return OpAttrs(a);
@@ -419,7 +462,7 @@ Expected<OpAttrs> decodeConstantOfShape(const ir::Attributes& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeDeformConv(const ir::Attributes& attrs) {
+Expected<OpAttrs> decodeDeformConv(const AttrReader& attrs) {
   DeformConvAttrs a;
   CTX_ASSIGN_OR_RETURN(a.window, decodeWindow(attrs));
   a.group = attrs.getInt("group", 1);
@@ -429,7 +472,7 @@ Expected<OpAttrs> decodeDeformConv(const ir::Attributes& attrs) {
 
 // The families typed since program version 4 (see kFamiliesTypedInV3); nullopt for any other kind. Value rules
 // (positive sizes, ranges, windows) are checkAttrs's, applied by decodeAttrs.
-std::optional<Expected<OpAttrs>> decodeV4Attrs(OpKind kind, int64_t opset, const ir::Attributes& attrs) {
+std::optional<Expected<OpAttrs>> decodeV4Attrs(OpKind kind, int64_t opset, const AttrReader& attrs) {
   auto optionalInt = [&](std::string_view name) {
     return attrs.has(name) ? std::optional<int64_t>(attrs.getInt(name, 0)) : std::nullopt;
   };
@@ -476,7 +519,7 @@ std::optional<Expected<OpAttrs>> decodeV4Attrs(OpKind kind, int64_t opset, const
 }
 
 // The families typed since program version 3 (see kFamiliesTypedInV2); nullopt for any other kind.
-std::optional<Expected<OpAttrs>> decodeShapingAttrs(OpKind kind, int64_t opset, const ir::Attributes& attrs) {
+std::optional<Expected<OpAttrs>> decodeShapingAttrs(OpKind kind, int64_t opset, const AttrReader& attrs) {
   switch (kind) {
     case OpKind::Reshape:
       return OpAttrs(ReshapeAttrs{opset >= 14 && attrs.getInt("allowzero", 0) != 0,
@@ -525,9 +568,7 @@ std::optional<Expected<OpAttrs>> decodeShapingAttrs(OpKind kind, int64_t opset, 
   }
 }
 
-}  // namespace
-
-Expected<OpAttrs> decodeAttrs(OpKind kind, int64_t opset, const ir::Attributes& attrs) {
+Expected<OpAttrs> decodeTyped(OpKind kind, int64_t opset, const AttrReader& attrs) {
   switch (kind) {
     case OpKind::Add:
     case OpKind::Sub:
@@ -746,13 +787,20 @@ Expected<OpAttrs> decodeAttrs(OpKind kind, int64_t opset, const ir::Attributes& 
       return OpAttrs(ReverseSequenceAttrs{attrs.getInt("batch_axis", 1), attrs.getInt("time_axis", 0)});
     default: {
       if (auto shaping = decodeShapingAttrs(kind, opset, attrs)) return std::move(*shaping);
-      if (auto v4 = decodeV4Attrs(kind, opset, attrs)) {
-        if (*v4) CTX_RETURN_IF_ERROR(checkAttrs(**v4));
-        return std::move(*v4);
-      }
+      if (auto v4 = decodeV4Attrs(kind, opset, attrs)) return std::move(*v4);
       return OpAttrs(OnnxAttrs{});
     }
   }
+}
+
+}  // namespace
+
+Expected<OpAttrs> decodeAttrs(OpKind kind, int64_t opset, const ir::Attributes& attrs) {
+  const AttrReader reader(attrs);
+  auto typed = decodeTyped(kind, opset, reader);
+  CTX_RETURN_IF_ERROR(reader.status());
+  if (typed) CTX_RETURN_IF_ERROR(checkAttrs(*typed));  // the value rules a program read from a file gets too
+  return typed;
 }
 
 std::string_view activationName(Activation a) {

@@ -187,9 +187,17 @@ template <class T> Status checkField(const FieldPath& path, const T& value) {
 Status checkList(std::string_view name, const std::optional<IntList>& list, int64_t minimum) {
   if (list)
     for (int64_t x : *list)
-      if (x < minimum)
-        return makeError(ErrorCode::InvalidGraph, "attribute {} has value {} but expected values of at least {}", name,
-                         x, minimum);
+      if (x < minimum || x > kMaxWindowValue)
+        return makeError(ErrorCode::InvalidGraph, "attribute {} has value {} but expected values from {} to {}", name,
+                         x, minimum, kMaxWindowValue);
+  return Status::ok();
+}
+
+// A size-like value (group, block size, window size) in [minimum, kMaxWindowValue].
+Status checkSize(std::string_view name, int64_t value, int64_t minimum) {
+  if (value < minimum || value > kMaxWindowValue)
+    return makeError(ErrorCode::InvalidGraph, "attribute {} is {} but expected a value from {} to {}", name, value,
+                     minimum, kMaxWindowValue);
   return Status::ok();
 }
 
@@ -302,16 +310,13 @@ Status checkAttrs(const OpAttrs& attrs) {
         });
         CTX_RETURN_IF_ERROR(status);
         if constexpr (std::is_same_v<T, DeformConvAttrs>) {
-          if (a.group < 1 || a.offsetGroup < 1)
-            return makeError(ErrorCode::InvalidGraph, "attributes group {} and offset_group {} must be at least 1",
-                             a.group, a.offsetGroup);
+          CTX_RETURN_IF_ERROR(checkSize("group", a.group, 1));
+          CTX_RETURN_IF_ERROR(checkSize("offset_group", a.offsetGroup, 1));
           return checkWindow(a.window);
         } else if constexpr (std::is_same_v<T, FoldAttrs>) {
           return checkWindow(a.window);
         } else if constexpr (std::is_same_v<T, RecurrentAttrs>) {
-          if (a.hiddenSize && *a.hiddenSize < 1)
-            return makeError(ErrorCode::InvalidGraph, "attribute hidden_size is {} but expected a positive size",
-                             *a.hiddenSize);
+          if (a.hiddenSize) CTX_RETURN_IF_ERROR(checkSize("hidden_size", *a.hiddenSize, 1));
           if (a.clip && !(*a.clip > 0))
             return makeError(ErrorCode::InvalidGraph, "attribute clip is {} but expected a positive bound", *a.clip);
           if (a.layout != 0 && a.layout != 1)
@@ -324,8 +329,7 @@ Status checkAttrs(const OpAttrs& attrs) {
                              a.minGram, a.maxGram, a.maxSkip);
           return Status::ok();
         } else if constexpr (std::is_same_v<T, ConvAttrs> || std::is_same_v<T, ConvTransposeAttrs>) {
-          if (a.group < 1)
-            return makeError(ErrorCode::InvalidGraph, "attribute group is {} but expected at least 1", a.group);
+          CTX_RETURN_IF_ERROR(checkSize("group", a.group, 1));
           if constexpr (std::is_same_v<T, ConvTransposeAttrs>)
             CTX_RETURN_IF_ERROR(checkList("output_padding", a.outputPadding, 0));
           return checkWindow(a.window);
@@ -335,6 +339,18 @@ Status checkAttrs(const OpAttrs& attrs) {
           if constexpr (std::is_same_v<T, LpPoolAttrs>)
             if (a.p < 1) return makeError(ErrorCode::InvalidGraph, "attribute p is {} but expected at least 1", a.p);
           return checkWindow(a.window);
+        } else if constexpr (std::is_same_v<T, DepthSpaceAttrs>) {
+          return checkSize("blocksize", a.blocksize, 1);
+        } else if constexpr (std::is_same_v<T, LrnAttrs>) {
+          return checkSize("size", a.size, 1);
+        } else if constexpr (std::is_same_v<T, QuantizeAttrs>) {
+          return checkSize("block_size", a.blockSize, 0);
+        } else if constexpr (std::is_same_v<T, AttentionAttrs>) {
+          if (a.qkMatmulOutputMode < 0 || a.qkMatmulOutputMode > 3)
+            return makeError(ErrorCode::InvalidGraph, "attribute qk_matmul_output_mode is {} but expected 0 to 3",
+                             a.qkMatmulOutputMode);
+          CTX_RETURN_IF_ERROR(checkSize("q_num_heads", a.qNumHeads, 0));
+          return checkSize("kv_num_heads", a.kvNumHeads, 0);
         } else {
           return Status::ok();
         }

@@ -55,8 +55,14 @@ OpAttrs defaultAttrsFor(ir::OpKind kind);
 
 inline bool isTyped(const OpAttrs& attrs) { return !std::holds_alternative<OnnxAttrs>(attrs); }
 
+// The largest kernel extent, stride, dilation, pad, group, block size or window size an attribute may hold. No real
+// model comes near it; a larger value means nothing an op can do (no tensor has such a dimension), and keeping sizes
+// this small keeps the shape arithmetic on them far from overflow.
+inline constexpr int64_t kMaxWindowValue = (int64_t{1} << 31) - 1;
+
 // Value rules the decoder enforces (strides and dilations of at least 1, pads not negative, group of at least 1,
-// known enum values), for typed attributes that did not come from the decoder. Errors name the field.
+// sizes up to kMaxWindowValue, known enum values), for typed attributes that did not come from the decoder too.
+// decodeAttrs applies them to everything it decodes. Errors name the field.
 Status checkAttrs(const OpAttrs& attrs);
 
 // The struct's name ("ConvAttrs", ...), for errors and documentation.

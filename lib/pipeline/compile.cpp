@@ -292,6 +292,9 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
     if (!lowered) return lowered.takeError().addContext(fmt::format("'{}': partition {}", w.source.string(), name));
     clock.addPasses(lowered->passes);
     clock.addDump(lowered->dump);
+    // A runtime allocates the planned arena at load: one it could never hold is refused here, not written.
+    CTX_RETURN_IF_ERROR(ir::checkMemoryLimit(
+        lowered->program.arenaSize, fmt::format("'{}': partition {}'s planned arena", w.source.string(), name)));
     w.partitionNames.push_back(std::move(name));
     w.arenaSizes.push_back(lowered->program.arenaSize);
     w.lowered.push_back(std::move(lowered).value());

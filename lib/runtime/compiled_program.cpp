@@ -173,6 +173,9 @@ CompiledProgram::create(program::Program prog, std::shared_ptr<const format::Con
     return e.addContext(fmt::format("graph '{}' in '{}'", cp->name_, container->displayName()));
   };
 
+  // Checked before it is rounded up (which could wrap) or allocated.
+  if (auto within = ir::checkMemoryLimit(prog.arenaSize, "the program's arena"); !within)
+    return fail(within.takeError());
   if (!toSize(alignUp(prog.arenaSize, 64)))
     return fail(makeError(ErrorCode::InvalidGraph, "arena size {} does not fit this host", prog.arenaSize));
   cp->weights_.resize(prog.tensors.size());

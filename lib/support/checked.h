@@ -41,6 +41,51 @@ inline std::optional<size_t> toSize(uint64_t v) {
   return static_cast<size_t>(v);
 }
 
+// A signed 64-bit integer that remembers overflow, for shape arithmetic on values read from a model or a program:
+// the expression is written as usual and checked once at the end (`ok()`), instead of overflowing silently (which
+// C++ leaves undefined). Division by zero and INT64_MIN / -1 count as overflow.
+class CheckedInt {
+public:
+  constexpr CheckedInt(int64_t v) : v_(v) {}  // NOLINT(google-explicit-constructor): mixes with plain int64_t
+  bool ok() const { return ok_; }
+  int64_t value() const { return v_; }  // meaningful only when ok()
+
+  friend CheckedInt operator+(CheckedInt a, CheckedInt b) {
+    return combine(a, b, __builtin_add_overflow(a.v_, b.v_, &a.v_));
+  }
+  friend CheckedInt operator-(CheckedInt a, CheckedInt b) {
+    return combine(a, b, __builtin_sub_overflow(a.v_, b.v_, &a.v_));
+  }
+  friend CheckedInt operator*(CheckedInt a, CheckedInt b) {
+    return combine(a, b, __builtin_mul_overflow(a.v_, b.v_, &a.v_));
+  }
+  friend CheckedInt operator/(CheckedInt a, CheckedInt b) {
+    if (b.v_ == 0 || (a.v_ == std::numeric_limits<int64_t>::min() && b.v_ == -1)) return combine(a, b, true);
+    a.v_ /= b.v_;
+    return combine(a, b, false);
+  }
+  friend CheckedInt operator%(CheckedInt a, CheckedInt b) {
+    if (b.v_ == 0) return combine(a, b, true);
+    a.v_ = b.v_ == -1 ? 0 : a.v_ % b.v_;  // INT64_MIN % -1 is undefined in C++
+    return combine(a, b, false);
+  }
+
+private:
+  static CheckedInt combine(CheckedInt result, CheckedInt other, bool overflowed) {
+    result.ok_ = result.ok_ && other.ok_ && !overflowed;
+    return result;
+  }
+  int64_t v_;
+  bool ok_ = true;
+};
+
+// The product of `dims` (each must be non-negative), or nullopt on a negative value or overflow past INT64_MAX.
+inline std::optional<int64_t> checkedProduct(std::span<const int64_t> dims) {
+  auto n = checkedElementCount(dims);
+  if (!n || *n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+  return static_cast<int64_t>(*n);
+}
+
 inline uint64_t alignUp(uint64_t v, uint64_t alignment) { return (v + alignment - 1) / alignment * alignment; }
 
 inline bool isPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
