@@ -18,6 +18,7 @@
 #include <random>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace ctxkit {
@@ -130,14 +131,44 @@ std::optional<long> atomicTempOwner(std::string_view tempName, std::string_view 
   return pid;
 }
 
-Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const fs::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+namespace {
+const char* fileKind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a file";
+}
+
+Error notRegular(const fs::path& path, mode_t mode) {
+  return makeError(ErrorCode::IoError, "'{}' is not a regular file ({}); only regular files are read", path.string(),
+                   fileKind(mode));
+}
+
+// Opens `path` for reading if it is a regular file, and only then (SPEC §11): a FIFO would block open() until a
+// writer comes, and a device may act on being opened. The type is checked before the open; the open does not block
+// (a file swapped for a FIFO in between cannot hang it either) and what it opened is checked again.
+Expected<std::pair<int, struct stat>> openRegularFile(const fs::path& path) {
+  struct stat before {};
+  if (::stat(path.c_str(), &before) != 0)
+    return makeError(ErrorCode::NotFound, "cannot open '{}': {}", path.string(), osError());
+  if (!S_ISREG(before.st_mode)) return notRegular(path, before.st_mode);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return makeError(ErrorCode::NotFound, "cannot open '{}': {}", path.string(), osError());
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return makeError(ErrorCode::IoError, "'{}' is not a regular file", path.string());
+    return notRegular(path, st.st_mode);
   }
+  return std::make_pair(fd, st);  // O_NONBLOCK changes nothing for a regular file
+}
+}  // namespace
+
+Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const fs::path& path) {
+  CTX_ASSIGN_OR_RETURN(auto opened, openRegularFile(path));
+  const int fd = opened.first;
+  const struct stat& st = opened.second;
   size_t size = static_cast<size_t>(st.st_size);
   const std::byte* data = nullptr;
   if (size > 0 && size <= kReadLimit) {

@@ -17,6 +17,8 @@ class MappedFile {
 public:
   // Maps the file read-only; a file of at most kReadLimit bytes is read into page-aligned memory instead, since
   // mapping and unmapping it would cost more (syscalls, a page fault, a TLB flush) than copying its few pages.
+  // Every file ctxkit reads comes through here: anything but a regular file (a FIFO, a device, a folder) is refused
+  // by name before it is opened for reading, so that no input can block or feed a read forever.
   static Expected<std::shared_ptr<const MappedFile>> open(const std::filesystem::path& path);
   static constexpr size_t kReadLimit = 64 * 1024;
   ~MappedFile();
@@ -37,6 +39,7 @@ private:
   bool mapped_;  // else data_ came from std::aligned_alloc
 };
 
+// The whole file, through MappedFile::open (regular files only).
 Expected<std::string> readFile(const std::filesystem::path& path);
 
 // Writes to a temporary name in the destination folder; `commit()` fsyncs and renames it into place.

@@ -1,0 +1,113 @@
+// End-to-end: what a hostile file can do to the tools (SPEC §11). ctxrun never writes over its inputs or expected
+// outputs; no tool reads anything but a regular file (a FIFO would hang it); a long model stem compiles; a plain
+// model that ctxgen refuses for its structure is refused by ctxrun too.
+#include "../compiler/graph_builder.h"
+#include "onnx_io/onnx_io.h"
+#include "tool_runner.h"
+
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+
+#include <fstream>
+
+using namespace ctxkit;
+using ctxkit::testing::kSamples;
+using ctxkit::testing::readText;
+using ctxkit::testing::runTool;
+using ctxkit::testing::sampleData;
+using ctxkit::testing::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A FIFO no one writes to: opening it for reading would wait forever.
+fs::path makeFifo(const fs::path& path) {
+  std::error_code ec;
+  fs::remove(path, ec);
+  REQUIRE(::mkfifo(path.c_str(), 0644) == 0);
+  return path;
+}
+
+// Runs a tool under coreutils' timeout: a tool that blocks on a FIFO is killed after 30 s and fails the test (exit
+// code 124) instead of hanging it.
+constexpr int kTimedOut = 124;
+testing::ToolResult runPatiently(const std::string& tool, std::vector<std::string> args) {
+  args.insert(args.begin(), {"-k", "5", "30", tool});
+  return runTool("timeout", args);
+}
+
+void requireNotRegular(const testing::ToolResult& r, const fs::path& fifo) {
+  INFO(r.out << r.err);
+  CHECK(r.exitCode != kTimedOut);
+  CHECK(r.exitCode != 0);
+  // ctxinspect lists the problem in its report (stdout); the other tools say it on stderr
+  const std::string said = r.out + r.err;
+  CHECK(said.find(fifo.filename().string() + "' is not a regular file") != std::string::npos);
+}
+
+// tiny_cnn compiled into `out` (m_ctx.onnx + m_ctxkit.bin), with `extra` ctxgen options.
+void compileCnn(const fs::path& out, std::vector<std::string> extra = {}) {
+  fs::create_directories(out);
+  fs::copy_file(kSamples / "tiny_cnn.onnx", out / "m.onnx");
+  std::vector<std::string> args{(out / "m.onnx").string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto r = runTool(CTXKIT_CTXGEN, args);
+  INFO(r.out << r.err);
+  REQUIRE(r.exitCode == 0);
+}
+
+}  // namespace
+
+TEST_CASE("a FIFO in any role is refused by name, never opened for reading", "[e2e][inputs][fifo]") {
+  TempDir dir("fifo");
+  const std::string cnn = (kSamples / "tiny_cnn.onnx").string();
+  SECTION("the model, for each tool") {
+    const fs::path fifo = makeFifo(dir / "m.onnx");
+    requireNotRegular(runPatiently(CTXKIT_CTXGEN, {fifo.string(), "-o", (dir / "out").string()}), fifo);
+    requireNotRegular(runPatiently(CTXKIT_CTXRUN, {fifo.string()}), fifo);
+    requireNotRegular(runPatiently(CTXKIT_CTXINSPECT, {fifo.string()}), fifo);
+  }
+  SECTION("the target file") {
+    const fs::path fifo = makeFifo(dir / "target.json");
+    requireNotRegular(runPatiently(CTXKIT_CTXGEN, {cnn, "-o", (dir / "out").string(), "--target", fifo.string()}),
+                      fifo);
+  }
+  SECTION("the context binary") {
+    compileCnn(dir / "c");
+    const fs::path fifo = makeFifo(dir / "c" / "m_ctxkit.bin");
+    requireNotRegular(runPatiently(CTXKIT_CTXRUN, {(dir / "c" / "m_ctx.onnx").string()}), fifo);
+    requireNotRegular(runPatiently(CTXKIT_CTXINSPECT, {(dir / "c" / "m_ctx.onnx").string(), "--verify"}), fifo);
+  }
+  SECTION("external data") {
+    auto source = onnx_io::loadModel(cnn);
+    REQUIRE(source);
+    fs::create_directories(dir / "x");
+    REQUIRE(onnx_io::saveModelWithExternalData(*source, dir / "x" / "m.onnx", "w.data", 0));
+    const fs::path fifo = makeFifo(dir / "x" / "w.data");
+    requireNotRegular(runPatiently(CTXKIT_CTXGEN, {(dir / "x" / "m.onnx").string(), "-o", (dir / "out").string()}),
+                      fifo);
+    requireNotRegular(runPatiently(CTXKIT_CTXRUN, {(dir / "x" / "m.onnx").string()}), fifo);
+  }
+  SECTION("an input and an expected output") {
+    const fs::path data = dir / "data";
+    fs::create_directories(data);
+    const fs::path input = makeFifo(data / "input_0.npy");
+    requireNotRegular(runPatiently(CTXKIT_CTXRUN, {cnn, "--inputs", data.string()}), input);
+    const fs::path expected = makeFifo(data / "output_0.npy");
+    requireNotRegular(runPatiently(CTXKIT_CTXRUN, {cnn, "--expected", data.string()}), expected);
+    fs::remove(data / "output_0.npy");
+    const fs::path expectedPb = makeFifo(data / "output_0.pb");
+    requireNotRegular(runPatiently(CTXKIT_CTXRUN, {cnn, "--expected", data.string()}), expectedPb);
+  }
+  SECTION("the source model of a weightless context") {
+    compileCnn(dir / "w", {"--weightless"});
+    const fs::path fifo = makeFifo(dir / "source.onnx");
+    requireNotRegular(
+        runPatiently(CTXKIT_CTXRUN, {(dir / "w" / "m_ctx.onnx").string(), "--source-model", fifo.string()}),
+        fifo);
+    // and the one beside the model that the context names
+    makeFifo(dir / "w" / "m.onnx");
+    requireNotRegular(runPatiently(CTXKIT_CTXRUN, {(dir / "w" / "m_ctx.onnx").string()}), dir / "w" / "m.onnx");
+  }
+}
