@@ -1,6 +1,8 @@
 // POSIX implementation of mapped reads and atomic writes.
 #include "support/file_io.h"
 
+#include "support/hash.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -31,10 +33,31 @@ std::string osError() { return std::strerror(errno); }
 constexpr std::string_view kTempMarker = ".tmp";
 constexpr size_t kTempRandomDigits = 8;
 constexpr uint64_t kWritebackBytes = uint64_t{16} << 20;
+// A file name's limit on Linux file systems; a temporary name adds at most kTempExtra bytes to its stem: the dot,
+// the marker, a pid of up to 10 digits, the dash and the random digits.
+constexpr size_t kNameMax = 255;
+constexpr size_t kTempExtra = 1 + kTempMarker.size() + 10 + 1 + kTempRandomDigits;
+constexpr size_t kTempHashDigits = 16;
+// A temporary is created with the sticky bit, which commit() clears once it is renamed: it is how a writer tells its
+// own leftovers from a user's file that happens to have such a name (a user's regular file has no reason to carry
+// it).
+constexpr mode_t kTempMode = 0644 | S_ISVTX;
+
+// The part of a temporary name that stands for the final name: the name itself or, when that would take the
+// temporary past kNameMax, the name's start and a hash of all of it.
+std::string tempStem(std::string_view finalName) {
+  if (finalName.size() + kTempExtra <= kNameMax) return std::string(finalName);
+  const std::string digest =
+      hash128(std::as_bytes(std::span(finalName.data(), finalName.size()))).toHex().substr(0, kTempHashDigits);
+  size_t keep = kNameMax - kTempExtra - 1 - kTempHashDigits;
+  while (keep > 0 && (static_cast<unsigned char>(finalName[keep]) & 0xc0) == 0x80) --keep;  // whole UTF-8 sequences
+  return fmt::format("{}~{}", finalName.substr(0, keep), digest);
+}
 
 // Removes temporary files a killed writer left for `finalName` in `folder`: only names that match the
-// writer's pattern exactly, only regular files, and only when the recorded process no longer exists. A
-// process that exists but is not ours (EPERM) is alive too; our own pid's temporaries may be live writers.
+// writer's pattern exactly, only regular files of this user that carry a writer's marker (kTempMode's sticky bit),
+// and only when the recorded process no longer exists. A process that exists but is not ours (EPERM) is alive too;
+// our own pid's temporaries may be live writers.
 void removeStaleTemps(const fs::path& folder, const std::string& finalName) {
   std::error_code ec;
   std::vector<fs::path> stale;
@@ -44,6 +67,7 @@ void removeStaleTemps(const fs::path& folder, const std::string& finalName) {
     if (!owner || *owner == self) continue;
     struct stat st {};
     if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if ((st.st_mode & S_ISVTX) == 0 || st.st_uid != ::geteuid()) continue;
     if (::kill(static_cast<pid_t>(*owner), 0) == 0 || errno != ESRCH) continue;
     stale.push_back(it->path());
   }
@@ -109,7 +133,9 @@ bool isWithin(const fs::path& inner, const fs::path& outer) {
 }  // namespace
 
 std::optional<long> atomicTempOwner(std::string_view tempName, std::string_view finalName) {
-  // `.<final>.tmp<pid>-<8 lowercase hex>`, pid in decimal without leading zeros.
+  // `.<stem>.tmp<pid>-<8 lowercase hex>`, pid in decimal without leading zeros.
+  const std::string stem = tempStem(finalName);
+  finalName = stem;
   if (tempName.size() < 1 + finalName.size() + kTempMarker.size() || tempName.front() != '.' ||
       tempName.substr(1, finalName.size()) != finalName ||
       tempName.substr(1 + finalName.size(), kTempMarker.size()) != kTempMarker)
@@ -272,8 +298,8 @@ Expected<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::create(const fs::p
   removeStaleTemps(folder, finalName);
   std::random_device rd;
   for (int attempt = 0; attempt < 16; ++attempt) {
-    fs::path temp = folder / fmt::format(".{}{}{}-{:08x}", finalName, kTempMarker, ::getpid(), rd());
-    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    fs::path temp = folder / fmt::format(".{}{}{}-{:08x}", tempStem(finalName), kTempMarker, ::getpid(), rd());
+    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kTempMode);
     if (fd >= 0) return std::unique_ptr<AtomicFileWriter>(new AtomicFileWriter(finalPath, temp, fd));
     if (errno != EEXIST)
       return makeError(ErrorCode::IoError, "cannot create a temporary file in '{}': {}", folder.string(), osError());
@@ -355,14 +381,17 @@ Status AtomicFileWriter::writeZeros(uint64_t count) {
 Status AtomicFileWriter::commit() {
   writeback_.reset();
   if (::fsync(fd_) != 0) return makeError(ErrorCode::IoError, "syncing '{}': {}", finalPath_.string(), osError());
-  if (::close(fd_) != 0) {
-    fd_ = -1;
-    return makeError(ErrorCode::IoError, "closing '{}': {}", finalPath_.string(), osError());
-  }
-  fd_ = -1;
   if (::rename(tempPath_.c_str(), finalPath_.c_str()) != 0)
     return makeError(ErrorCode::IoError, "renaming into '{}': {}", finalPath_.string(), osError());
   committed_ = true;
+  // The temporary's mark goes only now, through the descriptor: a writer killed before the rename leaves a marked
+  // temporary the next writer removes. Killed in between, the final file keeps the sticky bit, which Linux ignores
+  // on a regular file.
+  struct stat st {};
+  if (::fstat(fd_, &st) == 0) (void)::fchmod(fd_, st.st_mode & 0777);
+  const int closed = ::close(fd_);
+  fd_ = -1;
+  if (closed != 0) return makeError(ErrorCode::IoError, "closing '{}': {}", finalPath_.string(), osError());
   // Make the rename itself durable.
   fs::path folder = finalPath_.parent_path();
   int dfd = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

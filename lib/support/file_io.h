@@ -44,8 +44,11 @@ Expected<std::string> readFile(const std::filesystem::path& path);
 
 // Writes to a temporary name in the destination folder; `commit()` fsyncs and renames it into place.
 // Destroying an uncommitted writer removes the temporary file, so a failure never leaves a final name.
-// The temporary name is `.<final name>.tmp<pid>-<8 hex digits>`. A process killed before it could clean up
-// leaves such a file behind; creating a writer for the same final path removes those whose process is gone.
+// The temporary name is `.<stem>.tmp<pid>-<8 hex digits>`, where the stem is the final name or, when that would
+// take the temporary name past 255 bytes, the final name's start and a hash of it. The temporary carries the sticky
+// bit until commit() clears it. A process killed before it could clean up leaves such a file behind; creating a
+// writer for the same final path removes those whose process is gone, if they carry that mark and are the user's
+// own: a file of that name that a writer did not create is never removed.
 class AtomicFileWriter {
 public:
   static Expected<std::unique_ptr<AtomicFileWriter>> create(const std::filesystem::path& finalPath);
@@ -86,7 +89,7 @@ inline Status writeFileAtomically(const std::filesystem::path& path, std::string
 // folder is fine). Returns the lexical path `folder/relative`, normalized.
 Expected<std::filesystem::path> resolveInside(const std::filesystem::path& folder, std::string_view relative);
 
-// The pid in `tempName` if it is exactly a temporary name AtomicFileWriter uses for `finalName`.
+// The pid in `tempName` if it is exactly a temporary name AtomicFileWriter uses for `finalName` (whatever its mark).
 std::optional<long> atomicTempOwner(std::string_view tempName, std::string_view finalName);
 
 }  // namespace ctxkit

@@ -111,3 +111,22 @@ TEST_CASE("a FIFO in any role is refused by name, never opened for reading", "[e
     requireNotRegular(runPatiently(CTXKIT_CTXRUN, {(dir / "w" / "m_ctx.onnx").string()}), dir / "w" / "m.onnx");
   }
 }
+
+TEST_CASE("a model whose stem is 240 characters compiles, and its outputs load", "[e2e][inputs][names]") {
+  TempDir dir("long_stem");
+  const std::string stem(240, 's');
+  fs::copy_file(kSamples / "tiny_cnn.onnx", dir / (stem + ".onnx"));
+  auto r = runTool(CTXKIT_CTXGEN, {(dir / (stem + ".onnx")).string()});
+  INFO(r.out << r.err);
+  REQUIRE(r.exitCode == 0);
+  const fs::path compiled = dir / (stem + "_ctx.onnx");
+  CHECK(fs::exists(compiled));
+  auto run = runTool(CTXKIT_CTXRUN,
+                     {compiled.string(), "--inputs", sampleData("tiny_cnn"), "--expected", sampleData("tiny_cnn")});
+  INFO(run.out << run.err);
+  CHECK(run.exitCode == 0);
+  // A second compile replaces the outputs through temporaries of the same long names.
+  auto again = runTool(CTXKIT_CTXGEN, {(dir / (stem + ".onnx")).string(), "--force"});
+  INFO(again.out << again.err);
+  CHECK(again.exitCode == 0);
+}
