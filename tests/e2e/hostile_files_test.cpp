@@ -21,6 +21,114 @@ namespace fs = std::filesystem;
 
 namespace {
 
+ino_t inodeOf(const fs::path& p) {
+  struct stat st {};
+  REQUIRE(::stat(p.c_str(), &st) == 0);
+  return st.st_ino;
+}
+
+// tiny_cnn's test inputs in `dir`, and its output as .npy with every value wrong by a mile.
+void writeWrongExpectations(const TempDir& scratch, const fs::path& dir) {
+  fs::create_directories(dir);
+  fs::copy_file(fs::path(sampleData("tiny_cnn")) / "input_0.pb", dir / "input_0.pb");
+  const fs::path right = scratch / "right";
+  auto r = runTool(CTXKIT_CTXRUN, {(kSamples / "tiny_cnn.onnx").string(), "--inputs", sampleData("tiny_cnn"),
+                                   "--output-dir", right.string()});
+  INFO(r.out << r.err);
+  REQUIRE(r.exitCode == 0);
+  std::string npy = readText(right / "output_0.npy");
+  REQUIRE(npy.size() > 128);
+  for (size_t i = npy.size() - 16; i < npy.size(); ++i) npy[i] = '\x7f';  // the last floats become huge
+  std::ofstream(dir / "output_0.npy", std::ios::binary) << npy;
+}
+
+}  // namespace
+
+TEST_CASE("ctxrun never writes its outputs over its expected outputs or its inputs", "[e2e][inputs][ctxrun]") {
+  TempDir dir("ctxrun_guard");
+  const fs::path data = dir / "data";
+  writeWrongExpectations(dir, data);
+  const std::string model = (kSamples / "tiny_cnn.onnx").string();
+  const std::string expectedBefore = readText(data / "output_0.npy");
+  const ino_t expectedInode = inodeOf(data / "output_0.npy");
+
+  // The wrong expectations are caught when nothing writes over them.
+  auto honest = runTool(CTXKIT_CTXRUN, {model, "--inputs", data.string(), "--expected", data.string()});
+  INFO(honest.out << honest.err);
+  CHECK(honest.exitCode == 1);
+  CHECK(honest.out.find("MISMATCH") != std::string::npos);
+
+  SECTION("--output-dir on the --expected folder") {
+    auto r = runTool(CTXKIT_CTXRUN,
+                     {model, "--inputs", data.string(), "--expected", data.string(), "--output-dir", data.string()});
+    INFO(r.out << r.err);
+    CHECK(r.exitCode == 2);
+    CHECK(r.err.find("never overwritten") != std::string::npos);
+    CHECK(r.err.find("saved output 0 '" + (data / "output_0.npy").string()) != std::string::npos);
+    CHECK(r.err.find("expected output 0 '" + (data / "output_0.npy").string()) != std::string::npos);
+    CHECK(r.out.find("match") == std::string::npos);
+  }
+  SECTION("--save-pb writing over an output_0.pb the run reads") {
+    const fs::path pbData = dir / "pbdata";
+    fs::create_directories(pbData);
+    for (const char* f : {"input_0.pb", "output_0.pb"})
+      fs::copy_file(fs::path(sampleData("tiny_cnn")) / f, pbData / f);
+    const std::string before = readText(pbData / "output_0.pb");
+    const ino_t inode = inodeOf(pbData / "output_0.pb");
+    auto r = runTool(CTXKIT_CTXRUN, {model, "--inputs", pbData.string(), "--expected", pbData.string(), "--output-dir",
+                                     pbData.string(), "--save-pb"});
+    INFO(r.out << r.err);
+    CHECK(r.exitCode == 2);
+    CHECK(r.err.find("output_0.pb") != std::string::npos);
+    CHECK(readText(pbData / "output_0.pb") == before);
+    CHECK(inodeOf(pbData / "output_0.pb") == inode);
+    CHECK(!fs::exists(pbData / "output_0.npy"));  // refused before anything was written
+  }
+  SECTION("an output file that is a hard link to an expected output") {
+    const fs::path out = dir / "out";
+    fs::create_directories(out);
+    fs::create_hard_link(data / "output_0.npy", out / "output_0.npy");
+    auto r = runTool(CTXKIT_CTXRUN,
+                     {model, "--inputs", data.string(), "--expected", data.string(), "--output-dir", out.string()});
+    INFO(r.out << r.err);
+    CHECK(r.exitCode == 2);
+    CHECK(r.err.find("expected output 0") != std::string::npos);
+  }
+  SECTION("--save-inputs into the --inputs folder") {
+    const fs::path npyInputs = dir / "npyinputs";
+    auto save = runTool(CTXKIT_CTXRUN, {model, "--inputs", data.string(), "--save-inputs", npyInputs.string()});
+    INFO(save.out << save.err);
+    REQUIRE(save.exitCode == 0);
+    const std::string before = readText(npyInputs / "input_0.npy");
+    const ino_t inode = inodeOf(npyInputs / "input_0.npy");
+    auto r = runTool(CTXKIT_CTXRUN, {model, "--inputs", npyInputs.string(), "--save-inputs", npyInputs.string()});
+    INFO(r.out << r.err);
+    CHECK(r.exitCode == 2);
+    CHECK(r.err.find("saved input 0 '" + (npyInputs / "input_0.npy").string()) != std::string::npos);
+    CHECK(r.err.find("would overwrite input 0 ('image') '" + (npyInputs / "input_0.npy").string()) != std::string::npos);
+    CHECK(readText(npyInputs / "input_0.npy") == before);
+    CHECK(inodeOf(npyInputs / "input_0.npy") == inode);
+  }
+  CHECK(readText(data / "output_0.npy") == expectedBefore);
+  CHECK(inodeOf(data / "output_0.npy") == expectedInode);
+}
+
+TEST_CASE("ctxrun still writes outputs and inputs beside other files", "[e2e][inputs][ctxrun]") {
+  TempDir dir("ctxrun_guard_ok");
+  const std::string model = (kSamples / "tiny_cnn.onnx").string();
+  // The test data folder as output folder: output_0.npy is no file the run reads (it reads output_0.pb).
+  const fs::path data = dir / "data";
+  fs::copy(sampleData("tiny_cnn"), data);
+  auto r = runTool(CTXKIT_CTXRUN, {model, "--inputs", data.string(), "--expected", data.string(), "--output-dir",
+                                   data.string(), "--save-inputs", data.string()});
+  INFO(r.out << r.err);
+  CHECK(r.exitCode == 0);
+  CHECK(fs::exists(data / "output_0.npy"));
+  CHECK(fs::exists(data / "input_0.npy"));
+}
+
+namespace {
+
 // A FIFO no one writes to: opening it for reading would wait forever.
 fs::path makeFifo(const fs::path& path) {
   std::error_code ec;

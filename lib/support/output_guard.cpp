@@ -1,11 +1,11 @@
 // Output/input clash detection by resolved path and by device+inode.
-#include "pipeline/output_guard.h"
+#include "support/output_guard.h"
 
 #include <optional>
 #include <sys/stat.h>
 #include <utility>
 
-namespace ctxkit::pipeline {
+namespace ctxkit {
 
 namespace fs = std::filesystem;
 
@@ -44,8 +44,7 @@ Status checkRunFiles(const std::vector<RunFile>& inputs, const std::vector<RunFi
     for (size_t i = 0; i < inputs.size(); ++i)
       if (sameFile(out[o], in[i]))
         return makeError(ErrorCode::InvalidArgument,
-                         "{} would overwrite {}; an input is never overwritten (not even with --force): choose "
-                         "another output name or folder",
+                         "{} would overwrite {}; an input is never overwritten: choose another output name or folder",
                          describe(outputs[o]), describe(inputs[i]));
     for (size_t p = 0; p < o; ++p)
       if (sameFile(out[o], out[p]))
@@ -56,4 +55,4 @@ Status checkRunFiles(const std::vector<RunFile>& inputs, const std::vector<RunFi
   return Status::ok();
 }
 
-}  // namespace ctxkit::pipeline
+}  // namespace ctxkit
