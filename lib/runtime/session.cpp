@@ -4,6 +4,7 @@
 
 #include "epcontext/contract.h"
 #include "format/container.h"
+#include "ir/graph_check.h"
 #include "kernels/kernels.h"
 #include "program/program.h"
 #include "runtime/compatibility.h"
@@ -23,14 +24,7 @@ namespace ctxkit::runtime {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string nodeLabel(const ir::Node& n, size_t index) {
-  return n.name.empty() ? fmt::format("node #{} ({})", index, n.opType)
-                        : fmt::format("node '{}' ({})", n.name, n.opType);
-}
-
-}  // namespace
+using ir::nodeLabel;
 
 struct Session::Impl {
   std::shared_ptr<SharedModel> shared;  // the model and its fallback ops, maybe shared with other sessions

@@ -238,3 +238,60 @@ TEST_CASE("a model whose stem is 240 characters compiles, and its outputs load",
   INFO(again.out << again.err);
   CHECK(again.exitCode == 0);
 }
+
+namespace {
+
+// x -> Relu -> y, then `extra` nodes; inputs x (and `moreInputs`), one initializer w.
+fs::path writeStructureModel(const TempDir& dir, const std::string& stem, std::vector<ir::Node> extra,
+                             std::vector<ir::ValueInfo> moreInputs = {}) {
+  ir::Model m;
+  m.irVersion = 8;
+  m.opsets = {{"", 17}};
+  m.graph.name = stem;
+  m.graph.inputs = {testing::floatValue("x", testing::dims({1, 4}))};
+  for (auto& v : moreInputs) m.graph.inputs.push_back(std::move(v));
+  m.graph.initializers.push_back(testing::floatInit("w", {1, 4}));
+  m.graph.nodes.push_back(testing::node("Relu", {"x"}, {"y"}));
+  for (auto& n : extra) m.graph.nodes.push_back(std::move(n));
+  m.graph.outputs = {testing::floatValue("y", testing::dims({1, 4}))};
+  const fs::path p = dir / (stem + ".onnx");
+  REQUIRE(onnx_io::saveModel(m, p));
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("ctxrun refuses a plain model's structure as ctxgen does", "[e2e][inputs][structure]") {
+  TempDir dir("structure");
+  struct Case {
+    std::string stem;
+    std::vector<ir::Node> extra;
+    std::vector<ir::ValueInfo> moreInputs;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"twice", {testing::node("Sigmoid", {"x"}, {"y"})}, {}, "value 'y' is produced twice"},
+      {"input_twice", {}, {testing::floatValue("x", testing::dims({1, 4}))}, "graph input 'x' is listed twice"},
+      {"writes_input",
+       {testing::node("Sigmoid", {"y"}, {"x"})},
+       {},
+       "writes 'x', which is already a graph input or initializer"},
+      {"writes_initializer",
+       {testing::node("Sigmoid", {"y"}, {"w"})},
+       {},
+       "writes 'w', which is already a graph input or initializer"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.stem);
+    const fs::path m = writeStructureModel(dir, c.stem, c.extra, c.moreInputs);
+    auto gen = runTool(CTXKIT_CTXGEN, {m.string(), "-o", (dir / "out").string()});
+    INFO(gen.out << gen.err);
+    CHECK(gen.exitCode == 1);
+    CHECK(gen.err.find(c.message) != std::string::npos);
+    auto run = runTool(CTXKIT_CTXRUN, {m.string()});
+    INFO(run.out << run.err);
+    CHECK(run.exitCode == 1);
+    CHECK(run.err.find(c.message) != std::string::npos);
+    CHECK(run.err.find(m.filename().string()) != std::string::npos);
+  }
+}
