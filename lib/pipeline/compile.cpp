@@ -11,6 +11,7 @@
 #include "pipeline/bindings.h"
 #include "pipeline/emit.h"
 #include "pipeline/output_guard.h"
+#include "pipeline/staged_outputs.h"
 #include "program/program.h"
 #include "program/sharing.h"
 #include "support/file_io.h"
@@ -200,6 +201,7 @@ Status planOutputs(const CompileOptions& options, const std::vector<VariantSpec>
   }
   if (!options.force && !options.dryRun && options.stopAfter.empty()) {
     auto checkFree = [](const fs::path& p) -> Status {
+      CTX_RETURN_IF_ERROR(checkDeploymentOutput(p, "output"));  // a link or device: say so, not "exists"
       std::error_code ec;
       if (fs::exists(p, ec))
         return makeError(ErrorCode::InvalidArgument, "output '{}' already exists (use --force to overwrite)",
@@ -413,30 +415,12 @@ ModelSummary summarize(const ModelWork& w) {
   return s;
 }
 
-// Removes files this run wrote when a later step fails, so no half-finished set is left behind.
-class WrittenFiles {
-public:
-  ~WrittenFiles() {
-    if (committed_) return;
-    for (const auto& p : paths_) {
-      std::error_code ec;
-      fs::remove(p, ec);
-    }
-  }
-  void add(const fs::path& p) { paths_.push_back(p); }
-  void commit() { committed_ = true; }
-
-private:
-  std::vector<fs::path> paths_;
-  bool committed_ = false;
-};
-
 // Make syntax: every file written depends on every file read (runInputs: models, their external data, the target
 // file), so a build system reruns ctxgen when any of them changes. The _ctx.onnx files come first, in model order:
 // Ninja takes a depfile whose first target is not the build edge's first output as out of date, so a build rule
 // (ctxkit_compile) can rely on the first model's _ctx.onnx leading.
-Status writeDepfile(const fs::path& depfile, const CompileReport& report, const std::vector<ModelWork>& work,
-                    const std::vector<RunFile>& inputs) {
+std::string depfileText(const CompileReport& report, const std::vector<ModelWork>& work,
+                        const std::vector<RunFile>& inputs) {
   auto escape = [](const std::string& s) {
     std::string out;
     for (char c : s) {
@@ -457,7 +441,7 @@ Status writeDepfile(const fs::path& depfile, const CompileReport& report, const 
   for (const auto& in : inputs)
     if (seen.insert(in.path.string()).second) text += " " + escape(in.path.string());
   text += "\n";
-  return writeFileAtomically(depfile, text);
+  return text;
 }
 
 }  // namespace
@@ -475,6 +459,16 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
   CTX_RETURN_IF_ERROR(planOutputs(options, variants, work, containers));
   // Checked before loading (cheap, fails fast) and again once the models' external data files are known.
   CTX_RETURN_IF_ERROR(checkRunFiles(runInputs(options, work), runOutputs(options, work, containers)));
+  if (!options.dryRun && options.stopAfter.empty()) {
+    // Links and special files are never replaced: refused before any work (and again at the commit).
+    for (const RunFile& f : runOutputs(options, work, containers)) {
+      if (f.path == options.depfile || f.path == options.reportFile) {
+        CTX_RETURN_IF_ERROR(reportTarget(f.path, f.role).status());
+      } else {
+        CTX_RETURN_IF_ERROR(checkDeploymentOutput(f.path, f.role));
+      }
+    }
+  }
 
   // Load each model once (its variants share the loaded graph's tensors), then resolve and check the bindings.
   std::vector<ir::Model> loaded;
@@ -568,8 +562,13 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
     return report;
   }
 
+  // Every folder first: a folder that cannot be made fails the run before any file is written.
+  std::vector<fs::path> folders;
   for (const auto& w : work) {
-    fs::path dir = w.output.parent_path();
+    folders.push_back(w.output.parent_path());
+    if (!w.externalDataName.empty()) folders.push_back((w.output.parent_path() / w.externalDataName).parent_path());
+  }
+  for (const fs::path& dir : folders) {
     if (dir.empty()) continue;
     std::error_code ec;
     fs::create_directories(dir, ec);
@@ -577,8 +576,10 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
   }
 
   // Emit: each container is laid out once; each model is then built once, with its shared initializers pointing
-  // at their final place in the .bin, and every file is written once.
-  WrittenFiles written;
+  // at their final place in the .bin. Every file goes to a temporary name; only when all of them (and the reports)
+  // are written does the commit rename them, together, under the folders' locks: a failure up to then leaves the
+  // earlier deployment as it was, and two runs into one folder never mix their files.
+  StagedOutputs staged;
   auto emitStatus = clock.time("emit", [&]() -> Status {
     std::vector<std::optional<format::ContainerWriter>> writers(containers.size());
     for (size_t c = 0; c < containers.size(); ++c) {
@@ -593,21 +594,26 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
         if (work.sources.empty() || work.sources[i].empty()) report.hashedBytes += work.pool.weights()[i].size;
       progress.setHashed(report.hashedBytes);
     };
+    auto written = [&](const fs::path& path, uint64_t bytes) {
+      report.files.push_back(FileWritten{path, bytes});
+      progress.addWritten(bytes);
+    };
     std::vector<std::vector<std::byte>> embedded(containers.size());
     if (options.embedMode == 1)
       for (size_t c = 0; c < containers.size(); ++c) {
         CTX_ASSIGN_OR_RETURN(embedded[c], writers[c]->serialize());
         hashedWhileWritten(c);
       }
+    std::vector<Hash128> checksums(containers.size());  // each .bin's identity, recorded in the models using it
     if (options.embedMode == 0)
       for (size_t c = 0; c < containers.size(); ++c) {
         if (!writers[c]) continue;  // nothing compiled: no context needed
         progress.say(fmt::format("writing {}", containers[c].path.string()));
-        CTX_RETURN_IF_ERROR(writers[c]->write(containers[c].path));
+        CTX_ASSIGN_OR_RETURN(auto bin, writers[c]->stage(containers[c].path));
         hashedWhileWritten(c);
-        written.add(containers[c].path);
-        report.files.push_back(FileWritten{containers[c].path, fs::file_size(containers[c].path)});
-        progress.addWritten(report.files.back().bytes);
+        checksums[c] = bin.checksum;
+        written(containers[c].path, bin.file->bytesWritten());
+        staged.addDeployment(std::move(bin.file));
       }
     for (const ModelWork& w : work) {
       EpContextSettings settings;
@@ -631,36 +637,38 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
         }
       CTX_ASSIGN_OR_RETURN(ir::Model model, buildContextModel(w.model, w.facts, w.plan, w.lowered, w.partitionNames,
                                                               w.arenaSizes, settings));
+      if (options.embedMode == 0 && writers[w.container])
+        model.setMetadata(epcontext::contextChecksumKey(settings.cacheContext), checksums[w.container].toHex());
       progress.say(fmt::format("writing {}", w.output.string()));
+      std::vector<std::unique_ptr<AtomicFileWriter>> files;
       if (w.externalDataName.empty()) {
-        CTX_RETURN_IF_ERROR(
-            onnx_io::saveModel(model, w.output).addContext(fmt::format("writing '{}'", w.output.string())));
+        CTX_ASSIGN_OR_RETURN(std::string bytes,
+                             onnx_io::serializeModel(model).addContext(fmt::format("writing '{}'", w.output.string())));
+        CTX_ASSIGN_OR_RETURN(auto file, AtomicFileWriter::create(w.output));
+        CTX_RETURN_IF_ERROR(file->write(bytes));
+        CTX_RETURN_IF_ERROR(file->finish());
+        files.push_back(std::move(file));
       } else {
-        fs::path data = w.output.parent_path() / w.externalDataName;
-        if (!data.parent_path().empty()) {
-          std::error_code ec;
-          fs::create_directories(data.parent_path(), ec);
-          if (ec)
-            return makeError(ErrorCode::IoError, "cannot create the folder '{}' for external initializers: {}",
-                             data.parent_path().string(), ec.message());
-        }
-        CTX_RETURN_IF_ERROR(onnx_io::saveModelWithExternalData(std::move(model), w.output, w.externalDataName, 0)
-                                .addContext(fmt::format("writing '{}'", w.output.string())));
-        written.add(data);
-        if (fs::exists(data)) {
-          report.files.push_back(FileWritten{data, fs::file_size(data)});
-          progress.addWritten(report.files.back().bytes);
-        }
+        CTX_ASSIGN_OR_RETURN(files,
+                             onnx_io::stageModelWithExternalData(std::move(model), w.output, w.externalDataName, 0)
+                                 .addContext(fmt::format("writing '{}'", w.output.string())));
       }
-      written.add(w.output);
-      report.files.push_back(FileWritten{w.output, fs::file_size(w.output)});
-      progress.addWritten(report.files.back().bytes);
+      for (auto& file : files) {
+        written(file->finalPath(), file->bytesWritten());
+        staged.addDeployment(std::move(file));
+      }
     }
-    if (options.depfile) CTX_RETURN_IF_ERROR(writeDepfile(*options.depfile, report, work, runInputs(options, work)));
+    if (options.depfile)
+      CTX_RETURN_IF_ERROR(
+          staged.addReport(*options.depfile, depfileText(report, work, runInputs(options, work)), "depfile"));
     return Status::ok();
   });
   CTX_RETURN_IF_ERROR(emitStatus);
-  written.commit();
+  if (options.reportFile) {
+    CTX_RETURN_IF_ERROR(staged.addReport(*options.reportFile, reportJson(report), "JSON report"));
+    report.reportFileWritten = true;
+  }
+  CTX_RETURN_IF_ERROR(staged.commit(options.force));
   return report;
 }
 
