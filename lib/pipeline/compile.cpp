@@ -217,6 +217,22 @@ Status planOutputs(const CompileOptions& options, const std::vector<VariantSpec>
   return Status::ok();
 }
 
+// A graph output must be an input, an initializer or a node's output, as the runtime requires at load: a model
+// without one would compile into a _ctx.onnx that cannot load.
+Status checkOutputsProduced(const ir::Graph& g, const fs::path& model) {
+  std::set<std::string_view> defined;
+  for (const auto& in : g.inputs) defined.insert(in.name);
+  for (const auto& init : g.initializers) defined.insert(init.name);
+  for (const auto& n : g.nodes)
+    for (const auto& out : n.outputs) defined.insert(out);
+  for (const auto& out : g.outputs)
+    if (!defined.count(out.name))
+      return makeError(ErrorCode::InvalidGraph,
+                       "'{}': graph output '{}' is produced by no node and is no graph input or initializer",
+                       model.string(), out.name);
+  return Status::ok();
+}
+
 // Every file the run reads: the models, the external data they were loaded from (once loaded), the target file.
 std::vector<RunFile> runInputs(const CompileOptions& options, const std::vector<ModelWork>& work) {
   std::vector<RunFile> files;
@@ -302,6 +318,21 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
   return Status::ok();
 }
 
+// A program holds names of at most program::kMaxStringBytes: a longer node or value name is refused, named.
+Status checkNames(const program::Program& prog, const std::string& where) {
+  auto tooLong = [&](std::string_view kind, std::string_view name) {
+    return makeError(ErrorCode::InvalidGraph,
+                     "{}: {} '{}...' has a name of {} bytes; a compiled program holds names of at most {} bytes "
+                     "(shorten the name)",
+                     where, kind, name.substr(0, 64), name.size(), program::kMaxStringBytes);
+  };
+  for (const auto& op : prog.ops)
+    if (op.name.size() > program::kMaxStringBytes) return tooLong("node", op.name);
+  for (const auto& t : prog.tensors)
+    if (t.name.size() > program::kMaxStringBytes) return tooLong("value", t.name);
+  return Status::ok();
+}
+
 // The dedupe stage, the one place weights are interned: every weight of a model's programs and, with
 // `shareFallback`, every large fallback initializer goes into its container's pool (equal bytes, type and shape
 // stored once), and the programs are pointed at pool indices and serialized for their container. It runs right
@@ -317,8 +348,13 @@ Status dedupe(ModelWork& w, ContainerWork& c, const CompileOptions& options, boo
                                         .addContext(fmt::format("'{}': graph '{}': weight '{}'", w.source.string(),
                                                                 w.partitionNames[p], t.name)));
     }
-    c.graphs.push_back(
-        ContainerWork::Graph{w.partitionNames[p], w.source.filename().string(), program::serialize(prog)});
+    const std::string where = fmt::format("'{}': graph '{}'", w.source.string(), w.partitionNames[p]);
+    CTX_RETURN_IF_ERROR(checkNames(prog, where));
+    std::vector<std::byte> bytes = program::serialize(prog);
+    // What ctxgen writes must load: the program is read back with the loader's own checks before it is stored.
+    if (auto back = program::deserialize(bytes, c.pool.weights().size(), where); !back)
+      return back.takeError().addContext("the compiled program would not load");
+    c.graphs.push_back(ContainerWork::Graph{w.partitionNames[p], w.source.filename().string(), std::move(bytes)});
   }
   w.partitionWeights.clear();
   if (!shareFallback) return Status::ok();
@@ -480,6 +516,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
       if (n.kind == ir::OpKind::EPContext)
         return makeError(ErrorCode::InvalidGraph, "'{}' is already compiled: it contains EPContext node '{}'",
                          m.string(), n.name);
+    CTX_RETURN_IF_ERROR(checkOutputsProduced(model->graph, m));
     loaded.push_back(std::move(model).value());
   }
   std::vector<std::vector<ir::ValueInfo>> feedInputs;

@@ -296,3 +296,29 @@ TEST_CASE("ctxinspect --verify refuses a node that runs another model's graph of
   });
   requireSameRefusal(model, "b_ctxkit_0");
 }
+
+TEST_CASE("what ctxgen cannot write loadably is refused at compile, named", "[e2e][deployment]") {
+  TempDir dir("loadable");
+  fs::path m = dir / "m.onnx";
+  SECTION("a node name longer than a compiled program holds") {
+    editModel(kSamples / "tiny_cnn.onnx", m, [](ir::Model& mm) { mm.graph.nodes.front().name = std::string(65537, 'n'); });
+    auto r = compile(m, dir / "out");
+    INFO(r.err);
+    CHECK(r.exitCode == 1);
+    CHECK(r.err.find("node 'nnnnnnnn") != std::string::npos);
+    CHECK(r.err.find("65537 bytes") != std::string::npos);
+    CHECK(!fs::exists(dir / "out" / "m_ctx.onnx"));
+  }
+  SECTION("a graph output that no node produces") {
+    editModel(kSamples / "tiny_cnn.onnx", m, [](ir::Model& mm) {
+      ir::ValueInfo ghost = mm.graph.outputs.front();
+      ghost.name = "ghost";
+      mm.graph.outputs.push_back(ghost);
+    });
+    auto r = compile(m, dir / "out");
+    INFO(r.err);
+    CHECK(r.exitCode == 1);
+    CHECK(r.err.find("graph output 'ghost' is produced by no node") != std::string::npos);
+    CHECK(!fs::exists(dir / "out" / "m_ctx.onnx"));
+  }
+}
