@@ -23,9 +23,10 @@ public:
   // A report (depfile, JSON): a new name or a regular file is staged like the deployment and committed after it; a
   // device or FIFO is written through at commit; a symbolic link or other file is refused now (reportTarget).
   [[nodiscard]] Status addReport(const std::filesystem::path& path, std::string text, const std::string& role);
-  // Takes an exclusive lock (flock) on every output folder, in one order, then: without `force`, refuses when a
-  // deployment file exists already (another run was faster); checks every final name again; renames every file into
-  // place; releases the locks. A rename that fails still leaves each file whole under one name or the other.
+  // Takes an exclusive lock (flock) on every output folder that supports one, in one order, then: without `force`,
+  // refuses when a deployment file exists already (another run was faster); checks every final name again; renames
+  // every file into place; releases the locks. A rename that fails still leaves each file whole under one name or
+  // the other.
   [[nodiscard]] Status commit(bool force);
 
 private:
