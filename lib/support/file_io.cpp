@@ -378,20 +378,33 @@ Status AtomicFileWriter::writeZeros(uint64_t count) {
   return Status::ok();
 }
 
-Status AtomicFileWriter::commit() {
+Status AtomicFileWriter::finish() {
+  if (fd_ < 0) return Status::ok();
   writeback_.reset();
   if (::fsync(fd_) != 0) return makeError(ErrorCode::IoError, "syncing '{}': {}", finalPath_.string(), osError());
-  if (::rename(tempPath_.c_str(), finalPath_.c_str()) != 0)
-    return makeError(ErrorCode::IoError, "renaming into '{}': {}", finalPath_.string(), osError());
-  committed_ = true;
-  // The temporary's mark goes only now, through the descriptor: a writer killed before the rename leaves a marked
-  // temporary the next writer removes. Killed in between, the final file keeps the sticky bit, which Linux ignores
-  // on a regular file.
   struct stat st {};
-  if (::fstat(fd_, &st) == 0) (void)::fchmod(fd_, st.st_mode & 0777);
+  if (::fstat(fd_, &st) == 0) identity_ = {st.st_dev, st.st_ino};
   const int closed = ::close(fd_);
   fd_ = -1;
   if (closed != 0) return makeError(ErrorCode::IoError, "closing '{}': {}", finalPath_.string(), osError());
+  return Status::ok();
+}
+
+Status AtomicFileWriter::commit() {
+  CTX_RETURN_IF_ERROR(finish());
+  if (::rename(tempPath_.c_str(), finalPath_.c_str()) != 0)
+    return makeError(ErrorCode::IoError, "renaming into '{}': {}", finalPath_.string(), osError());
+  committed_ = true;
+  // The temporary's mark goes only now: a writer killed before the rename leaves a marked temporary the next writer
+  // removes. Killed in between, the final file keeps the sticky bit, which Linux ignores on a regular file. The file
+  // is opened without following links and checked to be the one written, so nothing else's mode is ever changed.
+  const int fd = ::open(finalPath_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd >= 0) {
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && identity_ == std::pair<uint64_t, uint64_t>{st.st_dev, st.st_ino})
+      (void)::fchmod(fd, st.st_mode & 0777);
+    ::close(fd);
+  }
   // Make the rename itself durable.
   fs::path folder = finalPath_.parent_path();
   int dfd = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -406,6 +419,43 @@ Status writeFileAtomically(const fs::path& path, std::span<const std::byte> data
   CTX_ASSIGN_OR_RETURN(auto writer, AtomicFileWriter::create(path));
   CTX_RETURN_IF_ERROR(writer->write(data));
   return writer->commit();
+}
+
+Expected<ReportTarget> reportTarget(const fs::path& path, std::string_view role) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return ReportTarget::Replace;
+    return makeError(ErrorCode::IoError, "{} '{}': {}", role, path.string(), osError());
+  }
+  if (S_ISREG(st.st_mode)) return ReportTarget::Replace;
+  const bool link = S_ISLNK(st.st_mode);
+  struct stat target {};
+  const bool reached = ::stat(path.c_str(), &target) == 0;
+  if (reached && (S_ISCHR(target.st_mode) || S_ISFIFO(target.st_mode))) return ReportTarget::WriteThrough;
+  if (link)
+    return makeError(
+        ErrorCode::InvalidArgument,
+        "{} '{}' is a symbolic link{}; a report never replaces a link (name the file itself, or remove the "
+        "link)",
+        role, path.string(), reached ? fmt::format(" to '{}'", fs::read_symlink(path).string()) : " to nothing");
+  return makeError(ErrorCode::InvalidArgument,
+                   "{} '{}' is neither a regular file nor a device or FIFO (a folder?); expected a file to write", role,
+                   path.string());
+}
+
+Status writeThrough(const fs::path& path, std::string_view text) {
+  // No O_CREAT: the device or FIFO exists; no O_TRUNC: a device is not a file to empty.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return makeError(ErrorCode::IoError, "cannot open '{}' for writing: {}", path.string(), osError());
+  Status status = writeAll(fd, std::as_bytes(std::span(text.data(), text.size())), -1, path);
+  if (::close(fd) != 0 && status.isOk())
+    status = makeError(ErrorCode::IoError, "closing '{}': {}", path.string(), osError());
+  return status;
+}
+
+Status writeReportFile(const fs::path& path, std::string_view text, std::string_view role) {
+  CTX_ASSIGN_OR_RETURN(ReportTarget how, reportTarget(path, role));
+  return how == ReportTarget::WriteThrough ? writeThrough(path, text) : writeFileAtomically(path, text);
 }
 
 Expected<fs::path> resolveInside(const fs::path& folder, std::string_view relative) {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 
 namespace ctxkit {
 
@@ -65,8 +66,13 @@ public:
   // Overwrites bytes already written (a header patched once the data behind it is known); the end stays put.
   Status writeAt(uint64_t offset, std::span<const std::byte> data);
   uint64_t bytesWritten() const { return written_; }
+  // Flushes the file to disk and closes it, leaving it under its temporary name: what commit() does before its
+  // rename, for callers that prepare several files before the first of them is renamed. Idempotent.
+  Status finish();
+  // finish(), then renames the file into place.
   Status commit();
   const std::filesystem::path& tempPath() const { return tempPath_; }
+  const std::filesystem::path& finalPath() const { return finalPath_; }
 
 private:
   class Writeback;
@@ -74,6 +80,7 @@ private:
   std::filesystem::path finalPath_;
   std::filesystem::path tempPath_;
   int fd_;
+  std::pair<uint64_t, uint64_t> identity_{};  // device and inode of the temporary, once finished
   uint64_t written_ = 0;
   bool committed_ = false;
   std::unique_ptr<Writeback> writeback_;  // started by the first complete stretch (Linux)
@@ -83,6 +90,16 @@ Status writeFileAtomically(const std::filesystem::path& path, std::span<const st
 inline Status writeFileAtomically(const std::filesystem::path& path, std::string_view data) {
   return writeFileAtomically(path, std::as_bytes(std::span(data.data(), data.size())));
 }
+
+// A report (a depfile, a JSON report, a picture) goes to `path` without ever replacing what is not a plain file: a
+// character device or FIFO, also reached through symbolic links (/dev/null, /dev/stdout), is opened and written;
+// a regular file or a new name is replaced atomically; anything else, a symbolic link to a regular file or to
+// nothing included, is refused (replacing it would turn the link into a file). `role` names the file in messages.
+enum class ReportTarget { Replace, WriteThrough };
+Expected<ReportTarget> reportTarget(const std::filesystem::path& path, std::string_view role);
+// Opens `path` (an existing device or FIFO) and writes `text` to it.
+Status writeThrough(const std::filesystem::path& path, std::string_view text);
+Status writeReportFile(const std::filesystem::path& path, std::string_view text, std::string_view role);
 
 // Resolves `relative` inside `folder`; rejects empty, absolute and escaping (`..`) paths, and paths that
 // leave the folder through a symbolic link (the resolved path is checked, so a link to a place inside the

@@ -14,6 +14,7 @@ namespace {
 struct FileIdentity {
   fs::path resolved;  // absolute, symlinks of existing parts resolved, normalized
   std::optional<std::pair<dev_t, ino_t>> inode;
+  bool device = false;  // a character device (/dev/null): reports are written into it, several may share it
 };
 
 FileIdentity identify(const fs::path& path) {
@@ -24,7 +25,10 @@ FileIdentity identify(const fs::path& path) {
   id.resolved = fs::weakly_canonical(absolute, ec);
   if (ec) id.resolved = absolute.lexically_normal();
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) id.inode = std::make_pair(st.st_dev, st.st_ino);
+  if (::stat(path.c_str(), &st) == 0) {
+    id.inode = std::make_pair(st.st_dev, st.st_ino);
+    id.device = S_ISCHR(st.st_mode);
+  }
   return id;
 }
 
@@ -47,7 +51,7 @@ Status checkRunFiles(const std::vector<RunFile>& inputs, const std::vector<RunFi
                          "{} would overwrite {}; an input is never overwritten: choose another output name or folder",
                          describe(outputs[o]), describe(inputs[i]));
     for (size_t p = 0; p < o; ++p)
-      if (sameFile(out[o], out[p]))
+      if (sameFile(out[o], out[p]) && !out[o].device)
         return makeError(ErrorCode::InvalidArgument,
                          "{} and {} are the same file; two outputs of one run never share a file name",
                          describe(outputs[p]), describe(outputs[o]));

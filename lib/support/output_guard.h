@@ -16,8 +16,9 @@ struct RunFile {
 };
 
 // Compares every output with every input and with every other output, by resolved path (symlinks followed)
-// and, for files that exist, by device and inode (hard links). A clash is an InvalidArgument error naming both
-// files; no option overrides it (ctxgen's --force only permits replacing earlier outputs).
+// and, for files that exist, by device and inode (hard links). A clash is an error naming both files; it is
+// never overridden by --force, because --force only permits replacing earlier outputs. Reports may share a character
+// device (--depfile /dev/null --json /dev/null): it is written into, never replaced.
 [[nodiscard]] Status checkRunFiles(const std::vector<RunFile>& inputs, const std::vector<RunFile>& outputs);
 
 }  // namespace ctxkit
