@@ -31,11 +31,12 @@ cmake --build "$fuzz_build" -j "$(nproc)" --target "${targets[@]}" extract_progr
 
 # Seeds: the samples, their test data, and what ctxgen makes of them (shared, embedded, external initializers).
 ctxgen="$CTXKIT_BUILD/apps/ctxgen/ctxgen"
+ctxinspect="$CTXKIT_BUILD/apps/ctxinspect/ctxinspect"
 samples="$CTXKIT_BUILD/samples"
-if [ ! -x "$ctxgen" ] || [ ! -f "$samples/tiny_cnn.onnx" ]; then
-  echo "ctxkit: building ctxgen and the samples in $CTXKIT_BUILD for the seed corpora"
+if [ ! -x "$ctxgen" ] || [ ! -x "$ctxinspect" ] || [ ! -f "$samples/tiny_cnn.onnx" ]; then
+  echo "ctxkit: building ctxgen, ctxinspect and the samples in $CTXKIT_BUILD for the seed corpora"
   [ -f "$CTXKIT_BUILD/CMakeCache.txt" ] || cmake -S "$CTXKIT_ROOT" -B "$CTXKIT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build "$CTXKIT_BUILD" -j "$(nproc)" --target ctxgen samples
+  cmake --build "$CTXKIT_BUILD" -j "$(nproc)" --target ctxgen ctxinspect samples
 fi
 data="$fuzz_build/fuzz-data"  # the folder relative paths in fuzzed models resolve against
 seeds="$fuzz_build/seeds"
@@ -115,6 +116,12 @@ if [ -d "$node_tests" ]; then
     cp "$data/${name}_ctxkit.bin" "$seeds/fuzz_container/" 2>/dev/null || true
     "$fuzz_build/tests/fuzz/extract_programs" "$seeds/fuzz_program" "$data/${name}_ctxkit.bin" >/dev/null 2>&1 || true
   done
+fi
+# What ctxgen writes must load (SPEC §11): every model compiled for the seeds is loaded as ctxrun loads it.
+if ! verified="$("$ctxinspect" --verify "$data"/*_ctx.onnx 2>&1)"; then
+  echo "$verified" >&2
+  echo "ctxkit: ctxgen wrote a seed model that does not load (the problems above)" >&2
+  exit 1
 fi
 for t in "${targets[@]}"; do echo "ctxkit: $t: $(ls "$seeds/$t" | wc -l) seeds"; done
 

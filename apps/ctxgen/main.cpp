@@ -19,6 +19,7 @@ namespace {
 
 // A failed run may have failed because FILE is one of its inputs: only a new file or an earlier report is replaced.
 bool mayHoldReport(const std::string& path) {
+  if (auto how = reportTarget(path, "JSON report"); how && *how == ReportTarget::WriteThrough) return true;
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return !ec;
   auto bytes = readFile(path);
@@ -165,7 +166,7 @@ int main(int argc, char** argv) {
     cli::logError("{}", message);
     if (jsonPath == "-") std::cout << pipeline::failureReportJson(message);
     else if (!jsonPath.empty() && mayHoldReport(jsonPath))
-      (void)writeFileAtomically(jsonPath, pipeline::failureReportJson(message));
+      (void)writeReportFile(jsonPath, pipeline::failureReportJson(message), "JSON report");
     return exitCode;
   };
   if (!status) return fail(status.error().message(), cli::kExitUsage);
@@ -191,11 +192,11 @@ int main(int argc, char** argv) {
   if (!report) return fail(report.error().message(), cli::exitCodeFor(report.error()));
   for (const auto& m : report->models)
     for (const auto& w : m.warnings) cli::logWarning("'{}': {}", m.source.string(), w);
-  if (!jsonPath.empty()) {
+  if (!jsonPath.empty() && !report->reportFileWritten) {
     std::string json = pipeline::reportJson(*report);
     if (jsonPath == "-") {
       std::cout << json;
-    } else if (auto s = writeFileAtomically(jsonPath, json); !s) {
+    } else if (auto s = writeReportFile(jsonPath, json, "JSON report"); !s) {
       cli::logError("{}", s.error().message());
       return cli::kExitFailure;
     }

@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
   }
   if (!dot.empty()) {
     auto text = inspect::partitionDot(paths);
-    Status s = text ? writeFileAtomically(dot, *text) : Status(text.error());
+    Status s = text ? writeReportFile(dot, *text, "--dot file") : Status(text.error());
     if (!s) {
       cli::logError("{}", s.error().message());
       return cli::kExitFailure;

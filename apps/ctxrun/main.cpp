@@ -15,6 +15,7 @@
 #include <chrono>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 using namespace ctxkit;
@@ -200,11 +201,25 @@ int main(int argc, char** argv) {
   for (const auto& w : s.warnings()) cli::logWarning("{}", w);
   cli::logVerbose("loaded {} in {:.2f} ms{}", a.model, loadMs, a.verify ? ", every weight hash checked" : "");
 
+  // Every file the run reads, so that nothing it writes lands on one of them (SPEC §11).
+  std::vector<RunFile> read{{a.model, "model"}};
+  if (!a.sourceModel.empty()) read.push_back({a.sourceModel, "source model"});
   auto feeds = a.inputs.empty() ? tooling::randomInputs(s.inputs(), bindings, a.seed)
-                                : tooling::loadInputFolder(a.inputs, s.inputs());
+                                : tooling::loadInputFolder(a.inputs, s.inputs(), &read);
   if (!feeds) return fail(a, feeds.error(), report);
   for (const auto& set : a.sets)
     if (auto st = tooling::setInputValue(*feeds, s.inputs(), set); !st) return fail(a, st.error(), report);
+  std::optional<std::vector<ir::Tensor>> expected;
+  if (!a.expected.empty()) {
+    auto loaded = tooling::loadExpectedFolder(a.expected, s.outputs().size(), &read);
+    if (!loaded) return fail(a, loaded.error(), report);
+    expected = std::move(loaded).value();
+  }
+  std::vector<RunFile> written;
+  if (!a.saveInputs.empty()) written = tooling::savedFiles(a.saveInputs, "input", feeds->size(), false);
+  if (!a.outputDir.empty())
+    for (auto& f : tooling::savedFiles(a.outputDir, "output", s.outputs().size(), a.savePb)) written.push_back(f);
+  if (auto st = checkRunFiles(read, written); !st) return fail(a, st.error(), report);
 
   if (!a.saveInputs.empty())
     if (auto st = tooling::saveTensors(a.saveInputs, "input", *feeds); !st) return fail(a, st.error(), report);
@@ -280,9 +295,12 @@ int main(int argc, char** argv) {
       return fail(a, st.error(), report);
 
   bool allMatch = true;
-  if (!a.expected.empty()) {
-    auto expected = tooling::loadExpectedFolder(a.expected, outputs->size());
-    if (!expected) return fail(a, expected.error(), report);
+  if (expected) {
+    if (expected->size() != outputs->size())
+      return fail(a,
+                  makeError(ErrorCode::Internal, "the model declares {} but computed {}",
+                            counted(expected->size(), "output"), counted(outputs->size(), "output")),
+                  report);
     report["comparison"] = nlohmann::ordered_json::array();
     for (size_t i = 0; i < outputs->size(); ++i) {
       auto c = tooling::compareTensors((*outputs)[i], (*expected)[i], a.rtol, a.atol);

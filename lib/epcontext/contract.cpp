@@ -97,6 +97,10 @@ const KnownTarget* findKnownTarget(std::string_view id) {
 
 std::string compatibilityMetadataKey() { return std::string("ep_compatibility_info.") + kEpName; }
 
+std::string contextChecksumKey(std::string_view cacheContext) {
+  return fmt::format("{}.context_checksum:{}", kProducer, cacheContext);
+}
+
 std::string formatCompatibilityInfo(const CompatibilityInfo& info) {
   return fmt::format("{};{}{}.{};{}{};{}{};{}{}", info.producer, kFormatField, info.formatMajor, info.formatMinor,
                      kVersionField, info.version, kTargetField, info.targetId, kRevisionField, info.targetRevision);

@@ -99,6 +99,12 @@ struct CompatibilityInfo {
 std::string formatCompatibilityInfo(const CompatibilityInfo& info);
 Expected<CompatibilityInfo> parseCompatibilityInfo(std::string_view text);
 
+// Model metadata that binds a _ctx.onnx to the context binary it was written with (embed_mode=0): key
+// "ctxkit.context_checksum:<ep_cache_context>", value the binary's header checksum as 32 lower-case hex digits
+// (format::ContainerView::checksum). A loader refuses a binary with another checksum: the two files come from
+// different runs. Models without the key (older ctxkit, ONNX Runtime's compile API) are not checked.
+std::string contextChecksumKey(std::string_view cacheContext);
+
 // ONNX Runtime session-option keys ctxkit honours (ctxgen -C, the plugin EP).
 namespace option {
 inline constexpr const char* kContextEnable = "ep.context_enable";

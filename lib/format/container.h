@@ -102,6 +102,13 @@ public:
   // Streams the container to `path` atomically (temporary name, fsync, rename): the data region first, then the
   // metadata at the start of the file, once the weights hashed while written have their hashes.
   Status write(const std::filesystem::path& path) const;
+  // The same, left under its temporary name (flushed and closed) for the caller to commit with other files; with the
+  // checksum written into its header, the file's identity (ContainerView::checksum).
+  struct Staged {
+    std::unique_ptr<AtomicFileWriter> file;
+    Hash128 checksum;
+  };
+  Expected<Staged> stage(const std::filesystem::path& path) const;
   // The same bytes in memory (embed_mode=1).
   Expected<std::vector<std::byte>> serialize() const;
 
@@ -127,6 +134,9 @@ public:
   const std::string& displayName() const { return displayName_; }
   // Weightless (SPEC §4): some weights live in source models, and every weight is in plain layout.
   bool weightless() const { return weightless_; }
+  // The header's checksum over the metadata and programs, which cover every weight by its hash: the container's
+  // identity, which a _ctx.onnx written with it records (docs/format/container-v1.md, "Binding").
+  const Hash128& checksum() const { return checksum_; }
 
   const GraphInfo* findGraph(std::string_view name) const;
   std::span<const std::byte> programBytes(size_t graphIndex) const;
@@ -148,6 +158,7 @@ private:
   std::vector<WeightInfo> weights_;
   uint64_t alignment_ = 64;
   bool weightless_ = false;
+  Hash128 checksum_;
 };
 
 }  // namespace ctxkit::format

@@ -462,6 +462,7 @@ Expected<ContainerView> ContainerView::open(std::span<const std::byte> bytes, st
   view.displayName_ = std::move(displayName);
   view.alignment_ = parser.header().alignment;
   view.weightless_ = parser.weightless();
+  std::copy(parser.header().checksum.begin(), parser.header().checksum.end(), view.checksum_.bytes.begin());
   return view;
 }
 

@@ -444,15 +444,26 @@ Status ContainerWriter::Impl::emit(Write&& write, Zeros&& zeros, Patch&& patch) 
   return patch(std::span<const std::byte>(meta));
 }
 
-Status ContainerWriter::write(const std::filesystem::path& path) const {
-  CTX_ASSIGN_OR_RETURN(auto out, AtomicFileWriter::create(path));
-  if (auto plan = impl_->getPlan()) out->reserve((*plan)->fileSize);
-  Status status = impl_->emit([&](std::span<const std::byte> bytes) { return out->write(bytes); },
-                              [&](uint64_t count) { return out->writeZeros(count); },
-                              [&](std::span<const std::byte> meta) { return out->writeAt(0, meta); });
+Expected<ContainerWriter::Staged> ContainerWriter::stage(const std::filesystem::path& path) const {
+  Staged staged;
+  CTX_ASSIGN_OR_RETURN(staged.file, AtomicFileWriter::create(path));
+  AtomicFileWriter& out = *staged.file;
+  if (auto plan = impl_->getPlan()) out.reserve((*plan)->fileSize);
+  Status status = impl_->emit([&](std::span<const std::byte> bytes) { return out.write(bytes); },
+                              [&](uint64_t count) { return out.writeZeros(count); },
+                              [&](std::span<const std::byte> meta) {
+                                std::memcpy(staged.checksum.bytes.data(), meta.data() + kChecksumOffset, kChecksumSize);
+                                return out.writeAt(0, meta);
+                              });
+  if (status.isOk()) status = out.finish();
+  // Dropping the writer without commit removes the temporary file, so a failure leaves no final name.
   if (!status.isOk()) return status.addContext(fmt::format("writing container '{}'", path.string()));
-  // Dropping `out` without commit removes the temporary file, so a failure leaves no final name.
-  return out->commit();
+  return staged;
+}
+
+Status ContainerWriter::write(const std::filesystem::path& path) const {
+  CTX_ASSIGN_OR_RETURN(auto staged, stage(path));
+  return staged.file->commit();
 }
 
 Expected<std::vector<std::byte>> ContainerWriter::serialize() const {

@@ -5,6 +5,7 @@
 #include "onnx_io/onnx_io.h"
 #include "program/program.h"
 #include "program/sharing.h"
+#include "runtime/session.h"
 #include "support/checked.h"
 #include "support/file_io.h"
 
@@ -70,8 +71,15 @@ public:
     load.resolveExternalData = false;
     CTX_ASSIGN_OR_RETURN(auto model, onnx_io::loadModel(path, load));
     fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+    size_t nodes = 0, ours = 0;
     for (const ir::Node& n : model.graph.nodes)
-      if (n.opType == epcontext::kOpType) addEpContextNode(path, dir, model.graph, n);
+      if (n.opType == epcontext::kOpType) {
+        addEpContextNode(path, dir, model.graph, n);
+        ++nodes;
+        ours += epcontext::isOurNode(n) ? 1 : 0;
+      }
+    // A model that also holds another EP's nodes runs only beside that EP (ONNX Runtime), never in ctxrun.
+    if (ours > 0 && ours == nodes) ourModels_.push_back(path);
     // After the EPContext nodes, so a .bin that also holds shared fallback initializers is listed as a context.
     std::vector<ExternalInitializer> external;
     collectExternal(model.graph, "", external);
@@ -92,6 +100,7 @@ public:
         report_.problems.push_back(fmt::format("{}: EPContext node '{}': partition '{}' is in no context binary",
                                                n.model, n.name, n.partitionName));
     nameCompiledModels();
+    if (options_.verify) loadAsRuntime();
     return std::move(report_);
   }
 
@@ -285,6 +294,34 @@ private:
     }
   }
 
+  // --verify: load each model whose EPContext nodes are all ctxkit's exactly as ctxrun does (runtime::Session, every
+  // weight hash checked), so verify refuses whatever a load refuses, with the load's own message: one implementation of
+  // the load checks. A model with a problem already listed (about it or a context binary it loads) is not loaded again,
+  // so that one fault is reported once.
+  void loadAsRuntime() {
+    for (const fs::path& model : ourModels_) {
+      std::vector<std::string> names{model.string()};
+      for (const auto& [context, models] : contextModels_)
+        if (models.count(model.string())) names.push_back(context);
+      bool reported = std::any_of(report_.problems.begin(), report_.problems.end(), [&](const std::string& problem) {
+        return std::any_of(names.begin(), names.end(),
+                           [&](const std::string& name) { return problem.find(name) != std::string::npos; });
+      });
+      if (reported) continue;
+      // Weights the listing hashed already (ContainerView::verify, which a load with verifyWeights runs too) are
+      // not hashed twice; a weightless context's weights are hashed by the load, where it resolves them.
+      bool hashed = true;
+      for (const ContextSummary& c : report_.contexts)
+        if (std::find(names.begin(), names.end(), c.path) != names.end())
+          hashed = hashed && c.verified && !c.weightless;
+      runtime::SessionOptions load;
+      load.verifyWeights = !hashed;
+      load.shareContexts = false;
+      if (auto session = runtime::Session::loadFile(model, load); !session)
+        report_.problems.push_back(session.error().message());
+    }
+  }
+
   void addContext(const std::string& shown, format::ContainerView view, uint64_t fileBytes) {
     ContextSummary c;
     c.path = shown;
@@ -383,6 +420,7 @@ private:
   std::set<std::string> weightlessContexts_;  // context binaries (as shown) whose weights are in source models
   std::map<std::string, std::set<std::pair<uint64_t, uint64_t>>> containerWeights_;  // ctxkit .bin -> weight ranges
   std::vector<fs::path> modelsWithExternalData_;
+  std::vector<fs::path> ourModels_;  // models whose EPContext nodes are all ctxkit's: --verify loads them as ctxrun
 };
 
 }  // namespace

@@ -2,12 +2,15 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "support/file_io.h"
 #include "support/status.h"
 
 #include <cstddef>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace ctxkit::onnx_io {
 
@@ -38,6 +41,12 @@ Status saveModel(const ir::Model& model, const std::filesystem::path& path);
 // beside the model (64-byte aligned), written atomically too.
 Status saveModelWithExternalData(ir::Model model, const std::filesystem::path& path,
                                  const std::string& externalFileName, size_t thresholdBytes);
+// The same, both files left under temporary names (flushed and closed) for the caller to commit with other files, in
+// commit order: the external data file (when some initializer moved) before the model that refers to it.
+Expected<std::vector<std::unique_ptr<AtomicFileWriter>>> stageModelWithExternalData(ir::Model model,
+                                                                                    const std::filesystem::path& path,
+                                                                                    const std::string& externalFileName,
+                                                                                    size_t thresholdBytes);
 
 // ONNX TensorProto files (test data `input_0.pb`, `output_0.pb`).
 Expected<ir::Tensor> parseTensor(std::span<const std::byte> bytes, std::string_view displayName,

@@ -37,8 +37,9 @@ struct LoadContext {
 };
 
 // Parses a message from bytes of any size protobuf accepts (up to 2 GiB), with recursion deep enough for
-// kMaxGraphDepth nested subgraphs. Returns false on malformed or truncated input; never throws.
-bool parseMessage(google::protobuf::MessageLite& message, std::span<const std::byte> bytes);
+// kMaxGraphDepth nested subgraphs; never throws. When protobuf refuses the bytes, the error says why, `what`
+// ("ONNX protobuf") naming the data: cut short or malformed (which field, at which byte), or nested too deep.
+Status parseMessage(google::protobuf::Message& message, std::span<const std::byte> bytes, std::string_view what);
 
 // A tensor from its proto: raw_data is viewed (owned by ctx.owner), typed fields are copied, and external
 // data is mapped from ctx.baseDir. Errors carry no tensor name; callers add it.

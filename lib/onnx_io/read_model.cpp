@@ -177,7 +177,7 @@ Expected<ir::Model> loadFromBytes(std::span<const std::byte> bytes, fs::path bas
                      "model is {} bytes; protobuf cannot parse more than {} (2 GiB): store weights as external data",
                      bytes.size(), INT_MAX);
   auto proto = std::make_shared<onnx::ModelProto>();
-  if (!parseMessage(*proto, bytes)) return makeError(ErrorCode::InvalidGraph, "malformed or truncated ONNX protobuf");
+  CTX_RETURN_IF_ERROR(parseMessage(*proto, bytes, "ONNX protobuf"));
   LoadContext ctx;
   ctx.baseDir = std::move(baseDir);
   ctx.resolveExternalData = resolveExternalData;
@@ -193,8 +193,7 @@ Expected<ir::Tensor> tensorFromBytes(std::span<const std::byte> bytes, std::opti
     return makeError(ErrorCode::Unsupported, "tensor file is {} bytes; protobuf cannot parse more than {} (2 GiB)",
                      bytes.size(), INT_MAX);
   auto proto = std::make_shared<onnx::TensorProto>();
-  if (!parseMessage(*proto, bytes))
-    return makeError(ErrorCode::InvalidGraph, "malformed or truncated ONNX TensorProto");
+  CTX_RETURN_IF_ERROR(parseMessage(*proto, bytes, "ONNX TensorProto"));
   LoadContext ctx;
   ctx.baseDir = std::move(baseDir);
   ctx.owner = proto;

@@ -3,8 +3,6 @@
 
 #include "support/checked.h"
 
-#include <google/protobuf/io/coded_stream.h>
-
 #include <algorithm>
 #include <bit>
 #include <charconv>
@@ -188,21 +186,6 @@ Expected<Tensor> externalTensor(const onnx::TensorProto& p, ElemType type, ir::S
 }
 
 }  // namespace
-
-bool parseMessage(google::protobuf::MessageLite& message, std::span<const std::byte> bytes) {
-  if (bytes.size() > static_cast<size_t>(INT_MAX)) return false;
-  try {
-    google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                              static_cast<int>(bytes.size()));
-    in.SetTotalBytesLimit(INT_MAX);
-    // Each nested graph costs about three message levels (graph, node, attribute); leave room so that our
-    // own depth check, with its clearer message, is the one that fires.
-    in.SetRecursionLimit(kMaxGraphDepth * 4 + 32);
-    return message.ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
-  } catch (...) {
-    return false;
-  }
-}
 
 Expected<Tensor> tensorFromProto(const onnx::TensorProto& p, LoadContext& ctx) {
   if (p.has_segment()) return makeError(ErrorCode::Unsupported, "segmented tensors are not supported");

@@ -225,7 +225,18 @@ Status saveModel(const ir::Model& model, const fs::path& path) {
 
 Status saveModelWithExternalData(ir::Model model, const fs::path& path, const std::string& externalFileName,
                                  size_t thresholdBytes) {
-  return detail::guarded(fmt::format("saving '{}'", path.string()), [&]() -> Status {
+  CTX_ASSIGN_OR_RETURN(auto files,
+                       stageModelWithExternalData(std::move(model), path, externalFileName, thresholdBytes));
+  for (auto& file : files) CTX_RETURN_IF_ERROR(file->commit());
+  return Status::ok();
+}
+
+Expected<std::vector<std::unique_ptr<AtomicFileWriter>>> stageModelWithExternalData(ir::Model model,
+                                                                                    const fs::path& path,
+                                                                                    const std::string& externalFileName,
+                                                                                    size_t thresholdBytes) {
+  using Files = std::vector<std::unique_ptr<AtomicFileWriter>>;
+  return detail::guarded(fmt::format("saving '{}'", path.string()), [&]() -> Expected<Files> {
     fs::path folder = detail::folderOf(path);
     auto dataPath = resolveInside(folder, externalFileName);
     if (!dataPath) return dataPath.takeError().addContext("external data file");
@@ -264,8 +275,14 @@ Status saveModelWithExternalData(ir::Model model, const fs::path& path, const st
     CTX_ASSIGN_OR_RETURN(std::string bytes, detail::serializeModelImpl(model));
     CTX_ASSIGN_OR_RETURN(auto modelWriter, AtomicFileWriter::create(path));
     CTX_RETURN_IF_ERROR(modelWriter->write(bytes));
-    if (data) CTX_RETURN_IF_ERROR(data->commit());
-    return modelWriter->commit();
+    CTX_RETURN_IF_ERROR(modelWriter->finish());
+    Files files;
+    if (data) {
+      CTX_RETURN_IF_ERROR(data->finish());
+      files.push_back(std::move(data));
+    }
+    files.push_back(std::move(modelWriter));
+    return files;
   });
 }
 

@@ -10,10 +10,11 @@
 #include "partitioner/target.h"
 #include "pipeline/bindings.h"
 #include "pipeline/emit.h"
-#include "pipeline/output_guard.h"
+#include "pipeline/staged_outputs.h"
 #include "program/program.h"
 #include "program/sharing.h"
 #include "support/file_io.h"
+#include "support/output_guard.h"
 #include "support/text.h"
 #include "weightshare/source_weights.h"
 #include "weightshare/weight_pool.h"
@@ -200,6 +201,7 @@ Status planOutputs(const CompileOptions& options, const std::vector<VariantSpec>
   }
   if (!options.force && !options.dryRun && options.stopAfter.empty()) {
     auto checkFree = [](const fs::path& p) -> Status {
+      CTX_RETURN_IF_ERROR(checkDeploymentOutput(p, "output"));  // a link or device: say so, not "exists"
       std::error_code ec;
       if (fs::exists(p, ec))
         return makeError(ErrorCode::InvalidArgument, "output '{}' already exists (use --force to overwrite)",
@@ -212,6 +214,22 @@ Status planOutputs(const CompileOptions& options, const std::vector<VariantSpec>
     for (const auto& w : work)
       if (!w.externalDataName.empty()) CTX_RETURN_IF_ERROR(checkFree(w.output.parent_path() / w.externalDataName));
   }
+  return Status::ok();
+}
+
+// A graph output must be an input, an initializer or a node's output, as the runtime requires at load: a model
+// without one would compile into a _ctx.onnx that cannot load.
+Status checkOutputsProduced(const ir::Graph& g, const fs::path& model) {
+  std::set<std::string_view> defined;
+  for (const auto& in : g.inputs) defined.insert(in.name);
+  for (const auto& init : g.initializers) defined.insert(init.name);
+  for (const auto& n : g.nodes)
+    for (const auto& out : n.outputs) defined.insert(out);
+  for (const auto& out : g.outputs)
+    if (!defined.count(out.name))
+      return makeError(ErrorCode::InvalidGraph,
+                       "'{}': graph output '{}' is produced by no node and is no graph input or initializer",
+                       model.string(), out.name);
   return Status::ok();
 }
 
@@ -303,6 +321,21 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
   return Status::ok();
 }
 
+// A program holds names of at most program::kMaxStringBytes: a longer node or value name is refused, named.
+Status checkNames(const program::Program& prog, const std::string& where) {
+  auto tooLong = [&](std::string_view kind, std::string_view name) {
+    return makeError(ErrorCode::InvalidGraph,
+                     "{}: {} '{}...' has a name of {} bytes; a compiled program holds names of at most {} bytes "
+                     "(shorten the name)",
+                     where, kind, name.substr(0, 64), name.size(), program::kMaxStringBytes);
+  };
+  for (const auto& op : prog.ops)
+    if (op.name.size() > program::kMaxStringBytes) return tooLong("node", op.name);
+  for (const auto& t : prog.tensors)
+    if (t.name.size() > program::kMaxStringBytes) return tooLong("value", t.name);
+  return Status::ok();
+}
+
 // The dedupe stage, the one place weights are interned: every weight of a model's programs and, with
 // `shareFallback`, every large fallback initializer goes into its container's pool (equal bytes, type and shape
 // stored once), and the programs are pointed at pool indices and serialized for their container. It runs right
@@ -318,8 +351,13 @@ Status dedupe(ModelWork& w, ContainerWork& c, const CompileOptions& options, boo
                                         .addContext(fmt::format("'{}': graph '{}': weight '{}'", w.source.string(),
                                                                 w.partitionNames[p], t.name)));
     }
-    c.graphs.push_back(
-        ContainerWork::Graph{w.partitionNames[p], w.source.filename().string(), program::serialize(prog)});
+    const std::string where = fmt::format("'{}': graph '{}'", w.source.string(), w.partitionNames[p]);
+    CTX_RETURN_IF_ERROR(checkNames(prog, where));
+    std::vector<std::byte> bytes = program::serialize(prog);
+    // What ctxgen writes must load: the program is read back with the loader's own checks before it is stored.
+    if (auto back = program::deserialize(bytes, c.pool.weights().size(), where); !back)
+      return back.takeError().addContext("the compiled program would not load");
+    c.graphs.push_back(ContainerWork::Graph{w.partitionNames[p], w.source.filename().string(), std::move(bytes)});
   }
   w.partitionWeights.clear();
   if (!shareFallback) return Status::ok();
@@ -416,30 +454,12 @@ ModelSummary summarize(const ModelWork& w) {
   return s;
 }
 
-// Removes files this run wrote when a later step fails, so no half-finished set is left behind.
-class WrittenFiles {
-public:
-  ~WrittenFiles() {
-    if (committed_) return;
-    for (const auto& p : paths_) {
-      std::error_code ec;
-      fs::remove(p, ec);
-    }
-  }
-  void add(const fs::path& p) { paths_.push_back(p); }
-  void commit() { committed_ = true; }
-
-private:
-  std::vector<fs::path> paths_;
-  bool committed_ = false;
-};
-
 // Make syntax: every file written depends on every file read (runInputs: models, their external data, the target
 // file), so a build system reruns ctxgen when any of them changes. The _ctx.onnx files come first, in model order:
 // Ninja takes a depfile whose first target is not the build edge's first output as out of date, so a build rule
 // (ctxkit_compile) can rely on the first model's _ctx.onnx leading.
-Status writeDepfile(const fs::path& depfile, const CompileReport& report, const std::vector<ModelWork>& work,
-                    const std::vector<RunFile>& inputs) {
+std::string depfileText(const CompileReport& report, const std::vector<ModelWork>& work,
+                        const std::vector<RunFile>& inputs) {
   auto escape = [](const std::string& s) {
     std::string out;
     for (char c : s) {
@@ -460,7 +480,7 @@ Status writeDepfile(const fs::path& depfile, const CompileReport& report, const 
   for (const auto& in : inputs)
     if (seen.insert(in.path.string()).second) text += " " + escape(in.path.string());
   text += "\n";
-  return writeFileAtomically(depfile, text);
+  return text;
 }
 
 }  // namespace
@@ -478,6 +498,16 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
   CTX_RETURN_IF_ERROR(planOutputs(options, variants, work, containers));
   // Checked before loading (cheap, fails fast) and again once the models' external data files are known.
   CTX_RETURN_IF_ERROR(checkRunFiles(runInputs(options, work), runOutputs(options, work, containers)));
+  if (!options.dryRun && options.stopAfter.empty()) {
+    // Links and special files are never replaced: refused before any work (and again at the commit).
+    for (const RunFile& f : runOutputs(options, work, containers)) {
+      if (f.path == options.depfile || f.path == options.reportFile) {
+        CTX_RETURN_IF_ERROR(reportTarget(f.path, f.role).status());
+      } else {
+        CTX_RETURN_IF_ERROR(checkDeploymentOutput(f.path, f.role));
+      }
+    }
+  }
 
   // Load each model once (its variants share the loaded graph's tensors), then resolve and check the bindings.
   std::vector<ir::Model> loaded;
@@ -489,6 +519,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
       if (n.kind == ir::OpKind::EPContext)
         return makeError(ErrorCode::InvalidGraph, "'{}' is already compiled: it contains EPContext node '{}'",
                          m.string(), n.name);
+    CTX_RETURN_IF_ERROR(checkOutputsProduced(model->graph, m));
     loaded.push_back(std::move(model).value());
   }
   std::vector<std::vector<ir::ValueInfo>> feedInputs;
@@ -571,8 +602,13 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
     return report;
   }
 
+  // Every folder first: a folder that cannot be made fails the run before any file is written.
+  std::vector<fs::path> folders;
   for (const auto& w : work) {
-    fs::path dir = w.output.parent_path();
+    folders.push_back(w.output.parent_path());
+    if (!w.externalDataName.empty()) folders.push_back((w.output.parent_path() / w.externalDataName).parent_path());
+  }
+  for (const fs::path& dir : folders) {
     if (dir.empty()) continue;
     std::error_code ec;
     fs::create_directories(dir, ec);
@@ -580,8 +616,10 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
   }
 
   // Emit: each container is laid out once; each model is then built once, with its shared initializers pointing
-  // at their final place in the .bin, and every file is written once.
-  WrittenFiles written;
+  // at their final place in the .bin. Every file goes to a temporary name; only when all of them (and the reports)
+  // are written does the commit rename them, together, under the folders' locks: a failure up to then leaves the
+  // earlier deployment as it was, and two runs into one folder never mix their files.
+  StagedOutputs staged;
   auto emitStatus = clock.time("emit", [&]() -> Status {
     std::vector<std::optional<format::ContainerWriter>> writers(containers.size());
     for (size_t c = 0; c < containers.size(); ++c) {
@@ -596,21 +634,26 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
         if (work.sources.empty() || work.sources[i].empty()) report.hashedBytes += work.pool.weights()[i].size;
       progress.setHashed(report.hashedBytes);
     };
+    auto written = [&](const fs::path& path, uint64_t bytes) {
+      report.files.push_back(FileWritten{path, bytes});
+      progress.addWritten(bytes);
+    };
     std::vector<std::vector<std::byte>> embedded(containers.size());
     if (options.embedMode == 1)
       for (size_t c = 0; c < containers.size(); ++c) {
         CTX_ASSIGN_OR_RETURN(embedded[c], writers[c]->serialize());
         hashedWhileWritten(c);
       }
+    std::vector<Hash128> checksums(containers.size());  // each .bin's identity, recorded in the models using it
     if (options.embedMode == 0)
       for (size_t c = 0; c < containers.size(); ++c) {
         if (!writers[c]) continue;  // nothing compiled: no context needed
         progress.say(fmt::format("writing {}", containers[c].path.string()));
-        CTX_RETURN_IF_ERROR(writers[c]->write(containers[c].path));
+        CTX_ASSIGN_OR_RETURN(auto bin, writers[c]->stage(containers[c].path));
         hashedWhileWritten(c);
-        written.add(containers[c].path);
-        report.files.push_back(FileWritten{containers[c].path, fs::file_size(containers[c].path)});
-        progress.addWritten(report.files.back().bytes);
+        checksums[c] = bin.checksum;
+        written(containers[c].path, bin.file->bytesWritten());
+        staged.addDeployment(std::move(bin.file));
       }
     for (const ModelWork& w : work) {
       EpContextSettings settings;
@@ -634,36 +677,38 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
         }
       CTX_ASSIGN_OR_RETURN(ir::Model model, buildContextModel(w.model, w.facts, w.plan, w.lowered, w.partitionNames,
                                                               w.arenaSizes, settings));
+      if (options.embedMode == 0 && writers[w.container])
+        model.setMetadata(epcontext::contextChecksumKey(settings.cacheContext), checksums[w.container].toHex());
       progress.say(fmt::format("writing {}", w.output.string()));
+      std::vector<std::unique_ptr<AtomicFileWriter>> files;
       if (w.externalDataName.empty()) {
-        CTX_RETURN_IF_ERROR(
-            onnx_io::saveModel(model, w.output).addContext(fmt::format("writing '{}'", w.output.string())));
+        CTX_ASSIGN_OR_RETURN(std::string bytes,
+                             onnx_io::serializeModel(model).addContext(fmt::format("writing '{}'", w.output.string())));
+        CTX_ASSIGN_OR_RETURN(auto file, AtomicFileWriter::create(w.output));
+        CTX_RETURN_IF_ERROR(file->write(bytes));
+        CTX_RETURN_IF_ERROR(file->finish());
+        files.push_back(std::move(file));
       } else {
-        fs::path data = w.output.parent_path() / w.externalDataName;
-        if (!data.parent_path().empty()) {
-          std::error_code ec;
-          fs::create_directories(data.parent_path(), ec);
-          if (ec)
-            return makeError(ErrorCode::IoError, "cannot create the folder '{}' for external initializers: {}",
-                             data.parent_path().string(), ec.message());
-        }
-        CTX_RETURN_IF_ERROR(onnx_io::saveModelWithExternalData(std::move(model), w.output, w.externalDataName, 0)
-                                .addContext(fmt::format("writing '{}'", w.output.string())));
-        written.add(data);
-        if (fs::exists(data)) {
-          report.files.push_back(FileWritten{data, fs::file_size(data)});
-          progress.addWritten(report.files.back().bytes);
-        }
+        CTX_ASSIGN_OR_RETURN(files,
+                             onnx_io::stageModelWithExternalData(std::move(model), w.output, w.externalDataName, 0)
+                                 .addContext(fmt::format("writing '{}'", w.output.string())));
       }
-      written.add(w.output);
-      report.files.push_back(FileWritten{w.output, fs::file_size(w.output)});
-      progress.addWritten(report.files.back().bytes);
+      for (auto& file : files) {
+        written(file->finalPath(), file->bytesWritten());
+        staged.addDeployment(std::move(file));
+      }
     }
-    if (options.depfile) CTX_RETURN_IF_ERROR(writeDepfile(*options.depfile, report, work, runInputs(options, work)));
+    if (options.depfile)
+      CTX_RETURN_IF_ERROR(
+          staged.addReport(*options.depfile, depfileText(report, work, runInputs(options, work)), "depfile"));
     return Status::ok();
   });
   CTX_RETURN_IF_ERROR(emitStatus);
-  written.commit();
+  if (options.reportFile) {
+    CTX_RETURN_IF_ERROR(staged.addReport(*options.reportFile, reportJson(report), "JSON report"));
+    report.reportFileWritten = true;
+  }
+  CTX_RETURN_IF_ERROR(staged.commit(options.force));
   return report;
 }
 

@@ -42,7 +42,8 @@ struct CompileOptions {
   std::string dumpAfter;  // a lowering pass: put every partition as it is after that pass in programDump
   std::string stopAfter;  // a lowering pass: stop lowering after it, put the partitions in programDump, write nothing
   std::optional<std::filesystem::path> depfile;
-  // The --json report file the caller writes after the run: only checked here, so it never lands on an input.
+  // The --json report file: written with the outputs (CompileReport::reportFileWritten); when the run stops before
+  // writing (dry run, --stop-after) or fails, the caller writes it.
   std::optional<std::filesystem::path> reportFile;
 };
 
@@ -108,7 +109,8 @@ struct CompileReport {
   std::vector<PassSummary> passes;  // graph passes, then lowering passes, in the order they ran
   std::string programDump;          // with dumpPrograms
   bool dryRun = false;
-  bool stopped = false;  // stopAfter ended the run before anything was written
+  bool stopped = false;            // stopAfter ended the run before anything was written
+  bool reportFileWritten = false;  // CompileOptions::reportFile was written with the outputs
 };
 
 // What happens as it happens (per model and stage), for progress displays and -v.

@@ -12,7 +12,6 @@ namespace ctxkit::program {
 
 namespace {
 
-constexpr uint32_t kMaxStringBytes = 1u << 16;
 constexpr uint32_t kMaxAttrValues = 1u << 20;
 
 void writeTensor(ByteWriter& w, const ir::Tensor& t) {

@@ -104,6 +104,8 @@ struct Program {
 
 // Limits a reader enforces before allocating (SPEC §11 rules 1, 2, 15).
 inline constexpr uint32_t kMaxRank = 8;
+// The longest name or string attribute a program holds (an op's node name, a tensor's value name).
+inline constexpr uint32_t kMaxStringBytes = 1u << 16;
 inline constexpr uint64_t kProgramMagicV1 = 0x31474f5250544358ull;  // "XCTPROG1"
 inline constexpr uint64_t kProgramMagicV2 = 0x32474f5250544358ull;  // "XCTPROG2"
 inline constexpr uint64_t kProgramMagicV3 = 0x33474f5250544358ull;  // "XCTPROG3"

@@ -4,6 +4,7 @@
 #include "program/typed_codec.h"
 
 #include "ops/typed_attrs.h"
+#include "program/program.h"
 
 #include <type_traits>
 
@@ -12,7 +13,6 @@ namespace ctxkit::program {
 namespace {
 
 constexpr uint32_t kMaxListItems = 1u << 20;
-constexpr uint32_t kMaxStringBytes = 1u << 16;
 
 template <class T> struct IsVector : std::false_type {};
 template <class T, class A> struct IsVector<std::vector<T, A>> : std::true_type {};

@@ -4,6 +4,7 @@
 
 #include "epcontext/contract.h"
 #include "format/container.h"
+#include "ir/graph_check.h"
 #include "kernels/kernels.h"
 #include "program/program.h"
 #include "runtime/compatibility.h"
@@ -23,14 +24,7 @@ namespace ctxkit::runtime {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string nodeLabel(const ir::Node& n, size_t index) {
-  return n.name.empty() ? fmt::format("node #{} ({})", index, n.opType)
-                        : fmt::format("node '{}' ({})", n.name, n.opType);
-}
-
-}  // namespace
+using ir::nodeLabel;
 
 struct Session::Impl {
   std::shared_ptr<SharedModel> shared;  // the model and its fallback ops, maybe shared with other sessions
@@ -187,6 +181,20 @@ struct Session::Impl {
     return view;
   }
 
+  // A model written with a context binary records that binary's checksum (epcontext::contextChecksumKey): a binary
+  // of another run beside it (a folder mixed from two compiles) is refused rather than run with the wrong programs.
+  Status checkBinding(const epcontext::NodeAttributes& attrs, const format::ContainerView& view,
+                      const std::string& label) const {
+    if (attrs.embedMode != 0 || !attrs.cacheContext) return Status::ok();
+    const std::string* recorded = model().findMetadata(epcontext::contextChecksumKey(*attrs.cacheContext));
+    if (!recorded || *recorded == view.checksum().toHex()) return Status::ok();
+    return makeError(ErrorCode::InvalidGraph,
+                     "{}: context binary '{}' is not the one this model was written with: the model records checksum "
+                     "{}, the binary's is {} (the two files come from different compiles; deploy the files of one run "
+                     "together)",
+                     label, view.displayName(), *recorded, view.checksum().toHex());
+  }
+
   Status load(const fs::path& contextDir) {
     const ir::Graph& g = model().graph;
     for (const auto* in : g.feedInputs()) inputs.push_back(*in);
@@ -212,6 +220,7 @@ struct Session::Impl {
       if (!attrs.hardwareArchitecture.empty() && attrs.hardwareArchitecture != view->compat().targetId)
         return makeError(ErrorCode::InvalidGraph, "{}: {} '{}' but the context was compiled for '{}'", label,
                          epcontext::attr::kHardwareArchitecture, attrs.hardwareArchitecture, view->compat().targetId);
+      CTX_RETURN_IF_ERROR(checkBinding(attrs, *view, label));
       if (options.verifyWeights) CTX_RETURN_IF_ERROR(view->verify());
       if (std::find(contexts.begin(), contexts.end(), view) == contexts.end()) {
         stats.mappedBytes += view->fileSize();
@@ -240,14 +249,21 @@ struct Session::Impl {
       if (!owner)
         return makeError(ErrorCode::InvalidGraph, "{}: no graph named '{}' in the model's context binaries", label,
                          partition);
+      // In a shared binary every model's graphs sit side by side: a node may run only a graph of its own model.
+      const epcontext::NodeAttributes attrs = epcontext::readNodeAttributes(n);
+      const std::string& sourceName = owner->graphs()[graphIndex].sourceModel;
+      if (!attrs.onnxModelFilename.empty() && !sourceName.empty() && attrs.onnxModelFilename != sourceName)
+        return makeError(ErrorCode::InvalidGraph,
+                         "{}: graph '{}' of '{}' was compiled from '{}', but the node's {} is '{}': the node names "
+                         "another model's graph",
+                         label, partition, owner->displayName(), sourceName, epcontext::attr::kOnnxModelFilename,
+                         attrs.onnxModelFilename);
       std::shared_ptr<const format::ContainerView> shared;
       for (const auto& c : contexts)
         if (c.get() == owner) shared = c;
       ProgramOptions programOptions;
       programOptions.prefaultArena = options.prefaultArena;
       if (owner->weightless()) {
-        const epcontext::NodeAttributes attrs = epcontext::readNodeAttributes(n);
-        const std::string sourceName = owner->graphs()[graphIndex].sourceModel;
         CTX_ASSIGN_OR_RETURN(auto source, sourceModelFor(attrs, label, contextDir));
         programOptions.resolve = [this, owner, sourceName, source](uint32_t index) {
           return sourceWeight(*owner, index, sourceName, source);

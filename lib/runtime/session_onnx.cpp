@@ -1,4 +1,5 @@
 // Session::loadFile and Session::loadBuffer: parse the ONNX model with onnx_io, then load it with the core.
+#include "ir/graph_check.h"
 #include "onnx_io/onnx_io.h"
 #include "runtime/session.h"
 #include "runtime/shared_model.h"
@@ -36,6 +37,14 @@ std::optional<FileIdentity> identify(const fs::path& path) {
                       int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec};
 }
 
+// A model read from ONNX is held to the structure rules ctxgen checks before it compiles (a plain model, above all).
+// Not in the core's load: the graphs ONNX Runtime hands the EP are views, not files.
+Expected<ir::Model> checkedStructure(Expected<ir::Model> model, const std::string& displayName) {
+  if (!model) return model;
+  if (auto order = ir::checkedTopologicalOrder(model->graph); !order) return order.takeError().addContext(displayName);
+  return model;
+}
+
 // Models parsed from files and still used by a session, by file identity.
 std::mutex gModelsMutex;
 std::map<FileIdentity, std::weak_ptr<SharedModel>> gModels;  // under gModelsMutex
@@ -49,7 +58,7 @@ Expected<std::unique_ptr<Session>> Session::loadFile(const fs::path& path, const
     if (auto it = gModels.find(*identity); it != gModels.end())
       if (auto live = it->second.lock()) return loadShared(std::move(live), true, folderOf(path), options, displayName);
   }
-  CTX_ASSIGN_OR_RETURN(auto model, onnx_io::loadModel(path));
+  CTX_ASSIGN_OR_RETURN(auto model, checkedStructure(onnx_io::loadModel(path), displayName));
   auto shared = std::make_shared<SharedModel>();
   shared->model = std::move(model);
   if (identity) {
@@ -64,7 +73,8 @@ Expected<std::unique_ptr<Session>> Session::loadBuffer(std::span<const std::byte
                                                        const fs::path& contextFilePath, const SessionOptions& options) {
   std::string displayName = fmt::format("model buffer (context path '{}')", contextFilePath.string());
   fs::path dir = folderOf(contextFilePath);
-  CTX_ASSIGN_OR_RETURN(auto model, onnx_io::loadModelFromBuffer(bytes, dir, displayName));
+  CTX_ASSIGN_OR_RETURN(auto model,
+                       checkedStructure(onnx_io::loadModelFromBuffer(bytes, dir, displayName), displayName));
   return load(std::move(model), dir, options, std::move(displayName));
 }
 

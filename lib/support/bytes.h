@@ -60,7 +60,11 @@ public:
   std::string_view strView(size_t maxLength = 1u << 20) {
     uint32_t n = u32();
     if (!ok_) return {};
-    if (n > maxLength || n > remaining()) return fail<std::string_view>("string length", n);
+    if (n > maxLength) {
+      setError(fmt::format("string length {} exceeds the limit of {} bytes, at offset {}", n, maxLength, pos_));
+      return {};
+    }
+    if (n > remaining()) return fail<std::string_view>("string length", n);
     std::string_view s(reinterpret_cast<const char*>(data_.data() + pos_), n);
     pos_ += n;
     return s;

@@ -1,6 +1,8 @@
 // POSIX implementation of mapped reads and atomic writes.
 #include "support/file_io.h"
 
+#include "support/hash.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -18,6 +20,7 @@
 #include <random>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace ctxkit {
@@ -30,10 +33,31 @@ std::string osError() { return std::strerror(errno); }
 constexpr std::string_view kTempMarker = ".tmp";
 constexpr size_t kTempRandomDigits = 8;
 constexpr uint64_t kWritebackBytes = uint64_t{16} << 20;
+// A file name's limit on Linux file systems; a temporary name adds at most kTempExtra bytes to its stem: the dot,
+// the marker, a pid of up to 10 digits, the dash and the random digits.
+constexpr size_t kNameMax = 255;
+constexpr size_t kTempExtra = 1 + kTempMarker.size() + 10 + 1 + kTempRandomDigits;
+constexpr size_t kTempHashDigits = 16;
+// A temporary is created with the sticky bit, which commit() clears once it is renamed: it is how a writer tells its
+// own leftovers from a user's file that happens to have such a name (a user's regular file has no reason to carry
+// it).
+constexpr mode_t kTempMode = 0644 | S_ISVTX;
+
+// The part of a temporary name that stands for the final name: the name itself or, when that would take the
+// temporary past kNameMax, the name's start and a hash of all of it.
+std::string tempStem(std::string_view finalName) {
+  if (finalName.size() + kTempExtra <= kNameMax) return std::string(finalName);
+  const std::string digest =
+      hash128(std::as_bytes(std::span(finalName.data(), finalName.size()))).toHex().substr(0, kTempHashDigits);
+  size_t keep = kNameMax - kTempExtra - 1 - kTempHashDigits;
+  while (keep > 0 && (static_cast<unsigned char>(finalName[keep]) & 0xc0) == 0x80) --keep;  // whole UTF-8 sequences
+  return fmt::format("{}~{}", finalName.substr(0, keep), digest);
+}
 
 // Removes temporary files a killed writer left for `finalName` in `folder`: only names that match the
-// writer's pattern exactly, only regular files, and only when the recorded process no longer exists. A
-// process that exists but is not ours (EPERM) is alive too; our own pid's temporaries may be live writers.
+// writer's pattern exactly, only regular files of this user that carry a writer's marker (kTempMode's sticky bit),
+// and only when the recorded process no longer exists. A process that exists but is not ours (EPERM) is alive too;
+// our own pid's temporaries may be live writers.
 void removeStaleTemps(const fs::path& folder, const std::string& finalName) {
   std::error_code ec;
   std::vector<fs::path> stale;
@@ -43,6 +67,7 @@ void removeStaleTemps(const fs::path& folder, const std::string& finalName) {
     if (!owner || *owner == self) continue;
     struct stat st {};
     if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if ((st.st_mode & S_ISVTX) == 0 || st.st_uid != ::geteuid()) continue;
     if (::kill(static_cast<pid_t>(*owner), 0) == 0 || errno != ESRCH) continue;
     stale.push_back(it->path());
   }
@@ -108,7 +133,9 @@ bool isWithin(const fs::path& inner, const fs::path& outer) {
 }  // namespace
 
 std::optional<long> atomicTempOwner(std::string_view tempName, std::string_view finalName) {
-  // `.<final>.tmp<pid>-<8 lowercase hex>`, pid in decimal without leading zeros.
+  // `.<stem>.tmp<pid>-<8 lowercase hex>`, pid in decimal without leading zeros.
+  const std::string stem = tempStem(finalName);
+  finalName = stem;
   if (tempName.size() < 1 + finalName.size() + kTempMarker.size() || tempName.front() != '.' ||
       tempName.substr(1, finalName.size()) != finalName ||
       tempName.substr(1 + finalName.size(), kTempMarker.size()) != kTempMarker)
@@ -130,14 +157,44 @@ std::optional<long> atomicTempOwner(std::string_view tempName, std::string_view 
   return pid;
 }
 
-Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const fs::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+namespace {
+const char* fileKind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a file";
+}
+
+Error notRegular(const fs::path& path, mode_t mode) {
+  return makeError(ErrorCode::IoError, "'{}' is not a regular file ({}); only regular files are read", path.string(),
+                   fileKind(mode));
+}
+
+// Opens `path` for reading if it is a regular file, and only then (SPEC §11): a FIFO would block open() until a
+// writer comes, and a device may act on being opened. The type is checked before the open; the open does not block
+// (a file swapped for a FIFO in between cannot hang it either) and what it opened is checked again.
+Expected<std::pair<int, struct stat>> openRegularFile(const fs::path& path) {
+  struct stat before {};
+  if (::stat(path.c_str(), &before) != 0)
+    return makeError(ErrorCode::NotFound, "cannot open '{}': {}", path.string(), osError());
+  if (!S_ISREG(before.st_mode)) return notRegular(path, before.st_mode);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return makeError(ErrorCode::NotFound, "cannot open '{}': {}", path.string(), osError());
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return makeError(ErrorCode::IoError, "'{}' is not a regular file", path.string());
+    return notRegular(path, st.st_mode);
   }
+  return std::make_pair(fd, st);  // O_NONBLOCK changes nothing for a regular file
+}
+}  // namespace
+
+Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const fs::path& path) {
+  CTX_ASSIGN_OR_RETURN(auto opened, openRegularFile(path));
+  const int fd = opened.first;
+  const struct stat& st = opened.second;
   size_t size = static_cast<size_t>(st.st_size);
   const std::byte* data = nullptr;
   if (size > 0 && size <= kReadLimit) {
@@ -241,8 +298,8 @@ Expected<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::create(const fs::p
   removeStaleTemps(folder, finalName);
   std::random_device rd;
   for (int attempt = 0; attempt < 16; ++attempt) {
-    fs::path temp = folder / fmt::format(".{}{}{}-{:08x}", finalName, kTempMarker, ::getpid(), rd());
-    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    fs::path temp = folder / fmt::format(".{}{}{}-{:08x}", tempStem(finalName), kTempMarker, ::getpid(), rd());
+    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kTempMode);
     if (fd >= 0) return std::unique_ptr<AtomicFileWriter>(new AtomicFileWriter(finalPath, temp, fd));
     if (errno != EEXIST)
       return makeError(ErrorCode::IoError, "cannot create a temporary file in '{}': {}", folder.string(), osError());
@@ -321,17 +378,33 @@ Status AtomicFileWriter::writeZeros(uint64_t count) {
   return Status::ok();
 }
 
-Status AtomicFileWriter::commit() {
+Status AtomicFileWriter::finish() {
+  if (fd_ < 0) return Status::ok();
   writeback_.reset();
   if (::fsync(fd_) != 0) return makeError(ErrorCode::IoError, "syncing '{}': {}", finalPath_.string(), osError());
-  if (::close(fd_) != 0) {
-    fd_ = -1;
-    return makeError(ErrorCode::IoError, "closing '{}': {}", finalPath_.string(), osError());
-  }
+  struct stat st {};
+  if (::fstat(fd_, &st) == 0) identity_ = {st.st_dev, st.st_ino};
+  const int closed = ::close(fd_);
   fd_ = -1;
+  if (closed != 0) return makeError(ErrorCode::IoError, "closing '{}': {}", finalPath_.string(), osError());
+  return Status::ok();
+}
+
+Status AtomicFileWriter::commit() {
+  CTX_RETURN_IF_ERROR(finish());
   if (::rename(tempPath_.c_str(), finalPath_.c_str()) != 0)
     return makeError(ErrorCode::IoError, "renaming into '{}': {}", finalPath_.string(), osError());
   committed_ = true;
+  // The temporary's mark goes only now: a writer killed before the rename leaves a marked temporary the next writer
+  // removes. Killed in between, the final file keeps the sticky bit, which Linux ignores on a regular file. The file
+  // is opened without following links and checked to be the one written, so nothing else's mode is ever changed.
+  const int fd = ::open(finalPath_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd >= 0) {
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && identity_ == std::pair<uint64_t, uint64_t>{st.st_dev, st.st_ino})
+      (void)::fchmod(fd, st.st_mode & 0777);
+    ::close(fd);
+  }
   // Make the rename itself durable.
   fs::path folder = finalPath_.parent_path();
   int dfd = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -346,6 +419,43 @@ Status writeFileAtomically(const fs::path& path, std::span<const std::byte> data
   CTX_ASSIGN_OR_RETURN(auto writer, AtomicFileWriter::create(path));
   CTX_RETURN_IF_ERROR(writer->write(data));
   return writer->commit();
+}
+
+Expected<ReportTarget> reportTarget(const fs::path& path, std::string_view role) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return ReportTarget::Replace;
+    return makeError(ErrorCode::IoError, "{} '{}': {}", role, path.string(), osError());
+  }
+  if (S_ISREG(st.st_mode)) return ReportTarget::Replace;
+  const bool link = S_ISLNK(st.st_mode);
+  struct stat target {};
+  const bool reached = ::stat(path.c_str(), &target) == 0;
+  if (reached && (S_ISCHR(target.st_mode) || S_ISFIFO(target.st_mode))) return ReportTarget::WriteThrough;
+  if (link)
+    return makeError(
+        ErrorCode::InvalidArgument,
+        "{} '{}' is a symbolic link{}; a report never replaces a link (name the file itself, or remove the "
+        "link)",
+        role, path.string(), reached ? fmt::format(" to '{}'", fs::read_symlink(path).string()) : " to nothing");
+  return makeError(ErrorCode::InvalidArgument,
+                   "{} '{}' is neither a regular file nor a device or FIFO (a folder?); expected a file to write", role,
+                   path.string());
+}
+
+Status writeThrough(const fs::path& path, std::string_view text) {
+  // No O_CREAT: the device or FIFO exists; no O_TRUNC: a device is not a file to empty.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return makeError(ErrorCode::IoError, "cannot open '{}' for writing: {}", path.string(), osError());
+  Status status = writeAll(fd, std::as_bytes(std::span(text.data(), text.size())), -1, path);
+  if (::close(fd) != 0 && status.isOk())
+    status = makeError(ErrorCode::IoError, "closing '{}': {}", path.string(), osError());
+  return status;
+}
+
+Status writeReportFile(const fs::path& path, std::string_view text, std::string_view role) {
+  CTX_ASSIGN_OR_RETURN(ReportTarget how, reportTarget(path, role));
+  return how == ReportTarget::WriteThrough ? writeThrough(path, text) : writeFileAtomically(path, text);
 }
 
 Expected<fs::path> resolveInside(const fs::path& folder, std::string_view relative) {

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 namespace ctxkit::tooling {
 
@@ -76,15 +77,20 @@ std::string indexText(const ir::Shape& shape, uint64_t flat) {
   return fmt::format("[{}]", fmt::join(idx, ","));
 }
 
-Expected<ir::Tensor> loadTensorAny(const fs::path& base) {
-  fs::path pb = base;
-  pb += ".pb";
-  fs::path npy = base;
-  npy += ".npy";
+// `<base>.pb`, else `<base>.npy`: the one that exists.
+std::optional<fs::path> tensorFileAt(const fs::path& base) {
   std::error_code ec;
-  if (fs::exists(pb, ec)) return onnx_io::loadTensorFile(pb);
-  if (fs::exists(npy, ec)) return ir::loadNpy(npy);
-  return makeError(ErrorCode::NotFound, "neither '{}' nor '{}' exists", pb.string(), npy.string());
+  for (const char* ext : {".pb", ".npy"}) {
+    fs::path p = base;
+    p += ext;
+    if (fs::exists(p, ec)) return p;
+  }
+  return std::nullopt;
+}
+
+Expected<ir::Tensor> loadTensorFile(const fs::path& path, std::vector<RunFile>* read, const std::string& role) {
+  if (read) read->push_back(RunFile{path, role});
+  return path.extension() == ".pb" ? onnx_io::loadTensorFile(path) : ir::loadNpy(path);
 }
 
 // splitmix64: a fixed generator so every platform makes the same inputs.
@@ -101,16 +107,21 @@ struct Rng {
 
 }  // namespace
 
-Expected<std::vector<ir::Tensor>> loadInputFolder(const fs::path& dir, const std::vector<ir::ValueInfo>& inputs) {
+Expected<std::vector<ir::Tensor>> loadInputFolder(const fs::path& dir, const std::vector<ir::ValueInfo>& inputs,
+                                                  std::vector<RunFile>* read) {
   std::vector<ir::Tensor> feeds;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    auto t = loadTensorAny(dir / fmt::format("input_{}", i));
-    if (!t) {
-      fs::path named = dir / (inputs[i].name + ".npy");
-      std::error_code ec;
-      if (inputs[i].name.find('/') == std::string::npos && fs::exists(named, ec)) t = ir::loadNpy(named);
-    }
-    if (!t) return t.takeError().addContext(fmt::format("input {} ('{}')", i, inputs[i].name));
+    const std::string role = fmt::format("input {} ('{}')", i, inputs[i].name);
+    auto file = tensorFileAt(dir / fmt::format("input_{}", i));
+    fs::path named = dir / (inputs[i].name + ".npy");
+    std::error_code ec;
+    if (!file && inputs[i].name.find('/') == std::string::npos && fs::exists(named, ec)) file = named;
+    if (!file)
+      return makeError(ErrorCode::NotFound, "neither '{0}.pb', '{0}.npy' nor '{1}' exists",
+                       (dir / fmt::format("input_{}", i)).string(), named.string())
+          .addContext(role);
+    auto t = loadTensorFile(*file, read, role);
+    if (!t) return t.takeError().addContext(role);
     feeds.push_back(std::move(t).value());
   }
   return feeds;
@@ -178,14 +189,28 @@ Expected<std::vector<ir::Tensor>> randomInputs(const std::vector<ir::ValueInfo>&
   return feeds;
 }
 
-Expected<std::vector<ir::Tensor>> loadExpectedFolder(const fs::path& dir, size_t count) {
+Expected<std::vector<ir::Tensor>> loadExpectedFolder(const fs::path& dir, size_t count, std::vector<RunFile>* read) {
   std::vector<ir::Tensor> out;
   for (size_t i = 0; i < count; ++i) {
-    CTX_ASSIGN_OR_RETURN(
-        auto t, loadTensorAny(dir / fmt::format("output_{}", i)).addContext(fmt::format("expected output {}", i)));
+    const std::string role = fmt::format("expected output {}", i);
+    const fs::path base = dir / fmt::format("output_{}", i);
+    auto file = tensorFileAt(base);
+    if (!file)
+      return makeError(ErrorCode::NotFound, "neither '{0}.pb' nor '{0}.npy' exists", base.string()).addContext(role);
+    CTX_ASSIGN_OR_RETURN(auto t, loadTensorFile(*file, read, role).addContext(role));
     out.push_back(std::move(t));
   }
   return out;
+}
+
+std::vector<RunFile> savedFiles(const fs::path& dir, const std::string& prefix, size_t count, bool alsoPb) {
+  std::vector<RunFile> files;
+  for (size_t i = 0; i < count; ++i) {
+    files.push_back(RunFile{dir / fmt::format("{}_{}.npy", prefix, i), fmt::format("saved {} {}", prefix, i)});
+    if (alsoPb)
+      files.push_back(RunFile{dir / fmt::format("{}_{}.pb", prefix, i), fmt::format("saved {} {}", prefix, i)});
+  }
+  return files;
 }
 
 Status saveTensors(const fs::path& dir, const std::string& prefix, const std::vector<ir::Tensor>& tensors) {

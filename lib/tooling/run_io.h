@@ -3,6 +3,7 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "support/output_guard.h"
 #include "support/status.h"
 
 #include <filesystem>
@@ -11,9 +12,11 @@
 
 namespace ctxkit::tooling {
 
-// `input_<i>.pb`, `input_<i>.npy` or `<name>.npy` for each feed input, in graph order.
+// `input_<i>.pb`, `input_<i>.npy` or `<name>.npy` for each feed input, in graph order. Each file read is added to
+// `read` when given, so that a caller can keep its outputs off them (checkRunFiles).
 Expected<std::vector<ir::Tensor>> loadInputFolder(const std::filesystem::path& dir,
-                                                  const std::vector<ir::ValueInfo>& inputs);
+                                                  const std::vector<ir::ValueInfo>& inputs,
+                                                  std::vector<RunFile>* read = nullptr);
 
 // Floats uniform in [-1, 1), integers small and non-negative; shapes from declarations and bindings.
 Expected<std::vector<ir::Tensor>> randomInputs(const std::vector<ir::ValueInfo>& inputs,
@@ -25,8 +28,12 @@ Expected<std::vector<ir::Tensor>> randomInputs(const std::vector<ir::ValueInfo>&
 Status setInputValue(std::vector<ir::Tensor>& feeds, const std::vector<ir::ValueInfo>& inputs,
                      const std::string& assignment);
 
-// `output_<i>.pb` or `output_<i>.npy` for i in [0, count).
-Expected<std::vector<ir::Tensor>> loadExpectedFolder(const std::filesystem::path& dir, size_t count);
+// `output_<i>.pb` or `output_<i>.npy` for i in [0, count); each file read is added to `read` when given.
+Expected<std::vector<ir::Tensor>> loadExpectedFolder(const std::filesystem::path& dir, size_t count,
+                                                     std::vector<RunFile>* read = nullptr);
+
+// The files saveTensors (`alsoPb` false) or saveOutputs writes for `count` tensors, before they are written.
+std::vector<RunFile> savedFiles(const std::filesystem::path& dir, const std::string& prefix, size_t count, bool alsoPb);
 
 // `<prefix>_<i>.npy` for each tensor.
 Status saveTensors(const std::filesystem::path& dir, const std::string& prefix, const std::vector<ir::Tensor>& tensors);

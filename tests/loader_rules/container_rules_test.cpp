@@ -245,7 +245,7 @@ TEST_CASE("rule 7: element types, ranks and indices are checked before they inde
       REQUIRE(!recorded.empty());
       g.program = program::serialize(*p);
     });
-    writeBytes(c.bin(), c.bytes);
+    c.writeBin();
     expectToolRejects(CTXKIT_CTXRUN, {c.model().string(), "--sessions", "2"},
                       {fmt::format("is recorded as {} but computes", recorded)});
   }
@@ -265,7 +265,7 @@ TEST_CASE("rule 7: element types, ranks and indices are checked before they inde
       p->inputs.push_back(static_cast<int32_t>(p->tensors.size() - 1));
       g.program = program::serialize(*p);
     });
-    writeBytes(c.bin(), c.bytes);
+    c.writeBin();
     expectToolRejects(CTXKIT_CTXRUN, {c.model().string()},
                       {fmt::format("node has {} inputs", inputs), fmt::format("but graph '{}' has {} and", graph, inputs + 1)});
   }

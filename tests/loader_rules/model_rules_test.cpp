@@ -191,7 +191,7 @@ TEST_CASE("rule 13: every weight reference of every program resolves before anyt
   });
   REQUIRE(changed);
   const std::string fragment = fmt::format("weight index {} but the weight table has {} entries", weightCount, weightCount);
-  writeBytes(c.bin(), c.bytes);
+  c.writeBin();
   expectToolRejects(CTXKIT_CTXINSPECT, {c.model().string(), "--verify"}, {kBinName, fragment});
   const fs::path outputs = c.dir() / "outputs";
   expectToolRejects(CTXKIT_CTXRUN, {c.model().string(), "--output-dir", outputs.string()}, {kBinName, fragment});
@@ -218,12 +218,14 @@ TEST_CASE("rule 14: metadata strings are data, never evaluated", "[loader_rules]
       g.name = fresh;
       g.source = kHostile + ".onnx";
     });
-    writeBytes(c.bin(), c.bytes);
+    c.writeBin();
     for (const auto& m : {kPrefillModel, kDecodeModel})
       editContextNodes(c.model(m), [&](ir::Node& n) {
         std::string old = n.attrs.getString("partition_name");
         REQUIRE(renamed.count(old));
         n.attrs.set(ir::Attribute::makeString("partition_name", renamed[old]));
+        // The graphs' source model, renamed too: a node runs only graphs compiled from its own model.
+        n.attrs.set(ir::Attribute::makeString("onnx_model_filename", kHostile + ".onnx"));
       });
     auto r = runTool(CTXKIT_CTXINSPECT, {c.model().string(), c.model(kDecodeModel).string(), "--verify", "--json"});
     INFO(r.out << r.err);

@@ -4,6 +4,7 @@
 
 #include "../e2e/tool_runner.h"
 #include "../format/container_test_util.h"
+#include "../format/rebind_util.h"
 #include "onnx_io/onnx_io.h"
 #include "program/program.h"
 
@@ -79,10 +80,17 @@ public:
   fs::path model(const std::string& name = kPrefillModel) const { return dir_ / name; }
   const fs::path& dir() const { return dir_.path(); }
 
+  // Writes `bytes` over the `.bin`, and binds the models to it as ctxgen would have (format::testing::rebind), so
+  // that a load reaches the rule under test instead of stopping at "not the binary this model was written with".
+  void writeBin() const {
+    writeBytes(bin(), bytes);
+    for (const auto& m : {kPrefillModel, kDecodeModel}) format::testing::rebind(model(m), bytes, kBinName);
+  }
+
   // Writes `bytes` over the `.bin` and expects both tools to refuse the deployment with a message that names
   // the file and contains every fragment (what and where, the value found and the one expected).
   void expectRejected(std::vector<std::string> fragments) const {
-    writeBytes(bin(), bytes);
+    writeBin();
     fragments.push_back(kBinName);
     expectToolRejects(CTXKIT_CTXINSPECT, {model().string(), "--verify"}, fragments);
     expectToolRejects(CTXKIT_CTXRUN, {model().string()}, fragments);

@@ -49,8 +49,11 @@ TEST_CASE("a truncated model is refused as malformed or truncated") {
   auto m = onnx_io::loadModel(dir / "half.onnx");
   REQUIRE_FALSE(m.isOk());
   CHECK(m.error().code() == ErrorCode::InvalidGraph);
-  CHECK(m.error().message() ==
-        fmt::format("loading '{}': malformed or truncated ONNX protobuf", (dir / "half.onnx").string()));
+  // The message says where the data ends: inside which field, at which byte.
+  CHECK_THAT(m.error().message(),
+             Catch::StartsWith(
+                 fmt::format("loading '{}': malformed or truncated ONNX protobuf: ", (dir / "half.onnx").string())) &&
+                 Catch::Contains("bytes long but only") && Catch::Contains("remain"));
   // Cuts inside a message are caught, one byte short included (a cut between top-level fields cannot be seen).
   for (size_t cut : {full.size() - 1, full.size() / 3, size_t(40), size_t(3)}) {
     INFO(cut);
@@ -103,8 +106,52 @@ TEST_CASE("subgraph nesting is bounded") {
   CHECK(test::contains(tooDeep.message(), "subgraphs are nested more than 64 levels deep"));
   CHECK(test::contains(tooDeep.message(), "loading 'bad.onnx': node #0 (If): attribute 'then_branch'"));
 
-  // Far deeper input stops at protobuf's recursion limit, long before the stack runs out.
-  CHECK(test::contains(loadBytesError(nestedModel(5000)).message(), "malformed or truncated"));
+  // Far deeper input stops at protobuf's recursion limit, long before the stack runs out, and says so: it is not
+  // taken for a truncated file.
+  for (int depth : {400, 5000}) {
+    INFO(depth);
+    const std::string message = loadBytesError(nestedModel(depth)).message();
+    CHECK_THAT(message, Catch::StartsWith("loading 'bad.onnx': ONNX protobuf: messages are nested more than 288 "
+                                          "levels deep (at byte ") &&
+                            Catch::EndsWith("a model may nest subgraphs (If, Loop, Scan bodies) at most 64 levels deep"));
+    CHECK_FALSE(test::contains(message, "truncated"));
+  }
+}
+
+TEST_CASE("a malformed model says what is wrong and where") {
+  // A field tag whose varint never ends, a field number 0, a wire type protobuf does not have, a length past the end.
+  CHECK(loadBytesError("\x08\x80\x80").message() ==
+        "loading 'bad.onnx': malformed or truncated ONNX protobuf: the data ends inside the value of "
+        "onnx.ModelProto.ir_version at byte 1");
+  CHECK(loadBytesError(std::string("\x00\x01", 2)).message() ==
+        "loading 'bad.onnx': malformed or truncated ONNX protobuf: field number 0 at byte 0 is not a valid field "
+        "number");
+  CHECK(loadBytesError("\x0f\x01").message() ==
+        "loading 'bad.onnx': malformed or truncated ONNX protobuf: field 1 at byte 0 has wire type 7, which protobuf "
+        "does not have");
+  CHECK(loadBytesError("\x3a\x05\x0a\x01").message() ==
+        "loading 'bad.onnx': malformed or truncated ONNX protobuf: onnx.ModelProto.graph at byte 0 is 5 bytes long "
+        "but only 2 remain");
+  // Inside a nested message, the field is named with its message.
+  CHECK(loadBytesError("\x3a\x02\x0a\x05").message() ==
+        "loading 'bad.onnx': malformed or truncated ONNX protobuf: onnx.GraphProto.node at byte 2 is 5 bytes long but "
+        "only 0 remain");
+}
+
+TEST_CASE("names that are not valid UTF-8 are not taken for a malformed file") {
+  // ONNX's proto2 strings are bytes to protobuf: such a model parses, and its names are kept as they are.
+  ProtoBytes node;
+  node.bytes(3, "n\xfe").bytes(field::kNodeOpType, "Relu");
+  ProtoBytes graph;
+  graph.bytes(field::kGraphName, "g\xff").message(field::kGraphNode, node);
+  ProtoBytes opset;
+  opset.bytes(field::kOpsetDomain, "").varint(field::kOpsetVersion, 13);
+  ProtoBytes model;
+  model.varint(field::kModelIrVersion, 8).message(field::kModelGraph, graph).message(field::kModelOpset, opset);
+  auto m = onnx_io::loadModelFromBuffer(test::asBytes(model.str()), ".", "names.onnx");
+  REQUIRE(m.isOk());
+  CHECK(m->graph.name == "g\xff");
+  CHECK(m->graph.nodes.at(0).name == "n\xfe");
 }
 
 TEST_CASE("duplicate names and keys are refused") {

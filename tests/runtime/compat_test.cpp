@@ -2,6 +2,7 @@
 // PREFER_RECOMPILATION, several main_context=1 nodes with their own .bin files run in one model, and sessions
 // map a shared .bin once (counted through the library).
 #include "container_test_util.h"
+#include "rebind_util.h"
 #include "epcontext/contract.h"
 #include "onnx_io/onnx_io.h"
 #include "kernels/gemm.h"
@@ -18,6 +19,13 @@ namespace fs = std::filesystem;
 namespace layout = ctxkit::format::layout;
 
 namespace {
+
+// A binary rewritten in place: the models beside it are bound to it, as if compiled with it (format::testing::rebind).
+void rebindModelsBeside(const fs::path& bin) {
+  const auto bytes = format::testing::readAll(bin);
+  for (const auto& e : fs::directory_iterator(bin.parent_path()))
+    if (e.path().string().ends_with("_ctx.onnx")) format::testing::rebind(e.path(), bytes, bin.filename().string());
+}
 
 // Writes the graphs `keep` of `from` (all when empty) with all its weights, in order, under `compat`: weight
 // indexes in the programs stay valid.
@@ -37,6 +45,7 @@ void rewriteContainer(const fs::path& from, const fs::path& to, const format::Co
     REQUIRE(writer.addGraph(g.name, g.sourceModel, {program.begin(), program.end()}));
   }
   REQUIRE(writer.write(to));
+  if (from == to) rebindModelsBeside(to);
 }
 
 format::CompatInfo compatOf(const fs::path& bin) {
@@ -63,6 +72,7 @@ void setFormatVersion(const fs::path& bin, uint16_t major, uint16_t minor) {
   if (major == format::kFormatMajor) REQUIRE(sealed);
   std::ofstream(bin, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(bytes.data()),
                                                                 static_cast<std::streamsize>(bytes.size()));
+  rebindModelsBeside(bin);
 }
 
 runtime::SessionOptions strictOptions() {

@@ -40,6 +40,12 @@ void writeText(const fs::path& p, std::string_view text) {
   out << text;
 }
 
+// A file as AtomicFileWriter creates its temporaries: with the sticky bit, the mark of a writer's own file.
+void writeMarked(const fs::path& p, std::string_view text) {
+  writeText(p, text);
+  fs::permissions(p, fs::perms::sticky_bit, fs::perm_options::add);
+}
+
 std::set<std::string> namesIn(const fs::path& dir) {
   std::set<std::string> names;
   for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
@@ -201,8 +207,8 @@ TEST_CASE("a new writer removes temporaries of dead processes for the same final
       fmt::format(".out.bin.tmp{}-0123ABCD", dead),            // upper-case hex is not ours
       "out.bin.tmp",
   };
-  writeText(dir / staleName, "stale");
-  for (const auto& name : kept) writeText(dir / name, "keep");
+  writeMarked(dir / staleName, "stale");
+  for (const auto& name : kept) writeMarked(dir / name, "keep");
   // Names that match but are not regular files are left alone too.
   const std::string dirName = fmt::format(".out.bin.tmp{}-0000000a", dead);
   const std::string linkName = fmt::format(".out.bin.tmp{}-0000000b", dead);
@@ -220,6 +226,45 @@ TEST_CASE("a new writer removes temporaries of dead processes for the same final
   expected.erase(ours);
   expected.insert("out.bin");
   CHECK(namesIn(dir) == expected);
+}
+
+TEST_CASE("a user's file with a temporary's name is never removed", "[support][atomic]") {
+  Scratch s;
+  const pid_t dead = deadPid();
+  const std::string name = fmt::format(".out.bin.tmp{}-0123abcd", dead);
+  writeText(s.root() / name, "the user's");
+  REQUIRE(writeFileAtomically(s.root() / "out.bin", std::string_view("new")));
+  CHECK(namesIn(s.root()) == std::set<std::string>{name, "out.bin"});
+  CHECK(*readFile(s.root() / name) == "the user's");
+  // The writer's own mark never reaches a final file.
+  CHECK((fs::status(s.root() / "out.bin").permissions() & fs::perms::sticky_bit) == fs::perms::none);
+}
+
+TEST_CASE("temporary names stay within 255 bytes for long final names", "[support][atomic]") {
+  Scratch s;
+  for (size_t length : {size_t(200), size_t(231), size_t(232), size_t(240), size_t(255)}) {
+    INFO(length);
+    const std::string finalName(length, 'n');
+    auto w = AtomicFileWriter::create(s.root() / finalName);
+    REQUIRE(w);
+    const std::string temp = (*w)->tempPath().filename().string();
+    CHECK(temp.size() <= 255);
+    CHECK(atomicTempOwner(temp, finalName) == ::getpid());
+    CHECK_FALSE(atomicTempOwner(temp, std::string(length - 1, 'n')).has_value());
+    REQUIRE((*w)->write(std::string_view("long")));
+    REQUIRE((*w)->commit());
+    CHECK(*readFile(s.root() / finalName) == "long");
+  }
+  // Names cut for length keep whole UTF-8 sequences.
+  std::string accented;
+  while (accented.size() < 250) accented += "Ã©";
+  auto w = AtomicFileWriter::create(s.root() / accented);
+  REQUIRE(w);
+  const std::string temp = (*w)->tempPath().filename().string();
+  CHECK(temp.size() <= 255);
+  const size_t cut = temp.find('~');
+  REQUIRE(cut != std::string::npos);
+  CHECK(cut % 2 == 1);  // the leading dot, then whole two-byte characters
 }
 
 TEST_CASE("a writer killed mid-write leaves a temporary that the next writer removes", "[support][atomic]") {

@@ -1,5 +1,6 @@
 // Unit tests for support and ir: hashing, checked arithmetic, confined paths, atomic writes, tensors.
 #include "ir/tensor.h"
+#include "support/bytes.h"
 #include "support/checked.h"
 #include "support/file_io.h"
 #include "support/hash.h"
@@ -39,6 +40,18 @@ TEST_CASE("checked arithmetic refuses overflow and out-of-range spans", "[suppor
   CHECK(isPowerOfTwo(64));
   CHECK(!isPowerOfTwo(0));
   CHECK(!isPowerOfTwo(96));
+}
+
+TEST_CASE("a string over the reader's length limit is refused as too long, not as past the end", "[support]") {
+  ByteWriter w;
+  w.str(std::string(65537, 'n'));
+  w.u64(0);
+  ByteReader r(w.buffer(), "program");
+  (void)r.str(65536);
+  INFO(r.failure());
+  CHECK(!r.ok());
+  CHECK(r.failure().find("string length 65537 exceeds the limit of 65536 bytes") != std::string::npos);
+  CHECK(r.failure().find("bytes left") == std::string::npos);
 }
 
 TEST_CASE("paths stay inside their folder", "[support]") {

@@ -1,11 +1,11 @@
 // Output/input clash detection by resolved path and by device+inode.
-#include "pipeline/output_guard.h"
+#include "support/output_guard.h"
 
 #include <optional>
 #include <sys/stat.h>
 #include <utility>
 
-namespace ctxkit::pipeline {
+namespace ctxkit {
 
 namespace fs = std::filesystem;
 
@@ -14,6 +14,7 @@ namespace {
 struct FileIdentity {
   fs::path resolved;  // absolute, symlinks of existing parts resolved, normalized
   std::optional<std::pair<dev_t, ino_t>> inode;
+  bool device = false;  // a character device (/dev/null): reports are written into it, several may share it
 };
 
 FileIdentity identify(const fs::path& path) {
@@ -24,7 +25,10 @@ FileIdentity identify(const fs::path& path) {
   id.resolved = fs::weakly_canonical(absolute, ec);
   if (ec) id.resolved = absolute.lexically_normal();
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) id.inode = std::make_pair(st.st_dev, st.st_ino);
+  if (::stat(path.c_str(), &st) == 0) {
+    id.inode = std::make_pair(st.st_dev, st.st_ino);
+    id.device = S_ISCHR(st.st_mode);
+  }
   return id;
 }
 
@@ -44,11 +48,10 @@ Status checkRunFiles(const std::vector<RunFile>& inputs, const std::vector<RunFi
     for (size_t i = 0; i < inputs.size(); ++i)
       if (sameFile(out[o], in[i]))
         return makeError(ErrorCode::InvalidArgument,
-                         "{} would overwrite {}; an input is never overwritten (not even with --force): choose "
-                         "another output name or folder",
+                         "{} would overwrite {}; an input is never overwritten: choose another output name or folder",
                          describe(outputs[o]), describe(inputs[i]));
     for (size_t p = 0; p < o; ++p)
-      if (sameFile(out[o], out[p]))
+      if (sameFile(out[o], out[p]) && !out[o].device)
         return makeError(ErrorCode::InvalidArgument,
                          "{} and {} are the same file; two outputs of one run never share a file name",
                          describe(outputs[p]), describe(outputs[o]));
@@ -56,4 +59,4 @@ Status checkRunFiles(const std::vector<RunFile>& inputs, const std::vector<RunFi
   return Status::ok();
 }
 
-}  // namespace ctxkit::pipeline
+}  // namespace ctxkit
