@@ -68,8 +68,10 @@ Expected<ContainerView> ContainerView::openFile(const std::filesystem::path& pat
 }
 
 const GraphInfo* ContainerView::findGraph(std::string_view name) const {
-  for (const GraphInfo& g : graphs_)
-    if (g.name == name) return &g;
+  // A session looks up each of its EPContext nodes' graphs: a scan per lookup made loading thousands quadratic.
+  auto it = std::lower_bound(graphsByName_.begin(), graphsByName_.end(), name,
+                             [&](uint32_t g, std::string_view n) { return std::string_view(graphs_[g].name) < n; });
+  if (it != graphsByName_.end() && graphs_[*it].name == name) return &graphs_[*it];
   return nullptr;
 }
 

@@ -155,6 +155,7 @@ private:
   std::string displayName_;
   CompatInfo compat_;
   std::vector<GraphInfo> graphs_;
+  std::vector<uint32_t> graphsByName_;  // indices into graphs_, sorted by name: findGraph is a binary search
   std::vector<WeightInfo> weights_;
   uint64_t alignment_ = 64;
   bool weightless_ = false;

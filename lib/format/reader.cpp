@@ -453,6 +453,10 @@ Expected<ContainerView> ContainerView::open(std::span<const std::byte> bytes, st
   CTX_RETURN_IF_ERROR(parser.readProgramRanges());
   CTX_RETURN_IF_ERROR(parser.checkChecksum());
   CTX_RETURN_IF_ERROR(parser.parseGraphs(view.graphs_));
+  view.graphsByName_.resize(view.graphs_.size());
+  for (size_t g = 0; g < view.graphs_.size(); ++g) view.graphsByName_[g] = static_cast<uint32_t>(g);
+  std::stable_sort(view.graphsByName_.begin(), view.graphsByName_.end(),
+                   [&](uint32_t a, uint32_t b) { return view.graphs_[a].name < view.graphs_[b].name; });
   CTX_RETURN_IF_ERROR(parser.parseWeights(view.weights_));
   CTX_RETURN_IF_ERROR(parser.parseSources(view.weights_));
   CTX_RETURN_IF_ERROR(parser.checkTiling());

@@ -81,6 +81,7 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
     program::Program program;
   };
   std::vector<Claimed> claimed;
+  const pipeline::OutsideUses outsideUses(g, plan);
   for (size_t p = 0; p < plan.partitions.size(); ++p) {
     const auto& nodes = plan.partitions[p].nodes;
     bool nested = std::any_of(nodes.begin(), nodes.end(), [&](size_t i) {
@@ -92,8 +93,7 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
     options.name = name;
     options.gemmLayout = target.gemmLayout;
     options.plainWeights = plainWeights;
-    auto lowered = codegen::lowerPartition(g, *facts, plan.partitions[p],
-                                           pipeline::valuesUsedOutside(g, plan, static_cast<int>(p)), intern, options);
+    auto lowered = codegen::lowerPartition(g, *facts, plan.partitions[p], outsideUses.of(p), intern, options);
     if (!lowered) continue;  // a partition ctxkit cannot lower stays with ORT's CPU EP, as an unsupported node would
     claimed.push_back({p, name, std::move(lowered->inputs), std::move(lowered->outputs), std::move(lowered->program)});
   }

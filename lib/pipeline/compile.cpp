@@ -284,6 +284,7 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
   w.plan = clock.time("partition", [&] { return partitioner::partitionGraph(w.model.graph, w.facts, target); });
   say(fmt::format("{}: {}", w.source.string(), counted(w.plan.partitions.size(), "partition")));
 
+  const OutsideUses outsideUses(w.model.graph, w.plan);
   for (size_t p = 0; p < w.plan.partitions.size(); ++p) {
     std::string name = w.variant.empty()
                            ? fmt::format("{}{}_ctxkit_{}", options.nodeNamePrefix, w.stem, p)
@@ -291,7 +292,7 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
     if (!container.graphNames.insert(name).second)
       return makeError(ErrorCode::InvalidArgument,
                        "graph name '{}' is used twice in one context (models with the same stem?)", name);
-    auto used = valuesUsedOutside(w.model.graph, w.plan, static_cast<int>(p));
+    const std::set<std::string> used = outsideUses.of(p);
     // The program's weights are collected as it refers to them; the dedupe stage stores each distinct one once.
     std::vector<std::pair<ir::Tensor, ops::WeightLayout>> weights;
     auto intern = [&](const ir::Tensor& t, const ops::WeightLayout& layout) -> Expected<uint32_t> {

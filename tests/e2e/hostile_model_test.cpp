@@ -129,3 +129,15 @@ TEST_CASE("a symbolic dimension bound to 99999999999 is refused, not compiled in
   CHECK(run.exitCode == 1);
   CHECK_THAT(run.err, Catch::Contains("more than the memory limit"));
 }
+
+TEST_CASE("a --json report naming a folder is refused before any output is written", "[hostile]") {
+  TempDir work("hostile_json_dir");
+  fs::create_directories(work / "report");
+  auto model = oneNode(work.path(), "relu", testing::node("Relu", {"x"}, {"y"}), testing::dims({2, 3}));
+  auto gen = runTool(CTXKIT_CTXGEN, {model.string(), "-o", (work / "out").string(), "--json", (work / "report").string()});
+  INFO(gen.err);
+  CHECK(gen.exitCode != 0);
+  CHECK_THAT(gen.err, Catch::Contains("report"));
+  CHECK_FALSE(fs::exists(work / "out" / "relu_ctx.onnx"));
+  CHECK_FALSE(fs::exists(work / "out" / "relu_ctxkit.bin"));
+}
