@@ -4,6 +4,7 @@
 // allocates. This binary replaces the global operator new to count the allocations made while
 // runs are in progress.
 // usage: alloc_report [SAMPLES_DIR [CACHE_DIR]]
+#include "../common/material.h"
 #include "format/container.h"
 #include "onnx_io/onnx_io.h"
 #include "pipeline/pipeline.h"
@@ -254,6 +255,10 @@ int main(int argc, char** argv) {
   // PP-OCR (npm, fetched by scripts/fetch_test_assets.sh): the classifier, and the recognizer with attention.
   const fs::path assets = kCache / "models" / "ocr-models-1.4.2" / "package" / "assets";
   if (!fs::exists(assets)) {
+    if (ctxkit::test::materialRequired()) {
+      std::printf("FAILED: PP-OCR is not in %s and CI is set (scripts/fetch_test_assets.sh fetches it)\n", assets.c_str());
+      return 1;
+    }
     std::printf("PP-OCR skipped: not in %s (scripts/fetch_test_assets.sh fetches it)\n", assets.c_str());
     return status;
   }

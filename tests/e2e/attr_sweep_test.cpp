@@ -5,6 +5,7 @@
 // CompiledProgram. Every case must end in a clean error or a run: a crash, a hang (ctest's timeout) or a sanitizer
 // report (the ASan + UBSan tree runs this test too, with -fno-sanitize-recover) fails it, and so does a compiled
 // model that does not load back. The counts of each outcome are printed.
+#include "../common/material.h"
 #include "format/container.h"
 #include "onnx_io/onnx_io.h"
 #include "ops/op_schema.h"
@@ -215,11 +216,7 @@ TEST_CASE("every integer attribute at extreme values is refused or runs, through
           "a mutated program",
           "[sweep]") {
   const fs::path nodeDir = fs::path(CTXKIT_SHARED_DIR) / "onnx-node-tests" / "node";
-  if (!fs::is_directory(nodeDir)) {
-    if (std::getenv("CI")) FAIL(nodeDir.string() << " is absent: the sweep's material is missing");
-    WARN("skipped: " << nodeDir.string() << " is absent (the shared test data sits beside the project in CI)");
-    return;
-  }
+  CTX_REQUIRE_MATERIAL(fs::is_directory(nodeDir), nodeDir.string() << " is absent (ONNX's node tests beside the project)");
   // The node tests' tensors are small: a mutated attribute that asks for more than this is refused as it would be
   // above the default limit, without the sweep touching gigabytes of memory.
   ir::setMemoryLimit(uint64_t{64} << 20);

@@ -5,6 +5,7 @@
 // Every test folder is attempted: a model or data set that does not load counts as a failure, never a skip.
 // A listed test that fails is a regression and fails this test case; a passing test missing from the list is
 // reported so that the list can grow (CTXKIT_WRITE_EXPECTED_PASS=1 rewrites the lists).
+#include "../common/material.h"
 #include "tool_runner.h"
 
 #include <catch2/catch.hpp>
@@ -70,10 +71,7 @@ std::string runCase(const fs::path& dir, const fs::path& work, const std::string
 
 void checkConformance(const std::string& target, const fs::path& expectedPath) {
   const fs::path nodeDir = fs::path(CTXKIT_SHARED_DIR) / "onnx-node-tests" / "node";
-  if (!fs::is_directory(nodeDir)) {
-    WARN("skipped: " << nodeDir.string() << " is absent (the shared test data sits beside the project in CI)");
-    return;
-  }
+  CTX_REQUIRE_MATERIAL(fs::is_directory(nodeDir), nodeDir.string() << " is absent (ONNX's node tests beside the project)");
   const std::set<std::string> expected = loadNames(expectedPath);
   std::vector<fs::path> cases;
   for (const auto& e : fs::directory_iterator(nodeDir))

@@ -2,9 +2,10 @@
 # Runs the commands of docs/guide.md: every ```sh block, in order, in one shell, in an empty folder holding the
 # sample models, with the built tools first on PATH; then checks the files and results the guide says they give.
 # MODE commands: every block not marked; MODE onnx_runtime: the same plus the blocks marked
-# <!-- guide-test: onnx-runtime --> (exit 77, saying why, when ONNX Runtime's files are not there).
+# <!-- guide-test: onnx-runtime --> (exit 77, saying why, when ONNX Runtime's files are not there; a failure when CI is set).
 # Blocks marked <!-- guide-test: skip, REASON --> are not run (the reason must say which test covers them).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../common/skip.sh"
 mode=$1 guide=$2 tools_path=$3 samples=$4 make_symbolic=$5 work=$6 ort_app=${7:-} ep_library=${8:-} ort_library=${9:-}
 
 fail() {
@@ -14,9 +15,8 @@ fail() {
 
 if [[ "$mode" == onnx_runtime ]]; then
   if [[ -z "$ort_app" || -z "$ep_library" || ! -e "$ort_library" ]]; then
-    echo "SKIPPED: the guide's ONNX Runtime section needs ONNX Runtime 1.30 in .cache (scripts/fetch_test_assets.sh)" \
+    ctx_skip "the guide's ONNX Runtime section needs ONNX Runtime 1.30 in .cache (scripts/fetch_test_assets.sh)" \
       "and libctxkit_ep.so with samples/ort_app built"
-    exit 77
   fi
 fi
 

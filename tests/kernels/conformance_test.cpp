@@ -4,6 +4,7 @@
 // whose extra nodes are ours too, such as Constant feeders) and all its inputs and outputs have element types
 // the kernels handle. Tests outside that scope are counted as skipped, not failed. A failure outside the
 // known list below fails the test case.
+#include "../common/material.h"
 #include "kernel_test_util.h"
 
 #include "kernels/convert.h"
@@ -141,10 +142,7 @@ Result runTest(const fs::path& dir) {
 
 TEST_CASE("kernel conformance on the ONNX node tests") {
   fs::path root = CTXKIT_NODE_TESTS_DIR;
-  if (!fs::is_directory(root)) {
-    WARN("skipped: " << root.string() << " is absent");
-    return;
-  }
+  CTX_REQUIRE_MATERIAL(fs::is_directory(root), root.string() << " is absent (ONNX's node tests beside the project)");
   std::vector<fs::path> tests;
   for (const auto& e : fs::directory_iterator(root))
     if (e.is_directory()) tests.push_back(e.path());

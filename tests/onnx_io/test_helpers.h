@@ -1,6 +1,7 @@
 // Helpers for the onnx_io tests: scratch folders, the shared conformance data, byte conversions.
 #pragma once
 
+#include "../common/material.h"
 #include "support/status.h"
 
 #include <catch2/catch.hpp>
@@ -71,10 +72,5 @@ inline bool contains(const std::string& haystack, std::string_view needle) {
 
 }  // namespace ctxkit::test
 
-#define CTX_SKIP_WITHOUT_NODE_TESTS()                                                        \
-  do {                                                                                       \
-    if (::ctxkit::test::nodeTestsDir().empty()) {                                            \
-      WARN("skipped: ONNX node tests not found under " CTXKIT_SHARED_DIR "/onnx-node-tests"); \
-      return;                                                                                \
-    }                                                                                        \
-  } while (false)
+#define CTX_SKIP_WITHOUT_NODE_TESTS() \
+  CTX_REQUIRE_MATERIAL(!::ctxkit::test::nodeTestsDir().empty(), "ONNX node tests not found under " CTXKIT_SHARED_DIR "/onnx-node-tests")

@@ -3,11 +3,12 @@
 # det/rec/cls, four silero VAD variants, three openwakeword heads) with ctxgen for each target (npu-sim and cpu),
 # runs them with ctxrun on seeded random inputs, runs the SOURCE models with ONNX Runtime 1.30 on the same input
 # bytes, and requires ctxrun's outputs to match (rtol 1e-3, atol 1e-5). Exits 77 (CTest's skip code) when the
-# assets are absent, saying why.
+# assets are absent, saying why, or fails when CI is set (tests/common/skip.sh).
 # The sample transformer with a symbolic sequence length is compiled for three shape variants into one .bin, and
 # each variant is compared the same way.
 # usage: ort_oracle.sh BUILD_DIR CACHE_DIR SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../common/skip.sh"
 build="$1" cache="$2" src="$3"
 ort="$cache/onnxruntime-node-1.30.0/node_modules"
 ocr="$cache/models/ocr-models-1.4.2/package/assets"
@@ -15,13 +16,11 @@ vad="$cache/models/silero-vad-1.0.3/package/weights"
 oww="$cache/models/openwakeword-js-0.1.27/package/models"
 for need in "$ort/onnxruntime-node/package.json" "$ocr" "$vad" "$oww"; do
   if [ ! -e "$need" ]; then
-    echo "skipped: $need is missing (run scripts/fetch_test_assets.sh; it needs Node.js, npm and the npm registry)"
-    exit 77
+    ctx_skip "$need is missing (run scripts/fetch_test_assets.sh; it needs Node.js, npm and the npm registry)"
   fi
 done
 if ! command -v node >/dev/null; then
-  echo "skipped: Node.js is not installed"
-  exit 77
+  ctx_skip "Node.js is not installed"
 fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
