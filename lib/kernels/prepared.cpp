@@ -150,7 +150,9 @@ private:
         return nodeError(ctx, ErrorCode::InvalidGraph, "input 1 in layout {} has {} bytes, which does not fit {}",
                          ops::layoutName(layout), b.value->byteSize(), describeSlot(true, b.type, b.shape));
       panels_ = PanelsB{b.value->dataAs<float>(), k, n, width, depth, {}};
-      if (width != sgemmNaturalPanelWidth())
+      // Narrower panels than this CPU's kernel leave vector lanes idle: recompiling helps. Wider ones run on a kernel
+      // of their own width with as many accumulators (AVX2 reads 32-wide panels 3 rows at a time) at the same speed.
+      if (width < sgemmNaturalPanelWidth())
         suboptimal_ = fmt::format("node '{}' reads weights packed in {}-wide panels; this CPU's GEMM kernel is {} wide",
                                   name_, width, sgemmNaturalPanelWidth());
       return Status::ok();
