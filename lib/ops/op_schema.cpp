@@ -89,15 +89,6 @@ Expected<WindowAttrs> decodeWindow(const AttrReader& attrs) {
   w.strides = optionalInts(attrs, "strides");
   w.dilations = optionalInts(attrs, "dilations");
   w.pads = optionalInts(attrs, "pads");
-  for (const auto* list : {&w.strides, &w.dilations})
-    if (*list)
-      for (int64_t x : **list)
-        if (x < 1)
-          return bad("attribute {} has value {} but expected values of at least 1",
-                     list == &w.strides ? "strides" : "dilations", x);
-  if (w.pads)
-    for (int64_t p : *w.pads)
-      if (p < 0) return bad("attribute pads has value {} but pads must not be negative", p);
   std::string autoPad = attrs.getString("auto_pad", "NOTSET");
   if (autoPad == "NOTSET") w.autoPad = AutoPad::NotSet;
   else if (autoPad == "SAME_UPPER") w.autoPad = AutoPad::SameUpper;
@@ -134,7 +125,6 @@ Expected<OpAttrs> decodeConv(const AttrReader& attrs) {
   ConvAttrs a;
   CTX_ASSIGN_OR_RETURN(a.window, decodeWindow(attrs));
   a.group = attrs.getInt("group", 1);
-  if (a.group < 1) return bad("attribute group is {} but expected at least 1", a.group);
   CTX_ASSIGN_OR_RETURN(a.epilogue, decodeEpilogue(attrs));
   return OpAttrs(a);
 }
@@ -142,7 +132,6 @@ Expected<OpAttrs> decodeConv(const AttrReader& attrs) {
 Expected<OpAttrs> decodePool(OpKind kind, const AttrReader& attrs) {
   PoolAttrs a;
   CTX_ASSIGN_OR_RETURN(a.window, decodeWindow(attrs));
-  if (!a.window.kernelShape) return bad("required attribute kernel_shape is missing");
   CTX_ASSIGN_OR_RETURN(a.ceilMode, flag(attrs, "ceil_mode"));
   if (kind == OpKind::MaxPool) {
     int64_t order = attrs.getInt("storage_order", 0);
@@ -287,7 +276,6 @@ Expected<OpAttrs> decodeGatherScatter(OpKind kind, const AttrReader& attrs) {
 Expected<OpAttrs> decodeDepthSpace(OpKind kind, const AttrReader& attrs) {
   DepthSpaceAttrs a;
   a.blocksize = attrs.getInt("blocksize", 0);
-  if (a.blocksize < 1) return bad("attribute blocksize is {} but expected at least 1", a.blocksize);
   if (kind == OpKind::DepthToSpace) {
     std::string mode = attrs.getString("mode", "DCR");
     if (mode != "DCR" && mode != "CRD") return bad("attribute mode is '{}' but expected DCR or CRD", mode);
@@ -342,7 +330,6 @@ Expected<OpAttrs> decodeConvTranspose(const AttrReader& attrs) {
   ConvTransposeAttrs a;
   CTX_ASSIGN_OR_RETURN(a.window, decodeWindow(attrs));
   a.group = attrs.getInt("group", 1);
-  if (a.group < 1) return bad("attribute group is {} but expected at least 1", a.group);
   a.outputPadding = optionalInts(attrs, "output_padding");
   if (a.outputPadding)
     for (int64_t p : *a.outputPadding)
@@ -712,10 +699,8 @@ Expected<OpAttrs> decodeTyped(OpKind kind, int64_t opset, const AttrReader& attr
     case OpKind::LpPool: {
       LpPoolAttrs a;
       CTX_ASSIGN_OR_RETURN(a.window, decodeWindow(attrs));
-      if (!a.window.kernelShape) return bad("required attribute kernel_shape is missing");
       CTX_ASSIGN_OR_RETURN(a.ceilMode, flag(attrs, "ceil_mode"));
       a.p = attrs.getInt("p", 2);
-      if (a.p < 1) return bad("attribute p is {} but expected a positive integer", a.p);
       return OpAttrs(a);
     }
     case OpKind::LpNormalization: return OpAttrs(LpNormAttrs{attrs.getInt("axis", -1), attrs.getInt("p", 2)});
@@ -771,7 +756,6 @@ Expected<OpAttrs> decodeTyped(OpKind kind, int64_t opset, const AttrReader& attr
       a.beta = attrs.getFloat("beta", 0.75f);
       a.bias = attrs.getFloat("bias", 1.0f);
       a.size = attrs.getInt("size", 0);
-      if (a.size < 1) return bad("required attribute size is {} but expected at least 1", a.size);
       return OpAttrs(a);
     }
     case OpKind::HannWindow:

@@ -138,7 +138,7 @@ TEST_CASE("a prepared MatMul reads B stored in panels in place and computes the 
     auto op = kernels::prepare(ctx, descs, 1, layouts);
     INFO((op ? std::string() : op.error().message()));
     REQUIRE(op);
-    CHECK((*op)->suboptimal().empty() == (width == kernels::sgemmNaturalPanelWidth()));
+    CHECK((*op)->suboptimal().empty() == (width >= kernels::sgemmNaturalPanelWidth()));  // narrower panels warn
     auto y = ir::Tensor::allocate(ElemType::Float, {2, 3, 70});
     REQUIRE(y);
     std::vector<const ir::Tensor*> runIns{&a, &*packed};
