@@ -74,11 +74,11 @@ tsan_build="${CTXKIT_TSAN_BUILD:-$CTXKIT_ROOT/build-tsan}"
 tsan_build_stage() {
   cmake -S "$CTXKIT_ROOT" -B "$tsan_build" -G Ninja -DCTXKIT_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DCTXKIT_SANITIZE=thread -DCTXKIT_BUILD_ORT_EP=OFF >/dev/null
-  cmake --build "$tsan_build" -j "$(nproc)" --target runtime_test ctxrun
+  cmake --build "$tsan_build" -j "$(nproc)" --target concurrency_test ctxrun
 }
 tsan_test_stage() {
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
-  "$tsan_build/tests/runtime/runtime_test" "[concurrency]"
+  "$tsan_build/tests/runtime/concurrency_test"
   local work
   work="$(mktemp -d)"
   for stem in tiny_prefill tiny_cnn tiny_decode; do
@@ -94,5 +94,5 @@ tsan_test_stage() {
     --parallel-runs 4 --iters 25 --threads 2
   rm -rf "$work"
 }
-stage "build (TSan: runtime_test, ctxrun)" tsan_build_stage
+stage "build (TSan: concurrency_test, ctxrun)" tsan_build_stage
 stage "tests (TSan: concurrency)" tsan_test_stage
