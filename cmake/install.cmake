@@ -6,7 +6,7 @@ include(CMakePackageConfigHelpers)
 # pkg-config file lists them in this order. install(EXPORT) fails the configure step if one is missing.
 set(CTXKIT_RUNTIME_LIBRARIES
   ctxkit_runtime ctxkit_onnx_io ctxkit_runtime_core ctxkit_epcontext ctxkit_format ctxkit_program ctxkit_kernels
-  ctxkit_ops ctxkit_ir ctxkit_support)
+  ctxkit_cpu ctxkit_ops ctxkit_ir ctxkit_support)
 foreach(lib ${CTXKIT_RUNTIME_LIBRARIES})
   string(REGEX REPLACE "^ctxkit_" "" export_name ${lib})
   set_target_properties(${lib} PROPERTIES EXPORT_NAME ${export_name})

@@ -2,7 +2,7 @@
 #include "codegen/lower.h"
 
 #include "codegen/memory_plan.h"
-#include "kernels/gemm.h"
+#include "cpu/gemm.h"
 #include "kernels/kernels.h"
 #include "ops/typed_attrs.h"
 
@@ -701,7 +701,7 @@ private:
 
   // The layout a constant read as input `k` of `op` would be stored in: the target's GEMM panels for a 2-D
   // float32 B of MatMul or Gemm (transposed panels for Gemm with transB), transposed panels for the weight of a
-  // Conv the kernels run as a GEMM on it (group 1, at most kernels::kSmallConvOutputs output positions), nothing for
+  // Conv the kernels run as a GEMM on it (group 1, at most cpu::kSmallConvOutputs output positions), nothing for
   // any other use.
   std::optional<ops::WeightLayout> gemmLayoutFor(const LOp& op, size_t k) const {
     const bool conv = op.kind == ir::OpKind::Conv;
@@ -725,7 +725,7 @@ private:
     if (!out || out->size() < 3) return false;
     int64_t positions = 1;
     for (size_t d = 2; d < out->size(); ++d) positions *= (*out)[d];
-    return positions <= kernels::kSmallConvOutputs;
+    return positions <= cpu::kSmallConvOutputs;
   }
 
   // Constant B operands of MatMul and Gemm are stored in the target's GEMM panel layout, packed once at compile

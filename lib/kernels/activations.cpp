@@ -1,6 +1,6 @@
 // One-input elementwise ops (math functions and activations) and the fused activation epilogue.
+#include "cpu/vec_math.h"
 #include "kernels/ops.h"
-#include "kernels/vec_math.h"
 
 #include <cmath>
 
@@ -55,16 +55,16 @@ bool runFloatFast(const OpContext& ctx, const float* in, float* out, size_t n, c
     parallelFor(ctx, n, minChunk, [&](size_t begin, size_t end) { fn(in + begin, out + begin, end - begin); });
   };
   switch (ctx.kind) {
-    case ir::OpKind::Exp: chunked(4096, vecExp); return true;
-    case ir::OpKind::Sigmoid: chunked(4096, vecSigmoid); return true;
-    case ir::OpKind::Tanh: chunked(4096, vecTanh); return true;
-    case ir::OpKind::Erf: chunked(4096, vecErf); return true;
+    case ir::OpKind::Exp: chunked(4096, cpu::vecExp); return true;
+    case ir::OpKind::Sigmoid: chunked(4096, cpu::vecSigmoid); return true;
+    case ir::OpKind::Tanh: chunked(4096, cpu::vecTanh); return true;
+    case ir::OpKind::Erf: chunked(4096, cpu::vecErf); return true;
     case ir::OpKind::Gelu:
-      if (p.tanhApprox) chunked(4096, vecGeluTanh);
-      else chunked(4096, vecGeluErf);
+      if (p.tanhApprox) chunked(4096, cpu::vecGeluTanh);
+      else chunked(4096, cpu::vecGeluErf);
       return true;
     case ir::OpKind::Relu:
-      chunked(16384, [](const float* x, float* y, size_t m) { vecClamp(x, y, m, 0.0f, INFINITY); });
+      chunked(16384, [](const float* x, float* y, size_t m) { cpu::vecClamp(x, y, m, 0.0f, INFINITY); });
       return true;
     default: return false;
   }
@@ -143,15 +143,15 @@ void applyFusedActivation(const ops::Epilogue& act, float* data, size_t n) {
   using K = ops::Activation;
   switch (act.activation) {
     case K::None: break;
-    case K::Relu: vecClamp(data, data, n, 0.0f, INFINITY); break;
-    case K::Clip: vecClamp(data, data, n, act.alpha, act.beta); break;
-    case K::LeakyRelu: vecLeakyRelu(data, data, n, act.alpha); break;
-    case K::Sigmoid: vecSigmoid(data, data, n); break;
-    case K::Tanh: vecTanh(data, data, n); break;
-    case K::HardSigmoid: vecHardSigmoid(data, data, n, act.alpha, act.beta); break;
-    case K::HardSwish: vecHardSwish(data, data, n); break;
+    case K::Relu: cpu::vecClamp(data, data, n, 0.0f, INFINITY); break;
+    case K::Clip: cpu::vecClamp(data, data, n, act.alpha, act.beta); break;
+    case K::LeakyRelu: cpu::vecLeakyRelu(data, data, n, act.alpha); break;
+    case K::Sigmoid: cpu::vecSigmoid(data, data, n); break;
+    case K::Tanh: cpu::vecTanh(data, data, n); break;
+    case K::HardSigmoid: cpu::vecHardSigmoid(data, data, n, act.alpha, act.beta); break;
+    case K::HardSwish: cpu::vecHardSwish(data, data, n); break;
   }
-  if (act.scale != 1.0f || act.shift != 0.0f) vecScaleShift(data, data, n, act.scale, act.shift);
+  if (act.scale != 1.0f || act.shift != 0.0f) cpu::vecScaleShift(data, data, n, act.scale, act.shift);
 }
 
 }  // namespace ctxkit::kernels::detail

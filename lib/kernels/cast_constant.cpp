@@ -1,5 +1,5 @@
 // Cast and CastLike (numeric types, bool, float16, bfloat16) and Constant (value, value_float(s), value_int(s)).
-#include "kernels/convert.h"
+#include "cpu/convert.h"
 #include "kernels/ops.h"
 
 #include <cstring>
@@ -12,7 +12,7 @@ namespace {
 Expected<ElemType> castTarget(const OpContext& ctx) {
   const ElemType type = attrsOf<ops::CastAttrs>(ctx).to;  // the decoder checked it is an element type
   if (type == ElemType::Undefined) return invalid(ctx, "required attribute to is missing");
-  if (!isConvertible(type)) return unsupported(ctx, "cast to {} is not supported", ir::elemTypeName(type));
+  if (!cpu::isConvertible(type)) return unsupported(ctx, "cast to {} is not supported", ir::elemTypeName(type));
   return type;
 }
 
@@ -22,7 +22,7 @@ InferResult inferCast(const OpContext& ctx, InDescs inputs, size_t outputCount) 
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
   CTX_ASSIGN_OR_RETURN(ElemType to, castTarget(ctx));
-  if (!isConvertible(inputs[0].type))
+  if (!cpu::isConvertible(inputs[0].type))
     return unsupported(ctx, "cast from {} is not supported", ir::elemTypeName(inputs[0].type));
   return single(to, inputs[0].shape);
 }
@@ -38,7 +38,8 @@ Status runCast(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   Status status;
   std::mutex mutex;
   parallelFor(ctx, pairs, 16384, [&](size_t b, size_t e) {
-    Status s = convertElementRange(x.type(), x.data(), y.type(), y.mutableData(), 2 * b, std::min(n, 2 * e), saturate);
+    Status s =
+        cpu::convertElementRange(x.type(), x.data(), y.type(), y.mutableData(), 2 * b, std::min(n, 2 * e), saturate);
     if (!s) {
       std::lock_guard<std::mutex> lock(mutex);
       status = std::move(s);
@@ -53,7 +54,7 @@ InferResult inferCastLike(const OpContext& ctx, InDescs inputs, size_t outputCou
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 2));
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
   for (size_t i = 0; i < 2; ++i)
-    if (!isConvertible(inputs[i].type))
+    if (!cpu::isConvertible(inputs[i].type))
       return unsupported(ctx, "cast {} {} is not supported", i == 0 ? "from" : "to", ir::elemTypeName(inputs[i].type));
   return single(inputs[1].type, inputs[0].shape);
 }

@@ -1,10 +1,10 @@
 // Conv (1D/2D/3D, groups, pads/strides/dilations/auto_pad, optional bias): direct for depthwise and few-channel
 // groups, im2col + GEMM otherwise (GEMM alone for 1x1).
-#include "kernels/gemm.h"
+#include "cpu/gemm.h"
+#include "cpu/vec_math.h"
 #include "kernels/ops.h"
 #include "kernels/spatial.h"
 #include "kernels/thread_scratch.h"
-#include "kernels/vec_math.h"
 
 #include <cstring>
 
@@ -53,14 +53,14 @@ Expected<ConvPlan> planConv(const OpContext& ctx, std::span<const int64_t> x, st
 
 // Groups of at most this many input channels with a kernel larger than 1x1 are convolved directly. Measured
 // (bench/kernels.sh, one thread, 3x3 stride 1): direct is 0.4-1.5x ONNX Runtime's time for 16-64 channels
-// where im2col + sgemm was 24-39x.
+// where im2col + cpu::sgemm was 24-39x.
 constexpr int64_t kDirectMaxChannels = 64;
 // ... when output rows have at least this many outputs, or the kernel has at most 9 taps.
 constexpr int64_t kDirectMinRow = 8;
 
 // Direct convolution of output channels [m0, m1) of one image's group: the group's input planes are copied once
 // with their padding (columns split by stride phase); each output row is then a weighted sum of contiguous tap
-// rows over (c, kd, kh, kw), which is the filter's layout, kept in registers for all taps (vecTapsDot).
+// rows over (c, kd, kh, kw), which is the filter's layout, kept in registers for all taps (cpu::vecTapsDot).
 void directConv(const float* xg, int64_t cg, const float* wg, const float* biasG, float* yg, int64_t m0, int64_t m1,
                 const Window3& w, const ops::Epilogue& act) {
   PaddedPlane& plane = threadScratch().convPlane;
@@ -82,10 +82,11 @@ void directConv(const float* xg, int64_t cg, const float* wg, const float* biasG
           init[f] = biasG ? biasG[m + f] : 0.0f;
           out[f] = yg + (m + f) * outSize + row;
         }
-        vecTapsDot4(taps.data(), wg + m * rows, taps.size(), init, out, width);
+        cpu::vecTapsDot4(taps.data(), wg + m * rows, taps.size(), init, out, width);
       }
       for (; m < m1; ++m)
-        vecTapsDot(taps.data(), wg + m * rows, taps.size(), biasG ? biasG[m] : 0.0f, yg + m * outSize + row, width);
+        cpu::vecTapsDot(taps.data(), wg + m * rows, taps.size(), biasG ? biasG[m] : 0.0f, yg + m * outSize + row,
+                        width);
     }
   }
   for (int64_t m = m0; m < m1; ++m) applyFusedActivation(act, yg + m * outSize, static_cast<size_t>(outSize));
@@ -146,7 +147,7 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
         im2col(xn, w, col.data(), 0, rows, 0, outSize);
         a = col.data();
       }
-      sgemmPanels(true, positions, 1.0f, a, positions, *ctx.panelsB, 0.0f, yt.data(), m, ctx.pool);
+      cpu::sgemmPanels(true, positions, 1.0f, a, positions, *ctx.panelsB, 0.0f, yt.data(), m, ctx.pool);
       float* yn = py + n * p.outChannels * outSize;
       for (size_t c = 0; c < m; ++c) {
         float* yc = yn + c * positions;
@@ -187,8 +188,9 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     float* yg = py + (n * p.outChannels + g * mg) * outSize;
     const float* wg = pw + g * mg * rows;
     if (pointwise) {
-      sgemm(false, false, static_cast<size_t>(mg), static_cast<size_t>(outSize), static_cast<size_t>(rows), 1.0f, wg,
-            static_cast<size_t>(rows), xg, static_cast<size_t>(outSize), 0.0f, yg, static_cast<size_t>(outSize), pool);
+      cpu::sgemm(false, false, static_cast<size_t>(mg), static_cast<size_t>(outSize), static_cast<size_t>(rows), 1.0f,
+                 wg, static_cast<size_t>(rows), xg, static_cast<size_t>(outSize), 0.0f, yg,
+                 static_cast<size_t>(outSize), pool);
     } else {
       // The unfolded input is built a column range at a time, so it stays small and in cache.
       const int64_t chunk = std::max<int64_t>(64, std::min(outSize, kColBudget / std::max<int64_t>(rows, 1)));
@@ -204,16 +206,16 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
         } else {
           im2col(xg, w, col.data(), 0, rows, c0, c1);
         }
-        sgemm(false, false, static_cast<size_t>(mg), static_cast<size_t>(c1 - c0), static_cast<size_t>(rows), 1.0f, wg,
-              static_cast<size_t>(rows), col.data(), static_cast<size_t>(c1 - c0), 0.0f, yg + c0,
-              static_cast<size_t>(outSize), pool);
+        cpu::sgemm(false, false, static_cast<size_t>(mg), static_cast<size_t>(c1 - c0), static_cast<size_t>(rows), 1.0f,
+                   wg, static_cast<size_t>(rows), col.data(), static_cast<size_t>(c1 - c0), 0.0f, yg + c0,
+                   static_cast<size_t>(outSize), pool);
       }
     }
     for (int64_t m = 0; m < mg; ++m) {
       float* ym = yg + m * outSize;
       if (bias) {
         float bv = bias->dataAs<float>()[g * mg + m];
-        vecBinary(BinaryOp::Add, ym, 1, &bv, 0, ym, static_cast<size_t>(outSize));
+        cpu::vecBinary(cpu::BinaryOp::Add, ym, 1, &bv, 0, ym, static_cast<size_t>(outSize));
       }
       applyFusedActivation(act, ym, static_cast<size_t>(outSize));
     }

@@ -1,7 +1,7 @@
 // ConvTranspose (any number of spatial dims; strides, dilations, pads, auto_pad, group, output_padding,
 // output_shape, optional bias) in float32: a GEMM of the weights with the input, then its columns scattered into
 // the output (col2im).
-#include "kernels/gemm.h"
+#include "cpu/gemm.h"
 #include "kernels/ops.h"
 
 #include <cstring>
@@ -241,9 +241,9 @@ Status runConvTranspose(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
         const int64_t cols = std::min(chunk, inSize - i0);
         thread_local std::vector<float> columns;
         columns.resize(static_cast<size_t>(rows * cols));
-        sgemm(true, false, static_cast<size_t>(rows), static_cast<size_t>(cols), static_cast<size_t>(cPerGroup), 1.0f,
-              wg, static_cast<size_t>(rows), xg + i0, static_cast<size_t>(inSize), 0.0f, columns.data(),
-              static_cast<size_t>(cols), ctx.pool);
+        cpu::sgemm(true, false, static_cast<size_t>(rows), static_cast<size_t>(cols), static_cast<size_t>(cPerGroup),
+                   1.0f, wg, static_cast<size_t>(rows), xg + i0, static_cast<size_t>(inSize), 0.0f, columns.data(),
+                   static_cast<size_t>(cols), ctx.pool);
         // Output planes are disjoint per m: threads split them (reading this thread's buffer, not their own).
         const float* colData = columns.data();
         parallelForWork(ctx, static_cast<size_t>(mPerGroup), static_cast<size_t>(kSize * cols),

@@ -1,7 +1,7 @@
 // Einsum (explicit "ab,bc->ac" and implicit "ab,bc" forms, repeated labels for diagonals, "..." broadcast
 // dims) by direct summation over every label, Det (LU with partial pivoting) and BitCast (reinterpreting bytes
 // as another type of the same size).
-#include "kernels/convert.h"
+#include "cpu/convert.h"
 #include "kernels/ops.h"
 
 #include <cmath>
@@ -148,7 +148,7 @@ Status runEinsum(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   std::vector<std::vector<double>> vals;
   for (const ir::Tensor* t : inputs) {
     std::vector<double> v(static_cast<size_t>(t->elementCount()));
-    CTX_RETURN_IF_ERROR(convertElements(t->type(), t->data(), ElemType::Double, v.data(), v.size()));
+    CTX_RETURN_IF_ERROR(cpu::convertElements(t->type(), t->data(), ElemType::Double, v.data(), v.size()));
     vals.push_back(std::move(v));
   }
   int64_t total = 1;
@@ -169,7 +169,7 @@ Status runEinsum(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
       pos[l] = 0;
     }
   }
-  return convertElements(ElemType::Double, acc.data(), outputs[0]->type(), outputs[0]->mutableData(), acc.size());
+  return cpu::convertElements(ElemType::Double, acc.data(), outputs[0]->type(), outputs[0]->mutableData(), acc.size());
 }
 
 // ---- BitCast -----------------------------------------------------------------------------------------------
@@ -210,7 +210,7 @@ Status runDet(const OpContext&, RunIns inputs, RunOuts outputs) {
   const int64_t m = x.shape().back();
   const size_t count = static_cast<size_t>(outputs[0]->elementCount());
   std::vector<double> all(static_cast<size_t>(x.elementCount())), dets(count);
-  CTX_RETURN_IF_ERROR(convertElements(x.type(), x.data(), ElemType::Double, all.data(), all.size()));
+  CTX_RETURN_IF_ERROR(cpu::convertElements(x.type(), x.data(), ElemType::Double, all.data(), all.size()));
   for (size_t k = 0; k < count; ++k) {
     double* a = all.data() + k * static_cast<size_t>(m * m);
     double det = 1;
@@ -234,7 +234,7 @@ Status runDet(const OpContext&, RunIns inputs, RunOuts outputs) {
     }
     dets[k] = det;
   }
-  return convertElements(ElemType::Double, dets.data(), outputs[0]->type(), outputs[0]->mutableData(), count);
+  return cpu::convertElements(ElemType::Double, dets.data(), outputs[0]->type(), outputs[0]->mutableData(), count);
 }
 
 }  // namespace ctxkit::kernels::detail

@@ -1,7 +1,7 @@
 // Broadcasting binary arithmetic: Add, Sub, Mul, Div (C-style integer division) and Pow (mixed types).
-#include "kernels/convert.h"
+#include "cpu/convert.h"
+#include "cpu/vec_math.h"
 #include "kernels/ops.h"
-#include "kernels/vec_math.h"
 
 #include <cmath>
 #include <limits>
@@ -106,10 +106,10 @@ Status runBinary(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   ir::Tensor& y = *outputs[0];
   ir::OpKind kind = ctx.kind;
   if (y.type() == ElemType::Float) {
-    BinaryOp op = kind == ir::OpKind::Add   ? BinaryOp::Add
-                  : kind == ir::OpKind::Sub ? BinaryOp::Sub
-                  : kind == ir::OpKind::Mul ? BinaryOp::Mul
-                                            : BinaryOp::Div;
+    cpu::BinaryOp op = kind == ir::OpKind::Add   ? cpu::BinaryOp::Add
+                       : kind == ir::OpKind::Sub ? cpu::BinaryOp::Sub
+                       : kind == ir::OpKind::Mul ? cpu::BinaryOp::Mul
+                                                 : cpu::BinaryOp::Div;
     std::array<std::span<const int64_t>, 2> shapes{a.shape(), b.shape()};
     BroadcastWalk walk = BroadcastWalk::make(y.shape(), shapes);
     const float* pa = a.dataAs<float>();
@@ -117,8 +117,8 @@ Status runBinary(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     float* out = y.mutableDataAs<float>();
     parallelFor(ctx, static_cast<size_t>(walk.total), kMinChunk, [&](size_t begin, size_t end) {
       walk.visit(static_cast<int64_t>(begin), static_cast<int64_t>(end), [&](const auto& off, int64_t n) {
-        vecBinary(op, pa + off[1], static_cast<size_t>(walk.innerStride[1]), pb + off[2],
-                  static_cast<size_t>(walk.innerStride[2]), out + off[0], static_cast<size_t>(n));
+        cpu::vecBinary(op, pa + off[1], static_cast<size_t>(walk.innerStride[1]), pb + off[2],
+                       static_cast<size_t>(walk.innerStride[2]), out + off[0], static_cast<size_t>(n));
       });
     });
     return Status::ok();
@@ -177,7 +177,7 @@ Status runPow(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   auto widen = [&](const ir::Tensor& t) -> Expected<ir::Tensor> {
     CTX_ASSIGN_OR_RETURN(ir::Tensor w, ir::Tensor::allocate(wide, t.shape()));
     CTX_RETURN_IF_ERROR(
-        convertElements(t.type(), t.data(), wide, w.mutableData(), static_cast<size_t>(t.elementCount())));
+        cpu::convertElements(t.type(), t.data(), wide, w.mutableData(), static_cast<size_t>(t.elementCount())));
     return w;
   };
   CTX_ASSIGN_OR_RETURN(ir::Tensor wa, widen(a));
@@ -189,7 +189,7 @@ Status runPow(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     broadcastApply<double, double, double>(ctx, wa, wb, wy.mutableDataAs<double>(), y.shape(),
                                            [](double p, double q) { return std::pow(p, q); });
   }
-  return convertElements(wide, wy.data(), y.type(), y.mutableData(), static_cast<size_t>(y.elementCount()));
+  return cpu::convertElements(wide, wy.data(), y.type(), y.mutableData(), static_cast<size_t>(y.elementCount()));
 }
 
 }  // namespace ctxkit::kernels::detail

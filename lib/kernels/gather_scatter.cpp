@@ -1,6 +1,6 @@
 // Element and slice indexing: GatherElements, ScatterElements, GatherND, ScatterND (reduction none, add, mul,
 // max, min) and OneHot. Indices may be negative (counted from the end) and are checked against the data.
-#include "kernels/convert.h"
+#include "cpu/convert.h"
 #include "kernels/ops.h"
 
 #include <cstring>
@@ -214,7 +214,7 @@ Expected<double> scalarValue(const OpContext& ctx, const ValueDesc& v, std::stri
   if (!v.value) return unsupported(ctx, "input {} must be a constant to know the output shape", name);
   if (v.value->elementCount() != 1) return invalid(ctx, "input {} must hold one value", name);
   double d = 0;
-  CTX_RETURN_IF_ERROR(convertElements(v.type, v.value->data(), ElemType::Double, &d, 1));
+  CTX_RETURN_IF_ERROR(cpu::convertElements(v.type, v.value->data(), ElemType::Double, &d, 1));
   return d;
 }
 
@@ -243,7 +243,7 @@ Status runOneHot(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const int64_t outer = dimProduct(y.shape(), 0, static_cast<size_t>(axis));
   const int64_t inner = dimProduct(y.shape(), static_cast<size_t>(axis) + 1, y.rank());
   std::vector<double> idx(static_cast<size_t>(indices.elementCount()));
-  CTX_RETURN_IF_ERROR(convertElements(indices.type(), indices.data(), ElemType::Double, idx.data(), idx.size()));
+  CTX_RETURN_IF_ERROR(cpu::convertElements(indices.type(), indices.data(), ElemType::Double, idx.data(), idx.size()));
   const size_t es = ir::elemSize(y.type());
   const std::byte* off = inputs[2]->data();
   const std::byte* on = off + es;

@@ -2,6 +2,7 @@
 // compiled programs and fallback nodes, and by the compiler for static shapes and constant folding.
 #pragma once
 
+#include "cpu/thread_pool.h"
 #include "ir/attribute.h"
 #include "ir/op_kind.h"
 #include "ir/tensor.h"
@@ -16,38 +17,17 @@
 #include <string_view>
 #include <vector>
 
+namespace ctxkit::cpu {
+struct PanelsB;  // cpu/gemm.h
+}  // namespace ctxkit::cpu
+
 namespace ctxkit::kernels {
 
-// Runs `body(begin, end)` over [0, count) split across the pool's threads; serial with one thread.
-class ThreadPool {
-public:
-  explicit ThreadPool(int threads);
-  ~ThreadPool();
-  ThreadPool(const ThreadPool&) = delete;
-  ThreadPool& operator=(const ThreadPool&) = delete;
-  int threads() const { return threads_; }
-  void parallelFor(size_t count, size_t minChunk, const std::function<void(size_t, size_t)>& body);
+using cpu::ThreadPool;
 
-  // Marks a run in progress (null pool: nothing): while one is, idle workers keep polling for the next loop
-  // instead of going to sleep between ops.
-  class RunScope {
-  public:
-    explicit RunScope(ThreadPool* pool);
-    ~RunScope();
-    RunScope(const RunScope&) = delete;
-    RunScope& operator=(const RunScope&) = delete;
-
-  private:
-    ThreadPool* pool_;
-  };
-
-private:
-  struct Impl;
-  int threads_;
-  Impl* impl_;
-};
-
-struct PanelsB;  // gemm.h
+// A pool whose threads reserve the kernels' scratch and the GEMM's packing buffers as they start and as the
+// buffers grow (threadScratchHooks), so that a steady-state run allocates nothing. Sessions make their pools here.
+std::unique_ptr<ThreadPool> makeThreadPool(int threads);
 
 // What a kernel knows about the node it runs.
 struct OpContext {
@@ -59,7 +39,7 @@ struct OpContext {
   // The attributes decoded by ops::decodeAttrs. Entry points decode them when null; prepared ops decode once.
   const ops::OpAttrs* typed = nullptr;
   // MatMul and Gemm prepared with a constant float32 B: B in GEMM panels (stored packed, or packed at prepare).
-  const PanelsB* panelsB = nullptr;
+  const cpu::PanelsB* panelsB = nullptr;
   // What the op's plan hook worked out once when it was prepared (kernels/op_entry.h), or null: plan per run.
   const void* plan = nullptr;
 };

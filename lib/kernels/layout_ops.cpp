@@ -1,6 +1,6 @@
 // Ops that rearrange or generate elements without arithmetic: Tile, DepthToSpace, SpaceToDepth, EyeLike,
 // ReverseSequence, and Dropout in inference (the output is the input; the mask is all true).
-#include "kernels/convert.h"
+#include "cpu/convert.h"
 #include "kernels/ops.h"
 
 #include <cstring>
@@ -117,7 +117,7 @@ Status runEyeLike(const OpContext& ctx, RunIns, RunOuts outputs) {
   std::vector<float> v(static_cast<size_t>(rows * cols), 0.0f);
   for (int64_t i = 0; i < rows; ++i)
     if (k >= -i && k < cols - i) v[static_cast<size_t>(i * cols + i + k)] = 1.0f;  // column i + k, never overflowing
-  return convertElements(ElemType::Float, v.data(), y.type(), y.mutableData(), v.size());
+  return cpu::convertElements(ElemType::Float, v.data(), y.type(), y.mutableData(), v.size());
 }
 
 // ---- Dropout ---------------------------------------------------------------------------------------------
@@ -137,7 +137,7 @@ Status runDropout(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   if (training) {
     double ratio = 0.5;
     if (inputs.size() > 1 && inputs[1])
-      CTX_RETURN_IF_ERROR(convertElements(inputs[1]->type(), inputs[1]->data(), ElemType::Double, &ratio, 1));
+      CTX_RETURN_IF_ERROR(cpu::convertElements(inputs[1]->type(), inputs[1]->data(), ElemType::Double, &ratio, 1));
     if (ratio != 0)
       return unsupported(ctx, "training-mode Dropout with ratio {} is random and not supported (inference only)",
                          ratio);

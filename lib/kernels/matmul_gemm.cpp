@@ -1,7 +1,7 @@
 // MatMul (numpy semantics: batched broadcasting, 1-D operands) and Gemm (transposes, alpha, beta, bias C).
-#include "kernels/gemm.h"
+#include "cpu/gemm.h"
+#include "cpu/vec_math.h"
 #include "kernels/ops.h"
-#include "kernels/vec_math.h"
 
 namespace ctxkit::kernels::detail {
 
@@ -141,20 +141,20 @@ Status runMatMul(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     if (bOff[static_cast<size_t>(i)] != 0 || aOff[static_cast<size_t>(i)] != i) bShared = false;
   if (ctx.panelsB) {
     // B was prepared in panels (a 2-D constant, so A's batches are consecutive rows): one tall GEMM.
-    sgemmPanels(false, static_cast<size_t>(batches * M), 1.0f, pa, static_cast<size_t>(K), *ctx.panelsB, 0.0f, py,
-                static_cast<size_t>(N), ctx.pool);
+    cpu::sgemmPanels(false, static_cast<size_t>(batches * M), 1.0f, pa, static_cast<size_t>(K), *ctx.panelsB, 0.0f, py,
+                     static_cast<size_t>(N), ctx.pool);
   } else if (bShared) {
     // One tall GEMM: (batches * M) x K times K x N.
-    sgemm(false, false, static_cast<size_t>(batches * M), static_cast<size_t>(N), static_cast<size_t>(K), 1.0f, pa,
-          static_cast<size_t>(K), pb, static_cast<size_t>(N), 0.0f, py, static_cast<size_t>(N), ctx.pool);
+    cpu::sgemm(false, false, static_cast<size_t>(batches * M), static_cast<size_t>(N), static_cast<size_t>(K), 1.0f, pa,
+               static_cast<size_t>(K), pb, static_cast<size_t>(N), 0.0f, py, static_cast<size_t>(N), ctx.pool);
   } else {
     int threads = ctx.pool ? ctx.pool->threads() : 1;
-    // Many small products (attention heads): one thread per product; few large ones: threads inside sgemm.
+    // Many small products (attention heads): one thread per product; few large ones: threads inside cpu::sgemm.
     bool perBatch = batches >= 2 * threads;
     auto one = [&](size_t i, ThreadPool* pool) {
-      sgemm(false, false, static_cast<size_t>(M), static_cast<size_t>(N), static_cast<size_t>(K), 1.0f,
-            pa + aOff[i] * M * K, static_cast<size_t>(K), pb + bOff[i] * K * N, static_cast<size_t>(N), 0.0f,
-            py + static_cast<int64_t>(i) * M * N, static_cast<size_t>(N), pool);
+      cpu::sgemm(false, false, static_cast<size_t>(M), static_cast<size_t>(N), static_cast<size_t>(K), 1.0f,
+                 pa + aOff[i] * M * K, static_cast<size_t>(K), pb + bOff[i] * K * N, static_cast<size_t>(N), 0.0f,
+                 py + static_cast<int64_t>(i) * M * N, static_cast<size_t>(N), pool);
     };
     if (perBatch) {
       parallelForWork(ctx, static_cast<size_t>(batches), static_cast<size_t>(M * N * K), [&](size_t b0, size_t b1) {
@@ -218,16 +218,16 @@ Status runGemm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     if (useC) {
       const float* pc = c->dataAs<float>();
       for (int64_t i = 0; i < M; ++i)  // each row: beta times C's row (or its one broadcast value)
-        vecBinary(BinaryOp::Mul, pc + i * cStrides[0], static_cast<size_t>(cStrides[1]), &beta, 0, py + i * N,
-                  static_cast<size_t>(N));
+        cpu::vecBinary(cpu::BinaryOp::Mul, pc + i * cStrides[0], static_cast<size_t>(cStrides[1]), &beta, 0, py + i * N,
+                       static_cast<size_t>(N));
     }
     if (ctx.panelsB)
-      sgemmPanels(transA, static_cast<size_t>(M), alpha, a.dataAs<float>(), static_cast<size_t>(a.shape()[1]),
-                  *ctx.panelsB, useC ? 1.0f : 0.0f, py, static_cast<size_t>(N), ctx.pool);
+      cpu::sgemmPanels(transA, static_cast<size_t>(M), alpha, a.dataAs<float>(), static_cast<size_t>(a.shape()[1]),
+                       *ctx.panelsB, useC ? 1.0f : 0.0f, py, static_cast<size_t>(N), ctx.pool);
     else
-      sgemm(transA, transB, static_cast<size_t>(M), static_cast<size_t>(N), static_cast<size_t>(K), alpha,
-            a.dataAs<float>(), static_cast<size_t>(a.shape()[1]), b.dataAs<float>(), static_cast<size_t>(b.shape()[1]),
-            useC ? 1.0f : 0.0f, py, static_cast<size_t>(N), ctx.pool);
+      cpu::sgemm(transA, transB, static_cast<size_t>(M), static_cast<size_t>(N), static_cast<size_t>(K), alpha,
+                 a.dataAs<float>(), static_cast<size_t>(a.shape()[1]), b.dataAs<float>(),
+                 static_cast<size_t>(b.shape()[1]), useC ? 1.0f : 0.0f, py, static_cast<size_t>(N), ctx.pool);
     applyFusedActivation(act, py, static_cast<size_t>(M * N));
     return Status::ok();
   }

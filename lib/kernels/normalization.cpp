@@ -1,7 +1,7 @@
 // BatchNormalization (inference mode), LayerNormalization (axis, epsilon, optional bias, Mean/InvStdDev) and
 // RMSNormalization (LayerNormalization without centering or bias).
+#include "cpu/vec_math.h"
 #include "kernels/ops.h"
-#include "kernels/vec_math.h"
 
 #include <cmath>
 
@@ -104,7 +104,8 @@ Status runBatchNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
               }
             } else {
               T ac = static_cast<T>(a[static_cast<size_t>(c)]), bc = static_cast<T>(b[static_cast<size_t>(c)]);
-              if constexpr (std::is_same_v<T, float>) vecScaleShift(src, dst, static_cast<size_t>(spatial), ac, bc);
+              if constexpr (std::is_same_v<T, float>)
+                cpu::vecScaleShift(src, dst, static_cast<size_t>(spatial), ac, bc);
               else
                 for (int64_t i = 0; i < spatial; ++i) dst[i] = src[i] * ac + bc;
             }
@@ -205,19 +206,20 @@ Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     const float* px = x.dataAs<float>();
     float* py = outputs[0]->mutableDataAs<float>();
     const auto n = static_cast<size_t>(d);
-    parallelFor(
-        ctx, static_cast<size_t>(rows), std::max<size_t>(1, 8192 / std::max<size_t>(n, 1)), [&](size_t r0, size_t r1) {
-          for (size_t r = r0; r < r1; ++r) {
-            const float* src = px + r * n;
-            double mean = n > 0 && !rms ? vecSum(src, n) / static_cast<double>(n) : 0.0;
-            double var = n > 0 ? vecSumSquaredDiff(src, n, static_cast<float>(mean)) / static_cast<double>(n) : 0.0;
-            double inv = 1.0 / std::sqrt(var + eps);
-            vecNormalize(src, py + r * n, n, static_cast<float>(mean), static_cast<float>(inv), scaleF.data(),
-                         biasT ? biasF.data() : nullptr);
-            store(meanOut, static_cast<int64_t>(r), mean);
-            store(invOut, static_cast<int64_t>(r), inv);
-          }
-        });
+    parallelFor(ctx, static_cast<size_t>(rows), std::max<size_t>(1, 8192 / std::max<size_t>(n, 1)),
+                [&](size_t r0, size_t r1) {
+                  for (size_t r = r0; r < r1; ++r) {
+                    const float* src = px + r * n;
+                    double mean = n > 0 && !rms ? cpu::vecSum(src, n) / static_cast<double>(n) : 0.0;
+                    double var =
+                        n > 0 ? cpu::vecSumSquaredDiff(src, n, static_cast<float>(mean)) / static_cast<double>(n) : 0.0;
+                    double inv = 1.0 / std::sqrt(var + eps);
+                    cpu::vecNormalize(src, py + r * n, n, static_cast<float>(mean), static_cast<float>(inv),
+                                      scaleF.data(), biasT ? biasF.data() : nullptr);
+                    store(meanOut, static_cast<int64_t>(r), mean);
+                    store(invOut, static_cast<int64_t>(r), inv);
+                  }
+                });
     return Status::ok();
   }
   return visitType<kNormTypes>(x.type(), [&](auto tag) -> Status {

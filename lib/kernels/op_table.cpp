@@ -1,5 +1,5 @@
 // The op table: each op kind's shape rule, kernel and element types, plus the public entry points.
-#include "kernels/convert.h"
+#include "cpu/convert.h"
 #include "kernels/op_entry.h"
 
 #include <new>
@@ -347,8 +347,8 @@ Status detail::runViaFloat(const OpEntry& entry, const OpContext& ctx, RunIns in
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i] || !isHalf(inputs[i]->type())) continue;
     CTX_ASSIGN_OR_RETURN(ir::Tensor wide, ir::Tensor::allocate(ElemType::Float, inputs[i]->shape()));
-    CTX_RETURN_IF_ERROR(convertElements(inputs[i]->type(), inputs[i]->data(), ElemType::Float, wide.mutableData(),
-                                        static_cast<size_t>(wide.elementCount())));
+    CTX_RETURN_IF_ERROR(cpu::convertElements(inputs[i]->type(), inputs[i]->data(), ElemType::Float, wide.mutableData(),
+                                             static_cast<size_t>(wide.elementCount())));
     wideIns.push_back(std::move(wide));
     ins[i] = &wideIns.back();
   }
@@ -364,8 +364,8 @@ Status detail::runViaFloat(const OpEntry& entry, const OpContext& ctx, RunIns in
   CTX_RETURN_IF_ERROR(entry.run(ctx, ins, outs));
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (outs[i] == outputs[i]) continue;
-    CTX_RETURN_IF_ERROR(convertElements(ElemType::Float, outs[i]->data(), outputs[i]->type(), outputs[i]->mutableData(),
-                                        static_cast<size_t>(outs[i]->elementCount())));
+    CTX_RETURN_IF_ERROR(cpu::convertElements(ElemType::Float, outs[i]->data(), outputs[i]->type(),
+                                             outputs[i]->mutableData(), static_cast<size_t>(outs[i]->elementCount())));
   }
   return Status::ok();
 }

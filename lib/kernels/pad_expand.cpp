@@ -1,5 +1,5 @@
 // Shape-making data ops: ConstantOfShape, Expand, Range and Pad (constant, reflect, edge and wrap modes).
-#include "kernels/convert.h"
+#include "cpu/convert.h"
 #include "kernels/ops.h"
 
 #include <algorithm>
@@ -114,7 +114,7 @@ InferResult inferRange(const OpContext& ctx, InDescs inputs, size_t outputCount)
                      shapeStr(inputs[i].shape));
     if (!inputs[i].value)
       return unsupported(ctx, "input {} ({}) must be a known constant to infer the output shape", i, kRangeNames[i]);
-    CTX_RETURN_IF_ERROR(convertElements(inputs[i].type, inputs[i].value->data(), ElemType::Double, &v[i], 1));
+    CTX_RETURN_IF_ERROR(cpu::convertElements(inputs[i].type, inputs[i].value->data(), ElemType::Double, &v[i], 1));
   }
   if (v[2] == 0) return invalid(ctx, "input 2 (delta) is zero");
   int64_t count = 0;
@@ -261,7 +261,7 @@ Status runPad(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   std::array<std::byte, 16> constant{};
   if (ctx.opset < 11) {
     float v = attrsOf<ops::PadAttrs>(ctx).value;
-    CTX_RETURN_IF_ERROR(convertElements(ElemType::Float, &v, x.type(), constant.data(), 1));
+    CTX_RETURN_IF_ERROR(cpu::convertElements(ElemType::Float, &v, x.type(), constant.data(), 1));
   } else if (inputs.size() > 2 && inputs[2]) {
     std::memcpy(constant.data(), inputs[2]->data(), size);
   }

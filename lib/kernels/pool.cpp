@@ -1,8 +1,8 @@
 // MaxPool (with optional Indices), AveragePool (count_include_pad) and GlobalAveragePool over 1-3 spatial dims.
+#include "cpu/vec_math.h"
 #include "kernels/ops.h"
 #include "kernels/spatial.h"
 #include "kernels/thread_scratch.h"
-#include "kernels/vec_math.h"
 
 #include <algorithm>
 #include <limits>
@@ -95,7 +95,7 @@ void poolPlane(const T* xp, T* yp, const Window3& w, bool countPad, std::span<co
 }
 
 // Float planes: the padded, phase-split copy (filled with -inf for max, 0 for average) lets every output row
-// reduce contiguous tap rows in registers (vecTapsMax, vecTapsDot with unit weights), whatever the stride.
+// reduce contiguous tap rows in registers (cpu::vecTapsMax, cpu::vecTapsDot with unit weights), whatever the stride.
 // `counts` holds, per output column, the divisor's column factor (see columnDivisors).
 template <bool IsMax>
 void poolPlaneF32(const float* xp, float* yp, const Window3& w, bool countPad, std::span<const float> counts) {
@@ -116,19 +116,19 @@ void poolPlaneF32(const float* xp, float* yp, const Window3& w, bool countPad, s
       float* orow = yp + (od * w.out[1] + oh) * w.out[2];
       plane.rowTaps(od, oh, taps.data());
       if constexpr (IsMax) {
-        vecTapsMax(taps.data(), taps.size(), orow, width);
+        cpu::vecTapsMax(taps.data(), taps.size(), orow, width);
       } else {
         const int64_t outer = outerDivisor(w, od, oh, countPad);
         if (outer == 0) {  // windows with no input (and no counted padding) give 0
           std::fill(orow, orow + width, 0.0f);
           continue;
         }
-        vecTapsDot(taps.data(), ones.data(), taps.size(), 0.0f, orow, width);
+        cpu::vecTapsDot(taps.data(), ones.data(), taps.size(), 0.0f, orow, width);
         if (outer != divisorsFor) {  // exact: counts are small integers
           for (size_t ow = 0; ow < width; ++ow) divisors[ow] = static_cast<float>(outer) * counts[ow];
           divisorsFor = outer;
         }
-        vecBinary(BinaryOp::Div, orow, 1, divisors.data(), 1, orow, width);
+        cpu::vecBinary(cpu::BinaryOp::Div, orow, 1, divisors.data(), 1, orow, width);
         if (emptyColumns)
           for (size_t ow = 0; ow < width; ++ow)
             if (counts[ow] == 0.0f) orow[ow] = 0.0f;
@@ -274,7 +274,7 @@ Status runGlobalAveragePool(const OpContext& ctx, RunIns inputs, RunOuts outputs
         }
         double sum = 0;
         if constexpr (std::is_same_v<T, float>) {
-          sum = vecSum(src, static_cast<size_t>(size));
+          sum = cpu::vecSum(src, static_cast<size_t>(size));
         } else {
           for (int64_t i = 0; i < size; ++i) sum += src[i];
         }

@@ -1,8 +1,8 @@
 // Prepared ops: attributes decoded, output types and shapes fixed and constant float16 inputs widened once, so
 // that a run only checks shapes (a comparison) and computes.
 #include "kernels/prepared.h"
-#include "kernels/convert.h"
-#include "kernels/gemm.h"
+#include "cpu/convert.h"
+#include "cpu/gemm.h"
 #include "kernels/op_entry.h"
 
 #include <optional>
@@ -63,8 +63,8 @@ public:
       if (!inputs[i].present || !inputs[i].value || !isHalf(inputs[i].type)) continue;
       const ir::Tensor& t = *inputs[i].value;
       CTX_ASSIGN_OR_RETURN(ir::Tensor wide, ir::Tensor::allocate(ElemType::Float, t.shape()));
-      CTX_RETURN_IF_ERROR(convertElements(t.type(), t.data(), ElemType::Float, wide.mutableData(),
-                                          static_cast<size_t>(wide.elementCount())));
+      CTX_RETURN_IF_ERROR(cpu::convertElements(t.type(), t.data(), ElemType::Float, wide.mutableData(),
+                                               static_cast<size_t>(wide.elementCount())));
       widened_[i] = std::move(wide);
     }
     return Status::ok();
@@ -146,22 +146,23 @@ private:
                    size_t n) {
     if (!layout.plain()) {
       const size_t width = layout.width, depth = layout.depth;
-      if (!isPanelWidth(width) || depth == 0 || b.value->byteSize() != panelElements(k, n, width) * sizeof(float))
+      if (!cpu::isPanelWidth(width) || depth == 0 ||
+          b.value->byteSize() != cpu::panelElements(k, n, width) * sizeof(float))
         return nodeError(ctx, ErrorCode::InvalidGraph, "input 1 in layout {} has {} bytes, which does not fit {}",
                          ops::layoutName(layout), b.value->byteSize(), describeSlot(true, b.type, b.shape));
-      panels_ = PanelsB{b.value->dataAs<float>(), k, n, width, depth, {}};
+      panels_ = cpu::PanelsB{b.value->dataAs<float>(), k, n, width, depth, {}};
       // Narrower panels than this CPU's kernel leave vector lanes idle: recompiling helps. Wider ones run on a kernel
       // of their own width with as many accumulators (AVX2 reads 32-wide panels 3 rows at a time) at the same speed.
-      if (width < sgemmNaturalPanelWidth())
+      if (width < cpu::sgemmNaturalPanelWidth())
         suboptimal_ = fmt::format("node '{}' reads weights packed in {}-wide panels; this CPU's GEMM kernel is {} wide",
-                                  name_, width, sgemmNaturalPanelWidth());
+                                  name_, width, cpu::sgemmNaturalPanelWidth());
       return Status::ok();
     }
     // B's rows are its last dimension (the product of all but the first, for a Conv weight) apart.
-    const size_t width = sgemmNaturalPanelWidth(), ldb = transB ? k : n;
-    owned_ = std::make_unique_for_overwrite<float[]>(panelElements(k, n, width));
-    packPanels(transB, b.value->dataAs<float>(), ldb, k, n, width, kPanelDepth, owned_.get());
-    panels_ = PanelsB{owned_.get(), k, n, width, kPanelDepth, {}};
+    const size_t width = cpu::sgemmNaturalPanelWidth(), ldb = transB ? k : n;
+    owned_ = std::make_unique_for_overwrite<float[]>(cpu::panelElements(k, n, width));
+    cpu::packPanels(transB, b.value->dataAs<float>(), ldb, k, n, width, cpu::kPanelDepth, owned_.get());
+    panels_ = cpu::PanelsB{owned_.get(), k, n, width, cpu::kPanelDepth, {}};
     return Status::ok();
   }
 
@@ -177,8 +178,8 @@ private:
   std::vector<InputSlot> inputs_;
   std::vector<std::optional<ir::Tensor>> widened_;  // float32 copies of constant float16/bfloat16 inputs (viaFloat_)
   bool viaFloat_ = false;
-  // A Conv with few output positions (kSmallConvOutputs) multiplies the unfolded input by the constant weight as B:
-  // the weight's transpose (K = C x kernel taps, N = output channels) in panels, stored so by the compiler (then
+  // A Conv with few output positions (cpu::kSmallConvOutputs) multiplies the unfolded input by the constant weight as
+  // B: the weight's transpose (K = C x kernel taps, N = output channels) in panels, stored so by the compiler (then
   // used whatever the output size: the bytes are only readable so) or packed here once.
   Status prepareConvPanels(const OpContext& ctx, std::span<const ValueDesc> inputs, const ops::WeightLayout& layout) {
     if (inputs.size() < 2 || !inputs[1].value || inputs[0].type != ElemType::Float ||
@@ -186,7 +187,7 @@ private:
         outputs_[0].shape.size() < 3 || inputs[1].shape.size() < 3)
       return Status::ok();
     const ir::Shape& out = outputs_[0].shape;
-    if (layout.plain() && dimProduct(out, 2, out.size()) > kSmallConvOutputs) return Status::ok();
+    if (layout.plain() && dimProduct(out, 2, out.size()) > cpu::kSmallConvOutputs) return Status::ok();
     const ValueDesc& w = inputs[1];
     const auto m = static_cast<size_t>(w.shape[0]);
     const auto k = static_cast<size_t>(dimProduct(w.shape, 1, w.shape.size()));
@@ -202,10 +203,10 @@ private:
     return Status::ok();
   }
 
-  PanelsB panels_;                    // B of MatMul/Gemm in panels (data null when not used)
+  cpu::PanelsB panels_;               // B of MatMul/Gemm in panels (data null when not used)
   std::shared_ptr<const void> plan_;  // the entry's plan for these inputs (OpContext::plan), or null
   std::unique_ptr<float[]> owned_;    // B packed at prepare, when it was not stored packed
-  ir::Shape weightShape_;             // a Conv weight's logical shape (PanelsB::weightShape)
+  ir::Shape weightShape_;             // a Conv weight's logical shape (cpu::PanelsB::weightShape)
 };
 
 }  // namespace

@@ -1,12 +1,12 @@
 // Integer matrix products and convolutions: MatMulInteger and ConvInteger (int32 results), QLinearMatMul and
 // QLinearConv (requantized 8-bit results). Operands are int8 or uint8 with zero points (per tensor, per row of A,
 // per column of B, per output channel of W); products accumulate exactly in int32, and requantization scales in
-// float, rounds halves to even and saturates, as ONNX defines. Both run on the packed 8-bit GEMM (qgemm.h): a plan
+// float, rounds halves to even and saturates, as ONNX defines. Both run on the packed 8-bit GEMM (cpu::qgemm.h): a plan
 // holds the weights in its form with their sums, the zero-point corrections and the scales, worked out once when
 // the op is prepared with constant weights (else per run, in per-thread storage).
-#include "kernels/convert.h"
+#include "cpu/convert.h"
+#include "cpu/qgemm.h"
 #include "kernels/ops.h"
-#include "kernels/qgemm.h"
 #include "kernels/spatial.h"
 
 #include <cmath>
@@ -26,7 +26,7 @@ Status perIndex(const OpContext& ctx, const ir::Tensor* t, size_t count, const c
   if (!t) return Status::ok();
   thread_local std::vector<double> values;
   values.resize(static_cast<size_t>(t->elementCount()));
-  CTX_RETURN_IF_ERROR(convertElements(t->type(), t->data(), ElemType::Double, values.data(), values.size()));
+  CTX_RETURN_IF_ERROR(cpu::convertElements(t->type(), t->data(), ElemType::Double, values.data(), values.size()));
   if (values.size() == 1) {
     std::fill(v.begin(), v.end(), static_cast<T>(values[0]));
     return Status::ok();
@@ -42,7 +42,7 @@ bool isSigned8(ElemType t) { return t == ElemType::Int8; }
 uint8_t flipFor(ElemType t, bool weight) { return isSigned8(t) == weight ? 0 : 0x80; }
 
 // The requantization of an 8-bit output type: scales in `scale`, zero point and range into `g`.
-void outputRange(ElemType y, int32_t zero, QGemm& g) {
+void outputRange(ElemType y, int32_t zero, cpu::QGemm& g) {
   g.zero = zero;
   g.lo = isSigned8(y) ? -128 : 0;
   g.hi = isSigned8(y) ? 127 : 255;
@@ -115,9 +115,9 @@ Status planShared(const OpContext& ctx, std::span<const ir::Tensor* const> v, si
   const bool conv = ctx.kind == ir::OpKind::QLinearConv || ctx.kind == ir::OpKind::ConvInteger;
   const ir::Tensor* xZero = p.linear ? v[2] : (v.size() > 2 ? v[2] : nullptr);
   const ir::Tensor* wZero = p.linear ? v[5] : (v.size() > 3 ? v[3] : nullptr);
-  p.quads = roundUp(k, kQuad) / kQuad;
-  p.rowStride = p.quads * kQuad;
-  p.nPad = roundUp(std::max<size_t>(n, 1), qgemmColumnAlign());
+  p.quads = cpu::roundUp(k, cpu::kQuad) / cpu::kQuad;
+  p.rowStride = p.quads * cpu::kQuad;
+  p.nPad = cpu::roundUp(std::max<size_t>(n, 1), cpu::qgemmColumnAlign());
   CTX_RETURN_IF_ERROR(perIndex<int32_t>(ctx, xZero, xRows, conv ? "x_zero_point" : "a_zero_point", p.xz));
   CTX_RETURN_IF_ERROR(perIndex<int32_t>(ctx, wZero, channels, conv ? "w_zero_point" : "b_zero_point", p.wz));
   if (p.linear) {
@@ -163,12 +163,12 @@ Status planMatMul(const OpContext& ctx, std::span<const int64_t> aShape, ElemTyp
   shiftedZeros(p.xz, p.aFlip ? 128 : 0, false, p.aZero);
   shiftedZeros(p.wz, bShift, true, p.negBZero);
   const size_t bBatches = p.shape.bBatched ? static_cast<size_t>(p.shape.batches) : 1;
-  const size_t panelBytes = p.quads * p.nPad * kQuad;
+  const size_t panelBytes = p.quads * p.nPad * cpu::kQuad;
   p.b.resize(bBatches * panelBytes);
   p.bTerm.assign(bBatches * N, 0);
   for (size_t n = 0; n < bBatches; ++n) {
     const uint8_t* src = b.dataAs<uint8_t>() + n * K * N;
-    packQuads(src, N, K, N, p.nPad, flip, p.b.data() + n * panelBytes, nullptr);
+    cpu::packQuads(src, N, K, N, p.nPad, flip, p.b.data() + n * panelBytes, nullptr);
     for (size_t k = 0; k < K; ++k)
       for (size_t j = 0; j < N; ++j) p.bTerm[n * N + j] -= static_cast<int8_t>(src[k * N + j] ^ flip);
     for (size_t j = 0; j < N; ++j) p.bTerm[n * N + j] += static_cast<int32_t>(K) * (p.wz[j] + bShift);
@@ -213,7 +213,7 @@ Status runMatMulPlan(const OpContext& ctx, const QMatMulPlan& p, const ir::Tenso
   thread_local std::vector<int32_t> rowSums;
   rows.resize(M * p.rowStride);
   rowSums.resize(M);
-  const size_t panelBytes = p.quads * p.nPad * kQuad;
+  const size_t panelBytes = p.quads * p.nPad * cpu::kQuad;
   for (size_t n = 0; n < static_cast<size_t>(p.shape.batches); ++n) {
     const uint8_t* src = a.dataAs<uint8_t>() + n * M * K;
     for (size_t i = 0; i < M; ++i) {
@@ -224,12 +224,12 @@ Status runMatMulPlan(const OpContext& ctx, const QMatMulPlan& p, const ir::Tenso
       rowSums[i] = sum;
     }
     const size_t bIndex = p.shape.bBatched ? n : 0;
-    QGemm g;
+    cpu::QGemm g;
     g.rows = rows.data();
     g.rowStride = p.rowStride;
     g.rowsSigned = false;
     g.panels = p.b.data() + bIndex * panelBytes;
-    g.panelStride = p.nPad * kQuad;
+    g.panelStride = p.nPad * cpu::kQuad;
     g.m = M;
     g.n = N;
     g.quads = p.quads;
@@ -243,7 +243,7 @@ Status runMatMulPlan(const OpContext& ctx, const QMatMulPlan& p, const ir::Tenso
     } else {
       g.out = y.mutableDataAs<int32_t>() + n * M * N;
     }
-    qgemm(g, ctx.pool);
+    cpu::qgemm(g, ctx.pool);
   }
   return Status::ok();
 }
@@ -367,12 +367,12 @@ Status planConv(const OpContext& ctx, std::span<const int64_t> xShape, ElemType 
 }
 
 // One group's input planes (cg of them) copied into `buffer` with the window's padding filled with the input's zero
-// point, plus the slack packWindowQuads may read.
-PaddedWindow padPlanes(const uint8_t* x, const QConvPlan& p, std::vector<uint8_t>& buffer) {
+// point, plus the slack cpu::packWindowQuads may read.
+cpu::PaddedWindow padPlanes(const uint8_t* x, const QConvPlan& p, std::vector<uint8_t>& buffer) {
   const Window3& w = p.shape.w;
   const auto h = static_cast<size_t>(w.in[1]), wd = static_cast<size_t>(w.in[2]);
   const auto top = static_cast<size_t>(w.padBegin[1]), left = static_cast<size_t>(w.padBegin[2]);
-  PaddedWindow pw;
+  cpu::PaddedWindow pw;
   pw.rowStride = wd + left + static_cast<size_t>(w.padEnd[2]);
   pw.planeStride = (h + top + static_cast<size_t>(w.padEnd[1])) * pw.rowStride;
   buffer.assign(static_cast<size_t>(p.cg) * pw.planeStride + 32, p.xFill);
@@ -393,7 +393,7 @@ Status runConvPlan(const OpContext& ctx, const QConvPlan& p, const ir::Tensor& x
   thread_local std::vector<int32_t> colSums;
   const auto K = static_cast<size_t>(p.rows), N = static_cast<size_t>(p.outSize);
   if (!p.direct && !p.planar) col.resize(K * N);
-  panels.resize(p.quads * p.nPad * kQuad);
+  panels.resize(p.quads * p.nPad * cpu::kQuad);
   colSums.resize(p.nPad);
   const int64_t M = p.shape.outChannels;
   for (int64_t n = 0; n < p.shape.batch; ++n) {
@@ -402,19 +402,19 @@ Status runConvPlan(const OpContext& ctx, const QConvPlan& p, const ir::Tensor& x
       // Taps in the padding read the input's zero point, so that after subtracting it they add nothing.
       int32_t* sums = p.negWZero.empty() ? nullptr : colSums.data();
       if (p.direct) {
-        packQuads(xg, static_cast<size_t>(p.inSize), K, N, p.nPad, p.xFlip, panels.data(), sums);
+        cpu::packQuads(xg, static_cast<size_t>(p.inSize), K, N, p.nPad, p.xFlip, panels.data(), sums);
       } else if (p.planar) {
-        packWindowQuads(padPlanes(xg, p, planes), K, p.nPad, p.xFlip, panels.data(), sums);
+        cpu::packWindowQuads(padPlanes(xg, p, planes), K, p.nPad, p.xFlip, panels.data(), sums);
       } else {
         im2col(xg, p.shape.w, col.data(), 0, p.rows, 0, p.outSize, p.xFill);
-        packQuads(col.data(), N, K, N, p.nPad, p.xFlip, panels.data(), sums);
+        cpu::packQuads(col.data(), N, K, N, p.nPad, p.xFlip, panels.data(), sums);
       }
-      QGemm q;
+      cpu::QGemm q;
       q.rows = p.w.data() + static_cast<size_t>(g * p.mg) * p.rowStride;
       q.rowStride = p.rowStride;
       q.rowsSigned = true;
       q.panels = panels.data();
-      q.panelStride = p.nPad * kQuad;
+      q.panelStride = p.nPad * cpu::kQuad;
       q.m = static_cast<size_t>(p.mg);
       q.n = N;
       q.quads = p.quads;
@@ -429,7 +429,7 @@ Status runConvPlan(const OpContext& ctx, const QConvPlan& p, const ir::Tensor& x
       } else {
         q.out = y.mutableDataAs<int32_t>() + offset;
       }
-      qgemm(q, ctx.pool);
+      cpu::qgemm(q, ctx.pool);
     }
   }
   return Status::ok();

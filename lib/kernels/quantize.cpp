@@ -2,9 +2,9 @@
 // scale along `axis`) and blocked (scale with the input's rank, `block_size` elements per scale along `axis`);
 // int8/uint8/int16/uint16, packed int4/uint4 and float8 data through the element conversions. Quantization rounds
 // halves to even and saturates to the integer range.
-#include "kernels/convert.h"
+#include "cpu/convert.h"
+#include "cpu/simd.h"
 #include "kernels/ops.h"
-#include "kernels/simd.h"
 
 #include <cmath>
 
@@ -54,7 +54,7 @@ Status paramIndex(const OpContext& ctx, std::span<const int64_t> shape, std::spa
 
 void asDoubles(const ir::Tensor* t, size_t fallbackCount, std::vector<double>& v) {
   v.assign(t ? static_cast<size_t>(t->elementCount()) : fallbackCount, 0.0);
-  if (t) (void)convertElements(t->type(), t->data(), ElemType::Double, v.data(), v.size());
+  if (t) (void)cpu::convertElements(t->type(), t->data(), ElemType::Double, v.data(), v.size());
 }
 
 ElemType quantizedType(const OpContext& ctx, InDescs inputs) {
@@ -160,7 +160,7 @@ Status runQuantize(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   out.resize(n);
   if (ctx.kind == ir::OpKind::DequantizeLinear) {
     for (size_t i = 0; i < n; ++i) out[i] = (xs[i] - zp[pi[i]]) * scale[pi[i]];
-    return convertElements(ElemType::Double, out.data(), y.type(), y.mutableData(), n);
+    return cpu::convertElements(ElemType::Double, out.data(), y.type(), y.mutableData(), n);
   }
   const ElemType q = y.type();
   const bool isInt = inSet(kIntTypes, q) || q == ElemType::Int4 || q == ElemType::Uint4;
@@ -184,8 +184,8 @@ Status runQuantize(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     else v += zp[pi[i]];  // float8: the conversion rounds and saturates
     out[i] = v;
   }
-  return convertElementRange(ElemType::Double, out.data(), q, y.mutableData(), 0, n,
-                             attrsOf<ops::QuantizeAttrs>(ctx).saturate);
+  return cpu::convertElementRange(ElemType::Double, out.data(), q, y.mutableData(), 0, n,
+                                  attrsOf<ops::QuantizeAttrs>(ctx).saturate);
 }
 
 // ---- DynamicQuantizeLinear -------------------------------------------------------------------------------

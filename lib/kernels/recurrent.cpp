@@ -1,5 +1,5 @@
 // LSTM, GRU and RNN (ONNX opset 7+, with opset 14's layout attribute): one shape rule and float32 kernels.
-#include "kernels/gemm.h"
+#include "cpu/gemm.h"
 #include "kernels/ops.h"
 
 #include <cmath>
@@ -153,7 +153,7 @@ Expected<RnnSpec> parseSpec(const OpContext& ctx, InDescs inputs) {
 // linear_before_reset), GRU's h block apart.
 struct DirectionPanels {
   std::unique_ptr<float[]> w, r, rh;
-  PanelsB wp, rp, rhp;
+  cpu::PanelsB wp, rp, rhp;
 };
 
 // The products of one step, H·R^T into `cols` columns, or (r ⊙ H)·Rh^T.
@@ -162,11 +162,11 @@ size_t stepColumns(const RnnSpec& s) {
   return s.gates == 3 && !s.linearBeforeReset ? 2 * H : static_cast<size_t>(s.gates) * H;
 }
 
-PanelsB packTransposed(const float* b, size_t n, size_t k, std::unique_ptr<float[]>& storage) {
-  const size_t width = sgemmNaturalPanelWidth();
-  storage.reset(new float[std::max<size_t>(1, panelElements(k, n, width))]);
-  packPanels(true, b, k, k, n, width, kPanelDepth, storage.get());
-  return PanelsB{storage.get(), k, n, width, kPanelDepth, {}};
+cpu::PanelsB packTransposed(const float* b, size_t n, size_t k, std::unique_ptr<float[]>& storage) {
+  const size_t width = cpu::sgemmNaturalPanelWidth();
+  storage.reset(new float[std::max<size_t>(1, cpu::panelElements(k, n, width))]);
+  cpu::packPanels(true, b, k, k, n, width, cpu::kPanelDepth, storage.get());
+  return cpu::PanelsB{storage.get(), k, n, width, cpu::kPanelDepth, {}};
 }
 
 // One direction's weights and state; `h` and `c` are [batch, hidden], the caller thread's buffers.
@@ -183,10 +183,10 @@ struct Direction {
 };
 
 // C [m x n] = A [m x k] · B^T with B [n x k] (rows k apart), from panels when packed.
-void productBT(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* b, const PanelsB* panels,
+void productBT(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* b, const cpu::PanelsB* panels,
                float* c, size_t ldc, ThreadPool* pool) {
-  if (panels) sgemmPanels(false, m, 1.0f, a, lda, *panels, 0.0f, c, ldc, pool);
-  else sgemm(false, true, m, n, k, 1.0f, a, lda, b, k, 0.0f, c, ldc, pool);
+  if (panels) cpu::sgemmPanels(false, m, 1.0f, a, lda, *panels, 0.0f, c, ldc, pool);
+  else cpu::sgemm(false, true, m, n, k, 1.0f, a, lda, b, k, 0.0f, c, ldc, pool);
 }
 
 // Per-thread buffers of a run (on the calling thread only: the products' pool threads write into C, not these).

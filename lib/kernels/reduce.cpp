@@ -1,8 +1,8 @@
 // The Reduce* family (Sum, Mean, Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquare) and ArgMax/ArgMin.
 // Axes come from the attribute or, from opset 18 (ReduceSum: 13), from input 1; keepdims and
 // noop_with_empty_axes as ONNX defines them. Floating-point inputs accumulate in double, integers in 64 bits.
+#include "cpu/vec_math.h"
 #include "kernels/ops.h"
-#include "kernels/vec_math.h"
 
 #include <cmath>
 #include <cstring>
@@ -152,7 +152,7 @@ Status reduceTyped(const OpContext& ctx, const ReducePlan& p, const ir::Tensor& 
                     Acc acc = r.init();
                     if constexpr (std::is_same_v<T, float>) {
                       if (ctx.kind == OpKind::ReduceSum || ctx.kind == OpKind::ReduceMean) {
-                        py[o] = r.finish(static_cast<double>(vecSum(src, static_cast<size_t>(row))), count);
+                        py[o] = r.finish(static_cast<double>(cpu::vecSum(src, static_cast<size_t>(row))), count);
                         continue;
                       }
                     }

@@ -1,7 +1,7 @@
 // Ops whose output shape depends on input values: NonZero (the indices of the non-zero elements, row-major) and
 // Compress (the slices, along an axis or of the flattened input, where a boolean condition holds). At compile time
 // they need constant inputs; otherwise they run on the fallback interpreter, which knows the values.
-#include "kernels/convert.h"
+#include "cpu/convert.h"
 #include "kernels/ops.h"
 
 #include <cstring>
@@ -18,9 +18,9 @@ Expected<std::vector<bool>> nonZeroMask(const OpContext& ctx, const ir::Tensor& 
     for (size_t i = 0; i < m.size(); ++i) m[i] = t.dataAs<uint8_t>()[i] != 0;
     return m;
   }
-  if (!isConvertible(t.type()) || t.type() == ElemType::Int4 || t.type() == ElemType::Uint4)
+  if (!cpu::isConvertible(t.type()) || t.type() == ElemType::Int4 || t.type() == ElemType::Uint4)
     return unsupported(ctx, "input of type {} is not supported", ir::elemTypeName(t.type()));
-  CTX_RETURN_IF_ERROR(convertElements(t.type(), t.data(), ElemType::Double, v.data(), v.size()));
+  CTX_RETURN_IF_ERROR(cpu::convertElements(t.type(), t.data(), ElemType::Double, v.data(), v.size()));
   std::vector<bool> m(v.size());
   for (size_t i = 0; i < m.size(); ++i) m[i] = v[i] != 0.0;
   return m;

@@ -1,7 +1,7 @@
 // Signal-processing generators: HannWindow, HammingWindow and BlackmanWindow (periodic or symmetric cosine sums of
 // `size` points) and MelWeightMatrix (triangular mel filterbanks over a onesided DFT), computed in double precision
 // and written in the requested element type.
-#include "kernels/convert.h"
+#include "cpu/convert.h"
 #include "kernels/ops.h"
 
 #include <cmath>
@@ -22,7 +22,7 @@ Expected<int64_t> scalarInt(const OpContext& ctx, const ValueDesc& in, size_t in
 }
 
 Status writeDoubles(const std::vector<double>& values, ir::Tensor& y) {
-  return convertElements(ElemType::Double, values.data(), y.type(), y.mutableData(), values.size());
+  return cpu::convertElements(ElemType::Double, values.data(), y.type(), y.mutableData(), values.size());
 }
 
 }  // namespace
@@ -78,7 +78,7 @@ Status runMelWeightMatrix(const OpContext&, RunIns inputs, RunOuts outputs) {
   const int64_t bins = y.shape()[1], spectrum = y.shape()[0];
   auto number = [&](size_t i) {
     double v = 0;
-    (void)convertElements(inputs[i]->type(), inputs[i]->data(), ElemType::Double, &v, 1);
+    (void)cpu::convertElements(inputs[i]->type(), inputs[i]->data(), ElemType::Double, &v, 1);
     return v;
   };
   const double dft = number(1), rate = number(2), lower = number(3), upper = number(4);

@@ -1,6 +1,6 @@
 // Softmax, LogSoftmax and Hardmax (2-D coercion before opset 13, per axis from 13).
+#include "cpu/vec_math.h"
 #include "kernels/ops.h"
-#include "kernels/vec_math.h"
 
 #include <algorithm>
 #include <cmath>
@@ -35,13 +35,13 @@ Expected<SoftmaxPlan> planSoftmax(const OpContext& ctx, std::span<const int64_t>
 }
 
 void softmaxRowFloat(const float* x, float* y, int64_t n) {
-  float mx = vecMax(x, static_cast<size_t>(n));
+  float mx = cpu::vecMax(x, static_cast<size_t>(n));
   if (std::isinf(mx)) {  // all -inf (or +inf present): fall back to the definition
     for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i] - mx);
   } else {
-    float sum = vecExpShiftSum(x, y, static_cast<size_t>(n), mx);
+    float sum = cpu::vecExpShiftSum(x, y, static_cast<size_t>(n), mx);
     float inv = 1.0f / sum;
-    vecBinary(BinaryOp::Mul, y, 1, &inv, 0, y, static_cast<size_t>(n));
+    cpu::vecBinary(cpu::BinaryOp::Mul, y, 1, &inv, 0, y, static_cast<size_t>(n));
     return;
   }
   float sum = 0;

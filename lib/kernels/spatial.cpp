@@ -1,7 +1,7 @@
 // Sliding-window output sizes and padding (explicit pads or auto_pad), and padded input planes, shared by Conv
 // and pooling.
 #include "kernels/spatial.h"
-#include "kernels/vec_math.h"
+#include "cpu/vec_math.h"
 
 #include <algorithm>
 
@@ -101,7 +101,7 @@ void copyPhase(const float* src, int64_t width, int64_t first, int64_t stride, f
   std::fill(dst, dst + lo, fill);
   const float* in = src + (lo * s + first);  // input column of dst[lo]
   if constexpr (S == 1) std::copy(in, in + (hi - lo), dst + lo);
-  else if constexpr (S == 2) vecGatherEven(in, dst + lo, static_cast<size_t>(hi - lo));
+  else if constexpr (S == 2) cpu::vecGatherEven(in, dst + lo, static_cast<size_t>(hi - lo));
   else
     for (int64_t j = lo; j < hi; ++j) dst[j] = in[(j - lo) * s];
   std::fill(dst + hi, dst + count, fill);

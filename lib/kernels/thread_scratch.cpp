@@ -1,5 +1,8 @@
 #include "kernels/thread_scratch.h"
 
+#include "cpu/gemm.h"
+#include "kernels/kernels.h"
+
 #include <algorithm>
 #include <atomic>
 
@@ -52,6 +55,18 @@ void reserveThreadScratch() {
   s.convColumns.reserve(mark(6));
   s.poolOnes.reserve(mark(7));
   s.poolDivisors.reserve(mark(8));
+}
+
+}  // namespace ctxkit::kernels
+
+namespace ctxkit::kernels {
+
+std::unique_ptr<ThreadPool> makeThreadPool(int threads) {
+  static const cpu::ThreadScratchHooks hooks[] = {
+      {.start = cpu::reserveGemmScratch},
+      {.note = [] { noteThreadScratch(); }, .epoch = threadScratchEpoch, .reserve = reserveThreadScratch},
+  };
+  return std::make_unique<ThreadPool>(threads, hooks);
 }
 
 }  // namespace ctxkit::kernels

@@ -1,6 +1,6 @@
 // How a weight's bytes are arranged. Plain is the ONNX row-major order; the GEMM panel layouts hold a 2-D weight
 // as the B operand of a matrix product, cut into panels the GEMM micro-kernel reads directly (no packing at run
-// time). kernels::packWeight is the one definition of each layout's bytes.
+// time). cpu::packWeight is the one definition of each layout's bytes.
 #pragma once
 
 #include <cstdint>

@@ -445,7 +445,7 @@ Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options
 }
 
 CtxKitEp::CtxKitEp(const Api& api, EpConfig config)
-    : OrtEp{}, api_(api), config_(std::move(config)), pool_(std::make_unique<kernels::ThreadPool>(config_.threads)) {
+    : OrtEp{}, api_(api), config_(std::move(config)), pool_(kernels::makeThreadPool(config_.threads)) {
   ort_version_supported = ORT_API_VERSION;
   GetName = getName;
   GetCapability = getCapabilityImpl;

@@ -1,7 +1,7 @@
 // Binding and executing compiled programs.
 #include "runtime/compiled_program.h"
 
-#include "kernels/gemm.h"
+#include "cpu/gemm.h"
 #include "kernels/prepared.h"
 #include "support/checked.h"
 
@@ -202,9 +202,8 @@ CompiledProgram::create(program::Program prog, std::shared_ptr<const format::Con
                               d.name, d.index, w.sources.front().model));
       }
       if (packHere) {
-        CTX_ASSIGN_OR_RETURN(
-            cp->weights_[t],
-            kernels::packWeight(d.layout, cp->weights_[t]).addContext(fmt::format("tensor '{}'", d.name)));
+        CTX_ASSIGN_OR_RETURN(cp->weights_[t],
+                             cpu::packWeight(d.layout, cp->weights_[t]).addContext(fmt::format("tensor '{}'", d.name)));
         if (cp->weights_[t].byteSize() != d.size)
           return fail(makeError(ErrorCode::InvalidGraph, "tensor '{}' records {} bytes in layout {} but packs to {}",
                                 d.name, d.size, ops::layoutName(d.layout), cp->weights_[t].byteSize()));

@@ -308,7 +308,7 @@ struct Session::Impl {
         return makeError(ErrorCode::InvalidGraph, "{}: graph output '{}' is never produced", displayName, out.name);
     for (const auto& out : g.outputs) keep.insert(out.name);
     prepareFallbackAhead();
-    pool = std::make_unique<kernels::ThreadPool>(std::max(1, options.threads));
+    pool = kernels::makeThreadPool(std::max(1, options.threads));
     return Status::ok();
   }
 

@@ -1,7 +1,7 @@
 // Weight pools into context binaries, and where pooled weights live in source models.
 #include "weightshare/source_weights.h"
 
-#include "kernels/gemm.h"
+#include "cpu/gemm.h"
 
 #include <array>
 #include <condition_variable>
@@ -123,7 +123,7 @@ private:
   void run(size_t worker, size_t from) {
     uint64_t sequence = 0;  // of the next piece, from this run's start
     for (size_t j = from; j < weights_.size(); ++j) {
-      auto stream = kernels::PackedWeightStream::open(weights_[j]->layout, weights_[j]->tensor, kPieceBytes);
+      auto stream = cpu::PackedWeightStream::open(weights_[j]->layout, weights_[j]->tensor, kPieceBytes);
       for (bool end = false; !end; ++sequence) {
         if (sequence % kWorkers != worker) {  // the other's piece: the same boundaries on both streams
           end = !stream || !stream->skip();

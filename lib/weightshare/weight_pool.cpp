@@ -1,7 +1,7 @@
 // Content-addressed weight interning.
 #include "weightshare/weight_pool.h"
 
-#include "kernels/gemm.h"
+#include "cpu/gemm.h"
 
 #include <algorithm>
 #include <array>
@@ -24,7 +24,7 @@ public:
     if (w.layout.plain()) {
       p.plain_ = w.tensor.bytes();
     } else {
-      CTX_ASSIGN_OR_RETURN(auto stream, kernels::PackedWeightStream::open(w.layout, w.tensor, kPieceBytes));
+      CTX_ASSIGN_OR_RETURN(auto stream, cpu::PackedWeightStream::open(w.layout, w.tensor, kPieceBytes));
       p.packed_.emplace(std::move(stream));
     }
     return p;
@@ -38,7 +38,7 @@ public:
 
 private:
   std::span<const std::byte> plain_;
-  std::optional<kernels::PackedWeightStream> packed_;
+  std::optional<cpu::PackedWeightStream> packed_;
 };
 
 // A fingerprint samples kSamples windows of kWindow bytes spread evenly over the stored bytes, at multiples of 4 so
@@ -55,9 +55,9 @@ Expected<Hash128> fingerprintOf(const PooledWeight& w) {
     }));
     return hasher.digest();
   }
-  std::optional<kernels::PackedWeightStream> packed;
+  std::optional<cpu::PackedWeightStream> packed;
   if (!w.layout.plain()) {
-    CTX_ASSIGN_OR_RETURN(auto stream, kernels::PackedWeightStream::open(w.layout, w.tensor));
+    CTX_ASSIGN_OR_RETURN(auto stream, cpu::PackedWeightStream::open(w.layout, w.tensor));
     packed.emplace(std::move(stream));
   }
   std::array<std::byte, kWindow> window;

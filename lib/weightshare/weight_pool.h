@@ -22,7 +22,7 @@ namespace ctxkit::weightshare {
 
 struct PooledWeight {
   ir::Tensor tensor;         // the plain bytes; keeps them alive (a mapped source file or a lowered buffer)
-  ops::WeightLayout layout;  // how they are stored: Plain as they are, a panel layout packed (kernels::packWeight)
+  ops::WeightLayout layout;  // how they are stored: Plain as they are, a panel layout packed (cpu::packWeight)
   ir::ElemType type = ir::ElemType::Undefined;  // of the stored form: a packed weight is 1-D
   ir::Shape shape;
   uint64_t size = 0;    // stored bytes

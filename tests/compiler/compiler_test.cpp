@@ -3,7 +3,7 @@
 #include "codegen/lower.h"
 #include "codegen/memory_plan.h"
 #include "graph_builder.h"
-#include "kernels/gemm.h"
+#include "cpu/gemm.h"
 #include "partitioner/partitioner.h"
 #include "weightshare/source_weights.h"
 #include "weightshare/weight_pool.h"
@@ -172,7 +172,7 @@ TEST_CASE("packed weights are pooled as recipes: sampled, hashed only to tell lo
   const ops::WeightLayout transposed{ops::WeightLayoutKind::GemmPanelsTransposed, 8, 7};
   auto b = floatInit("b", {20, 13}, 1.0f).tensor;
   auto sameBytes = floatInit("b2", {20, 13}, 1.0f).tensor;  // other storage, equal bytes
-  auto packed = kernels::packWeight(panels, b);
+  auto packed = cpu::packWeight(panels, b);
   REQUIRE(packed);
   // A plain 1-D weight whose bytes are exactly b's packed bytes: the same stored weight.
   auto packedCopy = ir::Tensor::copyOf(ir::ElemType::Float, packed->shape(), packed->bytes());
@@ -194,7 +194,7 @@ TEST_CASE("packed weights are pooled as recipes: sampled, hashed only to tell lo
   CHECK(w.shape == packed->shape());
   CHECK(w.size == packed->byteSize());
   CHECK(*w.storedHash() == hash128(packed->bytes()));
-  CHECK(*pool.weights()[2].storedHash() == hash128(kernels::packWeight(transposed, b)->bytes()));
+  CHECK(*pool.weights()[2].storedHash() == hash128(cpu::packWeight(transposed, b)->bytes()));
   CHECK_FALSE(pool.intern(floatInit("v", {4}).tensor, panels));  // a 1-D weight has no panel layout
 
   // The container gets the packed bytes, produced while it is written, under the hash of those bytes.
@@ -227,7 +227,7 @@ TEST_CASE("packed weights are pooled as recipes: sampled, hashed only to tell lo
     auto opened = format::ContainerView::open(written, nullptr, "large.bin");
     REQUIRE(opened);
     REQUIRE(opened->weights().size() == 3);
-    CHECK(opened->weights()[1].hash == hash128(kernels::packWeight(panels, second)->bytes()));
+    CHECK(opened->weights()[1].hash == hash128(cpu::packWeight(panels, second)->bytes()));
   }
   // A producer that gives the wrong byte count fails the write instead of leaving a short weight.
   format::ContainerWriter wrong(format::CompatInfo{"ctxkit", "test", "cpu", "1"});
@@ -263,7 +263,7 @@ TEST_CASE("a pool's packed weights are packed ahead of the writer, across weight
   REQUIRE(view->verify());
   for (size_t i = 0; i < added.size(); ++i) {
     const auto& [tensor, layout] = added[i];
-    auto stored = layout.plain() ? std::optional(tensor) : std::optional(*kernels::packWeight(layout, tensor));
+    auto stored = layout.plain() ? std::optional(tensor) : std::optional(*cpu::packWeight(layout, tensor));
     REQUIRE(view->weightBytes(i).size() == stored->byteSize());
     CHECK(std::memcmp(view->weightBytes(i).data(), stored->data(), stored->byteSize()) == 0);
     CHECK(view->weights()[i].hash == hash128(stored->bytes()));

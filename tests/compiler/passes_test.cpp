@@ -3,7 +3,7 @@
 #include "analysis/analysis.h"
 #include "codegen/lower.h"
 #include "graph_builder.h"
-#include "kernels/gemm.h"
+#include "cpu/gemm.h"
 #include "kernels/kernels.h"
 #include "partitioner/partitioner.h"
 #include "weightshare/weight_pool.h"
@@ -41,7 +41,7 @@ ir::Tensor executeProgram(const program::Program& p, const weightshare::WeightPo
     if (d.kind == program::TensorKind::Weight) {
       // The pool keeps a packed weight as its plain source and packs it when the container is written.
       const auto& w = pool.weights()[d.index];
-      auto stored = w.layout.plain() ? Expected<ir::Tensor>(w.tensor) : kernels::packWeight(w.layout, w.tensor);
+      auto stored = w.layout.plain() ? Expected<ir::Tensor>(w.tensor) : cpu::packWeight(w.layout, w.tensor);
       REQUIRE(stored);
       bound[t] = *stored;
     }

@@ -7,7 +7,7 @@
 #include "../common/material.h"
 #include "kernel_test_util.h"
 
-#include "kernels/convert.h"
+#include "cpu/convert.h"
 #include "onnx_io/onnx_io.h"
 
 #include <algorithm>
@@ -38,7 +38,7 @@ const std::map<std::string, std::string> kKnownFailures = {
 };
 
 // Element types the kernels are expected to handle in conformance data.
-bool typeInScope(ir::ElemType t) { return kernels::isConvertible(t); }
+bool typeInScope(ir::ElemType t) { return cpu::isConvertible(t); }
 
 bool isFloat(ir::ElemType t) {
   return t == ir::ElemType::Float || t == ir::ElemType::Double || t == ir::ElemType::Float16 ||
@@ -61,8 +61,8 @@ std::string compare(const ir::Tensor& got, const ir::Tensor& want) {
     return {};
   }
   std::vector<double> g(n), w(n);
-  if (!kernels::convertElements(got.type(), got.data(), ir::ElemType::Double, g.data(), n).isOk() ||
-      !kernels::convertElements(want.type(), want.data(), ir::ElemType::Double, w.data(), n).isOk())
+  if (!cpu::convertElements(got.type(), got.data(), ir::ElemType::Double, g.data(), n).isOk() ||
+      !cpu::convertElements(want.type(), want.data(), ir::ElemType::Double, w.data(), n).isOk())
     return "cannot convert values for comparison";
   for (size_t i = 0; i < n; ++i) {
     if (std::isnan(w[i]) && std::isnan(g[i])) continue;

@@ -1,8 +1,8 @@
 // Elementwise kernels: broadcasting arithmetic, integer division, Pow with mixed types, activations, errors.
 #include "kernel_test_util.h"
 
-#include "kernels/convert.h"
-#include "kernels/vec_math.h"
+#include "cpu/convert.h"
+#include "cpu/vec_math.h"
 
 #include <limits>
 
@@ -156,7 +156,7 @@ TEST_CASE("vectorized math stays close to libm over a wide range") {
   xs.push_back(INFINITY);
   xs.push_back(-INFINITY);
   std::vector<float> out(xs.size());
-  kernels::vecExp(xs.data(), out.data(), xs.size());
+  cpu::vecExp(xs.data(), out.data(), xs.size());
   for (size_t i = 0; i < xs.size(); ++i) {
     float want = std::exp(xs[i]);
     INFO("exp(" << xs[i] << ") = " << out[i] << " want " << want);
@@ -167,35 +167,35 @@ TEST_CASE("vectorized math stays close to libm over a wide range") {
     else
       REQUIRE(std::fabs(out[i] - want) <= 3e-7f * want + 1e-44f);
   }
-  kernels::vecTanh(xs.data(), out.data(), xs.size());
+  cpu::vecTanh(xs.data(), out.data(), xs.size());
   for (size_t i = 0; i + 1 < xs.size(); ++i)
     if (!std::isnan(xs[i])) REQUIRE(std::fabs(out[i] - std::tanh(xs[i])) <= 3e-7f);
-  kernels::vecErf(xs.data(), out.data(), xs.size());
+  cpu::vecErf(xs.data(), out.data(), xs.size());
   for (size_t i = 0; i < xs.size(); ++i)
     if (!std::isnan(xs[i])) REQUIRE(std::fabs(out[i] - std::erf(xs[i])) <= 3e-7f);
-  kernels::vecSigmoid(xs.data(), out.data(), xs.size());
+  cpu::vecSigmoid(xs.data(), out.data(), xs.size());
   for (size_t i = 0; i < xs.size(); ++i)
     if (!std::isnan(xs[i])) REQUIRE(std::fabs(out[i] - 1.0f / (1.0f + std::exp(-xs[i]))) <= 3e-7f);
   // Tiny inputs keep their relative accuracy (no cancellation near zero).
   float tiny[2] = {1e-6f, -3e-5f}, r[2];
-  kernels::vecTanh(tiny, r, 2);
+  cpu::vecTanh(tiny, r, 2);
   REQUIRE(std::fabs(r[0] - 1e-6f) < 1e-12f);
-  kernels::vecErf(tiny, r, 2);
+  cpu::vecErf(tiny, r, 2);
   REQUIRE(std::fabs(r[1] - std::erf(-3e-5f)) < 1e-11f);
 }
 
 TEST_CASE("float16 inputs compute through float32") {
-  std::vector<uint16_t> a{kernels::floatToHalf(1.5f), kernels::floatToHalf(-2.0f)};
-  std::vector<uint16_t> b{kernels::floatToHalf(0.25f), kernels::floatToHalf(4.0f)};
+  std::vector<uint16_t> a{cpu::floatToHalf(1.5f), cpu::floatToHalf(-2.0f)};
+  std::vector<uint16_t> b{cpu::floatToHalf(0.25f), cpu::floatToHalf(4.0f)};
   auto ta = typed(ElemType::Float16, {2}, a);
   auto tb = typed(ElemType::Float16, {2}, b);
   auto y = Op(OpKind::Mul).run1({&ta, &tb});
   REQUIRE(y.type() == ElemType::Float16);
   auto v = values<uint16_t>(y);
-  REQUIRE(kernels::halfToFloat(v[0]) == 0.375f);
-  REQUIRE(kernels::halfToFloat(v[1]) == -8.0f);
+  REQUIRE(cpu::halfToFloat(v[0]) == 0.375f);
+  REQUIRE(cpu::halfToFloat(v[1]) == -8.0f);
   auto r = Op(OpKind::Relu).run1({&ta});
-  REQUIRE(kernels::halfToFloat(values<uint16_t>(r)[1]) == 0.0f);
+  REQUIRE(cpu::halfToFloat(values<uint16_t>(r)[1]) == 0.0f);
 }
 
 TEST_CASE("fused activation attribute on Gemm") {

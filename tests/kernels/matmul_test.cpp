@@ -1,7 +1,7 @@
 // MatMul, Gemm and the blocked sgemm, checked against naive loops on odd sizes, with and without threads.
 #include "kernel_test_util.h"
 
-#include "kernels/gemm.h"
+#include "cpu/gemm.h"
 #include "support/hash.h"
 
 #include <cstring>
@@ -53,7 +53,7 @@ TEST_CASE("sgemm matches a naive triple loop on odd sizes") {
         auto want = naiveGemm(ta, tb, s.m, s.n, s.k, alpha, A, B, beta, C);
         std::vector<float> got = C;
         if (beta == 0.0f) std::fill(got.begin(), got.end(), std::numeric_limits<float>::quiet_NaN());
-        kernels::sgemm(ta, tb, s.m, s.n, s.k, alpha, A.data(), ta ? s.m : s.k, B.data(), tb ? s.k : s.n, beta,
+        cpu::sgemm(ta, tb, s.m, s.n, s.k, alpha, A.data(), ta ? s.m : s.k, B.data(), tb ? s.k : s.n, beta,
                        got.data(), s.n, threaded ? &pool : nullptr);
         INFO(s.m << "x" << s.n << "x" << s.k << " transA=" << ta << " transB=" << tb << " threads=" << threaded);
         for (size_t i = 0; i < got.size(); ++i)
@@ -67,7 +67,7 @@ TEST_CASE("sgemm honours leading dimensions larger than the matrix") {
   const size_t M = 9, N = 11, K = 7, lda = 10, ldb = 15, ldc = 20;
   auto A = randomFloats(M * lda, 4), B = randomFloats(K * ldb, 5);
   std::vector<float> C(M * ldc, 7.0f);
-  kernels::sgemm(false, false, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), ldc, nullptr);
+  cpu::sgemm(false, false, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), ldc, nullptr);
   for (size_t i = 0; i < M; ++i) {
     for (size_t j = 0; j < N; ++j) {
       double acc = 0;
@@ -76,7 +76,7 @@ TEST_CASE("sgemm honours leading dimensions larger than the matrix") {
     }
     for (size_t j = N; j < ldc; ++j) REQUIRE(C[i * ldc + j] == 7.0f);  // untouched padding
   }
-  REQUIRE(std::string(kernels::sgemmKernelName()).size() > 0);
+  REQUIRE(std::string(cpu::sgemmKernelName()).size() > 0);
 }
 
 TEST_CASE("packed panels put B's elements where docs/format/program-v4.md says") {
@@ -88,9 +88,9 @@ TEST_CASE("packed panels put B's elements where docs/format/program-v4.md says")
     if (transposed)
       for (size_t k = 0; k < K; ++k)
         for (size_t j = 0; j < N; ++j) src[j * K + k] = B[k * N + j];
-    REQUIRE(kernels::panelElements(K, N, W) == K * P * W);
-    std::vector<float> packed(kernels::panelElements(K, N, W), -1.0f);
-    kernels::packPanels(transposed, src.data(), transposed ? K : N, K, N, W, D, packed.data());
+    REQUIRE(cpu::panelElements(K, N, W) == K * P * W);
+    std::vector<float> packed(cpu::panelElements(K, N, W), -1.0f);
+    cpu::packPanels(transposed, src.data(), transposed ? K : N, K, N, W, D, packed.data());
     for (size_t k = 0; k < K; ++k)
       for (size_t col = 0; col < P * W; ++col) {
         size_t b = k / D, rows = std::min(D, K - b * D), p = col / W, j = col % W;
@@ -115,9 +115,9 @@ TEST_CASE("a weight packed a few panels at a time gives packWeight's bytes, hash
           for (size_t chunk : {size_t{1}, size_t{1000}, size_t{1} << 20}) {
             const ops::WeightLayout layout{kind, width, depth};
             INFO(s.rows << "x" << s.cols << " " << ops::layoutName(layout) << " pieces of " << chunk << " bytes");
-            auto packed = kernels::packWeight(layout, weight);
+            auto packed = cpu::packWeight(layout, weight);
             REQUIRE(packed);
-            auto stream = kernels::PackedWeightStream::open(layout, weight, chunk);
+            auto stream = cpu::PackedWeightStream::open(layout, weight, chunk);
             REQUIRE(stream);
             CHECK(stream->byteSize() == packed->byteSize());
             // The widest piece: as many panels of one block as fit in `chunk`, and at least one.
@@ -144,8 +144,8 @@ TEST_CASE("a weight packed a few panels at a time gives packWeight's bytes, hash
               elementsMatch = elementsMatch && stream->element(i) == packed->dataAs<float>()[i];
             CHECK(elementsMatch);
             // Two streams taking every other piece (one packs where the other skips) give the pieces in order.
-            auto even = kernels::PackedWeightStream::open(layout, weight, chunk);
-            auto odd = kernels::PackedWeightStream::open(layout, weight, chunk);
+            auto even = cpu::PackedWeightStream::open(layout, weight, chunk);
+            auto odd = cpu::PackedWeightStream::open(layout, weight, chunk);
             REQUIRE((even && odd));
             std::vector<float> buffer(even->maxPieceElements());
             size_t at = 0;
@@ -165,9 +165,9 @@ TEST_CASE("a weight packed a few panels at a time gives packWeight's bytes, hash
   }
   // The same refusals as packWeight's.
   const ir::Tensor vector = ir::Tensor::fromVector(ir::ElemType::Float, {4}, std::vector<float>(4));
-  CHECK_FALSE(kernels::PackedWeightStream::open(ops::WeightLayout{ops::WeightLayoutKind::GemmPanels, 8, 256}, vector));
+  CHECK_FALSE(cpu::PackedWeightStream::open(ops::WeightLayout{ops::WeightLayoutKind::GemmPanels, 8, 256}, vector));
   const ir::Tensor matrix = ir::Tensor::fromVector(ir::ElemType::Float, {2, 2}, std::vector<float>(4));
-  CHECK_FALSE(kernels::PackedWeightStream::open(ops::WeightLayout{ops::WeightLayoutKind::GemmPanels, 12, 256}, matrix));
+  CHECK_FALSE(cpu::PackedWeightStream::open(ops::WeightLayout{ops::WeightLayoutKind::GemmPanels, 12, 256}, matrix));
 }
 
 TEST_CASE("sgemmPanels matches a naive triple loop for every panel width, depth and shape") {
@@ -175,7 +175,7 @@ TEST_CASE("sgemmPanels matches a naive triple loop for every panel width, depth 
   struct Size {
     size_t m, n, k;
   };
-  REQUIRE(kernels::isPanelWidth(kernels::sgemmNaturalPanelWidth()));
+  REQUIRE(cpu::isPanelWidth(cpu::sgemmNaturalPanelWidth()));
   for (Size s : {Size{1, 1, 1}, Size{1, 70, 300}, Size{2, 33, 17}, Size{7, 13, 5}, Size{65, 129, 600},
                  Size{150, 2100, 9}}) {
     for (size_t width : {8, 16, 32}) {
@@ -188,12 +188,12 @@ TEST_CASE("sgemmPanels matches a naive triple loop for every panel width, depth 
           float alpha = variant == 3 ? 0.5f : 1.0f;
           float beta = variant == 1 ? 0.0f : (variant == 2 ? 2.0f : 1.0f);
           auto want = naiveGemm(ta, tb, s.m, s.n, s.k, alpha, A, B, beta, C);
-          std::vector<float> packed(kernels::panelElements(s.k, s.n, width));
-          kernels::packPanels(tb, B.data(), tb ? s.k : s.n, s.k, s.n, width, depth, packed.data());
-          kernels::PanelsB panels{packed.data(), s.k, s.n, width, depth, {}};
+          std::vector<float> packed(cpu::panelElements(s.k, s.n, width));
+          cpu::packPanels(tb, B.data(), tb ? s.k : s.n, s.k, s.n, width, depth, packed.data());
+          cpu::PanelsB panels{packed.data(), s.k, s.n, width, depth, {}};
           std::vector<float> got = C;
           if (beta == 0.0f) std::fill(got.begin(), got.end(), std::numeric_limits<float>::quiet_NaN());
-          kernels::sgemmPanels(ta, s.m, alpha, A.data(), ta ? s.m : s.k, panels, beta, got.data(), s.n,
+          cpu::sgemmPanels(ta, s.m, alpha, A.data(), ta ? s.m : s.k, panels, beta, got.data(), s.n,
                                variant % 2 ? &pool : nullptr);
           INFO(s.m << "x" << s.n << "x" << s.k << " width " << width << " depth " << depth << " transA=" << ta
                    << " transB=" << tb);

@@ -2,7 +2,7 @@
 // ONNX definition written out here (exact integer sums, then the float requantization with halves to even), and the
 // 8-bit GEMM kernels they run on against each other.
 #include "kernel_test_util.h"
-#include "kernels/qgemm.h"
+#include "cpu/qgemm.h"
 
 #include <cmath>
 
@@ -55,7 +55,7 @@ TEST_CASE("MatMulInteger with per-row and per-column zero points, and QLinearMat
 }
 
 TEST_CASE("The 8-bit GEMM kernels agree with the exact sums and the requantization, tails and corrections included") {
-  using namespace ctxkit::kernels::detail;
+  using namespace ctxkit::cpu;
   uint32_t seed = 12345;
   auto next = [&] {
     seed = seed * 1664525u + 1013904223u;

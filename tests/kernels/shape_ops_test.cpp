@@ -2,7 +2,7 @@
 // Gather, Slice (attributes vs inputs), Identity, Cast and Constant.
 #include "kernel_test_util.h"
 
-#include "kernels/convert.h"
+#include "cpu/convert.h"
 
 #include <algorithm>
 #include <limits>
@@ -188,8 +188,8 @@ TEST_CASE("Cast between numeric types, bool and float16") {
   REQUIRE(values<uint8_t>(b) == std::vector<uint8_t>{1, 0, 1, 1, 1});
   auto h = Op(OpKind::Cast).i("to", 10).run1({&x});
   auto hv = values<uint16_t>(h);
-  REQUIRE(kernels::halfToFloat(hv[0]) == Approx(-1.7f).epsilon(1e-3));
-  REQUIRE(std::isnan(kernels::halfToFloat(hv[4])));
+  REQUIRE(cpu::halfToFloat(hv[0]) == Approx(-1.7f).epsilon(1e-3));
+  REQUIRE(std::isnan(cpu::halfToFloat(hv[4])));
   auto back = Op(OpKind::Cast).i("to", 1).run1({&h});
   REQUIRE(values<float>(back)[3] == 300);
   auto big = int64s({2}, {(1LL << 40) + 5, -1});
@@ -198,21 +198,21 @@ TEST_CASE("Cast between numeric types, bool and float16") {
   auto d = Op(OpKind::Cast).i("to", 11).run1({&big});
   REQUIRE(values<double>(d)[0] == double((1LL << 40) + 5));
   auto bf = Op(OpKind::Cast).i("to", 16).run1({&x});
-  REQUIRE(kernels::bfloat16ToFloat(values<uint16_t>(bf)[3]) == 300);
+  REQUIRE(cpu::bfloat16ToFloat(values<uint16_t>(bf)[3]) == 300);
   REQUIRE(Op(OpKind::Cast).i("to", 8).fails({&x}).code() == ErrorCode::Unsupported);
   REQUIRE(Op(OpKind::Cast).fails({&x}).message() == "node 'n1' (Cast): required attribute to is missing");
 }
 
 TEST_CASE("float16 conversion rounds to nearest even and handles subnormals and overflow") {
-  REQUIRE(kernels::floatToHalf(1.0f) == 0x3c00);
-  REQUIRE(kernels::floatToHalf(65504.0f) == 0x7bff);
-  REQUIRE(kernels::floatToHalf(65520.0f) == 0x7c00);
-  REQUIRE(kernels::floatToHalf(-0.0f) == 0x8000);
-  REQUIRE(kernels::floatToHalf(5.9604645e-8f) == 0x0001);       // smallest subnormal
-  REQUIRE(kernels::floatToHalf(2.98e-8f) == 0x0000);            // just below half of it
-  REQUIRE(kernels::floatToHalf(1.0f + 1.0f / 2048) == 0x3c00);  // tie to even
-  REQUIRE(kernels::floatToHalf(1.0f + 3.0f / 2048) == 0x3c02);
-  for (uint32_t h = 0; h < 0x7c00; ++h) REQUIRE(kernels::floatToHalf(kernels::halfToFloat(uint16_t(h))) == h);
+  REQUIRE(cpu::floatToHalf(1.0f) == 0x3c00);
+  REQUIRE(cpu::floatToHalf(65504.0f) == 0x7bff);
+  REQUIRE(cpu::floatToHalf(65520.0f) == 0x7c00);
+  REQUIRE(cpu::floatToHalf(-0.0f) == 0x8000);
+  REQUIRE(cpu::floatToHalf(5.9604645e-8f) == 0x0001);       // smallest subnormal
+  REQUIRE(cpu::floatToHalf(2.98e-8f) == 0x0000);            // just below half of it
+  REQUIRE(cpu::floatToHalf(1.0f + 1.0f / 2048) == 0x3c00);  // tie to even
+  REQUIRE(cpu::floatToHalf(1.0f + 3.0f / 2048) == 0x3c02);
+  for (uint32_t h = 0; h < 0x7c00; ++h) REQUIRE(cpu::floatToHalf(cpu::halfToFloat(uint16_t(h))) == h);
 }
 
 TEST_CASE("Constant from value, value_float(s) and value_int(s)") {

@@ -1,5 +1,5 @@
 // Prepared ops compute what the table's one-shot path computes, check their inputs, and fail at prepare time.
-#include "kernels/gemm.h"
+#include "cpu/gemm.h"
 #include "kernels/kernels.h"
 
 #include <catch2/catch.hpp>
@@ -130,7 +130,7 @@ TEST_CASE("a prepared MatMul reads B stored in panels in place and computes the 
   REQUIRE(want);
   for (size_t width : {8, 16, 32}) {
     const ops::WeightLayout layout{ops::WeightLayoutKind::GemmPanels, static_cast<uint16_t>(width), 16};
-    auto packed = kernels::packWeight(layout, b);
+    auto packed = cpu::packWeight(layout, b);
     REQUIRE(packed);
     std::vector<kernels::ValueDesc> descs{describe(a, false), describe(b, true)};
     descs[1].value = &*packed;  // the stored tensor; the desc keeps B's logical shape
@@ -138,7 +138,7 @@ TEST_CASE("a prepared MatMul reads B stored in panels in place and computes the 
     auto op = kernels::prepare(ctx, descs, 1, layouts);
     INFO((op ? std::string() : op.error().message()));
     REQUIRE(op);
-    CHECK((*op)->suboptimal().empty() == (width >= kernels::sgemmNaturalPanelWidth()));  // narrower panels warn
+    CHECK((*op)->suboptimal().empty() == (width >= cpu::sgemmNaturalPanelWidth()));  // narrower panels warn
     auto y = ir::Tensor::allocate(ElemType::Float, {2, 3, 70});
     REQUIRE(y);
     std::vector<const ir::Tensor*> runIns{&a, &*packed};
@@ -153,7 +153,7 @@ TEST_CASE("a packed weight in a place that does not read panels is refused at pr
   const ir::Tensor x = randomTensor(ElemType::Float, {8, 8}, 13);
   const ir::Tensor w = randomTensor(ElemType::Float, {8, 8}, 14);
   const ops::WeightLayout panels{ops::WeightLayoutKind::GemmPanels, 8, 256};
-  auto packed = kernels::packWeight(panels, w);
+  auto packed = cpu::packWeight(panels, w);
   REQUIRE(packed);
   ir::Attributes none;
   std::vector<kernels::ValueDesc> descs{describe(x, false), describe(w, true)};
@@ -168,7 +168,7 @@ TEST_CASE("a packed weight in a place that does not read panels is refused at pr
   auto gemm = kernels::prepare(kernels::OpContext{OpKind::Gemm, 13, transB, "gemm"}, descs, 1, layouts);
   REQUIRE_FALSE(gemm);
   CHECK_THAT(gemm.error().message(), Catch::Contains("which this op does not read"));
-  CHECK_FALSE(kernels::packWeight(panels, x.reshaped({64}).value()));
+  CHECK_FALSE(cpu::packWeight(panels, x.reshaped({64}).value()));
 }
 
 TEST_CASE("a prepared Conv with few output positions multiplies by its packed weight and matches the one-shot path",
@@ -203,7 +203,7 @@ TEST_CASE("a prepared Conv with few output positions multiplies by its packed we
     // as its stored 1-D tensor; depth 16 cuts K into several blocks.
     for (uint16_t width : {8, 16, 32}) {
       const ops::WeightLayout layout{ops::WeightLayoutKind::GemmPanelsTransposed, width, 16};
-      auto packed = kernels::packWeight(layout, w);
+      auto packed = cpu::packWeight(layout, w);
       REQUIRE(packed);
       std::vector<kernels::ValueDesc> stored = descs;
       stored[1].value = &*packed;
@@ -226,7 +226,7 @@ TEST_CASE("a Conv weight in panels is refused where the op cannot read it", "[op
   const ir::Tensor x = randomTensor(ElemType::Float, {1, 4, 2, 2}, 24);
   const ir::Tensor w = randomTensor(ElemType::Float, {4, 2, 1, 1}, 25);
   const ops::WeightLayout layout{ops::WeightLayoutKind::GemmPanelsTransposed, 8, 256};
-  auto packed = kernels::packWeight(layout, w);
+  auto packed = cpu::packWeight(layout, w);
   REQUIRE(packed);
   std::vector<kernels::ValueDesc> descs{describe(x, false), describe(w, true)};
   descs[1].value = &*packed;
@@ -237,5 +237,5 @@ TEST_CASE("a Conv weight in panels is refused where the op cannot read it", "[op
   REQUIRE_FALSE(op);
   CHECK_THAT(op.error().message(), Catch::Contains("which this op does not read"));
   // Untransposed panels hold 2-D weights only.
-  CHECK_FALSE(kernels::packWeight(ops::WeightLayout{ops::WeightLayoutKind::GemmPanels, 8, 256}, w));
+  CHECK_FALSE(cpu::packWeight(ops::WeightLayout{ops::WeightLayoutKind::GemmPanels, 8, 256}, w));
 }

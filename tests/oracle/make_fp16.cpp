@@ -1,7 +1,7 @@
 // Writes a float16 version of a float32 model for the ONNX Runtime oracle: every float32 initializer, Constant value
 // and graph input/output/value_info becomes float16 (the way converters make half-precision models).
 // usage: make_fp16 IN.onnx OUT.onnx
-#include "kernels/convert.h"
+#include "cpu/convert.h"
 #include "onnx_io/onnx_io.h"
 
 #include <cstdio>
@@ -13,7 +13,7 @@ namespace {
 ir::Tensor toHalf(const ir::Tensor& t) {
   if (t.type() != ir::ElemType::Float) return t;
   auto half = ir::Tensor::allocate(ir::ElemType::Float16, t.shape()).value();
-  for (uint64_t i = 0; i < t.elementCount(); ++i) half.mutableDataAs<uint16_t>()[i] = kernels::floatToHalf(t.dataAs<float>()[i]);
+  for (uint64_t i = 0; i < t.elementCount(); ++i) half.mutableDataAs<uint16_t>()[i] = cpu::floatToHalf(t.dataAs<float>()[i]);
   return half;
 }
 

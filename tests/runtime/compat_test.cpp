@@ -5,7 +5,7 @@
 #include "rebind_util.h"
 #include "epcontext/contract.h"
 #include "onnx_io/onnx_io.h"
-#include "kernels/gemm.h"
+#include "cpu/gemm.h"
 #include "runtime/compatibility.h"
 #include "runtime_test_util.h"
 
@@ -386,7 +386,7 @@ TEST_CASE("a format 1.0 deployment (version-1 programs, ctxkit 0.1.0) loads with
 TEST_CASE("weights packed in panels narrower than this CPU's kernel run, with PREFER_RECOMPILATION", "[runtime][compat]") {
   // A width narrower than this CPU's GEMM kernel: the program still reads the stored panels in place, and says that
   // recompiling would use the CPU better. (Wider panels run at full speed: see the built-in target below.)
-  const size_t natural = kernels::sgemmNaturalPanelWidth();
+  const size_t natural = cpu::sgemmNaturalPanelWidth();
   REQUIRE(natural >= 16);  // x86-64 with AVX2 or AVX-512: the kernels this project builds for CI and users
   const size_t other = natural / 2;
   Workspace ws("compat_panels");

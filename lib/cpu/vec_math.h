@@ -3,7 +3,7 @@
 
 #include <cstddef>
 
-namespace ctxkit::kernels {
+namespace ctxkit::cpu {
 
 // Each reads n floats from `in` and writes n to `out`; `in == out` is allowed.
 // Accuracy: exp within 2 ulp (subnormal results rounded through gradual underflow); tanh, sigmoid and erf
@@ -45,4 +45,4 @@ double vecSumSquaredDiff(const float* x, size_t n, float mean);  // sum (x - mea
 // y = (x - mean) * inv * scale + bias (bias may be null).
 void vecNormalize(const float* x, float* y, size_t n, float mean, float inv, const float* scale, const float* bias);
 
-}  // namespace ctxkit::kernels
+}  // namespace ctxkit::cpu

@@ -2,7 +2,7 @@
 // (vpdpbusd: four unsigned x signed byte products summed into each int32 lane), AVX2 (the same sums from 16-bit
 // multiply-adds, exact: no intermediate saturates), and portable C++. All three read the same packed operands and
 // apply the same epilogue arithmetic, so they give the same bits.
-#include "kernels/qgemm.h"
+#include "cpu/qgemm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,7 +16,7 @@
 #define CTX_QGEMM_X86 1
 #endif
 
-namespace ctxkit::kernels::detail {
+namespace ctxkit::cpu {
 
 namespace {
 
@@ -376,4 +376,4 @@ bool qgemmWithKernel(const char* name, const QGemm& g) {
   return false;
 }
 
-}  // namespace ctxkit::kernels::detail
+}  // namespace ctxkit::cpu

@@ -1,10 +1,10 @@
 // Float8/float4 encodings (round to nearest even, saturation per ONNX Cast) and packed 4-bit integers.
-#include "kernels/small_types.h"
+#include "cpu/small_types.h"
 
 #include <cmath>
 #include <limits>
 
-namespace ctxkit::kernels {
+namespace ctxkit::cpu {
 
 using ir::ElemType;
 
@@ -140,4 +140,4 @@ void storeSmall(ElemType t, const double* in, void* base, size_t begin, size_t n
   }
 }
 
-}  // namespace ctxkit::kernels
+}  // namespace ctxkit::cpu

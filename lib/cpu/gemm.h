@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-namespace ctxkit::kernels {
+namespace ctxkit::cpu {
 
 // C = alpha * op(A) * op(B) + beta * C, all row-major. op(A) is M x K (A is K x M when transA), op(B) is
 // K x N (B is N x K when transB); lda/ldb/ldc are row strides in elements. beta == 0 ignores C's old
@@ -99,4 +99,4 @@ private:
   int current_ = 0;
 };
 
-}  // namespace ctxkit::kernels
+}  // namespace ctxkit::cpu

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace ctxkit::kernels {
+namespace ctxkit::cpu {
 
 float halfToFloat(uint16_t bits);
 uint16_t floatToHalf(float value);  // round to nearest even; NaN stays NaN, overflow gives infinity
@@ -27,4 +27,4 @@ Status convertElements(ir::ElemType from, const void* src, ir::ElemType to, void
 Status convertElementRange(ir::ElemType from, const void* src, ir::ElemType to, void* dst, size_t begin, size_t end,
                            bool saturate = true);
 
-}  // namespace ctxkit::kernels
+}  // namespace ctxkit::cpu

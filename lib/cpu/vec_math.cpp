@@ -1,13 +1,13 @@
 // Vectorizable float32 exp/tanh/sigmoid/erf/gelu: polynomial approximations over fixed-size local blocks.
-#include "kernels/vec_math.h"
-#include "kernels/simd.h"
+#include "cpu/vec_math.h"
+#include "cpu/simd.h"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 
-namespace ctxkit::kernels {
+namespace ctxkit::cpu {
 
 namespace {
 
@@ -390,4 +390,4 @@ CTX_SIMD_CLONES void vecNormalize(const float* x, float* y, size_t n, float mean
   for (; i < n; ++i) y[i] = (x[i] - mean) * inv * scale[i] + (bias ? bias[i] : 0.0f);
 }
 
-}  // namespace ctxkit::kernels
+}  // namespace ctxkit::cpu

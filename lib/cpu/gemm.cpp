@@ -1,8 +1,8 @@
 // Float32 GEMM: packed A blocks and B panels, a register-blocked micro-kernel in plain C++ compiled for the
 // CPU's widest vector ISA (picked at run time), threads over row blocks and column strips.
-#include "kernels/gemm.h"
+#include "cpu/gemm.h"
 
-#include "kernels/simd.h"
+#include "cpu/simd.h"
 
 #include <algorithm>
 #include <array>
@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ctxkit::kernels {
+namespace ctxkit::cpu {
 
 namespace {
 
@@ -536,4 +536,4 @@ void sgemmPanels(bool transA, size_t M, float alpha, const float* A, size_t lda,
   }
 }
 
-}  // namespace ctxkit::kernels
+}  // namespace ctxkit::cpu

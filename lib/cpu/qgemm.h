@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace ctxkit::kernels::detail {
+namespace ctxkit::cpu {
 
 inline constexpr size_t kQuad = 4;
 
@@ -67,4 +67,4 @@ void qgemm(const QGemm& g, ThreadPool* pool);
 // must be padded to 32 columns.
 bool qgemmWithKernel(const char* name, const QGemm& g);
 
-}  // namespace ctxkit::kernels::detail
+}  // namespace ctxkit::cpu

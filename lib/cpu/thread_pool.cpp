@@ -5,9 +5,7 @@
 // and for about kSpinNanos after, before it sleeps on the condition variable. A spinning worker joins the next
 // op's loop at once. The job itself is published through atomics; the mutex and condition variable are only for
 // workers that went to sleep.
-#include "kernels/gemm.h"
-#include "kernels/kernels.h"
-#include "kernels/thread_scratch.h"
+#include "cpu/thread_pool.h"
 
 #include <algorithm>
 #include <atomic>
@@ -20,7 +18,7 @@
 #include <immintrin.h>
 #endif
 
-namespace ctxkit::kernels {
+namespace ctxkit::cpu {
 
 namespace {
 // Set while a thread runs a chunk, so nested parallelFor calls run inline instead of deadlocking.
@@ -69,8 +67,29 @@ struct ThreadPool::Impl {
   std::atomic<bool> stopping{false};
   std::atomic<int> activeRuns{0};  // RunScopes alive: workers keep spinning
 
-  // Scratch reservation (kernels/thread_scratch.h): the caller raises `reserveWanted` to the scratch epoch it saw,
-  // and each worker reserves its scratch and counts itself in `reserved`.
+  // The clients' per-thread buffers, behind their hooks.
+  std::vector<ThreadScratchHooks> hooks;
+  void startThread() const {
+    for (const auto& h : hooks)
+      if (h.start) h.start();
+  }
+  void note() const {
+    for (const auto& h : hooks)
+      if (h.note) h.note();
+  }
+  uint64_t epoch() const {
+    uint64_t sum = 0;  // each client's count only grows, so the sum changes whenever one does
+    for (const auto& h : hooks)
+      if (h.epoch) sum += h.epoch();
+    return sum;
+  }
+  void reserve() const {
+    for (const auto& h : hooks)
+      if (h.reserve) h.reserve();
+  }
+
+  // Scratch reservation: the caller raises `reserveWanted` to the clients' epoch it saw, and each worker reserves
+  // its buffers and counts itself in `reserved`.
   std::atomic<uint64_t> reserveWanted{0};
   std::atomic<int> reserved{0};
   uint64_t reservedEpoch = 0;  // the epoch every thread has reserved for (the caller's, under `submit`)
@@ -133,20 +152,20 @@ struct ThreadPool::Impl {
   // Called by the caller after a job: when a thread's scratch grew during it, every thread reserves up to the new
   // marks before the loop returns, so that no later run grows scratch on whichever thread meets the size first.
   void reserveScratchEverywhere() {
-    const uint64_t epoch = threadScratchEpoch();
-    if (epoch == reservedEpoch) return;
-    reserveThreadScratch();
+    const uint64_t now = epoch();
+    if (now == reservedEpoch) return;
+    reserve();
     reserved.store(0);
-    reserveWanted.store(epoch);
+    reserveWanted.store(now);
     wakeSleepers();
     const int workerCount = static_cast<int>(workers.size());
     spinUntil([&] { return reserved.load() == workerCount; });
-    reservedEpoch = epoch;
+    reservedEpoch = now;
   }
 
   void workerLoop() {
     tInsideParallelFor = true;
-    reserveGemmScratch();  // else a worker's first GEMM, in whichever run it comes, would allocate
+    startThread();  // else a worker's first use of a client's buffers, in whichever run it comes, would allocate
     {
       std::lock_guard<std::mutex> lock(mutex);
       ++startedWorkers;
@@ -155,7 +174,7 @@ struct ThreadPool::Impl {
     uint64_t seen = 0, reservedFor = 0;
     while (waitForWork(seen, reservedFor)) {
       if (const uint64_t wanted = reserveWanted.load(); wanted != reservedFor) {
-        reserveThreadScratch();
+        reserve();
         reservedFor = wanted;
         reserved.fetch_add(1);
         continue;
@@ -166,14 +185,15 @@ struct ThreadPool::Impl {
       // already, helping with that one is as good.)
       if (open.load()) {
         drain(*body);
-        noteThreadScratch();
+        note();
       }
       busy.fetch_sub(1);
     }
   }
 };
 
-ThreadPool::ThreadPool(int threads) : threads_(threads), impl_(new Impl) {
+ThreadPool::ThreadPool(int threads, std::span<const ThreadScratchHooks> hooks) : threads_(threads), impl_(new Impl) {
+  impl_->hooks.assign(hooks.begin(), hooks.end());
   if (threads_ <= 0) threads_ = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 1; i < threads_; ++i) impl_->workers.emplace_back([this] { impl_->workerLoop(); });
   // Start-up allocations land here, at load, not in whichever run a worker happens to get scheduled.
@@ -226,7 +246,7 @@ void ThreadPool::parallelFor(size_t count, size_t minChunk, const std::function<
   tInsideParallelFor = true;
   s.drain(body);
   tInsideParallelFor = false;
-  noteThreadScratch();
+  s.note();
   // Late workers back out once the job is closed; those inside finish the chunks they claimed.
   s.open.store(false);
   spinUntil([&] { return s.busy.load() == 0; });
@@ -234,4 +254,4 @@ void ThreadPool::parallelFor(size_t count, size_t minChunk, const std::function<
   s.reserveScratchEverywhere();
 }
 
-}  // namespace ctxkit::kernels
+}  // namespace ctxkit::cpu

@@ -1,14 +1,14 @@
 // Element conversions: float16/bfloat16 rounding, and buffer casts pivoting through int64 or double.
-#include "kernels/convert.h"
+#include "cpu/convert.h"
 
-#include "kernels/small_types.h"
+#include "cpu/small_types.h"
 
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-namespace ctxkit::kernels {
+namespace ctxkit::cpu {
 
 using ir::ElemType;
 
@@ -279,4 +279,4 @@ Status convertElementRange(ElemType from, const void* src, ElemType to, void* ds
   return Status::ok();
 }
 
-}  // namespace ctxkit::kernels
+}  // namespace ctxkit::cpu

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace ctxkit::kernels {
+namespace ctxkit::cpu {
 
 bool isSmallType(ir::ElemType type);
 
@@ -20,4 +20,4 @@ void loadSmall(ir::ElemType type, const void* base, size_t begin, size_t n, doub
 // threads must split at even element indices (two elements share a byte).
 void storeSmall(ir::ElemType type, const double* in, void* base, size_t begin, size_t n, bool saturate);
 
-}  // namespace ctxkit::kernels
+}  // namespace ctxkit::cpu
