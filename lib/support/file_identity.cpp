@@ -16,7 +16,8 @@ std::string FileIdentity::describe() const {
 size_t FileIdentityHash::operator()(const FileIdentity& id) const {
   // Inodes alone rarely collide on one device; the rest is mixed in so that a file's states spread too.
   uint64_t h = id.inode;
-  for (uint64_t v : {id.device, id.size, static_cast<uint64_t>(id.modifiedNs)}) h = (h ^ v) * 0x100000001b3ull + (h >> 29);
+  for (uint64_t v : {id.device, id.size, static_cast<uint64_t>(id.modifiedNs)})
+    h = (h ^ v) * 0x100000001b3ull + (h >> 29);
   return static_cast<size_t>(h);
 }
 
