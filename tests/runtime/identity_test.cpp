@@ -34,7 +34,10 @@ ir::Model addModel(float start) {
 // What addModel(start) computes for `x`, worked out here rather than by any kernel.
 std::vector<float> expectedAdd(const std::vector<float>& x, float start) {
   std::vector<float> y(x.size());
-  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] + start + 0.25f * static_cast<float>(i % 7);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float w = start + 0.25f * static_cast<float>(i % 7);  // floatInit's values
+    y[i] = x[i] + w;
+  }
   return y;
 }
 
