@@ -199,11 +199,14 @@ TEST_CASE("loading n compiled programs looks at O(n) store entries", "[runtime][
   REQUIRE(first);
   REQUIRE((*first)->stats().compiledNodes == n);
   const size_t firstProbes = runtime::programStoreProbes() - before;
-  // Per program: a lookup and an insertion in each store, plus sweeps that at most double that.
-  CHECK(firstProbes <= 8 * n);
+  // Per program: two lookups and an insertion in the loaded-program store, a lookup and an insertion in the inferred
+  // one, and sweeps that visit at most twice what each store was given: 9n. A scan per load would be n^2/2.
+  INFO("store entries looked at: " << firstProbes);
+  CHECK(firstProbes <= 10 * n);
 
   auto second = runtime::Session::loadFile(ws.dir / "out" / "many_ctx.onnx");
   REQUIRE(second);
   CHECK((*second)->stats().sharedPrograms == n);
+  // One lookup per program, none of them inserted again.
   CHECK(runtime::programStoreProbes() - before - firstProbes <= 2 * n);
 }
