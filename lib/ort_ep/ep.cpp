@@ -127,7 +127,9 @@ Status getCapability(CtxKitEp& ep, const OrtGraph& graph, OrtEpGraphSupportInfo&
   const Api& api = ep.api();
   CTX_ASSIGN_OR_RETURN(auto ours, ourEpContextNodes(api, graph));
   // A compiled model: its EPContext nodes and nothing else (the rest was left to ORT when it was compiled).
-  if (ours.empty()) return ep.plainGraphs().claimPartitions(api, ep.config(), graph, support);
+  if (ours.empty())
+    return ep.plainGraphs().claimPartitions(api, ep.config(), graph, support,
+                                            [&](const std::string& m) { ep.log(ORT_LOGGING_LEVEL_WARNING, m); });
   for (const OrtNode* node : ours) {
     // Each EPContext node is a fused node of its own, so ORT keeps the model's node boundaries.
     OrtNodeFusionOptions options{};
@@ -444,8 +446,9 @@ Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options
   return config;
 }
 
-CtxKitEp::CtxKitEp(const Api& api, EpConfig config)
-    : OrtEp{}, api_(api), config_(std::move(config)), pool_(std::make_unique<kernels::ThreadPool>(config_.threads)) {
+CtxKitEp::CtxKitEp(const Api& api, EpConfig config, const OrtLogger* logger)
+    : OrtEp{}, api_(api), config_(std::move(config)), logger_(logger),
+      pool_(std::make_unique<kernels::ThreadPool>(config_.threads)) {
   ort_version_supported = ORT_API_VERSION;
   GetName = getName;
   GetCapability = getCapabilityImpl;
@@ -461,6 +464,13 @@ CtxKitEp::CtxKitEp(const Api& api, EpConfig config)
     info.targetRevision = target->revision;
   }
   compatibilityInfo = epcontext::formatCompatibilityInfo(info);
+}
+
+void CtxKitEp::log(OrtLoggingLevel level, const std::string& message) const {
+  if (logger_ == nullptr) return;
+  // A message that cannot be logged is dropped: logging never changes what a session does.
+  if (OrtStatus* st = api_.ort.Logger_LogMessage(logger_, level, message.c_str(), ORT_FILE, __LINE__, "GetCapability"))
+    api_.ort.ReleaseStatus(st);
 }
 
 }  // namespace ctxkit::ort_ep
