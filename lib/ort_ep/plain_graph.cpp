@@ -2,13 +2,12 @@
 #include "ort_ep/plain_graph.h"
 
 #include "analysis/analysis.h"
-#include "codegen/lower.h"
+#include "driver/driver.h"
 #include "epcontext/contract.h"
 #include "format/container.h"
 #include "ort_ep/ep.h"
 #include "ort_ep/graph_reader.h"
 #include "partitioner/partitioner.h"
-#include "pipeline/emit.h"
 #include "program/program.h"
 #include "runtime/source_model.h"
 #include "weightshare/source_weights.h"
@@ -161,7 +160,7 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
     program::Program program;
   };
   std::vector<Claimed> claimed;
-  const pipeline::OutsideUses outsideUses(g, plan);
+  const driver::OutsideUses outsideUses(g, plan);
   for (size_t p = 0; p < plan.partitions.size(); ++p) {
     const auto& nodes = plan.partitions[p].nodes;
     bool nested = std::any_of(nodes.begin(), nodes.end(), [&](size_t i) {
@@ -174,20 +173,19 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
                        epcontext::kEpName, where, p));
       continue;
     }
-    std::string name = fmt::format("{}{}_ctxkit_{}", config.nodeNamePrefix, stem, claimed.size());
-    codegen::LowerOptions options;
-    options.name = name;
-    options.gemmLayout = target.gemmLayout;
-    options.plainWeights = plainWeights;
+    // Named by its index in the plan, as ctxgen names it.
+    std::string name = driver::partitionName(config.nodeNamePrefix, stem, "", p);
+    driver::LowerSettings settings = driver::lowerSettings(target, name, where);
+    settings.plainWeights = plainWeights;
     std::set<std::string> used = outsideUses.of(p);
     for (size_t i : nodes)
       for (const auto& out : g.nodes[i].outputs)
         if (read.implicitReads.count(out)) used.insert(out);
-    auto lowered = codegen::lowerPartition(g, *facts, plan.partitions[p], used, intern, options);
+    auto lowered = driver::lowerPlanned(g, *facts, plan, p, used, intern, settings);
     if (!lowered) {
       // Compiling, ctxkit does what ctxgen does: the compile fails with the error. A session that only runs the model
       // leaves the partition to ORT and says why.
-      if (config.contextEnable) return lowered.takeError().addContext(fmt::format("{}: partition {}", where, name));
+      if (config.contextEnable) return lowered.takeError();
       note(fmt::format("{}: {}: partition {} ({} nodes) stays with ONNX Runtime: it cannot be lowered: {}",
                        epcontext::kEpName, where, name, nodes.size(), lowered.error().message()));
       continue;
@@ -196,19 +194,19 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   }
   if (claimed.empty()) return Status::ok();
 
-  format::CompatInfo compat{epcontext::kProducer, epcontext::kVersion, target.hardwareArchitecture, target.revision};
   auto context = std::make_shared<PlainContext>();
+  std::vector<driver::ContextGraph> graphs;
+  for (const auto& c : claimed)
+    graphs.push_back({c.name, modelPath.filename().string(), program::serialize(c.program)});
   for (bool weightless : {false, true}) {
     // Weightless: the context written for ep.context_enable; the partitions still run from the one with every weight.
     if (weightless && (!plainWeights || sharing)) break;
-    format::ContainerWriter writer(compat, format::WriterOptions{target.weightAlignment, plainWeights});
     weightshare::WeightSources sources;
     if (weightless) {
       CTX_ASSIGN_OR_RETURN(sources, locateInSourceFiles(pool, {modelPath}));
     }
-    CTX_RETURN_IF_ERROR(weightshare::addPoolWeights(writer, pool, weightless ? &sources : nullptr));
-    for (const auto& c : claimed)
-      CTX_RETURN_IF_ERROR(writer.addGraph(c.name, modelPath.filename().string(), program::serialize(c.program)));
+    CTX_ASSIGN_OR_RETURN(auto writer,
+                         driver::buildContainer(target, pool, graphs, plainWeights, weightless ? &sources : nullptr));
     // The weights are copied here: nothing refers to ORT's initializer buffers after this.
     CTX_ASSIGN_OR_RETURN(auto bytes, writer.serialize());
     (weightless ? context->fileBytes : context->bytes) =
@@ -295,10 +293,7 @@ Status SharedCompile::addGraph(const std::string& name, const fs::path& sourceMo
   return Status::ok();
 }
 
-Status SharedCompile::writeAndReset(const fs::path& path, const std::string& targetId, const std::string& revision,
-                                    uint64_t alignment, bool weightless) {
-  format::CompatInfo compat{epcontext::kProducer, epcontext::kVersion, targetId, revision};
-  format::ContainerWriter writer(compat, format::WriterOptions{alignment, weightless});
+Status SharedCompile::writeAndReset(const fs::path& path, const partitioner::Target& target, bool weightless) {
   weightshare::WeightSources sources;
   if (weightless) {
     std::vector<fs::path> files;
@@ -306,9 +301,10 @@ Status SharedCompile::writeAndReset(const fs::path& path, const std::string& tar
       if (std::find(files.begin(), files.end(), g.sourceModel) == files.end()) files.push_back(g.sourceModel);
     CTX_ASSIGN_OR_RETURN(sources, locateInSourceFiles(pool_, files));
   }
-  CTX_RETURN_IF_ERROR(weightshare::addPoolWeights(writer, pool_, weightless ? &sources : nullptr));
-  for (const auto& g : graphs_)
-    CTX_RETURN_IF_ERROR(writer.addGraph(g.name, g.sourceModel.filename().string(), g.program));
+  std::vector<driver::ContextGraph> graphs;
+  for (const auto& g : graphs_) graphs.push_back({g.name, g.sourceModel.filename().string(), g.program});
+  CTX_ASSIGN_OR_RETURN(auto writer,
+                       driver::buildContainer(target, pool_, graphs, weightless, weightless ? &sources : nullptr));
   CTX_RETURN_IF_ERROR(writer.write(path));
   pool_ = weightshare::WeightPool();
   graphs_.clear();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "ort_ep/ort_api.h"
+#include "partitioner/target.h"
 #include "runtime/compiled_program.h"
 #include "weightshare/weight_pool.h"
 
@@ -53,8 +54,7 @@ public:
   Status addGraph(const std::string& name, const std::filesystem::path& sourceModel, std::vector<std::byte> program);
   // Writes the shared context to `path` (weightless: weights found in the group's source models stay there) and
   // starts a new group.
-  Status writeAndReset(const std::filesystem::path& path, const std::string& targetId, const std::string& revision,
-                       uint64_t alignment, bool weightless);
+  Status writeAndReset(const std::filesystem::path& path, const partitioner::Target& target, bool weightless);
 
 private:
   std::mutex mutex_;
