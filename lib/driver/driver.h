@@ -22,8 +22,7 @@ namespace ctxkit::driver {
 
 // `<prefix><stem>_ctxkit_<index>`, or `<prefix><stem>_<variant>_ctxkit_<index>` for a shape variant (SPEC §5): the
 // graph's name in the context and the EPContext node's partition_name. `index` is the partition's index in its plan.
-std::string partitionName(const std::string& prefix, const std::string& stem, const std::string& variant,
-                          size_t index);
+std::string partitionName(const std::string& prefix, const std::string& stem, const std::string& variant, size_t index);
 
 // Which values each partition shares with the rest of the graph, found in one pass over the graph (a pass per
 // partition made compiling thousands of partitions quadratic).
@@ -45,10 +44,9 @@ private:
   std::unordered_map<std::string, Readers> readers_;
 };
 
-
 // What lowering one partition needs besides the graph: the target's choices and ctxgen's dump/stop requests.
 struct LowerSettings {
-  std::string name;  // partitionName(...)
+  std::string name;   // partitionName(...)
   std::string where;  // the model, for errors
   ops::WeightLayout gemmLayout;
   bool plainWeights = false;  // weightless contexts: weights stay byte-equal to their source

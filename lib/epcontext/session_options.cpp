@@ -11,11 +11,16 @@
 namespace ctxkit::epcontext {
 
 const std::vector<const char*>& contextOptionKeys() {
-  static const std::vector<const char*> keys = {
-      option::kContextEnable,        option::kContextEmbedMode, option::kContextNodeNamePrefix,
-      option::kContextFilePath,      option::kContextExternalInitializersFileName,
-      option::kShareEpContexts,      option::kStopShareEpContexts,
-      option::kContextSourceModelPath, option::kEnableWeightless, option::kEnableWeightlessDeprecated};
+  static const std::vector<const char*> keys = {option::kContextEnable,
+                                                option::kContextEmbedMode,
+                                                option::kContextNodeNamePrefix,
+                                                option::kContextFilePath,
+                                                option::kContextExternalInitializersFileName,
+                                                option::kShareEpContexts,
+                                                option::kStopShareEpContexts,
+                                                option::kContextSourceModelPath,
+                                                option::kEnableWeightless,
+                                                option::kEnableWeightlessDeprecated};
   return keys;
 }
 

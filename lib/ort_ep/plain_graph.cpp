@@ -137,6 +137,18 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   }
   partitioner::PartitionPlan plan = partitioner::partitionGraph(g, *facts, target);
   noteBlockers(g, plan, where, note);
+  // ctxgen replaces an If whose condition the shapes decide by its branch (the inline-if graph pass) and may compile
+  // the branch; ORT keeps an If whole, so here it stays with ORT: said, as the claims then differ.
+  for (size_t i : read.hasSubgraphs) {
+    const ir::Node& n = g.nodes[i];
+    const analysis::ValueFacts* cond =
+        n.kind == ir::OpKind::If && !n.inputs.empty() ? facts->find(n.inputs[0]) : nullptr;
+    if (cond && cond->constant)
+      note(fmt::format("{}: {}: If node '{}' has a condition known at compile time; ctxgen compiles its chosen branch "
+                       "in place of the If, but ONNX Runtime keeps an If whole, so it and its branches stay with ONNX "
+                       "Runtime",
+                       epcontext::kEpName, where, n.name));
+  }
 
   // Lower every partition into one context, as ctxgen does: one weight pool, each identical weight stored once.
   // With ep.share_ep_contexts=1 while compiling, the process-wide pool (weights copied: they outlive this session).

@@ -177,6 +177,7 @@ TEST_CASE("same claim: ORT's compile API with ctxkit claims exactly the nodes ct
         std::cout << "ort_ep: same claim: " << stem << " " << target << ": ctxgen "
                   << describe(nodeList(byCtxgen / (stem + "_ctx.onnx")))
                   << ", ORT cannot write the compiled model: " << status.GetErrorMessage() << "\n";
+        for (const auto& m : said) std::cout << "  " << m << "\n";
         CHECK(stem.rfind("silero_vad", 0) == 0);  // the models with such If nodes
         ++ortWriteFailures;
         continue;
