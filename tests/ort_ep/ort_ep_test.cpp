@@ -66,13 +66,6 @@ size_t countNodes(const fs::path& model, bool epContext) {
   return n;
 }
 
-// A target without Softmax and Erf: tiny_prefill then has fallback nodes between three compiled partitions.
-fs::path writeNoSoftmaxTarget(const fs::path& dir) {
-  fs::path p = dir / "nosoftmax.json";
-  std::ofstream(p) << R"({"name":"nosoftmax","element_types":["float32"],"ops":[{"op":"MatMul"},{"op":"Add"},)"
-                      R"({"op":"Mul"},{"op":"Div"},{"op":"Reshape"},{"op":"Transpose"},{"op":"LayerNormalization"}]})";
-  return p;
-}
 
 }  // namespace
 
