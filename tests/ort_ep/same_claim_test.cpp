@@ -2,6 +2,7 @@
 // the nodes ctxgen compiles; when ctxkit claims less than the whole graph, it says why through ORT's logger.
 #include <catch2/catch.hpp>
 
+#include "../common/material.h"
 #include "epcontext/contract.h"
 #include "ort_harness.h"
 #include "tool_runner.h"
@@ -120,10 +121,12 @@ std::vector<ClaimCase> claimCases() {
     std::sort(models.begin(), models.end());
     for (const auto& m : models) cases.push_back({m, {}});
   } else {
+    if (test::materialRequired()) FAIL(light.string() << " is missing and CI is set");
     std::cout << "ort_ep: the onnx light models are not beside the project (" << light << "): not compared\n";
   }
   for (const auto& c : corpus) {
     if (fs::exists(c.model)) cases.push_back(c);
+    else if (test::materialRequired()) FAIL(c.model.string() << " is not in the cache and CI is set");
     else std::cout << "ort_ep: corpus model not in the cache (" << c.model << "): run scripts/fetch_test_assets.sh\n";
   }
   return cases;
@@ -213,10 +216,8 @@ TEST_CASE("when ctxkit claims fewer nodes than the graph has, ORT's log says why
   };
   SECTION("a dynamic dimension") {
     const fs::path model = fs::path(CTXKIT_MODELS_DIR) / "ch_ppocr_mobile_v2.0_cls_infer.onnx";
-    if (!fs::exists(model)) {
-      std::cout << "ort_ep: corpus model not in the cache (" << model << "): run scripts/fetch_test_assets.sh\n";
-      return;
-    }
+    CTX_REQUIRE_MATERIAL(fs::exists(model),
+                         "corpus model not in the cache (" << model.string() << "): run scripts/fetch_test_assets.sh");
     takeLogMessages();
     { Ort::Session session = ctxkitSession(model); }
     const auto said = epMessages();
