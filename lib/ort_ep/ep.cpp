@@ -455,7 +455,7 @@ CtxKitEp::CtxKitEp(const Api& api, EpConfig config)
   GetWeightlessSupport = getWeightlessSupport;
   epcontext::CompatibilityInfo info;
   info.formatMajor = format::kFormatMajor;
-  info.formatMinor = format::kFormatMinorBase;
+  info.formatMinor = format::kFormatMinor;
   if (auto target = partitioner::loadTarget(config_.target)) {
     info.targetId = target->hardwareArchitecture;
     info.targetRevision = target->revision;

@@ -334,6 +334,14 @@ TEST_CASE("compatibility info: ORT asks ctxkit, and acts on prefer-recompilation
     INFO(strict);
     CHECK(strict.find("suboptimal for execution provider: CtxKitExecutionProvider") != std::string::npos);
   }
+  SECTION("a development format: unsupported, the session fails") {
+    epcontext::CompatibilityInfo doctored = *info;
+    doctored.formatMinor = 3;
+    fs::path m = withCompatibilityInfo(ctx, epcontext::formatCompatibilityInfo(doctored), out / "dev_ctx.onnx");
+    std::string message = sessionError(m, false);
+    INFO(message);
+    CHECK(message.find("not supported by execution provider: CtxKitExecutionProvider") != std::string::npos);
+  }
   SECTION("another format major: unsupported, the session fails") {
     epcontext::CompatibilityInfo doctored = *info;
     doctored.formatMajor = static_cast<uint16_t>(info->formatMajor + 1);
