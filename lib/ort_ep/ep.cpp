@@ -446,7 +446,7 @@ CtxKitEp::CtxKitEp(const Api& api, EpConfig config, const OrtLogger* logger)
   GetWeightlessSupport = getWeightlessSupport;
   epcontext::CompatibilityInfo info;
   info.formatMajor = format::kFormatMajor;
-  info.formatMinor = format::kFormatMinorBase;
+  info.formatMinor = format::kFormatMinor;
   if (auto target = partitioner::loadTarget(config_.target)) {
     info.targetId = target->hardwareArchitecture;
     info.targetRevision = target->revision;

@@ -400,7 +400,7 @@ Expected<format::ContainerWriter> buildContainer(const ContainerWork& c, const p
 std::string compatibilityString(const partitioner::Target& target) {
   epcontext::CompatibilityInfo info;
   info.formatMajor = format::kFormatMajor;
-  info.formatMinor = format::kFormatMinorBase;
+  info.formatMinor = format::kFormatMinor;
   info.targetId = target.hardwareArchitecture;
   info.targetRevision = target.revision;
   return epcontext::formatCompatibilityInfo(info);

@@ -179,7 +179,7 @@ CompiledProgram::create(program::Program prog, std::shared_ptr<const format::Con
     const program::TensorDesc& d = prog.tensors[t];
     if (d.kind == TensorKind::Weight) {
       const format::WeightInfo& w = container->weights()[d.index];
-      // A packed weight is stored as a 1-D tensor of its layout's elements (docs/format/program-v4.md); a weightless
+      // A packed weight is stored as a 1-D tensor of its layout's elements (docs/format/program.md); a weightless
       // container stores every weight plain and it is packed here.
       const bool packHere = container->weightless() && !d.layout.plain();
       ir::Shape stored = program::toShape(d.shape);
@@ -239,7 +239,8 @@ CompiledProgram::create(program::Program prog, std::shared_ptr<const format::Con
         layouts[k] = d.layout;
       }
     }
-    kernels::OpContext ctx{op.kind, op.opset, op.attrs, op.name, nullptr, &op.typed};
+    static const ir::Attributes kNoAttrs;  // a program op has typed attributes only
+    kernels::OpContext ctx{op.kind, op.opset, kNoAttrs, op.name, nullptr, &op.typed};
     const auto ins = std::span(descs).first(op.inputs.size());
     if (inferred) {
       recorded.resize(op.outputs.size());
