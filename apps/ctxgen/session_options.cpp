@@ -2,10 +2,10 @@
 #include "session_options.h"
 
 #include "epcontext/contract.h"
+#include "epcontext/session_options.h"
 
 #include <fmt/ranges.h>
 
-#include <initializer_list>
 #include <sstream>
 #include <vector>
 
@@ -20,73 +20,57 @@ Status SettingSources::claim(const std::string& setting, const std::string& opti
 
 namespace {
 
+// The value is parsed and checked by the parser the plugin EP uses too; ctxgen then takes what it means for a run.
 Status applyOne(const std::string& key, const std::string& value, pipeline::CompileOptions& o,
                 SettingSources& sources) {
+  if (!epcontext::isContextOptionKey(key))
+    return makeError(ErrorCode::InvalidArgument, "-C: unknown key '{}'; known: {}", key, knownConfigKeys());
+  epcontext::ContextSessionOptions parsed;
+  if (Status st = epcontext::applyContextOption(key, value, parsed); !st)
+    return makeError(ErrorCode::InvalidArgument, "-C {}", st.error().message());
   const std::string given = fmt::format("-C {}={}", key, value);
-  auto flag = [&](bool& out) -> Status {
-    if (value != "0" && value != "1")
-      return makeError(ErrorCode::InvalidArgument, "-C {}: expected 0 or 1, got '{}'", key, value);
-    out = value == "1";
-    return Status::ok();
-  };
   namespace opt = epcontext::option;
   if (key == opt::kContextEnable) {
-    if (value != "1") return makeError(ErrorCode::InvalidArgument, "-C {} must be 1 for ctxgen", key);
+    if (!parsed.contextEnable) return makeError(ErrorCode::InvalidArgument, "-C {} must be 1 for ctxgen", key);
     return Status::ok();
   }
   if (key == opt::kContextEmbedMode) {
-    bool embed = false;
-    CTX_RETURN_IF_ERROR(flag(embed));
-    o.embedMode = embed ? 1 : 0;
+    o.embedMode = parsed.embedMode;
     return sources.claim("embed mode", given, value);
   }
   if (key == opt::kContextNodeNamePrefix) {
-    o.nodeNamePrefix = value;
+    o.nodeNamePrefix = parsed.nodeNamePrefix;
     return sources.claim("node name prefix", given, value);
   }
   if (key == opt::kContextFilePath) {
-    o.outputFile = value;
+    o.outputFile = parsed.contextFilePath;
     std::filesystem::path folder = std::filesystem::path(value).parent_path();
     return sources.claim("output folder", given, folder.empty() ? "." : (folder / "").lexically_normal().string());
   }
   if (key == opt::kContextExternalInitializersFileName) {
-    o.externalInitializersFile = value;
+    o.externalInitializersFile = parsed.externalInitializersFile;
     return sources.claim("external initializers file", given, value);
   }
   if (key == opt::kShareEpContexts) {
-    CTX_RETURN_IF_ERROR(flag(o.share));
+    o.share = parsed.shareContexts;
     return sources.claim("context sharing", given, value);
   }
-  if (key == opt::kStopShareEpContexts) {
-    // ONNX Runtime needs it on the last of several sessions to free what they shared; one ctxgen run compiles all
-    // its models together, so sharing ends with the run and the key changes nothing.
-    bool stop = false;
-    return flag(stop);
-  }
+  // ONNX Runtime needs ep.stop_share_ep_contexts on the last of several sessions to free what they shared; one ctxgen
+  // run compiles all its models together, so sharing ends with the run and the key changes nothing.
+  if (key == opt::kStopShareEpContexts) return Status::ok();
   if (key == opt::kContextSourceModelPath)
     return makeError(ErrorCode::InvalidArgument,
                      "-C {}: not supported by ctxgen: it reads every model from the file named on the command line, so "
                      "give the source model as MODEL",
                      key);
-  if (key == opt::kEnableWeightless || key == opt::kEnableWeightlessDeprecated) {
-    CTX_RETURN_IF_ERROR(flag(o.weightless));
-    return sources.claim("weightless mode", given, value);
-  }
-  return makeError(ErrorCode::InvalidArgument, "-C: unknown key '{}'; known: {}", key, knownConfigKeys());
+  // ep.enable_weightless or its deprecated spelling
+  o.weightless = parsed.weightless;
+  return sources.claim("weightless mode", given, value);
 }
 
 }  // namespace
 
-std::string knownConfigKeys() {
-  namespace opt = epcontext::option;
-  return fmt::format(
-      "{}", fmt::join(
-                std::initializer_list<const char*>{
-                    opt::kContextEnable, opt::kContextEmbedMode, opt::kContextNodeNamePrefix, opt::kContextFilePath,
-                    opt::kContextExternalInitializersFileName, opt::kShareEpContexts, opt::kStopShareEpContexts,
-                    opt::kContextSourceModelPath, opt::kEnableWeightless, opt::kEnableWeightlessDeprecated},
-                ", "));
-}
+std::string knownConfigKeys() { return fmt::format("{}", fmt::join(epcontext::contextOptionKeys(), ", ")); }
 
 Status applyConfig(const std::string& entry, pipeline::CompileOptions& o, SettingSources& sources) {
   const auto eq = entry.find('='), bar = entry.find('|');

@@ -875,7 +875,7 @@ private:
       if (!name.empty()) tensorOf_[name] = t;
       outputs.push_back(t);
     }
-    // Typed families keep their decoded attributes only: the program never carries their ONNX names.
+    // A program keeps decoded attributes only, never ONNX names (kinds without typed attributes keep none).
     auto typed = ops::decodeAttrs(kind, op.opset, attrs);
     if (!typed) return typed.takeError().addContext(fmt::format("node '{}' ({})", op.name, ir::opKindName(kind)));
     if (op.epilogue)
@@ -884,9 +884,8 @@ private:
             if constexpr (requires { a.epilogue; }) a.epilogue = *op.epilogue;
           },
           *typed);
-    if (ops::isTyped(*typed)) attrs = ir::Attributes();
-    result_.program.ops.push_back(program::Op{kind, op.opset, program::Name(op.name), std::move(attrs),
-                                              std::move(inputs), std::move(outputs), std::move(typed.value())});
+    result_.program.ops.push_back(program::Op{kind, op.opset, program::Name(op.name), std::move(inputs),
+                                              std::move(outputs), std::move(typed.value())});
     return Status::ok();
   }
 

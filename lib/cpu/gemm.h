@@ -20,7 +20,7 @@ void sgemm(bool transA, bool transB, size_t M, size_t N, size_t K, float alpha, 
 // The name of the micro-kernel sgemm picked for this CPU ("avx512", "avx2", "sse2"), for logs and tests.
 const char* sgemmKernelName();
 
-// ---- B pre-packed in panels (ops::WeightLayoutKind::GemmPanels, docs/format/program-v4.md) ----
+// ---- B pre-packed in panels (ops::WeightLayoutKind::GemmPanels, docs/format/program.md) ----
 
 // op(B), K x N, cut into blocks of `depth` rows and panels of `width` columns, as the micro-kernel reads it.
 struct PanelsB {

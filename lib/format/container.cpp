@@ -9,6 +9,10 @@
 
 namespace ctxkit::format {
 
+std::string developmentFormatText(uint16_t major, uint16_t minor) {
+  return fmt::format("compiled by ctxkit 0.1.0-dev format {}.{}: recompile", major, minor);
+}
+
 namespace detail {
 
 std::string_view stringProblem(std::string_view s) {

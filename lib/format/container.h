@@ -18,11 +18,17 @@
 
 namespace ctxkit::format {
 
+// The one container format this library writes and reads (docs/format/container-v1.md, "Versioning"). Minors 1.0
+// to 1.3 were development versions of ctxkit 0.1.0: refused with developmentFormatText. A newer minor is read.
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 4;  // what this library reads
-// What this library writes: every file holds version-4 programs (flag kFlagProgramsV4), a 1.4 feature. Files of an
-// older minor still load; their programs' older spellings are decoded at load (PREFER_RECOMPILATION).
-inline constexpr uint16_t kFormatMinorBase = 4;
+inline constexpr uint16_t kFormatMinor = 4;
+
+// Whether `major.minor` is one of the development formats that came before the one format.
+inline bool isDevelopmentFormat(uint16_t major, uint16_t minor) {
+  return major == kFormatMajor && minor < kFormatMinor;
+}
+// "compiled by ctxkit 0.1.0-dev format 1.3: recompile": the refusal of a development format; callers add the file.
+std::string developmentFormatText(uint16_t major, uint16_t minor);
 
 // Checked first on load: who wrote the file and for which target.
 struct CompatInfo {

@@ -55,7 +55,7 @@ struct FileHeader {
   uint64_t weightCount;
   uint64_t dataOffset;
   uint64_t dataSize;
-  uint64_t sourceTableOffset;  // 1.2, with kFlagWeightless: the source table, right after the weight table
+  uint64_t sourceTableOffset;  // with kFlagWeightless: the source table, right after the weight table
   uint64_t sourceCount;
   uint64_t reserved1;
 };
@@ -132,7 +132,7 @@ struct WeightEntry {
   uint32_t rank;
   std::array<int64_t, kMaxRank> dims;  // dims[rank..7] are zero
   std::array<uint8_t, 16> hash;        // XXH3-128 of the weight's bytes, canonical (big-endian)
-  uint64_t weightFlags;                // 1.2: kWeightInSource
+  uint64_t weightFlags;                // kWeightInSource
   std::array<uint64_t, 2> reserved;
 };
 static_assert(std::is_trivially_copyable_v<WeightEntry> && std::is_standard_layout_v<WeightEntry>);
@@ -146,7 +146,7 @@ static_assert(offsetof(WeightEntry, hash) == 88);
 static_assert(offsetof(WeightEntry, weightFlags) == 104);
 static_assert(offsetof(WeightEntry, reserved) == 112);
 
-// 1.2, weightless containers: where a weight lives in a source model (an initializer of that name). A weight
+// Weightless containers: where a weight lives in a source model (an initializer of that name). A weight
 // the programs of several source models use has one entry per model; entries are sorted by weight index.
 struct SourceEntry {
   uint32_t weight;  // index in the weight table; that weight has kWeightInSource
@@ -182,19 +182,16 @@ inline constexpr uint64_t kMaxGraphs = 1ull << 20;
 inline constexpr uint64_t kMaxWeights = 1ull << 24;
 
 // Flags: required features (low half) make a reader that does not know them refuse the file; optional
-// features (high half) may be ignored. Format 1.0 and 1.1 define none.
+// features (high half) may be ignored.
 inline constexpr uint64_t kRequiredFlagsMask = 0x00000000ffffffffull;
-// 1.2, required: a weightless container (SPEC §4). Weights with kWeightInSource have no bytes here (offset 0, no
+// Required: a weightless container (SPEC §4). Weights with kWeightInSource have no bytes here (offset 0, no
 // blob): the runtime takes them from the source model the source table names. Every weight is in plain layout;
 // a program that asks for a packed layout gets it packed at load.
 inline constexpr uint64_t kFlagWeightless = 1ull << 0;
-// 1.3, required: the graphs' programs may be of program version 3 (docs/format/program-v4.md, "Version 3"), which
-// a reader of 1.2 cannot decode. Written by ctxkit 1.3 writers.
-inline constexpr uint64_t kFlagProgramsV3 = 1ull << 1;
-// 1.4, required: the graphs' programs may be of program version 4 (docs/format/program-v4.md), which a reader of
-// 1.3 cannot decode. Every container this ctxkit writes sets it (and not programs-v3).
+// Required, set in every file: the programs are of encoding 4 (docs/format/program.md), which the development
+// readers of formats 1.2 and 1.3 cannot decode, so that they refuse the file. Bit 1 is not defined.
 inline constexpr uint64_t kFlagProgramsV4 = 1ull << 2;
-inline constexpr uint64_t kKnownFlags = kFlagWeightless | kFlagProgramsV3 | kFlagProgramsV4;
+inline constexpr uint64_t kKnownFlags = kFlagWeightless | kFlagProgramsV4;
 inline constexpr uint64_t kWeightInSource = 1ull << 0;
 inline constexpr uint64_t kMaxSources = 1ull << 26;
 
@@ -217,7 +214,8 @@ template <typename T> bool writeStruct(std::span<std::byte> bytes, uint64_t offs
 
 // The container checksum of `file`: XXH3-128 over bytes [0, dataOffset) with the checksum field read as
 // zeros, then every program blob in graph-table order. Validates only what it needs (header, program
-// ranges); errors name `displayName`. For inspectors, and for tests that re-seal files they corrupt.
+// ranges; a development format too); errors name `displayName`. For inspectors, and for tests that re-seal files
+// they corrupt.
 Expected<Hash128> computeChecksum(std::span<const std::byte> file, std::string_view displayName = "container");
 // Recomputes the checksum and stores it in the header.
 Status sealChecksum(std::span<std::byte> file, std::string_view displayName = "container");

@@ -1,4 +1,4 @@
-// ContainerView::open: validates a v1 container in a fixed order (header, compatibility block, checksum,
+// ContainerView::open: validates a container in a fixed order (header, compatibility block, checksum,
 // tables, data-region tiling), applying every SPEC §11 rule that concerns the .bin before anything is used.
 #include "format/container.h"
 #include "format/internal.h"
@@ -23,7 +23,10 @@ std::string versionString(uint16_t major, uint16_t minor) { return fmt::format("
 // Reads one container; each step relies only on what the steps before it established.
 class Parser {
 public:
-  Parser(std::span<const std::byte> bytes, std::string_view name) : bytes_(bytes), size_(bytes.size()), name_(name) {}
+  // `sealing`: only the checksum is wanted, which is defined alike for the development formats, so that a test can
+  // build a well-sealed file of one (it is refused when opened all the same).
+  Parser(std::span<const std::byte> bytes, std::string_view name, bool sealing = false)
+      : bytes_(bytes), size_(bytes.size()), name_(name), sealing_(sealing) {}
 
   Status parseHeader();
   Status parseCompat(CompatInfo& out) const;
@@ -44,7 +47,7 @@ private:
     return Error(ErrorCode::InvalidGraph,
                  fmt::format("'{}': {}", name_, fmt::format(format, std::forward<Args>(args)...)));
   }
-  // Reserved fields only carry meaning in newer minors; in files of this minor or older they must be zero.
+  // Reserved fields only carry meaning in newer minors; in files of this minor they must be zero.
   bool strictReserved() const { return h_.formatMinor <= kFormatMinor; }
   Expected<std::string_view> readString(const StringRef& ref, std::string_view what) const;
   Status checkRegion(uint64_t offset, uint64_t size, std::string_view what) const;
@@ -54,6 +57,7 @@ private:
   std::span<const std::byte> bytes_;
   uint64_t size_;
   std::string_view name_;
+  bool sealing_ = false;
   FileHeader h_{};
   std::vector<detail::BlobRef> programs_;
   mutable std::vector<detail::BlobRef> weightBlobs_;
@@ -98,6 +102,8 @@ Status Parser::parseHeader() {
   if (major != kFormatMajor)
     return Error(ErrorCode::Unsupported, fmt::format("'{}' is container format major {}; this ctxkit reads major {}",
                                                      name_, major, kFormatMajor));
+  if (isDevelopmentFormat(major, minor) && !sealing_)
+    return Error(ErrorCode::Unsupported, fmt::format("'{}': {}", name_, developmentFormatText(major, minor)));
   if (headerSize != kHeaderSize)
     return invalid("header size is {} bytes; expected {} for format major {}", headerSize, kHeaderSize, kFormatMajor);
   // Rule 1: nothing beyond the fixed header is read or allocated before its sizes are checked.
@@ -124,19 +130,6 @@ Status Parser::parseHeader() {
                              name_, versionString(major, minor), unknownFlags & kRequiredFlagsMask,
                              versionString(kFormatMajor, kFormatMinor)));
   }
-
-  // Each required flag since 1.2, with the minor that defined it: set in an older file, it is damage.
-  struct FlagSince {
-    uint64_t flag;
-    std::string_view name;
-    uint16_t minor;
-  };
-  constexpr FlagSince flagsSince[] = {
-      {kFlagWeightless, "weightless", 2}, {kFlagProgramsV3, "programs-v3", 3}, {kFlagProgramsV4, "programs-v4", 4}};
-  for (const FlagSince& f : flagsSince)
-    if ((h_.flags & f.flag) != 0 && minor < f.minor)
-      return invalid("flag {} ({:#x}) needs format 1.{}; the file records {}", f.name, f.flag, f.minor,
-                     versionString(major, minor));
 
   // Rule 8: a power of two within bounds; blob offsets are checked against it later.
   if (!isPowerOfTwo(h_.alignment) || h_.alignment < kMinAlignment || h_.alignment > kMaxAlignment)
@@ -473,7 +466,7 @@ Expected<ContainerView> ContainerView::open(std::span<const std::byte> bytes, st
 namespace layout {
 
 Expected<Hash128> computeChecksum(std::span<const std::byte> file, std::string_view displayName) {
-  Parser parser(file, displayName);
+  Parser parser(file, displayName, /*sealing=*/true);
   CTX_RETURN_IF_ERROR(parser.parseHeader());
   CTX_RETURN_IF_ERROR(parser.readProgramRanges());
   return parser.checksum();

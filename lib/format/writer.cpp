@@ -114,7 +114,7 @@ struct ContainerWriter::Impl {
 ContainerWriter::ContainerWriter(CompatInfo compat, WriterOptions options) : impl_(std::make_shared<Impl>()) {
   // The version written is always the one this library implements, whatever the caller filled in.
   compat.formatMajor = kFormatMajor;
-  compat.formatMinor = kFormatMinorBase;
+  compat.formatMinor = kFormatMinor;
   impl_->compat = std::move(compat);
   impl_->options = options;
 }

@@ -18,7 +18,7 @@
 #include <vector>
 
 namespace ctxkit::cpu {
-struct PanelsB;  // cpu/gemm.h
+struct cpu::PanelsB;  // cpu/gemm.h
 }  // namespace ctxkit::cpu
 
 namespace ctxkit::kernels {

@@ -457,9 +457,9 @@ Expected<OpAttrs> decodeDeformConv(const AttrReader& attrs) {
   return OpAttrs(std::move(a));
 }
 
-// The families typed since program version 4 (see kFamiliesTypedInV3); nullopt for any other kind. Value rules
+// Recurrent, sampling, folding and the remaining families; nullopt for any other kind. Value rules
 // (positive sizes, ranges, windows) are checkAttrs's, applied by decodeAttrs.
-std::optional<Expected<OpAttrs>> decodeV4Attrs(OpKind kind, int64_t opset, const AttrReader& attrs) {
+std::optional<Expected<OpAttrs>> decodeRemainingAttrs(OpKind kind, int64_t opset, const AttrReader& attrs) {
   auto optionalInt = [&](std::string_view name) {
     return attrs.has(name) ? std::optional<int64_t>(attrs.getInt(name, 0)) : std::nullopt;
   };
@@ -505,7 +505,7 @@ std::optional<Expected<OpAttrs>> decodeV4Attrs(OpKind kind, int64_t opset, const
   }
 }
 
-// The families typed since program version 3 (see kFamiliesTypedInV2); nullopt for any other kind.
+// The shaping families; nullopt for any other kind.
 std::optional<Expected<OpAttrs>> decodeShapingAttrs(OpKind kind, int64_t opset, const AttrReader& attrs) {
   switch (kind) {
     case OpKind::Reshape:
@@ -771,7 +771,7 @@ Expected<OpAttrs> decodeTyped(OpKind kind, int64_t opset, const AttrReader& attr
       return OpAttrs(ReverseSequenceAttrs{attrs.getInt("batch_axis", 1), attrs.getInt("time_axis", 0)});
     default: {
       if (auto shaping = decodeShapingAttrs(kind, opset, attrs)) return std::move(*shaping);
-      if (auto v4 = decodeV4Attrs(kind, opset, attrs)) return std::move(*v4);
+      if (auto rest = decodeRemainingAttrs(kind, opset, attrs)) return std::move(*rest);
       return OpAttrs(OnnxAttrs{});
     }
   }

@@ -452,7 +452,7 @@ struct LpPoolAttrs {
   CTXKIT_FIELDS(f("window", window); f("ceil_mode", ceilMode); f("p", p);)
 };
 
-// ---- Families typed since program version 3 (older programs carry their ONNX attributes; decoded at load) ----
+// ---- Shaping families ----
 
 // A list of floats in typed attributes (allocator-aware like IntList).
 using FloatList = std::pmr::vector<float>;
@@ -566,7 +566,7 @@ struct ResizeAttrs {
                 f("scales", scales);)
 };
 
-// ---- Families typed since program version 4 (older programs carry their ONNX attributes; decoded at load) ----
+// ---- Recurrent, sampling, folding and the remaining families ----
 
 // One function of an LSTM, GRU or RNN `activations` list (ONNX names, read case-insensitively).
 enum class RnnActivation : uint8_t {
@@ -707,27 +707,11 @@ using OpAttrs =
                  LayerNormAttrs, SoftmaxAttrs, ReduceAttrs, ArgReduceAttrs, CastLikeAttrs, ModAttrs, UnaryMathAttrs,
                  TriluAttrs, LossAttrs, GatherScatterAttrs, CumulativeAttrs, TopKAttrs, BitShiftAttrs, DepthSpaceAttrs,
                  EyeLikeAttrs, GroupNormAttrs, LpNormAttrs, AttentionAttrs, EinsumAttrs, BitCastAttrs, RotaryAttrs,
-                 QuantizeAttrs, LrnAttrs, ReverseSequenceAttrs, SignalAttrs, LpPoolAttrs,
-                 // typed since program version 3: appended, so that kFamiliesTypedInV2 counts the earlier ones
-                 ReshapeAttrs, TransposeAttrs, AxisAttrs, AxesAttrs, SliceAttrs, CastAttrs, ShapeAttrs, ClipAttrs,
-                 SplitAttrs, PadAttrs, ConvTransposeAttrs, ResizeAttrs,
-                 // typed since program version 4
-                 RecurrentAttrs, GridSampleAttrs, DeformConvAttrs, FoldAttrs, UniqueAttrs, OptionalAxisAttrs,
-                 CenterCropPadAttrs, TensorScatterAttrs, NmsAttrs, BinarizerAttrs, TfIdfAttrs, ConstantOfShapeAttrs,
-                 DropoutAttrs>;
-
-// OpAttrs alternatives 0 .. kFamiliesTypedInV2 - 1 (OnnxAttrs included) are the families program version 2 knew,
-// those below kFamiliesTypedInV3 version 3's. An older program holds ONNX attributes (form 0) for the later ones,
-// decoded when it is read.
-inline constexpr size_t kFamiliesTypedInV2 = 34;
-inline constexpr size_t kFamiliesTypedInV3 = 46;
-static_assert(std::is_same_v<std::variant_alternative_t<kFamiliesTypedInV2 - 1, OpAttrs>, LpPoolAttrs>);
-static_assert(std::is_same_v<std::variant_alternative_t<kFamiliesTypedInV3 - 1, OpAttrs>, ResizeAttrs>);
-
-// The first program version whose ops of this family carry typed attributes (form 1).
-inline uint32_t typedSinceProgramVersion(const OpAttrs& attrs) {
-  return attrs.index() < kFamiliesTypedInV2 ? 2 : attrs.index() < kFamiliesTypedInV3 ? 3 : 4;
-}
+                 QuantizeAttrs, LrnAttrs, ReverseSequenceAttrs, SignalAttrs, LpPoolAttrs, ReshapeAttrs, TransposeAttrs,
+                 AxisAttrs, AxesAttrs, SliceAttrs, CastAttrs, ShapeAttrs, ClipAttrs, SplitAttrs, PadAttrs,
+                 ConvTransposeAttrs, ResizeAttrs, RecurrentAttrs, GridSampleAttrs, DeformConvAttrs, FoldAttrs,
+                 UniqueAttrs, OptionalAxisAttrs, CenterCropPadAttrs, TensorScatterAttrs, NmsAttrs, BinarizerAttrs,
+                 TfIdfAttrs, ConstantOfShapeAttrs, DropoutAttrs>;
 
 // Decodes and checks an op's ONNX attributes for the model's opset. Errors say which attribute, what was found
 // and what was expected; callers add the node.

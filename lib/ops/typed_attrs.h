@@ -69,7 +69,7 @@ Status checkAttrs(const OpAttrs& attrs);
 std::string_view familyName(const OpAttrs& attrs);
 
 // The struct's encoded fields in order, " name:type" each (nested structs as name.field; types bool, i64, f32,
-// enum, str, list<T>, opt<T>), as docs/format/program-v4.md lists them; tests/ops holds the two together.
+// enum, str, list<T>, opt<T>), as docs/format/program.md lists them; tests/ops holds the two together.
 std::string fieldsSchemaText(const OpAttrs& attrs);
 
 // " name=value" per field, nested structs as name.field, unset optional lists left out; for dumps.

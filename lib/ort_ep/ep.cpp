@@ -2,6 +2,7 @@
 #include "ort_ep/ep.h"
 
 #include "epcontext/contract.h"
+#include "epcontext/session_options.h"
 #include "format/container.h"
 #include "kernels/kernels.h"
 #include "ort_ep/graph_reader.h"
@@ -127,7 +128,9 @@ Status getCapability(CtxKitEp& ep, const OrtGraph& graph, OrtEpGraphSupportInfo&
   const Api& api = ep.api();
   CTX_ASSIGN_OR_RETURN(auto ours, ourEpContextNodes(api, graph));
   // A compiled model: its EPContext nodes and nothing else (the rest was left to ORT when it was compiled).
-  if (ours.empty()) return ep.plainGraphs().claimPartitions(api, ep.config(), graph, support);
+  if (ours.empty())
+    return ep.plainGraphs().claimPartitions(api, ep.config(), graph, support,
+                                            [&](const std::string& m) { ep.log(ORT_LOGGING_LEVEL_WARNING, m); });
   for (const OrtNode* node : ours) {
     // Each EPContext node is a fused node of its own, so ORT keeps the model's node boundaries.
     OrtNodeFusionOptions options{};
@@ -214,8 +217,7 @@ Status writeEpContextNodes(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode*
         return makeError(ErrorCode::InvalidArgument, "{}: '{}' exists; ctxkit does not overwrite a context binary",
                          epcontext::kEpName, bin.string());
       CTX_ASSIGN_OR_RETURN(auto target, partitioner::loadTarget(config.target));
-      CTX_RETURN_IF_ERROR(shared.writeAndReset(bin, context.targetId, context.targetRevision, target.weightAlignment,
-                                               config.weightless));
+      CTX_RETURN_IF_ERROR(shared.writeAndReset(bin, target, config.weightless));
     }
   } else if (config.embedMode == 1) {
     const auto& bytes = context.fileBytes ? *context.fileBytes : *context.bytes;
@@ -407,36 +409,24 @@ Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options
       config.threads > 1024)
     return makeError(ErrorCode::InvalidArgument, "{} option threads '{}': expected a number from 1 to 1024",
                      epcontext::kEpName, threads);
-  CTX_ASSIGN_OR_RETURN(std::string contextFile,
-                       sessionConfigEntry(api, options, epcontext::option::kContextFilePath, ""));
-  config.contextFilePath = contextFile;
-  CTX_ASSIGN_OR_RETURN(std::string share, sessionConfigEntry(api, options, epcontext::option::kShareEpContexts, "0"));
-  config.shareContexts = share == "1";
-  CTX_ASSIGN_OR_RETURN(std::string enable, sessionConfigEntry(api, options, epcontext::option::kContextEnable, "0"));
-  config.contextEnable = enable == "1";
-  CTX_ASSIGN_OR_RETURN(std::string embed, sessionConfigEntry(api, options, epcontext::option::kContextEmbedMode, "0"));
-  if (embed != "0" && embed != "1")
-    return makeError(ErrorCode::InvalidArgument, "{} is '{}'; expected 0 or 1", epcontext::option::kContextEmbedMode,
-                     embed);
-  config.embedMode = embed == "1" ? 1 : 0;
-  CTX_ASSIGN_OR_RETURN(std::string stop,
-                       sessionConfigEntry(api, options, epcontext::option::kStopShareEpContexts, "0"));
-  config.stopShareContexts = stop == "1";
-  if (config.contextEnable && config.shareContexts && config.embedMode == 1)
-    return makeError(ErrorCode::InvalidArgument, "{}=1 with {}=1: sharing a context needs a file",
-                     epcontext::option::kShareEpContexts, epcontext::option::kContextEmbedMode);
-  CTX_ASSIGN_OR_RETURN(config.nodeNamePrefix,
-                       sessionConfigEntry(api, options, epcontext::option::kContextNodeNamePrefix, ""));
+  // ORT's EPContext keys, through the parser ctxgen's -C uses.
+  epcontext::ContextSessionOptions context;
+  for (const char* key : epcontext::contextOptionKeys()) {
+    CTX_ASSIGN_OR_RETURN(std::string value, sessionConfigEntry(api, options, key, ""));
+    if (!value.empty()) CTX_RETURN_IF_ERROR(epcontext::applyContextOption(key, value, context));
+  }
+  if (context.contextEnable) CTX_RETURN_IF_ERROR(epcontext::checkContextOptions(context));
+  config.contextFilePath = context.contextFilePath;
+  config.shareContexts = context.shareContexts;
+  config.contextEnable = context.contextEnable;
+  config.embedMode = context.embedMode;
+  config.stopShareContexts = context.stopShareContexts;
+  config.nodeNamePrefix = context.nodeNamePrefix;
+  config.weightless = context.weightless;
+  config.sourceModelPath = context.sourceModelPath;
   CTX_ASSIGN_OR_RETURN(std::string strict,
                        sessionConfigEntry(api, options, "session.fail_on_suboptimal_compiled_model", "0"));
   config.failOnSuboptimal = strict == "1";
-  for (const char* key : {epcontext::option::kEnableWeightless, epcontext::option::kEnableWeightlessDeprecated}) {
-    CTX_ASSIGN_OR_RETURN(std::string weightless, sessionConfigEntry(api, options, key, "0"));
-    config.weightless = config.weightless || weightless == "1";
-  }
-  CTX_ASSIGN_OR_RETURN(std::string source,
-                       sessionConfigEntry(api, options, epcontext::option::kContextSourceModelPath, ""));
-  config.sourceModelPath = source;
   const void* buffer = nullptr;
   size_t bufferSize = 0;
   CTX_ORT_RETURN_IF_ERROR(api, api.ep.SessionOptionsGetWeightlessSourceModelBuffer(&options, &buffer, &bufferSize));
@@ -444,8 +434,9 @@ Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options
   return config;
 }
 
-CtxKitEp::CtxKitEp(const Api& api, EpConfig config)
-    : OrtEp{}, api_(api), config_(std::move(config)), pool_(kernels::makeThreadPool(config_.threads)) {
+CtxKitEp::CtxKitEp(const Api& api, EpConfig config, const OrtLogger* logger)
+    : OrtEp{}, api_(api), config_(std::move(config)), logger_(logger),
+      pool_(kernels::makeThreadPool(config_.threads)) {
   ort_version_supported = ORT_API_VERSION;
   GetName = getName;
   GetCapability = getCapabilityImpl;
@@ -455,12 +446,19 @@ CtxKitEp::CtxKitEp(const Api& api, EpConfig config)
   GetWeightlessSupport = getWeightlessSupport;
   epcontext::CompatibilityInfo info;
   info.formatMajor = format::kFormatMajor;
-  info.formatMinor = format::kFormatMinorBase;
+  info.formatMinor = format::kFormatMinor;
   if (auto target = partitioner::loadTarget(config_.target)) {
     info.targetId = target->hardwareArchitecture;
     info.targetRevision = target->revision;
   }
   compatibilityInfo = epcontext::formatCompatibilityInfo(info);
+}
+
+void CtxKitEp::log(OrtLoggingLevel level, const std::string& message) const {
+  if (logger_ == nullptr) return;
+  // A message that cannot be logged is dropped: logging never changes what a session does.
+  if (OrtStatus* st = api_.ort.Logger_LogMessage(logger_, level, message.c_str(), ORT_FILE, __LINE__, "GetCapability"))
+    api_.ort.ReleaseStatus(st);
 }
 
 }  // namespace ctxkit::ort_ep

@@ -37,17 +37,20 @@ Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options
 
 class CtxKitEp : public OrtEp {
 public:
-  CtxKitEp(const Api& api, EpConfig config);
+  CtxKitEp(const Api& api, EpConfig config, const OrtLogger* logger);
   const Api& api() const { return api_; }
   const EpConfig& config() const { return config_; }
   PlainGraphCache& plainGraphs() { return plain_; }
   kernels::ThreadPool& pool() { return *pool_; }
+  // Writes `message` to the session's log (ORT's logger) at `level`; nothing when ORT gave no logger.
+  void log(OrtLoggingLevel level, const std::string& message) const;
   // The compatibility string ORT writes to a compiled model's metadata (set in GetCompiledModelCompatibilityInfo).
   std::string compatibilityInfo;
 
 private:
   Api api_;
   EpConfig config_;
+  const OrtLogger* logger_;  // the session's, owned by ORT
   PlainGraphCache plain_;
   std::unique_ptr<kernels::ThreadPool> pool_;  // for programs of plain-model partitions
 };

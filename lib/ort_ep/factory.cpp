@@ -71,13 +71,13 @@ OrtStatus* ORT_API_CALL getSupportedDevices(OrtEpFactory* f, const OrtHardwareDe
 }
 
 OrtStatus* ORT_API_CALL createEp(OrtEpFactory* f, const OrtHardwareDevice* const*, const OrtKeyValuePairs* const*,
-                                 size_t, const OrtSessionOptions* sessionOptions, const OrtLogger*,
+                                 size_t, const OrtSessionOptions* sessionOptions, const OrtLogger* logger,
                                  OrtEp** ep) noexcept {
   CtxKitEpFactory& factory = self(f);
   *ep = nullptr;
   return guarded(factory.api(), "CreateEp", [&]() -> Status {
     CTX_ASSIGN_OR_RETURN(EpConfig config, readEpConfig(factory.api(), *sessionOptions));
-    *ep = new CtxKitEp(factory.api(), std::move(config));
+    *ep = new CtxKitEp(factory.api(), std::move(config), logger);
     return Status::ok();
   });
 }

@@ -99,6 +99,8 @@ Expected<ir::ValueInfo> readValueInfo(const Api& api, const OrtValueInfo& value)
   ONNXTensorElementDataType elem = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
   CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorElementType(tensor, &elem));
   if (auto t = ir::elemTypeFromInt(static_cast<int32_t>(elem))) info.type = *t;
+  // A value whose rank ORT does not know reports no dimensions, as a scalar does: it has no shape, not an empty one.
+  if (!api.ort.TensorTypeAndShape_HasShape(tensor)) return info;
   size_t rank = 0;
   CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetDimensionsCount(tensor, &rank));
   std::vector<int64_t> dims(rank);
@@ -269,7 +271,15 @@ Expected<ReadGraph> readGraph(const Api& api, const OrtGraph& graph) {
     n.opset = model.opsetFor(n.domain);
     size_t subgraphs = 0;
     CTX_ORT_RETURN_IF_ERROR(api, api.ort.Node_GetNumSubgraphs(&node, &subgraphs));
-    if (subgraphs > 0) out.hasSubgraphs.push_back(i);
+    if (subgraphs > 0) {
+      out.hasSubgraphs.push_back(i);
+      size_t implicit = 0;
+      CTX_ORT_RETURN_IF_ERROR(api, api.ort.Node_GetNumImplicitInputs(&node, &implicit));
+      std::vector<const OrtValueInfo*> values(implicit);
+      if (implicit > 0) CTX_ORT_RETURN_IF_ERROR(api, api.ort.Node_GetImplicitInputs(&node, values.data(), implicit));
+      CTX_ASSIGN_OR_RETURN(auto names, valueNames(api, values));
+      out.implicitReads.insert(names.begin(), names.end());
+    }
     size_t outputs = 0;
     CTX_ORT_RETURN_IF_ERROR(api, api.ort.Node_GetNumOutputs(&node, &outputs));
     std::vector<const OrtValueInfo*> values(outputs);

@@ -6,6 +6,8 @@
 #include "ort_ep/ort_api.h"
 
 #include <filesystem>
+#include <set>
+#include <string>
 #include <vector>
 
 namespace ctxkit::ort_ep {
@@ -35,6 +37,8 @@ struct ReadGraph {
   ir::Model model;
   std::vector<const OrtNode*> nodes;  // model.graph.nodes[i] came from nodes[i]
   std::vector<size_t> hasSubgraphs;   // nodes whose If/Loop/Scan bodies were not read
+  // Values of this graph those bodies read (ORT's implicit inputs): read outside any partition, like graph outputs.
+  std::set<std::string> implicitReads;
 };
 Expected<ReadGraph> readGraph(const Api& api, const OrtGraph& graph);
 // Names of a node's inputs ("" for an omitted optional input) and outputs.

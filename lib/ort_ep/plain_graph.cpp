@@ -2,13 +2,12 @@
 #include "ort_ep/plain_graph.h"
 
 #include "analysis/analysis.h"
-#include "codegen/lower.h"
+#include "driver/driver.h"
 #include "epcontext/contract.h"
 #include "format/container.h"
 #include "ort_ep/ep.h"
 #include "ort_ep/graph_reader.h"
 #include "partitioner/partitioner.h"
-#include "pipeline/emit.h"
 #include "program/program.h"
 #include "runtime/source_model.h"
 #include "weightshare/source_weights.h"
@@ -16,6 +15,7 @@
 
 #include <algorithm>
 #include <set>
+#include <unordered_map>
 
 namespace ctxkit::ort_ep {
 
@@ -43,10 +43,83 @@ Expected<weightshare::WeightSources> locateInSourceFiles(const weightshare::Weig
   return weightshare::locateInSources(pool, sources);
 }
 
+// Says which nodes stay with ORT and why: the first blocker of each stretch of fallback nodes (consecutive in
+// topological order), with ORT's spelling of the fix for a dynamic dimension.
+void noteBlockers(const ir::Graph& g, const partitioner::PartitionPlan& plan, const std::string& where,
+                  const std::function<void(const std::string&)>& note) {
+  size_t fallback = 0, compiled = 0;
+  for (const auto& d : plan.nodes) {
+    fallback += d.placement == partitioner::NodePlacement::Fallback;
+    compiled += d.placement == partitioner::NodePlacement::Compiled;
+  }
+  if (fallback == 0) return;
+  note(fmt::format("{}: claims {} of the {} nodes of {} in {} partition(s); {} stay with ONNX Runtime",
+                   epcontext::kEpName, compiled, g.nodes.size(), where, plan.partitions.size(), fallback));
+  std::set<std::string> said;
+  bool previousFallback = false;
+  for (size_t i = 0; i < plan.nodes.size(); ++i) {
+    const auto& d = plan.nodes[i];
+    const bool isFallback = d.placement == partitioner::NodePlacement::Fallback;
+    if (isFallback && !previousFallback && said.insert(d.reason).second) {
+      std::string reason = d.reason;
+      // The partitioner words a dimension's fix for ctxgen (--dim); in ORT it is a free dimension override.
+      if (auto at = reason.find("(use --dim "); at != std::string::npos) {
+        const auto end = reason.find("=N)", at);
+        if (end != std::string::npos) {
+          const std::string symbol = reason.substr(at + 11, end - at - 11);
+          reason = reason.substr(0, at) + fmt::format("(set a free dimension override: "
+                                                      "SessionOptions::AddFreeDimensionOverrideByName(\"{}\", N))",
+                                                      symbol);
+        }
+      }
+      note(fmt::format("{}: {}: node '{}' ({}) and what follows it stay with ONNX Runtime: {}", epcontext::kEpName,
+                       where, g.nodes[i].name, g.nodes[i].opType, reason));
+    }
+    if (d.placement != partitioner::NodePlacement::Folded) previousFallback = isFallback;
+  }
+}
+
+// The partition each folded node (a value ctxkit knows at compile time) goes to in ORT's graph: ctxgen leaves folded
+// nodes out of the _ctx.onnx, and ORT can only fuse a partition when no unclaimed node sits on a path between two of
+// its nodes (Shape -> Concat -> Reshape). A folded node is fused with the one partition that reads all it makes;
+// one read by a fallback node, by two partitions or giving a graph output stays with ORT (-1).
+std::vector<int> foldedOwners(const ir::Graph& g, const analysis::GraphFacts& facts,
+                              const partitioner::PartitionPlan& plan, const std::set<std::string>& implicitReads) {
+  std::unordered_map<std::string, std::vector<size_t>> readers;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& in : g.nodes[i].inputs)
+      if (!in.empty()) readers[in].push_back(i);
+  std::set<std::string> graphOutputs = implicitReads;  // read by a body: as good as a graph output
+  for (const auto& o : g.outputs) graphOutputs.insert(o.name);
+  std::vector<int> owner(g.nodes.size(), -1);
+  for (auto it = facts.order.rbegin(); it != facts.order.rend(); ++it) {
+    const size_t i = *it;
+    if (plan.nodes[i].placement != partitioner::NodePlacement::Folded) continue;
+    int only = -1;
+    bool ok = true;
+    for (const auto& out : g.nodes[i].outputs) {
+      if (out.empty()) continue;
+      if (graphOutputs.count(out)) ok = false;
+      if (auto r = readers.find(out); r != readers.end())
+        for (size_t reader : r->second) {
+          const auto& d = plan.nodes[reader];
+          const int p = d.placement == partitioner::NodePlacement::Compiled ? d.partition
+                        : d.placement == partitioner::NodePlacement::Folded ? owner[reader]
+                                                                            : -1;
+          if (p < 0 || (only >= 0 && p != only)) ok = false;
+          only = p;
+        }
+    }
+    if (ok && only >= 0) owner[i] = only;
+  }
+  return owner;
+}
+
 }  // namespace
 
 Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, const OrtGraph& graph,
-                                        OrtEpGraphSupportInfo& support) {
+                                        OrtEpGraphSupportInfo& support,
+                                        const std::function<void(const std::string&)>& note) {
   const OrtNode* parent = nullptr;
   CTX_ORT_RETURN_IF_ERROR(api, api.ort.Graph_GetParentNode(&graph, &parent));
   if (parent != nullptr) return Status::ok();  // If/Loop/Scan bodies stay with ORT
@@ -55,9 +128,27 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   CTX_ASSIGN_OR_RETURN(fs::path modelPath, graphModelPath(api, graph));
   std::string stem = modelPath.empty() ? std::string("model") : modelPath.stem().string();
   CTX_ASSIGN_OR_RETURN(auto target, partitioner::loadTarget(config.target));
+  const std::string where = modelPath.empty() ? std::string("a model from memory") : modelPath.filename().string();
   auto facts = analysis::analyzeGraph(g, {});
-  if (!facts) return Status::ok();  // a graph ctxkit cannot analyze is ORT's alone
+  if (!facts) {  // a graph ctxkit cannot analyze is ORT's alone
+    note(fmt::format("{}: {} claims none of the {} nodes of {}: {}", epcontext::kEpName, epcontext::kEpName,
+                     g.nodes.size(), where, facts.error().message()));
+    return Status::ok();
+  }
   partitioner::PartitionPlan plan = partitioner::partitionGraph(g, *facts, target);
+  noteBlockers(g, plan, where, note);
+  // ctxgen replaces an If whose condition the shapes decide by its branch (the inline-if graph pass) and may compile
+  // the branch; ORT keeps an If whole, so here it stays with ORT: said, as the claims then differ.
+  for (size_t i : read.hasSubgraphs) {
+    const ir::Node& n = g.nodes[i];
+    const analysis::ValueFacts* cond =
+        n.kind == ir::OpKind::If && !n.inputs.empty() ? facts->find(n.inputs[0]) : nullptr;
+    if (cond && cond->constant)
+      note(fmt::format("{}: {}: If node '{}' has a condition known at compile time; ctxgen compiles its chosen branch "
+                       "in place of the If, but ONNX Runtime keeps an If whole, so it and its branches stay with ONNX "
+                       "Runtime",
+                       epcontext::kEpName, where, n.name));
+  }
 
   // Lower every partition into one context, as ctxgen does: one weight pool, each identical weight stored once.
   // With ep.share_ep_contexts=1 while compiling, the process-wide pool (weights copied: they outlive this session).
@@ -81,37 +172,53 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
     program::Program program;
   };
   std::vector<Claimed> claimed;
-  const pipeline::OutsideUses outsideUses(g, plan);
+  const driver::OutsideUses outsideUses(g, plan);
   for (size_t p = 0; p < plan.partitions.size(); ++p) {
     const auto& nodes = plan.partitions[p].nodes;
     bool nested = std::any_of(nodes.begin(), nodes.end(), [&](size_t i) {
       return std::find(read.hasSubgraphs.begin(), read.hasSubgraphs.end(), i) != read.hasSubgraphs.end();
     });
-    if (nested || nodes.empty()) continue;
-    std::string name = fmt::format("{}{}_ctxkit_{}", config.nodeNamePrefix, stem, claimed.size());
-    codegen::LowerOptions options;
-    options.name = name;
-    options.gemmLayout = target.gemmLayout;
-    options.plainWeights = plainWeights;
-    auto lowered = codegen::lowerPartition(g, *facts, plan.partitions[p], outsideUses.of(p), intern, options);
-    if (!lowered) continue;  // a partition ctxkit cannot lower stays with ORT's CPU EP, as an unsupported node would
+    if (nodes.empty()) continue;
+    if (nested) {
+      note(fmt::format("{}: {}: partition {} stays with ONNX Runtime: it holds an If/Loop/Scan node, whose bodies "
+                       "ctxkit does not read through ORT's graph API",
+                       epcontext::kEpName, where, p));
+      continue;
+    }
+    // Named by its index in the plan, as ctxgen names it.
+    std::string name = driver::partitionName(config.nodeNamePrefix, stem, "", p);
+    driver::LowerSettings settings = driver::lowerSettings(target, name, where);
+    settings.plainWeights = plainWeights;
+    std::set<std::string> used = outsideUses.of(p);
+    for (size_t i : nodes)
+      for (const auto& out : g.nodes[i].outputs)
+        if (read.implicitReads.count(out)) used.insert(out);
+    auto lowered = driver::lowerPlanned(g, *facts, plan, p, used, intern, settings);
+    if (!lowered) {
+      // Compiling, ctxkit does what ctxgen does: the compile fails with the error. A session that only runs the model
+      // leaves the partition to ORT and says why.
+      if (config.contextEnable) return lowered.takeError();
+      note(fmt::format("{}: {}: partition {} ({} nodes) stays with ONNX Runtime: it cannot be lowered: {}",
+                       epcontext::kEpName, where, name, nodes.size(), lowered.error().message()));
+      continue;
+    }
     claimed.push_back({p, name, std::move(lowered->inputs), std::move(lowered->outputs), std::move(lowered->program)});
   }
   if (claimed.empty()) return Status::ok();
 
-  format::CompatInfo compat{epcontext::kProducer, epcontext::kVersion, target.hardwareArchitecture, target.revision};
   auto context = std::make_shared<PlainContext>();
+  std::vector<driver::ContextGraph> graphs;
+  for (const auto& c : claimed)
+    graphs.push_back({c.name, modelPath.filename().string(), program::serialize(c.program)});
   for (bool weightless : {false, true}) {
     // Weightless: the context written for ep.context_enable; the partitions still run from the one with every weight.
     if (weightless && (!plainWeights || sharing)) break;
-    format::ContainerWriter writer(compat, format::WriterOptions{target.weightAlignment, plainWeights});
     weightshare::WeightSources sources;
     if (weightless) {
       CTX_ASSIGN_OR_RETURN(sources, locateInSourceFiles(pool, {modelPath}));
     }
-    CTX_RETURN_IF_ERROR(weightshare::addPoolWeights(writer, pool, weightless ? &sources : nullptr));
-    for (const auto& c : claimed)
-      CTX_RETURN_IF_ERROR(writer.addGraph(c.name, modelPath.filename().string(), program::serialize(c.program)));
+    CTX_ASSIGN_OR_RETURN(auto writer,
+                         driver::buildContainer(target, pool, graphs, plainWeights, weightless ? &sources : nullptr));
     // The weights are copied here: nothing refers to ORT's initializer buffers after this.
     CTX_ASSIGN_OR_RETURN(auto bytes, writer.serialize());
     (weightless ? context->fileBytes : context->bytes) =
@@ -123,6 +230,7 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   CTX_ASSIGN_OR_RETURN(auto view, format::ContainerView::open(std::span(*context->bytes), context->bytes, stem));
   auto shared = std::make_shared<const format::ContainerView>(std::move(view));
 
+  const std::vector<int> folded = foldedOwners(g, *facts, plan, read.implicitReads);
   for (size_t k = 0; k < claimed.size(); ++k) {
     Claimed& c = claimed[k];
     const format::GraphInfo* info = shared->findGraph(c.name);
@@ -147,10 +255,15 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
           if (!out.empty()) byOutput_[out] = run;
     }
     std::vector<const OrtNode*> fuse;
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (folded[i] == static_cast<int>(c.partition)) fuse.push_back(read.nodes[i]);
     for (size_t i : nodes) fuse.push_back(read.nodes[i]);
     OrtNodeFusionOptions options{};
     options.ort_version_supported = ORT_API_VERSION;
-    options.drop_constant_initializers = true;  // the weights live in the context
+    // The weights live in the context; but ORT would also drop an initializer that an If/Loop/Scan body of a node it
+    // keeps reads (ORT's implicit inputs do not list every one), and then cannot write the compiled model: with such
+    // nodes in the graph, ORT keeps the initializers.
+    options.drop_constant_initializers = read.hasSubgraphs.empty();
     CTX_ORT_RETURN_IF_ERROR(api,
                             api.ep.EpGraphSupportInfo_AddNodesToFuse(&support, fuse.data(), fuse.size(), &options));
   }
@@ -192,10 +305,7 @@ Status SharedCompile::addGraph(const std::string& name, const fs::path& sourceMo
   return Status::ok();
 }
 
-Status SharedCompile::writeAndReset(const fs::path& path, const std::string& targetId, const std::string& revision,
-                                    uint64_t alignment, bool weightless) {
-  format::CompatInfo compat{epcontext::kProducer, epcontext::kVersion, targetId, revision};
-  format::ContainerWriter writer(compat, format::WriterOptions{alignment, weightless});
+Status SharedCompile::writeAndReset(const fs::path& path, const partitioner::Target& target, bool weightless) {
   weightshare::WeightSources sources;
   if (weightless) {
     std::vector<fs::path> files;
@@ -203,9 +313,10 @@ Status SharedCompile::writeAndReset(const fs::path& path, const std::string& tar
       if (std::find(files.begin(), files.end(), g.sourceModel) == files.end()) files.push_back(g.sourceModel);
     CTX_ASSIGN_OR_RETURN(sources, locateInSourceFiles(pool_, files));
   }
-  CTX_RETURN_IF_ERROR(weightshare::addPoolWeights(writer, pool_, weightless ? &sources : nullptr));
-  for (const auto& g : graphs_)
-    CTX_RETURN_IF_ERROR(writer.addGraph(g.name, g.sourceModel.filename().string(), g.program));
+  std::vector<driver::ContextGraph> graphs;
+  for (const auto& g : graphs_) graphs.push_back({g.name, g.sourceModel.filename().string(), g.program});
+  CTX_ASSIGN_OR_RETURN(auto writer,
+                       driver::buildContainer(target, pool_, graphs, weightless, weightless ? &sources : nullptr));
   CTX_RETURN_IF_ERROR(writer.write(path));
   pool_ = weightshare::WeightPool();
   graphs_.clear();

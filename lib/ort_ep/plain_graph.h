@@ -4,10 +4,12 @@
 #pragma once
 
 #include "ort_ep/ort_api.h"
+#include "partitioner/target.h"
 #include "runtime/compiled_program.h"
 #include "weightshare/weight_pool.h"
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -52,8 +54,7 @@ public:
   Status addGraph(const std::string& name, const std::filesystem::path& sourceModel, std::vector<std::byte> program);
   // Writes the shared context to `path` (weightless: weights found in the group's source models stay there) and
   // starts a new group.
-  Status writeAndReset(const std::filesystem::path& path, const std::string& targetId, const std::string& revision,
-                       uint64_t alignment, bool weightless);
+  Status writeAndReset(const std::filesystem::path& path, const partitioner::Target& target, bool weightless);
 
 private:
   std::mutex mutex_;
@@ -71,7 +72,11 @@ private:
 class PlainGraphCache {
 public:
   // Claims every partition of `graph` that ctxkit compiles (AddNodesToFuse) and keeps its lowered program.
-  Status claimPartitions(const Api& api, const EpConfig& config, const OrtGraph& graph, OrtEpGraphSupportInfo& support);
+  // When it claims fewer nodes than the graph has, `note` gets why: the first blocker of each group of nodes left
+  // to ORT (an unsupported op with its opset and types, a dynamic dimension and the free-dimension override that
+  // fixes it, a graph ctxkit cannot analyze).
+  Status claimPartitions(const Api& api, const EpConfig& config, const OrtGraph& graph, OrtEpGraphSupportInfo& support,
+                         const std::function<void(const std::string&)>& note);
   // The partition a fused graph holds.
   Expected<std::shared_ptr<const LoweredPartitionRun>> find(const Api& api, const OrtGraph& fusedGraph) const;
 

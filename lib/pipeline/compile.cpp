@@ -3,6 +3,7 @@
 
 #include "analysis/graph_passes.h"
 #include "codegen/lower.h"
+#include "driver/driver.h"
 #include "epcontext/contract.h"
 #include "format/container.h"
 #include "onnx_io/onnx_io.h"
@@ -59,12 +60,7 @@ struct ModelWork {
 struct ContainerWork {
   fs::path path;  // where the .bin goes (embed mode 0)
   weightshare::WeightPool pool;
-  struct Graph {
-    std::string name;
-    std::string sourceModel;
-    std::vector<std::byte> program;
-  };
-  std::vector<Graph> graphs;
+  std::vector<driver::ContextGraph> graphs;
   std::set<std::string> graphNames;
   // Weightless: where each pooled weight lives in the source models (empty: it is stored in the .bin).
   weightshare::WeightSources sources;
@@ -284,11 +280,9 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
   w.plan = clock.time("partition", [&] { return partitioner::partitionGraph(w.model.graph, w.facts, target); });
   say(fmt::format("{}: {}", w.source.string(), counted(w.plan.partitions.size(), "partition")));
 
-  const OutsideUses outsideUses(w.model.graph, w.plan);
+  const driver::OutsideUses outsideUses(w.model.graph, w.plan);
   for (size_t p = 0; p < w.plan.partitions.size(); ++p) {
-    std::string name = w.variant.empty()
-                           ? fmt::format("{}{}_ctxkit_{}", options.nodeNamePrefix, w.stem, p)
-                           : fmt::format("{}{}_{}_ctxkit_{}", options.nodeNamePrefix, w.stem, w.variant, p);
+    std::string name = driver::partitionName(options.nodeNamePrefix, w.stem, w.variant, p);
     if (!container.graphNames.insert(name).second)
       return makeError(ErrorCode::InvalidArgument,
                        "graph name '{}' is used twice in one context (models with the same stem?)", name);
@@ -299,21 +293,15 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
       weights.emplace_back(t, layout);
       return static_cast<uint32_t>(weights.size() - 1);
     };
-    codegen::LowerOptions lowerOptions;
-    lowerOptions.name = name;
-    lowerOptions.dumpAfter = options.dumpAfter;
-    lowerOptions.stopAfter = options.stopAfter;
-    lowerOptions.gemmLayout = target.gemmLayout;
-    lowerOptions.plainWeights = options.weightless;
-    auto lowered = clock.time("lower", [&] {
-      return codegen::lowerPartition(w.model.graph, w.facts, w.plan.partitions[p], used, intern, lowerOptions);
-    });
-    if (!lowered) return lowered.takeError().addContext(fmt::format("'{}': partition {}", w.source.string(), name));
+    driver::LowerSettings settings = driver::lowerSettings(target, name, fmt::format("'{}'", w.source.string()));
+    settings.dumpAfter = options.dumpAfter;
+    settings.stopAfter = options.stopAfter;
+    settings.plainWeights = options.weightless;
+    auto lowered = clock.time(
+        "lower", [&] { return driver::lowerPlanned(w.model.graph, w.facts, w.plan, p, used, intern, settings); });
+    if (!lowered) return lowered.takeError();
     clock.addPasses(lowered->passes);
     clock.addDump(lowered->dump);
-    // A runtime allocates the planned arena at load: one it could never hold is refused here, not written.
-    CTX_RETURN_IF_ERROR(ir::checkMemoryLimit(
-        lowered->program.arenaSize, fmt::format("'{}': partition {}'s planned arena", w.source.string(), name)));
     w.partitionNames.push_back(std::move(name));
     w.arenaSizes.push_back(lowered->program.arenaSize);
     w.lowered.push_back(std::move(lowered).value());
@@ -358,7 +346,7 @@ Status dedupe(ModelWork& w, ContainerWork& c, const CompileOptions& options, boo
     // What ctxgen writes must load: the program is read back with the loader's own checks before it is stored.
     if (auto back = program::deserialize(bytes, c.pool.weights().size(), where); !back)
       return back.takeError().addContext("the compiled program would not load");
-    c.graphs.push_back(ContainerWork::Graph{w.partitionNames[p], w.source.filename().string(), std::move(bytes)});
+    c.graphs.push_back(driver::ContextGraph{w.partitionNames[p], w.source.filename().string(), std::move(bytes)});
   }
   w.partitionWeights.clear();
   if (!shareFallback) return Status::ok();
@@ -406,17 +394,13 @@ void locateSourceWeights(ContainerWork& c, size_t container, const std::vector<M
 
 Expected<format::ContainerWriter> buildContainer(const ContainerWork& c, const partitioner::Target& target,
                                                  bool weightless) {
-  format::CompatInfo compat{epcontext::kProducer, epcontext::kVersion, target.hardwareArchitecture, target.revision};
-  format::ContainerWriter writer(compat, format::WriterOptions{target.weightAlignment, weightless});
-  CTX_RETURN_IF_ERROR(weightshare::addPoolWeights(writer, c.pool, weightless ? &c.sources : nullptr));
-  for (const auto& g : c.graphs) CTX_RETURN_IF_ERROR(writer.addGraph(g.name, g.sourceModel, g.program));
-  return writer;
+  return driver::buildContainer(target, c.pool, c.graphs, weightless, weightless ? &c.sources : nullptr);
 }
 
 std::string compatibilityString(const partitioner::Target& target) {
   epcontext::CompatibilityInfo info;
   info.formatMajor = format::kFormatMajor;
-  info.formatMinor = format::kFormatMinorBase;
+  info.formatMinor = format::kFormatMinor;
   info.targetId = target.hardwareArchitecture;
   info.targetRevision = target.revision;
   return epcontext::formatCompatibilityInfo(info);

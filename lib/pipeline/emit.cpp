@@ -8,40 +8,6 @@
 
 namespace ctxkit::pipeline {
 
-OutsideUses::OutsideUses(const ir::Graph& graph, const partitioner::PartitionPlan& plan) : graph_(graph), plan_(plan) {
-  auto note = [&](const std::string& value, int unit) {
-    Readers& r = readers_[value];
-    if (r.first == kNobody) r.first = unit;
-    else if (r.first != unit) r.several = true;
-  };
-  for (const auto& out : graph.outputs) note(out.name, kOther);
-  std::set<std::string> reads;
-  for (size_t i = 0; i < graph.nodes.size(); ++i) {
-    const auto& d = plan.nodes[i];
-    if (d.placement == partitioner::NodePlacement::Folded) continue;
-    const int unit = d.placement == partitioner::NodePlacement::Compiled ? d.partition : kOther;
-    reads.clear();
-    ir::collectNodeReads(graph.nodes[i], reads);
-    for (const auto& v : reads) note(v, unit);
-  }
-}
-
-std::set<std::string> OutsideUses::of(size_t p) const {
-  std::set<std::string> used;
-  auto check = [&](const std::string& value) {
-    auto it = readers_.find(value);
-    if (it != readers_.end() && (it->second.several || it->second.first != static_cast<int>(p))) used.insert(value);
-  };
-  std::set<std::string> touched;
-  for (size_t i : plan_.partitions[p].nodes) {
-    const ir::Node& node = graph_.nodes[i];
-    ir::collectNodeReads(node, touched);
-    touched.insert(node.outputs.begin(), node.outputs.end());
-  }
-  for (const auto& v : touched) check(v);
-  return used;
-}
-
 namespace {
 
 using InitializerVisit = std::function<void(const std::string&, const ir::Initializer&)>;

@@ -34,26 +34,6 @@ struct EpContextSettings {
 void forEachSubgraphInitializer(const ir::Node& node, size_t index,
                                 const std::function<void(const std::string&, const ir::Initializer&)>& visit);
 
-// Which values each partition shares with the rest of the graph, found in one pass over the graph (a pass per
-// partition made compiling thousands of partitions quadratic).
-class OutsideUses {
-public:
-  OutsideUses(const ir::Graph& graph, const partitioner::PartitionPlan& plan);
-  // The values partition `p`'s nodes read or produce that are read outside it (by other partitions or fallback
-  // nodes) or listed as graph outputs: what lowering asks of a partition's values.
-  std::set<std::string> of(size_t p) const;
-
-private:
-  struct Readers {
-    int first = kNobody;   // the first unit reading the value: a partition's index, or kOther
-    bool several = false;  // another unit reads it too
-  };
-  static constexpr int kNobody = -2, kOther = -1;  // kOther: a fallback node or a graph output
-  const ir::Graph& graph_;
-  const partitioner::PartitionPlan& plan_;
-  std::unordered_map<std::string, Readers> readers_;
-};
-
 // The initializers a `_ctx.onnx` keeps, in output order: the source's initializers that fallback nodes or graph
 // outputs read, then folded constants they read.
 std::vector<ir::Initializer> contextInitializers(const ir::Model& source, const analysis::GraphFacts& facts,

@@ -2,7 +2,6 @@
 // reference to the ONNX subgraph it came from. Serialized into the context binary's data region.
 #pragma once
 
-#include "ir/attribute.h"
 #include "ir/op_kind.h"
 #include "ir/tensor.h"
 #include "ops/op_schema.h"
@@ -53,19 +52,14 @@ struct TensorDesc {
 struct Op {
   ir::OpKind kind = ir::OpKind::Unknown;
   int64_t opset = 0;
-  Name name;             // source node name
-  ir::Attributes attrs;  // ONNX attributes, for op families not migrated to typed attributes (ops::OnnxAttrs)
-  Indices inputs;        // tensor indices, -1 for an omitted optional input
-  Indices outputs;       // tensor indices
-  ops::OpAttrs typed;    // the op's typed attributes (OnnxAttrs: see `attrs`)
+  Name name;           // source node name
+  Indices inputs;      // tensor indices, -1 for an omitted optional input
+  Indices outputs;     // tensor indices
+  ops::OpAttrs typed;  // the op's typed attributes (OnnxAttrs for the kinds that have none a run reads)
 };
 
-// Encodings: 1 (ops carry ONNX attributes by name), 2 (stable op ids, typed attributes as values in schema order,
-// weight layouts), 3 (as 2, with typed attributes for the shaping families too: Reshape, Transpose, Concat,
-// Gather, Slice, Cast, Pad, Resize, ConvTranspose, ...) and 4 (as 3, with typed attributes for every family an
-// inference run reads attributes of: LSTM/GRU/RNN, GridSample, ConstantOfShape, ...); docs/format/program-v4.md.
-// serialize() writes version 4; deserialize() reads all four, decoding the ONNX attributes an older version holds
-// for a typed family at load.
+// The one program encoding (docs/format/program.md): stable op ids, typed attributes as values in schema order,
+// weight layouts. Encodings 1 to 3 were development versions of ctxkit 0.1.0; deserialize() refuses them by name.
 inline constexpr uint32_t kProgramVersion = 4;
 
 struct Program {
@@ -74,7 +68,6 @@ struct Program {
   // A copy keeps its lists on the heap. Moving one TensorDesc or Op out of a read program leaves it using that
   // program's storage: move whole programs.
   std::shared_ptr<std::pmr::memory_resource> storage;
-  uint32_t version = kProgramVersion;  // the encoding it was read from
   std::vector<TensorDesc> tensors;
   std::vector<Op> ops;
   std::vector<int32_t> inputs;   // tensor index per EPContext input, in node order
@@ -83,8 +76,7 @@ struct Program {
 
   Program() = default;
   Program(const Program& o)  // on the heap: the copy does not hold `o`'s storage
-      : version(o.version), tensors(o.tensors), ops(o.ops), inputs(o.inputs), outputs(o.outputs),
-        arenaSize(o.arenaSize) {}
+      : tensors(o.tensors), ops(o.ops), inputs(o.inputs), outputs(o.outputs), arenaSize(o.arenaSize) {}
   Program(Program&&) noexcept = default;
   Program& operator=(Program other) noexcept {
     swap(other);
@@ -93,7 +85,6 @@ struct Program {
   ~Program() = default;
   void swap(Program& o) noexcept {
     std::swap(storage, o.storage);
-    std::swap(version, o.version);
     tensors.swap(o.tensors);
     ops.swap(o.ops);
     inputs.swap(o.inputs);
@@ -106,22 +97,15 @@ struct Program {
 inline constexpr uint32_t kMaxRank = 8;
 // The longest name or string attribute a program holds (an op's node name, a tensor's value name).
 inline constexpr uint32_t kMaxStringBytes = 1u << 16;
-inline constexpr uint64_t kProgramMagicV1 = 0x31474f5250544358ull;  // "XCTPROG1"
-inline constexpr uint64_t kProgramMagicV2 = 0x32474f5250544358ull;  // "XCTPROG2"
-inline constexpr uint64_t kProgramMagicV3 = 0x33474f5250544358ull;  // "XCTPROG3"
-inline constexpr uint64_t kProgramMagic = 0x34474f5250544358ull;    // "XCTPROG4"
+// "XCTPROG4" read as little-endian bytes. The development encodings 1 to 3 had "XCTPROG1" to "XCTPROG3".
+inline constexpr uint64_t kProgramMagic = 0x34474f5250544358ull;
 
 std::vector<std::byte> serialize(const Program& program);
-
-// An older encoding (1 to 3), for compatibility tests. Fails for what that version cannot hold: packed weights
-// (version 1), and ops of a family it spells as ONNX attributes whose ONNX attributes are gone (the compiler keeps
-// only the typed attributes of typed families).
-Expected<std::vector<std::byte>> serializeVersion(const Program& program, uint32_t version);
 
 // Parses and validates a program read from a file: every count bounded by the bytes left, every index in
 // range (weights against `weightCount`), every arena range inside the arena, byte sizes equal to
 // shape × element size (the layout's size for packed weights), views not chained, every op's typed attributes of
-// its kind's family and within their rules. Version-1 programs get their typed attributes decoded here. `what` names
+// its kind's family and within their rules. A program of a development encoding is refused by name. `what` names
 // the program in errors.
 Expected<Program> deserialize(std::span<const std::byte> bytes, uint64_t weightCount, const std::string& what);
 

@@ -1,4 +1,4 @@
-// Typed attributes in program format v2: the values of an attribute struct's fields, in the order its field list
+// Typed attributes in a program: the values of an attribute struct's fields, in the order its field list
 // (CTXKIT_FIELDS) gives, with no names. Which struct an op carries follows from its op kind.
 #pragma once
 

@@ -15,20 +15,17 @@ const char* compatibilityName(Compatibility level) {
   return "UNKNOWN";
 }
 
-CompatibilityVerdict assessCompatibility(const format::CompatInfo& found, uint16_t runtimeMajor,
-                                         uint16_t runtimeMinor) {
+CompatibilityVerdict assessCompatibility(const format::CompatInfo& found) {
   if (found.producer != epcontext::kProducer)
     return {Compatibility::Unsupported,
             fmt::format("context was produced by '{}'; expected '{}'", found.producer, epcontext::kProducer)};
-  if (found.formatMajor != runtimeMajor)
+  if (found.formatMajor != format::kFormatMajor)
     return {Compatibility::Unsupported,
             fmt::format("container format {}.{} has another major than this runtime's {}.{}", found.formatMajor,
-                        found.formatMinor, runtimeMajor, runtimeMinor)};
+                        found.formatMinor, format::kFormatMajor, format::kFormatMinor)};
+  if (format::isDevelopmentFormat(found.formatMajor, found.formatMinor))
+    return {Compatibility::Unsupported, format::developmentFormatText(found.formatMajor, found.formatMinor)};
   // A newer minor only adds what an older reader may skip (the format's versioning policy): still optimal.
-  if (found.formatMinor < runtimeMinor)
-    return {Compatibility::PreferRecompilation,
-            fmt::format("container format {}.{} is older than this runtime's {}.{}", found.formatMajor,
-                        found.formatMinor, runtimeMajor, runtimeMinor)};
   // Targets this ctxkit does not know (a user's target file) have no expected revision.
   if (const epcontext::KnownTarget* known = epcontext::findKnownTarget(found.targetId);
       known && found.targetRevision != known->revision)
@@ -38,12 +35,12 @@ CompatibilityVerdict assessCompatibility(const format::CompatInfo& found, uint16
   return {};
 }
 
-CompatibilityVerdict assessCompatibilityInfo(std::string_view info, uint16_t runtimeMajor, uint16_t runtimeMinor) {
+CompatibilityVerdict assessCompatibilityInfo(std::string_view info) {
   auto parsed = epcontext::parseCompatibilityInfo(info);
   if (!parsed) return {Compatibility::Unsupported, parsed.error().message()};
   format::CompatInfo found{parsed->producer,       parsed->version,     parsed->targetId,
                            parsed->targetRevision, parsed->formatMajor, parsed->formatMinor};
-  return assessCompatibility(found, runtimeMajor, runtimeMinor);
+  return assessCompatibility(found);
 }
 
 }  // namespace ctxkit::runtime

@@ -1,6 +1,6 @@
 // How well this runtime can run a context binary, from its compatibility block (SPEC §8), as ONNX Runtime's
-// OrtCompiledModelCompatibility: another producer or format major is UNSUPPORTED; an older format minor or
-// another revision of a known target is PREFER_RECOMPILATION.
+// OrtCompiledModelCompatibility: another producer, another format major or a development format (1.0 to 1.3) is
+// UNSUPPORTED; another revision of a known target is PREFER_RECOMPILATION.
 #pragma once
 
 #include "format/container.h"
@@ -22,15 +22,11 @@ struct CompatibilityVerdict {
   std::string reason;  // why, when not SupportedOptimal
 };
 
-// `runtimeMajor`/`runtimeMinor` are the container format this runtime writes for a plain context (parameters so
-// that tests can stand for another runtime): an older minor prefers recompilation. It reads up to kFormatMinor; 1.2
-// only added weightless contexts, so a 1.1 file is as good as a fresh one.
-CompatibilityVerdict assessCompatibility(const format::CompatInfo& found, uint16_t runtimeMajor = format::kFormatMajor,
-                                         uint16_t runtimeMinor = format::kFormatMinorBase);
+// A newer minor of the format is SUPPORTED_OPTIMAL: it only adds what this reader may skip.
+CompatibilityVerdict assessCompatibility(const format::CompatInfo& found);
 
 // The same verdict from the model's `ep_compatibility_info.CtxKitExecutionProvider` value, as ONNX Runtime's
 // ValidateCompiledModelCompatibilityInfo receives it; a value that does not parse is UNSUPPORTED.
-CompatibilityVerdict assessCompatibilityInfo(std::string_view info, uint16_t runtimeMajor = format::kFormatMajor,
-                                             uint16_t runtimeMinor = format::kFormatMinorBase);
+CompatibilityVerdict assessCompatibilityInfo(std::string_view info);
 
 }  // namespace ctxkit::runtime

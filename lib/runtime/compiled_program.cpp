@@ -3,6 +3,7 @@
 
 #include "cpu/gemm.h"
 #include "kernels/prepared.h"
+#include "runtime/weak_store.h"
 #include "support/checked.h"
 
 #include <algorithm>
@@ -19,89 +20,78 @@ std::string descText(ir::ElemType type, std::span<const int64_t> shape) {
   return fmt::format("{} {}", ir::elemTypeName(type), ir::shapeToString(shape));
 }
 
-// True when `a` and `b` share a control block: the same object, never another made later at the same address.
-template <class T, class U> bool sameOwner(const std::weak_ptr<T>& a, const U& b) {
-  return !a.owner_before(b) && !b.owner_before(a);
-}
+// The two stores below key an object by the addresses of the objects it was made from. An address alone could name
+// an object freed since and another made in its place; a live entry cannot: what it holds keeps those objects alive
+// (a program its container and source model, a remembered container itself), so while it lives nothing else can
+// have their addresses.
 
 // Programs whose every recorded output the kernels inferred themselves at an earlier load in this process: by
-// container (its control block, so a container freed and another made at the same address never matches) and
-// the program's bytes within it. The container's bytes and weights do not change while it lives.
-class InferredPrograms {
-public:
-  bool contains(const std::shared_ptr<const format::ContainerView>& container, std::span<const std::byte> bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return std::any_of(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.matches(container, bytes); });
+// container and the program's bytes within it. The container's bytes and weights do not change while it lives.
+struct InferredKey {
+  const format::ContainerView* container;
+  const std::byte* data;
+  size_t size;
+  bool operator==(const InferredKey&) const = default;
+};
+struct InferredKeyHash {
+  size_t operator()(const InferredKey& k) const {
+    return std::hash<const void*>{}(k.container) ^ (std::hash<const void*>{}(k.data) * 31) ^ k.size;
   }
-  void add(const std::shared_ptr<const format::ContainerView>& container, std::span<const std::byte> bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::erase_if(entries_, [](const Entry& e) { return e.container.expired(); });
-    entries_.push_back(Entry{container, bytes.data(), bytes.size()});
-  }
-
-private:
-  struct Entry {
-    std::weak_ptr<const format::ContainerView> container;
-    const std::byte* data;
-    size_t size;
-    bool matches(const std::shared_ptr<const format::ContainerView>& c, std::span<const std::byte> bytes) const {
-      return sameOwner(container, c) && !container.expired() && data == bytes.data() && size == bytes.size();
-    }
-  };
-  std::mutex mutex_;
-  std::vector<Entry> entries_;
 };
 
-InferredPrograms& inferredPrograms() {
-  static InferredPrograms programs;
-  return programs;
+// Programs loaded from shared containers and still held by a session, by container, graph index, source model
+// (weightless containers) and the options that change what is made.
+struct LoadedKey {
+  const format::ContainerView* container;
+  size_t graph = 0;
+  bool prefault = false;
+  const void* source = nullptr;
+  bool sourceVerified = false;
+  bool operator==(const LoadedKey&) const = default;
+};
+struct LoadedKeyHash {
+  size_t operator()(const LoadedKey& k) const {
+    return std::hash<const void*>{}(k.container) ^ (k.graph * 0x9e3779b97f4a7c15ull) ^
+           (std::hash<const void*>{}(k.source) << 1) ^ (size_t{k.prefault} << 62) ^ (size_t{k.sourceVerified} << 61);
+  }
+};
+
+struct ProgramStores {
+  std::mutex mutex;
+  WeakStore<InferredKey, const format::ContainerView, InferredKeyHash> inferred;  // under mutex
+  WeakStore<LoadedKey, const CompiledProgram, LoadedKeyHash> loaded;              // under mutex
+};
+
+ProgramStores& programStores() {
+  static ProgramStores stores;
+  return stores;
 }
 
-// Programs loaded from shared containers and still held by a session, by container and source model (their control
-// blocks, so that an object freed and another made at the same address never matches), graph index and options.
-class LoadedPrograms {
-public:
-  struct Key {
-    std::weak_ptr<const format::ContainerView> container;
-    size_t graph = 0;
-    bool prefault = false;
-    std::weak_ptr<const void> source;  // weightless containers
-    bool sourceVerified = false;
-    bool operator==(const Key& o) const {
-      return sameOwner(container, o.container) && sameOwner(source, o.source) && graph == o.graph &&
-             prefault == o.prefault && sourceVerified == o.sourceVerified;
-    }
-  };
-  std::shared_ptr<const CompiledProgram> find(const Key& key) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const Entry& e : entries_)
-      if (e.key == key)
-        if (auto live = e.program.lock()) return live;
-    return nullptr;
-  }
-  // Returns the program to use: one that another thread added meanwhile, or `program`.
-  std::shared_ptr<const CompiledProgram> add(const Key& key, std::shared_ptr<const CompiledProgram> program) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::erase_if(entries_, [](const Entry& e) { return e.program.expired(); });
-    for (const Entry& e : entries_)
-      if (e.key == key)
-        if (auto live = e.program.lock()) return live;
-    entries_.push_back(Entry{key, program});
-    return program;
-  }
+bool wasInferred(const std::shared_ptr<const format::ContainerView>& container, std::span<const std::byte> bytes) {
+  ProgramStores& s = programStores();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.inferred.find(InferredKey{container.get(), bytes.data(), bytes.size()}) == container;
+}
 
-private:
-  struct Entry {
-    Key key;
-    std::weak_ptr<const CompiledProgram> program;
-  };
-  std::mutex mutex_;
-  std::vector<Entry> entries_;
-};
+void rememberInferred(const std::shared_ptr<const format::ContainerView>& container, std::span<const std::byte> bytes) {
+  ProgramStores& s = programStores();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.inferred.put(InferredKey{container.get(), bytes.data(), bytes.size()}, container);
+}
 
-LoadedPrograms& loadedPrograms() {
-  static LoadedPrograms programs;
-  return programs;
+std::shared_ptr<const CompiledProgram> findLoaded(const LoadedKey& key) {
+  ProgramStores& s = programStores();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.loaded.find(key);
+}
+
+// Returns the program to use: one that another thread added meanwhile, or `program`.
+std::shared_ptr<const CompiledProgram> addLoaded(const LoadedKey& key, std::shared_ptr<const CompiledProgram> program) {
+  ProgramStores& s = programStores();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (auto live = s.loaded.find(key)) return live;
+  s.loaded.put(key, program);
+  return program;
 }
 
 }  // namespace
@@ -158,6 +148,12 @@ Expected<std::unique_ptr<CompiledProgram::Frame>> CompiledProgram::makeFrame() c
   return frame;
 }
 
+size_t programStoreProbes() {
+  ProgramStores& s = programStores();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.inferred.probes() + s.loaded.probes();
+}
+
 size_t CompiledProgram::frameCount() const {
   std::lock_guard<std::mutex> lock(framesMutex_);
   return framesMade_;
@@ -183,7 +179,7 @@ CompiledProgram::create(program::Program prog, std::shared_ptr<const format::Con
     const program::TensorDesc& d = prog.tensors[t];
     if (d.kind == TensorKind::Weight) {
       const format::WeightInfo& w = container->weights()[d.index];
-      // A packed weight is stored as a 1-D tensor of its layout's elements (docs/format/program-v4.md); a weightless
+      // A packed weight is stored as a 1-D tensor of its layout's elements (docs/format/program.md); a weightless
       // container stores every weight plain and it is packed here.
       const bool packHere = container->weightless() && !d.layout.plain();
       ir::Shape stored = program::toShape(d.shape);
@@ -216,7 +212,7 @@ CompiledProgram::create(program::Program prog, std::shared_ptr<const format::Con
   // A program this process's kernels already agreed with (the same bytes of the same container) takes its recorded
   // outputs as they are; weights resolved from source models may differ from load to load.
   const bool remember = !options.programBytes.empty() && !container->weightless();
-  const bool inferred = remember && inferredPrograms().contains(container, options.programBytes);
+  const bool inferred = remember && wasInferred(container, options.programBytes);
   std::vector<kernels::ValueDesc> descs;
   std::vector<ops::WeightLayout> layouts;
   std::vector<kernels::OutputDesc> recorded;
@@ -242,7 +238,8 @@ CompiledProgram::create(program::Program prog, std::shared_ptr<const format::Con
         layouts[k] = d.layout;
       }
     }
-    kernels::OpContext ctx{op.kind, op.opset, op.attrs, op.name, nullptr, &op.typed};
+    static const ir::Attributes kNoAttrs;  // a program op has typed attributes only
+    kernels::OpContext ctx{op.kind, op.opset, kNoAttrs, op.name, nullptr, &op.typed};
     const auto ins = std::span(descs).first(op.inputs.size());
     if (inferred) {
       recorded.resize(op.outputs.size());
@@ -266,9 +263,10 @@ CompiledProgram::create(program::Program prog, std::shared_ptr<const format::Con
     }
     cp->prepared_.push_back(std::move(prepared.value()));
   }
-  if (remember && !inferred) inferredPrograms().add(container, options.programBytes);
+  if (remember && !inferred) rememberInferred(container, options.programBytes);
   cp->program_ = std::move(prog);  // the ops' vector moves whole: the prepared ops' borrowed attributes stay put
   cp->container_ = std::move(container);
+  cp->source_ = options.source;
   cp->prefaultArena_ = options.prefaultArena;
   // One frame up front: the arena is allocated at load, and any layout error shows here, not in a run.
   CTX_ASSIGN_OR_RETURN(auto first, cp->makeFrame().addContext(fmt::format("graph '{}'", cp->name_)));
@@ -282,9 +280,9 @@ CompiledProgram::load(std::shared_ptr<const format::ContainerView> container, si
                       bool share, bool* reused) {
   share = share && (!container->weightless() || options.source);
   if (reused) *reused = false;
-  const LoadedPrograms::Key key{container, graphIndex, options.prefaultArena, options.source, options.sourceVerified};
+  const LoadedKey key{container.get(), graphIndex, options.prefaultArena, options.source.get(), options.sourceVerified};
   if (share)
-    if (auto live = loadedPrograms().find(key)) {
+    if (auto live = findLoaded(key)) {
       if (reused) *reused = true;
       return live;
     }
@@ -296,7 +294,7 @@ CompiledProgram::load(std::shared_ptr<const format::ContainerView> container, si
   CTX_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledProgram> created,
                        create(std::move(prog), container, graph.name, options));
   if (!share) return created;
-  return loadedPrograms().add(key, std::move(created));
+  return addLoaded(key, std::move(created));
 }
 
 Expected<std::vector<ir::Tensor>> CompiledProgram::run(std::span<const ir::Tensor* const> inputs,

@@ -92,6 +92,7 @@ private:
 
   program::Program program_;
   std::shared_ptr<const format::ContainerView> container_;
+  std::shared_ptr<const void> source_;  // weightless containers: kept so that the program store's key stays unique
   bool prefaultArena_ = false;
   std::string name_;
   std::vector<ir::Tensor> weights_;                             // one per program tensor; only weight entries are set
@@ -101,5 +102,9 @@ private:
   mutable std::vector<std::unique_ptr<Frame>> freeFrames_;
   mutable size_t framesMade_ = 0;
 };
+
+// Entries the process-wide program stores have looked at so far (lookups, insertions, sweeps): tests bound it to
+// keep loading n programs O(n).
+size_t programStoreProbes();
 
 }  // namespace ctxkit::runtime

@@ -1,17 +1,21 @@
-// Shared container mappings and source models keyed by canonical path, and a count of every live mapping.
+// Shared container mappings and source models keyed by the identity of the file they were read from (FileIdentity),
+// and a count of every live mapping.
 #include "runtime/context_store.h"
 
+#include "runtime/weak_store.h"
+#include "support/file_identity.h"
+#include "support/file_io.h"
+
 #include <atomic>
-#include <map>
 #include <mutex>
 
 namespace ctxkit::runtime {
 
 namespace {
 std::mutex gMutex;
-std::map<std::string, std::weak_ptr<const format::ContainerView>> gStore;
+WeakStore<FileIdentity, const format::ContainerView, FileIdentityHash> gContainers;  // under gMutex
+WeakStore<FileIdentity, const SourceInitializers, FileIdentityHash> gSources;        // under gMutex
 std::atomic<size_t> gLiveMappings{0};
-std::map<std::string, std::weak_ptr<const SourceInitializers>> gSources;  // under gMutex
 
 std::shared_ptr<const format::ContainerView> counted(format::ContainerView view) {
   auto* owned = new format::ContainerView(std::move(view));
@@ -21,17 +25,29 @@ std::shared_ptr<const format::ContainerView> counted(format::ContainerView view)
     --gLiveMappings;
   });
 }
+
+// What `store` holds for the file at `path` as it is now; nothing if the file cannot be examined (opening it then
+// gives the error).
+template <class Store> auto findCurrent(Store& store, const std::filesystem::path& path) {
+  auto id = identifyFile(path);
+  return id ? store.find(*id) : nullptr;
+}
 }  // namespace
 
 Expected<std::shared_ptr<const format::ContainerView>> openSharedContainer(const std::filesystem::path& canonical,
                                                                            bool share) {
   std::lock_guard<std::mutex> lock(gMutex);
   if (share)
-    if (auto it = gStore.find(canonical.string()); it != gStore.end())
-      if (auto live = it->second.lock()) return live;
-  CTX_ASSIGN_OR_RETURN(auto view, format::ContainerView::openFile(canonical));
+    if (auto live = findCurrent(gContainers, canonical)) return live;
+  CTX_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> mapped, MappedFile::open(canonical));
+  // Kept under the identity of what was mapped: the file may have been replaced since it was looked up.
+  const FileIdentity opened = mapped->identity();
+  if (share)
+    if (auto live = gContainers.find(opened)) return live;
+  const std::span<const std::byte> bytes = mapped->bytes();
+  CTX_ASSIGN_OR_RETURN(auto view, format::ContainerView::open(bytes, std::move(mapped), canonical.string()));
   auto shared = counted(std::move(view));
-  if (share) gStore[canonical.string()] = shared;
+  if (share) gContainers.put(opened, shared);
   return shared;
 }
 
@@ -39,21 +55,19 @@ Expected<std::shared_ptr<const SourceInitializers>> openSharedSourceModel(const 
                                                                           bool share) {
   std::lock_guard<std::mutex> lock(gMutex);
   if (share)
-    if (auto it = gSources.find(canonical.string()); it != gSources.end())
-      if (auto live = it->second.lock()) return live;
-  CTX_ASSIGN_OR_RETURN(auto source, readSourceInitializers(canonical));
-  if (share) {
-    std::erase_if(gSources, [](const auto& entry) { return entry.second.expired(); });
-    gSources[canonical.string()] = source;
-  }
+    if (auto live = findCurrent(gSources, canonical)) return live;
+  CTX_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> mapped, MappedFile::open(canonical));
+  const FileIdentity opened = mapped->identity();
+  if (share)
+    if (auto live = gSources.find(opened)) return live;
+  CTX_ASSIGN_OR_RETURN(auto source, readSourceInitializers(std::move(mapped)));
+  if (share) gSources.put(opened, source);
   return source;
 }
 
 size_t liveSharedContainers() {
   std::lock_guard<std::mutex> lock(gMutex);
-  size_t n = 0;
-  for (const auto& [path, weak] : gStore) n += !weak.expired();
-  return n;
+  return gContainers.live();
 }
 
 size_t liveContainerMappings() { return gLiveMappings.load(); }

@@ -11,12 +11,13 @@
 namespace ctxkit::runtime {
 
 // Maps and validates the container at `canonicalPath` (as std::filesystem::canonical gives it); with `share`, a
-// container this process already maps under that path is returned instead of a second mapping
-// (ep.share_ep_contexts).
+// container this process already maps from the same file in the same state (FileIdentity) is returned instead of a
+// second mapping (ep.share_ep_contexts). A file replaced or rewritten since is mapped afresh; holders of the old
+// mapping keep it.
 Expected<std::shared_ptr<const format::ContainerView>> openSharedContainer(const std::filesystem::path& canonicalPath,
                                                                            bool share);
 // The initializers of the source model at `canonicalPath` (weightless contexts); with `share`, a source model this
-// process already reads under that path is returned instead of being read again.
+// process already reads from the same file in the same state is returned instead of being read again.
 Expected<std::shared_ptr<const SourceInitializers>> openSharedSourceModel(const std::filesystem::path& canonicalPath,
                                                                           bool share);
 // Shared containers alive now.

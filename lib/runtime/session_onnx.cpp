@@ -3,10 +3,11 @@
 #include "onnx_io/onnx_io.h"
 #include "runtime/session.h"
 #include "runtime/shared_model.h"
+#include "runtime/weak_store.h"
+#include "support/file_identity.h"
+#include "support/file_io.h"
 
-#include <sys/stat.h>
-
-#include <map>
+#include <functional>
 #include <mutex>
 #include <optional>
 
@@ -17,26 +18,6 @@ namespace fs = std::filesystem;
 namespace {
 fs::path folderOf(const fs::path& path) { return path.parent_path().empty() ? fs::path(".") : path.parent_path(); }
 
-// A model file as it is now: its path and, so that a file replaced or rewritten is parsed afresh, its device,
-// inode, size and modification time.
-struct FileIdentity {
-  std::string path;
-  dev_t device = 0;
-  ino_t inode = 0;
-  off_t size = 0;
-  int64_t modifiedNs = 0;
-  auto operator<=>(const FileIdentity&) const = default;
-};
-
-std::optional<FileIdentity> identify(const fs::path& path) {
-  std::error_code ec;
-  const fs::path canonical = fs::canonical(path, ec);
-  struct stat st {};
-  if (ec || ::stat(canonical.c_str(), &st) != 0) return std::nullopt;
-  return FileIdentity{canonical.string(), st.st_dev, st.st_ino, st.st_size,
-                      int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec};
-}
-
 // A model read from ONNX is held to the structure rules ctxgen checks before it compiles (a plain model, above all).
 // Not in the core's load: the graphs ONNX Runtime hands the EP are views, not files.
 Expected<ir::Model> checkedStructure(Expected<ir::Model> model, const std::string& displayName) {
@@ -45,26 +26,51 @@ Expected<ir::Model> checkedStructure(Expected<ir::Model> model, const std::strin
   return model;
 }
 
-// Models parsed from files and still used by a session, by file identity.
+// A parsed model depends on its file and on the folder its external data resolves in (two hard links in two folders
+// are one file with different neighbours).
+struct ModelKey {
+  FileIdentity file;
+  fs::path folder;  // canonical
+  bool operator==(const ModelKey&) const = default;
+};
+struct ModelKeyHash {
+  size_t operator()(const ModelKey& k) const {
+    return FileIdentityHash{}(k.file) ^ (std::hash<std::string>{}(k.folder.native()) << 1);
+  }
+};
+
+std::optional<fs::path> canonicalFolder(const fs::path& path) {
+  std::error_code ec;
+  fs::path folder = fs::canonical(folderOf(path), ec);
+  if (ec) return std::nullopt;
+  return folder;
+}
+
+// Models parsed from files and still used by a session.
 std::mutex gModelsMutex;
-std::map<FileIdentity, std::weak_ptr<SharedModel>> gModels;  // under gModelsMutex
+WeakStore<ModelKey, SharedModel, ModelKeyHash> gModels;  // under gModelsMutex
 }  // namespace
 
 Expected<std::unique_ptr<Session>> Session::loadFile(const fs::path& path, const SessionOptions& options) {
   const std::string displayName = fmt::format("'{}'", path.string());
-  const auto identity = options.shareContexts ? identify(path) : std::nullopt;
-  if (identity) {
-    std::lock_guard<std::mutex> lock(gModelsMutex);
-    if (auto it = gModels.find(*identity); it != gModels.end())
-      if (auto live = it->second.lock()) return loadShared(std::move(live), true, folderOf(path), options, displayName);
-  }
-  CTX_ASSIGN_OR_RETURN(auto model, checkedStructure(onnx_io::loadModel(path), displayName));
+  const auto folder = options.shareContexts ? canonicalFolder(path) : std::nullopt;
+  if (folder)
+    if (auto now = identifyFile(path)) {
+      std::lock_guard<std::mutex> lock(gModelsMutex);
+      if (auto live = gModels.find(ModelKey{std::move(*now), *folder}))
+        return loadShared(std::move(live), true, folderOf(path), options, displayName);
+    }
+  // Parsed from a mapping of our own so that the model is stored under the identity of exactly what was parsed.
+  auto mapped = MappedFile::open(path);
+  if (!mapped) return mapped.takeError().addContext(fmt::format("loading '{}'", path.string()));
+  CTX_ASSIGN_OR_RETURN(
+      auto model,
+      checkedStructure(onnx_io::loadModelFromBuffer((*mapped)->bytes(), folderOf(path), path.string()), displayName));
   auto shared = std::make_shared<SharedModel>();
   shared->model = std::move(model);
-  if (identity) {
+  if (folder) {
     std::lock_guard<std::mutex> lock(gModelsMutex);
-    std::erase_if(gModels, [](const auto& entry) { return entry.second.expired(); });
-    gModels[*identity] = shared;
+    gModels.put(ModelKey{(*mapped)->identity(), *folder}, shared);
   }
   return loadShared(std::move(shared), false, folderOf(path), options, displayName);
 }

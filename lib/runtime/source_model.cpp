@@ -349,8 +349,14 @@ private:
 
 Expected<std::shared_ptr<const SourceInitializers>> readSourceInitializers(const fs::path& path) {
   CTX_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
+  return readSourceInitializers(std::move(file));
+}
+
+Expected<std::shared_ptr<const SourceInitializers>> readSourceInitializers(std::shared_ptr<const MappedFile> file) {
+  const fs::path& path = file->path();
   fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-  return ModelReader(file, dir, fmt::format("'{}'", path.string())).read(file->bytes());
+  const std::span<const std::byte> bytes = file->bytes();
+  return ModelReader(std::move(file), dir, fmt::format("'{}'", path.string())).read(bytes);
 }
 
 Expected<std::shared_ptr<const SourceInitializers>> readSourceInitializers(std::span<const std::byte> bytes,

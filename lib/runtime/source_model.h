@@ -4,6 +4,7 @@
 #pragma once
 
 #include "ir/tensor.h"
+#include "support/file_io.h"
 #include "support/status.h"
 
 #include <filesystem>
@@ -21,6 +22,8 @@ struct SourceInitializers {
 
 // External data resolves inside the model's folder (paths confined as onnx_io confines them).
 Expected<std::shared_ptr<const SourceInitializers>> readSourceInitializers(const std::filesystem::path& path);
+// As above, from a file already mapped (whose identity a store keeps).
+Expected<std::shared_ptr<const SourceInitializers>> readSourceInitializers(std::shared_ptr<const MappedFile> file);
 // A model in memory that `owner` keeps alive; external data resolves inside `baseDir`.
 Expected<std::shared_ptr<const SourceInitializers>> readSourceInitializers(std::span<const std::byte> bytes,
                                                                            std::shared_ptr<const void> owner,

@@ -214,7 +214,7 @@ Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const fs::path& pat
       std::free(p);
       return makeError(ErrorCode::IoError, "cannot read '{}': {}", path.string(), problem);
     }
-    return std::shared_ptr<const MappedFile>(new MappedFile(path, p, size, false));
+    return std::shared_ptr<const MappedFile>(new MappedFile(path, identityFromStat(st, path), p, size, false));
   }
   if (size > 0) {
     void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -225,7 +225,7 @@ Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const fs::path& pat
     data = static_cast<const std::byte*>(p);
   }
   ::close(fd);
-  return std::shared_ptr<const MappedFile>(new MappedFile(path, data, size, true));
+  return std::shared_ptr<const MappedFile>(new MappedFile(path, identityFromStat(st, path), data, size, true));
 }
 
 MappedFile::~MappedFile() {
@@ -382,8 +382,7 @@ Status AtomicFileWriter::finish() {
   if (fd_ < 0) return Status::ok();
   writeback_.reset();
   if (::fsync(fd_) != 0) return makeError(ErrorCode::IoError, "syncing '{}': {}", finalPath_.string(), osError());
-  struct stat st {};
-  if (::fstat(fd_, &st) == 0) identity_ = {st.st_dev, st.st_ino};
+  if (auto id = identifyOpenFile(fd_, tempPath_)) identity_ = std::move(*id);
   const int closed = ::close(fd_);
   fd_ = -1;
   if (closed != 0) return makeError(ErrorCode::IoError, "closing '{}': {}", finalPath_.string(), osError());
@@ -401,7 +400,7 @@ Status AtomicFileWriter::commit() {
   const int fd = ::open(finalPath_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd >= 0) {
     struct stat st {};
-    if (::fstat(fd, &st) == 0 && identity_ == std::pair<uint64_t, uint64_t>{st.st_dev, st.st_ino})
+    if (::fstat(fd, &st) == 0 && identityFromStat(st, finalPath_).sameFile(identity_))
       (void)::fchmod(fd, st.st_mode & 0777);
     ::close(fd);
   }

@@ -1,6 +1,7 @@
 // Files: read-only memory maps, whole-file reads, atomic writes and paths confined to a folder.
 #pragma once
 
+#include "support/file_identity.h"
 #include "support/status.h"
 
 #include <cstddef>
@@ -30,11 +31,14 @@ public:
   size_t size() const { return size_; }
   std::span<const std::byte> bytes() const { return {data_, size_}; }
   const std::filesystem::path& path() const { return path_; }
+  // The file that was opened, as it was when opened (fstat of the descriptor read or mapped).
+  const FileIdentity& identity() const { return identity_; }
 
 private:
-  MappedFile(std::filesystem::path path, const std::byte* data, size_t size, bool mapped)
-      : path_(std::move(path)), data_(data), size_(size), mapped_(mapped) {}
+  MappedFile(std::filesystem::path path, FileIdentity identity, const std::byte* data, size_t size, bool mapped)
+      : path_(std::move(path)), identity_(std::move(identity)), data_(data), size_(size), mapped_(mapped) {}
   std::filesystem::path path_;
+  FileIdentity identity_;
   const std::byte* data_;
   size_t size_;
   bool mapped_;  // else data_ came from std::aligned_alloc
@@ -80,7 +84,7 @@ private:
   std::filesystem::path finalPath_;
   std::filesystem::path tempPath_;
   int fd_;
-  std::pair<uint64_t, uint64_t> identity_{};  // device and inode of the temporary, once finished
+  FileIdentity identity_;  // of the temporary, once finished
   uint64_t written_ = 0;
   bool committed_ = false;
   std::unique_ptr<Writeback> writeback_;  // started by the first complete stretch (Linux)

@@ -1,9 +1,10 @@
 // Output/input clash detection by resolved path and by device+inode.
 #include "support/output_guard.h"
 
+#include "support/file_identity.h"
+
 #include <optional>
 #include <sys/stat.h>
-#include <utility>
 
 namespace ctxkit {
 
@@ -11,14 +12,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct FileIdentity {
+struct RunFileId {
   fs::path resolved;  // absolute, symlinks of existing parts resolved, normalized
-  std::optional<std::pair<dev_t, ino_t>> inode;
+  std::optional<FileIdentity> existing;
   bool device = false;  // a character device (/dev/null): reports are written into it, several may share it
 };
 
-FileIdentity identify(const fs::path& path) {
-  FileIdentity id;
+RunFileId identify(const fs::path& path) {
+  RunFileId id;
   std::error_code ec;
   fs::path absolute = fs::absolute(path, ec);
   if (ec) absolute = path;
@@ -26,14 +27,14 @@ FileIdentity identify(const fs::path& path) {
   if (ec) id.resolved = absolute.lexically_normal();
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
-    id.inode = std::make_pair(st.st_dev, st.st_ino);
+    id.existing = identityFromStat(st, path);
     id.device = S_ISCHR(st.st_mode);
   }
   return id;
 }
 
-bool sameFile(const FileIdentity& a, const FileIdentity& b) {
-  return a.resolved == b.resolved || (a.inode && b.inode && *a.inode == *b.inode);
+bool sameFile(const RunFileId& a, const RunFileId& b) {
+  return a.resolved == b.resolved || (a.existing && b.existing && a.existing->sameFile(*b.existing));
 }
 
 std::string describe(const RunFile& f) { return fmt::format("{} '{}'", f.role, f.path.string()); }
@@ -41,7 +42,7 @@ std::string describe(const RunFile& f) { return fmt::format("{} '{}'", f.role, f
 }  // namespace
 
 Status checkRunFiles(const std::vector<RunFile>& inputs, const std::vector<RunFile>& outputs) {
-  std::vector<FileIdentity> in, out;
+  std::vector<RunFileId> in, out;
   for (const auto& f : inputs) in.push_back(identify(f.path));
   for (const auto& f : outputs) out.push_back(identify(f.path));
   for (size_t o = 0; o < outputs.size(); ++o) {

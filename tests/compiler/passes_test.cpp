@@ -77,7 +77,8 @@ ir::Tensor executeProgram(const program::Program& p, const weightshare::WeightPo
       layouts.push_back(i >= 0 ? p.tensors[i].layout : ops::WeightLayout{});
     }
     for (int32_t o : op.outputs) outs.push_back(&bound[o]);
-    kernels::OpContext ctx{op.kind, op.opset, op.attrs, op.name, nullptr, &op.typed};
+    const ir::Attributes none;  // a program op has typed attributes only
+    kernels::OpContext ctx{op.kind, op.opset, none, op.name, nullptr, &op.typed};
     auto prepared = kernels::prepare(ctx, descs, outs.size(), layouts);
     INFO((prepared ? std::string() : prepared.error().message()));
     REQUIRE(prepared);

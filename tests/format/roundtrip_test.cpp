@@ -15,7 +15,7 @@ void checkMatchesSample(const ContainerView& view, const Sample& s) {
   CHECK(view.compat().targetId == "npu-sim");
   CHECK(view.compat().targetRevision == "1");
   CHECK(view.compat().formatMajor == kFormatMajor);
-  CHECK(view.compat().formatMinor == kFormatMinorBase);
+  CHECK(view.compat().formatMinor == kFormatMinor);
   REQUIRE(view.graphs().size() == s.graphs.size());
   for (size_t i = 0; i < s.graphs.size(); ++i) {
     CHECK(view.graphs()[i].name == s.graphs[i].name);
@@ -185,5 +185,5 @@ TEST_CASE("the writer records its own format version whatever the caller passes"
   auto view = openBytes(*bytes);
   REQUIRE(view.isOk());
   CHECK(view->compat().formatMajor == kFormatMajor);
-  CHECK(view->compat().formatMinor == kFormatMinorBase);
+  CHECK(view->compat().formatMinor == kFormatMinor);
 }

@@ -79,7 +79,7 @@ TEST_CASE("sgemm honours leading dimensions larger than the matrix") {
   REQUIRE(std::string(cpu::sgemmKernelName()).size() > 0);
 }
 
-TEST_CASE("packed panels put B's elements where docs/format/program-v4.md says") {
+TEST_CASE("packed panels put B's elements where docs/format/program.md says") {
   const size_t K = 5, N = 11, W = 8, D = 3, P = 2;  // blocks of 3 and 2 rows; panels of 8 and 3 (+5 zero) columns
   std::vector<float> B(K * N);
   for (size_t i = 0; i < B.size(); ++i) B[i] = static_cast<float>(i + 1);

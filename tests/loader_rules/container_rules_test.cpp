@@ -343,6 +343,16 @@ TEST_CASE("rule 10: magic, major version and header size are checked exactly", "
     });
     c.expectRejected({"is container format major 2; this ctxkit reads major 1"});
   }
+  SECTION("a development format (1.0 to 1.3), named: recompile") {
+    for (uint16_t minor = 0; minor < format::kFormatMinor; ++minor) {
+      Crafted c;
+      auto compat = format::testing::getCompat(c.bytes);
+      compat.formatMinor = minor;
+      format::testing::setCompat(c.bytes, compat);
+      c.editHeader([minor](auto& h) { h.formatMinor = minor; });
+      c.expectRejected({fmt::format("': compiled by ctxkit 0.1.0-dev format 1.{}: recompile", minor)});
+    }
+  }
   SECTION("a header size one byte off") {
     Crafted c;
     c.editHeader([](auto& h) { h.headerSize = 161; });

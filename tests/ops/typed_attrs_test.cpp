@@ -1,4 +1,4 @@
-// The op family of every op kind agrees with the decoder, and docs/format/program-v4.md lists every family's
+// The op family of every op kind agrees with the decoder, and docs/format/program.md lists every family's
 // encoded fields exactly as the code encodes them.
 #include "ops/typed_attrs.h"
 
@@ -76,7 +76,7 @@ TEST_CASE("only op kinds without attributes an inference run reads keep ONNX att
   CHECK(untyped == expected);
 }
 
-TEST_CASE("program-v4.md lists every family's fields in encoding order", "[ops]") {
+TEST_CASE("program.md lists every family's fields in encoding order", "[ops]") {
   std::map<std::string, std::pair<std::vector<std::string>, std::string>> families;
   for (OpKind kind : allOpKinds()) {
     ops::OpAttrs attrs = ops::defaultAttrsFor(kind);

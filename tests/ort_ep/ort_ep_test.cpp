@@ -66,13 +66,6 @@ size_t countNodes(const fs::path& model, bool epContext) {
   return n;
 }
 
-// A target without Softmax and Erf: tiny_prefill then has fallback nodes between three compiled partitions.
-fs::path writeNoSoftmaxTarget(const fs::path& dir) {
-  fs::path p = dir / "nosoftmax.json";
-  std::ofstream(p) << R"({"name":"nosoftmax","element_types":["float32"],"ops":[{"op":"MatMul"},{"op":"Add"},)"
-                      R"({"op":"Mul"},{"op":"Div"},{"op":"Reshape"},{"op":"Transpose"},{"op":"LayerNormalization"}]})";
-  return p;
-}
 
 }  // namespace
 
@@ -301,15 +294,7 @@ TEST_CASE("ep.share_ep_contexts=1: sessions on one .bin map it once, without it 
 
 TEST_CASE("compatibility info: ORT asks ctxkit, and acts on prefer-recompilation and unsupported", "[compatibility]") {
   TempDir out("ort_ep_compat");
-  // npu-sim with its GEMM weights left row-major: the built-in target packs 32-wide panels, which a CPU whose kernel
-  // is another width (AVX2) runs as PREFER_RECOMPILATION, and "as written" must be optimal on any CPU.
-  auto printed = runTool(CTXKIT_CTXGEN, {"--print-target", "npu-sim"});
-  REQUIRE(printed.exitCode == 0);
-  const std::string packed = "\"panels-32\"";
-  REQUIRE(printed.out.find(packed) != std::string::npos);
-  printed.out.replace(printed.out.find(packed), packed.size(), "\"row-major\"");
-  std::ofstream(out / "npu_sim_row_major.json") << printed.out;
-  ctxgen({sample("tiny_cnn"), "--target", (out / "npu_sim_row_major.json").string(), "-o", out.path().string(), "-q"});
+  ctxgen({sample("tiny_cnn"), "-o", out.path().string(), "-q"});
   fs::path ctx = out / "tiny_cnn_ctx.onnx";
   auto model = onnx_io::loadModel(ctx);
   REQUIRE(model.isOk());
@@ -334,6 +319,14 @@ TEST_CASE("compatibility info: ORT asks ctxkit, and acts on prefer-recompilation
     std::string strict = sessionError(m, true);
     INFO(strict);
     CHECK(strict.find("suboptimal for execution provider: CtxKitExecutionProvider") != std::string::npos);
+  }
+  SECTION("a development format: unsupported, the session fails") {
+    epcontext::CompatibilityInfo doctored = *info;
+    doctored.formatMinor = 3;
+    fs::path m = withCompatibilityInfo(ctx, epcontext::formatCompatibilityInfo(doctored), out / "dev_ctx.onnx");
+    std::string message = sessionError(m, false);
+    INFO(message);
+    CHECK(message.find("not supported by execution provider: CtxKitExecutionProvider") != std::string::npos);
   }
   SECTION("another format major: unsupported, the session fails") {
     epcontext::CompatibilityInfo doctored = *info;

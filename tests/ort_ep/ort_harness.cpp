@@ -5,6 +5,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <utility>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -15,6 +19,22 @@ namespace fs = std::filesystem;
 
 namespace {
 std::unique_ptr<Ort::Env> theEnv;
+std::mutex logMutex;
+std::vector<std::string> logMessages;
+
+void ORT_API_CALL recordLog(void*, OrtLoggingLevel severity, const char* category, const char* logid,
+                            const char* location, const char* message) {
+  std::string line = std::string(category ? category : "") + " " + (logid ? logid : "") + " " +
+                     (location ? location : "") + ": " + (message ? message : "");
+  if (severity >= ORT_LOGGING_LEVEL_ERROR) std::cerr << line << "\n";
+  std::lock_guard lock(logMutex);
+  logMessages.push_back(std::move(line));
+}
+}  // namespace
+
+std::vector<std::string> takeLogMessages() {
+  std::lock_guard lock(logMutex);
+  return std::exchange(logMessages, {});
 }
 
 std::optional<std::string> setUp() {
@@ -32,7 +52,7 @@ std::optional<std::string> setUp() {
                    std::to_string(ORT_API_VERSION);
   Ort::InitApi(api);
   try {
-    theEnv = std::make_unique<Ort::Env>(ORT_LOGGING_LEVEL_ERROR, "ctxkit-ort-ep-test");
+    theEnv = std::make_unique<Ort::Env>(ORT_LOGGING_LEVEL_WARNING, "ctxkit-ort-ep-test", recordLog, nullptr);
     theEnv->RegisterExecutionProviderLibrary(kRegistrationName, CTXKIT_EP_LIBRARY);
   } catch (const Ort::Exception& e) {
     return std::string("registering ") + CTXKIT_EP_LIBRARY + " with ONNX Runtime failed: " + e.what();
@@ -172,6 +192,13 @@ std::map<std::string, std::vector<std::string>> assignment(const Ort::Session& s
   for (const auto& sub : session.GetEpGraphAssignmentInfo())
     for (const auto& node : sub.GetNodes()) byEp[sub.GetEpName()].push_back(node.GetOperatorType());
   return byEp;
+}
+
+fs::path writeNoSoftmaxTarget(const fs::path& dir) {
+  fs::path p = dir / "nosoftmax.json";
+  std::ofstream(p) << R"({"name":"nosoftmax","element_types":["float32"],"ops":[{"op":"MatMul"},{"op":"Add"},)"
+                      R"({"op":"Mul"},{"op":"Div"},{"op":"Reshape"},{"op":"Transpose"},{"op":"LayerNormalization"}]})";
+  return p;
 }
 
 }  // namespace ctxkit::ort_test

@@ -16,6 +16,9 @@ namespace ctxkit::ort_test {
 // Loads ORT and registers libctxkit_ep.so; nullopt when ready, else why the tests must skip.
 std::optional<std::string> setUp();
 Ort::Env& env();
+// Every message ORT's logger received at WARNING or above since the last call (the EP's included); ERROR and above are
+// also printed to stderr.
+std::vector<std::string> takeLogMessages();
 // The name ctxkit's library is registered under (".virtual" lets its factory create the virtual NPU).
 inline constexpr const char* kRegistrationName = "ctxkit.virtual";
 
@@ -55,6 +58,10 @@ struct Comparison {
 };
 Comparison compare(const std::vector<Ort::Value>& actual, const std::vector<Ort::Value>& expected, double rtol = 1e-3,
                    double atol = 1e-5);
+
+// A target without Softmax and Erf, written into `dir`: tiny_prefill then has fallback nodes between compiled
+// partitions.
+std::filesystem::path writeNoSoftmaxTarget(const std::filesystem::path& dir);
 
 // EP name -> op types of the nodes ORT assigned to it (needs session.record_ep_graph_assignment_info=1).
 std::map<std::string, std::vector<std::string>> assignment(const Ort::Session& session);

@@ -45,28 +45,6 @@ inline void compile(const std::vector<std::string>& stems, const std::filesystem
   REQUIRE(r);
 }
 
-// The session's warnings, less the one about GEMM weights packed for another CPU's kernel width: the built-in targets
-// pack 32-wide panels, so on a CPU whose kernel is 16 wide (AVX2 without AVX-512) every compiled sample carries it.
-inline std::vector<std::string> warningsBesidesPanels(const Session& s) {
-  std::vector<std::string> out;
-  for (const auto& w : s.warnings())
-    if (w.find("-wide panels; this CPU's GEMM kernel is") == std::string::npos) out.push_back(w);
-  return out;
-}
-
-// npu-sim with its GEMM weights left row-major (written into `dir`): what it compiles is optimal on any CPU, where the
-// built-in target's 32-wide panels are not on one whose kernel is 16 wide.
-inline std::string rowMajorNpuSim(const std::filesystem::path& dir) {
-  auto json = partitioner::builtinTargetJson("npu-sim");
-  REQUIRE(json);
-  const std::string packed = "\"panels-32\"";
-  REQUIRE(json->find(packed) != std::string::npos);
-  json->replace(json->find(packed), packed.size(), "\"row-major\"");
-  const auto path = dir / "npu_sim_row_major.json";
-  std::ofstream(path) << *json;
-  return path.string();
-}
-
 // Runs the session on the sample's test_data_set_0 and compares its first output.
 inline void expectMatch(const Session& s, const std::string& stem) {
   std::filesystem::path data = kSamples / stem / "test_data_set_0";

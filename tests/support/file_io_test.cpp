@@ -2,6 +2,8 @@
 // atomic writer's removal of temporary files that killed processes left behind.
 #include "support/file_io.h"
 
+#include "scratch.h"
+
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -13,32 +15,11 @@
 #include <set>
 
 using namespace ctxkit;
+using ctxkit::testing::Scratch;
+using ctxkit::testing::writeText;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fresh folder for one test, removed at the end.
-class Scratch {
-public:
-  Scratch() {
-    std::random_device rd;
-    root_ = fs::temp_directory_path() / fmt::format("ctxkit_file_io_{}_{:08x}", ::getpid(), rd());
-    fs::create_directories(root_);
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
-  const fs::path& root() const { return root_; }
-
-private:
-  fs::path root_;
-};
-
-void writeText(const fs::path& p, std::string_view text) {
-  std::ofstream out(p, std::ios::binary);
-  out << text;
-}
 
 // A file as AtomicFileWriter creates its temporaries: with the sticky bit, the mark of a writer's own file.
 void writeMarked(const fs::path& p, std::string_view text) {

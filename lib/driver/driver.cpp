@@ -1,0 +1,87 @@
+// The compile steps ctxgen and the plugin EP share (driver.h).
+#include "driver/driver.h"
+
+#include "epcontext/contract.h"
+#include "ir/tensor.h"
+
+#include <fmt/format.h>
+
+namespace ctxkit::driver {
+
+std::string partitionName(const std::string& prefix, const std::string& stem, const std::string& variant,
+                          size_t index) {
+  return variant.empty() ? fmt::format("{}{}_ctxkit_{}", prefix, stem, index)
+                         : fmt::format("{}{}_{}_ctxkit_{}", prefix, stem, variant, index);
+}
+
+OutsideUses::OutsideUses(const ir::Graph& graph, const partitioner::PartitionPlan& plan) : graph_(graph), plan_(plan) {
+  auto note = [&](const std::string& value, int unit) {
+    Readers& r = readers_[value];
+    if (r.first == kNobody) r.first = unit;
+    else if (r.first != unit) r.several = true;
+  };
+  for (const auto& out : graph.outputs) note(out.name, kOther);
+  std::set<std::string> reads;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const auto& d = plan.nodes[i];
+    if (d.placement == partitioner::NodePlacement::Folded) continue;
+    const int unit = d.placement == partitioner::NodePlacement::Compiled ? d.partition : kOther;
+    reads.clear();
+    ir::collectNodeReads(graph.nodes[i], reads);
+    for (const auto& v : reads) note(v, unit);
+  }
+}
+
+std::set<std::string> OutsideUses::of(size_t p) const {
+  std::set<std::string> used;
+  auto check = [&](const std::string& value) {
+    auto it = readers_.find(value);
+    if (it != readers_.end() && (it->second.several || it->second.first != static_cast<int>(p))) used.insert(value);
+  };
+  std::set<std::string> touched;
+  for (size_t i : plan_.partitions[p].nodes) {
+    const ir::Node& node = graph_.nodes[i];
+    ir::collectNodeReads(node, touched);
+    touched.insert(node.outputs.begin(), node.outputs.end());
+  }
+  for (const auto& v : touched) check(v);
+  return used;
+}
+
+LowerSettings lowerSettings(const partitioner::Target& target, std::string name, std::string where) {
+  LowerSettings s;
+  s.name = std::move(name);
+  s.where = std::move(where);
+  s.gemmLayout = target.gemmLayout;
+  return s;
+}
+
+Expected<codegen::LoweredPartition> lowerPlanned(const ir::Graph& graph, const analysis::GraphFacts& facts,
+                                                 const partitioner::PartitionPlan& plan, size_t p,
+                                                 const std::set<std::string>& usedOutside,
+                                                 const codegen::WeightInterner& intern, const LowerSettings& settings) {
+  codegen::LowerOptions options;
+  options.name = settings.name;
+  options.dumpAfter = settings.dumpAfter;
+  options.stopAfter = settings.stopAfter;
+  options.gemmLayout = settings.gemmLayout;
+  options.plainWeights = settings.plainWeights;
+  auto lowered = codegen::lowerPartition(graph, facts, plan.partitions[p], usedOutside, intern, options);
+  if (!lowered) return lowered.takeError().addContext(fmt::format("{}: partition {}", settings.where, settings.name));
+  // A runtime allocates the planned arena at load: one it could never hold is refused here, not written.
+  CTX_RETURN_IF_ERROR(ir::checkMemoryLimit(
+      lowered->program.arenaSize, fmt::format("{}: partition {}'s planned arena", settings.where, settings.name)));
+  return lowered;
+}
+
+Expected<format::ContainerWriter> buildContainer(const partitioner::Target& target, const weightshare::WeightPool& pool,
+                                                 const std::vector<ContextGraph>& graphs, bool weightless,
+                                                 const weightshare::WeightSources* sources) {
+  format::CompatInfo compat{epcontext::kProducer, epcontext::kVersion, target.hardwareArchitecture, target.revision};
+  format::ContainerWriter writer(compat, format::WriterOptions{target.weightAlignment, weightless});
+  CTX_RETURN_IF_ERROR(weightshare::addPoolWeights(writer, pool, sources));
+  for (const auto& g : graphs) CTX_RETURN_IF_ERROR(writer.addGraph(g.name, g.sourceModel, g.program));
+  return writer;
+}
+
+}  // namespace ctxkit::driver

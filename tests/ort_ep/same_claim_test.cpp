@@ -1,0 +1,247 @@
+// One compile driver (SPEC §13): for the same model, target and shapes, ORT's compile API with ctxkit claims exactly
+// the nodes ctxgen compiles; when ctxkit claims less than the whole graph, it says why through ORT's logger.
+#include <catch2/catch.hpp>
+
+#include "../common/material.h"
+#include "epcontext/contract.h"
+#include "ort_harness.h"
+#include "tool_runner.h"
+
+#include <algorithm>
+#include <fstream>
+#include <stdexcept>
+#include <string_view>
+#include <iostream>
+
+using namespace ctxkit;
+using namespace ctxkit::ort_test;
+using ctxkit::testing::runTool;
+using ctxkit::testing::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+// What a _ctx.onnx holds: its EPContext nodes and the op types of the nodes left to ORT (sorted).
+struct NodeList {
+  size_t epContext = 0;
+  std::vector<std::string> fallback;
+  bool operator==(const NodeList&) const = default;
+};
+
+// The main graph's nodes of an ONNX file, read from the protobuf wire format directly: ORT writes subgraphs that
+// ctxkit's strict reader refuses (an If body of silero_vad holding one initializer twice), and only the top-level node
+// list is compared here. ModelProto.graph = 7, GraphProto.node = 1, NodeProto.op_type = 4.
+struct Wire {
+  std::string_view bytes;
+  size_t at = 0;
+  uint64_t varint() {
+    uint64_t v = 0;
+    for (int shift = 0; at < bytes.size() && shift < 64; shift += 7) {
+      const auto b = static_cast<uint8_t>(bytes[at++]);
+      v |= uint64_t{b & 0x7fu} << shift;
+      if (!(b & 0x80)) return v;
+    }
+    throw std::runtime_error("truncated varint");
+  }
+  // Calls `field(number, payload)` for each length-delimited field; skips the others.
+  template <typename F> void each(F&& field) {
+    while (at < bytes.size()) {
+      const uint64_t key = varint();
+      switch (key & 7) {
+        case 0: varint(); break;
+        case 1: at += 8; break;
+        case 5: at += 4; break;
+        case 2: {
+          const uint64_t len = varint();
+          if (len > bytes.size() - at) throw std::runtime_error("truncated field");
+          field(key >> 3, bytes.substr(at, len));
+          at += len;
+          break;
+        }
+        default: throw std::runtime_error("unexpected wire type");
+      }
+    }
+  }
+};
+
+NodeList nodeList(const fs::path& model) {
+  std::ifstream in(model, std::ios::binary);
+  INFO(model.string());
+  REQUIRE(in);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  NodeList list;
+  Wire{file}.each([&](uint64_t field, std::string_view graph) {
+    if (field != 7) return;
+    Wire{graph}.each([&](uint64_t field, std::string_view node) {
+      if (field != 1) return;
+      std::string opType;
+      Wire{node}.each([&](uint64_t field, std::string_view value) {
+        if (field == 4) opType = value;
+      });
+      if (opType == epcontext::kOpType) ++list.epContext;
+      else list.fallback.push_back(opType);
+    });
+  });
+  std::sort(list.fallback.begin(), list.fallback.end());
+  return list;
+}
+
+struct ClaimCase {
+  fs::path model;
+  std::vector<std::pair<std::string, int64_t>> dims;  // free dimensions: ctxgen --dim, ORT's overrides by name
+};
+
+std::vector<ClaimCase> claimCases() {
+  std::vector<ClaimCase> cases;
+  for (const char* stem : {"tiny_prefill", "tiny_decode", "tiny_cnn", "tiny_qdq_cnn", "tiny_qdq_prefill"})
+    cases.push_back({fs::path(CTXKIT_SAMPLES_DIR) / (std::string(stem) + ".onnx"), {}});
+  const fs::path npm = fs::path(CTXKIT_MODELS_DIR).parent_path().parent_path().parent_path();
+  const std::vector<std::pair<std::string, int64_t>> ocr = {
+      {"p2o.DynamicDimension.0", 1}, {"p2o.DynamicDimension.1", 48}, {"p2o.DynamicDimension.2", 192}};
+  const std::vector<ClaimCase> corpus = {
+      {npm / "ocr-models-1.4.2/package/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx", ocr},
+      {npm / "ocr-models-1.4.2/package/assets/ch_PP-OCRv4_rec_infer.onnx",
+       {{"p2o.DynamicDimension.0", 1}, {"p2o.DynamicDimension.1", 320}}},
+      {npm / "ocr-models-1.4.2/package/assets/ch_PP-OCRv4_det_infer.onnx",
+       {{"p2o.DynamicDimension.0", 1}, {"p2o.DynamicDimension.1", 320}, {"p2o.DynamicDimension.2", 320}}},
+      {npm / "silero-vad-1.0.3/package/weights/silero_vad.onnx", {}},
+      {npm / "silero-vad-1.0.3/package/weights/silero_vad_16k_op15.onnx", {{"batch", 1}, {"sequence", 512}}},
+      {npm / "silero-vad-1.0.3/package/weights/silero_vad_half.onnx", {{"batch", 1}, {"sequence", 512}}},
+      {npm / "silero-vad-1.0.3/package/weights/silero_vad_op18_ifless.onnx", {}},
+      {npm / "openwakeword-js-0.1.27/package/models/hello_deepa.onnx", {}},
+      {npm / "openwakeword-js-0.1.27/package/models/hello_deepa_old.onnx", {}},
+      {npm / "openwakeword-js-0.1.27/package/models/namaste_deepa.onnx", {}},
+  };
+  // The onnx light models beside the project (../shared): real architectures with static shapes, IR 3 among them.
+  const fs::path light = fs::path(CTXKIT_SHARED_DIR) / "onnx-node-tests" / "light";
+  if (fs::exists(light)) {
+    std::vector<fs::path> models;
+    for (const auto& e : fs::directory_iterator(light))
+      if (e.path().extension() == ".onnx") models.push_back(e.path());
+    std::sort(models.begin(), models.end());
+    for (const auto& m : models) cases.push_back({m, {}});
+  } else {
+    if (test::materialRequired()) FAIL(light.string() << " is missing and CI is set");
+    std::cout << "ort_ep: the onnx light models are not beside the project (" << light << "): not compared\n";
+  }
+  for (const auto& c : corpus) {
+    if (fs::exists(c.model)) cases.push_back(c);
+    else if (test::materialRequired()) FAIL(c.model.string() << " is not in the cache and CI is set");
+    else std::cout << "ort_ep: corpus model not in the cache (" << c.model << "): run scripts/fetch_test_assets.sh\n";
+  }
+  return cases;
+}
+
+std::string describe(const NodeList& l) {
+  return std::to_string(l.epContext) + " EPContext / " + std::to_string(l.fallback.size()) + " fallback";
+}
+
+}  // namespace
+
+TEST_CASE("same claim: ORT's compile API with ctxkit claims exactly the nodes ctxgen compiles, on every sample and "
+          "corpus model, for npu-sim and cpu", "[sameclaim]") {
+  TempDir out("ort_ep_same_claim");
+  size_t compared = 0, ortWriteFailures = 0;
+  for (const ClaimCase& c : claimCases()) {
+    for (const char* target : {"npu-sim", "cpu"}) {
+      const std::string stem = c.model.stem().string();
+      fs::path byCtxgen = out / target / "ctxgen", byOrt = out / target / "ort";
+      fs::create_directories(byCtxgen);
+      fs::create_directories(byOrt);
+      std::vector<std::string> args = {c.model.string(), "-o", byCtxgen.string(), "-q", "--target", target};
+      for (const auto& [sym, value] : c.dims) args.insert(args.end(), {"--dim", sym + "=" + std::to_string(value)});
+      auto r = runTool(CTXKIT_CTXGEN, args);
+      INFO(stem << " " << target << ": ctxgen: " << r.out << r.err);
+      REQUIRE(r.exitCode == 0);
+
+      SessionConfig config;
+      config.epOptions["target"] = target;
+      Ort::SessionOptions options = ctxkitOptions(config);
+      for (const auto& [sym, value] : c.dims) options.AddFreeDimensionOverrideByName(sym.c_str(), value);
+      Ort::ModelCompilationOptions compile(env(), options);
+      fs::path ctx = byOrt / (stem + "_ctx.onnx");
+      compile.SetInputModelPath(c.model.c_str());
+      compile.SetOutputModelPath(ctx.c_str());
+      compile.SetEpContextEmbedMode(false);
+      takeLogMessages();
+      Ort::Status status = Ort::CompileModel(env(), compile);
+      std::vector<std::string> said;
+      for (auto& m : takeLogMessages())
+        if (m.find(epcontext::kEpName) != std::string::npos) said.push_back(std::move(m));
+      INFO(stem << " " << target << ": compile API: " << (status.IsOK() ? std::string() : status.GetErrorMessage()));
+      const std::string error = status.IsOK() ? std::string() : status.GetErrorMessage();
+      if (error.find("in-memory address marker") != std::string::npos ||
+          error.find("must be topologically sorted") != std::string::npos) {
+        // ORT 1.30 cannot write a compiled model whose fallback If body reads an initializer of the main graph once
+        // ctxkit claims nodes beside it (silero: the body's initializer is left behind, or points at ORT's memory):
+        // ORT's failure while writing, after ctxkit's GetCapability and Compile succeeded. Counted and printed with
+        // ctxgen's figures. (For silero_vad_16k_op15 and _half ctxgen also inlines the If whose condition the bound
+        // shapes decide; the EP does not run that graph pass, so these two would differ even if ORT wrote them.)
+        std::cout << "ort_ep: same claim: " << stem << " " << target << ": ctxgen "
+                  << describe(nodeList(byCtxgen / (stem + "_ctx.onnx")))
+                  << ", ORT cannot write the compiled model: " << status.GetErrorMessage() << "\n";
+        for (const auto& m : said) std::cout << "  " << m << "\n";
+        CHECK(stem.rfind("silero_vad", 0) == 0);  // the models with such If nodes
+        ++ortWriteFailures;
+        continue;
+      }
+      REQUIRE(status.IsOK());
+
+      NodeList ours = nodeList(byCtxgen / (stem + "_ctx.onnx")), ort = nodeList(ctx);
+      std::cout << "ort_ep: same claim: " << stem << " " << target << ": ctxgen " << describe(ours)
+                << ", compile API " << describe(ort) << "\n";
+      INFO(stem << " " << target << ": ctxgen " << describe(ours) << ", compile API " << describe(ort));
+      CHECK(ours.epContext == ort.epContext);
+      CHECK(ours.fallback == ort.fallback);
+      for (const auto& m : said) std::cout << "  " << m << "\n";
+      ++compared;
+    }
+  }
+  CHECK(compared >= 20);
+  std::cout << "ort_ep: same claim: " << compared << " compared, " << ortWriteFailures
+            << " not written by ORT (If bodies reading main-graph initializers)\n";
+}
+
+TEST_CASE("when ctxkit claims fewer nodes than the graph has, ORT's log says why: the dynamic dimension and the free "
+          "dimension override that fixes it, or the unsupported op with its opset",
+          "[sameclaim]") {
+  auto epMessages = [] {
+    std::vector<std::string> ours;
+    for (auto& m : takeLogMessages())
+      if (m.find(epcontext::kEpName) != std::string::npos) ours.push_back(std::move(m));
+    return ours;
+  };
+  auto anyContains = [](const std::vector<std::string>& lines, const std::string& text) {
+    return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(text) != std::string::npos; });
+  };
+  SECTION("a dynamic dimension") {
+    const fs::path model = fs::path(CTXKIT_MODELS_DIR) / "ch_ppocr_mobile_v2.0_cls_infer.onnx";
+    CTX_REQUIRE_MATERIAL(fs::exists(model),
+                         "corpus model not in the cache (" << model.string() << "): run scripts/fetch_test_assets.sh");
+    takeLogMessages();
+    { Ort::Session session = ctxkitSession(model); }
+    const auto said = epMessages();
+    for (const auto& m : said) std::cout << "  " << m << "\n";
+    INFO(said.size() << " messages from ctxkit");
+    CHECK(anyContains(said, "claims 0 of the"));
+    CHECK(anyContains(said, "dimension 'p2o.DynamicDimension.0' of 'x' is not bound"));
+    CHECK(anyContains(said, "AddFreeDimensionOverrideByName(\"p2o.DynamicDimension.0\", N)"));
+  }
+  SECTION("an unsupported op") {
+    TempDir out("ort_ep_why");
+    fs::path target = writeNoSoftmaxTarget(out.path());
+    SessionConfig config;
+    config.epOptions["target"] = target.string();
+    takeLogMessages();
+    { Ort::Session session = ctxkitSession(fs::path(CTXKIT_SAMPLES_DIR) / "tiny_prefill.onnx", config); }
+    const auto said = epMessages();
+    for (const auto& m : said) std::cout << "  " << m << "\n";
+    CHECK(anyContains(said, "op Softmax (opset"));
+    CHECK(anyContains(said, "is not supported by target 'nosoftmax'"));
+  }
+  SECTION("a model ctxkit claims whole says nothing") {
+    takeLogMessages();
+    { Ort::Session session = ctxkitSession(fs::path(CTXKIT_SAMPLES_DIR) / "tiny_prefill.onnx"); }
+    CHECK(epMessages().empty());
+  }
+}
