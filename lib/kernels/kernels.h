@@ -18,7 +18,7 @@
 #include <vector>
 
 namespace ctxkit::cpu {
-struct cpu::PanelsB;  // cpu/gemm.h
+struct PanelsB;  // cpu/gemm.h
 }  // namespace ctxkit::cpu
 
 namespace ctxkit::kernels {
