@@ -1,5 +1,5 @@
-# Install rules and packages (SPEC §14): the three tools, the runtime library with its headers, the plugin EP,
-# a CMake package (ctxkit::runtime, ctxkit::ctxgen, ctxkit_compile()) and a pkg-config file.
+# Install rules and packages (docs/guide.md#build-and-install): the three tools, the runtime library with its
+# headers, the plugin EP, a CMake package (ctxkit::runtime, ctxkit::ctxgen, ctxkit_compile()) and a pkg-config file.
 include(CMakePackageConfigHelpers)
 
 # The runtime library and every static library it needs, in link order (a library before those it uses); the

@@ -117,7 +117,8 @@ if [ -d "$node_tests" ]; then
     "$fuzz_build/tests/fuzz/extract_programs" "$seeds/fuzz_program" "$data/${name}_ctxkit.bin" >/dev/null 2>&1 || true
   done
 fi
-# What ctxgen writes must load (SPEC §11): every model compiled for the seeds is loaded as ctxrun loads it.
+# What ctxgen writes must load (docs/bad-input.md#what-ctxgen-writes-loads): every model compiled for the seeds is
+# loaded as ctxrun loads it.
 if ! verified="$("$ctxinspect" --verify "$data"/*_ctx.onnx 2>&1)"; then
   echo "$verified" >&2
   echo "ctxkit: ctxgen wrote a seed model that does not load (the problems above)" >&2

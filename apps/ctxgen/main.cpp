@@ -87,8 +87,9 @@ int main(int argc, char** argv) {
           " (ep.stop_share_ep_contexts is accepted and changes nothing: sharing ends with the run; "
           "ep.enable_weightless=1 is --weightless; ep.context_source_model_path is refused: it is a load-time option)");
   app.add_flag("--weightless", o.weightless,
-               "weightless context (SPEC §4): weights stay in the source models, the .bin records where (ctxrun "
-               "--source-model, ORT's ep.context_source_model_path); weights the compiler derives are stored");
+               "weightless context (docs/weight-sharing.md): weights stay in the source models, the .bin records "
+               "where (ctxrun --source-model, ORT's ep.context_source_model_path); weights the compiler derives "
+               "are stored");
   app.add_flag("--force", o.force, "overwrite existing outputs");
   std::string memoryLimit;
   app.add_option("--memory-limit", memoryLimit,

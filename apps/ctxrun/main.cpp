@@ -201,7 +201,7 @@ int main(int argc, char** argv) {
   for (const auto& w : s.warnings()) cli::logWarning("{}", w);
   cli::logVerbose("loaded {} in {:.2f} ms{}", a.model, loadMs, a.verify ? ", every weight hash checked" : "");
 
-  // Every file the run reads, so that nothing it writes lands on one of them (SPEC §11).
+  // Every file the run reads, so that nothing it writes lands on one of them (docs/bad-input.md#outputs).
   std::vector<RunFile> read{{a.model, "model"}};
   if (!a.sourceModel.empty()) read.push_back({a.sourceModel, "source model"});
   auto feeds = a.inputs.empty() ? tooling::randomInputs(s.inputs(), bindings, a.seed)

@@ -144,7 +144,8 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
         outs = std::move(r).value();
         inferred = true;
       } else if (r.error().code() == ErrorCode::InvalidGraph) {
-        // A compile error names op, opset, node and type (SPEC §10); the kernel's message names the node already.
+        // A compile error names op, opset, node and type (docs/ctxgen.md#errors); the kernel's message names the node
+        // already.
         std::string message = r.error().message();
         const std::string kernelPrefix = fmt::format("node '{}' ({}): ", node.name, ir::opKindName(node.kind));
         if (!node.name.empty() && message.rfind(kernelPrefix, 0) == 0) message.erase(0, kernelPrefix.size());

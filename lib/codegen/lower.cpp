@@ -599,9 +599,9 @@ private:
     }
   }
 
-  // QDQ groups run as integer ops (SPEC §1: int8 QDQ on npu-sim): DequantizeLinear on an 8-bit activation and on a
-  // constant 8-bit weight (per tensor, or per output channel), Conv or MatMul, then QuantizeLinear to 8 bits
-  // becomes QLinearConv (with the int32 bias a DequantizeLinear of scale x_scale * w_scale feeds) or
+  // QDQ groups run as integer ops (docs/compiler.md#targets: int8 QDQ on npu-sim): DequantizeLinear on an 8-bit
+  // activation and on a constant 8-bit weight (per tensor, or per output channel), Conv or MatMul, then QuantizeLinear
+  // to 8 bits becomes QLinearConv (with the int32 bias a DequantizeLinear of scale x_scale * w_scale feeds) or
   // QLinearMatMul. The weights stay 8-bit constants, so the context stores them at 8-bit size. Runs first: folding
   // constants would turn the dequantized weights into float32.
   Expected<bool> fuseQdq() {

@@ -1,5 +1,5 @@
-// Lowers one partition to a compiled program through named passes (SPEC §6): fuse-qdq (QDQ groups into integer
-// QLinearConv/QLinearMatMul on 8-bit weights), fold-constants, fold-batchnorm (into
+// Lowers one partition to a compiled program through named passes (docs/compiler.md#lowering): fuse-qdq (QDQ groups
+// into integer QLinearConv/QLinearMatMul on 8-bit weights), fold-constants, fold-batchnorm (into
 // Conv and Gemm), fold-affine (following per-channel scales and shifts into Conv and Gemm), fuse-matmul-add,
 // match-activations (spelled-out HardSwish), fuse-epilogue (activations and a scalar scale and shift into
 // Conv/Gemm/MatMul), choose-layouts (constant GEMM operands in the target's panel layout), emit-program (typed ops,
@@ -51,8 +51,8 @@ struct LowerOptions {
   std::string name;                  // the partition's name, for dumps
   // How constant B operands of MatMul/Gemm are stored (the target's preferred_layouts.gemm); plain: unpacked.
   ops::WeightLayout gemmLayout;
-  // Weightless contexts (SPEC §4): weights are stored in plain layout, the runtime packs them at load where the
-  // program asks for a layout, so a weight stays byte-equal to its source initializer.
+  // Weightless contexts (docs/weight-sharing.md#weightless): weights are stored in plain layout, the runtime packs them
+  // at load where the program asks for a layout, so a weight stays byte-equal to its source initializer.
   bool plainWeights = false;
 };
 

@@ -20,8 +20,9 @@
 
 namespace ctxkit::driver {
 
-// `<prefix><stem>_ctxkit_<index>`, or `<prefix><stem>_<variant>_ctxkit_<index>` for a shape variant (SPEC §5): the
-// graph's name in the context and the EPContext node's partition_name. `index` is the partition's index in its plan.
+// `<prefix><stem>_ctxkit_<index>`, or `<prefix><stem>_<variant>_ctxkit_<index>` for a shape variant
+// (docs/compiler.md#variants): the graph's name in the context and the EPContext node's partition_name. `index` is the
+// partition's index in its plan.
 std::string partitionName(const std::string& prefix, const std::string& stem, const std::string& variant, size_t index);
 
 // Which values each partition shares with the rest of the graph, found in one pass over the graph (a pass per

@@ -1,4 +1,4 @@
-// The EPContext contract (SPEC §2, §3, §8, §13), defined once: ctxkit's names and version, the EPContext node's
+// The EPContext contract (docs/epcontext-models.md), defined once: ctxkit's names and version, the EPContext node's
 // attributes and their defaults, "is this node ours", target ids and revisions, the compatibility metadata and
 // ONNX Runtime's session-option keys. The compiler, runtime, inspector, tools and plugin EP all read them here.
 #pragma once

@@ -64,7 +64,8 @@ struct GraphInfo {
 
 struct WriterOptions {
   uint64_t alignment = 64;  // power of two, 64..65536; 4096 gives page-aligned weights
-  // A weightless container (SPEC §4): weights may live in source models (addSourceWeight), all in plain layout.
+  // A weightless container (docs/weight-sharing.md#weightless): weights may live in source models (addSourceWeight),
+  // all in plain layout.
   bool weightless = false;
 };
 
@@ -124,7 +125,7 @@ private:
 };
 
 // A validated, read-only view of a container in memory or in a mapped file. Opening checks the header,
-// compatibility block, every table and the checksum (SPEC §11 rules); weight bytes are used in place.
+// compatibility block, every table and the checksum (docs/bad-input.md#loader-rules); weight bytes are used in place.
 class ContainerView {
 public:
   // `owner` keeps `bytes` alive (a MappedFile, or a buffer); `displayName` names the file in errors.
@@ -138,7 +139,8 @@ public:
   uint64_t alignment() const { return alignment_; }
   uint64_t fileSize() const { return bytes_.size(); }
   const std::string& displayName() const { return displayName_; }
-  // Weightless (SPEC §4): some weights live in source models, and every weight is in plain layout.
+  // Weightless (docs/weight-sharing.md#weightless): some weights live in source models, and every weight is in plain
+  // layout.
   bool weightless() const { return weightless_; }
   // The header's checksum over the metadata and programs, which cover every weight by its hash: the container's
   // identity, which a _ctx.onnx written with it records (docs/format/container-v1.md, "Binding").

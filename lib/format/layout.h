@@ -184,9 +184,9 @@ inline constexpr uint64_t kMaxWeights = 1ull << 24;
 // Flags: required features (low half) make a reader that does not know them refuse the file; optional
 // features (high half) may be ignored.
 inline constexpr uint64_t kRequiredFlagsMask = 0x00000000ffffffffull;
-// Required: a weightless container (SPEC §4). Weights with kWeightInSource have no bytes here (offset 0, no
-// blob): the runtime takes them from the source model the source table names. Every weight is in plain layout;
-// a program that asks for a packed layout gets it packed at load.
+// Required: a weightless container (docs/weight-sharing.md#weightless). Weights with kWeightInSource have no bytes here
+// (offset 0, no blob): the runtime takes them from the source model the source table names. Every weight is in plain
+// layout; a program that asks for a packed layout gets it packed at load.
 inline constexpr uint64_t kFlagWeightless = 1ull << 0;
 // Required, set in every file: the programs are of encoding 4 (docs/format/program.md), which the development
 // readers of formats 1.2 and 1.3 cannot decode, so that they refuse the file. Bit 1 is not defined.

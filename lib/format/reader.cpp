@@ -1,5 +1,6 @@
 // ContainerView::open: validates a container in a fixed order (header, compatibility block, checksum,
-// tables, data-region tiling), applying every SPEC §11 rule that concerns the .bin before anything is used.
+// tables, data-region tiling), applying every rule of docs/bad-input.md#loader-rules that concerns the .bin before
+// anything is used.
 #include "format/container.h"
 #include "format/internal.h"
 #include "format/layout.h"

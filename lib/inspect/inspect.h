@@ -97,7 +97,8 @@ struct ContextSummary {
   uint64_t referencedWeightBytes = 0;  // summed over graph references
   uint64_t storedWeightBytes = 0;      // every stored weight, fallback initializers included
   double sharingRatio = 1.0;
-  // Weightless contexts (SPEC §4): weights whose bytes stay in source models (counted in the figures above too).
+  // Weightless contexts (docs/weight-sharing.md#weightless): weights whose bytes stay in source models (counted in the
+  // figures above too).
   bool weightless = false;
   size_t sourceWeights = 0;
   uint64_t sourceWeightBytes = 0;

@@ -22,7 +22,7 @@
 
 namespace ctxkit::onnx_io::detail {
 
-// Subgraphs (If/Loop/Scan bodies) nested deeper than this are rejected (SPEC §11 rule 15).
+// Subgraphs (If/Loop/Scan bodies) nested deeper than this are rejected (docs/bad-input.md#loader-rules, rule 15).
 inline constexpr int kMaxGraphDepth = 64;
 
 // Everything one load shares: where external data resolves, the files mapped so far, and the owner of the

@@ -36,7 +36,8 @@ Status externalToProto(const ir::Initializer& init, onnx::TensorProto* p) {
   if (t.empty()) return makeError(ErrorCode::InvalidArgument, "tensor has no element type");
   if (t.type() == ir::ElemType::String)
     return makeError(ErrorCode::InvalidArgument, "string tensors cannot use external data");
-  // Our outputs must never point outside their folder (SPEC §3), so the writer checks what the loader checks.
+  // Our outputs must never point outside their folder (docs/bad-input.md#paths), so the writer checks what the loader
+  // checks.
   auto where = resolveInside(".", ext.location);
   if (!where) return where.takeError().addContext("external data location");
   auto needed = ir::storageBytes(t.type(), t.elementCount());

@@ -181,7 +181,8 @@ Status compilePlain(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fused
 }
 
 // ep.context_enable=1: the context goes beside the output model as <output stem without _ctx>_ctxkit.bin (or into
-// the first node with ep.context_embed_mode=1), and each fused node becomes an EPContext node (SPEC §3).
+// the first node with ep.context_embed_mode=1), and each fused node becomes an EPContext node
+// (docs/epcontext-models.md).
 Status writeEpContextNodes(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fusedNodes, size_t count,
                            OrtNode** epContextNodes) {
   const Api& api = ep.api();

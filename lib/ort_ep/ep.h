@@ -24,8 +24,9 @@ struct EpConfig {
   int embedMode = 0;                      // ep.context_embed_mode
   bool stopShareContexts = false;         // ep.stop_share_ep_contexts: this session completes the shared .bin
   std::string nodeNamePrefix;             // ep.context_node_name_prefix
-  // Weightless contexts (SPEC §4): ep.enable_weightless while compiling; where the weights are when loading:
-  // ORT's source model buffer, else ep.context_source_model_path, else the node's onnx_model_filename.
+  // Weightless contexts (docs/weight-sharing.md#weightless): ep.enable_weightless while compiling; where the weights
+  // are when loading: ORT's source model buffer, else ep.context_source_model_path, else the node's
+  // onnx_model_filename.
   bool weightless = false;
   std::filesystem::path sourceModelPath;
   std::span<const std::byte> sourceModelBuffer;

@@ -1,5 +1,5 @@
-// The EP factory (SPEC §13): name, vendor and version from the EPContext contract; the host CPU plus a virtual NPU
-// device standing for the simulated target; EPs per session; compatibility of compiled models.
+// The EP factory (docs/ort-ep.md#factory): name, vendor and version from the EPContext contract; the host CPU plus a
+// virtual NPU device standing for the simulated target; EPs per session; compatibility of compiled models.
 #pragma once
 
 #include "ort_ep/ort_api.h"

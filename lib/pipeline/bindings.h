@@ -1,4 +1,4 @@
-// Shape bindings of a compile run (SPEC §5, §10): --dim [STEM:]SYM=V, --shape [STEM:]INPUT=AxB and
+// Shape bindings of a compile run (docs/compiler.md#bindings): --dim [STEM:]SYM=V, --shape [STEM:]INPUT=AxB and
 // --variant [NAME:]SYM=V[,...], resolved against the models' declared inputs and checked: a binding that matches
 // nothing, a shape of the wrong rank or a value contradicting a static dimension is a usage error.
 #pragma once

@@ -360,7 +360,7 @@ Status dedupe(ModelWork& w, ContainerWork& c, const CompileOptions& options, boo
   };
   for (const auto& init : contextInitializers(w.model, w.facts, w.plan, w.lowered))
     share(init.name, init, w.sharedInitializers);
-  // Weights inside If/Loop/Scan bodies of fallback nodes are stored once like the rest (SPEC §4).
+  // Weights inside If/Loop/Scan bodies of fallback nodes are stored once like the rest (docs/weight-sharing.md#scope).
   for (size_t i = 0; i < w.plan.nodes.size(); ++i)
     if (w.plan.nodes[i].placement == partitioner::NodePlacement::Fallback)
       forEachSubgraphInitializer(w.model.graph.nodes[i], i, [&](const std::string& key, const ir::Initializer& init) {

@@ -1,4 +1,4 @@
-// EPContext model construction (SPEC §3).
+// EPContext model construction (docs/epcontext-models.md).
 #include "pipeline/emit.h"
 
 #include "epcontext/contract.h"
@@ -170,7 +170,7 @@ Expected<ir::Model> buildContextModel(const ir::Model& source, const analysis::G
                                       const std::vector<std::string>& partitionNames,
                                       const std::vector<uint64_t>& arenaSizes, const EpContextSettings& settings) {
   const ir::Graph& g = source.graph;
-  // A node left on the fallback path must be one the runtime can execute (SPEC §10): refuse it here rather
+  // A node left on the fallback path must be one the runtime can execute (docs/ctxgen.md#errors): refuse it here rather
   // than write a model that fails at load.
   for (size_t i = 0; i < plan.nodes.size() && i < g.nodes.size(); ++i)
     if (plan.nodes[i].placement == partitioner::NodePlacement::Fallback)
@@ -195,7 +195,7 @@ Expected<ir::Model> buildContextModel(const ir::Model& source, const analysis::G
   og.name = g.name;
   og.docString = g.docString;
   // Graph inputs and outputs keep their names, order and types, with the static shapes the bindings gave them, so
-  // that a runtime needs no bindings again (SPEC §10).
+  // that a runtime needs no bindings again (docs/ctxgen.md#outputs).
   // Only dimensions the file leaves open are filled in: a declared static dimension stays as written. Values
   // without a tensor type (sequences, maps) keep their declaration untouched.
   auto withStaticShape = [&](ir::ValueInfo v) {

@@ -32,8 +32,8 @@ struct CompileOptions {
   // referenced as ONNX external data, unless embedFallbackInitializers asks for them inside each model.
   uint64_t shareFallbackThreshold = 1024;
   bool embedFallbackInitializers = false;
-  // Weightless contexts (SPEC §4): weights byte-equal to a source initializer stay in the source model; the .bin
-  // records where. Fallback initializers stay in each _ctx.onnx.
+  // Weightless contexts (docs/weight-sharing.md#weightless): weights byte-equal to a source initializer stay in the
+  // source model; the .bin records where. Fallback initializers stay in each _ctx.onnx.
   bool weightless = false;
   bool force = false;
   bool errorIfNoNodesCompiled = false;

@@ -93,7 +93,7 @@ struct Program {
   }
 };
 
-// Limits a reader enforces before allocating (SPEC §11 rules 1, 2, 15).
+// Limits a reader enforces before allocating (docs/bad-input.md#loader-rules, rules 1, 2, 15).
 inline constexpr uint32_t kMaxRank = 8;
 // The longest name or string attribute a program holds (an op's node name, a tensor's value name).
 inline constexpr uint32_t kMaxStringBytes = 1u << 16;

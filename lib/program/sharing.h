@@ -1,4 +1,5 @@
-// The weight-sharing figures of one context binary (SPEC §4), defined once for ctxgen's report and ctxinspect.
+// The weight-sharing figures of one context binary (docs/weight-sharing.md#figures), defined once for ctxgen's report
+// and ctxinspect.
 #pragma once
 
 #include "program/program.h"

@@ -1,6 +1,6 @@
-// How well this runtime can run a context binary, from its compatibility block (SPEC §8), as ONNX Runtime's
-// OrtCompiledModelCompatibility: another producer, another format major or a development format (1.0 to 1.3) is
-// UNSUPPORTED; another revision of a known target is PREFER_RECOMPILATION.
+// How well this runtime can run a context binary, from its compatibility block (docs/runtime.md#compatibility), as ONNX
+// Runtime's OrtCompiledModelCompatibility: another producer, another format major or a development format (1.0 to 1.3)
+// is UNSUPPORTED; another revision of a known target is PREFER_RECOMPILATION.
 #pragma once
 
 #include "format/container.h"

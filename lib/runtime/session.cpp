@@ -48,8 +48,8 @@ struct Session::Impl {
   std::map<fs::path, std::shared_ptr<const SourceInitializers>> sourceModels;
   std::set<std::pair<const format::ContainerView*, uint32_t>> verifiedSourceWeights;  // --verify: hashed already
 
-  // The source model a weightless graph of node `attrs` takes its weights from (SPEC §4: ORT's precedence,
-  // buffer > ep.context_source_model_path > onnx_model_filename beside the model).
+  // The source model a weightless graph of node `attrs` takes its weights from (docs/weight-sharing.md#weightless:
+  // ORT's precedence, buffer > ep.context_source_model_path > onnx_model_filename beside the model).
   Expected<std::shared_ptr<const SourceInitializers>>
   sourceModelFor(const epcontext::NodeAttributes& attrs, const std::string& label, const fs::path& contextDir) {
     fs::path path;

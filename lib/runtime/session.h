@@ -24,8 +24,8 @@ struct SessionOptions {
   bool verifyWeights = false;     // recompute every weight hash at load
   bool shareContexts = true;      // map each .bin once per process, parse each model file once (ep.share_ep_contexts)
   bool prefaultArena = false;     // touch each arena page at load, not in the first run (ctxrun --prefault)
-  // Weightless contexts (SPEC §4) take weights from the source model: these bytes (ONNX Runtime's
-  // SessionOptionsSetWeightlessSourceModelBuffer; the caller keeps them alive) or this file
+  // Weightless contexts (docs/weight-sharing.md#weightless) take weights from the source model: these bytes (ONNX
+  // Runtime's SessionOptionsSetWeightlessSourceModelBuffer; the caller keeps them alive) or this file
   // (ep.context_source_model_path, ctxrun --source-model), else the node's onnx_model_filename beside the model.
   std::span<const std::byte> sourceModelBuffer;
   std::filesystem::path sourceModelPath;

@@ -1,6 +1,7 @@
-// The initializers of an ONNX source model, read without protobuf (weightless contexts, SPEC §4): the file is
-// mapped and raw_data and external data are used in place; typed fields (float_data, int64_data...) are copied.
-// Only the top-level graph's initializers are read: those are the ones a weightless context refers to.
+// The initializers of an ONNX source model, read without protobuf (weightless contexts,
+// docs/weight-sharing.md#weightless): the file is mapped and raw_data and external data are used in place; typed fields
+// (float_data, int64_data...) are copied. Only the top-level graph's initializers are read: those are the ones a
+// weightless context refers to.
 #pragma once
 
 #include "ir/tensor.h"

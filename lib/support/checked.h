@@ -1,4 +1,5 @@
-// Overflow-checked arithmetic for sizes and offsets read from files (SPEC §11 rules 3, 4 and 16).
+// Overflow-checked arithmetic for sizes and offsets read from files (docs/bad-input.md#loader-rules, rules 3, 4 and
+// 16).
 #pragma once
 
 #include <cstddef>

@@ -172,9 +172,9 @@ Error notRegular(const fs::path& path, mode_t mode) {
                    fileKind(mode));
 }
 
-// Opens `path` for reading if it is a regular file, and only then (SPEC §11): a FIFO would block open() until a
-// writer comes, and a device may act on being opened. The type is checked before the open; the open does not block
-// (a file swapped for a FIFO in between cannot hang it either) and what it opened is checked again.
+// Opens `path` for reading if it is a regular file, and only then (docs/bad-input.md#regular-files): a FIFO would block
+// open() until a writer comes, and a device may act on being opened. The type is checked before the open; the open does
+// not block (a file swapped for a FIFO in between cannot hang it either) and what it opened is checked again.
 Expected<std::pair<int, struct stat>> openRegularFile(const fs::path& path) {
   struct stat before {};
   if (::stat(path.c_str(), &before) != 0)

@@ -1,5 +1,6 @@
-// Writing a weight pool into a context binary, and weightless contexts (SPEC §4): finding each pooled weight among
-// the initializers of the source models, so that the binary records where it lives instead of its bytes.
+// Writing a weight pool into a context binary, and weightless contexts (docs/weight-sharing.md#weightless): finding
+// each pooled weight among the initializers of the source models, so that the binary records where it lives instead of
+// its bytes.
 #pragma once
 
 #include "format/container.h"

@@ -180,7 +180,7 @@ std::map<std::string, ir::Tensor> ctxkit::testing::evaluateNodes(const ir::Graph
   return values;
 }
 
-TEST_CASE("the lowering passes run in SPEC order", "[codegen][passes]") {
+TEST_CASE("the lowering passes run in the order docs/compiler.md lists", "[codegen][passes]") {
   CHECK(codegen::loweringPassNames() == std::vector<std::string_view>{"fuse-qdq", "fold-constants", "fold-batchnorm", "fold-affine",
                                                                        "fuse-matmul-add", "match-activations",
                                                                        "fuse-epilogue", "choose-layouts", "emit-program",

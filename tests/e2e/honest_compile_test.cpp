@@ -1,5 +1,5 @@
 // End-to-end: an op, element type or attribute value the runtime cannot execute is a ctxgen error naming op,
-// opset, node and type, never a _ctx.onnx that fails at load (SPEC §10), on both built-in targets.
+// opset, node and type, never a _ctx.onnx that fails at load (docs/ctxgen.md#errors), on both built-in targets.
 #include "onnx_io/onnx_io.h"
 #include "tool_runner.h"
 

@@ -1,6 +1,6 @@
-// End-to-end: what a hostile file can do to the tools (SPEC §11). ctxrun never writes over its inputs or expected
-// outputs; no tool reads anything but a regular file (a FIFO would hang it); a long model stem compiles; a plain
-// model that ctxgen refuses for its structure is refused by ctxrun too.
+// End-to-end: what a hostile file can do to the tools (docs/bad-input.md). ctxrun never writes over its inputs or
+// expected outputs; no tool reads anything but a regular file (a FIFO would hang it); a long model stem compiles; a
+// plain model that ctxgen refuses for its structure is refused by ctxrun too.
 #include "../compiler/graph_builder.h"
 #include "onnx_io/onnx_io.h"
 #include "tool_runner.h"

@@ -1,4 +1,4 @@
-// End-to-end: ctxgen never overwrites an input and never writes two outputs to one file (SPEC §11).
+// End-to-end: ctxgen never overwrites an input and never writes two outputs to one file (docs/bad-input.md#outputs).
 #include "onnx_io/onnx_io.h"
 #include "tool_runner.h"
 

@@ -58,7 +58,8 @@ std::string runCase(const fs::path& dir, const fs::path& work, const std::string
     auto run = runTool(CTXKIT_CTXRUN,
                        {(out / "model_ctx.onnx").string(), "--inputs", set.string(), "--expected", set.string()});
     if (run.exitCode != 0) {
-      // What ctxgen writes must load (SPEC §11): a failure to load, not to match, fails the test whatever the list.
+      // What ctxgen writes must load (docs/bad-input.md#what-ctxgen-writes-loads): a failure to load, not to match,
+      // fails the test whatever the list.
       auto load = runTool(CTXKIT_CTXINSPECT, {(out / "model_ctx.onnx").string(), "--verify", "-q"});
       if (load.exitCode != 0) return kDoesNotLoad + load.out + load.err;
       return "ctxrun (" + set.filename().string() + "): " + run.out + run.err;

@@ -1,6 +1,6 @@
-// Weights inside If/Loop/Scan bodies are weights like the rest (SPEC §4): in a --share group, the large initializers
-// of fallback nodes' subgraphs are stored once in the group's .bin and referenced as ONNX external data, and the
-// compiled models still compute what the source computes.
+// Weights inside If/Loop/Scan bodies are weights like the rest (docs/weight-sharing.md#scope): in a --share group, the
+// large initializers of fallback nodes' subgraphs are stored once in the group's .bin and referenced as ONNX external
+// data, and the compiled models still compute what the source computes.
 #include "ir/npy.h"
 #include "onnx_io/onnx_io.h"
 #include "tool_runner.h"

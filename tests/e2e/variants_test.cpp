@@ -1,5 +1,5 @@
-// Shape variants and bindings through the real ctxgen (SPEC §5, §10): --variant compiles a model once per variant
-// into one context binary holding every weight once (and ctxinspect says which variants use which weights);
+// Shape variants and bindings through the real ctxgen (docs/compiler.md#variants): --variant compiles a model once per
+// variant into one context binary holding every weight once (and ctxinspect says which variants use which weights);
 // --dim/--shape take a STEM: prefix for one model of a group; bindings that match nothing, shapes of another rank,
 // values contradicting a static dimension and options contradicting each other are usage errors; compiled models
 // carry their bound static shapes. tests/oracle/ort_oracle.sh runs every variant against ONNX Runtime.

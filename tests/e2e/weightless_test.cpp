@@ -1,7 +1,8 @@
-// Weightless contexts through the real tools (SPEC §4): `ctxgen --weightless` writes a context binary that records
-// where each weight lives in the source models instead of its bytes; ctxrun reads them from the source model beside
-// the _ctx.onnx or from --source-model and matches the samples' independent expected outputs; a missing, different
-// or changed source model is a clear error. tests/ort_ep covers ONNX Runtime + the plugin EP on the same files.
+// Weightless contexts through the real tools (docs/weight-sharing.md#weightless): `ctxgen --weightless` writes a
+// context binary that records where each weight lives in the source models instead of its bytes; ctxrun reads them from
+// the source model beside the _ctx.onnx or from --source-model and matches the samples' independent expected outputs; a
+// missing, different or changed source model is a clear error. tests/ort_ep covers ONNX Runtime + the plugin EP on the
+// same files.
 #include "format/container.h"
 #include "onnx_io/onnx_io.h"
 #include "tool_runner.h"

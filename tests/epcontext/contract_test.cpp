@@ -1,5 +1,5 @@
-// The EPContext contract: names and keys as ONNX Runtime and SPEC §2/§3 spell them (literal strings here are the
-// independent expectation), source matching, attribute round trips, the version from CMake, compatibility info.
+// The EPContext contract: names and keys as ONNX Runtime and docs/epcontext-models.md spell them (literal strings here
+// are the independent expectation), source matching, attribute round trips, the version from CMake, compatibility info.
 #include "epcontext/contract.h"
 
 #include <catch2/catch.hpp>

@@ -1,5 +1,5 @@
-// One test per reader rule (SPEC §11): a valid container corrupted on purpose must be rejected cleanly with a
-// message that names the file and the problem.
+// One test per reader rule (docs/bad-input.md#loader-rules): a valid container corrupted on purpose must be rejected
+// cleanly with a message that names the file and the problem.
 #include "container_test_util.h"
 
 #include <limits>

@@ -1,5 +1,5 @@
-// Atomic outputs under kill -9 (SPEC §7, §11): ctxgen is killed with SIGKILL at seeded random moments spread
-// over its run. After every kill each file under a final output name is absent or valid (the `.bin` opens and
+// Atomic outputs under kill -9 (docs/bad-input.md#outputs): ctxgen is killed with SIGKILL at seeded random moments
+// spread over its run. After every kill each file under a final output name is absent or valid (the `.bin` opens and
 // verifies, a `_ctx.onnx` loads and passes `ctxinspect --verify`, and `ctxrun` runs it), an existing output is
 // byte-identical to what it was, and the next successful run leaves no temporary file behind.
 #include "../e2e/tool_runner.h"

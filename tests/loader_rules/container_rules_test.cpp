@@ -1,6 +1,6 @@
-// SPEC §11 `.bin` loader rules 1-10 and 16 through the real tools: a `.bin` written by ctxgen is broken one
-// rule at a time and `ctxinspect --verify` and `ctxrun` must both exit 1 naming the file, the field, the value
-// found and the value expected. (Library-level twins of several cases live in tests/format/corrupt_test.cpp.)
+// `.bin` loader rules 1-10 and 16 (docs/bad-input.md#loader-rules) through the real tools: a `.bin` written by ctxgen
+// is broken one rule at a time and `ctxinspect --verify` and `ctxrun` must both exit 1 naming the file, the field, the
+// value found and the value expected. (Library-level twins of several cases live in tests/format/corrupt_test.cpp.)
 #include "rules_util.h"
 
 #include <limits>

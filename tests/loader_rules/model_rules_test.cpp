@@ -1,5 +1,5 @@
-// SPEC §11 loader rules that reach past the container's own tables, through the real tools: external paths
-// (rule 11, including symbolic links), program weight references (13), strings as data (14) and nesting
+// Loader rules (docs/bad-input.md#loader-rules) that reach past the container's own tables, through the real tools:
+// external paths (rule 11, including symbolic links), program weight references (13), strings as data (14) and nesting
 // depth of ONNX subgraphs (15).
 #include "rules_util.h"
 

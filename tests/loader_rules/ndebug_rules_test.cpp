@@ -1,6 +1,6 @@
-// SPEC §11 rule 12 (no validation by assert): the container reader and the program decoder are compiled into
-// this test with NDEBUG forced, as in a release build, whatever the build type; every rule must still reject.
-// A second test reads the loader sources and fails on any assert() in them.
+// Loader rule 12 (docs/bad-input.md#loader-rules: no validation by assert): the container reader and the program
+// decoder are compiled into this test with NDEBUG forced, as in a release build, whatever the build type; every rule
+// must still reject. A second test reads the loader sources and fails on any assert() in them.
 #ifndef NDEBUG
 #error "this test must be compiled with NDEBUG (see tests/loader_rules/CMakeLists.txt)"
 #endif

@@ -1,5 +1,5 @@
-// Helpers for the SPEC §11 loader-rule tests: a real deployment made by ctxgen, copied per case, whose
-// `.bin` (or `_ctx.onnx`) is broken on purpose and then fed to the real ctxinspect and ctxrun.
+// Helpers for the loader-rule tests (docs/bad-input.md#loader-rules): a real deployment made by ctxgen, copied per
+// case, whose `.bin` (or `_ctx.onnx`) is broken on purpose and then fed to the real ctxinspect and ctxrun.
 #pragma once
 
 #include "../e2e/tool_runner.h"

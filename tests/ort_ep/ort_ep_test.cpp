@@ -1,5 +1,5 @@
-// ONNX Runtime 1.30 with ctxkit as a plugin EP (SPEC §13): the factory and its devices, sessions on _ctx.onnx models
-// written by ctxgen (embed modes, --share, fallback nodes, several EPContext nodes) against ORT's CPU EP on the
+// ONNX Runtime 1.30 with ctxkit as a plugin EP (docs/ort-ep.md): the factory and its devices, sessions on _ctx.onnx
+// models written by ctxgen (embed modes, --share, fallback nodes, several EPContext nodes) against ORT's CPU EP on the
 // source models, concurrent Run(), and another EP's EPContext node left unclaimed.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>

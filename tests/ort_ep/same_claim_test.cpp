@@ -1,5 +1,6 @@
-// One compile driver (SPEC §13): for the same model, target and shapes, ORT's compile API with ctxkit claims exactly
-// the nodes ctxgen compiles; when ctxkit claims less than the whole graph, it says why through ORT's logger.
+// One compile driver (docs/ort-ep.md#compiling): for the same model, target and shapes, ORT's compile API with ctxkit
+// claims exactly the nodes ctxgen compiles; when ctxkit claims less than the whole graph, it says why through ORT's
+// logger.
 #include <catch2/catch.hpp>
 
 #include "../common/material.h"

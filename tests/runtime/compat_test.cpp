@@ -1,6 +1,6 @@
-// Runtime compatibility and sharing (SPEC §8): doctored compatibility blocks and development format versions give
-// UNSUPPORTED or PREFER_RECOMPILATION, several main_context=1 nodes with their own .bin files run in one model, and sessions
-// map a shared .bin once (counted through the library).
+// Runtime compatibility and sharing (docs/runtime.md#compatibility): doctored compatibility blocks and development
+// format versions give UNSUPPORTED or PREFER_RECOMPILATION, several main_context=1 nodes with their own .bin files run
+// in one model, and sessions map a shared .bin once (counted through the library).
 #include "container_test_util.h"
 #include "rebind_util.h"
 #include "epcontext/contract.h"

@@ -1,5 +1,5 @@
 // A loaded session is immutable: many threads running it at once, on different inputs, get exactly the results
-// of serial runs (SPEC §8). Built under ThreadSanitizer too (see scripts/test.sh).
+// of serial runs (docs/runtime.md#running). Built under ThreadSanitizer too (see scripts/test.sh).
 #include "onnx_io/onnx_io.h"
 #include "runtime_test_util.h"
 #include "pipeline/pipeline.h"

@@ -1,4 +1,4 @@
-// Unit tests for file_io's defences: path confinement through symbolic links (SPEC §11 rule 11) and the
+// Unit tests for file_io's defences: path confinement through symbolic links (docs/bad-input.md#paths, rule 11) and the
 // atomic writer's removal of temporary files that killed processes left behind.
 #include "support/file_io.h"
 
