@@ -436,8 +436,7 @@ Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options
 }
 
 CtxKitEp::CtxKitEp(const Api& api, EpConfig config, const OrtLogger* logger)
-    : OrtEp{}, api_(api), config_(std::move(config)), logger_(logger),
-      pool_(kernels::makeThreadPool(config_.threads)) {
+    : OrtEp{}, api_(api), config_(std::move(config)), logger_(logger), pool_(kernels::makeThreadPool(config_.threads)) {
   ort_version_supported = ORT_API_VERSION;
   GetName = getName;
   GetCapability = getCapabilityImpl;
