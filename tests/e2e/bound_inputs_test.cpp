@@ -1,7 +1,7 @@
 // ctxgen --set binds an input's value at compile time: the input leaves the compiled model, an If on it becomes
 // its branch and compiles, and the report names the binding. Every bad --set is a usage error naming model, input,
 // what is declared and what was given.
-#include "../compiler/graph_builder.h"
+#include "../common/graph_builder.h"
 #include "ir/npy.h"
 #include "onnx_io/onnx_io.h"
 #include "tool_runner.h"

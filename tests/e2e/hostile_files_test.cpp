@@ -1,7 +1,7 @@
 // End-to-end: what a hostile file can do to the tools (docs/bad-input.md). ctxrun never writes over its inputs or
 // expected outputs; no tool reads anything but a regular file (a FIFO would hang it); a long model stem compiles; a
 // plain model that ctxgen refuses for its structure is refused by ctxrun too.
-#include "../compiler/graph_builder.h"
+#include "../common/graph_builder.h"
 #include "onnx_io/onnx_io.h"
 #include "tool_runner.h"
 
@@ -160,9 +160,7 @@ void compileCnn(const fs::path& out, std::vector<std::string> extra = {}) {
   fs::copy_file(kSamples / "tiny_cnn.onnx", out / "m.onnx");
   std::vector<std::string> args{(out / "m.onnx").string()};
   args.insert(args.end(), extra.begin(), extra.end());
-  auto r = runTool(CTXKIT_CTXGEN, args);
-  INFO(r.out << r.err);
-  REQUIRE(r.exitCode == 0);
+  ctxkit::testing::runToolOk(CTXKIT_CTXGEN, args);
 }
 
 }  // namespace

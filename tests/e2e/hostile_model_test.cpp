@@ -2,7 +2,7 @@
 // shape arithmetic overflows, tensors larger than any machine holds, attributes of the wrong type. ctxgen refuses
 // each one with an error naming the node and the value, and ctxrun on the plain model fails the same way: no
 // out-of-bounds read, no signal, no hang, no std::bad_alloc abort.
-#include "../compiler/graph_builder.h"
+#include "../common/graph_builder.h"
 #include "onnx_io/onnx_io.h"
 #include "tool_runner.h"
 

@@ -1,6 +1,8 @@
 // Process spawning for end-to-end tests.
 #include "tool_runner.h"
 
+#include <catch2/catch.hpp>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,6 +55,13 @@ TempDir::TempDir(const std::string& name) {
 TempDir::~TempDir() {
   std::error_code ec;
   fs::remove_all(path_, ec);
+}
+
+ToolResult runToolOk(const std::string& tool, const std::vector<std::string>& args) {
+  ToolResult r = runTool(tool, args);
+  INFO(tool << " exited " << r.exitCode << "\n" << r.out << r.err);
+  REQUIRE(r.exitCode == 0);
+  return r;
 }
 
 }  // namespace ctxkit::testing

@@ -15,6 +15,9 @@ struct ToolResult {
 
 ToolResult runTool(const std::string& tool, const std::vector<std::string>& args);
 
+// runTool, and the test stops there, showing the tool's output, unless the tool exits 0.
+ToolResult runToolOk(const std::string& tool, const std::vector<std::string>& args);
+
 // A fresh folder under the build tree, removed when the object goes away.
 class TempDir {
 public:

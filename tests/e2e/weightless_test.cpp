@@ -29,12 +29,7 @@ void copySamples(const fs::path& dir, std::initializer_list<const char*> stems) 
                   fs::copy_options::overwrite_existing);
 }
 
-testing::ToolResult compile(const std::vector<std::string>& args) {
-  auto r = runTool(CTXKIT_CTXGEN, args);
-  INFO(r.err);
-  REQUIRE(r.exitCode == 0);
-  return r;
-}
+testing::ToolResult compile(const std::vector<std::string>& args) { return testing::runToolOk(CTXKIT_CTXGEN, args); }
 
 void expectMatches(const fs::path& model, const std::string& stem, std::vector<std::string> extra = {}) {
   std::vector<std::string> args = {model.string(), "--inputs", sampleData(stem), "--expected", sampleData(stem), "--verify"};

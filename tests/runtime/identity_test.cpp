@@ -1,6 +1,6 @@
 // Process-wide stores share by file identity: a deployment recompiled in place while a session holds it is read
 // afresh, a store entry whose file was replaced is not handed out again, and loading many programs stays linear.
-#include "../compiler/graph_builder.h"
+#include "../common/graph_builder.h"
 #include "onnx_io/onnx_io.h"
 #include "runtime/compiled_program.h"
 #include "runtime/context_store.h"

@@ -1,5 +1,5 @@
 // Runtime sessions: loading from a buffer with a context path, shared mappings, compatibility, validation.
-#include "../compiler/graph_builder.h"
+#include "../common/graph_builder.h"
 #include "onnx_io/onnx_io.h"
 #include "runtime_test_util.h"
 #include "support/file_io.h"

@@ -2,7 +2,8 @@
 // has nothing to do), and the lowered program computes what the source graph computes, node by node.
 #include "analysis/analysis.h"
 #include "codegen/lower.h"
-#include "graph_builder.h"
+#include "../common/graph_builder.h"
+#include "../common/random.h"
 #include "cpu/gemm.h"
 #include "kernels/kernels.h"
 #include "partitioner/partitioner.h"
@@ -21,10 +22,7 @@ using namespace ctxkit::testing;
 namespace {
 
 ir::Tensor randomInput(ir::Shape shape, uint32_t seed) {
-  std::vector<float> v(static_cast<size_t>(ir::elementCount(shape).value_or(0)));
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  for (auto& x : v) x = dist(rng);
+  auto v = randomFloats(static_cast<size_t>(ir::elementCount(shape).value_or(0)), seed);
   return ir::Tensor::fromVector(ir::ElemType::Float, std::move(shape), v);
 }
 
@@ -165,20 +163,6 @@ ir::Graph gemmBatchNormGraph(bool transB) {
 }
 
 }  // namespace
-
-std::map<std::string, ir::Tensor> ctxkit::testing::evaluateNodes(const ir::Graph& g, std::map<std::string, ir::Tensor> values) {
-  for (const auto& init : g.initializers) values[init.name] = init.tensor;
-  for (const auto& n : g.nodes) {
-    std::vector<const ir::Tensor*> ins;
-    for (const auto& in : n.inputs) ins.push_back(in.empty() ? nullptr : &values.at(in));
-    kernels::OpContext ctx{n.kind, n.opset, n.attrs, n.name};
-    auto outs = kernels::evaluate(ctx, ins, n.outputs.size());
-    INFO((outs ? std::string() : outs.error().message()));
-    REQUIRE(outs);
-    for (size_t o = 0; o < n.outputs.size(); ++o) values[n.outputs[o]] = (*outs)[o];
-  }
-  return values;
-}
 
 TEST_CASE("the lowering passes run in the order docs/compiler.md lists", "[codegen][passes]") {
   CHECK(codegen::loweringPassNames() == std::vector<std::string_view>{"fuse-qdq", "fold-constants", "fold-batchnorm", "fold-affine",

@@ -2,7 +2,7 @@
 // constant becomes its branch, a constant chain folds, no-op chains go away; the rewritten graph is run with the
 // kernels and compared with values computed here by hand.
 #include "analysis/graph_passes.h"
-#include "graph_builder.h"
+#include "../common/graph_builder.h"
 
 #include <catch2/catch.hpp>
 

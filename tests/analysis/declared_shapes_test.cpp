@@ -2,7 +2,7 @@
 // a fully static declaration keeps what follows compilable; where a rule gives the shape, a declaration that
 // contradicts it is an error naming the value.
 #include "analysis/analysis.h"
-#include "graph_builder.h"
+#include "../common/graph_builder.h"
 #include "partitioner/partitioner.h"
 
 #include <catch2/catch.hpp>

@@ -42,7 +42,7 @@ inline ir::Initializer floatInit(const std::string& name, ir::Shape shape, float
 }
 
 // Runs g's nodes in file order with the kernels (each must have one: no If/Loop/Scan), from `values` (the inputs)
-// and g's initializers, and returns every value. Defined in passes_test.cpp.
+// and g's initializers, and returns every value. Defined in evaluate_nodes.cpp (link ctxkit_kernels).
 std::map<std::string, ir::Tensor> evaluateNodes(const ir::Graph& g, std::map<std::string, ir::Tensor> values);
 
 }  // namespace ctxkit::testing
