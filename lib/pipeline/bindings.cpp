@@ -168,8 +168,11 @@ Expected<analysis::Bindings> bindingsFor(const BindingModel& model, const std::v
                                  : out.dims.count(key) && out.dims[key] != one.dims[key];
     auto [it, fresh] = sources.try_emplace({asShape, key}, Source{arg, level});
     if (!fresh && differs && (it->second.level == level || level == 2))
-      return makeError(ErrorCode::InvalidArgument, "{} contradicts {}: both bind {} '{}' of model '{}'", arg,
-                       it->second.arg, asShape ? "input" : "symbolic dimension", key, model.stem);
+      return makeError(ErrorCode::InvalidArgument, "{} contradicts {}: both bind {} '{}' of model '{}'{}", arg,
+                       it->second.arg, asShape ? "input" : "symbolic dimension", key, model.stem,
+                       level == 2 ? " (--dim and --shape hold for every variant: give the variant the same value, or "
+                                    "bind it in the variants only)"
+                                  : "");
     it->second = Source{arg, level};
     if (asShape) out.shapes[key] = one.shapes[key];
     else out.dims[key] = one.dims[key];

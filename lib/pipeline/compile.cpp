@@ -406,6 +406,18 @@ std::string compatibilityString(const partitioner::Target& target) {
   return epcontext::formatCompatibilityInfo(info);
 }
 
+// Why a model compiled no node: the reason most of its fallback nodes give, counted, so that an unbound symbolic
+// dimension or a target without the model's ops is said even without -v.
+std::string nothingCompiled(const ModelSummary& s) {
+  std::map<std::string, size_t> byReason;
+  for (const auto& f : s.fallback) ++byReason[f.reason];
+  auto top = std::max_element(byReason.begin(), byReason.end(),
+                              [](const auto& a, const auto& b) { return a.second < b.second; });
+  return fmt::format("no node compiled: {} of {} nodes stay on the fallback path with \"{}\"{} (-v lists every node)",
+                     top->second, s.nodeCount, top->first,
+                     byReason.size() > 1 ? fmt::format(", the rest for {} other reasons", byReason.size() - 1) : "");
+}
+
 ModelSummary summarize(const ModelWork& w) {
   ModelSummary s;
   s.source = w.source;
@@ -436,6 +448,7 @@ ModelSummary summarize(const ModelWork& w) {
     for (size_t i : w.plan.partitions[p].nodes) ps.opTypes.push_back(w.model.graph.nodes[i].opType);
     s.partitions.push_back(std::move(ps));
   }
+  if (s.compiledNodes == 0 && s.fallbackNodes > 0) s.warnings.push_back(nothingCompiled(s));
   return s;
 }
 
@@ -578,9 +591,13 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
   }
   report.weightless = options.weightless;
   CTX_RETURN_IF_ERROR(checkRunFiles(runInputs(options, work), runOutputs(options, work, containers)));
-  if (options.errorIfNoNodesCompiled && compiledPartitions == 0)
+  if (options.errorIfNoNodesCompiled && compiledPartitions == 0) {
+    std::string why;
+    for (const auto& m : report.models)
+      if (m.fallbackNodes > 0) why += fmt::format("; '{}': {}", m.source.string(), nothingCompiled(m));
     return makeError(ErrorCode::InvalidGraph,
-                     "no node could be compiled for target '{}' (--error-if-no-nodes-compiled)", target.name);
+                     "no node could be compiled for target '{}' (--error-if-no-nodes-compiled){}", target.name, why);
+  }
   if (options.dryRun) return report;
   if (!options.stopAfter.empty()) {
     report.stopped = true;

@@ -248,7 +248,9 @@ TEST_CASE("bindings that match nothing, the wrong rank or a contradicted dimensi
            {{"--dim", "block:seq=4", "--shape", "block:x=1x8x64", "--dim", "seq=2"},
             "--shape 'block:x=1x8x64' contradicts --dim 'block:seq=4': input 'x' of model 'block' is declared 1xseqx64, "
             "and one gives 'seq' 8, the other 4"},
-           {{"--dim", "seq=4", "--variant", "seq=1"}, "--variant 'seq=1' contradicts --dim 'seq=4'"}});
+           {{"--dim", "seq=4", "--variant", "seq=1"},
+            "--variant 'seq=1' contradicts --dim 'seq=4': both bind symbolic dimension 'seq' of model 'block' (--dim and "
+            "--shape hold for every variant"}});
 
   // A model's own binding refines a run-wide one; agreeing repeats are fine.
   const fs::path out = dir.path() / "refined";
@@ -317,4 +319,26 @@ TEST_CASE("ONNX Runtime's sharing and weightless keys are known to -C: refused c
   CHECK(r.err.find("unknown key") == std::string::npos);
   CHECK(fs::exists(out / "block_ctx.onnx"));
   CHECK(fs::exists(out / "block_ctxkit.bin"));
+}
+
+TEST_CASE("a model left with an unbound symbolic dimension says why nothing compiled, and can be made to fail", "[e2e]") {
+  TempDir dir("unbound_symbol");
+  const fs::path model = writeDynamicBlock(dir.path(), "block");
+  const std::string blocker = "dimension 'seq' of 'x' is not bound (use --dim seq=N)";
+  // Without -v the run says that nothing compiled and the reason most nodes give.
+  auto r = runTool(CTXKIT_CTXGEN, {model.string(), "-o", (dir / "plain").string()});
+  INFO(r.out << r.err);
+  CHECK(r.exitCode == 0);
+  CHECK_THAT(r.err, Catch::Contains("warning") && Catch::Contains("no node compiled") && Catch::Contains(blocker));
+  // ORT's compile flag: the same as an error.
+  r = runTool(CTXKIT_CTXGEN, {model.string(), "-o", (dir / "strict").string(), "--error-if-no-nodes-compiled"});
+  CHECK(r.exitCode == 1);
+  CHECK_THAT(r.err, Catch::Contains("--error-if-no-nodes-compiled") && Catch::Contains(blocker));
+  CHECK_FALSE(fs::exists(dir / "strict" / "block_ctx.onnx"));
+  // --dim and a variant that agree on the symbol combine: the variant compiles every node.
+  r = runTool(CTXKIT_CTXGEN, {model.string(), "-o", (dir / "both").string(), "--dim", "seq=4", "--variant",
+                              "s4:seq=4", "--error-if-no-nodes-compiled"});
+  CHECK(r.exitCode == 0);
+  CHECK(fs::exists(dir / "both" / "block_s4_ctx.onnx"));
+  CHECK(r.err.find("no node compiled") == std::string::npos);
 }
