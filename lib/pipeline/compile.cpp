@@ -310,6 +310,20 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
   return Status::ok();
 }
 
+// A node left on the fallback path must be one the runtime can execute (docs/ctxgen.md#errors): refused right after
+// partitioning, so that --dry-run fails exactly when a real compile would, rather than writing a model that fails at
+// load.
+Status checkFallbackRunnable(const ModelWork& w) {
+  const ir::Graph& g = w.model.graph;
+  for (size_t i = 0; i < w.plan.nodes.size() && i < g.nodes.size(); ++i)
+    if (w.plan.nodes[i].placement == partitioner::NodePlacement::Fallback)
+      if (auto r = partitioner::fallbackBlocker(g.nodes[i], w.facts); !r.empty())
+        return makeError(ErrorCode::Unsupported, "'{}': {}; the node stays on the fallback path ({})",
+                         w.source.filename().string(), r,
+                         w.plan.nodes[i].reason.empty() ? std::string("not compiled") : w.plan.nodes[i].reason);
+  return Status::ok();
+}
+
 // A program holds names of at most program::kMaxStringBytes: a longer node or value name is refused, named.
 Status checkNames(const program::Program& prog, const std::string& where) {
   auto tooLong = [&](std::string_view kind, std::string_view name) {
@@ -551,6 +565,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
   size_t compiledPartitions = 0;
   for (auto& w : work) {
     CTX_RETURN_IF_ERROR(compileModel(w, containers[w.container], target, options, clock, progress));
+    CTX_RETURN_IF_ERROR(checkFallbackRunnable(w));
     compiledPartitions += w.plan.partitions.size();
     report.models.push_back(summarize(w));
     if (options.stopAfter.empty()) {

@@ -170,14 +170,6 @@ Expected<ir::Model> buildContextModel(const ir::Model& source, const analysis::G
                                       const std::vector<std::string>& partitionNames,
                                       const std::vector<uint64_t>& arenaSizes, const EpContextSettings& settings) {
   const ir::Graph& g = source.graph;
-  // A node left on the fallback path must be one the runtime can execute (docs/ctxgen.md#errors): refuse it here rather
-  // than write a model that fails at load.
-  for (size_t i = 0; i < plan.nodes.size() && i < g.nodes.size(); ++i)
-    if (plan.nodes[i].placement == partitioner::NodePlacement::Fallback)
-      if (auto r = partitioner::fallbackBlocker(g.nodes[i], facts); !r.empty())
-        return makeError(ErrorCode::Unsupported, "'{}': {}; the node stays on the fallback path ({})",
-                         settings.sourceFileName, r,
-                         plan.nodes[i].reason.empty() ? std::string("not compiled") : plan.nodes[i].reason);
   ir::Model out;
   out.irVersion = source.irVersion;
   out.opsets = source.opsets;

@@ -55,14 +55,19 @@ ir::Node op(const std::string& domain, const std::string& type, int64_t opset) {
   return n;
 }
 
-// ctxgen fails (exit 1) naming every piece, and writes no output under a final name.
+// ctxgen fails (exit 1) naming every piece, and writes no output under a final name; --dry-run fails the same way
+// (it must fail exactly when a real compile would).
 void requireRefused(const TempDir& dir, const fs::path& model, const std::string& target,
                     const std::vector<std::string>& mentions) {
-  auto r = runTool(CTXKIT_CTXGEN, {model.string(), "--target", target, "-o", (dir / "out").string()});
-  INFO(target << ": " << r.out << r.err);
-  CHECK(r.exitCode == 1);
-  for (const auto& m : mentions) CHECK(r.err.find(m) != std::string::npos);
-  CHECK(r.err.find(model.filename().string()) != std::string::npos);
+  for (bool dryRun : {true, false}) {
+    std::vector<std::string> args{model.string(), "--target", target, "-o", (dir / "out").string()};
+    if (dryRun) args.push_back("--dry-run");
+    auto r = runTool(CTXKIT_CTXGEN, args);
+    INFO(target << (dryRun ? " --dry-run: " : ": ") << r.out << r.err);
+    CHECK(r.exitCode == 1);
+    for (const auto& m : mentions) CHECK(r.err.find(m) != std::string::npos);
+    CHECK(r.err.find(model.filename().string()) != std::string::npos);
+  }
   const fs::path stem = model.stem();
   CHECK(!fs::exists(dir / "out" / (stem.string() + "_ctx.onnx")));
   CHECK(!fs::exists(dir / "out" / (stem.string() + "_ctxkit.bin")));
