@@ -92,6 +92,7 @@ const OpEntry* detail::findEntry(OpKind kind) {
   static const OpEntry arrayFeatureExtractor{inferArrayFeatureExtractor, runArrayFeatureExtractor, kFixedSizeTypes,
                                              false};
   static const OpEntry tfIdfVectorizer{inferTfIdfVectorizer, runTfIdfVectorizer, kIndexTypes, false};
+  static const OpEntry roiAlign{inferRoiAlign, runRoiAlign, typeBit(ElemType::Float), false};
   static const OpEntry gridSample{inferGridSample, runGridSample, kFloat32, true};
   static const OpEntry quantize{inferQuantize, runQuantize, kFloats | typeBit(ElemType::Int32), false};
   static const OpEntry dequantize{inferQuantize, runQuantize,
@@ -242,6 +243,7 @@ const OpEntry* detail::findEntry(OpKind kind) {
     case OpKind::Compress: return &compress;
     case OpKind::NonMaxSuppression: return &nonMaxSuppression;
     case OpKind::GridSample: return &gridSample;
+    case OpKind::RoiAlign: return &roiAlign;
     case OpKind::TfIdfVectorizer: return &tfIdfVectorizer;
     case OpKind::ArrayFeatureExtractor: return &arrayFeatureExtractor;
     case OpKind::Binarizer: return &binarizer;

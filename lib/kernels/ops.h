@@ -159,6 +159,10 @@ Status runCompress(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferNonMaxSuppression(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runNonMaxSuppression(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
+// roi_align.cpp: RoiAlign.
+InferResult inferRoiAlign(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runRoiAlign(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
 // lp_pool.cpp: LpPool.
 InferResult inferLpPool(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runLpPool(const OpContext& ctx, RunIns inputs, RunOuts outputs);

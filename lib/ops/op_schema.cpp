@@ -415,6 +415,22 @@ Expected<OpAttrs> decodeGridSample(int64_t opset, const AttrReader& attrs) {
   return OpAttrs(a);
 }
 
+Expected<OpAttrs> decodeRoiAlign(int64_t opset, const AttrReader& attrs) {
+  RoiAlignAttrs a;
+  constexpr std::array<std::string_view, 2> modes = {"avg", "max"};
+  CTX_ASSIGN_OR_RETURN(a.mode, stringEnum<RoiMode>(attrs, "mode", "avg", modes));
+  a.outputHeight = attrs.getInt("output_height", 1);
+  a.outputWidth = attrs.getInt("output_width", 1);
+  a.samplingRatio = attrs.getInt("sampling_ratio", 0);
+  a.spatialScale = attrs.getFloat("spatial_scale", 1.0f);
+  // Opset 10 has no such attribute and behaves as "output_half_pixel".
+  constexpr std::array<std::string_view, 2> coords = {"output_half_pixel", "half_pixel"};
+  CTX_ASSIGN_OR_RETURN(auto coord, stringEnum<uint8_t>(attrs, "coordinate_transformation_mode",
+                                                       opset < 16 ? "output_half_pixel" : "half_pixel", coords));
+  a.halfPixel = coord == 1;
+  return OpAttrs(a);
+}
+
 Expected<OpAttrs> decodeTfIdf(const AttrReader& attrs) {
   TfIdfAttrs a;
   a.minGram = attrs.getInt("min_gram_length", 1);
@@ -501,6 +517,7 @@ std::optional<Expected<OpAttrs>> decodeRemainingAttrs(OpKind kind, int64_t opset
     case OpKind::TfIdfVectorizer: return decodeTfIdf(attrs);
     case OpKind::ConstantOfShape: return decodeConstantOfShape(attrs);
     case OpKind::Dropout: return OpAttrs(DropoutAttrs{});
+    case OpKind::RoiAlign: return decodeRoiAlign(opset, attrs);
     default: return std::nullopt;
   }
 }

@@ -663,6 +663,21 @@ struct NmsAttrs {
   CTXKIT_FIELDS(f("center_point_box", centerPointBox);)
 };
 
+// RoiAlign: average or max of bilinear samples per output bin. halfPixel: coordinate_transformation_mode
+// "half_pixel" (opset 16's default: roi corners shifted by -0.5 pixel); false: "output_half_pixel" (opset 10's
+// behaviour: no shift, rois at least one pixel wide).
+enum class RoiMode : uint8_t { Avg = 0, Max = 1 };
+struct RoiAlignAttrs {
+  RoiMode mode = RoiMode::Avg;
+  int64_t outputHeight = 1, outputWidth = 1;
+  int64_t samplingRatio = 0;  // 0: ceil(roi size / output size) samples per bin and axis
+  float spatialScale = 1;
+  bool halfPixel = true;
+  CTXKIT_FIELDS(f("mode", mode); f("output_height", outputHeight); f("output_width", outputWidth);
+                f("sampling_ratio", samplingRatio); f("spatial_scale", spatialScale);
+                f("coordinate_transformation_mode", halfPixel);)
+};
+
 // ai.onnx.ml Binarizer.
 struct BinarizerAttrs {
   float threshold = 0;
@@ -711,7 +726,7 @@ using OpAttrs =
                  AxisAttrs, AxesAttrs, SliceAttrs, CastAttrs, ShapeAttrs, ClipAttrs, SplitAttrs, PadAttrs,
                  ConvTransposeAttrs, ResizeAttrs, RecurrentAttrs, GridSampleAttrs, DeformConvAttrs, FoldAttrs,
                  UniqueAttrs, OptionalAxisAttrs, CenterCropPadAttrs, TensorScatterAttrs, NmsAttrs, BinarizerAttrs,
-                 TfIdfAttrs, ConstantOfShapeAttrs, DropoutAttrs>;
+                 TfIdfAttrs, ConstantOfShapeAttrs, DropoutAttrs, RoiAlignAttrs>;
 
 // Decodes and checks an op's ONNX attributes for the model's opset. Errors say which attribute, what was found
 // and what was expected; callers add the node.

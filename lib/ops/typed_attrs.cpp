@@ -148,6 +148,7 @@ OpAttrs defaultAttrsFor(OpKind kind) {
     case OpKind::TfIdfVectorizer: return TfIdfAttrs{};
     case OpKind::ConstantOfShape: return ConstantOfShapeAttrs{};
     case OpKind::Dropout: return DropoutAttrs{};
+    case OpKind::RoiAlign: return RoiAlignAttrs{};
     default: return OnnxAttrs{};
   }
 }
@@ -285,7 +286,7 @@ constexpr std::string_view kFamilyNames[] = {"OnnxAttrs",          "BinaryAttrs"
                                              "CenterCropPadAttrs", "TensorScatterAttrs",
                                              "NmsAttrs",           "BinarizerAttrs",
                                              "TfIdfAttrs",         "ConstantOfShapeAttrs",
-                                             "DropoutAttrs"};
+                                             "DropoutAttrs",       "RoiAlignAttrs"};
 static_assert(std::size(kFamilyNames) == std::variant_size_v<OpAttrs>, "a name per OpAttrs alternative");
 
 }  // namespace
@@ -339,6 +340,14 @@ Status checkAttrs(const OpAttrs& attrs) {
           if constexpr (std::is_same_v<T, LpPoolAttrs>)
             if (a.p < 1) return makeError(ErrorCode::InvalidGraph, "attribute p is {} but expected at least 1", a.p);
           return checkWindow(a.window);
+        } else if constexpr (std::is_same_v<T, RoiAlignAttrs>) {
+          CTX_RETURN_IF_ERROR(checkSize("output_height", a.outputHeight, 1));
+          CTX_RETURN_IF_ERROR(checkSize("output_width", a.outputWidth, 1));
+          CTX_RETURN_IF_ERROR(checkSize("sampling_ratio", a.samplingRatio, 0));
+          if (!std::isfinite(a.spatialScale))
+            return makeError(ErrorCode::InvalidGraph, "attribute spatial_scale is {} but expected a finite number",
+                             a.spatialScale);
+          return Status::ok();
         } else if constexpr (std::is_same_v<T, DepthSpaceAttrs>) {
           return checkSize("blocksize", a.blocksize, 1);
         } else if constexpr (std::is_same_v<T, LrnAttrs>) {

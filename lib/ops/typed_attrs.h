@@ -46,6 +46,7 @@ inline bool isKnown(RnnDirection d) {
 inline bool isKnown(GridMode m) { return static_cast<uint8_t>(m) <= static_cast<uint8_t>(GridMode::Cubic); }
 inline bool isKnown(GridPadding p) { return static_cast<uint8_t>(p) <= static_cast<uint8_t>(GridPadding::Reflection); }
 inline bool isKnown(CacheMode m) { return static_cast<uint8_t>(m) <= static_cast<uint8_t>(CacheMode::Circular); }
+inline bool isKnown(RoiMode m) { return static_cast<uint8_t>(m) <= static_cast<uint8_t>(RoiMode::Max); }
 inline bool isKnown(TfIdfMode m) { return static_cast<uint8_t>(m) <= static_cast<uint8_t>(TfIdfMode::TfIdf); }
 inline bool isKnown(ir::ElemType t) { return ir::elemTypeFromInt(static_cast<int32_t>(t)).has_value(); }
 

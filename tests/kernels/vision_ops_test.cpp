@@ -1,5 +1,5 @@
 // RNN, NonMaxSuppression, GridSample, AffineGrid, LpPool, Col2Im, MaxUnpool, CenterCropPad, Unique, TensorScatter,
-// DeformConv, Binarizer, ArrayFeatureExtractor and TfIdfVectorizer against their ONNX definitions written out on
+// DeformConv, RoiAlign, Binarizer, ArrayFeatureExtractor and TfIdfVectorizer against their ONNX definitions written out on
 // small hand-checkable inputs.
 #include "kernel_test_util.h"
 
@@ -174,4 +174,50 @@ TEST_CASE("TfIdfVectorizer refuses a negative output coordinate") {
   o.i("min_gram_length", 1).i("max_gram_length", 1).s("mode", "TF");
   o.ints("pool_int64s", {1, 3}).ints("ngram_counts", {0}).ints("ngram_indexes", {0, -4});
   CHECK_THAT(o.fails({&tokens}).message(), Catch::Contains("ngram_indexes has value -4 at 1, not an output coordinate"));
+}
+
+TEST_CASE("RoiAlign: bilinear samples of a linear image, both coordinate modes, avg and max, hostile regions") {
+  // X[y][x] = 4y + x on a 4x4 plane: a bilinear sample at (y, x) is exactly 4y + x.
+  std::vector<float> plane(16);
+  for (size_t i = 0; i < plane.size(); ++i) plane[i] = static_cast<float>(i);
+  auto x = floats({1, 1, 4, 4}, plane);
+  auto rois = floats({1, 4}, {0, 0, 3, 3});  // x1, y1, x2, y2
+  auto batch = int64s({1}, {0});
+  auto run = [&](Op op, const ir::Tensor& r, const ir::Tensor& b) { return op.eval({&x, &r, &b}, 1); };
+  // output_half_pixel: one sample at the region's centre (1.5, 1.5); sampling ratio 2: (0.75 | 2.25)^2, same mean.
+  for (int64_t ratio : {1, 2}) {
+    auto out = run(Op(OpKind::RoiAlign, 16).s("coordinate_transformation_mode", "output_half_pixel").i("sampling_ratio", ratio), rois, batch);
+    REQUIRE(out.isOk());
+    requireClose(values<float>((*out)[0]), {7.5f});
+  }
+  // half_pixel (opset 16's default) shifts the region by -0.5 pixel: centre (1, 1).
+  auto shifted = run(Op(OpKind::RoiAlign, 16).i("sampling_ratio", 1), rois, batch);
+  REQUIRE(shifted.isOk());
+  requireClose(values<float>((*shifted)[0]), {5.0f});
+  // Opset 10 has no coordinate mode and behaves as output_half_pixel.
+  auto old = run(Op(OpKind::RoiAlign, 10).i("sampling_ratio", 1), rois, batch);
+  REQUIRE(old.isOk());
+  requireClose(values<float>((*old)[0]), {7.5f});
+  // max: the largest weighted corner of the one sample: 0.25 * 10.
+  auto max = run(Op(OpKind::RoiAlign, 10).s("mode", "max").i("sampling_ratio", 1), rois, batch);
+  REQUIRE(max.isOk());
+  requireClose(values<float>((*max)[0]), {2.5f});
+  // 2x2 bins: centres at 0.75 and 2.25 on each axis.
+  auto bins = run(Op(OpKind::RoiAlign, 10).i("output_height", 2).i("output_width", 2).i("sampling_ratio", 1), rois, batch);
+  REQUIRE(bins.isOk());
+  requireClose(values<float>((*bins)[0]), {3.75f, 5.25f, 9.75f, 11.25f});
+
+  // Hostile regions: a batch index past X, a not-a-number corner (samples nothing), a region too large to sample.
+  auto pastX = run(Op(OpKind::RoiAlign, 16), rois, int64s({1}, {1}));
+  REQUIRE_FALSE(pastX.isOk());
+  CHECK_THAT(pastX.error().message(), Catch::Contains("batch_indices[0] is 1"));
+  auto nan = run(Op(OpKind::RoiAlign, 16).i("sampling_ratio", 1), floats({1, 4}, {std::nanf(""), 0, 3, 3}), batch);
+  REQUIRE(nan.isOk());
+  CHECK(values<float>((*nan)[0])[0] == 0.0f);
+  auto huge = run(Op(OpKind::RoiAlign, 16), floats({1, 4}, {0, 0, 1e30f, 1e30f}), batch);
+  REQUIRE_FALSE(huge.isOk());
+  CHECK_THAT(huge.error().message(), Catch::Contains("exceed the limit"));
+  // Attribute values the decoder refuses.
+  CHECK_FALSE(run(Op(OpKind::RoiAlign, 16).i("output_height", 0), rois, batch).isOk());
+  CHECK_FALSE(run(Op(OpKind::RoiAlign, 16).s("mode", "median"), rois, batch).isOk());
 }
