@@ -23,8 +23,10 @@ struct EpConfig;
 // The context of every partition of one graph (one weight pool: each identical weight once), in memory; written as
 // the .bin (or embedded) when ORT asks for an EPContext model.
 struct PlainContext {
-  std::shared_ptr<const std::vector<std::byte>> bytes;  // what the partitions run from
-  // ep.enable_weightless while compiling: the weightless context written instead (weights in the source model).
+  // What the partitions run from: the weights (the programs stay in memory), or the context written when that is it.
+  std::shared_ptr<const std::vector<std::byte>> bytes;
+  // ep.context_enable without ep.share_ep_contexts: the context written, the programs serialized in it (with
+  // ep.enable_weightless, a weightless one: weights found in the source model are recorded there); else null.
   std::shared_ptr<const std::vector<std::byte>> fileBytes;
   std::filesystem::path modelPath;  // the source model, when ORT knows it
   std::string targetId;
@@ -38,7 +40,6 @@ struct LoweredPartitionRun {
   std::vector<std::string> inputs;   // in program input order (= the EPContext node's inputs)
   std::vector<std::string> outputs;  // in program output order (= the EPContext node's outputs)
   std::shared_ptr<const PlainContext> context;
-  std::vector<std::byte> programBytes;  // serialized, for the shared context of ep.share_ep_contexts
 };
 
 // ep.share_ep_contexts=1 while compiling: every session of the process lowers into one weight pool (weights copied,
