@@ -234,6 +234,7 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   CTX_ASSIGN_OR_RETURN(auto view, format::ContainerView::open(std::span(*context->bytes), context->bytes, stem));
   auto shared = std::make_shared<const format::ContainerView>(std::move(view));
 
+  CTX_ASSIGN_OR_RETURN(ModelKey key, modelKey(api, graph));
   const std::vector<int> folded = foldedOwners(g, compiled.facts, compiled.plan, read.implicitReads);
   for (driver::CompiledPartition& c : compiled.partitions) {
     auto run = std::make_shared<LoweredPartitionRun>();
@@ -245,9 +246,13 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
     const auto& nodes = compiled.plan.partitions[c.index].nodes;
     {
       std::lock_guard lock(mutex_);
+      auto model =
+          std::find_if(models_.begin(), models_.end(), [&](const ModelPartitions& m) { return m.model == key; });
+      if (model == models_.end()) model = models_.insert(models_.end(), ModelPartitions{key, {}, {}});
       for (size_t i : nodes)
         for (const auto& out : g.nodes[i].outputs)
-          if (!out.empty()) byOutput_[out] = run;
+          if (!out.empty()) model->nameByOutput[out] = run->name;
+      model->byName[run->name] = run;
     }
     std::vector<const OrtNode*> fuse;
     for (size_t i = 0; i < g.nodes.size(); ++i)
@@ -265,14 +270,27 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   return Status::ok();
 }
 
+Expected<PlainGraphCache::ModelKey> PlainGraphCache::modelKey(const Api& api, const OrtGraph& graph) {
+  CTX_ASSIGN_OR_RETURN(fs::path path, graphModelPath(api, graph));
+  if (path.empty()) return ModelKey();
+  auto identity = identifyFile(path);
+  return identity ? ModelKey(std::move(identity).value()) : ModelKey();
+}
+
 Expected<std::shared_ptr<const LoweredPartitionRun>> PlainGraphCache::find(const Api& api,
                                                                            const OrtGraph& fusedGraph) const {
   CTX_ASSIGN_OR_RETURN(auto nodes, graphNodes(api, fusedGraph));
+  CTX_ASSIGN_OR_RETURN(ModelKey key, modelKey(api, fusedGraph));
   std::lock_guard lock(mutex_);
+  auto model = std::find_if(models_.begin(), models_.end(), [&](const ModelPartitions& m) { return m.model == key; });
+  if (model == models_.end())
+    return makeError(ErrorCode::Internal, "a fused graph of {} nodes comes from {}, of which ctxkit claimed nothing",
+                     nodes.size(), key ? key->describe() : std::string("a model from memory"));
   for (const OrtNode* n : nodes) {
     CTX_ASSIGN_OR_RETURN(auto outputs, nodeOutputNames(api, *n));
     for (const auto& o : outputs)
-      if (auto it = byOutput_.find(o); it != byOutput_.end()) return it->second;
+      if (auto name = model->nameByOutput.find(o); name != model->nameByOutput.end())
+        return model->byName.at(name->second);
   }
   return makeError(ErrorCode::Internal, "a fused graph of {} nodes matches no partition ctxkit claimed", nodes.size());
 }

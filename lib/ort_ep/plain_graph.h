@@ -6,6 +6,7 @@
 #include "ort_ep/ort_api.h"
 #include "partitioner/target.h"
 #include "runtime/compiled_program.h"
+#include "support/file_identity.h"
 #include "weightshare/weight_pool.h"
 
 #include <filesystem>
@@ -13,7 +14,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace ctxkit::ort_ep {
@@ -69,7 +72,10 @@ private:
   std::vector<Graph> graphs_;
 };
 
-// Partitions lowered in GetCapability, found again in Compile by any output name of their nodes.
+// Partitions lowered in GetCapability, found again in Compile. Each EP instance (one per session) has its own, and
+// keys its partitions by the model they came from — the source file's identity (support/file_identity.h), or for a
+// model from memory this instance — and their partition name: a fused graph finds its partition among its own
+// model's, through its nodes' output names, so models with equal value or partition names never share one.
 class PlainGraphCache {
 public:
   // Claims every partition of `graph` that ctxkit compiles (AddNodesToFuse) and keeps its lowered program.
@@ -82,8 +88,17 @@ public:
   Expected<std::shared_ptr<const LoweredPartitionRun>> find(const Api& api, const OrtGraph& fusedGraph) const;
 
 private:
+  // The model a graph came from: its file as it is (none: a model from memory, or a file that cannot be read).
+  using ModelKey = std::optional<FileIdentity>;
+  struct ModelPartitions {
+    ModelKey model;
+    std::map<std::string, std::shared_ptr<const LoweredPartitionRun>> byName;
+    std::unordered_map<std::string, std::string> nameByOutput;  // a value the partition's nodes make -> its name
+  };
+  static Expected<ModelKey> modelKey(const Api& api, const OrtGraph& graph);
+
   mutable std::mutex mutex_;
-  std::map<std::string, std::shared_ptr<const LoweredPartitionRun>> byOutput_;
+  std::vector<ModelPartitions> models_;
 };
 
 }  // namespace ctxkit::ort_ep
