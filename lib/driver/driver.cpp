@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
 namespace ctxkit::driver {
 
 std::string partitionName(const std::string& prefix, const std::string& stem, const std::string& variant,
@@ -60,18 +62,64 @@ Expected<codegen::LoweredPartition> lowerPlanned(const ir::Graph& graph, const a
                                                  const partitioner::PartitionPlan& plan, size_t p,
                                                  const std::set<std::string>& usedOutside,
                                                  const codegen::WeightInterner& intern, const LowerSettings& settings) {
-  codegen::LowerOptions options;
-  options.name = settings.name;
-  options.dumpAfter = settings.dumpAfter;
-  options.stopAfter = settings.stopAfter;
-  options.gemmLayout = settings.gemmLayout;
-  options.plainWeights = settings.plainWeights;
-  auto lowered = codegen::lowerPartition(graph, facts, plan.partitions[p], usedOutside, intern, options);
+  auto lowered = codegen::lowerPartition(graph, facts, plan.partitions[p], usedOutside, intern, settings);
   if (!lowered) return lowered.takeError().addContext(fmt::format("{}: partition {}", settings.where, settings.name));
   // A runtime allocates the planned arena at load: one it could never hold is refused here, not written.
   CTX_RETURN_IF_ERROR(ir::checkMemoryLimit(
       lowered->program.arenaSize, fmt::format("{}: partition {}'s planned arena", settings.where, settings.name)));
   return lowered;
+}
+
+namespace {
+
+double millisecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+Expected<CompiledGraph> compilePartitions(ir::Graph& graph, const partitioner::Target& target,
+                                          const CompileSettings& settings, const CompileHooks& hooks) {
+  CompiledGraph out;
+  auto start = std::chrono::steady_clock::now();
+  auto facts = settings.graphPasses
+                   ? analysis::runGraphPasses(graph, settings.bindings, out.graphPasses, {}, &out.warnings)
+                   : analysis::analyzeGraph(graph, settings.bindings);
+  out.analyzeMs = millisecondsSince(start);
+  if (!facts) {
+    if (!hooks.onAnalysisError) return facts.takeError();
+    CTX_RETURN_IF_ERROR(hooks.onAnalysisError(facts.takeError()));
+    return out;
+  }
+  out.analyzed = true;
+  out.facts = std::move(facts).value();
+  start = std::chrono::steady_clock::now();
+  out.plan = partitioner::partitionGraph(graph, out.facts, target);
+  out.partitionMs = millisecondsSince(start);
+  if (hooks.planned) hooks.planned(out.facts, out.plan);
+
+  start = std::chrono::steady_clock::now();
+  const OutsideUses outsideUses(graph, out.plan);
+  LowerSettings lower = settings.lower;
+  for (size_t p = 0; p < out.plan.partitions.size(); ++p) {
+    if (hooks.skip && hooks.skip(p, out.plan.partitions[p])) continue;
+    lower.name = partitionName(settings.namePrefix, settings.stem, settings.variant, p);
+    std::set<std::string> used = outsideUses.of(p);
+    if (!settings.implicitReads.empty())
+      for (size_t i : out.plan.partitions[p].nodes)
+        for (const auto& value : graph.nodes[i].outputs)
+          if (settings.implicitReads.count(value)) used.insert(value);
+    auto intern = [&](const ir::Tensor& t, const ops::WeightLayout& layout) { return hooks.intern(p, t, layout); };
+    auto lowered = lowerPlanned(graph, out.facts, out.plan, p, used, intern, lower);
+    if (!lowered) {
+      if (!hooks.onPartitionError) return lowered.takeError();
+      CTX_RETURN_IF_ERROR(hooks.onPartitionError(out.plan.partitions[p], lower.name, lowered.takeError()));
+      continue;
+    }
+    out.partitions.push_back(CompiledPartition{p, lower.name, std::move(lowered).value()});
+  }
+  out.lowerMs = millisecondsSince(start);
+  return out;
 }
 
 Expected<format::ContainerWriter> buildContainer(const partitioner::Target& target, const weightshare::WeightPool& pool,

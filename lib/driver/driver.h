@@ -4,6 +4,7 @@
 #pragma once
 
 #include "analysis/analysis.h"
+#include "analysis/graph_passes.h"
 #include "codegen/lower.h"
 #include "format/container.h"
 #include "ir/graph.h"
@@ -13,6 +14,7 @@
 #include "weightshare/weight_pool.h"
 
 #include <cstddef>
+#include <functional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -45,13 +47,10 @@ private:
   std::unordered_map<std::string, Readers> readers_;
 };
 
-// What lowering one partition needs besides the graph: the target's choices and ctxgen's dump/stop requests.
-struct LowerSettings {
-  std::string name;   // partitionName(...)
-  std::string where;  // the model, for errors
-  ops::WeightLayout gemmLayout;
-  bool plainWeights = false;  // weightless contexts: weights stay byte-equal to their source
-  std::string dumpAfter, stopAfter;
+// What lowering one partition needs besides the graph: codegen's options (the target's GEMM layout, weightless
+// contexts' plain weights, ctxgen's dump/stop requests, the partition's name) and the model, for errors.
+struct LowerSettings : codegen::LowerOptions {
+  std::string where;
 };
 LowerSettings lowerSettings(const partitioner::Target& target, std::string name, std::string where);
 
@@ -61,6 +60,58 @@ Expected<codegen::LoweredPartition> lowerPlanned(const ir::Graph& graph, const a
                                                  const partitioner::PartitionPlan& plan, size_t p,
                                                  const std::set<std::string>& usedOutside,
                                                  const codegen::WeightInterner& intern, const LowerSettings& settings);
+
+// How compilePartitions compiles one graph: the same for every caller but for these choices.
+struct CompileSettings {
+  std::string namePrefix;  // ep.context_node_name_prefix
+  std::string stem;        // the model's file stem
+  std::string variant;     // a shape variant's name, or ""
+  // Before partitioning, analysis::runGraphPasses (inline-if, remove-noops, fold-subgraphs) rewrites the graph; off,
+  // the graph is analyzed as it is (the plugin EP, which must fuse ORT's own nodes).
+  bool graphPasses = true;
+  analysis::Bindings bindings;
+  LowerSettings lower;  // `name` is set for each partition
+  // Values that something besides the graph's nodes and outputs reads (ORT's implicit inputs of If/Loop/Scan bodies
+  // it did not read): a partition making one gives it as an output.
+  std::set<std::string> implicitReads;
+};
+
+// Where the callers differ in what they do, not in what they know.
+struct CompileHooks {
+  // Gives a weight of partition `p` its index (codegen::WeightInterner with the partition's index). Required.
+  std::function<Expected<uint32_t>(size_t p, const ir::Tensor&, const ops::WeightLayout&)> intern;
+  // Called once the graph is partitioned, before anything is lowered.
+  std::function<void(const analysis::GraphFacts&, const partitioner::PartitionPlan&)> planned;
+  // True: partition `p` is not lowered (and stays with the fallback path); say why there.
+  std::function<bool(size_t p, const partitioner::Partition&)> skip;
+  // What a failure does. Unset, it ends the compile (ctxgen). Set, the callback decides: an error ends the compile,
+  // ok leaves the graph (analysis) or the partition (lowering) to the fallback path.
+  std::function<Status(Error)> onAnalysisError;
+  std::function<Status(const partitioner::Partition&, const std::string& name, Error)> onPartitionError;
+};
+
+// One lowered partition.
+struct CompiledPartition {
+  size_t index = 0;  // in the plan
+  std::string name;  // partitionName(...)
+  codegen::LoweredPartition lowered;
+};
+
+struct CompiledGraph {
+  bool analyzed = false;  // false: onAnalysisError left the whole graph to the fallback path (no facts, no plan)
+  analysis::GraphFacts facts;
+  partitioner::PartitionPlan plan;
+  std::vector<analysis::GraphPassRun> graphPasses;
+  std::vector<std::string> warnings;          // from the graph passes
+  std::vector<CompiledPartition> partitions;  // the partitions lowered, in plan order
+  double analyzeMs = 0, partitionMs = 0, lowerMs = 0;
+};
+
+// The one compile loop of ctxgen and the plugin EP: analyze (with the graph passes) -> partition -> lower each
+// partition, named partitionName(prefix, stem, variant, index in the plan). What becomes of the lowered programs
+// (weights interned, containers built) is the caller's.
+Expected<CompiledGraph> compilePartitions(ir::Graph& graph, const partitioner::Target& target,
+                                          const CompileSettings& settings, const CompileHooks& hooks);
 
 // One graph of a context: its name, the source model's file name and the serialized program.
 struct ContextGraph {

@@ -7,6 +7,7 @@
 #include "kernels/kernels.h"
 #include "ort_ep/graph_reader.h"
 #include "partitioner/target.h"
+#include "program/program.h"
 #include "runtime/session.h"
 #include "support/file_io.h"
 
@@ -196,7 +197,7 @@ Status writeEpContextNodes(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode*
   for (const auto& p : partitions)
     if (p->context.get() != &context)
       return makeError(ErrorCode::Internal, "fused nodes of one Compile call come from different graphs");
-  fs::path output = config.contextFilePath;
+  fs::path output = config.context.contextFilePath;
   if (output.empty()) {
     if (context.modelPath.empty())
       return makeError(ErrorCode::InvalidArgument, "{}: a model from memory needs {} to name the compiled model",
@@ -207,28 +208,31 @@ Status writeEpContextNodes(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode*
   if (outStem.size() > 4 && outStem.compare(outStem.size() - 4, 4, "_ctx") == 0) outStem.resize(outStem.size() - 4);
   std::string binName = outStem + "_ctxkit.bin";
   std::string embedded;
-  if (config.shareContexts) {
+  if (config.context.shareContexts) {
     SharedCompile& shared = SharedCompile::instance();
     std::lock_guard lock(shared.mutex());
     binName = shared.binName(outStem);
-    for (const auto& p : partitions) CTX_RETURN_IF_ERROR(shared.addGraph(p->name, context.modelPath, p->programBytes));
-    if (config.stopShareContexts) {
+    // The programs are serialized here, for the shared context only.
+    for (const auto& p : partitions)
+      CTX_RETURN_IF_ERROR(shared.addGraph(p->name, context.modelPath, program::serialize(p->program->program())));
+    if (config.context.stopShareContexts) {
       fs::path bin = output.parent_path() / binName;
       if (fs::exists(bin))
         return makeError(ErrorCode::InvalidArgument, "{}: '{}' exists; ctxkit does not overwrite a context binary",
                          epcontext::kEpName, bin.string());
       CTX_ASSIGN_OR_RETURN(auto target, partitioner::loadTarget(config.target));
-      CTX_RETURN_IF_ERROR(shared.writeAndReset(bin, target, config.weightless));
+      CTX_RETURN_IF_ERROR(shared.writeAndReset(bin, target, config.context.weightless));
     }
-  } else if (config.embedMode == 1) {
-    const auto& bytes = context.fileBytes ? *context.fileBytes : *context.bytes;
-    embedded.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  } else if (!context.fileBytes) {
+    return makeError(ErrorCode::Internal, "{}: no context was made to write", epcontext::kEpName);
+  } else if (config.context.embedMode == 1) {
+    embedded.assign(reinterpret_cast<const char*>(context.fileBytes->data()), context.fileBytes->size());
   } else {
     fs::path bin = output.parent_path() / binName;
     if (fs::exists(bin))
       return makeError(ErrorCode::InvalidArgument, "{}: '{}' exists; ctxkit does not overwrite a context binary",
                        epcontext::kEpName, bin.string());
-    CTX_RETURN_IF_ERROR(writeFileAtomically(bin, std::span(context.fileBytes ? *context.fileBytes : *context.bytes)));
+    CTX_RETURN_IF_ERROR(writeFileAtomically(bin, std::span(*context.fileBytes)));
   }
   const OrtModelEditorApi* editor = api.ort.GetModelEditorApi();
   if (editor == nullptr) return makeError(ErrorCode::Unsupported, "this ONNX Runtime has no model editor API");
@@ -236,8 +240,9 @@ Status writeEpContextNodes(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode*
     const LoweredPartitionRun& p = *partitions[i];
     epcontext::NodeAttributes attrs = epcontext::ourNodeAttributes();
     attrs.mainContext = i == 0 ? 1 : 0;
-    attrs.embedMode = config.embedMode;
-    if (i == 0) attrs.cacheContext = config.embedMode == 1 ? std::string_view(embedded) : std::string_view(binName);
+    attrs.embedMode = config.context.embedMode;
+    if (i == 0)
+      attrs.cacheContext = config.context.embedMode == 1 ? std::string_view(embedded) : std::string_view(binName);
     attrs.onnxModelFilename = context.modelPath.filename().string();
     attrs.hardwareArchitecture = context.targetId;
     attrs.partitionName = p.name;
@@ -311,14 +316,14 @@ Status compile(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fusedNodes
       model.graph.outputs.push_back(ir::ValueInfo{out, ir::ElemType::Undefined, std::nullopt, {}});
     model.graph.nodes.push_back(std::move(node));
   }
-  fs::path contextDir =
-      !config.contextFilePath.empty() ? config.contextFilePath.parent_path() : modelPath.parent_path();
+  fs::path contextDir = !config.context.contextFilePath.empty() ? fs::path(config.context.contextFilePath).parent_path()
+                                                                : modelPath.parent_path();
   std::string displayName = modelPath.empty() ? std::string("model (from memory)") : modelPath.filename().string();
   runtime::SessionOptions options;
   options.threads = config.threads;
   options.failOnSuboptimal = config.failOnSuboptimal;
-  options.shareContexts = config.shareContexts;
-  options.sourceModelPath = config.sourceModelPath;
+  options.shareContexts = config.context.shareContexts;
+  options.sourceModelPath = config.context.sourceModelPath;
   options.sourceModelBuffer = config.sourceModelBuffer;
   CTX_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Session> loaded,
                        runtime::Session::load(model, contextDir, options, displayName));
@@ -363,7 +368,7 @@ OrtStatus* ORT_API_CALL compileImpl(OrtEp* self, const OrtGraph** graphs, const 
   try {
     std::vector<std::unique_ptr<NodeCompute>> computes;
     Status st = compile(ep, graphs, fusedNodes, count, computes);
-    if (st && epContextNodes && ep.config().contextEnable) {
+    if (st && epContextNodes && ep.config().context.contextEnable) {
       auto plain = ourEpContextNodes(ep.api(), *graphs[0]);
       if (plain && plain->empty()) st = writeEpContextNodes(ep, graphs, fusedNodes, count, epContextNodes);
     }
@@ -411,20 +416,11 @@ Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options
     return makeError(ErrorCode::InvalidArgument, "{} option threads '{}': expected a number from 1 to 1024",
                      epcontext::kEpName, threads);
   // ORT's EPContext keys, through the parser ctxgen's -C uses.
-  epcontext::ContextSessionOptions context;
   for (const char* key : epcontext::contextOptionKeys()) {
     CTX_ASSIGN_OR_RETURN(std::string value, sessionConfigEntry(api, options, key, ""));
-    if (!value.empty()) CTX_RETURN_IF_ERROR(epcontext::applyContextOption(key, value, context));
+    if (!value.empty()) CTX_RETURN_IF_ERROR(epcontext::applyContextOption(key, value, config.context));
   }
-  if (context.contextEnable) CTX_RETURN_IF_ERROR(epcontext::checkContextOptions(context));
-  config.contextFilePath = context.contextFilePath;
-  config.shareContexts = context.shareContexts;
-  config.contextEnable = context.contextEnable;
-  config.embedMode = context.embedMode;
-  config.stopShareContexts = context.stopShareContexts;
-  config.nodeNamePrefix = context.nodeNamePrefix;
-  config.weightless = context.weightless;
-  config.sourceModelPath = context.sourceModelPath;
+  if (config.context.contextEnable) CTX_RETURN_IF_ERROR(epcontext::checkContextOptions(config.context));
   CTX_ASSIGN_OR_RETURN(std::string strict,
                        sessionConfigEntry(api, options, "session.fail_on_suboptimal_compiled_model", "0"));
   config.failOnSuboptimal = strict == "1";

@@ -4,6 +4,7 @@
 // fused node.
 #pragma once
 
+#include "epcontext/session_options.h"
 #include "ort_ep/ort_api.h"
 #include "ort_ep/plain_graph.h"
 
@@ -15,20 +16,14 @@ namespace ctxkit::ort_ep {
 
 // What a session asks of ctxkit: EP options (`target`, `threads`) and the ORT session options ctxkit honours.
 struct EpConfig {
-  std::string target = "npu-sim";         // EP option `target`: npu-sim, cpu or a target JSON path
-  int threads = 1;                        // EP option `threads`
-  std::filesystem::path contextFilePath;  // ep.context_file_path: fixes the folder .bin paths resolve against
-  bool shareContexts = false;             // ep.share_ep_contexts
-  bool failOnSuboptimal = false;          // session.fail_on_suboptimal_compiled_model
-  bool contextEnable = false;             // ep.context_enable: ORT writes an EPContext model with our nodes
-  int embedMode = 0;                      // ep.context_embed_mode
-  bool stopShareContexts = false;         // ep.stop_share_ep_contexts: this session completes the shared .bin
-  std::string nodeNamePrefix;             // ep.context_node_name_prefix
-  // Weightless contexts (docs/weight-sharing.md#weightless): ep.enable_weightless while compiling; where the weights
-  // are when loading: ORT's source model buffer, else ep.context_source_model_path, else the node's
+  std::string target = "npu-sim";  // EP option `target`: npu-sim, cpu or a target JSON path
+  int threads = 1;                 // EP option `threads`
+  bool failOnSuboptimal = false;   // session.fail_on_suboptimal_compiled_model
+  // ORT's EPContext options (ep.context_enable, ep.context_file_path, ep.share_ep_contexts, ...), read by the parser
+  // ctxgen's -C uses. Weightless contexts (docs/weight-sharing.md#weightless): `weightless` while compiling; where the
+  // weights are when loading: ORT's source model buffer below, else `sourceModelPath`, else the node's
   // onnx_model_filename.
-  bool weightless = false;
-  std::filesystem::path sourceModelPath;
+  epcontext::ContextSessionOptions context;
   std::span<const std::byte> sourceModelBuffer;
 };
 

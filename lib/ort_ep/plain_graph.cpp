@@ -124,105 +124,109 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   CTX_ORT_RETURN_IF_ERROR(api, api.ort.Graph_GetParentNode(&graph, &parent));
   if (parent != nullptr) return Status::ok();  // If/Loop/Scan bodies stay with ORT
   CTX_ASSIGN_OR_RETURN(ReadGraph read, readGraph(api, graph));
-  const ir::Graph& g = read.model.graph;
+  ir::Graph& g = read.model.graph;
   CTX_ASSIGN_OR_RETURN(fs::path modelPath, graphModelPath(api, graph));
   std::string stem = modelPath.empty() ? std::string("model") : modelPath.stem().string();
   CTX_ASSIGN_OR_RETURN(auto target, partitioner::loadTarget(config.target));
   const std::string where = modelPath.empty() ? std::string("a model from memory") : modelPath.filename().string();
-  auto facts = analysis::analyzeGraph(g, {});
-  if (!facts) {  // a graph ctxkit cannot analyze is ORT's alone
-    note(fmt::format("{}: {} claims none of the {} nodes of {}: {}", epcontext::kEpName, epcontext::kEpName,
-                     g.nodes.size(), where, facts.error().message()));
-    return Status::ok();
-  }
-  partitioner::PartitionPlan plan = partitioner::partitionGraph(g, *facts, target);
-  noteBlockers(g, plan, where, note);
-  // ctxgen replaces an If whose condition the shapes decide by its branch (the inline-if graph pass) and may compile
-  // the branch; ORT keeps an If whole, so here it stays with ORT: said, as the claims then differ.
-  for (size_t i : read.hasSubgraphs) {
-    const ir::Node& n = g.nodes[i];
-    const analysis::ValueFacts* cond =
-        n.kind == ir::OpKind::If && !n.inputs.empty() ? facts->find(n.inputs[0]) : nullptr;
-    if (cond && cond->constant)
-      note(fmt::format("{}: {}: If node '{}' has a condition known at compile time; ctxgen compiles its chosen branch "
-                       "in place of the If, but ONNX Runtime keeps an If whole, so it and its branches stay with ONNX "
-                       "Runtime",
-                       epcontext::kEpName, where, n.name));
-  }
 
-  // Lower every partition into one context, as ctxgen does: one weight pool, each identical weight stored once.
+  // Every partition goes into one context, as ctxgen does: one weight pool, each identical weight stored once.
   // With ep.share_ep_contexts=1 while compiling, the process-wide pool (weights copied: they outlive this session).
-  bool sharing = config.contextEnable && config.shareContexts;
+  const bool compiling = config.context.contextEnable;
+  const bool sharing = compiling && config.context.shareContexts;
   // A weightless context written for ep.context_enable keeps weights plain (packed at load), so the programs are
   // lowered that way, and the context they run from here is marked so too.
-  const bool plainWeights = config.contextEnable && config.weightless;
+  const bool plainWeights = compiling && config.context.weightless;
   std::unique_lock<std::mutex> sharedLock;
   if (sharing) sharedLock = std::unique_lock(SharedCompile::instance().mutex());
   weightshare::WeightPool localPool;
   weightshare::WeightPool& pool = sharing ? SharedCompile::instance().pool() : localPool;
-  auto intern = [&](const ir::Tensor& t, const ops::WeightLayout& layout) -> Expected<uint32_t> {
+
+  // ctxgen's compile loop, with ORT's choices: ORT fuses the nodes of its own graph, so no graph pass rewrites it;
+  // a graph ctxkit cannot analyze and a partition it cannot lower are ORT's (said, and a compile fails on the
+  // latter as ctxgen does); partitions holding If/Loop/Scan nodes, whose bodies are not read, stay with ORT.
+  driver::CompileSettings settings;
+  settings.namePrefix = config.context.nodeNamePrefix;
+  settings.stem = stem;
+  settings.graphPasses = false;
+  settings.lower = driver::lowerSettings(target, "", where);
+  settings.lower.plainWeights = plainWeights;
+  settings.implicitReads = read.implicitReads;
+  driver::CompileHooks hooks;
+  hooks.intern = [&](size_t, const ir::Tensor& t, const ops::WeightLayout& layout) -> Expected<uint32_t> {
     if (!sharing) return pool.intern(t, layout);
     CTX_ASSIGN_OR_RETURN(auto owned, ir::Tensor::copyOf(t.type(), t.shape(), t.bytes()));
     return pool.intern(owned, layout);
   };
-  struct Claimed {
-    size_t partition;
-    std::string name;
-    std::vector<std::string> inputs, outputs;
-    program::Program program;
+  hooks.onAnalysisError = [&](Error e) -> Status {
+    note(fmt::format("{}: {} claims none of the {} nodes of {}: {}", epcontext::kEpName, epcontext::kEpName,
+                     g.nodes.size(), where, e.message()));
+    return Status::ok();
   };
-  std::vector<Claimed> claimed;
-  const driver::OutsideUses outsideUses(g, plan);
-  for (size_t p = 0; p < plan.partitions.size(); ++p) {
-    const auto& nodes = plan.partitions[p].nodes;
-    bool nested = std::any_of(nodes.begin(), nodes.end(), [&](size_t i) {
+  hooks.planned = [&](const analysis::GraphFacts& facts, const partitioner::PartitionPlan& plan) {
+    noteBlockers(g, plan, where, note);
+    // ctxgen replaces an If whose condition the shapes decide by its branch (the inline-if graph pass) and may
+    // compile the branch; ORT keeps an If whole, so here it stays with ORT: said, as the claims then differ.
+    for (size_t i : read.hasSubgraphs) {
+      const ir::Node& n = g.nodes[i];
+      const analysis::ValueFacts* cond =
+          n.kind == ir::OpKind::If && !n.inputs.empty() ? facts.find(n.inputs[0]) : nullptr;
+      if (cond && cond->constant)
+        note(fmt::format("{}: {}: If node '{}' has a condition known at compile time; ctxgen compiles its chosen "
+                         "branch in place of the If, but ONNX Runtime keeps an If whole, so it and its branches stay "
+                         "with ONNX Runtime",
+                         epcontext::kEpName, where, n.name));
+    }
+  };
+  hooks.skip = [&](size_t p, const partitioner::Partition& partition) {
+    if (partition.nodes.empty()) return true;
+    const bool nested = std::any_of(partition.nodes.begin(), partition.nodes.end(), [&](size_t i) {
       return std::find(read.hasSubgraphs.begin(), read.hasSubgraphs.end(), i) != read.hasSubgraphs.end();
     });
-    if (nodes.empty()) continue;
-    if (nested) {
+    if (nested)
       note(fmt::format("{}: {}: partition {} stays with ONNX Runtime: it holds an If/Loop/Scan node, whose bodies "
                        "ctxkit does not read through ORT's graph API",
                        epcontext::kEpName, where, p));
-      continue;
-    }
-    // Named by its index in the plan, as ctxgen names it.
-    std::string name = driver::partitionName(config.nodeNamePrefix, stem, "", p);
-    driver::LowerSettings settings = driver::lowerSettings(target, name, where);
-    settings.plainWeights = plainWeights;
-    std::set<std::string> used = outsideUses.of(p);
-    for (size_t i : nodes)
-      for (const auto& out : g.nodes[i].outputs)
-        if (read.implicitReads.count(out)) used.insert(out);
-    auto lowered = driver::lowerPlanned(g, *facts, plan, p, used, intern, settings);
-    if (!lowered) {
-      // Compiling, ctxkit does what ctxgen does: the compile fails with the error. A session that only runs the model
-      // leaves the partition to ORT and says why.
-      if (config.contextEnable) return lowered.takeError();
-      note(fmt::format("{}: {}: partition {} ({} nodes) stays with ONNX Runtime: it cannot be lowered: {}",
-                       epcontext::kEpName, where, name, nodes.size(), lowered.error().message()));
-      continue;
-    }
-    claimed.push_back({p, name, std::move(lowered->inputs), std::move(lowered->outputs), std::move(lowered->program)});
-  }
-  if (claimed.empty()) return Status::ok();
+    return nested;
+  };
+  hooks.onPartitionError = [&](const partitioner::Partition& partition, const std::string& name, Error e) -> Status {
+    // Compiling, ctxkit does what ctxgen does: the compile fails with the error. A session that only runs the model
+    // leaves the partition to ORT and says why.
+    if (compiling) return e;
+    note(fmt::format("{}: {}: partition {} ({} nodes) stays with ONNX Runtime: it cannot be lowered: {}",
+                     epcontext::kEpName, where, name, partition.nodes.size(), e.message()));
+    return Status::ok();
+  };
+  CTX_ASSIGN_OR_RETURN(driver::CompiledGraph compiled, driver::compilePartitions(g, target, settings, hooks));
+  if (compiled.partitions.empty()) return Status::ok();
 
+  // The context the partitions run from holds the pool's weights (copied: nothing refers to ORT's initializer buffers
+  // after this); their programs stay in memory. Only a context ORT writes (ep.context_enable) holds the programs,
+  // serialized for it here, once; with ep.share_ep_contexts, Compile hands them to the shared context instead.
   auto context = std::make_shared<PlainContext>();
-  std::vector<driver::ContextGraph> graphs;
-  for (const auto& c : claimed)
-    graphs.push_back({c.name, modelPath.filename().string(), program::serialize(c.program)});
-  for (bool weightless : {false, true}) {
-    // Weightless: the context written for ep.context_enable; the partitions still run from the one with every weight.
-    if (weightless && (!plainWeights || sharing)) break;
+  auto containerBytes =
+      [&](const std::vector<driver::ContextGraph>& graphs,
+          const weightshare::WeightSources* sources) -> Expected<std::shared_ptr<const std::vector<std::byte>>> {
+    CTX_ASSIGN_OR_RETURN(auto writer, driver::buildContainer(target, pool, graphs, plainWeights, sources));
+    CTX_ASSIGN_OR_RETURN(auto bytes, writer.serialize());
+    return std::make_shared<const std::vector<std::byte>>(std::move(bytes));
+  };
+  if (compiling && !sharing) {
+    std::vector<driver::ContextGraph> graphs;
+    for (const auto& c : compiled.partitions)
+      graphs.push_back({c.name, modelPath.filename().string(), program::serialize(c.lowered.program)});
+    // Weightless: weights found in the source model are recorded there, not stored; the partitions still run from a
+    // context with every weight.
     weightshare::WeightSources sources;
-    if (weightless) {
+    if (plainWeights) {
       CTX_ASSIGN_OR_RETURN(sources, locateInSourceFiles(pool, {modelPath}));
     }
-    CTX_ASSIGN_OR_RETURN(auto writer,
-                         driver::buildContainer(target, pool, graphs, plainWeights, weightless ? &sources : nullptr));
-    // The weights are copied here: nothing refers to ORT's initializer buffers after this.
-    CTX_ASSIGN_OR_RETURN(auto bytes, writer.serialize());
-    (weightless ? context->fileBytes : context->bytes) =
-        std::make_shared<const std::vector<std::byte>>(std::move(bytes));
+    CTX_ASSIGN_OR_RETURN(context->fileBytes, containerBytes(graphs, plainWeights ? &sources : nullptr));
+  }
+  if (context->fileBytes && !plainWeights) {
+    context->bytes = context->fileBytes;
+  } else {
+    CTX_ASSIGN_OR_RETURN(context->bytes, containerBytes({}, nullptr));
   }
   context->modelPath = modelPath;
   context->targetId = target.hardwareArchitecture;
@@ -230,33 +234,29 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   CTX_ASSIGN_OR_RETURN(auto view, format::ContainerView::open(std::span(*context->bytes), context->bytes, stem));
   auto shared = std::make_shared<const format::ContainerView>(std::move(view));
 
-  const std::vector<int> folded = foldedOwners(g, *facts, plan, read.implicitReads);
-  for (size_t k = 0; k < claimed.size(); ++k) {
-    Claimed& c = claimed[k];
-    const format::GraphInfo* info = shared->findGraph(c.name);
-    if (!info)
-      return makeError(ErrorCode::Internal, "{}: graph '{}' missing from the context just written", stem, c.name);
-    size_t index = static_cast<size_t>(info - shared->graphs().data());
-    CTX_ASSIGN_OR_RETURN(auto program,
-                         program::deserialize(shared->programBytes(index), shared->weights().size(), c.name));
-    CTX_ASSIGN_OR_RETURN(auto compiled, runtime::CompiledProgram::create(std::move(program), shared, c.name));
+  CTX_ASSIGN_OR_RETURN(ModelKey key, modelKey(api, graph));
+  const std::vector<int> folded = foldedOwners(g, compiled.facts, compiled.plan, read.implicitReads);
+  for (driver::CompiledPartition& c : compiled.partitions) {
     auto run = std::make_shared<LoweredPartitionRun>();
-    run->name = c.name;
-    run->program = std::move(compiled);
-    run->inputs = std::move(c.inputs);
-    run->outputs = std::move(c.outputs);
+    CTX_ASSIGN_OR_RETURN(run->program, runtime::CompiledProgram::create(std::move(c.lowered.program), shared, c.name));
+    run->name = std::move(c.name);
+    run->inputs = std::move(c.lowered.inputs);
+    run->outputs = std::move(c.lowered.outputs);
     run->context = context;
-    run->programBytes = program::serialize(c.program);
-    const auto& nodes = plan.partitions[c.partition].nodes;
+    const auto& nodes = compiled.plan.partitions[c.index].nodes;
     {
       std::lock_guard lock(mutex_);
+      auto model =
+          std::find_if(models_.begin(), models_.end(), [&](const ModelPartitions& m) { return m.model == key; });
+      if (model == models_.end()) model = models_.insert(models_.end(), ModelPartitions{key, {}, {}});
       for (size_t i : nodes)
         for (const auto& out : g.nodes[i].outputs)
-          if (!out.empty()) byOutput_[out] = run;
+          if (!out.empty()) model->nameByOutput[out] = run->name;
+      model->byName[run->name] = run;
     }
     std::vector<const OrtNode*> fuse;
     for (size_t i = 0; i < g.nodes.size(); ++i)
-      if (folded[i] == static_cast<int>(c.partition)) fuse.push_back(read.nodes[i]);
+      if (folded[i] == static_cast<int>(c.index)) fuse.push_back(read.nodes[i]);
     for (size_t i : nodes) fuse.push_back(read.nodes[i]);
     OrtNodeFusionOptions options{};
     options.ort_version_supported = ORT_API_VERSION;
@@ -270,14 +270,27 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   return Status::ok();
 }
 
+Expected<PlainGraphCache::ModelKey> PlainGraphCache::modelKey(const Api& api, const OrtGraph& graph) {
+  CTX_ASSIGN_OR_RETURN(fs::path path, graphModelPath(api, graph));
+  if (path.empty()) return ModelKey();
+  auto identity = identifyFile(path);
+  return identity ? ModelKey(std::move(identity).value()) : ModelKey();
+}
+
 Expected<std::shared_ptr<const LoweredPartitionRun>> PlainGraphCache::find(const Api& api,
                                                                            const OrtGraph& fusedGraph) const {
   CTX_ASSIGN_OR_RETURN(auto nodes, graphNodes(api, fusedGraph));
+  CTX_ASSIGN_OR_RETURN(ModelKey key, modelKey(api, fusedGraph));
   std::lock_guard lock(mutex_);
+  auto model = std::find_if(models_.begin(), models_.end(), [&](const ModelPartitions& m) { return m.model == key; });
+  if (model == models_.end())
+    return makeError(ErrorCode::Internal, "a fused graph of {} nodes comes from {}, of which ctxkit claimed nothing",
+                     nodes.size(), key ? key->describe() : std::string("a model from memory"));
   for (const OrtNode* n : nodes) {
     CTX_ASSIGN_OR_RETURN(auto outputs, nodeOutputNames(api, *n));
     for (const auto& o : outputs)
-      if (auto it = byOutput_.find(o); it != byOutput_.end()) return it->second;
+      if (auto name = model->nameByOutput.find(o); name != model->nameByOutput.end())
+        return model->byName.at(name->second);
   }
   return makeError(ErrorCode::Internal, "a fused graph of {} nodes matches no partition ctxkit claimed", nodes.size());
 }

@@ -6,6 +6,7 @@
 #include "ort_ep/ort_api.h"
 #include "partitioner/target.h"
 #include "runtime/compiled_program.h"
+#include "support/file_identity.h"
 #include "weightshare/weight_pool.h"
 
 #include <filesystem>
@@ -13,7 +14,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace ctxkit::ort_ep {
@@ -23,8 +26,10 @@ struct EpConfig;
 // The context of every partition of one graph (one weight pool: each identical weight once), in memory; written as
 // the .bin (or embedded) when ORT asks for an EPContext model.
 struct PlainContext {
-  std::shared_ptr<const std::vector<std::byte>> bytes;  // what the partitions run from
-  // ep.enable_weightless while compiling: the weightless context written instead (weights in the source model).
+  // What the partitions run from: the weights (the programs stay in memory), or the context written when that is it.
+  std::shared_ptr<const std::vector<std::byte>> bytes;
+  // ep.context_enable without ep.share_ep_contexts: the context written, the programs serialized in it (with
+  // ep.enable_weightless, a weightless one: weights found in the source model are recorded there); else null.
   std::shared_ptr<const std::vector<std::byte>> fileBytes;
   std::filesystem::path modelPath;  // the source model, when ORT knows it
   std::string targetId;
@@ -38,7 +43,6 @@ struct LoweredPartitionRun {
   std::vector<std::string> inputs;   // in program input order (= the EPContext node's inputs)
   std::vector<std::string> outputs;  // in program output order (= the EPContext node's outputs)
   std::shared_ptr<const PlainContext> context;
-  std::vector<std::byte> programBytes;  // serialized, for the shared context of ep.share_ep_contexts
 };
 
 // ep.share_ep_contexts=1 while compiling: every session of the process lowers into one weight pool (weights copied,
@@ -68,7 +72,10 @@ private:
   std::vector<Graph> graphs_;
 };
 
-// Partitions lowered in GetCapability, found again in Compile by any output name of their nodes.
+// Partitions lowered in GetCapability, found again in Compile. Each EP instance (one per session) has its own, and
+// keys its partitions by the model they came from — the source file's identity (support/file_identity.h), or for a
+// model from memory this instance — and their partition name: a fused graph finds its partition among its own
+// model's, through its nodes' output names, so models with equal value or partition names never share one.
 class PlainGraphCache {
 public:
   // Claims every partition of `graph` that ctxkit compiles (AddNodesToFuse) and keeps its lowered program.
@@ -81,8 +88,17 @@ public:
   Expected<std::shared_ptr<const LoweredPartitionRun>> find(const Api& api, const OrtGraph& fusedGraph) const;
 
 private:
+  // The model a graph came from: its file as it is (none: a model from memory, or a file that cannot be read).
+  using ModelKey = std::optional<FileIdentity>;
+  struct ModelPartitions {
+    ModelKey model;
+    std::map<std::string, std::shared_ptr<const LoweredPartitionRun>> byName;
+    std::unordered_map<std::string, std::string> nameByOutput;  // a value the partition's nodes make -> its name
+  };
+  static Expected<ModelKey> modelKey(const Api& api, const OrtGraph& graph);
+
   mutable std::mutex mutex_;
-  std::map<std::string, std::shared_ptr<const LoweredPartitionRun>> byOutput_;
+  std::vector<ModelPartitions> models_;
 };
 
 }  // namespace ctxkit::ort_ep

@@ -72,14 +72,16 @@ public:
   template <typename F> auto time(const std::string& stage, F&& body) {
     auto start = std::chrono::steady_clock::now();
     auto result = body();
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    add(stage, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    return result;
+  }
+  void add(const std::string& stage, double ms) {
     for (auto& s : report_.stages)
       if (s.stage == stage) {
         s.milliseconds += ms;
-        return result;
+        return;
       }
     report_.stages.push_back(StageTime{stage, ms});
-    return result;
   }
 
   void addPasses(const std::vector<codegen::PassRun>& runs) {
@@ -271,41 +273,46 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
     std::erase_if(g.initializers, [&](const ir::Initializer& init) { return init.name == b.name; });
     g.initializers.push_back(ir::Initializer{b.name, b.value, std::nullopt});
   }
-  std::vector<analysis::GraphPassRun> graphPasses;
-  auto facts = clock.time(
-      "analyze", [&] { return analysis::runGraphPasses(w.model.graph, w.bindings, graphPasses, {}, &w.warnings); });
-  if (!facts) return facts.takeError().addContext(fmt::format("'{}'", w.source.string()));
-  w.facts = std::move(facts).value();
-  for (const auto& run : graphPasses) clock.addPasses({codegen::PassRun{run.name, run.milliseconds, run.changed != 0}});
-  w.plan = clock.time("partition", [&] { return partitioner::partitionGraph(w.model.graph, w.facts, target); });
-  say(fmt::format("{}: {}", w.source.string(), counted(w.plan.partitions.size(), "partition")));
-
-  const driver::OutsideUses outsideUses(w.model.graph, w.plan);
-  for (size_t p = 0; p < w.plan.partitions.size(); ++p) {
-    std::string name = driver::partitionName(options.nodeNamePrefix, w.stem, w.variant, p);
-    if (!container.graphNames.insert(name).second)
+  driver::CompileSettings settings;
+  settings.namePrefix = options.nodeNamePrefix;
+  settings.stem = w.stem;
+  settings.variant = w.variant;
+  settings.bindings = w.bindings;
+  settings.lower = driver::lowerSettings(target, "", fmt::format("'{}'", w.source.string()));
+  settings.lower.dumpAfter = options.dumpAfter;
+  settings.lower.stopAfter = options.stopAfter;
+  settings.lower.plainWeights = options.weightless;
+  driver::CompileHooks hooks;
+  // Each program's weights are collected as it refers to them; the dedupe stage stores each distinct one once.
+  hooks.intern = [&](size_t p, const ir::Tensor& t, const ops::WeightLayout& layout) -> Expected<uint32_t> {
+    if (w.partitionWeights.size() <= p) w.partitionWeights.resize(p + 1);
+    w.partitionWeights[p].emplace_back(t, layout);
+    return static_cast<uint32_t>(w.partitionWeights[p].size() - 1);
+  };
+  hooks.planned = [&](const analysis::GraphFacts&, const partitioner::PartitionPlan& plan) {
+    say(fmt::format("{}: {}", w.source.string(), counted(plan.partitions.size(), "partition")));
+  };
+  hooks.onAnalysisError = [&](Error e) -> Status { return e.addContext(fmt::format("'{}'", w.source.string())); };
+  CTX_ASSIGN_OR_RETURN(driver::CompiledGraph compiled,
+                       driver::compilePartitions(w.model.graph, target, settings, hooks));
+  w.facts = std::move(compiled.facts);
+  w.plan = std::move(compiled.plan);
+  w.warnings = std::move(compiled.warnings);
+  clock.add("analyze", compiled.analyzeMs);
+  clock.add("partition", compiled.partitionMs);
+  clock.add("lower", compiled.lowerMs);
+  for (const auto& run : compiled.graphPasses)
+    clock.addPasses({codegen::PassRun{run.name, run.milliseconds, run.changed != 0}});
+  w.partitionWeights.resize(w.plan.partitions.size());  // a partition without weights called no intern
+  for (auto& c : compiled.partitions) {
+    if (!container.graphNames.insert(c.name).second)
       return makeError(ErrorCode::InvalidArgument,
-                       "graph name '{}' is used twice in one context (models with the same stem?)", name);
-    const std::set<std::string> used = outsideUses.of(p);
-    // The program's weights are collected as it refers to them; the dedupe stage stores each distinct one once.
-    std::vector<std::pair<ir::Tensor, ops::WeightLayout>> weights;
-    auto intern = [&](const ir::Tensor& t, const ops::WeightLayout& layout) -> Expected<uint32_t> {
-      weights.emplace_back(t, layout);
-      return static_cast<uint32_t>(weights.size() - 1);
-    };
-    driver::LowerSettings settings = driver::lowerSettings(target, name, fmt::format("'{}'", w.source.string()));
-    settings.dumpAfter = options.dumpAfter;
-    settings.stopAfter = options.stopAfter;
-    settings.plainWeights = options.weightless;
-    auto lowered = clock.time(
-        "lower", [&] { return driver::lowerPlanned(w.model.graph, w.facts, w.plan, p, used, intern, settings); });
-    if (!lowered) return lowered.takeError();
-    clock.addPasses(lowered->passes);
-    clock.addDump(lowered->dump);
-    w.partitionNames.push_back(std::move(name));
-    w.arenaSizes.push_back(lowered->program.arenaSize);
-    w.lowered.push_back(std::move(lowered).value());
-    w.partitionWeights.push_back(std::move(weights));
+                       "graph name '{}' is used twice in one context (models with the same stem?)", c.name);
+    clock.addPasses(c.lowered.passes);
+    clock.addDump(c.lowered.dump);
+    w.partitionNames.push_back(std::move(c.name));
+    w.arenaSizes.push_back(c.lowered.program.arenaSize);
+    w.lowered.push_back(std::move(c.lowered));
   }
   return Status::ok();
 }
@@ -321,21 +328,6 @@ Status checkFallbackRunnable(const ModelWork& w) {
         return makeError(ErrorCode::Unsupported, "'{}': {}; the node stays on the fallback path ({})",
                          w.source.filename().string(), r,
                          w.plan.nodes[i].reason.empty() ? std::string("not compiled") : w.plan.nodes[i].reason);
-  return Status::ok();
-}
-
-// A program holds names of at most program::kMaxStringBytes: a longer node or value name is refused, named.
-Status checkNames(const program::Program& prog, const std::string& where) {
-  auto tooLong = [&](std::string_view kind, std::string_view name) {
-    return makeError(ErrorCode::InvalidGraph,
-                     "{}: {} '{}...' has a name of {} bytes; a compiled program holds names of at most {} bytes "
-                     "(shorten the name)",
-                     where, kind, name.substr(0, 64), name.size(), program::kMaxStringBytes);
-  };
-  for (const auto& op : prog.ops)
-    if (op.name.size() > program::kMaxStringBytes) return tooLong("node", op.name);
-  for (const auto& t : prog.tensors)
-    if (t.name.size() > program::kMaxStringBytes) return tooLong("value", t.name);
   return Status::ok();
 }
 
@@ -355,7 +347,7 @@ Status dedupe(ModelWork& w, ContainerWork& c, const CompileOptions& options, boo
                                                                 w.partitionNames[p], t.name)));
     }
     const std::string where = fmt::format("'{}': graph '{}'", w.source.string(), w.partitionNames[p]);
-    CTX_RETURN_IF_ERROR(checkNames(prog, where));
+    CTX_RETURN_IF_ERROR(program::validate(prog, c.pool.weights().size()).addContext(where));
     std::vector<std::byte> bytes = program::serialize(prog);
     // What ctxgen writes must load: the program is read back with the loader's own checks before it is stored.
     if (auto back = program::deserialize(bytes, c.pool.weights().size(), where); !back)

@@ -11,10 +11,28 @@
 namespace ctxkit::program {
 
 Status validate(const Program& p, uint64_t weightCount) {
+  // What the encoding cannot hold: a program built in memory gets the reader's refusals, worded for its author.
+  auto tooLong = [&](std::string_view kind, std::string_view name) {
+    return makeError(ErrorCode::InvalidGraph,
+                     "{} '{}...' has a name of {} bytes; a compiled program holds names of at most {} bytes "
+                     "(shorten the name)",
+                     kind, name.substr(0, 64), name.size(), kMaxStringBytes);
+  };
+  for (const auto& op : p.ops)
+    if (op.name.size() > kMaxStringBytes) return tooLong("node", op.name);
   const auto tensorCount = static_cast<int64_t>(p.tensors.size());
   for (size_t i = 0; i < p.tensors.size(); ++i) {
     const TensorDesc& t = p.tensors[i];
+    if (t.name.size() > kMaxStringBytes) return tooLong("value", t.name);
     auto where = [&] { return fmt::format("tensor {} ('{}')", i, t.name); };
+    if (t.kind > TensorKind::View) return makeError(ErrorCode::InvalidGraph, "{}: tensor kind is unknown", where());
+    if (t.type == ir::ElemType::String || t.type == ir::ElemType::Undefined)
+      return makeError(ErrorCode::InvalidGraph, "{}: tensor element type {} is not supported", where(),
+                       ir::elemTypeName(t.type));
+    if (t.shape.size() > kMaxRank)
+      return makeError(ErrorCode::InvalidGraph, "{}: tensor rank {} exceeds {}", where(), t.shape.size(), kMaxRank);
+    if (t.layout.kind > ops::WeightLayoutKind::GemmPanelsTransposed)
+      return makeError(ErrorCode::InvalidGraph, "{}: the weight layout is unknown", where());
     if (!t.layout.plain() && (t.kind != TensorKind::Weight || t.type != ir::ElemType::Float))
       return makeError(ErrorCode::InvalidGraph, "{}: layout {} is only for float32 weights", where(),
                        ops::layoutName(t.layout));

@@ -109,7 +109,8 @@ std::vector<std::byte> serialize(const Program& program);
 // the program in errors.
 Expected<Program> deserialize(std::span<const std::byte> bytes, uint64_t weightCount, const std::string& what);
 
-// The checks deserialize() applies after parsing, for a program built in memory.
+// Every check deserialize() applies but the encoding's own (magic, counts, trailing bytes), for a program built in
+// memory: names within kMaxStringBytes, ranks within kMaxRank, known kinds, types and layouts, then the rules above.
 Status validate(const Program& program, uint64_t weightCount);
 
 // Readable text for `--dump`.

@@ -162,6 +162,14 @@ size_t CompiledProgram::frameCount() const {
 Expected<std::unique_ptr<CompiledProgram>>
 CompiledProgram::create(program::Program prog, std::shared_ptr<const format::ContainerView> container, std::string name,
                         const ProgramOptions& options) {
+  if (auto valid = program::validate(prog, container->weights().size()); !valid)
+    return valid.takeError().addContext(fmt::format("graph '{}' in '{}'", name, container->displayName()));
+  return prepare(std::move(prog), std::move(container), std::move(name), options);
+}
+
+Expected<std::unique_ptr<CompiledProgram>>
+CompiledProgram::prepare(program::Program prog, std::shared_ptr<const format::ContainerView> container,
+                         std::string name, const ProgramOptions& options) {
   const SourceWeightResolver& resolve = options.resolve;
   std::unique_ptr<CompiledProgram> cp(new CompiledProgram());
   cp->name_ = std::move(name);
@@ -291,8 +299,9 @@ CompiledProgram::load(std::shared_ptr<const format::ContainerView> container, si
   CTX_ASSIGN_OR_RETURN(auto prog,
                        program::deserialize(options.programBytes, container->weights().size(),
                                             fmt::format("graph '{}' in '{}'", graph.name, container->displayName())));
+  // deserialize() validated it.
   CTX_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledProgram> created,
-                       create(std::move(prog), container, graph.name, options));
+                       prepare(std::move(prog), container, graph.name, options));
   if (!share) return created;
   return addLoaded(key, std::move(created));
 }

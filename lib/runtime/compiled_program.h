@@ -36,10 +36,8 @@ struct ProgramOptions {
 
 class CompiledProgram {
 public:
-  // Validates the program against the container (every weight reference resolves, with the recorded type
-  // and shape), prepares every op once (attributes decoded, shapes checked against the recorded ones, constant
-  // inputs converted), then binds weights and makes the first frame. A weightless container's weights that live in
-  // a source model come from `resolve`, and weights the program wants packed are packed here.
+  // A program built in memory (the plugin EP's, just lowered): checked as a program read from a file is
+  // (program::validate), then prepared as load() prepares one.
   static Expected<std::unique_ptr<CompiledProgram>> create(program::Program program,
                                                            std::shared_ptr<const format::ContainerView> container,
                                                            std::string name, const ProgramOptions& options = {});
@@ -76,6 +74,9 @@ public:
   // Frames made so far (concurrent runs need one each); for tests.
   size_t frameCount() const;
 
+  // The program as it runs (the plugin EP serializes it for a context it writes).
+  const program::Program& program() const { return program_; }
+
 private:
   // Per-run state: the arena and one bound value per program tensor (weights, arena slices, then the call's
   // inputs, outputs and views of them).
@@ -88,6 +89,13 @@ private:
   class FrameLease;
 
   CompiledProgram() = default;
+  // Checks the valid program against the container (every weight reference resolves, with the recorded type and
+  // shape), prepares every op once (attributes decoded, shapes checked against the recorded ones, constant inputs
+  // converted), then binds weights and makes the first frame. A weightless container's weights that live in a source
+  // model come from `resolve`, and weights the program wants packed are packed here.
+  static Expected<std::unique_ptr<CompiledProgram>> prepare(program::Program program,
+                                                            std::shared_ptr<const format::ContainerView> container,
+                                                            std::string name, const ProgramOptions& options);
   Expected<std::unique_ptr<Frame>> makeFrame() const;
 
   program::Program program_;

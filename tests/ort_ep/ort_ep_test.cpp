@@ -4,6 +4,7 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include "../common/graph_builder.h"
 #include "../common/material.h"
 #include "epcontext/contract.h"
 #include "format/container.h"
@@ -473,6 +474,74 @@ TEST_CASE("a plain model: ctxkit partitions and lowers it through ORT's graph AP
       });
     for (auto& th : threads) th.join();
     CHECK(wrong == 0);
+  }
+}
+
+namespace {
+
+// y = (x + W) * V on 1x8 floats, W's and V's values from `start`: models with equal node, value and file names whose
+// only difference is their weights.
+ir::Model addMulModel(float start) {
+  using namespace ctxkit::testing;
+  ir::Model m;
+  m.irVersion = 8;
+  m.opsets = {{"", 17}};
+  m.graph.name = "addmul";
+  m.graph.inputs.push_back(floatValue("x", dims({1, 8})));
+  m.graph.outputs.push_back(floatValue("y", dims({1, 8})));
+  m.graph.initializers.push_back(floatInit("W", {1, 8}, start));
+  m.graph.initializers.push_back(floatInit("V", {1, 8}, -start));
+  m.graph.nodes.push_back(node("Add", {"x", "W"}, {"t"}));
+  m.graph.nodes.push_back(node("Mul", {"t", "V"}, {"y"}));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("two plain models with equal names but other weights, in two live sessions of one process: each runs its "
+          "own partitions",
+          "[plain]") {
+  TempDir out("ort_ep_plain_identity");
+  std::vector<fs::path> models;
+  for (const char* dir : {"a", "b"}) {
+    fs::create_directories(out.path() / dir);
+    models.push_back(out.path() / dir / "m.onnx");
+    REQUIRE(onnx_io::saveModel(addMulModel(dir[0] == 'a' ? 0.5f : 3.0f), models.back()));
+  }
+  auto check = [&](Ort::Session& a, Ort::Session& b) {
+    Ort::Session referenceA = cpuSession(models[0]);
+    Ort::Session referenceB = cpuSession(models[1]);
+    Feeds feeds = makeFeeds(referenceA, 11);
+    auto expectedA = run(referenceA, feeds);
+    auto expectedB = run(referenceB, feeds);
+    REQUIRE(!compare(expectedA, expectedB).ok);  // the two models compute different values
+    for (int round = 0; round < 2; ++round) {   // interleaved: both sessions stay live
+      Comparison ca = compare(run(a, feeds), expectedA);
+      Comparison cb = compare(run(b, feeds), expectedB);
+      INFO(ca.detail << " / " << cb.detail);
+      CHECK(ca.ok);
+      CHECK(cb.ok);
+    }
+    for (Ort::Session* s : {&a, &b}) {
+      auto byEp = assignment(*s);
+      CHECK(byEp[epcontext::kEpName].size() == 2);
+    }
+  };
+  SECTION("from files: a/m.onnx and b/m.onnx") {
+    Ort::Session a = ctxkitSession(models[0]);
+    Ort::Session b = ctxkitSession(models[1]);
+    check(a, b);
+  }
+  SECTION("from memory: no model path at all") {
+    std::vector<std::string> bytes;
+    for (float start : {0.5f, 3.0f}) {
+      auto serialized = onnx_io::serializeModel(addMulModel(start));
+      REQUIRE(serialized);
+      bytes.push_back(std::move(serialized).value());
+    }
+    Ort::Session a = ctxkitSessionFromBytes(bytes[0]);
+    Ort::Session b = ctxkitSessionFromBytes(bytes[1]);
+    check(a, b);
   }
 }
 

@@ -116,6 +116,29 @@ TEST_CASE("typed attributes read from a file obey the decoder's rules", "[progra
   CHECK_THAT(s.error().message(), Catch::Contains("typed attributes of another op family"));
 }
 
+TEST_CASE("a program built in memory is refused where the same program read from a file would be", "[program]") {
+  // Each case breaks a rule the reader enforces while parsing; validate() says so for a program never encoded.
+  auto expectBoth = [](const program::Program& p, const char* text) {
+    auto s = program::validate(p, 1);
+    REQUIRE(!s);
+    CHECK_THAT(s.error().message(), Catch::Contains(text));
+    CHECK(!program::deserialize(program::serialize(p), 1, "bad program"));
+  };
+  auto p = sampleProgram();
+  p.ops[0].name = program::Name(program::kMaxStringBytes + 1, 'n');
+  expectBoth(p, "a compiled program holds names of at most");
+  p = sampleProgram();
+  p.tensors[2].name = program::Name(program::kMaxStringBytes + 1, 'v');
+  expectBoth(p, "a compiled program holds names of at most");
+  p = sampleProgram();
+  p.tensors[0].shape = program::Dims(program::kMaxRank + 1, 1);
+  expectBoth(p, "rank 9 exceeds 8");
+  p = sampleProgram();
+  p.tensors[2].type = ir::ElemType::String;
+  expectBoth(p, "is not supported");
+  CHECK(program::validate(sampleProgram(), 1));
+}
+
 TEST_CASE("an op's attributes have one spelling: typed values for a typed family, none for the others",
           "[program]") {
   // Found by fuzz_program: Round (a typed family) with an empty attribute list decoded, then re-encoded with typed
