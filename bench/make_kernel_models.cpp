@@ -62,6 +62,14 @@ bool conv(const std::filesystem::path& dir, const Bench& b, int64_t m, int64_t k
   });
 }
 
+// Resize (linear, half_pixel) by 2 in both spatial dims.
+bool resizeLinear(const std::filesystem::path& dir, const Bench& b) {
+  return write(dir, b, [&](samples::GraphBuilder& g) {
+    std::string scales = g.addFloats("scales", {4}, {1, 1, 2, 2});
+    g.addNode("resize", "Resize", {"x", "", scales}, {Attribute::makeString("mode", "linear")}, "y");
+  });
+}
+
 bool pool(const std::filesystem::path& dir, const Bench& b, const std::string& op, int64_t k, int64_t stride,
           int64_t pad, std::vector<Attribute> extra = {}) {
   return write(dir, b, [&](samples::GraphBuilder& g) {
@@ -106,5 +114,6 @@ int main(int argc, char** argv) {
   // reaches the input.
   for (int64_t d : {1, 6, 36})
     ok &= conv(dir, {"conv3x3_c960_d" + std::to_string(d), {1, 960, 20, 20}, {1, 256, 20, 20}}, 256, 3, 1, 1, "", {}, d);
+  ok &= resizeLinear(dir, {"resize_linear_x2", {1, 32, 80, 80}, {1, 32, 160, 160}});
   return ok ? 0 : 1;
 }
