@@ -43,20 +43,30 @@ template <typename Build> bool write(const std::filesystem::path& dir, const Ben
   return s.isOk();
 }
 
-// Conv of `m` output channels over x with a kxk kernel; `act` ("" for none) is applied after it.
+// Conv of `m` output channels over x with a kxk kernel (padded to keep the size at stride 1); `act` ("" for none) is
+// applied after it.
 bool conv(const std::filesystem::path& dir, const Bench& b, int64_t m, int64_t k, int64_t stride, int64_t group,
-          const std::string& act, std::vector<Attribute> actAttrs = {}) {
+          const std::string& act, std::vector<Attribute> actAttrs = {}, int64_t dilation = 1) {
   return write(dir, b, [&](samples::GraphBuilder& g) {
     int64_t cg = b.in[1] / group;
     std::string w = g.addFloats("w", {m, cg, k, k}, randomFloats(static_cast<size_t>(m * cg * k * k), 11));
     std::string bias = g.addFloats("b", {m}, randomFloats(static_cast<size_t>(m), 13));
-    int64_t p = k / 2;
+    int64_t p = dilation * (k / 2);
     std::string out = act.empty() ? "y" : "";
     std::string c = g.addNode("conv", "Conv", {"x", w, bias},
                               {Attribute::makeInts("kernel_shape", {k, k}), Attribute::makeInts("pads", {p, p, p, p}),
-                               Attribute::makeInts("strides", {stride, stride}), Attribute::makeInt("group", group)},
+                               Attribute::makeInts("strides", {stride, stride}), Attribute::makeInt("group", group),
+                               Attribute::makeInts("dilations", {dilation, dilation})},
                               out);
     if (!act.empty()) g.addNode("act", act, {c}, std::move(actAttrs), "y");
+  });
+}
+
+// Resize (linear, half_pixel) by 2 in both spatial dims.
+bool resizeLinear(const std::filesystem::path& dir, const Bench& b) {
+  return write(dir, b, [&](samples::GraphBuilder& g) {
+    std::string scales = g.addFloats("scales", {4}, {1, 1, 2, 2});
+    g.addNode("resize", "Resize", {"x", "", scales}, {Attribute::makeString("mode", "linear")}, "y");
   });
 }
 
@@ -100,5 +110,10 @@ int main(int argc, char** argv) {
   ok &= conv(dir, {"conv3x3_c32_s1", {1, 32, 56, 56}, {1, 32, 56, 56}}, 32, 3, 1, 1, "");
   ok &= conv(dir, {"conv3x3_c64_s1", {1, 64, 28, 28}, {1, 64, 28, 28}}, 64, 3, 1, 1, "");
   ok &= conv(dir, {"conv3x3_c16_s2", {1, 16, 112, 112}, {1, 32, 56, 56}}, 32, 3, 2, 1, "");
+  // The dense and dilated 3x3 convs of a DeepLab ASPP head (issue 29): at dilation 36 on 20x20 only the centre tap
+  // reaches the input.
+  for (int64_t d : {1, 6, 36})
+    ok &= conv(dir, {"conv3x3_c960_d" + std::to_string(d), {1, 960, 20, 20}, {1, 256, 20, 20}}, 256, 3, 1, 1, "", {}, d);
+  ok &= resizeLinear(dir, {"resize_linear_x2", {1, 32, 80, 80}, {1, 32, 160, 160}});
   return ok ? 0 : 1;
 }

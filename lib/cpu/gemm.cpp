@@ -52,29 +52,14 @@ __attribute__((always_inline)) inline void microKernel(size_t kc, const float* _
   }
 }
 
-// One packed A block (mc x kc) times columns [nBegin, nEnd) of a B panel. Full-width strips are read from
-// `bDirect` (B itself, rows ldbDirect apart) when it is set, else from the packed panel.
-template <int MR, int NR>
-__attribute__((always_inline)) inline void
-blockKernel(size_t mc, size_t nBegin, size_t nEnd, size_t kc, const float* aPack, const float* bPack,
-            const float* bDirect, size_t ldbDirect, float* c, size_t ldc, float alpha, bool store) {
-  for (size_t j = nBegin; j < nEnd; j += NR) {
-    size_t nr = std::min<size_t>(NR, nEnd - j);
-    bool direct = bDirect != nullptr && nr == NR;
-    const float* bStrip = direct ? bDirect + j : bPack + (j / NR) * kc * NR;
-    size_t bStride = direct ? ldbDirect : NR;
-    for (size_t i = 0; i < mc; i += MR) {
-      size_t mr = std::min<size_t>(MR, mc - i);
-      microKernel<MR, NR>(kc, aPack + (i / MR) * kc * MR, bStrip, bStride, c + i * ldc + j, ldc, alpha, mr, nr, store);
-    }
-  }
-}
-
 // microKernel for AVX2 + FMA written with intrinsics: MR rows times NV vectors of 8 columns (NR = 8 NV), the
 // MR x NV accumulators in ymm registers (at most 12, leaving room for B's NV vectors and A's broadcast). Left to
 // the auto-vectorizer, g++ 12 builds the 6 x 16 tile from 128-bit shuffles and stack spills, ten times slower.
+//
+// Not always_inline: a caller without the target attribute may not force it inline. The block functions below are
+// `flatten`, which inlines it (and blockKernel around it) into them, where the target matches.
 template <int MR, int NV>
-__attribute__((target("avx2,fma"), always_inline)) inline void
+__attribute__((target("avx2,fma"))) inline void
 microAvx2(size_t kc, const float* __restrict a, const float* __restrict b, size_t bStride, float* __restrict c,
           size_t ldc, float alpha, size_t mr, size_t nr, bool store) {
   static_assert(MR * NV <= 12, "the accumulators must fit in the 16 ymm registers with B and A");
@@ -107,12 +92,27 @@ microAvx2(size_t kc, const float* __restrict a, const float* __restrict b, size_
     for (size_t j = 0; j < nr; ++j) c[i * ldc + j] = (store ? 0.0f : c[i * ldc + j]) + alpha * tile[i][j];
 }
 
-// blockKernel on microAvx2.
-template <int MR, int NV>
-__attribute__((target("avx2,fma"), always_inline)) inline void
-blockKernelAvx2(size_t mc, size_t nBegin, size_t nEnd, size_t kc, const float* aPack, const float* bPack,
-                const float* bDirect, size_t ldbDirect, float* c, size_t ldc, float alpha, bool store) {
-  constexpr size_t NR = 8 * NV;
+// The micro-kernels as types for blockKernel: a tile of MR x NR, computed by `tile`.
+template <int Rows, int Cols> struct PortableTile {
+  static constexpr int MR = Rows, NR = Cols;
+  template <typename... Args> __attribute__((always_inline)) static void tile(Args... args) {
+    microKernel<MR, NR>(args...);
+  }
+};
+template <int Rows, int Vectors> struct Avx2Tile {
+  static constexpr int MR = Rows, NR = 8 * Vectors;
+  template <typename... Args> __attribute__((always_inline)) static void tile(Args... args) {
+    microAvx2<MR, Vectors>(args...);
+  }
+};
+
+// One packed A block (mc x kc) times columns [nBegin, nEnd) of a B panel. Full-width strips are read from
+// `bDirect` (B itself, rows ldbDirect apart) when it is set, else from the packed panel.
+template <typename Tile>
+__attribute__((always_inline)) inline void
+blockKernel(size_t mc, size_t nBegin, size_t nEnd, size_t kc, const float* aPack, const float* bPack,
+            const float* bDirect, size_t ldbDirect, float* c, size_t ldc, float alpha, bool store) {
+  constexpr size_t MR = Tile::MR, NR = Tile::NR;
   for (size_t j = nBegin; j < nEnd; j += NR) {
     size_t nr = std::min<size_t>(NR, nEnd - j);
     bool direct = bDirect != nullptr && nr == NR;
@@ -120,7 +120,7 @@ blockKernelAvx2(size_t mc, size_t nBegin, size_t nEnd, size_t kc, const float* a
     size_t bStride = direct ? ldbDirect : NR;
     for (size_t i = 0; i < mc; i += MR) {
       size_t mr = std::min<size_t>(MR, mc - i);
-      microAvx2<MR, NV>(kc, aPack + (i / MR) * kc * MR, bStrip, bStride, c + i * ldc + j, ldc, alpha, mr, nr, store);
+      Tile::tile(kc, aPack + (i / MR) * kc * MR, bStrip, bStride, c + i * ldc + j, ldc, alpha, mr, nr, store);
     }
   }
 }
@@ -132,26 +132,21 @@ using BlockFn = void (*)(size_t, size_t, size_t, size_t, const float*, const flo
   size_t mc, size_t nb, size_t ne, size_t kc, const float *a, const float *b, const float *bd, size_t ldbd, float *c,  \
       size_t ldc, float alpha, bool store
 
-__attribute__((target("avx512f,avx512vl,avx2,fma"))) void blockAvx512(CTX_BLOCK_PARAMS) {
-  blockKernel<8, 32>(mc, nb, ne, kc, a, b, bd, ldbd, c, ldc, alpha, store);
-}
+// A block function of the kernel table: blockKernel on one tile type, under `attrs` (`flatten` where microAvx2 is).
+#define CTX_BLOCK_FN(name, attrs, ...)                                                                                 \
+  attrs void name(CTX_BLOCK_PARAMS) { blockKernel<__VA_ARGS__>(mc, nb, ne, kc, a, b, bd, ldbd, c, ldc, alpha, store); }
 
-__attribute__((target("avx2,fma"))) void blockAvx2(CTX_BLOCK_PARAMS) {
-  blockKernelAvx2<6, 2>(mc, nb, ne, kc, a, b, bd, ldbd, c, ldc, alpha, store);
-}
-
-void blockSse2(CTX_BLOCK_PARAMS) { blockKernel<4, 8>(mc, nb, ne, kc, a, b, bd, ldbd, c, ldc, alpha, store); }
+CTX_BLOCK_FN(blockAvx512, __attribute__((target("avx512f,avx512vl,avx2,fma"), flatten)), PortableTile<8, 32>)
+CTX_BLOCK_FN(blockAvx2, __attribute__((target("avx2,fma"), flatten)), Avx2Tile<6, 2>)
+CTX_BLOCK_FN(blockSse2, , PortableTile<4, 8>)
 
 // Kernels for panels of a given width on narrower vector units (a stored layout of another CPU's width).
-__attribute__((target("avx2,fma"))) void blockAvx2W32(CTX_BLOCK_PARAMS) {
-  blockKernelAvx2<3, 4>(mc, nb, ne, kc, a, b, bd, ldbd, c, ldc, alpha, store);
-}
-__attribute__((target("avx2,fma"))) void blockAvx2W8(CTX_BLOCK_PARAMS) {
-  blockKernelAvx2<6, 1>(mc, nb, ne, kc, a, b, bd, ldbd, c, ldc, alpha, store);
-}
-void blockSse2W32(CTX_BLOCK_PARAMS) { blockKernel<2, 32>(mc, nb, ne, kc, a, b, bd, ldbd, c, ldc, alpha, store); }
-void blockSse2W16(CTX_BLOCK_PARAMS) { blockKernel<3, 16>(mc, nb, ne, kc, a, b, bd, ldbd, c, ldc, alpha, store); }
+CTX_BLOCK_FN(blockAvx2W32, __attribute__((target("avx2,fma"), flatten)), Avx2Tile<3, 4>)
+CTX_BLOCK_FN(blockAvx2W8, __attribute__((target("avx2,fma"), flatten)), Avx2Tile<6, 1>)
+CTX_BLOCK_FN(blockSse2W32, , PortableTile<2, 32>)
+CTX_BLOCK_FN(blockSse2W16, , PortableTile<3, 16>)
 
+#undef CTX_BLOCK_FN
 #undef CTX_BLOCK_PARAMS
 
 struct Kernel {

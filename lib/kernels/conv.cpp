@@ -6,6 +6,7 @@
 #include "kernels/spatial.h"
 #include "kernels/thread_scratch.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace ctxkit::kernels::detail {
@@ -90,6 +91,70 @@ void directConv(const float* xg, int64_t cg, const float* wg, const float* biasG
     }
   }
   for (int64_t m = m0; m < m1; ++m) applyFusedActivation(act, yg + m * outSize, static_cast<size_t>(outSize));
+}
+
+// A band of output rows [oh0, oh1) (all of them for 3-D outputs) and the taps [k0[i], k1[i]) per spatial dim that
+// land inside the input for some output of the band: the rest read only padding, and are left out of its GEMM.
+struct TapBand {
+  int64_t oh0 = 0, oh1 = 0;
+  int64_t k0[3] = {}, k1[3] = {};
+  int64_t taps() const { return (k1[0] - k0[0]) * (k1[1] - k0[1]) * (k1[2] - k0[2]); }
+  bool operator==(const TapBand&) const = default;
+};
+
+// The taps [lo, hi) of one dim that land inside the input for some output in [o0, o1).
+void tapsForOutputs(const Window3& w, int dim, int64_t o0, int64_t o1, int64_t& lo, int64_t& hi) {
+  lo = w.kernel[dim];
+  hi = 0;
+  for (int64_t k = 0; k < w.kernel[dim]; ++k) {
+    int64_t first, last;
+    outputsForTap(k * w.dilation[dim] - w.padBegin[dim], w.stride[dim], w.in[dim], w.out[dim], first, last);
+    if (std::max(first, o0) < std::min(last, o1)) {
+      lo = std::min(lo, k);
+      hi = k + 1;
+    }
+  }
+  if (hi <= lo) lo = hi = 0;
+}
+
+// A band's cost in multiply-adds per (input channel x output channel), with a fixed share for its own weight
+// gather, im2col and GEMM call: a band split off must save more than that.
+constexpr int64_t kBandOverheadPositions = 64;
+int64_t bandCost(const TapBand& b, int64_t rowWidth) {
+  return b.taps() * ((b.oh1 - b.oh0) * rowWidth + kBandOverheadPositions);
+}
+
+// Splits the output rows into bands whose taps inside the input differ (dilated convs at small spatial sizes,
+// where most taps land in the padding), merging neighbours while one GEMM over both costs no more than two.
+void planTapBands(const Window3& w, std::vector<TapBand>& bands) {
+  bands.clear();
+  TapBand all;
+  all.oh1 = w.out[1];
+  for (int d = 0; d < 3; ++d) tapsForOutputs(w, d, 0, w.out[d], all.k0[d], all.k1[d]);
+  if (w.out[0] != 1) {  // 3-D outputs: the union of every output's taps, for the whole image
+    bands.push_back(all);
+    return;
+  }
+  for (int64_t oh = 0; oh < w.out[1]; ++oh) {
+    TapBand b = all;
+    b.oh0 = oh;
+    b.oh1 = oh + 1;
+    tapsForOutputs(w, 1, oh, oh + 1, b.k0[1], b.k1[1]);
+    if (!bands.empty()) {
+      TapBand& last = bands.back();
+      TapBand merged = last;
+      merged.oh1 = b.oh1;
+      merged.k0[1] = std::min(last.k0[1], b.k0[1]);
+      merged.k1[1] = std::max(last.k1[1], b.k1[1]);
+      if (last.taps() == 0) merged.k0[1] = b.k0[1], merged.k1[1] = b.k1[1];
+      if (b.taps() == 0) merged.k0[1] = last.k0[1], merged.k1[1] = last.k1[1];
+      if (bandCost(merged, w.out[2]) <= bandCost(last, w.out[2]) + bandCost(b, w.out[2])) {
+        last = merged;
+        continue;
+      }
+    }
+    bands.push_back(b);
+  }
 }
 
 }  // namespace
@@ -182,6 +247,10 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     return Status::ok();
   }
 
+  // Bands of output rows, each multiplied by only the taps that land inside the input for it.
+  thread_local std::vector<TapBand> tBands;  // kept between runs: a steady-state run allocates nothing
+  std::vector<TapBand>& bands = tBands;      // the caller's, also where jobs run on other threads
+  if (!pointwise) planTapBands(w, bands);
   auto oneJob = [&](int64_t job, std::vector<float>& col, ThreadPool* pool) {
     int64_t n = job / p.group, g = job % p.group;
     const float* xg = px + (n * p.channels + g * cg) * inSize;
@@ -192,23 +261,51 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
                  wg, static_cast<size_t>(rows), xg, static_cast<size_t>(outSize), 0.0f, yg,
                  static_cast<size_t>(outSize), pool);
     } else {
-      // The unfolded input is built a column range at a time, so it stays small and in cache.
-      const int64_t chunk = std::max<int64_t>(64, std::min(outSize, kColBudget / std::max<int64_t>(rows, 1)));
-      for (int64_t c0 = 0; c0 < outSize; c0 += chunk) {
-        int64_t c1 = std::min(outSize, c0 + chunk);
-        col.resize(static_cast<size_t>(rows * (c1 - c0)));
-        if (pool && rows >= 8 && rows * (c1 - c0) >= 65536) {
-          auto unfold = [&](size_t r0, size_t r1) {
-            im2col(xg, w, col.data(), static_cast<int64_t>(r0), static_cast<int64_t>(r1), c0, c1);
-          };
-          // A std::function holding a reference does not allocate; one holding the captures would.
-          pool->parallelFor(static_cast<size_t>(rows), 1, std::function<void(size_t, size_t)>(std::ref(unfold)));
-        } else {
-          im2col(xg, w, col.data(), 0, rows, c0, c1);
+      for (const TapBand& band : bands) {
+        // Output positions [p0, p1) of the band; its taps' window, weights and GEMM depth.
+        const int64_t p0 = w.out[0] == 1 ? band.oh0 * w.out[2] : 0, p1 = w.out[0] == 1 ? band.oh1 * w.out[2] : outSize;
+        const int64_t bandRows = cg * band.taps();
+        if (bandRows == 0) {  // every tap lands in the padding
+          for (int64_t m = 0; m < mg; ++m) std::fill(yg + m * outSize + p0, yg + m * outSize + p1, 0.0f);
+          continue;
         }
-        cpu::sgemm(false, false, static_cast<size_t>(mg), static_cast<size_t>(c1 - c0), static_cast<size_t>(rows), 1.0f,
-                   wg, static_cast<size_t>(rows), col.data(), static_cast<size_t>(c1 - c0), 0.0f, yg + c0,
-                   static_cast<size_t>(outSize), pool);
+        Window3 bw = w;
+        const float* bandWeights = wg;
+        if (band.taps() != kSize) {
+          for (int d = 0; d < 3; ++d) {
+            bw.kernel[d] = band.k1[d] - band.k0[d];
+            bw.padBegin[d] -= band.k0[d] * w.dilation[d];
+          }
+          std::vector<float>& sub = threadScratch().convWeights;
+          sub.resize(static_cast<size_t>(mg * bandRows));
+          float* dst = sub.data();
+          const int64_t kw0 = band.k0[2], kw1 = band.k1[2];
+          for (int64_t mc = 0; mc < mg * cg; ++mc)
+            for (int64_t kd = band.k0[0]; kd < band.k1[0]; ++kd)
+              for (int64_t kh = band.k0[1]; kh < band.k1[1]; ++kh) {
+                const float* src = wg + mc * kSize + (kd * w.kernel[1] + kh) * w.kernel[2];
+                for (int64_t kw = kw0; kw < kw1; ++kw) *dst++ = src[kw];  // runs of a few: no memcpy call
+              }
+          bandWeights = sub.data();
+        }
+        // The unfolded input is built a column range at a time, so it stays small and in cache.
+        const int64_t chunk = std::max<int64_t>(64, std::min(p1 - p0, kColBudget / bandRows));
+        for (int64_t c0 = p0; c0 < p1; c0 += chunk) {
+          int64_t c1 = std::min(p1, c0 + chunk);
+          col.resize(static_cast<size_t>(bandRows * (c1 - c0)));
+          if (pool && bandRows >= 8 && bandRows * (c1 - c0) >= 65536) {
+            auto unfold = [&](size_t r0, size_t r1) {
+              im2col(xg, bw, col.data(), static_cast<int64_t>(r0), static_cast<int64_t>(r1), c0, c1);
+            };
+            // A std::function holding a reference does not allocate; one holding the captures would.
+            pool->parallelFor(static_cast<size_t>(bandRows), 1, std::function<void(size_t, size_t)>(std::ref(unfold)));
+          } else {
+            im2col(xg, bw, col.data(), 0, bandRows, c0, c1);
+          }
+          cpu::sgemm(false, false, static_cast<size_t>(mg), static_cast<size_t>(c1 - c0), static_cast<size_t>(bandRows),
+                     1.0f, bandWeights, static_cast<size_t>(bandRows), col.data(), static_cast<size_t>(c1 - c0), 0.0f,
+                     yg + c0, static_cast<size_t>(outSize), pool);
+        }
       }
     }
     for (int64_t m = 0; m < mg; ++m) {

@@ -370,6 +370,27 @@ template <typename T> std::vector<T>& resampleBuffer(int which) {
   return buffers[which];
 }
 
+// Resamples the last axis of `outer` rows (inLen -> outLen): output j of a row is the sum over its taps of weight
+// times source element, in tap order from 0 as the general loop adds them.
+template <typename T>
+void resampleRows(const OpContext& ctx, const AxisMap& m, size_t taps, const T* from, T* to, int64_t outer,
+                  int64_t inLen, int64_t outLen) {
+  parallelFor(ctx, static_cast<size_t>(outer), std::max<int64_t>(1, 4096 / std::max<int64_t>(outLen, 1)),
+              [&](size_t begin, size_t end) {
+                for (size_t o = begin; o < end; ++o) {
+                  const T* src = from + o * static_cast<size_t>(inLen);
+                  T* dst = to + o * static_cast<size_t>(outLen);
+                  const int64_t* idx = m.idx.data();
+                  const double* w = m.w.data();
+                  for (int64_t j = 0; j < outLen; ++j, idx += taps, w += taps) {
+                    T acc = T(0);
+                    for (size_t t = 0; t < taps; ++t) acc += static_cast<T>(w[t]) * src[idx[t]];
+                    dst[j] = acc;
+                  }
+                }
+              });
+}
+
 Status resample(const OpContext& ctx, const ResizePlan& p, std::span<const AxisMap> maps, const ir::Tensor& x,
                 ir::Tensor& y) {
   if (p.taps == 1 && x.rank() > 0)
@@ -402,6 +423,14 @@ Status resample(const OpContext& ctx, const ResizePlan& p, std::span<const AxisM
         buffer.resize(static_cast<size_t>(outer * outLen * inner));
         to = buffer.data();
         which ^= 1;
+      }
+      if constexpr (std::is_floating_point_v<T>) {
+        if (inner == 1 && p.taps > 1) {  // the last axis: whole rows at a time, each output a short dot product
+          resampleRows(ctx, m, static_cast<size_t>(p.taps), from, to, outer, inLen, outLen);
+          from = to;
+          cur[a] = outLen;
+          continue;
+        }
       }
       parallelFor(ctx, static_cast<size_t>(outer * outLen), std::max<int64_t>(1, 4096 / std::max<int64_t>(inner, 1)),
                   [&](size_t begin, size_t end) {

@@ -11,7 +11,7 @@ namespace ctxkit::kernels {
 namespace {
 
 // One mark per buffer, in the order of `sizes` below.
-constexpr size_t kBuffers = 9;
+constexpr size_t kBuffers = 10;
 std::atomic<size_t> gMarks[kBuffers];
 std::atomic<uint64_t> gEpoch{0};
 
@@ -21,7 +21,8 @@ thread_local ThreadScratch tScratch;
 void capacities(const ThreadScratch& s, size_t (&out)[kBuffers]) {
   const size_t values[kBuffers] = {s.convPlane.dataCapacity(), s.convPlane.tapCapacity(), s.poolPlane.dataCapacity(),
                                    s.poolPlane.tapCapacity(),  s.convTaps.capacity(),     s.poolTaps.capacity(),
-                                   s.convColumns.capacity(),   s.poolOnes.capacity(),     s.poolDivisors.capacity()};
+                                   s.convColumns.capacity(),   s.poolOnes.capacity(),     s.poolDivisors.capacity(),
+                                   s.convWeights.capacity()};
   std::copy(values, values + kBuffers, out);
 }
 
@@ -55,6 +56,7 @@ void reserveThreadScratch() {
   s.convColumns.reserve(mark(6));
   s.poolOnes.reserve(mark(7));
   s.poolDivisors.reserve(mark(8));
+  s.convWeights.reserve(mark(9));
 }
 
 }  // namespace ctxkit::kernels

@@ -19,6 +19,7 @@ struct ThreadScratch {
   detail::PaddedPlane convPlane, poolPlane;  // direct and depthwise Conv; float pooling
   std::vector<const float*> convTaps, poolTaps;
   std::vector<float> convColumns;  // im2col of one job when jobs are split across threads
+  std::vector<float> convWeights;  // a Conv weight's taps that land inside the input for a band of outputs
   std::vector<float> poolOnes, poolDivisors;
 };
 

@@ -43,6 +43,35 @@ std::vector<float> naiveConv2d(const std::vector<float>& x, ir::Shape xs, const 
   return y;
 }
 
+// Runs each case's Conv serially and on two threads against naiveConv2d.
+struct ConvCase {
+  ir::Shape xs, ws;
+  int64_t group;
+  std::array<int64_t, 2> stride, dil;
+  std::array<int64_t, 4> pads;
+};
+void checkConvCases(const std::vector<ConvCase>& cases, unsigned seed) {
+  kernels::ThreadPool pool(2);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (const ConvCase& c : cases) {
+    std::vector<float> xv(*ir::elementCount(c.xs)), wv(*ir::elementCount(c.ws));
+    for (float& v : xv) v = dist(rng);
+    for (float& v : wv) v = dist(rng);
+    ir::Shape outShape;
+    auto want = naiveConv2d(xv, c.xs, wv, c.ws, c.group, c.stride, c.dil, c.pads, outShape);
+    auto x = floats(c.xs, xv), w = floats(c.ws, wv);
+    Op op(OpKind::Conv);
+    op.i("group", c.group).ints("strides", {c.stride[0], c.stride[1]}).ints("dilations", {c.dil[0], c.dil[1]});
+    op.ints("pads", {c.pads[0], c.pads[1], c.pads[2], c.pads[3]});
+    for (kernels::ThreadPool* p : {static_cast<kernels::ThreadPool*>(nullptr), &pool}) {
+      auto y = op.run1({&x, &w}, p);
+      REQUIRE(y.shape() == outShape);
+      requireClose(values<float>(y), want, 1e-4f);
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("Conv 2-D with pads, bias and the 1x1 fast path") {
@@ -64,16 +93,7 @@ TEST_CASE("Conv 2-D with pads, bias and the 1x1 fast path") {
 }
 
 TEST_CASE("Conv matches a direct loop: strides, dilations, groups, asymmetric pads, threads") {
-  kernels::ThreadPool pool(2);
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  struct Case {
-    ir::Shape xs, ws;
-    int64_t group;
-    std::array<int64_t, 2> stride, dil;
-    std::array<int64_t, 4> pads;
-  };
-  std::vector<Case> cases = {
+  checkConvCases({
       {{2, 4, 9, 8}, {6, 2, 3, 3}, 2, {2, 1}, {1, 2}, {1, 0, 2, 1}},
       {{1, 3, 7, 7}, {5, 3, 3, 2}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
       {{3, 8, 6, 5}, {8, 1, 3, 3}, 8, {1, 2}, {1, 1}, {1, 1, 1, 1}},  // depthwise
@@ -81,23 +101,24 @@ TEST_CASE("Conv matches a direct loop: strides, dilations, groups, asymmetric pa
       {{1, 2, 12, 12}, {4, 2, 5, 5}, 1, {3, 3}, {2, 1}, {2, 2, 2, 2}},
       {{1, 16, 130, 131}, {4, 16, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}},  // im2col in column chunks
       {{2, 6, 9, 9}, {4, 3, 3, 3}, 2, {2, 2}, {1, 1}, {0, 1, 1, 0}},
-  };
-  for (const Case& c : cases) {
-    std::vector<float> xv(*ir::elementCount(c.xs)), wv(*ir::elementCount(c.ws));
-    for (float& v : xv) v = dist(rng);
-    for (float& v : wv) v = dist(rng);
-    ir::Shape outShape;
-    auto want = naiveConv2d(xv, c.xs, wv, c.ws, c.group, c.stride, c.dil, c.pads, outShape);
-    auto x = floats(c.xs, xv), w = floats(c.ws, wv);
-    Op op(OpKind::Conv);
-    op.i("group", c.group).ints("strides", {c.stride[0], c.stride[1]}).ints("dilations", {c.dil[0], c.dil[1]});
-    op.ints("pads", {c.pads[0], c.pads[1], c.pads[2], c.pads[3]});
-    for (kernels::ThreadPool* p : {static_cast<kernels::ThreadPool*>(nullptr), &pool}) {
-      auto y = op.run1({&x, &w}, p);
-      REQUIRE(y.shape() == outShape);
-      requireClose(values<float>(y), want, 1e-4f);
-    }
-  }
+                 },
+                 3);
+}
+
+TEST_CASE("Conv leaves out the taps that land in the padding: dilations, pads, strides, groups") {
+  // More than 64 input channels per group, so these go through im2col + GEMM, which multiplies each band of output
+  // rows by only the taps that reach the input for it.
+  checkConvCases({
+      {{1, 72, 20, 20}, {16, 72, 3, 3}, 1, {1, 1}, {36, 36}, {36, 36, 36, 36}},  // the centre tap alone
+      {{1, 72, 20, 20}, {8, 72, 3, 3}, 1, {1, 1}, {6, 6}, {6, 6, 6, 6}},
+      {{1, 72, 11, 13}, {8, 72, 3, 3}, 1, {2, 2}, {2, 2}, {2, 2, 2, 2}},
+      {{1, 72, 9, 10}, {8, 72, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}},
+      {{1, 72, 17, 15}, {8, 72, 3, 3}, 1, {1, 2}, {12, 2}, {12, 1, 9, 3}},        // asymmetric everything
+      {{2, 144, 7, 7}, {8, 72, 3, 3}, 2, {1, 1}, {6, 6}, {6, 6, 6, 6}},           // groups, jobs on threads
+      {{1, 72, 5, 6}, {4, 72, 3, 3}, 1, {1, 1}, {2, 2}, {8, 1, 2, 1}},            // rows with no tap inside
+      {{1, 72, 1, 9}, {4, 72, 1, 5}, 1, {1, 3}, {1, 4}, {0, 8, 0, 8}},            // one row
+      {{1, 72, 12, 12}, {4, 72, 5, 3}, 1, {3, 1}, {5, 7}, {10, 7, 4, 7}},
+  }, 5);
 }
 
 TEST_CASE("Conv auto_pad modes, 1-D and 3-D") {
