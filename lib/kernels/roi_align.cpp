@@ -86,8 +86,7 @@ Status runRoiAlign(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   std::vector<Sample> samples;
   for (int64_t r = 0; r < regions; ++r) {
     const int64_t b = batchOf[r];
-    if (b < 0 || b >= batches)
-      return invalid(ctx, "batch_indices[{}] is {} but X holds {} images", r, b, batches);
+    if (b < 0 || b >= batches) return invalid(ctx, "batch_indices[{}] is {} but X holds {} images", r, b, batches);
     const float* roi = box + r * 4;
     const double x0 = roi[0] * static_cast<double>(a.spatialScale) - offset;
     const double y0 = roi[1] * static_cast<double>(a.spatialScale) - offset;
