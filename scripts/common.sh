@@ -35,6 +35,18 @@ ctxkit_install_deps() {
   ctxkit_install_packages "${CTXKIT_PACKAGES[@]}" || exit 1
 }
 
+# The clang-14 tree with AddressSanitizer + UndefinedBehaviorSanitizer (-O1, asserts on): scripts/fuzz.sh builds the
+# libFuzzer targets in it and scripts/test.sh the whole suite too, so that every library is compiled once (with
+# libFuzzer's coverage hooks, fuzzer-no-link) for both. libctxkit_ep.so is left out (ONNX Runtime, which loads it,
+# is not instrumented). clang does not know the kernels' `#pragma GCC ivdep`; that warning must not stop this build.
+CTXKIT_SAN_BUILD="${CTXKIT_FUZZ_BUILD:-$CTXKIT_ROOT/build-fuzz}"
+ctxkit_configure_sanitizer_tree() {
+  CXX=clang++-14 cmake -S "$CTXKIT_ROOT" -B "$CTXKIT_SAN_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS="-Wno-error=unknown-pragmas" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+    -DCTXKIT_FUZZ=ON -DCTXKIT_BUILD_TESTS=ON -DCTXKIT_SANITIZE=fuzzer-no-link,address,undefined \
+    -DCTXKIT_BUILD_ORT_EP=OFF >/dev/null
+}
+
 ctxkit_build() {
   cmake -S "$CTXKIT_ROOT" -B "$CTXKIT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
   cmake --build "$CTXKIT_BUILD" -j "$(nproc)"

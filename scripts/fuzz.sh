@@ -10,7 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 seconds="${1:-300}"
 parallel="${CTXKIT_FUZZ_PARALLEL:-1}"
-fuzz_build="${CTXKIT_FUZZ_BUILD:-$CTXKIT_ROOT/build-fuzz}"
+fuzz_build="$CTXKIT_SAN_BUILD"  # CTXKIT_FUZZ_BUILD, default build-fuzz/
 read -r -a targets <<<"${CTXKIT_FUZZ_TARGETS:-fuzz_container fuzz_program fuzz_onnx_model fuzz_session fuzz_npy fuzz_tensor_pb fuzz_source_model}"
 
 # libFuzzer comes with clang; the Debian libraries are not instrumented, so coverage covers our code only.
@@ -22,11 +22,10 @@ if ! command -v clang++-14 >/dev/null 2>&1 || [ ! -f "$(clang++-14 -print-runtim
   exit 0
 fi
 
+# The tree is the one scripts/test.sh also builds the ASan + UBSan test suite in (scripts/common.sh); after that
+# stage this build has nothing left to do.
 echo "ctxkit: building the fuzz targets in $fuzz_build"
-# clang does not know the kernels' `#pragma GCC ivdep`; that warning must not stop this build.
-CXX=clang++-14 cmake -S "$CTXKIT_ROOT" -B "$fuzz_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS="-Wno-error=unknown-pragmas" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCTXKIT_FUZZ=ON \
-  -DCTXKIT_SANITIZE=fuzzer-no-link,address,undefined -DCTXKIT_BUILD_ORT_EP=OFF >/dev/null
+ctxkit_configure_sanitizer_tree
 cmake --build "$fuzz_build" -j "$(nproc)" --target "${targets[@]}" extract_programs
 
 # Seeds: the samples, their test data, and what ctxgen makes of them (shared, embedded, external initializers).

@@ -3,7 +3,8 @@
 # every fuzz target briefly, the whole suite again under ASan + UBSan, and the concurrency test and
 # `ctxrun --parallel-runs` under ThreadSanitizer. Each stage prints its wall-clock time.
 # Environment: CTXKIT_FUZZ_SECONDS (per fuzz target, default 20; 0 skips fuzzing), CTXKIT_SANITIZERS=0 (skips
-# the ASan + UBSan and TSan stages), CTXKIT_ASAN_BUILD / CTXKIT_TSAN_BUILD (default build-asan/, build-tsan/).
+# the ASan + UBSan and TSan stages), CTXKIT_FUZZ_BUILD / CTXKIT_TSAN_BUILD (the clang ASan + UBSan tree of the fuzz
+# targets and the suite, and the TSan tree; default build-fuzz/, build-tsan/).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -37,9 +38,25 @@ stage "format check" "$CTXKIT_ROOT/scripts/check_format.sh"
 stage "build (Release)" ctxkit_build -DCTXKIT_BUILD_TESTS=ON
 stage "tests (Release)" ctest --test-dir "$CTXKIT_BUILD" --output-on-failure -j "$(nproc)"
 
+# One clang-14 tree, build-fuzz/ (scripts/common.sh), with AddressSanitizer + UndefinedBehaviorSanitizer (-O1,
+# asserts on) holds both the libFuzzer targets and the whole suite: its libraries are built once, with libFuzzer's
+# coverage hooks, and linked into both. libctxkit_ep.so is left out there (ONNX Runtime, which loads it, is not
+# instrumented).
+sanitizers="${CTXKIT_SANITIZERS:-1}"
+san_build="$CTXKIT_SAN_BUILD"
+san_build_stage() {
+  ctxkit_install_packages clang-14 libclang-rt-14-dev || exit 1
+  ctxkit_configure_sanitizer_tree
+  cmake --build "$san_build" -j "$(nproc)"
+}
+if [ "$sanitizers" != 0 ]; then
+  stage "build (clang ASan + UBSan, fuzz)" san_build_stage
+fi
+
 # Every parser's libFuzzer target briefly, from seed corpora our tools make (scripts/fuzz.sh SECONDS runs them
 # longer); a crash, leak, timeout or undefined behaviour fails the run and leaves the reproducer in
-# build-fuzz/findings/ (and, base64, in the log). Skips, saying so, without clang-14.
+# build-fuzz/findings/ (and, base64, in the log). With CTXKIT_SANITIZERS=0 it builds the fuzz targets itself (and
+# skips, saying so, without clang-14).
 fuzz_seconds="${CTXKIT_FUZZ_SECONDS:-20}"
 if [ "$fuzz_seconds" -gt 0 ]; then
   stage "fuzz (${fuzz_seconds} s per target)" env CTXKIT_FUZZ_PARALLEL="${CTXKIT_FUZZ_PARALLEL:-$(nproc)}" \
@@ -48,24 +65,16 @@ else
   echo "ctxkit: fuzzing skipped (CTXKIT_FUZZ_SECONDS=0)"
 fi
 
-if [ "${CTXKIT_SANITIZERS:-1}" = 0 ]; then
+if [ "$sanitizers" = 0 ]; then
   echo "ctxkit: sanitizer stages skipped (CTXKIT_SANITIZERS=0)"
   exit 0
 fi
 
-# The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer (g++, -O1, asserts on) in a second
-# tree; libctxkit_ep.so is left out there (ONNX Runtime, which loads it, is not instrumented).
-asan_build="${CTXKIT_ASAN_BUILD:-$CTXKIT_ROOT/build-asan}"
-asan_build_stage() {
-  cmake -S "$CTXKIT_ROOT" -B "$asan_build" -G Ninja -DCTXKIT_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DCTXKIT_SANITIZE=address,undefined -DCTXKIT_BUILD_ORT_EP=OFF >/dev/null
-  cmake --build "$asan_build" -j "$(nproc)"
-}
+# The whole suite again under ASan + UBSan, in that tree.
 asan_test_stage() {
   ASAN_OPTIONS="detect_leaks=1:strict_string_checks=1:check_initialization_order=1" UBSAN_OPTIONS="print_stacktrace=1" \
-    ctest --test-dir "$asan_build" --output-on-failure -j "$(nproc)"
+    ctest --test-dir "$san_build" --output-on-failure -j "$(nproc)"
 }
-stage "build (ASan + UBSan)" asan_build_stage
 stage "tests (ASan + UBSan)" asan_test_stage
 
 # ThreadSanitizer: many threads on one Session (tests/runtime/concurrency_test.cpp) and ctxrun --parallel-runs 4

@@ -44,7 +44,10 @@ inline std::optional<size_t> toSize(uint64_t v) {
 
 // A signed 64-bit integer that remembers overflow, for shape arithmetic on values read from a model or a program:
 // the expression is written as usual and checked once at the end (`ok()`), instead of overflowing silently (which
-// C++ leaves undefined). Division by zero and INT64_MIN / -1 count as overflow.
+// C++ leaves undefined). Division by zero and INT64_MIN / -1 count as overflow. Each operator computes before it
+// copies its result: the order in which a call's arguments are evaluated is unspecified (g++ goes right to left,
+// clang left to right), so `combine(a, b, __builtin_add_overflow(a.v_, b.v_, &a.v_))` returned the left operand
+// unchanged under clang.
 class CheckedInt {
 public:
   constexpr CheckedInt(int64_t v) : v_(v) {}  // NOLINT(google-explicit-constructor): mixes with plain int64_t
@@ -52,13 +55,16 @@ public:
   int64_t value() const { return v_; }  // meaningful only when ok()
 
   friend CheckedInt operator+(CheckedInt a, CheckedInt b) {
-    return combine(a, b, __builtin_add_overflow(a.v_, b.v_, &a.v_));
+    const bool overflowed = __builtin_add_overflow(a.v_, b.v_, &a.v_);
+    return combine(a, b, overflowed);
   }
   friend CheckedInt operator-(CheckedInt a, CheckedInt b) {
-    return combine(a, b, __builtin_sub_overflow(a.v_, b.v_, &a.v_));
+    const bool overflowed = __builtin_sub_overflow(a.v_, b.v_, &a.v_);
+    return combine(a, b, overflowed);
   }
   friend CheckedInt operator*(CheckedInt a, CheckedInt b) {
-    return combine(a, b, __builtin_mul_overflow(a.v_, b.v_, &a.v_));
+    const bool overflowed = __builtin_mul_overflow(a.v_, b.v_, &a.v_);
+    return combine(a, b, overflowed);
   }
   friend CheckedInt operator/(CheckedInt a, CheckedInt b) {
     if (b.v_ == 0 || (a.v_ == std::numeric_limits<int64_t>::min() && b.v_ == -1)) return combine(a, b, true);

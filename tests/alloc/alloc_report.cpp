@@ -23,6 +23,16 @@
 #include <new>
 #include <unistd.h>
 
+// g++ says it is built with a sanitizer through __SANITIZE_ADDRESS__ / __SANITIZE_THREAD__; clang 14 (the ASan +
+// UBSan tree of scripts/test.sh) through __has_feature only.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define CTXKIT_ALLOC_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define CTXKIT_ALLOC_SANITIZED 1
+#endif
+#endif
+
 namespace {
 std::atomic<bool> counting{false};
 std::atomic<size_t> allocations{0};
@@ -42,7 +52,7 @@ size_t readFailures = 0;  // programs whose reading allocated more than a fixed 
 }
 }  // namespace
 
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if !defined(CTXKIT_ALLOC_SANITIZED)
 // The sanitizers bring their own operator new and delete (ASan reports a replaced pair as alloc-dealloc mismatches),
 // so under a sanitizer nothing is counted: the runs still execute and their memory errors still fail the run.
 // Every replaceable form is replaced so that new and delete always pair malloc with free.
@@ -237,7 +247,7 @@ int main(int argc, char** argv) {
   }
   if (sampleAllocations != 0)
     std::printf("FAILED: the samples' steady-state runs allocated %zu times\n", sampleAllocations);
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(CTXKIT_ALLOC_SANITIZED)
   // Under a sanitizer the runs still execute (their memory errors fail the run), but the allocator is the
   // sanitizer's: the count is reported, not held to zero.
   std::printf("alloc_report: built with a sanitizer: allocation counts are reported, not required to be 0\n");
