@@ -4,7 +4,6 @@
 #include "kernels/ops.h"
 
 #include <cmath>
-#include <limits>
 #include <vector>
 
 namespace ctxkit::kernels::detail {

@@ -248,11 +248,10 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
       std::lock_guard lock(mutex_);
       auto model =
           std::find_if(models_.begin(), models_.end(), [&](const ModelPartitions& m) { return m.model == key; });
-      if (model == models_.end()) model = models_.insert(models_.end(), ModelPartitions{key, {}, {}});
+      if (model == models_.end()) model = models_.insert(models_.end(), ModelPartitions{key, {}});
       for (size_t i : nodes)
         for (const auto& out : g.nodes[i].outputs)
-          if (!out.empty()) model->nameByOutput[out] = run->name;
-      model->byName[run->name] = run;
+          if (!out.empty()) model->byOutput[out] = run;
     }
     std::vector<const OrtNode*> fuse;
     for (size_t i = 0; i < g.nodes.size(); ++i)
@@ -289,8 +288,7 @@ Expected<std::shared_ptr<const LoweredPartitionRun>> PlainGraphCache::find(const
   for (const OrtNode* n : nodes) {
     CTX_ASSIGN_OR_RETURN(auto outputs, nodeOutputNames(api, *n));
     for (const auto& o : outputs)
-      if (auto name = model->nameByOutput.find(o); name != model->nameByOutput.end())
-        return model->byName.at(name->second);
+      if (auto it = model->byOutput.find(o); it != model->byOutput.end()) return it->second;
   }
   return makeError(ErrorCode::Internal, "a fused graph of {} nodes matches no partition ctxkit claimed", nodes.size());
 }

@@ -11,7 +11,6 @@
 
 #include <filesystem>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -92,8 +91,8 @@ private:
   using ModelKey = std::optional<FileIdentity>;
   struct ModelPartitions {
     ModelKey model;
-    std::map<std::string, std::shared_ptr<const LoweredPartitionRun>> byName;
-    std::unordered_map<std::string, std::string> nameByOutput;  // a value the partition's nodes make -> its name
+    // A value a claimed partition's nodes make -> that partition (named partitionName(...), unique in the model).
+    std::unordered_map<std::string, std::shared_ptr<const LoweredPartitionRun>> byOutput;
   };
   static Expected<ModelKey> modelKey(const Api& api, const OrtGraph& graph);
 

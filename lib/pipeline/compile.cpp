@@ -297,7 +297,7 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
                        driver::compilePartitions(w.model.graph, target, settings, hooks));
   w.facts = std::move(compiled.facts);
   w.plan = std::move(compiled.plan);
-  w.warnings = std::move(compiled.warnings);
+  w.warnings.insert(w.warnings.end(), compiled.warnings.begin(), compiled.warnings.end());
   clock.add("analyze", compiled.analyzeMs);
   clock.add("partition", compiled.partitionMs);
   clock.add("lower", compiled.lowerMs);
