@@ -69,18 +69,26 @@ const ir::Graph* chosenBranch(const ir::Node& node, const GraphFacts& facts) {
   return branch ? branch->g.get() : nullptr;
 }
 
-// Replaces every If whose condition `facts` knows by its branch; returns how many.
-size_t inlineConstantIfs(ir::Graph& graph, const GraphFacts& facts) {
+// Replaces every If whose condition `facts` knows by its branch (but those trace.keep names); returns how many.
+// trace.origin follows the nodes.
+size_t inlineConstantIfs(ir::Graph& graph, const GraphFacts& facts, GraphPassTrace& trace) {
   std::vector<ir::Node> nodes;
+  std::vector<size_t> origin;
   std::unordered_set<std::string> names;
   std::set<std::string> declared, ifOutputs;
   size_t inlined = 0;
-  for (auto& node : graph.nodes) {
-    const ir::Graph* branch = chosenBranch(node, facts);
+  for (size_t index = 0; index < graph.nodes.size(); ++index) {
+    ir::Node& node = graph.nodes[index];
+    const size_t from = trace.origin[index];
+    const ir::Graph* branch = trace.keep.count(from) ? nullptr : chosenBranch(node, facts);
     if (!branch) {
       nodes.push_back(std::move(node));
+      origin.push_back(from);
       continue;
     }
+    // A nested If comes from its outer If, already listed.
+    if (std::find(trace.inlined.begin(), trace.inlined.end(), from) == trace.inlined.end())
+      trace.inlined.push_back(from);
     if (names.empty()) {
       collectNames(graph, names);
       for (const auto* list : {&graph.inputs, &graph.outputs, &graph.valueInfo})
@@ -113,6 +121,7 @@ size_t inlineConstantIfs(ir::Graph& graph, const GraphFacts& facts) {
       renameNodeReads(n, r);
       for (auto& o : n.outputs) o = renamed(r, o);
       nodes.push_back(std::move(n));
+      origin.push_back(from);
     }
     // An output that is an outer value, a branch initializer or a value returned twice is copied to the If's name.
     for (size_t k = 0; k < branch->outputs.size() && k < node.outputs.size(); ++k) {
@@ -126,6 +135,7 @@ size_t inlineConstantIfs(ir::Graph& graph, const GraphFacts& facts) {
       copy.inputs = {source};
       copy.outputs = {node.outputs[k]};
       nodes.push_back(std::move(copy));
+      origin.push_back(from);
     }
     for (const auto& init : branch->initializers)
       graph.initializers.push_back(ir::Initializer{r[init.name], init.tensor, init.external});
@@ -136,6 +146,7 @@ size_t inlineConstantIfs(ir::Graph& graph, const GraphFacts& facts) {
     }
   }
   graph.nodes = std::move(nodes);
+  trace.origin = std::move(origin);
   // What the file declares for an If's outputs held for either branch; the branch taken now gives them their facts.
   if (inlined != 0)
     std::erase_if(graph.valueInfo, [&](const ir::ValueInfo& v) { return ifOutputs.count(v.name) != 0; });
@@ -177,17 +188,26 @@ const std::string* passedThrough(const ir::Node& node, const GraphFacts& facts) 
   }
 }
 
-// Removes the no-ops `facts` shows (never one that writes a graph output); returns how many.
-size_t removeNoops(ir::Graph& graph, const GraphFacts& facts) {
+// Removes the no-ops `facts` shows (never one that writes a graph output); returns how many. trace.origin follows
+// the nodes.
+size_t removeNoops(ir::Graph& graph, const GraphFacts& facts, GraphPassTrace& trace) {
   std::set<std::string> graphOutputs;
   for (const auto& o : graph.outputs) graphOutputs.insert(o.name);
-  Renames r;
+  Renames& r = trace.renames;
   std::vector<ir::Node> kept;
-  for (auto& node : graph.nodes) {
-    const std::string* source = passedThrough(node, facts);
-    if (source && !graphOutputs.count(node.outputs[0])) r[node.outputs[0]] = *source;
-    else kept.push_back(std::move(node));
+  std::vector<size_t> origin;
+  for (size_t index = 0; index < graph.nodes.size(); ++index) {
+    ir::Node& node = graph.nodes[index];
+    const std::string* source = trace.keep.count(trace.origin[index]) ? nullptr : passedThrough(node, facts);
+    if (source && !graphOutputs.count(node.outputs[0])) {
+      r[node.outputs[0]] = *source;
+      trace.removed.push_back(trace.origin[index]);
+    } else {
+      kept.push_back(std::move(node));
+      origin.push_back(trace.origin[index]);
+    }
   }
+  trace.origin = std::move(origin);
   const size_t removed = graph.nodes.size() - kept.size();
   graph.nodes = std::move(kept);
   if (removed == 0) return 0;
@@ -398,14 +418,22 @@ const std::vector<std::string>& graphPassNames() {
 }
 
 Expected<GraphFacts> runGraphPasses(ir::Graph& graph, const Bindings& bindings, std::vector<GraphPassRun>& runs,
-                                    const AnalyzeOptions& options, std::vector<std::string>* warnings) {
+                                    const AnalyzeOptions& options, std::vector<std::string>* warnings,
+                                    GraphPassTrace* trace) {
   GraphPassRun inlineRun{"inline-if"}, noopRun{"remove-noops"};
+  GraphPassTrace own;
+  GraphPassTrace& t = trace ? *trace : own;
+  t.origin.resize(graph.nodes.size());
+  for (size_t i = 0; i < t.origin.size(); ++i) t.origin[i] = i;
+  t.inlined.clear();
+  t.removed.clear();
+  t.renames.clear();
   CTX_ASSIGN_OR_RETURN(GraphFacts facts, analyzeGraph(graph, bindings, options));
   // Each round removes at least one If and exposes at most the Ifs nested in it, so the rounds end.
-  while (timed(inlineRun, [&] { return inlineConstantIfs(graph, facts); }) != 0) {
+  while (timed(inlineRun, [&] { return inlineConstantIfs(graph, facts, t); }) != 0) {
     CTX_ASSIGN_OR_RETURN(facts, analyzeGraph(graph, bindings, options));
   }
-  if (timed(noopRun, [&] { return removeNoops(graph, facts); }) != 0) {
+  if (timed(noopRun, [&] { return removeNoops(graph, facts, t); }) != 0) {
     CTX_ASSIGN_OR_RETURN(facts, analyzeGraph(graph, bindings, options));
   }
   // The graph's own facts do not depend on what its subgraphs compute inside, so they stay as they are.

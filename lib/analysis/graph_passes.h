@@ -6,7 +6,9 @@
 
 #include "analysis/analysis.h"
 
+#include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace ctxkit::analysis {
@@ -15,6 +17,18 @@ struct GraphPassRun {
   std::string name;
   double milliseconds = 0;
   size_t changed = 0;  // nodes replaced or removed
+};
+
+// What the passes did, node by node, for a caller that must find the graph's own nodes again (the plugin EP fuses
+// ONNX Runtime's nodes, not the rewritten ones). Node numbers are indices into the graph as it was given.
+struct GraphPassTrace {
+  std::set<size_t> keep;  // in: nodes inline-if and remove-noops leave as they are
+  // out: the given node each node of the final graph came from (an inlined branch's nodes: the If's)
+  std::vector<size_t> origin;
+  std::vector<size_t> inlined;  // If nodes replaced by their branch
+  std::vector<size_t> removed;  // no-ops removed
+  // A removed no-op's output -> the value its readers read instead (through chains of no-ops)
+  std::unordered_map<std::string, std::string> renames;
 };
 
 // The passes in the order they run (for --json and errors).
@@ -33,7 +47,9 @@ const std::vector<std::string>& graphPassNames();
 //    initializers, nested bodies included.
 // `warnings`, when given, gets a line for each If/Loop/Scan subgraph that fold-subgraphs could not analyze with the
 // bound shapes (a branch that cannot run with them: ONNX Runtime refuses to load a model holding one).
+// `trace`, when given, says which If nodes to keep and receives where each node of the final graph came from.
 Expected<GraphFacts> runGraphPasses(ir::Graph& graph, const Bindings& bindings, std::vector<GraphPassRun>& runs,
-                                    const AnalyzeOptions& options = {}, std::vector<std::string>* warnings = nullptr);
+                                    const AnalyzeOptions& options = {}, std::vector<std::string>* warnings = nullptr,
+                                    GraphPassTrace* trace = nullptr);
 
 }  // namespace ctxkit::analysis

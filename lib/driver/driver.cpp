@@ -82,9 +82,7 @@ Expected<CompiledGraph> compilePartitions(ir::Graph& graph, const partitioner::T
                                           const CompileSettings& settings, const CompileHooks& hooks) {
   CompiledGraph out;
   auto start = std::chrono::steady_clock::now();
-  auto facts = settings.graphPasses
-                   ? analysis::runGraphPasses(graph, settings.bindings, out.graphPasses, {}, &out.warnings)
-                   : analysis::analyzeGraph(graph, settings.bindings);
+  auto facts = analysis::runGraphPasses(graph, settings.bindings, out.graphPasses, {}, &out.warnings, settings.trace);
   out.analyzeMs = millisecondsSince(start);
   if (!facts) {
     if (!hooks.onAnalysisError) return facts.takeError();
@@ -105,10 +103,7 @@ Expected<CompiledGraph> compilePartitions(ir::Graph& graph, const partitioner::T
     if (hooks.skip && hooks.skip(p, out.plan.partitions[p])) continue;
     lower.name = partitionName(settings.namePrefix, settings.stem, settings.variant, p);
     std::set<std::string> used = outsideUses.of(p);
-    if (!settings.implicitReads.empty())
-      for (size_t i : out.plan.partitions[p].nodes)
-        for (const auto& value : graph.nodes[i].outputs)
-          if (settings.implicitReads.count(value)) used.insert(value);
+    if (hooks.alsoOutputs) used.merge(hooks.alsoOutputs(p));
     auto intern = [&](const ir::Tensor& t, const ops::WeightLayout& layout) { return hooks.intern(p, t, layout); };
     auto lowered = lowerPlanned(graph, out.facts, out.plan, p, used, intern, lower);
     if (!lowered) {

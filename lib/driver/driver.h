@@ -66,14 +66,12 @@ struct CompileSettings {
   std::string namePrefix;  // ep.context_node_name_prefix
   std::string stem;        // the model's file stem
   std::string variant;     // a shape variant's name, or ""
-  // Before partitioning, analysis::runGraphPasses (inline-if, remove-noops, fold-subgraphs) rewrites the graph; off,
-  // the graph is analyzed as it is (the plugin EP, which must fuse ORT's own nodes).
-  bool graphPasses = true;
+  // Before partitioning, analysis::runGraphPasses (inline-if, remove-noops, fold-subgraphs) rewrites the graph. When
+  // set: the nodes the passes keep, and where each node of the rewritten graph came from (the plugin EP, which fuses
+  // ORT's own nodes, finds them through it).
+  analysis::GraphPassTrace* trace = nullptr;
   analysis::Bindings bindings;
   LowerSettings lower;  // `name` is set for each partition
-  // Values that something besides the graph's nodes and outputs reads (ORT's implicit inputs of If/Loop/Scan bodies
-  // it did not read): a partition making one gives it as an output.
-  std::set<std::string> implicitReads;
 };
 
 // Where the callers differ in what they do, not in what they know.
@@ -88,6 +86,9 @@ struct CompileHooks {
   // ok leaves the graph (analysis) or the partition (lowering) to the fallback path.
   std::function<Status(Error)> onAnalysisError;
   std::function<Status(const partitioner::Partition&, const std::string& name, Error)> onPartitionError;
+  // Values partition `p` gives as outputs besides those the graph's nodes and outputs read outside it (what ORT reads
+  // through the nodes of its own graph, which the graph passes may have changed).
+  std::function<std::set<std::string>(size_t p)> alsoOutputs;
 };
 
 // One lowered partition.

@@ -222,6 +222,36 @@ Expected<ir::Node> readNode(const Api& api, const OrtNode& node) {
 
 namespace ctxkit::ort_ep {
 
+namespace {
+
+// The ops of a body have the opsets of the model that holds it.
+void setOpsets(ir::Graph& g, const ir::Model& model) {
+  for (auto& n : g.nodes) {
+    n.opset = model.opsetFor(n.domain);
+    for (auto& a : n.attrs.all())
+      if (a.g) setOpsets(*a.g, model);
+  }
+}
+
+// An If node's then_branch and else_branch, read as graph attributes.
+Status readBranches(const Api& api, const OrtNode& node, const ir::Model& model, ir::Node& n) {
+  size_t count = 0;
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.Node_GetNumSubgraphs(&node, &count));
+  std::vector<const OrtGraph*> graphs(count);
+  std::vector<const char*> names(count);
+  if (count > 0) CTX_ORT_RETURN_IF_ERROR(api, api.ort.Node_GetSubgraphs(&node, graphs.data(), count, names.data()));
+  for (size_t k = 0; k < count; ++k) {
+    if (!graphs[k] || !names[k]) continue;
+    CTX_ASSIGN_OR_RETURN(ReadGraph body,
+                         readGraph(api, *graphs[k]).addContext(fmt::format("If node '{}' {}", n.name, names[k])));
+    setOpsets(body.model.graph, model);
+    n.attrs.set(ir::Attribute::makeGraph(names[k], std::make_shared<ir::Graph>(std::move(body.model.graph))));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Expected<ReadGraph> readGraph(const Api& api, const OrtGraph& graph) {
   ReadGraph out;
   ir::Model& model = out.model;
@@ -271,14 +301,15 @@ Expected<ReadGraph> readGraph(const Api& api, const OrtGraph& graph) {
     n.opset = model.opsetFor(n.domain);
     size_t subgraphs = 0;
     CTX_ORT_RETURN_IF_ERROR(api, api.ort.Node_GetNumSubgraphs(&node, &subgraphs));
+    out.implicitInputs.emplace_back();
     if (subgraphs > 0) {
       out.hasSubgraphs.push_back(i);
       size_t implicit = 0;
       CTX_ORT_RETURN_IF_ERROR(api, api.ort.Node_GetNumImplicitInputs(&node, &implicit));
       std::vector<const OrtValueInfo*> values(implicit);
       if (implicit > 0) CTX_ORT_RETURN_IF_ERROR(api, api.ort.Node_GetImplicitInputs(&node, values.data(), implicit));
-      CTX_ASSIGN_OR_RETURN(auto names, valueNames(api, values));
-      out.implicitReads.insert(names.begin(), names.end());
+      CTX_ASSIGN_OR_RETURN(out.implicitInputs.back(), valueNames(api, values));
+      if (n.kind == ir::OpKind::If) CTX_RETURN_IF_ERROR(readBranches(api, node, model, n));
     }
     size_t outputs = 0;
     CTX_ORT_RETURN_IF_ERROR(api, api.ort.Node_GetNumOutputs(&node, &outputs));

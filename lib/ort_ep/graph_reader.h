@@ -32,13 +32,14 @@ Expected<std::optional<std::string>> readStringAttribute(const Api& api, const O
 Expected<ir::Node> readNode(const Api& api, const OrtNode& node);
 // A whole graph as ORT sees it (after its own optimizations and free dimension overrides): inputs and outputs with
 // types and shapes, initializers (views of ORT's buffers, valid while the OrtGraph is), nodes with their attributes
-// (tensor attributes copied; subgraph attributes are not read: `hasSubgraphs` lists those nodes) and the opsets.
+// (tensor attributes copied; an If's branches read too, so that the inline-if graph pass can take one; the bodies of
+// Loop and Scan are not read) and the opsets.
 struct ReadGraph {
   ir::Model model;
   std::vector<const OrtNode*> nodes;  // model.graph.nodes[i] came from nodes[i]
-  std::vector<size_t> hasSubgraphs;   // nodes whose If/Loop/Scan bodies were not read
-  // Values of this graph those bodies read (ORT's implicit inputs): read outside any partition, like graph outputs.
-  std::set<std::string> implicitReads;
+  std::vector<size_t> hasSubgraphs;   // nodes with If/Loop/Scan bodies
+  // Per node, the values of this graph its bodies read (ORT's implicit inputs; empty for most nodes).
+  std::vector<std::vector<std::string>> implicitInputs;
 };
 Expected<ReadGraph> readGraph(const Api& api, const OrtGraph& graph);
 // Names of a node's inputs ("" for an omitted optional input) and outputs.

@@ -44,17 +44,14 @@ Expected<weightshare::WeightSources> locateInSourceFiles(const weightshare::Weig
 }
 
 // Says which nodes stay with ORT and why: the first blocker of each stretch of fallback nodes (consecutive in
-// topological order), with ORT's spelling of the fix for a dynamic dimension.
-void noteBlockers(const ir::Graph& g, const partitioner::PartitionPlan& plan, const std::string& where,
-                  const std::function<void(const std::string&)>& note) {
-  size_t fallback = 0, compiled = 0;
-  for (const auto& d : plan.nodes) {
-    fallback += d.placement == partitioner::NodePlacement::Fallback;
-    compiled += d.placement == partitioner::NodePlacement::Compiled;
-  }
-  if (fallback == 0) return;
+// topological order), with ORT's spelling of the fix for a dynamic dimension. `owner` says which of ORT's nodes
+// partitions take.
+void noteBlockers(const ir::Graph& g, const partitioner::PartitionPlan& plan, const std::vector<int>& owner,
+                  const std::string& where, const std::function<void(const std::string&)>& note) {
+  const auto claimed = static_cast<size_t>(std::count_if(owner.begin(), owner.end(), [](int p) { return p >= 0; }));
+  if (claimed == owner.size()) return;
   note(fmt::format("{}: claims {} of the {} nodes of {} in {} partition(s); {} stay with ONNX Runtime",
-                   epcontext::kEpName, compiled, g.nodes.size(), where, plan.partitions.size(), fallback));
+                   epcontext::kEpName, claimed, owner.size(), where, plan.partitions.size(), owner.size() - claimed));
   std::set<std::string> said;
   bool previousFallback = false;
   for (size_t i = 0; i < plan.nodes.size(); ++i) {
@@ -79,40 +76,178 @@ void noteBlockers(const ir::Graph& g, const partitioner::PartitionPlan& plan, co
   }
 }
 
-// The partition each folded node (a value ctxkit knows at compile time) goes to in ORT's graph: ctxgen leaves folded
-// nodes out of the _ctx.onnx, and ORT can only fuse a partition when no unclaimed node sits on a path between two of
-// its nodes (Shape -> Concat -> Reshape). A folded node is fused with the one partition that reads all it makes;
-// one read by a fallback node, by two partitions or giving a graph output stays with ORT (-1).
-std::vector<int> foldedOwners(const ir::Graph& g, const analysis::GraphFacts& facts,
-                              const partitioner::PartitionPlan& plan, const std::set<std::string>& implicitReads) {
-  std::unordered_map<std::string, std::vector<size_t>> readers;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (const auto& in : g.nodes[i].inputs)
-      if (!in.empty()) readers[in].push_back(i);
-  std::set<std::string> graphOutputs = implicitReads;  // read by a body: as good as a graph output
-  for (const auto& o : g.outputs) graphOutputs.insert(o.name);
-  std::vector<int> owner(g.nodes.size(), -1);
-  for (auto it = facts.order.rbegin(); it != facts.order.rend(); ++it) {
-    const size_t i = *it;
-    if (plan.nodes[i].placement != partitioner::NodePlacement::Folded) continue;
-    int only = -1;
-    bool ok = true;
-    for (const auto& out : g.nodes[i].outputs) {
-      if (out.empty()) continue;
-      if (graphOutputs.count(out)) ok = false;
-      if (auto r = readers.find(out); r != readers.end())
-        for (size_t reader : r->second) {
-          const auto& d = plan.nodes[reader];
-          const int p = d.placement == partitioner::NodePlacement::Compiled ? d.partition
-                        : d.placement == partitioner::NodePlacement::Folded ? owner[reader]
-                                                                            : -1;
-          if (p < 0 || (only >= 0 && p != only)) ok = false;
-          only = p;
-        }
-    }
-    if (ok && only >= 0) owner[i] = only;
+// Which of ORT's nodes each partition fuses. The graph passes rewrote ctxkit's copy of ORT's graph, and the
+// partitioner placed the copy's nodes; ORT's nodes follow:
+//  - a node compiled in a partition goes to it; one left on the fallback path stays with ORT;
+//  - an inlined If goes to the partition that holds every compiled node of its branch (a branch node left on the
+//    fallback path, or compiled nodes in two partitions: it cannot, and is listed in `keep`, to stay whole);
+//  - a node whose values are known at compile time (folded: ctxgen leaves it out of the _ctx.onnx), a removed no-op
+//    and an inlined If whose branch is all folded go to the one partition that every node reading them goes to;
+//    read by a node left to ORT, by two partitions or giving a graph output, they stay with ORT (which runs them).
+// ORT fuses a set of nodes only when no node left to it lies on a path between two of them (Shape -> Concat ->
+// Reshape): a removed no-op that would is listed in `keep` too, for the passes to leave it in the graph.
+struct OrtClaim {
+  std::vector<int> owner;  // per node of ORT's graph: a partition, or -1 (stays with ORT)
+  std::vector<size_t> keep;
+  std::vector<std::set<std::string>> outputs;  // per partition: the values ORT reads from its fused node
+};
+
+// The nodes left to ORT (owner -1) that lie on a path between two nodes of one partition.
+std::set<size_t> betweenFused(const std::vector<std::vector<size_t>>& successors, const std::vector<int>& owner,
+                              size_t partitions) {
+  const size_t n = owner.size();
+  std::vector<std::vector<size_t>> predecessors(n);
+  for (size_t j = 0; j < n; ++j)
+    for (size_t k : successors[j]) predecessors[k].push_back(j);
+  std::set<size_t> between;
+  std::vector<uint8_t> after(n), before(n);
+  std::vector<size_t> work;
+  for (size_t p = 0; p < partitions; ++p) {
+    const int part = static_cast<int>(p);
+    // Nodes outside the partition reachable from it, and those from which it is reachable.
+    auto sweep = [&](const std::vector<std::vector<size_t>>& edges, std::vector<uint8_t>& seen) {
+      std::fill(seen.begin(), seen.end(), 0);
+      work.clear();
+      for (size_t j = 0; j < n; ++j)
+        if (owner[j] == part) work.push_back(j);
+      if (work.empty()) return false;
+      while (!work.empty()) {
+        const size_t j = work.back();
+        work.pop_back();
+        for (size_t k : edges[j])
+          if (owner[k] != part && !seen[k]) {
+            seen[k] = 1;
+            work.push_back(k);
+          }
+      }
+      return true;
+    };
+    if (!sweep(successors, after)) continue;
+    sweep(predecessors, before);
+    for (size_t j = 0; j < n; ++j)
+      if (after[j] && before[j]) between.insert(j);
   }
-  return owner;
+  return between;
+}
+
+OrtClaim claimOrtNodes(const ReadGraph& ort, const ir::Graph& g, const partitioner::PartitionPlan& plan,
+                       const analysis::GraphPassTrace& trace) {
+  const ir::Graph& original = ort.model.graph;
+  const size_t n = original.nodes.size();
+  constexpr int kPending = -2, kMixed = -3;
+  OrtClaim claim;
+  claim.owner.assign(n, kPending);
+  std::vector<bool> inlined(n, false), removed(n, false);
+  for (size_t j : trace.inlined) inlined[j] = true;
+  for (size_t j : trace.removed) removed[j] = true;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const size_t j = trace.origin[i];
+    const partitioner::NodeDecision& d = plan.nodes[i];
+    const int placed = d.placement == partitioner::NodePlacement::Compiled   ? d.partition
+                       : d.placement == partitioner::NodePlacement::Fallback ? -1
+                                                                             : kPending;
+    int& o = claim.owner[j];
+    if (!inlined[j] || o == kPending) o = placed;
+    else if (placed != kPending && placed != o) o = kMixed;
+  }
+  for (size_t j : trace.inlined)
+    if (claim.owner[j] == -1 || claim.owner[j] == kMixed) {
+      claim.keep.push_back(j);
+      claim.owner[j] = -1;
+    }
+
+  // Readers of each value among ORT's nodes, their bodies' reads included.
+  std::unordered_map<std::string, std::vector<size_t>> readers;
+  for (size_t j = 0; j < n; ++j) {
+    for (const auto& in : original.nodes[j].inputs)
+      if (!in.empty()) readers[in].push_back(j);
+    for (const auto& in : ort.implicitInputs[j]) readers[in].push_back(j);
+  }
+  std::set<std::string> graphOutputs;
+  for (const auto& o : original.outputs) graphOutputs.insert(o.name);
+  // Pending nodes may read each other: settle them until nothing changes; what is left (nothing reads it) stays.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t j = 0; j < n; ++j) {
+      if (claim.owner[j] != kPending) continue;
+      int only = -1;
+      bool ok = true, waiting = false;
+      for (const auto& out : original.nodes[j].outputs) {
+        if (out.empty()) continue;
+        if (graphOutputs.count(out)) ok = false;
+        if (auto r = readers.find(out); r != readers.end())
+          for (size_t reader : r->second) {
+            const int p = claim.owner[reader];
+            if (p == kPending) {
+              waiting = true;
+              continue;
+            }
+            if (p < 0 || (only >= 0 && p != only)) ok = false;
+            only = p;
+          }
+      }
+      if (waiting && ok) continue;
+      claim.owner[j] = ok ? only : -1;
+      changed = true;
+    }
+  }
+  for (int& o : claim.owner)
+    if (o == kPending) o = -1;
+  if (!claim.keep.empty()) return claim;
+
+  std::unordered_map<std::string, size_t> producer;
+  for (size_t j = 0; j < n; ++j)
+    for (const auto& out : original.nodes[j].outputs)
+      if (!out.empty()) producer[out] = j;
+  std::vector<std::vector<size_t>> successors(n);
+  for (const auto& [value, reading] : readers)
+    if (auto it = producer.find(value); it != producer.end())
+      successors[it->second].insert(successors[it->second].end(), reading.begin(), reading.end());
+  for (size_t j : betweenFused(successors, claim.owner, plan.partitions.size()))
+    if (removed[j]) claim.keep.push_back(j);
+  if (!claim.keep.empty()) return claim;
+
+  // What ORT reads from each fused node: the values its nodes make that a node outside it reads, or graph outputs.
+  claim.outputs.resize(plan.partitions.size());
+  for (size_t j = 0; j < n; ++j) {
+    const int p = claim.owner[j];
+    if (p < 0) continue;
+    for (const auto& out : original.nodes[j].outputs) {
+      if (out.empty()) continue;
+      bool outside = graphOutputs.count(out) != 0;
+      if (auto r = readers.find(out); r != readers.end())
+        for (size_t reader : r->second) outside |= claim.owner[reader] != p;
+      if (outside) claim.outputs[static_cast<size_t>(p)].insert(out);
+    }
+  }
+  return claim;
+}
+
+// The names ORT gives the inputs of the fused node of ORT's nodes `fused`, for each of a program's inputs: the same
+// name, or a value that a removed no-op passed the input through as. Empty when one has none.
+std::vector<std::string> ortInputNames(const std::vector<std::string>& programInputs, const ReadGraph& ort,
+                                       const std::vector<size_t>& fused, const analysis::GraphPassTrace& trace) {
+  std::set<std::string> made, read;
+  for (size_t j : fused) {
+    const ir::Node& node = ort.model.graph.nodes[j];
+    made.insert(node.outputs.begin(), node.outputs.end());
+    read.insert(node.inputs.begin(), node.inputs.end());
+    read.insert(ort.implicitInputs[j].begin(), ort.implicitInputs[j].end());
+  }
+  std::unordered_map<std::string, std::string> byProgramName;
+  for (const auto& v : read) {
+    if (v.empty() || made.count(v)) continue;
+    auto it = trace.renames.find(v);
+    byProgramName.emplace(it == trace.renames.end() ? v : it->second, v);
+    byProgramName[v] = v;  // the value itself wins over an alias of it
+  }
+  std::vector<std::string> names;
+  for (const auto& in : programInputs) {
+    auto it = byProgramName.find(in);
+    if (it == byProgramName.end()) return {};
+    names.push_back(it->second);
+  }
+  return names;
 }
 
 }  // namespace
@@ -123,8 +258,8 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   const OrtNode* parent = nullptr;
   CTX_ORT_RETURN_IF_ERROR(api, api.ort.Graph_GetParentNode(&graph, &parent));
   if (parent != nullptr) return Status::ok();  // If/Loop/Scan bodies stay with ORT
-  CTX_ASSIGN_OR_RETURN(ReadGraph read, readGraph(api, graph));
-  ir::Graph& g = read.model.graph;
+  CTX_ASSIGN_OR_RETURN(const ReadGraph read, readGraph(api, graph));
+  const ir::Graph& ortGraph = read.model.graph;
   CTX_ASSIGN_OR_RETURN(fs::path modelPath, graphModelPath(api, graph));
   std::string stem = modelPath.empty() ? std::string("model") : modelPath.stem().string();
   CTX_ASSIGN_OR_RETURN(auto target, partitioner::loadTarget(config.target));
@@ -142,16 +277,20 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   weightshare::WeightPool localPool;
   weightshare::WeightPool& pool = sharing ? SharedCompile::instance().pool() : localPool;
 
-  // ctxgen's compile loop, with ORT's choices: ORT fuses the nodes of its own graph, so no graph pass rewrites it;
-  // a graph ctxkit cannot analyze and a partition it cannot lower are ORT's (said, and a compile fails on the
-  // latter as ctxgen does); partitions holding If/Loop/Scan nodes, whose bodies are not read, stay with ORT.
+  // ctxgen's compile loop, graph passes included, on a copy of ORT's graph; ORT's own nodes are then fused as the
+  // rewritten graph's partitions say (claimOrtNodes). A graph ctxkit cannot analyze and a partition it cannot lower
+  // are ORT's (said, and a compile fails on the latter as ctxgen does); partitions holding If/Loop/Scan nodes, whose
+  // bodies ctxkit's programs do not run, stay with ORT.
+  analysis::GraphPassTrace trace;
   driver::CompileSettings settings;
   settings.namePrefix = config.context.nodeNamePrefix;
   settings.stem = stem;
-  settings.graphPasses = false;
+  settings.trace = &trace;
   settings.lower = driver::lowerSettings(target, "", where);
   settings.lower.plainWeights = plainWeights;
-  settings.implicitReads = read.implicitReads;
+  ir::Graph g;
+  OrtClaim claim;
+  bool again = false;  // an inlined If cannot be fused: partition again with that If kept
   driver::CompileHooks hooks;
   hooks.intern = [&](size_t, const ir::Tensor& t, const ops::WeightLayout& layout) -> Expected<uint32_t> {
     if (!sharing) return pool.intern(t, layout);
@@ -160,32 +299,36 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   };
   hooks.onAnalysisError = [&](Error e) -> Status {
     note(fmt::format("{}: {} claims none of the {} nodes of {}: {}", epcontext::kEpName, epcontext::kEpName,
-                     g.nodes.size(), where, e.message()));
+                     ortGraph.nodes.size(), where, e.message()));
     return Status::ok();
   };
-  hooks.planned = [&](const analysis::GraphFacts& facts, const partitioner::PartitionPlan& plan) {
-    noteBlockers(g, plan, where, note);
-    // ctxgen replaces an If whose condition the shapes decide by its branch (the inline-if graph pass) and may
-    // compile the branch; ORT keeps an If whole, so here it stays with ORT: said, as the claims then differ.
-    for (size_t i : read.hasSubgraphs) {
-      const ir::Node& n = g.nodes[i];
-      const analysis::ValueFacts* cond =
-          n.kind == ir::OpKind::If && !n.inputs.empty() ? facts.find(n.inputs[0]) : nullptr;
-      if (cond && cond->constant)
-        note(fmt::format("{}: {}: If node '{}' has a condition known at compile time; ctxgen compiles its chosen "
-                         "branch in place of the If, but ONNX Runtime keeps an If whole, so it and its branches stay "
-                         "with ONNX Runtime",
-                         epcontext::kEpName, where, n.name));
+  hooks.planned = [&](const analysis::GraphFacts&, const partitioner::PartitionPlan& plan) {
+    claim = claimOrtNodes(read, g, plan, trace);
+    again = !claim.keep.empty();
+    if (again) {
+      trace.keep.insert(claim.keep.begin(), claim.keep.end());
+      return;
     }
+    noteBlockers(g, plan, claim.owner, where, note);
+    // ctxgen replaces an If whose condition the shapes decide by its branch and compiles what it can of it; ORT can
+    // only fuse the If whole, so one whose branch does not go whole into one partition stays with ORT: said, as the
+    // claims then differ.
+    for (size_t j : trace.keep)
+      if (ortGraph.nodes[j].kind == ir::OpKind::If)
+        note(fmt::format("{}: {}: If node '{}' has a condition known at compile time, but its chosen branch does not "
+                         "compile into one partition; ctxgen compiles what it can of the branch in place of the If, "
+                         "while ONNX Runtime can only hand over the If whole, so it stays with ONNX Runtime",
+                         epcontext::kEpName, where, ortGraph.nodes[j].name));
   };
   hooks.skip = [&](size_t p, const partitioner::Partition& partition) {
-    if (partition.nodes.empty()) return true;
+    if (again || partition.nodes.empty()) return true;
     const bool nested = std::any_of(partition.nodes.begin(), partition.nodes.end(), [&](size_t i) {
-      return std::find(read.hasSubgraphs.begin(), read.hasSubgraphs.end(), i) != read.hasSubgraphs.end();
+      const ir::OpKind k = g.nodes[i].kind;
+      return k == ir::OpKind::If || k == ir::OpKind::Loop || k == ir::OpKind::Scan;
     });
     if (nested)
       note(fmt::format("{}: {}: partition {} stays with ONNX Runtime: it holds an If/Loop/Scan node, whose bodies "
-                       "ctxkit does not read through ORT's graph API",
+                       "ctxkit leaves to ONNX Runtime",
                        epcontext::kEpName, where, p));
     return nested;
   };
@@ -197,8 +340,41 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
                      epcontext::kEpName, where, name, partition.nodes.size(), e.message()));
     return Status::ok();
   };
-  CTX_ASSIGN_OR_RETURN(driver::CompiledGraph compiled, driver::compilePartitions(g, target, settings, hooks));
+  hooks.alsoOutputs = [&](size_t p) { return claim.outputs[p]; };
+  driver::CompiledGraph compiled;
+  // Each attempt keeps at least one more If, so the attempts end.
+  do {
+    g = ortGraph;
+    again = false;
+    CTX_ASSIGN_OR_RETURN(compiled, driver::compilePartitions(g, target, settings, hooks));
+  } while (again);
   if (compiled.partitions.empty()) return Status::ok();
+
+  // Each partition as ORT sees it: its own nodes, and the names its fused node's inputs have there. One whose values
+  // ORT would see differently from the program's (never expected) stays with ORT, said.
+  struct Claimed {
+    driver::CompiledPartition* partition;
+    std::vector<size_t> fused;  // ORT's nodes
+    std::vector<std::string> inputs;
+  };
+  std::vector<Claimed> claimed;
+  std::vector<int> owner = claim.owner;
+  for (driver::CompiledPartition& c : compiled.partitions) {
+    Claimed k{&c, {}, {}};
+    for (size_t j = 0; j < owner.size(); ++j)
+      if (owner[j] == static_cast<int>(c.index)) k.fused.push_back(j);
+    k.inputs = ortInputNames(c.lowered.inputs, read, k.fused, trace);
+    const std::set<std::string> outputs(c.lowered.outputs.begin(), c.lowered.outputs.end());
+    if (k.inputs.size() != c.lowered.inputs.size() || outputs != claim.outputs[c.index]) {
+      note(fmt::format("{}: {}: partition {} stays with ONNX Runtime: its values do not match those of ONNX "
+                       "Runtime's nodes it would replace",
+                       epcontext::kEpName, where, c.name));
+      for (size_t j : k.fused) owner[j] = -1;
+      continue;
+    }
+    claimed.push_back(std::move(k));
+  }
+  if (claimed.empty()) return Status::ok();
 
   // The context the partitions run from holds the pool's weights (copied: nothing refers to ORT's initializer buffers
   // after this); their programs stay in memory. Only a context ORT writes (ep.context_enable) holds the programs,
@@ -213,8 +389,9 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   };
   if (compiling && !sharing) {
     std::vector<driver::ContextGraph> graphs;
-    for (const auto& c : compiled.partitions)
-      graphs.push_back({c.name, modelPath.filename().string(), program::serialize(c.lowered.program)});
+    for (const Claimed& k : claimed)
+      graphs.push_back(
+          {k.partition->name, modelPath.filename().string(), program::serialize(k.partition->lowered.program)});
     // Weightless: weights found in the source model are recorded there, not stored; the partitions still run from a
     // context with every weight.
     weightshare::WeightSources sources;
@@ -235,34 +412,34 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   auto shared = std::make_shared<const format::ContainerView>(std::move(view));
 
   CTX_ASSIGN_OR_RETURN(ModelKey key, modelKey(api, graph));
-  const std::vector<int> folded = foldedOwners(g, compiled.facts, compiled.plan, read.implicitReads);
-  for (driver::CompiledPartition& c : compiled.partitions) {
+  // The weights live in the context; but ORT would also drop an initializer that an If/Loop/Scan body of a node it
+  // keeps reads (ORT's implicit inputs do not list every one), and then cannot write the compiled model: with such
+  // nodes left to ORT, ORT keeps the initializers.
+  const bool dropInitializers =
+      std::all_of(read.hasSubgraphs.begin(), read.hasSubgraphs.end(), [&](size_t j) { return owner[j] >= 0; });
+  for (Claimed& k : claimed) {
+    driver::CompiledPartition& c = *k.partition;
     auto run = std::make_shared<LoweredPartitionRun>();
     CTX_ASSIGN_OR_RETURN(run->program, runtime::CompiledProgram::create(std::move(c.lowered.program), shared, c.name));
     run->name = std::move(c.name);
-    run->inputs = std::move(c.lowered.inputs);
+    run->inputs = std::move(k.inputs);
     run->outputs = std::move(c.lowered.outputs);
     run->context = context;
-    const auto& nodes = compiled.plan.partitions[c.index].nodes;
+    std::vector<const OrtNode*> fuse;
     {
       std::lock_guard lock(mutex_);
       auto model =
           std::find_if(models_.begin(), models_.end(), [&](const ModelPartitions& m) { return m.model == key; });
       if (model == models_.end()) model = models_.insert(models_.end(), ModelPartitions{key, {}});
-      for (size_t i : nodes)
-        for (const auto& out : g.nodes[i].outputs)
+      for (size_t j : k.fused) {
+        fuse.push_back(read.nodes[j]);
+        for (const auto& out : ortGraph.nodes[j].outputs)
           if (!out.empty()) model->byOutput[out] = run;
+      }
     }
-    std::vector<const OrtNode*> fuse;
-    for (size_t i = 0; i < g.nodes.size(); ++i)
-      if (folded[i] == static_cast<int>(c.index)) fuse.push_back(read.nodes[i]);
-    for (size_t i : nodes) fuse.push_back(read.nodes[i]);
     OrtNodeFusionOptions options{};
     options.ort_version_supported = ORT_API_VERSION;
-    // The weights live in the context; but ORT would also drop an initializer that an If/Loop/Scan body of a node it
-    // keeps reads (ORT's implicit inputs do not list every one), and then cannot write the compiled model: with such
-    // nodes in the graph, ORT keeps the initializers.
-    options.drop_constant_initializers = read.hasSubgraphs.empty();
+    options.drop_constant_initializers = dropInitializers;
     CTX_ORT_RETURN_IF_ERROR(api,
                             api.ep.EpGraphSupportInfo_AddNodesToFuse(&support, fuse.data(), fuse.size(), &options));
   }

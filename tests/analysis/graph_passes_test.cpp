@@ -112,6 +112,39 @@ TEST_CASE("inline-if replaces an If on a known condition by its branch, nested I
   }
 }
 
+TEST_CASE("the trace says where each node of the rewritten graph came from, and the passes leave the nodes it keeps",
+          "[graph-passes]") {
+  ir::Graph g = ifGraph(16000);  // Equal (0), the If "pick" (1)
+  g.outputs[0].name = "out";
+  g.nodes.push_back(node("Identity", {"y"}, {"out"}));  // writes a graph output: stays
+  g.nodes[1].outputs[0] = "y0";
+  g.nodes.insert(g.nodes.begin() + 2, node("Identity", {"y0"}, {"y"}));  // a no-op (2); the Identity above is 3
+  std::vector<analysis::GraphPassRun> runs;
+  analysis::GraphPassTrace trace;
+  REQUIRE(analysis::runGraphPasses(g, {}, runs, {}, nullptr, &trace));
+  CHECK(trace.inlined == std::vector<size_t>{1});
+  CHECK(trace.removed == std::vector<size_t>{2});
+  CHECK(trace.renames.at("y") == "y0");
+  REQUIRE(trace.origin.size() == g.nodes.size());
+  CHECK(trace.origin.front() == 0);
+  CHECK(trace.origin.back() == 3);
+  for (size_t i = 1; i + 1 < g.nodes.size(); ++i) CHECK(trace.origin[i] == 1);  // the branch's nodes
+
+  ir::Graph kept = ifGraph(16000);
+  kept.outputs[0].name = "out";
+  kept.nodes.push_back(node("Identity", {"y"}, {"out"}));
+  kept.nodes[1].outputs[0] = "y0";
+  kept.nodes.insert(kept.nodes.begin() + 2, node("Identity", {"y0"}, {"y"}));
+  analysis::GraphPassTrace keep;
+  keep.keep = {1, 2};
+  REQUIRE(analysis::runGraphPasses(kept, {}, runs, {}, nullptr, &keep));
+  CHECK(count(kept, ir::OpKind::If) == 1);
+  CHECK(count(kept, ir::OpKind::Identity) == 2);
+  CHECK(keep.inlined.empty());
+  CHECK(keep.removed.empty());
+  CHECK(keep.origin == std::vector<size_t>{0, 1, 2, 3});
+}
+
 TEST_CASE("inline-if leaves an If whose condition is only known at run time", "[graph-passes]") {
   ir::Graph g = ifGraph(16000);
   g.initializers.erase(g.initializers.begin());  // rate becomes an input

@@ -3,8 +3,10 @@
 // logger.
 #include <catch2/catch.hpp>
 
+#include "../common/graph_builder.h"
 #include "../common/material.h"
 #include "epcontext/contract.h"
+#include "onnx_io/onnx_io.h"
 #include "ort_harness.h"
 #include "tool_runner.h"
 
@@ -176,8 +178,9 @@ TEST_CASE("same claim: ORT's compile API with ctxkit claims exactly the nodes ct
         // ORT 1.30 cannot write a compiled model whose fallback If body reads an initializer of the main graph once
         // ctxkit claims nodes beside it (silero: the body's initializer is left behind, or points at ORT's memory):
         // ORT's failure while writing, after ctxkit's GetCapability and Compile succeeded. Counted and printed with
-        // ctxgen's figures. (For silero_vad_16k_op15 and _half ctxgen also inlines the If whose condition the bound
-        // shapes decide; the EP does not run that graph pass, so these two would differ even if ORT wrote them.)
+        // ctxgen's figures. (On npu-sim, silero_vad_16k_op15 and _half keep such an If: its chosen branch holds an
+        // LSTM the target lacks, so ORT cannot hand it over whole, while ctxgen inlines it and compiles around the
+        // LSTM; the EP says so. On cpu the EP fuses the If, and ORT writes the model.)
         std::cout << "ort_ep: same claim: " << stem << " " << target << ": ctxgen "
                   << describe(nodeList(byCtxgen / (stem + "_ctx.onnx")))
                   << ", ORT cannot write the compiled model: " << status.GetErrorMessage() << "\n";
@@ -244,5 +247,119 @@ TEST_CASE("when ctxkit claims fewer nodes than the graph has, ORT's log says why
     takeLogMessages();
     { Ort::Session session = ctxkitSession(fs::path(CTXKIT_SAMPLES_DIR) / "tiny_prefill.onnx"); }
     CHECK(epMessages().empty());
+  }
+}
+
+namespace {
+
+// x[1,8] -> a = x + W; b = Identity(a), read by a Mul (compiled) and a Softmax (left to ORT); c = b * V; e =
+// Identity(c); y = e + Softmax(b); and an If on Shape(x)[0] == 1 (known once shapes are) whose then branch
+// multiplies `a` by a branch initializer and whose else branch adds W: z = If(...) + W. Saved unoptimized by ORT,
+// the no-ops and the If reach ctxkit, which must remove, inline and fuse them as ORT's nodes allow.
+ir::Model passesModel() {
+  using namespace ctxkit::testing;
+  ir::Model m;
+  m.irVersion = 8;
+  m.opsets = {{"", 17}};
+  ir::Graph& g = m.graph;
+  g.name = "passes";
+  g.inputs.push_back(floatValue("x", dims({1, 8})));
+  g.outputs.push_back(floatValue("y", dims({1, 8})));
+  g.outputs.push_back(floatValue("z", dims({1, 8})));
+  g.initializers.push_back(floatInit("W", {1, 8}, 0.5f));
+  g.initializers.push_back(floatInit("V", {1, 8}, -0.75f));
+  g.initializers.push_back(ir::Initializer{"zero", ir::Tensor::fromVector(ir::ElemType::Int64, {}, std::vector<int64_t>{0}),
+                                           std::nullopt});
+  g.initializers.push_back(ir::Initializer{"one", ir::Tensor::fromVector(ir::ElemType::Int64, {}, std::vector<int64_t>{1}),
+                                           std::nullopt});
+  g.nodes.push_back(node("Add", {"x", "W"}, {"a"}));
+  g.nodes.push_back(node("Identity", {"a"}, {"b"}));
+  g.nodes.push_back(node("Mul", {"b", "V"}, {"c"}));
+  g.nodes.push_back(node("Softmax", {"b"}, {"s"}));
+  g.nodes.push_back(node("Identity", {"c"}, {"e"}));
+  g.nodes.push_back(node("Add", {"e", "s"}, {"y"}));
+  g.nodes.push_back(node("Shape", {"x"}, {"shape"}));
+  g.nodes.push_back(node("Gather", {"shape", "zero"}, {"batch"}));
+  g.nodes.push_back(node("Equal", {"batch", "one"}, {"cond"}));
+  auto thenBranch = std::make_shared<ir::Graph>();
+  thenBranch->name = "then";
+  thenBranch->outputs.push_back(floatValue("t", dims({1, 8})));
+  thenBranch->initializers.push_back(floatInit("K", {1, 8}, 1.5f));
+  thenBranch->nodes.push_back(node("Mul", {"a", "K"}, {"t"}));
+  auto elseBranch = std::make_shared<ir::Graph>();
+  elseBranch->name = "else";
+  elseBranch->outputs.push_back(floatValue("u", dims({1, 8})));
+  elseBranch->nodes.push_back(node("Add", {"a", "W"}, {"u"}));
+  ir::Node ifNode = node("If", {"cond"}, {"chosen"});
+  ifNode.attrs.set(ir::Attribute::makeGraph("then_branch", thenBranch));
+  ifNode.attrs.set(ir::Attribute::makeGraph("else_branch", elseBranch));
+  g.nodes.push_back(std::move(ifNode));
+  g.nodes.push_back(node("Add", {"chosen", "W"}, {"z"}));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("the EP runs ctxgen's graph passes on ORT's graph: no-ops removed, an If with a known condition inlined, "
+          "and ORT's own nodes fused as the rewritten graph's partitions say",
+          "[sameclaim]") {
+  TempDir out("ort_ep_graph_passes");
+  SECTION("a model ORT does not optimize: Identity no-ops, one between two nodes of a partition, and a known If") {
+    const fs::path model = out / "passes.onnx";
+    REQUIRE(onnx_io::saveModel(passesModel(), model));
+    const fs::path target = out / "nosoftmax_id.json";
+    std::ofstream(target) << R"({"name":"nosoftmax_id","element_types":["float32"],)"
+                             R"("ops":[{"op":"Add"},{"op":"Mul"},{"op":"Identity"}]})";
+    SessionConfig config;
+    config.epOptions["target"] = target.string();
+    Ort::SessionOptions options = ctxkitOptions(config);
+    options.SetGraphOptimizationLevel(GraphOptimizationLevel::ORT_DISABLE_ALL);
+    takeLogMessages();
+    Ort::Session ours(env(), model.c_str(), options);
+    for (const auto& m : takeLogMessages())
+      if (m.find(epcontext::kEpName) != std::string::npos) std::cout << "  " << m << "\n";
+    Ort::Session reference = cpuSession(model);
+    Feeds feeds = makeFeeds(reference, 5);
+    Comparison c = compare(run(ours, feeds), run(reference, feeds));
+    INFO(c.detail);
+    CHECK(c.ok);
+    auto byEp = assignment(ours);
+    std::vector<std::string> onCpu;
+    for (const auto& [ep, ops] : byEp)
+      if (ep != epcontext::kEpName) onCpu.insert(onCpu.end(), ops.begin(), ops.end());
+    std::cout << "ort_ep: graph passes: ctxkit runs " << byEp[epcontext::kEpName].size() << " of the model's nodes, ORT "
+              << onCpu.size() << "; max |diff| " << c.maxAbsDiff << "\n";
+    // The Softmax alone stays with ORT: the If (its branch inlined), the Shape -> Gather -> Equal that decide it and
+    // both Identity nodes (the one between Add and Mul kept in the partition) are ctxkit's.
+    CHECK(onCpu == std::vector<std::string>{"Softmax"});
+  }
+  SECTION("silero VAD models whose If the bound shapes decide: the chosen branch runs in ctxkit's partition") {
+    const fs::path npm = fs::path(CTXKIT_MODELS_DIR).parent_path().parent_path().parent_path();
+    for (const char* name : {"silero_vad_16k_op15.onnx", "silero_vad_half.onnx"}) {
+      const fs::path model = npm / "silero-vad-1.0.3/package/weights" / name;
+      CTX_REQUIRE_MATERIAL(fs::exists(model), model.string() << " is not in the cache: run scripts/fetch_test_assets.sh");
+      for (const char* target : {"cpu", "npu-sim"}) {
+        SessionConfig config;
+        config.epOptions["target"] = target;
+        Ort::SessionOptions options = ctxkitOptions(config);
+        options.AddFreeDimensionOverrideByName("batch", 1);
+        options.AddFreeDimensionOverrideByName("sequence", 512);
+        Ort::Session ours(env(), model.c_str(), options);
+        Ort::Session reference = cpuSession(model);
+        Feeds feeds = makeFeeds(ours, 7);
+        Comparison c = compare(run(ours, feeds), run(reference, feeds));
+        INFO(name << " " << target << ": " << c.detail);
+        CHECK(c.ok);
+        auto byEp = assignment(ours);
+        size_t onCpu = 0;
+        for (const auto& [ep, ops] : byEp)
+          if (ep != epcontext::kEpName) onCpu += ops.size();
+        std::cout << "ort_ep: graph passes: " << name << " " << target << ": ctxkit runs "
+                  << byEp[epcontext::kEpName].size() << " nodes, ORT " << onCpu << "; max |diff| " << c.maxAbsDiff
+                  << "\n";
+        // On the cpu target the whole model, the If included, is ctxkit's.
+        if (std::string(target) == "cpu") CHECK(onCpu == 0);
+      }
+    }
   }
 }
