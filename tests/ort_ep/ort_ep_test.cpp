@@ -29,11 +29,7 @@ namespace {
 std::string sample(const std::string& stem) { return std::string(CTXKIT_SAMPLES_DIR) + "/" + stem + ".onnx"; }
 
 // ctxgen with `args`; the test fails with ctxgen's output when it does.
-void ctxgen(const std::vector<std::string>& args) {
-  auto r = runTool(CTXKIT_CTXGEN, args);
-  INFO(r.out << r.err);
-  REQUIRE(r.exitCode == 0);
-}
+void ctxgen(const std::vector<std::string>& args) { ctxkit::testing::runToolOk(CTXKIT_CTXGEN, args); }
 
 // ORT + ctxkit on `ctxModel` against ORT's CPU EP on `sourceModel`, same seeded inputs.
 Comparison matchesCpu(const fs::path& ctxModel, const fs::path& sourceModel, const SessionConfig& config = {},
