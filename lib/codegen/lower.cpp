@@ -599,22 +599,91 @@ private:
     }
   }
 
-  // QDQ groups run as integer ops (docs/compiler.md#targets: int8 QDQ on npu-sim): DequantizeLinear on an 8-bit
-  // activation and on a constant 8-bit weight (per tensor, or per output channel), Conv or MatMul, then QuantizeLinear
-  // to 8 bits becomes QLinearConv (with the int32 bias a DequantizeLinear of scale x_scale * w_scale feeds) or
-  // QLinearMatMul. The weights stay 8-bit constants, so the context stores them at 8-bit size. Runs first: folding
+  // A bias in QLinear units (int32, scale x_scale x w_scale per output channel, zero point 0): a DequantizeLinear
+  // of int32 in exactly those units, or a float32 constant quantized to them (rounded half to even, as a quantizer
+  // computes it). `channels` output channels, `wScales` weight scales (1 or one per channel). "" when it is neither;
+  // `producer` gets the DequantizeLinear's index.
+  std::string quantizedBias(const std::string& value, float xs, const ir::Tensor& ws, uint64_t channels,
+                            std::optional<size_t>& producer) {
+    auto scaleOf = [&](uint64_t c) {
+      return static_cast<double>(xs) * ws.dataAs<float>()[ws.elementCount() == 1 ? 0 : c];
+    };
+    if (auto b = dequantizedFrom(value)) {
+      const ir::Tensor* bq = constantOf(b->data);
+      const ir::Tensor* bs = constantOf(b->scale);
+      if (!bq || bq->type() != ir::ElemType::Int32 || bq->elementCount() != channels ||
+          bs->type() != ir::ElemType::Float || (bs->elementCount() != 1 && bs->elementCount() != channels))
+        return "";
+      for (uint64_t c = 0; c < bs->elementCount(); ++c)
+        if (std::abs(bs->dataAs<float>()[c] - scaleOf(c)) > 1e-6 * std::abs(scaleOf(c))) return "";
+      if (const ir::Tensor* bz = b->zero.empty() ? nullptr : constantOf(b->zero))
+        for (uint64_t c = 0; c < bz->elementCount(); ++c)
+          if (bz->dataAs<int32_t>()[c] != 0) return "";
+      producer = b->index;
+      return b->data;
+    }
+    const ir::Tensor* bf = constantOf(value);
+    if (!bf || bf->type() != ir::ElemType::Float || bf->elementCount() != channels) return "";
+    std::vector<int32_t> q(channels);
+    for (uint64_t c = 0; c < channels; ++c) {
+      const double v = std::nearbyint(static_cast<double>(bf->dataAs<float>()[c]) / scaleOf(c));
+      if (!std::isfinite(v) || std::abs(v) > 2147483647.0) return "";
+      q[c] = static_cast<int32_t>(v);
+    }
+    return addConstant(value + ".quantized",
+                       ir::Tensor::fromVector(ir::ElemType::Int32, {static_cast<int64_t>(channels)}, q));
+  }
+
+  // QDQ groups run as integer ops (docs/compiler.md#targets: int8 QDQ on npu-sim), in the forms ORT's quantizer and
+  // other tools write: DequantizeLinear on an 8-bit activation and on a constant 8-bit weight (per tensor, or per
+  // output channel), Conv, MatMul (optionally + Add of a bias) or Gemm, optionally Relu or Clip, then QuantizeLinear
+  // to 8 bits becomes QLinearConv or QLinearMatMul. The bias is an int32 DequantizeLinear in x_scale x w_scale units or
+  // a float32 constant quantized to them; the activation becomes the clamp of the requantization (exact: quantizing
+  // is monotonic). The weights stay 8-bit constants, so the context stores them at 8-bit size. Runs first: folding
   // constants would turn the dequantized weights into float32.
   Expected<bool> fuseQdq() {
     bool changed = false;
     auto is8Bit = [](ir::ElemType t) { return t == ir::ElemType::Int8 || t == ir::ElemType::Uint8; };
     for (size_t i = 0; i < ops_.size(); ++i) {
       const LOp& op = ops_[i];
-      const bool conv = op.kind == ir::OpKind::Conv, matmul = op.kind == ir::OpKind::MatMul;
-      if ((!conv && !matmul) || op.inputs.size() < 2 || op.outputs.size() != 1) continue;
-      auto q = soleReader(i);
-      if (!q || ops_[*q].kind != ir::OpKind::QuantizeLinear || ops_[*q].inputs[0] != op.outputs[0]) continue;
-      const LOp& quant = ops_[*q];
-      if (quant.inputs.size() < 2 || !constantOf(quant.inputs[1]) || constantOf(quant.inputs[1])->elementCount() != 1)
+      const bool conv = op.kind == ir::OpKind::Conv, gemm = op.kind == ir::OpKind::Gemm,
+                 matmul = op.kind == ir::OpKind::MatMul || gemm;
+      if ((!conv && !matmul) || op.inputs.size() < 2 || op.outputs.size() != 1 || op.epilogue) continue;
+      bool transB = false;
+      if (gemm) {
+        auto typed = ops::decodeAttrs(op.kind, op.opset, op.attrs);
+        if (!typed) continue;
+        const auto& g = std::get<ops::GemmAttrs>(*typed);
+        if (g.transA || g.alpha != 1.0f || (g.beta != 1.0f && op.inputs.size() > 2 && !op.inputs[2].empty())) continue;
+        transB = g.transB;
+      }
+      // What follows: for MatMul an Add of a bias, then a Relu or Clip, then the QuantizeLinear.
+      std::vector<size_t> chain;  // the ops after `op` that the fused op replaces, the QuantizeLinear last
+      std::string biasValue = conv || gemm ? (op.inputs.size() > 2 ? op.inputs[2] : "") : "";
+      std::string last = op.outputs[0];
+      auto next = soleReader(i);
+      if (next && op.kind == ir::OpKind::MatMul && ops_[*next].kind == ir::OpKind::Add &&
+          ops_[*next].inputs.size() == 2 && ops_[*next].outputs.size() == 1) {
+        const LOp& add = ops_[*next];
+        biasValue = add.inputs[0] == last ? add.inputs[1] : add.inputs[0];
+        chain.push_back(*next);
+        last = add.outputs[0];
+        next = soleReader(*next);
+      }
+      std::optional<ops::Epilogue> activation;
+      if (next && (ops_[*next].kind == ir::OpKind::Relu || ops_[*next].kind == ir::OpKind::Clip)) {
+        activation = activationOf(ops_[*next]);
+        if (!activation) continue;
+        chain.push_back(*next);
+        last = ops_[*next].outputs[0];
+        next = soleReader(*next);
+      }
+      if (!next || ops_[*next].kind != ir::OpKind::QuantizeLinear || ops_[*next].inputs[0] != last) continue;
+      const size_t q = *next;
+      chain.push_back(q);
+      const LOp& quant = ops_[q];
+      if (quant.inputs.size() < 2 || !constantOf(quant.inputs[1]) || constantOf(quant.inputs[1])->elementCount() != 1 ||
+          constantOf(quant.inputs[1])->type() != ir::ElemType::Float)
         continue;
       if (quant.inputs.size() < 3 || quant.inputs[2].empty() || !constantOf(quant.inputs[2]) ||
           !is8Bit(constantOf(quant.inputs[2])->type()))
@@ -634,49 +703,49 @@ private:
       if (!x || !w || constantOf(x->data) || !constantOf(w->data) || !is8Bit(typeOf(x->data)) ||
           !is8Bit(constantOf(w->data)->type()) || constantOf(x->scale)->elementCount() != 1)
         continue;
-      const ir::Tensor& wq = *constantOf(w->data);
-      const uint64_t wScales = constantOf(w->scale)->elementCount();
-      // Weight scales: per tensor, or per output channel (axis 0 of a Conv weight, axis 1 of a MatMul [K, N] weight).
-      const int64_t channelAxis = conv ? 0 : 1;
-      if (wScales != 1 && (wq.rank() < 2 || w->axis != channelAxis ||
-                           wScales != static_cast<uint64_t>(wq.shape()[static_cast<size_t>(channelAxis)])))
-        continue;
-      if (matmul && wq.rank() != 2) continue;
-      std::string bias;
-      std::optional<Dequantized> b;
-      if (conv && op.inputs.size() > 2 && !op.inputs[2].empty()) {
-        b = dequantizedFrom(op.inputs[2]);
-        const ir::Tensor* bq = b ? constantOf(b->data) : nullptr;
-        if (!bq || bq->type() != ir::ElemType::Int32) continue;
-        // The bias must be in units of x_scale * w_scale with zero point 0, as QLinearConv adds it.
-        const ir::Tensor* bs = constantOf(b->scale);
-        const float xs = constantOf(x->scale)->dataAs<float>()[0];
-        bool fits = bs->type() == ir::ElemType::Float && (bs->elementCount() == 1 || bs->elementCount() == wScales);
-        for (uint64_t c = 0; fits && c < bs->elementCount(); ++c) {
-          const float ws = constantOf(w->scale)->dataAs<float>()[wScales == 1 ? 0 : c];
-          fits = std::abs(bs->dataAs<float>()[c] - xs * ws) <= 1e-6f * std::abs(xs * ws);
-        }
-        if (b->zero.size() && constantOf(b->zero)) {
-          const ir::Tensor* bz = constantOf(b->zero);
-          for (uint64_t c = 0; fits && c < bz->elementCount(); ++c) fits = bz->dataAs<int32_t>()[c] == 0;
-        }
-        if (!fits) continue;
-        bias = b->data;
-      }
       if (constantOf(x->scale)->type() != ir::ElemType::Float || constantOf(w->scale)->type() != ir::ElemType::Float)
         continue;
+      const ir::Tensor& wq = *constantOf(w->data);
+      const ir::Tensor& wScale = *constantOf(w->scale);
+      const uint64_t wScales = wScale.elementCount();
+      if (matmul && wq.rank() != 2) continue;
+      // Weight scales: per tensor, or per output channel (axis 0 of a Conv weight and of Gemm's [N, K] weight with
+      // transB, axis 1 of a [K, N] weight).
+      const int64_t channelAxis = conv || transB ? 0 : 1;
+      if (wScales != 1 &&
+          (wq.rank() < 2 || (w->axis < 0 ? w->axis + static_cast<int64_t>(wq.rank()) : w->axis) != channelAxis ||
+           wScales != static_cast<uint64_t>(wq.shape()[static_cast<size_t>(channelAxis)])))
+        continue;
+      const auto channels = static_cast<uint64_t>(wq.shape()[static_cast<size_t>(channelAxis)]);
+      std::string bias;
+      std::optional<size_t> biasProducer;
+      if (!biasValue.empty()) {
+        bias = quantizedBias(biasValue, constantOf(x->scale)->dataAs<float>()[0], wScale, channels, biasProducer);
+        if (bias.empty()) continue;
+      }
+      // QLinearMatMul reads B as [K, N]: Gemm's transposed weight is transposed once here.
+      std::string weight = w->data;
+      if (transB) {
+        const auto n = static_cast<size_t>(wq.shape()[0]), k = static_cast<size_t>(wq.shape()[1]);
+        auto t = ir::Tensor::allocate(wq.type(), {wq.shape()[1], wq.shape()[0]});
+        if (!t) return t.takeError();
+        const auto* src = wq.dataAs<uint8_t>();
+        auto* dst = t->mutableDataAs<uint8_t>();
+        for (size_t r = 0; r < n; ++r)
+          for (size_t c = 0; c < k; ++c) dst[c * n + r] = src[r * k + c];
+        weight = addConstant(w->data + ".transposed", std::move(t).value());
+      }
       LOp fused{
           conv ? ir::OpKind::QLinearConv : ir::OpKind::QLinearMatMul,
-          conv ? 10 : 10,
+          10,
           op.name,
           conv ? op.attrs : ir::Attributes(),
-          {x->data, x->scale, zeroPointFor(*x), w->data, w->scale, zeroPointFor(*w), quant.inputs[1], quant.inputs[2]},
+          {x->data, x->scale, zeroPointFor(*x), weight, w->scale, zeroPointFor(*w), quant.inputs[1], quant.inputs[2]},
           quant.outputs,
-          {}};
+          activation};
       if (!bias.empty()) fused.inputs.push_back(bias);
       std::vector<size_t> producers{x->index, w->index};
-      if (b) producers.push_back(b->index);
-      const size_t qIndex = *q;
+      if (biasProducer) producers.push_back(*biasProducer);
       std::optional<LOp> quantizedView;
       if (view) {
         LOp v = ops_[*view];
@@ -690,8 +759,10 @@ private:
         producers.push_back(*view);
       }
       ops_[i] = std::move(fused);
-      ops_.erase(ops_.begin() + static_cast<std::ptrdiff_t>(qIndex));
+      std::sort(chain.rbegin(), chain.rend());
+      for (size_t c : chain) ops_.erase(ops_.begin() + static_cast<std::ptrdiff_t>(c));
       if (quantizedView) ops_.insert(ops_.begin() + static_cast<std::ptrdiff_t>(i), std::move(*quantizedView));
+      // (producers come before op i: erasing the chain after it left their indices as they were)
       eraseUnread(producers);
       changed = true;
       i = 0;  // indices moved

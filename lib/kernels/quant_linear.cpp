@@ -9,6 +9,7 @@
 #include "kernels/ops.h"
 #include "kernels/spatial.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -41,11 +42,37 @@ bool isSigned8(ElemType t) { return t == ElemType::Int8; }
 // The byte flip that moves 8-bit values into the kernel's form: int8 activations and uint8 weights shift by 128.
 uint8_t flipFor(ElemType t, bool weight) { return isSigned8(t) == weight ? 0 : 0x80; }
 
-// The requantization of an 8-bit output type: scales in `scale`, zero point and range into `g`.
-void outputRange(ElemType y, int32_t zero, cpu::QGemm& g) {
-  g.zero = zero;
-  g.lo = isSigned8(y) ? -128 : 0;
-  g.hi = isSigned8(y) ? 127 : 255;
+// The activation a QLinear op's epilogue applies (the compiler's fuse-qdq: Conv/MatMul -> Relu or Clip ->
+// QuantizeLinear), or none.
+const ops::Epilogue* epilogueOf(const OpContext& ctx) {
+  if (!ctx.typed) return nullptr;
+  if (const auto* c = std::get_if<ops::ConvAttrs>(ctx.typed)) return &c->epilogue;
+  if (const auto* m = std::get_if<ops::MatMulAttrs>(ctx.typed)) return &m->epilogue;
+  return nullptr;
+}
+
+// The range of an 8-bit output `y` of zero point `zero` and scale `scale`: the type's, narrowed by a Relu or Clip
+// epilogue. Quantizing is monotonic, so quantize(relu(x)) = max(quantize(x), zero) and quantize(clip(x, a, b)) =
+// clamp(quantize(x), quantize(a), quantize(b)) exactly: the activation becomes the clamp of the requantization.
+Status outputRange(const OpContext& ctx, ElemType y, int32_t zero, float scale, int32_t& lo, int32_t& hi) {
+  lo = isSigned8(y) ? -128 : 0;
+  hi = isSigned8(y) ? 127 : 255;
+  const ops::Epilogue* e = epilogueOf(ctx);
+  if (!e || e->activation == ops::Activation::None) return Status::ok();
+  if (e->scale != 1.0f || e->shift != 0.0f ||
+      (e->activation != ops::Activation::Relu && e->activation != ops::Activation::Clip))
+    return unsupported(ctx, "a fused {} epilogue on 8-bit results: only Relu and Clip are exact there",
+                       ops::activationName(e->activation));
+  // As QuantizeLinear computes it: divided in float32, rounded half to even, saturated.
+  auto quantize = [&](float v) {
+    const double q = std::nearbyint(static_cast<double>(v / scale)) + zero;
+    return static_cast<int32_t>(std::clamp(q, static_cast<double>(lo), static_cast<double>(hi)));
+  };
+  const int32_t from = e->activation == ops::Activation::Relu ? zero : quantize(e->alpha);
+  const int32_t to = e->activation == ops::Activation::Relu ? hi : quantize(e->beta);
+  lo = std::max(lo, from);
+  hi = std::max(lo, std::min(hi, to));
+  return Status::ok();
 }
 
 // ---- matrix products ---------------------------------------------------------------------------------------
@@ -79,7 +106,7 @@ Expected<IntMatMul> planIntMatMul(const OpContext& ctx, std::span<const int64_t>
 // b_zero_point, y_scale, y_zero_point).
 InferResult inferIntegerMatMul(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   const bool linear = ctx.kind == ir::OpKind::QLinearMatMul;
-  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, linear ? 8 : 2, linear ? 8 : 4));
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, linear ? 8 : 2, linear ? 9 : 4));
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
   const size_t bIndex = linear ? 3 : 1;
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, k8BitTypes));
@@ -101,10 +128,10 @@ namespace {
 struct QPlanBase {
   size_t quads = 0, rowStride = 0, nPad = 0;
   bool linear = false;
-  int32_t yZero = 0;
-  std::vector<float> scale;         // per weight channel: x_scale x w_scale / y_scale (QLinear ops)
-  std::vector<int32_t> xz, wz, yz;  // the zero points as given (xz: one per activation row for products)
-  std::vector<float> xs, ws, ys;    // scratch of the plan's making
+  int32_t yZero = 0, yLo = 0, yHi = 255;  // the output's zero point and range (QLinear ops)
+  std::vector<float> scale;               // per weight channel: x_scale x w_scale / y_scale (QLinear ops)
+  std::vector<int32_t> xz, wz, yz;        // the zero points as given (xz: one per activation row for products)
+  std::vector<float> xs, ws, ys;          // scratch of the plan's making
 };
 
 // Fills the shared part for depth k, n columns of the activation's packed panels, `xRows` activation zero points
@@ -126,6 +153,7 @@ Status planShared(const OpContext& ctx, std::span<const ir::Tensor* const> v, si
     CTX_RETURN_IF_ERROR(perIndex<float>(ctx, v[6], 1, "y_scale", p.ys));
     CTX_RETURN_IF_ERROR(perIndex<int32_t>(ctx, v[7], 1, "y_zero_point", p.yz));
     p.yZero = p.yz[0];
+    CTX_RETURN_IF_ERROR(outputRange(ctx, v[7]->type(), p.yZero, p.ys[0], p.yLo, p.yHi));
     p.scale.resize(channels);
     for (size_t c = 0; c < channels; ++c) p.scale[c] = p.xs[0] * p.ws[c] / p.ys[0];
   }
@@ -148,6 +176,7 @@ struct QMatMulPlan : QPlanBase {
   std::vector<int32_t> aZero;     // A's zero point per row, in the kernel's form (empty: all zero)
   std::vector<int32_t> negBZero;  // minus B's zero point per column, in the kernel's form (empty: all zero)
   std::vector<int32_t> bTerm;     // per batch and column: K x B's zero point - the column's sum
+  std::vector<int32_t> colAdd;    // the bias per column (QLinearMatMul's ninth input), or empty
 };
 
 // Works the plan out from A's shape and type and the other inputs' values (`v`, by input index; null: absent).
@@ -172,6 +201,14 @@ Status planMatMul(const OpContext& ctx, std::span<const int64_t> aShape, ElemTyp
     for (size_t k = 0; k < K; ++k)
       for (size_t j = 0; j < N; ++j) p.bTerm[n * N + j] -= static_cast<int8_t>(src[k * N + j] ^ flip);
     for (size_t j = 0; j < N; ++j) p.bTerm[n * N + j] += static_cast<int32_t>(K) * (p.wz[j] + bShift);
+  }
+  // QLinearMatMul's ninth input, ctxkit's own (fuse-qdq: Gemm or MatMul + Add): an int32 bias per column, in units
+  // of a_scale x b_scale, added before requantization.
+  if (const ir::Tensor* bias = p.linear && v.size() > 8 ? v[8] : nullptr) {
+    if (bias->type() != ElemType::Int32 || bias->elementCount() != N)
+      return invalid(ctx, "input 8 (bias) is a {} tensor of {} values but expected int32 with {}",
+                     ir::elemTypeName(bias->type()), bias->elementCount(), N);
+    p.colAdd.assign(bias->dataAs<int32_t>(), bias->dataAs<int32_t>() + N);
   }
   return Status::ok();
 }
@@ -236,9 +273,10 @@ Status runMatMulPlan(const OpContext& ctx, const QMatMulPlan& p, const ir::Tenso
     if (!p.negBZero.empty()) g.rowMul = rowSums.data(), g.colMul = p.negBZero.data();
     if (!p.aZero.empty()) g.rowMul2 = p.aZero.data(), g.colMul2 = p.bTerm.data() + bIndex * N;
     g.ldOut = N;
+    if (!p.colAdd.empty()) g.colAdd = p.colAdd.data();
     if (p.linear) {
       g.colScale = p.scale.data();
-      outputRange(y.type(), p.yZero, g);
+      g.zero = p.yZero, g.lo = p.yLo, g.hi = p.yHi;
       g.out = y.mutableDataAs<uint8_t>() + n * M * N;
     } else {
       g.out = y.mutableDataAs<int32_t>() + n * M * N;
@@ -424,7 +462,7 @@ Status runConvPlan(const OpContext& ctx, const QConvPlan& p, const ir::Tensor& x
       const auto offset = static_cast<size_t>((n * M + g * p.mg) * p.outSize);
       if (p.linear) {
         q.rowScale = p.scale.data() + g * p.mg;
-        outputRange(y.type(), p.yZero, q);
+        q.zero = p.yZero, q.lo = p.yLo, q.hi = p.yHi;
         q.out = y.mutableDataAs<uint8_t>() + offset;
       } else {
         q.out = y.mutableDataAs<int32_t>() + offset;

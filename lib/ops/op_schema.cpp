@@ -607,7 +607,8 @@ Expected<OpAttrs> decodeTyped(OpKind kind, int64_t opset, const AttrReader& attr
       CTX_ASSIGN_OR_RETURN(a.epilogue, decodeEpilogue(attrs));
       return OpAttrs(a);
     }
-    case OpKind::MatMul: {
+    case OpKind::MatMul:
+    case OpKind::QLinearMatMul: {
       MatMulAttrs a;
       CTX_ASSIGN_OR_RETURN(a.epilogue, decodeEpilogue(attrs));
       return OpAttrs(a);

@@ -35,7 +35,8 @@ OpAttrs defaultAttrsFor(OpKind kind) {
     case OpKind::MaxPool:
     case OpKind::AveragePool: return PoolAttrs{};
     case OpKind::Gemm: return GemmAttrs{};
-    case OpKind::MatMul: return MatMulAttrs{};
+    case OpKind::MatMul:
+    case OpKind::QLinearMatMul: return MatMulAttrs{};
     case OpKind::BatchNormalization: return BatchNormAttrs{};
     case OpKind::LayerNormalization:
     case OpKind::RMSNormalization: return LayerNormAttrs{};

@@ -463,3 +463,74 @@ TEST_CASE("pass fuse-qdq turns QDQ Conv and MatMul groups into integer ops on 8-
   CHECK(std::count(keptKinds.begin(), keptKinds.end(), ir::OpKind::QLinearConv) == 0);
   checkComputesSource(g, *kept, {1, 2, 4, 4});
 }
+
+TEST_CASE("pass fuse-qdq takes the forms other quantizers write: a float bias, Relu or Clip before the "
+          "QuantizeLinear, Gemm with transB, MatMul + Add",
+          "[codegen][passes]") {
+  // x -> Q -> DQ -> (the product) -> [activation] -> Q -> DQ -> y, each form on its own; the source graph evaluated
+  // node by node is the expectation, to one output step (a float bias is rounded to x_scale x w_scale units).
+  auto tensor = [](const char* name, ir::ElemType type, ir::Shape shape, auto values) {
+    return ir::Initializer{name, ir::Tensor::fromVector(type, std::move(shape), values), {}};
+  };
+  const float xs = 0.01f, ys = 0.02f;
+  std::vector<int8_t> w(4 * 12);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int8_t>(static_cast<int>(i * 29 % 201) - 100);
+  struct Form {
+    const char* name;
+    ir::OpKind fused;
+  };
+  for (const Form& form : {Form{"conv+float bias+relu", ir::OpKind::QLinearConv},
+                           Form{"gemm transB+float bias+clip", ir::OpKind::QLinearMatMul},
+                           Form{"matmul+add+relu", ir::OpKind::QLinearMatMul}}) {
+    CAPTURE(form.name);
+    const std::string name = form.name;
+    const bool conv = name.rfind("conv", 0) == 0, gemm = name.rfind("gemm", 0) == 0;
+    ir::Graph g;
+    g.inputs = {floatValue("x", conv ? dims({1, 12, 3, 3}) : dims({3, 12}))};
+    g.outputs = {floatValue("y", conv ? dims({1, 4, 3, 3}) : dims({3, 4}))};
+    g.initializers = {valueInit("xs", {}, {xs}), tensor("zp", ir::ElemType::Uint8, {}, std::vector<uint8_t>{128}),
+                      valueInit("ys", {}, {ys}), valueInit("ws", {4}, {0.004f, 0.002f, 0.003f, 0.001f}),
+                      valueInit("b", {4}, {0.11f, -0.07f, 0.02f, 0.3f}), valueInit("lo", {}, {0.0f}),
+                      valueInit("hi", {}, {0.5f})};
+    // Conv's [4, 12, 1, 1] and Gemm's transposed [4, 12] are per output channel on axis 0, MatMul's [12, 4] on 1.
+    g.initializers.push_back(conv   ? tensor("w", ir::ElemType::Int8, {4, 12, 1, 1}, w)
+                             : gemm ? tensor("w", ir::ElemType::Int8, {4, 12}, w)
+                                    : tensor("w", ir::ElemType::Int8, {12, 4}, w));
+    ir::Node wdq = node("DequantizeLinear", {"w", "ws"}, {"wf"});
+    wdq.attrs.set(ir::Attribute::makeInt("axis", conv || gemm ? 0 : 1));
+    g.nodes = {node("QuantizeLinear", {"x", "xs", "zp"}, {"xq"}), node("DequantizeLinear", {"xq", "xs", "zp"}, {"xf"}),
+               wdq};
+    if (conv) {
+      g.nodes.push_back(node("Conv", {"xf", "wf", "b"}, {"p"}));
+      g.nodes.push_back(node("Relu", {"p"}, {"a"}));
+    } else if (gemm) {
+      ir::Node gm = node("Gemm", {"xf", "wf", "b"}, {"p"});
+      gm.attrs.set(ir::Attribute::makeInt("transB", 1));
+      g.nodes.push_back(gm);
+      g.nodes.push_back(node("Clip", {"p", "lo", "hi"}, {"a"}));
+    } else {
+      g.nodes.push_back(node("MatMul", {"xf", "wf"}, {"m"}));
+      g.nodes.push_back(node("Add", {"m", "b"}, {"p"}));
+      g.nodes.push_back(node("Relu", {"p"}, {"a"}));
+    }
+    g.nodes.push_back(node("QuantizeLinear", {"a", "ys", "zp"}, {"aq"}));
+    g.nodes.push_back(node("DequantizeLinear", {"aq", "ys", "zp"}, {"y"}));
+    auto l = lowerAll(g);
+    CHECK(l->changed("fuse-qdq"));
+    CHECK(l->kinds() ==
+          std::vector<ir::OpKind>{ir::OpKind::QuantizeLinear, form.fused, ir::OpKind::DequantizeLinear});
+    ir::Tensor x = randomInput(conv ? ir::Shape{1, 12, 3, 3} : ir::Shape{3, 12}, 7);
+    const ir::Tensor ours = executeProgram(l->partition.program, l->pool, x), source = evaluateGraph(g, x);
+    REQUIRE(ours.shape() == source.shape());
+    size_t differ = 0, clamped = 0;
+    for (uint64_t i = 0; i < ours.elementCount(); ++i) {
+      const float a = ours.dataAs<float>()[i], b = source.dataAs<float>()[i];
+      INFO("element " << i << ": " << a << " vs " << b);
+      REQUIRE(std::abs(a - b) <= ys * 1.01f);
+      differ += a != b;
+      clamped += b == 0.0f;
+    }
+    CHECK(differ <= ours.elementCount() / 10);
+    CHECK(clamped > 0);  // the activation's lower bound is exercised
+  }
+}

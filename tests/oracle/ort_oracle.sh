@@ -128,7 +128,32 @@ for stem in tiny_cnn tiny_prefill; do
     echo "FAIL ${stem}_fp16: could not write the float16 model"; failed=$((failed + 1))
   fi
 done
+# QDQ in the forms other quantizers write (tests/oracle/make_qdq_forms.cpp): fuse-qdq must take every group (no float
+# Conv, Gemm or MatMul may stay), and the integer results must match ONNX Runtime's to one output step (0.05).
+qdqForms="$work/qdq_forms.onnx"
+if ! "$build/tests/oracle/make_qdq_forms" "$qdqForms"; then
+  echo "FAIL qdq_forms: could not write the model"; failed=$((failed + 1))
+fi
+checkQdqForms() {
+  local target="$1" out="$work/qdq_forms_ops.$target"
+  mkdir -p "$out"
+  if ! "$apps/ctxgen/ctxgen" "$qdqForms" -o "$out" -q --target "$target" --dump-after emit-program >"$out/ops.log" 2>&1;
+  then
+    echo "FAIL qdq_forms [$target]: ctxgen: $(cat "$out/ops.log")"; failed=$((failed + 1)); return
+  fi
+  local integer float
+  integer=$(grep -cE '= QLinear(Conv|MatMul)\(' "$out/ops.log")
+  float=$(grep -cE '= (Conv|Gemm|MatMul)\(' "$out/ops.log")
+  if [ "$integer" -ne 4 ] || [ "$float" -ne 0 ]; then
+    echo "FAIL qdq_forms [$target]: $integer integer and $float float products (expected 4 and 0): $(cat "$out/ops.log")"
+    failed=$((failed + 1)); return
+  fi
+  tolerance=(--rtol 0 --atol 0.0501)
+  check qdq_forms "$qdqForms" "$target"
+  tolerance=()
+}
 for target in npu-sim cpu; do
+  checkQdqForms "$target"
   check tiny_prefill "$build/samples/tiny_prefill.onnx" "$target"
   check tiny_decode "$build/samples/tiny_decode.onnx" "$target"
   check tiny_cnn "$build/samples/tiny_cnn.onnx" "$target"
