@@ -3,6 +3,7 @@
 
 #include "codegen/memory_plan.h"
 #include "cpu/gemm.h"
+#include "ir/op_info.h"
 #include "kernels/kernels.h"
 #include "ops/typed_attrs.h"
 
@@ -29,11 +30,6 @@ struct LOp {
   std::vector<std::string> outputs;
   std::optional<ops::Epilogue> epilogue;  // fuse-epilogue: what Conv/Gemm/MatMul apply to their results
 };
-
-bool isViewOp(ir::OpKind kind) {
-  return kind == ir::OpKind::Reshape || kind == ir::OpKind::Flatten || kind == ir::OpKind::Squeeze ||
-         kind == ir::OpKind::Unsqueeze || kind == ir::OpKind::Identity;
-}
 
 class Lowering {
 public:
@@ -875,7 +871,7 @@ private:
     program::Indices inputs;
     std::vector<kernels::ValueDesc> descs;
     // A view needs only its data input; shape/axes inputs were used up by static shape inference.
-    bool asView = isViewOp(op.kind) && op.outputs.size() == 1 && !usedOutside_.count(op.outputs[0]) &&
+    bool asView = ir::isView(op.kind) && op.outputs.size() == 1 && !usedOutside_.count(op.outputs[0]) &&
                   !op.inputs.empty() && !op.inputs[0].empty() && !constantOf(op.inputs[0]);
     for (const auto& in : op.inputs) {
       if (asView && !inputs.empty()) break;

@@ -1,5 +1,7 @@
-// Op kind names from ops.def.
+// Op kind names, domains and flags from ops.def.
 #include "ir/op_kind.h"
+
+#include "ir/op_info.h"
 
 #include <array>
 
@@ -9,9 +11,10 @@ namespace {
 struct OpInfo {
   std::string_view name;
   std::string_view domain;
+  uint8_t flags;
 };
 constexpr std::array kOps = {
-#define CTX_OP(kind, name, domain) OpInfo{name, domain},
+#define CTX_OP(kind, name, domain, family, kernel, flags) OpInfo{name, domain, flags},
 #include "ir/ops.def"
 #undef CTX_OP
 };
@@ -32,6 +35,11 @@ OpKind opKindFromName(std::string_view domain, std::string_view opType) {
   for (size_t i = 0; i < kOps.size(); ++i)
     if (kOps[i].name == opType && kOps[i].domain == domain) return static_cast<OpKind>(i);
   return OpKind::Unknown;
+}
+
+bool hasOpFlag(OpKind kind, OpFlag flag) {
+  auto i = static_cast<size_t>(kind);
+  return i < kOps.size() && (kOps[i].flags & flag) != 0;
 }
 
 std::optional<OpKind> opKindFromInt(uint32_t value) {

@@ -8,7 +8,7 @@
 namespace ctxkit::ir {
 
 enum class OpKind : uint16_t {
-#define CTX_OP(kind, name, domain) kind,
+#define CTX_OP(kind, ...) kind,
 #include "ir/ops.def"
 #undef CTX_OP
   Unknown,  // an op ctxkit does not know; kept by its op type string

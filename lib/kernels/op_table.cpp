@@ -27,7 +27,7 @@ constexpr TypeSet kAnyType = ~TypeSet{0};
 
 }  // namespace
 
-// Every op kind in ops.def but EPContext has an entry; -Wswitch flags a kind added without one.
+// Each op kind's entry is the one ops.def names in its kernel column.
 const OpEntry* detail::findEntry(OpKind kind) {
   static const OpEntry binary{inferBinary, runBinary, kArith, true};
   static const OpEntry pow{inferPow, runPow,
@@ -144,186 +144,20 @@ const OpEntry* detail::findEntry(OpKind kind) {
                               true, planResizeOnce};
   static const OpEntry recurrent{inferRecurrent, runRecurrent, kFloat32, true, planRecurrentOnce};
 
+  static const OpEntry none{};  // ops.def's "none": no kernel runs the kind
+
+  // The kernel column of ops.def, one generated case per line.
+  const OpEntry* entry = &none;
   switch (kind) {
-    case OpKind::Add:
-    case OpKind::Sub:
-    case OpKind::Mul:
-    case OpKind::Div: return &binary;
-    case OpKind::Pow: return &pow;
-    case OpKind::Sqrt:
-    case OpKind::Erf:
-    case OpKind::Exp:
-    case OpKind::Log:
-    case OpKind::Reciprocal:
-    case OpKind::LeakyRelu:
-    case OpKind::Sigmoid:
-    case OpKind::HardSigmoid:
-    case OpKind::Tanh:
-    case OpKind::Gelu: return &floatUnary;
-    case OpKind::Abs: return &absOp;
-    case OpKind::Neg:
-    case OpKind::Relu: return &signedUnary;
-    case OpKind::MatMul: return &matMul;
-    case OpKind::Gemm: return &gemm;
-    case OpKind::Softmax: return &softmax;
-    case OpKind::Conv: return &conv;
-    case OpKind::MaxPool: return &maxPool;
-    case OpKind::AveragePool: return &avgPool;
-    case OpKind::GlobalAveragePool: return &globalAvgPool;
-    case OpKind::BatchNormalization: return &batchNorm;
-    case OpKind::LayerNormalization: return &layerNorm;
-    case OpKind::Reshape: return &reshape;
-    case OpKind::Transpose: return &transpose;
-    case OpKind::Concat: return &concat;
-    case OpKind::Flatten: return &flatten;
-    case OpKind::Squeeze: return &squeeze;
-    case OpKind::Unsqueeze: return &unsqueeze;
-    case OpKind::Identity: return &identity;
-    case OpKind::Constant: return &constant;
-    case OpKind::Gather: return &gather;
-    case OpKind::Slice: return &slice;
-    case OpKind::ReduceMean:
-    case OpKind::ReduceSum:
-    case OpKind::ReduceProd:
-    case OpKind::ReduceL1:
-    case OpKind::ReduceL2:
-    case OpKind::ReduceLogSum:
-    case OpKind::ReduceLogSumExp:
-    case OpKind::ReduceSumSquare: return &reduce;
-    case OpKind::ReduceMax:
-    case OpKind::ReduceMin: return &reduceMinMax;
-    case OpKind::ArgMax:
-    case OpKind::ArgMin: return &argReduce;
-    case OpKind::CastLike: return &castLike;
-    case OpKind::Sin:
-    case OpKind::Cos:
-    case OpKind::Tan:
-    case OpKind::Asin:
-    case OpKind::Acos:
-    case OpKind::Atan:
-    case OpKind::Sinh:
-    case OpKind::Cosh:
-    case OpKind::Asinh:
-    case OpKind::Acosh:
-    case OpKind::Atanh:
-    case OpKind::Floor:
-    case OpKind::Ceil:
-    case OpKind::Round:
-    case OpKind::IsNaN:
-    case OpKind::IsInf:
-    case OpKind::Elu:
-    case OpKind::Selu:
-    case OpKind::Celu:
-    case OpKind::Softplus:
-    case OpKind::Softsign:
-    case OpKind::ThresholdedRelu:
-    case OpKind::Mish:
-    case OpKind::Swish: return &unaryMath;
-    case OpKind::Sign:
-    case OpKind::Shrink: return &numericUnaryMath;
-    case OpKind::LogSoftmax:
-    case OpKind::Hardmax: return &softmaxLike;
-    case OpKind::Mod: return &mod;
-    case OpKind::Trilu: return &trilu;
-    case OpKind::DynamicQuantizeLinear: return &dynamicQuantize;
-    case OpKind::LRN: return &lrn;
-    case OpKind::ReverseSequence: return &reverseSequence;
-    case OpKind::Det: return &det;
-    case OpKind::MatMulInteger:
-    case OpKind::QLinearMatMul: return &integerMatMul;
-    case OpKind::ConvInteger:
-    case OpKind::QLinearConv: return &integerConv;
-    case OpKind::HannWindow:
-    case OpKind::HammingWindow:
-    case OpKind::BlackmanWindow: return &window;
-    case OpKind::MelWeightMatrix: return &melWeightMatrix;
-    case OpKind::Upsample: return &upsample;
-    case OpKind::Scatter: return &scatterElements;
-    case OpKind::NonZero: return &nonZero;
-    case OpKind::Compress: return &compress;
-    case OpKind::NonMaxSuppression: return &nonMaxSuppression;
-    case OpKind::GridSample: return &gridSample;
-    case OpKind::RoiAlign: return &roiAlign;
-    case OpKind::TfIdfVectorizer: return &tfIdfVectorizer;
-    case OpKind::ArrayFeatureExtractor: return &arrayFeatureExtractor;
-    case OpKind::Binarizer: return &binarizer;
-    case OpKind::DeformConv: return &deformConv;
-    case OpKind::TensorScatter: return &tensorScatter;
-    case OpKind::Unique: return &unique;
-    case OpKind::AffineGrid: return &affineGrid;
-    case OpKind::MaxUnpool: return &maxUnpool;
-    case OpKind::Col2Im: return &col2Im;
-    case OpKind::CenterCropPad: return &centerCropPad;
-    case OpKind::LpPool: return &lpPool;
-    case OpKind::QuantizeLinear: return &quantize;
-    case OpKind::DequantizeLinear: return &dequantize;
-    case OpKind::RotaryEmbedding: return &rotary;
-    case OpKind::GlobalMaxPool: return &globalMaxPool;
-    case OpKind::Einsum: return &einsum;
-    case OpKind::BitCast: return &bitCast;
-    case OpKind::Attention: return &attention;
-    case OpKind::NegativeLogLikelihoodLoss:
-    case OpKind::SoftmaxCrossEntropyLoss: return &loss;
-    case OpKind::GatherElements: return &gatherElements;
-    case OpKind::ScatterElements: return &scatterElements;
-    case OpKind::GatherND:
-    case OpKind::ScatterND: return &gatherNd;
-    case OpKind::OneHot: return &oneHot;
-    case OpKind::CumSum:
-    case OpKind::CumProd: return &cumulative;
-    case OpKind::TopK: return &topK;
-    case OpKind::Tile: return &tile;
-    case OpKind::DepthToSpace:
-    case OpKind::SpaceToDepth: return &depthSpace;
-    case OpKind::EyeLike: return &eyeLike;
-    case OpKind::Dropout: return &dropout;
-    case OpKind::InstanceNormalization:
-    case OpKind::GroupNormalization: return &groupNorm;
-    case OpKind::LpNormalization: return &lpNorm;
-    case OpKind::MeanVarianceNormalization: return &mvn;
-    case OpKind::Xor: return &logicXor;
-    case OpKind::BitShift:
-    case OpKind::BitwiseAnd:
-    case OpKind::BitwiseOr:
-    case OpKind::BitwiseXor:
-    case OpKind::BitwiseNot: return &bitwise;
-    case OpKind::PRelu: return &prelu;
-    case OpKind::Sum:
-    case OpKind::Mean: return &minMax;
-    case OpKind::RMSNormalization: return &layerNorm;
-    case OpKind::Cast: return &cast;
-    case OpKind::Shape: return &shape;
-    case OpKind::Split: return &split;
-    case OpKind::Size: return &size;
-    case OpKind::Equal:
-    case OpKind::Greater:
-    case OpKind::Less:
-    case OpKind::GreaterOrEqual:
-    case OpKind::LessOrEqual: return &compare;
-    case OpKind::Not:
-    case OpKind::And:
-    case OpKind::Or: return &logic;
-    case OpKind::Where: return &where;
-    case OpKind::Max:
-    case OpKind::Min: return &minMax;
-    case OpKind::Clip: return &clip;
-    case OpKind::HardSwish: return &floatUnary;
-    case OpKind::ConstantOfShape: return &constantOfShape;
-    case OpKind::Expand: return &expand;
-    case OpKind::Range: return &range;
-    case OpKind::Pad: return &pad;
-    case OpKind::ConvTranspose: return &convTranspose;
-    case OpKind::Resize: return &resize;
-    case OpKind::LSTM:
-    case OpKind::GRU:
-    case OpKind::RNN: return &recurrent;
-    case OpKind::EPContext:
-    case OpKind::If:  // control flow runs subgraphs: the runtime's interpreter executes it
-    case OpKind::Loop:
-    case OpKind::Scan:
-    case OpKind::Unknown: return nullptr;
+#define CTX_OP(kind, name, domain, family, kernel, flags)                                                              \
+  case OpKind::kind:                                                                                                   \
+    entry = &kernel;                                                                                                   \
+    break;
+#include "ir/ops.def"
+#undef CTX_OP
+    case OpKind::Unknown: break;
   }
-  return nullptr;
+  return entry == &none ? nullptr : entry;
 }
 
 Error detail::noKernel(const OpContext& ctx) {

@@ -121,7 +121,7 @@ Expected<Epilogue> decodeEpilogue(const AttrReader& attrs) {
   return e;
 }
 
-Expected<OpAttrs> decodeConv(const AttrReader& attrs) {
+Expected<OpAttrs> decodeConv(OpKind, int64_t, const AttrReader& attrs) {
   ConvAttrs a;
   CTX_ASSIGN_OR_RETURN(a.window, decodeWindow(attrs));
   a.group = attrs.getInt("group", 1);
@@ -129,7 +129,7 @@ Expected<OpAttrs> decodeConv(const AttrReader& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodePool(OpKind kind, const AttrReader& attrs) {
+Expected<OpAttrs> decodePool(OpKind kind, int64_t, const AttrReader& attrs) {
   PoolAttrs a;
   CTX_ASSIGN_OR_RETURN(a.window, decodeWindow(attrs));
   CTX_ASSIGN_OR_RETURN(a.ceilMode, flag(attrs, "ceil_mode"));
@@ -145,7 +145,7 @@ Expected<OpAttrs> decodePool(OpKind kind, const AttrReader& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeUnary(OpKind kind, const AttrReader& attrs) {
+Expected<OpAttrs> decodeUnary(OpKind kind, int64_t, const AttrReader& attrs) {
   UnaryAttrs a;
   switch (kind) {
     case OpKind::LeakyRelu: a.alpha = attrs.getFloat("alpha", 0.01f); break;
@@ -165,7 +165,7 @@ Expected<OpAttrs> decodeUnary(OpKind kind, const AttrReader& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeBatchNorm(int64_t opset, const AttrReader& attrs) {
+Expected<OpAttrs> decodeBatchNorm(OpKind, int64_t opset, const AttrReader& attrs) {
   if (attrs.getInt("training_mode", 0) != 0)
     return makeError(ErrorCode::Unsupported, "training_mode = 1 is not supported (inference only)");
   BatchNormAttrs a;
@@ -174,7 +174,7 @@ Expected<OpAttrs> decodeBatchNorm(int64_t opset, const AttrReader& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeLayerNorm(const AttrReader& attrs) {
+Expected<OpAttrs> decodeLayerNorm(OpKind, int64_t, const AttrReader& attrs) {
   LayerNormAttrs a;
   a.axis = attrs.getInt("axis", -1);
   a.epsilon = attrs.getFloat("epsilon", 1e-5f);
@@ -201,6 +201,10 @@ bool nonZero(const AttrReader& attrs, std::string_view name, bool fallback) {
 
 Expected<OpAttrs> decodeReduce(OpKind kind, int64_t opset, const AttrReader& attrs) {
   ReduceAttrs a;
+  if (kind == OpKind::MeanVarianceNormalization) {
+    a.axes = optionalInts(attrs, "axes").value_or(IntList{0, 2, 3});
+    return OpAttrs(a);
+  }
   a.axesFromInput = kind == OpKind::ReduceSum ? opset >= 13 : opset >= 18;
   if (!a.axesFromInput) a.axes = optionalInts(attrs, "axes");
   CTX_ASSIGN_OR_RETURN(a.keepdims, flagOr(attrs, "keepdims", true));
@@ -208,7 +212,7 @@ Expected<OpAttrs> decodeReduce(OpKind kind, int64_t opset, const AttrReader& att
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeArgReduce(const AttrReader& attrs) {
+Expected<OpAttrs> decodeArgReduce(OpKind, int64_t, const AttrReader& attrs) {
   ArgReduceAttrs a;
   a.axis = attrs.getInt("axis", 0);
   CTX_ASSIGN_OR_RETURN(a.keepdims, flagOr(attrs, "keepdims", true));
@@ -216,7 +220,7 @@ Expected<OpAttrs> decodeArgReduce(const AttrReader& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeUnaryMath(OpKind kind, const AttrReader& attrs) {
+Expected<OpAttrs> decodeUnaryMath(OpKind kind, int64_t, const AttrReader& attrs) {
   UnaryMathAttrs a;
   switch (kind) {
     case OpKind::Elu:
@@ -251,7 +255,7 @@ Expected<ScatterReduction> scatterReduction(const AttrReader& attrs) {
   return bad("attribute reduction is '{}' but expected none, add, mul, max or min", r);
 }
 
-Expected<OpAttrs> decodeLoss(const AttrReader& attrs) {
+Expected<OpAttrs> decodeLoss(OpKind, int64_t, const AttrReader& attrs) {
   LossAttrs a;
   std::string r = attrs.getString("reduction", "mean");
   if (r == "none") a.reduction = LossReduction::None;
@@ -263,7 +267,7 @@ Expected<OpAttrs> decodeLoss(const AttrReader& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeGatherScatter(OpKind kind, const AttrReader& attrs) {
+Expected<OpAttrs> decodeGatherScatter(OpKind kind, int64_t, const AttrReader& attrs) {
   GatherScatterAttrs a;
   a.axis = attrs.getInt("axis", kind == OpKind::OneHot ? -1 : 0);
   a.batchDims = attrs.getInt("batch_dims", 0);
@@ -273,7 +277,7 @@ Expected<OpAttrs> decodeGatherScatter(OpKind kind, const AttrReader& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeDepthSpace(OpKind kind, const AttrReader& attrs) {
+Expected<OpAttrs> decodeDepthSpace(OpKind kind, int64_t, const AttrReader& attrs) {
   DepthSpaceAttrs a;
   a.blocksize = attrs.getInt("blocksize", 0);
   if (kind == OpKind::DepthToSpace) {
@@ -284,7 +288,7 @@ Expected<OpAttrs> decodeDepthSpace(OpKind kind, const AttrReader& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeEyeLike(const AttrReader& attrs) {
+Expected<OpAttrs> decodeEyeLike(OpKind, int64_t, const AttrReader& attrs) {
   EyeLikeAttrs a;
   a.k = attrs.getInt("k", 0);
   if (attrs.has("dtype")) {
@@ -305,7 +309,7 @@ Expected<E> stringEnum(const AttrReader& attrs, std::string_view name, std::stri
   return bad("attribute {} is '{}' but expected {}", name, value, expected);
 }
 
-Expected<OpAttrs> decodeCast(const AttrReader& attrs) {
+Expected<OpAttrs> decodeCast(OpKind, int64_t, const AttrReader& attrs) {
   CastAttrs a;
   if (const ir::Attribute* to = attrs.find("to"); to && to->type == ir::AttrType::Int) {
     CTX_ASSIGN_OR_RETURN(a.to, elemTypeAttr("to", to->i, false));
@@ -314,7 +318,7 @@ Expected<OpAttrs> decodeCast(const AttrReader& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodePad(int64_t opset, const AttrReader& attrs) {
+Expected<OpAttrs> decodePad(OpKind, int64_t opset, const AttrReader& attrs) {
   PadAttrs a;
   constexpr std::array<std::string_view, 4> modes = {"constant", "reflect", "edge", "wrap"};  // wrap: opset 19
   CTX_ASSIGN_OR_RETURN(a.mode,
@@ -326,7 +330,7 @@ Expected<OpAttrs> decodePad(int64_t opset, const AttrReader& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeConvTranspose(const AttrReader& attrs) {
+Expected<OpAttrs> decodeConvTranspose(OpKind, int64_t, const AttrReader& attrs) {
   ConvTransposeAttrs a;
   CTX_ASSIGN_OR_RETURN(a.window, decodeWindow(attrs));
   a.group = attrs.getInt("group", 1);
@@ -366,7 +370,7 @@ Expected<OpAttrs> decodeResize(OpKind kind, int64_t opset, const AttrReader& att
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeRecurrent(ir::OpKind kind, const AttrReader& attrs) {
+Expected<OpAttrs> decodeRecurrent(OpKind kind, int64_t, const AttrReader& attrs) {
   RecurrentAttrs a;
   constexpr std::array<std::string_view, 3> directions = {"forward", "reverse", "bidirectional"};
   CTX_ASSIGN_OR_RETURN(a.direction, stringEnum<RnnDirection>(attrs, "direction", "forward", directions));
@@ -397,8 +401,12 @@ Expected<OpAttrs> decodeRecurrent(ir::OpKind kind, const AttrReader& attrs) {
   return OpAttrs(std::move(a));
 }
 
-Expected<OpAttrs> decodeGridSample(int64_t opset, const AttrReader& attrs) {
+Expected<OpAttrs> decodeGridSample(OpKind kind, int64_t opset, const AttrReader& attrs) {
   GridSampleAttrs a;
+  if (kind == OpKind::AffineGrid) {
+    a.alignCorners = nonZero(attrs, "align_corners", false);
+    return OpAttrs(a);
+  }
   // Opset 16 spells linear and cubic "bilinear" and "bicubic"; opset 20 renamed them. Either spelling is taken in
   // either opset, as ctxkit always did (ONNX Runtime takes only its opset's).
   constexpr std::array<std::string_view, 3> modes = {"linear", "nearest", "cubic"};
@@ -415,7 +423,7 @@ Expected<OpAttrs> decodeGridSample(int64_t opset, const AttrReader& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeRoiAlign(int64_t opset, const AttrReader& attrs) {
+Expected<OpAttrs> decodeRoiAlign(OpKind, int64_t opset, const AttrReader& attrs) {
   RoiAlignAttrs a;
   constexpr std::array<std::string_view, 2> modes = {"avg", "max"};
   CTX_ASSIGN_OR_RETURN(a.mode, stringEnum<RoiMode>(attrs, "mode", "avg", modes));
@@ -431,7 +439,7 @@ Expected<OpAttrs> decodeRoiAlign(int64_t opset, const AttrReader& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeTfIdf(const AttrReader& attrs) {
+Expected<OpAttrs> decodeTfIdf(OpKind, int64_t, const AttrReader& attrs) {
   TfIdfAttrs a;
   a.minGram = attrs.getInt("min_gram_length", 1);
   a.maxGram = attrs.getInt("max_gram_length", 1);
@@ -447,7 +455,7 @@ Expected<OpAttrs> decodeTfIdf(const AttrReader& attrs) {
   return OpAttrs(std::move(a));
 }
 
-Expected<OpAttrs> decodeConstantOfShape(const AttrReader& attrs) {
+Expected<OpAttrs> decodeConstantOfShape(OpKind, int64_t, const AttrReader& attrs) {
   ConstantOfShapeAttrs a;
   const ir::Attribute* v = attrs.find("value");
   if (!v) return OpAttrs(a);
@@ -465,7 +473,7 @@ Expected<OpAttrs> decodeConstantOfShape(const AttrReader& attrs) {
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeDeformConv(const AttrReader& attrs) {
+Expected<OpAttrs> decodeDeformConv(OpKind, int64_t, const AttrReader& attrs) {
   DeformConvAttrs a;
   CTX_ASSIGN_OR_RETURN(a.window, decodeWindow(attrs));
   a.group = attrs.getInt("group", 1);
@@ -473,326 +481,265 @@ Expected<OpAttrs> decodeDeformConv(const AttrReader& attrs) {
   return OpAttrs(std::move(a));
 }
 
-// Recurrent, sampling, folding and the remaining families; nullopt for any other kind. Value rules
-// (positive sizes, ranges, windows) are checkAttrs's, applied by decodeAttrs.
-std::optional<Expected<OpAttrs>> decodeRemainingAttrs(OpKind kind, int64_t opset, const AttrReader& attrs) {
-  auto optionalInt = [&](std::string_view name) {
-    return attrs.has(name) ? std::optional<int64_t>(attrs.getInt(name, 0)) : std::nullopt;
-  };
-  switch (kind) {
-    case OpKind::LSTM:
-    case OpKind::GRU:
-    case OpKind::RNN: return decodeRecurrent(kind, attrs);
-    case OpKind::GridSample: return decodeGridSample(opset, attrs);
-    case OpKind::AffineGrid: {
-      GridSampleAttrs a;
-      a.alignCorners = nonZero(attrs, "align_corners", false);
-      return OpAttrs(a);
-    }
-    case OpKind::DeformConv: return decodeDeformConv(attrs);
-    case OpKind::Col2Im:
-    case OpKind::MaxUnpool: {
-      FoldAttrs a;
-      CTX_ASSIGN_OR_RETURN(a.window, decodeWindow(attrs));
-      if (kind == OpKind::MaxUnpool && !a.window.kernelShape) return bad("required attribute kernel_shape is missing");
-      return OpAttrs(std::move(a));
-    }
-    case OpKind::Unique: {
-      UniqueAttrs a;
-      a.axis = optionalInt("axis");
-      a.sorted = nonZero(attrs, "sorted", true);
-      return OpAttrs(a);
-    }
-    case OpKind::Compress: return OpAttrs(OptionalAxisAttrs{optionalInt("axis")});
-    case OpKind::CenterCropPad: return OpAttrs(CenterCropPadAttrs{optionalInts(attrs, "axes")});
-    case OpKind::TensorScatter: {
-      TensorScatterAttrs a;
-      a.axis = attrs.getInt("axis", -2);
-      constexpr std::array<std::string_view, 2> modes = {"linear", "circular"};
-      CTX_ASSIGN_OR_RETURN(a.mode, stringEnum<CacheMode>(attrs, "mode", "linear", modes));
-      return OpAttrs(a);
-    }
-    case OpKind::NonMaxSuppression: return OpAttrs(NmsAttrs{nonZero(attrs, "center_point_box", false)});
-    case OpKind::Binarizer: return OpAttrs(BinarizerAttrs{attrs.getFloat("threshold", 0.0f)});
-    case OpKind::TfIdfVectorizer: return decodeTfIdf(attrs);
-    case OpKind::ConstantOfShape: return decodeConstantOfShape(attrs);
-    case OpKind::Dropout: return OpAttrs(DropoutAttrs{});
-    case OpKind::RoiAlign: return decodeRoiAlign(opset, attrs);
-    default: return std::nullopt;
-  }
+Expected<OpAttrs> decodeOnnx(OpKind, int64_t, const AttrReader&) { return OpAttrs(OnnxAttrs{}); }
+
+Expected<OpAttrs> decodeBinary(OpKind kind, int64_t opset, const AttrReader&) {
+  return OpAttrs(BinaryAttrs{kind == OpKind::Pow && opset < 12});
 }
 
-// The shaping families; nullopt for any other kind.
-std::optional<Expected<OpAttrs>> decodeShapingAttrs(OpKind kind, int64_t opset, const AttrReader& attrs) {
-  switch (kind) {
-    case OpKind::Reshape:
-      return OpAttrs(ReshapeAttrs{opset >= 14 && attrs.getInt("allowzero", 0) != 0,
-                                  opset < 5 ? optionalInts(attrs, "shape") : std::nullopt});
-    case OpKind::Transpose: return OpAttrs(TransposeAttrs{optionalInts(attrs, "perm")});
-    case OpKind::Concat:
-      if (!attrs.has("axis")) return bad("required attribute axis is missing");
-      return OpAttrs(AxisAttrs{attrs.getInt("axis", 0)});
-    case OpKind::Gather: return OpAttrs(AxisAttrs{attrs.getInt("axis", 0)});
-    case OpKind::Flatten: return OpAttrs(AxisAttrs{attrs.getInt("axis", 1)});
-    case OpKind::Squeeze:
-    case OpKind::Unsqueeze: return OpAttrs(AxesAttrs{opset < 13 ? optionalInts(attrs, "axes") : std::nullopt});
-    case OpKind::Slice:
-      if (opset >= 10) return OpAttrs(SliceAttrs{});
-      return OpAttrs(
-          SliceAttrs{optionalInts(attrs, "starts"), optionalInts(attrs, "ends"), optionalInts(attrs, "axes")});
-    case OpKind::Cast: return decodeCast(attrs);
-    case OpKind::Shape: {
-      ShapeAttrs a;
-      if (opset >= 15) {
-        a.start = attrs.getInt("start", 0);
-        if (attrs.has("end")) a.end = attrs.getInt("end", 0);
-      }
-      return OpAttrs(a);
-    }
-    case OpKind::Clip: {
-      ClipAttrs a;
-      if (opset < 11) {
-        a.min = attrs.getFloat("min", a.min);
-        a.max = attrs.getFloat("max", a.max);
-      }
-      return OpAttrs(a);
-    }
-    case OpKind::Split: {
-      SplitAttrs a;
-      a.axis = attrs.getInt("axis", 0);
-      if (opset < 13) a.split = optionalInts(attrs, "split");
-      if (opset >= 18 && attrs.has("num_outputs")) a.numOutputs = attrs.getInt("num_outputs", 0);
-      return OpAttrs(a);
-    }
-    case OpKind::Pad: return decodePad(opset, attrs);
-    case OpKind::ConvTranspose: return decodeConvTranspose(attrs);
-    case OpKind::Resize:
-    case OpKind::Upsample: return decodeResize(kind, opset, attrs);
-    default: return std::nullopt;
-  }
+Expected<OpAttrs> decodeGemm(OpKind, int64_t, const AttrReader& attrs) {
+  GemmAttrs a;
+  CTX_ASSIGN_OR_RETURN(a.transA, flag(attrs, "transA"));
+  CTX_ASSIGN_OR_RETURN(a.transB, flag(attrs, "transB"));
+  a.alpha = attrs.getFloat("alpha", 1.0f);
+  a.beta = attrs.getFloat("beta", 1.0f);
+  CTX_ASSIGN_OR_RETURN(a.epilogue, decodeEpilogue(attrs));
+  return OpAttrs(a);
 }
 
+Expected<OpAttrs> decodeMatMul(OpKind, int64_t, const AttrReader& attrs) {
+  MatMulAttrs a;
+  CTX_ASSIGN_OR_RETURN(a.epilogue, decodeEpilogue(attrs));
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeSoftmax(OpKind, int64_t opset, const AttrReader& attrs) {
+  SoftmaxAttrs a;
+  a.coerce2d = opset < 13;
+  a.axis = attrs.getInt("axis", a.coerce2d ? 1 : -1);
+  return OpAttrs(a);
+}
+
+// A family whose one field is a 0/1 attribute.
+template <class T> Expected<OpAttrs> decodeOneFlag(const AttrReader& attrs, std::string_view name, bool fallback) {
+  CTX_ASSIGN_OR_RETURN(bool value, flagOr(attrs, name, fallback));
+  return OpAttrs(T{value});
+}
+
+Expected<OpAttrs> decodeCastLike(OpKind, int64_t, const AttrReader& attrs) {
+  return decodeOneFlag<CastLikeAttrs>(attrs, "saturate", true);
+}
+
+Expected<OpAttrs> decodeMod(OpKind, int64_t, const AttrReader& attrs) {
+  return decodeOneFlag<ModAttrs>(attrs, "fmod", false);
+}
+
+Expected<OpAttrs> decodeTrilu(OpKind, int64_t, const AttrReader& attrs) {
+  return decodeOneFlag<TriluAttrs>(attrs, "upper", true);
+}
+
+Expected<OpAttrs> decodeCumulative(OpKind, int64_t, const AttrReader& attrs) {
+  CumulativeAttrs a;
+  CTX_ASSIGN_OR_RETURN(a.exclusive, flag(attrs, "exclusive"));
+  CTX_ASSIGN_OR_RETURN(a.reverse, flag(attrs, "reverse"));
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeTopK(OpKind, int64_t, const AttrReader& attrs) {
+  TopKAttrs a;
+  a.axis = attrs.getInt("axis", -1);
+  CTX_ASSIGN_OR_RETURN(a.largest, flagOr(attrs, "largest", true));
+  CTX_ASSIGN_OR_RETURN(a.sorted, flagOr(attrs, "sorted", true));
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeBitShift(OpKind, int64_t, const AttrReader& attrs) {
+  std::string dir = attrs.getString("direction", "");
+  if (dir != "LEFT" && dir != "RIGHT") return bad("attribute direction is '{}' but expected LEFT or RIGHT", dir);
+  return OpAttrs(BitShiftAttrs{dir == "LEFT"});
+}
+
+Expected<OpAttrs> decodeGroupNorm(OpKind, int64_t, const AttrReader& attrs) {
+  GroupNormAttrs a;
+  a.epsilon = attrs.getFloat("epsilon", 1e-5f);
+  a.numGroups = attrs.getInt("num_groups", 0);
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeLpPool(OpKind, int64_t, const AttrReader& attrs) {
+  LpPoolAttrs a;
+  CTX_ASSIGN_OR_RETURN(a.window, decodeWindow(attrs));
+  CTX_ASSIGN_OR_RETURN(a.ceilMode, flag(attrs, "ceil_mode"));
+  a.p = attrs.getInt("p", 2);
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeLpNorm(OpKind, int64_t, const AttrReader& attrs) {
+  return OpAttrs(LpNormAttrs{attrs.getInt("axis", -1), attrs.getInt("p", 2)});
+}
+
+Expected<OpAttrs> decodeAttention(OpKind, int64_t, const AttrReader& attrs) {
+  AttentionAttrs a;
+  CTX_ASSIGN_OR_RETURN(a.isCausal, flag(attrs, "is_causal"));
+  a.qNumHeads = attrs.getInt("q_num_heads", 0);
+  a.kvNumHeads = attrs.getInt("kv_num_heads", 0);
+  a.qkMatmulOutputMode = attrs.getInt("qk_matmul_output_mode", 0);
+  if (a.qkMatmulOutputMode < 0 || a.qkMatmulOutputMode > 3)
+    return bad("attribute qk_matmul_output_mode is {} but expected 0 to 3", a.qkMatmulOutputMode);
+  a.hasScale = attrs.has("scale");
+  a.scale = attrs.getFloat("scale", 0.0f);
+  a.softcap = attrs.getFloat("softcap", 0.0f);
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeEinsum(OpKind, int64_t, const AttrReader& attrs) {
+  const ir::Attribute* eq = attrs.find("equation");
+  if (!eq || eq->type != ir::AttrType::String) return bad("required attribute equation is missing");
+  return OpAttrs(EinsumAttrs{eq->s});
+}
+
+Expected<OpAttrs> decodeBitCast(OpKind, int64_t, const AttrReader& attrs) {
+  CTX_ASSIGN_OR_RETURN(ir::ElemType to, elemTypeAttr("to", attrs.getInt("to", 0), false));
+  return OpAttrs(BitCastAttrs{to});
+}
+
+Expected<OpAttrs> decodeRotary(OpKind, int64_t, const AttrReader& attrs) {
+  RotaryAttrs a;
+  CTX_ASSIGN_OR_RETURN(a.interleaved, flag(attrs, "interleaved"));
+  a.numHeads = attrs.getInt("num_heads", 0);
+  a.rotaryDim = attrs.getInt("rotary_embedding_dim", 0);
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeQuantize(OpKind, int64_t, const AttrReader& attrs) {
+  QuantizeAttrs a;
+  a.axis = attrs.getInt("axis", 1);
+  a.blockSize = attrs.getInt("block_size", 0);
+  if (a.blockSize < 0) return bad("attribute block_size is {} but must not be negative", a.blockSize);
+  if (int64_t dt = attrs.getInt("output_dtype", 0); dt != 0) {
+    CTX_ASSIGN_OR_RETURN(a.outputType, elemTypeAttr("output_dtype", dt, false));
+  }
+  CTX_ASSIGN_OR_RETURN(a.saturate, flagOr(attrs, "saturate", true));
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeLrn(OpKind, int64_t, const AttrReader& attrs) {
+  LrnAttrs a;
+  a.alpha = attrs.getFloat("alpha", 1e-4f);
+  a.beta = attrs.getFloat("beta", 0.75f);
+  a.bias = attrs.getFloat("bias", 1.0f);
+  a.size = attrs.getInt("size", 0);
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeSignal(OpKind, int64_t, const AttrReader& attrs) {
+  SignalAttrs a;
+  CTX_ASSIGN_OR_RETURN(a.outputType, elemTypeAttr("output_datatype", attrs.getInt("output_datatype", 1), false));
+  CTX_ASSIGN_OR_RETURN(a.periodic, flagOr(attrs, "periodic", true));
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeReverseSequence(OpKind, int64_t, const AttrReader& attrs) {
+  return OpAttrs(ReverseSequenceAttrs{attrs.getInt("batch_axis", 1), attrs.getInt("time_axis", 0)});
+}
+
+Expected<OpAttrs> decodeReshape(OpKind, int64_t opset, const AttrReader& attrs) {
+  return OpAttrs(ReshapeAttrs{opset >= 14 && attrs.getInt("allowzero", 0) != 0,
+                              opset < 5 ? optionalInts(attrs, "shape") : std::nullopt});
+}
+
+Expected<OpAttrs> decodeTranspose(OpKind, int64_t, const AttrReader& attrs) {
+  return OpAttrs(TransposeAttrs{optionalInts(attrs, "perm")});
+}
+
+// Concat (axis required), Gather (axis 0) and Flatten (axis 1).
+Expected<OpAttrs> decodeAxis(OpKind kind, int64_t, const AttrReader& attrs) {
+  if (kind == OpKind::Concat && !attrs.has("axis")) return bad("required attribute axis is missing");
+  return OpAttrs(AxisAttrs{attrs.getInt("axis", kind == OpKind::Flatten ? 1 : 0)});
+}
+
+Expected<OpAttrs> decodeAxes(OpKind, int64_t opset, const AttrReader& attrs) {
+  return OpAttrs(AxesAttrs{opset < 13 ? optionalInts(attrs, "axes") : std::nullopt});
+}
+
+Expected<OpAttrs> decodeSlice(OpKind, int64_t opset, const AttrReader& attrs) {
+  if (opset >= 10) return OpAttrs(SliceAttrs{});
+  return OpAttrs(SliceAttrs{optionalInts(attrs, "starts"), optionalInts(attrs, "ends"), optionalInts(attrs, "axes")});
+}
+
+Expected<OpAttrs> decodeShape(OpKind, int64_t opset, const AttrReader& attrs) {
+  ShapeAttrs a;
+  if (opset >= 15) {
+    a.start = attrs.getInt("start", 0);
+    if (attrs.has("end")) a.end = attrs.getInt("end", 0);
+  }
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeClip(OpKind, int64_t opset, const AttrReader& attrs) {
+  ClipAttrs a;
+  if (opset < 11) {
+    a.min = attrs.getFloat("min", a.min);
+    a.max = attrs.getFloat("max", a.max);
+  }
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeSplit(OpKind, int64_t opset, const AttrReader& attrs) {
+  SplitAttrs a;
+  a.axis = attrs.getInt("axis", 0);
+  if (opset < 13) a.split = optionalInts(attrs, "split");
+  if (opset >= 18 && attrs.has("num_outputs")) a.numOutputs = attrs.getInt("num_outputs", 0);
+  return OpAttrs(a);
+}
+
+// Col2Im and MaxUnpool (kernel_shape required).
+Expected<OpAttrs> decodeFold(OpKind kind, int64_t, const AttrReader& attrs) {
+  FoldAttrs a;
+  CTX_ASSIGN_OR_RETURN(a.window, decodeWindow(attrs));
+  if (kind == OpKind::MaxUnpool && !a.window.kernelShape) return bad("required attribute kernel_shape is missing");
+  return OpAttrs(std::move(a));
+}
+
+std::optional<int64_t> optionalInt(const AttrReader& attrs, std::string_view name) {
+  return attrs.has(name) ? std::optional<int64_t>(attrs.getInt(name, 0)) : std::nullopt;
+}
+
+Expected<OpAttrs> decodeUnique(OpKind, int64_t, const AttrReader& attrs) {
+  UniqueAttrs a;
+  a.axis = optionalInt(attrs, "axis");
+  a.sorted = nonZero(attrs, "sorted", true);
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeOptionalAxis(OpKind, int64_t, const AttrReader& attrs) {
+  return OpAttrs(OptionalAxisAttrs{optionalInt(attrs, "axis")});
+}
+
+Expected<OpAttrs> decodeCenterCropPad(OpKind, int64_t, const AttrReader& attrs) {
+  return OpAttrs(CenterCropPadAttrs{optionalInts(attrs, "axes")});
+}
+
+Expected<OpAttrs> decodeTensorScatter(OpKind, int64_t, const AttrReader& attrs) {
+  TensorScatterAttrs a;
+  a.axis = attrs.getInt("axis", -2);
+  constexpr std::array<std::string_view, 2> modes = {"linear", "circular"};
+  CTX_ASSIGN_OR_RETURN(a.mode, stringEnum<CacheMode>(attrs, "mode", "linear", modes));
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeNms(OpKind, int64_t, const AttrReader& attrs) {
+  return OpAttrs(NmsAttrs{nonZero(attrs, "center_point_box", false)});
+}
+
+Expected<OpAttrs> decodeBinarizer(OpKind, int64_t, const AttrReader& attrs) {
+  return OpAttrs(BinarizerAttrs{attrs.getFloat("threshold", 0.0f)});
+}
+
+Expected<OpAttrs> decodeDropout(OpKind, int64_t, const AttrReader&) { return OpAttrs(DropoutAttrs{}); }
+
+// The decoder of the kind's family (ops.def's family column: decode##Family above). Value rules (positive sizes,
+// ranges, windows) are checkAttrs's, applied by decodeAttrs.
 Expected<OpAttrs> decodeTyped(OpKind kind, int64_t opset, const AttrReader& attrs) {
   switch (kind) {
-    case OpKind::Add:
-    case OpKind::Sub:
-    case OpKind::Mul:
-    case OpKind::Div: return OpAttrs(BinaryAttrs{});
-    case OpKind::Pow: return OpAttrs(BinaryAttrs{opset < 12});
-    case OpKind::Sqrt:
-    case OpKind::Erf:
-    case OpKind::Exp:
-    case OpKind::Log:
-    case OpKind::Neg:
-    case OpKind::Abs:
-    case OpKind::Reciprocal:
-    case OpKind::Relu:
-    case OpKind::LeakyRelu:
-    case OpKind::Sigmoid:
-    case OpKind::HardSigmoid:
-    case OpKind::Tanh:
-    case OpKind::Gelu:
-    case OpKind::HardSwish: return decodeUnary(kind, attrs);
-    case OpKind::Conv:
-    case OpKind::ConvInteger:
-    case OpKind::QLinearConv: return decodeConv(attrs);
-    case OpKind::MaxPool:
-    case OpKind::AveragePool: return decodePool(kind, attrs);
-    case OpKind::Gemm: {
-      GemmAttrs a;
-      CTX_ASSIGN_OR_RETURN(a.transA, flag(attrs, "transA"));
-      CTX_ASSIGN_OR_RETURN(a.transB, flag(attrs, "transB"));
-      a.alpha = attrs.getFloat("alpha", 1.0f);
-      a.beta = attrs.getFloat("beta", 1.0f);
-      CTX_ASSIGN_OR_RETURN(a.epilogue, decodeEpilogue(attrs));
-      return OpAttrs(a);
-    }
-    case OpKind::MatMul:
-    case OpKind::QLinearMatMul: {
-      MatMulAttrs a;
-      CTX_ASSIGN_OR_RETURN(a.epilogue, decodeEpilogue(attrs));
-      return OpAttrs(a);
-    }
-    case OpKind::BatchNormalization: return decodeBatchNorm(opset, attrs);
-    case OpKind::LayerNormalization: return decodeLayerNorm(attrs);
-    case OpKind::Softmax:
-    case OpKind::LogSoftmax:
-    case OpKind::Hardmax: {
-      SoftmaxAttrs a;
-      a.coerce2d = opset < 13;
-      a.axis = attrs.getInt("axis", a.coerce2d ? 1 : -1);
-      return OpAttrs(a);
-    }
-    case OpKind::ReduceMean:
-    case OpKind::ReduceSum:
-    case OpKind::ReduceMax:
-    case OpKind::ReduceMin:
-    case OpKind::ReduceProd:
-    case OpKind::ReduceL1:
-    case OpKind::ReduceL2:
-    case OpKind::ReduceLogSum:
-    case OpKind::ReduceLogSumExp:
-    case OpKind::ReduceSumSquare: return decodeReduce(kind, opset, attrs);
-    case OpKind::ArgMax:
-    case OpKind::ArgMin: return decodeArgReduce(attrs);
-    case OpKind::CastLike: {
-      CastLikeAttrs a;
-      CTX_ASSIGN_OR_RETURN(a.saturate, flagOr(attrs, "saturate", true));
-      return OpAttrs(a);
-    }
-    case OpKind::Mod: {
-      ModAttrs a;
-      CTX_ASSIGN_OR_RETURN(a.fmod, flag(attrs, "fmod"));
-      return OpAttrs(a);
-    }
-    case OpKind::Trilu: {
-      TriluAttrs a;
-      CTX_ASSIGN_OR_RETURN(a.upper, flagOr(attrs, "upper", true));
-      return OpAttrs(a);
-    }
-    case OpKind::RMSNormalization: return decodeLayerNorm(attrs);
-    case OpKind::Sin:
-    case OpKind::Cos:
-    case OpKind::Tan:
-    case OpKind::Asin:
-    case OpKind::Acos:
-    case OpKind::Atan:
-    case OpKind::Sinh:
-    case OpKind::Cosh:
-    case OpKind::Asinh:
-    case OpKind::Acosh:
-    case OpKind::Atanh:
-    case OpKind::Floor:
-    case OpKind::Ceil:
-    case OpKind::Round:
-    case OpKind::Sign:
-    case OpKind::IsNaN:
-    case OpKind::IsInf:
-    case OpKind::Elu:
-    case OpKind::Selu:
-    case OpKind::Celu:
-    case OpKind::Softplus:
-    case OpKind::Softsign:
-    case OpKind::ThresholdedRelu:
-    case OpKind::Shrink:
-    case OpKind::Mish:
-    case OpKind::Swish: return decodeUnaryMath(kind, attrs);
-    case OpKind::NegativeLogLikelihoodLoss:
-    case OpKind::SoftmaxCrossEntropyLoss: return decodeLoss(attrs);
-    case OpKind::GatherElements:
-    case OpKind::ScatterElements:
-    case OpKind::Scatter:
-    case OpKind::GatherND:
-    case OpKind::ScatterND:
-    case OpKind::OneHot: return decodeGatherScatter(kind, attrs);
-    case OpKind::CumSum:
-    case OpKind::CumProd: {
-      CumulativeAttrs a;
-      CTX_ASSIGN_OR_RETURN(a.exclusive, flag(attrs, "exclusive"));
-      CTX_ASSIGN_OR_RETURN(a.reverse, flag(attrs, "reverse"));
-      return OpAttrs(a);
-    }
-    case OpKind::TopK: {
-      TopKAttrs a;
-      a.axis = attrs.getInt("axis", -1);
-      CTX_ASSIGN_OR_RETURN(a.largest, flagOr(attrs, "largest", true));
-      CTX_ASSIGN_OR_RETURN(a.sorted, flagOr(attrs, "sorted", true));
-      return OpAttrs(a);
-    }
-    case OpKind::BitShift: {
-      std::string dir = attrs.getString("direction", "");
-      if (dir != "LEFT" && dir != "RIGHT") return bad("attribute direction is '{}' but expected LEFT or RIGHT", dir);
-      return OpAttrs(BitShiftAttrs{dir == "LEFT"});
-    }
-    case OpKind::DepthToSpace:
-    case OpKind::SpaceToDepth: return decodeDepthSpace(kind, attrs);
-    case OpKind::EyeLike: return decodeEyeLike(attrs);
-    case OpKind::InstanceNormalization:
-    case OpKind::GroupNormalization: {
-      GroupNormAttrs a;
-      a.epsilon = attrs.getFloat("epsilon", 1e-5f);
-      a.numGroups = attrs.getInt("num_groups", 0);
-      return OpAttrs(a);
-    }
-    case OpKind::LpPool: {
-      LpPoolAttrs a;
-      CTX_ASSIGN_OR_RETURN(a.window, decodeWindow(attrs));
-      CTX_ASSIGN_OR_RETURN(a.ceilMode, flag(attrs, "ceil_mode"));
-      a.p = attrs.getInt("p", 2);
-      return OpAttrs(a);
-    }
-    case OpKind::LpNormalization: return OpAttrs(LpNormAttrs{attrs.getInt("axis", -1), attrs.getInt("p", 2)});
-    case OpKind::MeanVarianceNormalization: {
-      ReduceAttrs a;
-      a.axes = optionalInts(attrs, "axes").value_or(IntList{0, 2, 3});
-      return OpAttrs(a);
-    }
-    case OpKind::Attention: {
-      AttentionAttrs a;
-      CTX_ASSIGN_OR_RETURN(a.isCausal, flag(attrs, "is_causal"));
-      a.qNumHeads = attrs.getInt("q_num_heads", 0);
-      a.kvNumHeads = attrs.getInt("kv_num_heads", 0);
-      a.qkMatmulOutputMode = attrs.getInt("qk_matmul_output_mode", 0);
-      if (a.qkMatmulOutputMode < 0 || a.qkMatmulOutputMode > 3)
-        return bad("attribute qk_matmul_output_mode is {} but expected 0 to 3", a.qkMatmulOutputMode);
-      a.hasScale = attrs.has("scale");
-      a.scale = attrs.getFloat("scale", 0.0f);
-      a.softcap = attrs.getFloat("softcap", 0.0f);
-      return OpAttrs(a);
-    }
-    case OpKind::Einsum: {
-      const ir::Attribute* eq = attrs.find("equation");
-      if (!eq || eq->type != ir::AttrType::String) return bad("required attribute equation is missing");
-      return OpAttrs(EinsumAttrs{eq->s});
-    }
-    case OpKind::BitCast: {
-      CTX_ASSIGN_OR_RETURN(ir::ElemType to, elemTypeAttr("to", attrs.getInt("to", 0), false));
-      return OpAttrs(BitCastAttrs{to});
-    }
-    case OpKind::RotaryEmbedding: {
-      RotaryAttrs a;
-      CTX_ASSIGN_OR_RETURN(a.interleaved, flag(attrs, "interleaved"));
-      a.numHeads = attrs.getInt("num_heads", 0);
-      a.rotaryDim = attrs.getInt("rotary_embedding_dim", 0);
-      return OpAttrs(a);
-    }
-    case OpKind::QuantizeLinear:
-    case OpKind::DequantizeLinear: {
-      QuantizeAttrs a;
-      a.axis = attrs.getInt("axis", 1);
-      a.blockSize = attrs.getInt("block_size", 0);
-      if (a.blockSize < 0) return bad("attribute block_size is {} but must not be negative", a.blockSize);
-      if (int64_t dt = attrs.getInt("output_dtype", 0); dt != 0) {
-        CTX_ASSIGN_OR_RETURN(a.outputType, elemTypeAttr("output_dtype", dt, false));
-      }
-      CTX_ASSIGN_OR_RETURN(a.saturate, flagOr(attrs, "saturate", true));
-      return OpAttrs(a);
-    }
-    case OpKind::LRN: {
-      LrnAttrs a;
-      a.alpha = attrs.getFloat("alpha", 1e-4f);
-      a.beta = attrs.getFloat("beta", 0.75f);
-      a.bias = attrs.getFloat("bias", 1.0f);
-      a.size = attrs.getInt("size", 0);
-      return OpAttrs(a);
-    }
-    case OpKind::HannWindow:
-    case OpKind::HammingWindow:
-    case OpKind::BlackmanWindow:
-    case OpKind::MelWeightMatrix: {
-      SignalAttrs a;
-      CTX_ASSIGN_OR_RETURN(a.outputType, elemTypeAttr("output_datatype", attrs.getInt("output_datatype", 1), false));
-      CTX_ASSIGN_OR_RETURN(a.periodic, flagOr(attrs, "periodic", true));
-      return OpAttrs(a);
-    }
-    case OpKind::ReverseSequence:
-      return OpAttrs(ReverseSequenceAttrs{attrs.getInt("batch_axis", 1), attrs.getInt("time_axis", 0)});
-    default: {
-      if (auto shaping = decodeShapingAttrs(kind, opset, attrs)) return std::move(*shaping);
-      if (auto rest = decodeRemainingAttrs(kind, opset, attrs)) return std::move(*rest);
-      return OpAttrs(OnnxAttrs{});
-    }
+#define CTX_OP(kind, name, domain, family, kernel, flags)                                                              \
+  case OpKind::kind:                                                                                                   \
+    return decode##family(OpKind::kind, opset, attrs);
+#include "ir/ops.def"
+#undef CTX_OP
+    case OpKind::Unknown: break;
   }
+  return OpAttrs(OnnxAttrs{});
 }
 
 }  // namespace

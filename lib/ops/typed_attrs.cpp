@@ -8,150 +8,17 @@ namespace ctxkit::ops {
 
 using ir::OpKind;
 
+// The family column of ops.def.
 OpAttrs defaultAttrsFor(OpKind kind) {
   switch (kind) {
-    case OpKind::Add:
-    case OpKind::Sub:
-    case OpKind::Mul:
-    case OpKind::Div:
-    case OpKind::Pow: return BinaryAttrs{};
-    case OpKind::Sqrt:
-    case OpKind::Erf:
-    case OpKind::Exp:
-    case OpKind::Log:
-    case OpKind::Neg:
-    case OpKind::Abs:
-    case OpKind::Reciprocal:
-    case OpKind::Relu:
-    case OpKind::LeakyRelu:
-    case OpKind::Sigmoid:
-    case OpKind::HardSigmoid:
-    case OpKind::Tanh:
-    case OpKind::Gelu:
-    case OpKind::HardSwish: return UnaryAttrs{};
-    case OpKind::Conv:
-    case OpKind::ConvInteger:
-    case OpKind::QLinearConv: return ConvAttrs{};
-    case OpKind::MaxPool:
-    case OpKind::AveragePool: return PoolAttrs{};
-    case OpKind::Gemm: return GemmAttrs{};
-    case OpKind::MatMul:
-    case OpKind::QLinearMatMul: return MatMulAttrs{};
-    case OpKind::BatchNormalization: return BatchNormAttrs{};
-    case OpKind::LayerNormalization:
-    case OpKind::RMSNormalization: return LayerNormAttrs{};
-    case OpKind::Softmax:
-    case OpKind::LogSoftmax:
-    case OpKind::Hardmax: return SoftmaxAttrs{};
-    case OpKind::ReduceMean:
-    case OpKind::ReduceSum:
-    case OpKind::ReduceMax:
-    case OpKind::ReduceMin:
-    case OpKind::ReduceProd:
-    case OpKind::ReduceL1:
-    case OpKind::ReduceL2:
-    case OpKind::ReduceLogSum:
-    case OpKind::ReduceLogSumExp:
-    case OpKind::ReduceSumSquare:
-    case OpKind::MeanVarianceNormalization: return ReduceAttrs{};
-    case OpKind::ArgMax:
-    case OpKind::ArgMin: return ArgReduceAttrs{};
-    case OpKind::CastLike: return CastLikeAttrs{};
-    case OpKind::Mod: return ModAttrs{};
-    case OpKind::Trilu: return TriluAttrs{};
-    case OpKind::Sin:
-    case OpKind::Cos:
-    case OpKind::Tan:
-    case OpKind::Asin:
-    case OpKind::Acos:
-    case OpKind::Atan:
-    case OpKind::Sinh:
-    case OpKind::Cosh:
-    case OpKind::Asinh:
-    case OpKind::Acosh:
-    case OpKind::Atanh:
-    case OpKind::Floor:
-    case OpKind::Ceil:
-    case OpKind::Round:
-    case OpKind::Sign:
-    case OpKind::IsNaN:
-    case OpKind::IsInf:
-    case OpKind::Elu:
-    case OpKind::Selu:
-    case OpKind::Celu:
-    case OpKind::Softplus:
-    case OpKind::Softsign:
-    case OpKind::ThresholdedRelu:
-    case OpKind::Shrink:
-    case OpKind::Mish:
-    case OpKind::Swish: return UnaryMathAttrs{};
-    case OpKind::NegativeLogLikelihoodLoss:
-    case OpKind::SoftmaxCrossEntropyLoss: return LossAttrs{};
-    case OpKind::GatherElements:
-    case OpKind::ScatterElements:
-    case OpKind::Scatter:
-    case OpKind::GatherND:
-    case OpKind::ScatterND:
-    case OpKind::OneHot: return GatherScatterAttrs{};
-    case OpKind::CumSum:
-    case OpKind::CumProd: return CumulativeAttrs{};
-    case OpKind::TopK: return TopKAttrs{};
-    case OpKind::BitShift: return BitShiftAttrs{};
-    case OpKind::DepthToSpace:
-    case OpKind::SpaceToDepth: return DepthSpaceAttrs{};
-    case OpKind::EyeLike: return EyeLikeAttrs{};
-    case OpKind::InstanceNormalization:
-    case OpKind::GroupNormalization: return GroupNormAttrs{};
-    case OpKind::LpNormalization: return LpNormAttrs{};
-    case OpKind::Attention: return AttentionAttrs{};
-    case OpKind::Einsum: return EinsumAttrs{};
-    case OpKind::BitCast: return BitCastAttrs{};
-    case OpKind::RotaryEmbedding: return RotaryAttrs{};
-    case OpKind::QuantizeLinear:
-    case OpKind::DequantizeLinear: return QuantizeAttrs{};
-    case OpKind::LRN: return LrnAttrs{};
-    case OpKind::ReverseSequence: return ReverseSequenceAttrs{};
-    case OpKind::HannWindow:
-    case OpKind::HammingWindow:
-    case OpKind::BlackmanWindow:
-    case OpKind::MelWeightMatrix: return SignalAttrs{};
-    case OpKind::LpPool: return LpPoolAttrs{};
-    case OpKind::Reshape: return ReshapeAttrs{};
-    case OpKind::Transpose: return TransposeAttrs{};
-    case OpKind::Concat:
-    case OpKind::Gather:
-    case OpKind::Flatten: return AxisAttrs{};
-    case OpKind::Squeeze:
-    case OpKind::Unsqueeze: return AxesAttrs{};
-    case OpKind::Slice: return SliceAttrs{};
-    case OpKind::Cast: return CastAttrs{};
-    case OpKind::Shape: return ShapeAttrs{};
-    case OpKind::Clip: return ClipAttrs{};
-    case OpKind::Split: return SplitAttrs{};
-    case OpKind::Pad: return PadAttrs{};
-    case OpKind::ConvTranspose: return ConvTransposeAttrs{};
-    case OpKind::Resize:
-    case OpKind::Upsample: return ResizeAttrs{};
-    case OpKind::LSTM:
-    case OpKind::GRU:
-    case OpKind::RNN: return RecurrentAttrs{};
-    case OpKind::GridSample:
-    case OpKind::AffineGrid: return GridSampleAttrs{};
-    case OpKind::DeformConv: return DeformConvAttrs{};
-    case OpKind::Col2Im:
-    case OpKind::MaxUnpool: return FoldAttrs{};
-    case OpKind::Unique: return UniqueAttrs{};
-    case OpKind::Compress: return OptionalAxisAttrs{};
-    case OpKind::CenterCropPad: return CenterCropPadAttrs{};
-    case OpKind::TensorScatter: return TensorScatterAttrs{};
-    case OpKind::NonMaxSuppression: return NmsAttrs{};
-    case OpKind::Binarizer: return BinarizerAttrs{};
-    case OpKind::TfIdfVectorizer: return TfIdfAttrs{};
-    case OpKind::ConstantOfShape: return ConstantOfShapeAttrs{};
-    case OpKind::Dropout: return DropoutAttrs{};
-    case OpKind::RoiAlign: return RoiAlignAttrs{};
-    default: return OnnxAttrs{};
+#define CTX_OP(kind, name, domain, family, kernel, flags)                                                              \
+  case OpKind::kind:                                                                                                   \
+    return family##Attrs{};
+#include "ir/ops.def"
+#undef CTX_OP
+    case OpKind::Unknown: break;
   }
+  return OnnxAttrs{};
 }
 
 namespace {

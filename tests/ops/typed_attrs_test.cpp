@@ -2,6 +2,8 @@
 // encoded fields exactly as the code encodes them.
 #include "ops/typed_attrs.h"
 
+#include "ir/op_info.h"
+
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
@@ -74,6 +76,21 @@ TEST_CASE("only op kinds without attributes an inference run reads keep ONNX att
   for (OpKind kind : allOpKinds())
     if (!ops::isTyped(ops::defaultAttrsFor(kind))) untyped.emplace(ir::opKindName(kind));
   CHECK(untyped == expected);
+}
+
+TEST_CASE("ops.def's flags mark the view and control-flow kinds", "[ops]") {
+  std::set<std::string> views, controlFlow;
+  for (OpKind kind : allOpKinds()) {
+    if (ir::isView(kind)) views.emplace(ir::opKindName(kind));
+    if (ir::hasOpFlag(kind, ir::kControlFlow)) controlFlow.emplace(ir::opKindName(kind));
+  }
+  CHECK(views == std::set<std::string>{"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"});
+  CHECK(controlFlow == std::set<std::string>{"If", "Loop", "Scan"});
+  CHECK_FALSE(ir::isView(OpKind::Unknown));
+  CHECK_FALSE(ir::hasOpFlag(OpKind::Unknown, ir::kControlFlow));
+  CHECK_FALSE(ir::hasOpFlag(OpKind::EPContext, ir::kControlFlow));
+  // op_kind.h's isControlFlow (inline, for every includer) agrees with the flag.
+  for (OpKind kind : allOpKinds()) CHECK(ir::isControlFlow(kind) == ir::hasOpFlag(kind, ir::kControlFlow));
 }
 
 TEST_CASE("program.md lists every family's fields in encoding order", "[ops]") {
