@@ -71,7 +71,13 @@ struct Session::Impl {
     std::vector<PreparedNodeCache::Slot> signature;
     std::shared_ptr<const kernels::PreparedOp> op;  // null: not preparable for `signature` (evaluated one-shot)
     bool looked = false;                            // `op` was looked up for `signature`
+    // Not preparable from `signature` alone: the op prepared with the values of the small inputs too (copied here,
+    // an empty tensor for the others), or null when it could not be; made again when those values change.
+    std::vector<ir::Tensor> valueCopies;
+    std::unique_ptr<kernels::PreparedOp> valueOp;
   };
+  // Inputs of at most this many elements are given to the op by value when it cannot be prepared without.
+  static constexpr uint64_t kValueInputElements = 64;
   struct RunFrame {
     std::vector<const ir::Tensor*> values;
     std::vector<ir::Tensor> owned;
@@ -424,6 +430,41 @@ struct Session::Impl {
     return true;
   }
 
+  // The small inputs have the values `state` was prepared with (false when it was not prepared with values yet).
+  static bool sameValues(const NodeState& state, std::span<const ir::Tensor* const> ins) {
+    if (state.valueCopies.size() != ins.size()) return false;
+    for (size_t i = 0; i < ins.size(); ++i) {
+      const ir::Tensor& copy = state.valueCopies[i];
+      if (copy.empty()) continue;
+      if (!ins[i] || ins[i]->type() != copy.type() || ins[i]->shape() != copy.shape() ||
+          ins[i]->byteSize() != copy.byteSize() ||
+          (copy.byteSize() > 0 && std::memcmp(ins[i]->data(), copy.data(), copy.byteSize()) != 0))
+        return false;
+    }
+    return true;
+  }
+
+  // Prepares node `n` for these inputs with the values of those of at most kValueInputElements elements (copied
+  // into `state`, which the op may keep pointers to), or leaves state.valueOp null when it cannot be.
+  static void prepareWithValues(NodeState& state, const ir::Node& n, std::span<const ir::Tensor* const> ins) {
+    state.valueOp.reset();  // it may point into the copies
+    state.valueCopies.assign(ins.size(), ir::Tensor());
+    std::vector<kernels::ValueDesc> descs(ins.size());
+    for (size_t i = 0; i < ins.size(); ++i) {
+      descs[i].present = ins[i] != nullptr;
+      if (!ins[i]) continue;
+      descs[i].type = ins[i]->type();
+      descs[i].shape = ins[i]->shape();
+      if (ins[i]->type() == ir::ElemType::String || ins[i]->elementCount() > kValueInputElements) continue;
+      auto copy = ir::Tensor::copyOf(ins[i]->type(), ins[i]->shape(), ins[i]->bytes());
+      if (!copy) continue;
+      state.valueCopies[i] = std::move(copy).value();
+      descs[i].value = &state.valueCopies[i];
+    }
+    kernels::OpContext ctx{n.kind, n.opset, n.attrs, n.name};
+    if (auto prepared = kernels::prepare(ctx, descs, n.outputs.size())) state.valueOp = std::move(prepared).value();
+  }
+
   // Runs node `i` of the plan in frame `f`; `callerOut[slot]` is the caller's tensor for a graph output slot.
   Status runNode(RunFrame& f, size_t i, std::span<ir::Tensor* const> callerOut) const {
     const ir::Graph& g = model().graph;
@@ -475,9 +516,16 @@ struct Session::Impl {
         state.signature.push_back(t ? PreparedNodeCache::Slot{true, t->type(), t->shape()} : PreparedNodeCache::Slot{});
       state.op = shared->fallback.preparedFor(g, n, f.ins);
       state.looked = true;
+      state.valueOp.reset();
+      state.valueCopies.clear();
     }
     if (state.op) return bind(state.op->outputs(), [&] { return state.op->run(f.ins, f.outs, pool.get()); });
-    // Not preparable for these inputs (output shapes that depend on computed values): evaluated one-shot, which
+    // Not preparable from types and shapes (output shapes that depend on computed values: a Reshape's shape made by
+    // a Shape chain): prepared with its small inputs' values too, and kept while those values stay the same.
+    if (!sameValues(state, f.ins)) prepareWithValues(state, n, f.ins);
+    if (state.valueOp)
+      return bind(state.valueOp->outputs(), [&] { return state.valueOp->run(f.ins, f.outs, pool.get()); });
+    // Not preparable even so (output shapes that depend on large computed values): evaluated one-shot, which
     // allocates its outputs on every run.
     kernels::OpContext ctx{n.kind, n.opset, n.attrs, n.name, pool.get()};
     CTX_ASSIGN_OR_RETURN(auto values, kernels::evaluate(ctx, f.ins, n.outputs.size()));

@@ -3,8 +3,7 @@
 // the call stack of the first one. Then issue 26's "on the whole path ctxrun takes": steady-state `Session::runInto`
 // runs (docs/runtime.md#allocations) of the same _ctx.onnx files, of tiny_cnn with fallback nodes beside its compiled
 // one, and of the plain models (every node a fallback node), listing what allocates by function. Exits 1 when any
-// of these allocates, except the plain PP-OCR models' known ones (kKnownSites: nodes evaluated one-shot); PP-OCR's
-// classifier, recognizer and detector run when fetched. This binary replaces the global operator new to count the
+// of these allocates; PP-OCR's classifier, recognizer and detector run when fetched. This binary replaces the global operator new to count the
 // allocations made while runs are in progress.
 // usage: alloc_report [SAMPLES_DIR [CACHE_DIR]]
 #include "../common/material.h"
@@ -203,31 +202,14 @@ fs::path compileCase(const Case& c, const std::string& target, pipeline::Compile
   return dir;
 }
 
-// The allocations left in steady-state runs of the plain PP-OCR models (every node a fallback node), by the ctxkit
-// function making them: the classifier's and the recognizer's nodes evaluated one-shot. Everything else, and every
-// compiled model, is held to zero.
-const char* const kOneShot = "known: a fallback node that cannot be prepared (output shapes from computed values) is "
-                             "evaluated one-shot on every run";
-const std::map<std::string, const char*> kKnownSites = {
-    {"ctxkit::kernels::evaluate", kOneShot},
-    {"ctxkit::kernels::detail::describeInputs", kOneShot},
-    {"ctxkit::kernels::detail::checkOutputSize", kOneShot},
-    {"ctxkit::kernels::detail::single", kOneShot},
-    {"ctxkit::kernels::detail::tensorInts", kOneShot},
-    {"std::vector<ctxkit::ir::Tensor, std::allocator<ctxkit::ir::Tensor> >::reserve", kOneShot},
-};
-
 // Issue 26 point 4: steady-state runs of a whole model through the Session, the calls ctxrun makes, on `model` (a
 // _ctx.onnx with compiled and maybe fallback nodes, or a plain .onnx of fallback nodes only), after one warm-up run.
 // "Allocates nothing" means: `Session::runInto` with the previous run's outputs passed back (written in place)
 // makes no allocation at all. `Session::run` returns new output tensors by design, so its count (reported, not
 // held) is what those outputs cost. Returns runInto's allocations per run; prints both with the session's node
 // counts and the call stack of runInto's first allocation.
-// With `allowKnown` (the plain PP-OCR models), the allocations made by the functions of kKnownSites are listed with
-// their reason and not returned; any other allocation is.
 size_t sessionRunAllocations(const std::string& label, const std::string& target, const fs::path& model,
-                             const analysis::Bindings& bindings, const fs::path& dataDir, int threads, int runs,
-                             bool allowKnown = false) {
+                             const analysis::Bindings& bindings, const fs::path& dataDir, int threads, int runs) {
   const Case c{label, model, dataDir, {}};
   runtime::SessionOptions so;
   so.threads = threads;
@@ -267,15 +249,9 @@ size_t sessionRunAllocations(const std::string& label, const std::string& target
               "run (%zu compiled, %zu fallback nodes)\n",
               label.c_str(), target.c_str(), threads, perRun, made / static_cast<size_t>(runs),
               s.stats().compiledNodes, s.stats().fallbackNodes);
-  size_t unexpected = made > kMaxStacks ? made - kMaxStacks : 0;  // not recorded: not known either
-  for (const auto& [site, count] : allocationSites()) {
-    auto known = kKnownSites.find(site);
-    const bool allowed = allowKnown && known != kKnownSites.end();
-    std::printf("  %zu per run in %s: %s\n", count / static_cast<size_t>(runs), site.c_str(),
-                allowed ? known->second : "FAILED (not a known allocation)");
-    if (!allowed) unexpected += count;
-  }
-  return unexpected;
+  for (const auto& [site, count] : allocationSites())
+    std::printf("  FAILED: %zu per run in %s\n", count / static_cast<size_t>(runs), site.c_str());
+  return made;
 }
 
 // Compiles `c` for `target`, loads it with `threads` kernel threads and returns the allocations made by `runs`
@@ -422,7 +398,7 @@ int main(int argc, char** argv) {
       for (int threads : {1, 2}) corpusAllocations += steadyStateAllocations(c, target, threads, 2);
   for (const Case& c : corpus)
     for (int threads : {1, 2})
-      corpusAllocations += sessionRunAllocations(c.label, "plain", c.model, bindingsOf(c), {}, threads, 2, true);
+      corpusAllocations += sessionRunAllocations(c.label, "plain", c.model, bindingsOf(c), {}, threads, 2);
   if (corpusAllocations != 0) std::printf("FAILED: PP-OCR's steady-state runs allocated %zu times\n", corpusAllocations);
   if (readFailures != 0) std::printf("FAILED: %zu programs allocated more than a fixed count to read\n", readFailures);
   return kHeldToZero && (corpusAllocations != 0 || readFailures != 0) ? 1 : status;
