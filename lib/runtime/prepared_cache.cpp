@@ -19,9 +19,12 @@ PreparedNodeCache::lookupOrPrepare(const ir::Graph& graph, const ir::Node& node,
     d.present = signature[i].present;
     d.type = signature[i].type;
     d.shape = signature[i].shape;
-    // Initializers never change between runs: ops may depend on their values (Reshape's shape, ...).
-    if (d.present)
+    // Initializers and Constant nodes' values never change between runs: ops may depend on their values (Reshape's
+    // shape, BatchNormalization's coefficients, ...).
+    if (d.present) {
       if (const ir::Initializer* init = graph.findInitializer(node.inputs[i])) d.value = &init->tensor;
+      else d.value = constantValue(graph, node.inputs[i]);
+    }
     descs.push_back(std::move(d));
   }
   kernels::OpContext ctx{node.kind, node.opset, node.attrs, node.name};
@@ -34,6 +37,28 @@ PreparedNodeCache::lookupOrPrepare(const ir::Graph& graph, const ir::Node& node,
     if (e.signature == signature) return e.op;
   if (list.size() < kMaxEntriesPerNode) list.push_back(Entry{std::move(signature), op});
   return op;
+}
+
+const ir::Tensor* PreparedNodeCache::constantValue(const ir::Graph& graph, const std::string& name) {
+  const ir::Node* producer = nullptr;
+  {
+    std::unique_lock lock(mutex_);
+    auto [it, made] = constantProducers_.try_emplace(&graph);
+    if (made)
+      for (const ir::Node& n : graph.nodes)
+        if (n.kind == ir::OpKind::Constant && n.inputs.empty())
+          for (const auto& out : n.outputs) it->second.emplace(out, &n);
+    auto found = it->second.find(name);
+    if (found == it->second.end()) return nullptr;
+    producer = found->second;
+  }
+  size_t index = 0;
+  while (producer->outputs[index] != name) ++index;
+  auto value = run(graph, *producer, {}, nullptr);
+  if (!value || !*value || index >= (*value)->size()) return nullptr;
+  std::shared_lock lock(mutex_);
+  auto it = constants_.find(producer);
+  return it != constants_.end() && index < it->second.size() ? &it->second[index] : nullptr;
 }
 
 std::optional<std::vector<kernels::OutputDesc>>
@@ -63,10 +88,7 @@ std::optional<Expected<std::vector<ir::Tensor>>> PreparedNodeCache::run(const ir
     std::unique_lock lock(mutex_);
     return Expected<std::vector<ir::Tensor>>(constants_.emplace(&node, std::move(value).value()).first->second);
   }
-  std::vector<Slot> signature;
-  signature.reserve(inputs.size());
-  for (const ir::Tensor* t : inputs) signature.push_back(t ? Slot{true, t->type(), t->shape()} : Slot{});
-  std::shared_ptr<const kernels::PreparedOp> op = lookupOrPrepare(graph, node, std::move(signature));
+  std::shared_ptr<const kernels::PreparedOp> op = preparedFor(graph, node, inputs);
   if (!op) return std::nullopt;
   std::vector<ir::Tensor> outputs;
   std::vector<ir::Tensor*> outs;
@@ -79,6 +101,14 @@ std::optional<Expected<std::vector<ir::Tensor>>> PreparedNodeCache::run(const ir
   for (auto& t : outputs) outs.push_back(&t);
   if (auto s = op->run(inputs, outs, pool); !s) return Expected<std::vector<ir::Tensor>>(std::move(s));
   return Expected<std::vector<ir::Tensor>>(std::move(outputs));
+}
+
+std::shared_ptr<const kernels::PreparedOp> PreparedNodeCache::preparedFor(const ir::Graph& graph, const ir::Node& node,
+                                                                          std::span<const ir::Tensor* const> inputs) {
+  std::vector<Slot> signature;
+  signature.reserve(inputs.size());
+  for (const ir::Tensor* t : inputs) signature.push_back(t ? Slot{true, t->type(), t->shape()} : Slot{});
+  return lookupOrPrepare(graph, node, std::move(signature));
 }
 
 size_t PreparedNodeCache::preparedCount() const {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <shared_mutex>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -35,12 +36,20 @@ public:
   std::optional<std::vector<kernels::OutputDesc>> prepareAhead(const ir::Graph& graph, const ir::Node& node,
                                                                std::vector<Slot> signature);
 
+  // The op prepared for these inputs' types and shapes (made and cached on first use), or null when `node` cannot
+  // be prepared for them. Sessions keep it per run frame and call it again only when the shapes change.
+  std::shared_ptr<const kernels::PreparedOp> preparedFor(const ir::Graph& graph, const ir::Node& node,
+                                                         std::span<const ir::Tensor* const> inputs);
+
   size_t preparedCount() const;  // for tests
 
 private:
   // The op prepared for `signature` (made and cached on first use); null when not preparable for it.
   std::shared_ptr<const kernels::PreparedOp> lookupOrPrepare(const ir::Graph& graph, const ir::Node& node,
                                                              std::vector<Slot> signature);
+
+  // The value of `name` when a Constant node of `graph` makes it (made on first use and kept), else null.
+  const ir::Tensor* constantValue(const ir::Graph& graph, const std::string& name);
 
   struct Entry {
     std::vector<Slot> signature;
@@ -53,6 +62,8 @@ private:
   std::unordered_map<const ir::Node*, std::vector<Entry>> entries_;
   // Constant nodes' values, made on first use and then handed out as they are (readers never write their inputs).
   std::unordered_map<const ir::Node*, std::vector<ir::Tensor>> constants_;
+  // Per graph: the Constant node making each value (a graph's nodes never change once a session uses it).
+  std::unordered_map<const ir::Graph*, std::unordered_map<std::string, const ir::Node*>> constantProducers_;
 };
 
 }  // namespace ctxkit::runtime

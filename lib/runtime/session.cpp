@@ -16,7 +16,9 @@
 #include "support/file_io.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
+#include <mutex>
 #include <set>
 #include <unordered_map>
 
@@ -44,6 +46,49 @@ struct Session::Impl {
   std::map<std::string, size_t> lastUse;                              // value -> last node index reading it
   std::set<std::string> keep;                                         // graph outputs: never freed
   std::unique_ptr<kernels::ThreadPool> pool;
+
+  // The top-level graph with every value numbered (a slot), so that a run finds values by index and keeps what it
+  // needs between runs in a frame: no name lookups, and no allocation once a frame has run with these shapes
+  // (docs/runtime.md#allocations). Graphs with control flow at the top level run through the Scope interpreter.
+  static constexpr size_t kNoSlot = static_cast<size_t>(-1);
+  struct NodePlan {
+    std::vector<size_t> ins;   // kNoSlot: an omitted optional input
+    std::vector<size_t> outs;  // kNoSlot: an omitted output
+    const CompiledProgram* program = nullptr;
+    std::vector<kernels::OutputDesc> programOutputs;  // the program's output types and shapes
+  };
+  struct RunPlan {
+    bool usable = false;
+    size_t slots = 0;
+    std::vector<std::pair<size_t, const ir::Tensor*>> constants;  // initializer slots
+    std::vector<size_t> inputs;                                   // per feed
+    std::vector<size_t> outputs;                                  // per graph output
+    std::vector<NodePlan> nodes;
+  } plan;
+  // Per-run state, one per concurrent run, reused: where each value is this run, the tensors the frame owns
+  // (node outputs not written into the caller's), and each fallback node's prepared op for its last input shapes.
+  struct NodeState {
+    std::vector<PreparedNodeCache::Slot> signature;
+    std::shared_ptr<const kernels::PreparedOp> op;  // null: not preparable for `signature` (evaluated one-shot)
+    bool looked = false;                            // `op` was looked up for `signature`
+    // Not preparable from `signature` alone: the op prepared with the values of the small inputs too (copied here,
+    // an empty tensor for the others), or null when it could not be; made again when those values change.
+    std::vector<ir::Tensor> valueCopies;
+    std::unique_ptr<kernels::PreparedOp> valueOp;
+  };
+  // Inputs of at most this many elements are given to the op by value when it cannot be prepared without.
+  static constexpr uint64_t kValueInputElements = 64;
+  struct RunFrame {
+    std::vector<const ir::Tensor*> values;
+    std::vector<ir::Tensor> owned;
+    std::vector<NodeState> nodes;
+    std::vector<const ir::Tensor*> ins;
+    std::vector<ir::Tensor*> outs;
+    std::vector<ir::Tensor*> callerOut;  // per slot: the caller's output tensor, or null
+  };
+  mutable std::mutex framesMutex;
+  mutable std::vector<std::unique_ptr<RunFrame>> freeFrames;
+
   // Weightless contexts: source models loaded so far, by the file they came from ("" for the buffer).
   std::map<fs::path, std::shared_ptr<const SourceInitializers>> sourceModels;
   std::set<std::pair<const format::ContainerView*, uint32_t>> verifiedSourceWeights;  // --verify: hashed already
@@ -308,7 +353,244 @@ struct Session::Impl {
         return makeError(ErrorCode::InvalidGraph, "{}: graph output '{}' is never produced", displayName, out.name);
     for (const auto& out : g.outputs) keep.insert(out.name);
     prepareFallbackAhead();
+    makePlan();
     pool = kernels::makeThreadPool(std::max(1, options.threads));
+    return Status::ok();
+  }
+
+  void makePlan() {
+    const ir::Graph& g = model().graph;
+    for (const auto& n : g.nodes)
+      if (ir::isControlFlow(n.kind)) return;
+    std::unordered_map<std::string, size_t> slots;
+    auto slot = [&](const std::string& name) { return slots.emplace(name, slots.size()).first->second; };
+    for (const auto& in : inputs) plan.inputs.push_back(slot(in.name));
+    for (const auto& init : g.initializers) plan.constants.emplace_back(slot(init.name), &init.tensor);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const ir::Node& n = g.nodes[i];
+      NodePlan np;
+      for (const auto& in : n.inputs) np.ins.push_back(in.empty() ? kNoSlot : slot(in));
+      for (const auto& out : n.outputs) np.outs.push_back(out.empty() ? kNoSlot : slot(out));
+      if (auto it = programs.find(i); it != programs.end()) {
+        np.program = it->second.get();
+        for (size_t o = 0; o < np.program->outputCount(); ++o)
+          np.programOutputs.push_back(
+              kernels::OutputDesc{np.program->outputDesc(o).type, program::toShape(np.program->outputDesc(o).shape)});
+      }
+      plan.nodes.push_back(std::move(np));
+    }
+    for (const auto& out : outputs) plan.outputs.push_back(slot(out.name));
+    plan.slots = slots.size();
+    plan.usable = true;
+    freeFrames.reserve(std::max(2, options.threads) * 2);
+  }
+
+  std::unique_ptr<RunFrame> takeFrame() const {
+    {
+      std::lock_guard<std::mutex> lock(framesMutex);
+      if (!freeFrames.empty()) {
+        auto f = std::move(freeFrames.back());
+        freeFrames.pop_back();
+        return f;
+      }
+    }
+    auto f = std::make_unique<RunFrame>();
+    f->values.assign(plan.slots, nullptr);
+    f->owned.resize(plan.slots);
+    f->nodes.resize(plan.nodes.size());
+    f->callerOut.assign(plan.slots, nullptr);
+    for (const auto& [s, t] : plan.constants) f->values[s] = t;
+    return f;
+  }
+
+  void returnFrame(std::unique_ptr<RunFrame> f) const {
+    std::lock_guard<std::mutex> lock(framesMutex);
+    freeFrames.push_back(std::move(f));
+  }
+
+  // The tensor node output `slot` is written to: the caller's output when the value is a graph output whose
+  // tensor already has type `d` and its shape, else the frame's own, reallocated only when its type or shape
+  // changed or something else (a view) shares its buffer.
+  static Expected<ir::Tensor*> outputTensor(RunFrame& f, size_t slot, const kernels::OutputDesc& d,
+                                            ir::Tensor* caller) {
+    if (caller && caller->isWritable() && caller->type() == d.type && caller->shape() == d.shape) return caller;
+    ir::Tensor& t = f.owned[slot];
+    if (!(t.isWritable() && t.owner() && t.owner().use_count() == 1 && t.type() == d.type && t.shape() == d.shape)) {
+      CTX_ASSIGN_OR_RETURN(t, ir::Tensor::allocate(d.type, d.shape));
+    }
+    return &t;
+  }
+
+  static bool sameSignature(const std::vector<PreparedNodeCache::Slot>& sig, std::span<const ir::Tensor* const> ins) {
+    if (sig.size() != ins.size()) return false;
+    for (size_t i = 0; i < ins.size(); ++i) {
+      if (sig[i].present != (ins[i] != nullptr)) return false;
+      if (ins[i] && (sig[i].type != ins[i]->type() || sig[i].shape != ins[i]->shape())) return false;
+    }
+    return true;
+  }
+
+  // The small inputs have the values `state` was prepared with (false when it was not prepared with values yet).
+  static bool sameValues(const NodeState& state, std::span<const ir::Tensor* const> ins) {
+    if (state.valueCopies.size() != ins.size()) return false;
+    for (size_t i = 0; i < ins.size(); ++i) {
+      const ir::Tensor& copy = state.valueCopies[i];
+      if (copy.empty()) continue;
+      if (!ins[i] || ins[i]->type() != copy.type() || ins[i]->shape() != copy.shape() ||
+          ins[i]->byteSize() != copy.byteSize() ||
+          (copy.byteSize() > 0 && std::memcmp(ins[i]->data(), copy.data(), copy.byteSize()) != 0))
+        return false;
+    }
+    return true;
+  }
+
+  // Prepares node `n` for these inputs with the values of those of at most kValueInputElements elements (copied
+  // into `state`, which the op may keep pointers to), or leaves state.valueOp null when it cannot be.
+  static void prepareWithValues(NodeState& state, const ir::Node& n, std::span<const ir::Tensor* const> ins) {
+    state.valueOp.reset();  // it may point into the copies
+    state.valueCopies.assign(ins.size(), ir::Tensor());
+    std::vector<kernels::ValueDesc> descs(ins.size());
+    for (size_t i = 0; i < ins.size(); ++i) {
+      descs[i].present = ins[i] != nullptr;
+      if (!ins[i]) continue;
+      descs[i].type = ins[i]->type();
+      descs[i].shape = ins[i]->shape();
+      if (ins[i]->type() == ir::ElemType::String || ins[i]->elementCount() > kValueInputElements) continue;
+      auto copy = ir::Tensor::copyOf(ins[i]->type(), ins[i]->shape(), ins[i]->bytes());
+      if (!copy) continue;
+      state.valueCopies[i] = std::move(copy).value();
+      descs[i].value = &state.valueCopies[i];
+    }
+    kernels::OpContext ctx{n.kind, n.opset, n.attrs, n.name};
+    if (auto prepared = kernels::prepare(ctx, descs, n.outputs.size())) state.valueOp = std::move(prepared).value();
+  }
+
+  // Runs node `i` of the plan in frame `f`; `callerOut[slot]` is the caller's tensor for a graph output slot.
+  Status runNode(RunFrame& f, size_t i, std::span<ir::Tensor* const> callerOut) const {
+    const ir::Graph& g = model().graph;
+    const ir::Node& n = g.nodes[i];
+    const NodePlan& np = plan.nodes[i];
+    NodeState& state = f.nodes[i];
+    f.ins.clear();
+    for (size_t s : np.ins) {
+      if (s != kNoSlot && !f.values[s])
+        return makeError(ErrorCode::InvalidGraph, "{}: value '{}' is not available", nodeLabel(n, i),
+                         n.inputs[f.ins.size()]);
+      f.ins.push_back(s == kNoSlot ? nullptr : f.values[s]);
+    }
+    // Binds the node's outputs to tensors of `descs`, runs `body` and publishes them.
+    auto bind = [&](std::span<const kernels::OutputDesc> descs, auto&& body) -> Status {
+      f.outs.clear();
+      for (size_t o = 0; o < np.outs.size(); ++o) {
+        const size_t s = np.outs[o];
+        if (s == kNoSlot || o >= descs.size()) {
+          f.outs.push_back(nullptr);
+          continue;
+        }
+        CTX_ASSIGN_OR_RETURN(ir::Tensor * t, outputTensor(f, s, descs[o], callerOut[s]));
+        f.outs.push_back(t);
+      }
+      CTX_RETURN_IF_ERROR(body());
+      for (size_t o = 0; o < np.outs.size(); ++o)
+        if (np.outs[o] != kNoSlot) f.values[np.outs[o]] = f.outs[o];
+      return Status::ok();
+    };
+    if (np.program) return bind(np.programOutputs, [&] { return np.program->runInto(f.ins, f.outs, pool.get()); });
+    // Constants: made once per frame (read-only views of the value the fallback cache keeps).
+    if (n.kind == ir::OpKind::Constant && n.inputs.empty()) {
+      if (!state.looked) {
+        auto made = shared->fallback.run(g, n, f.ins, pool.get());
+        if (!made) return makeError(ErrorCode::Internal, "{}: the Constant was not made", nodeLabel(n, i));
+        if (!*made) return made->takeError();
+        for (size_t o = 0; o < np.outs.size() && o < (*made)->size(); ++o)
+          if (np.outs[o] != kNoSlot) f.owned[np.outs[o]] = std::move((**made)[o]);
+        state.looked = true;
+      }
+      for (size_t s : np.outs)
+        if (s != kNoSlot) f.values[s] = &f.owned[s];
+      return Status::ok();
+    }
+    if (!state.looked || !sameSignature(state.signature, f.ins)) {
+      state.signature.clear();
+      for (const ir::Tensor* t : f.ins)
+        state.signature.push_back(t ? PreparedNodeCache::Slot{true, t->type(), t->shape()} : PreparedNodeCache::Slot{});
+      state.op = shared->fallback.preparedFor(g, n, f.ins);
+      state.looked = true;
+      state.valueOp.reset();
+      state.valueCopies.clear();
+    }
+    if (state.op) return bind(state.op->outputs(), [&] { return state.op->run(f.ins, f.outs, pool.get()); });
+    // Not preparable from types and shapes (output shapes that depend on computed values: a Reshape's shape made by
+    // a Shape chain): prepared with its small inputs' values too, and kept while those values stay the same.
+    if (!sameValues(state, f.ins)) prepareWithValues(state, n, f.ins);
+    if (state.valueOp)
+      return bind(state.valueOp->outputs(), [&] { return state.valueOp->run(f.ins, f.outs, pool.get()); });
+    // Not preparable even so (output shapes that depend on large computed values): evaluated one-shot, which
+    // allocates its outputs on every run.
+    kernels::OpContext ctx{n.kind, n.opset, n.attrs, n.name, pool.get()};
+    CTX_ASSIGN_OR_RETURN(auto values, kernels::evaluate(ctx, f.ins, n.outputs.size()));
+    for (size_t o = 0; o < np.outs.size(); ++o) {
+      if (np.outs[o] == kNoSlot) continue;
+      if (o < values.size()) {
+        f.owned[np.outs[o]] = std::move(values[o]);
+        f.values[np.outs[o]] = &f.owned[np.outs[o]];
+      } else {
+        f.values[np.outs[o]] = nullptr;
+      }
+    }
+    return Status::ok();
+  }
+
+  // The frame path of runInto (plan.usable).
+  Status runPlanned(const std::vector<ir::Tensor>& feeds, std::span<ir::Tensor* const> outs) const {
+    std::unique_ptr<RunFrame> f = takeFrame();
+    struct Return {
+      const Impl& impl;
+      std::unique_ptr<RunFrame>& f;
+      ~Return() { impl.returnFrame(std::move(f)); }
+    } giveBack{*this, f};
+    for (size_t i = 0; i < feeds.size(); ++i) f->values[plan.inputs[i]] = &feeds[i];
+    // The caller's output tensors by slot.
+    std::fill(f->callerOut.begin(), f->callerOut.end(), nullptr);
+    // An output sharing its buffer with a feed (a decoder's present state passed back as its past) is not written
+    // while the run may still read that feed: it gets its value copied at the end.
+    for (size_t k = 0; k < outs.size(); ++k) {
+      bool aliased = false;
+      for (const auto& feed : feeds) aliased = aliased || (outs[k]->owner() && outs[k]->owner() == feed.owner());
+      if (!aliased) f->callerOut[plan.outputs[k]] = outs[k];
+    }
+    kernels::ThreadPool::RunScope running(pool.get());  // workers stay awake between the run's ops
+    for (size_t i = 0; i < plan.nodes.size(); ++i) {
+      Status st = runNode(*f, i, f->callerOut);
+      if (!st) {
+        Error e = st.takeError();
+        const std::string label = nodeLabel(model().graph.nodes[i], i);
+        if (!e.message().starts_with(label + ": ")) e.addContext(label);
+        e.addContext(displayName);
+        return e;
+      }
+    }
+    for (size_t k = 0; k < outs.size(); ++k) {
+      const ir::Tensor* t = f->values[plan.outputs[k]];
+      if (!t) return makeError(ErrorCode::Internal, "{}: output '{}' was not produced", displayName, outputs[k].name);
+      CTX_RETURN_IF_ERROR(deliver(*t, *outs[k]));
+    }
+    return Status::ok();
+  }
+
+  // Puts value `t` into the caller's output `out`: nothing to do when the node wrote there, a copy into it when it
+  // has t's type and shape, else a new tensor (the caller's tensors never share the frame's buffers).
+  static Status deliver(const ir::Tensor& t, ir::Tensor& out) {
+    if (&t == &out) return Status::ok();
+    if (t.type() == ir::ElemType::String) {
+      out = ir::Tensor::strings(t.shape(), t.stringValues());
+      return Status::ok();
+    }
+    if (out.isWritable() && out.type() == t.type() && out.shape() == t.shape()) {
+      if (out.data() != t.data() && t.byteSize() > 0) std::memcpy(out.mutableData(), t.data(), t.byteSize());
+      return Status::ok();
+    }
+    CTX_ASSIGN_OR_RETURN(out, ir::Tensor::copyOf(t.type(), t.shape(), t.bytes()));
     return Status::ok();
   }
 
@@ -354,11 +636,10 @@ struct Session::Impl {
     }
   }
 
-  Expected<std::vector<ir::Tensor>> run(const std::vector<ir::Tensor>& feeds) const {
+  Status checkFeeds(const std::vector<ir::Tensor>& feeds) const {
     if (feeds.size() != inputs.size())
       return makeError(ErrorCode::InvalidArgument, "{} takes {} inputs but {} were given", displayName, inputs.size(),
                        feeds.size());
-    Scope scope(&constants);  // initializers are read through the parent scope, never copied per run
     for (size_t i = 0; i < feeds.size(); ++i) {
       const ir::ValueInfo& in = inputs[i];
       if (in.type != ir::ElemType::Undefined && feeds[i].type() != in.type)
@@ -372,8 +653,27 @@ struct Session::Impl {
           return makeError(ErrorCode::InvalidArgument, "input {} ('{}') must have shape {} but has {}", i, in.name,
                            ir::dimsToString(in.shape), ir::shapeToString(feeds[i].shape()));
       }
-      scope.set(in.name, feeds[i]);
     }
+    return Status::ok();
+  }
+
+  Status runInto(const std::vector<ir::Tensor>& feeds, std::span<ir::Tensor* const> outs) const {
+    CTX_RETURN_IF_ERROR(checkFeeds(feeds));
+    if (outs.size() != outputs.size())
+      return makeError(ErrorCode::InvalidArgument, "{} has {} outputs but {} were given", displayName, outputs.size(),
+                       outs.size());
+    for (size_t k = 0; k < outs.size(); ++k)
+      if (!outs[k]) return makeError(ErrorCode::InvalidArgument, "{}: output {} is null", displayName, k);
+    if (plan.usable) return runPlanned(feeds, outs);
+    CTX_ASSIGN_OR_RETURN(auto values, runScoped(feeds));
+    for (size_t k = 0; k < outs.size(); ++k) *outs[k] = std::move(values[k]);
+    return Status::ok();
+  }
+
+  // Graphs with control flow at the top level: values by name in a Scope, freed after their last reader.
+  Expected<std::vector<ir::Tensor>> runScoped(const std::vector<ir::Tensor>& feeds) const {
+    Scope scope(&constants);  // initializers are read through the parent scope, never copied per run
+    for (size_t i = 0; i < feeds.size(); ++i) scope.set(inputs[i].name, feeds[i]);
     NodeOverride runCompiled =
         [&](size_t node, std::span<const ir::Tensor* const> ins) -> std::optional<Expected<std::vector<ir::Tensor>>> {
       auto it = programs.find(node);
@@ -422,7 +722,16 @@ const std::vector<std::string>& Session::warnings() const { return impl_->warnin
 const SessionStats& Session::stats() const { return impl_->stats; }
 Compatibility Session::compatibility() const { return impl_->compatibility; }
 size_t Session::preparedFallbackOps() const { return impl_->shared->fallback.preparedCount(); }
-Expected<std::vector<ir::Tensor>> Session::run(const std::vector<ir::Tensor>& feeds) const { return impl_->run(feeds); }
+Expected<std::vector<ir::Tensor>> Session::run(const std::vector<ir::Tensor>& feeds) const {
+  std::vector<ir::Tensor> out(impl_->outputs.size());
+  std::vector<ir::Tensor*> ptrs;
+  for (auto& t : out) ptrs.push_back(&t);
+  CTX_RETURN_IF_ERROR(impl_->runInto(feeds, ptrs));
+  return out;
+}
+Status Session::runInto(const std::vector<ir::Tensor>& feeds, std::span<ir::Tensor* const> outputs) const {
+  return impl_->runInto(feeds, outputs);
+}
 Status Session::runCompiledNodeInto(size_t nodeIndex, std::span<const ir::Tensor* const> inputs,
                                     std::span<ir::Tensor* const> outputs) const {
   auto it = impl_->programs.find(nodeIndex);

@@ -1,8 +1,10 @@
 // Tests issue 10's "a steady-state run allocates nothing": heap allocations made by runs of each compiled sample
 // after warm-up runs, running into the caller's output buffers, on npu-sim and cpu with 1 and 2 threads, printing
-// the call stack of the first one. Exits 1 when any sample, or PP-OCR's classifier or recognizer (when fetched),
-// allocates. This binary replaces the global operator new to count the allocations made while
-// runs are in progress.
+// the call stack of the first one. Then issue 26's "on the whole path ctxrun takes": steady-state `Session::runInto`
+// runs (docs/runtime.md#allocations) of the same _ctx.onnx files, of tiny_cnn with fallback nodes beside its compiled
+// one, and of the plain models (every node a fallback node), listing what allocates by function. Exits 1 when any
+// of these allocates; PP-OCR's classifier, recognizer and detector run when fetched. This binary replaces the global operator new to count the
+// allocations made while runs are in progress.
 // usage: alloc_report [SAMPLES_DIR [CACHE_DIR]]
 #include "../common/material.h"
 #include "format/container.h"
@@ -17,8 +19,12 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <cxxabi.h>
 #include <execinfo.h>
 #include <filesystem>
+#include <fstream>
+#include <algorithm>
 #include <map>
 #include <new>
 #include <unistd.h>
@@ -41,9 +47,19 @@ void* firstStack[24];
 std::atomic<int> firstStackDepth{0};
 size_t readFailures = 0;  // programs whose reading allocated more than a fixed count
 
+// With `recording`, the call stacks of the first kMaxStacks allocations counted: where each one is made.
+constexpr int kStackDepth = 16;
+constexpr size_t kMaxStacks = 4096;
+void* stacks[kMaxStacks][kStackDepth];
+int stackDepths[kMaxStacks];
+std::atomic<bool> recording{false};
+
 [[maybe_unused]] void* countedAlloc(std::size_t size, std::size_t align) {
-  if (counting.load(std::memory_order_relaxed) && allocations.fetch_add(1, std::memory_order_relaxed) == 0)
-    firstStackDepth = backtrace(firstStack, 24);  // backtrace itself does not allocate once it has been called
+  if (counting.load(std::memory_order_relaxed)) {
+    const size_t n = allocations.fetch_add(1, std::memory_order_relaxed);
+    if (n == 0) firstStackDepth = backtrace(firstStack, 24);  // backtrace does not allocate once it has been called
+    if (recording.load(std::memory_order_relaxed) && n < kMaxStacks) stackDepths[n] = backtrace(stacks[n], kStackDepth);
+  }
   size = size == 0 ? 1 : size;
   void* p = align <= alignof(std::max_align_t) ? std::malloc(size)
                                               : std::aligned_alloc(align, (size + align - 1) / align * align);
@@ -72,6 +88,34 @@ void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::f
 
 using namespace ctxkit;
 namespace fs = std::filesystem;
+
+namespace {
+// The allocations recorded so far by the ctxkit function making them: the innermost named function of namespace
+// ctxkit on each call stack (static functions have no symbol; the named function calling them stands for them).
+std::map<std::string, size_t> allocationSites() {
+  std::map<std::string, size_t> sites;
+  for (size_t i = 0; i < std::min<size_t>(allocations.load(), kMaxStacks); ++i) {
+    char** symbols = backtrace_symbols(stacks[i], stackDepths[i]);
+    std::string site = "(no ctxkit function on the stack)";
+    for (int f = 2; symbols && f < stackDepths[i]; ++f) {
+      const char* open = std::strchr(symbols[f], '(');
+      const char* plus = open ? std::strchr(open, '+') : nullptr;
+      if (!open || !plus || plus == open + 1) continue;
+      const std::string mangled(open + 1, plus);
+      if (mangled.find("6ctxkit") == std::string::npos || mangled.find("alloc") != std::string::npos) continue;
+      int status = 0;
+      char* name = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status);
+      site = status == 0 && name ? std::string(name) : mangled;
+      std::free(name);
+      if (auto paren = site.find('('); paren != std::string::npos) site.resize(paren);
+      break;
+    }
+    std::free(symbols);
+    ++sites[site];
+  }
+  return sites;
+}
+}  // namespace
 
 namespace {
 
@@ -126,13 +170,9 @@ bool programReadsAllocateFixed(const std::string& label, const fs::path& bin) {
   return ok;
 }
 
-// Compiles `c` for `target` into a temporary folder, and checks what reading its programs allocates.
-fs::path compileCase(const Case& c, const std::string& target, pipeline::CompileOptions& o, bool checkRead) {
-  const fs::path dir = fs::temp_directory_path() / fmt::format("ctxkit_alloc_{}_{}_{}", c.label, target, ::getpid());
-  o.models = {c.model};
-  o.outputDir = dir;
-  o.target = target;
-  o.force = true;
+// The case's --shape bindings.
+analysis::Bindings bindingsOf(const Case& c) {
+  analysis::Bindings b;
   for (const auto& s : c.shapes) {
     auto eq = s.find('=');
     ir::Shape shape;
@@ -141,13 +181,77 @@ fs::path compileCase(const Case& c, const std::string& target, pipeline::Compile
       shape.push_back(std::stoll(s.substr(p, x == std::string::npos ? std::string::npos : x - p)));
       p = x == std::string::npos ? s.size() : x + 1;
     }
-    o.bindings.shapes[s.substr(0, eq)] = shape;  // the same bindings make the random inputs
+    b.shapes[s.substr(0, eq)] = shape;
   }
+  return b;
+}
+
+// Compiles `c` for `target` into a temporary folder, and checks what reading its programs allocates.
+fs::path compileCase(const Case& c, const std::string& target, pipeline::CompileOptions& o, bool checkRead) {
+  const fs::path dir = fs::temp_directory_path() /
+                       fmt::format("ctxkit_alloc_{}_{}_{}", c.label, fs::path(target).stem().string(), ::getpid());
+  o.models = {c.model};
+  o.outputDir = dir;
+  o.target = target;
+  o.force = true;
+  o.bindings = bindingsOf(c);  // the same bindings make the random inputs
   auto compiled = pipeline::compileModels(o);
   REQUIRE(compiled);
-  if (checkRead && !programReadsAllocateFixed(c.label + " " + target, dir / (c.model.stem().string() + "_ctxkit.bin")))
+  if (checkRead && !programReadsAllocateFixed(c.label + " " + fs::path(target).stem().string(), dir / (c.model.stem().string() + "_ctxkit.bin")))
     ++readFailures;
   return dir;
+}
+
+// Issue 26 point 4: steady-state runs of a whole model through the Session, the calls ctxrun makes, on `model` (a
+// _ctx.onnx with compiled and maybe fallback nodes, or a plain .onnx of fallback nodes only), after one warm-up run.
+// "Allocates nothing" means: `Session::runInto` with the previous run's outputs passed back (written in place)
+// makes no allocation at all. `Session::run` returns new output tensors by design, so its count (reported, not
+// held) is what those outputs cost. Returns runInto's allocations per run; prints both with the session's node
+// counts and the call stack of runInto's first allocation.
+size_t sessionRunAllocations(const std::string& label, const std::string& target, const fs::path& model,
+                             const analysis::Bindings& bindings, const fs::path& dataDir, int threads, int runs) {
+  const Case c{label, model, dataDir, {}};
+  runtime::SessionOptions so;
+  so.threads = threads;
+  auto session = runtime::Session::loadFile(model, so);
+  REQUIRE(session);
+  const runtime::Session& s = **session;
+  auto feeds = dataDir.empty() ? tooling::randomInputs(s.inputs(), bindings, 7)
+                               : tooling::loadInputFolder(dataDir, s.inputs());
+  REQUIRE(feeds);
+  auto reference = s.run(*feeds);  // the warm-up run
+  REQUIRE(reference);
+  bool ok = true;
+  allocations = 0;
+  counting = true;
+  for (int i = 0; i < runs; ++i) ok = static_cast<bool>(s.run(*feeds)) && ok;
+  counting = false;
+  REQUIRE(ok);
+  const size_t perRun = allocations.load() / static_cast<size_t>(runs);
+  std::vector<ir::Tensor> outs(s.outputs().size());
+  std::vector<ir::Tensor*> ptrs;
+  for (auto& t : outs) ptrs.push_back(&t);
+  REQUIRE(s.runInto(*feeds, ptrs));  // the warm-up run of runInto: makes the outputs passed back from now on
+  allocations = 0;
+  firstStackDepth = 0;
+  recording = true;
+  counting = true;
+  for (int i = 0; i < runs; ++i) ok = static_cast<bool>(s.runInto(*feeds, ptrs)) && ok;
+  counting = false;
+  recording = false;
+  REQUIRE(ok);
+  const size_t made = allocations.load();
+  // The outputs written in place are the outputs run() returns.
+  for (size_t k = 0; k < outs.size(); ++k)
+    REQUIRE(outs[k].bytes().size() == (*reference)[k].bytes().size() &&
+            std::equal(outs[k].bytes().begin(), outs[k].bytes().end(), (*reference)[k].bytes().begin()));
+  std::printf("%-18s %-8s %d thread(s): Session::run %zu allocations per run (its outputs), Session::runInto %zu per "
+              "run (%zu compiled, %zu fallback nodes)\n",
+              label.c_str(), target.c_str(), threads, perRun, made / static_cast<size_t>(runs),
+              s.stats().compiledNodes, s.stats().fallbackNodes);
+  for (const auto& [site, count] : allocationSites())
+    std::printf("  FAILED: %zu per run in %s\n", count / static_cast<size_t>(runs), site.c_str());
+  return made;
 }
 
 // Compiles `c` for `target`, loads it with `threads` kernel threads and returns the allocations made by `runs`
@@ -204,16 +308,18 @@ size_t steadyStateAllocations(const Case& c, const std::string& target, int thre
   counting = false;
   const size_t made = allocations.load();
   REQUIRE(ok);
-  std::printf("%-18s %-8s %d thread(s): %zu allocations in runs 2 to %d\n", c.label.c_str(), target.c_str(), threads,
+  std::printf("%-18s %-8s %d thread(s): %zu allocations in runs 2 to %d\n", c.label.c_str(),
+              fs::path(target).stem().string().c_str(), threads,
               made, runs + 1);
   if (made != 0 && firstStackDepth > 0) {
     std::printf("  the first made at:\n");
     std::fflush(stdout);
     backtrace_symbols_fd(firstStack, firstStackDepth, 1);
   }
+  const size_t viaSession = sessionRunAllocations(c.label, fs::path(target).stem().string(), ctx, o.bindings, c.dataDir, threads, runs);
   std::error_code ec;
   fs::remove_all(dir, ec);
-  return made;
+  return made + viaSession;
 }
 
 std::vector<Case> sampleCases() {
@@ -233,6 +339,20 @@ int main(int argc, char** argv) {
   for (const Case& c : sampleCases())
     for (const char* target : {"npu-sim", "cpu"})
       for (int threads : {1, 2}) sampleAllocations += steadyStateAllocations(c, target, threads, 5);
+  // A _ctx.onnx with fallback nodes beside its EPContext node: tiny_cnn for a target without Gemm (its Flatten and
+  // Gemm stay ONNX nodes).
+  const fs::path nogemmDir = fs::temp_directory_path() / fmt::format("ctxkit_alloc_target_{}", ::getpid());
+  fs::create_directories(nogemmDir);
+  const fs::path nogemm = nogemmDir / "nogemm.json";
+  std::ofstream(nogemm) << R"({"name":"nogemm","element_types":["float32"],"ops":[{"op":"Conv"},)"
+                           R"({"op":"BatchNormalization"},{"op":"Relu"},{"op":"MaxPool"}]})";
+  for (int threads : {1, 2}) sampleAllocations += steadyStateAllocations(sampleCases()[0], nogemm.string(), threads, 5);
+  std::error_code removed;
+  fs::remove_all(nogemmDir, removed);
+  // The plain models, run directly: every node is a fallback node.
+  for (const Case& c : sampleCases())
+    for (int threads : {1, 2})
+      sampleAllocations += sessionRunAllocations(c.label, "plain", c.model, {}, c.dataDir, threads, 5);
   // ONNX node tests of the families typed last (program version 4), compiled for the cpu target, which takes them:
   // their programs must read in the fixed count too. (Their kernels still plan per run, so their runs are not held to
   // zero allocations: no sample or corpus model uses them.)
@@ -274,7 +394,11 @@ int main(int argc, char** argv) {
   };
   size_t corpusAllocations = 0;
   for (const Case& c : corpus)
-    for (int threads : {1, 2}) corpusAllocations += steadyStateAllocations(c, "npu-sim", threads, 2);
+    for (const char* target : {"npu-sim", "cpu"})
+      for (int threads : {1, 2}) corpusAllocations += steadyStateAllocations(c, target, threads, 2);
+  for (const Case& c : corpus)
+    for (int threads : {1, 2})
+      corpusAllocations += sessionRunAllocations(c.label, "plain", c.model, bindingsOf(c), {}, threads, 2);
   if (corpusAllocations != 0) std::printf("FAILED: PP-OCR's steady-state runs allocated %zu times\n", corpusAllocations);
   if (readFailures != 0) std::printf("FAILED: %zu programs allocated more than a fixed count to read\n", readFailures);
   return kHeldToZero && (corpusAllocations != 0 || readFailures != 0) ? 1 : status;

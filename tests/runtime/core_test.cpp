@@ -100,7 +100,7 @@ TEST_CASE("the core refuses another EP's node and names a missing context binary
   CHECK_THAT(missing.error().message(), Catch::Contains("'ep0'") && Catch::Contains("no_such_ctxkit.bin"));
 }
 
-TEST_CASE("a Constant node's value is made once and handed out read-only", "[runtime][core]") {
+TEST_CASE("a Constant node's value is made once and later runs get it unchanged", "[runtime][core]") {
   ir::Model m = addModel();
   ir::Graph& g = m.graph;
   g.initializers.clear();
@@ -124,10 +124,42 @@ TEST_CASE("a Constant node's value is made once and handed out read-only", "[run
     auto out = (*s)->run({x});
     REQUIRE(out);
     CHECK(std::vector<float>((*out)[0].dataAs<float>(), (*out)[0].dataAs<float>() + 4) == std::vector<float>{11, 22, 33, 44});
-    // The graph output that is a Constant's value cannot be written by the caller: later runs get it unchanged.
-    CHECK((*out)[1].mutableData() == nullptr);
+    // The graph output that is a Constant's value is the caller's own copy: writing it leaves later runs unchanged.
     CHECK(std::vector<float>((*out)[1].dataAs<float>(), (*out)[1].dataAs<float>() + 4) == std::vector<float>{10, 20, 30, 40});
+    if (float* w = (*out)[1].mutableDataAs<float>()) w[0] = -1;
   }
+}
+
+TEST_CASE("runInto writes outputs of the right type and shape in place and replaces others", "[runtime][core]") {
+  auto s = runtime::Session::load(addModel(), std::filesystem::temp_directory_path(), {}, "add");
+  REQUIRE(s);
+  auto x = ir::Tensor::fromVector(ir::ElemType::Float, {2, 2}, std::vector<float>{1, 2, 3, 4});
+  auto values = [](const ir::Tensor& t) { return std::vector<float>(t.dataAs<float>(), t.dataAs<float>() + 4); };
+  // An empty output is replaced; passed back, the same buffer is written again.
+  ir::Tensor y;
+  ir::Tensor* outs[] = {&y};
+  REQUIRE((*s)->runInto({x}, outs));
+  CHECK(values(y) == std::vector<float>{11, 22, 33, 44});
+  const std::byte* buffer = y.data();
+  auto x2 = ir::Tensor::fromVector(ir::ElemType::Float, {2, 2}, std::vector<float>{2, 3, 4, 5});
+  REQUIRE((*s)->runInto({x2}, outs));
+  CHECK(y.data() == buffer);
+  CHECK(values(y) == std::vector<float>{12, 23, 34, 45});
+  // A tensor of another shape is replaced.
+  y = ir::Tensor::allocate(ir::ElemType::Float, {4}).value();
+  REQUIRE((*s)->runInto({x}, outs));
+  CHECK(y.shape() == ir::Shape{2, 2});
+  CHECK(values(y) == std::vector<float>{11, 22, 33, 44});
+  // An output sharing the feed's buffer (a state passed back) gets the right values: it is not written while read.
+  ir::Tensor state = ir::Tensor::fromVector(ir::ElemType::Float, {2, 2}, std::vector<float>{1, 2, 3, 4});
+  ir::Tensor alias = state;
+  ir::Tensor* aliasOuts[] = {&alias};
+  REQUIRE((*s)->runInto({state}, aliasOuts));
+  CHECK(values(alias) == std::vector<float>{11, 22, 33, 44});
+  // Wrong counts and null outputs are refused.
+  CHECK_FALSE((*s)->runInto({x}, std::span<ir::Tensor* const>{}));
+  ir::Tensor* none[] = {nullptr};
+  CHECK_FALSE((*s)->runInto({x}, none));
 }
 
 TEST_CASE("declared input shapes too large to exist load without arithmetic overflow", "[runtime][core]") {
