@@ -89,6 +89,7 @@ void noteBlockers(const ir::Graph& g, const partitioner::PartitionPlan& plan, co
 struct OrtClaim {
   std::vector<int> owner;  // per node of ORT's graph: a partition, or -1 (stays with ORT)
   std::vector<size_t> keep;
+  std::vector<size_t> between;  // other nodes left to ORT between two nodes of one partition (ORT refuses that set)
   std::vector<std::set<std::string>> outputs;  // per partition: the values ORT reads from its fused node
 };
 
@@ -204,7 +205,7 @@ OrtClaim claimOrtNodes(const ReadGraph& ort, const ir::Graph& g, const partition
     if (auto it = producer.find(value); it != producer.end())
       successors[it->second].insert(successors[it->second].end(), reading.begin(), reading.end());
   for (size_t j : betweenFused(successors, claim.owner, plan.partitions.size()))
-    if (removed[j]) claim.keep.push_back(j);
+    (removed[j] ? claim.keep : claim.between).push_back(j);
   if (!claim.keep.empty()) return claim;
 
   // What ORT reads from each fused node: the values its nodes make that a node outside it reads, or graph outputs.
@@ -310,6 +311,10 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
       return;
     }
     noteBlockers(g, plan, claim.owner, where, note);
+    for (size_t j : claim.between)
+      note(fmt::format("{}: {}: node '{}' ({}) stays with ONNX Runtime on a path between two nodes of one partition "
+                       "ctxkit claims; ONNX Runtime refuses to fuse such a partition",
+                       epcontext::kEpName, where, ortGraph.nodes[j].name, ortGraph.nodes[j].opType));
     // ctxgen replaces an If whose condition the shapes decide by its branch and compiles what it can of it; ORT can
     // only fuse the If whole, so one whose branch does not go whole into one partition stays with ORT: said, as the
     // claims then differ.
