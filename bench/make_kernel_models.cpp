@@ -110,6 +110,13 @@ int main(int argc, char** argv) {
   ok &= conv(dir, {"conv3x3_c32_s1", {1, 32, 56, 56}, {1, 32, 56, 56}}, 32, 3, 1, 1, "");
   ok &= conv(dir, {"conv3x3_c64_s1", {1, 64, 28, 28}, {1, 64, 28, 28}}, 64, 3, 1, 1, "");
   ok &= conv(dir, {"conv3x3_c16_s2", {1, 16, 112, 112}, {1, 32, 56, 56}}, 32, 3, 2, 1, "");
+  // Dense convs of ResNet-like stages (many channels: im2col + GEMM rather than the direct path).
+  ok &= conv(dir, {"conv3x3_c128_s1", {1, 128, 28, 28}, {1, 128, 28, 28}}, 128, 3, 1, 1, "Relu");
+  ok &= conv(dir, {"conv3x3_c256_s1", {1, 256, 14, 14}, {1, 256, 14, 14}}, 256, 3, 1, 1, "");
+  ok &= conv(dir, {"conv3x3_c512_s1", {1, 512, 7, 7}, {1, 512, 7, 7}}, 512, 3, 1, 1, "");
+  ok &= conv(dir, {"conv3x3_c128_s2", {1, 128, 56, 56}, {1, 256, 28, 28}}, 256, 3, 2, 1, "");
+  ok &= conv(dir, {"conv1x1_c256_s2", {1, 256, 56, 56}, {1, 512, 28, 28}}, 512, 1, 2, 1, "");
+  ok &= conv(dir, {"conv1x1_c256_s1", {1, 256, 28, 28}, {1, 64, 28, 28}}, 64, 1, 1, 1, "");
   // The dense and dilated 3x3 convs of a DeepLab ASPP head (issue 29): at dilation 36 on 20x20 only the centre tap
   // reaches the input.
   for (int64_t d : {1, 6, 36})

@@ -768,7 +768,7 @@ private:
 
   // The layout a constant read as input `k` of `op` would be stored in: the target's GEMM panels for a 2-D
   // float32 B of MatMul or Gemm (transposed panels for Gemm with transB), transposed panels for the weight of a
-  // Conv the kernels run as a GEMM on it (group 1, at most cpu::kSmallConvOutputs output positions), nothing for
+  // Conv the kernels run as a GEMM on it (kernels::convOnPanels), nothing for
   // any other use.
   std::optional<ops::WeightLayout> gemmLayoutFor(const LOp& op, size_t k) const {
     const bool conv = op.kind == ir::OpKind::Conv;
@@ -785,14 +785,11 @@ private:
   }
 
   // Whether prepared ops run this Conv (of a float32 weight) as a GEMM on its weight in panels
-  // (kernels/prepared.cpp): group 1, a non-empty weight and few output positions.
+  // (kernels::convOnPanels, on the static input shape).
   bool convOnPanels(const LOp& op, const ir::Tensor& w, const ops::ConvAttrs& attrs) const {
-    if (attrs.group != 1 || w.elementCount() == 0 || op.inputs[0].empty() || op.outputs.empty()) return false;
-    auto out = shapeOf(op.outputs[0]);  // (the data is float32 as the weight is: Conv takes one type)
-    if (!out || out->size() < 3) return false;
-    int64_t positions = 1;
-    for (size_t d = 2; d < out->size(); ++d) positions *= (*out)[d];
-    return positions <= cpu::kSmallConvOutputs;
+    if (w.elementCount() == 0 || op.inputs[0].empty() || op.outputs.empty()) return false;
+    auto x = shapeOf(op.inputs[0]);  // (the data is float32 as the weight is: Conv takes one type)
+    return x && kernels::convOnPanels(attrs, *x, w.shape());
   }
 
   // Constant B operands of MatMul and Gemm are stored in the target's GEMM panel layout, packed once at compile

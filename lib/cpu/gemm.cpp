@@ -107,17 +107,19 @@ template <int Rows, int Vectors> struct Avx2Tile {
 };
 
 // One packed A block (mc x kc) times columns [nBegin, nEnd) of a B panel. Full-width strips are read from
-// `bDirect` (B itself, rows ldbDirect apart) when it is set, else from the packed panel.
-template <typename Tile>
+// `bDirect` (B itself, rows ldbDirect apart) when it is set, else from the packed panels, PW columns wide: a tile
+// narrower than its panels reads its columns of each panel row (PW a multiple of NR; nBegin a multiple of NR).
+template <typename Tile, size_t PW = Tile::NR>
 __attribute__((always_inline)) inline void
 blockKernel(size_t mc, size_t nBegin, size_t nEnd, size_t kc, const float* aPack, const float* bPack,
             const float* bDirect, size_t ldbDirect, float* c, size_t ldc, float alpha, bool store) {
   constexpr size_t MR = Tile::MR, NR = Tile::NR;
+  static_assert(PW % NR == 0, "a tile reads whole strips of its panels");
   for (size_t j = nBegin; j < nEnd; j += NR) {
     size_t nr = std::min<size_t>(NR, nEnd - j);
     bool direct = bDirect != nullptr && nr == NR;
-    const float* bStrip = direct ? bDirect + j : bPack + (j / NR) * kc * NR;
-    size_t bStride = direct ? ldbDirect : NR;
+    const float* bStrip = direct ? bDirect + j : bPack + (j / PW) * kc * PW + j % PW;
+    size_t bStride = direct ? ldbDirect : PW;
     for (size_t i = 0; i < mc; i += MR) {
       size_t mr = std::min<size_t>(MR, mc - i);
       Tile::tile(kc, aPack + (i / MR) * kc * MR, bStrip, bStride, c + i * ldc + j, ldc, alpha, mr, nr, store);
@@ -141,7 +143,10 @@ CTX_BLOCK_FN(blockAvx2, __attribute__((target("avx2,fma"), flatten)), Avx2Tile<6
 CTX_BLOCK_FN(blockSse2, , PortableTile<4, 8>)
 
 // Kernels for panels of a given width on narrower vector units (a stored layout of another CPU's width).
-CTX_BLOCK_FN(blockAvx2W32, __attribute__((target("avx2,fma"), flatten)), Avx2Tile<3, 4>)
+// AVX2 reads 32-wide panels (the built-in targets' layout) 16 columns at a time with its 6 x 16 tile: the strip of B
+// a tile walks is then 16 KiB at depth 256 (one 64-byte line per row), where a 3 x 32 tile over a whole panel row
+// walks 32 KiB, all of L1, and evicts its own A strip.
+CTX_BLOCK_FN(blockAvx2W32, __attribute__((target("avx2,fma"), flatten)), Avx2Tile<6, 2>, 32)
 CTX_BLOCK_FN(blockAvx2W8, __attribute__((target("avx2,fma"), flatten)), Avx2Tile<6, 1>)
 CTX_BLOCK_FN(blockSse2W32, , PortableTile<2, 32>)
 CTX_BLOCK_FN(blockSse2W16, , PortableTile<3, 16>)
@@ -175,7 +180,7 @@ const Kernel* panelKernel(size_t width) {
     const bool avx2 = avx512 || std::string_view(best.name) == "avx2";
     Kernel w8 = avx2 ? Kernel{"avx2", 6, 8, blockAvx2W8} : best;
     Kernel w16 = avx2 ? Kernel{"avx2", 6, 16, blockAvx2} : Kernel{"sse2", 3, 16, blockSse2W16};
-    Kernel w32 = avx512 ? best : avx2 ? Kernel{"avx2", 3, 32, blockAvx2W32} : Kernel{"sse2", 2, 32, blockSse2W32};
+    Kernel w32 = avx512 ? best : avx2 ? Kernel{"avx2", 6, 32, blockAvx2W32} : Kernel{"sse2", 2, 32, blockSse2W32};
     return std::array<Kernel, 3>{w8, w16, w32};
   }();
   switch (width) {

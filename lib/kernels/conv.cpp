@@ -157,7 +157,63 @@ void planTapBands(const Window3& w, std::vector<TapBand>& bands) {
   }
 }
 
+// im2col of rows [r0, r1) and output positions [c0, c1) into `col` (from row r0), split over the pool's threads when
+// large.
+void unfoldColumns(ThreadPool* pool, const float* x, const Window3& w, float* col, int64_t r0, int64_t r1, int64_t c0,
+                   int64_t c1) {
+  const int64_t rows = r1 - r0;
+  if (pool && rows >= 8 && rows * (c1 - c0) >= 65536) {
+    auto unfold = [&](size_t i0, size_t i1) {
+      im2col(x, w, col + static_cast<int64_t>(i0) * (c1 - c0), r0 + static_cast<int64_t>(i0),
+             r0 + static_cast<int64_t>(i1), c0, c1);
+    };
+    // A std::function holding a reference does not allocate; one holding the captures would.
+    pool->parallelFor(static_cast<size_t>(rows), 1, std::function<void(size_t, size_t)>(std::ref(unfold)));
+  } else {
+    im2col(x, w, col, r0, r1, c0, c1);
+  }
+}
+
+// Whether runConv takes the direct path for a group of `cg` input channels.
+bool runsDirect(const Window3& w, int64_t cg, int64_t group) {
+  const int64_t kSize = w.kernel[0] * w.kernel[1] * w.kernel[2];
+  const bool rowsWideEnough = w.out[2] >= kDirectMinRow || kSize <= 9;
+  return ((cg == 1 && group > 1) || (kSize > 1 && cg <= kDirectMaxChannels)) && rowsWideEnough;
+}
+
+bool isPointwise(const Window3& w) {
+  for (int i = 0; i < 3; ++i)
+    if (w.kernel[i] != 1 || w.stride[i] != 1 || w.padBegin[i] != 0 || w.padEnd[i] != 0) return false;
+  return true;
+}
+
 }  // namespace
+
+bool convRunsOnPanels(const ops::ConvAttrs& attrs, std::span<const int64_t> x, std::span<const int64_t> weight) {
+  if (attrs.group != 1 || x.size() < 3 || x.size() > 5 || weight.size() != x.size() || x[1] != weight[1] ||
+      weight[0] <= 0 || weight[1] <= 0)
+    return false;
+  static const ir::Attributes kNoAttributes;
+  const OpContext ctx{ir::OpKind::Conv, 0, kNoAttributes, "", nullptr};
+  auto window = computeWindow(ctx, attrs.window, x.subspan(2), weight.subspan(2), false);
+  if (!window) return false;
+  const Window3 w = toWindow3(*window);
+  const int64_t positions = w.out[0] * w.out[1] * w.out[2];
+  if (positions <= 0) return false;
+  if (positions <= cpu::kSmallConvOutputs) return true;
+  // The direct path and a pointwise GEMM on the input planes read no unfolded input; bands of output rows skip the
+  // taps that land in the padding (dilated convs at small sizes), which a GEMM over every tap would multiply.
+  if (runsDirect(w, x[1], 1) || isPointwise(w)) return false;
+  thread_local std::vector<TapBand> bands;
+  planTapBands(w, bands);
+  const int64_t kSize = w.kernel[0] * w.kernel[1] * w.kernel[2];
+  if (bands.size() != 1 || bands[0].taps() != kSize) return false;
+  // The plain path multiplies the weight as A by the unfolded input, kColBudget of it at a time, packing the weight
+  // again for each range: once the input unfolds into several ranges (deep layers: 960 channels x 9 taps onto 20x20
+  // is four) the packed panels win; below that, its reading the unfolded input in place as B wins.
+  const CheckedInt unfolded = CheckedInt(x[1]) * kSize * positions;
+  return !unfolded.ok() || unfolded.value() > kColBudget;
+}
 
 InferResult inferConv(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 3));
@@ -189,9 +245,7 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const int64_t inSize = w.in[0] * w.in[1] * w.in[2];
   const int64_t outSize = w.out[0] * w.out[1] * w.out[2];
   const int64_t rows = cg * kSize;  // GEMM depth
-  bool pointwise = kSize == 1;
-  for (int i = 0; i < 3; ++i)
-    if (w.stride[i] != 1 || w.padBegin[i] != 0 || w.padEnd[i] != 0) pointwise = false;
+  const bool pointwise = isPointwise(w);
   const float* px = x.dataAs<float>();
   const float* pw = wt.dataAs<float>();
   float* py = y.mutableDataAs<float>();
@@ -199,25 +253,56 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   if (jobs == 0 || outSize == 0 || mg == 0) return Status::ok();
 
   if (ctx.panelsB && p.group == 1) {
-    // Few output positions, weight prepared as B: Yᵀ [positions x M] = colᵀ (C·taps) x Wᵀ, one image at a time.
-    const auto positions = static_cast<size_t>(outSize), m = static_cast<size_t>(p.outChannels);
-    thread_local std::vector<float> col, yt;
-    col.resize(static_cast<size_t>(rows) * positions);
-    yt.resize(positions * m);
+    // Weight in panels as B (convOnPanels): Yᵀ [positions x M] = colᵀ (C·taps) x Wᵀ, one depth block of the panels
+    // at a time, so that the rows of unfolded input it reads are built just before (in cache) and no larger than
+    // kColBudget; then transposed into the image's planes with the bias and the fused activation.
+    const cpu::PanelsB& panels = *ctx.panelsB;
+    const auto m = static_cast<size_t>(p.outChannels);
+    const size_t panelCount = (m + panels.width - 1) / panels.width;
+    const auto depth = static_cast<int64_t>(panels.depth);
+    const int64_t chunk =
+        std::max<int64_t>(64, std::min(outSize, kColBudget / std::max<int64_t>(1, std::min(rows, depth))));
+    thread_local std::vector<float> col, yt;  // grown once per thread, not per run
     const float* pb = bias ? bias->dataAs<float>() : nullptr;
     for (int64_t n = 0; n < p.batch; ++n) {
       const float* xn = px + n * p.channels * inSize;
-      const float* a = xn;
-      if (!pointwise) {
-        im2col(xn, w, col.data(), 0, rows, 0, outSize);
-        a = col.data();
-      }
-      cpu::sgemmPanels(true, positions, 1.0f, a, positions, *ctx.panelsB, 0.0f, yt.data(), m, ctx.pool);
       float* yn = py + n * p.outChannels * outSize;
-      for (size_t c = 0; c < m; ++c) {
-        float* yc = yn + c * positions;
-        for (size_t q = 0; q < positions; ++q) yc[q] = yt[q * m + c] + (pb ? pb[c] : 0.0f);
-        applyFusedActivation(act, yc, positions);
+      for (int64_t c0 = 0; c0 < outSize; c0 += chunk) {
+        const int64_t c1 = std::min(outSize, c0 + chunk);
+        const auto cols = static_cast<size_t>(c1 - c0);
+        yt.resize(cols * m);
+        for (int64_t r0 = 0; r0 < rows; r0 += depth) {
+          const int64_t r1 = std::min(rows, r0 + depth);
+          // A pointwise Conv reads the input planes themselves as A (rows outSize apart).
+          const float* a = xn + r0 * outSize + c0;
+          size_t lda = static_cast<size_t>(outSize);
+          if (!pointwise) {
+            col.resize(static_cast<size_t>(r1 - r0) * cols);
+            unfoldColumns(ctx.pool, xn, w, col.data(), r0, r1, c0, c1);
+            a = col.data();
+            lda = cols;
+          }
+          const cpu::PanelsB block{panels.data + static_cast<size_t>(r0) * panelCount * panels.width,
+                                   static_cast<size_t>(r1 - r0),
+                                   m,
+                                   panels.width,
+                                   panels.depth,
+                                   {}};
+          cpu::sgemmPanels(true, cols, 1.0f, a, lda, block, r0 == 0 ? 0.0f : 1.0f, yt.data(), m, ctx.pool);
+        }
+        // Blocks of 16 positions, so that the rows of yt a block reads stay in cache across its channels.
+        parallelForWork(ctx, m, cols, [&](size_t ch0, size_t ch1) {
+          for (size_t q0 = 0; q0 < cols; q0 += 16) {
+            const size_t q1 = std::min(cols, q0 + 16);
+            for (size_t c = ch0; c < ch1; ++c) {
+              float* yc = yn + c * static_cast<size_t>(outSize) + c0;
+              const float bc = pb ? pb[c] : 0.0f;
+              for (size_t q = q0; q < q1; ++q) yc[q] = yt[q * m + c] + bc;
+            }
+          }
+          for (size_t c = ch0; c < ch1; ++c)
+            applyFusedActivation(act, yn + c * static_cast<size_t>(outSize) + c0, cols);
+        });
       }
     }
     return Status::ok();
@@ -225,8 +310,7 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
 
   // The direct path vectorizes along output rows: rows of a few outputs under many taps (a 1-D "STFT" Conv of 256
   // taps with 3 outputs) go through im2col + GEMM instead.
-  const bool rowsWideEnough = w.out[2] >= kDirectMinRow || kSize <= 9;
-  if (((cg == 1 && p.group > 1) || (kSize > 1 && cg <= kDirectMaxChannels)) && rowsWideEnough) {
+  if (runsDirect(w, cg, p.group)) {
     // Work items are (image, group, output channel); a thread's run of items loads each group's planes once, so
     // when the groups have many input channels each thread takes one run of items per group.
     const float* pb = bias ? bias->dataAs<float>() : nullptr;
@@ -293,15 +377,7 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
         for (int64_t c0 = p0; c0 < p1; c0 += chunk) {
           int64_t c1 = std::min(p1, c0 + chunk);
           col.resize(static_cast<size_t>(bandRows * (c1 - c0)));
-          if (pool && bandRows >= 8 && bandRows * (c1 - c0) >= 65536) {
-            auto unfold = [&](size_t r0, size_t r1) {
-              im2col(xg, bw, col.data(), static_cast<int64_t>(r0), static_cast<int64_t>(r1), c0, c1);
-            };
-            // A std::function holding a reference does not allocate; one holding the captures would.
-            pool->parallelFor(static_cast<size_t>(bandRows), 1, std::function<void(size_t, size_t)>(std::ref(unfold)));
-          } else {
-            im2col(xg, bw, col.data(), 0, bandRows, c0, c1);
-          }
+          unfoldColumns(pool, xg, bw, col.data(), 0, bandRows, c0, c1);
           cpu::sgemm(false, false, static_cast<size_t>(mg), static_cast<size_t>(c1 - c0), static_cast<size_t>(bandRows),
                      1.0f, bandWeights, static_cast<size_t>(bandRows), col.data(), static_cast<size_t>(c1 - c0), 0.0f,
                      yg + c0, static_cast<size_t>(outSize), pool);
@@ -332,3 +408,11 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
 }
 
 }  // namespace ctxkit::kernels::detail
+
+namespace ctxkit::kernels {
+
+bool convOnPanels(const ops::ConvAttrs& attrs, std::span<const int64_t> x, std::span<const int64_t> weight) {
+  return detail::convRunsOnPanels(attrs, x, weight);
+}
+
+}  // namespace ctxkit::kernels

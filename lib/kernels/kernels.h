@@ -63,6 +63,12 @@ bool hasKernel(ir::OpKind kind);
 // Element types a kernel accepts for its main (data) input; the partitioner's cpu target uses it.
 bool supportsType(ir::OpKind kind, ir::ElemType type);
 
+// Whether a float32 Conv with a constant weight of shape `weight` over input `x` runs as a GEMM on the weight in
+// panels (B = its [M, C x taps] transposed): group 1, and neither the direct path, a pointwise GEMM on the input
+// planes nor bands of output rows that skip taps in the padding is taken. The compiler stores such weights in
+// GemmPanelsTransposed; a prepared op packs a plain one once.
+bool convOnPanels(const ops::ConvAttrs& attrs, std::span<const int64_t> x, std::span<const int64_t> weight);
+
 // Output types and shapes from input types and shapes. Ops whose output shape depends on an input's
 // contents (Reshape's shape, Slice's starts, ...) need that input's `value`; without it they fail with
 // ErrorCode::Unsupported naming the input. Errors name the node and say what was expected.

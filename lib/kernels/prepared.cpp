@@ -178,7 +178,7 @@ private:
   std::vector<InputSlot> inputs_;
   std::vector<std::optional<ir::Tensor>> widened_;  // float32 copies of constant float16/bfloat16 inputs (viaFloat_)
   bool viaFloat_ = false;
-  // A Conv with few output positions (cpu::kSmallConvOutputs) multiplies the unfolded input by the constant weight as
+  // A Conv that convOnPanels picks multiplies the unfolded input by the constant weight as
   // B: the weight's transpose (K = C x kernel taps, N = output channels) in panels, stored so by the compiler (then
   // used whatever the output size: the bytes are only readable so) or packed here once.
   Status prepareConvPanels(const OpContext& ctx, std::span<const ValueDesc> inputs, const ops::WeightLayout& layout) {
@@ -186,8 +186,8 @@ private:
         inputs[1].type != ElemType::Float || std::get<ops::ConvAttrs>(*typed_).group != 1 || outputs_.empty() ||
         outputs_[0].shape.size() < 3 || inputs[1].shape.size() < 3)
       return Status::ok();
-    const ir::Shape& out = outputs_[0].shape;
-    if (layout.plain() && dimProduct(out, 2, out.size()) > cpu::kSmallConvOutputs) return Status::ok();
+    if (layout.plain() && !convOnPanels(std::get<ops::ConvAttrs>(*typed_), inputs[0].shape, inputs[1].shape))
+      return Status::ok();
     const ValueDesc& w = inputs[1];
     const auto m = static_cast<size_t>(w.shape[0]);
     const auto k = static_cast<size_t>(dimProduct(w.shape, 1, w.shape.size()));

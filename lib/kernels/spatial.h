@@ -114,8 +114,9 @@ template <typename F> void forEachWindow(const Window3& w, F&& f) {
   }
 }
 
-// Unfolds one image (group) into rows (c, kd, kh, kw) x output positions [colBegin, colEnd) of (od, oh, ow);
-// `col` holds rows of colEnd - colBegin values; taps in the padding read `fill` (a quantized zero point, say).
+// Unfolds one image (group) into rows [rowBegin, rowEnd) of (c, kd, kh, kw) x output positions [colBegin, colEnd) of
+// (od, oh, ow); `col` holds those rows, from rowBegin, of colEnd - colBegin values each; taps in the padding read
+// `fill` (a quantized zero point, say).
 template <typename T>
 void im2col(const T* x, const Window3& w, T* col, int64_t rowBegin, int64_t rowEnd, int64_t colBegin, int64_t colEnd,
             T fill = T(0)) {
@@ -128,7 +129,7 @@ void im2col(const T* x, const Window3& w, T* col, int64_t rowBegin, int64_t rowE
     int64_t kh = (k / w.kernel[2]) % w.kernel[1];
     int64_t kw = k % w.kernel[2];
     const T* xc = x + c * inSize;
-    T* dst = col + row * width - colBegin;  // indexed by output position
+    T* dst = col + (row - rowBegin) * width - colBegin;  // indexed by output position
     const int64_t off = kw * w.dilation[2] - w.padBegin[2];
     const int64_t s = w.stride[2];
     int64_t lo, hi;  // output columns whose tap lands inside the input row

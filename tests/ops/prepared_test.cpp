@@ -177,9 +177,11 @@ TEST_CASE("a prepared Conv with few output positions multiplies by its packed we
     ir::Shape x, w;
     std::vector<int64_t> strides, pads;
   };
-  // A 1-D front end (many taps, 4 outputs), a 3x3 conv onto a 2x2 map with padding, and a pointwise 1x1.
+  // A 1-D front end (many taps, 4 outputs), a 3x3 conv onto a 2x2 map with padding, a pointwise 1x1, and a dense 3x3
+  // conv of 128 channels onto 30x32 (its unfolded input, 1152 x 960, is built in five blocks of rows).
   for (const Case& c : {Case{{2, 2, 40}, {7, 2, 16}, {8}, {0, 0}}, Case{{1, 5, 3, 3}, {6, 5, 3, 3}, {2, 2}, {1, 1, 1, 1}},
-                        Case{{1, 64, 2, 2}, {33, 64, 1, 1}, {1, 1}, {0, 0, 0, 0}}}) {
+                        Case{{1, 64, 2, 2}, {33, 64, 1, 1}, {1, 1}, {0, 0, 0, 0}},
+                        Case{{2, 128, 30, 32}, {20, 128, 3, 3}, {1, 1}, {1, 1, 1, 1}}}) {
     const ir::Tensor x = randomTensor(ElemType::Float, c.x, 21);
     const ir::Tensor w = randomTensor(ElemType::Float, c.w, 22);
     const ir::Tensor b = randomTensor(ElemType::Float, {c.w[0]}, 23);
@@ -220,6 +222,29 @@ TEST_CASE("a prepared Conv with few output positions multiplies by its packed we
         REQUIRE(std::fabs(z->dataAs<float>()[i] - (*want)[0].dataAs<float>()[i]) < 1e-4f);
     }
   }
+}
+
+TEST_CASE("convOnPanels: dense convs run on panels, the direct, pointwise and banded paths do not", "[ops][prepared]") {
+  auto decide = [](ir::Shape x, ir::Shape w, std::vector<int64_t> pads, int64_t dilation = 1, int64_t group = 1,
+                   int64_t stride = 1) {
+    ops::ConvAttrs a;
+    a.group = group;
+    a.window.strides = ops::IntList{stride, stride};
+    a.window.pads = ops::IntList(pads.begin(), pads.end());
+    a.window.dilations = ops::IntList{dilation, dilation};
+    return kernels::convOnPanels(a, x, w);
+  };
+  CHECK(decide({1, 960, 20, 20}, {256, 960, 3, 3}, {1, 1, 1, 1}));          // unfolds into 8640 x 400 values
+  CHECK_FALSE(decide({1, 256, 14, 14}, {256, 256, 3, 3}, {1, 1, 1, 1}));    // 2304 x 196: one range, weight as A
+  CHECK(decide({1, 960, 20, 20}, {256, 960, 3, 3}, {6, 6, 6, 6}, 6));       // dilated, every tap reaches the input
+  CHECK_FALSE(decide({1, 960, 20, 20}, {256, 960, 3, 3}, {36, 36, 36, 36}, 36));  // most taps in the padding: bands
+  CHECK_FALSE(decide({1, 32, 56, 56}, {32, 32, 3, 3}, {1, 1, 1, 1}));       // few channels: direct
+  CHECK_FALSE(decide({1, 256, 28, 28}, {64, 256, 1, 1}, {0, 0, 0, 0}));     // pointwise: GEMM on the input planes
+  CHECK(decide({1, 2048, 56, 56}, {512, 2048, 1, 1}, {0, 0, 0, 0}, 1, 1, 2));  // 1x1 of stride 2, 2048 x 784
+  CHECK_FALSE(decide({1, 256, 28, 28}, {64, 256, 1, 1}, {1, 1, 1, 1}));     // padded 1x1: the border rows skip it
+  CHECK(decide({1, 8, 2, 2}, {4, 8, 1, 1}, {0, 0, 0, 0}));                  // few positions: always
+  CHECK_FALSE(decide({1, 256, 14, 14}, {256, 128, 3, 3}, {1, 1, 1, 1}, 1, 2));  // groups
+  CHECK_FALSE(decide({1, 255, 14, 14}, {256, 256, 3, 3}, {1, 1, 1, 1}));    // channels disagree
 }
 
 TEST_CASE("a Conv weight in panels is refused where the op cannot read it", "[ops][prepared]") {
