@@ -1,5 +1,6 @@
 // Writes one-op benchmark models (depthwise and small 3x3 Conv, pooling, fused activations) with random inputs,
-// for bench/kernels.sh to time with ctxrun and ONNX Runtime. usage: make_kernel_models OUT_DIR
+// for bench/kernels.sh to time with ctxrun and ONNX Runtime, and for the ONNX Runtime oracle (tests/oracle), which
+// checks the Resize models bit for bit. usage: make_kernel_models OUT_DIR [NAME_PREFIX] (only the models named so)
 #include "ir/npy.h"
 #include "onnx_io/onnx_io.h"
 #include "samples/graph_builder.h"
@@ -26,8 +27,11 @@ struct Bench {
   ir::Shape in, out;
 };
 
+std::string gOnly;  // NAME_PREFIX: models whose name does not start with it are not written
+
 // One model: input "x" of shape b.in through `build`, output "y" of shape b.out; input_0.npy beside it.
 template <typename Build> bool write(const std::filesystem::path& dir, const Bench& b, Build build) {
+  if (b.name.rfind(gOnly, 0) != 0) return true;
   samples::GraphBuilder g(b.name, "");
   g.addInput("x", b.in);
   build(g);
@@ -62,11 +66,14 @@ bool conv(const std::filesystem::path& dir, const Bench& b, int64_t m, int64_t k
   });
 }
 
-// Resize (linear, half_pixel) by 2 in both spatial dims.
-bool resizeLinear(const std::filesystem::path& dir, const Bench& b) {
+// Resize (linear) of the spatial dims by `scale` (b.out must be floor(in x scale)) in coordinate mode `coord`.
+bool resizeLinear(const std::filesystem::path& dir, const Bench& b, float scaleH = 2, float scaleW = 2,
+                  const std::string& coord = "half_pixel") {
   return write(dir, b, [&](samples::GraphBuilder& g) {
-    std::string scales = g.addFloats("scales", {4}, {1, 1, 2, 2});
-    g.addNode("resize", "Resize", {"x", "", scales}, {Attribute::makeString("mode", "linear")}, "y");
+    std::string scales = g.addFloats("scales", {4}, {1, 1, scaleH, scaleW});
+    g.addNode("resize", "Resize", {"x", "", scales},
+              {Attribute::makeString("mode", "linear"), Attribute::makeString("coordinate_transformation_mode", coord)},
+              "y");
   });
 }
 
@@ -84,10 +91,11 @@ bool pool(const std::filesystem::path& dir, const Bench& b, const std::string& o
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: make_kernel_models OUT_DIR\n");
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: make_kernel_models OUT_DIR [NAME_PREFIX]\n");
     return 2;
   }
+  if (argc == 3) gOnly = argv[2];
   std::filesystem::path dir = argv[1];
   std::filesystem::create_directories(dir);
   bool ok = true;
@@ -122,5 +130,9 @@ int main(int argc, char** argv) {
   for (int64_t d : {1, 6, 36})
     ok &= conv(dir, {"conv3x3_c960_d" + std::to_string(d), {1, 960, 20, 20}, {1, 256, 20, 20}}, 256, 3, 1, 1, "", {}, d);
   ok &= resizeLinear(dir, {"resize_linear_x2", {1, 32, 80, 80}, {1, 32, 160, 160}});
+  // Scales whose source coordinates are not exact binary fractions, where rounding differs between formulas.
+  ok &= resizeLinear(dir, {"resize_linear_odd", {1, 16, 37, 53}, {1, 16, 62, 121}}, 1.7f, 2.3f);
+  ok &= resizeLinear(dir, {"resize_linear_down", {1, 16, 75, 90}, {1, 16, 33, 27}}, 0.45f, 0.3f, "align_corners");
+  ok &= resizeLinear(dir, {"resize_linear_asym", {1, 16, 20, 30}, {1, 16, 58, 87}}, 2.9f, 2.9f, "asymmetric");
   return ok ? 0 : 1;
 }

@@ -3,8 +3,10 @@
 // outside the input); computed as one 1-D resampling pass per axis.
 #include "kernels/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 namespace ctxkit::kernels::detail {
 
@@ -31,6 +33,7 @@ struct ResizePlan {
   std::vector<double> scales;            // per axis of the input
   std::vector<double> roiStart, roiEnd;  // tf_crop_and_resize: the sampled box per axis, as fractions of the input
   double extrapolation = 0;              // tf_crop_and_resize: the value of outputs sampled outside the input
+  bool stretchedToSizes = false;         // scales are sizes / input lengths (the sizes input, policy stretch)
   ir::Shape out;
 };
 
@@ -109,6 +112,7 @@ Expected<ResizePlan> planResize(const OpContext& ctx, InDescs inputs) {
   for (size_t i = 0; i < axes.size(); ++i)
     if (sz[i] < 0) return invalid(ctx, "input 3 (sizes) holds negative size {}", sz[i]);
   if (policy == ops::AspectPolicy::Stretch) {
+    p.stretchedToSizes = true;
     for (size_t i = 0; i < axes.size(); ++i) {
       auto a = static_cast<size_t>(axes[i]);
       p.out[a] = sz[i];
@@ -327,10 +331,93 @@ Status extrapolate(const OpContext& ctx, const ResizePlan& p, std::span<const Ax
 Status resample(const OpContext& ctx, const ResizePlan& p, std::span<const AxisMap> maps, const ir::Tensor& x,
                 ir::Tensor& y);
 
+// Linear Resize of the last two axes of a float32 image ([N, C, H, W] with N and C kept), computed as ONNX Runtime's
+// CPU kernel does, so that the results agree bit for bit: source coordinates, their clamping and the weights in
+// float32 (a clamped source position, where both taps are one element, weighs 0.5 and 0.5), and each output the sum
+// (dx2·dy2)·X11 + (dx1·dy2)·X21 + (dx2·dy1)·X12 + (dx1·dy1)·X22 in that order. The general path resamples one axis
+// at a time in double-precision weights, which rounds differently (up to a few ulp).
+struct BilinearAxis {
+  std::vector<int64_t> i1, i2;  // the two source positions
+  std::vector<float> d1, d2;    // the weights of i2 and i1: |x - i1| and |x - i2|
+};
+
+// The source coordinate of output position x in float32, as ONNX Runtime computes it.
+float sourceCoordF(Coord c, float x, float s, float outLen, float inLen) {
+  switch (c) {
+    case Coord::HalfPixel: return (x + 0.5f) / s - 0.5f;
+    case Coord::HalfPixelSymmetric: {
+      const float adjustment = outLen / (s * inLen);
+      const float center = inLen / 2;
+      return center * (1 - adjustment) + (x + 0.5f) / s - 0.5f;
+    }
+    case Coord::PytorchHalfPixel: return outLen > 1 ? (x + 0.5f) / s - 0.5f : 0.0f;
+    case Coord::AlignCorners: return outLen == 1 ? 0 : x * (inLen - 1) / (outLen - 1);
+    case Coord::Asymmetric: return x / s;
+    case Coord::TfHalfPixelForNn: return (x + 0.5f) / s;
+    case Coord::TfCropAndResize: break;  // not taken by the bilinear path
+  }
+  return 0;
+}
+
+BilinearAxis bilinearAxis(const ResizePlan& p, size_t axis, int64_t inLen) {
+  BilinearAxis b;
+  const int64_t outLen = p.out[axis];
+  const float s =
+      p.stretchedToSizes ? static_cast<float>(outLen) / static_cast<float>(inLen) : static_cast<float>(p.scales[axis]);
+  for (int64_t j = 0; j < outLen; ++j) {
+    const auto jf = static_cast<float>(j);
+    float x = s == 1 ? jf : sourceCoordF(p.coord, jf, s, static_cast<float>(outLen), static_cast<float>(inLen));
+    x = std::max(0.0f, std::min(x, static_cast<float>(inLen - 1)));
+    const int64_t i1 = std::min(static_cast<int64_t>(x), inLen - 1), i2 = std::min(i1 + 1, inLen - 1);
+    b.i1.push_back(i1);
+    b.i2.push_back(i2);
+    b.d1.push_back(i1 == i2 ? 0.5f : std::fabs(x - static_cast<float>(i1)));
+    b.d2.push_back(i1 == i2 ? 0.5f : std::fabs(x - static_cast<float>(i2)));
+  }
+  return b;
+}
+
+// Whether the bilinear path computes this Resize: linear mode on a float32 rank-4 input resized on its last two
+// axes only, neither the tf_crop_and_resize box nor a keep_aspect_ratio_policy involved.
+bool bilinearApplies(const ResizePlan& p, std::span<const int64_t> in, ElemType type) {
+  if (p.taps != 2 || type != ElemType::Float || in.size() != 4 || p.coord == Coord::TfCropAndResize) return false;
+  if (p.out[0] != in[0] || p.out[1] != in[1] || p.scales[0] != 1 || p.scales[1] != 1) return false;
+  if (!p.stretchedToSizes)
+    for (size_t a = 2; a < 4; ++a)  // a scale whose flooring gave another length than ONNX Runtime's float product
+      if (p.out[a] != static_cast<int64_t>(static_cast<float>(p.scales[a]) * static_cast<float>(in[a]))) return false;
+  return in[2] > 0 && in[3] > 0;
+}
+
+void resizeBilinear(const OpContext& ctx, const BilinearAxis& ys, const BilinearAxis& xs, const ir::Tensor& x,
+                    ir::Tensor& y) {
+  const ir::Shape& in = x.shape();
+  const int64_t planes = in[0] * in[1], inW = in[3], inPlane = in[2] * in[3];
+  const auto outH = static_cast<int64_t>(ys.i1.size()), outW = static_cast<int64_t>(xs.i1.size());
+  const float* px = x.dataAs<float>();
+  float* py = y.mutableDataAs<float>();
+  // Work items are output rows of every plane.
+  parallelForWork(ctx, static_cast<size_t>(planes * outH), static_cast<size_t>(outW) * 8, [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      const int64_t plane = static_cast<int64_t>(r) / outH, oy = static_cast<int64_t>(r) % outH;
+      const float* row1 = px + plane * inPlane + ys.i1[static_cast<size_t>(oy)] * inW;
+      const float* row2 = px + plane * inPlane + ys.i2[static_cast<size_t>(oy)] * inW;
+      const float dy1 = ys.d1[static_cast<size_t>(oy)], dy2 = ys.d2[static_cast<size_t>(oy)];
+      float* out = py + static_cast<int64_t>(r) * outW;
+      for (int64_t ox = 0; ox < outW; ++ox) {
+        const auto k = static_cast<size_t>(ox);
+        const int64_t x1 = xs.i1[k], x2 = xs.i2[k];
+        const float dx1 = xs.d1[k], dx2 = xs.d2[k];
+        out[ox] = dx2 * dy2 * row1[x1] + dx1 * dy2 * row1[x2] + dx2 * dy1 * row2[x1] + dx1 * dy1 * row2[x2];
+      }
+    }
+  });
+}
+
 // The plan with each axis's map, made once at prepare when the scales or sizes are constants.
 struct ResizeRunPlan {
   ResizePlan p;
   std::vector<AxisMap> maps;
+  std::optional<std::pair<BilinearAxis, BilinearAxis>> bilinear;  // rows and columns, when bilinearApplies
 };
 
 Expected<ResizeRunPlan> planResizeRun(const OpContext& ctx, InDescs inputs) {
@@ -338,6 +425,10 @@ Expected<ResizeRunPlan> planResizeRun(const OpContext& ctx, InDescs inputs) {
   CTX_ASSIGN_OR_RETURN(r.p, planResize(ctx, inputs));
   const ir::Shape& in = inputs[0].shape;
   if (in.size() > kMaxRank) return unsupported(ctx, "input 0 has rank {}, above {}", in.size(), kMaxRank);
+  if (bilinearApplies(r.p, in, inputs[0].type)) {
+    r.bilinear.emplace(bilinearAxis(r.p, 2, in[2]), bilinearAxis(r.p, 3, in[3]));
+    return r;
+  }
   for (size_t a = 0; a < in.size(); ++a) r.maps.push_back(axisMap(r.p, a, in[a]));
   return r;
 }
@@ -357,6 +448,10 @@ Status runResize(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   }
   const ResizeRunPlan& plan = ctx.plan ? *static_cast<const ResizeRunPlan*>(ctx.plan) : planned;
   if (outputs[0]->elementCount() == 0) return Status::ok();
+  if (plan.bilinear) {
+    resizeBilinear(ctx, plan.bilinear->first, plan.bilinear->second, *inputs[0], *outputs[0]);
+    return Status::ok();
+  }
   CTX_RETURN_IF_ERROR(resample(ctx, plan.p, plan.maps, *inputs[0], *outputs[0]));
   return plan.p.coord == Coord::TfCropAndResize ? extrapolate(ctx, plan.p, plan.maps, *inputs[0], *outputs[0])
                                                 : Status::ok();

@@ -5,7 +5,7 @@
 # bytes, and requires ctxrun's outputs to match (rtol 1e-3, atol 1e-5). Exits 77 (CTest's skip code) when the
 # assets are absent, saying why, or fails when CI is set (tests/common/skip.sh).
 # The sample transformer with a symbolic sequence length is compiled for three shape variants into one .bin, and
-# each variant is compared the same way.
+# each variant is compared the same way. Four linear Resize models must match bit for bit.
 # usage: ort_oracle.sh BUILD_DIR CACHE_DIR SOURCE_DIR
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../common/skip.sh"
@@ -152,7 +152,18 @@ checkQdqForms() {
   check qdq_forms "$qdqForms" "$target"
   tolerance=()
 }
+# Linear Resize computed as ONNX Runtime computes it (docs/runtime.md#numerics): equal bit for bit on four scale and
+# coordinate forms (bench/make_kernel_models.cpp).
+kernelModels="$work/kernel_models"
+if ! "$build/tests/kernels/make_kernel_models" "$kernelModels" resize_linear >/dev/null; then
+  echo "FAIL resize_linear: could not write the models"; failed=$((failed + 1))
+fi
 for target in npu-sim cpu; do
+  tolerance=(--rtol 0 --atol 0)
+  for m in resize_linear_x2 resize_linear_odd resize_linear_down resize_linear_asym; do
+    check "$m" "$kernelModels/$m.onnx" "$target"
+  done
+  tolerance=()
   checkQdqForms "$target"
   check tiny_prefill "$build/samples/tiny_prefill.onnx" "$target"
   check tiny_decode "$build/samples/tiny_decode.onnx" "$target"
