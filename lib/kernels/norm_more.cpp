@@ -2,6 +2,7 @@
 // MeanVarianceNormalization and LRN. Statistics accumulate in double.
 #include "kernels/ops.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace ctxkit::kernels::detail {
@@ -10,32 +11,62 @@ namespace {
 
 constexpr TypeSet kTypes = typeBit(ElemType::Float) | typeBit(ElemType::Double);
 
-std::vector<double> asDoubles(const ir::Tensor& t) {
-  std::vector<double> v(static_cast<size_t>(t.elementCount()));
-  for (size_t i = 0; i < v.size(); ++i)
-    v[i] = t.type() == ElemType::Double ? t.dataAs<double>()[i] : static_cast<double>(t.dataAs<float>()[i]);
-  return v;
+// Sum of x[0, n) - shift and of its squares in double, in four independent lanes (the order is fixed: results do not
+// depend on the machine).
+template <typename T> void sumAndSquares(const T* x, int64_t n, double shift, double& sum, double& squares) {
+  double s[4] = {}, q[4] = {};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; ++k) {
+      const double d = static_cast<double>(x[i + k]) - shift;
+      s[k] += d;
+      q[k] += d * d;
+    }
+  for (; i < n; ++i) {
+    const double d = static_cast<double>(x[i]) - shift;
+    s[0] += d;
+    q[0] += d * d;
+  }
+  sum = (s[0] + s[1]) + (s[2] + s[3]);
+  squares = (q[0] + q[1]) + (q[2] + q[3]);
 }
 
-// Normalizes `groups` consecutive runs of `len` elements each to zero mean and unit variance (+ eps), then
-// applies per-channel scale and bias: group g covers channels [g * perGroup, (g + 1) * perGroup) of `spatial`
-// elements each, channel index modulo `channels`.
+// A per-channel (or, when `perGroup`, per-group) parameter as double.
+double paramAt(const ir::Tensor& t, int64_t i) {
+  return t.type() == ElemType::Double ? t.dataAs<double>()[i] : static_cast<double>(t.dataAs<float>()[i]);
+}
+
+// Normalizes `groups` consecutive runs of `channelsPerGroup` x `spatial` elements each to zero mean and unit variance
+// (+ eps), then applies the scale and bias of each channel (channel index modulo `channels`; of each group instead
+// when `paramsPerGroup`), as one multiply-add per element. Statistics are taken in double around the group's first
+// element (which keeps the variance accurate when the mean is large), on the pool's threads by group.
 template <typename T>
-void normalizeGroups(const T* x, T* y, int64_t groups, int64_t len, int64_t spatial, int64_t channels, double eps,
-                     const std::vector<double>& scale, const std::vector<double>& bias) {
-  for (int64_t g = 0; g < groups; ++g) {
-    const T* src = x + g * len;
-    T* dst = y + g * len;
-    double sum = 0, sq = 0;
-    for (int64_t i = 0; i < len; ++i) sum += static_cast<double>(src[i]);
-    double mean = len ? sum / static_cast<double>(len) : 0.0;
-    for (int64_t i = 0; i < len; ++i) sq += (static_cast<double>(src[i]) - mean) * (static_cast<double>(src[i]) - mean);
-    double inv = 1.0 / std::sqrt((len ? sq / static_cast<double>(len) : 0.0) + eps);
-    for (int64_t i = 0; i < len; ++i) {
-      auto c = static_cast<size_t>(((g * len + i) / spatial) % channels);
-      dst[i] = static_cast<T>((static_cast<double>(src[i]) - mean) * inv * scale[c] + bias[c]);
+void normalizeGroups(const OpContext& ctx, const T* x, T* y, int64_t groups, int64_t channelsPerGroup, int64_t spatial,
+                     int64_t channels, double eps, const ir::Tensor& scale, const ir::Tensor& bias,
+                     bool paramsPerGroup) {
+  const int64_t len = channelsPerGroup * spatial;
+  parallelForWork(ctx, static_cast<size_t>(groups), static_cast<size_t>(len) * 4, [&](size_t g0, size_t g1) {
+    for (auto g = static_cast<int64_t>(g0); g < static_cast<int64_t>(g1); ++g) {
+      const T* src = x + g * len;
+      T* dst = y + g * len;
+      const double shift = len ? static_cast<double>(src[0]) : 0.0;
+      double sum = 0, squares = 0;
+      sumAndSquares(src, len, shift, sum, squares);
+      const double n = static_cast<double>(std::max<int64_t>(len, 1));
+      const double centred = sum / n;  // mean - shift
+      const double variance = std::max(0.0, squares / n - centred * centred);
+      const double mean = shift + centred, inv = 1.0 / std::sqrt(variance + eps);
+      for (int64_t k = 0; k < channelsPerGroup; ++k) {
+        const int64_t c = (g * channelsPerGroup + k) % channels;
+        const int64_t param = paramsPerGroup ? c / channelsPerGroup : c;
+        const double a = inv * paramAt(scale, param);
+        const auto mul = static_cast<T>(a), add = static_cast<T>(paramAt(bias, param) - mean * a);
+        const T* in = src + k * spatial;
+        T* out = dst + k * spatial;
+        for (int64_t i = 0; i < spatial; ++i) out[i] = in[i] * mul + add;
+      }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -67,20 +98,12 @@ Status runGroupNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const int64_t n = x.shape()[0], c = x.shape()[1], spatial = dimProduct(x.shape(), 2, x.rank());
   const bool instance = ctx.kind == ir::OpKind::InstanceNormalization;
   const int64_t groups = instance ? c : a.numGroups;
-  std::vector<double> scale = asDoubles(*inputs[1]), bias = asDoubles(*inputs[2]);
-  if (!instance && ctx.opset < 21) {  // per-group parameters: repeat them for each channel of the group
-    std::vector<double> s, b;
-    for (int64_t ch = 0; ch < c; ++ch) {
-      s.push_back(scale[static_cast<size_t>(ch / (c / groups))]);
-      b.push_back(bias[static_cast<size_t>(ch / (c / groups))]);
-    }
-    scale = std::move(s);
-    bias = std::move(b);
-  }
+  // Opset 18's GroupNormalization has a scale and bias per group, not per channel.
+  const bool paramsPerGroup = !instance && ctx.opset < 21;
   return visitType<kTypes>(x.type(), [&](auto tag) -> Status {
     using T = decltype(tag);
-    normalizeGroups<T>(x.dataAs<T>(), outputs[0]->mutableDataAs<T>(), n * groups, c / groups * spatial, spatial, c,
-                       a.epsilon, scale, bias);
+    normalizeGroups<T>(ctx, x.dataAs<T>(), outputs[0]->mutableDataAs<T>(), n * groups, c / groups, spatial, c,
+                       a.epsilon, *inputs[1], *inputs[2], paramsPerGroup);
     return Status::ok();
   });
 }
