@@ -6,8 +6,9 @@
 # tolerances rtol 1e-3, atol 1e-5 (ctxrun's defaults). Detectors' outputs are compared as sets of detections (two
 # whose scores differ by a few ulp may come out in either order). Each graph and target must end as
 # torch_corpus_expected.txt says: a listed failure that passes fails the test, as does an unlisted failure or a graph
-# the list does not name. Prints (and writes to BUILD_DIR/tests/oracle/torch_corpus_results.md) the table of compiled
-# fallback and folded nodes, partitions and max |diff| per graph and target.
+# the list does not name. The LLM's prefill/decode pair is also compiled as one --share group, which must store its
+# weights once and still match. Prints (and writes to BUILD_DIR/tests/oracle/torch_corpus_results.md) the table of
+# compiled, fallback and folded nodes, partitions and max |diff| per graph and target.
 # Exits 77 (CTest's skip code) when the corpus or ONNX Runtime is absent or the corpus was exported by another version
 # of the script, saying why, or fails when CI is set (tests/common/skip.sh).
 # usage: torch_corpus.sh BUILD_DIR CACHE_DIR SOURCE_DIR
@@ -19,7 +20,8 @@ ort="$cache/onnxruntime-node-1.30.0/node_modules"
 corpus="$cache/corpus-torch"
 expected="$here/torch_corpus_expected.txt"
 if [ ! -e "$ort/onnxruntime-node/package.json" ]; then
-  ctx_skip "$ort/onnxruntime-node is missing (run scripts/fetch_test_assets.sh; it needs Node.js, npm and the npm registry)"
+  ctx_skip "$ort/onnxruntime-node is missing (run scripts/fetch_test_assets.sh; it needs Node.js, npm and the npm" \
+    "registry)"
 fi
 command -v node >/dev/null || ctx_skip "Node.js is not installed"
 [ -d "$corpus" ] || ctx_skip "$corpus is missing (run scripts/export_corpus.sh; it needs python3-torch," \
@@ -33,7 +35,8 @@ for g in "${listed[@]}"; do
   if ! printf '%s\n' "${present[@]}" | grep -qxF "$g"; then
     ctx_skip "$corpus has no $g (run scripts/export_corpus.sh; an export that failed says why)"
   elif [ "$(helper hash "$corpus" "$g")" != "$hash" ]; then
-    ctx_skip "$corpus/${g%%/*} was exported by another version of scripts/export_corpus.py (run scripts/export_corpus.sh)"
+    ctx_skip "$corpus/${g%%/*} was exported by another version of scripts/export_corpus.py (run" \
+      "scripts/export_corpus.sh)"
   fi
 done
 for g in "${present[@]}"; do
@@ -103,6 +106,45 @@ for g in "${listed[@]}"; do
     rows+=("| $g | $target | $nodes | $compiled | $fallback | $folded | $partitions | ${result//|/\\|} |")
   done
 done
+# A model exported as several graphs from the same weights (the LLM's prefill/decode pair) compiled as one --share
+# group, each graph's bindings given to it alone (STEM:): every weight must be stored once (sharing ratio at least
+# 0.95 x the graph count) and each graph must still match ONNX Runtime.
+checkShared() {
+  local name="$1" target="$2" out="$work/$name.shared.$target" models=() binds=() graphs=()
+  for g in "${listed[@]}"; do
+    [ "${g%%/*}" = "$name" ] && [ "$g" != "$name" ] || continue
+    local graph="${g#*/}" i a
+    graphs+=("$graph") models+=("$corpus/$name/$graph.onnx")
+    mapfile -t a < <(helper args "$corpus" "$g")
+    for ((i = 0; i + 1 < ${#a[@]}; i += 2)); do binds+=("${a[i]}" "$graph:${a[i + 1]}"); done
+  done
+  mkdir -p "$out"
+  if ! "$apps/ctxgen/ctxgen" "${models[@]}" --share -o "$out" -q --target "$target" "${binds[@]}" \
+      --json "$out/gen.json" >"$out/gen.log" 2>&1; then
+    echo "FAIL $name --share [$target]: ctxgen: $(cat "$out/gen.log")"; failed=$((failed + 1)); return
+  fi
+  local ratio detail="" graph
+  ratio="$(node -e 'console.log(require(process.argv[1]).weights.sharing_ratio.toFixed(3))' "$out/gen.json")"
+  if ! awk -v r="$ratio" -v n="${#graphs[@]}" 'BEGIN {exit !(r >= 0.95 * n)}'; then
+    detail="sharing ratio $ratio, expected about ${#graphs[@]}"
+  fi
+  for graph in "${graphs[@]}"; do
+    "$apps/ctxrun/ctxrun" "$out/${graph}_ctx.onnx" --inputs "$corpus/$name/${graph}_inputs" \
+      --expected "$work/$name.$graph/ort" >"$out/$graph.log" 2>&1 ||
+      detail+=" $graph: $(tr '\n' ' ' <"$out/$graph.log")"
+  done
+  local bin
+  bin="$(node -e 'const j = require(process.argv[1]); console.log(j.files.filter(f => f.path.endsWith(".bin"))
+    .map(f => f.bytes).join(" "))' "$out/gen.json")"
+  if [ -n "$detail" ]; then
+    echo "FAIL $name --share [$target]: $detail"; failed=$((failed + 1))
+  else
+    echo "ok   $name --share [$target]: sharing ratio $ratio, one .bin of $bin bytes"; passed=$((passed + 1))
+  fi
+  rows+=("| $name (${graphs[*]}, --share) | $target | | | | | |"\
+" sharing ratio $ratio, one .bin of $bin bytes${detail:+; FAIL:$detail} |")
+}
+for target in npu-sim cpu; do checkShared llama_kv "$target"; done
 table="$build/tests/oracle/torch_corpus_results.md"
 mkdir -p "$(dirname "$table")"
 {
