@@ -8,24 +8,15 @@
 const fs = require('fs');
 const path = require('path');
 const ort = require('onnxruntime-node');
+const { readNpy: readNpyArray } = require('./npy');
 
-const DTYPES = { '<f4': ['float32', Float32Array], '<f8': ['float64', Float64Array], '<i8': ['int64', BigInt64Array],
-  '<i4': ['int32', Int32Array], '|u1': ['uint8', Uint8Array], '|i1': ['int8', Int8Array], '|b1': ['bool', Uint8Array],
-  '<f2': ['float16', Uint16Array] };
+const TYPES = { '<f4': 'float32', '<f8': 'float64', '<i8': 'int64', '<i4': 'int32', '|u1': 'uint8', '|i1': 'int8',
+  '|b1': 'bool', '<f2': 'float16' };
 
 function readNpy(file) {
-  const buf = fs.readFileSync(file);
-  const major = buf[6];
-  const headerLen = major === 1 ? buf.readUInt16LE(8) : buf.readUInt32LE(8);
-  const start = major === 1 ? 10 : 12;
-  const header = buf.toString('latin1', start, start + headerLen);
-  const descr = /'descr':\s*'([^']+)'/.exec(header)[1];
-  const shape = /'shape':\s*\(([^)]*)\)/.exec(header)[1].split(',').map(s => s.trim()).filter(s => s).map(Number);
-  const [type, Ctor] = DTYPES[descr];
-  const data = buf.subarray(start + headerLen);
-  const copy = new Uint8Array(data.length); copy.set(data);
-  const values = new Ctor(copy.buffer, 0, data.length / Ctor.BYTES_PER_ELEMENT);
-  return new ort.Tensor(type, type === 'bool' ? Uint8Array.from(values, v => v !== 0) : values, shape);
+  const { descr, shape, data } = readNpyArray(file);
+  const type = TYPES[descr];
+  return new ort.Tensor(type, type === 'bool' ? Uint8Array.from(data, v => v !== 0) : data, shape);
 }
 
 function writeNpy(file, tensor) {

