@@ -70,6 +70,35 @@ void directConv(const float* xg, int64_t cg, const float* wg, const float* biasG
   plane.load(xg, w, 0.0f, cg);
   taps.resize(plane.tapCount());
   const int64_t outSize = w.out[0] * w.out[1] * w.out[2];
+  if (w.out[0] == 1 && w.out[1] > 1 && w.out[2] < 8) {
+    // Rows narrower than a vector (the 7x7 and 4x4 maps of a mobile net's last stages) would go one output at a
+    // time: all rows are computed as one run over the padded plane instead (output row r at r x rowStep, the columns
+    // between rows computed and dropped), in vectors, then compacted.
+    plane.rowTaps(0, 0, taps.data());
+    const auto width = static_cast<size_t>(w.out[2]), step = static_cast<size_t>(plane.rowStep());
+    const size_t flat = static_cast<size_t>(w.out[1] - 1) * step + width;
+    std::vector<float>& runs = threadScratch().convRuns;
+    runs.resize(4 * flat);
+    const int64_t rows = static_cast<int64_t>(taps.size());
+    for (int64_t m = m0; m < m1;) {
+      const int64_t count = m + 4 <= m1 ? 4 : 1;
+      float init[4];
+      float* out[4];
+      for (int64_t f = 0; f < count; ++f) {
+        init[f] = biasG ? biasG[m + f] : 0.0f;
+        out[f] = runs.data() + static_cast<size_t>(f) * flat;
+      }
+      if (count == 4) cpu::vecTapsDot4(taps.data(), wg + m * rows, taps.size(), init, out, flat);
+      else cpu::vecTapsDot(taps.data(), wg + m * rows, taps.size(), init[0], out[0], flat);
+      for (int64_t f = 0; f < count; ++f)
+        for (int64_t oh = 0; oh < w.out[1]; ++oh)
+          std::memcpy(yg + (m + f) * outSize + oh * w.out[2], out[f] + static_cast<size_t>(oh) * step,
+                      width * sizeof(float));
+      m += count;
+    }
+    for (int64_t m = m0; m < m1; ++m) applyFusedActivation(act, yg + m * outSize, static_cast<size_t>(outSize));
+    return;
+  }
   for (int64_t od = 0; od < w.out[0]; ++od) {
     for (int64_t oh = 0; oh < w.out[1]; ++oh) {
       plane.rowTaps(od, oh, taps.data());

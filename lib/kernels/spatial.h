@@ -45,6 +45,8 @@ public:
   // taps[t], t over (c, kd, kh, kw) in order (a Conv weight's layout): tap t's inputs for outputs
   // ow = 0 .. out[2]-1 of output row (od, oh).
   void rowTaps(int64_t od, int64_t oh, const float** taps) const;
+  // How far apart two consecutive output rows' taps are (rowTaps(od, oh + 1) = rowTaps(od, oh) + rowStep()).
+  int64_t rowStep() const { return ohStep_; }
   // Capacities (floats, taps) and reserving them, for scratch kept per thread (kernels/thread_scratch.h).
   size_t dataCapacity() const { return data_.capacity(); }
   size_t tapCapacity() const { return tapOffsets_.capacity(); }

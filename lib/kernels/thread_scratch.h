@@ -20,6 +20,7 @@ struct ThreadScratch {
   std::vector<const float*> convTaps, poolTaps;
   std::vector<float> convColumns;  // im2col of one job when jobs are split across threads
   std::vector<float> convWeights;  // a Conv weight's taps that land inside the input for a band of outputs
+  std::vector<float> convRuns;     // direct Conv onto narrow maps: every output row of up to four filters as one run
   std::vector<float> poolOnes, poolDivisors;
 };
 
