@@ -460,6 +460,11 @@ private:
           producer.kind == ir::OpKind::Conv || producer.kind == ir::OpKind::Gemm || producer.kind == ir::OpKind::MatMul;
       const analysis::ValueFacts* f =
           fusable && producer.outputs.size() == 1 ? facts_.find(producer.outputs[0]) : nullptr;
+      if (fusable && (!f || f->type == ir::ElemType::Float) && fuseSwish(i)) {
+        changed = true;
+        --i;
+        continue;
+      }
       auto j = fusable ? soleReader(i) : std::nullopt;
       if (!j || (f && f->type != ir::ElemType::Float)) continue;
       const LOp& next = ops_[*j];
@@ -489,6 +494,36 @@ private:
       --i;  // the same op may take the next one
     }
     return changed;
+  }
+
+  // x * Sigmoid(x) after op i (Swish/SiLU as PyTorch exports it: x read by exactly the Sigmoid and the Mul, the
+  // Sigmoid's result by the Mul alone) becomes op i's Swish epilogue. The product rounds as the two ops did.
+  bool fuseSwish(size_t i) {
+    LOp& producer = ops_[i];
+    const ops::Epilogue e = producer.epilogue.value_or(ops::Epilogue{});
+    if (producer.outputs.size() != 1 || e.activation != ops::Activation::None || e.scale != 1.0f || e.shift != 0.0f)
+      return false;
+    const std::string& x = producer.outputs[0];
+    if (usedOutside_.count(x) || readers(x) != 2) return false;
+    std::optional<size_t> sigmoid, mul;
+    for (size_t j = i + 1; j < ops_.size(); ++j) {
+      const LOp& op = ops_[j];
+      if (op.kind == ir::OpKind::Sigmoid && op.inputs.size() == 1 && op.inputs[0] == x && op.outputs.size() == 1)
+        sigmoid = j;
+      else if (op.kind == ir::OpKind::Mul && op.inputs.size() == 2 && op.outputs.size() == 1 &&
+               (op.inputs[0] == x || op.inputs[1] == x))
+        mul = j;
+    }
+    if (!sigmoid || !mul) return false;
+    const std::string& s = ops_[*sigmoid].outputs[0];
+    const LOp& m = ops_[*mul];
+    if (m.inputs[0] != s && m.inputs[1] != s) return false;
+    if (usedOutside_.count(s) || readers(s) != 1) return false;
+    producer.epilogue = ops::Epilogue{ops::Activation::Swish, 0, 0};
+    producer.outputs = m.outputs;
+    ops_.erase(ops_.begin() + static_cast<std::ptrdiff_t>(std::max(*sigmoid, *mul)));
+    ops_.erase(ops_.begin() + static_cast<std::ptrdiff_t>(std::min(*sigmoid, *mul)));
+    return true;
   }
 
   // The source of `name` when it is produced by an op of `kind` (index), or nothing.

@@ -1,9 +1,9 @@
 // Lowers one partition to a compiled program through named passes (docs/compiler.md#lowering): fuse-qdq (QDQ groups
 // into integer QLinearConv/QLinearMatMul on 8-bit weights), fold-constants, fold-batchnorm (into
 // Conv and Gemm), fold-affine (following per-channel scales and shifts into Conv and Gemm), fuse-matmul-add,
-// match-activations (spelled-out HardSwish), fuse-epilogue (activations and a scalar scale and shift into
-// Conv/Gemm/MatMul), choose-layouts (constant GEMM operands in the target's panel layout), emit-program (typed ops,
-// weights, reshape-like ops as views) and plan-memory (one arena, buffers reused by lifetime).
+// match-activations (spelled-out HardSwish), fuse-epilogue (activations, x·Sigmoid(x) as Swish, and a scalar scale and
+// shift into Conv/Gemm/MatMul), choose-layouts (constant GEMM operands in the target's panel layout), emit-program
+// (typed ops, weights, reshape-like ops as views) and plan-memory (one arena, buffers reused by lifetime).
 #pragma once
 
 #include "analysis/analysis.h"

@@ -144,6 +144,10 @@ CTX_SIMD_CLONES void vecHardSigmoid(const float* in, float* out, size_t n, float
   blocked(in, out, n, [alpha, beta](float x) { return std::max(0.0f, std::min(1.0f, alpha * x + beta)); });
 }
 
+CTX_SIMD_CLONES void vecSwish(const float* in, float* out, size_t n) {
+  blocked(in, out, n, [](float x) { return x * sigmoidScalar(x); });
+}
+
 CTX_SIMD_CLONES void vecHardSwish(const float* in, float* out, size_t n) {
   blocked(in, out, n, [](float x) { return x * std::max(0.0f, std::min(1.0f, x * (1.0f / 6.0f) + 0.5f)); });
 }

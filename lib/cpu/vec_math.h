@@ -17,7 +17,8 @@ void vecGeluTanh(const float* in, float* out, size_t n);  // 0.5 x (1 + tanh(sqr
 void vecClamp(const float* in, float* out, size_t n, float lo, float hi);             // NaN stays NaN
 void vecLeakyRelu(const float* in, float* out, size_t n, float alpha);                // x < 0 ? alpha x : x
 void vecHardSigmoid(const float* in, float* out, size_t n, float alpha, float beta);  // max(0, min(1, alpha x + b))
-void vecHardSwish(const float* in, float* out, size_t n);                             // x max(0, min(1, x / 6 + 1 / 2))
+void vecSwish(const float* in, float* out, size_t n);      // x sigmoid(x), the product rounded as Sigmoid then Mul do
+void vecHardSwish(const float* in, float* out, size_t n);  // x max(0, min(1, x / 6 + 1 / 2))
 
 // out[i] = exp(in[i] - shift), returning the sum of the results (softmax's inner loop).
 float vecExpShiftSum(const float* in, float* out, size_t n, float shift);

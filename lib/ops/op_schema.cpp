@@ -762,6 +762,7 @@ std::string_view activationName(Activation a) {
     case Activation::HardSigmoid: return "HardSigmoid";
     case Activation::Clip: return "Clip";
     case Activation::HardSwish: return "HardSwish";
+    case Activation::Swish: return "Swish";
   }
   return "?";
 }

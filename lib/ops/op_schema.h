@@ -39,6 +39,7 @@ enum class Activation : uint8_t {
   HardSigmoid = 5,
   Clip = 6,
   HardSwish = 7,
+  Swish = 8,  // x sigmoid(x) (SiLU): the Sigmoid and Mul of PyTorch exports, matched by fuse-epilogue
 };
 
 // y = activation(x) * scale + shift, per element of the op's result (the scale and shift of a following scalar

@@ -415,6 +415,30 @@ TEST_CASE("pass fuse-epilogue takes HardSwish and a following scalar scale and s
   checkComputesSource(g, *l, {1, 2, 5, 5});
 }
 
+TEST_CASE("pass fuse-epilogue takes x * Sigmoid(x) as a Swish epilogue", "[codegen][passes]") {
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({1, 2, 5, 5}))};
+  g.outputs = {floatValue("y", dims({1, 4, 5, 5}))};
+  g.initializers = {floatInit("w", {4, 2, 3, 3}, -0.3f), valueInit("s", {1}, {2.0f})};
+  ir::Node conv = node("Conv", {"x", "w"}, {"c"});
+  conv.attrs.set(ir::Attribute::makeInts("pads", {1, 1, 1, 1}));
+  // SiLU as PyTorch exports it, the Mul's operands in either order, then a scalar scale that joins too.
+  g.nodes = {conv, node("Sigmoid", {"c"}, {"g"}), node("Mul", {"g", "c"}, {"m"}), node("Mul", {"m", "s"}, {"y"})};
+  auto l = lowerAll(g);
+  CHECK(l->changed("fuse-epilogue"));
+  REQUIRE(l->kinds() == std::vector<ir::OpKind>{ir::OpKind::Conv});
+  CHECK(std::get<ops::ConvAttrs>(l->partition.program.ops[0].typed).epilogue ==
+        ops::Epilogue{ops::Activation::Swish, 0, 0, 2.0f, 0});
+  checkComputesSource(g, *l, {1, 2, 5, 5});
+  // Sigmoid(x) times something else is a Sigmoid epilogue and a scale, not Swish.
+  g.nodes = {conv, node("Sigmoid", {"c"}, {"g"}), node("Mul", {"g", "s"}, {"y"})};
+  auto plain = lowerAll(g);
+  REQUIRE(plain->kinds() == std::vector<ir::OpKind>{ir::OpKind::Conv});
+  CHECK(std::get<ops::ConvAttrs>(plain->partition.program.ops[0].typed).epilogue ==
+        ops::Epilogue{ops::Activation::Sigmoid, 0, 0, 2.0f, 0});
+  checkComputesSource(g, *plain, {1, 2, 5, 5});
+}
+
 TEST_CASE("pass fuse-qdq turns QDQ Conv and MatMul groups into integer ops on 8-bit weights", "[codegen][passes]") {
   // x (float) -> Q -> DQ -> Conv(DQ(w int8, per channel), DQ(b int32)) -> Q -> DQ -> Flatten -> MatMul(DQ(w2 int8,
   // per column)) -> Q -> DQ -> y (float): the source graph evaluated node by node is the expectation.
