@@ -3,6 +3,7 @@
 
 #include "ir/graph_check.h"
 #include "kernels/kernels.h"
+#include "ops/node_attrs.h"
 
 #include <algorithm>
 #include <deque>
@@ -105,7 +106,7 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
   std::vector<const ir::Tensor*> constInputs;
   for (size_t index : facts.order) {
     const ir::Node& node = graph.nodes[index];
-    kernels::OpContext ctx{node.kind, node.opset, node.attrs, node.name};
+    kernels::OpContext ctx = kernels::nodeContext(node);
     descs.clear();
     constInputs.clear();
     bool allStatic = true, allConstant = true;
@@ -166,8 +167,10 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
       const ir::Shape& in = descs[0].shape;
       auto rank = static_cast<int64_t>(in.size());
       auto clampAxis = [&](int64_t a) { return std::clamp(a < 0 ? a + rank : a, int64_t{0}, rank); };
-      int64_t start = node.opset >= 15 ? clampAxis(node.attrs.getInt("start", 0)) : 0;
-      int64_t end = node.opset >= 15 ? clampAxis(node.attrs.getInt("end", rank)) : rank;
+      const auto decoded = ops::attrsOf(node);  // (inferred: they decoded)
+      const auto& shapeAttrs = std::get<ops::ShapeAttrs>(decoded->attrs.value());
+      int64_t start = clampAxis(shapeAttrs.start);
+      int64_t end = clampAxis(shapeAttrs.end.value_or(rank));
       std::vector<int64_t> dims(in.begin() + start, in.begin() + std::max(start, end));
       ValueFacts& v = facts.values[node.outputs[0]];
       v.type = ir::ElemType::Int64;

@@ -1,5 +1,6 @@
 // inline-if and remove-noops: graph rewrites that let more of a model compile.
 #include "analysis/graph_passes.h"
+#include "ops/node_attrs.h"
 #include "support/hash.h"
 
 #include <algorithm>
@@ -134,6 +135,7 @@ size_t inlineConstantIfs(ir::Graph& graph, const GraphFacts& facts, GraphPassTra
       copy.opset = node.opset;
       copy.inputs = {source};
       copy.outputs = {node.outputs[k]};
+      ops::decodeNode(copy);
       nodes.push_back(std::move(copy));
       origin.push_back(from);
     }
@@ -176,8 +178,9 @@ const std::string* passedThrough(const ir::Node& node, const GraphFacts& facts) 
       return maskUnused && inference ? &node.inputs[0] : nullptr;
     }
     case ir::OpKind::Cast: {
-      const bool same =
-          in && in->type != ir::ElemType::Undefined && node.attrs.getInt("to", 0) == static_cast<int64_t>(in->type);
+      const auto decoded = ops::attrsOf(node);
+      const auto* cast = decoded->attrs ? std::get_if<ops::CastAttrs>(&decoded->attrs.value()) : nullptr;
+      const bool same = in && in->type != ir::ElemType::Undefined && cast && cast->to == in->type;
       return same && node.outputs.size() == 1 ? &node.inputs[0] : nullptr;
     }
     case ir::OpKind::Reshape: {

@@ -5,6 +5,7 @@
 #include "cpu/gemm.h"
 #include "ir/op_info.h"
 #include "kernels/kernels.h"
+#include "ops/node_attrs.h"
 #include "ops/typed_attrs.h"
 
 #include <algorithm>
@@ -21,15 +22,27 @@ namespace {
 using program::TensorDesc;
 using program::TensorKind;
 
+// ONNX attributes for ops of the few families that have no typed ones (kernels read ONNX attributes for them).
 struct LOp {
   ir::OpKind kind;
   int64_t opset;
   std::string name;
-  ir::Attributes attrs;
+  // The node's attributes as decoded at import (ops::attrsOf), or the defaults (ops::defaultAttrsFor) for an op the
+  // lowering makes; passes read and change these, never ONNX attributes.
+  ops::OpAttrs typed;
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
   std::optional<ops::Epilogue> epilogue;  // fuse-epilogue: what Conv/Gemm/MatMul apply to their results
+  ir::Attributes onnx = {};               // ONNX attributes, kept only for families without typed ones
 };
+
+// An op the lowering makes, with its kind's default attributes.
+LOp madeOp(ir::OpKind kind, int64_t opset, std::string name, std::vector<std::string> inputs,
+           std::vector<std::string> outputs) {
+  return LOp{kind, opset, std::move(name), ops::defaultAttrsFor(kind), std::move(inputs), std::move(outputs), {}};
+}
+
+const ir::Attributes kNoAttrs;
 
 class Lowering {
 public:
@@ -40,13 +53,19 @@ public:
   Expected<LoweredPartition> run(const ir::Graph& graph, const partitioner::Partition& partition) {
     for (size_t i : partition.nodes) {
       const ir::Node& n = graph.nodes[i];
+      std::string name = n.name.empty() ? n.opType + "_" + std::to_string(i) : n.name;
+      const auto decoded = ops::attrsOf(n);
+      if (!decoded->attrs)
+        return Error(decoded->attrs.error()).addContext(fmt::format("node '{}' ({})", name, ir::opKindName(n.kind)));
+      const bool typed = ops::isTyped(decoded->attrs.value());
       ops_.push_back(LOp{n.kind,
                          n.opset,
-                         n.name.empty() ? n.opType + "_" + std::to_string(i) : n.name,
-                         n.attrs,
+                         std::move(name),
+                         decoded->attrs.value(),
                          n.inputs,
                          n.outputs,
-                         {}});
+                         {},
+                         typed ? kNoAttrs : n.attrs});
     }
     for (const Pass& pass : passes()) {
       if (!pass.required && options_.skipPasses.count(std::string(pass.name))) continue;
@@ -91,13 +110,7 @@ private:
     if (emitted_) return program::dump(result_.program, fmt::format("{} (after {})", options_.name, pass));
     std::string out = fmt::format("ops {} (after {}): {} ops\n", options_.name, pass, ops_.size());
     for (const LOp& op : ops_) {
-      std::string attrs;
-      for (const auto& a : op.attrs.all())
-        if (a.type == ir::AttrType::String) attrs += fmt::format(" {}=\"{}\"", a.name, a.s);
-        else if (a.type == ir::AttrType::Int) attrs += fmt::format(" {}={}", a.name, a.i);
-        else if (a.type == ir::AttrType::Float) attrs += fmt::format(" {}={}", a.name, a.f);
-        else if (a.type == ir::AttrType::Ints) attrs += fmt::format(" {}=[{}]", a.name, fmt::join(a.ints, ","));
-        else if (a.type == ir::AttrType::Floats) attrs += fmt::format(" {}=[{}]", a.name, fmt::join(a.floats, ","));
+      std::string attrs = ops::attrsText(op.typed);
       if (op.epilogue)
         attrs += fmt::format(" epilogue={}({},{})*{}+{}", ops::activationName(op.epilogue->activation),
                              op.epilogue->alpha, op.epilogue->beta, op.epilogue->scale, op.epilogue->shift);
@@ -137,7 +150,7 @@ private:
         }
         size_t outputCount = op.outputs.size();
         while (outputCount > 0 && op.outputs[outputCount - 1].empty()) --outputCount;
-        kernels::OpContext ctx{op.kind, op.opset, op.attrs, op.name};
+        kernels::OpContext ctx{op.kind, op.opset, op.onnx, op.name, nullptr, &op.typed};
         auto outs = kernels::evaluate(ctx, ins, outputCount);
         uint64_t inputBytes = 0, resultBytes = 0;
         for (const ir::Tensor* in : ins) inputBytes += in ? in->byteSize() : 0;
@@ -200,7 +213,7 @@ private:
       return w->shape()[0];
     }
     if (op.kind == ir::OpKind::Gemm && w->rank() == 2) {
-      const int64_t n = op.attrs.getInt("transB", 0) != 0 ? w->shape()[0] : w->shape()[1];
+      const int64_t n = std::get<ops::GemmAttrs>(op.typed).transB ? w->shape()[0] : w->shape()[1];
       // C absent, one value, or N values along the last axis.
       if (bias && bias->elementCount() != 1 &&
           (bias->rank() > 2 || bias->elementCount() != static_cast<uint64_t>(n) || bias->shape().back() != n))
@@ -235,8 +248,9 @@ private:
         nb[c] = static_cast<float>(biasAt(c) * scale[c] + shift[c]);
       }
     } else {  // Gemm: B's columns scaled; C' = beta * C * scale + shift, beta becomes 1
-      const bool transB = op.attrs.getInt("transB", 0) != 0;
-      const float beta = op.attrs.getFloat("beta", 1.0f);
+      auto& gemm = std::get<ops::GemmAttrs>(op.typed);
+      const bool transB = gemm.transB;
+      const float beta = gemm.beta;
       const int64_t k = transB ? w.shape()[1] : w.shape()[0];
       for (int64_t c = 0; c < channels; ++c) {
         for (int64_t row = 0; row < k; ++row) {
@@ -245,7 +259,7 @@ private:
         }
         nb[c] = static_cast<float>(beta * biasAt(c) * scale[c] + shift[c]);
       }
-      op.attrs.set(ir::Attribute::makeFloat("beta", 1.0f));
+      gemm.beta = 1.0f;
     }
     std::string wName = addConstant(op.name + ".folded_w" + std::to_string(folds_), std::move(newW));
     std::string bName = addConstant(op.name + ".folded_b" + std::to_string(folds_), std::move(newB));
@@ -265,8 +279,8 @@ private:
       auto j = soleReader(i);
       if (!channels || !j) continue;
       const LOp& bn = ops_[*j];
-      if (bn.kind != ir::OpKind::BatchNormalization || bn.inputs.size() != 5 || bn.inputs[0] != ops_[i].outputs[0] ||
-          bn.attrs.getInt("training_mode", 0) != 0)
+      // (training_mode = 1 does not decode: such a node never reaches a partition)
+      if (bn.kind != ir::OpKind::BatchNormalization || bn.inputs.size() != 5 || bn.inputs[0] != ops_[i].outputs[0])
         continue;
       if (std::any_of(bn.outputs.begin() + 1, bn.outputs.end(), [](const std::string& o) { return !o.empty(); }))
         continue;
@@ -278,7 +292,8 @@ private:
         if (ok) params[k] = t->dataAs<float>();
       }
       if (!ok) continue;
-      const double epsilon = bn.attrs.getFloat("epsilon", 1e-5f);
+      const auto& bnAttrs = std::get<ops::BatchNormAttrs>(bn.typed);
+      const double epsilon = bnAttrs.epsilon;
       std::vector<double> scale(static_cast<size_t>(*channels)), shift(scale.size());
       for (size_t c = 0; c < scale.size(); ++c) {
         scale[c] = params[0][c] / std::sqrt(static_cast<double>(params[3][c]) + epsilon);
@@ -392,9 +407,9 @@ private:
       std::string a2 = base + ".a", y2 = base + ".y", finalOut = add.outputs[0];
       localShapes_[a2] = ir::Shape{rows, k};
       localShapes_[y2] = ir::Shape{rows, n};
-      LOp flatten{ir::OpKind::Reshape, 14, base + ".flatten", {}, {mm.inputs[0], inShape}, {a2}, {}};
-      LOp gemm{ir::OpKind::Gemm, 13, mm.name, {}, {a2, mm.inputs[1], cName}, {y2}, {}};
-      LOp restore{ir::OpKind::Reshape, 14, base + ".restore", {}, {y2, outShapeName}, {finalOut}, {}};
+      LOp flatten = madeOp(ir::OpKind::Reshape, 14, base + ".flatten", {mm.inputs[0], inShape}, {a2});
+      LOp gemm = madeOp(ir::OpKind::Gemm, 13, mm.name, {a2, mm.inputs[1], cName}, {y2});
+      LOp restore = madeOp(ir::OpKind::Reshape, 14, base + ".restore", {y2, outShapeName}, {finalOut});
       ops_.erase(ops_.begin() + static_cast<std::ptrdiff_t>(j));
       ops_[i] = std::move(gemm);
       ops_.insert(ops_.begin() + static_cast<std::ptrdiff_t>(i) + 1, std::move(restore));
@@ -409,9 +424,8 @@ private:
   std::optional<std::vector<float>> clipBounds(const LOp& clip) const {
     float lo = -INFINITY, hi = INFINITY;
     if (clip.opset < 11) {
-      lo = clip.attrs.getFloat("min", lo);
-      hi = clip.attrs.getFloat("max", hi);
-      return std::vector<float>{lo, hi};
+      const auto& bounds = std::get<ops::ClipAttrs>(clip.typed);
+      return std::vector<float>{bounds.min, bounds.max};
     }
     for (size_t k = 1; k < clip.inputs.size() && k < 3; ++k) {
       if (clip.inputs[k].empty()) continue;
@@ -438,9 +452,11 @@ private:
       case ir::OpKind::Sigmoid: return ops::Epilogue{A::Sigmoid, 0, 0};
       case ir::OpKind::Tanh: return ops::Epilogue{A::Tanh, 0, 0};
       case ir::OpKind::HardSwish: return ops::Epilogue{A::HardSwish, 0, 0};
-      case ir::OpKind::LeakyRelu: return ops::Epilogue{A::LeakyRelu, act.attrs.getFloat("alpha", 0.01f), 0};
-      case ir::OpKind::HardSigmoid:
-        return ops::Epilogue{A::HardSigmoid, act.attrs.getFloat("alpha", 0.2f), act.attrs.getFloat("beta", 0.5f)};
+      case ir::OpKind::LeakyRelu: return ops::Epilogue{A::LeakyRelu, std::get<ops::UnaryAttrs>(act.typed).alpha, 0};
+      case ir::OpKind::HardSigmoid: {
+        const auto& unary = std::get<ops::UnaryAttrs>(act.typed);
+        return ops::Epilogue{A::HardSigmoid, unary.alpha, unary.beta};
+      }
       case ir::OpKind::Clip: {
         auto bounds = clipBounds(act);
         if (!bounds) return std::nullopt;
@@ -566,7 +582,7 @@ private:
         auto three = scalarOf(a.inputs[xFirst ? 1 : 0]);
         if ((!xFirst && a.inputs[1] != x) || !three || *three != 3.0f) continue;
         // Replace the four ops by HardSwish at the place of the last one (x is defined before all of them).
-        LOp hs{ir::OpKind::HardSwish, 14, last.name + ".hardswish", {}, {x}, last.outputs, {}};
+        LOp hs = madeOp(ir::OpKind::HardSwish, 14, last.name + ".hardswish", {x}, last.outputs);
         std::vector<size_t> gone{*add, *clip, *mul, d};
         std::sort(gone.begin(), gone.end());
         ops_[d] = std::move(hs);
@@ -595,12 +611,11 @@ private:
     auto dq = producerOf(value, ir::OpKind::DequantizeLinear);
     if (!dq) return std::nullopt;
     const LOp& op = ops_[*dq];
-    auto typed = ops::decodeAttrs(op.kind, op.opset, op.attrs);
-    if (!typed || op.inputs.size() < 2 || std::get<ops::QuantizeAttrs>(*typed).blockSize != 0) return std::nullopt;
+    const auto& quantize = std::get<ops::QuantizeAttrs>(op.typed);
+    if (op.inputs.size() < 2 || quantize.blockSize != 0) return std::nullopt;
     if (!constantOf(op.inputs[1]) || (op.inputs.size() > 2 && !op.inputs[2].empty() && !constantOf(op.inputs[2])))
       return std::nullopt;
-    return Dequantized{*dq, op.inputs[0], op.inputs[1], op.inputs.size() > 2 ? op.inputs[2] : "",
-                       std::get<ops::QuantizeAttrs>(*typed).axis};
+    return Dequantized{*dq, op.inputs[0], op.inputs[1], op.inputs.size() > 2 ? op.inputs[2] : "", quantize.axis};
   }
 
   // The element type of a value: a constant's, or what analysis knows.
@@ -682,9 +697,7 @@ private:
       if ((!conv && !matmul) || op.inputs.size() < 2 || op.outputs.size() != 1 || op.epilogue) continue;
       bool transB = false;
       if (gemm) {
-        auto typed = ops::decodeAttrs(op.kind, op.opset, op.attrs);
-        if (!typed) continue;
-        const auto& g = std::get<ops::GemmAttrs>(*typed);
+        const auto& g = std::get<ops::GemmAttrs>(op.typed);
         if (g.transA || g.alpha != 1.0f || (g.beta != 1.0f && op.inputs.size() > 2 && !op.inputs[2].empty())) continue;
         transB = g.transB;
       }
@@ -770,7 +783,7 @@ private:
           conv ? ir::OpKind::QLinearConv : ir::OpKind::QLinearMatMul,
           10,
           op.name,
-          conv ? op.attrs : ir::Attributes(),
+          conv ? op.typed : ops::defaultAttrsFor(ir::OpKind::QLinearMatMul),
           {x->data, x->scale, zeroPointFor(*x), weight, w->scale, zeroPointFor(*w), quant.inputs[1], quant.inputs[2]},
           quant.outputs,
           activation};
@@ -810,10 +823,8 @@ private:
     if (k != 1 || (op.kind != ir::OpKind::MatMul && op.kind != ir::OpKind::Gemm && !conv)) return std::nullopt;
     const ir::Tensor* b = constantOf(op.inputs[1]);
     if (!b || b->type() != ir::ElemType::Float || (conv ? b->rank() < 3 : b->rank() != 2)) return std::nullopt;
-    auto typed = ops::decodeAttrs(op.kind, op.opset, op.attrs);
-    if (!typed) return std::nullopt;  // emit-program reports it
-    if (conv && !convOnPanels(op, *b, std::get<ops::ConvAttrs>(*typed))) return std::nullopt;
-    bool transB = conv || (op.kind == ir::OpKind::Gemm && std::get<ops::GemmAttrs>(*typed).transB);
+    if (conv && !convOnPanels(op, *b, std::get<ops::ConvAttrs>(op.typed))) return std::nullopt;
+    bool transB = conv || (op.kind == ir::OpKind::Gemm && std::get<ops::GemmAttrs>(op.typed).transB);
     ops::WeightLayout layout = options_.gemmLayout;
     if (transB) layout.kind = ops::WeightLayoutKind::GemmPanelsTransposed;
     return layout;
@@ -939,8 +950,7 @@ private:
 
     // Reshape-like ops whose result leaves the partition run as real ops: the kernel copies into the output.
     ir::OpKind kind = op.kind;
-    ir::Attributes attrs = op.attrs;
-    kernels::OpContext ctx{kind, op.opset, attrs, op.name};
+    kernels::OpContext ctx{kind, op.opset, op.onnx, op.name, nullptr, &op.typed};
     size_t outputCount = op.outputs.size();
     while (outputCount > 0 && op.outputs[outputCount - 1].empty()) --outputCount;
     CTX_ASSIGN_OR_RETURN(auto outs, kernels::inferOutputs(ctx, descs, outputCount));
@@ -975,16 +985,15 @@ private:
       outputs.push_back(t);
     }
     // A program keeps decoded attributes only, never ONNX names (kinds without typed attributes keep none).
-    auto typed = ops::decodeAttrs(kind, op.opset, attrs);
-    if (!typed) return typed.takeError().addContext(fmt::format("node '{}' ({})", op.name, ir::opKindName(kind)));
+    ops::OpAttrs typed = op.typed;
     if (op.epilogue)
       std::visit(
           [&](auto& a) {
             if constexpr (requires { a.epilogue; }) a.epilogue = *op.epilogue;
           },
-          *typed);
-    result_.program.ops.push_back(program::Op{kind, op.opset, program::Name(op.name), std::move(inputs),
-                                              std::move(outputs), std::move(typed.value())});
+          typed);
+    result_.program.ops.push_back(
+        program::Op{kind, op.opset, program::Name(op.name), std::move(inputs), std::move(outputs), std::move(typed)});
     return Status::ok();
   }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -52,6 +53,10 @@ struct Initializer {
   std::optional<ExternalLocation> external;
 };
 
+// A node's attributes decoded for its kind and opset. Defined by ctxkit_ops (ops/node_attrs.h), which sits above ir:
+// ir only carries it.
+struct TypedAttrs;
+
 struct Node {
   std::string name;
   std::string opType;
@@ -60,7 +65,13 @@ struct Node {
   int64_t opset = 0;                // the model's opset for `domain`, resolved at load
   std::vector<std::string> inputs;  // "" marks an omitted optional input
   std::vector<std::string> outputs;
+  // The ONNX attributes as the file spelled them: what writers copy out, and all there is for unknown ops, control
+  // flow and EPContext nodes.
   Attributes attrs;
+  // `attrs` decoded once where the graph entered ctxkit (ops::decodeNode, called by the ONNX loader and the plugin
+  // EP's graph reader, and by every pass that makes or changes a node): the typed attributes or the decoder's error.
+  // Copies of a node share it; stages read it through ops::attrsOf.
+  std::shared_ptr<const TypedAttrs> typed;
   std::string docString;
 };
 

@@ -4,6 +4,7 @@
 
 #include "cpu/thread_pool.h"
 #include "ir/attribute.h"
+#include "ir/graph.h"
 #include "ir/op_kind.h"
 #include "ir/tensor.h"
 #include "ops/op_schema.h"
@@ -36,13 +37,20 @@ struct OpContext {
   const ir::Attributes& attrs;
   std::string_view nodeName;   // for error messages
   ThreadPool* pool = nullptr;  // null: run serially
-  // The attributes decoded by ops::decodeAttrs. Entry points decode them when null; prepared ops decode once.
+  // The op's typed attributes: the node's, decoded at import (nodeContext), or a program op's. When null (a context
+  // built by hand) entry points decode `attrs` per call, and count it (ops::lateDecodes).
   const ops::OpAttrs* typed = nullptr;
   // MatMul and Gemm prepared with a constant float32 B: B in GEMM panels (stored packed, or packed at prepare).
   const cpu::PanelsB* panelsB = nullptr;
   // What the op's plan hook worked out once when it was prepared (kernels/op_entry.h), or null: plan per run.
   const void* plan = nullptr;
+  // The node's attributes failed to decode at import: entry points report this error (typed is null).
+  const Error* decodeError = nullptr;
 };
+
+// The context of graph node `node`: its attributes as decoded at import (ops::decodeNode), or their decoder error.
+// `node` must outlive the context.
+OpContext nodeContext(const ir::Node& node, ThreadPool* pool = nullptr);
 
 // A value as shape inference sees it: type, concrete shape, and its contents when known (constant).
 struct ValueDesc {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "kernels/ops.h"
+#include "ops/node_attrs.h"
 
 #include <type_traits>
 
@@ -29,9 +30,11 @@ Status runViaFloat(const OpEntry& entry, const OpContext& ctx, RunIns inputs, Ru
 // Runs the entry's kernel (through runViaFloat when `viaFloat`); running out of memory becomes the node's error.
 Status runEntry(const OpEntry& entry, const OpContext& ctx, RunIns inputs, RunOuts outputs, bool viaFloat);
 
-// Calls `f` with a copy of `ctx` whose typed attributes are decoded (once, for this call); a decoding error
-// names the node.
+// For a context without typed attributes: the node's decoder error if it has one, else calls `f` with a copy of
+// `ctx` whose attributes are decoded for this call only (a context built by hand; counted in ops::lateDecodes).
 template <typename F> auto withTypedAttrs(const OpContext& ctx, F&& f) -> std::invoke_result_t<F, const OpContext&> {
+  if (ctx.decodeError) return nodeError(ctx, ctx.decodeError->code(), "{}", ctx.decodeError->message());
+  ops::countLateDecode();
   auto typed = ops::decodeAttrs(ctx.kind, ctx.opset, ctx.attrs);
   if (!typed) return nodeError(ctx, typed.error().code(), "{}", typed.error().message());
   OpContext decoded = ctx;

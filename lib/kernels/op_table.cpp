@@ -208,6 +208,17 @@ Status detail::runViaFloat(const OpEntry& entry, const OpContext& ctx, RunIns in
 
 bool hasKernel(OpKind kind) { return findEntry(kind) != nullptr; }
 
+OpContext nodeContext(const ir::Node& node, ThreadPool* pool) {
+  OpContext ctx{node.kind, node.opset, node.attrs, node.name, pool};
+  // A node whose kind or opset changed since it was decoded gets neither: entry points decode it then.
+  if (ops::isDecoded(node)) {
+    const auto& decoded = node.typed->attrs;
+    if (decoded) ctx.typed = &decoded.value();
+    else ctx.decodeError = &decoded.error();
+  }
+  return ctx;
+}
+
 bool supportsType(OpKind kind, ElemType type) {
   const OpEntry* entry = findEntry(kind);
   return entry != nullptr && inSet(entry->types, type);

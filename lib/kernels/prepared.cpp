@@ -215,12 +215,15 @@ Expected<std::unique_ptr<PreparedOp>> prepare(const OpContext& ctx, std::span<co
                                               size_t outputCount, std::span<const ops::WeightLayout> layouts) {
   const OpEntry* entry = findEntry(ctx.kind);
   if (!entry) return noKernel(ctx);
-  // Programs carry typed attributes already; ONNX nodes are decoded here, once.
-  auto typed = ctx.typed ? Expected<ops::OpAttrs>(*ctx.typed) : ops::decodeAttrs(ctx.kind, ctx.opset, ctx.attrs);
-  if (!typed) return nodeError(ctx, typed.error().code(), "{}", typed.error().message());
-  auto op = std::make_unique<TablePreparedOp>(entry, ctx, std::move(typed.value()));
-  CTX_RETURN_IF_ERROR(op->init(inputs, outputCount, layouts, nullptr));
-  return std::unique_ptr<PreparedOp>(std::move(op));
+  // Nodes carry the attributes decoded at import (nodeContext); the op keeps a copy, so runs never decode.
+  using Made = Expected<std::unique_ptr<TablePreparedOp>>;
+  auto make = [&](const OpContext& typed) -> Made {
+    return std::make_unique<TablePreparedOp>(entry, typed, *typed.typed);
+  };
+  Made op = ctx.typed ? make(ctx) : withTypedAttrs(ctx, make);
+  if (!op) return op.takeError();
+  CTX_RETURN_IF_ERROR((*op)->init(inputs, outputCount, layouts, nullptr));
+  return std::unique_ptr<PreparedOp>(std::move(op).value());
 }
 
 Expected<std::unique_ptr<PreparedOp>> prepareProgramOp(const OpContext& ctx, std::span<const ValueDesc> inputs,

@@ -3,6 +3,7 @@
 #include "onnx_io/proto_convert.h"
 
 #include "ir/op_kind.h"
+#include "ops/node_attrs.h"
 
 #include <climits>
 #include <cstdlib>
@@ -132,6 +133,8 @@ Expected<ir::Node> nodeFromProto(const onnx::NodeProto& p, LoadContext& ctx, int
     if (!a) return a.takeError().addContext(fmt::format("attribute '{}'", ap.name()));
     n.attrs.all().push_back(std::move(a).value());
   }
+  // Decoded here, once: a bad attribute stays with the node (its decoder error), it does not fail the load.
+  ops::decodeNode(n);
   return n;
 }
 

@@ -245,4 +245,46 @@ std::string attrsText(const OpAttrs& attrs) {
   return out;
 }
 
+namespace {
+
+// Looks for field `want` (its own name or its dotted path) under `path` and records its value in `out`.
+template <class T> void findField(const T& value, std::string_view want, const std::string& path, FieldInts& out) {
+  if constexpr (HasFields<T>) {
+    value.fields([&](std::string_view name, const auto& member) {
+      if (out.found) return;
+      const std::string at = path.empty() ? std::string(name) : fmt::format("{}.{}", path, name);
+      using M = std::remove_cvref_t<decltype(member)>;
+      if constexpr (HasFields<M>) findField(member, want, at, out);
+      else if (name == want || at == want) {
+        out.found = true;
+        out.path = at;
+        findField(member, want, at, out);
+      }
+    });
+  } else if constexpr (std::is_same_v<T, bool> || std::is_integral_v<T>) {
+    out.integral = true;
+    out.values.push_back(static_cast<int64_t>(value));
+  } else if constexpr (std::is_enum_v<T>) {
+    out.integral = true;
+    out.isEnum = true;
+    out.values.push_back(static_cast<int64_t>(value));
+  } else if constexpr (IsOptional<T>::value) {
+    if (value) findField(*value, want, path, out);
+  } else if constexpr (IsVector<T>::value) {
+    if constexpr (std::is_integral_v<typename T::value_type> || std::is_enum_v<typename T::value_type>) {
+      out.integral = true;
+      out.isEnum = std::is_enum_v<typename T::value_type>;
+      for (const auto& item : value) out.values.push_back(static_cast<int64_t>(item));
+    }
+  }
+}
+
+}  // namespace
+
+FieldInts fieldInts(const OpAttrs& attrs, std::string_view name) {
+  FieldInts out;
+  std::visit([&](const auto& a) { findField(a, name, std::string(), out); }, attrs);
+  return out;
+}
+
 }  // namespace ctxkit::ops

@@ -73,6 +73,18 @@ std::string_view familyName(const OpAttrs& attrs);
 // enum, str, list<T>, opt<T>), as docs/format/program.md lists them; tests/ops holds the two together.
 std::string fieldsSchemaText(const OpAttrs& attrs);
 
+// A field of typed attributes looked up by name: its own ("auto_pad") or its dotted path ("window.auto_pad").
+// `values` holds an integer, flag or enum field's value (an enum's as its number), every element of a list of
+// them; `integral` is false for other fields (floats, strings) and for an unset optional field (nothing to check).
+struct FieldInts {
+  bool found = false;
+  bool integral = false;
+  bool isEnum = false;
+  std::string path;
+  std::vector<int64_t> values;
+};
+FieldInts fieldInts(const OpAttrs& attrs, std::string_view name);
+
 // " name=value" per field, nested structs as name.field, unset optional lists left out; for dumps.
 std::string attrsText(const OpAttrs& attrs);
 

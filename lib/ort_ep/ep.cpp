@@ -5,6 +5,7 @@
 #include "epcontext/session_options.h"
 #include "format/container.h"
 #include "kernels/kernels.h"
+#include "ops/node_attrs.h"
 #include "ort_ep/graph_reader.h"
 #include "partitioner/target.h"
 #include "program/program.h"
@@ -307,6 +308,7 @@ Status compile(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fusedNodes
       CTX_ASSIGN_OR_RETURN(modelPath, graphModelPath(api, *graphs[i]));
     }
     CTX_ASSIGN_OR_RETURN(ir::Node node, readNode(api, *nodes[0]));
+    ops::decodeNode(node);  // entering ctxkit (an EPContext node keeps its ONNX attributes only)
     for (const auto& in : node.inputs)
       if (!in.empty() && !declared[in]) {
         declared[in] = true;

@@ -1,6 +1,8 @@
 // OrtGraph / OrtNode -> ir::Node, through ORT's graph API.
 #include "ort_ep/graph_reader.h"
 
+#include "ops/node_attrs.h"
+
 #include <cstring>
 
 namespace ctxkit::ort_ep {
@@ -230,6 +232,7 @@ void setOpsets(ir::Graph& g, const ir::Model& model) {
     n.opset = model.opsetFor(n.domain);
     for (auto& a : n.attrs.all())
       if (a.g) setOpsets(*a.g, model);
+    ops::decodeNode(n);  // again: decoded for the body's own opsets when it was read
   }
 }
 
@@ -299,6 +302,8 @@ Expected<ReadGraph> readGraph(const Api& api, const OrtGraph& graph) {
     const OrtNode& node = *out.nodes[i];
     CTX_ASSIGN_OR_RETURN(ir::Node n, readNode(api, node));
     n.opset = model.opsetFor(n.domain);
+    // Decoded here, once, for the model's opset: a bad attribute stays with the node, as onnx_io keeps it.
+    ops::decodeNode(n);
     size_t subgraphs = 0;
     CTX_ORT_RETURN_IF_ERROR(api, api.ort.Node_GetNumSubgraphs(&node, &subgraphs));
     out.implicitInputs.emplace_back();

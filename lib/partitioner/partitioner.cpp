@@ -2,6 +2,8 @@
 #include "partitioner/partitioner.h"
 
 #include "kernels/kernels.h"
+#include "ops/node_attrs.h"
+#include "ops/typed_attrs.h"
 
 #include <algorithm>
 #include <numeric>
@@ -17,20 +19,30 @@ bool isAllowedType(const Target& target, const OpSupport* op, ir::ElemType type)
   return types.empty() || std::find(types.begin(), types.end(), type) != types.end();
 }
 
-std::string checkAttrConstraint(const ir::Node& node, const AttrConstraint& c) {
-  const ir::Attribute* a = node.attrs.find(c.name);
-  if (!a) return {};
-  if (a->type == ir::AttrType::String && !c.allowedStrings.empty()) {
-    if (std::find(c.allowedStrings.begin(), c.allowedStrings.end(), a->s) == c.allowedStrings.end())
-      return fmt::format("attribute {}=\"{}\" is not supported by the target", c.name, a->s);
+// A target constraint on one of the node's typed fields (target.cpp made sure the op's family has it): every
+// integer, flag or element of it allowed, or for an enum field the value one of the allowed names decodes to. The
+// node's fields, not its ONNX attributes, so an absent attribute is checked as its default.
+std::string checkAttrConstraint(const ir::Node& node, const ops::OpAttrs& typed, const AttrConstraint& c) {
+  const ops::FieldInts field = ops::fieldInts(typed, c.name);
+  if (!field.found || !field.integral) return {};
+  const std::string onnxName = c.name.substr(c.name.rfind('.') + 1);  // window.auto_pad: auto_pad
+  for (int64_t v : field.values) {
+    if (std::find(c.allowedInts.begin(), c.allowedInts.end(), v) != c.allowedInts.end()) continue;
+    bool named = false;
+    if (field.isEnum)
+      for (const std::string& spelling : c.allowedStrings) {
+        auto allowed = ops::decodeWith(node, ir::Attribute::makeString(onnxName, spelling));
+        const ops::FieldInts value = allowed ? ops::fieldInts(*allowed, c.name) : ops::FieldInts();
+        named = named || (value.values.size() == 1 && value.values[0] == v);
+      }
+    if (named) continue;
+    // An enum from a string (auto_pad) is named by the node's spelling, or as its default.
+    const ir::Attribute* a = field.isEnum ? node.attrs.find(onnxName) : nullptr;
+    if (!field.isEnum || (a && a->type != ir::AttrType::String))
+      return fmt::format("attribute {}={} is not supported by the target", c.name, v);
+    if (a) return fmt::format("attribute {}=\"{}\" is not supported by the target", c.name, a->s);
+    return fmt::format("attribute {} is absent (its default) and the target does not allow the default", c.name);
   }
-  std::vector<int64_t> values;
-  if (a->type == ir::AttrType::Int) values.push_back(a->i);
-  if (a->type == ir::AttrType::Ints) values = a->ints;
-  if (!c.allowedInts.empty())
-    for (int64_t v : values)
-      if (std::find(c.allowedInts.begin(), c.allowedInts.end(), v) == c.allowedInts.end())
-        return fmt::format("attribute {}={} is not supported by the target", c.name, v);
   return {};
 }
 
@@ -126,9 +138,12 @@ std::string unsupportedReason(const ir::Node& node, const analysis::GraphFacts& 
     if (out.empty()) continue;
     if (auto r = checkValue(out, !target.allKernelOps); !r.empty()) return r;
   }
-  if (op)
+  if (op && !op->attrs.empty()) {
+    const auto decoded = ops::attrsOf(node);
+    if (!decoded->attrs) return decoded->attrs.error().message();
     for (const auto& c : op->attrs)
-      if (auto r = checkAttrConstraint(node, c); !r.empty()) return r;
+      if (auto r = checkAttrConstraint(node, decoded->attrs.value(), c); !r.empty()) return r;
+  }
   return {};
 }
 
@@ -158,8 +173,9 @@ std::string fallbackBlocker(const ir::Node& node, const analysis::GraphFacts& fa
       if (f->type != ir::ElemType::Undefined && !kernels::supportsType(node.kind, f->type))
         return fmt::format("{}: element type {} of input '{}' is not supported by its kernel", label,
                            ir::elemTypeName(f->type), node.inputs[0]);
-  auto typed = ops::decodeAttrs(node.kind, node.opset, node.attrs);
-  if (!typed) return fmt::format("{}: {}", label, typed.error().message());
+  // The decoder's verdict from import: a bad attribute is this node's reason.
+  if (const auto decoded = ops::attrsOf(node); !decoded->attrs)
+    return fmt::format("{}: {}", label, decoded->attrs.error().message());
   return {};
 }
 

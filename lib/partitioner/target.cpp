@@ -2,6 +2,7 @@
 #include "partitioner/target.h"
 
 #include "ir/op_kind.h"
+#include "ops/typed_attrs.h"
 #include "support/file_io.h"
 
 #include <fmt/ranges.h>
@@ -92,6 +93,14 @@ Expected<OpSupport> parseOp(const Json& j, const std::string& file, const std::s
         if (v.is_string()) a.allowedStrings.push_back(v.get<std::string>());
         else if (v.is_number_integer()) a.allowedInts.push_back(v.get<int64_t>());
         else return bad(file, fmt::format("{}[{}]", at, i), "expected a string or an integer");
+      }
+      // Constraints are checked on the op's typed attributes (nodes carry them decoded): the name must be a field.
+      const ops::OpAttrs fields = ops::defaultAttrsFor(ir::opKindFromName(op.domain, op.opType));
+      if (!ops::fieldInts(fields, a.name).found) {
+        const std::string list = ops::fieldsSchemaText(fields);
+        return bad(file, at,
+                   fmt::format("{} has no attribute '{}' to constrain; its attributes:{}", op.opType, a.name,
+                               list.empty() ? std::string(" none") : list));
       }
       op.attrs.push_back(std::move(a));
     }

@@ -2,6 +2,7 @@
 #include "pipeline/emit.h"
 
 #include "epcontext/contract.h"
+#include "ops/node_attrs.h"
 #include "pipeline/pipeline.h"
 
 #include <map>
@@ -230,6 +231,7 @@ Expected<ir::Model> buildContextModel(const ir::Model& source, const analysis::G
     attrs.notes = fmt::format("{} program: {} ops from {} nodes, arena {} bytes", epcontext::kProducer,
                               lp.program.ops.size(), plan.partitions[u.index].nodes.size(), arenaSizes[u.index]);
     epcontext::writeNodeAttributes(attrs, node);
+    ops::decodeNode(node);  // (EPContext: no typed attributes, but every node the house makes is decoded)
     firstContext = false;
     og.nodes.push_back(std::move(node));
     for (const auto& v : lp.inputs)

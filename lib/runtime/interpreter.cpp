@@ -83,7 +83,7 @@ Status Interpreter::runGraph(const ir::Graph& graph, Scope& scope, const GraphRu
         default: {
           if (cache_) result = cache_->run(graph, n, ins, pool_);
           if (!result) {
-            kernels::OpContext ctx{n.kind, n.opset, n.attrs, n.name, pool_};
+            kernels::OpContext ctx = kernels::nodeContext(n, pool_);
             result = kernels::evaluate(ctx, ins, n.outputs.size());
           }
         }
@@ -150,19 +150,20 @@ Expected<ir::Tensor> Interpreter::stack(const std::vector<ir::Tensor>& slices, i
     expanded.push_back(std::move(e));
   }
   for (const auto& e : expanded) ptrs.push_back(&e);
-  ir::Attributes attrs;
-  attrs.set(ir::Attribute::makeInt("axis", axis < 0 ? axis + static_cast<int64_t>(slices[0].rank()) + 1 : axis));
-  kernels::OpContext ctx{ir::OpKind::Concat, 13, attrs, what, pool_};
+  // Typed attributes made here, not ONNX ones decoded per call.
+  const ops::OpAttrs typed = ops::AxisAttrs{axis < 0 ? axis + static_cast<int64_t>(slices[0].rank()) + 1 : axis};
+  static const ir::Attributes kNoAttrs;
+  kernels::OpContext ctx{ir::OpKind::Concat, 13, kNoAttrs, what, pool_, &typed};
   CTX_ASSIGN_OR_RETURN(auto out, kernels::evaluate(ctx, ptrs, 1));
   return std::move(out[0]);
 }
 
 Expected<ir::Tensor> Interpreter::slice(const ir::Tensor& x, int64_t axis, int64_t index) const {
-  ir::Attributes attrs;
-  attrs.set(ir::Attribute::makeInt("axis", axis));
+  const ops::OpAttrs typed = ops::AxisAttrs{axis};
   ir::Tensor idx = int64Scalar(index);
   const ir::Tensor* ins[] = {&x, &idx};
-  kernels::OpContext ctx{ir::OpKind::Gather, 13, attrs, "scan slice", pool_};
+  static const ir::Attributes kNoAttrs;
+  kernels::OpContext ctx{ir::OpKind::Gather, 13, kNoAttrs, "scan slice", pool_, &typed};
   CTX_ASSIGN_OR_RETURN(auto out, kernels::evaluate(ctx, ins, 1));
   return std::move(out[0]);
 }

@@ -27,7 +27,7 @@ PreparedNodeCache::lookupOrPrepare(const ir::Graph& graph, const ir::Node& node,
     }
     descs.push_back(std::move(d));
   }
-  kernels::OpContext ctx{node.kind, node.opset, node.attrs, node.name};
+  kernels::OpContext ctx = kernels::nodeContext(node);
   auto prepared = kernels::prepare(ctx, descs, node.outputs.size());
   std::shared_ptr<const kernels::PreparedOp> op;
   if (prepared) op = std::shared_ptr<const kernels::PreparedOp>(std::move(prepared.value()));
@@ -78,7 +78,7 @@ std::optional<Expected<std::vector<ir::Tensor>>> PreparedNodeCache::run(const ir
       if (auto it = constants_.find(&node); it != constants_.end())
         return Expected<std::vector<ir::Tensor>>(it->second);
     }
-    kernels::OpContext ctx{node.kind, node.opset, node.attrs, node.name};
+    kernels::OpContext ctx = kernels::nodeContext(node);
     auto value = kernels::evaluate(ctx, inputs, node.outputs.size());
     if (!value) return value;
     // Read-only views of the value, so that no caller (a graph output's reader) can change what later runs get.

@@ -461,7 +461,7 @@ struct Session::Impl {
       state.valueCopies[i] = std::move(copy).value();
       descs[i].value = &state.valueCopies[i];
     }
-    kernels::OpContext ctx{n.kind, n.opset, n.attrs, n.name};
+    kernels::OpContext ctx = kernels::nodeContext(n);
     if (auto prepared = kernels::prepare(ctx, descs, n.outputs.size())) state.valueOp = std::move(prepared).value();
   }
 
@@ -527,7 +527,7 @@ struct Session::Impl {
       return bind(state.valueOp->outputs(), [&] { return state.valueOp->run(f.ins, f.outs, pool.get()); });
     // Not preparable even so (output shapes that depend on large computed values): evaluated one-shot, which
     // allocates its outputs on every run.
-    kernels::OpContext ctx{n.kind, n.opset, n.attrs, n.name, pool.get()};
+    kernels::OpContext ctx = kernels::nodeContext(n, pool.get());
     CTX_ASSIGN_OR_RETURN(auto values, kernels::evaluate(ctx, f.ins, n.outputs.size()));
     for (size_t o = 0; o < np.outs.size(); ++o) {
       if (np.outs[o] == kNoSlot) continue;

@@ -1,6 +1,7 @@
 // Partitioning: no cycle through a fallback node, deterministic plans, target files parsed with named errors.
 #include "analysis/analysis.h"
 #include "../common/graph_builder.h"
+#include "ops/node_attrs.h"
 #include "partitioner/partitioner.h"
 #include "../common/test_target.h"
 
@@ -75,4 +76,61 @@ TEST_CASE("target files are parsed with errors that name the field", "[partition
   REQUIRE(constrained->ops.size() == 1);
   CHECK(constrained->ops[0].maxRank == 4);
   CHECK(constrained->ops[0].attrs[0].allowedStrings == std::vector<std::string>{"NOTSET"});
+}
+
+TEST_CASE("target constraints are checked on the node's typed attributes, absent ones as their defaults",
+          "[partitioner]") {
+  auto target = partitioner::parseTarget(R"({"name":"t","element_types":["float32"],"ops":[
+      {"op":"Conv","constraints":{"auto_pad":["VALID"]}},
+      {"op":"Gemm","constraints":{"trans_b":[0]}},
+      {"op":"Softmax","constraints":{"axis":[-1]}}]})",
+                                         "t.json");
+  REQUIRE(target);
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({1, 1, 4, 4})), floatValue("m", dims({2, 3}))};
+  for (const char* out : {"valid", "implicit", "g", "s", "s1"})
+    g.outputs.push_back(ir::ValueInfo{out, ir::ElemType::Float, std::nullopt, {}});  // rank left to analysis
+  g.initializers = {floatInit("w", {1, 1, 3, 3}), floatInit("b", {3, 3})};
+  ir::Node valid = node("Conv", {"x", "w"}, {"valid"});
+  valid.attrs.set(ir::Attribute::makeString("auto_pad", "VALID"));
+  ir::Node implicit = node("Conv", {"x", "w"}, {"implicit"});  // no auto_pad: NOTSET, which the target leaves out
+  ir::Node gemm = node("Gemm", {"m", "b"}, {"g"});
+  gemm.attrs.set(ir::Attribute::makeInt("transB", 1));  // the typed field trans_b is what the target names
+  ir::Node softmax = node("Softmax", {"m"}, {"s"});      // axis defaults to -1 at opset 13+
+  ir::Node softmax1 = node("Softmax", {"m"}, {"s1"});
+  softmax1.attrs.set(ir::Attribute::makeInt("axis", 0));
+  g.nodes = {valid, implicit, gemm, softmax, softmax1};
+  for (ir::Node& n : g.nodes) ops::decodeNode(n);  // as a loader would
+  auto facts = analysis::analyzeGraph(g, {});
+  INFO((facts ? std::string() : facts.error().message()));
+  REQUIRE(facts);
+  auto plan = partitioner::partitionGraph(g, *facts, *target);
+  CHECK(plan.nodes[0].reason.empty());
+  CHECK_THAT(plan.nodes[1].reason, Catch::Contains("auto_pad is absent"));
+  CHECK_THAT(plan.nodes[2].reason, Catch::Contains("trans_b=1"));
+  CHECK(plan.nodes[3].reason.empty());
+  CHECK_THAT(plan.nodes[4].reason, Catch::Contains("axis=0"));
+
+  // A constraint on something the op's typed attributes do not have is refused when the target is read.
+  auto onnxName = partitioner::parseTarget(R"({"name":"t","ops":[{"op":"Gemm","constraints":{"transB":[0]}}]})", "t.json");
+  REQUIRE(!onnxName);
+  CHECK_THAT(onnxName.error().message(), Catch::Contains("no attribute 'transB'"));
+  CHECK_THAT(onnxName.error().message(), Catch::Contains("trans_b"));
+}
+
+TEST_CASE("a node whose attribute failed to decode at import keeps the decoder's message as its reason",
+          "[partitioner]") {
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({1, 2, 4, 4}))};
+  g.outputs = {floatValue("y", {})};
+  ir::Node lrn = node("LRN", {"x"}, {"y"});
+  lrn.attrs.set(ir::Attribute::makeInt("size", 0));  // LRN needs size >= 1
+  ops::decodeNode(lrn);
+  REQUIRE(lrn.typed);
+  REQUIRE(!lrn.typed->attrs);
+  g.nodes = {lrn};
+  const uint64_t before = ops::lateDecodes();
+  CHECK(partitioner::fallbackBlocker(g.nodes[0], analysis::GraphFacts{}).find(lrn.typed->attrs.error().message()) !=
+        std::string::npos);
+  CHECK(ops::lateDecodes() == before);  // read from the node, not decoded again
 }

@@ -1,6 +1,7 @@
 // Runtime sessions: loading from a buffer with a context path, shared mappings, compatibility, validation.
 #include "../common/graph_builder.h"
 #include "onnx_io/onnx_io.h"
+#include "ops/node_attrs.h"
 #include "runtime_test_util.h"
 #include "support/file_io.h"
 
@@ -354,4 +355,25 @@ TEST_CASE("sessions of a weightless context share its programs only over the sam
   CHECK(load(src / "tiny_cnn.onnx", true, true)->stats().sharedPrograms == 0);
   CHECK(load(copy / "tiny_cnn.onnx", false, true)->stats().sharedPrograms == 0);
   CHECK(load(src / "tiny_cnn.onnx", false, false)->stats().sharedPrograms == 0);
+}
+
+TEST_CASE("attributes are decoded once, at import: compiling and running loaded models decodes nothing again",
+          "[runtime]") {
+  Workspace ws("decode_once");
+  const uint64_t before = ops::lateDecodes();
+  // The compile path (analysis, partitioner, every lowering pass, emit) on a float and a QDQ model, both targets.
+  compile({"tiny_cnn", "tiny_qdq_cnn", "tiny_prefill"}, ws.dir / "npu", false);
+  compile({"tiny_cnn", "tiny_prefill"}, ws.dir / "cpu", false, "cpu");
+  CHECK(ops::lateDecodes() == before);
+  // The run path: compiled programs, and plain models on the fallback interpreter (prepared ops).
+  for (const char* stem : {"tiny_cnn", "tiny_qdq_cnn", "tiny_prefill"}) {
+    auto compiled = runtime::Session::loadFile(ws.dir / "npu" / (std::string(stem) + "_ctx.onnx"));
+    REQUIRE(compiled);
+    expectMatch(**compiled, stem);
+    auto plain = runtime::Session::loadFile(kSamples / (std::string(stem) + ".onnx"));
+    REQUIRE(plain);
+    expectMatch(**plain, stem);
+    expectMatch(**plain, stem);
+  }
+  CHECK(ops::lateDecodes() == before);
 }

@@ -1,0 +1,52 @@
+// Decoding a node's attributes once, onto the node.
+#include "ops/node_attrs.h"
+
+#include <atomic>
+
+namespace ctxkit::ops {
+
+namespace {
+
+std::atomic<uint64_t> lateDecodeCount{0};
+
+std::shared_ptr<const ir::TypedAttrs> decode(const ir::Node& node) {
+  return std::make_shared<const ir::TypedAttrs>(
+      ir::TypedAttrs{node.kind, node.opset, decodeAttrs(node.kind, node.opset, node.attrs)});
+}
+
+}  // namespace
+
+void decodeNode(ir::Node& node) { node.typed = decode(node); }
+
+void decodeGraph(ir::Graph& graph) {
+  for (ir::Node& node : graph.nodes) {
+    for (ir::Attribute& a : node.attrs.all()) {
+      if (a.g) decodeGraph(*a.g);
+      for (const auto& sub : a.graphs)
+        if (sub) decodeGraph(*sub);
+    }
+    decodeNode(node);
+  }
+}
+
+bool isDecoded(const ir::Node& node) {
+  return node.typed && node.typed->kind == node.kind && node.typed->opset == node.opset;
+}
+
+std::shared_ptr<const ir::TypedAttrs> attrsOf(const ir::Node& node) {
+  if (isDecoded(node)) return node.typed;
+  countLateDecode();
+  return decode(node);
+}
+
+Expected<OpAttrs> decodeWith(const ir::Node& node, ir::Attribute replaced) {
+  ir::Attributes attrs = node.attrs;
+  attrs.set(std::move(replaced));
+  return decodeAttrs(node.kind, node.opset, attrs);
+}
+
+uint64_t lateDecodes() { return lateDecodeCount.load(std::memory_order_relaxed); }
+
+void countLateDecode() { lateDecodeCount.fetch_add(1, std::memory_order_relaxed); }
+
+}  // namespace ctxkit::ops
