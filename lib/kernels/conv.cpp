@@ -236,7 +236,7 @@ bool convRunsOnPanels(const ops::ConvAttrs& attrs, std::span<const int64_t> x, s
   // The direct path and a pointwise GEMM on the input planes read no unfolded input; bands of output rows skip the
   // taps that land in the padding (dilated convs at small sizes), which a GEMM over every tap would multiply.
   if (runsDirect(w, x[1], 1) || isPointwise(w)) return false;
-  thread_local std::vector<TapBand> bands;
+  std::vector<TapBand> bands;  // (a compile-time or prepare-time decision: allocating here is fine)
   planTapBands(w, bands);
   const int64_t kSize = w.kernel[0] * w.kernel[1] * w.kernel[2];
   if (bands.size() != 1 || bands[0].taps() != kSize) return false;

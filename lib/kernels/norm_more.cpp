@@ -77,6 +77,9 @@ InferResult inferGroupNorm(const OpContext& ctx, InDescs inputs, size_t outputCo
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 3, 3));
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFloatTypes));
+  // Scale and bias are read as the input's type: another type (float16 beside float32) would be read past its end.
+  CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 1));
+  CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 2));
   const auto& x = inputs[0].shape;
   if (x.size() < 2) return invalid(ctx, "input 0 has shape {} but expected rank 2 or more (N x C ...)", shapeStr(x));
   const ops::GroupNormAttrs& a = attrsOf<ops::GroupNormAttrs>(ctx);

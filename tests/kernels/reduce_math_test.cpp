@@ -123,3 +123,16 @@ TEST_CASE("CastLike casts to the type of its second input, RMSNormalization does
   float inv = 1.0f / std::sqrt(12.5f + 1e-5f);
   requireClose(values<float>(Op(OpKind::RMSNormalization, 23).run1({&v, &scale})), {3 * inv, 8 * inv});
 }
+
+TEST_CASE("GroupNormalization and InstanceNormalization refuse scale and bias of another type than the input") {
+  auto x = floats({1, 2, 3}, {1, 2, 3, 4, 5, 6});
+  auto half = typed<uint16_t>(ElemType::Float16, {2}, {0x3c00, 0x3c00});  // 1.0 in float16
+  auto ones = floats({2}, {1, 1});
+  auto zeros = floats({2}, {0, 0});
+  auto e = Op(OpKind::InstanceNormalization, 6).fails({&x, &half, &zeros});
+  CHECK_THAT(e.message(), Catch::Contains("float16"));
+  e = Op(OpKind::GroupNormalization, 21).i("num_groups", 1).fails({&x, &ones, &half});
+  CHECK_THAT(e.message(), Catch::Contains("float16"));
+  auto y = Op(OpKind::InstanceNormalization, 6).run1({&x, &ones, &zeros});
+  requireClose(values<float>(y), {-1.2247f, 0, 1.2247f, -1.2247f, 0, 1.2247f}, 1e-3f);
+}
