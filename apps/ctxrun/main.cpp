@@ -2,6 +2,7 @@
 #include "cli/cli_util.h"
 #include "cli/log.h"
 #include "epcontext/contract.h"
+#include "runtime/profile.h"
 #include "runtime/session.h"
 #include "support/file_io.h"
 #include "support/text.h"
@@ -32,7 +33,8 @@ struct Args {
   double rtol = 1e-3, atol = 1e-5;
   int iters = 0, threads = 1, parallelRuns = 0, sessions = 1;
   uint64_t seed = 1;
-  bool prefault = false;
+  bool prefault = false, profile = false;
+  int profileTop = 15;
   bool savePb = false, json = false, verify = false, strict = false, fromBuffer = false;
   cli::LogOptions log;
 };
@@ -106,6 +108,57 @@ Exit codes:
   2  usage error
 )";
 
+// The per-op profile (--profile): time per run by op kind and the slowest ops, in the JSON report and, without
+// --json, as text.
+void reportProfile(const runtime::RunProfile& profile, int top, bool text, nlohmann::ordered_json& report) {
+  const double runs = std::max<double>(1, static_cast<double>(profile.runs()));
+  const std::vector<runtime::ProfileEntry> entries = profile.entries();
+  double total = 0;
+  struct Kind {
+    std::string kind;
+    double ms = 0;
+    size_t ops = 0;
+  };
+  std::vector<Kind> kinds;
+  for (const auto& e : entries) {
+    total += e.milliseconds / runs;
+    auto it = std::find_if(kinds.begin(), kinds.end(), [&](const Kind& k) { return k.kind == e.op.kind; });
+    if (it == kinds.end()) it = kinds.insert(kinds.end(), Kind{e.op.kind});
+    it->ms += e.milliseconds / runs;
+    ++it->ops;
+  }
+  std::stable_sort(kinds.begin(), kinds.end(), [](const Kind& a, const Kind& b) { return a.ms > b.ms; });
+  auto share = [&](double ms) { return total > 0 ? 100.0 * ms / total : 0.0; };
+  nlohmann::ordered_json j;
+  j["runs"] = profile.runs();
+  j["ms_per_run"] = total;
+  j["by_kind"] = nlohmann::ordered_json::array();
+  for (const auto& k : kinds)
+    j["by_kind"].push_back({{"kind", k.kind}, {"ms", k.ms}, {"percent", share(k.ms)}, {"ops", k.ops}});
+  j["ops"] = nlohmann::ordered_json::array();
+  for (const auto& e : entries)
+    j["ops"].push_back({{"graph", e.op.graph},
+                        {"index", e.op.index},
+                        {"name", e.op.name},
+                        {"kind", e.op.kind},
+                        {"shape", e.op.shape},
+                        {"ms", e.milliseconds / runs},
+                        {"percent", share(e.milliseconds / runs)}});
+  report["profile"] = std::move(j);
+  if (!text) return;
+  std::cout << fmt::format("profile: {:.3f} ms per run in {} over {}\n", total, counted(entries.size(), "op"),
+                           counted(profile.runs(), "run"));
+  std::cout << "  by kind:\n";
+  for (const auto& k : kinds)
+    std::cout << fmt::format("    {:<24} {:9.3f} ms {:5.1f}%  {}\n", k.kind, k.ms, share(k.ms), counted(k.ops, "op"));
+  std::cout << "  slowest ops:\n";
+  for (size_t i = 0; i < entries.size() && i < static_cast<size_t>(top); ++i) {
+    const auto& e = entries[i];
+    std::cout << fmt::format("    {:9.3f} ms {:5.1f}%  {} '{}' {} ({} op {})\n", e.milliseconds / runs,
+                             share(e.milliseconds / runs), e.op.kind, e.op.name, e.op.shape, e.op.graph, e.op.index);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -136,6 +189,11 @@ int main(int argc, char** argv) {
                  "load the model this many times in this process (they share each context binary's mapping) and "
                  "run each once, to measure what extra sessions cost")
       ->check(CLI::Range(1, 64));
+  app.add_flag("--profile", a.profile,
+               "time every compiled op and fallback node over the runs after the first (--iters, default 10 with "
+               "--profile) and print the time per op kind and the slowest ops");
+  app.add_option("--profile-top", a.profileTop, "with --profile: how many of the slowest ops to print (default 15)")
+      ->check(CLI::Range(0, 1000000));
   app.add_flag("--verify", a.verify, "check every weight hash of the context binaries at load");
   app.add_flag("--prefault", a.prefault,
                "touch every page of the execution arena at load, so the first run does not fault them in");
@@ -233,11 +291,18 @@ int main(int argc, char** argv) {
   std::vector<ir::Tensor> again(outputs->size());
   std::vector<ir::Tensor*> againPtrs;
   for (auto& t : again) againPtrs.push_back(&t);
-  for (int i = 1; i < a.iters; ++i) {
-    auto t = Clock::now();
-    auto st = s.runInto(*feeds, againPtrs);
-    times.push_back(msSince(t));
-    if (!st) return fail(a, st.error(), report);
+  if (a.profile && a.iters < 2) a.iters = 10;
+  runtime::RunProfile profile;
+  {
+    std::optional<runtime::ProfileScope> profiling;
+    if (a.profile) profiling.emplace(&profile);
+    for (int i = 1; i < a.iters; ++i) {
+      auto t = Clock::now();
+      auto st = s.runInto(*feeds, againPtrs);
+      times.push_back(msSince(t));
+      if (!st) return fail(a, st.error(), report);
+      profile.endRun();
+    }
   }
 
   report["compiled_nodes"] = s.stats().compiledNodes;
@@ -322,9 +387,7 @@ int main(int argc, char** argv) {
     }
   }
   report["ok"] = allMatch;
-  if (a.json) {
-    std::cout << report.dump(2) << "\n";
-  } else {
+  if (!a.json) {
     std::cout << fmt::format("{}: {}, {}, {}; load {:.2f} ms, first run {:.2f} ms", a.model,
                              counted(s.stats().compiledNodes, "compiled node"),
                              counted(s.stats().fallbackNodes, "fallback node"),
@@ -334,6 +397,8 @@ int main(int argc, char** argv) {
                                report["p90_ms"].get<double>(), counted(times.size(), "run"));
     std::cout << "\n";
   }
+  if (a.profile) reportProfile(profile, a.profileTop, !a.json, report);
+  if (a.json) std::cout << report.dump(2) << "\n";
   std::cout << std::flush;
   if (!allMatch) {
     cli::logError("outputs do not match the expected values");

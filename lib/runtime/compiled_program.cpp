@@ -3,8 +3,11 @@
 
 #include "cpu/gemm.h"
 #include "kernels/prepared.h"
+#include "runtime/profile.h"
 #include "runtime/weak_store.h"
 #include "support/checked.h"
+
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -321,6 +324,14 @@ Expected<std::vector<ir::Tensor>> CompiledProgram::run(std::span<const ir::Tenso
   return outputs;
 }
 
+ProfiledOp CompiledProgram::describeOp(size_t k) const {
+  const program::Op& op = program_.ops[k];
+  std::string shape;
+  if (!op.outputs.empty() && op.outputs[0] >= 0)
+    shape = fmt::format("[{}]", fmt::join(program_.tensors[op.outputs[0]].shape, ","));
+  return ProfiledOp{name_, k, std::string(op.name), std::string(ir::opKindName(op.kind)), std::move(shape)};
+}
+
 Status CompiledProgram::runInto(std::span<const ir::Tensor* const> inputs, std::span<ir::Tensor* const> outputs,
                                 kernels::ThreadPool* pool) const {
   const auto& tensors = program_.tensors;
@@ -374,15 +385,18 @@ Status CompiledProgram::runInto(std::span<const ir::Tensor* const> inputs, std::
       CTX_RETURN_IF_ERROR(bound[t].rebindAsView(bound[tensors[t].index], tensors[t].shape));
   std::vector<const ir::Tensor*>& ins = (*lease).ins;
   std::vector<ir::Tensor*>& outs = (*lease).outs;
+  RunProfile* profile = activeProfile();
   for (size_t k = 0; k < program_.ops.size(); ++k) {
     const program::Op& op = program_.ops[k];
     ins.clear();
     outs.clear();
     for (int32_t i : op.inputs) ins.push_back(i < 0 ? nullptr : &bound[i]);
     for (int32_t o : op.outputs) outs.push_back(&bound[o]);
+    const auto start = profile ? RunProfile::Clock::now() : RunProfile::Clock::time_point{};
     // The context is formatted only on failure: a run allocates nothing.
     if (Status s = prepared_[k]->run(ins, outs, pool); !s)
       return std::move(s).addContext(fmt::format("graph '{}'", name_));
+    if (profile) profile->record(this, k, RunProfile::Clock::now() - start, [&] { return describeOp(k); });
   }
   return Status::ok();
 }

@@ -4,6 +4,7 @@
 #include "format/container.h"
 #include "kernels/kernels.h"
 #include "program/program.h"
+#include "runtime/profile.h"
 
 #include <functional>
 #include <memory>
@@ -97,6 +98,7 @@ private:
                                                             std::shared_ptr<const format::ContainerView> container,
                                                             std::string name, const ProgramOptions& options);
   Expected<std::unique_ptr<Frame>> makeFrame() const;
+  ProfiledOp describeOp(size_t k) const;  // op k as a run profile names it
 
   program::Program program_;
   std::shared_ptr<const format::ContainerView> container_;

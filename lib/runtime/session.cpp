@@ -11,9 +11,12 @@
 #include "runtime/compiled_program.h"
 #include "runtime/context_store.h"
 #include "runtime/interpreter.h"
+#include "runtime/profile.h"
 #include "runtime/shared_model.h"
 #include "runtime/source_model.h"
 #include "support/file_io.h"
+
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstring>
@@ -560,8 +563,13 @@ struct Session::Impl {
       if (!aliased) f->callerOut[plan.outputs[k]] = outs[k];
     }
     kernels::ThreadPool::RunScope running(pool.get());  // workers stay awake between the run's ops
+    RunProfile* profile = activeProfile();
     for (size_t i = 0; i < plan.nodes.size(); ++i) {
+      // A compiled node's ops are timed by its program; a fallback node is timed here.
+      const bool timed = profile && !plan.nodes[i].program;
+      const auto start = timed ? RunProfile::Clock::now() : RunProfile::Clock::time_point{};
       Status st = runNode(*f, i, f->callerOut);
+      if (timed && st) profile->record(this, i, RunProfile::Clock::now() - start, [&] { return describeNode(*f, i); });
       if (!st) {
         Error e = st.takeError();
         const std::string label = nodeLabel(model().graph.nodes[i], i);
@@ -576,6 +584,16 @@ struct Session::Impl {
       CTX_RETURN_IF_ERROR(deliver(*t, *outs[k]));
     }
     return Status::ok();
+  }
+
+  // Fallback node `i` as a run profile names it (with the shape its first output has in frame `f`).
+  ProfiledOp describeNode(const RunFrame& f, size_t i) const {
+    const ir::Node& n = model().graph.nodes[i];
+    std::string shape;
+    const NodePlan& np = plan.nodes[i];
+    if (!np.outs.empty() && np.outs[0] != kNoSlot && f.values[np.outs[0]])
+      shape = fmt::format("[{}]", fmt::join(f.values[np.outs[0]]->shape(), ","));
+    return ProfiledOp{"fallback", i, n.name, n.opType, std::move(shape)};
   }
 
   // Puts value `t` into the caller's output `out`: nothing to do when the node wrote there, a copy into it when it

@@ -7,12 +7,14 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <set>
 
 using namespace ctxkit;
 using ctxkit::testing::runTool;
+using ctxkit::testing::runToolOk;
 using ctxkit::testing::TempDir;
 using ctxkit::testing::kSamples;
 using ctxkit::testing::sample;
@@ -119,6 +121,45 @@ TEST_CASE("ctxrun matches the independent expected outputs on both targets", "[e
       CHECK(j["compiled_nodes"].get<int>() >= 1);
     }
   }
+}
+
+TEST_CASE("ctxrun --profile times every compiled op and every fallback node", "[e2e]") {
+  TempDir out("profile");
+  REQUIRE(runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", out.path().string()}).exitCode == 0);
+  // The compiled model: its program's ops, by kind; the plain model: every node on the fallback path.
+  for (const std::string& model : {(out / "tiny_cnn_ctx.onnx").string(), sample("tiny_cnn")}) {
+    const bool compiled = model != sample("tiny_cnn");
+    auto run = runToolOk(CTXKIT_CTXRUN, {model, "--inputs", sampleData("tiny_cnn"), "--expected", sampleData("tiny_cnn"),
+                                         "--profile", "--iters", "5", "--json"});
+    auto j = nlohmann::json::parse(run.out);
+    INFO(model << ": " << run.out);
+    REQUIRE(j.contains("profile"));
+    const auto& p = j["profile"];
+    CHECK(p["runs"].get<int>() == 4);  // the runs after the first
+    REQUIRE(p["ops"].size() >= 3);
+    double sum = 0, kindSum = 0;
+    std::set<std::string> kinds;
+    for (const auto& op : p["ops"]) {
+      CHECK((op["graph"].get<std::string>() == "fallback") == !compiled);
+      CHECK(op["ms"].get<double>() >= 0);
+      CHECK(op["shape"].get<std::string>().starts_with("["));
+      kinds.insert(op["kind"].get<std::string>());
+      sum += op["ms"].get<double>();
+    }
+    for (const auto& k : p["by_kind"]) kindSum += k["ms"].get<double>();
+    CHECK(kinds.count("Conv") == 1);
+    CHECK(p["by_kind"].size() == kinds.size());
+    CHECK(std::abs(sum - p["ms_per_run"].get<double>()) < 1e-6 * std::max(1.0, sum));
+    CHECK(std::abs(kindSum - sum) < 1e-6 * std::max(1.0, sum));
+    if (!compiled) CHECK(p["ops"].size() == j["fallback_nodes"].get<size_t>());
+    // Slowest first.
+    for (size_t i = 1; i < p["ops"].size(); ++i) CHECK(p["ops"][i - 1]["ms"].get<double>() >= p["ops"][i]["ms"].get<double>());
+  }
+  // Without --json, a table; without --iters, ten runs.
+  auto text = runToolOk(CTXKIT_CTXRUN, {(out / "tiny_cnn_ctx.onnx").string(), "--profile", "--profile-top", "2"});
+  CHECK(text.out.find("over 9 runs") != std::string::npos);
+  CHECK(text.out.find("by kind:") != std::string::npos);
+  CHECK(text.out.find("slowest ops:") != std::string::npos);
 }
 
 TEST_CASE("ctxrun rejects outputs that differ from the expected ones", "[e2e]") {
