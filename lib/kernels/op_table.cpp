@@ -149,7 +149,7 @@ const OpEntry* detail::findEntry(OpKind kind) {
   // The kernel column of ops.def, one generated case per line.
   const OpEntry* entry = &none;
   switch (kind) {
-#define CTX_OP(kind, name, domain, family, kernel, flags)                                                              \
+#define CTX_OP(kind, name, domain, family, kernel, flags, ...)                                                         \
   case OpKind::kind:                                                                                                   \
     entry = &kernel;                                                                                                   \
     break;

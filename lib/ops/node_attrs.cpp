@@ -1,6 +1,8 @@
 // Decoding a node's attributes once, onto the node.
 #include "ops/node_attrs.h"
 
+#include "ir/op_info.h"
+
 #include <atomic>
 
 namespace ctxkit::ops {
@@ -9,7 +11,12 @@ namespace {
 
 std::atomic<uint64_t> lateDecodeCount{0};
 
+// A node listing more or fewer inputs or outputs than its kind has (ops.def's arity) is refused as a bad attribute
+// is: the error stands in for its typed attributes.
 std::shared_ptr<const ir::TypedAttrs> decode(const ir::Node& node) {
+  if (std::optional<std::string> problem = ir::arityProblem(node.kind, node.inputs.size(), node.outputs.size()))
+    return std::make_shared<const ir::TypedAttrs>(
+        ir::TypedAttrs{node.kind, node.opset, makeError(ErrorCode::InvalidGraph, "{}", *problem)});
   return std::make_shared<const ir::TypedAttrs>(
       ir::TypedAttrs{node.kind, node.opset, decodeAttrs(node.kind, node.opset, node.attrs)});
 }

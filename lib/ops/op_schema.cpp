@@ -732,7 +732,7 @@ Expected<OpAttrs> decodeDropout(OpKind, int64_t, const AttrReader&) { return OpA
 // ranges, windows) are checkAttrs's, applied by decodeAttrs.
 Expected<OpAttrs> decodeTyped(OpKind kind, int64_t opset, const AttrReader& attrs) {
   switch (kind) {
-#define CTX_OP(kind, name, domain, family, kernel, flags)                                                              \
+#define CTX_OP(kind, name, domain, family, kernel, flags, ...)                                                         \
   case OpKind::kind:                                                                                                   \
     return decode##family(OpKind::kind, opset, attrs);
 #include "ir/ops.def"

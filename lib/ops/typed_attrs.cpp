@@ -11,7 +11,7 @@ using ir::OpKind;
 // The family column of ops.def.
 OpAttrs defaultAttrsFor(OpKind kind) {
   switch (kind) {
-#define CTX_OP(kind, name, domain, family, kernel, flags)                                                              \
+#define CTX_OP(kind, name, domain, family, kernel, flags, ...)                                                         \
   case OpKind::kind:                                                                                                   \
     return family##Attrs{};
 #include "ir/ops.def"

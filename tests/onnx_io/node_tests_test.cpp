@@ -2,9 +2,14 @@
 #include "ir_compare.h"
 #include "test_helpers.h"
 
+#include "ir/op_info.h"
 #include "onnx_io/onnx_io.h"
+#include "ops/node_attrs.h"
 
+#include <filesystem>
+#include <functional>
 #include <map>
+#include <set>
 
 using namespace ctxkit;
 using ctxkit::test::nodeTestsDir;
@@ -178,4 +183,52 @@ TEST_CASE("the onnx checker accepts a node test and reports what it rejects") {
   REQUIRE_FALSE(s.isOk());
   CHECK(test::contains(s.error().message(), "junk.onnx"));
   CHECK(test::contains(s.error().message(), "onnx checker"));
+}
+
+TEST_CASE("every node of ONNX's conformance models is within its kind's arity in ops.def") {
+  CTX_SKIP_WITHOUT_NODE_TESTS();
+  // ONNX's own test models are the independent expectation: a node that the arity columns refuse here would be a
+  // wrong column, not a bad model.
+  size_t checked = 0;
+  std::set<ir::OpKind> kinds;
+  std::function<void(const ir::Graph&, const std::string&)> walk = [&](const ir::Graph& g, const std::string& where) {
+    for (const ir::Node& n : g.nodes) {
+      for (const ir::Attribute& a : n.attrs.all()) {
+        if (a.g) walk(*a.g, where);
+        for (const auto& sub : a.graphs)
+          if (sub) walk(*sub, where);
+      }
+      if (n.kind == ir::OpKind::Unknown) continue;
+      INFO(where << ": node '" << n.name << "' (" << n.opType << ")");
+      auto problem = ir::arityProblem(n.kind, n.inputs.size(), n.outputs.size());
+      CHECK(problem.value_or("") == "");
+      ++checked;
+      kinds.insert(n.kind);
+    }
+  };
+  for (const auto& dir : std::filesystem::directory_iterator(nodeTestsDir())) {
+    auto model = onnx_io::loadModel(dir.path() / "model.onnx");
+    if (!model) continue;  // the loader's own refusals are tested elsewhere
+    walk(model->graph, dir.path().filename().string());
+  }
+  CHECK(checked > 1500);
+  CHECK(kinds.size() > 150);
+}
+
+TEST_CASE("a node listing more inputs than its kind takes keeps the arity error as its typed attributes") {
+  CTX_SKIP_WITHOUT_NODE_TESTS();
+  auto model = onnx_io::loadModel(nodeTestsDir() / "test_add" / "model.onnx");
+  REQUIRE(model.isOk());
+  CHECK(model->graph.nodes[0].typed->attrs);
+  CHECK(ir::arityProblem(ir::OpKind::Add, 3, 1) == "Add takes 2 inputs; the node has 3");
+  CHECK(ir::arityProblem(ir::OpKind::Conv, 4, 1) == "Conv takes 2 to 3 inputs; the node has 4");
+  CHECK(ir::arityProblem(ir::OpKind::Concat, 0, 1) == "Concat takes 1 or more inputs; the node has 0");
+  CHECK(ir::arityProblem(ir::OpKind::TopK, 2, 1) == "TopK makes 2 outputs; the node has 1");
+  CHECK(!ir::arityProblem(ir::OpKind::Unknown, 99, 99));
+  CHECK(!ir::arityProblem(ir::OpKind::Concat, 40, 1));
+  ir::Node add = model->graph.nodes[0];
+  add.inputs.push_back(add.inputs[0]);
+  ops::decodeNode(add);
+  REQUIRE(!add.typed->attrs);
+  CHECK(add.typed->attrs.error().message() == "Add takes 2 inputs; the node has 3");
 }
