@@ -146,7 +146,7 @@ void expandParam(const ir::Tensor& t, std::span<const int64_t> normShape, std::v
 
 InferResult inferLayerNorm(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 3));
-  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 3));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, ctx.kind == ir::OpKind::SimplifiedLayerNormalization ? 2 : 3));
   CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFloatTypes));
   CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 1));
   const auto& x = inputs[0].shape;
@@ -190,9 +190,12 @@ Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor* biasT = inputs.size() > 2 ? inputs[2] : nullptr;
   if (biasT) expandParam(*biasT, norm, bias);
   else bias.assign(static_cast<size_t>(d), 0.0);
-  ir::Tensor* meanOut = outputs.size() > 1 ? outputs[1] : nullptr;
-  ir::Tensor* invOut = outputs.size() > 2 ? outputs[2] : nullptr;
-  const bool rms = ctx.kind == ir::OpKind::RMSNormalization;  // x / sqrt(mean(x^2) + eps) * scale: no centering
+  // x / sqrt(mean(x^2) + eps) * scale: no centering. SimplifiedLayerNormalization (ONNX Runtime's RMS norm) has no
+  // mean output: its output 1 is the inverse standard deviation.
+  const bool simplified = ctx.kind == ir::OpKind::SimplifiedLayerNormalization;
+  const bool rms = ctx.kind == ir::OpKind::RMSNormalization || simplified;
+  ir::Tensor* meanOut = !simplified && outputs.size() > 1 ? outputs[1] : nullptr;
+  ir::Tensor* invOut = outputs.size() > (simplified ? 1 : 2) ? outputs[simplified ? 1 : 2] : nullptr;
   auto store = [](ir::Tensor* t, int64_t i, double v) {
     if (!t) return;
     if (t->type() == ElemType::Double) t->mutableDataAs<double>()[i] = v;

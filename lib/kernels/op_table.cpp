@@ -46,6 +46,8 @@ const OpEntry* detail::findEntry(OpKind kind) {
   static const OpEntry globalAvgPool{inferGlobalPool, runGlobalAveragePool, kFloats, true};
   static const OpEntry batchNorm{inferBatchNorm, runBatchNorm, kFloats, true, planBatchNormOnce};
   static const OpEntry layerNorm{inferLayerNorm, runLayerNorm, kFloats, true};
+  static const OpEntry skipNorm{inferSkipNorm, runSkipNorm, kFloat32, true};
+  static const OpEntry biasActivation{inferBiasActivation, runBiasActivation, kFloat32, true};
   static const OpEntry reshape{inferReshape, runCopy, kFixedSizeTypes, false};
   static const OpEntry transpose{inferTranspose, runTranspose, kFixedSizeTypes, false};
   static const OpEntry concat{inferConcat, runConcat, kFixedSizeTypes, false};

@@ -45,6 +45,10 @@ InferResult inferBatchNorm(const OpContext& ctx, InDescs inputs, size_t outputCo
 Status runBatchNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 Expected<std::shared_ptr<const void>> planBatchNormOnce(const OpContext& ctx, InDescs inputs);
 InferResult inferLayerNorm(const OpContext& ctx, InDescs inputs, size_t outputCount);
+InferResult inferSkipNorm(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runSkipNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferBiasActivation(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runBiasActivation(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
 // softmax_reduce.cpp: Softmax; LogSoftmax and Hardmax share Softmax's shape rule.

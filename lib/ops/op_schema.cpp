@@ -149,6 +149,7 @@ Expected<OpAttrs> decodeUnary(OpKind kind, int64_t, const AttrReader& attrs) {
   UnaryAttrs a;
   switch (kind) {
     case OpKind::LeakyRelu: a.alpha = attrs.getFloat("alpha", 0.01f); break;
+    case OpKind::QuickGelu: a.alpha = attrs.getFloat("alpha", 1.702f); break;
     case OpKind::HardSigmoid:
       a.alpha = attrs.getFloat("alpha", 0.2f);
       a.beta = attrs.getFloat("beta", 0.5f);
@@ -174,10 +175,13 @@ Expected<OpAttrs> decodeBatchNorm(OpKind, int64_t opset, const AttrReader& attrs
   return OpAttrs(a);
 }
 
-Expected<OpAttrs> decodeLayerNorm(OpKind, int64_t, const AttrReader& attrs) {
+Expected<OpAttrs> decodeLayerNorm(OpKind kind, int64_t, const AttrReader& attrs) {
   LayerNormAttrs a;
   a.axis = attrs.getInt("axis", -1);
-  a.epsilon = attrs.getFloat("epsilon", 1e-5f);
+  // ONNX Runtime's skip normalizations default to 1e-12 (com.microsoft schemas); the others to ONNX's 1e-5.
+  const bool skip = kind == OpKind::SkipLayerNormalization || kind == OpKind::SkipSimplifiedLayerNormalization;
+  a.epsilon = attrs.getFloat("epsilon", skip ? 1e-12f : 1e-5f);
+  if (skip && a.epsilon < 0) return bad("attribute epsilon is {} but must not be negative", a.epsilon);
   int64_t stash = attrs.getInt("stash_type", 1);
   if (stash == static_cast<int64_t>(ir::ElemType::Float)) a.stashType = ir::ElemType::Float;
   else if (stash == static_cast<int64_t>(ir::ElemType::Double)) a.stashType = ir::ElemType::Double;

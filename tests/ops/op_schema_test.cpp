@@ -187,6 +187,14 @@ TEST_CASE("every op id is pinned: released ids never change, new ops append", "[
       {171, "Binarizer"},
       {172, "ArrayFeatureExtractor"},
       {173, "TfIdfVectorizer"},
+      {174, "RoiAlign"},
+      {175, "SimplifiedLayerNormalization"},
+      {176, "SkipLayerNormalization"},
+      {177, "SkipSimplifiedLayerNormalization"},
+      {178, "Gelu"},  // com.microsoft's
+      {179, "BiasGelu"},
+      {180, "FastGelu"},
+      {181, "QuickGelu"},
   };
   for (const auto& [id, name] : golden) {
     auto kind = ir::opKindFromInt(id);

@@ -158,7 +158,23 @@ kernelModels="$work/kernel_models"
 if ! "$build/tests/kernels/make_kernel_models" "$kernelModels" resize_linear >/dev/null; then
   echo "FAIL resize_linear: could not write the models"; failed=$((failed + 1))
 fi
+# ONNX Runtime's com.microsoft transformer ops (tests/oracle/make_transformer_contrib.cpp): every node compiled (no
+# fallback node on either target), outputs as ONNX Runtime's CPU EP computes them.
+contrib="$work/transformer_contrib.onnx"
+if ! "$build/tests/oracle/make_transformer_contrib" "$contrib"; then
+  echo "FAIL transformer_contrib: could not write the model"; failed=$((failed + 1))
+fi
+checkContrib() {
+  local target="$1"
+  check transformer_contrib "$contrib" "$target"
+  local ctx="$work/transformer_contrib.$target/transformer_contrib_ctx.onnx"
+  if [ -f "$ctx" ] && ! "$apps/ctxrun/ctxrun" "$ctx" --json | grep -q '"fallback_nodes": 0'; then
+    echo "FAIL transformer_contrib [$target]: nodes stayed on the fallback path: $("$apps/ctxrun/ctxrun" "$ctx" --json)"
+    failed=$((failed + 1))
+  fi
+}
 for target in npu-sim cpu; do
+  checkContrib "$target"
   tolerance=(--rtol 0 --atol 0)
   for m in resize_linear_x2 resize_linear_odd resize_linear_down resize_linear_asym; do
     check "$m" "$kernelModels/$m.onnx" "$target"
