@@ -131,8 +131,15 @@ std::string reportJson(const CompileReport& r) {
   for (const auto& s : r.stages) stages[s.stage] = s.milliseconds;
   j["stage_ms"] = stages;
   j["passes"] = Json::array();
-  for (const auto& p : r.passes)
-    j["passes"].push_back({{"name", p.name}, {"ms", p.milliseconds}, {"changed", p.changed}});
+  for (const auto& p : r.passes) {
+    Json counts = Json::object();
+    for (const auto& [what, n] : p.change.counts) counts[what] = n;
+    j["passes"].push_back({{"name", p.name},
+                           {"kind", ir::passKindName(p.kind)},
+                           {"ms", p.milliseconds},
+                           {"changed", p.changed},
+                           {"counts", counts}});
+  }
   return j.dump(2) + "\n";
 }
 
