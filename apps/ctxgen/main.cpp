@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
   app.add_option("--stop-after", o.stopAfter,
                  "stop after this pass (graph or lowering), print the graphs or partitions, write nothing");
   app.add_option("--depfile", depfile, "write Makefile-style dependencies to FILE");
-  app.add_flag("-v,--verbose", verbose, "per-partition and per-stage detail");
+  app.add_flag("-v,--verbose", verbose, "per-partition, per-stage and per-pass detail");
   app.add_flag("-q,--quiet", quiet, "print errors only");
   app.add_option("--log-level", logLevel, fmt::format("diagnostics from this severity on: {}", cli::kSeverityNames));
   app.footer(kHelpFooter);

@@ -54,6 +54,9 @@ std::string reportText(const CompileReport& r, bool verbose) {
     out += "stage times:";
     for (const auto& s : r.stages) out += fmt::format(" {} {:.1f} ms;", s.stage, s.milliseconds);
     out += "\n";
+    for (const auto& p : r.passes)
+      out += fmt::format("pass {} ({}, {:.1f} ms): {}\n", p.name, ir::passKindName(p.kind), p.milliseconds,
+                         p.change.summary());
   }
   return out;
 }

@@ -463,6 +463,14 @@ TEST_CASE("ctxgen --dump-after and --stop-after take every pass, graph passes to
   CHECK(report["passes"][7]["changed"].get<int>() == 0);  // fuse-matmul-add: no MatMul in tiny_cnn
   CHECK(report["passes"][9]["counts"]["ops_fused"].get<int>() == 2);  // fuse-epilogue: the two Relu
 
+  // -v words each pass's change report.
+  auto verbose = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", (out / "verbose").string(), "-v"});
+  INFO(verbose.out << verbose.err);
+  REQUIRE(verbose.exitCode == 0);
+  CHECK(verbose.out.find("pass inline-if (graph, ") != std::string::npos);
+  CHECK(verbose.out.find("ms): 2 batchnorms folded\n") != std::string::npos);
+  CHECK(verbose.out.find("ms): no change\n") != std::string::npos);
+
   auto bad = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", (out / "bad").string(), "--dump-after", "fold-everything"});
   CHECK(bad.exitCode == 2);
   CHECK(bad.err.find("fold-batchnorm") != std::string::npos);
