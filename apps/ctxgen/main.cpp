@@ -103,11 +103,13 @@ int main(int argc, char** argv) {
   app.add_flag("--dump", o.dumpPrograms, "print the compiled programs as text");
   app.add_option(
       "--dump-after", o.dumpAfter,
-      "print every partition as it is after this lowering pass (fuse-qdq, fold-constants, fold-batchnorm, fold-affine, "
-      "fuse-matmul-add, match-activations, fuse-epilogue, choose-layouts, emit-program, plan-memory)");
-  app.add_option("--stop-after", o.stopAfter, "stop lowering after this pass, print the partitions, write nothing");
+      "print every graph as it is after this graph pass (inline-if, remove-noops, fold-subgraphs), or every partition "
+      "after this lowering pass (fuse-qdq, fold-constants, fold-batchnorm, fold-affine, fuse-matmul-add, "
+      "match-activations, fuse-epilogue, choose-layouts, emit-program, plan-memory)");
+  app.add_option("--stop-after", o.stopAfter,
+                 "stop after this pass (graph or lowering), print the graphs or partitions, write nothing");
   app.add_option("--depfile", depfile, "write Makefile-style dependencies to FILE");
-  app.add_flag("-v,--verbose", verbose, "per-partition and per-stage detail");
+  app.add_flag("-v,--verbose", verbose, "per-partition, per-stage and per-pass detail");
   app.add_flag("-q,--quiet", quiet, "print errors only");
   app.add_option("--log-level", logLevel, fmt::format("diagnostics from this severity on: {}", cli::kSeverityNames));
   app.footer(kHelpFooter);

@@ -1,23 +1,20 @@
 // Whole-graph passes that run before partitioning, on the facts analyzeGraph derives (bound inputs included):
 // an If whose condition is known is replaced by its branch, ops that change nothing are removed, and constants
 // inside the bodies of the If/Loop/Scan nodes left are folded. The graph's own constant subgraphs need no pass:
-// analyzeGraph folds them, and the partitioner stores their values as weights.
+// analyzeGraph folds them, and the partitioner stores their values as weights. One class per pass, one file each
+// (lib/analysis/passes), behind the interface the lowering passes share (ir::Pass).
 #pragma once
 
 #include "analysis/analysis.h"
+#include "ir/pass.h"
 
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 namespace ctxkit::analysis {
-
-struct GraphPassRun {
-  std::string name;
-  double milliseconds = 0;
-  size_t changed = 0;  // nodes replaced or removed
-};
 
 // What the passes did, node by node, for a caller that must find the graph's own nodes again (the plugin EP fuses
 // ONNX Runtime's nodes, not the rewritten ones). Node numbers are indices into the graph as it was given.
@@ -31,14 +28,42 @@ struct GraphPassTrace {
   std::unordered_map<std::string, std::string> renames;
 };
 
-// The passes in the order they run (for --json and errors).
-const std::vector<std::string>& graphPassNames();
+// What the graph passes work on: the graph, the facts of it as it is now (a pass that changes the graph analyzes it
+// again), and where its nodes came from.
+struct GraphPassState {
+  ir::Graph& graph;
+  const Bindings& bindings;
+  const AnalyzeOptions& options;
+  GraphFacts facts;
+  GraphPassTrace& trace;
+  std::vector<std::string>* warnings;  // may be null
 
-// Runs the passes on `graph` until none changes anything and returns the facts of the final graph (what
-// analyzeGraph gives for it). `runs` receives one entry per pass.
+  // facts = analyzeGraph(graph) after a change.
+  Status reanalyze();
+};
+
+using GraphPass = ir::Pass<GraphPassState>;
+
+// The passes in the order they run.
+const std::vector<const GraphPass*>& graphPasses();
+const std::vector<std::string_view>& graphPassNames();
+
+// ctxgen's --dump-after and --stop-after for the graph passes.
+struct GraphPassDump {
+  std::string dumpAfter, stopAfter;  // in: pass names (a lowering pass's name matches none here)
+  std::string name;                  // in: the graph's name in the dump
+  std::string text;                  // out: the graph as it was after that pass (graphText)
+  bool stopped = false;              // out: stopAfter named a graph pass; the passes after it did not run
+};
+
+// A compact listing of the graph's nodes, one a line: `outputs = OpType(inputs)  # name`, constants marked.
+std::string graphText(const ir::Graph& graph, const GraphFacts& facts, std::string_view title);
+
+// Runs the passes on `graph` and returns the facts of the final graph (what analyzeGraph gives for it). `runs`
+// receives one record per pass.
 //  - inline-if: an If whose condition is a compile-time constant becomes its chosen branch's nodes; values the
 //    branch defines are renamed `<If node>/<name>` (made unique), its outputs are the If's outputs, its initializers
-//    join the graph's; nested If's inlined this way are taken on the next round.
+//    join the graph's; nested If's inlined this way are taken on the next round, until no If is left to inline.
 //  - remove-noops: Identity, Dropout in inference (no training_mode, or a constant false; mask unused), Cast to its
 //    input's type and Reshape to its input's static shape are removed and their readers read the input instead.
 //    A node writing a graph output stays, so the graph's output names never change.
@@ -48,8 +73,9 @@ const std::vector<std::string>& graphPassNames();
 // `warnings`, when given, gets a line for each If/Loop/Scan subgraph that fold-subgraphs could not analyze with the
 // bound shapes (a branch that cannot run with them: ONNX Runtime refuses to load a model holding one).
 // `trace`, when given, says which If nodes to keep and receives where each node of the final graph came from.
-Expected<GraphFacts> runGraphPasses(ir::Graph& graph, const Bindings& bindings, std::vector<GraphPassRun>& runs,
+// `dump`, when given, names a pass to dump the graph after or to stop after.
+Expected<GraphFacts> runGraphPasses(ir::Graph& graph, const Bindings& bindings, std::vector<ir::PassRun>& runs,
                                     const AnalyzeOptions& options = {}, std::vector<std::string>* warnings = nullptr,
-                                    GraphPassTrace* trace = nullptr);
+                                    GraphPassTrace* trace = nullptr, GraphPassDump* dump = nullptr);
 
 }  // namespace ctxkit::analysis

@@ -8,6 +8,7 @@
 
 #include "analysis/analysis.h"
 #include "ir/graph.h"
+#include "ir/pass.h"
 #include "ops/weight_layout.h"
 #include "partitioner/partitioner.h"
 #include "program/program.h"
@@ -20,23 +21,19 @@
 
 namespace ctxkit::codegen {
 
-// One pass over one partition: its name, time and whether it changed anything.
-struct PassRun {
-  std::string name;
-  double milliseconds = 0;
-  bool changed = false;
-};
-
 struct LoweredPartition {
   program::Program program;
   std::vector<std::string> inputs;   // boundary values read, in EPContext input order
   std::vector<std::string> outputs;  // boundary values written, in EPContext output order
-  std::vector<PassRun> passes;       // in the order they ran
+  std::vector<ir::PassRun> passes;   // in the order they ran
   std::string dump;                  // with LowerOptions::dumpAfter: the partition after that pass
   bool stopped = false;              // LowerOptions::stopAfter ended lowering early: `program` is incomplete
 };
 
-// The lowering passes in the order they run.
+// The lowering passes in the order they run (lib/codegen/passes, one class a file, on a LoweringState).
+struct LoweringState;
+using LoweringPass = ir::Pass<LoweringState>;
+const std::vector<const LoweringPass*>& loweringPasses();
 const std::vector<std::string_view>& loweringPassNames();
 
 // Gives a weight its weight-table index (shared across partitions and models by the caller). The tensor is the

@@ -82,8 +82,14 @@ Expected<CompiledGraph> compilePartitions(ir::Graph& graph, const partitioner::T
                                           const CompileSettings& settings, const CompileHooks& hooks) {
   CompiledGraph out;
   auto start = std::chrono::steady_clock::now();
-  auto facts = analysis::runGraphPasses(graph, settings.bindings, out.graphPasses, {}, &out.warnings, settings.trace);
+  analysis::GraphPassDump dump;
+  dump.dumpAfter = settings.lower.dumpAfter;
+  dump.stopAfter = settings.lower.stopAfter;
+  dump.name = settings.variant.empty() ? settings.stem : settings.stem + "_" + settings.variant;
+  auto facts =
+      analysis::runGraphPasses(graph, settings.bindings, out.graphPasses, {}, &out.warnings, settings.trace, &dump);
   out.analyzeMs = millisecondsSince(start);
+  out.graphDump = std::move(dump.text);
   if (!facts) {
     if (!hooks.onAnalysisError) return facts.takeError();
     CTX_RETURN_IF_ERROR(hooks.onAnalysisError(facts.takeError()));
@@ -91,6 +97,10 @@ Expected<CompiledGraph> compilePartitions(ir::Graph& graph, const partitioner::T
   }
   out.analyzed = true;
   out.facts = std::move(facts).value();
+  if (dump.stopped) {
+    out.stopped = true;
+    return out;
+  }
   start = std::chrono::steady_clock::now();
   out.plan = partitioner::partitionGraph(graph, out.facts, target);
   out.partitionMs = millisecondsSince(start);

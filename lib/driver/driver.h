@@ -66,9 +66,9 @@ struct CompileSettings {
   std::string namePrefix;  // ep.context_node_name_prefix
   std::string stem;        // the model's file stem
   std::string variant;     // a shape variant's name, or ""
-  // Before partitioning, analysis::runGraphPasses (inline-if, remove-noops, fold-subgraphs) rewrites the graph. When
-  // set: the nodes the passes keep, and where each node of the rewritten graph came from (the plugin EP, which fuses
-  // ORT's own nodes, finds them through it).
+  // Before partitioning, analysis::runGraphPasses (inline-if, remove-noops, fold-subgraphs) rewrites the graph;
+  // lower.dumpAfter and lower.stopAfter may name its passes too. When set: the nodes the passes keep, and where each
+  // node of the rewritten graph came from (the plugin EP, which fuses ORT's own nodes, finds them through it).
   analysis::GraphPassTrace* trace = nullptr;
   analysis::Bindings bindings;
   LowerSettings lower;  // `name` is set for each partition
@@ -102,7 +102,9 @@ struct CompiledGraph {
   bool analyzed = false;  // false: onAnalysisError left the whole graph to the fallback path (no facts, no plan)
   analysis::GraphFacts facts;
   partitioner::PartitionPlan plan;
-  std::vector<analysis::GraphPassRun> graphPasses;
+  std::vector<ir::PassRun> graphPasses;
+  std::string graphDump;  // with lower.dumpAfter or lower.stopAfter naming a graph pass: the graph after it
+  bool stopped = false;   // lower.stopAfter named a graph pass: the graph was neither partitioned nor lowered
   std::vector<std::string> warnings;          // from the graph passes
   std::vector<CompiledPartition> partitions;  // the partitions lowered, in plan order
   double analyzeMs = 0, partitionMs = 0, lowerMs = 0;

@@ -84,13 +84,13 @@ public:
     report_.stages.push_back(StageTime{stage, ms});
   }
 
-  void addPasses(const std::vector<codegen::PassRun>& runs) {
+  void addPasses(const std::vector<ir::PassRun>& runs) {
     for (const auto& run : runs) {
       auto it =
           std::find_if(report_.passes.begin(), report_.passes.end(), [&](const auto& p) { return p.name == run.name; });
-      if (it == report_.passes.end()) it = report_.passes.insert(report_.passes.end(), PassSummary{run.name, 0, 0});
-      it->milliseconds += run.milliseconds;
-      it->changed += run.changed ? 1 : 0;
+      if (it == report_.passes.end())
+        it = report_.passes.insert(report_.passes.end(), ir::PassRun{run.name, run.kind, 0, 0, {}});
+      it->add(run);
     }
   }
   void addDump(const std::string& text) { report_.programDump += text; }
@@ -120,12 +120,12 @@ std::string stemOf(const fs::path& p) { return p.stem().string(); }
 Status planOutputs(const CompileOptions& options, const std::vector<VariantSpec>& variants,
                    std::vector<ModelWork>& work, std::vector<ContainerWork>& containers) {
   if (options.models.empty()) return makeError(ErrorCode::InvalidArgument, "no input models given");
-  for (const std::string* pass : {&options.dumpAfter, &options.stopAfter}) {
-    const auto& names = codegen::loweringPassNames();
-    if (!pass->empty() && std::find(names.begin(), names.end(), *pass) == names.end())
-      return makeError(ErrorCode::InvalidArgument, "--{} '{}': no such lowering pass; the passes are {}",
-                       pass == &options.dumpAfter ? "dump-after" : "stop-after", *pass, fmt::join(names, ", "));
-  }
+  std::vector<std::string_view> passNames = analysis::graphPassNames();
+  for (std::string_view name : codegen::loweringPassNames()) passNames.push_back(name);
+  for (const std::string* pass : {&options.dumpAfter, &options.stopAfter})
+    if (!pass->empty() && std::find(passNames.begin(), passNames.end(), *pass) == passNames.end())
+      return makeError(ErrorCode::InvalidArgument, "--{} '{}': no such pass; the passes are {}",
+                       pass == &options.dumpAfter ? "dump-after" : "stop-after", *pass, fmt::join(passNames, ", "));
   if (options.embedMode != 0 && options.embedMode != 1)
     return makeError(ErrorCode::InvalidArgument, "--embed-mode must be 0 or 1, got {}", options.embedMode);
   if (options.share && options.embedMode == 1)
@@ -301,8 +301,8 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
   clock.add("analyze", compiled.analyzeMs);
   clock.add("partition", compiled.partitionMs);
   clock.add("lower", compiled.lowerMs);
-  for (const auto& run : compiled.graphPasses)
-    clock.addPasses({codegen::PassRun{run.name, run.milliseconds, run.changed != 0}});
+  clock.addPasses(compiled.graphPasses);
+  clock.addDump(compiled.graphDump);
   w.partitionWeights.resize(w.plan.partitions.size());  // a partition without weights called no intern
   for (auto& c : compiled.partitions) {
     if (!container.graphNames.insert(c.name).second)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "analysis/analysis.h"
+#include "ir/pass.h"
 #include "support/status.h"
 
 #include <cstdint>
@@ -39,8 +40,10 @@ struct CompileOptions {
   bool errorIfNoNodesCompiled = false;
   bool dryRun = false;
   bool dumpPrograms = false;
-  std::string dumpAfter;  // a lowering pass: put every partition as it is after that pass in programDump
-  std::string stopAfter;  // a lowering pass: stop lowering after it, put the partitions in programDump, write nothing
+  // A pass, graph or lowering: put every graph (or partition) as it is after that pass in programDump.
+  std::string dumpAfter;
+  // A pass, graph or lowering: stop after it, put the graphs (or partitions) in programDump, write nothing.
+  std::string stopAfter;
   std::optional<std::filesystem::path> depfile;
   // The --json report file: written with the outputs (CompileReport::reportFileWritten); when the run stops before
   // writing (dry run, --stop-after) or fails, the caller writes it.
@@ -86,13 +89,6 @@ struct StageTime {
   double milliseconds = 0;
 };
 
-// A lowering pass summed over every partition of the run.
-struct PassSummary {
-  std::string name;
-  double milliseconds = 0;
-  size_t changed = 0;  // partitions it changed (a graph pass: models)
-};
-
 struct CompileReport {
   std::string target;
   std::vector<ModelSummary> models;
@@ -106,8 +102,9 @@ struct CompileReport {
   size_t sourceWeights = 0;
   uint64_t hashedBytes = 0;  // weight bytes hashed: to tell look-alike weights apart, and while written
   std::vector<StageTime> stages;
-  std::vector<PassSummary> passes;  // graph passes, then lowering passes, in the order they ran
-  std::string programDump;          // with dumpPrograms
+  // Each pass summed over the run (changed: the graphs or partitions it changed), graph passes first, in run order.
+  std::vector<ir::PassRun> passes;
+  std::string programDump;  // with dumpPrograms
   bool dryRun = false;
   bool stopped = false;            // stopAfter ended the run before anything was written
   bool reportFileWritten = false;  // CompileOptions::reportFile was written with the outputs

@@ -54,6 +54,9 @@ std::string reportText(const CompileReport& r, bool verbose) {
     out += "stage times:";
     for (const auto& s : r.stages) out += fmt::format(" {} {:.1f} ms;", s.stage, s.milliseconds);
     out += "\n";
+    for (const auto& p : r.passes)
+      out += fmt::format("pass {} ({}, {:.1f} ms): {}\n", p.name, ir::passKindName(p.kind), p.milliseconds,
+                         p.change.summary());
   }
   return out;
 }
@@ -131,8 +134,15 @@ std::string reportJson(const CompileReport& r) {
   for (const auto& s : r.stages) stages[s.stage] = s.milliseconds;
   j["stage_ms"] = stages;
   j["passes"] = Json::array();
-  for (const auto& p : r.passes)
-    j["passes"].push_back({{"name", p.name}, {"ms", p.milliseconds}, {"changed", p.changed}});
+  for (const auto& p : r.passes) {
+    Json counts = Json::object();
+    for (const auto& [what, n] : p.change.counts) counts[what] = n;
+    j["passes"].push_back({{"name", p.name},
+                           {"kind", ir::passKindName(p.kind)},
+                           {"ms", p.milliseconds},
+                           {"changed", p.changed},
+                           {"counts", counts}});
+  }
   return j.dump(2) + "\n";
 }
 

@@ -24,7 +24,7 @@ size_t count(const ir::Graph& g, ir::OpKind kind) {
   return static_cast<size_t>(std::count_if(g.nodes.begin(), g.nodes.end(), [&](const ir::Node& n) { return n.kind == kind; }));
 }
 
-const analysis::GraphPassRun& pass(const std::vector<analysis::GraphPassRun>& runs, const std::string& name) {
+const ir::PassRun& pass(const std::vector<ir::PassRun>& runs, const std::string& name) {
   auto it = std::find_if(runs.begin(), runs.end(), [&](const auto& r) { return r.name == name; });
   REQUIRE(it != runs.end());
   return *it;
@@ -87,12 +87,13 @@ TEST_CASE("inline-if replaces an If on a known condition by its branch, nested I
   for (int64_t rate : {int64_t{16000}, int64_t{8000}}) {
     INFO("rate " << rate);
     ir::Graph g = ifGraph(rate);
-    std::vector<analysis::GraphPassRun> runs;
+    std::vector<ir::PassRun> runs;
     auto facts = analysis::runGraphPasses(g, {}, runs);
     INFO((facts ? std::string() : facts.error().message()));
     REQUIRE(facts);
     CHECK(count(g, ir::OpKind::If) == 0);
-    CHECK(pass(runs, "inline-if").changed == (rate == 16000 ? 2u : 1u));
+    CHECK(pass(runs, "inline-if").change.countOf("ifs_inlined") == (rate == 16000 ? 2u : 1u));
+    CHECK(pass(runs, "inline-if").changed == 1);
     REQUIRE(g.outputs[0].name == "y");
     auto values = evaluateNodes(g, {{"x", x}});
     // x * -3 through Relu, plus x; or x itself.
@@ -119,7 +120,7 @@ TEST_CASE("the trace says where each node of the rewritten graph came from, and 
   g.nodes.push_back(node("Identity", {"y"}, {"out"}));  // writes a graph output: stays
   g.nodes[1].outputs[0] = "y0";
   g.nodes.insert(g.nodes.begin() + 2, node("Identity", {"y0"}, {"y"}));  // a no-op (2); the Identity above is 3
-  std::vector<analysis::GraphPassRun> runs;
+  std::vector<ir::PassRun> runs;
   analysis::GraphPassTrace trace;
   REQUIRE(analysis::runGraphPasses(g, {}, runs, {}, nullptr, &trace));
   CHECK(trace.inlined == std::vector<size_t>{1});
@@ -149,10 +150,11 @@ TEST_CASE("inline-if leaves an If whose condition is only known at run time", "[
   ir::Graph g = ifGraph(16000);
   g.initializers.erase(g.initializers.begin());  // rate becomes an input
   g.inputs.push_back(ir::ValueInfo{"rate", ir::ElemType::Int64, std::vector<ir::Dim>{}, ""});
-  std::vector<analysis::GraphPassRun> runs;
+  std::vector<ir::PassRun> runs;
   REQUIRE(analysis::runGraphPasses(g, {}, runs));
   CHECK(count(g, ir::OpKind::If) == 1);
   CHECK(pass(runs, "inline-if").changed == 0);
+  CHECK(pass(runs, "inline-if").change.summary() == "no change");
 }
 
 TEST_CASE("a constant chain is folded to its value", "[graph-passes]") {
@@ -165,7 +167,7 @@ TEST_CASE("a constant chain is folded to its value", "[graph-passes]") {
                     scalarInit("one", ir::ElemType::Float, 1)};
   g.nodes = {node("Add", {"a", "b"}, {"s"}), node("Identity", {"s"}, {"s2"}), node("Mul", {"s2", "a"}, {"p"}),
              node("Sub", {"p", "one"}, {"c"}), node("Add", {"x", "c"}, {"y"})};
-  std::vector<analysis::GraphPassRun> runs;
+  std::vector<ir::PassRun> runs;
   auto facts = analysis::runGraphPasses(g, {}, runs);
   REQUIRE(facts);
   const analysis::ValueFacts* c = facts->find("c");
@@ -173,7 +175,7 @@ TEST_CASE("a constant chain is folded to its value", "[graph-passes]") {
   REQUIRE(c->constant);
   CHECK(floats(*c->constant) == std::vector<float>{4, 13, 26});
   CHECK(!facts->find("y")->constant);
-  CHECK(pass(runs, "remove-noops").changed == 1);
+  CHECK(pass(runs, "remove-noops").change.countOf("nodes_removed") == 1);
 }
 
 TEST_CASE("remove-noops removes Identity chains and ops that change nothing, never a graph output's writer",
@@ -194,9 +196,10 @@ TEST_CASE("remove-noops removes Identity chains and ops that change nothing, nev
              node("Relu", {"r"}, {"relu"}),        castInt, castBack,
              node("Add", {"relu", "xf"}, {"sum"}), node("Identity", {"sum"}, {"y"}),
              node("Reshape", {"sum", "other"}, {"z"})};
-  std::vector<analysis::GraphPassRun> runs;
+  std::vector<ir::PassRun> runs;
   REQUIRE(analysis::runGraphPasses(g, {}, runs));
-  CHECK(pass(runs, "remove-noops").changed == 5);
+  CHECK(pass(runs, "remove-noops").change.countOf("nodes_removed") == 5);
+  CHECK(pass(runs, "remove-noops").change.summary() == "5 nodes removed");
   std::vector<std::string> ops;
   for (const auto& n : g.nodes) ops.push_back(n.opType);
   CHECK(ops == std::vector<std::string>{"Relu", "Cast", "Cast", "Add", "Identity", "Reshape"});
@@ -220,7 +223,7 @@ TEST_CASE("a constant far larger than its inputs is left to run time, a small on
     g.nodes = {node("ConstantOfShape", {"shape"}, {"ones"}), node("Mul", {"ones", "two"}, {"twos"}),
                node("Add", {"x", "twos"}, {"y"})};
     g.nodes[0].attrs.set(ir::Attribute::makeTensor("value", ir::Tensor::fromVector(ir::ElemType::Float, {1}, std::vector<float>{1})));
-    std::vector<analysis::GraphPassRun> runs;
+    std::vector<ir::PassRun> runs;
     auto facts = analysis::runGraphPasses(g, {}, runs);
     REQUIRE(facts);
     CHECK(facts->find("ones")->constant.has_value() == (side == 16));
@@ -248,9 +251,9 @@ TEST_CASE("fold-subgraphs folds constants inside the bodies of Ifs that stay, fr
   then->outputs = {floatValue("then_y", dims({3}))};
   g.nodes = {ifOrPassX("cond", then, dims({3}))};
 
-  std::vector<analysis::GraphPassRun> runs;
+  std::vector<ir::PassRun> runs;
   REQUIRE(analysis::runGraphPasses(g, {}, runs));
-  CHECK(pass(runs, "fold-subgraphs").changed == 3);
+  CHECK(pass(runs, "fold-subgraphs").change.countOf("subgraph_nodes_folded") == 3);
   const ir::Graph& body = *g.nodes[0].attrs.find("then_branch")->g;
   REQUIRE(body.nodes.size() == 1);
   CHECK(body.nodes[0].inputs == std::vector<std::string>{"x", "scale"});
@@ -291,7 +294,7 @@ TEST_CASE("fold-subgraphs keeps one copy of a weight that nested branches folded
   then->outputs = {floatValue("then_y", dims({1, width}))};
   g.nodes = {ifOrPassX("outer", then, dims({1, width}))};
 
-  std::vector<analysis::GraphPassRun> runs;
+  std::vector<ir::PassRun> runs;
   REQUIRE(analysis::runGraphPasses(g, {}, runs));
   const ir::Graph& body = *g.nodes[0].attrs.find("then_branch")->g;
   REQUIRE(body.nodes.size() == 1);  // the nested If
@@ -325,7 +328,7 @@ TEST_CASE("fold-subgraphs warns of a branch that cannot run with the bound shape
     then->outputs = {ir::ValueInfo{"squeezed", ir::ElemType::Float, std::nullopt, ""}};
     g.nodes = {ifOrPassX("cond", then, dims({rows, cols}))};
     g.nodes[0].name = "pick";
-    std::vector<analysis::GraphPassRun> runs;
+    std::vector<ir::PassRun> runs;
     std::vector<std::string> warnings;
     REQUIRE(analysis::runGraphPasses(g, {}, runs, {}, &warnings));
     if (rows == 3) {
@@ -336,4 +339,41 @@ TEST_CASE("fold-subgraphs warns of a branch that cannot run with the bound shape
     CHECK_THAT(warnings[0], Catch::Contains("'pick' (If) then_branch") && Catch::Contains("squeeze0") &&
                                 Catch::Contains("ONNX Runtime refuses"));
   }
+}
+
+TEST_CASE("the graph passes are objects run in order, and dump-after and stop-after show the graph after one",
+          "[graph-passes]") {
+  std::vector<std::string_view> names;
+  for (const analysis::GraphPass* p : analysis::graphPasses()) {
+    names.push_back(p->name());
+    CHECK(!p->required());
+  }
+  CHECK(names == std::vector<std::string_view>{"inline-if", "remove-noops", "fold-subgraphs"});
+  CHECK(analysis::graphPassNames() == names);
+
+  ir::Graph g = ifGraph(16000);
+  std::vector<ir::PassRun> runs;
+  analysis::GraphPassDump dump;
+  dump.name = "m";
+  dump.stopAfter = "inline-if";
+  REQUIRE(analysis::runGraphPasses(g, {}, runs, {}, nullptr, nullptr, &dump));
+  CHECK(dump.stopped);
+  REQUIRE(runs.size() == 1);
+  CHECK(runs[0].name == "inline-if");
+  CHECK(runs[0].kind == ir::PassKind::Graph);
+  INFO(dump.text);
+  CHECK(dump.text.rfind("graph m (after inline-if): ", 0) == 0);
+  CHECK(dump.text.find("= If(") == std::string::npos);  // inlined
+  CHECK(dump.text.find("= Relu(") != std::string::npos);
+
+  ir::Graph all = ifGraph(16000);
+  analysis::GraphPassDump after;
+  after.name = "m";
+  after.dumpAfter = "fold-subgraphs";
+  after.stopAfter = "plan-memory";  // a lowering pass: matches nothing here
+  REQUIRE(analysis::runGraphPasses(all, {}, runs, {}, nullptr, nullptr, &after));
+  CHECK(!after.stopped);
+  CHECK(runs.size() == 3);
+  CHECK(after.text.find("(after fold-subgraphs)") != std::string::npos);
+  CHECK(after.text.find("(after inline-if)") == std::string::npos);
 }

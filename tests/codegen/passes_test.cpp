@@ -108,12 +108,13 @@ struct Lowered {
     for (const auto& op : partition.program.ops) k.push_back(op.kind);
     return k;
   }
-  bool changed(const std::string& pass) const {
-    for (const auto& p : partition.passes)
-      if (p.name == pass) return p.changed;
-    FAIL("pass " << pass << " did not run");
-    return false;
+  const ir::PassRun& run(const std::string& pass) const {
+    auto it = std::find_if(partition.passes.begin(), partition.passes.end(),
+                           [&](const ir::PassRun& p) { return p.name == pass; });
+    if (it == partition.passes.end()) FAIL("pass " << pass << " did not run");
+    return *it;
   }
+  bool changed(const std::string& pass) const { return run(pass).changed != 0; }
 };
 
 // Lowers all of `g`'s nodes as one partition (even nodes the partitioner would fold), skipping `skip`.
@@ -171,6 +172,30 @@ TEST_CASE("the lowering passes run in the order docs/compiler.md lists", "[codeg
                                                                        "plan-memory"});
 }
 
+TEST_CASE("each lowering pass is an object, and its change report counts what it did", "[codegen][passes]") {
+  std::vector<std::string_view> names;
+  for (const codegen::LoweringPass* p : codegen::loweringPasses()) {
+    names.push_back(p->name());
+    CHECK(p->required() == (p->name() == "emit-program" || p->name() == "plan-memory"));
+  }
+  CHECK(names == codegen::loweringPassNames());
+
+  auto l = lowerAll(gemmBatchNormGraph(false));
+  REQUIRE(l->partition.passes.size() == names.size());
+  const ir::PassRun& bn = l->run("fold-batchnorm");
+  CHECK(bn.kind == ir::PassKind::Lowering);
+  CHECK(bn.changed == 1);
+  CHECK(bn.change.countOf("batchnorms_folded") == 1);
+  CHECK(bn.change.summary() == "1 batchnorms folded");
+  const ir::PassRun& fc = l->run("fold-constants");
+  CHECK(fc.changed == 0);
+  CHECK(fc.change.counts.empty());
+  CHECK(fc.change.summary() == "no change");
+  CHECK(l->run("emit-program").change.countOf("program_ops") == 1);
+  CHECK(l->run("plan-memory").change.countOf("buffers_placed") == 0);  // Gemm writes the output directly
+  CHECK(!l->changed("plan-memory"));
+}
+
 TEST_CASE("pass fold-constants evaluates ops whose inputs are all constants", "[codegen][passes]") {
   ir::Graph g;
   g.inputs = {floatValue("x", dims({2, 3}))};
@@ -179,6 +204,9 @@ TEST_CASE("pass fold-constants evaluates ops whose inputs are all constants", "[
   g.nodes = {node("Mul", {"a", "b"}, {"ab"}), node("Add", {"x", "ab"}, {"y"})};
   auto folded = lowerAll(g);
   CHECK(folded->changed("fold-constants"));
+  CHECK(folded->run("fold-constants").change.countOf("ops_folded") == 1);
+  // (analysis already knew ab's value: the op goes, no constant is made)
+  CHECK(folded->run("fold-constants").change.summary() == "1 ops folded");
   CHECK(folded->kinds() == std::vector<ir::OpKind>{ir::OpKind::Add});
   checkComputesSource(g, *folded, {2, 3});
   auto kept = lowerAll(g, {"fold-constants"});

@@ -444,8 +444,10 @@ TEST_CASE("ctxrun --parallel-runs runs one session from several threads and chec
   CHECK(runTool(CTXKIT_CTXRUN, {(out / "tiny_cnn_ctx.onnx").string(), "--parallel-runs", "0"}).exitCode == 2);
 }
 
-TEST_CASE("ctxgen --dump-after works for every lowering pass, --json lists the passes, --stop-after writes nothing", "[e2e]") {
+TEST_CASE("ctxgen --dump-after and --stop-after take every pass, graph passes too, and --json lists every pass run",
+          "[e2e]") {
   TempDir out("passes");
+  const std::vector<std::string> graphPasses = {"inline-if", "remove-noops", "fold-subgraphs"};
   const std::vector<std::string> passes = {"fuse-qdq",        "fold-constants",    "fold-batchnorm", "fold-affine",
                                            "fuse-matmul-add", "match-activations", "fuse-epilogue",  "choose-layouts",
                                            "emit-program",    "plan-memory"};
@@ -458,6 +460,22 @@ TEST_CASE("ctxgen --dump-after works for every lowering pass, --json lists the p
     bool beforeBn = pass == "fuse-qdq" || pass == "fold-constants";
     CHECK((r.out.find("BatchNormalization") != std::string::npos) == beforeBn);
     CHECK(fs::exists(out / pass / "tiny_cnn_ctx.onnx"));
+  }
+  for (const auto& pass : graphPasses) {
+    // After a graph pass: the whole graph, nodes as the model has them, then lowering goes on and writes the model.
+    auto r = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", (out / pass).string(), "--dump-after", pass});
+    INFO(pass << ": " << r.out << r.err);
+    REQUIRE(r.exitCode == 0);
+    CHECK(r.out.find("graph tiny_cnn (after " + pass + "): ") != std::string::npos);
+    CHECK(r.out.find("= BatchNormalization(") != std::string::npos);
+    CHECK(fs::exists(out / pass / "tiny_cnn_ctx.onnx"));
+    // Stopped after a graph pass: the graph as it is then, no partition lowered, nothing written.
+    auto stop = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", (out / ("stop-" + pass)).string(), "--stop-after", pass});
+    INFO(stop.out << stop.err);
+    CHECK(stop.exitCode == 0);
+    CHECK(stop.out.find("graph tiny_cnn (after " + pass + "): ") != std::string::npos);
+    CHECK(stop.out.find("tiny_cnn_ctxkit_0") == std::string::npos);
+    CHECK(!fs::exists(out / ("stop-" + pass)));
   }
   auto stop = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", (out / "stop").string(), "--stop-after", "fuse-epilogue"});
   INFO(stop.out << stop.err);
@@ -472,18 +490,32 @@ TEST_CASE("ctxgen --dump-after works for every lowering pass, --json lists the p
   for (const auto& p : report["passes"]) {
     names.push_back(p["name"].get<std::string>());
     CHECK(p["ms"].get<double>() >= 0);
+    CHECK(p["kind"].get<std::string>() == (names.size() <= graphPasses.size() ? "graph" : "lowering"));
+    CHECK(p["counts"].is_object());
   }
   // The graph passes come first (their "changed" counts models), then the lowering passes (partitions).
-  std::vector<std::string> listed = {"inline-if", "remove-noops", "fold-subgraphs"};
+  std::vector<std::string> listed = graphPasses;
   listed.insert(listed.end(), passes.begin(), passes.end());
   CHECK(names == listed);
   CHECK(report["passes"][0]["changed"].get<int>() == 0);  // inline-if: no If in tiny_cnn
+  CHECK(report["passes"][0]["counts"].empty());
   CHECK(report["passes"][5]["changed"].get<int>() == 1);  // fold-batchnorm changed the one partition
+  CHECK(report["passes"][5]["counts"]["batchnorms_folded"].get<int>() == 2);  // tiny_cnn has two Conv + BN
   CHECK(report["passes"][7]["changed"].get<int>() == 0);  // fuse-matmul-add: no MatMul in tiny_cnn
+  CHECK(report["passes"][9]["counts"]["ops_fused"].get<int>() == 2);  // fuse-epilogue: the two Relu
+
+  // -v words each pass's change report.
+  auto verbose = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", (out / "verbose").string(), "-v"});
+  INFO(verbose.out << verbose.err);
+  REQUIRE(verbose.exitCode == 0);
+  CHECK(verbose.out.find("pass inline-if (graph, ") != std::string::npos);
+  CHECK(verbose.out.find("ms): 2 batchnorms folded\n") != std::string::npos);
+  CHECK(verbose.out.find("ms): no change\n") != std::string::npos);
 
   auto bad = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", (out / "bad").string(), "--dump-after", "fold-everything"});
   CHECK(bad.exitCode == 2);
   CHECK(bad.err.find("fold-batchnorm") != std::string::npos);
+  CHECK(bad.err.find("remove-noops") != std::string::npos);
 }
 
 TEST_CASE("ctxrun --set gives an input one value everywhere, and names the inputs when it matches none", "[e2e]") {

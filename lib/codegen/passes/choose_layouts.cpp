@@ -1,0 +1,58 @@
+// choose-layouts: constant B operands of MatMul and Gemm (and the weights of Convs the kernels run as a GEMM) are
+// stored in the target's GEMM panel layout, packed once at compile time (by the weight table, as it writes them) so
+// that runs read them in place. A constant read any other way too (or leaving the partition) stays plain.
+#include "codegen/passes/passes.h"
+#include "kernels/kernels.h"
+
+#include <map>
+
+namespace ctxkit::codegen {
+
+namespace {
+
+// Whether prepared ops run this Conv (of a float32 weight) as a GEMM on its weight in panels
+// (kernels::convOnPanels, on the static input shape).
+bool convOnPanels(const LoweringState& state, const LOp& op, const ir::Tensor& w, const ops::ConvAttrs& attrs) {
+  if (w.elementCount() == 0 || op.inputs[0].empty() || op.outputs.empty()) return false;
+  auto x = state.shapeOf(op.inputs[0]);  // (the data is float32 as the weight is: Conv takes one type)
+  return x && kernels::convOnPanels(attrs, *x, w.shape());
+}
+
+// The layout a constant read as input `k` of `op` would be stored in: the target's GEMM panels for a 2-D
+// float32 B of MatMul or Gemm (transposed panels for Gemm with transB), transposed panels for the weight of a
+// Conv the kernels run as a GEMM on it (kernels::convOnPanels), nothing for any other use.
+std::optional<ops::WeightLayout> gemmLayoutFor(const LoweringState& state, const LOp& op, size_t k) {
+  const bool conv = op.kind == ir::OpKind::Conv;
+  if (k != 1 || (op.kind != ir::OpKind::MatMul && op.kind != ir::OpKind::Gemm && !conv)) return std::nullopt;
+  const ir::Tensor* b = state.constantOf(op.inputs[1]);
+  if (!b || b->type() != ir::ElemType::Float || (conv ? b->rank() < 3 : b->rank() != 2)) return std::nullopt;
+  if (conv && !convOnPanels(state, op, *b, std::get<ops::ConvAttrs>(op.typed))) return std::nullopt;
+  bool transB = conv || (op.kind == ir::OpKind::Gemm && std::get<ops::GemmAttrs>(op.typed).transB);
+  ops::WeightLayout layout = state.options.gemmLayout;
+  if (transB) layout.kind = ops::WeightLayoutKind::GemmPanelsTransposed;
+  return layout;
+}
+
+}  // namespace
+
+Expected<ir::PassChange> ChooseLayouts::run(LoweringState& state) const {
+  if (state.options.gemmLayout.plain()) return ir::PassChange{};
+  std::map<std::string, std::optional<ops::WeightLayout>> uses;  // constant -> its one layout, or none
+  for (const LOp& op : state.ops)
+    for (size_t k = 0; k < op.inputs.size(); ++k) {
+      const std::string& in = op.inputs[k];
+      if (in.empty() || !state.constantOf(in)) continue;
+      auto layout = gemmLayoutFor(state, op, k);
+      auto [it, fresh] = uses.emplace(in, layout);
+      if (!fresh && it->second != layout) it->second.reset();
+    }
+  size_t packed = 0;
+  for (const auto& [name, layout] : uses)
+    if (layout && !state.leaves(name)) {
+      state.layouts[name] = *layout;
+      ++packed;
+    }
+  return ir::PassChange{}.count("weights_packed", packed);
+}
+
+}  // namespace ctxkit::codegen

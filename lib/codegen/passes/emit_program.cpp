@@ -1,0 +1,167 @@
+// emit-program: the partition's ops become a program: typed ops with their epilogues, weights interned (in the layout
+// choose-layouts gave them), boundary values as inputs and outputs, reshape-like ops as views of their input.
+#include "codegen/passes/passes.h"
+#include "ir/op_info.h"
+#include "kernels/kernels.h"
+
+#include <algorithm>
+
+namespace ctxkit::codegen {
+
+namespace {
+
+using program::TensorDesc;
+using program::TensorKind;
+
+int32_t addTensor(LoweringState& state, TensorDesc desc) {
+  state.result.program.tensors.push_back(std::move(desc));
+  state.lastUse.push_back(0);
+  state.firstUse.push_back(0);
+  return static_cast<int32_t>(state.result.program.tensors.size() - 1);
+}
+
+Expected<int32_t> tensorFor(LoweringState& state, const std::string& name) {
+  if (auto it = state.tensorOf.find(name); it != state.tensorOf.end()) return it->second;
+  if (const ir::Tensor* c = state.constantOf(name)) {
+    ops::WeightLayout layout;
+    uint64_t size = c->byteSize();  // of the form the kernels read
+    if (auto it = state.layouts.find(name); it != state.layouts.end()) {
+      layout = it->second;
+      auto elements = ops::layoutElements(layout, c->shape());
+      if (!elements)
+        return makeError(ErrorCode::Internal, "weight '{}': layout {} does not apply", name, ops::layoutName(layout));
+      size = *elements * ir::elemSize(c->type());
+    }
+    // Stored packed (by the weight table, a few panels at a time: no packed copy here), or plain and packed at load.
+    const ops::WeightLayout stored = state.options.plainWeights ? ops::WeightLayout{} : layout;
+    CTX_ASSIGN_OR_RETURN(uint32_t index, state.intern(*c, stored).addContext(fmt::format("weight '{}'", name)));
+    int32_t t = addTensor(state, TensorDesc{TensorKind::Weight, c->type(), program::toDims(c->shape()), index, 0, size,
+                                            program::Name(name), layout});
+    state.tensorOf[name] = t;
+    return t;
+  }
+  const analysis::ValueFacts* f = state.facts.find(name);
+  if (!f || !f->shape) return makeError(ErrorCode::Internal, "boundary value '{}' has no static shape", name);
+  auto bytes = ir::storageBytes(f->type, ir::elementCount(*f->shape).value_or(0));
+  if (!bytes)
+    return makeError(ErrorCode::Unsupported, "value '{}' of type {} cannot be compiled", name,
+                     ir::elemTypeName(f->type));
+  auto position = static_cast<uint32_t>(state.result.inputs.size());
+  int32_t t = addTensor(
+      state,
+      TensorDesc{TensorKind::Input, f->type, program::toDims(*f->shape), position, 0, *bytes, program::Name(name), {}});
+  state.result.program.inputs.push_back(t);
+  state.result.inputs.push_back(name);
+  state.tensorOf[name] = t;
+  return t;
+}
+
+void markRead(LoweringState& state, int32_t t) {
+  if (t < 0) return;
+  const TensorDesc& d = state.result.program.tensors[t];
+  if (d.kind == TensorKind::View) t = static_cast<int32_t>(d.index);
+  state.lastUse[t] = std::max(state.lastUse[t], state.result.program.ops.size());
+}
+
+Status emit(LoweringState& state, const LOp& op) {
+  program::Indices inputs;
+  std::vector<kernels::ValueDesc> descs;
+  // A view needs only its data input; shape/axes inputs were used up by static shape inference.
+  bool asView = ir::isView(op.kind) && op.outputs.size() == 1 && !state.leaves(op.outputs[0]) && !op.inputs.empty() &&
+                !op.inputs[0].empty() && !state.constantOf(op.inputs[0]);
+  for (const auto& in : op.inputs) {
+    if (asView && !inputs.empty()) break;
+    if (in.empty()) {
+      inputs.push_back(-1);
+      kernels::ValueDesc d;
+      d.present = false;
+      descs.push_back(d);
+      continue;
+    }
+    CTX_ASSIGN_OR_RETURN(int32_t t, tensorFor(state, in));
+    inputs.push_back(t);
+    const TensorDesc& td = state.result.program.tensors[t];
+    descs.push_back(kernels::ValueDesc{td.type, program::toShape(td.shape), state.constantOf(in), true});
+  }
+
+  // Reshape-like ops alias their input's bytes unless the result must leave the partition.
+  if (asView) {
+    auto shape = state.shapeOf(op.outputs[0]);
+    if (!shape) return makeError(ErrorCode::Internal, "view '{}' has no static shape", op.outputs[0]);
+    const TensorDesc& base = state.result.program.tensors[inputs[0]];
+    uint32_t baseIndex = base.kind == TensorKind::View ? base.index : static_cast<uint32_t>(inputs[0]);
+    state.tensorOf[op.outputs[0]] = addTensor(state, TensorDesc{TensorKind::View,
+                                                                base.type,
+                                                                program::toDims(*shape),
+                                                                baseIndex,
+                                                                0,
+                                                                base.size,
+                                                                program::Name(op.outputs[0]),
+                                                                {}});
+    return Status::ok();
+  }
+
+  // Reshape-like ops whose result leaves the partition run as real ops: the kernel copies into the output.
+  ir::OpKind kind = op.kind;
+  kernels::OpContext ctx{kind, op.opset, op.onnx, op.name, nullptr, &op.typed};
+  size_t outputCount = op.outputs.size();
+  while (outputCount > 0 && op.outputs[outputCount - 1].empty()) --outputCount;
+  CTX_ASSIGN_OR_RETURN(auto outs, kernels::inferOutputs(ctx, descs, outputCount));
+  size_t opIndex = state.result.program.ops.size();
+  for (int32_t t : inputs) markRead(state, t);
+  program::Indices outputs;
+  for (size_t o = 0; o < outputCount; ++o) {
+    const std::string& name = op.outputs[o];
+    auto bytes = ir::storageBytes(outs[o].type, ir::elementCount(outs[o].shape).value_or(0));
+    if (!bytes)
+      return makeError(ErrorCode::Unsupported, "output '{}' of type {} cannot be compiled", name,
+                       ir::elemTypeName(outs[o].type));
+    int32_t t;
+    if (!name.empty() && state.leaves(name)) {
+      auto position = static_cast<uint32_t>(state.result.outputs.size());
+      t = addTensor(state, TensorDesc{TensorKind::Output,
+                                      outs[o].type,
+                                      program::toDims(outs[o].shape),
+                                      position,
+                                      0,
+                                      *bytes,
+                                      program::Name(name),
+                                      {}});
+      state.result.program.outputs.push_back(t);
+      state.result.outputs.push_back(name);
+    } else {
+      t = addTensor(
+          state,
+          TensorDesc{
+              TensorKind::Arena, outs[o].type, program::toDims(outs[o].shape), 0, 0, *bytes, program::Name(name), {}});
+      state.firstUse[t] = state.lastUse[t] = opIndex;
+    }
+    if (!name.empty()) state.tensorOf[name] = t;
+    outputs.push_back(t);
+  }
+  // A program keeps decoded attributes only, never ONNX names (kinds without typed attributes keep none).
+  ops::OpAttrs typed = op.typed;
+  if (op.epilogue)
+    std::visit(
+        [&](auto& a) {
+          if constexpr (requires { a.epilogue; }) a.epilogue = *op.epilogue;
+        },
+        typed);
+  state.result.program.ops.push_back(
+      program::Op{kind, op.opset, program::Name(op.name), std::move(inputs), std::move(outputs), std::move(typed)});
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<ir::PassChange> EmitProgram::run(LoweringState& state) const {
+  for (const LOp& op : state.ops)
+    CTX_RETURN_IF_ERROR(emit(state, op).addContext(fmt::format("lowering node '{}'", op.name)));
+  state.emitted = true;
+  ir::PassChange change;
+  change.changed = true;  // the program is made
+  return change.count("program_ops", state.result.program.ops.size())
+      .count("tensors", state.result.program.tensors.size());
+}
+
+}  // namespace ctxkit::codegen

@@ -1,0 +1,62 @@
+// fuse-matmul-add: MatMul by a constant [K, N] followed only by Add of a constant bias [N] becomes one Gemm with the
+// bias as C; leading dimensions of A are flattened and restored with views (no copies).
+#include "codegen/passes/passes.h"
+
+#include <algorithm>
+
+namespace ctxkit::codegen {
+
+Expected<ir::PassChange> FuseMatMulAdd::run(LoweringState& state) const {
+  auto& ops = state.ops;
+  size_t fused = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    LOp& mm = ops[i];
+    if (mm.kind != ir::OpKind::MatMul || mm.inputs.size() != 2 || mm.outputs.size() != 1) continue;
+    const std::string& out = mm.outputs[0];
+    const ir::Tensor* b = state.constantOf(mm.inputs[1]);
+    auto aShape = state.shapeOf(mm.inputs[0]);
+    const analysis::ValueFacts* af = state.facts.find(mm.inputs[0]);
+    if (!b || b->type() != ir::ElemType::Float || b->rank() != 2 || !aShape || aShape->size() < 2 || !af ||
+        af->type != ir::ElemType::Float || state.leaves(out) || state.readers(out) != 1)
+      continue;
+    size_t j = i + 1;
+    while (j < ops.size() && std::find(ops[j].inputs.begin(), ops[j].inputs.end(), out) == ops[j].inputs.end()) ++j;
+    if (j == ops.size() || ops[j].kind != ir::OpKind::Add || ops[j].inputs.size() != 2 || ops[j].outputs.size() != 1)
+      continue;
+    const LOp& add = ops[j];
+    const std::string& other = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
+    const ir::Tensor* bias = state.constantOf(other);
+    const int64_t k = b->shape()[0], n = b->shape()[1];
+    if (!bias || bias->type() != ir::ElemType::Float || bias->elementCount() != static_cast<uint64_t>(n) ||
+        bias->rank() > aShape->size() || (bias->rank() > 0 && bias->shape().back() != n) || aShape->back() != k)
+      continue;
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < aShape->size(); ++d) rows *= (*aShape)[d];
+    ir::Shape outShape(aShape->begin(), aShape->end() - 1);
+    outShape.push_back(n);
+    std::string base = mm.name + ".gemm";
+    std::vector<int64_t> inDims = {rows, k};
+    CTX_ASSIGN_OR_RETURN(ir::Tensor c, bias->reshaped({n}));
+    std::string inShape =
+        state.addConstant(base + ".a_shape", ir::Tensor::fromVector(ir::ElemType::Int64, {2}, inDims));
+    std::string outShapeName =
+        state.addConstant(base + ".y_shape", ir::Tensor::fromVector(ir::ElemType::Int64,
+                                                                    {static_cast<int64_t>(outShape.size())}, outShape));
+    std::string cName = state.addConstant(base + ".c", std::move(c));
+    std::string a2 = base + ".a", y2 = base + ".y", finalOut = add.outputs[0];
+    state.localShapes[a2] = ir::Shape{rows, k};
+    state.localShapes[y2] = ir::Shape{rows, n};
+    LOp flatten = madeOp(ir::OpKind::Reshape, 14, base + ".flatten", {mm.inputs[0], inShape}, {a2});
+    LOp gemm = madeOp(ir::OpKind::Gemm, 13, mm.name, {a2, mm.inputs[1], cName}, {y2});
+    LOp restore = madeOp(ir::OpKind::Reshape, 14, base + ".restore", {y2, outShapeName}, {finalOut});
+    state.eraseOp(j);
+    ops[i] = std::move(gemm);
+    ops.insert(ops.begin() + static_cast<std::ptrdiff_t>(i) + 1, std::move(restore));
+    ops.insert(ops.begin() + static_cast<std::ptrdiff_t>(i), std::move(flatten));
+    i += 2;
+    ++fused;
+  }
+  return ir::PassChange{}.count("matmul_adds_fused", fused);
+}
+
+}  // namespace ctxkit::codegen

@@ -1,0 +1,57 @@
+// match-activations: activations that a model spells out as arithmetic become the activation op, which
+// fuse-epilogue can then fold: x * Clip(x + 3, 0, 6) / 6 (the HardSwish of PyTorch/Paddle exports) becomes
+// HardSwish(x), and the intermediate values must have no other reader.
+#include "codegen/passes/pass_helpers.h"
+#include "codegen/passes/passes.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ctxkit::codegen {
+
+Expected<ir::PassChange> MatchActivations::run(LoweringState& state) const {
+  auto& ops = state.ops;
+  size_t matches = 0;
+  for (size_t d = 0; d < ops.size(); ++d) {
+    // y = Div(m, 6) or Mul(m, 1/6)
+    const LOp& last = ops[d];
+    if ((last.kind != ir::OpKind::Div && last.kind != ir::OpKind::Mul) || last.inputs.size() != 2) continue;
+    auto six = state.scalarOf(last.inputs[1]);
+    if (!six || (last.kind == ir::OpKind::Div ? *six != 6.0f : std::abs(*six - 1.0f / 6.0f) > 1e-7f)) continue;
+    auto mul = state.producerOf(last.inputs[0], ir::OpKind::Mul);
+    if (!mul || state.readers(last.inputs[0]) != 1 || state.leaves(last.inputs[0])) continue;
+    // m = Mul(x, c) in either order, c = Clip(t, 0, 6), t = Add(x, 3)
+    const LOp& m = ops[*mul];
+    bool matched = false;
+    for (int side = 0; side < 2 && !matched; ++side) {
+      const std::string& x = m.inputs[side];
+      const std::string& c = m.inputs[1 - side];
+      auto clip = state.producerOf(c, ir::OpKind::Clip);
+      if (!clip || state.readers(c) != 1 || state.leaves(c)) continue;
+      auto bounds = clipBounds(state, ops[*clip]);
+      if (!bounds || (*bounds)[0] != 0.0f || (*bounds)[1] != 6.0f) continue;
+      const std::string& t = ops[*clip].inputs[0];
+      auto add = state.producerOf(t, ir::OpKind::Add);
+      if (!add || state.readers(t) != 1 || state.leaves(t)) continue;
+      const LOp& a = ops[*add];
+      const bool xFirst = a.inputs[0] == x;
+      auto three = state.scalarOf(a.inputs[xFirst ? 1 : 0]);
+      if ((!xFirst && a.inputs[1] != x) || !three || *three != 3.0f) continue;
+      // Replace the four ops by HardSwish at the place of the last one (x is defined before all of them).
+      LOp hs = madeOp(ir::OpKind::HardSwish, 14, last.name + ".hardswish", {x}, last.outputs);
+      std::vector<size_t> gone{*add, *clip, *mul, d};
+      std::sort(gone.begin(), gone.end());
+      ops[d] = std::move(hs);
+      for (auto it = gone.rbegin(); it != gone.rend(); ++it)
+        if (*it != d) state.eraseOp(*it);
+      matched = true;
+    }
+    if (matched) {
+      ++matches;
+      d = 0;  // indices moved; start over (each match removes three ops, so this ends)
+    }
+  }
+  return ir::PassChange{}.count("hardswish_matched", matches).count("ops_removed", 3 * matches);
+}
+
+}  // namespace ctxkit::codegen
