@@ -26,19 +26,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string sample(const std::string& stem) { return std::string(CTXKIT_SAMPLES_DIR) + "/" + stem + ".onnx"; }
-
 // ctxgen with `args`; the test fails with ctxgen's output when it does.
 void ctxgen(const std::vector<std::string>& args) { ctxkit::testing::runToolOk(CTXKIT_CTXGEN, args); }
-
-// ORT + ctxkit on `ctxModel` against ORT's CPU EP on `sourceModel`, same seeded inputs.
-Comparison matchesCpu(const fs::path& ctxModel, const fs::path& sourceModel, const SessionConfig& config = {},
-                      uint32_t seed = 7) {
-  Ort::Session reference = cpuSession(sourceModel);
-  Ort::Session ours = ctxkitSession(ctxModel, config);
-  Feeds feeds = makeFeeds(reference, seed);
-  return compare(run(ours, feeds), run(reference, feeds));
-}
 
 // The nodes ORT gave ctxkit are exactly the model's ctxkit EPContext nodes; the rest ran on ORT's CPU EP.
 void claimsExactlyOurNodes(const Ort::Session& session, size_t epContextNodes, size_t otherNodes) {
@@ -55,13 +44,6 @@ void claimsExactlyOurNodes(const Ort::Session& session, size_t epContextNodes, s
   CHECK(cpu == otherNodes);
 }
 
-size_t countNodes(const fs::path& model, bool epContext) {
-  auto m = onnx_io::loadModel(model);
-  REQUIRE(m.isOk());
-  size_t n = 0;
-  for (const auto& node : m->graph.nodes) n += (node.kind == ir::OpKind::EPContext) == epContext;
-  return n;
-}
 
 
 }  // namespace
