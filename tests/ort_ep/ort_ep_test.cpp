@@ -853,14 +853,16 @@ TEST_CASE("samples/ort_app: the how-to runs a _ctx.onnx on each way of picking c
     CHECK(std::stod(r.out.substr(at + 42)) <= 1e-4);
   }
   fs::path compiled = out / "cnn_ctx.onnx";
-  auto r = runTool(CTXKIT_ORT_APP, {sample("tiny_cnn"), "--compile-to", compiled.string(), "--ep-library", CTXKIT_EP_LIBRARY,
-                                    "--device", "npu"});
-  INFO(r.out << r.err);
-  REQUIRE(r.exitCode == 0);
-  CHECK(fs::exists(out / "cnn_ctxkit.bin"));
-  auto at = r.out.find("max |diff| vs ORT's CPU EP on the source: ");
-  REQUIRE(at != std::string::npos);
-  CHECK(std::stod(r.out.substr(at + 42)) <= 1e-4);
+  for (int round = 0; round < 2; ++round) {  // the second compile overwrites the first's output, as ORT's API does
+    auto r = runTool(CTXKIT_ORT_APP, {sample("tiny_cnn"), "--compile-to", compiled.string(), "--ep-library",
+                                      CTXKIT_EP_LIBRARY, "--device", "npu"});
+    INFO("round " << round << ": " << r.out << r.err);
+    REQUIRE(r.exitCode == 0);
+    CHECK(fs::exists(out / "cnn_ctxkit.bin"));
+    auto at = r.out.find("max |diff| vs ORT's CPU EP on the source: ");
+    REQUIRE(at != std::string::npos);
+    CHECK(std::stod(r.out.substr(at + 42)) <= 1e-4);
+  }
 }
 #endif
 
