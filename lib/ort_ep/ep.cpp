@@ -464,7 +464,7 @@ OrtStatus* ORT_API_CALL getWeightlessSupport(const OrtEp*, OrtWeightlessSupport*
 }
 
 const char* ORT_API_CALL getCompatibilityInfo(OrtEp* self, const OrtGraph*) noexcept {
-  return static_cast<CtxKitEp*>(self)->compatibilityInfo.c_str();
+  return static_cast<CtxKitEp*>(self)->compatibilityInfo().c_str();
 }
 
 void ORT_API_CALL releaseNodeComputeInfos(OrtEp*, OrtNodeComputeInfo** infos, size_t count) noexcept {
@@ -519,14 +519,6 @@ CtxKitEp::CtxKitEp(const Api& api, EpConfig config, const OrtLogger* logger)
   ReleaseNodeComputeInfos = releaseNodeComputeInfos;
   GetCompiledModelCompatibilityInfo = getCompatibilityInfo;
   GetWeightlessSupport = getWeightlessSupport;
-  epcontext::CompatibilityInfo info;
-  info.formatMajor = format::kFormatMajor;
-  info.formatMinor = format::kFormatMinor;
-  if (auto target = partitioner::loadTarget(config_.target)) {
-    info.targetId = target->hardwareArchitecture;
-    info.targetRevision = target->revision;
-  }
-  compatibilityInfo = epcontext::formatCompatibilityInfo(info);
   if (sharesCompile()) {
     SharedCompile& shared = SharedCompile::instance();
     std::lock_guard lock(shared.mutex());
@@ -561,6 +553,22 @@ void endSharedGroupOfFailedSession(const Api& api, const OrtSessionOptions& opti
     group = shared.group();
   }
   shared.endGroup(group);
+}
+
+const std::string& CtxKitEp::compatibilityInfo() {
+  // Made when ORT first asks (it asks only when it writes a compiled model): a session that loads one never parses
+  // the target description for it.
+  if (!compatibilityInfo_) {
+    epcontext::CompatibilityInfo info;
+    info.formatMajor = format::kFormatMajor;
+    info.formatMinor = format::kFormatMinor;
+    if (auto target = partitioner::loadTarget(config_.target)) {
+      info.targetId = target->hardwareArchitecture;
+      info.targetRevision = target->revision;
+    }
+    compatibilityInfo_ = epcontext::formatCompatibilityInfo(info);
+  }
+  return *compatibilityInfo_;
 }
 
 void CtxKitEp::log(OrtLoggingLevel level, const std::string& message) const {

@@ -9,6 +9,7 @@
 #include "ort_ep/plain_graph.h"
 
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -48,8 +49,8 @@ public:
   kernels::ThreadPool& pool() { return *pool_; }
   // Writes `message` to the session's log (ORT's logger) at `level`; nothing when ORT gave no logger.
   void log(OrtLoggingLevel level, const std::string& message) const;
-  // The compatibility string ORT writes to a compiled model's metadata (set in GetCompiledModelCompatibilityInfo).
-  std::string compatibilityInfo;
+  // The compatibility string ORT writes to a compiled model's metadata (GetCompiledModelCompatibilityInfo).
+  const std::string& compatibilityInfo();
   // This session compiles into an ep.share_ep_contexts group (ep.context_enable and ep.share_ep_contexts).
   bool sharesCompile() const { return config_.context.contextEnable && config_.context.shareContexts; }
   // Ends the group this session joined, said in the log: its state never outlives a failure of one of its sessions,
@@ -62,7 +63,8 @@ private:
   const OrtLogger* logger_;  // the session's, owned by ORT
   PlainGraphCache plain_;
   std::unique_ptr<kernels::ThreadPool> pool_;  // for programs of plain-model partitions
-  uint64_t sharedGroup_ = 0;                   // the ep.share_ep_contexts group joined (SharedCompile::group())
+  std::optional<std::string> compatibilityInfo_;
+  uint64_t sharedGroup_ = 0;  // the ep.share_ep_contexts group joined (SharedCompile::group())
 };
 
 }  // namespace ctxkit::ort_ep
