@@ -289,10 +289,19 @@ TEST_CASE("compatibility info: ORT asks ctxkit, and acts on prefer-recompilation
     }
     return std::string();
   };
-  SECTION("as written: optimal, the session loads even when strict") { CHECK(sessionError(ctx, true).empty()); }
+  // What an application asks ORT before loading (GetModelCompatibilityForEpDevices), for ctxkit's devices.
+  auto verdict = [&](const epcontext::CompatibilityInfo& i) {
+    std::string text = epcontext::formatCompatibilityInfo(i);
+    return Ort::GetModelCompatibilityForEpDevices(ctxkitDevices(), text.c_str());
+  };
+  SECTION("as written: optimal, the session loads even when strict") {
+    CHECK(verdict(*info) == OrtCompiledModelCompatibility_EP_SUPPORTED_OPTIMAL);
+    CHECK(sessionError(ctx, true).empty());
+  }
   SECTION("another target revision: prefer recompilation, an error only when strict") {
     epcontext::CompatibilityInfo doctored = *info;
     doctored.targetRevision = "99";
+    CHECK(verdict(doctored) == OrtCompiledModelCompatibility_EP_SUPPORTED_PREFER_RECOMPILATION);
     fs::path m = withCompatibilityInfo(ctx, epcontext::formatCompatibilityInfo(doctored), out / "revision_ctx.onnx");
     CHECK(sessionError(m, false).empty());
     std::string strict = sessionError(m, true);
@@ -302,6 +311,7 @@ TEST_CASE("compatibility info: ORT asks ctxkit, and acts on prefer-recompilation
   SECTION("a development format: unsupported, the session fails") {
     epcontext::CompatibilityInfo doctored = *info;
     doctored.formatMinor = 3;
+    CHECK(verdict(doctored) == OrtCompiledModelCompatibility_EP_UNSUPPORTED);
     fs::path m = withCompatibilityInfo(ctx, epcontext::formatCompatibilityInfo(doctored), out / "dev_ctx.onnx");
     std::string message = sessionError(m, false);
     INFO(message);
@@ -310,6 +320,7 @@ TEST_CASE("compatibility info: ORT asks ctxkit, and acts on prefer-recompilation
   SECTION("another format major: unsupported, the session fails") {
     epcontext::CompatibilityInfo doctored = *info;
     doctored.formatMajor = static_cast<uint16_t>(info->formatMajor + 1);
+    CHECK(verdict(doctored) == OrtCompiledModelCompatibility_EP_UNSUPPORTED);
     fs::path m = withCompatibilityInfo(ctx, epcontext::formatCompatibilityInfo(doctored), out / "major_ctx.onnx");
     std::string message = sessionError(m, false);
     INFO(message);
