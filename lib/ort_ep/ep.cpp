@@ -12,6 +12,8 @@
 #include "runtime/session.h"
 #include "support/file_io.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cstring>
@@ -32,7 +34,34 @@ std::string lowerCase(std::string s) {
 }
 
 // The EP option prefix ORT gives options passed to AppendExecutionProvider_V2.
-std::string epOptionKey(const char* key) { return "ep." + lowerCase(epcontext::kEpName) + "." + key; }
+std::string epOptionPrefix() { return "ep." + lowerCase(epcontext::kEpName) + "."; }
+std::string epOptionKey(const char* key) { return epOptionPrefix() + key; }
+
+// ctxkit's EP options; any other key under its prefix is refused (a misspelled option would otherwise be ignored).
+constexpr const char* kEpOptions[] = {"target", "threads", "verify"};
+
+Status refuseUnknownEpOptions(const Api& api, const OrtSessionOptions& options) {
+  OrtKeyValuePairs* entries = nullptr;
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetSessionOptionsConfigEntries(&options, &entries));
+  const char* const* keys = nullptr;
+  const char* const* values = nullptr;
+  size_t count = 0;
+  api.ort.GetKeyValuePairs(entries, &keys, &values, &count);
+  std::string unknown;
+  const std::string prefix = epOptionPrefix();
+  for (size_t i = 0; i < count && unknown.empty(); ++i) {
+    std::string_view key = keys[i];
+    if (key.substr(0, prefix.size()) != prefix) continue;
+    std::string_view option = key.substr(prefix.size());
+    if (std::find(std::begin(kEpOptions), std::end(kEpOptions), option) == std::end(kEpOptions))
+      unknown = std::string(option);
+  }
+  api.ort.ReleaseKeyValuePairs(entries);
+  if (!unknown.empty())
+    return makeError(ErrorCode::InvalidArgument, "{}: unknown EP option '{}' (ctxkit's options: {})",
+                     epcontext::kEpName, unknown, fmt::join(kEpOptions, ", "));
+  return Status::ok();
+}
 
 // One fused node: what runs it, and the positions of its program's inputs and outputs among the fused node's
 // (matched by value name).
@@ -182,6 +211,16 @@ Status compilePlain(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fused
   return Status::ok();
 }
 
+// ORT overwrites an earlier output, but never an input: a context binary that would replace the model being
+// compiled is refused.
+Status refuseInput(const fs::path& bin, const fs::path& model) {
+  std::error_code ec;
+  if (!model.empty() && fs::equivalent(bin, model, ec))
+    return makeError(ErrorCode::InvalidArgument, "{}: the context binary '{}' would replace the model being compiled",
+                     epcontext::kEpName, bin.string());
+  return Status::ok();
+}
+
 // ep.context_enable=1: the context goes beside the output model as <output stem without _ctx>_ctxkit.bin (or into
 // the first node with ep.context_embed_mode=1), and each fused node becomes an EPContext node
 // (docs/epcontext-models.md).
@@ -198,13 +237,25 @@ Status writeEpContextNodes(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode*
   for (const auto& p : partitions)
     if (p->context.get() != &context)
       return makeError(ErrorCode::Internal, "fused nodes of one Compile call come from different graphs");
+  // The context goes to a file beside the output model unless it is embedded (and not shared): only then does the
+  // compile need to know where the output model goes. ORT's compile API sets ep.context_file_path to the output model
+  // (SetOutputModelPath) or to the folder and name given by SetEpContextBinaryInformation; a model from a file
+  // without either compiles to <stem>_ctx.onnx beside it, as ORT names it.
+  const bool toFile = config.context.shareContexts || config.context.embedMode == 0;
   fs::path output = config.context.contextFilePath;
-  if (output.empty()) {
-    if (context.modelPath.empty())
-      return makeError(ErrorCode::InvalidArgument, "{}: a model from memory needs {} to name the compiled model",
-                       epcontext::kEpName, epcontext::option::kContextFilePath);
+  if (output.empty() && !context.modelPath.empty())
     output = context.modelPath.parent_path() / (context.modelPath.stem().string() + "_ctx.onnx");
-  }
+  if (output.empty() && toFile)
+    return makeError(ErrorCode::InvalidArgument,
+                     "{}: a model compiled from memory with {}={} needs a folder and a name for its context binary: "
+                     "call ModelCompilationOptions_SetEpContextBinaryInformation (or set {}){}",
+                     epcontext::kEpName,
+                     config.context.shareContexts ? epcontext::option::kShareEpContexts
+                                                  : epcontext::option::kContextEmbedMode,
+                     config.context.shareContexts ? 1 : 0, epcontext::option::kContextFilePath,
+                     config.context.shareContexts
+                         ? ""
+                         : fmt::format(", or embed the context ({}=1)", epcontext::option::kContextEmbedMode));
   std::string outStem = output.stem().string();
   if (outStem.size() > 4 && outStem.compare(outStem.size() - 4, 4, "_ctx") == 0) outStem.resize(outStem.size() - 4);
   std::string binName = outStem + "_ctxkit.bin";
@@ -218,10 +269,9 @@ Status writeEpContextNodes(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode*
       CTX_RETURN_IF_ERROR(shared.addGraph(p->name, context.modelPath, program::serialize(p->program->program())));
     if (config.context.stopShareContexts) {
       fs::path bin = output.parent_path() / binName;
-      if (fs::exists(bin))
-        return makeError(ErrorCode::InvalidArgument, "{}: '{}' exists; ctxkit does not overwrite a context binary",
-                         epcontext::kEpName, bin.string());
+      CTX_RETURN_IF_ERROR(refuseInput(bin, context.modelPath));
       CTX_ASSIGN_OR_RETURN(auto target, partitioner::loadTarget(config.target));
+      // Written aside and renamed over an earlier binary, as ORT overwrites an earlier output.
       CTX_RETURN_IF_ERROR(shared.writeAndReset(bin, target, config.context.weightless));
     }
   } else if (!context.fileBytes) {
@@ -230,9 +280,7 @@ Status writeEpContextNodes(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode*
     embedded.assign(reinterpret_cast<const char*>(context.fileBytes->data()), context.fileBytes->size());
   } else {
     fs::path bin = output.parent_path() / binName;
-    if (fs::exists(bin))
-      return makeError(ErrorCode::InvalidArgument, "{}: '{}' exists; ctxkit does not overwrite a context binary",
-                       epcontext::kEpName, bin.string());
+    CTX_RETURN_IF_ERROR(refuseInput(bin, context.modelPath));
     CTX_RETURN_IF_ERROR(writeFileAtomically(bin, std::span(*context.fileBytes)));
   }
   const OrtModelEditorApi* editor = api.ort.GetModelEditorApi();
@@ -264,7 +312,9 @@ Status writeEpContextNodes(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode*
       if (!st) break;
       ortAttrs.push_back(attr);
     }
-    // ORT puts the EPContext node in place of the fused node of the same name; partition_name names the graph.
+    // ORT puts the EPContext node in place of the fused node of the same name (it matches them by name, and refuses
+    // the model when one is missing), and names a plugin EP's fused nodes itself (<EP>_<model hash>_<n>): the node
+    // keeps that name, and ep.context_node_name_prefix goes to partition_name, which names the graph.
     const char* fusedName = nullptr;
     if (st) st = fromOrtStatus(api, api.ort.Node_GetName(fusedNodes[i], &fusedName), "Node_GetName");
     std::vector<const char*> ins, outs;
@@ -289,6 +339,21 @@ Status compile(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fusedNodes
   CTX_ASSIGN_OR_RETURN(auto firstOurs, ourEpContextNodes(api, *graphs[0]));
   if (firstOurs.empty()) return compilePlain(ep, graphs, fusedNodes, count, computes);
   const EpConfig& config = ep.config();
+  if (config.context.contextEnable) {
+    // Compiling it again would need its context binaries where the new model goes. Refused here, where ORT fails
+    // the session with the error (an error from GetCapability only makes ORT leave the nodes unclaimed and copy
+    // them into the new model as they are).
+    CTX_ASSIGN_OR_RETURN(fs::path modelPath, graphModelPath(api, *graphs[0]));
+    const char* name = nullptr;
+    CTX_ORT_RETURN_IF_ERROR(api, api.ort.Node_GetName(firstOurs[0], &name));
+    return makeError(ErrorCode::InvalidGraph,
+                     "{}: {} is already compiled: it holds {} EPContext node{} of {} ('{}'{}); compile its source "
+                     "model instead, or load it for inference without {}",
+                     epcontext::kEpName,
+                     modelPath.empty() ? std::string("the model (from memory)") : modelPath.string(), count,
+                     count == 1 ? "" : "s", epcontext::kEpName, name ? name : "", count > 1 ? ", ..." : "",
+                     epcontext::option::kContextEnable);
+  }
   // One runtime session holds every EPContext node of this call, so that main_context=0 nodes find their graphs in
   // the contexts the main nodes load, as in a model.
   ir::Model model;
@@ -318,8 +383,10 @@ Status compile(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fusedNodes
       model.graph.outputs.push_back(ir::ValueInfo{out, ir::ElemType::Undefined, std::nullopt, {}});
     model.graph.nodes.push_back(std::move(node));
   }
-  fs::path contextDir = !config.context.contextFilePath.empty() ? fs::path(config.context.contextFilePath).parent_path()
-                                                                : modelPath.parent_path();
+  // As ORT resolves them: against the model's folder, or for a model from memory the folder of
+  // ep.context_file_path.
+  fs::path contextDir =
+      !modelPath.empty() ? modelPath.parent_path() : fs::path(config.context.contextFilePath).parent_path();
   std::string displayName = modelPath.empty() ? std::string("model (from memory)") : modelPath.filename().string();
   runtime::SessionOptions options;
   options.threads = config.threads;
@@ -327,9 +394,12 @@ Status compile(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fusedNodes
   options.shareContexts = config.context.shareContexts;
   options.sourceModelPath = config.context.sourceModelPath;
   options.sourceModelBuffer = config.sourceModelBuffer;
-  CTX_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Session> loaded,
-                       runtime::Session::load(model, contextDir, options, displayName));
-  std::shared_ptr<const runtime::Session> session(std::move(loaded));
+  options.verifyWeights = config.verify;
+  auto loaded = runtime::Session::load(model, contextDir, options, displayName);
+  // A context binary that cannot be loaded (missing, not a file, another format version, changed bytes) makes the
+  // model invalid for ORT: ORT_INVALID_GRAPH, as ORT's design asks, whatever the runtime's kind of error.
+  if (!loaded) return Error(ErrorCode::InvalidGraph, loaded.error().message());
+  std::shared_ptr<const runtime::Session> session(std::move(loaded).value());
 
   for (size_t i = 0; i < count; ++i) {
     const ir::Node& node = model.graph.nodes[i];
@@ -357,6 +427,7 @@ OrtStatus* ORT_API_CALL getCapabilityImpl(OrtEp* self, const OrtGraph* graph, Or
   auto& ep = *static_cast<CtxKitEp*>(self);
   try {
     Status st = getCapability(ep, *graph, *support);
+    if (!st && ep.sharesCompile()) ep.endSharedGroup(st.error().message());
     return st ? nullptr : toOrtStatus(ep.api(), st.error());
   } catch (const std::exception& e) {
     return ep.api().ort.CreateStatus(ORT_FAIL,
@@ -374,6 +445,7 @@ OrtStatus* ORT_API_CALL compileImpl(OrtEp* self, const OrtGraph** graphs, const 
       auto plain = ourEpContextNodes(ep.api(), *graphs[0]);
       if (plain && plain->empty()) st = writeEpContextNodes(ep, graphs, fusedNodes, count, epContextNodes);
     }
+    if (!st && ep.sharesCompile()) ep.endSharedGroup(st.error().message());
     if (!st) return toOrtStatus(ep.api(), st.error());
     for (size_t i = 0; i < count; ++i) {
       computeInfos[i] = computes[i].release();
@@ -392,7 +464,7 @@ OrtStatus* ORT_API_CALL getWeightlessSupport(const OrtEp*, OrtWeightlessSupport*
 }
 
 const char* ORT_API_CALL getCompatibilityInfo(OrtEp* self, const OrtGraph*) noexcept {
-  return static_cast<CtxKitEp*>(self)->compatibilityInfo.c_str();
+  return static_cast<CtxKitEp*>(self)->compatibilityInfo().c_str();
 }
 
 void ORT_API_CALL releaseNodeComputeInfos(OrtEp*, OrtNodeComputeInfo** infos, size_t count) noexcept {
@@ -417,6 +489,11 @@ Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options
       config.threads > 1024)
     return makeError(ErrorCode::InvalidArgument, "{} option threads '{}': expected a number from 1 to 1024",
                      epcontext::kEpName, threads);
+  CTX_ASSIGN_OR_RETURN(std::string verify, sessionConfigEntry(api, options, epOptionKey("verify"), "0"));
+  if (verify != "0" && verify != "1")
+    return makeError(ErrorCode::InvalidArgument, "{} option verify '{}': expected 0 or 1", epcontext::kEpName, verify);
+  config.verify = verify == "1";
+  CTX_RETURN_IF_ERROR(refuseUnknownEpOptions(api, options));
   // ORT's EPContext keys, through the parser ctxgen's -C uses.
   for (const char* key : epcontext::contextOptionKeys()) {
     CTX_ASSIGN_OR_RETURN(std::string value, sessionConfigEntry(api, options, key, ""));
@@ -442,14 +519,56 @@ CtxKitEp::CtxKitEp(const Api& api, EpConfig config, const OrtLogger* logger)
   ReleaseNodeComputeInfos = releaseNodeComputeInfos;
   GetCompiledModelCompatibilityInfo = getCompatibilityInfo;
   GetWeightlessSupport = getWeightlessSupport;
-  epcontext::CompatibilityInfo info;
-  info.formatMajor = format::kFormatMajor;
-  info.formatMinor = format::kFormatMinor;
-  if (auto target = partitioner::loadTarget(config_.target)) {
-    info.targetId = target->hardwareArchitecture;
-    info.targetRevision = target->revision;
+  if (sharesCompile()) {
+    SharedCompile& shared = SharedCompile::instance();
+    std::lock_guard lock(shared.mutex());
+    sharedGroup_ = shared.group();
   }
-  compatibilityInfo = epcontext::formatCompatibilityInfo(info);
+}
+
+CtxKitEp::~CtxKitEp() {
+  // The group's last session ends it, whether or not it wrote the binary (no logging here: ORT may have released
+  // the session's logger already).
+  if (sharesCompile() && config_.context.stopShareContexts) SharedCompile::instance().endGroup(sharedGroup_);
+}
+
+void CtxKitEp::endSharedGroup(const std::string& why) {
+  if (SharedCompile::instance().endGroup(sharedGroup_))
+    log(ORT_LOGGING_LEVEL_WARNING,
+        fmt::format("{}: this {}=1 group ends here, its binary unwritten: a session of it failed: {}; compile the "
+                    "group again from its first model",
+                    epcontext::kEpName, epcontext::option::kShareEpContexts, why));
+}
+
+void endSharedGroupOfFailedSession(const Api& api, const OrtSessionOptions& options) {
+  for (const char* key : {epcontext::option::kContextEnable, epcontext::option::kShareEpContexts,
+                          epcontext::option::kStopShareEpContexts}) {
+    auto value = sessionConfigEntry(api, options, key, "0");
+    if (!value || *value != "1") return;
+  }
+  SharedCompile& shared = SharedCompile::instance();
+  uint64_t group = 0;
+  {
+    std::lock_guard lock(shared.mutex());
+    group = shared.group();
+  }
+  shared.endGroup(group);
+}
+
+const std::string& CtxKitEp::compatibilityInfo() {
+  // Made when ORT first asks (it asks only when it writes a compiled model): a session that loads one never parses
+  // the target description for it.
+  if (!compatibilityInfo_) {
+    epcontext::CompatibilityInfo info;
+    info.formatMajor = format::kFormatMajor;
+    info.formatMinor = format::kFormatMinor;
+    if (auto target = partitioner::loadTarget(config_.target)) {
+      info.targetId = target->hardwareArchitecture;
+      info.targetRevision = target->revision;
+    }
+    compatibilityInfo_ = epcontext::formatCompatibilityInfo(info);
+  }
+  return *compatibilityInfo_;
 }
 
 void CtxKitEp::log(OrtLoggingLevel level, const std::string& message) const {

@@ -9,15 +9,17 @@
 #include "ort_ep/plain_graph.h"
 
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 
 namespace ctxkit::ort_ep {
 
-// What a session asks of ctxkit: EP options (`target`, `threads`) and the ORT session options ctxkit honours.
+// What a session asks of ctxkit: EP options (`target`, `threads`, `verify`) and the ORT session options ctxkit honours.
 struct EpConfig {
   std::string target = "npu-sim";  // EP option `target`: npu-sim, cpu or a target JSON path
   int threads = 1;                 // EP option `threads`
+  bool verify = false;             // EP option `verify`: recompute every weight hash of a context binary at load
   bool failOnSuboptimal = false;   // session.fail_on_suboptimal_compiled_model
   // ORT's EPContext options (ep.context_enable, ep.context_file_path, ep.share_ep_contexts, ...), read by the parser
   // ctxgen's -C uses. Weightless contexts (docs/weight-sharing.md#weightless): `weightless` while compiling; where the
@@ -28,20 +30,32 @@ struct EpConfig {
 };
 
 // Reads the EP options (ORT stores them as session config entries "ep.<lower-case EP name>.<key>") and the
-// session options above; bad values are errors that name the option.
+// session options above; bad values and unknown EP options are errors that name the option.
 Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options);
+
+// A session that would have ended an ep.share_ep_contexts group (ep.context_enable, ep.share_ep_contexts and
+// ep.stop_share_ep_contexts set) but whose EP could not be created: the group ends anyway.
+void endSharedGroupOfFailedSession(const Api& api, const OrtSessionOptions& options);
 
 class CtxKitEp : public OrtEp {
 public:
   CtxKitEp(const Api& api, EpConfig config, const OrtLogger* logger);
+  ~CtxKitEp();
+  CtxKitEp(const CtxKitEp&) = delete;
+  CtxKitEp& operator=(const CtxKitEp&) = delete;
   const Api& api() const { return api_; }
   const EpConfig& config() const { return config_; }
   PlainGraphCache& plainGraphs() { return plain_; }
   kernels::ThreadPool& pool() { return *pool_; }
   // Writes `message` to the session's log (ORT's logger) at `level`; nothing when ORT gave no logger.
   void log(OrtLoggingLevel level, const std::string& message) const;
-  // The compatibility string ORT writes to a compiled model's metadata (set in GetCompiledModelCompatibilityInfo).
-  std::string compatibilityInfo;
+  // The compatibility string ORT writes to a compiled model's metadata (GetCompiledModelCompatibilityInfo).
+  const std::string& compatibilityInfo();
+  // This session compiles into an ep.share_ep_contexts group (ep.context_enable and ep.share_ep_contexts).
+  bool sharesCompile() const { return config_.context.contextEnable && config_.context.shareContexts; }
+  // Ends the group this session joined, said in the log: its state never outlives a failure of one of its sessions,
+  // nor its last session (ep.stop_share_ep_contexts), whatever happened there.
+  void endSharedGroup(const std::string& why);
 
 private:
   Api api_;
@@ -49,6 +63,8 @@ private:
   const OrtLogger* logger_;  // the session's, owned by ORT
   PlainGraphCache plain_;
   std::unique_ptr<kernels::ThreadPool> pool_;  // for programs of plain-model partitions
+  std::optional<std::string> compatibilityInfo_;
+  uint64_t sharedGroup_ = 0;  // the ep.share_ep_contexts group joined (SharedCompile::group())
 };
 
 }  // namespace ctxkit::ort_ep

@@ -76,8 +76,12 @@ OrtStatus* ORT_API_CALL createEp(OrtEpFactory* f, const OrtHardwareDevice* const
   CtxKitEpFactory& factory = self(f);
   *ep = nullptr;
   return guarded(factory.api(), "CreateEp", [&]() -> Status {
-    CTX_ASSIGN_OR_RETURN(EpConfig config, readEpConfig(factory.api(), *sessionOptions));
-    *ep = new CtxKitEp(factory.api(), std::move(config), logger);
+    auto config = readEpConfig(factory.api(), *sessionOptions);
+    if (!config) {
+      endSharedGroupOfFailedSession(factory.api(), *sessionOptions);
+      return config.error();
+    }
+    *ep = new CtxKitEp(factory.api(), std::move(config).value(), logger);
     return Status::ok();
   });
 }

@@ -490,10 +490,20 @@ std::string SharedCompile::binName(const std::string& outputStem) {
 }
 
 Status SharedCompile::addGraph(const std::string& name, const fs::path& sourceModel, std::vector<std::byte> program) {
-  for (const auto& g : graphs_)
-    if (g.name == name)
-      return makeError(ErrorCode::InvalidArgument,
-                       "graph name '{}' is used twice in one shared context (models with the same stem?)", name);
+  for (auto& g : graphs_) {
+    if (g.name != name) continue;
+    // The same model compiled again in one group: a session of it that ORT failed after its Compile (ORT's session
+    // path refuses an existing output model only then), retried. Its weights were interned already; the graph is
+    // replaced. (Two models from memory cannot be told apart: refused.)
+    if (!sourceModel.empty() && g.sourceModel == sourceModel) {
+      g.program = std::move(program);
+      return Status::ok();
+    }
+    return makeError(
+        ErrorCode::InvalidArgument,
+        "graph name '{}' is used twice in one shared context, by '{}' and '{}' (models with the same stem?)", name,
+        g.sourceModel.string(), sourceModel.string());
+  }
   graphs_.push_back({name, sourceModel, std::move(program)});
   return Status::ok();
 }
@@ -511,10 +521,22 @@ Status SharedCompile::writeAndReset(const fs::path& path, const partitioner::Tar
   CTX_ASSIGN_OR_RETURN(auto writer,
                        driver::buildContainer(target, pool_, graphs, weightless, weightless ? &sources : nullptr));
   CTX_RETURN_IF_ERROR(writer.write(path));
+  reset();
+  return Status::ok();
+}
+
+bool SharedCompile::endGroup(uint64_t group) {
+  std::lock_guard lock(mutex_);
+  if (group != group_) return false;
+  reset();
+  return true;
+}
+
+void SharedCompile::reset() {
   pool_ = weightshare::WeightPool();
   graphs_.clear();
   binName_.clear();
-  return Status::ok();
+  ++group_;
 }
 
 }  // namespace ctxkit::ort_ep

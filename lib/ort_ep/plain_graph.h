@@ -9,6 +9,7 @@
 #include "support/file_identity.h"
 #include "weightshare/weight_pool.h"
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -46,21 +47,31 @@ struct LoweredPartitionRun {
 
 // ep.share_ep_contexts=1 while compiling: every session of the process lowers into one weight pool (weights copied,
 // so they outlive the sessions) and adds its graphs; the session with ep.stop_share_ep_contexts=1 writes the one
-// context binary, named after the first model (ORT's flow for LLM prefill/decode pairs).
+// context binary, named after the first model (ORT's flow for LLM prefill/decode pairs). Each group has a number;
+// a group ends when its binary is written, or when one of its sessions fails or its last session ends without
+// writing it (endGroup), so that a failed group never leaks into the next.
 class SharedCompile {
 public:
   static SharedCompile& instance();
   std::mutex& mutex() { return mutex_; }
+  // The number of the group under way (callers hold mutex()).
+  uint64_t group() const { return group_; }
+  // Ends group `group` if it is still under way (takes mutex()); false when it had ended already.
+  bool endGroup(uint64_t group);
   weightshare::WeightPool& pool() { return pool_; }
   // The .bin name the group's models reference: fixed by the first model that adds its graphs.
   std::string binName(const std::string& outputStem);
+  // Adds a graph; the same name from the same source model file replaces the earlier graph (a retried session).
   Status addGraph(const std::string& name, const std::filesystem::path& sourceModel, std::vector<std::byte> program);
   // Writes the shared context to `path` (weightless: weights found in the group's source models stay there) and
   // starts a new group.
   Status writeAndReset(const std::filesystem::path& path, const partitioner::Target& target, bool weightless);
 
 private:
+  void reset();  // callers hold mutex_
+
   std::mutex mutex_;
+  uint64_t group_ = 1;
   weightshare::WeightPool pool_;
   std::string binName_;
   struct Graph {

@@ -1,6 +1,8 @@
 // ONNX Runtime loaded with dlopen (the tests skip when the npm package is absent), ctxkit registered once.
 #include "ort_harness.h"
 
+#include "onnx_io/onnx_io.h"
+
 #include <dlfcn.h>
 
 #include <cmath>
@@ -99,6 +101,24 @@ Ort::Session cpuSession(const fs::path& model) {
   options.SetIntraOpNumThreads(1);
   options.AddConfigEntry("session.intra_op.allow_spinning", "0");
   return Ort::Session(env(), model.c_str(), options);
+}
+
+std::string sample(const std::string& stem) { return std::string(CTXKIT_SAMPLES_DIR) + "/" + stem + ".onnx"; }
+
+size_t countNodes(const fs::path& model, bool epContext) {
+  auto m = onnx_io::loadModel(model);
+  if (!m) throw std::runtime_error("reading " + model.string() + ": " + m.error().message());
+  size_t n = 0;
+  for (const auto& node : m->graph.nodes) n += (node.kind == ir::OpKind::EPContext) == epContext;
+  return n;
+}
+
+Comparison matchesCpu(const fs::path& ctxModel, const fs::path& sourceModel, const SessionConfig& config,
+                      uint32_t seed) {
+  Ort::Session reference = cpuSession(sourceModel);
+  Ort::Session ours = ctxkitSession(ctxModel, config);
+  Feeds feeds = makeFeeds(reference, seed);
+  return compare(run(ours, feeds), run(reference, feeds));
 }
 
 Feeds makeFeeds(Ort::Session& session, uint32_t seed) {

@@ -38,6 +38,11 @@ Ort::Session ctxkitSession(const std::filesystem::path& model, const SessionConf
 Ort::Session ctxkitSessionFromBytes(const std::string& bytes, const SessionConfig& config = {});
 Ort::Session cpuSession(const std::filesystem::path& model);
 
+// A sample model of the build: samples/<stem>.onnx.
+std::string sample(const std::string& stem);
+// Nodes of `model` that are EPContext nodes (`epContext`) or that are not; throws when the model cannot be read.
+size_t countNodes(const std::filesystem::path& model, bool epContext);
+
 // Graph inputs with seeded values: floats uniform in [-1, 1), integers small and non-negative.
 struct Feeds {
   std::vector<std::string> names;
@@ -58,6 +63,10 @@ struct Comparison {
 };
 Comparison compare(const std::vector<Ort::Value>& actual, const std::vector<Ort::Value>& expected, double rtol = 1e-3,
                    double atol = 1e-5);
+
+// ORT + ctxkit on `ctxModel` against ORT's CPU EP on `sourceModel`, same seeded inputs.
+Comparison matchesCpu(const std::filesystem::path& ctxModel, const std::filesystem::path& sourceModel,
+                      const SessionConfig& config = {}, uint32_t seed = 7);
 
 // A target without Softmax and Erf, written into `dir`: tiny_prefill then has fallback nodes between compiled
 // partitions.
