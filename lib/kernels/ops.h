@@ -47,6 +47,8 @@ Expected<std::shared_ptr<const void>> planBatchNormOnce(const OpContext& ctx, In
 InferResult inferLayerNorm(const OpContext& ctx, InDescs inputs, size_t outputCount);
 InferResult inferSkipNorm(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runSkipNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferMatMulNBits(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runMatMulNBits(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferBiasActivation(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runBiasActivation(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs);

@@ -1,7 +1,8 @@
 // The transformer ops ONNX Runtime's exporters and optimizer write in the com.microsoft domain, on float32 (float16
 // and bfloat16 run through float32): Gelu, BiasGelu, FastGelu and QuickGelu (an activation of x plus an optional bias
 // along the last axis), and SkipLayerNormalization / SkipSimplifiedLayerNormalization (input + skip (+ bias), then
-// layer or RMS normalization over the last axis). Semantics are ONNX Runtime's CPU EP's (docs/runtime.md#onnx-runtimes-transformer-ops).
+// layer or RMS normalization over the last axis). Semantics are ONNX Runtime's CPU EP's
+// (docs/runtime.md#onnx-runtimes-transformer-ops).
 #include "cpu/vec_math.h"
 #include "kernels/ops.h"
 
@@ -85,8 +86,8 @@ InferResult inferSkipNorm(const OpContext& ctx, InDescs inputs, size_t outputCou
     CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, i));
     if (i == 1) {
       if (!repeatsAlongTail(in->shape, x) || in->shape.empty() || in->shape.back() != hidden)
-        return invalid(ctx, "input 1 (skip) has shape {}, which does not repeat along input 0's {}", shapeStr(in->shape),
-                       shapeStr(x));
+        return invalid(ctx, "input 1 (skip) has shape {}, which does not repeat along input 0's {}",
+                       shapeStr(in->shape), shapeStr(x));
     } else if (dimProduct(in->shape) != hidden || in->shape.empty() || in->shape.back() != hidden) {
       return invalid(ctx, "input {} has shape {}; it must hold the hidden size {} along one axis", i,
                      shapeStr(in->shape), hidden);

@@ -730,6 +730,18 @@ Expected<OpAttrs> decodeBinarizer(OpKind, int64_t, const AttrReader& attrs) {
   return OpAttrs(BinarizerAttrs{attrs.getFloat("threshold", 0.0f)});
 }
 
+Expected<OpAttrs> decodeMatMulNBits(OpKind, int64_t, const AttrReader& attrs) {
+  MatMulNBitsAttrs a;
+  for (const char* required : {"K", "N", "block_size"})
+    if (!attrs.has(required)) return bad("required attribute {} is missing", required);
+  a.k = attrs.getInt("K", 0);
+  a.n = attrs.getInt("N", 0);
+  a.bits = attrs.getInt("bits", 4);
+  a.blockSize = attrs.getInt("block_size", 0);
+  a.accuracyLevel = attrs.getInt("accuracy_level", 0);
+  return OpAttrs(a);
+}
+
 Expected<OpAttrs> decodeDropout(OpKind, int64_t, const AttrReader&) { return OpAttrs(DropoutAttrs{}); }
 
 // The decoder of the kind's family (ops.def's family column: decode##Family above). Value rules (positive sizes,

@@ -718,6 +718,16 @@ struct OnnxAttrs {
   template <class F> void fields(F&&) const {}
 };
 
+// MatMulNBits (com.microsoft): Y = A x dequantize(B)^T, B's N rows quantized along K in blocks of block_size codes of
+// `bits` bits (low bits first), each block with a scale and a zero point.
+struct MatMulNBitsAttrs {
+  int64_t k = 0, n = 0;
+  int64_t bits = 4;
+  int64_t blockSize = 0;
+  int64_t accuracyLevel = 0;  // ONNX Runtime's compute precision hint; ctxkit computes in float32 at every level
+  CTXKIT_FIELDS(f("K", k); f("N", n); f("bits", bits); f("block_size", blockSize); f("accuracy_level", accuracyLevel);)
+};
+
 using OpAttrs =
     std::variant<OnnxAttrs, BinaryAttrs, UnaryAttrs, ConvAttrs, PoolAttrs, GemmAttrs, MatMulAttrs, BatchNormAttrs,
                  LayerNormAttrs, SoftmaxAttrs, ReduceAttrs, ArgReduceAttrs, CastLikeAttrs, ModAttrs, UnaryMathAttrs,
@@ -727,7 +737,7 @@ using OpAttrs =
                  AxisAttrs, AxesAttrs, SliceAttrs, CastAttrs, ShapeAttrs, ClipAttrs, SplitAttrs, PadAttrs,
                  ConvTransposeAttrs, ResizeAttrs, RecurrentAttrs, GridSampleAttrs, DeformConvAttrs, FoldAttrs,
                  UniqueAttrs, OptionalAxisAttrs, CenterCropPadAttrs, TensorScatterAttrs, NmsAttrs, BinarizerAttrs,
-                 TfIdfAttrs, ConstantOfShapeAttrs, DropoutAttrs, RoiAlignAttrs>;
+                 TfIdfAttrs, ConstantOfShapeAttrs, DropoutAttrs, RoiAlignAttrs, MatMulNBitsAttrs>;
 
 // Decodes and checks an op's ONNX attributes for the model's opset. Errors say which attribute, what was found
 // and what was expected; callers add the node.

@@ -154,7 +154,8 @@ constexpr std::string_view kFamilyNames[] = {"OnnxAttrs",          "BinaryAttrs"
                                              "CenterCropPadAttrs", "TensorScatterAttrs",
                                              "NmsAttrs",           "BinarizerAttrs",
                                              "TfIdfAttrs",         "ConstantOfShapeAttrs",
-                                             "DropoutAttrs",       "RoiAlignAttrs"};
+                                             "DropoutAttrs",       "RoiAlignAttrs",
+                                             "MatMulNBitsAttrs"};
 static_assert(std::size(kFamilyNames) == std::variant_size_v<OpAttrs>, "a name per OpAttrs alternative");
 
 }  // namespace
@@ -215,6 +216,15 @@ Status checkAttrs(const OpAttrs& attrs) {
           if (!std::isfinite(a.spatialScale))
             return makeError(ErrorCode::InvalidGraph, "attribute spatial_scale is {} but expected a finite number",
                              a.spatialScale);
+          return Status::ok();
+        } else if constexpr (std::is_same_v<T, MatMulNBitsAttrs>) {
+          CTX_RETURN_IF_ERROR(checkSize("K", a.k, 1));
+          CTX_RETURN_IF_ERROR(checkSize("N", a.n, 1));
+          if (a.bits != 2 && a.bits != 4 && a.bits != 8)
+            return makeError(ErrorCode::InvalidGraph, "attribute bits is {} but expected 2, 4 or 8", a.bits);
+          if (a.blockSize < 16 || (a.blockSize & (a.blockSize - 1)) != 0)
+            return makeError(ErrorCode::InvalidGraph,
+                             "attribute block_size is {} but expected a power of two of at least 16", a.blockSize);
           return Status::ok();
         } else if constexpr (std::is_same_v<T, DepthSpaceAttrs>) {
           return checkSize("blocksize", a.blocksize, 1);

@@ -30,6 +30,7 @@ constexpr const char* kNpuSimBody = R"json(
     {"op": "SkipSimplifiedLayerNormalization", "domain": "com.microsoft"},
     {"op": "Gelu", "domain": "com.microsoft"}, {"op": "BiasGelu", "domain": "com.microsoft"},
     {"op": "FastGelu", "domain": "com.microsoft"}, {"op": "QuickGelu", "domain": "com.microsoft"},
+    {"op": "MatMulNBits", "domain": "com.microsoft"},
     {"op": "Reshape"}, {"op": "Flatten"}, {"op": "Squeeze"}, {"op": "Unsqueeze"}, {"op": "Identity"},
     {"op": "Transpose"}, {"op": "Concat"}, {"op": "Slice"}, {"op": "Gather"}, {"op": "Pad"},
     {"op": "Resize", "constraints": {"max_rank": 4, "mode": ["nearest", "linear"]}},

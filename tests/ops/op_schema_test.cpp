@@ -195,6 +195,7 @@ TEST_CASE("every op id is pinned: released ids never change, new ops append", "[
       {179, "BiasGelu"},
       {180, "FastGelu"},
       {181, "QuickGelu"},
+      {182, "MatMulNBits"},
   };
   for (const auto& [id, name] : golden) {
     auto kind = ir::opKindFromInt(id);

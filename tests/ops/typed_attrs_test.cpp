@@ -43,6 +43,11 @@ ir::Attributes requiredAttrs(OpKind kind) {
     case OpKind::BitCast: a.set(Attribute::makeInt("to", 6)); break;
     case OpKind::LRN: a.set(Attribute::makeInt("size", 3)); break;
     case OpKind::Concat: a.set(Attribute::makeInt("axis", 0)); break;
+    case OpKind::MatMulNBits:
+      a.set(Attribute::makeInt("K", 64));
+      a.set(Attribute::makeInt("N", 8));
+      a.set(Attribute::makeInt("block_size", 32));
+      break;
     case OpKind::DepthToSpace:
     case OpKind::SpaceToDepth: a.set(Attribute::makeInt("blocksize", 2)); break;
     default: break;

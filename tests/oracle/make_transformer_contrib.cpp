@@ -6,7 +6,11 @@
 //  - skip_sln / skip_sln_sum: SkipSimplifiedLayerNormalization (epsilon 1e-6) and its sum
 //  - simplified_ln: SimplifiedLayerNormalization (epsilon 1e-6)
 //  - gelu, bias_gelu, fast_gelu, fast_gelu_nobias, quick_gelu: com.microsoft's activations (QuickGelu alpha 1.5)
-// usage: make_transformer_contrib OUT.onnx
+// and, with a second path, a model of MatMulNBits forms on h [2, 3, 100] (K = 100: the last block is partial; N = 37:
+// a partial tile): 4-bit blocks of 32 with the default zero point and a bias; 4-bit blocks of 16 with packed zero
+// points; 8-bit blocks of 64 with zero points; 4-bit with float zero points; 2-bit blocks of 32;
+// 4-bit with g_idx.
+// usage: make_transformer_contrib OUT.onnx [NBITS.onnx]
 #include "../common/graph_builder.h"
 #include "onnx_io/onnx_io.h"
 
@@ -75,14 +79,77 @@ ir::Model transformerContrib() {
   return m;
 }
 
+// Deterministic bytes.
+std::vector<uint8_t> bytes(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  uint32_t x = seed * 2654435761u + 12345u;
+  for (auto& b : v) {
+    x = x * 1664525u + 1013904223u;
+    b = static_cast<uint8_t>(x >> 24);
+  }
+  return v;
+}
+
+ir::Model matMulNBits() {
+  ir::Model m;
+  m.irVersion = 8;
+  m.opsets = {{"", 17}, {kMs, 1}};
+  ir::Graph& g = m.graph;
+  g.name = "matmul_nbits";
+  constexpr int64_t K = 100, N = 37;
+  g.inputs = {floatValue("h", dims({2, 3, K}))};
+  g.initializers.push_back(ramp("nbias", {N}, -0.2f, 0.03f));
+  // One MatMulNBits form: its weight codes, scales and the given zero points; `extra` adds inputs after them.
+  auto form = [&](const std::string& out, int64_t bits, int64_t block, std::vector<std::string> extraInputs,
+                  int64_t accuracy) {
+    const int64_t blocks = (K + block - 1) / block, blob = block * bits / 8;
+    const uint32_t seed = static_cast<uint32_t>(g.nodes.size() + 1);
+    g.initializers.push_back(ir::Initializer{
+        out + "_b", ir::Tensor::fromVector(ir::ElemType::Uint8, {N, blocks, blob}, bytes(N * blocks * blob, seed)),
+        std::nullopt});
+    g.initializers.push_back(ramp(out + "_s", {N * blocks}, 0.01f, 0.002f));
+    std::vector<std::string> ins{"h", out + "_b", out + "_s"};
+    for (auto& e : extraInputs) ins.push_back(e);
+    ir::Node n = msNode("MatMulNBits", ins, {out});
+    n.attrs.set(ir::Attribute::makeInt("K", K));
+    n.attrs.set(ir::Attribute::makeInt("N", N));
+    n.attrs.set(ir::Attribute::makeInt("bits", bits));
+    n.attrs.set(ir::Attribute::makeInt("block_size", block));
+    if (accuracy) n.attrs.set(ir::Attribute::makeInt("accuracy_level", accuracy));
+    g.nodes.push_back(n);
+    g.outputs.push_back(floatValue(out, dims({2, 3, N})));
+  };
+  form("nbits4", 4, 32, {"", "", "nbias"}, 0);
+  // Packed 4-bit zero points: ceil(7 blocks / 2) bytes per row.
+  g.initializers.push_back(ir::Initializer{
+      "zp4", ir::Tensor::fromVector(ir::ElemType::Uint8, {N * 4}, bytes(N * 4, 99)), std::nullopt});
+  form("nbits4_zp", 4, 16, {"zp4"}, 0);
+  g.initializers.push_back(ir::Initializer{
+      "zp8", ir::Tensor::fromVector(ir::ElemType::Uint8, {N * 2}, bytes(N * 2, 7)), std::nullopt});
+  form("nbits8_zp", 8, 64, {"zp8"}, 0);
+  // Zero points of A's type (ONNX Runtime's unpacked path, which takes 2 and 4 bits only): 4 blocks of 32.
+  g.initializers.push_back(ramp("zpf", {N * 4}, 6.5f, 0.25f));
+  form("nbits4_fzp", 4, 32, {"zpf"}, 0);
+  form("nbits2", 2, 32, {}, 0);
+  // Act order: position k takes block (k * 3) mod 4's scale and zero point (4-bit blocks of 32: 4 blocks).
+  std::vector<int32_t> groups(K);
+  for (int64_t k = 0; k < K; ++k) groups[static_cast<size_t>(k)] = static_cast<int32_t>((k * 3) % 4);
+  g.initializers.push_back(
+      ir::Initializer{"gidx", ir::Tensor::fromVector(ir::ElemType::Int32, {K}, groups), std::nullopt});
+  form("nbits4_gidx", 4, 32, {"", "gidx"}, 0);
+  return m;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: make_transformer_contrib OUT.onnx\n");
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: make_transformer_contrib OUT.onnx [NBITS.onnx]\n");
     return 2;
   }
-  if (Status st = onnx_io::saveModel(transformerContrib(), argv[1]); !st) {
+  Status st = onnx_io::saveModel(transformerContrib(), argv[1]);
+  if (st && argc == 3) st = onnx_io::saveModel(matMulNBits(), argv[2]);
+  if (!st) {
     std::fprintf(stderr, "make_transformer_contrib: %s\n", st.error().message().c_str());
     return 1;
   }

@@ -158,18 +158,30 @@ kernelModels="$work/kernel_models"
 if ! "$build/tests/kernels/make_kernel_models" "$kernelModels" resize_linear >/dev/null; then
   echo "FAIL resize_linear: could not write the models"; failed=$((failed + 1))
 fi
-# ONNX Runtime's com.microsoft transformer ops (tests/oracle/make_transformer_contrib.cpp): every node compiled (no
-# fallback node on either target), outputs as ONNX Runtime's CPU EP computes them.
-contrib="$work/transformer_contrib.onnx"
-if ! "$build/tests/oracle/make_transformer_contrib" "$contrib"; then
+# ONNX Runtime's com.microsoft transformer ops and MatMulNBits forms (tests/oracle/make_transformer_contrib.cpp): every
+# node compiled (no fallback node on either target), outputs as ONNX Runtime's CPU EP computes them, 4-bit weights kept.
+contrib="$work/transformer_contrib.onnx" nbits="$work/matmul_nbits.onnx"
+if ! "$build/tests/oracle/make_transformer_contrib" "$contrib" "$nbits"; then
   echo "FAIL transformer_contrib: could not write the model"; failed=$((failed + 1))
 fi
 checkContrib() {
-  local target="$1"
-  check transformer_contrib "$contrib" "$target"
-  local ctx="$work/transformer_contrib.$target/transformer_contrib_ctx.onnx"
-  if [ -f "$ctx" ] && ! "$apps/ctxrun/ctxrun" "$ctx" --json | grep -q '"fallback_nodes": 0'; then
-    echo "FAIL transformer_contrib [$target]: nodes stayed on the fallback path: $("$apps/ctxrun/ctxrun" "$ctx" --json)"
+  local target="$1" model
+  for model in "$contrib" "$nbits"; do
+    local stem
+    stem="$(basename "${model%.onnx}")"
+    check "$stem" "$model" "$target"
+    local ctx="$work/$stem.$target/${stem}_ctx.onnx"
+    if [ -f "$ctx" ] && ! "$apps/ctxrun/ctxrun" "$ctx" --json | grep -q '"fallback_nodes": 0'; then
+      echo "FAIL $stem [$target]: nodes stayed on the fallback path: $("$apps/ctxrun/ctxrun" "$ctx" --json)"
+      failed=$((failed + 1))
+    fi
+  done
+  # MatMulNBits weights stay as stored: the context binary stays under 1.5x the source model (its codes widened to
+  # float32 would make it about 4x; the rest is alignment, the program and the header).
+  local bin="$work/matmul_nbits.$target/matmul_nbits_ctxkit.bin"
+  if [ -f "$bin" ] && [ "$(stat -c %s "$bin")" -gt $(($(stat -c %s "$nbits") * 3 / 2)) ]; then
+    echo "FAIL matmul_nbits [$target]: the context binary ($(stat -c %s "$bin") B) is over 1.5x the source" \
+      "model ($(stat -c %s "$nbits") B): weights were widened"
     failed=$((failed + 1))
   fi
 }

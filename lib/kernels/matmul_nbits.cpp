@@ -1,0 +1,142 @@
+// MatMulNBits (com.microsoft), ONNX Runtime's block-quantized weight product (docs/runtime.md#block-quantized-weights):
+// Y = A x dequantize(B)^T (+ bias). B stays as stored (2, 4 or 8-bit codes); each run dequantizes a tile of its rows
+// at a time into per-thread scratch and multiplies A by it with the float32 GEMM, so the whole matrix is never
+// widened.
+#include "cpu/gemm.h"
+#include "kernels/ops.h"
+
+namespace ctxkit::kernels::detail {
+
+namespace {
+
+// Rows of B dequantized per GEMM call.
+constexpr int64_t kTileRows = 32;
+
+struct NBitsLayout {
+  int64_t k, n, bits, blockSize, blocks, blobBytes, zeroBytesPerRow;
+};
+
+NBitsLayout layoutOf(const ops::MatMulNBitsAttrs& a) {
+  const int64_t blocks = (a.k + a.blockSize - 1) / a.blockSize;
+  return NBitsLayout{a.k, a.n, a.bits, a.blockSize, blocks, a.blockSize * a.bits / 8, (blocks * a.bits + 7) / 8};
+}
+
+// Code `j` of a run of `bits`-bit codes packed low bits first.
+inline uint32_t codeAt(const uint8_t* p, int64_t j, int64_t bits) {
+  switch (bits) {
+    case 2: return (p[j >> 2] >> ((j & 3) * 2)) & 0x3u;
+    case 4: return (p[j >> 1] >> ((j & 1) * 4)) & 0xFu;
+    default: return p[j];
+  }
+}
+
+}  // namespace
+
+InferResult inferMatMulNBits(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 3, 6));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, typeBit(ElemType::Float) | kHalfTypes));
+  const NBitsLayout l = layoutOf(attrsOf<ops::MatMulNBitsAttrs>(ctx));
+  const auto& a = inputs[0].shape;
+  if (a.empty() || a.back() != l.k)
+    return invalid(ctx, "input 0 (A) has shape {}; its last axis must be K = {}", shapeStr(a), l.k);
+  if (inputs[1].type != ElemType::Uint8 || inputs[1].shape != ir::Shape{l.n, l.blocks, l.blobBytes})
+    return invalid(ctx, "input 1 (B) is {} {}; K = {}, N = {}, bits = {} and block_size = {} make it uint8 {}",
+                   ir::elemTypeName(inputs[1].type), shapeStr(inputs[1].shape), l.k, l.n, l.bits, l.blockSize,
+                   shapeStr(ir::Shape{l.n, l.blocks, l.blobBytes}));
+  CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 2));
+  if (dimProduct(inputs[2].shape) != l.n * l.blocks)
+    return invalid(ctx, "input 2 (scales) has shape {}; it needs N x blocks = {} x {} values", shapeStr(inputs[2].shape),
+                   l.n, l.blocks);
+  if (const ValueDesc* zp = optionalInput(inputs, 3)) {
+    const bool packed = zp->type == ElemType::Uint8;
+    if (!packed && zp->type != inputs[0].type)
+      return invalid(ctx, "input 3 (zero_points) is {}; expected uint8 (packed) or {}", ir::elemTypeName(zp->type),
+                     ir::elemTypeName(inputs[0].type));
+    const int64_t want = packed ? l.n * l.zeroBytesPerRow : l.n * l.blocks;
+    if (dimProduct(zp->shape) != want)
+      return invalid(ctx, "input 3 (zero_points) has shape {}; expected {} values", shapeStr(zp->shape), want);
+  }
+  if (const ValueDesc* g = optionalInput(inputs, 4)) {
+    if (g->type != ElemType::Int32 || dimProduct(g->shape) != l.k)
+      return invalid(ctx, "input 4 (g_idx) is {} {}; expected int32 with K = {} values", ir::elemTypeName(g->type),
+                     shapeStr(g->shape), l.k);
+  }
+  if (const ValueDesc* bias = optionalInput(inputs, 5)) {
+    CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 5));
+    if (dimProduct(bias->shape) != l.n)
+      return invalid(ctx, "input 5 (bias) has shape {}; expected N = {} values", shapeStr(bias->shape), l.n);
+  }
+  ir::Shape out(a.begin(), a.end());
+  out.back() = l.n;
+  return single(inputs[0].type, std::move(out));
+}
+
+Status runMatMulNBits(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  const NBitsLayout l = layoutOf(attrsOf<ops::MatMulNBitsAttrs>(ctx));
+  const ir::Tensor& a = *inputs[0];
+  const uint8_t* b = inputs[1]->dataAs<uint8_t>();
+  const float* scales = inputs[2]->dataAs<float>();
+  const ir::Tensor* zp = inputs.size() > 3 ? inputs[3] : nullptr;
+  const ir::Tensor* gIdx = inputs.size() > 4 ? inputs[4] : nullptr;
+  const ir::Tensor* bias = inputs.size() > 5 ? inputs[5] : nullptr;
+  const int32_t* groups = gIdx ? gIdx->dataAs<int32_t>() : nullptr;
+  if (groups)
+    for (int64_t k = 0; k < l.k; ++k)
+      if (groups[k] < 0 || groups[k] >= l.blocks)
+        return invalid(ctx, "input 4 (g_idx) names block {} at position {}; there are {} blocks", groups[k], k,
+                       l.blocks);
+  const uint8_t* zpPacked = zp && zp->type() == ElemType::Uint8 ? zp->dataAs<uint8_t>() : nullptr;
+  const float* zpFloat = zp && zp->type() != ElemType::Uint8 ? zp->dataAs<float>() : nullptr;
+  const float zpDefault = static_cast<float>(int64_t{1} << (l.bits - 1));
+  const size_t rowsA = static_cast<size_t>(a.elementCount() / static_cast<uint64_t>(l.k));
+  const float* pa = a.dataAs<float>();
+  float* py = outputs[0]->mutableDataAs<float>();
+  const float* pbias = bias ? bias->dataAs<float>() : nullptr;
+  const auto K = static_cast<size_t>(l.k), N = static_cast<size_t>(l.n);
+
+  // Row n of dequantize(B): code q of block g is (q - zero point) x scale.
+  auto dequantizeRow = [&](int64_t n, float* w) {
+    auto zeroOf = [&](int64_t g) {
+      if (zpFloat) return zpFloat[n * l.blocks + g];
+      if (zpPacked) return static_cast<float>(codeAt(zpPacked + n * l.zeroBytesPerRow, g, l.bits));
+      return zpDefault;
+    };
+    const uint8_t* row = b + n * l.blocks * l.blobBytes;
+    if (!groups) {
+      for (int64_t g = 0; g < l.blocks; ++g) {
+        const float scale = scales[n * l.blocks + g], zero = zeroOf(g);
+        const uint8_t* blob = row + g * l.blobBytes;
+        const int64_t k0 = g * l.blockSize, k1 = std::min(l.k, k0 + l.blockSize);
+        for (int64_t k = k0; k < k1; ++k)
+          w[k] = (static_cast<float>(codeAt(blob, k - k0, l.bits)) - zero) * scale;
+      }
+      return;
+    }
+    // Act-order (g_idx): position k's code is stored in order, its scale and zero point are block g_idx[k]'s.
+    for (int64_t k = 0; k < l.k; ++k) {
+      const int64_t g = groups[k];
+      const uint8_t* blob = row + (k / l.blockSize) * l.blobBytes;
+      w[k] = (static_cast<float>(codeAt(blob, k % l.blockSize, l.bits)) - zeroOf(g)) * scales[n * l.blocks + g];
+    }
+  };
+
+  const size_t tiles = (N + kTileRows - 1) / kTileRows;
+  parallelForWork(ctx, tiles, static_cast<size_t>(kTileRows) * K * std::max<size_t>(rowsA, 1), [&](size_t t0,
+                                                                                                     size_t t1) {
+    thread_local std::vector<float> scratch;  // this thread's tile of dequantized rows; grows once
+    std::vector<float>& w = scratch;
+    w.resize(static_cast<size_t>(kTileRows) * K);
+    for (size_t t = t0; t < t1; ++t) {
+      const size_t n0 = t * kTileRows, rows = std::min<size_t>(kTileRows, N - n0);
+      for (size_t r = 0; r < rows; ++r) dequantizeRow(static_cast<int64_t>(n0 + r), w.data() + r * K);
+      cpu::sgemm(false, true, rowsA, rows, K, 1.0f, pa, K, w.data(), K, 0.0f, py + n0, N, nullptr);
+      if (pbias)
+        for (size_t m = 0; m < rowsA; ++m)
+          for (size_t r = 0; r < rows; ++r) py[m * N + n0 + r] += pbias[n0 + r];
+    }
+  });
+  return Status::ok();
+}
+
+}  // namespace ctxkit::kernels::detail
