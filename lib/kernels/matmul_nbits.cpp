@@ -46,8 +46,8 @@ InferResult inferMatMulNBits(const OpContext& ctx, InDescs inputs, size_t output
                    shapeStr(ir::Shape{l.n, l.blocks, l.blobBytes}));
   CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 2));
   if (dimProduct(inputs[2].shape) != l.n * l.blocks)
-    return invalid(ctx, "input 2 (scales) has shape {}; it needs N x blocks = {} x {} values", shapeStr(inputs[2].shape),
-                   l.n, l.blocks);
+    return invalid(ctx, "input 2 (scales) has shape {}; it needs N x blocks = {} x {} values",
+                   shapeStr(inputs[2].shape), l.n, l.blocks);
   if (const ValueDesc* zp = optionalInput(inputs, 3)) {
     const bool packed = zp->type == ElemType::Uint8;
     if (!packed && zp->type != inputs[0].type)
@@ -108,8 +108,7 @@ Status runMatMulNBits(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
         const float scale = scales[n * l.blocks + g], zero = zeroOf(g);
         const uint8_t* blob = row + g * l.blobBytes;
         const int64_t k0 = g * l.blockSize, k1 = std::min(l.k, k0 + l.blockSize);
-        for (int64_t k = k0; k < k1; ++k)
-          w[k] = (static_cast<float>(codeAt(blob, k - k0, l.bits)) - zero) * scale;
+        for (int64_t k = k0; k < k1; ++k) w[k] = (static_cast<float>(codeAt(blob, k - k0, l.bits)) - zero) * scale;
       }
       return;
     }
@@ -122,20 +121,20 @@ Status runMatMulNBits(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   };
 
   const size_t tiles = (N + kTileRows - 1) / kTileRows;
-  parallelForWork(ctx, tiles, static_cast<size_t>(kTileRows) * K * std::max<size_t>(rowsA, 1), [&](size_t t0,
-                                                                                                     size_t t1) {
-    thread_local std::vector<float> scratch;  // this thread's tile of dequantized rows; grows once
-    std::vector<float>& w = scratch;
-    w.resize(static_cast<size_t>(kTileRows) * K);
-    for (size_t t = t0; t < t1; ++t) {
-      const size_t n0 = t * kTileRows, rows = std::min<size_t>(kTileRows, N - n0);
-      for (size_t r = 0; r < rows; ++r) dequantizeRow(static_cast<int64_t>(n0 + r), w.data() + r * K);
-      cpu::sgemm(false, true, rowsA, rows, K, 1.0f, pa, K, w.data(), K, 0.0f, py + n0, N, nullptr);
-      if (pbias)
-        for (size_t m = 0; m < rowsA; ++m)
-          for (size_t r = 0; r < rows; ++r) py[m * N + n0 + r] += pbias[n0 + r];
-    }
-  });
+  parallelForWork(ctx, tiles, static_cast<size_t>(kTileRows) * K * std::max<size_t>(rowsA, 1),
+                  [&](size_t t0, size_t t1) {
+                    thread_local std::vector<float> scratch;  // this thread's tile of dequantized rows; grows once
+                    std::vector<float>& w = scratch;
+                    w.resize(static_cast<size_t>(kTileRows) * K);
+                    for (size_t t = t0; t < t1; ++t) {
+                      const size_t n0 = t * kTileRows, rows = std::min<size_t>(kTileRows, N - n0);
+                      for (size_t r = 0; r < rows; ++r) dequantizeRow(static_cast<int64_t>(n0 + r), w.data() + r * K);
+                      cpu::sgemm(false, true, rowsA, rows, K, 1.0f, pa, K, w.data(), K, 0.0f, py + n0, N, nullptr);
+                      if (pbias)
+                        for (size_t m = 0; m < rowsA; ++m)
+                          for (size_t r = 0; r < rows; ++r) py[m * N + n0 + r] += pbias[n0 + r];
+                    }
+                  });
   return Status::ok();
 }
 
