@@ -10,9 +10,9 @@ namespace ctxkit::kernels::detail {
 
 namespace {
 
-Status checkIndices(const OpContext& ctx, const std::vector<int64_t>& indices, int64_t dim, ErrorCode code) {
-  for (int64_t i : indices)
-    if (i < -dim || i >= dim)
+Status checkIndices(const OpContext& ctx, const IntView& indices, int64_t dim, ErrorCode code) {
+  for (size_t k = 0; k < indices.size(); ++k)
+    if (const int64_t i = indices[k]; i < -dim || i >= dim)
       return nodeError(ctx, code, "index {} is out of range for a gathered dimension of size {}", i, dim);
   return Status::ok();
 }
@@ -31,7 +31,7 @@ InferResult inferGather(const OpContext& ctx, InDescs inputs, size_t outputCount
   // Known indices are checked here already, so constant folding reports a bad graph rather than bad data.
   if (inputs[1].value && inputs[1].value->shape() == inputs[1].shape)
     CTX_RETURN_IF_ERROR(
-        checkIndices(ctx, tensorInts(*inputs[1].value), data[static_cast<size_t>(axis)], ErrorCode::InvalidGraph));
+        checkIndices(ctx, IntView(*inputs[1].value), data[static_cast<size_t>(axis)], ErrorCode::InvalidGraph));
   ir::Shape out(data.begin(), data.begin() + axis);
   out.insert(out.end(), inputs[1].shape.begin(), inputs[1].shape.end());
   out.insert(out.end(), data.begin() + axis + 1, data.end());
@@ -43,7 +43,7 @@ Status runGather(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   int64_t rank = static_cast<int64_t>(data.rank());
   CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, attrsOf<ops::AxisAttrs>(ctx).axis, rank, "attribute axis"));
   auto a = static_cast<size_t>(axis);
-  std::vector<int64_t> indices = tensorInts(*inputs[1]);
+  const IntView indices(*inputs[1]);
   const int64_t dim = data.shape()[a];
   CTX_RETURN_IF_ERROR(checkIndices(ctx, indices, dim, ErrorCode::InvalidArgument));
   const size_t elem = ir::elemSize(data.type());

@@ -118,6 +118,26 @@ Expected<std::vector<int64_t>> normalizeAxes(const OpContext& ctx, std::span<con
 // The contents of an int32/int64 input of rank 0 or 1 that inference needs; Unsupported when unknown.
 Expected<std::vector<int64_t>> knownInts(const OpContext& ctx, InDescs inputs, size_t index, std::string_view name);
 std::vector<int64_t> tensorInts(const ir::Tensor& t);  // int32/int64/uint8 tensor read as int64
+// An int32/int64/uint8 tensor read in place as int64, element by element: what a run reads indices through without
+// copying them (tensorInts allocates).
+class IntView {
+public:
+  explicit IntView(const ir::Tensor& t) : data_(t.data()), type_(t.type()), size_(static_cast<size_t>(t.elementCount())) {}
+  size_t size() const { return size_; }
+  int64_t operator[](size_t i) const {
+    switch (type_) {
+      case ir::ElemType::Int64: return reinterpret_cast<const int64_t*>(data_)[i];
+      case ir::ElemType::Int32: return reinterpret_cast<const int32_t*>(data_)[i];
+      case ir::ElemType::Uint8: return reinterpret_cast<const uint8_t*>(data_)[i];
+      default: return 0;
+    }
+  }
+
+private:
+  const std::byte* data_;
+  ir::ElemType type_;
+  size_t size_;
+};
 
 // ---- shapes ------------------------------------------------------------------------------------------
 

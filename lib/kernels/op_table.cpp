@@ -141,7 +141,7 @@ const OpEntry* detail::findEntry(OpKind kind) {
                              typeBit(ElemType::Float) | typeBit(ElemType::Double) | typeBit(ElemType::Int16) |
                                  typeBit(ElemType::Int32) | typeBit(ElemType::Int64) | kHalfTypes,
                              true};
-  static const OpEntry pad{inferPad, runPad, kFixedSizeTypes, false};
+  static const OpEntry pad{inferPad, runPad, kFixedSizeTypes, false, planPadOnce};
   static const OpEntry convTranspose{inferConvTranspose, runConvTranspose, kFloat32, true, planConvTransposeOnce};
   static const OpEntry resize{inferResize, runResize, kFloats | typeBit(ElemType::Int8) | typeBit(ElemType::Uint8),
                               true, planResizeOnce};

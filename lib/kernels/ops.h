@@ -275,6 +275,7 @@ InferResult inferRange(const OpContext& ctx, InDescs inputs, size_t outputCount)
 Status runRange(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferPad(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runPad(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+Expected<std::shared_ptr<const void>> planPadOnce(const OpContext& ctx, InDescs inputs);
 
 // conv_transpose.cpp
 InferResult inferConvTranspose(const OpContext& ctx, InDescs inputs, size_t outputCount);

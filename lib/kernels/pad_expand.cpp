@@ -252,11 +252,49 @@ InferResult inferPad(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   return single(inputs[0].type, std::move(shape));
 }
 
+namespace {
+
+// What a Pad run needs besides its data: the parameters and, per axis, the source index of every output position
+// (-1: the constant) and the input's stride. Worked out at prepare when the pads are constants.
+struct PadPlan {
+  PadParams params;
+  std::vector<std::vector<int64_t>> src;
+  std::vector<int64_t> inStride;
+};
+
+Expected<PadPlan> makePadPlan(const OpContext& ctx, InDescs inputs) {
+  PadPlan plan;
+  CTX_ASSIGN_OR_RETURN(plan.params, padParams(ctx, inputs));
+  const ir::Shape& in = inputs[0].shape;
+  const size_t rank = in.size();
+  plan.src.resize(rank);
+  plan.inStride.assign(rank, 1);
+  for (size_t a = rank; a-- > 0;) {
+    if (a + 1 < rank) plan.inStride[a] = plan.inStride[a + 1] * in[a + 1];
+    const int64_t extent = in[a] + plan.params.begin[a] + plan.params.end[a];
+    plan.src[a].resize(static_cast<size_t>(extent));
+    for (int64_t o = 0; o < extent; ++o)
+      plan.src[a][static_cast<size_t>(o)] = padSource(plan.params.mode, o, plan.params.begin[a], in[a]);
+  }
+  return plan;
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<const void>> planPadOnce(const OpContext& ctx, InDescs inputs) {
+  CTX_ASSIGN_OR_RETURN(PadPlan plan, makePadPlan(ctx, inputs));
+  return std::shared_ptr<const void>(std::make_shared<const PadPlan>(std::move(plan)));
+}
+
 Status runPad(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& x = *inputs[0];
   ir::Tensor& y = *outputs[0];
-  std::vector<ValueDesc> descs = describeInputs(inputs, true);
-  CTX_ASSIGN_OR_RETURN(PadParams p, padParams(ctx, descs));
+  PadPlan planned;
+  if (!ctx.plan) {
+    std::vector<ValueDesc> descs = describeInputs(inputs, true);
+    CTX_ASSIGN_OR_RETURN(planned, makePadPlan(ctx, descs));
+  }
+  const PadPlan& plan = ctx.plan ? *static_cast<const PadPlan*>(ctx.plan) : planned;
   size_t size = ir::elemSize(x.type());
   std::array<std::byte, 16> constant{};
   if (ctx.opset < 11) {
@@ -271,15 +309,8 @@ Status runPad(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     std::memcpy(y.mutableData(), x.data(), size);
     return Status::ok();
   }
-  // Per axis, the source index of every output position (-1: the constant).
-  std::vector<std::vector<int64_t>> src(rank);
-  std::vector<int64_t> inStride(rank, 1);
-  for (size_t a = rank; a-- > 0;) {
-    if (a + 1 < rank) inStride[a] = inStride[a + 1] * x.shape()[a + 1];
-    src[a].resize(static_cast<size_t>(y.shape()[a]));
-    for (int64_t o = 0; o < y.shape()[a]; ++o)
-      src[a][static_cast<size_t>(o)] = padSource(p.mode, o, p.begin[a], x.shape()[a]);
-  }
+  const std::vector<std::vector<int64_t>>& src = plan.src;
+  const std::vector<int64_t>& inStride = plan.inStride;
   int64_t inner = y.shape()[rank - 1];
   int64_t rows = static_cast<int64_t>(y.elementCount()) / inner;
   const std::byte* in = x.data();

@@ -1,6 +1,7 @@
 // Ops along one axis: CumSum and CumProd (exclusive, reverse) and TopK (largest or smallest, ties broken by
 // the lower index).
 #include "kernels/ops.h"
+#include "kernels/thread_scratch.h"
 
 #include <algorithm>
 #include <numeric>
@@ -34,7 +35,7 @@ InferResult inferCumulative(const OpContext& ctx, InDescs inputs, size_t outputC
 
 Status runCumulative(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& x = *inputs[0];
-  std::vector<int64_t> axisValue = tensorInts(*inputs[1]);
+  const IntView axisValue(*inputs[1]);
   if (axisValue.size() != 1) return invalid(ctx, "input 1 (axis) must hold one value");
   CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, axisValue[0], static_cast<int64_t>(x.rank()), "axis"));
   const ops::CumulativeAttrs& a = attrsOf<ops::CumulativeAttrs>(ctx);
@@ -92,7 +93,8 @@ Status runTopK(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     using T = decltype(tag);
     const T* px = x.dataAs<T>();
     T* pv = outputs[0]->mutableDataAs<T>();
-    std::vector<int64_t> order(static_cast<size_t>(s.length));
+    std::vector<int64_t>& order = threadScratch().sortOrder;
+    order.resize(static_cast<size_t>(s.length));
     for (int64_t o = 0; o < s.outer; ++o)
       for (int64_t i = 0; i < s.inner; ++i) {
         const T* src = px + o * s.length * s.inner + i;

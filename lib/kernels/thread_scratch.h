@@ -22,6 +22,7 @@ struct ThreadScratch {
   std::vector<float> convWeights;  // a Conv weight's taps that land inside the input for a band of outputs
   std::vector<float> convRuns;     // direct Conv onto narrow maps: every output row of up to four filters as one run
   std::vector<float> poolOnes, poolDivisors;
+  std::vector<int64_t> sortOrder;  // TopK: the positions of one slice, in sorted order
 };
 
 // This thread's scratch.

@@ -1,10 +1,11 @@
 // Tests issue 10's "a steady-state run allocates nothing": heap allocations made by runs of each compiled sample
-// after warm-up runs, running into the caller's output buffers, on npu-sim and cpu with 1 and 2 threads, printing
-// the call stack of the first one. Then issue 26's "on the whole path ctxrun takes": steady-state `Session::runInto`
-// runs (docs/runtime.md#allocations) of the same _ctx.onnx files, of tiny_cnn with fallback nodes beside its compiled
-// one, and of the plain models (every node a fallback node), listing what allocates by function. Exits 1 when any
-// of these allocates; PP-OCR's classifier, recognizer and detector run when fetched. This binary replaces the global operator new to count the
-// allocations made while runs are in progress.
+// after warm-up runs, running into the caller's output buffers, on npu-sim and cpu with 1 and 2 threads, listing what
+// allocates by function. Then issue 26's "on the whole path ctxrun takes": steady-state `Session::runInto` runs
+// (docs/runtime.md#allocations) of the same _ctx.onnx files, of tiny_cnn with fallback nodes beside its compiled one,
+// and of the plain models (every node a fallback node). The same for every graph of the PyTorch corpus
+// (scripts/export_corpus.sh; required under CI) and PP-OCR's classifier, recognizer and detector (npm). Exits 1 when
+// any of these allocates, except whole runs of the two detectors (kNotHeld below). This binary replaces the global
+// operator new to count the allocations made while runs are in progress.
 // usage: alloc_report [SAMPLES_DIR [CACHE_DIR]]
 #include "../common/material.h"
 #include "format/container.h"
@@ -15,6 +16,7 @@
 #include "tooling/run_io.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <cstdio>
@@ -26,6 +28,7 @@
 #include <fstream>
 #include <algorithm>
 #include <map>
+#include <set>
 #include <new>
 #include <unistd.h>
 
@@ -137,6 +140,7 @@ struct Case {
   fs::path model;
   fs::path dataDir;  // inputs in the test-data convention; empty: seeded random inputs
   std::vector<std::string> shapes;  // --shape bindings INPUT=AxB
+  std::map<std::string, int64_t> dims;  // --dim bindings SYM=V
 };
 
 // Item 4's "a program format that needs no per-op allocation to read": reading a program allocates a fixed number
@@ -183,13 +187,20 @@ analysis::Bindings bindingsOf(const Case& c) {
     }
     b.shapes[s.substr(0, eq)] = shape;
   }
+  b.dims = c.dims;
   return b;
+}
+
+// A label as a file name part: "llama_kv/prefill" -> "llama_kv_prefill".
+std::string labelForPath(std::string label) {
+  std::replace(label.begin(), label.end(), '/', '_');
+  return label;
 }
 
 // Compiles `c` for `target` into a temporary folder, and checks what reading its programs allocates.
 fs::path compileCase(const Case& c, const std::string& target, pipeline::CompileOptions& o, bool checkRead) {
   const fs::path dir = fs::temp_directory_path() /
-                       fmt::format("ctxkit_alloc_{}_{}_{}", c.label, fs::path(target).stem().string(), ::getpid());
+                       fmt::format("ctxkit_alloc_{}_{}_{}", labelForPath(c.label), fs::path(target).stem().string(), ::getpid());
   o.models = {c.model};
   o.outputDir = dir;
   o.target = target;
@@ -209,8 +220,9 @@ fs::path compileCase(const Case& c, const std::string& target, pipeline::Compile
 // held) is what those outputs cost. Returns runInto's allocations per run; prints both with the session's node
 // counts and the call stack of runInto's first allocation.
 size_t sessionRunAllocations(const std::string& label, const std::string& target, const fs::path& model,
-                             const analysis::Bindings& bindings, const fs::path& dataDir, int threads, int runs) {
-  const Case c{label, model, dataDir, {}};
+                             const analysis::Bindings& bindings, const fs::path& dataDir, int threads, int runs,
+                             bool held = true) {
+  const Case c{label, model, dataDir, {}, {}};
   runtime::SessionOptions so;
   so.threads = threads;
   auto session = runtime::Session::loadFile(model, so);
@@ -250,16 +262,15 @@ size_t sessionRunAllocations(const std::string& label, const std::string& target
               label.c_str(), target.c_str(), threads, perRun, made / static_cast<size_t>(runs),
               s.stats().compiledNodes, s.stats().fallbackNodes);
   for (const auto& [site, count] : allocationSites())
-    std::printf("  FAILED: %zu per run in %s\n", count / static_cast<size_t>(runs), site.c_str());
+    std::printf("  %s: %zu per run in %s\n", held ? "FAILED" : "not held", count / static_cast<size_t>(runs),
+                site.c_str());
   return made;
 }
 
-// Compiles `c` for `target`, loads it with `threads` kernel threads and returns the allocations made by `runs`
-// runs of every compiled node after its first run.
-size_t steadyStateAllocations(const Case& c, const std::string& target, int threads, int runs) {
-  pipeline::CompileOptions o;
-  const fs::path dir = compileCase(c, target, o, threads == 1);
-  const fs::path ctx = dir / (c.model.stem().string() + "_ctx.onnx");
+// Loads the compiled `ctx` with `threads` kernel threads and returns the allocations made by `runs` runs of every
+// compiled node after its first run, and (when `holdWholeRuns`) those of whole Session runs.
+size_t compiledRunAllocations(const Case& c, const std::string& target, const fs::path& ctx,
+                              const pipeline::CompileOptions& o, int threads, int runs, bool holdWholeRuns) {
   runtime::SessionOptions so;
   so.threads = threads;
   auto session = runtime::Session::loadFile(ctx, so);
@@ -278,15 +289,16 @@ size_t steadyStateAllocations(const Case& c, const std::string& target, int thre
     std::vector<ir::Tensor*> outs;
   };
   std::vector<Node> nodes;
-  for (size_t n = 0; n < model->graph.nodes.size(); ++n) {
+  bool readsFallback = false;  // an EPContext node reads what a fallback node makes: only whole runs are measured
+  for (size_t n = 0; n < model->graph.nodes.size() && !readsFallback; ++n) {
     const ir::Node& node = model->graph.nodes[n];
     if (node.kind != ir::OpKind::EPContext) continue;
     auto descs = (*session)->compiledNodeOutputs(n);
     REQUIRE(descs);
     Node run{n, {}, {}};
     for (const auto& in : node.inputs) {
-      REQUIRE(values.count(in) == 1);
-      run.ins.push_back(&values[in]);
+      readsFallback = readsFallback || values.count(in) == 0;
+      if (!readsFallback) run.ins.push_back(&values[in]);
     }
     for (size_t k = 0; k < descs->size(); ++k) {
       values[node.outputs[k]] = ir::Tensor::allocate((*descs)[k].type, (*descs)[k].shape).value();
@@ -294,7 +306,8 @@ size_t steadyStateAllocations(const Case& c, const std::string& target, int thre
     }
     nodes.push_back(std::move(run));
   }
-  REQUIRE(!nodes.empty());
+  REQUIRE(readsFallback || !nodes.empty());
+  if (readsFallback) nodes.clear();
   // The first run may allocate: per-thread scratch grows then, and the thread pool has every thread reserve what
   // any of them needed (kernels/thread_scratch.h). Every run after it must allocate nothing, whichever thread runs
   // which chunk.
@@ -302,34 +315,75 @@ size_t steadyStateAllocations(const Case& c, const std::string& target, int thre
   bool ok = true;
   allocations = 0;
   firstStackDepth = 0;
+  recording = true;
   counting = true;
   for (int i = 0; i < runs; ++i)
     for (auto& n : nodes) ok = (*session)->runCompiledNodeInto(n.index, n.ins, n.outs).isOk() && ok;
   counting = false;
+  recording = false;
   const size_t made = allocations.load();
   REQUIRE(ok);
-  std::printf("%-18s %-8s %d thread(s): %zu allocations in runs 2 to %d\n", c.label.c_str(),
-              fs::path(target).stem().string().c_str(), threads,
-              made, runs + 1);
-  if (made != 0 && firstStackDepth > 0) {
-    std::printf("  the first made at:\n");
-    std::fflush(stdout);
-    backtrace_symbols_fd(firstStack, firstStackDepth, 1);
-  }
-  const size_t viaSession = sessionRunAllocations(c.label, fs::path(target).stem().string(), ctx, o.bindings, c.dataDir, threads, runs);
+  if (readsFallback)
+    std::printf("%-18s %-8s %d thread(s): compiled nodes read fallback outputs: whole runs only\n", c.label.c_str(),
+                fs::path(target).stem().string().c_str(), threads);
+  else
+    std::printf("%-18s %-8s %d thread(s): %zu allocations in runs 2 to %d\n", c.label.c_str(),
+                fs::path(target).stem().string().c_str(), threads, made, runs + 1);
+  for (const auto& [site, count] : allocationSites())
+    std::printf("  FAILED: %zu per run in %s\n", count / static_cast<size_t>(runs), site.c_str());
+  const size_t viaSession = sessionRunAllocations(c.label, fs::path(target).stem().string(), ctx, o.bindings,
+                                                  c.dataDir, threads, runs, holdWholeRuns);
+  return made + (holdWholeRuns ? viaSession : 0);
+}
+
+// Compiles `c` for `target` once and measures its runs with 1 and 2 kernel threads (compiledRunAllocations).
+size_t steadyStateAllocations(const Case& c, const std::string& target, int runs, bool holdWholeRuns = true) {
+  pipeline::CompileOptions o;
+  const fs::path dir = compileCase(c, target, o, true);
+  const fs::path ctx = dir / (c.model.stem().string() + "_ctx.onnx");
+  size_t made = 0;
+  for (int threads : {1, 2}) made += compiledRunAllocations(c, target, ctx, o, threads, runs, holdWholeRuns);
   std::error_code ec;
   fs::remove_all(dir, ec);
-  return made + viaSession;
+  return made;
 }
 
 std::vector<Case> sampleCases() {
   std::vector<Case> cases;
   for (const char* stem : {"tiny_cnn", "tiny_prefill", "tiny_decode", "tiny_qdq_cnn", "tiny_qdq_prefill"})
-    cases.push_back(Case{stem, kSamples / (std::string(stem) + ".onnx"), kSamples / stem / "test_data_set_0", {}});
+    cases.push_back(Case{stem, kSamples / (std::string(stem) + ".onnx"), kSamples / stem / "test_data_set_0", {}, {}});
   return cases;
 }
 
 }  // namespace
+
+// The PyTorch corpus (scripts/export_corpus.sh): every exported graph with the inputs exported beside it and the
+// `--dim` bindings its meta.json lists. Empty when the corpus is not exported.
+std::vector<Case> torchCorpusCases() {
+  std::vector<Case> cases;
+  const fs::path corpus = kCache / "corpus-torch";
+  if (!fs::exists(corpus)) return cases;
+  std::vector<fs::path> dirs;
+  for (const auto& entry : fs::directory_iterator(corpus))
+    if (fs::exists(entry.path() / "meta.json")) dirs.push_back(entry.path());
+  std::sort(dirs.begin(), dirs.end());
+  for (const fs::path& dir : dirs) {
+    const auto meta = nlohmann::json::parse(std::ifstream(dir / "meta.json"), nullptr, false);
+    if (meta.is_discarded() || !meta.contains("graphs")) continue;
+    for (const auto& [graph, facts] : meta["graphs"].items()) {
+      Case c{dir.filename().string() + (graph == "model" ? "" : "/" + graph), dir / (graph + ".onnx"),
+             dir / (graph == "model" ? std::string("inputs") : graph + "_inputs"), {}, {}};
+      const auto& args = facts.value("args", nlohmann::json::array());
+      for (size_t a = 0; a + 1 < args.size(); a += 2) {
+        const std::string flag = args[a], value = args[a + 1];
+        const auto eq = value.find('=');
+        if (flag == "--dim" && eq != std::string::npos) c.dims[value.substr(0, eq)] = std::stoll(value.substr(eq + 1));
+      }
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
 
 int main(int argc, char** argv) {
   if (argc > 1) kSamples = argv[1];
@@ -338,7 +392,7 @@ int main(int argc, char** argv) {
   size_t sampleAllocations = 0;
   for (const Case& c : sampleCases())
     for (const char* target : {"npu-sim", "cpu"})
-      for (int threads : {1, 2}) sampleAllocations += steadyStateAllocations(c, target, threads, 5);
+      sampleAllocations += steadyStateAllocations(c, target, 5);
   // A _ctx.onnx with fallback nodes beside its EPContext node: tiny_cnn for a target without Gemm (its Flatten and
   // Gemm stay ONNX nodes).
   const fs::path nogemmDir = fs::temp_directory_path() / fmt::format("ctxkit_alloc_target_{}", ::getpid());
@@ -346,7 +400,7 @@ int main(int argc, char** argv) {
   const fs::path nogemm = nogemmDir / "nogemm.json";
   std::ofstream(nogemm) << R"({"name":"nogemm","element_types":["float32"],"ops":[{"op":"Conv"},)"
                            R"({"op":"BatchNormalization"},{"op":"Relu"},{"op":"MaxPool"}]})";
-  for (int threads : {1, 2}) sampleAllocations += steadyStateAllocations(sampleCases()[0], nogemm.string(), threads, 5);
+  sampleAllocations += steadyStateAllocations(sampleCases()[0], nogemm.string(), 5);
   std::error_code removed;
   fs::remove_all(nogemmDir, removed);
   // The plain models, run directly: every node is a fallback node.
@@ -363,7 +417,7 @@ int main(int argc, char** argv) {
     if (!fs::exists(dir)) continue;
     pipeline::CompileOptions o;
     std::error_code ec;
-    fs::remove_all(compileCase(Case{test, dir / "model.onnx", {}, {}}, "cpu", o, true), ec);
+    fs::remove_all(compileCase(Case{test, dir / "model.onnx", {}, {}, {}}, "cpu", o, true), ec);
   }
   if (sampleAllocations != 0)
     std::printf("FAILED: the samples' steady-state runs allocated %zu times\n", sampleAllocations);
@@ -376,7 +430,37 @@ int main(int argc, char** argv) {
   constexpr bool kHeldToZero = true;
 #endif
   if (readFailures != 0) std::printf("FAILED: %zu programs allocated more than a fixed count to read\n", readFailures);
-  const int status = kHeldToZero && (sampleAllocations != 0 || readFailures != 0) ? 1 : 0;
+  int status = kHeldToZero && (sampleAllocations != 0 || readFailures != 0) ? 1 : 0;
+  // The PyTorch corpus: real exporter output, compiled for both targets (with whatever fallback nodes they keep:
+  // the detectors' value-dependent shapes), and run plain.
+  // Under a sanitizer nothing is counted, and the corpus's runs are checked for memory errors by the oracle tests: it
+  // is left out there (minutes of CI time).
+  const std::vector<Case> torch = kHeldToZero ? torchCorpusCases() : std::vector<Case>{};
+  if (!kHeldToZero) std::printf("PyTorch corpus left out: built with a sanitizer\n");
+  if (kHeldToZero && torch.empty() && ctxkit::test::materialRequired()) {
+    std::printf("FAILED: the PyTorch corpus is not in %s and CI is set (scripts/export_corpus.sh exports it)\n",
+                (kCache / "corpus-torch").c_str());
+    return 1;
+  }
+  if (kHeldToZero && torch.empty()) std::printf("PyTorch corpus skipped: not in %s\n", (kCache / "corpus-torch").c_str());
+  // Whole runs of the detectors still allocate (their compiled programs do not): nodes whose output shapes depend on
+  // computed values (NonZero, NonMaxSuppression, TopK with a computed k) are evaluated one-shot, and their Ifs on
+  // computed conditions make the session run the graph through the scoped interpreter, by name (issue 26 point 4,
+  // not done). Their counts are printed, not held.
+  const std::set<std::string> kNotHeld = {"ssdlite320_mobilenet_v3_large", "fasterrcnn_mobilenet_v3_large_320_fpn"};
+  size_t torchAllocations = 0;
+  for (const Case& c : torch) {
+    const bool held = kNotHeld.count(c.label) == 0;
+    for (const char* target : {"npu-sim", "cpu"})
+      torchAllocations += steadyStateAllocations(c, target, 2, held);
+    for (int threads : {1, 2}) {
+      const size_t plain = sessionRunAllocations(c.label, "plain", c.model, bindingsOf(c), c.dataDir, threads, 2, held);
+      torchAllocations += held ? plain : 0;
+    }
+  }
+  if (torchAllocations != 0)
+    std::printf("FAILED: the PyTorch corpus's steady-state runs allocated %zu times\n", torchAllocations);
+  if (kHeldToZero && torchAllocations != 0) status = 1;
   // PP-OCR (npm, fetched by scripts/fetch_test_assets.sh): the classifier, and the recognizer with attention.
   const fs::path assets = kCache / "models" / "ocr-models-1.4.2" / "package" / "assets";
   if (!fs::exists(assets)) {
@@ -388,14 +472,14 @@ int main(int argc, char** argv) {
     return status;
   }
   const std::vector<Case> corpus = {
-      {"ppocr_cls", assets / "ch_ppocr_mobile_v2.0_cls_infer.onnx", {}, {"x=1x3x48x192"}},
-      {"ppocr_rec", assets / "ch_PP-OCRv4_rec_infer.onnx", {}, {"x=1x3x48x320"}},
-      {"ppocr_det", assets / "ch_PP-OCRv4_det_infer.onnx", {}, {"x=1x3x160x160"}},
+      {"ppocr_cls", assets / "ch_ppocr_mobile_v2.0_cls_infer.onnx", {}, {"x=1x3x48x192"}, {}},
+      {"ppocr_rec", assets / "ch_PP-OCRv4_rec_infer.onnx", {}, {"x=1x3x48x320"}, {}},
+      {"ppocr_det", assets / "ch_PP-OCRv4_det_infer.onnx", {}, {"x=1x3x160x160"}, {}},
   };
   size_t corpusAllocations = 0;
   for (const Case& c : corpus)
     for (const char* target : {"npu-sim", "cpu"})
-      for (int threads : {1, 2}) corpusAllocations += steadyStateAllocations(c, target, threads, 2);
+      corpusAllocations += steadyStateAllocations(c, target, 2);
   for (const Case& c : corpus)
     for (int threads : {1, 2})
       corpusAllocations += sessionRunAllocations(c.label, "plain", c.model, bindingsOf(c), {}, threads, 2);
