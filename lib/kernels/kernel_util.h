@@ -122,7 +122,8 @@ std::vector<int64_t> tensorInts(const ir::Tensor& t);  // int32/int64/uint8 tens
 // copying them (tensorInts allocates).
 class IntView {
 public:
-  explicit IntView(const ir::Tensor& t) : data_(t.data()), type_(t.type()), size_(static_cast<size_t>(t.elementCount())) {}
+  explicit IntView(const ir::Tensor& t)
+      : data_(t.data()), type_(t.type()), size_(static_cast<size_t>(t.elementCount())) {}
   size_t size() const { return size_; }
   int64_t operator[](size_t i) const {
     switch (type_) {

@@ -4,6 +4,7 @@
 // widened.
 #include "cpu/gemm.h"
 #include "kernels/ops.h"
+#include "kernels/thread_scratch.h"
 
 namespace ctxkit::kernels::detail {
 
@@ -30,7 +31,25 @@ inline uint32_t codeAt(const uint8_t* p, int64_t j, int64_t bits) {
   }
 }
 
+// Every g_idx entry names a block.
+Status checkGroups(const OpContext& ctx, const NBitsLayout& l, const int32_t* groups) {
+  for (int64_t k = 0; k < l.k; ++k)
+    if (groups[k] < 0 || groups[k] >= l.blocks)
+      return invalid(ctx, "input 4 (g_idx) names block {} at position {}; there are {} blocks", groups[k], k, l.blocks);
+  return Status::ok();
+}
+
 }  // namespace
+
+// At prepare: a constant g_idx (as every exporter writes it) is checked once, not on every run. A g_idx computed at
+// run time leaves the op unplanned, and each run checks it.
+Expected<std::shared_ptr<const void>> planMatMulNBitsOnce(const OpContext& ctx, InDescs inputs) {
+  const ValueDesc* g = optionalInput(inputs, 4);
+  if (g && !g->value) return unsupported(ctx, "input 4 (g_idx) is computed at run time");
+  if (g)
+    CTX_RETURN_IF_ERROR(checkGroups(ctx, layoutOf(attrsOf<ops::MatMulNBitsAttrs>(ctx)), g->value->dataAs<int32_t>()));
+  return std::shared_ptr<const void>(std::make_shared<const bool>(true));
+}
 
 InferResult inferMatMulNBits(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 3, 6));
@@ -81,11 +100,7 @@ Status runMatMulNBits(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor* gIdx = inputs.size() > 4 ? inputs[4] : nullptr;
   const ir::Tensor* bias = inputs.size() > 5 ? inputs[5] : nullptr;
   const int32_t* groups = gIdx ? gIdx->dataAs<int32_t>() : nullptr;
-  if (groups)
-    for (int64_t k = 0; k < l.k; ++k)
-      if (groups[k] < 0 || groups[k] >= l.blocks)
-        return invalid(ctx, "input 4 (g_idx) names block {} at position {}; there are {} blocks", groups[k], k,
-                       l.blocks);
+  if (groups && !ctx.plan) CTX_RETURN_IF_ERROR(checkGroups(ctx, l, groups));  // a planned op checked them at prepare
   const uint8_t* zpPacked = zp && zp->type() == ElemType::Uint8 ? zp->dataAs<uint8_t>() : nullptr;
   const float* zpFloat = zp && zp->type() != ElemType::Uint8 ? zp->dataAs<float>() : nullptr;
   const float zpDefault = static_cast<float>(int64_t{1} << (l.bits - 1));
@@ -123,8 +138,7 @@ Status runMatMulNBits(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const size_t tiles = (N + kTileRows - 1) / kTileRows;
   parallelForWork(ctx, tiles, static_cast<size_t>(kTileRows) * K * std::max<size_t>(rowsA, 1),
                   [&](size_t t0, size_t t1) {
-                    thread_local std::vector<float> scratch;  // this thread's tile of dequantized rows; grows once
-                    std::vector<float>& w = scratch;
+                    std::vector<float>& w = threadScratch().nbitsTile;  // this thread's dequantized rows
                     w.resize(static_cast<size_t>(kTileRows) * K);
                     for (size_t t = t0; t < t1; ++t) {
                       const size_t n0 = t * kTileRows, rows = std::min<size_t>(kTileRows, N - n0);

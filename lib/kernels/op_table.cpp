@@ -47,7 +47,7 @@ const OpEntry* detail::findEntry(OpKind kind) {
   static const OpEntry batchNorm{inferBatchNorm, runBatchNorm, kFloats, true, planBatchNormOnce};
   static const OpEntry layerNorm{inferLayerNorm, runLayerNorm, kFloats, true};
   static const OpEntry skipNorm{inferSkipNorm, runSkipNorm, kFloat32, true};
-  static const OpEntry matMulNBits{inferMatMulNBits, runMatMulNBits, kFloat32, true};
+  static const OpEntry matMulNBits{inferMatMulNBits, runMatMulNBits, kFloat32, true, planMatMulNBitsOnce};
   static const OpEntry biasActivation{inferBiasActivation, runBiasActivation, kFloat32, true};
   static const OpEntry reshape{inferReshape, runCopy, kFixedSizeTypes, false};
   static const OpEntry transpose{inferTranspose, runTranspose, kFixedSizeTypes, false};

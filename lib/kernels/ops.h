@@ -49,6 +49,7 @@ InferResult inferSkipNorm(const OpContext& ctx, InDescs inputs, size_t outputCou
 Status runSkipNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferMatMulNBits(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runMatMulNBits(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+Expected<std::shared_ptr<const void>> planMatMulNBitsOnce(const OpContext& ctx, InDescs inputs);
 InferResult inferBiasActivation(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runBiasActivation(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs);

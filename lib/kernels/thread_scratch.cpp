@@ -11,7 +11,7 @@ namespace ctxkit::kernels {
 namespace {
 
 // One mark per buffer, in the order of `sizes` below.
-constexpr size_t kBuffers = 12;
+constexpr size_t kBuffers = 13;
 std::atomic<size_t> gMarks[kBuffers];
 std::atomic<uint64_t> gEpoch{0};
 
@@ -22,7 +22,8 @@ void capacities(const ThreadScratch& s, size_t (&out)[kBuffers]) {
   const size_t values[kBuffers] = {s.convPlane.dataCapacity(), s.convPlane.tapCapacity(), s.poolPlane.dataCapacity(),
                                    s.poolPlane.tapCapacity(),  s.convTaps.capacity(),     s.poolTaps.capacity(),
                                    s.convColumns.capacity(),   s.poolOnes.capacity(),     s.poolDivisors.capacity(),
-                                   s.convWeights.capacity(),   s.convRuns.capacity(),     s.sortOrder.capacity()};
+                                   s.convWeights.capacity(),   s.convRuns.capacity(),     s.sortOrder.capacity(),
+                                   s.nbitsTile.capacity()};
   std::copy(values, values + kBuffers, out);
 }
 
@@ -59,6 +60,7 @@ void reserveThreadScratch() {
   s.convWeights.reserve(mark(9));
   s.convRuns.reserve(mark(10));
   s.sortOrder.reserve(mark(11));
+  s.nbitsTile.reserve(mark(12));
 }
 
 }  // namespace ctxkit::kernels

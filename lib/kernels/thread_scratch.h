@@ -23,6 +23,7 @@ struct ThreadScratch {
   std::vector<float> convRuns;     // direct Conv onto narrow maps: every output row of up to four filters as one run
   std::vector<float> poolOnes, poolDivisors;
   std::vector<int64_t> sortOrder;  // TopK: the positions of one slice, in sorted order
+  std::vector<float> nbitsTile;    // MatMulNBits: a tile of dequantized weight rows
 };
 
 // This thread's scratch.
