@@ -99,12 +99,10 @@ Status Interpreter::runGraph(const ir::Graph& graph, Scope& scope, const GraphRu
     auto& values = result->value();
     for (size_t o = 0; o < n.outputs.size() && o < values.size(); ++o)
       if (!n.outputs[o].empty()) scope.set(n.outputs[o], std::move(values[o]));
-    if (options.lastUse)
-      for (const auto& in : n.inputs) {
-        if (in.empty() || (options.keep && options.keep->count(in))) continue;
-        auto it = options.lastUse->find(in);
-        if (it != options.lastUse->end() && it->second == i) scope.erase(in);
-      }
+    if (options.values && !options.lastUse.empty())
+      for (const ir::ValueId in : options.values->inputsOf(i))
+        if (in != ir::kNoValue && !(*options.values)[in].isGraphOutput && options.lastUse[in] == i)
+          scope.erase(options.values->name(in));
   }
   return Status::ok();
 }

@@ -2,14 +2,13 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "ir/value_table.h"
 #include "kernels/kernels.h"
 #include "runtime/prepared_cache.h"
 #include "support/status.h"
 
 #include <functional>
-#include <map>
 #include <optional>
-#include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -36,8 +35,9 @@ using NodeOverride = std::function<std::optional<Expected<std::vector<ir::Tensor
 
 struct GraphRunOptions {
   const NodeOverride* override = nullptr;
-  const std::map<std::string, size_t>* lastUse = nullptr;  // frees a value after the last node that reads it
-  const std::set<std::string>* keep = nullptr;             // values never freed (graph outputs, initializers)
+  // With both: frees a value (not a graph output) after the last node that reads it, lastUse[id] by the graph's ids.
+  const ir::ValueTable* values = nullptr;
+  std::span<const size_t> lastUse;
 };
 
 class Interpreter {
