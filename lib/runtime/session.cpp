@@ -694,9 +694,9 @@ struct Session::Impl {
     return Status::ok();
   }
 
-  // Graphs with control flow at the top level: values by name in a Scope, freed after their last reader.
+  // Graphs with control flow at the top level: values by id in a Scope, freed after their last reader.
   Expected<std::vector<ir::Tensor>> runScoped(const std::vector<ir::Tensor>& feeds) const {
-    Scope scope(&constants);  // initializers are read through the parent scope, never copied per run
+    Scope scope(&constants, valueTable);  // initializers are read through the parent scope, never copied per run
     for (size_t i = 0; i < feeds.size(); ++i) scope.set(inputs[i].name, feeds[i]);
     NodeOverride runCompiled =
         [&](size_t node, std::span<const ir::Tensor* const> ins) -> std::optional<Expected<std::vector<ir::Tensor>>> {
@@ -704,7 +704,7 @@ struct Session::Impl {
       if (it == programs.end()) return std::nullopt;
       return it->second->run(ins, pool.get());
     };
-    GraphRunOptions runOptions{&runCompiled, &valueTable, lastUse};
+    GraphRunOptions runOptions{&runCompiled, lastUse};
     kernels::ThreadPool::RunScope running(pool.get());  // workers stay awake between the run's ops
     Interpreter interpreter(pool.get(), &shared->fallback);
     CTX_RETURN_IF_ERROR(interpreter.runGraph(model().graph, scope, runOptions).addContext(displayName));
