@@ -29,11 +29,12 @@ bool isQuantizedWeight(const ir::Node& node, std::span<const kernels::ValueDesc>
 }
 
 // Declared shapes of the values nodes produce (graph outputs, then value_info; the first declaration wins, as in
-// ir::Graph::findValueInfo), indexed once so that a large graph is not searched per value.
-std::unordered_map<std::string_view, const ir::ValueInfo*> declarations(const ir::Graph& graph) {
-  std::unordered_map<std::string_view, const ir::ValueInfo*> out;
+// ir::Graph::findValueInfo), by value id so that a large graph is not searched per value.
+std::vector<const ir::ValueInfo*> declarations(const ir::Graph& graph, const ir::ValueTable& table) {
+  std::vector<const ir::ValueInfo*> out(table.size(), nullptr);
   for (const auto* list : {&graph.outputs, &graph.valueInfo})
-    for (const auto& v : *list) out.emplace(v.name, &v);
+    for (const auto& v : *list)
+      if (const ir::ValueId id = table.find(v.name); id != ir::kNoValue && !out[id]) out[id] = &v;
   return out;
 }
 
@@ -79,41 +80,43 @@ std::optional<ir::Shape> bindShape(const ir::ValueInfo& info, const Bindings& bi
 Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindings, const AnalyzeOptions& options) {
   GraphFacts facts;
   CTX_ASSIGN_OR_RETURN(facts.order, ir::checkedTopologicalOrder(graph));
+  facts.table = ir::ValueTable(graph);
+  facts.values.assign(facts.table.size(), ValueFacts{});
+  auto factsOf = [&](const std::string& name) -> ValueFacts& { return facts.values[facts.table.id(name)]; };
   for (const auto& init : graph.initializers) {
-    ValueFacts& v = facts.values[init.name];
+    ValueFacts& v = factsOf(init.name);
     v.type = init.tensor.type();
     v.shape = init.tensor.shape();
     v.constant = init.tensor;
     v.isInitializer = true;
   }
   for (const auto& in : graph.inputs) {
-    ValueFacts& v = facts.values[in.name];
+    ValueFacts& v = factsOf(in.name);
     if (v.isInitializer) continue;  // an initializer default for an input: the compiler treats it as constant
     v.type = in.type;
     v.shape = bindShape(in, bindings, &v.blocker);
   }
-  const auto declared = declarations(graph);
-  auto declarationOf = [&](const std::string& name) -> const ir::ValueInfo* {
-    auto it = declared.find(name);
-    return it == declared.end() ? nullptr : it->second;
-  };
+  const std::vector<const ir::ValueInfo*> declared = declarations(graph, facts.table);
   // Every value a shape rule (or folding) gives is checked against the file's declaration of it.
-  auto record = [&](const ir::Node& node, size_t index, const std::string& name, ValueFacts& v) -> Status {
-    return v.shape ? checkDeclared(declarationOf(name), *v.shape, node, index) : Status::ok();
+  auto record = [&](const ir::Node& node, size_t index, ir::ValueId id) -> Status {
+    const ValueFacts& v = facts.values[id];
+    return v.shape ? checkDeclared(declared[id], *v.shape, node, index) : Status::ok();
   };
 
   std::vector<kernels::ValueDesc> descs;
   std::vector<const ir::Tensor*> constInputs;
   for (size_t index : facts.order) {
     const ir::Node& node = graph.nodes[index];
+    const std::span<const ir::ValueId> inputIds = facts.table.inputsOf(index);
+    const std::span<const ir::ValueId> outputIds = facts.table.outputsOf(index);
     kernels::OpContext ctx = kernels::nodeContext(node);
     descs.clear();
     constInputs.clear();
     bool allStatic = true, allConstant = true;
     std::string blocker;
-    for (const auto& in : node.inputs) {
+    for (const ir::ValueId in : inputIds) {
       kernels::ValueDesc d;
-      if (in.empty()) {
+      if (in == ir::kNoValue) {
         d.present = false;
         descs.push_back(d);
         constInputs.push_back(nullptr);
@@ -163,7 +166,7 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
 
     // Shape of a static value is known even though the value is not.
     if (node.kind == ir::OpKind::Shape && inferred && !descs.empty() && descs[0].present && allStatic &&
-        node.outputs.size() == 1 && options.foldConstants) {
+        outputIds.size() == 1 && outputIds[0] != ir::kNoValue && options.foldConstants) {
       const ir::Shape& in = descs[0].shape;
       auto rank = static_cast<int64_t>(in.size());
       auto clampAxis = [&](int64_t a) { return std::clamp(a < 0 ? a + rank : a, int64_t{0}, rank); };
@@ -172,11 +175,11 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
       int64_t start = clampAxis(shapeAttrs.start);
       int64_t end = clampAxis(shapeAttrs.end.value_or(rank));
       std::vector<int64_t> dims(in.begin() + start, in.begin() + std::max(start, end));
-      ValueFacts& v = facts.values[node.outputs[0]];
+      ValueFacts& v = facts.values[outputIds[0]];
       v.type = ir::ElemType::Int64;
       v.shape = ir::Shape{static_cast<int64_t>(dims.size())};
       v.constant = ir::Tensor::fromVector(ir::ElemType::Int64, *v.shape, dims);
-      CTX_RETURN_IF_ERROR(record(node, index, node.outputs[0], v));
+      CTX_RETURN_IF_ERROR(record(node, index, outputIds[0]));
       continue;
     }
     // Fold: every input known and the result small enough.
@@ -188,31 +191,31 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
       if (bytes <= options.maxFoldBytes && worthFolding(node.kind, inputBytes, bytes)) {
         auto values = kernels::evaluate(ctx, constInputs, node.outputs.size());
         if (!values) return values.takeError().addContext(fmt::format("folding {}", nodeLabel(node, index)));
-        for (size_t o = 0; o < node.outputs.size(); ++o) {
-          if (node.outputs[o].empty()) continue;
-          ValueFacts& v = facts.values[node.outputs[o]];
+        for (size_t o = 0; o < outputIds.size(); ++o) {
+          if (outputIds[o] == ir::kNoValue) continue;
+          ValueFacts& v = facts.values[outputIds[o]];
           v.type = (*values)[o].type();
           v.shape = (*values)[o].shape();
           v.constant = std::move((*values)[o]);
-          CTX_RETURN_IF_ERROR(record(node, index, node.outputs[o], v));
+          CTX_RETURN_IF_ERROR(record(node, index, outputIds[o]));
         }
         continue;
       }
     }
-    for (size_t o = 0; o < node.outputs.size(); ++o) {
-      if (node.outputs[o].empty()) continue;
-      ValueFacts& v = facts.values[node.outputs[o]];
+    for (size_t o = 0; o < outputIds.size(); ++o) {
+      if (outputIds[o] == ir::kNoValue) continue;
+      ValueFacts& v = facts.values[outputIds[o]];
       if (inferred) {
         v.type = outs[o].type;
         v.shape = outs[o].shape;
-        CTX_RETURN_IF_ERROR(record(node, index, node.outputs[o], v));
+        CTX_RETURN_IF_ERROR(record(node, index, outputIds[o]));
         continue;
       }
       // No shape rule in ctxkit (an op it does not know, or If/Loop/Scan, whose outputs come from a subgraph): trust
       // the file's declaration when it is static once the bindings apply, so that what follows still compiles.
       // (With a rule that could not run, the declaration is not evidence: the inputs are dynamic, or the shape
       // depends on values.)
-      if (const ir::ValueInfo* info = known && !hasGraphAttr ? nullptr : declarationOf(node.outputs[o])) {
+      if (const ir::ValueInfo* info = known && !hasGraphAttr ? nullptr : declared[outputIds[o]]) {
         v.type = info->type;
         std::string unbound;
         if (info->shape) {

@@ -3,12 +3,13 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "ir/value_table.h"
 #include "support/status.h"
 
 #include <map>
 #include <optional>
 #include <string>
-#include <unordered_map>
+#include <string_view>
 #include <vector>
 
 namespace ctxkit::analysis {
@@ -24,16 +25,19 @@ struct ValueFacts {
 };
 
 struct GraphFacts {
-  std::vector<size_t> order;  // node indices in a topological order (file order where possible)
-  std::unordered_map<std::string, ValueFacts> values;
+  std::vector<size_t> order;       // node indices in a topological order (file order where possible)
+  ir::ValueTable table;            // the analysed graph's values, producers and uses
+  std::vector<ValueFacts> values;  // by value id
   // Nodes whose shape rule could not run at compile time (a shape input not constant, an unsupported
   // attribute value...), with the reason: they can only run on the fallback path.
   std::map<size_t, std::string> ruleFailures;
 
-  const ValueFacts* find(const std::string& name) const {
-    auto it = values.find(name);
-    return it == values.end() ? nullptr : &it->second;
+  // The facts of a value of the analysed graph, or null for a name it does not have.
+  const ValueFacts* find(std::string_view name) const {
+    const ir::ValueId id = table.find(name);
+    return id == ir::kNoValue ? nullptr : &values[id];
   }
+  const ValueFacts& operator[](ir::ValueId id) const { return values[id]; }
 };
 
 // Whether the result of `kind` is stored as a weight: a result past 1 MiB that is more than 16 times the size of its

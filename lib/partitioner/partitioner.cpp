@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <numeric>
 #include <set>
-#include <unordered_map>
 
 namespace ctxkit::partitioner {
 
@@ -202,22 +201,20 @@ PartitionPlan partitionGraph(const ir::Graph& graph, const analysis::GraphFacts&
     supported[i] = plan.nodes[i].reason.empty();
   }
 
-  // Data edges between nodes that run (folded values are constants, not edges).
-  std::unordered_map<std::string, size_t> producer;
-  for (size_t i = 0; i < n; ++i)
-    if (plan.nodes[i].placement != NodePlacement::Folded)
-      for (const auto& out : graph.nodes[i].outputs)
-        if (!out.empty()) producer[out] = i;
+  // Data edges between nodes that run (folded values are constants, not edges): from a value's producer to each node
+  // reading it, through an input or a subgraph.
+  std::vector<std::set<size_t>> deps(n);
+  for (ir::ValueId v = 0; v < facts.table.size(); ++v) {
+    const ir::ValueEntry& value = facts.table[v];
+    if (!value.hasProducer() || plan.nodes[value.producer].placement == NodePlacement::Folded) continue;
+    for (const ir::ValueUse& use : value.uses)
+      if (use.node != value.producer) deps[use.node].insert(value.producer);
+  }
   std::vector<std::vector<size_t>> preds(n);
   Clusters clusters(n);
   for (size_t i : facts.order) {
     if (plan.nodes[i].placement == NodePlacement::Folded) continue;
-    std::set<std::string> names;
-    ir::collectNodeReads(graph.nodes[i], names);
-    std::set<size_t> deps;
-    for (const auto& name : names)
-      if (auto it = producer.find(name); it != producer.end() && it->second != i) deps.insert(it->second);
-    for (size_t d : deps) {
+    for (size_t d : deps[i]) {
       preds[i].push_back(d);
       clusters.addEdge(d, i);
     }

@@ -32,9 +32,25 @@ constexpr int kMaxDepth = 64;
 }  // namespace
 
 const ir::Tensor* Scope::find(const std::string& name) const {
-  for (const Scope* s = this; s; s = s->parent_)
+  for (const Scope* s = this; s; s = s->parent_) {
+    if (const ir::ValueId id = s->table_ ? s->table_->find(name) : ir::kNoValue; id != ir::kNoValue) {
+      if (s->slots_[id]) return &*s->slots_[id];
+      continue;
+    }
     if (auto it = s->values_.find(name); it != s->values_.end()) return &it->second;
+  }
   return nullptr;
+}
+
+const ir::Tensor* Scope::find(ir::ValueId id) const {
+  if (slots_[id]) return &*slots_[id];
+  return parent_ ? parent_->find(table_->name(id)) : nullptr;
+}
+
+void Scope::set(const std::string& name, ir::Tensor value) {
+  if (const ir::ValueId id = table_ ? table_->find(name) : ir::kNoValue; id != ir::kNoValue)
+    slots_[id] = std::move(value);
+  else values_[name] = std::move(value);
 }
 
 Status checkExecutable(const ir::Graph& graph, const std::string& where) {
@@ -60,16 +76,18 @@ Status checkExecutable(const ir::Graph& graph, const std::string& where) {
 }
 
 Status Interpreter::runGraph(const ir::Graph& graph, Scope& scope, const GraphRunOptions& options) const {
+  const ir::ValueTable* ids = scope.table();  // the scope numbers the graph's values: reached by id
   std::vector<const ir::Tensor*> ins;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const ir::Node& n = graph.nodes[i];
     ins.clear();
-    for (const auto& in : n.inputs) {
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const std::string& in = n.inputs[k];
       if (in.empty()) {
         ins.push_back(nullptr);
         continue;
       }
-      const ir::Tensor* t = scope.find(in);
+      const ir::Tensor* t = ids ? scope.find(ids->inputsOf(i)[k]) : scope.find(in);
       if (!t) return makeError(ErrorCode::InvalidGraph, "{}: value '{}' is not available", nodeLabel(n, i), in);
       ins.push_back(t);
     }
@@ -97,14 +115,14 @@ Status Interpreter::runGraph(const ir::Graph& graph, Scope& scope, const GraphRu
       return e;
     }
     auto& values = result->value();
-    for (size_t o = 0; o < n.outputs.size() && o < values.size(); ++o)
-      if (!n.outputs[o].empty()) scope.set(n.outputs[o], std::move(values[o]));
-    if (options.lastUse)
-      for (const auto& in : n.inputs) {
-        if (in.empty() || (options.keep && options.keep->count(in))) continue;
-        auto it = options.lastUse->find(in);
-        if (it != options.lastUse->end() && it->second == i) scope.erase(in);
-      }
+    for (size_t o = 0; o < n.outputs.size() && o < values.size(); ++o) {
+      if (n.outputs[o].empty()) continue;
+      if (ids) scope.set(ids->outputsOf(i)[o], std::move(values[o]));
+      else scope.set(n.outputs[o], std::move(values[o]));
+    }
+    if (ids && !options.lastUse.empty())
+      for (const ir::ValueId in : ids->inputsOf(i))
+        if (in != ir::kNoValue && !(*ids)[in].isGraphOutput && options.lastUse[in] == i) scope.erase(in);
   }
   return Status::ok();
 }

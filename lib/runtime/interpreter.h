@@ -2,14 +2,13 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "ir/value_table.h"
 #include "kernels/kernels.h"
 #include "runtime/prepared_cache.h"
 #include "support/status.h"
 
 #include <functional>
-#include <map>
 #include <optional>
-#include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -17,17 +16,26 @@
 
 namespace ctxkit::runtime {
 
-// Values visible to a graph: its own, then those of the graphs enclosing it.
+// Values visible to a graph: its own, then those of the graphs enclosing it. With a value table (the graph's), its
+// own values live in a vector by id and the interpreter reaches them without hashing names; subgraph bodies, which
+// run once per iteration, keep theirs by name.
 class Scope {
 public:
   explicit Scope(const Scope* parent = nullptr) : parent_(parent) {}
+  Scope(const Scope* parent, const ir::ValueTable& table) : parent_(parent), table_(&table), slots_(table.size()) {}
+  const ir::ValueTable* table() const { return table_; }
   const ir::Tensor* find(const std::string& name) const;
-  void set(const std::string& name, ir::Tensor value) { values_[name] = std::move(value); }
-  void erase(const std::string& name) { values_.erase(name); }
+  // A value of the table's graph: this scope's, else the enclosing scopes' of that name (an initializer).
+  const ir::Tensor* find(ir::ValueId id) const;
+  void set(const std::string& name, ir::Tensor value);
+  void set(ir::ValueId id, ir::Tensor value) { slots_[id] = std::move(value); }
+  void erase(ir::ValueId id) { slots_[id].reset(); }
 
 private:
-  std::unordered_map<std::string, ir::Tensor> values_;
+  std::unordered_map<std::string, ir::Tensor> values_;  // names the table does not number
   const Scope* parent_;
+  const ir::ValueTable* table_ = nullptr;
+  std::vector<std::optional<ir::Tensor>> slots_;  // by id of table_
 };
 
 // Runs a node some other way (a compiled program) when it returns a value; nullopt means "interpret it".
@@ -36,8 +44,9 @@ using NodeOverride = std::function<std::optional<Expected<std::vector<ir::Tensor
 
 struct GraphRunOptions {
   const NodeOverride* override = nullptr;
-  const std::map<std::string, size_t>* lastUse = nullptr;  // frees a value after the last node that reads it
-  const std::set<std::string>* keep = nullptr;             // values never freed (graph outputs, initializers)
+  // With a scope numbering the graph's values: frees a value (not a graph output) after the last node that reads it,
+  // lastUse[id].
+  std::span<const size_t> lastUse;
 };
 
 class Interpreter {

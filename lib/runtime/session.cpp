@@ -22,8 +22,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
-#include <unordered_map>
 
 namespace ctxkit::runtime {
 
@@ -46,8 +46,8 @@ struct Session::Impl {
   std::vector<std::shared_ptr<std::string>> embeddedPayloads;
   std::map<size_t, std::shared_ptr<const CompiledProgram>> programs;  // node index -> program
   Scope constants;                                                    // initializers, shared by every run
-  std::map<std::string, size_t> lastUse;                              // value -> last node index reading it
-  std::set<std::string> keep;                                         // graph outputs: never freed
+  ir::ValueTable valueTable;                                          // the top-level graph's values
+  std::vector<size_t> lastUse;  // by value id: the last node reading it (an input or a subgraph read)
   std::unique_ptr<kernels::ThreadPool> pool;
 
   // The top-level graph with every value numbered (a slot), so that a run finds values by index and keeps what it
@@ -337,24 +337,25 @@ struct Session::Impl {
     // Every fallback node (subgraphs included) must be executable, and every value defined before use.
     for (size_t i = 0; i < g.nodes.size(); ++i) (programs.count(i) ? stats.compiledNodes : stats.fallbackNodes) += 1;
     CTX_RETURN_IF_ERROR(checkExecutable(g, displayName));
-    std::set<std::string> defined;
-    for (const auto& in : g.inputs) defined.insert(in.name);
-    for (const auto& init : g.initializers) defined.insert(init.name);
+    valueTable = ir::ValueTable(g);
+    std::vector<bool> defined(valueTable.size(), false);
+    for (ir::ValueId v = 0; v < valueTable.size(); ++v)
+      defined[v] = valueTable[v].isGraphInput || valueTable[v].isInitializer;
     for (size_t i = 0; i < g.nodes.size(); ++i) {
-      const ir::Node& n = g.nodes[i];
-      for (const auto& in : n.inputs)
-        if (!in.empty() && !defined.count(in))
+      for (const ir::ValueId in : valueTable.inputsOf(i))
+        if (in != ir::kNoValue && !defined[in])
           return makeError(ErrorCode::InvalidGraph, "{}: {} reads '{}' before any node produces it", displayName,
-                           nodeLabel(n, i), in);
-      std::set<std::string> reads;  // subgraphs read outer values by name: they count as uses
-      ir::collectNodeReads(n, reads);
-      for (const auto& r : reads) lastUse[r] = i;
-      for (const auto& out : n.outputs) defined.insert(out);
+                           nodeLabel(g.nodes[i], i), valueTable.name(in));
+      for (const ir::ValueId out : valueTable.outputsOf(i))
+        if (out != ir::kNoValue) defined[out] = true;
     }
     for (const auto& out : g.outputs)
-      if (!defined.count(out.name))
+      if (!defined[valueTable.id(out.name)])
         return makeError(ErrorCode::InvalidGraph, "{}: graph output '{}' is never produced", displayName, out.name);
-    for (const auto& out : g.outputs) keep.insert(out.name);
+    // Subgraphs read outer values by name: those reads count as uses.
+    lastUse.assign(valueTable.size(), 0);
+    for (ir::ValueId v = 0; v < valueTable.size(); ++v)
+      if (!valueTable[v].uses.empty()) lastUse[v] = valueTable[v].uses.back().node;
     prepareFallbackAhead();
     makePlan();
     pool = kernels::makeThreadPool(std::max(1, options.threads));
@@ -365,15 +366,19 @@ struct Session::Impl {
     const ir::Graph& g = model().graph;
     for (const auto& n : g.nodes)
       if (ir::isControlFlow(n.kind)) return;
-    std::unordered_map<std::string, size_t> slots;
-    auto slot = [&](const std::string& name) { return slots.emplace(name, slots.size()).first->second; };
+    // A value's slot is its id.
+    auto slot = [&](const std::string& name) -> size_t { return valueTable.id(name); };
+    auto slots = [](std::span<const ir::ValueId> ids) {
+      std::vector<size_t> out;
+      for (const ir::ValueId v : ids) out.push_back(v == ir::kNoValue ? kNoSlot : v);
+      return out;
+    };
     for (const auto& in : inputs) plan.inputs.push_back(slot(in.name));
     for (const auto& init : g.initializers) plan.constants.emplace_back(slot(init.name), &init.tensor);
     for (size_t i = 0; i < g.nodes.size(); ++i) {
-      const ir::Node& n = g.nodes[i];
       NodePlan np;
-      for (const auto& in : n.inputs) np.ins.push_back(in.empty() ? kNoSlot : slot(in));
-      for (const auto& out : n.outputs) np.outs.push_back(out.empty() ? kNoSlot : slot(out));
+      np.ins = slots(valueTable.inputsOf(i));
+      np.outs = slots(valueTable.outputsOf(i));
       if (auto it = programs.find(i); it != programs.end()) {
         np.program = it->second.get();
         for (size_t o = 0; o < np.program->outputCount(); ++o)
@@ -383,7 +388,7 @@ struct Session::Impl {
       plan.nodes.push_back(std::move(np));
     }
     for (const auto& out : outputs) plan.outputs.push_back(slot(out.name));
-    plan.slots = slots.size();
+    plan.slots = valueTable.size();
     plan.usable = true;
     freeFrames.reserve(std::max(2, options.threads) * 2);
   }
@@ -618,7 +623,7 @@ struct Session::Impl {
   void prepareFallbackAhead() {
     using Slot = PreparedNodeCache::Slot;
     const ir::Graph& g = model().graph;
-    std::map<std::string, Slot> known;
+    std::vector<std::optional<Slot>> known(valueTable.size());  // by value id
     // Only shapes whose byte size is representable: anything else could never be fed (or computed) anyway.
     auto sizable = [](ir::ElemType type, const ir::Shape& shape) {
       auto count = ir::elementCount(shape);
@@ -626,8 +631,9 @@ struct Session::Impl {
     };
     for (const auto& in : inputs)
       if (auto shape = in.staticShape(); shape && sizable(in.type, *shape))
-        known[in.name] = Slot{true, in.type, *shape};
-    for (const auto& init : g.initializers) known[init.name] = Slot{true, init.tensor.type(), init.tensor.shape()};
+        known[valueTable.id(in.name)] = Slot{true, in.type, *shape};
+    for (const auto& init : g.initializers)
+      known[valueTable.id(init.name)] = Slot{true, init.tensor.type(), init.tensor.shape()};
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const ir::Node& n = g.nodes[i];
       std::vector<kernels::OutputDesc> outs;
@@ -638,19 +644,19 @@ struct Session::Impl {
       } else if (!ir::isControlFlow(n.kind) && n.kind != ir::OpKind::EPContext) {
         std::vector<Slot> signature;
         bool ready = true;
-        for (const auto& in : n.inputs) {
-          auto it = in.empty() ? known.end() : known.find(in);
-          if (!in.empty() && it == known.end()) ready = false;
-          signature.push_back(in.empty() ? Slot{} : ready ? it->second : Slot{});
+        for (const ir::ValueId in : valueTable.inputsOf(i)) {
+          if (in != ir::kNoValue && !known[in]) ready = false;
+          signature.push_back(in == ir::kNoValue || !ready ? Slot{} : *known[in]);
         }
         if (!ready) continue;
         auto prepared = shared->fallback.prepareAhead(g, n, std::move(signature));
         if (!prepared) continue;
         outs = std::move(*prepared);
       }
-      for (size_t o = 0; o < n.outputs.size() && o < outs.size(); ++o)
-        if (!n.outputs[o].empty() && sizable(outs[o].type, outs[o].shape))
-          known[n.outputs[o]] = Slot{true, outs[o].type, outs[o].shape};
+      const std::span<const ir::ValueId> outIds = valueTable.outputsOf(i);
+      for (size_t o = 0; o < outIds.size() && o < outs.size(); ++o)
+        if (outIds[o] != ir::kNoValue && sizable(outs[o].type, outs[o].shape))
+          known[outIds[o]] = Slot{true, outs[o].type, outs[o].shape};
     }
   }
 
@@ -688,9 +694,9 @@ struct Session::Impl {
     return Status::ok();
   }
 
-  // Graphs with control flow at the top level: values by name in a Scope, freed after their last reader.
+  // Graphs with control flow at the top level: values by id in a Scope, freed after their last reader.
   Expected<std::vector<ir::Tensor>> runScoped(const std::vector<ir::Tensor>& feeds) const {
-    Scope scope(&constants);  // initializers are read through the parent scope, never copied per run
+    Scope scope(&constants, valueTable);  // initializers are read through the parent scope, never copied per run
     for (size_t i = 0; i < feeds.size(); ++i) scope.set(inputs[i].name, feeds[i]);
     NodeOverride runCompiled =
         [&](size_t node, std::span<const ir::Tensor* const> ins) -> std::optional<Expected<std::vector<ir::Tensor>>> {
@@ -698,7 +704,7 @@ struct Session::Impl {
       if (it == programs.end()) return std::nullopt;
       return it->second->run(ins, pool.get());
     };
-    GraphRunOptions runOptions{&runCompiled, &lastUse, &keep};
+    GraphRunOptions runOptions{&runCompiled, lastUse};
     kernels::ThreadPool::RunScope running(pool.get());  // workers stay awake between the run's ops
     Interpreter interpreter(pool.get(), &shared->fallback);
     CTX_RETURN_IF_ERROR(interpreter.runGraph(model().graph, scope, runOptions).addContext(displayName));

@@ -285,6 +285,24 @@ TEST_CASE("If, Loop and Scan run on the fallback path, before and after compilat
   }
 }
 
+TEST_CASE("a graph whose nodes are out of order, or that never writes an output, is refused at load", "[runtime]") {
+  ir::Graph g;
+  g.name = "unordered";
+  g.inputs = {value("x", ElemType::Float, {3})};
+  g.nodes = {op("Neg", {"a"}, {"y"}), op("Relu", {"x"}, {"a"})};
+  g.outputs = {value("y", ElemType::Float, {3})};
+  auto unordered = runtime::Session::load(modelOf(g), ".");
+  REQUIRE(!unordered);
+  CHECK_THAT(unordered.error().message(), Catch::Contains("reads 'a' before any node produces it"));
+
+  std::swap(g.nodes[0], g.nodes[1]);
+  REQUIRE(runtime::Session::load(modelOf(g), "."));
+  g.outputs.push_back(value("never", ElemType::Float, {3}));
+  auto missing = runtime::Session::load(modelOf(g), ".");
+  REQUIRE(!missing);
+  CHECK_THAT(missing.error().message(), Catch::Contains("'never'"));
+}
+
 TEST_CASE("a compiled node runs into the caller's output buffers, which must fit", "[runtime]") {
   Workspace ws("run_into");
   compile({"tiny_cnn"}, ws.dir, false);
