@@ -1,5 +1,4 @@
-// Bit and logic ops on integers and bools (Xor, BitwiseAnd/Or/Xor/Not, BitShift) and PRelu, the broadcasting
-// activation whose slope is a tensor.
+// Bit and logic ops on integers and bools: Xor, BitwiseAnd/Or/Xor/Not, BitShift.
 #include "kernels/broadcast_apply.h"
 
 namespace ctxkit::kernels::detail {
@@ -52,28 +51,6 @@ Status runBitwise(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
                             [](T p, T q) { return q >= kBits ? T(0) : static_cast<T>(p >> q); });
       }
     }
-    return Status::ok();
-  });
-}
-
-// ---- PRelu ---------------------------------------------------------------------------------------------
-
-InferResult inferPRelu(const OpContext& ctx, InDescs inputs, size_t outputCount) {
-  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 2));
-  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
-  CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 0, kFloatTypes | kSignedIntTypes | kUnsignedIntTypes));
-  CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 1));
-  if (!broadcastsTo(inputs[1].shape, inputs[0].shape))
-    return invalid(ctx, "slope of shape {} does not broadcast to the input's shape {}", shapeStr(inputs[1].shape),
-                   shapeStr(inputs[0].shape));
-  return single(inputs[0].type, inputs[0].shape);
-}
-
-Status runPRelu(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
-  return visitType<kNativeNumeric>(inputs[0]->type(), [&](auto tag) -> Status {
-    using T = decltype(tag);
-    binaryApply<T, T>(ctx, *inputs[0], *inputs[1], *outputs[0],
-                      [](T x, T slope) { return x < T(0) ? static_cast<T>(x * slope) : x; });
     return Status::ok();
   });
 }

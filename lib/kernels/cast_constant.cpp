@@ -1,4 +1,5 @@
-// Cast and CastLike (numeric types, bool, float16, bfloat16) and Constant (value, value_float(s), value_int(s)).
+// Cast and CastLike (numeric types, bool, float16, bfloat16), BitCast (reinterpreting bytes as another type of the
+// same size) and Constant (value, value_float(s), value_int(s)).
 #include "cpu/convert.h"
 #include "kernels/ops.h"
 
@@ -114,6 +115,26 @@ Status runConstant(const OpContext& ctx, RunIns, RunOuts outputs) {
   if (bytes.size() != y.byteSize())
     return invalid(ctx, "constant holds {} bytes but its shape needs {}", bytes.size(), y.byteSize());
   if (!bytes.empty()) std::memcpy(y.mutableData(), bytes.data(), bytes.size());
+  return Status::ok();
+}
+
+// ---- BitCast -----------------------------------------------------------------------------------------------
+
+InferResult inferBitCast(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  const ElemType to = attrsOf<ops::BitCastAttrs>(ctx).to;
+  if (!inSet(kFixedSizeTypes, to) || !inSet(kFixedSizeTypes, inputs[0].type))
+    return unsupported(ctx, "bit cast from {} to {} is not supported", ir::elemTypeName(inputs[0].type),
+                       ir::elemTypeName(to));
+  if (ir::elemSize(to) != ir::elemSize(inputs[0].type))
+    return unsupported(ctx, "bit cast between {} and {} changes the element size", ir::elemTypeName(inputs[0].type),
+                       ir::elemTypeName(to));
+  return single(to, inputs[0].shape);
+}
+
+Status runBitCast(const OpContext&, RunIns inputs, RunOuts outputs) {
+  if (inputs[0]->byteSize()) std::memcpy(outputs[0]->mutableData(), inputs[0]->data(), inputs[0]->byteSize());
   return Status::ok();
 }
 

@@ -70,9 +70,11 @@ Status runArgReduce(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferUnaryMath(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runUnaryMath(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
-// binary_ops.cpp: Mod.
+// binary_ops.cpp: Mod, PRelu.
 InferResult inferMod(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runMod(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferPRelu(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runPRelu(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
 // loss.cpp: NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss.
 InferResult inferLoss(const OpContext& ctx, InDescs inputs, size_t outputCount);
@@ -102,7 +104,7 @@ Status runEyeLike(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferDropout(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runDropout(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
-// norm_more.cpp: Instance/GroupNormalization (one pair), LpNormalization, MeanVarianceNormalization.
+// group_normalization.cpp: Instance/GroupNormalization (one pair), LpNormalization, MeanVarianceNormalization.
 InferResult inferGroupNorm(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runGroupNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferLpNorm(const OpContext& ctx, InDescs inputs, size_t outputCount);
@@ -110,17 +112,15 @@ Status runLpNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferMvn(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runMvn(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
-// bitwise.cpp: Xor, BitShift and Bitwise* (one pair), PRelu.
+// bitwise.cpp: Xor, BitShift and Bitwise* (one pair).
 InferResult inferBitwise(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runBitwise(const OpContext& ctx, RunIns inputs, RunOuts outputs);
-InferResult inferPRelu(const OpContext& ctx, InDescs inputs, size_t outputCount);
-Status runPRelu(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
 // attention.cpp: Attention.
 InferResult inferAttention(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runAttention(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
-// einsum.cpp: Einsum and BitCast.
+// linear_algebra.cpp: Einsum; cast_constant.cpp: BitCast.
 InferResult inferEinsum(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runEinsum(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferBitCast(const OpContext& ctx, InDescs inputs, size_t outputCount);
@@ -134,7 +134,8 @@ Status runRotary(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferQuantize(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runQuantize(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
-// quantize.cpp, norm_more.cpp, layout_ops.cpp, einsum.cpp: DynamicQuantizeLinear, LRN, ReverseSequence, Det.
+// quantize.cpp, group_normalization.cpp, layout_ops.cpp, linear_algebra.cpp: DynamicQuantizeLinear, LRN,
+// ReverseSequence, Det.
 InferResult inferDynamicQuantize(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runDynamicQuantize(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferLrn(const OpContext& ctx, InDescs inputs, size_t outputCount);
@@ -230,9 +231,10 @@ InferResult inferUnsqueeze(const OpContext& ctx, InDescs inputs, size_t outputCo
 InferResult inferIdentity(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runCopy(const OpContext& ctx, RunIns inputs, RunOuts outputs);  // output 0 = bytes of input 0
 InferResult inferShape(const OpContext& ctx, InDescs inputs, size_t outputCount);
-// split_size.cpp
+// split.cpp
 InferResult inferSplit(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runSplit(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+// shape_ops.cpp
 InferResult inferSize(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runSize(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 Status runShape(const OpContext& ctx, RunIns inputs, RunOuts outputs);

@@ -1,4 +1,5 @@
-// Ops that only relabel or move bytes: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Shape, Transpose, Concat.
+// Ops that only relabel or move bytes: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Shape, Size, Transpose,
+// Concat.
 #include "kernels/ops.h"
 
 #include <cstring>
@@ -356,6 +357,19 @@ Status runConcat(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     }
     offset += row;
   }
+  return Status::ok();
+}
+
+// ---- Size ------------------------------------------------------------------------------------------------
+
+InferResult inferSize(const OpContext& ctx, InDescs inputs, size_t outputCount) {
+  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
+  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
+  return std::vector<OutputDesc>{OutputDesc{ElemType::Int64, {}}};
+}
+
+Status runSize(const OpContext&, RunIns inputs, RunOuts outputs) {
+  outputs[0]->mutableDataAs<int64_t>()[0] = dimProduct(inputs[0]->shape());
   return Status::ok();
 }
 

@@ -1,4 +1,4 @@
-// Split (attribute, input or num_outputs sizes) and Size.
+// Split (attribute, input or num_outputs sizes).
 #include "kernels/kernel_util.h"
 #include "kernels/ops.h"
 
@@ -79,17 +79,6 @@ Status runSplit(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
       std::memcpy(dst + o * len * inner, x.data() + (o * dim + start) * inner, len * inner);
     start += len;
   }
-  return Status::ok();
-}
-
-InferResult inferSize(const OpContext& ctx, InDescs inputs, size_t outputCount) {
-  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
-  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
-  return std::vector<OutputDesc>{OutputDesc{ElemType::Int64, {}}};
-}
-
-Status runSize(const OpContext&, RunIns inputs, RunOuts outputs) {
-  outputs[0]->mutableDataAs<int64_t>()[0] = dimProduct(inputs[0]->shape());
   return Status::ok();
 }
 

@@ -1,6 +1,5 @@
-// Einsum (explicit "ab,bc->ac" and implicit "ab,bc" forms, repeated labels for diagonals, "..." broadcast
-// dims) by direct summation over every label, Det (LU with partial pivoting) and BitCast (reinterpreting bytes
-// as another type of the same size).
+// Linear algebra: Einsum (explicit "ab,bc->ac" and implicit "ab,bc" forms, repeated labels for diagonals, "..."
+// broadcast dims) by direct summation over every label, and Det (LU with partial pivoting).
 #include "cpu/convert.h"
 #include "kernels/ops.h"
 
@@ -170,26 +169,6 @@ Status runEinsum(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     }
   }
   return cpu::convertElements(ElemType::Double, acc.data(), outputs[0]->type(), outputs[0]->mutableData(), acc.size());
-}
-
-// ---- BitCast -----------------------------------------------------------------------------------------------
-
-InferResult inferBitCast(const OpContext& ctx, InDescs inputs, size_t outputCount) {
-  CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
-  CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
-  const ElemType to = attrsOf<ops::BitCastAttrs>(ctx).to;
-  if (!inSet(kFixedSizeTypes, to) || !inSet(kFixedSizeTypes, inputs[0].type))
-    return unsupported(ctx, "bit cast from {} to {} is not supported", ir::elemTypeName(inputs[0].type),
-                       ir::elemTypeName(to));
-  if (ir::elemSize(to) != ir::elemSize(inputs[0].type))
-    return unsupported(ctx, "bit cast between {} and {} changes the element size", ir::elemTypeName(inputs[0].type),
-                       ir::elemTypeName(to));
-  return single(to, inputs[0].shape);
-}
-
-Status runBitCast(const OpContext&, RunIns inputs, RunOuts outputs) {
-  if (inputs[0]->byteSize()) std::memcpy(outputs[0]->mutableData(), inputs[0]->data(), inputs[0]->byteSize());
-  return Status::ok();
 }
 
 // ---- Det ---------------------------------------------------------------------------------------------------
