@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace ctxkit::codegen {
@@ -66,16 +67,39 @@ struct LoweringState {
   bool leaves(const std::string& value) const { return usedOutside.count(value) != 0; }
   // How many inputs of the ops read `value`.
   size_t readers(const std::string& value) const;
+  // The ops reading `value`, ascending, one entry per input that reads it.
+  const std::vector<size_t>& readersOf(const std::string& value) const;
   // The op that alone reads op i's only output (which leaves neither the partition nor the op list), or nothing.
   std::optional<size_t> soleReader(size_t i) const;
   // The op of `kind` producing `name` (its index), or nothing.
   std::optional<size_t> producerOf(const std::string& name, ir::OpKind kind) const;
   // Stores a constant the lowering made; returns its name.
   std::string addConstant(const std::string& name, ir::Tensor t);
-  void eraseOp(size_t i) { ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(i)); }
+
+  // Edits of the op list. The questions above answer from a use index built from `ops` on the first question; these
+  // edits keep it up to date, and a pass that changes an op's inputs or outputs in `ops` itself calls opsChanged()
+  // before asking again (the index is then built anew).
+  void eraseOp(size_t i);
+  void insertOp(size_t i, LOp op);
+  void replaceOp(size_t i, LOp op);
+  void setInputs(size_t i, std::vector<std::string> inputs);
+  void setOutputs(size_t i, std::vector<std::string> outputs);
+  void opsChanged() { indexed_ = false; }
 
   // The partition after `pass`: before emit-program a list of ONNX-level ops, after it the program.
   std::string dump(std::string_view pass) const;
+
+private:
+  // Where a value is used: the ops reading it (one entry per input) and the ops producing it, by index, ascending.
+  struct Uses {
+    std::vector<size_t> readers, producers;
+  };
+  const Uses* usesOf(const std::string& value) const;
+  void unindex(size_t i);  // forgets op i's inputs and outputs
+  void index(size_t i);    // records op i's inputs and outputs
+
+  mutable std::unordered_map<std::string, Uses> uses_;
+  mutable bool indexed_ = false;
 };
 
 }  // namespace ctxkit::codegen

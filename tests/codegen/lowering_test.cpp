@@ -1,6 +1,7 @@
 // Codegen: the memory plan and lowering folds.
 #include "analysis/analysis.h"
 #include "codegen/lower.h"
+#include "codegen/lowering_state.h"
 #include "codegen/memory_plan.h"
 #include "../common/graph_builder.h"
 #include "partitioner/partitioner.h"
@@ -63,4 +64,47 @@ TEST_CASE("lowering folds BatchNormalization and Relu into Conv and turns Reshap
                              [](const auto& t) { return t.kind == program::TensorKind::View; });
   CHECK(hasView);
   CHECK(lowered->program.arenaSize > 0);
+}
+
+TEST_CASE("the lowering state's use index follows the ops as passes erase, insert and edit them", "[codegen]") {
+  using ir::OpKind;
+  const analysis::GraphFacts facts;
+  const std::set<std::string> usedOutside{"y"};
+  const codegen::WeightInterner intern = [](const ir::Tensor&, const ops::WeightLayout&) -> Expected<uint32_t> {
+    return uint32_t{0};
+  };
+  const codegen::LowerOptions options;
+  codegen::LoweringState state(facts, usedOutside, intern, options);
+  state.ops.push_back(codegen::madeOp(OpKind::Relu, 14, "a", {"x"}, {"r"}));
+  state.ops.push_back(codegen::madeOp(OpKind::Sigmoid, 13, "b", {"r"}, {"s"}));
+  state.ops.push_back(codegen::madeOp(OpKind::Mul, 14, "c", {"r", "s"}, {"y"}));
+  CHECK(state.readers("r") == 2);
+  CHECK(state.readersOf("r") == std::vector<size_t>{1, 2});
+  CHECK(state.readers("nothing") == 0);
+  CHECK(!state.soleReader(0));
+  CHECK(state.soleReader(1) == std::optional<size_t>(2));
+  CHECK(!state.soleReader(2));  // y leaves the partition
+  CHECK(state.producerOf("s", OpKind::Sigmoid) == std::optional<size_t>(1));
+  CHECK(!state.producerOf("s", OpKind::Relu));
+
+  state.eraseOp(1);
+  CHECK(state.readersOf("r") == std::vector<size_t>{1});
+  CHECK(state.soleReader(0) == std::optional<size_t>(1));
+  CHECK(!state.producerOf("s", OpKind::Sigmoid));
+  state.insertOp(0, codegen::madeOp(OpKind::Relu, 14, "w", {"v"}, {"x"}));
+  CHECK(state.producerOf("r", OpKind::Relu) == std::optional<size_t>(1));
+  CHECK(state.soleReader(0) == std::optional<size_t>(1));
+  state.replaceOp(1, codegen::madeOp(OpKind::Sigmoid, 13, "a", {"x"}, {"r"}));
+  CHECK(!state.producerOf("r", OpKind::Relu));
+  CHECK(state.producerOf("r", OpKind::Sigmoid) == std::optional<size_t>(1));
+  state.ops[2].inputs = {"x", "x"};  // an edit in place, announced
+  state.opsChanged();
+  CHECK(state.readers("r") == 0);
+  CHECK(state.readersOf("x") == std::vector<size_t>{1, 2, 2});
+  state.setOutputs(2, {"z"});
+  state.setInputs(1, {"v"});
+  CHECK(state.producerOf("z", OpKind::Mul) == std::optional<size_t>(2));
+  CHECK(!state.producerOf("y", OpKind::Mul));
+  CHECK(state.readersOf("x") == std::vector<size_t>{2, 2});
+  CHECK(state.readersOf("v") == std::vector<size_t>{0, 1});
 }

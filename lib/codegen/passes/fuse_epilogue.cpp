@@ -21,7 +21,8 @@ bool fuseSwish(LoweringState& state, size_t i) {
   const std::string& x = producer.outputs[0];
   if (state.leaves(x) || state.readers(x) != 2) return false;
   std::optional<size_t> sigmoid, mul;
-  for (size_t j = i + 1; j < ops.size(); ++j) {
+  for (size_t j : state.readersOf(x)) {
+    if (j <= i) continue;
     const LOp& op = ops[j];
     if (op.kind == ir::OpKind::Sigmoid && op.inputs.size() == 1 && op.inputs[0] == x && op.outputs.size() == 1)
       sigmoid = j;
@@ -35,7 +36,7 @@ bool fuseSwish(LoweringState& state, size_t i) {
   if (m.inputs[0] != s && m.inputs[1] != s) return false;
   if (state.leaves(s) || state.readers(s) != 1) return false;
   producer.epilogue = ops::Epilogue{ops::Activation::Swish, 0, 0};
-  producer.outputs = m.outputs;
+  state.setOutputs(i, m.outputs);
   state.eraseOp(std::max(*sigmoid, *mul));
   state.eraseOp(std::min(*sigmoid, *mul));
   return true;
@@ -80,7 +81,7 @@ Expected<ir::PassChange> FuseEpilogue::run(LoweringState& state) const {
       continue;
     }
     producer.epilogue = e;
-    producer.outputs = next.outputs;
+    state.setOutputs(i, next.outputs);
     state.eraseOp(*j);
     ++fused;
     --i;  // the same op may take the next one

@@ -2,8 +2,6 @@
 // bias as C; leading dimensions of A are flattened and restored with views (no copies).
 #include "codegen/passes/passes.h"
 
-#include <algorithm>
-
 namespace ctxkit::codegen {
 
 Expected<ir::PassChange> FuseMatMulAdd::run(LoweringState& state) const {
@@ -19,10 +17,10 @@ Expected<ir::PassChange> FuseMatMulAdd::run(LoweringState& state) const {
     if (!b || b->type() != ir::ElemType::Float || b->rank() != 2 || !aShape || aShape->size() < 2 || !af ||
         af->type != ir::ElemType::Float || state.leaves(out) || state.readers(out) != 1)
       continue;
-    size_t j = i + 1;
-    while (j < ops.size() && std::find(ops[j].inputs.begin(), ops[j].inputs.end(), out) == ops[j].inputs.end()) ++j;
-    if (j == ops.size() || ops[j].kind != ir::OpKind::Add || ops[j].inputs.size() != 2 || ops[j].outputs.size() != 1)
+    auto next = state.soleReader(i);
+    if (!next || ops[*next].kind != ir::OpKind::Add || ops[*next].inputs.size() != 2 || ops[*next].outputs.size() != 1)
       continue;
+    const size_t j = *next;
     const LOp& add = ops[j];
     const std::string& other = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
     const ir::Tensor* bias = state.constantOf(other);
@@ -50,9 +48,9 @@ Expected<ir::PassChange> FuseMatMulAdd::run(LoweringState& state) const {
     LOp gemm = madeOp(ir::OpKind::Gemm, 13, mm.name, {a2, mm.inputs[1], cName}, {y2});
     LOp restore = madeOp(ir::OpKind::Reshape, 14, base + ".restore", {y2, outShapeName}, {finalOut});
     state.eraseOp(j);
-    ops[i] = std::move(gemm);
-    ops.insert(ops.begin() + static_cast<std::ptrdiff_t>(i) + 1, std::move(restore));
-    ops.insert(ops.begin() + static_cast<std::ptrdiff_t>(i), std::move(flatten));
+    state.replaceOp(i, std::move(gemm));
+    state.insertOp(i + 1, std::move(restore));
+    state.insertOp(i, std::move(flatten));
     i += 2;
     ++fused;
   }

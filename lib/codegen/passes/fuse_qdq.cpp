@@ -212,10 +212,10 @@ Expected<ir::PassChange> FuseQdq::run(LoweringState& state) const {
       quantizedView = std::move(v);
       producers.push_back(*view);
     }
-    ops[i] = std::move(fused);
+    state.replaceOp(i, std::move(fused));
     std::sort(chain.rbegin(), chain.rend());
     for (size_t c : chain) state.eraseOp(c);
-    if (quantizedView) ops.insert(ops.begin() + static_cast<std::ptrdiff_t>(i), std::move(*quantizedView));
+    if (quantizedView) state.insertOp(i, std::move(*quantizedView));
     // (producers come before op i: erasing the chain after it left their indices as they were)
     eraseUnread(state, producers);
     ++groups;

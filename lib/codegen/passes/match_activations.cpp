@@ -41,7 +41,7 @@ Expected<ir::PassChange> MatchActivations::run(LoweringState& state) const {
       LOp hs = madeOp(ir::OpKind::HardSwish, 14, last.name + ".hardswish", {x}, last.outputs);
       std::vector<size_t> gone{*add, *clip, *mul, d};
       std::sort(gone.begin(), gone.end());
-      ops[d] = std::move(hs);
+      state.replaceOp(d, std::move(hs));
       for (auto it = gone.rbegin(); it != gone.rend(); ++it)
         if (*it != d) state.eraseOp(*it);
       matched = true;

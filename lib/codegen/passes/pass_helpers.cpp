@@ -111,8 +111,8 @@ Status foldChannelAffine(LoweringState& state, size_t i, size_t by, const Channe
   std::string wName = state.addConstant(op.name + ".folded_w" + std::to_string(state.folds), std::move(newW));
   std::string bName = state.addConstant(op.name + ".folded_b" + std::to_string(state.folds), std::move(newB));
   ++state.folds;
-  op.inputs = {op.inputs[0], wName, bName};
-  op.outputs = {state.ops[by].outputs[0]};
+  state.setInputs(i, {op.inputs[0], wName, bName});
+  state.setOutputs(i, {state.ops[by].outputs[0]});
   state.eraseOp(by);
   return Status::ok();
 }
