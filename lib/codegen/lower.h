@@ -7,9 +7,9 @@
 #pragma once
 
 #include "analysis/analysis.h"
+#include "cpu/weight_layout.h"
 #include "ir/graph.h"
 #include "ir/pass.h"
-#include "ops/weight_layout.h"
 #include "partitioner/partitioner.h"
 #include "program/program.h"
 
@@ -38,7 +38,7 @@ const std::vector<std::string_view>& loweringPassNames();
 
 // Gives a weight its weight-table index (shared across partitions and models by the caller). The tensor is the
 // plain weight; `layout` the form the table stores (a panel layout: packed by the caller when it writes them).
-using WeightInterner = std::function<Expected<uint32_t>(const ir::Tensor&, const ops::WeightLayout& layout)>;
+using WeightInterner = std::function<Expected<uint32_t>(const ir::Tensor&, const cpu::WeightLayout& layout)>;
 
 struct LowerOptions {
   uint64_t arenaAlignment = 64;
@@ -47,7 +47,7 @@ struct LowerOptions {
   std::string stopAfter;             // a pass name: stop after it
   std::string name;                  // the partition's name, for dumps
   // How constant B operands of MatMul/Gemm are stored (the target's preferred_layouts.gemm); plain: unpacked.
-  ops::WeightLayout gemmLayout;
+  cpu::WeightLayout gemmLayout;
   // Weightless contexts (docs/weight-sharing.md#weightless): weights are stored in plain layout, the runtime packs them
   // at load where the program asks for a layout, so a weight stays byte-equal to its source initializer.
   bool plainWeights = false;

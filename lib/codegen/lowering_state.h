@@ -48,7 +48,7 @@ struct LoweringState {
   std::vector<LOp> ops;                              // in execution order
   std::map<std::string, ir::Tensor> folded;          // constants the passes made
   size_t folds = 0;                                  // fold-batchnorm and fold-affine: numbers the constants they make
-  std::map<std::string, ops::WeightLayout> layouts;  // choose-layouts: constants stored packed
+  std::map<std::string, cpu::WeightLayout> layouts;  // choose-layouts: constants stored packed
   std::map<std::string, ir::Shape> localShapes;      // values the lowering itself introduces
 
   // emit-program and plan-memory: the program, each value's tensor, each tensor's first and last use (op index).

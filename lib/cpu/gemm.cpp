@@ -449,14 +449,14 @@ struct PackShape {
   bool transposed;
 };
 
-Expected<PackShape> packShape(const ops::WeightLayout& layout, const ir::Tensor& weight) {
-  const bool transposed = layout.kind == ops::WeightLayoutKind::GemmPanelsTransposed;
+Expected<PackShape> packShape(const cpu::WeightLayout& layout, const ir::Tensor& weight) {
+  const bool transposed = layout.kind == cpu::WeightLayoutKind::GemmPanelsTransposed;
   // Transposed panels also hold a weight of higher rank (a Conv's) as [shape[0], the product of the rest].
-  if ((layout.kind != ops::WeightLayoutKind::GemmPanels && !transposed) || !isPanelWidth(layout.width) ||
+  if ((layout.kind != cpu::WeightLayoutKind::GemmPanels && !transposed) || !isPanelWidth(layout.width) ||
       layout.depth == 0 || weight.type() != ir::ElemType::Float || weight.rank() < 2 ||
       (!transposed && weight.rank() != 2))
     return makeError(ErrorCode::InvalidArgument, "a {} {} weight cannot be packed in layout {}",
-                     ir::elemTypeName(weight.type()), ir::shapeToString(weight.shape()), ops::layoutName(layout));
+                     ir::elemTypeName(weight.type()), ir::shapeToString(weight.shape()), cpu::layoutName(layout));
   const auto rows = static_cast<size_t>(weight.shape()[0]);
   size_t cols = 1;
   for (size_t d = 1; d < weight.shape().size(); ++d) cols *= static_cast<size_t>(weight.shape()[d]);
@@ -484,7 +484,7 @@ void scatterRows(const float* B, size_t ldb, size_t p0, size_t kc, size_t j0, si
 
 }  // namespace
 
-Expected<ir::Tensor> packWeight(const ops::WeightLayout& layout, const ir::Tensor& weight) {
+Expected<ir::Tensor> packWeight(const cpu::WeightLayout& layout, const ir::Tensor& weight) {
   CTX_ASSIGN_OR_RETURN(PackShape s, packShape(layout, weight));
   const size_t elements = panelElements(s.k, s.n, layout.width);
   CTX_ASSIGN_OR_RETURN(ir::Tensor packed, ir::Tensor::allocate(ir::ElemType::Float, {static_cast<int64_t>(elements)}));
@@ -494,7 +494,7 @@ Expected<ir::Tensor> packWeight(const ops::WeightLayout& layout, const ir::Tenso
   return packed;
 }
 
-Expected<PackedWeightStream> PackedWeightStream::open(const ops::WeightLayout& layout, const ir::Tensor& weight,
+Expected<PackedWeightStream> PackedWeightStream::open(const cpu::WeightLayout& layout, const ir::Tensor& weight,
                                                       size_t chunkBytes) {
   CTX_ASSIGN_OR_RETURN(PackShape s, packShape(layout, weight));
   return PackedWeightStream(weight, s.transposed, s.k, s.n, s.ldb, layout.width, layout.depth, chunkBytes);

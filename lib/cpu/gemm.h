@@ -20,7 +20,7 @@ void sgemm(bool transA, bool transB, size_t M, size_t N, size_t K, float alpha, 
 // The name of the micro-kernel sgemm picked for this CPU ("avx512", "avx2", "sse2"), for logs and tests.
 const char* sgemmKernelName();
 
-// ---- B pre-packed in panels (ops::WeightLayoutKind::GemmPanels, docs/format/program.md) ----
+// ---- B pre-packed in panels (cpu::WeightLayoutKind::GemmPanels, docs/format/program.md) ----
 
 // op(B), K x N, cut into blocks of `depth` rows and panels of `width` columns, as the micro-kernel reads it.
 struct PanelsB {
@@ -65,7 +65,7 @@ bool isPanelWidth(size_t width);
 // A 2-D float32 weight in `layout` (a GEMM panel layout; in GemmPanelsTransposed also a weight of higher rank, viewed
 // as [shape[0], the product of the rest]): the 1-D tensor of its layout's elements, as a context binary stores it.
 // Fails for other layouts, types or ranks.
-Expected<ir::Tensor> packWeight(const ops::WeightLayout& layout, const ir::Tensor& weight);
+Expected<ir::Tensor> packWeight(const cpu::WeightLayout& layout, const ir::Tensor& weight);
 
 // packWeight's bytes a few panels at a time, in order, so that a large weight is hashed, compared or written
 // without a packed copy in memory. Keeps `weight`'s bytes alive. One thread at a time may call next(), but a piece
@@ -73,7 +73,7 @@ Expected<ir::Tensor> packWeight(const ops::WeightLayout& layout, const ir::Tenso
 class PackedWeightStream {
 public:
   // Fails as packWeight does. Each piece is at most about `chunkBytes` (at least one panel of one block).
-  static Expected<PackedWeightStream> open(const ops::WeightLayout& layout, const ir::Tensor& weight,
+  static Expected<PackedWeightStream> open(const cpu::WeightLayout& layout, const ir::Tensor& weight,
                                            size_t chunkBytes = size_t{1} << 20);
   uint64_t byteSize() const { return uint64_t{k_} * panels_ * width_ * sizeof(float); }
   // The next piece of the packed bytes, empty at the end; valid until the second call after this one.

@@ -114,7 +114,7 @@ Expected<CompiledGraph> compilePartitions(ir::Graph& graph, const partitioner::T
     lower.name = partitionName(settings.namePrefix, settings.stem, settings.variant, p);
     std::set<std::string> used = outsideUses.of(p);
     if (hooks.alsoOutputs) used.merge(hooks.alsoOutputs(p));
-    auto intern = [&](const ir::Tensor& t, const ops::WeightLayout& layout) { return hooks.intern(p, t, layout); };
+    auto intern = [&](const ir::Tensor& t, const cpu::WeightLayout& layout) { return hooks.intern(p, t, layout); };
     auto lowered = lowerPlanned(graph, out.facts, out.plan, p, used, intern, lower);
     if (!lowered) {
       if (!hooks.onPartitionError) return lowered.takeError();

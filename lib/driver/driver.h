@@ -77,7 +77,7 @@ struct CompileSettings {
 // Where the callers differ in what they do, not in what they know.
 struct CompileHooks {
   // Gives a weight of partition `p` its index (codegen::WeightInterner with the partition's index). Required.
-  std::function<Expected<uint32_t>(size_t p, const ir::Tensor&, const ops::WeightLayout&)> intern;
+  std::function<Expected<uint32_t>(size_t p, const ir::Tensor&, const cpu::WeightLayout&)> intern;
   // Called once the graph is partitioned, before anything is lowered.
   std::function<void(const analysis::GraphFacts&, const partitioner::PartitionPlan&)> planned;
   // True: partition `p` is not lowered (and stays with the fallback path); say why there.

@@ -3,12 +3,12 @@
 #pragma once
 
 #include "cpu/thread_pool.h"
+#include "cpu/weight_layout.h"
 #include "ir/attribute.h"
 #include "ir/graph.h"
 #include "ir/op_kind.h"
 #include "ir/tensor.h"
 #include "ops/op_schema.h"
-#include "ops/weight_layout.h"
 #include "support/status.h"
 
 #include <functional>
@@ -109,7 +109,7 @@ protected:
 // a packed weight's `value` is its stored 1-D tensor while its ValueDesc shape stays the logical one. Fails as
 // inferOutputs would, and for a packed input the op does not read.
 Expected<std::unique_ptr<PreparedOp>> prepare(const OpContext& ctx, std::span<const ValueDesc> inputs,
-                                              size_t outputCount, std::span<const ops::WeightLayout> layouts = {});
+                                              size_t outputCount, std::span<const cpu::WeightLayout> layouts = {});
 
 // Convenience for interpreters and constant folding: infer, allocate and run.
 Expected<std::vector<ir::Tensor>> evaluate(const OpContext& ctx, std::span<const ir::Tensor* const> inputs,

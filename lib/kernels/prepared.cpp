@@ -35,7 +35,7 @@ public:
       : entry_(entry), kind_(ctx.kind), opset_(ctx.opset), attrs_(&ctx.attrs), name_(ctx.nodeName), typed_(ctx.typed) {}
 
   // `known`: outputs already inferred for these inputs (prepareProgramOp), or null to infer them here.
-  Status init(std::span<const ValueDesc> inputs, size_t outputCount, std::span<const ops::WeightLayout> layouts,
+  Status init(std::span<const ValueDesc> inputs, size_t outputCount, std::span<const cpu::WeightLayout> layouts,
               const std::span<const OutputDesc>* known) {
     OpContext ctx = context(nullptr);
     if (known) {
@@ -110,8 +110,8 @@ private:
   // of a compiled program), else packed here once at this CPU's natural panel width. A weight in a layout the op
   // does not read is refused.
   Status preparePanels(const OpContext& ctx, std::span<const ValueDesc> inputs,
-                       std::span<const ops::WeightLayout> layouts) {
-    auto layoutOf = [&](size_t i) { return i < layouts.size() ? layouts[i] : ops::WeightLayout{}; };
+                       std::span<const cpu::WeightLayout> layouts) {
+    auto layoutOf = [&](size_t i) { return i < layouts.size() ? layouts[i] : cpu::WeightLayout{}; };
     const bool gemmLike = kind_ == ir::OpKind::MatMul || kind_ == ir::OpKind::Gemm;
     const bool conv = kind_ == ir::OpKind::Conv;
     const bool transB = conv || (kind_ == ir::OpKind::Gemm && std::get<ops::GemmAttrs>(*typed_).transB);
@@ -119,15 +119,15 @@ private:
       return nodeError(ctx, ErrorCode::Internal, "{} layouts for {} inputs", layouts.size(), inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       const ValueDesc& in = inputs[i];
-      const ops::WeightLayout layout = layoutOf(i);
+      const cpu::WeightLayout layout = layoutOf(i);
       if (layout.plain()) continue;
-      const auto wanted = transB ? ops::WeightLayoutKind::GemmPanelsTransposed : ops::WeightLayoutKind::GemmPanels;
+      const auto wanted = transB ? cpu::WeightLayoutKind::GemmPanelsTransposed : cpu::WeightLayoutKind::GemmPanels;
       const bool rankOk =
           conv ? in.shape.size() >= 3 && std::get<ops::ConvAttrs>(*typed_).group == 1 : in.shape.size() == 2;
       if (!(gemmLike || conv) || i != 1 || layout.kind != wanted || !in.value || in.type != ElemType::Float ||
           inputs[0].type != ElemType::Float || !rankOk)
         return nodeError(ctx, ErrorCode::InvalidGraph, "input {} is stored in layout {}, which this op does not read",
-                         i, ops::layoutName(layout));
+                         i, cpu::layoutName(layout));
     }
     if (conv) return prepareConvPanels(ctx, inputs, layoutOf(1));
     if (!gemmLike || inputs.size() < 2 || !inputs[1].present || !inputs[1].value || inputs[1].shape.size() != 2 ||
@@ -142,14 +142,14 @@ private:
 
   // B (input 1, op(B) K x N) in panels: the stored ones read in place, or a plain B packed here once (into memory
   // that packing overwrites whole, so never cleared first).
-  Status usePanels(const OpContext& ctx, const ValueDesc& b, const ops::WeightLayout& layout, bool transB, size_t k,
+  Status usePanels(const OpContext& ctx, const ValueDesc& b, const cpu::WeightLayout& layout, bool transB, size_t k,
                    size_t n) {
     if (!layout.plain()) {
       const size_t width = layout.width, depth = layout.depth;
       if (!cpu::isPanelWidth(width) || depth == 0 ||
           b.value->byteSize() != cpu::panelElements(k, n, width) * sizeof(float))
         return nodeError(ctx, ErrorCode::InvalidGraph, "input 1 in layout {} has {} bytes, which does not fit {}",
-                         ops::layoutName(layout), b.value->byteSize(), describeSlot(true, b.type, b.shape));
+                         cpu::layoutName(layout), b.value->byteSize(), describeSlot(true, b.type, b.shape));
       panels_ = cpu::PanelsB{b.value->dataAs<float>(), k, n, width, depth, {}};
       // Narrower panels than this CPU's kernel leave vector lanes idle: recompiling helps. Wider ones run on a kernel
       // of their own width with as many accumulators (AVX2 reads 32-wide panels 3 rows at a time) at the same speed.
@@ -181,7 +181,7 @@ private:
   // A Conv that convOnPanels picks multiplies the unfolded input by the constant weight as
   // B: the weight's transpose (K = C x kernel taps, N = output channels) in panels, stored so by the compiler (then
   // used whatever the output size: the bytes are only readable so) or packed here once.
-  Status prepareConvPanels(const OpContext& ctx, std::span<const ValueDesc> inputs, const ops::WeightLayout& layout) {
+  Status prepareConvPanels(const OpContext& ctx, std::span<const ValueDesc> inputs, const cpu::WeightLayout& layout) {
     if (inputs.size() < 2 || !inputs[1].value || inputs[0].type != ElemType::Float ||
         inputs[1].type != ElemType::Float || std::get<ops::ConvAttrs>(*typed_).group != 1 || outputs_.empty() ||
         outputs_[0].shape.size() < 3 || inputs[1].shape.size() < 3)
@@ -194,7 +194,7 @@ private:
     if (m == 0 || k == 0) {
       if (!layout.plain())
         return nodeError(ctx, ErrorCode::InvalidGraph, "an empty weight {} is stored in layout {}",
-                         describeSlot(true, w.type, w.shape), ops::layoutName(layout));
+                         describeSlot(true, w.type, w.shape), cpu::layoutName(layout));
       return Status::ok();
     }
     CTX_RETURN_IF_ERROR(usePanels(ctx, w, layout, true, k, m));
@@ -212,7 +212,7 @@ private:
 }  // namespace
 
 Expected<std::unique_ptr<PreparedOp>> prepare(const OpContext& ctx, std::span<const ValueDesc> inputs,
-                                              size_t outputCount, std::span<const ops::WeightLayout> layouts) {
+                                              size_t outputCount, std::span<const cpu::WeightLayout> layouts) {
   const OpEntry* entry = findEntry(ctx.kind);
   if (!entry) return noKernel(ctx);
   // Nodes carry the attributes decoded at import (nodeContext); the op keeps a copy, so runs never decode.
@@ -227,7 +227,7 @@ Expected<std::unique_ptr<PreparedOp>> prepare(const OpContext& ctx, std::span<co
 }
 
 Expected<std::unique_ptr<PreparedOp>> prepareProgramOp(const OpContext& ctx, std::span<const ValueDesc> inputs,
-                                                       size_t outputCount, std::span<const ops::WeightLayout> layouts,
+                                                       size_t outputCount, std::span<const cpu::WeightLayout> layouts,
                                                        const std::span<const OutputDesc>* inferred) {
   const OpEntry* entry = findEntry(ctx.kind);
   if (!entry) return noKernel(ctx);

@@ -11,7 +11,7 @@ namespace ctxkit::kernels {
 // already inferred for these same inputs (types, shapes and constant contents) and found equal. The kernels write
 // what they infer, and runs check buffers against these outputs only: anything else could write out of bounds.
 Expected<std::unique_ptr<PreparedOp>> prepareProgramOp(const OpContext& ctx, std::span<const ValueDesc> inputs,
-                                                       size_t outputCount, std::span<const ops::WeightLayout> layouts,
+                                                       size_t outputCount, std::span<const cpu::WeightLayout> layouts,
                                                        const std::span<const OutputDesc>* inferred);
 
 }  // namespace ctxkit::kernels

@@ -293,7 +293,7 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   OrtClaim claim;
   bool again = false;  // an inlined If cannot be fused: partition again with that If kept
   driver::CompileHooks hooks;
-  hooks.intern = [&](size_t, const ir::Tensor& t, const ops::WeightLayout& layout) -> Expected<uint32_t> {
+  hooks.intern = [&](size_t, const ir::Tensor& t, const cpu::WeightLayout& layout) -> Expected<uint32_t> {
     if (!sharing) return pool.intern(t, layout);
     CTX_ASSIGN_OR_RETURN(auto owned, ir::Tensor::copyOf(t.type(), t.shape(), t.bytes()));
     return pool.intern(owned, layout);

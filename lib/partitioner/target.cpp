@@ -168,7 +168,7 @@ Expected<Target> parseTarget(const std::string& jsonText, const std::string& dis
     }
   }
   if (auto gemm = t.preferredLayouts.find("gemm"); gemm != t.preferredLayouts.end()) {
-    auto layout = ops::parseGemmLayoutPreference(gemm->second);
+    auto layout = cpu::parseGemmLayoutPreference(gemm->second);
     if (!layout)
       return bad(file, "preferred_layouts.gemm",
                  fmt::format("'{}'; expected row-major, panels-8, panels-16 or panels-32", gemm->second));

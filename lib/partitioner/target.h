@@ -1,9 +1,9 @@
 // Accelerator target descriptions: which ops, types and shapes a (simulated) target compiles.
 #pragma once
 
+#include "cpu/weight_layout.h"
 #include "epcontext/contract.h"
 #include "ir/elem_type.h"
-#include "ops/weight_layout.h"
 #include "support/status.h"
 
 #include <cstdint>
@@ -45,7 +45,7 @@ struct Target {
   std::vector<OpSupport> ops;
   std::map<std::string, std::string> preferredLayouts;
   // preferred_layouts.gemm: how constant B operands of MatMul/Gemm are stored (the choose-layouts pass).
-  ops::WeightLayout gemmLayout;
+  cpu::WeightLayout gemmLayout;
 
   const OpSupport* findOp(std::string_view domain, std::string_view opType, int64_t opset) const;
 };

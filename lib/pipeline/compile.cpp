@@ -47,7 +47,7 @@ struct ModelWork {
   partitioner::PartitionPlan plan;
   std::vector<codegen::LoweredPartition> lowered;
   // Per partition, the weights its program's indices name: plain tensor and the layout to store it in.
-  std::vector<std::vector<std::pair<ir::Tensor, ops::WeightLayout>>> partitionWeights;
+  std::vector<std::vector<std::pair<ir::Tensor, cpu::WeightLayout>>> partitionWeights;
   std::vector<std::string> partitionNames;
   std::vector<uint64_t> arenaSizes;
   // With --share, large fallback initializers stored in the group's .bin: (initializer name, weight index).
@@ -284,7 +284,7 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
   settings.lower.plainWeights = options.weightless;
   driver::CompileHooks hooks;
   // Each program's weights are collected as it refers to them; the dedupe stage stores each distinct one once.
-  hooks.intern = [&](size_t p, const ir::Tensor& t, const ops::WeightLayout& layout) -> Expected<uint32_t> {
+  hooks.intern = [&](size_t p, const ir::Tensor& t, const cpu::WeightLayout& layout) -> Expected<uint32_t> {
     if (w.partitionWeights.size() <= p) w.partitionWeights.resize(p + 1);
     w.partitionWeights[p].emplace_back(t, layout);
     return static_cast<uint32_t>(w.partitionWeights[p].size() - 1);

@@ -31,16 +31,16 @@ Status validate(const Program& p, uint64_t weightCount) {
                        ir::elemTypeName(t.type));
     if (t.shape.size() > kMaxRank)
       return makeError(ErrorCode::InvalidGraph, "{}: tensor rank {} exceeds {}", where(), t.shape.size(), kMaxRank);
-    if (t.layout.kind > ops::WeightLayoutKind::GemmPanelsTransposed)
+    if (t.layout.kind > cpu::WeightLayoutKind::GemmPanelsTransposed)
       return makeError(ErrorCode::InvalidGraph, "{}: the weight layout is unknown", where());
     if (!t.layout.plain() && (t.kind != TensorKind::Weight || t.type != ir::ElemType::Float))
       return makeError(ErrorCode::InvalidGraph, "{}: layout {} is only for float32 weights", where(),
-                       ops::layoutName(t.layout));
-    auto count = t.layout.plain() ? checkedElementCount(t.shape) : ops::layoutElements(t.layout, t.shape);
+                       cpu::layoutName(t.layout));
+    auto count = t.layout.plain() ? checkedElementCount(t.shape) : cpu::layoutElements(t.layout, t.shape);
     auto bytes = count ? ir::storageBytes(t.type, *count) : std::nullopt;
     if (!bytes || *bytes != t.size)
       return makeError(ErrorCode::InvalidGraph, "{}: {} bytes recorded but shape {} of {} in layout {} needs {}",
-                       where(), t.size, ir::shapeToString(t.shape), ir::elemTypeName(t.type), ops::layoutName(t.layout),
+                       where(), t.size, ir::shapeToString(t.shape), ir::elemTypeName(t.type), cpu::layoutName(t.layout),
                        bytes ? std::to_string(*bytes) : "?");
     switch (t.kind) {
       case TensorKind::Input:
@@ -219,9 +219,9 @@ Expected<Program> deserialize(std::span<const std::byte> bytes, uint64_t weightC
     t.size = r.u64();
     t.name = r.strView(kMaxStringBytes);
     uint8_t layout = r.u8();
-    if (r.ok() && layout > static_cast<uint8_t>(ops::WeightLayoutKind::GemmPanelsTransposed))
+    if (r.ok() && layout > static_cast<uint8_t>(cpu::WeightLayoutKind::GemmPanelsTransposed))
       return fail(makeError(ErrorCode::InvalidGraph, "tensor '{}' has unknown layout {}", t.name, layout));
-    t.layout.kind = static_cast<ops::WeightLayoutKind>(layout);
+    t.layout.kind = static_cast<cpu::WeightLayoutKind>(layout);
     t.layout.width = r.u16();
     t.layout.depth = r.u16();
   }
@@ -291,7 +291,7 @@ std::string dump(const Program& p, std::string_view name) {
       case TensorKind::Arena: loc = fmt::format("arena@{}", t.offset); break;
       case TensorKind::Weight:
         loc =
-            t.layout.plain() ? fmt::format("w{}", t.index) : fmt::format("w{}:{}", t.index, ops::layoutName(t.layout));
+            t.layout.plain() ? fmt::format("w{}", t.index) : fmt::format("w{}:{}", t.index, cpu::layoutName(t.layout));
         break;
       case TensorKind::View: loc = fmt::format("view(%{})", t.index); break;
     }

@@ -2,10 +2,10 @@
 // reference to the ONNX subgraph it came from. Serialized into the context binary's data region.
 #pragma once
 
+#include "cpu/weight_layout.h"
 #include "ir/op_kind.h"
 #include "ir/tensor.h"
 #include "ops/op_schema.h"
-#include "ops/weight_layout.h"
 #include "support/status.h"
 
 #include <cstdint>
@@ -46,7 +46,7 @@ struct TensorDesc {
   uint64_t offset = 0;       // Arena only
   uint64_t size = 0;         // bytes
   Name name;                 // the value's name in the source graph, for dumps and errors
-  ops::WeightLayout layout;  // Weight only: how the weight-table entry's bytes are arranged (size is the stored size)
+  cpu::WeightLayout layout;  // Weight only: how the weight-table entry's bytes are arranged (size is the stored size)
 };
 
 struct Op {

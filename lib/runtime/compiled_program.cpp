@@ -213,7 +213,7 @@ CompiledProgram::prepare(program::Program prog, std::shared_ptr<const format::Co
                              cpu::packWeight(d.layout, cp->weights_[t]).addContext(fmt::format("tensor '{}'", d.name)));
         if (cp->weights_[t].byteSize() != d.size)
           return fail(makeError(ErrorCode::InvalidGraph, "tensor '{}' records {} bytes in layout {} but packs to {}",
-                                d.name, d.size, ops::layoutName(d.layout), cp->weights_[t].byteSize()));
+                                d.name, d.size, cpu::layoutName(d.layout), cp->weights_[t].byteSize()));
       }
     }
   }
@@ -225,12 +225,12 @@ CompiledProgram::prepare(program::Program prog, std::shared_ptr<const format::Co
   const bool remember = !options.programBytes.empty() && !container->weightless();
   const bool inferred = remember && wasInferred(container, options.programBytes);
   std::vector<kernels::ValueDesc> descs;
-  std::vector<ops::WeightLayout> layouts;
+  std::vector<cpu::WeightLayout> layouts;
   std::vector<kernels::OutputDesc> recorded;
   for (size_t i = 0; i < prog.ops.size(); ++i) {
     const program::Op& op = prog.ops[i];
     if (descs.size() < op.inputs.size()) descs.resize(op.inputs.size());
-    layouts.assign(op.inputs.size(), ops::WeightLayout{});
+    layouts.assign(op.inputs.size(), cpu::WeightLayout{});
     for (size_t k = 0; k < op.inputs.size(); ++k) {
       kernels::ValueDesc& v = descs[k];
       const int32_t in = op.inputs[k];

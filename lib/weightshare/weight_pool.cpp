@@ -120,11 +120,11 @@ Status PooledWeight::forEachPiece(const std::function<Status(std::span<const std
   }
   if (produced != size)
     return makeError(ErrorCode::Internal, "a {} weight produced {} bytes; its stored size is {}",
-                     ops::layoutName(layout), produced, size);
+                     cpu::layoutName(layout), produced, size);
   return Status::ok();
 }
 
-Expected<uint32_t> WeightPool::intern(const ir::Tensor& tensor, const ops::WeightLayout& layout) {
+Expected<uint32_t> WeightPool::intern(const ir::Tensor& tensor, const cpu::WeightLayout& layout) {
   if (tensor.type() == ir::ElemType::String || tensor.type() == ir::ElemType::Undefined)
     return makeError(ErrorCode::Unsupported, "a {} tensor cannot be stored in the weight table",
                      ir::elemTypeName(tensor.type()));
@@ -136,10 +136,10 @@ Expected<uint32_t> WeightPool::intern(const ir::Tensor& tensor, const ops::Weigh
   w.size = tensor.byteSize();
   w.references = 1;
   if (!layout.plain()) {
-    auto elements = ops::layoutElements(layout, tensor.shape());
+    auto elements = cpu::layoutElements(layout, tensor.shape());
     if (!elements || tensor.type() != ir::ElemType::Float)
       return makeError(ErrorCode::InvalidArgument, "a {} {} weight cannot be stored in layout {}",
-                       ir::elemTypeName(tensor.type()), ir::shapeToString(tensor.shape()), ops::layoutName(layout));
+                       ir::elemTypeName(tensor.type()), ir::shapeToString(tensor.shape()), cpu::layoutName(layout));
     w.shape = {static_cast<int64_t>(*elements)};
     w.size = *elements * sizeof(float);
   }

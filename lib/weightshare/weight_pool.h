@@ -5,8 +5,8 @@
 // are packed once, when the container writer writes and hashes them in one pass.
 #pragma once
 
+#include "cpu/weight_layout.h"
 #include "ir/tensor.h"
-#include "ops/weight_layout.h"
 #include "support/hash.h"
 #include "support/status.h"
 
@@ -22,7 +22,7 @@ namespace ctxkit::weightshare {
 
 struct PooledWeight {
   ir::Tensor tensor;         // the plain bytes; keeps them alive (a mapped source file or a lowered buffer)
-  ops::WeightLayout layout;  // how they are stored: Plain as they are, a panel layout packed (cpu::packWeight)
+  cpu::WeightLayout layout;  // how they are stored: Plain as they are, a panel layout packed (cpu::packWeight)
   ir::ElemType type = ir::ElemType::Undefined;  // of the stored form: a packed weight is 1-D
   ir::Shape shape;
   uint64_t size = 0;    // stored bytes
@@ -45,7 +45,7 @@ class WeightPool {
 public:
   // Returns the index of an equal weight already pooled, or adds this one; `layout` is the form it is stored in.
   // Never merges on hash alone. Hashes only weights whose fingerprints equal another's, each at most once.
-  Expected<uint32_t> intern(const ir::Tensor& tensor, const ops::WeightLayout& layout = {});
+  Expected<uint32_t> intern(const ir::Tensor& tensor, const cpu::WeightLayout& layout = {});
 
   const std::vector<PooledWeight>& weights() const { return weights_; }
   uint64_t referencedBytes() const { return referencedBytes_; }

@@ -49,7 +49,7 @@ TEST_CASE("lowering folds BatchNormalization and Relu into Conv and turns Reshap
   auto plan = partitioner::partitionGraph(g, *facts, targetWithout("none"));
   REQUIRE(plan.partitions.size() == 1);
   weightshare::WeightPool pool;
-  auto lowered = codegen::lowerPartition(g, *facts, plan.partitions[0], {"y"}, [&](const ir::Tensor& t, const ops::WeightLayout& l) { return pool.intern(t, l); });
+  auto lowered = codegen::lowerPartition(g, *facts, plan.partitions[0], {"y"}, [&](const ir::Tensor& t, const cpu::WeightLayout& l) { return pool.intern(t, l); });
   REQUIRE(lowered);
   std::vector<ir::OpKind> kinds;
   for (const auto& op : lowered->program.ops) kinds.push_back(op.kind);
@@ -70,7 +70,7 @@ TEST_CASE("the lowering state's use index follows the ops as passes erase, inser
   using ir::OpKind;
   const analysis::GraphFacts facts;
   const std::set<std::string> usedOutside{"y"};
-  const codegen::WeightInterner intern = [](const ir::Tensor&, const ops::WeightLayout&) -> Expected<uint32_t> {
+  const codegen::WeightInterner intern = [](const ir::Tensor&, const cpu::WeightLayout&) -> Expected<uint32_t> {
     return uint32_t{0};
   };
   const codegen::LowerOptions options;

@@ -59,7 +59,7 @@ ir::Tensor executeProgram(const program::Program& p, const weightshare::WeightPo
   for (const auto& op : p.ops) {
     // Prepared as the runtime prepares them: weights are constants, packed ones read in their layout.
     std::vector<kernels::ValueDesc> descs;
-    std::vector<ops::WeightLayout> layouts;
+    std::vector<cpu::WeightLayout> layouts;
     std::vector<const ir::Tensor*> ins;
     std::vector<ir::Tensor*> outs;
     for (int32_t i : op.inputs) {
@@ -72,7 +72,7 @@ ir::Tensor executeProgram(const program::Program& p, const weightshare::WeightPo
         if (p.tensors[i].kind == program::TensorKind::Weight) v.value = &bound[i];
       }
       descs.push_back(v);
-      layouts.push_back(i >= 0 ? p.tensors[i].layout : ops::WeightLayout{});
+      layouts.push_back(i >= 0 ? p.tensors[i].layout : cpu::WeightLayout{});
     }
     for (int32_t o : op.outputs) outs.push_back(&bound[o]);
     const ir::Attributes none;  // a program op has typed attributes only
@@ -88,7 +88,7 @@ ir::Tensor executeProgram(const program::Program& p, const weightshare::WeightPo
 }
 
 // The layout the built-in targets ask for.
-const ops::WeightLayout kPanels32{ops::WeightLayoutKind::GemmPanels, 32, 256};
+const cpu::WeightLayout kPanels32{cpu::WeightLayoutKind::GemmPanels, 32, 256};
 
 void requireClose(const ir::Tensor& a, const ir::Tensor& b) {
   REQUIRE(a.shape() == b.shape());
@@ -129,7 +129,7 @@ std::unique_ptr<Lowered> lowerAll(const ir::Graph& g, std::set<std::string> skip
   options.skipPasses = std::move(skip);
   options.gemmLayout = kPanels32;
   auto lowered = codegen::lowerPartition(g, *facts, all, {g.outputs[0].name},
-                                         [&](const ir::Tensor& t, const ops::WeightLayout& l) { return out->pool.intern(t, l); }, options);
+                                         [&](const ir::Tensor& t, const cpu::WeightLayout& l) { return out->pool.intern(t, l); }, options);
   INFO((lowered ? std::string() : lowered.error().message()));
   REQUIRE(lowered);
   out->partition = std::move(lowered).value();
@@ -295,7 +295,7 @@ TEST_CASE("dump-after and stop-after show the partition after the named pass", "
   REQUIRE(facts);
   partitioner::Partition all{{0, 1}};
   weightshare::WeightPool pool;
-  auto intern = [&](const ir::Tensor& t, const ops::WeightLayout& l) { return pool.intern(t, l); };
+  auto intern = [&](const ir::Tensor& t, const cpu::WeightLayout& l) { return pool.intern(t, l); };
   for (std::string_view pass : codegen::loweringPassNames()) {
     codegen::LowerOptions o;
     o.name = "p";
@@ -331,7 +331,7 @@ TEST_CASE("pass choose-layouts stores constant GEMM operands in panels, packed a
   // K x ceil(N / 32) x 32 floats: 20 x 2 x 32.
   CHECK(weights["b"].size == 20 * 64 * 4);
   CHECK(l->pool.weights()[weights["b"].index].shape == ir::Shape{20 * 64});
-  CHECK(weights["t"].layout == ops::WeightLayout{ops::WeightLayoutKind::GemmPanelsTransposed, 32, 256});
+  CHECK(weights["t"].layout == cpu::WeightLayout{cpu::WeightLayoutKind::GemmPanelsTransposed, 32, 256});
   CHECK(weights["shared"].layout.plain());
   CHECK(weights["shared"].size == 40 * 40 * 4);
   checkComputesSource(g, *l, {40, 20});
@@ -357,7 +357,7 @@ TEST_CASE("pass choose-layouts stores the weight of a Conv with few outputs in t
   std::map<std::string, program::TensorDesc> weights = weightDescs(*l);
   REQUIRE(weights.count("small"));
   CHECK(weights["big"].layout.plain());
-  CHECK(weights["small"].layout == ops::WeightLayout{ops::WeightLayoutKind::GemmPanelsTransposed, 32, 256});
+  CHECK(weights["small"].layout == cpu::WeightLayout{cpu::WeightLayoutKind::GemmPanelsTransposed, 32, 256});
   CHECK(program::toShape(weights["small"].shape) == ir::Shape{4, 6, 3, 3});
   // K = 54 rows of one 32-wide panel.
   CHECK(weights["small"].size == 54 * 32 * 4);

@@ -118,19 +118,19 @@ TEST_CASE("a weight packed a few panels at a time gives packWeight's bytes, hash
   for (Size s : {Size{1, 1}, Size{5, 11}, Size{300, 70}, Size{513, 33}, Size{17, 129}}) {
     const auto values = randomFloats(static_cast<size_t>(s.rows * s.cols), 5);
     const ir::Tensor weight = ir::Tensor::fromVector(ir::ElemType::Float, {s.rows, s.cols}, values);
-    for (auto kind : {ops::WeightLayoutKind::GemmPanels, ops::WeightLayoutKind::GemmPanelsTransposed})
+    for (auto kind : {cpu::WeightLayoutKind::GemmPanels, cpu::WeightLayoutKind::GemmPanelsTransposed})
       for (uint16_t width : {8, 16, 32})
         for (uint16_t depth : {256, 7})
           for (size_t chunk : {size_t{1}, size_t{1000}, size_t{1} << 20}) {
-            const ops::WeightLayout layout{kind, width, depth};
-            INFO(s.rows << "x" << s.cols << " " << ops::layoutName(layout) << " pieces of " << chunk << " bytes");
+            const cpu::WeightLayout layout{kind, width, depth};
+            INFO(s.rows << "x" << s.cols << " " << cpu::layoutName(layout) << " pieces of " << chunk << " bytes");
             auto packed = cpu::packWeight(layout, weight);
             REQUIRE(packed);
             auto stream = cpu::PackedWeightStream::open(layout, weight, chunk);
             REQUIRE(stream);
             CHECK(stream->byteSize() == packed->byteSize());
             // The widest piece: as many panels of one block as fit in `chunk`, and at least one.
-            const size_t k = static_cast<size_t>(kind == ops::WeightLayoutKind::GemmPanels ? s.rows : s.cols);
+            const size_t k = static_cast<size_t>(kind == cpu::WeightLayoutKind::GemmPanels ? s.rows : s.cols);
             const size_t panelBytes = std::min<size_t>(k, depth) * width * sizeof(float);
             const size_t widest = std::max(panelBytes, chunk / panelBytes * panelBytes);
             std::vector<std::byte> joined;
@@ -174,9 +174,9 @@ TEST_CASE("a weight packed a few panels at a time gives packWeight's bytes, hash
   }
   // The same refusals as packWeight's.
   const ir::Tensor vector = ir::Tensor::fromVector(ir::ElemType::Float, {4}, std::vector<float>(4));
-  CHECK_FALSE(cpu::PackedWeightStream::open(ops::WeightLayout{ops::WeightLayoutKind::GemmPanels, 8, 256}, vector));
+  CHECK_FALSE(cpu::PackedWeightStream::open(cpu::WeightLayout{cpu::WeightLayoutKind::GemmPanels, 8, 256}, vector));
   const ir::Tensor matrix = ir::Tensor::fromVector(ir::ElemType::Float, {2, 2}, std::vector<float>(4));
-  CHECK_FALSE(cpu::PackedWeightStream::open(ops::WeightLayout{ops::WeightLayoutKind::GemmPanels, 12, 256}, matrix));
+  CHECK_FALSE(cpu::PackedWeightStream::open(cpu::WeightLayout{cpu::WeightLayoutKind::GemmPanels, 12, 256}, matrix));
 }
 
 TEST_CASE("sgemmPanels matches a naive triple loop for every panel width, depth and shape") {

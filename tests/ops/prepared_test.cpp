@@ -129,12 +129,12 @@ TEST_CASE("a prepared MatMul reads B stored in panels in place and computes the 
   auto want = kernels::evaluate(ctx, ins, 1);
   REQUIRE(want);
   for (size_t width : {8, 16, 32}) {
-    const ops::WeightLayout layout{ops::WeightLayoutKind::GemmPanels, static_cast<uint16_t>(width), 16};
+    const cpu::WeightLayout layout{cpu::WeightLayoutKind::GemmPanels, static_cast<uint16_t>(width), 16};
     auto packed = cpu::packWeight(layout, b);
     REQUIRE(packed);
     std::vector<kernels::ValueDesc> descs{describe(a, false), describe(b, true)};
     descs[1].value = &*packed;  // the stored tensor; the desc keeps B's logical shape
-    std::vector<ops::WeightLayout> layouts{{}, layout};
+    std::vector<cpu::WeightLayout> layouts{{}, layout};
     auto op = kernels::prepare(ctx, descs, 1, layouts);
     INFO((op ? std::string() : op.error().message()));
     REQUIRE(op);
@@ -152,13 +152,13 @@ TEST_CASE("a prepared MatMul reads B stored in panels in place and computes the 
 TEST_CASE("a packed weight in a place that does not read panels is refused at prepare", "[ops][prepared]") {
   const ir::Tensor x = randomTensor(ElemType::Float, {8, 8}, 13);
   const ir::Tensor w = randomTensor(ElemType::Float, {8, 8}, 14);
-  const ops::WeightLayout panels{ops::WeightLayoutKind::GemmPanels, 8, 256};
+  const cpu::WeightLayout panels{cpu::WeightLayoutKind::GemmPanels, 8, 256};
   auto packed = cpu::packWeight(panels, w);
   REQUIRE(packed);
   ir::Attributes none;
   std::vector<kernels::ValueDesc> descs{describe(x, false), describe(w, true)};
   descs[1].value = &*packed;
-  std::vector<ops::WeightLayout> layouts{{}, panels};
+  std::vector<cpu::WeightLayout> layouts{{}, panels};
   auto add = kernels::prepare(kernels::OpContext{OpKind::Add, 14, none, "add"}, descs, 1, layouts);
   REQUIRE_FALSE(add);
   CHECK_THAT(add.error().message(), Catch::Contains("input 1 is stored in layout gemm-panels(8x256), which this op does not read"));
@@ -204,12 +204,12 @@ TEST_CASE("a prepared Conv with few output positions multiplies by its packed we
     // The weight stored in transposed panels of [M, C x taps] (as the compiler stores it) is read in place, bound
     // as its stored 1-D tensor; depth 16 cuts K into several blocks.
     for (uint16_t width : {8, 16, 32}) {
-      const ops::WeightLayout layout{ops::WeightLayoutKind::GemmPanelsTransposed, width, 16};
+      const cpu::WeightLayout layout{cpu::WeightLayoutKind::GemmPanelsTransposed, width, 16};
       auto packed = cpu::packWeight(layout, w);
       REQUIRE(packed);
       std::vector<kernels::ValueDesc> stored = descs;
       stored[1].value = &*packed;
-      std::vector<ops::WeightLayout> layouts{{}, layout, {}};
+      std::vector<cpu::WeightLayout> layouts{{}, layout, {}};
       auto inPlace = kernels::prepare(ctx, stored, 1, layouts);
       INFO((inPlace ? std::string() : inPlace.error().message()));
       REQUIRE(inPlace);
@@ -250,17 +250,17 @@ TEST_CASE("convOnPanels: dense convs run on panels, the direct, pointwise and ba
 TEST_CASE("a Conv weight in panels is refused where the op cannot read it", "[ops][prepared]") {
   const ir::Tensor x = randomTensor(ElemType::Float, {1, 4, 2, 2}, 24);
   const ir::Tensor w = randomTensor(ElemType::Float, {4, 2, 1, 1}, 25);
-  const ops::WeightLayout layout{ops::WeightLayoutKind::GemmPanelsTransposed, 8, 256};
+  const cpu::WeightLayout layout{cpu::WeightLayoutKind::GemmPanelsTransposed, 8, 256};
   auto packed = cpu::packWeight(layout, w);
   REQUIRE(packed);
   std::vector<kernels::ValueDesc> descs{describe(x, false), describe(w, true)};
   descs[1].value = &*packed;
-  std::vector<ops::WeightLayout> layouts{{}, layout};
+  std::vector<cpu::WeightLayout> layouts{{}, layout};
   ir::Attributes grouped;
   grouped.set(Attribute::makeInt("group", 2));
   auto op = kernels::prepare(kernels::OpContext{OpKind::Conv, 13, grouped, "grouped"}, descs, 1, layouts);
   REQUIRE_FALSE(op);
   CHECK_THAT(op.error().message(), Catch::Contains("which this op does not read"));
   // Untransposed panels hold 2-D weights only.
-  CHECK_FALSE(cpu::packWeight(ops::WeightLayout{ops::WeightLayoutKind::GemmPanels, 8, 256}, w));
+  CHECK_FALSE(cpu::packWeight(cpu::WeightLayout{cpu::WeightLayoutKind::GemmPanels, 8, 256}, w));
 }

@@ -216,7 +216,7 @@ TEST_CASE("recurrent attributes survive the encoding, an unknown activation is r
 TEST_CASE("packed weights record their layout and stored size", "[program]") {
   auto p = sampleProgram();
   // A [4, 4] weight in 16-wide panels of depth 256: 4 rows x 16 columns = 64 floats = 256 bytes.
-  p.tensors[1].layout = {ops::WeightLayoutKind::GemmPanels, 16, 256};
+  p.tensors[1].layout = {cpu::WeightLayoutKind::GemmPanels, 16, 256};
   p.tensors[1].size = 256;
   auto back = program::deserialize(program::serialize(p), 1, "packed");
   REQUIRE(back);

@@ -47,8 +47,8 @@ static std::vector<std::byte> writePool(const weightshare::WeightPool& pool) {
 
 TEST_CASE("packed weights are pooled as recipes: sampled, hashed only to tell look-alikes apart, written packed",
           "[weightshare]") {
-  const ops::WeightLayout panels{ops::WeightLayoutKind::GemmPanels, 8, 7};  // K = 20, N = 13: odd blocks and panels
-  const ops::WeightLayout transposed{ops::WeightLayoutKind::GemmPanelsTransposed, 8, 7};
+  const cpu::WeightLayout panels{cpu::WeightLayoutKind::GemmPanels, 8, 7};  // K = 20, N = 13: odd blocks and panels
+  const cpu::WeightLayout transposed{cpu::WeightLayoutKind::GemmPanelsTransposed, 8, 7};
   auto b = floatInit("b", {20, 13}, 1.0f).tensor;
   auto sameBytes = floatInit("b2", {20, 13}, 1.0f).tensor;  // other storage, equal bytes
   auto packed = cpu::packWeight(panels, b);
@@ -118,16 +118,16 @@ TEST_CASE("packed weights are pooled as recipes: sampled, hashed only to tell lo
 
 TEST_CASE("a pool's packed weights are packed ahead of the writer, across weights, for every output call",
           "[weightshare]") {
-  const ops::WeightLayout panels{ops::WeightLayoutKind::GemmPanels, 16, 256};
-  const ops::WeightLayout transposed{ops::WeightLayoutKind::GemmPanelsTransposed, 8, 256};
+  const cpu::WeightLayout panels{cpu::WeightLayoutKind::GemmPanels, 16, 256};
+  const cpu::WeightLayout transposed{cpu::WeightLayoutKind::GemmPanelsTransposed, 8, 256};
   weightshare::WeightPool pool;
-  std::vector<std::pair<ir::Tensor, ops::WeightLayout>> added;
+  std::vector<std::pair<ir::Tensor, cpu::WeightLayout>> added;
   for (int i = 0; i < 4; ++i) {  // 1.6 MiB each: two pieces, and more pieces in all than the packer queues
     std::vector<float> values(600 * 700);
     for (size_t k = 0; k < values.size(); ++k) values[k] = static_cast<float>((k * 7 + i) % 1000);
     added.emplace_back(ir::Tensor::fromVector(ir::ElemType::Float, {600, 700}, values), i % 2 ? transposed : panels);
     CHECK(*pool.intern(added.back().first, added.back().second) == added.size() - 1);
-    added.emplace_back(floatInit(fmt::format("plain{}", i), {3}, static_cast<float>(i)).tensor, ops::WeightLayout{});
+    added.emplace_back(floatInit(fmt::format("plain{}", i), {3}, static_cast<float>(i)).tensor, cpu::WeightLayout{});
     CHECK(*pool.intern(added.back().first) == added.size() - 1);  // plain ones between the packed ones
   }
   format::ContainerWriter writer(format::CompatInfo{"ctxkit", "test", "cpu", "1"});

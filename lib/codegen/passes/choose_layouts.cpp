@@ -21,15 +21,15 @@ bool convOnPanels(const LoweringState& state, const LOp& op, const ir::Tensor& w
 // The layout a constant read as input `k` of `op` would be stored in: the target's GEMM panels for a 2-D
 // float32 B of MatMul or Gemm (transposed panels for Gemm with transB), transposed panels for the weight of a
 // Conv the kernels run as a GEMM on it (kernels::convOnPanels), nothing for any other use.
-std::optional<ops::WeightLayout> gemmLayoutFor(const LoweringState& state, const LOp& op, size_t k) {
+std::optional<cpu::WeightLayout> gemmLayoutFor(const LoweringState& state, const LOp& op, size_t k) {
   const bool conv = op.kind == ir::OpKind::Conv;
   if (k != 1 || (op.kind != ir::OpKind::MatMul && op.kind != ir::OpKind::Gemm && !conv)) return std::nullopt;
   const ir::Tensor* b = state.constantOf(op.inputs[1]);
   if (!b || b->type() != ir::ElemType::Float || (conv ? b->rank() < 3 : b->rank() != 2)) return std::nullopt;
   if (conv && !convOnPanels(state, op, *b, std::get<ops::ConvAttrs>(op.typed))) return std::nullopt;
   bool transB = conv || (op.kind == ir::OpKind::Gemm && std::get<ops::GemmAttrs>(op.typed).transB);
-  ops::WeightLayout layout = state.options.gemmLayout;
-  if (transB) layout.kind = ops::WeightLayoutKind::GemmPanelsTransposed;
+  cpu::WeightLayout layout = state.options.gemmLayout;
+  if (transB) layout.kind = cpu::WeightLayoutKind::GemmPanelsTransposed;
   return layout;
 }
 
@@ -37,7 +37,7 @@ std::optional<ops::WeightLayout> gemmLayoutFor(const LoweringState& state, const
 
 Expected<ir::PassChange> ChooseLayouts::run(LoweringState& state) const {
   if (state.options.gemmLayout.plain()) return ir::PassChange{};
-  std::map<std::string, std::optional<ops::WeightLayout>> uses;  // constant -> its one layout, or none
+  std::map<std::string, std::optional<cpu::WeightLayout>> uses;  // constant -> its one layout, or none
   for (const LOp& op : state.ops)
     for (size_t k = 0; k < op.inputs.size(); ++k) {
       const std::string& in = op.inputs[k];

@@ -23,17 +23,17 @@ int32_t addTensor(LoweringState& state, TensorDesc desc) {
 Expected<int32_t> tensorFor(LoweringState& state, const std::string& name) {
   if (auto it = state.tensorOf.find(name); it != state.tensorOf.end()) return it->second;
   if (const ir::Tensor* c = state.constantOf(name)) {
-    ops::WeightLayout layout;
+    cpu::WeightLayout layout;
     uint64_t size = c->byteSize();  // of the form the kernels read
     if (auto it = state.layouts.find(name); it != state.layouts.end()) {
       layout = it->second;
-      auto elements = ops::layoutElements(layout, c->shape());
+      auto elements = cpu::layoutElements(layout, c->shape());
       if (!elements)
-        return makeError(ErrorCode::Internal, "weight '{}': layout {} does not apply", name, ops::layoutName(layout));
+        return makeError(ErrorCode::Internal, "weight '{}': layout {} does not apply", name, cpu::layoutName(layout));
       size = *elements * ir::elemSize(c->type());
     }
     // Stored packed (by the weight table, a few panels at a time: no packed copy here), or plain and packed at load.
-    const ops::WeightLayout stored = state.options.plainWeights ? ops::WeightLayout{} : layout;
+    const cpu::WeightLayout stored = state.options.plainWeights ? cpu::WeightLayout{} : layout;
     CTX_ASSIGN_OR_RETURN(uint32_t index, state.intern(*c, stored).addContext(fmt::format("weight '{}'", name)));
     int32_t t = addTensor(state, TensorDesc{TensorKind::Weight, c->type(), program::toDims(c->shape()), index, 0, size,
                                             program::Name(name), layout});

@@ -1,9 +1,9 @@
 // Names, sizes and target preferences of weight layouts.
-#include "ops/weight_layout.h"
+#include "cpu/weight_layout.h"
 
 #include <fmt/format.h>
 
-namespace ctxkit::ops {
+namespace ctxkit::cpu {
 
 std::string layoutName(const WeightLayout& layout) {
   switch (layout.kind) {
@@ -49,4 +49,4 @@ std::optional<WeightLayout> parseGemmLayoutPreference(std::string_view text) {
   return std::nullopt;
 }
 
-}  // namespace ctxkit::ops
+}  // namespace ctxkit::cpu

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace ctxkit::ops {
+namespace ctxkit::cpu {
 
 enum class WeightLayoutKind : uint8_t {
   Plain = 0,
@@ -43,4 +43,4 @@ std::optional<uint64_t> layoutElements(const WeightLayout& layout, std::span<con
 // "panels-W" with W one of 8, 16, 32 (panels of that width, depth 256). Nothing for anything else.
 std::optional<WeightLayout> parseGemmLayoutPreference(std::string_view text);
 
-}  // namespace ctxkit::ops
+}  // namespace ctxkit::cpu
