@@ -49,6 +49,12 @@ InferResult inferSkipNorm(const OpContext& ctx, InDescs inputs, size_t outputCou
 Status runSkipNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferMatMulNBits(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runMatMulNBits(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferGroupQueryAttention(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runGroupQueryAttention(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferRotaryMs(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runRotaryMs(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferQuantMatMulFloat(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runQuantMatMulFloat(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferBiasActivation(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runBiasActivation(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs);
