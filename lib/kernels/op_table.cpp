@@ -48,6 +48,11 @@ const OpEntry* detail::findEntry(OpKind kind) {
   static const OpEntry layerNorm{inferLayerNorm, runLayerNorm, kFloats, true};
   static const OpEntry skipNorm{inferSkipNorm, runSkipNorm, kFloat32, true};
   static const OpEntry matMulNBits{inferMatMulNBits, runMatMulNBits, kFloat32, true, planMatMulNBitsOnce};
+  static const OpEntry groupQueryAttention{inferGroupQueryAttention, runGroupQueryAttention, kFloat32, true};
+  static const OpEntry rotaryMs{inferRotaryMs, runRotaryMs, kFloat32, true};
+  static const OpEntry quantMatMulFloat{inferQuantMatMulFloat, runQuantMatMulFloat,
+                                        typeBit(ElemType::Float) | typeBit(ElemType::Int8) | typeBit(ElemType::Uint8),
+                                        false};
   static const OpEntry biasActivation{inferBiasActivation, runBiasActivation, kFloat32, true};
   static const OpEntry reshape{inferReshape, runCopy, kFixedSizeTypes, false};
   static const OpEntry transpose{inferTranspose, runTranspose, kFixedSizeTypes, false};

@@ -742,6 +742,21 @@ Expected<OpAttrs> decodeMatMulNBits(OpKind, int64_t, const AttrReader& attrs) {
   return OpAttrs(a);
 }
 
+Expected<OpAttrs> decodeGroupQueryAttention(OpKind, int64_t, const AttrReader& attrs) {
+  GroupQueryAttentionAttrs a;
+  for (const char* required : {"num_heads", "kv_num_heads"})
+    if (!attrs.has(required)) return bad("required attribute {} is missing", required);
+  a.numHeads = attrs.getInt("num_heads", 0);
+  a.kvNumHeads = attrs.getInt("kv_num_heads", 0);
+  a.scale = attrs.getFloat("scale", 0.0f);
+  a.softcap = attrs.getFloat("softcap", 0.0f);
+  CTX_ASSIGN_OR_RETURN(a.doRotary, flag(attrs, "do_rotary"));
+  CTX_ASSIGN_OR_RETURN(a.rotaryInterleaved, flag(attrs, "rotary_interleaved"));
+  CTX_ASSIGN_OR_RETURN(a.smoothSoftmax, flag(attrs, "smooth_softmax"));
+  a.localWindowSize = attrs.getInt("local_window_size", -1);
+  return OpAttrs(a);
+}
+
 Expected<OpAttrs> decodeDropout(OpKind, int64_t, const AttrReader&) { return OpAttrs(DropoutAttrs{}); }
 
 // The decoder of the kind's family (ops.def's family column: decode##Family above). Value rules (positive sizes,

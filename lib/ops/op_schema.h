@@ -728,16 +728,28 @@ struct MatMulNBitsAttrs {
   CTXKIT_FIELDS(f("K", k); f("N", n); f("bits", bits); f("block_size", blockSize); f("accuracy_level", accuracyLevel);)
 };
 
-using OpAttrs =
-    std::variant<OnnxAttrs, BinaryAttrs, UnaryAttrs, ConvAttrs, PoolAttrs, GemmAttrs, MatMulAttrs, BatchNormAttrs,
-                 LayerNormAttrs, SoftmaxAttrs, ReduceAttrs, ArgReduceAttrs, CastLikeAttrs, ModAttrs, UnaryMathAttrs,
-                 TriluAttrs, LossAttrs, GatherScatterAttrs, CumulativeAttrs, TopKAttrs, BitShiftAttrs, DepthSpaceAttrs,
-                 EyeLikeAttrs, GroupNormAttrs, LpNormAttrs, AttentionAttrs, EinsumAttrs, BitCastAttrs, RotaryAttrs,
-                 QuantizeAttrs, LrnAttrs, ReverseSequenceAttrs, SignalAttrs, LpPoolAttrs, ReshapeAttrs, TransposeAttrs,
-                 AxisAttrs, AxesAttrs, SliceAttrs, CastAttrs, ShapeAttrs, ClipAttrs, SplitAttrs, PadAttrs,
-                 ConvTransposeAttrs, ResizeAttrs, RecurrentAttrs, GridSampleAttrs, DeformConvAttrs, FoldAttrs,
-                 UniqueAttrs, OptionalAxisAttrs, CenterCropPadAttrs, TensorScatterAttrs, NmsAttrs, BinarizerAttrs,
-                 TfIdfAttrs, ConstantOfShapeAttrs, DropoutAttrs, RoiAlignAttrs, MatMulNBitsAttrs>;
+// GroupQueryAttention (com.microsoft): causal attention of num_heads query heads over kv_num_heads key/value heads
+// with a BNSH key/value cache, optional rotary embedding of Q and K and a local window (ONNX Runtime's CPU EP).
+struct GroupQueryAttentionAttrs {
+  int64_t numHeads = 0, kvNumHeads = 0;
+  float scale = 0;    // 0: 1 / sqrt(head_size)
+  float softcap = 0;  // 0: none
+  bool doRotary = false, rotaryInterleaved = false, smoothSoftmax = false;
+  int64_t localWindowSize = -1;  // -1: no window
+  CTXKIT_FIELDS(f("num_heads", numHeads); f("kv_num_heads", kvNumHeads); f("scale", scale); f("softcap", softcap);
+                f("do_rotary", doRotary); f("rotary_interleaved", rotaryInterleaved);
+                f("smooth_softmax", smoothSoftmax); f("local_window_size", localWindowSize);)
+};
+
+using OpAttrs = std::variant<
+    OnnxAttrs, BinaryAttrs, UnaryAttrs, ConvAttrs, PoolAttrs, GemmAttrs, MatMulAttrs, BatchNormAttrs, LayerNormAttrs,
+    SoftmaxAttrs, ReduceAttrs, ArgReduceAttrs, CastLikeAttrs, ModAttrs, UnaryMathAttrs, TriluAttrs, LossAttrs,
+    GatherScatterAttrs, CumulativeAttrs, TopKAttrs, BitShiftAttrs, DepthSpaceAttrs, EyeLikeAttrs, GroupNormAttrs,
+    LpNormAttrs, AttentionAttrs, EinsumAttrs, BitCastAttrs, RotaryAttrs, QuantizeAttrs, LrnAttrs, ReverseSequenceAttrs,
+    SignalAttrs, LpPoolAttrs, ReshapeAttrs, TransposeAttrs, AxisAttrs, AxesAttrs, SliceAttrs, CastAttrs, ShapeAttrs,
+    ClipAttrs, SplitAttrs, PadAttrs, ConvTransposeAttrs, ResizeAttrs, RecurrentAttrs, GridSampleAttrs, DeformConvAttrs,
+    FoldAttrs, UniqueAttrs, OptionalAxisAttrs, CenterCropPadAttrs, TensorScatterAttrs, NmsAttrs, BinarizerAttrs,
+    TfIdfAttrs, ConstantOfShapeAttrs, DropoutAttrs, RoiAlignAttrs, MatMulNBitsAttrs, GroupQueryAttentionAttrs>;
 
 // Decodes and checks an op's ONNX attributes for the model's opset. Errors say which attribute, what was found
 // and what was expected; callers add the node.

@@ -155,7 +155,7 @@ constexpr std::string_view kFamilyNames[] = {"OnnxAttrs",          "BinaryAttrs"
                                              "NmsAttrs",           "BinarizerAttrs",
                                              "TfIdfAttrs",         "ConstantOfShapeAttrs",
                                              "DropoutAttrs",       "RoiAlignAttrs",
-                                             "MatMulNBitsAttrs"};
+                                             "MatMulNBitsAttrs",   "GroupQueryAttentionAttrs"};
 static_assert(std::size(kFamilyNames) == std::variant_size_v<OpAttrs>, "a name per OpAttrs alternative");
 
 }  // namespace
@@ -225,6 +225,20 @@ Status checkAttrs(const OpAttrs& attrs) {
           if (a.blockSize < 16 || (a.blockSize & (a.blockSize - 1)) != 0)
             return makeError(ErrorCode::InvalidGraph,
                              "attribute block_size is {} but expected a power of two of at least 16", a.blockSize);
+          return Status::ok();
+        } else if constexpr (std::is_same_v<T, GroupQueryAttentionAttrs>) {
+          CTX_RETURN_IF_ERROR(checkSize("num_heads", a.numHeads, 1));
+          CTX_RETURN_IF_ERROR(checkSize("kv_num_heads", a.kvNumHeads, 1));
+          if (a.numHeads % a.kvNumHeads != 0)
+            return makeError(ErrorCode::InvalidGraph,
+                             "attribute num_heads is {} but expected a multiple of kv_num_heads {}", a.numHeads,
+                             a.kvNumHeads);
+          if (!std::isfinite(a.scale) || a.scale < 0 || !std::isfinite(a.softcap) || a.softcap < 0)
+            return makeError(ErrorCode::InvalidGraph,
+                             "attributes scale {} and softcap {}: expected finite, non-negative", a.scale, a.softcap);
+          if (a.localWindowSize < -1)
+            return makeError(ErrorCode::InvalidGraph, "attribute local_window_size is {} but expected -1 or more",
+                             a.localWindowSize);
           return Status::ok();
         } else if constexpr (std::is_same_v<T, DepthSpaceAttrs>) {
           return checkSize("blocksize", a.blocksize, 1);

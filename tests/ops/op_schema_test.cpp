@@ -196,6 +196,10 @@ TEST_CASE("every op id is pinned: released ids never change, new ops append", "[
       {180, "FastGelu"},
       {181, "QuickGelu"},
       {182, "MatMulNBits"},
+      {183, "GroupQueryAttention"},
+      {184, "RotaryEmbedding"},  // com.microsoft's
+      {185, "MatMulIntegerToFloat"},
+      {186, "DynamicQuantizeMatMul"},
   };
   for (const auto& [id, name] : golden) {
     auto kind = ir::opKindFromInt(id);

@@ -48,6 +48,10 @@ ir::Attributes requiredAttrs(OpKind kind) {
       a.set(Attribute::makeInt("N", 8));
       a.set(Attribute::makeInt("block_size", 32));
       break;
+    case OpKind::GroupQueryAttention:
+      a.set(Attribute::makeInt("num_heads", 4));
+      a.set(Attribute::makeInt("kv_num_heads", 2));
+      break;
     case OpKind::DepthToSpace:
     case OpKind::SpaceToDepth: a.set(Attribute::makeInt("blocksize", 2)); break;
     default: break;
@@ -76,7 +80,8 @@ TEST_CASE("only op kinds without attributes an inference run reads keep ONNX att
       "GlobalAveragePool", "Identity", "Constant", "Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Not",
       "And", "Or", "Where", "Expand", "Range", "Max", "Min", "If", "Loop", "Scan", "Size", "Xor", "BitwiseAnd",
       "BitwiseOr", "BitwiseXor", "BitwiseNot", "PRelu", "Tile", "Sum", "Mean", "GlobalMaxPool",
-      "DynamicQuantizeLinear", "Det", "MatMulInteger", "NonZero", "ArrayFeatureExtractor"};
+      "DynamicQuantizeLinear", "Det", "MatMulInteger", "NonZero", "ArrayFeatureExtractor", "MatMulIntegerToFloat",
+      "DynamicQuantizeMatMul"};
   std::set<std::string> untyped;
   for (OpKind kind : allOpKinds())
     if (!ops::isTyped(ops::defaultAttrsFor(kind))) untyped.emplace(ir::opKindName(kind));

@@ -164,9 +164,14 @@ contrib="$work/transformer_contrib.onnx" nbits="$work/matmul_nbits.onnx"
 if ! "$build/tests/oracle/make_transformer_contrib" "$contrib" "$nbits"; then
   echo "FAIL transformer_contrib: could not write the model"; failed=$((failed + 1))
 fi
+# GroupQueryAttention forms (tests/oracle/make_attention_contrib.cpp): prefill and decode, packed and separate QKV.
+gqa="$work/gqa.onnx" ropeQuant="$work/rope_quant.onnx"
+if ! "$build/tests/oracle/make_attention_contrib" "$gqa" "$ropeQuant"; then
+  echo "FAIL gqa: could not write the model"; failed=$((failed + 1))
+fi
 checkContrib() {
   local target="$1" model
-  for model in "$contrib" "$nbits"; do
+  for model in "$contrib" "$nbits" "$gqa" "$ropeQuant"; do
     local stem
     stem="$(basename "${model%.onnx}")"
     check "$stem" "$model" "$target"

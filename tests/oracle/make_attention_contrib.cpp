@@ -1,0 +1,225 @@
+// Writes a model of ONNX Runtime's com.microsoft attention ops in the forms its exporters write, for the ONNX Runtime
+// oracle. GroupQueryAttention as GenAI's model builder writes it (num_heads 4, kv_num_heads 2; seqlens_k and
+// total_sequence_length constants, as the model's attention-mask arithmetic makes them for one shape), one output
+// triple (output, present key, present value) per form:
+//  - gqa_prefill: packed QKV [1, 5, 8 x 16], no past, rotary (halves)
+//  - gqa_prefill_b2: separate Q/K/V, batch 2, an empty past [2, 2, 0, 16], scale 0.3, softcap 5, local window 2
+//  - gqa_decode: packed QKV, one token after a past of 7, interleaved rotary
+//  - gqa_decode_b2: separate Q/K/V of head size 32, batch 2 with a past of 6 holding 6 and 4 valid rows, rotary of
+//    the first 16 elements of each head, local window 3
+// and, with a second path, a model of com.microsoft RotaryEmbedding and the quantizers' integer products:
+//  - rope_offset: [2, 3, 4 x 16] halves, position_ids one offset (2); rope_ids: interleaved, position_ids [2, 3]
+//  - rope_partial: [2, 3, 4 x 32] rotating the first 16 of each head (rotary_embedding_dim 16, num_heads 4)
+//  - rope_bnsh: [2, 4, 3, 16] (BNSH input), position_ids [2, 3]
+//  - mmitf_*: MatMulIntegerToFloat of uint8 A [2, 3, 24] by int8 or uint8 B [24, 10]: per-tensor scale and zero
+//    points; per-column scales and zero points with a bias; no zero points
+//  - dqmm_*: DynamicQuantizeMatMul of float A [2, 3, 24]: int8 B (codes within +-60) per tensor; uint8 B per column
+//    with a bias
+// usage: make_attention_contrib GQA.onnx [ROPE_QUANT.onnx]
+#include "../common/graph_builder.h"
+#include "onnx_io/onnx_io.h"
+
+#include <cmath>
+#include <cstdio>
+
+using namespace ctxkit;
+using namespace ctxkit::testing;
+
+namespace {
+
+constexpr const char* kMs = "com.microsoft";
+
+ir::Node msNode(const std::string& opType, std::vector<std::string> inputs, std::vector<std::string> outputs) {
+  ir::Node n = node(opType, std::move(inputs), std::move(outputs), 1);
+  n.domain = kMs;
+  n.kind = ir::opKindFromName(kMs, opType);
+  return n;
+}
+
+ir::Initializer int32s(const std::string& name, ir::Shape shape, std::vector<int32_t> values) {
+  return ir::Initializer{name, ir::Tensor::fromVector(ir::ElemType::Int32, std::move(shape), values), std::nullopt};
+}
+
+// The rotary caches of `positions` rows and `half` angles: angle(p, i) = p x 10000^(-i / half).
+void addRotaryCaches(ir::Graph& g, const std::string& prefix, int64_t positions, int64_t half) {
+  std::vector<float> c, s;
+  for (int64_t p = 0; p < positions; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle =
+          static_cast<double>(p) * std::pow(10000.0, -static_cast<double>(i) / static_cast<double>(half));
+      c.push_back(static_cast<float>(std::cos(angle)));
+      s.push_back(static_cast<float>(std::sin(angle)));
+    }
+  g.initializers.push_back(
+      ir::Initializer{prefix + "_cos", ir::Tensor::fromVector(ir::ElemType::Float, {positions, half}, c), std::nullopt});
+  g.initializers.push_back(
+      ir::Initializer{prefix + "_sin", ir::Tensor::fromVector(ir::ElemType::Float, {positions, half}, s), std::nullopt});
+}
+
+struct GqaForm {
+  std::string name;
+  int64_t batch, seq, headSize, past;  // past -1: no past inputs
+  bool packed, rotary, interleaved;
+  std::vector<int32_t> seqlensK;
+  int32_t total;
+  float scale = 0, softcap = 0;
+  int64_t window = -1;
+  bool emptyPast = false;  // the past is a [B, Nkv, 0, H] constant
+};
+
+void addGqa(ir::Graph& g, const GqaForm& f) {
+  constexpr int64_t N = 4, NKV = 2;
+  const int64_t B = f.batch, S = f.seq, H = f.headSize;
+  std::vector<std::string> ins;
+  if (f.packed) {
+    g.inputs.push_back(floatValue(f.name + "_qkv", dims({B, S, (N + 2 * NKV) * H})));
+    ins = {f.name + "_qkv", "", ""};
+  } else {
+    g.inputs.push_back(floatValue(f.name + "_q", dims({B, S, N * H})));
+    g.inputs.push_back(floatValue(f.name + "_k", dims({B, S, NKV * H})));
+    g.inputs.push_back(floatValue(f.name + "_v", dims({B, S, NKV * H})));
+    ins = {f.name + "_q", f.name + "_k", f.name + "_v"};
+  }
+  if (f.emptyPast) {
+    for (const char* which : {"_past_k", "_past_v"})
+      g.initializers.push_back(ir::Initializer{
+          f.name + which, ir::Tensor::fromVector(ir::ElemType::Float, {B, NKV, 0, H}, std::vector<float>{}),
+          std::nullopt});
+  } else if (f.past >= 0) {
+    g.inputs.push_back(floatValue(f.name + "_past_k", dims({B, NKV, f.past, H})));
+    g.inputs.push_back(floatValue(f.name + "_past_v", dims({B, NKV, f.past, H})));
+  }
+  const bool hasPast = f.emptyPast || f.past >= 0;
+  ins.push_back(hasPast ? f.name + "_past_k" : "");
+  ins.push_back(hasPast ? f.name + "_past_v" : "");
+  g.initializers.push_back(int32s(f.name + "_seqlens", {B}, f.seqlensK));
+  g.initializers.push_back(int32s(f.name + "_total", {}, {f.total}));
+  ins.push_back(f.name + "_seqlens");
+  ins.push_back(f.name + "_total");
+  if (f.rotary) {
+    addRotaryCaches(g, f.name, 16, 8);
+    ins.push_back(f.name + "_cos");
+    ins.push_back(f.name + "_sin");
+  }
+  ir::Node n = msNode("GroupQueryAttention", ins, {f.name, f.name + "_present_k", f.name + "_present_v"});
+  n.attrs.set(ir::Attribute::makeInt("num_heads", N));
+  n.attrs.set(ir::Attribute::makeInt("kv_num_heads", NKV));
+  if (f.rotary) n.attrs.set(ir::Attribute::makeInt("do_rotary", 1));
+  if (f.interleaved) n.attrs.set(ir::Attribute::makeInt("rotary_interleaved", 1));
+  if (f.scale > 0) n.attrs.set(ir::Attribute::makeFloat("scale", f.scale));
+  if (f.softcap > 0) n.attrs.set(ir::Attribute::makeFloat("softcap", f.softcap));
+  if (f.window > 0) n.attrs.set(ir::Attribute::makeInt("local_window_size", f.window));
+  g.nodes.push_back(n);
+  const int64_t present = std::max<int64_t>(f.total, std::max<int64_t>(f.past, 0));
+  g.outputs.push_back(floatValue(f.name, dims({B, S, N * H})));
+  g.outputs.push_back(floatValue(f.name + "_present_k", dims({B, NKV, present, H})));
+  g.outputs.push_back(floatValue(f.name + "_present_v", dims({B, NKV, present, H})));
+}
+
+ir::Model groupQueryAttention() {
+  ir::Model m;
+  m.irVersion = 8;
+  m.opsets = {{"", 17}, {kMs, 1}};
+  ir::Graph& g = m.graph;
+  g.name = "gqa";
+  addGqa(g, {"gqa_prefill", 1, 5, 16, -1, true, true, false, {4}, 5});
+  GqaForm prefillB2{"gqa_prefill_b2", 2, 4, 16, 0, false, false, false, {3, 3}, 4, 0.3f, 5.0f, 2};
+  prefillB2.emptyPast = true;
+  addGqa(g, prefillB2);
+  addGqa(g, {"gqa_decode", 1, 1, 16, 7, true, true, true, {7}, 8});
+  addGqa(g, {"gqa_decode_b2", 2, 1, 32, 6, false, true, false, {6, 4}, 7, 0, 0, 3});
+  return m;
+}
+
+ir::Initializer int64s(const std::string& name, ir::Shape shape, std::vector<int64_t> values) {
+  return ir::Initializer{name, ir::Tensor::fromVector(ir::ElemType::Int64, std::move(shape), values), std::nullopt};
+}
+
+ir::Initializer floats(const std::string& name, ir::Shape shape, float start, float step) {
+  std::vector<float> v(static_cast<size_t>(ir::elementCount(shape).value_or(0)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = start + step * static_cast<float>(i % 13);
+  return ir::Initializer{name, ir::Tensor::fromVector(ir::ElemType::Float, std::move(shape), v), std::nullopt};
+}
+
+// Integer codes spread over `range` values (centred on zero for int8).
+template <typename T>
+ir::Initializer codes(const std::string& name, ir::Shape shape, ir::ElemType type, int seed, int range = 200) {
+  std::vector<T> v(static_cast<size_t>(ir::elementCount(shape).value_or(0)));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<T>((static_cast<int>(i) * 37 + seed * 11) % range - (type == ir::ElemType::Int8 ? range / 2 : 0));
+  return ir::Initializer{name, ir::Tensor::fromVector(type, std::move(shape), v), std::nullopt};
+}
+
+ir::Model ropeAndQuant() {
+  ir::Model m;
+  m.irVersion = 8;
+  m.opsets = {{"", 17}, {kMs, 1}};
+  ir::Graph& g = m.graph;
+  g.name = "rope_quant";
+  addRotaryCaches(g, "rope16", 16, 8);
+  g.initializers.push_back(int64s("pos_offset", {1}, {2}));
+  g.initializers.push_back(int64s("pos_ids", {2, 3}, {0, 1, 2, 5, 6, 7}));
+  auto rope = [&](const std::string& name, std::vector<int64_t> shape, const std::string& positions, bool interleaved,
+                  int64_t numHeads, int64_t rotaryDim) {
+    std::vector<ir::Dim> d;
+    for (int64_t v : shape) d.push_back(ir::Dim::known(v));
+    g.inputs.push_back(floatValue(name + "_x", d));
+    ir::Node n = msNode("RotaryEmbedding", {name + "_x", positions, "rope16_cos", "rope16_sin"}, {name});
+    if (interleaved) n.attrs.set(ir::Attribute::makeInt("interleaved", 1));
+    if (numHeads) n.attrs.set(ir::Attribute::makeInt("num_heads", numHeads));
+    if (rotaryDim) n.attrs.set(ir::Attribute::makeInt("rotary_embedding_dim", rotaryDim));
+    g.nodes.push_back(n);
+    g.outputs.push_back(floatValue(name, d));
+  };
+  rope("rope_offset", {2, 3, 64}, "pos_offset", false, 0, 0);
+  rope("rope_ids", {2, 3, 64}, "pos_ids", true, 0, 0);
+  rope("rope_partial", {2, 3, 128}, "pos_ids", false, 4, 16);
+  rope("rope_bnsh", {2, 4, 3, 16}, "pos_ids", false, 0, 0);
+
+  constexpr int64_t K = 24, N = 10;
+  ir::ValueInfo qa;
+  qa.name = "qa";
+  qa.type = ir::ElemType::Uint8;
+  qa.shape = dims({2, 3, K});
+  g.inputs.push_back(qa);
+  g.inputs.push_back(floatValue("fa", dims({2, 3, K})));
+  g.initializers.push_back(codes<int8_t>("b_s8", {K, N}, ir::ElemType::Int8, 1));
+  g.initializers.push_back(codes<uint8_t>("b_u8", {K, N}, ir::ElemType::Uint8, 2));
+  // int8 codes within +-60 for DynamicQuantizeMatMul, whose A spans the whole uint8 range: ONNX Runtime's AVX2 int8
+  // GEMM on a CPU without VNNI adds u8 x s8 products in saturating 16-bit pairs, exact only while 2 x 255 x |b| fits.
+  g.initializers.push_back(codes<int8_t>("b_s8_narrow", {K, N}, ir::ElemType::Int8, 1, 120));
+  g.initializers.push_back(floats("a_scale", {}, 0.02f, 0));
+  g.initializers.push_back(codes<uint8_t>("a_zero", {}, ir::ElemType::Uint8, 5));
+  g.initializers.push_back(floats("b_scale", {}, 0.01f, 0));
+  g.initializers.push_back(floats("b_scales", {N}, 0.005f, 0.001f));
+  g.initializers.push_back(codes<int8_t>("b_zero_s8", {}, ir::ElemType::Int8, 3));
+  g.initializers.push_back(codes<uint8_t>("b_zeros_u8", {N}, ir::ElemType::Uint8, 4));
+  g.initializers.push_back(floats("q_bias", {N}, -0.3f, 0.05f));
+  auto product = [&](const std::string& name, const std::string& op, std::vector<std::string> ins) {
+    g.nodes.push_back(msNode(op, std::move(ins), {name}));
+    g.outputs.push_back(floatValue(name, dims({2, 3, N})));
+  };
+  product("mmitf_tensor", "MatMulIntegerToFloat", {"qa", "b_s8", "a_scale", "b_scale", "a_zero", "b_zero_s8"});
+  product("mmitf_column", "MatMulIntegerToFloat",
+          {"qa", "b_u8", "a_scale", "b_scales", "a_zero", "b_zeros_u8", "q_bias"});
+  product("mmitf_nozero", "MatMulIntegerToFloat", {"qa", "b_s8", "a_scale", "b_scales"});
+  product("dqmm_tensor", "DynamicQuantizeMatMul", {"fa", "b_s8_narrow", "b_scale", "b_zero_s8"});
+  product("dqmm_column", "DynamicQuantizeMatMul", {"fa", "b_u8", "b_scales", "b_zeros_u8", "q_bias"});
+  return m;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: make_attention_contrib GQA.onnx [ROPE_QUANT.onnx]\n");
+    return 2;
+  }
+  Status st = onnx_io::saveModel(groupQueryAttention(), argv[1]);
+  if (st && argc == 3) st = onnx_io::saveModel(ropeAndQuant(), argv[2]);
+  if (!st) {
+    std::fprintf(stderr, "make_attention_contrib: %s\n", st.error().message().c_str());
+    return 1;
+  }
+  return 0;
+}
