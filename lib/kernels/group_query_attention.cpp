@@ -116,7 +116,13 @@ Status runGroupQueryAttention(const OpContext& ctx, RunIns inputs, RunOuts outpu
   auto in = [&](size_t i) { return i < inputs.size() ? inputs[i] : nullptr; };
   const int64_t B = d.batch, S = d.seq, N = d.heads, NKV = d.kvHeads, H = d.headSize, T = d.present;
   const int32_t* seqlens = in(kSeqlensK)->dataAs<int32_t>();
-  const int64_t totalSeqLen = tensorInts(*in(kTotalSeqLen))[0];
+  const int64_t totalSeqLen = IntView(*in(kTotalSeqLen))[0];
+  // The outputs were sized when the op was prepared, possibly before total_sequence_length's value was known (then
+  // for past + S rows): a run whose value asks for other present buffers is refused, never written past their end.
+  const ir::Shape present{B, NKV, T, H};
+  if (outputs[1]->shape() != present || outputs[2]->shape() != present || outputs[0]->shape() != ir::Shape{B, S, N * H})
+    return invalid(ctx, "total_sequence_length {} needs present buffers of {} rows; the op was prepared for {}",
+                   totalSeqLen, T, outputs[1]->rank() == 4 ? outputs[1]->shape()[2] : -1);
   // ONNX Runtime's three cases: the first prompt (S == total_sequence_length: no past rows are read), a subsequent
   // prompt (S > 1 with a past; batch 1 only) and token generation (S == 1).
   const bool firstPrompt = S == totalSeqLen;

@@ -70,6 +70,8 @@ Status runRotaryMs(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const float* sinCache = inputs[3]->dataAs<float>();
   float* y = outputs[0]->mutableDataAs<float>();
   const int64_t half = d.rotary / 2;
+  if (d.offset && (positions[0] < 0 || positions[0] > d.maxPosition))  // before positions[0] + s can overflow
+    return invalid(ctx, "position offset {} is outside the caches' {} rows", positions[0], d.maxPosition);
   for (int64_t b = 0; b < d.batch; ++b)
     for (int64_t s = 0; s < d.seq; ++s) {
       const int64_t position = d.offset ? positions[0] + s : positions[b * d.seq + s];

@@ -65,6 +65,7 @@ struct GqaForm {
   float scale = 0, softcap = 0;
   int64_t window = -1;
   bool emptyPast = false;  // the past is a [B, Nkv, 0, H] constant
+  bool totalInput = false;  // total_sequence_length is a graph input, its value unknown when the op is prepared
 };
 
 void addGqa(ir::Graph& g, const GqaForm& f) {
@@ -93,7 +94,10 @@ void addGqa(ir::Graph& g, const GqaForm& f) {
   ins.push_back(hasPast ? f.name + "_past_k" : "");
   ins.push_back(hasPast ? f.name + "_past_v" : "");
   g.initializers.push_back(int32s(f.name + "_seqlens", {B}, f.seqlensK));
-  g.initializers.push_back(int32s(f.name + "_total", {}, {f.total}));
+  if (f.totalInput)
+    g.inputs.push_back(ir::ValueInfo{f.name + "_total", ir::ElemType::Int32, std::vector<ir::Dim>{}, {}});
+  else
+    g.initializers.push_back(int32s(f.name + "_total", {}, {f.total}));
   ins.push_back(f.name + "_seqlens");
   ins.push_back(f.name + "_total");
   if (f.rotary) {
@@ -210,13 +214,28 @@ ir::Model ropeAndQuant() {
 
 }  // namespace
 
+// A decode step whose total_sequence_length is a graph input: its present buffers are planned for past + 1 rows, and a
+// run that feeds another total must be refused, not written past their end (the hostile-input check of
+// ort_oracle.sh).
+ir::Model gqaTotalInput() {
+  ir::Model m;
+  m.irVersion = 8;
+  m.opsets = {{"", 17}, {kMs, 1}};
+  m.graph.name = "gqa_total_input";
+  GqaForm decode{"gqa_t", 1, 1, 16, 7, true, false, false, {7}, 8};
+  decode.totalInput = true;
+  addGqa(m.graph, decode);
+  return m;
+}
+
 int main(int argc, char** argv) {
-  if (argc != 2 && argc != 3) {
-    std::fprintf(stderr, "usage: make_attention_contrib GQA.onnx [ROPE_QUANT.onnx]\n");
+  if (argc < 2 || argc > 4) {
+    std::fprintf(stderr, "usage: make_attention_contrib GQA.onnx [ROPE_QUANT.onnx [GQA_TOTAL_INPUT.onnx]]\n");
     return 2;
   }
   Status st = onnx_io::saveModel(groupQueryAttention(), argv[1]);
-  if (st && argc == 3) st = onnx_io::saveModel(ropeAndQuant(), argv[2]);
+  if (st && argc >= 3) st = onnx_io::saveModel(ropeAndQuant(), argv[2]);
+  if (st && argc == 4) st = onnx_io::saveModel(gqaTotalInput(), argv[3]);
   if (!st) {
     std::fprintf(stderr, "make_attention_contrib: %s\n", st.error().message().c_str());
     return 1;

@@ -165,8 +165,8 @@ if ! "$build/tests/oracle/make_transformer_contrib" "$contrib" "$nbits"; then
   echo "FAIL transformer_contrib: could not write the model"; failed=$((failed + 1))
 fi
 # GroupQueryAttention forms (tests/oracle/make_attention_contrib.cpp): prefill and decode, packed and separate QKV.
-gqa="$work/gqa.onnx" ropeQuant="$work/rope_quant.onnx"
-if ! "$build/tests/oracle/make_attention_contrib" "$gqa" "$ropeQuant"; then
+gqa="$work/gqa.onnx" ropeQuant="$work/rope_quant.onnx" gqaTotal="$work/gqa_total_input.onnx"
+if ! "$build/tests/oracle/make_attention_contrib" "$gqa" "$ropeQuant" "$gqaTotal"; then
   echo "FAIL gqa: could not write the model"; failed=$((failed + 1))
 fi
 checkContrib() {
@@ -181,6 +181,19 @@ checkContrib() {
       failed=$((failed + 1))
     fi
   done
+  # A GroupQueryAttention whose total_sequence_length is a graph input: planned for past + 1 present rows, it runs with
+  # that total and refuses another one (a total that asked for more rows would otherwise be written past the buffers).
+  local tout="$work/gqa_total.$target"
+  mkdir -p "$tout"
+  if ! "$apps/ctxgen/ctxgen" "$gqaTotal" -o "$tout" -q --target "$target" >"$tout/gen.log" 2>&1; then
+    echo "FAIL gqa_total_input [$target]: ctxgen: $(cat "$tout/gen.log")"; failed=$((failed + 1))
+  elif ! "$apps/ctxrun/ctxrun" "$tout/gqa_total_input_ctx.onnx" --set gqa_t_total=8 -q >"$tout/run.log" 2>&1; then
+    echo "FAIL gqa_total_input [$target]: the planned total failed: $(cat "$tout/run.log")"; failed=$((failed + 1))
+  elif "$apps/ctxrun/ctxrun" "$tout/gqa_total_input_ctx.onnx" --set gqa_t_total=12 -q >"$tout/run.log" 2>&1 ||
+    ! grep -q "needs present buffers of 12 rows" "$tout/run.log"; then
+    echo "FAIL gqa_total_input [$target]: a total of 12 was not refused as it should be: $(cat "$tout/run.log")"
+    failed=$((failed + 1))
+  fi
   # MatMulNBits weights stay as stored: the context binary stays under 1.5x the source model (its codes widened to
   # float32 would make it about 4x; the rest is alignment, the program and the header).
   local bin="$work/matmul_nbits.$target/matmul_nbits_ctxkit.bin"
