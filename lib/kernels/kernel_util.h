@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -118,6 +119,17 @@ Expected<std::vector<int64_t>> normalizeAxes(const OpContext& ctx, std::span<con
 // The contents of an int32/int64 input of rank 0 or 1 that inference needs; Unsupported when unknown.
 Expected<std::vector<int64_t>> knownInts(const OpContext& ctx, InDescs inputs, size_t index, std::string_view name);
 std::vector<int64_t> tensorInts(const ir::Tensor& t);  // int32/int64/uint8 tensor read as int64
+// DynamicQuantizeLinear's uint8 quantization of float values, as ONNX Runtime computes it (DynamicQuantizeLinear and
+// DynamicQuantizeMatMul): the range [min(0, x), max(0, x)] over 255 steps, the zero point round(-min / scale) to
+// nearest even. The scale is 0 when every value is 0; each value then quantizes to the zero point, 0.
+struct DynamicUint8 {
+  float scale = 0, zero = 0;
+  uint8_t quantize(float v) const {
+    return static_cast<uint8_t>(scale == 0 ? zero : std::clamp(std::nearbyint(v / scale) + zero, 0.0f, 255.0f));
+  }
+};
+DynamicUint8 dynamicUint8(const float* x, size_t n);
+
 // An int32/int64/uint8 tensor read in place as int64, element by element: what a run reads indices through without
 // copying them (tensorInts allocates).
 class IntView {

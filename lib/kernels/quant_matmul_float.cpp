@@ -88,15 +88,10 @@ Status runQuantMatMulFloat(const OpContext& ctx, RunIns inputs, RunOuts outputs)
   float aScale = 1.0f;
   if (dynamic) {
     const float* pa = a.dataAs<float>();
-    float lo = 0.0f, hi = 0.0f;
-    for (size_t i = 0; i < qa.size(); ++i) {
-      lo = std::min(lo, pa[i]);
-      hi = std::max(hi, pa[i]);
-    }
-    aScale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
-    const float zero = std::nearbyint(std::clamp(-lo / aScale, 0.0f, 255.0f));
-    for (size_t i = 0; i < qa.size(); ++i)
-      qa[i] = static_cast<int32_t>(std::clamp(std::nearbyint(pa[i] / aScale) + zero, 0.0f, 255.0f) - zero);
+    const DynamicUint8 q = dynamicUint8(pa, qa.size());  // as DynamicQuantizeLinear quantizes
+    aScale = q.scale;
+    const auto zero = static_cast<int32_t>(q.zero);
+    for (size_t i = 0; i < qa.size(); ++i) qa[i] = int32_t{q.quantize(pa[i])} - zero;
   } else {
     aScale = in(2)->dataAs<float>()[0];
     const int32_t zero = in(4) ? intAt(*in(4), 0) : 0;

@@ -197,23 +197,27 @@ InferResult inferDynamicQuantize(const OpContext& ctx, InDescs inputs, size_t ou
   return std::vector<OutputDesc>{{ElemType::Uint8, inputs[0].shape}, {ElemType::Float, {}}, {ElemType::Uint8, {}}};
 }
 
-// The uint8 range [0, 255] covers [min(0, x), max(0, x)]: scale = range / 255, zero point = round(-min / scale).
+DynamicUint8 dynamicUint8(const float* x, size_t n) {
+  float lo = 0, hi = 0;
+  for (size_t i = 0; i < n; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+  }
+  DynamicUint8 q;
+  q.scale = (hi - lo) / 255.0f;
+  q.zero = q.scale == 0 ? 0.0f : std::clamp(std::nearbyint(-lo / q.scale), 0.0f, 255.0f);
+  return q;
+}
+
 Status runDynamicQuantize(const OpContext&, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& x = *inputs[0];
   const float* px = x.dataAs<float>();
   const size_t n = static_cast<size_t>(x.elementCount());
-  float lo = 0, hi = 0;
-  for (size_t i = 0; i < n; ++i) {
-    lo = std::min(lo, px[i]);
-    hi = std::max(hi, px[i]);
-  }
-  const float scale = (hi - lo) / 255.0f;
-  const float zp = scale == 0 ? 0.0f : std::clamp(std::nearbyint(-lo / scale), 0.0f, 255.0f);
+  const DynamicUint8 q = dynamicUint8(px, n);
   uint8_t* py = outputs[0]->mutableDataAs<uint8_t>();
-  for (size_t i = 0; i < n; ++i)
-    py[i] = static_cast<uint8_t>(scale == 0 ? zp : std::clamp(std::nearbyint(px[i] / scale) + zp, 0.0f, 255.0f));
-  outputs[1]->mutableDataAs<float>()[0] = scale;
-  outputs[2]->mutableDataAs<uint8_t>()[0] = static_cast<uint8_t>(zp);
+  for (size_t i = 0; i < n; ++i) py[i] = q.quantize(px[i]);
+  outputs[1]->mutableDataAs<float>()[0] = q.scale;
+  outputs[2]->mutableDataAs<uint8_t>()[0] = static_cast<uint8_t>(q.zero);
   return Status::ok();
 }
 
