@@ -49,6 +49,9 @@ const OpEntry* detail::findEntry(OpKind kind) {
   static const OpEntry skipNorm{inferSkipNorm, runSkipNorm, kFloat32, true};
   static const OpEntry matMulNBits{inferMatMulNBits, runMatMulNBits, kFloat32, true, planMatMulNBitsOnce};
   static const OpEntry groupQueryAttention{inferGroupQueryAttention, runGroupQueryAttention, kFloat32, true};
+  static const OpEntry multiHeadAttention{inferMultiHeadAttention, runMultiHeadAttention, kFloat32, true};
+  static const OpEntry msAttention{inferMsAttention, runMsAttention, kFloat32, true};
+  static const OpEntry embedLayerNorm{inferEmbedLayerNorm, runEmbedLayerNorm, typeBit(ElemType::Int32), true};
   static const OpEntry rotaryMs{inferRotaryMs, runRotaryMs, kFloat32, true};
   static const OpEntry quantMatMulFloat{inferQuantMatMulFloat, runQuantMatMulFloat,
                                         typeBit(ElemType::Float) | typeBit(ElemType::Int8) | typeBit(ElemType::Uint8),

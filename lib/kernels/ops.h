@@ -52,6 +52,12 @@ Status runMatMulNBits(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 Expected<std::shared_ptr<const void>> planMatMulNBitsOnce(const OpContext& ctx, InDescs inputs);
 InferResult inferGroupQueryAttention(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runGroupQueryAttention(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferMultiHeadAttention(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runMultiHeadAttention(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferMsAttention(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runMsAttention(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferEmbedLayerNorm(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runEmbedLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferRotaryMs(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runRotaryMs(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferQuantMatMulFloat(const OpContext& ctx, InDescs inputs, size_t outputCount);
@@ -100,7 +106,8 @@ Status runCumulative(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferTopK(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runTopK(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
-// layout_ops.cpp: Tile, DepthToSpace/SpaceToDepth (one pair), EyeLike, Dropout (inference).
+// tile.cpp, depth_space.cpp (one pair), eye_like.cpp, dropout.cpp (inference): Tile, DepthToSpace/SpaceToDepth,
+// EyeLike, Dropout.
 InferResult inferTile(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runTile(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferDepthSpace(const OpContext& ctx, InDescs inputs, size_t outputCount);
@@ -140,7 +147,7 @@ Status runRotary(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferQuantize(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runQuantize(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
-// quantize.cpp, group_normalization.cpp, layout_ops.cpp, linear_algebra.cpp: DynamicQuantizeLinear, LRN,
+// quantize.cpp, group_normalization.cpp, reverse_sequence.cpp, linear_algebra.cpp: DynamicQuantizeLinear, LRN,
 // ReverseSequence, Det.
 InferResult inferDynamicQuantize(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runDynamicQuantize(const OpContext& ctx, RunIns inputs, RunOuts outputs);
@@ -263,7 +270,8 @@ InferResult inferCastLike(const OpContext& ctx, InDescs inputs, size_t outputCou
 InferResult inferConstant(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runConstant(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
-// compare_logic.cpp: comparisons, Not/And/Or, Where, variadic Max/Min and Clip.
+// compare_logic.cpp, where.cpp, variadic.cpp, clip.cpp: comparisons, Not/And/Or, Where, variadic Max/Min/Sum/Mean,
+// Clip.
 InferResult inferCompare(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runCompare(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferLogic(const OpContext& ctx, InDescs inputs, size_t outputCount);

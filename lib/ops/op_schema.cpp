@@ -757,6 +757,25 @@ Expected<OpAttrs> decodeGroupQueryAttention(OpKind, int64_t, const AttrReader& a
   return OpAttrs(a);
 }
 
+Expected<OpAttrs> decodeMsAttention(OpKind, int64_t, const AttrReader& attrs) {
+  MsAttentionAttrs a;
+  if (!attrs.has("num_heads")) return bad("required attribute num_heads is missing");
+  a.numHeads = attrs.getInt("num_heads", 0);
+  a.scale = attrs.getFloat("scale", 0.0f);
+  a.maskFilterValue = attrs.getFloat("mask_filter_value", -10000.0f);
+  CTX_ASSIGN_OR_RETURN(a.unidirectional, flag(attrs, "unidirectional"));
+  CTX_ASSIGN_OR_RETURN(a.doRotary, flag(attrs, "do_rotary"));
+  CTX_ASSIGN_OR_RETURN(a.pastPresentShareBuffer, flag(attrs, "past_present_share_buffer"));
+  a.qkvHiddenSizes = optionalInts(attrs, "qkv_hidden_sizes");
+  return OpAttrs(a);
+}
+
+Expected<OpAttrs> decodeEmbedLayerNorm(OpKind, int64_t, const AttrReader& attrs) {
+  EmbedLayerNormAttrs a;
+  a.epsilon = attrs.getFloat("epsilon", 1e-12f);
+  return OpAttrs(a);
+}
+
 Expected<OpAttrs> decodeDropout(OpKind, int64_t, const AttrReader&) { return OpAttrs(DropoutAttrs{}); }
 
 // The decoder of the kind's family (ops.def's family column: decode##Family above). Value rules (positive sizes,

@@ -741,15 +741,38 @@ struct GroupQueryAttentionAttrs {
                 f("smooth_softmax", smoothSoftmax); f("local_window_size", localWindowSize);)
 };
 
-using OpAttrs = std::variant<
-    OnnxAttrs, BinaryAttrs, UnaryAttrs, ConvAttrs, PoolAttrs, GemmAttrs, MatMulAttrs, BatchNormAttrs, LayerNormAttrs,
-    SoftmaxAttrs, ReduceAttrs, ArgReduceAttrs, CastLikeAttrs, ModAttrs, UnaryMathAttrs, TriluAttrs, LossAttrs,
-    GatherScatterAttrs, CumulativeAttrs, TopKAttrs, BitShiftAttrs, DepthSpaceAttrs, EyeLikeAttrs, GroupNormAttrs,
-    LpNormAttrs, AttentionAttrs, EinsumAttrs, BitCastAttrs, RotaryAttrs, QuantizeAttrs, LrnAttrs, ReverseSequenceAttrs,
-    SignalAttrs, LpPoolAttrs, ReshapeAttrs, TransposeAttrs, AxisAttrs, AxesAttrs, SliceAttrs, CastAttrs, ShapeAttrs,
-    ClipAttrs, SplitAttrs, PadAttrs, ConvTransposeAttrs, ResizeAttrs, RecurrentAttrs, GridSampleAttrs, DeformConvAttrs,
-    FoldAttrs, UniqueAttrs, OptionalAxisAttrs, CenterCropPadAttrs, TensorScatterAttrs, NmsAttrs, BinarizerAttrs,
-    TfIdfAttrs, ConstantOfShapeAttrs, DropoutAttrs, RoiAlignAttrs, MatMulNBitsAttrs, GroupQueryAttentionAttrs>;
+// com.microsoft Attention and MultiHeadAttention (ONNX Runtime's BERT-style attention): heads, score scale, the value
+// a masked key's score gets, causal masking; Attention's Q/K/V hidden sizes and the forms ctxkit refuses (rotary, a
+// shared past/present buffer).
+struct MsAttentionAttrs {
+  int64_t numHeads = 0;
+  float scale = 0;                    // 0: 1 / sqrt(head_size)
+  float maskFilterValue = -10000.0f;  // added to a masked key's score
+  bool unidirectional = false;
+  std::optional<IntList> qkvHiddenSizes;
+  bool doRotary = false, pastPresentShareBuffer = false;
+  CTXKIT_FIELDS(f("num_heads", numHeads); f("scale", scale); f("mask_filter_value", maskFilterValue);
+                f("unidirectional", unidirectional); f("qkv_hidden_sizes", qkvHiddenSizes); f("do_rotary", doRotary);
+                f("past_present_share_buffer", pastPresentShareBuffer);)
+};
+
+// com.microsoft EmbedLayerNormalization: the layer normalization's epsilon.
+struct EmbedLayerNormAttrs {
+  float epsilon = 1e-12f;
+  CTXKIT_FIELDS(f("epsilon", epsilon);)
+};
+
+using OpAttrs =
+    std::variant<OnnxAttrs, BinaryAttrs, UnaryAttrs, ConvAttrs, PoolAttrs, GemmAttrs, MatMulAttrs, BatchNormAttrs,
+                 LayerNormAttrs, SoftmaxAttrs, ReduceAttrs, ArgReduceAttrs, CastLikeAttrs, ModAttrs, UnaryMathAttrs,
+                 TriluAttrs, LossAttrs, GatherScatterAttrs, CumulativeAttrs, TopKAttrs, BitShiftAttrs, DepthSpaceAttrs,
+                 EyeLikeAttrs, GroupNormAttrs, LpNormAttrs, AttentionAttrs, EinsumAttrs, BitCastAttrs, RotaryAttrs,
+                 QuantizeAttrs, LrnAttrs, ReverseSequenceAttrs, SignalAttrs, LpPoolAttrs, ReshapeAttrs, TransposeAttrs,
+                 AxisAttrs, AxesAttrs, SliceAttrs, CastAttrs, ShapeAttrs, ClipAttrs, SplitAttrs, PadAttrs,
+                 ConvTransposeAttrs, ResizeAttrs, RecurrentAttrs, GridSampleAttrs, DeformConvAttrs, FoldAttrs,
+                 UniqueAttrs, OptionalAxisAttrs, CenterCropPadAttrs, TensorScatterAttrs, NmsAttrs, BinarizerAttrs,
+                 TfIdfAttrs, ConstantOfShapeAttrs, DropoutAttrs, RoiAlignAttrs, MatMulNBitsAttrs,
+                 GroupQueryAttentionAttrs, MsAttentionAttrs, EmbedLayerNormAttrs>;
 
 // Decodes and checks an op's ONNX attributes for the model's opset. Errors say which attribute, what was found
 // and what was expected; callers add the node.

@@ -155,7 +155,8 @@ constexpr std::string_view kFamilyNames[] = {"OnnxAttrs",          "BinaryAttrs"
                                              "NmsAttrs",           "BinarizerAttrs",
                                              "TfIdfAttrs",         "ConstantOfShapeAttrs",
                                              "DropoutAttrs",       "RoiAlignAttrs",
-                                             "MatMulNBitsAttrs",   "GroupQueryAttentionAttrs"};
+                                             "MatMulNBitsAttrs",   "GroupQueryAttentionAttrs",
+                                             "MsAttentionAttrs",   "EmbedLayerNormAttrs"};
 static_assert(std::size(kFamilyNames) == std::variant_size_v<OpAttrs>, "a name per OpAttrs alternative");
 
 }  // namespace
@@ -239,6 +240,21 @@ Status checkAttrs(const OpAttrs& attrs) {
           if (a.localWindowSize < -1)
             return makeError(ErrorCode::InvalidGraph, "attribute local_window_size is {} but expected -1 or more",
                              a.localWindowSize);
+          return Status::ok();
+        } else if constexpr (std::is_same_v<T, MsAttentionAttrs>) {
+          CTX_RETURN_IF_ERROR(checkSize("num_heads", a.numHeads, 1));
+          if (!std::isfinite(a.scale) || a.scale < 0 || std::isnan(a.maskFilterValue))
+            return makeError(ErrorCode::InvalidGraph,
+                             "attributes scale {} and mask_filter_value {}: expected a finite, non-negative scale "
+                             "and a number",
+                             a.scale, a.maskFilterValue);
+          if (a.qkvHiddenSizes)
+            for (int64_t v : *a.qkvHiddenSizes) CTX_RETURN_IF_ERROR(checkSize("qkv_hidden_sizes", v, 1));
+          return Status::ok();
+        } else if constexpr (std::is_same_v<T, EmbedLayerNormAttrs>) {
+          if (!std::isfinite(a.epsilon) || a.epsilon < 0)
+            return makeError(ErrorCode::InvalidGraph, "attribute epsilon is {} but expected finite, non-negative",
+                             a.epsilon);
           return Status::ok();
         } else if constexpr (std::is_same_v<T, DepthSpaceAttrs>) {
           return checkSize("blocksize", a.blocksize, 1);

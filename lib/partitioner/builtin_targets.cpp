@@ -33,6 +33,8 @@ constexpr const char* kNpuSimBody = R"json(
     {"op": "MatMulNBits", "domain": "com.microsoft"}, {"op": "GroupQueryAttention", "domain": "com.microsoft"},
     {"op": "RotaryEmbedding", "domain": "com.microsoft"}, {"op": "MatMulIntegerToFloat", "domain": "com.microsoft"},
     {"op": "DynamicQuantizeMatMul", "domain": "com.microsoft"},
+    {"op": "MultiHeadAttention", "domain": "com.microsoft"}, {"op": "Attention", "domain": "com.microsoft"},
+    {"op": "EmbedLayerNormalization", "domain": "com.microsoft", "types": ["int32", "float32", "float16"]},
     {"op": "Reshape"}, {"op": "Flatten"}, {"op": "Squeeze"}, {"op": "Unsqueeze"}, {"op": "Identity"},
     {"op": "Transpose"}, {"op": "Concat"}, {"op": "Slice"}, {"op": "Gather"}, {"op": "Pad"},
     {"op": "Resize", "constraints": {"max_rank": 4, "mode": ["nearest", "linear"]}},

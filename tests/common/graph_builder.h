@@ -23,6 +23,15 @@ inline std::vector<ir::Dim> dims(std::initializer_list<int64_t> values) {
   return out;
 }
 
+// An empty model (IR version 8) importing ONNX opset 17 and com.microsoft opset 1, its graph named `graphName`.
+inline ir::Model contribModel(const std::string& graphName) {
+  ir::Model m;
+  m.irVersion = 8;
+  m.opsets = {{"", 17}, {"com.microsoft", 1}};
+  m.graph.name = graphName;
+  return m;
+}
+
 inline ir::Node node(const std::string& opType, std::vector<std::string> inputs, std::vector<std::string> outputs,
                      int64_t opset = 17) {
   ir::Node n;

@@ -200,6 +200,9 @@ TEST_CASE("every op id is pinned: released ids never change, new ops append", "[
       {184, "RotaryEmbedding"},  // com.microsoft's
       {185, "MatMulIntegerToFloat"},
       {186, "DynamicQuantizeMatMul"},
+      {187, "MultiHeadAttention"},
+      {188, "Attention"},  // com.microsoft's
+      {189, "EmbedLayerNormalization"},
   };
   for (const auto& [id, name] : golden) {
     auto kind = ir::opKindFromInt(id);

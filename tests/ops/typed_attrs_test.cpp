@@ -52,6 +52,8 @@ ir::Attributes requiredAttrs(OpKind kind) {
       a.set(Attribute::makeInt("num_heads", 4));
       a.set(Attribute::makeInt("kv_num_heads", 2));
       break;
+    case OpKind::MultiHeadAttention:
+    case OpKind::MsAttention: a.set(Attribute::makeInt("num_heads", 2)); break;
     case OpKind::DepthToSpace:
     case OpKind::SpaceToDepth: a.set(Attribute::makeInt("blocksize", 2)); break;
     default: break;

@@ -15,7 +15,19 @@
 //    points; per-column scales and zero points with a bias; no zero points
 //  - dqmm_*: DynamicQuantizeMatMul of float A [2, 3, 24]: int8 B (codes within +-60) per tensor; uint8 B per column
 //    with a bias
-// usage: make_attention_contrib GQA.onnx [ROPE_QUANT.onnx]
+// and, with a fourth path, ONNX Runtime's BERT-style ops (masks as graph inputs take ctxrun's seeded values 0-3):
+//  - mha_self: MultiHeadAttention, Q/K/V [2, 5, 32] (4 heads) with a projection bias, no mask
+//  - mha_masked: unidirectional, a raw [B, T] key padding mask input and an attention bias [1, 4, 5, 5]
+//  - mha_past: one query after a past of 6 (past_key/past_value inputs, present outputs), end positions [B], scale 0.2
+//  - mha_cross: K and V already in heads [2, 4, 7, 8], a [B, S, T] mask input, mask_filter_value -1000
+//  - mha_vwide: V's head size 12 (value [2, 5, 48]) with a bias of 32 + 32 + 48
+//  - attn_bert: Attention of [2, 6, 24] by merged weights [24, 96] and bias, raw mask input [2, 6]
+//  - attn_gpt2: unidirectional, 3 tokens after a past [2, 2, 4, 4, 8] (present output), raw mask [2, 7]
+//  - attn_sizes: qkv_hidden_sizes 32, 32, 16, mask index of end and start positions [2B] (constant)
+//  - attn_bias: attention bias [2, 1, 6, 6], a [B, S, T] mask input
+//  - eln_bert: EmbedLayerNormalization of input and segment ids [2, 7] with mask (all three outputs)
+//  - eln_pos: no segments, no mask, position_ids [1, 7] reversed
+// usage: make_attention_contrib GQA.onnx [ROPE_QUANT.onnx [GQA_TOTAL_INPUT.onnx [BERT_ATTENTION.onnx]]]
 #include "../common/graph_builder.h"
 #include "onnx_io/onnx_io.h"
 
@@ -121,11 +133,8 @@ void addGqa(ir::Graph& g, const GqaForm& f) {
 }
 
 ir::Model groupQueryAttention() {
-  ir::Model m;
-  m.irVersion = 8;
-  m.opsets = {{"", 17}, {kMs, 1}};
+  ir::Model m = contribModel("gqa");
   ir::Graph& g = m.graph;
-  g.name = "gqa";
   addGqa(g, {"gqa_prefill", 1, 5, 16, -1, true, true, false, {4}, 5});
   GqaForm prefillB2{"gqa_prefill_b2", 2, 4, 16, 0, false, false, false, {3, 3}, 4, 0.3f, 5.0f, 2};
   prefillB2.emptyPast = true;
@@ -155,11 +164,8 @@ ir::Initializer codes(const std::string& name, ir::Shape shape, ir::ElemType typ
 }
 
 ir::Model ropeAndQuant() {
-  ir::Model m;
-  m.irVersion = 8;
-  m.opsets = {{"", 17}, {kMs, 1}};
+  ir::Model m = contribModel("rope_quant");
   ir::Graph& g = m.graph;
-  g.name = "rope_quant";
   addRotaryCaches(g, "rope16", 16, 8);
   g.initializers.push_back(int64s("pos_offset", {1}, {2}));
   g.initializers.push_back(int64s("pos_ids", {2, 3}, {0, 1, 2, 5, 6, 7}));
@@ -218,24 +224,143 @@ ir::Model ropeAndQuant() {
 // run that feeds another total must be refused, not written past their end (the hostile-input check of
 // ort_oracle.sh).
 ir::Model gqaTotalInput() {
-  ir::Model m;
-  m.irVersion = 8;
-  m.opsets = {{"", 17}, {kMs, 1}};
-  m.graph.name = "gqa_total_input";
+  ir::Model m = contribModel("gqa_total_input");
   GqaForm decode{"gqa_t", 1, 1, 16, 7, true, false, false, {7}, 8};
   decode.totalInput = true;
   addGqa(m.graph, decode);
   return m;
 }
 
+ir::ValueInfo int32Value(const std::string& name, std::vector<ir::Dim> d) {
+  ir::ValueInfo v;
+  v.name = name;
+  v.type = ir::ElemType::Int32;
+  v.shape = std::move(d);
+  return v;
+}
+
+ir::Model bertAttention() {
+  ir::Model m = contribModel("bert_attention");
+  ir::Graph& g = m.graph;
+  // MultiHeadAttention: 4 heads of 8.
+  auto mha = [&](const std::string& name, std::vector<std::string> ins, std::vector<int64_t> outShape, int presents,
+                 std::vector<int64_t> presentShape, float scale = 0, bool unidirectional = false, float filter = 0) {
+    std::vector<std::string> outs{name};
+    for (int i = 0; i < presents; ++i) outs.push_back(name + (i == 0 ? "_present_k" : "_present_v"));
+    ir::Node n = msNode("MultiHeadAttention", std::move(ins), outs);
+    n.attrs.set(ir::Attribute::makeInt("num_heads", 4));
+    if (scale > 0) n.attrs.set(ir::Attribute::makeFloat("scale", scale));
+    if (unidirectional) n.attrs.set(ir::Attribute::makeInt("unidirectional", 1));
+    if (filter != 0) n.attrs.set(ir::Attribute::makeFloat("mask_filter_value", filter));
+    g.nodes.push_back(n);
+    g.outputs.push_back(floatValue(name, dims({outShape[0], outShape[1], outShape[2]})));
+    for (int i = 0; i < presents; ++i)
+      g.outputs.push_back(floatValue(outs[static_cast<size_t>(i) + 1],
+                                     dims({presentShape[0], presentShape[1], presentShape[2], presentShape[3]})));
+  };
+  for (const char* which : {"mha_self", "mha_masked", "mha_vwide"}) {
+    const std::string n = which;
+    g.inputs.push_back(floatValue(n + "_q", dims({2, 5, 32})));
+    g.inputs.push_back(floatValue(n + "_k", dims({2, 5, 32})));
+    g.inputs.push_back(floatValue(n + "_v", dims({2, 5, n == "mha_vwide" ? 48 : 32})));
+  }
+  g.initializers.push_back(floats("mha_bias", {96}, -0.2f, 0.03f));
+  g.initializers.push_back(floats("mha_bias_wide", {112}, -0.1f, 0.02f));
+  mha("mha_self", {"mha_self_q", "mha_self_k", "mha_self_v", "mha_bias"}, {2, 5, 32}, 0, {});
+  g.inputs.push_back(int32Value("mha_masked_mask", dims({2, 5})));
+  g.initializers.push_back(floats("mha_masked_attn_bias", {1, 4, 5, 5}, -0.5f, 0.08f));
+  mha("mha_masked", {"mha_masked_q", "mha_masked_k", "mha_masked_v", "", "mha_masked_mask", "mha_masked_attn_bias"},
+      {2, 5, 32}, 0, {}, 0, true);
+  mha("mha_vwide", {"mha_vwide_q", "mha_vwide_k", "mha_vwide_v", "mha_bias_wide"}, {2, 5, 48}, 2, {2, 4, 5, 8});
+  g.outputs.back().shape = dims({2, 4, 5, 12});
+  g.inputs.push_back(floatValue("mha_past_q", dims({2, 1, 32})));
+  g.inputs.push_back(floatValue("mha_past_k", dims({2, 1, 32})));
+  g.inputs.push_back(floatValue("mha_past_v", dims({2, 1, 32})));
+  g.inputs.push_back(floatValue("mha_past_pk", dims({2, 4, 6, 8})));
+  g.inputs.push_back(floatValue("mha_past_pv", dims({2, 4, 6, 8})));
+  g.initializers.push_back(int32s("mha_past_lens", {2}, {7, 5}));
+  mha("mha_past",
+      {"mha_past_q", "mha_past_k", "mha_past_v", "mha_bias", "mha_past_lens", "", "mha_past_pk", "mha_past_pv"},
+      {2, 1, 32}, 2, {2, 4, 7, 8}, 0.2f);
+  g.inputs.push_back(floatValue("mha_cross_q", dims({2, 3, 32})));
+  g.inputs.push_back(floatValue("mha_cross_k", dims({2, 4, 7, 8})));
+  g.inputs.push_back(floatValue("mha_cross_v", dims({2, 4, 7, 8})));
+  g.inputs.push_back(int32Value("mha_cross_mask", dims({2, 3, 7})));
+  mha("mha_cross", {"mha_cross_q", "mha_cross_k", "mha_cross_v", "", "mha_cross_mask"}, {2, 3, 32}, 0, {}, 0, false,
+      -1000.0f);
+
+  // Attention: input width 24, 4 heads of 8 (V of 4 in attn_sizes), two heads of 8 in attn_gpt2.
+  auto attention = [&](const std::string& name, std::vector<std::string> ins, int64_t heads, int64_t seq,
+                       int64_t vHidden, bool present, std::vector<int64_t> presentShape, bool unidirectional,
+                       std::vector<int64_t> qkvSizes) {
+    std::vector<std::string> outs{name};
+    if (present) outs.push_back(name + "_present");
+    ir::Node n = msNode("Attention", std::move(ins), outs);
+    n.attrs.set(ir::Attribute::makeInt("num_heads", heads));
+    if (unidirectional) n.attrs.set(ir::Attribute::makeInt("unidirectional", 1));
+    if (!qkvSizes.empty()) n.attrs.set(ir::Attribute::makeInts("qkv_hidden_sizes", qkvSizes));
+    g.nodes.push_back(n);
+    g.outputs.push_back(floatValue(name, dims({2, seq, vHidden})));
+    if (present)
+      g.outputs.push_back(floatValue(outs[1], dims({presentShape[0], presentShape[1], presentShape[2], presentShape[3],
+                                                    presentShape[4]})));
+  };
+  g.initializers.push_back(floats("attn_w", {24, 96}, -0.3f, 0.05f));
+  g.initializers.push_back(floats("attn_w_sizes", {24, 80}, -0.25f, 0.04f));
+  g.initializers.push_back(floats("attn_b", {96}, -0.1f, 0.02f));
+  g.initializers.push_back(floats("attn_b_sizes", {80}, 0.1f, -0.015f));
+  g.inputs.push_back(floatValue("attn_bert_x", dims({2, 6, 24})));
+  g.inputs.push_back(int32Value("attn_bert_mask", dims({2, 6})));
+  attention("attn_bert", {"attn_bert_x", "attn_w", "attn_b", "attn_bert_mask"}, 4, 6, 32, false, {}, false, {});
+  g.inputs.push_back(floatValue("attn_gpt2_x", dims({2, 3, 24})));
+  g.inputs.push_back(int32Value("attn_gpt2_mask", dims({2, 7})));
+  g.inputs.push_back(floatValue("attn_gpt2_past", dims({2, 2, 2, 4, 16})));
+  attention("attn_gpt2", {"attn_gpt2_x", "attn_w", "attn_b", "attn_gpt2_mask", "attn_gpt2_past"}, 2, 3, 32, true,
+            {2, 2, 2, 7, 16}, true, {});
+  g.inputs.push_back(floatValue("attn_sizes_x", dims({2, 6, 24})));
+  g.initializers.push_back(int32s("attn_sizes_index", {4}, {5, 6, 1, 0}));
+  attention("attn_sizes", {"attn_sizes_x", "attn_w_sizes", "attn_b_sizes", "attn_sizes_index"}, 4, 6, 16, false, {},
+            false, {32, 32, 16});
+  g.inputs.push_back(floatValue("attn_bias_x", dims({2, 6, 24})));
+  g.inputs.push_back(int32Value("attn_bias_mask", dims({2, 6, 6})));
+  g.initializers.push_back(floats("attn_bias_add", {2, 1, 6, 6}, -0.4f, 0.07f));
+  attention("attn_bias", {"attn_bias_x", "attn_w", "attn_b", "attn_bias_mask", "", "attn_bias_add"}, 4, 6, 32, false, {},
+            false, {});
+
+  // EmbedLayerNormalization: hidden 16, ids and segment ids in 0-3 (ctxrun's seeded int32 inputs).
+  g.initializers.push_back(floats("eln_word", {6, 16}, -0.6f, 0.11f));
+  g.initializers.push_back(floats("eln_pos", {9, 16}, 0.3f, -0.07f));
+  g.initializers.push_back(floats("eln_seg", {4, 16}, -0.2f, 0.05f));
+  g.initializers.push_back(floats("eln_gamma", {16}, 0.8f, 0.03f));
+  g.initializers.push_back(floats("eln_beta", {16}, -0.1f, 0.02f));
+  g.initializers.push_back(int32s("eln_pos_ids", {1, 7}, {6, 5, 4, 3, 2, 1, 0}));
+  for (const char* ids : {"eln_ids", "eln_segs", "eln_mask"}) g.inputs.push_back(int32Value(ids, dims({2, 7})));
+  ir::Node bert = msNode("EmbedLayerNormalization",
+                         {"eln_ids", "eln_segs", "eln_word", "eln_pos", "eln_seg", "eln_gamma", "eln_beta", "eln_mask"},
+                         {"eln_bert", "eln_bert_mask_index", "eln_bert_sum"});
+  bert.attrs.set(ir::Attribute::makeFloat("epsilon", 1e-5f));
+  g.nodes.push_back(bert);
+  g.outputs.push_back(floatValue("eln_bert", dims({2, 7, 16})));
+  g.outputs.push_back(int32Value("eln_bert_mask_index", dims({2})));
+  g.outputs.push_back(floatValue("eln_bert_sum", dims({2, 7, 16})));
+  g.nodes.push_back(msNode("EmbedLayerNormalization",
+                           {"eln_ids", "", "eln_word", "eln_pos", "", "eln_gamma", "eln_beta", "", "eln_pos_ids"},
+                           {"eln_pos_out", "eln_pos_mask_index"}));
+  g.outputs.push_back(floatValue("eln_pos_out", dims({2, 7, 16})));
+  g.outputs.push_back(int32Value("eln_pos_mask_index", dims({2})));
+  return m;
+}
+
 int main(int argc, char** argv) {
-  if (argc < 2 || argc > 4) {
-    std::fprintf(stderr, "usage: make_attention_contrib GQA.onnx [ROPE_QUANT.onnx [GQA_TOTAL_INPUT.onnx]]\n");
+  if (argc < 2 || argc > 5) {
+    std::fprintf(stderr, "usage: make_attention_contrib GQA.onnx [ROPE_QUANT.onnx [GQA_TOTAL_INPUT.onnx "
+                         "[BERT_ATTENTION.onnx]]]\n");
     return 2;
   }
   Status st = onnx_io::saveModel(groupQueryAttention(), argv[1]);
   if (st && argc >= 3) st = onnx_io::saveModel(ropeAndQuant(), argv[2]);
-  if (st && argc == 4) st = onnx_io::saveModel(gqaTotalInput(), argv[3]);
+  if (st && argc >= 4) st = onnx_io::saveModel(gqaTotalInput(), argv[3]);
+  if (st && argc == 5) st = onnx_io::saveModel(bertAttention(), argv[4]);
   if (!st) {
     std::fprintf(stderr, "make_attention_contrib: %s\n", st.error().message().c_str());
     return 1;

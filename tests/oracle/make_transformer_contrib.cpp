@@ -42,11 +42,8 @@ ir::Node withEpsilon(ir::Node n, float epsilon) {
 }
 
 ir::Model transformerContrib() {
-  ir::Model m;
-  m.irVersion = 8;
-  m.opsets = {{"", 17}, {kMs, 1}};
+  ir::Model m = contribModel("transformer_contrib");
   ir::Graph& g = m.graph;
-  g.name = "transformer_contrib";
   g.inputs = {floatValue("x", dims({2, 5, 16})), floatValue("skip", dims({2, 5, 16}))};
   g.initializers = {ramp("gamma", {16}, 0.6f, 0.07f), ramp("beta", {16}, -0.3f, 0.04f),
                     ramp("bias", {16}, -0.5f, 0.05f), ramp("skip2", {5, 16}, -1.0f, 0.09f)};
@@ -91,11 +88,8 @@ std::vector<uint8_t> bytes(size_t n, uint32_t seed) {
 }
 
 ir::Model matMulNBits() {
-  ir::Model m;
-  m.irVersion = 8;
-  m.opsets = {{"", 17}, {kMs, 1}};
+  ir::Model m = contribModel("matmul_nbits");
   ir::Graph& g = m.graph;
-  g.name = "matmul_nbits";
   constexpr int64_t K = 100, N = 37;
   g.inputs = {floatValue("h", dims({2, 3, K}))};
   g.initializers.push_back(ramp("nbias", {N}, -0.2f, 0.03f));

@@ -165,13 +165,15 @@ if ! "$build/tests/oracle/make_transformer_contrib" "$contrib" "$nbits"; then
   echo "FAIL transformer_contrib: could not write the model"; failed=$((failed + 1))
 fi
 # GroupQueryAttention forms (tests/oracle/make_attention_contrib.cpp): prefill and decode, packed and separate QKV.
+# With them, ONNX Runtime's BERT-style MultiHeadAttention, Attention and EmbedLayerNormalization forms.
 gqa="$work/gqa.onnx" ropeQuant="$work/rope_quant.onnx" gqaTotal="$work/gqa_total_input.onnx"
-if ! "$build/tests/oracle/make_attention_contrib" "$gqa" "$ropeQuant" "$gqaTotal"; then
+bertAttention="$work/bert_attention.onnx"
+if ! "$build/tests/oracle/make_attention_contrib" "$gqa" "$ropeQuant" "$gqaTotal" "$bertAttention"; then
   echo "FAIL gqa: could not write the model"; failed=$((failed + 1))
 fi
 checkContrib() {
   local target="$1" model
-  for model in "$contrib" "$nbits" "$gqa" "$ropeQuant"; do
+  for model in "$contrib" "$nbits" "$gqa" "$ropeQuant" "$bertAttention"; do
     local stem
     stem="$(basename "${model%.onnx}")"
     check "$stem" "$model" "$target"
