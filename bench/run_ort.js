@@ -8,7 +8,7 @@
 const fs = require('fs');
 const path = require('path');
 const ort = require('onnxruntime-node');
-const { readNpy: readNpyArray } = require('./npy');
+const { readNpy: readNpyArray, writeNpy } = require('./npy');
 
 const TYPES = { '<f4': 'float32', '<f8': 'float64', '<i8': 'int64', '<i4': 'int32', '|u1': 'uint8', '|i1': 'int8',
   '|b1': 'bool', '<f2': 'float16' };
@@ -17,19 +17,6 @@ function readNpy(file) {
   const { descr, shape, data } = readNpyArray(file);
   const type = TYPES[descr];
   return new ort.Tensor(type, type === 'bool' ? Uint8Array.from(data, v => v !== 0) : data, shape);
-}
-
-function writeNpy(file, tensor) {
-  const descr = { float32: '<f4', float64: '<f8', int64: '<i8', int32: '<i4', uint8: '|u1', int8: '|i1', bool: '|b1',
-    float16: '<f2' }[tensor.type];
-  const shape = tensor.dims.length === 1 ? `(${tensor.dims[0]},)` : `(${tensor.dims.join(', ')})`;
-  let header = `{'descr': '${descr}', 'fortran_order': False, 'shape': ${shape}, }`;
-  const total = 10 + header.length + 1;
-  header += ' '.repeat((64 - (total % 64)) % 64) + '\n';
-  const head = Buffer.alloc(10);
-  head.write('\x93NUMPY', 0, 'latin1'); head[6] = 1; head[7] = 0; head.writeUInt16LE(header.length, 8);
-  const data = Buffer.from(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength);
-  fs.writeFileSync(file, Buffer.concat([head, Buffer.from(header, 'latin1'), data]));
 }
 
 // A tensor for a NAME=V[,V...] binding of an input with static declared shape.

@@ -2,6 +2,7 @@
 #include "cli/cli_util.h"
 #include "cli/log.h"
 #include "epcontext/contract.h"
+#include "generate_mode.h"
 #include "runtime/profile.h"
 #include "runtime/session.h"
 #include "support/file_io.h"
@@ -36,6 +37,7 @@ struct Args {
   bool prefault = false, profile = false;
   int profileTop = 15;
   bool savePb = false, json = false, verify = false, strict = false, fromBuffer = false;
+  ctxrun::GenerateArgs generate;  // --generate N with --decode and --prompt-ids
   cli::LogOptions log;
 };
 
@@ -101,6 +103,10 @@ constexpr const char* kHelpFooter = R"(Examples:
       check every weight hash at load, refuse a model compiled for another target revision, time 100 runs
   $ ctxrun model.onnx --output-dir ref --save-inputs ref
       run a plain ONNX model (no compilation) and save inputs and outputs as .npy
+  $ ctxrun out/prefill_ctx.onnx --generate 8 --decode out/decode_p16_ctx.onnx,out/decode_p17_ctx.onnx,... \
+        --prompt-ids prompt.npy --json
+      generate 8 tokens greedily: the prompt through the prefill, then each token through the decode model that
+      takes the past so far; print the tokens, time to first token and decode tokens/s
 
 Exit codes:
   0  success (and the outputs match, with --expected)
@@ -165,12 +171,13 @@ int main(int argc, char** argv) {
   CLI::App app{"ctxrun: run a _ctx.onnx model (or a plain .onnx) with ctxkit's runtime"};
   Args a;
   app.add_option("model", a.model, "the model to run")->required();
-  app.add_option("--inputs", a.inputs,
-                 "folder with input_<i>.pb, input_<i>.npy or <name>.npy (default: seeded random inputs)");
-  app.add_option("--expected", a.expected, "folder with output_<i>.pb or .npy to compare against");
+  auto* inputsOption = app.add_option(
+      "--inputs", a.inputs, "folder with input_<i>.pb, input_<i>.npy or <name>.npy (default: seeded random inputs)");
+  auto* expectedOption =
+      app.add_option("--expected", a.expected, "folder with output_<i>.pb or .npy to compare against");
   app.add_option("--rtol", a.rtol, "relative tolerance (default 1e-3)");
   app.add_option("--atol", a.atol, "absolute tolerance (default 1e-5)");
-  app.add_option("--output-dir", a.outputDir, "write output_<i>.npy here");
+  app.add_option("--output-dir", a.outputDir, "write output_<i>.npy here (with --generate: logits_<i>.npy)");
   app.add_flag("--save-pb", a.savePb, "also write output_<i>.pb");
   app.add_option("--save-inputs", a.saveInputs,
                  "write the inputs used as input_<i>.npy here (to feed another runtime)");
@@ -206,11 +213,37 @@ int main(int argc, char** argv) {
   app.add_option("--context-file-path", a.contextFilePath,
                  "with --from-buffer: the path ep_cache_context resolves against");
   app.add_flag("--json", a.json, "print a JSON report");
+  auto* generateOption =
+      app.add_option("--generate", a.generate.count,
+                     "generate N tokens greedily with a prefill/decode pair: the model is the prefill; needs --decode "
+                     "and --prompt-ids (--iters repeats the generation, --output-dir saves each token's logits)")
+          ->check(CLI::Range(1, 1000000));
+  auto* decodeOption =
+      app.add_option("--decode", a.generate.decodes,
+                     "with --generate: the decode model, or several at different past lengths (ctxgen --variant): each "
+                     "token runs the first that takes the past so far: D[,D...]")
+          ->delimiter(',');
+  auto* promptOption = app.add_option("--prompt-ids", a.generate.promptIds,
+                                      "with --generate: the prompt, int64 token ids [1, S] (.npy)");
+  auto* kvOption = app.add_option("--kv", a.generate.kv,
+                                  "with --generate: a decode past input and the present output feeding it, "
+                                  "PAST=PRESENT[,...] (default: found by name, past_key_0 -> present_key_0)")
+                       ->delimiter(',');
+  generateOption->needs(decodeOption)->needs(promptOption);
+  decodeOption->needs(generateOption);
+  promptOption->needs(generateOption);
+  kvOption->needs(generateOption);
   std::string memoryLimit;
   app.add_option("--memory-limit", memoryLimit,
                  "fail (naming the node) instead of allocating a tensor or arena of more than SIZE bytes (K, M, G, T; "
                  "default 16G)");
   cli::addLogOptions(app, a.log);
+  // A generating run feeds its models itself and compares nothing.
+  for (const char* name :
+       {"--save-pb", "--save-inputs", "--dim", "--shape", "--seed", "--set", "--parallel-runs", "--sessions",
+        "--profile", "--profile-top", "--from-buffer", "--context-file-path", "--rtol", "--atol"})
+    generateOption->excludes(app.get_option(name));
+  generateOption->excludes(inputsOption)->excludes(expectedOption);
   app.footer(kHelpFooter);
   app.set_version_flag("--version", std::string("ctxrun ") + epcontext::kVersion);
   try {
@@ -243,6 +276,13 @@ int main(int argc, char** argv) {
   options.sourceModelPath = a.sourceModel;
   options.prefaultArena = a.prefault;
   options.failOnSuboptimal = a.strict;
+  if (a.generate.count > 0) {
+    a.generate.prefill = a.model;
+    a.generate.outputDir = a.outputDir;
+    a.generate.iters = std::max(1, a.iters);
+    a.generate.json = a.json;
+    return ctxrun::runGenerate(a.generate, options);
+  }
   auto loadStart = Clock::now();
   Expected<std::unique_ptr<runtime::Session>> session = makeError(ErrorCode::Internal, "not loaded");
   if (a.fromBuffer) {

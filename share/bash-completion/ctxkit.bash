@@ -36,11 +36,11 @@ _ctxkit_complete() {
         mapfile -t COMPREPLY < <(compgen -W "-" -- "$cur"; compgen -f -- "$cur")
         return
       fi ;;
-    --dot | --depfile | --external-initializers-file | --context-file-path)
+    --dot | --depfile | --external-initializers-file | --context-file-path | --prompt-ids)
       mapfile -t COMPREPLY < <(compgen -f -- "$cur")
       return ;;
     -C | --config | --dim | --shape | --variant | --set | --node-name-prefix | --seed | --iters | --threads | \
-      --parallel-runs | --sessions | --rtol | --atol | --dump-after | --stop-after)
+      --parallel-runs | --sessions | --rtol | --atol | --dump-after | --stop-after | --generate | --kv)
       return ;;
   esac
 
