@@ -437,7 +437,7 @@ TEST_CASE("a newer minor is readable and only unknown required features stop it"
   expectRejected(bytes, "needs features this ctxkit does not know (required flags 0x10)", ErrorCode::Unsupported);
 }
 
-TEST_CASE("format 1.4 files are read; the load-time flag is 1.5's", "[format][corrupt]") {
+TEST_CASE("format 1.4 files are read, and the load-time flag is 1.5's", "[format][corrupt]") {
   // A file of the first released minor reads (the sample has no load-time tensor, as every 1.4 file).
   auto bytes = sampleBytes();
   auto h = getHeader(bytes);
