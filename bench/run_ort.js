@@ -39,7 +39,11 @@ async function main() {
   const iters = Number(itersText || 20);
   const threads = Number(threadsText || 1);
   const spinning = spinText === '1' ? '1' : '0';
-  const options = { intraOpNumThreads: threads, interOpNumThreads: 1,
+  // ORT_GRAPH_OPTIMIZATION (disabled, basic, extended, all; default all, ORT's own default): a lower level keeps ORT
+  // from rewriting a model into approximations of it (its extended level runs a float MatMul on a DequantizeLinear
+  // weight as an integer product on its input rounded to 8 bits).
+  const options = { graphOptimizationLevel: process.env.ORT_GRAPH_OPTIMIZATION || 'all',
+    intraOpNumThreads: threads, interOpNumThreads: 1,
     extra: { session: { intra_op: { allow_spinning: spinning } } } };
   let t = process.hrtime.bigint();
   const session = await ort.InferenceSession.create(model, options);

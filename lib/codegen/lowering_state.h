@@ -48,8 +48,11 @@ struct LoweringState {
   std::vector<LOp> ops;                              // in execution order
   std::map<std::string, ir::Tensor> folded;          // constants the passes made
   size_t folds = 0;                                  // fold-batchnorm and fold-affine: numbers the constants they make
-  std::map<std::string, cpu::WeightLayout> layouts;  // choose-layouts: constants stored packed
-  std::map<std::string, ir::Shape> localShapes;      // values the lowering itself introduces
+  std::map<std::string, cpu::WeightLayout> layouts;  // choose-layouts: constants (and load-time values) stored packed
+  // fold-constants: values computed once at load from constants (a weight kept quantized and dequantized at load, and
+  // what is computed from it alone), by the ops that produce them (program::TensorKind::LoadTime).
+  std::set<std::string> loadTime;
+  std::map<std::string, ir::Shape> localShapes;  // values the lowering itself introduces
 
   // emit-program and plan-memory: the program, each value's tensor, each tensor's first and last use (op index).
   LoweredPartition result;
@@ -59,6 +62,8 @@ struct LoweringState {
 
   // The constant value `name` holds (folded here or known to analysis), or null.
   const ir::Tensor* constantOf(const std::string& name) const;
+  // Whether `name` is computed once at load (fold-constants' `loadTime`).
+  bool isLoadTime(const std::string& name) const { return loadTime.count(name) != 0; }
   std::optional<ir::Shape> shapeOf(const std::string& name) const;
   // The element type of a value: a constant's, or what analysis knows.
   ir::ElemType typeOf(const std::string& name) const;

@@ -133,7 +133,8 @@ Expected<format::ContainerWriter> buildContainer(const partitioner::Target& targ
   format::CompatInfo compat{epcontext::kProducer, epcontext::kVersion, target.hardwareArchitecture, target.revision};
   format::ContainerWriter writer(compat, format::WriterOptions{target.weightAlignment, weightless});
   CTX_RETURN_IF_ERROR(weightshare::addPoolWeights(writer, pool, sources));
-  for (const auto& g : graphs) CTX_RETURN_IF_ERROR(writer.addGraph(g.name, g.sourceModel, g.program));
+  for (const auto& g : graphs)
+    CTX_RETURN_IF_ERROR(writer.addGraph(g.name, g.sourceModel, g.program, g.loadTimeTensors));
   return writer;
 }
 

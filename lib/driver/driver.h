@@ -121,6 +121,7 @@ struct ContextGraph {
   std::string name;
   std::string sourceModel;
   std::vector<std::byte> program;
+  bool loadTimeTensors = false;  // program::hasLoadTimeTensors of the program
 };
 
 // The one container builder: the pool's weights in pool order, then the graphs, for `target`. `weightless` marks a

@@ -18,14 +18,16 @@
 
 namespace ctxkit::format {
 
-// The one container format this library writes and reads (docs/format/container-v1.md, "Versioning"). Minors 1.0
-// to 1.3 were development versions of ctxkit 0.1.0: refused with developmentFormatText. A newer minor is read.
+// The container format this library writes, and the oldest released one it reads (docs/format/container-v1.md,
+// "Versioning"). Minors 1.0 to 1.3 were development versions of ctxkit 0.1.0: refused with developmentFormatText.
+// 1.4 (ctxkit 0.1.0) is read; 1.5 adds load-time tensors. A newer minor is read.
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 4;
+inline constexpr uint16_t kFormatMinor = 5;
+inline constexpr uint16_t kFirstReleasedMinor = 4;
 
-// Whether `major.minor` is one of the development formats that came before the one format.
+// Whether `major.minor` is one of the development formats that came before the first released one.
 inline bool isDevelopmentFormat(uint16_t major, uint16_t minor) {
-  return major == kFormatMajor && minor < kFormatMinor;
+  return major == kFormatMajor && minor < kFirstReleasedMinor;
 }
 // "compiled by ctxkit 0.1.0-dev format 1.3: recompile": the refusal of a development format; callers add the file.
 std::string developmentFormatText(uint16_t major, uint16_t minor);
@@ -97,8 +99,10 @@ public:
   // onnx_model_filename) and the initializer there. `hash` is XXH3-128 of the bytes, checked at load on --verify.
   Expected<uint32_t> addSourceWeight(ir::ElemType type, ir::Shape shape, const Hash128& hash,
                                      std::vector<WeightInfo::Source> sources);
-  // Adds a serialized program. Names must be unique in the container.
-  Status addGraph(std::string name, std::string sourceModel, std::vector<std::byte> program);
+  // Adds a serialized program. Names must be unique in the container. `loadTimeTensors`: the program holds load-time
+  // tensors (program::hasLoadTimeTensors), which the container then declares (flag load-time, format 1.5).
+  Status addGraph(std::string name, std::string sourceModel, std::vector<std::byte> program,
+                  bool loadTimeTensors = false);
 
   size_t weightCount() const;
   size_t graphCount() const;
@@ -142,6 +146,9 @@ public:
   // Weightless (docs/weight-sharing.md#weightless): some weights live in source models, and every weight is in plain
   // layout.
   bool weightless() const { return weightless_; }
+  // Whether programs may hold load-time tensors (flag load-time, format 1.5): a program that holds one in a container
+  // that does not declare them is refused at load.
+  bool loadTimeTensors() const { return loadTimeTensors_; }
   // The header's checksum over the metadata and programs, which cover every weight by its hash: the container's
   // identity, which a _ctx.onnx written with it records (docs/format/container-v1.md, "Binding").
   const Hash128& checksum() const { return checksum_; }
@@ -167,6 +174,7 @@ private:
   std::vector<WeightInfo> weights_;
   uint64_t alignment_ = 64;
   bool weightless_ = false;
+  bool loadTimeTensors_ = false;
   Hash128 checksum_;
 };
 

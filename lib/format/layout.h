@@ -191,7 +191,13 @@ inline constexpr uint64_t kFlagWeightless = 1ull << 0;
 // Required, set in every file: the programs are of encoding 4 (docs/format/program.md), which the development
 // readers of formats 1.2 and 1.3 cannot decode, so that they refuse the file. Bit 1 is not defined.
 inline constexpr uint64_t kFlagProgramsV4 = 1ull << 2;
-inline constexpr uint64_t kKnownFlags = kFlagWeightless | kFlagProgramsV4;
+// Required, format 1.5: some program holds load-time tensors (program encoding 4's tensor kind 5), which readers of
+// 1.4 cannot decode, so that they refuse the file; set exactly when a program holds one.
+inline constexpr uint64_t kFlagLoadTime = 1ull << 3;
+// The flags each minor defines (a file of a minor this reader knows sets no other).
+inline constexpr uint64_t knownFlags(uint16_t minor) {
+  return kFlagWeightless | kFlagProgramsV4 | (minor >= 5 ? kFlagLoadTime : 0);
+}
 inline constexpr uint64_t kWeightInSource = 1ull << 0;
 inline constexpr uint64_t kMaxSources = 1ull << 26;
 

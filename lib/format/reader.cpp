@@ -42,6 +42,7 @@ public:
 
   const FileHeader& header() const { return h_; }
   bool weightless() const { return (h_.flags & kFlagWeightless) != 0; }
+  bool loadTimeTensors() const { return (h_.flags & kFlagLoadTime) != 0; }
 
 private:
   template <typename... Args> Error invalid(fmt::format_string<Args...> format, Args&&... args) const {
@@ -118,7 +119,7 @@ Status Parser::parseHeader() {
                    h_.fileSize);
   // Within a minor this reader knows, an undefined flag or a nonzero reserved field is damage; in a newer
   // minor only an unknown required feature stops the reader (versioning policy in the format spec).
-  const uint64_t unknownFlags = h_.flags & ~kKnownFlags;
+  const uint64_t unknownFlags = h_.flags & ~knownFlags(std::min(minor, kFormatMinor));
   if (strictReserved()) {
     if (unknownFlags != 0)
       return invalid("flags {:#x} are not defined in format {}; expected 0", unknownFlags, versionString(major, minor));
@@ -460,6 +461,7 @@ Expected<ContainerView> ContainerView::open(std::span<const std::byte> bytes, st
   view.displayName_ = std::move(displayName);
   view.alignment_ = parser.header().alignment;
   view.weightless_ = parser.weightless();
+  view.loadTimeTensors_ = parser.loadTimeTensors();
   std::copy(parser.header().checksum.begin(), parser.header().checksum.end(), view.checksum_.bytes.begin());
   return view;
 }

@@ -97,6 +97,7 @@ struct ContainerWriter::Impl {
   std::set<std::string, std::less<>> graphNames;
   std::map<WeightKey, uint32_t> weightKeys;
   uint64_t sourceCount = 0;
+  bool loadTimeTensors = false;  // some graph holds load-time tensors: flag kFlagLoadTime
   // Cached by the first output call and reset by every add; so a writer is not for concurrent use.
   mutable std::optional<Plan> plan;
 
@@ -220,8 +221,12 @@ Expected<uint32_t> ContainerWriter::addSourceWeight(ir::ElemType type, ir::Shape
   return impl_->add(PendingWeight{type, std::move(shape), {}, hash, std::move(sources), {}, {}, expected});
 }
 
-Status ContainerWriter::addGraph(std::string name, std::string sourceModel, std::vector<std::byte> program) {
+Status ContainerWriter::addGraph(std::string name, std::string sourceModel, std::vector<std::byte> program,
+                                 bool loadTimeTensors) {
   Impl& d = *impl_;
+  if (loadTimeTensors && d.compat.formatMinor < 5)
+    return invalidArgument(fmt::format("graph '{}' holds load-time tensors, which format 1.{} cannot declare", name,
+                                       d.compat.formatMinor));
   if (d.graphs.size() >= kMaxGraphs)
     return invalidArgument(fmt::format("a container holds at most {} graphs", kMaxGraphs));
   if (name.empty()) return invalidArgument("graph name is empty");
@@ -231,6 +236,7 @@ Status ContainerWriter::addGraph(std::string name, std::string sourceModel, std:
     return invalidArgument(fmt::format("graph name '{}' is already in the container; names must be unique", name));
   d.graphNames.insert(name);
   d.graphs.push_back({std::move(name), std::move(sourceModel), std::move(program)});
+  d.loadTimeTensors = d.loadTimeTensors || loadTimeTensors;
   d.plan.reset();
   return Status::ok();
 }
@@ -323,7 +329,7 @@ Expected<std::vector<std::byte>> ContainerWriter::Impl::buildMetadata(const Plan
   h.formatMajor = kFormatMajor;
   h.formatMinor = compat.formatMinor;
   h.headerSize = static_cast<uint32_t>(kHeaderSize);
-  h.flags = kFlagProgramsV4 | (options.weightless ? kFlagWeightless : 0);
+  h.flags = kFlagProgramsV4 | (options.weightless ? kFlagWeightless : 0) | (loadTimeTensors ? kFlagLoadTime : 0);
   h.fileSize = p.fileSize;
   h.alignment = static_cast<uint32_t>(options.alignment);
   h.compatOffset = kHeaderSize;

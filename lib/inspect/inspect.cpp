@@ -348,6 +348,10 @@ private:
                                        fmt::format("{}: graph '{}'", shown, gi.name));
       if (!prog) {
         report_.problems.push_back(prog.error().message());
+      } else if (program::hasLoadTimeTensors(*prog) && !view.loadTimeTensors()) {
+        report_.problems.push_back(fmt::format("{}: graph '{}' holds load-time tensors but the container does not "
+                                               "declare them (flag bit 3)",
+                                               shown, gi.name));
       } else {
         gs.opCount = prog->ops.size();
         gs.arenaBytes = prog->arenaSize;

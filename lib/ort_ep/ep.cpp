@@ -266,7 +266,7 @@ Status writeEpContextNodes(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode*
     binName = shared.binName(outStem);
     // The programs are serialized here, for the shared context only.
     for (const auto& p : partitions)
-      CTX_RETURN_IF_ERROR(shared.addGraph(p->name, context.modelPath, program::serialize(p->program->program())));
+      CTX_RETURN_IF_ERROR(shared.addGraph(p->name, context.modelPath, p->program->program()));
     if (config.context.stopShareContexts) {
       fs::path bin = output.parent_path() / binName;
       CTX_RETURN_IF_ERROR(refuseInput(bin, context.modelPath));

@@ -395,8 +395,9 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   if (compiling && !sharing) {
     std::vector<driver::ContextGraph> graphs;
     for (const Claimed& k : claimed)
-      graphs.push_back(
-          {k.partition->name, modelPath.filename().string(), program::serialize(k.partition->lowered.program)});
+      graphs.push_back({k.partition->name, modelPath.filename().string(),
+                        program::serialize(k.partition->lowered.program),
+                        program::hasLoadTimeTensors(k.partition->lowered.program)});
     // Weightless: weights found in the source model are recorded there, not stored; the partitions still run from a
     // context with every weight.
     weightshare::WeightSources sources;
@@ -489,7 +490,9 @@ std::string SharedCompile::binName(const std::string& outputStem) {
   return binName_;
 }
 
-Status SharedCompile::addGraph(const std::string& name, const fs::path& sourceModel, std::vector<std::byte> program) {
+Status SharedCompile::addGraph(const std::string& name, const fs::path& sourceModel, const program::Program& compiled) {
+  std::vector<std::byte> program = program::serialize(compiled);
+  const bool loadTime = program::hasLoadTimeTensors(compiled);
   for (auto& g : graphs_) {
     if (g.name != name) continue;
     // The same model compiled again in one group: a session of it that ORT failed after its Compile (ORT's session
@@ -497,6 +500,7 @@ Status SharedCompile::addGraph(const std::string& name, const fs::path& sourceMo
     // replaced. (Two models from memory cannot be told apart: refused.)
     if (!sourceModel.empty() && g.sourceModel == sourceModel) {
       g.program = std::move(program);
+      g.loadTimeTensors = loadTime;
       return Status::ok();
     }
     return makeError(
@@ -504,7 +508,7 @@ Status SharedCompile::addGraph(const std::string& name, const fs::path& sourceMo
         "graph name '{}' is used twice in one shared context, by '{}' and '{}' (models with the same stem?)", name,
         g.sourceModel.string(), sourceModel.string());
   }
-  graphs_.push_back({name, sourceModel, std::move(program)});
+  graphs_.push_back({name, sourceModel, std::move(program), loadTime});
   return Status::ok();
 }
 
@@ -517,7 +521,8 @@ Status SharedCompile::writeAndReset(const fs::path& path, const partitioner::Tar
     CTX_ASSIGN_OR_RETURN(sources, locateInSourceFiles(pool_, files));
   }
   std::vector<driver::ContextGraph> graphs;
-  for (const auto& g : graphs_) graphs.push_back({g.name, g.sourceModel.filename().string(), g.program});
+  for (const auto& g : graphs_)
+    graphs.push_back({g.name, g.sourceModel.filename().string(), g.program, g.loadTimeTensors});
   CTX_ASSIGN_OR_RETURN(auto writer,
                        driver::buildContainer(target, pool_, graphs, weightless, weightless ? &sources : nullptr));
   CTX_RETURN_IF_ERROR(writer.write(path));

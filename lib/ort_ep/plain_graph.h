@@ -62,7 +62,7 @@ public:
   // The .bin name the group's models reference: fixed by the first model that adds its graphs.
   std::string binName(const std::string& outputStem);
   // Adds a graph; the same name from the same source model file replaces the earlier graph (a retried session).
-  Status addGraph(const std::string& name, const std::filesystem::path& sourceModel, std::vector<std::byte> program);
+  Status addGraph(const std::string& name, const std::filesystem::path& sourceModel, const program::Program& compiled);
   // Writes the shared context to `path` (weightless: weights found in the group's source models stay there) and
   // starts a new group.
   Status writeAndReset(const std::filesystem::path& path, const partitioner::Target& target, bool weightless);
@@ -78,6 +78,7 @@ private:
     std::string name;
     std::filesystem::path sourceModel;
     std::vector<std::byte> program;
+    bool loadTimeTensors = false;
   };
   std::vector<Graph> graphs_;
 };

@@ -48,7 +48,7 @@ constexpr const char* kNpuSimBody = R"json(
     {"op": "Expand", "types": ["int64", "float32", "float16", "int8", "uint8", "bool"]},
     {"op": "DynamicQuantizeLinear", "types": ["float32", "uint8"]},
     {"op": "QuantizeLinear", "types": ["float32", "int8", "uint8"]},
-    {"op": "DequantizeLinear", "types": ["int8", "uint8", "int32", "float32"]},
+    {"op": "DequantizeLinear", "types": ["int8", "uint8", "int4", "uint4", "int32", "float32"]},
     {"op": "QLinearConv", "types": ["int8", "uint8"], "constraints": {"max_rank": 4}},
     {"op": "QLinearMatMul", "types": ["int8", "uint8"]},
     {"op": "ConvInteger", "types": ["int8", "uint8", "int32"], "constraints": {"max_rank": 4}},

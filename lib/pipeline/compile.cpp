@@ -352,7 +352,8 @@ Status dedupe(ModelWork& w, ContainerWork& c, const CompileOptions& options, boo
     // What ctxgen writes must load: the program is read back with the loader's own checks before it is stored.
     if (auto back = program::deserialize(bytes, c.pool.weights().size(), where); !back)
       return back.takeError().addContext("the compiled program would not load");
-    c.graphs.push_back(driver::ContextGraph{w.partitionNames[p], w.source.filename().string(), std::move(bytes)});
+    c.graphs.push_back(driver::ContextGraph{w.partitionNames[p], w.source.filename().string(), std::move(bytes),
+                                            program::hasLoadTimeTensors(prog)});
   }
   w.partitionWeights.clear();
   if (!shareFallback) return Status::ok();

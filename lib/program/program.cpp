@@ -25,7 +25,7 @@ Status validate(const Program& p, uint64_t weightCount) {
     const TensorDesc& t = p.tensors[i];
     if (t.name.size() > kMaxStringBytes) return tooLong("value", t.name);
     auto where = [&] { return fmt::format("tensor {} ('{}')", i, t.name); };
-    if (t.kind > TensorKind::View) return makeError(ErrorCode::InvalidGraph, "{}: tensor kind is unknown", where());
+    if (t.kind > TensorKind::LoadTime) return makeError(ErrorCode::InvalidGraph, "{}: tensor kind is unknown", where());
     if (t.type == ir::ElemType::String || t.type == ir::ElemType::Undefined)
       return makeError(ErrorCode::InvalidGraph, "{}: tensor element type {} is not supported", where(),
                        ir::elemTypeName(t.type));
@@ -33,9 +33,10 @@ Status validate(const Program& p, uint64_t weightCount) {
       return makeError(ErrorCode::InvalidGraph, "{}: tensor rank {} exceeds {}", where(), t.shape.size(), kMaxRank);
     if (t.layout.kind > cpu::WeightLayoutKind::GemmPanelsTransposed)
       return makeError(ErrorCode::InvalidGraph, "{}: the weight layout is unknown", where());
-    if (!t.layout.plain() && (t.kind != TensorKind::Weight || t.type != ir::ElemType::Float))
-      return makeError(ErrorCode::InvalidGraph, "{}: layout {} is only for float32 weights", where(),
-                       cpu::layoutName(t.layout));
+    if (!t.layout.plain() &&
+        ((t.kind != TensorKind::Weight && t.kind != TensorKind::LoadTime) || t.type != ir::ElemType::Float))
+      return makeError(ErrorCode::InvalidGraph, "{}: layout {} is only for float32 weights and load-time tensors",
+                       where(), cpu::layoutName(t.layout));
     auto count = t.layout.plain() ? checkedElementCount(t.shape) : cpu::layoutElements(t.layout, t.shape);
     auto bytes = count ? ir::storageBytes(t.type, *count) : std::nullopt;
     if (!bytes || *bytes != t.size)
@@ -67,11 +68,13 @@ Status validate(const Program& p, uint64_t weightCount) {
         if (t.index >= p.tensors.size() || t.index == i)
           return makeError(ErrorCode::InvalidGraph, "{}: views tensor {} of {}", where(), t.index, p.tensors.size());
         const TensorDesc& base = p.tensors[t.index];
-        if (base.kind == TensorKind::View || base.size != t.size || base.type != t.type)
-          return makeError(ErrorCode::InvalidGraph, "{}: a view must cover a non-view tensor of the same type and size",
+        if (base.kind == TensorKind::View || base.size != t.size || base.type != t.type || !base.layout.plain())
+          return makeError(ErrorCode::InvalidGraph,
+                           "{}: a view must cover a non-view tensor of the same type and size, in plain layout",
                            where());
         break;
       }
+      case TensorKind::LoadTime: break;  // written by its load-time op (checked with the ops below)
     }
   }
   // `what` spells out the list's owner, for an error only.
@@ -91,6 +94,7 @@ Status validate(const Program& p, uint64_t weightCount) {
   for (size_t i = 0; i < p.outputs.size(); ++i)
     if (p.tensors[p.outputs[i]].kind != TensorKind::Output)
       return makeError(ErrorCode::InvalidGraph, "output {} refers to a tensor that is not an output", i);
+  std::vector<bool> written(p.tensors.size(), false);  // load-time tensors written by the ops so far
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const Op& op = p.ops[i];
     auto what = [&] { return fmt::format("op {} ('{}', {})", i, op.name, ir::opKindName(op.kind)); };
@@ -101,13 +105,43 @@ Status validate(const Program& p, uint64_t weightCount) {
     if (auto s = ops::checkAttrs(op.typed); !s) return s.takeError().addContext(what());
     CTX_RETURN_IF_ERROR(checkIndexList(op.inputs, true, [&] { return what() + " input"; }));
     CTX_RETURN_IF_ERROR(checkIndexList(op.outputs, false, [&] { return what() + " output"; }));
+    // A load-time op writes load-time tensors only, each once, from weights and load-time tensors written before it
+    // (it runs once, at load); any other op writes arena or output tensors.
+    const bool loadTime = !op.outputs.empty() && p.tensors[op.outputs[0]].kind == TensorKind::LoadTime;
+    for (int32_t in : op.inputs) {
+      if (!loadTime || in < 0) continue;
+      const TensorKind k = p.tensors[in].kind;
+      if (k != TensorKind::Weight && !(k == TensorKind::LoadTime && written[in]))
+        return makeError(ErrorCode::InvalidGraph,
+                         "{}: a load-time op reads tensor {} of kind {}; expected weights and load-time tensors "
+                         "written before it",
+                         what(), in, tensorKindName(k));
+    }
     for (int32_t out : op.outputs) {
       TensorKind k = p.tensors[out].kind;
-      if (k != TensorKind::Arena && k != TensorKind::Output)
-        return makeError(ErrorCode::InvalidGraph, "{}: writes tensor {} of kind {}", what(), out, tensorKindName(k));
+      if (loadTime ? k != TensorKind::LoadTime : k != TensorKind::Arena && k != TensorKind::Output)
+        return makeError(ErrorCode::InvalidGraph, "{}: writes tensor {} of kind {}{}", what(), out, tensorKindName(k),
+                         loadTime ? " besides a load-time tensor" : "");
+      if (loadTime && written[out])
+        return makeError(ErrorCode::InvalidGraph, "{}: load-time tensor {} is written twice", what(), out);
+      if (loadTime) written[out] = true;
     }
   }
+  for (size_t i = 0; i < p.tensors.size(); ++i)
+    if (p.tensors[i].kind == TensorKind::LoadTime && !written[i])
+      return makeError(ErrorCode::InvalidGraph, "tensor {} ('{}') is load-time but no op writes it", i,
+                       p.tensors[i].name);
   return Status::ok();
+}
+
+bool hasLoadTimeTensors(const Program& program) {
+  return std::any_of(program.tensors.begin(), program.tensors.end(),
+                     [](const TensorDesc& t) { return t.kind == TensorKind::LoadTime; });
+}
+
+bool isLoadTimeOp(const Program& program, const Op& op) {
+  return !op.outputs.empty() && op.outputs[0] >= 0 && static_cast<size_t>(op.outputs[0]) < program.tensors.size() &&
+         program.tensors[op.outputs[0]].kind == TensorKind::LoadTime;
 }
 
 std::string_view tensorKindName(TensorKind kind) {
@@ -117,6 +151,7 @@ std::string_view tensorKindName(TensorKind kind) {
     case TensorKind::Arena: return "arena";
     case TensorKind::Weight: return "weight";
     case TensorKind::View: return "view";
+    case TensorKind::LoadTime: return "load-time";
   }
   return "unknown";
 }
@@ -204,7 +239,7 @@ Expected<Program> deserialize(std::span<const std::byte> bytes, uint64_t weightC
     uint32_t type = r.u32();
     uint32_t rank = r.u32();
     if (!r.ok()) break;
-    if (kind > static_cast<uint8_t>(TensorKind::View))
+    if (kind > static_cast<uint8_t>(TensorKind::LoadTime))
       return fail(makeError(ErrorCode::InvalidGraph, "tensor kind {} is unknown", kind));
     auto elemType = ir::elemTypeFromInt(static_cast<int32_t>(type));
     if (!elemType || *elemType == ir::ElemType::String || *elemType == ir::ElemType::Undefined)
@@ -294,6 +329,9 @@ std::string dump(const Program& p, std::string_view name) {
             t.layout.plain() ? fmt::format("w{}", t.index) : fmt::format("w{}:{}", t.index, cpu::layoutName(t.layout));
         break;
       case TensorKind::View: loc = fmt::format("view(%{})", t.index); break;
+      case TensorKind::LoadTime:
+        loc = t.layout.plain() ? std::string("load") : fmt::format("load:{}", cpu::layoutName(t.layout));
+        break;
     }
     return fmt::format("%{}:{}[{}]{}", i, ir::elemTypeName(t.type), ir::shapeToString(t.shape), loc);
   };

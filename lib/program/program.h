@@ -23,6 +23,10 @@ enum class TensorKind : uint8_t {
   Arena = 2,   // bytes [offset, offset + size) of the program's working memory
   Weight = 3,  // entry `index` of the container's weight table, used in place
   View = 4,    // the same bytes as tensor `index` under another shape (Reshape, Flatten, ...)
+  // Computed once when the program is loaded, by the op that writes it (a load-time op: every input a weight or a
+  // load-time tensor), and held for every run: a weight kept quantized in the container and dequantized at load.
+  // Only in containers that declare load-time tensors (format 1.5, flag bit 3).
+  LoadTime = 5,
 };
 
 std::string_view tensorKindName(TensorKind kind);
@@ -46,7 +50,7 @@ struct TensorDesc {
   uint64_t offset = 0;       // Arena only
   uint64_t size = 0;         // bytes
   Name name;                 // the value's name in the source graph, for dumps and errors
-  cpu::WeightLayout layout;  // Weight only: how the weight-table entry's bytes are arranged (size is the stored size)
+  cpu::WeightLayout layout;  // Weight and LoadTime only: how the bytes are arranged (size is the stored size)
 };
 
 struct Op {
@@ -112,6 +116,11 @@ Expected<Program> deserialize(std::span<const std::byte> bytes, uint64_t weightC
 // Every check deserialize() applies but the encoding's own (magic, counts, trailing bytes), for a program built in
 // memory: names within kMaxStringBytes, ranks within kMaxRank, known kinds, types and layouts, then the rules above.
 Status validate(const Program& program, uint64_t weightCount);
+
+// Whether the program holds a load-time tensor (its container must then declare them: format::kFlagLoadTime).
+bool hasLoadTimeTensors(const Program& program);
+// Whether every output of `op` is a load-time tensor (validate() allows no mix): the op runs once, at load.
+bool isLoadTimeOp(const Program& program, const Op& op);
 
 // Readable text for `--dump`.
 std::string dump(const Program& program, std::string_view name);

@@ -25,7 +25,13 @@ CompatibilityVerdict assessCompatibility(const format::CompatInfo& found) {
                         found.formatMinor, format::kFormatMajor, format::kFormatMinor)};
   if (format::isDevelopmentFormat(found.formatMajor, found.formatMinor))
     return {Compatibility::Unsupported, format::developmentFormatText(found.formatMajor, found.formatMinor)};
-  // A newer minor only adds what an older reader may skip (the format's versioning policy): still optimal.
+  // A newer minor only adds what an older reader may skip (the format's versioning policy): still optimal. An older
+  // released minor loads, but a recompile would write what this ctxkit writes (1.4: weights behind DequantizeLinear
+  // widened to float32, which 1.5 keeps quantized).
+  if (found.formatMinor < format::kFormatMinor)
+    return {Compatibility::PreferRecompilation,
+            fmt::format("container format {}.{} is older than this runtime's {}.{}", found.formatMajor,
+                        found.formatMinor, format::kFormatMajor, format::kFormatMinor)};
   // Targets this ctxkit does not know (a user's target file) have no expected revision.
   if (const epcontext::KnownTarget* known = epcontext::findKnownTarget(found.targetId);
       known && found.targetRevision != known->revision)

@@ -97,6 +97,36 @@ std::shared_ptr<const CompiledProgram> addLoaded(const LoadedKey& key, std::shar
   return program;
 }
 
+// Runs a load-time op (program::isLoadTimeOp) once: its inputs are weights and load-time tensors already in `held`,
+// its outputs are allocated here, packed into their recorded layout, and kept in `held` for every run.
+Status runAtLoad(const program::Program& prog, const program::Op& op, const kernels::PreparedOp& prepared,
+                 std::vector<ir::Tensor>& held) {
+  std::vector<const ir::Tensor*> ins;
+  for (int32_t in : op.inputs) ins.push_back(in < 0 ? nullptr : &held[in]);
+  std::vector<ir::Tensor> results;
+  results.reserve(op.outputs.size());
+  for (int32_t out : op.outputs) {
+    const program::TensorDesc& d = prog.tensors[out];
+    CTX_ASSIGN_OR_RETURN(auto t, ir::Tensor::allocate(d.type, program::toShape(d.shape)));
+    results.push_back(std::move(t));
+  }
+  std::vector<ir::Tensor*> outs;
+  for (auto& r : results) outs.push_back(&r);
+  CTX_RETURN_IF_ERROR(prepared.run(ins, outs, nullptr));
+  for (size_t o = 0; o < op.outputs.size(); ++o) {
+    const program::TensorDesc& d = prog.tensors[op.outputs[o]];
+    if (!d.layout.plain()) {
+      CTX_ASSIGN_OR_RETURN(results[o],
+                           cpu::packWeight(d.layout, results[o]).addContext(fmt::format("tensor '{}'", d.name)));
+      if (results[o].byteSize() != d.size)
+        return makeError(ErrorCode::InvalidGraph, "tensor '{}' records {} bytes in layout {} but packs to {}", d.name,
+                         d.size, cpu::layoutName(d.layout), results[o].byteSize());
+    }
+    held[op.outputs[o]] = std::move(results[o]);
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 // Hands a frame to one run and takes it back into the pool afterwards, also on error paths.
@@ -244,7 +274,7 @@ CompiledProgram::prepare(program::Program prog, std::shared_ptr<const format::Co
       const auto& d = prog.tensors[in];
       v.type = d.type;
       v.shape.assign(d.shape.begin(), d.shape.end());
-      if (d.kind == TensorKind::Weight) {
+      if (d.kind == TensorKind::Weight || d.kind == TensorKind::LoadTime) {  // (a load-time one is computed by now)
         v.value = &cp->weights_[in];
         layouts[k] = d.layout;
       }
@@ -271,6 +301,13 @@ CompiledProgram::prepare(program::Program prog, std::shared_ptr<const format::Co
       if (outs[o].type != d.type || !ir::sameShape(outs[o].shape, d.shape))
         return fail(makeError(ErrorCode::InvalidGraph, "op {} ('{}') output {} is recorded as {} but computes {}", i,
                               op.name, o, descText(d.type, d.shape), descText(outs[o].type, outs[o].shape)));
+    }
+    if (program::isLoadTimeOp(prog, op)) {
+      // Runs once, now; its results are held like weights (packed in their layout) and the op is not run again.
+      if (auto ran = runAtLoad(prog, op, **prepared, cp->weights_); !ran)
+        return fail(ran.takeError().addContext(fmt::format("op {} ('{}') at load", i, op.name)));
+      cp->prepared_.push_back(nullptr);
+      continue;
     }
     cp->prepared_.push_back(std::move(prepared.value()));
   }
@@ -302,7 +339,12 @@ CompiledProgram::load(std::shared_ptr<const format::ContainerView> container, si
   CTX_ASSIGN_OR_RETURN(auto prog,
                        program::deserialize(options.programBytes, container->weights().size(),
                                             fmt::format("graph '{}' in '{}'", graph.name, container->displayName())));
-  // deserialize() validated it.
+  // deserialize() validated it. Load-time tensors exist from format 1.5 on, in containers that declare them
+  // (docs/format/container-v1.md, §10).
+  if (program::hasLoadTimeTensors(prog) && !container->loadTimeTensors())
+    return makeError(ErrorCode::InvalidGraph,
+                     "graph '{}' in '{}' holds load-time tensors but the container does not declare them (flag bit 3)",
+                     graph.name, container->displayName());
   CTX_ASSIGN_OR_RETURN(std::shared_ptr<const CompiledProgram> created,
                        prepare(std::move(prog), container, graph.name, options));
   if (!share) return created;
@@ -387,6 +429,7 @@ Status CompiledProgram::runInto(std::span<const ir::Tensor* const> inputs, std::
   std::vector<ir::Tensor*>& outs = (*lease).outs;
   RunProfile* profile = activeProfile();
   for (size_t k = 0; k < program_.ops.size(); ++k) {
+    if (!prepared_[k]) continue;  // a load-time op, run when the program was loaded
     const program::Op& op = program_.ops[k];
     ins.clear();
     outs.clear();

@@ -105,8 +105,9 @@ private:
   std::shared_ptr<const void> source_;  // weightless containers: kept so that the program store's key stays unique
   bool prefaultArena_ = false;
   std::string name_;
-  std::vector<ir::Tensor> weights_;                             // one per program tensor; only weight entries are set
-  std::vector<std::unique_ptr<kernels::PreparedOp>> prepared_;  // one per op: decoded, shapes fixed, at load
+  std::vector<ir::Tensor>
+      weights_;  // one per program tensor; only weight and load-time entries (computed at load) are set
+  std::vector<std::unique_ptr<kernels::PreparedOp>> prepared_;  // one per op, at load (null: a load-time op, done)
   std::string suboptimal_;
   mutable std::mutex framesMutex_;
   mutable std::vector<std::unique_ptr<Frame>> freeFrames_;

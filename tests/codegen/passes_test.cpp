@@ -44,7 +44,8 @@ ir::Tensor executeProgram(const program::Program& p, const weightshare::WeightPo
       bound[t] = *stored;
     }
     if (d.kind == program::TensorKind::Input) bound[t] = x;
-    if (d.kind == program::TensorKind::Arena || d.kind == program::TensorKind::Output) {
+    if (d.kind == program::TensorKind::Arena || d.kind == program::TensorKind::Output ||
+        d.kind == program::TensorKind::LoadTime) {
       auto buffer = ir::Tensor::allocate(d.type, program::toShape(d.shape));
       REQUIRE(buffer);
       bound[t] = *buffer;
@@ -69,7 +70,9 @@ ir::Tensor executeProgram(const program::Program& p, const weightshare::WeightPo
       if (i >= 0) {
         v.type = p.tensors[i].type;
         v.shape = program::toShape(p.tensors[i].shape);
-        if (p.tensors[i].kind == program::TensorKind::Weight) v.value = &bound[i];
+        // (a load-time tensor is computed, and packed, by the time an op reads it)
+        if (p.tensors[i].kind == program::TensorKind::Weight || p.tensors[i].kind == program::TensorKind::LoadTime)
+          v.value = &bound[i];
       }
       descs.push_back(v);
       layouts.push_back(i >= 0 ? p.tensors[i].layout : cpu::WeightLayout{});
@@ -83,6 +86,12 @@ ir::Tensor executeProgram(const program::Program& p, const weightshare::WeightPo
     auto s = (*prepared)->run(ins, outs, nullptr);
     INFO((s ? std::string() : s.error().message()));
     REQUIRE(s);
+    for (int32_t o : op.outputs)
+      if (p.tensors[o].kind == program::TensorKind::LoadTime && !p.tensors[o].layout.plain()) {
+        auto packed = cpu::packWeight(p.tensors[o].layout, bound[o]);
+        REQUIRE(packed);
+        bound[o] = *packed;
+      }
   }
   return bound[p.outputs[0]];
 }
@@ -585,4 +594,59 @@ TEST_CASE("pass fuse-qdq takes the forms other quantizers write: a float bias, R
     CHECK(differ <= ours.elementCount() / 10);
     CHECK(clamped > 0);  // the activation's lower bound is exercised
   }
+}
+
+TEST_CASE("a weight behind DequantizeLinear that no integer op takes stays quantized and is dequantized at load",
+          "[codegen][passes]") {
+  // x [3, 64] x DQ(w int8 [64, 40], per column) + bias, and x x Transpose(DQ(v uint8 [24, 64])): both products float.
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({3, 64}))};
+  g.outputs = {floatValue("y", dims({3, 40})), floatValue("z", dims({3, 24}))};
+  std::vector<int8_t> w(64 * 40);
+  std::vector<uint8_t> v(24 * 64);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int8_t>(static_cast<int>(i * 29 % 255) - 127);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<uint8_t>(i * 13 % 256);
+  std::vector<float> ws(40), bias(40);
+  for (size_t i = 0; i < ws.size(); ++i) ws[i] = 0.002f + 0.0001f * static_cast<float>(i), bias[i] = 0.01f * i;
+  g.initializers = {{"w", ir::Tensor::fromVector(ir::ElemType::Int8, {64, 40}, w), {}},
+                    {"ws", ir::Tensor::fromVector(ir::ElemType::Float, {40}, ws), {}},
+                    {"bias", ir::Tensor::fromVector(ir::ElemType::Float, {40}, bias), {}},
+                    {"v", ir::Tensor::fromVector(ir::ElemType::Uint8, {24, 64}, v), {}},
+                    {"vs", ir::Tensor::fromVector(ir::ElemType::Float, {}, std::vector<float>{0.01f}), {}},
+                    {"vz", ir::Tensor::fromVector(ir::ElemType::Uint8, {}, std::vector<uint8_t>{128}), {}}};
+  ir::Node wdq = node("DequantizeLinear", {"w", "ws"}, {"wf"});
+  wdq.attrs.set(ir::Attribute::makeInt("axis", 1));
+  g.nodes = {wdq,
+             node("MatMul", {"x", "wf"}, {"m"}),
+             node("Add", {"m", "bias"}, {"y"}),
+             node("DequantizeLinear", {"v", "vs", "vz"}, {"vf"}),
+             node("Transpose", {"vf"}, {"vt"}),
+             node("MatMul", {"x", "vt"}, {"z"})};
+  auto l = lowerAll(g);
+  CHECK(l->run("fold-constants").change.countOf("load_time_ops") == 3);
+  const program::Program& p = l->partition.program;
+  CHECK(program::hasLoadTimeTensors(p));
+  // The weights stored are the 8-bit codes (and small scales): no float32 weight of more than one dimension.
+  for (const auto& t : p.tensors)
+    if (t.kind == program::TensorKind::Weight) CHECK((t.type != ir::ElemType::Float || t.shape.size() <= 1));
+  // The two B operands are load-time tensors in the target's panels, packed once computed; the ops that compute
+  // them are load-time ops; the products (a Gemm for MatMul + Add) run on them.
+  std::map<std::string, program::TensorDesc> loadTime;
+  for (const auto& t : p.tensors)
+    if (t.kind == program::TensorKind::LoadTime) loadTime[std::string(t.name)] = t;
+  REQUIRE(loadTime.size() == 3);
+  CHECK(loadTime.at("wf").layout == kPanels32);
+  CHECK(loadTime.at("vf").layout.plain());  // read by the Transpose
+  CHECK(loadTime.at("vt").layout == kPanels32);
+  size_t atLoad = 0;
+  for (const auto& op : p.ops) atLoad += program::isLoadTimeOp(p, op) ? 1 : 0;
+  CHECK(atLoad == 3);
+  const auto kinds = l->kinds();
+  CHECK(std::count(kinds.begin(), kinds.end(), ir::OpKind::Gemm) == 1);
+  CHECK(std::count(kinds.begin(), kinds.end(), ir::OpKind::MatMul) == 1);
+  CHECK(program::validate(p, l->pool.weights().size()));
+  // The program computes what the source graph does (both outputs).
+  ir::Tensor x = randomInput({3, 64}, 9);
+  auto expected = evaluateNodes(g, {{"x", x}});
+  requireClose(executeProgram(p, l->pool, x), expected.at("y"));
 }

@@ -365,7 +365,7 @@ TEST_CASE("the compatibility block must repeat the header's version", "[format][
 }
 
 TEST_CASE("a container of a development format (1.0 to 1.3) is refused by name", "[format][corrupt]") {
-  for (uint16_t minor = 0; minor < format::kFormatMinor; ++minor) {
+  for (uint16_t minor = 0; minor < format::kFirstReleasedMinor; ++minor) {
     auto bytes = sampleBytes();
     auto h = getHeader(bytes);
     auto c = getCompat(bytes);
@@ -431,10 +431,36 @@ TEST_CASE("a newer minor is readable and only unknown required features stop it"
   CHECK(view->compat().formatMinor == kFormatMinor + 1);
   CHECK(view->verify().isOk());
 
-  h.flags |= 8;  // a required feature this reader does not know
+  h.flags |= 16;  // a required feature this reader does not know
   setHeader(bytes, h);
   reseal(bytes);
-  expectRejected(bytes, "needs features this ctxkit does not know (required flags 0x8)", ErrorCode::Unsupported);
+  expectRejected(bytes, "needs features this ctxkit does not know (required flags 0x10)", ErrorCode::Unsupported);
+}
+
+TEST_CASE("format 1.4 files are read, and the load-time flag is 1.5's", "[format][corrupt]") {
+  // A file of the first released minor reads (the sample has no load-time tensor, as every 1.4 file).
+  auto bytes = sampleBytes();
+  auto h = getHeader(bytes);
+  auto c = getCompat(bytes);
+  h.formatMinor = c.formatMinor = kFirstReleasedMinor;
+  setHeader(bytes, h);
+  setCompat(bytes, c);
+  reseal(bytes);
+  auto view = openBytes(bytes);
+  REQUIRE(view.isOk());
+  CHECK(!view->loadTimeTensors());
+  // Flag bit 3 (load-time tensors) is not defined in 1.4: damage there, a declaration in 1.5.
+  h.flags |= 8;
+  setHeader(bytes, h);
+  reseal(bytes);
+  expectRejected(bytes, "flags 0x8 are not defined in format 1.4");
+  h.formatMinor = c.formatMinor = kFormatMinor;
+  setHeader(bytes, h);
+  setCompat(bytes, c);
+  reseal(bytes);
+  auto declared = openBytes(bytes);
+  REQUIRE(declared.isOk());
+  CHECK(declared->loadTimeTensors());
 }
 
 TEST_CASE("a checksum mismatch is caught on open", "[format][corrupt]") {

@@ -344,7 +344,7 @@ TEST_CASE("rule 10: magic, major version and header size are checked exactly", "
     c.expectRejected({"is container format major 2; this ctxkit reads major 1"});
   }
   SECTION("a development format (1.0 to 1.3), named: recompile") {
-    for (uint16_t minor = 0; minor < format::kFormatMinor; ++minor) {
+    for (uint16_t minor = 0; minor < format::kFirstReleasedMinor; ++minor) {
       Crafted c;
       auto compat = format::testing::getCompat(c.bytes);
       compat.formatMinor = minor;

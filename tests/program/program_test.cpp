@@ -272,3 +272,59 @@ TEST_CASE("programs that break a rule are rejected with the reason", "[program]"
   p.outputs = {2};
   expectError(p, 1, "does not match the output list");
 }
+
+TEST_CASE("load-time tensors: written once by an op of weights and earlier load-time tensors", "[program]") {
+  // w (int8 weight) -> DequantizeLinear -> wf (load-time, gemm panels) -> MatMul B; and a Transpose at load of it.
+  auto loadTimeProgram = [] {
+    program::Program p;
+    p.arenaSize = 0;
+    const cpu::WeightLayout panels{cpu::WeightLayoutKind::GemmPanels, 8, 256};
+    p.tensors = {
+        {TensorKind::Input, ir::ElemType::Float, {2, 4}, 0, 0, 32, "x", {}},
+        {TensorKind::Weight, ir::ElemType::Int8, {4, 8}, 0, 0, 32, "w", {}},
+        {TensorKind::Weight, ir::ElemType::Float, {}, 1, 0, 4, "ws", {}},
+        {TensorKind::LoadTime, ir::ElemType::Float, {4, 8}, 0, 0, 4 * 8 * 4, "wf", panels},
+        {TensorKind::Output, ir::ElemType::Float, {2, 8}, 0, 0, 64, "y", {}},
+    };
+    p.ops = {{ir::OpKind::DequantizeLinear, 21, "dq", {1, 2, -1}, {3}, ops::defaultAttrsFor(ir::OpKind::DequantizeLinear)},
+             {ir::OpKind::MatMul, 21, "mm", {0, 3}, {4}, ops::defaultAttrsFor(ir::OpKind::MatMul)}};
+    p.inputs = {0};
+    p.outputs = {4};
+    return p;
+  };
+  auto p = loadTimeProgram();
+  REQUIRE(program::validate(p, 2));
+  CHECK(program::hasLoadTimeTensors(p));
+  CHECK(program::isLoadTimeOp(p, p.ops[0]));
+  CHECK(!program::isLoadTimeOp(p, p.ops[1]));
+  auto bytes = program::serialize(p);
+  auto back = program::deserialize(bytes, 2, "load-time program");
+  REQUIRE(back);
+  CHECK(program::serialize(*back) == bytes);
+  CHECK_THAT(program::dump(*back, "g"), Catch::Contains("%3:float32[4x8]load:gemm-panels"));
+
+  auto expectError = [](const program::Program& bad, const char* text) {
+    auto r = program::deserialize(program::serialize(bad), 2, "bad program");
+    REQUIRE(!r);
+    CHECK_THAT(r.error().message(), Catch::Contains(text));
+  };
+  p = loadTimeProgram();
+  p.ops[0].inputs[0] = 0;  // reads the run's input
+  expectError(p, "a load-time op reads tensor 0 of kind input");
+  p = loadTimeProgram();
+  std::swap(p.ops[0], p.ops[1]);  // the MatMul still reads it, but a load-time op reading it must come after
+  p.ops[0] = {ir::OpKind::Identity, 21, "copy", {3}, {3}, ops::OnnxAttrs{}};
+  expectError(p, "written before it");
+  p = loadTimeProgram();
+  p.ops.erase(p.ops.begin());
+  expectError(p, "is load-time but no op writes it");
+  p = loadTimeProgram();
+  p.ops[1].outputs = {4, 3};  // a run op writing a load-time tensor
+  expectError(p, "writes tensor 3 of kind load-time");
+  p = loadTimeProgram();
+  p.ops.push_back(p.ops[0]);
+  expectError(p, "is written twice");
+  p = loadTimeProgram();
+  p.tensors[3].type = ir::ElemType::Int32;
+  expectError(p, "only for float32 weights and load-time tensors");
+}

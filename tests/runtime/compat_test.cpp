@@ -83,12 +83,17 @@ runtime::SessionOptions strictOptions() {
 
 TEST_CASE("assessCompatibility: producer, format major and minor, target revision", "[runtime][compat]") {
   using runtime::Compatibility;
-  format::CompatInfo c{"ctxkit", "0.1.0", "npu-sim", "1", 1, 4};
+  format::CompatInfo c{"ctxkit", "0.1.0", "npu-sim", "1", 1, format::kFormatMinor};
   CHECK(runtime::assessCompatibility(c).level == Compatibility::SupportedOptimal);
   format::CompatInfo newer = c;
-  newer.formatMinor = 5;  // a newer minor: optional additions
+  newer.formatMinor = format::kFormatMinor + 1;  // a newer minor: optional additions
   CHECK(runtime::assessCompatibility(newer).level == Compatibility::SupportedOptimal);
-  for (uint16_t minor = 0; minor < format::kFormatMinor; ++minor) {
+  format::CompatInfo older = c;
+  older.formatMinor = 4;  // the first released minor: loads, a recompile writes 1.5
+  auto olderVerdict = runtime::assessCompatibility(older);
+  CHECK(olderVerdict.level == Compatibility::PreferRecompilation);
+  CHECK(olderVerdict.reason == "container format 1.4 is older than this runtime's 1.5");
+  for (uint16_t minor = 0; minor < format::kFirstReleasedMinor; ++minor) {
     format::CompatInfo dev = c;
     dev.formatMinor = minor;
     auto verdict = runtime::assessCompatibility(dev);
@@ -233,7 +238,7 @@ TEST_CASE("a container of a development format (1.0 to 1.3) is refused by name, 
   Workspace ws("compat_minor");
   compile({"tiny_cnn"}, ws.dir, false);
   const fs::path bin = ws.dir / "tiny_cnn_ctxkit.bin";
-  for (uint16_t minor = 0; minor < format::kFormatMinor; ++minor) {
+  for (uint16_t minor = 0; minor < format::kFirstReleasedMinor; ++minor) {
     setFormatVersion(bin, format::kFormatMajor, minor);
     for (const runtime::SessionOptions& options : {runtime::SessionOptions{}, strictOptions()}) {
       auto s = runtime::Session::loadFile(ws.dir / "tiny_cnn_ctx.onnx", options);

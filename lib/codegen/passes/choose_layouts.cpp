@@ -12,10 +12,10 @@ namespace {
 
 // Whether prepared ops run this Conv (of a float32 weight) as a GEMM on its weight in panels
 // (kernels::convOnPanels, on the static input shape).
-bool convOnPanels(const LoweringState& state, const LOp& op, const ir::Tensor& w, const ops::ConvAttrs& attrs) {
-  if (w.elementCount() == 0 || op.inputs[0].empty() || op.outputs.empty()) return false;
+bool convOnPanels(const LoweringState& state, const LOp& op, const ir::Shape& w, const ops::ConvAttrs& attrs) {
+  if (ir::elementCount(w).value_or(0) == 0 || op.inputs[0].empty() || op.outputs.empty()) return false;
   auto x = state.shapeOf(op.inputs[0]);  // (the data is float32 as the weight is: Conv takes one type)
-  return x && kernels::convOnPanels(attrs, *x, w.shape());
+  return x && kernels::convOnPanels(attrs, *x, w);
 }
 
 // The layout a constant read as input `k` of `op` would be stored in: the target's GEMM panels for a 2-D
@@ -24,8 +24,12 @@ bool convOnPanels(const LoweringState& state, const LOp& op, const ir::Tensor& w
 std::optional<cpu::WeightLayout> gemmLayoutFor(const LoweringState& state, const LOp& op, size_t k) {
   const bool conv = op.kind == ir::OpKind::Conv;
   if (k != 1 || (op.kind != ir::OpKind::MatMul && op.kind != ir::OpKind::Gemm && !conv)) return std::nullopt;
-  const ir::Tensor* b = state.constantOf(op.inputs[1]);
-  if (!b || b->type() != ir::ElemType::Float || (conv ? b->rank() < 3 : b->rank() != 2)) return std::nullopt;
+  // A constant, or a value computed at load (a dequantized weight), which is packed once it is computed.
+  const std::string& bName = op.inputs[1];
+  if (!state.constantOf(bName) && !state.isLoadTime(bName)) return std::nullopt;
+  auto b = state.shapeOf(bName);
+  if (const ir::Tensor* c = state.constantOf(bName)) b = c->shape();
+  if (!b || state.typeOf(bName) != ir::ElemType::Float || (conv ? b->size() < 3 : b->size() != 2)) return std::nullopt;
   if (conv && !convOnPanels(state, op, *b, std::get<ops::ConvAttrs>(op.typed))) return std::nullopt;
   bool transB = conv || (op.kind == ir::OpKind::Gemm && std::get<ops::GemmAttrs>(op.typed).transB);
   cpu::WeightLayout layout = state.options.gemmLayout;
@@ -41,7 +45,7 @@ Expected<ir::PassChange> ChooseLayouts::run(LoweringState& state) const {
   for (const LOp& op : state.ops)
     for (size_t k = 0; k < op.inputs.size(); ++k) {
       const std::string& in = op.inputs[k];
-      if (in.empty() || !state.constantOf(in)) continue;
+      if (in.empty() || (!state.constantOf(in) && !state.isLoadTime(in))) continue;
       auto layout = gemmLayoutFor(state, op, k);
       auto [it, fresh] = uses.emplace(in, layout);
       if (!fresh && it->second != layout) it->second.reset();

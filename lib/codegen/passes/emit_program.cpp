@@ -67,8 +67,11 @@ Status emit(LoweringState& state, const LOp& op) {
   program::Indices inputs;
   std::vector<kernels::ValueDesc> descs;
   // A view needs only its data input; shape/axes inputs were used up by static shape inference.
+  // An op computed at load (fold-constants' loadTime) writes load-time tensors, never views.
+  const bool atLoad =
+      std::any_of(op.outputs.begin(), op.outputs.end(), [&](const std::string& o) { return state.isLoadTime(o); });
   bool asView = ir::isView(op.kind) && op.outputs.size() == 1 && !state.leaves(op.outputs[0]) && !op.inputs.empty() &&
-                !op.inputs[0].empty() && !state.constantOf(op.inputs[0]);
+                !op.inputs[0].empty() && !state.constantOf(op.inputs[0]) && !atLoad;
   for (const auto& in : op.inputs) {
     if (asView && !inputs.empty()) break;
     if (in.empty()) {
@@ -129,6 +132,19 @@ Status emit(LoweringState& state, const LOp& op) {
                                       {}});
       state.result.program.outputs.push_back(t);
       state.result.outputs.push_back(name);
+    } else if (atLoad) {
+      // Held for every run, in the layout choose-layouts gave it (packed at load, once computed).
+      cpu::WeightLayout layout;
+      uint64_t size = *bytes;
+      if (auto it = state.layouts.find(name); it != state.layouts.end()) {
+        layout = it->second;
+        auto elements = cpu::layoutElements(layout, outs[o].shape);
+        if (!elements)
+          return makeError(ErrorCode::Internal, "value '{}': layout {} does not apply", name, cpu::layoutName(layout));
+        size = *elements * ir::elemSize(outs[o].type);
+      }
+      t = addTensor(state, TensorDesc{TensorKind::LoadTime, outs[o].type, program::toDims(outs[o].shape), 0, 0, size,
+                                      program::Name(name), layout});
     } else {
       t = addTensor(
           state,

@@ -1,17 +1,48 @@
 // fold-constants: ops whose results are already constants, or whose inputs all are, are evaluated now and become
-// weights (unless a result leaves the partition, which needs a real output).
+// weights (unless a result leaves the partition, which needs a real output); a quantized weight's DequantizeLinear,
+// and what is computed from its result alone, are kept as load-time ops instead (run once when the program loads).
 #include "analysis/analysis.h"
 #include "codegen/passes/passes.h"
 #include "ir/op_info.h"
 #include "kernels/kernels.h"
 
 #include <algorithm>
+#include <span>
 
 namespace ctxkit::codegen {
 
+namespace {
+
+// A dequantized weight this large stays quantized in the context binary and is dequantized at load; a smaller one
+// (a scale, a bias, a scalar an epilogue takes) is folded, so that the passes after this one see its value.
+constexpr uint64_t kLoadTimeFloorBytes = 4096;
+
+bool isQuantizedType(ir::ElemType t) {
+  return t == ir::ElemType::Int8 || t == ir::ElemType::Uint8 || t == ir::ElemType::Int4 || t == ir::ElemType::Uint4 ||
+         t == ir::ElemType::Int16 || t == ir::ElemType::Uint16;
+}
+
+// DequantizeLinear of a quantized constant whose float result is worth keeping quantized (docs/compiler.md#lowering).
+bool keepsQuantized(const LoweringState& state, const LOp& op, std::span<const ir::Tensor* const> ins) {
+  if (op.kind != ir::OpKind::DequantizeLinear || ins.empty() || !ins[0] || !isQuantizedType(ins[0]->type()) ||
+      op.outputs.size() != 1)
+    return false;
+  auto shape = state.shapeOf(op.outputs[0]);
+  const ir::ElemType type = state.typeOf(op.outputs[0]);
+  auto bytes = shape ? ir::storageBytes(type, ir::elementCount(*shape).value_or(0)) : std::nullopt;
+  return bytes && *bytes > kLoadTimeFloorBytes;
+}
+
+bool isNondeterministic(ir::OpKind kind) {
+  const std::string_view name = ir::opKindName(kind);
+  return name.rfind("Random", 0) == 0 || name == "Multinomial" || name == "Bernoulli";
+}
+
+}  // namespace
+
 Expected<ir::PassChange> FoldConstants::run(LoweringState& state) const {
   auto& ops = state.ops;
-  size_t folded = 0, constants = 0;
+  size_t folded = 0, constants = 0, loadTimeOps = 0;
   for (size_t i = 0; i < ops.size();) {
     const LOp& op = ops[i];
     bool leaves =
@@ -24,10 +55,22 @@ Expected<ir::PassChange> FoldConstants::run(LoweringState& state) const {
                              [&](const std::string& o) { return o.empty() || state.constantOf(o) != nullptr; });
     if (!known) {
       std::vector<const ir::Tensor*> ins;
-      bool constantInputs = !op.inputs.empty();
+      bool constantInputs = !op.inputs.empty(), loadTimeInputs = false, atLoad = !op.inputs.empty();
       for (const auto& in : op.inputs) {
         ins.push_back(in.empty() ? nullptr : state.constantOf(in));
         constantInputs = constantInputs && (in.empty() || ins.back());
+        loadTimeInputs = loadTimeInputs || (!in.empty() && state.isLoadTime(in));
+        atLoad = atLoad && (in.empty() || ins.back() || state.isLoadTime(in));
+      }
+      // A quantized weight's DequantizeLinear, and an op computing from it and constants alone (a Transpose of the
+      // dequantized weight), run once at load: the weight stays quantized in the context binary.
+      if ((constantInputs && keepsQuantized(state, op, ins)) ||
+          (!constantInputs && atLoad && loadTimeInputs && !isNondeterministic(op.kind))) {
+        for (const auto& o : op.outputs)
+          if (!o.empty()) state.loadTime.insert(o);
+        ++loadTimeOps;
+        ++i;
+        continue;
       }
       if (!constantInputs) {
         ++i;
@@ -54,7 +97,10 @@ Expected<ir::PassChange> FoldConstants::run(LoweringState& state) const {
     state.eraseOp(i);
     ++folded;
   }
-  return ir::PassChange{}.count("ops_folded", folded).count("constants_made", constants);
+  return ir::PassChange{}
+      .count("ops_folded", folded)
+      .count("constants_made", constants)
+      .count("load_time_ops", loadTimeOps);
 }
 
 }  // namespace ctxkit::codegen

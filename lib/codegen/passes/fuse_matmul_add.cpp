@@ -11,11 +11,15 @@ Expected<ir::PassChange> FuseMatMulAdd::run(LoweringState& state) const {
     LOp& mm = ops[i];
     if (mm.kind != ir::OpKind::MatMul || mm.inputs.size() != 2 || mm.outputs.size() != 1) continue;
     const std::string& out = mm.outputs[0];
-    const ir::Tensor* b = state.constantOf(mm.inputs[1]);
+    // B a constant, or a value computed at load (a dequantized weight).
+    const std::string& bName = mm.inputs[1];
+    auto bShape = state.shapeOf(bName);
+    if (const ir::Tensor* c = state.constantOf(bName)) bShape = c->shape();
+    const bool bKnown = state.constantOf(bName) || state.isLoadTime(bName);
     auto aShape = state.shapeOf(mm.inputs[0]);
     const analysis::ValueFacts* af = state.facts.find(mm.inputs[0]);
-    if (!b || b->type() != ir::ElemType::Float || b->rank() != 2 || !aShape || aShape->size() < 2 || !af ||
-        af->type != ir::ElemType::Float || state.leaves(out) || state.readers(out) != 1)
+    if (!bKnown || !bShape || state.typeOf(bName) != ir::ElemType::Float || bShape->size() != 2 || !aShape ||
+        aShape->size() < 2 || !af || af->type != ir::ElemType::Float || state.leaves(out) || state.readers(out) != 1)
       continue;
     auto next = state.soleReader(i);
     if (!next || ops[*next].kind != ir::OpKind::Add || ops[*next].inputs.size() != 2 || ops[*next].outputs.size() != 1)
@@ -24,7 +28,7 @@ Expected<ir::PassChange> FuseMatMulAdd::run(LoweringState& state) const {
     const LOp& add = ops[j];
     const std::string& other = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
     const ir::Tensor* bias = state.constantOf(other);
-    const int64_t k = b->shape()[0], n = b->shape()[1];
+    const int64_t k = (*bShape)[0], n = (*bShape)[1];
     if (!bias || bias->type() != ir::ElemType::Float || bias->elementCount() != static_cast<uint64_t>(n) ||
         bias->rank() > aShape->size() || (bias->rank() > 0 && bias->shape().back() != n) || aShape->back() != k)
       continue;
