@@ -50,6 +50,10 @@ struct LoweringState {
   size_t folds = 0;                                  // fold-batchnorm and fold-affine: numbers the constants they make
   std::map<std::string, cpu::WeightLayout> layouts;  // choose-layouts: constants stored packed
   std::map<std::string, ir::Shape> localShapes;      // values the lowering itself introduces
+  std::map<std::string, ir::ElemType> localTypes;    // values the lowering introduces or retypes (widen-float16)
+  // widen-float16: constants the passes read as float32 (in `folded`) but emit-program stores as these float16
+  // tensors, of which they are the exact widening (weight layout float16-widened: widened when loaded).
+  std::map<std::string, ir::Tensor> float16Storage;
 
   // emit-program and plan-memory: the program, each value's tensor, each tensor's first and last use (op index).
   LoweredPartition result;
@@ -60,7 +64,7 @@ struct LoweringState {
   // The constant value `name` holds (folded here or known to analysis), or null.
   const ir::Tensor* constantOf(const std::string& name) const;
   std::optional<ir::Shape> shapeOf(const std::string& name) const;
-  // The element type of a value: a constant's, or what analysis knows.
+  // The element type of a value: a constant's, the lowering's (localTypes), or what analysis knows.
   ir::ElemType typeOf(const std::string& name) const;
   // The scalar value of a float32 constant with one element, or nothing.
   std::optional<float> scalarOf(const std::string& name) const;

@@ -26,6 +26,8 @@ std::optional<cpu::WeightLayout> gemmLayoutFor(const LoweringState& state, const
   if (k != 1 || (op.kind != ir::OpKind::MatMul && op.kind != ir::OpKind::Gemm && !conv)) return std::nullopt;
   const ir::Tensor* b = state.constantOf(op.inputs[1]);
   if (!b || b->type() != ir::ElemType::Float || (conv ? b->rank() < 3 : b->rank() != 2)) return std::nullopt;
+  // A float16 weight read as float32 (widen-float16) is stored as float16; the prepared op packs it once loaded.
+  if (state.float16Storage.count(op.inputs[1])) return std::nullopt;
   if (conv && !convOnPanels(state, op, *b, std::get<ops::ConvAttrs>(op.typed))) return std::nullopt;
   bool transB = conv || (op.kind == ir::OpKind::Gemm && std::get<ops::GemmAttrs>(op.typed).transB);
   cpu::WeightLayout layout = state.options.gemmLayout;
