@@ -19,6 +19,7 @@ const std::vector<const LoweringPass*>& loweringPasses() {
   static const FoldConstants foldConstants;
   static const FoldBatchNorm foldBatchNorm;
   static const FoldAffine foldAffine;
+  static const WidenFloat16 widenFloat16;
   static const FuseMatMulAdd fuseMatMulAdd;
   static const MatchActivations matchActivations;
   static const FuseEpilogue fuseEpilogue;
@@ -26,7 +27,7 @@ const std::vector<const LoweringPass*>& loweringPasses() {
   static const EmitProgram emitProgram;
   static const PlanMemory planMemory;
   static const std::vector<const LoweringPass*> passes = {
-      &fuseQdq,          &foldConstants, &foldBatchNorm, &foldAffine,  &fuseMatMulAdd,
+      &fuseQdq,          &foldConstants, &foldBatchNorm, &foldAffine,  &widenFloat16, &fuseMatMulAdd,
       &matchActivations, &fuseEpilogue,  &chooseLayouts, &emitProgram, &planMemory};
   return passes;
 }

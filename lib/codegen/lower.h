@@ -1,9 +1,10 @@
 // Lowers one partition to a compiled program through named passes (docs/compiler.md#lowering): fuse-qdq (QDQ groups
-// into integer QLinearConv/QLinearMatMul on 8-bit weights), fold-constants, fold-batchnorm (into
-// Conv and Gemm), fold-affine (following per-channel scales and shifts into Conv and Gemm), fuse-matmul-add,
-// match-activations (spelled-out HardSwish), fuse-epilogue (activations, x·Sigmoid(x) as Swish, and a scalar scale and
-// shift into Conv/Gemm/MatMul), choose-layouts (constant GEMM operands in the target's panel layout), emit-program
-// (typed ops, weights, reshape-like ops as views) and plan-memory (one arena, buffers reused by lifetime).
+// into integer QLinearConv/QLinearMatMul on 8-bit weights), fold-constants, fold-batchnorm (into Conv and Gemm),
+// fold-affine (following per-channel scales and shifts into Conv and Gemm), widen-float16 (float16 values as float32
+// between ops, for a target computing float16 in float32), fuse-matmul-add, match-activations (spelled-out
+// HardSwish), fuse-epilogue (activations, x·Sigmoid(x) as Swish, and a scalar scale and shift into Conv/Gemm/MatMul),
+// choose-layouts (constant GEMM operands in the target's panel layout), emit-program (typed ops, weights,
+// reshape-like ops as views) and plan-memory (one arena, buffers reused by lifetime).
 #pragma once
 
 #include "analysis/analysis.h"
@@ -51,6 +52,8 @@ struct LowerOptions {
   // Weightless contexts (docs/weight-sharing.md#weightless): weights are stored in plain layout, the runtime packs them
   // at load where the program asks for a layout, so a weight stays byte-equal to its source initializer.
   bool plainWeights = false;
+  // The target's float16_compute: with Float32, widen-float16 makes the partition's float16 values float32 between ops.
+  partitioner::Float16Compute float16Compute = partitioner::Float16Compute::Float16;
 };
 
 // `usedOutside` holds every value read by nodes outside this partition or listed as a graph output.

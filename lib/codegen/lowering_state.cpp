@@ -28,6 +28,7 @@ std::optional<ir::Shape> LoweringState::shapeOf(const std::string& name) const {
 
 ir::ElemType LoweringState::typeOf(const std::string& name) const {
   if (const ir::Tensor* c = constantOf(name)) return c->type();
+  if (auto it = localTypes.find(name); it != localTypes.end()) return it->second;
   const analysis::ValueFacts* f = facts.find(name);
   return f ? f->type : ir::ElemType::Undefined;
 }

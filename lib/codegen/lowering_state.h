@@ -52,7 +52,11 @@ struct LoweringState {
   // fold-constants: values computed once at load from constants (a weight kept quantized and dequantized at load, and
   // what is computed from it alone), by the ops that produce them (program::TensorKind::LoadTime).
   std::set<std::string> loadTime;
-  std::map<std::string, ir::Shape> localShapes;  // values the lowering itself introduces
+  std::map<std::string, ir::Shape> localShapes;    // values the lowering itself introduces
+  std::map<std::string, ir::ElemType> localTypes;  // values the lowering introduces or retypes (widen-float16)
+  // widen-float16: constants the passes read as float32 (in `folded`) but emit-program stores as these float16
+  // tensors, of which they are the exact widening (weight layout float16-widened: widened when loaded).
+  std::map<std::string, ir::Tensor> float16Storage;
 
   // emit-program and plan-memory: the program, each value's tensor, each tensor's first and last use (op index).
   LoweredPartition result;
@@ -65,7 +69,7 @@ struct LoweringState {
   // Whether `name` is computed once at load (fold-constants' `loadTime`).
   bool isLoadTime(const std::string& name) const { return loadTime.count(name) != 0; }
   std::optional<ir::Shape> shapeOf(const std::string& name) const;
-  // The element type of a value: a constant's, or what analysis knows.
+  // The element type of a value: a constant's, the lowering's (localTypes), or what analysis knows.
   ir::ElemType typeOf(const std::string& name) const;
   // The scalar value of a float32 constant with one element, or nothing.
   std::optional<float> scalarOf(const std::string& name) const;

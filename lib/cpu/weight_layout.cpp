@@ -10,12 +10,14 @@ std::string layoutName(const WeightLayout& layout) {
     case WeightLayoutKind::Plain: return "plain";
     case WeightLayoutKind::GemmPanels: return fmt::format("gemm-panels({}x{})", layout.width, layout.depth);
     case WeightLayoutKind::GemmPanelsTransposed: return fmt::format("gemm-panels-t({}x{})", layout.width, layout.depth);
+    case WeightLayoutKind::Float16Widened: return "float16-widened";
   }
   return fmt::format("layout-{}", static_cast<int>(layout.kind));
 }
 
 std::optional<uint64_t> layoutElements(const WeightLayout& layout, std::span<const int64_t> shape) {
-  if (layout.kind == WeightLayoutKind::Plain) {
+  if (layout.kind == WeightLayoutKind::Float16Widened && (layout.width != 0 || layout.depth != 0)) return std::nullopt;
+  if (layout.kind == WeightLayoutKind::Plain || layout.kind == WeightLayoutKind::Float16Widened) {
     uint64_t n = 1;
     for (int64_t d : shape) {
       if (d < 0 || (d > 0 && n > UINT64_MAX / static_cast<uint64_t>(d))) return std::nullopt;

@@ -55,6 +55,7 @@ LowerSettings lowerSettings(const partitioner::Target& target, std::string name,
   s.name = std::move(name);
   s.where = std::move(where);
   s.gemmLayout = target.gemmLayout;
+  s.float16Compute = target.float16Compute;
   return s;
 }
 

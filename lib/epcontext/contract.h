@@ -79,7 +79,8 @@ struct KnownTarget {
   const char* revision;
 };
 inline constexpr KnownTarget kNpuSim{"npu-sim", "1"};
-inline constexpr KnownTarget kCpu{"cpu", "1"};
+// cpu revision 2: float16 graphs compute in float32 between ops (float16_compute, docs/target-json.md).
+inline constexpr KnownTarget kCpu{"cpu", "2"};
 // The revision a target description that names none gets.
 inline constexpr const char* kDefaultRevision = "1";
 std::span<const KnownTarget> knownTargets();

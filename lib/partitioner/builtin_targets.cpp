@@ -6,7 +6,7 @@ namespace ctxkit::partitioner {
 
 namespace {
 
-// An NPU-like subset: static shapes, float32/float16/int8, no control flow.
+// An NPU-like subset: static shapes, float32/float16/int8 (float16 arithmetic: every op rounds), no control flow.
 constexpr const char* kNpuSimBody = R"json(
   "static_shapes_only": true,
   "max_rank": 6,
@@ -14,6 +14,7 @@ constexpr const char* kNpuSimBody = R"json(
   "weight_alignment": 64,
   "element_types": ["float32", "float16", "int8", "uint8", "bool"],
   "preferred_layouts": {"gemm": "panels-32", "conv": "oihw"},
+  "float16_compute": "float16",
   "ops": [
     {"op": "Conv", "constraints": {"max_rank": 4, "auto_pad": ["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"]}},
     {"op": "MatMul"}, {"op": "Gemm"},
@@ -56,13 +57,15 @@ constexpr const char* kNpuSimBody = R"json(
   ]
 })json";
 
-// Every op the runtime executes; used for whole-graph compilation and conformance runs.
+// Every op the runtime executes; used for whole-graph compilation and conformance runs. Float16 graphs compute in
+// float32 between ops, as ONNX Runtime's CPU EP does.
 constexpr const char* kCpuBody = R"json(
   "static_shapes_only": true,
   "max_rank": 8,
   "min_partition_size": 1,
   "weight_alignment": 64,
   "preferred_layouts": {"gemm": "panels-32"},
+  "float16_compute": "float32",
   "ops": "all-kernels"
 })json";
 

@@ -110,6 +110,10 @@ Expected<OpSupport> parseOp(const Json& j, const std::string& file, const std::s
 
 }  // namespace
 
+std::string_view float16ComputeName(Float16Compute compute) {
+  return compute == Float16Compute::Float32 ? "float32" : "float16";
+}
+
 const OpSupport* Target::findOp(std::string_view domain, std::string_view opType, int64_t opset) const {
   if (domain == "ai.onnx") domain = "";
   for (const auto& op : ops)
@@ -124,7 +128,8 @@ Expected<Target> parseTarget(const std::string& jsonText, const std::string& dis
   const std::string& file = displayName;
   CTX_RETURN_IF_ERROR(checkKeys(j,
                                 {"name", "ep", "hardware_architecture", "revision", "static_shapes_only", "max_rank",
-                                 "min_partition_size", "weight_alignment", "element_types", "preferred_layouts", "ops"},
+                                 "min_partition_size", "weight_alignment", "element_types", "preferred_layouts",
+                                 "float16_compute", "ops"},
                                 file, ""));
   Target t;
   auto str = [&](const char* key, std::string& out) -> Status {
@@ -154,6 +159,14 @@ Expected<Target> parseTarget(const std::string& jsonText, const std::string& dis
   if (j.contains("static_shapes_only")) {
     if (!j["static_shapes_only"].is_boolean()) return bad(file, "static_shapes_only", "expected true or false");
     t.staticShapesOnly = j["static_shapes_only"].get<bool>();
+  }
+  if (j.contains("float16_compute")) {
+    const Json& c = j["float16_compute"];
+    const std::string name = c.is_string() ? c.get<std::string>() : std::string();
+    if (name == "float16") t.float16Compute = Float16Compute::Float16;
+    else if (name == "float32") t.float16Compute = Float16Compute::Float32;
+    else if (c.is_string()) return bad(file, "float16_compute", fmt::format("'{}'; expected float16 or float32", name));
+    else return bad(file, "float16_compute", "expected a string: float16 or float32");
   }
   if (j.contains("element_types")) {
     CTX_ASSIGN_OR_RETURN(t.defaultTypes, parseTypes(j["element_types"], file, "element_types"));

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ctxkit::partitioner {
@@ -30,6 +31,18 @@ struct OpSupport {
   std::vector<AttrConstraint> attrs;
 };
 
+// How a target computes float16 values ("float16_compute" in a target file, docs/target-json.md).
+enum class Float16Compute : uint8_t {
+  // Every op's float16 result is rounded to float16, as ONNX defines it (the default; npu-sim).
+  Float16,
+  // Float16 values are computed and kept as float32 between ops, as ONNX Runtime's CPU EP computes them: rounded to
+  // float16 only by an explicit Cast (or CastLike) to float16 and where a value leaves a partition (the cpu target;
+  // the widen-float16 lowering pass).
+  Float32,
+};
+// "float16" or "float32": the name a target file gives it.
+std::string_view float16ComputeName(Float16Compute compute);
+
 struct Target {
   std::string name;  // what --target named
   std::string ep = epcontext::kEpName;
@@ -46,6 +59,7 @@ struct Target {
   std::map<std::string, std::string> preferredLayouts;
   // preferred_layouts.gemm: how constant B operands of MatMul/Gemm are stored (the choose-layouts pass).
   cpu::WeightLayout gemmLayout;
+  Float16Compute float16Compute = Float16Compute::Float16;
 
   const OpSupport* findOp(std::string_view domain, std::string_view opType, int64_t opset) const;
 };

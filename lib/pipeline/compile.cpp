@@ -497,6 +497,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
   StageClock clock(report);
   CTX_ASSIGN_OR_RETURN(auto target, partitioner::loadTarget(options.target));
   report.target = target.name;
+  report.float16Compute = partitioner::float16ComputeName(target.float16Compute);
   std::vector<ModelWork> work;
   std::vector<ContainerWork> containers;
   CTX_ASSIGN_OR_RETURN(auto variants, parseVariants(options.variantArgs));

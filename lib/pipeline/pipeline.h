@@ -91,6 +91,8 @@ struct StageTime {
 
 struct CompileReport {
   std::string target;
+  // The target's float16_compute: the precision compiled programs compute float16 values in ("float16" or "float32").
+  std::string float16Compute = "float16";
   std::vector<ModelSummary> models;
   std::vector<FileWritten> files;
   uint64_t referencedWeightBytes = 0;

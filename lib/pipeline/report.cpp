@@ -92,6 +92,7 @@ std::string reportJson(const CompileReport& r) {
   j["schema_version"] = kReportSchemaVersion;
   j["ok"] = true;
   j["target"] = r.target;
+  j["float16_compute"] = r.float16Compute;
   j["dry_run"] = r.dryRun;
   j["files"] = Json::array();
   for (const auto& f : r.files) j["files"].push_back({{"path", f.path.string()}, {"bytes", f.bytes}});

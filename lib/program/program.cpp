@@ -31,7 +31,7 @@ Status validate(const Program& p, uint64_t weightCount) {
                        ir::elemTypeName(t.type));
     if (t.shape.size() > kMaxRank)
       return makeError(ErrorCode::InvalidGraph, "{}: tensor rank {} exceeds {}", where(), t.shape.size(), kMaxRank);
-    if (t.layout.kind > cpu::WeightLayoutKind::GemmPanelsTransposed)
+    if (t.layout.kind > cpu::WeightLayoutKind::Float16Widened)
       return makeError(ErrorCode::InvalidGraph, "{}: the weight layout is unknown", where());
     if (!t.layout.plain() &&
         ((t.kind != TensorKind::Weight && t.kind != TensorKind::LoadTime) || t.type != ir::ElemType::Float))
@@ -254,7 +254,7 @@ Expected<Program> deserialize(std::span<const std::byte> bytes, uint64_t weightC
     t.size = r.u64();
     t.name = r.strView(kMaxStringBytes);
     uint8_t layout = r.u8();
-    if (r.ok() && layout > static_cast<uint8_t>(cpu::WeightLayoutKind::GemmPanelsTransposed))
+    if (r.ok() && layout > static_cast<uint8_t>(cpu::WeightLayoutKind::Float16Widened))
       return fail(makeError(ErrorCode::InvalidGraph, "tensor '{}' has unknown layout {}", t.name, layout));
     t.layout.kind = static_cast<cpu::WeightLayoutKind>(layout);
     t.layout.width = r.u16();

@@ -1,6 +1,7 @@
 // Binding and executing compiled programs.
 #include "runtime/compiled_program.h"
 
+#include "cpu/convert.h"
 #include "cpu/gemm.h"
 #include "kernels/prepared.h"
 #include "runtime/profile.h"
@@ -221,14 +222,18 @@ CompiledProgram::prepare(program::Program prog, std::shared_ptr<const format::Co
     if (d.kind == TensorKind::Weight) {
       const format::WeightInfo& w = container->weights()[d.index];
       // A packed weight is stored as a 1-D tensor of its layout's elements (docs/format/program.md); a weightless
-      // container stores every weight plain and it is packed here.
-      const bool packHere = container->weightless() && !d.layout.plain();
+      // container stores every weight plain and it is packed here. A float16-widened weight is stored as float16 in
+      // its own shape and widened here.
+      const bool widen = d.layout.kind == cpu::WeightLayoutKind::Float16Widened;
+      const bool packHere = container->weightless() && !d.layout.plain() && !widen;
       ir::Shape stored = program::toShape(d.shape);
-      if (!d.layout.plain() && !packHere) stored = {static_cast<int64_t>(d.size / ir::elemSize(d.type))};
-      if (w.type != d.type || !ir::sameShape(w.shape, stored))
+      if (!d.layout.plain() && !packHere && !widen) stored = {static_cast<int64_t>(d.size / ir::elemSize(d.type))};
+      const ir::ElemType storedType = widen ? ir::ElemType::Float16 : d.type;
+      if (w.type != storedType || !ir::sameShape(w.shape, stored))
         return fail(makeError(ErrorCode::InvalidGraph,
-                              "tensor '{}' expects weight {} as {} but the weight table has {}", d.name, d.index,
-                              descText(d.type, stored), descText(w.type, w.shape)));
+                              "tensor '{}' expects weight {} as {}{} but the weight table has {}", d.name, d.index,
+                              descText(storedType, stored), widen ? " (layout float16-widened)" : "",
+                              descText(w.type, w.shape)));
       if (!w.inSource()) {
         CTX_ASSIGN_OR_RETURN(cp->weights_[t], container->weightTensor(d.index));
       } else if (resolve) {
@@ -237,6 +242,13 @@ CompiledProgram::prepare(program::Program prog, std::shared_ptr<const format::Co
         return fail(makeError(ErrorCode::InvalidArgument,
                               "tensor '{}': weight {} lives in the source model '{}' and no source model was given",
                               d.name, d.index, w.sources.front().model));
+      }
+      if (widen) {
+        const ir::Tensor& half = cp->weights_[t];
+        CTX_ASSIGN_OR_RETURN(ir::Tensor wide, ir::Tensor::allocate(ir::ElemType::Float, half.shape()));
+        CTX_RETURN_IF_ERROR(cpu::convertElements(ir::ElemType::Float16, half.data(), ir::ElemType::Float,
+                                                 wide.mutableData(), static_cast<size_t>(wide.elementCount())));
+        cp->weights_[t] = std::move(wide);
       }
       if (packHere) {
         CTX_ASSIGN_OR_RETURN(cp->weights_[t],
@@ -276,7 +288,8 @@ CompiledProgram::prepare(program::Program prog, std::shared_ptr<const format::Co
       v.shape.assign(d.shape.begin(), d.shape.end());
       if (d.kind == TensorKind::Weight || d.kind == TensorKind::LoadTime) {  // (a load-time one is computed by now)
         v.value = &cp->weights_[in];
-        layouts[k] = d.layout;
+        // A widened weight is a plain float32 tensor once loaded.
+        if (d.layout.kind != cpu::WeightLayoutKind::Float16Widened) layouts[k] = d.layout;
       }
     }
     static const ir::Attributes kNoAttrs;  // a program op has typed attributes only

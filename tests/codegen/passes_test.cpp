@@ -4,6 +4,7 @@
 #include "codegen/lower.h"
 #include "../common/graph_builder.h"
 #include "../common/random.h"
+#include "cpu/convert.h"
 #include "cpu/gemm.h"
 #include "kernels/kernels.h"
 #include "partitioner/partitioner.h"
@@ -37,11 +38,20 @@ ir::Tensor executeProgram(const program::Program& p, const weightshare::WeightPo
   for (size_t t = 0; t < p.tensors.size(); ++t) {
     const auto& d = p.tensors[t];
     if (d.kind == program::TensorKind::Weight) {
-      // The pool keeps a packed weight as its plain source and packs it when the container is written.
+      // The pool keeps a packed weight as its plain source and packs it when the container is written; a
+      // float16-widened weight is stored as float16 and widened when loaded, as the runtime does.
       const auto& w = pool.weights()[d.index];
       auto stored = w.layout.plain() ? Expected<ir::Tensor>(w.tensor) : cpu::packWeight(w.layout, w.tensor);
       REQUIRE(stored);
       bound[t] = *stored;
+      if (d.layout.kind == cpu::WeightLayoutKind::Float16Widened) {
+        REQUIRE(w.tensor.type() == ir::ElemType::Float16);
+        auto wide = ir::Tensor::allocate(ir::ElemType::Float, w.tensor.shape());
+        REQUIRE(wide);
+        for (uint64_t i = 0; i < w.tensor.elementCount(); ++i)
+          wide->mutableDataAs<float>()[i] = cpu::halfToFloat(w.tensor.dataAs<uint16_t>()[i]);
+        bound[t] = *wide;
+      }
     }
     if (d.kind == program::TensorKind::Input) bound[t] = x;
     if (d.kind == program::TensorKind::Arena || d.kind == program::TensorKind::Output ||
@@ -75,7 +85,8 @@ ir::Tensor executeProgram(const program::Program& p, const weightshare::WeightPo
           v.value = &bound[i];
       }
       descs.push_back(v);
-      layouts.push_back(i >= 0 ? p.tensors[i].layout : cpu::WeightLayout{});
+      const bool widened = i >= 0 && p.tensors[i].layout.kind == cpu::WeightLayoutKind::Float16Widened;
+      layouts.push_back(i >= 0 && !widened ? p.tensors[i].layout : cpu::WeightLayout{});
     }
     for (int32_t o : op.outputs) outs.push_back(&bound[o]);
     const ir::Attributes none;  // a program op has typed attributes only
@@ -126,8 +137,10 @@ struct Lowered {
   bool changed(const std::string& pass) const { return run(pass).changed != 0; }
 };
 
-// Lowers all of `g`'s nodes as one partition (even nodes the partitioner would fold), skipping `skip`.
-std::unique_ptr<Lowered> lowerAll(const ir::Graph& g, std::set<std::string> skip = {}) {
+// Lowers all of `g`'s nodes as one partition (even nodes the partitioner would fold), skipping `skip`, computing
+// float16 as `float16Compute` says.
+std::unique_ptr<Lowered> lowerAll(const ir::Graph& g, std::set<std::string> skip = {},
+                                  partitioner::Float16Compute float16Compute = partitioner::Float16Compute::Float16) {
   auto facts = analysis::analyzeGraph(g, {});
   INFO((facts ? std::string() : facts.error().message()));
   REQUIRE(facts);
@@ -137,6 +150,7 @@ std::unique_ptr<Lowered> lowerAll(const ir::Graph& g, std::set<std::string> skip
   codegen::LowerOptions options;
   options.skipPasses = std::move(skip);
   options.gemmLayout = kPanels32;
+  options.float16Compute = float16Compute;
   auto lowered = codegen::lowerPartition(g, *facts, all, {g.outputs[0].name},
                                          [&](const ir::Tensor& t, const cpu::WeightLayout& l) { return out->pool.intern(t, l); }, options);
   INFO((lowered ? std::string() : lowered.error().message()));
@@ -176,9 +190,9 @@ ir::Graph gemmBatchNormGraph(bool transB) {
 
 TEST_CASE("the lowering passes run in the order docs/compiler.md lists", "[codegen][passes]") {
   CHECK(codegen::loweringPassNames() == std::vector<std::string_view>{"fuse-qdq", "fold-constants", "fold-batchnorm", "fold-affine",
-                                                                       "fuse-matmul-add", "match-activations",
-                                                                       "fuse-epilogue", "choose-layouts", "emit-program",
-                                                                       "plan-memory"});
+                                                                       "widen-float16", "fuse-matmul-add",
+                                                                       "match-activations", "fuse-epilogue",
+                                                                       "choose-layouts", "emit-program", "plan-memory"});
 }
 
 TEST_CASE("each lowering pass is an object, and its change report counts what it did", "[codegen][passes]") {
@@ -649,4 +663,187 @@ TEST_CASE("a weight behind DequantizeLinear that no integer op takes stays quant
   ir::Tensor x = randomInput({3, 64}, 9);
   auto expected = evaluateNodes(g, {{"x", x}});
   requireClose(executeProgram(p, l->pool, x), expected.at("y"));
+}
+
+namespace {
+
+ir::ValueInfo halfValue(const std::string& name, std::vector<ir::Dim> shape) {
+  ir::ValueInfo v = floatValue(name, std::move(shape));
+  v.type = ir::ElemType::Float16;
+  return v;
+}
+
+// A float16 tensor of the float16 values nearest to `values`.
+ir::Tensor halfTensor(ir::Shape shape, const std::vector<float>& values) {
+  std::vector<uint16_t> bits;
+  for (float v : values) bits.push_back(cpu::floatToHalf(v));
+  return ir::Tensor::fromVector(ir::ElemType::Float16, std::move(shape), bits);
+}
+
+ir::Tensor widenedTensor(const ir::Tensor& half) {
+  std::vector<float> v;
+  for (uint64_t i = 0; i < half.elementCount(); ++i) v.push_back(cpu::halfToFloat(half.dataAs<uint16_t>()[i]));
+  return ir::Tensor::fromVector(ir::ElemType::Float, half.shape(), v);
+}
+
+ir::Node castTo(const std::string& in, const std::string& out, ir::ElemType to) {
+  ir::Node n = node("Cast", {in}, {out});
+  n.attrs.set(ir::Attribute::makeInt("to", static_cast<int64_t>(to)));
+  return n;
+}
+
+// x [2, 3] float16 -> MatMul w -> Add b -> Relu -> Cast to float32 -> Softmax -> Cast to float16 (an explicit
+// rounding) -> Mul scale -> y [2, 4] float16. With `widened`, the float32 graph a target computing float16 in float32
+// must equal: float32 weights (the float16 values), rounding only at the explicit Cast and at the output.
+ir::Graph halfGraph(bool widened) {
+  const ir::Tensor w = halfTensor({3, 4}, {0.31f, -0.72f, 0.113f, 0.9f, -0.44f, 0.27f, 0.61f, -0.05f, 0.77f, -0.93f,
+                                           0.018f, 0.52f});
+  const ir::Tensor b = halfTensor({4}, {0.1f, -0.2f, 0.333f, 0.05f});
+  const ir::Tensor scale = halfTensor({4}, {1.7f, -0.6f, 2.3f, 0.45f});
+  auto init = [&](const std::string& name, const ir::Tensor& t) {
+    return ir::Initializer{name, widened ? widenedTensor(t) : t, std::nullopt};
+  };
+  const auto f16 = ir::ElemType::Float16, f32 = ir::ElemType::Float;
+  ir::Graph g;
+  g.inputs = {widened ? floatValue("x", dims({2, 3})) : halfValue("x", dims({2, 3}))};
+  g.outputs = {halfValue("y", dims({2, 4}))};
+  g.initializers = {init("w", w), init("b", b), init("scale", scale)};
+  g.nodes = {node("MatMul", {"x", "w"}, {"m"}), node("Add", {"m", "b"}, {"a"}), node("Relu", {"a"}, {"r"}),
+             castTo("r", "cf", f32), node("Softmax", {"cf"}, {"s"}), castTo("s", "h", f16)};
+  if (widened) {
+    g.nodes.push_back(castTo("h", "hf", f32));
+    g.nodes.push_back(node("Mul", {"hf", "scale"}, {"yf"}));
+    g.nodes.push_back(castTo("yf", "y", f16));
+  } else {
+    g.nodes.push_back(node("Mul", {"h", "scale"}, {"y"}));
+  }
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("pass widen-float16 computes float16 in float32 between ops, rounding at explicit Casts and outputs",
+          "[codegen][passes]") {
+  const ir::Graph g = halfGraph(false);
+  auto l = lowerAll(g, {}, partitioner::Float16Compute::Float32);
+  const ir::PassRun& run = l->run("widen-float16");
+  CHECK(run.changed == 1);
+  CHECK(run.change.countOf("weights_widened") == 3);  // w, b, scale
+  CHECK(run.change.countOf("inputs_widened") == 2);   // x on entry, h after the explicit rounding
+  CHECK(run.change.countOf("values_widened") == 3);   // m, a, r
+  CHECK(run.change.countOf("outputs_rounded") == 1);  // y on exit
+  CHECK(run.change.countOf("casts_removed") == 1);    // Cast(r) to float32
+  // Later passes see float32: MatMul + Add became a Gemm.
+  CHECK(l->changed("fuse-matmul-add"));
+  const auto& program = l->partition.program;
+  CHECK(program.tensors[program.inputs[0]].type == ir::ElemType::Float16);
+  CHECK(program.tensors[program.outputs[0]].type == ir::ElemType::Float16);
+  size_t casts = 0;
+  for (const auto& op : program.ops) casts += op.kind == ir::OpKind::Cast;
+  CHECK(casts == 4);  // x widened, the explicit rounding and its widening, y rounded
+  // Weights: float32 tensors stored as their float16 initializers, byte for byte.
+  const auto weights = weightDescs(*l);
+  REQUIRE(weights.size() == 3);
+  for (const auto& [name, d] : weights) {
+    CAPTURE(name);
+    CHECK(d.type == ir::ElemType::Float);
+    CHECK(d.layout.kind == cpu::WeightLayoutKind::Float16Widened);
+    const ir::Tensor& stored = l->pool.weights()[d.index].tensor;
+    CHECK(stored.type() == ir::ElemType::Float16);
+    CHECK(d.size == stored.elementCount() * 4);
+  }
+  CHECK(l->pool.weights().size() == 3);
+
+  // The program computes what the float32 graph with roundings only at the explicit Cast and the output computes,
+  // to one float16 step (the Gemm sums in another order than MatMul and Add).
+  const ir::Tensor x = halfTensor({2, 3}, {0.5f, -1.25f, 0.8f, 1.1f, 0.02f, -0.6f});
+  const ir::Tensor ours = executeProgram(program, l->pool, x);
+  const ir::Graph twin = halfGraph(true);
+  const ir::Tensor expected = evaluateNodes(twin, {{"x", widenedTensor(x)}}).at("y");
+  REQUIRE(ours.type() == ir::ElemType::Float16);
+  REQUIRE(ours.shape() == expected.shape());
+  size_t equal = 0;
+  for (uint64_t i = 0; i < ours.elementCount(); ++i) {
+    const int a = ours.dataAs<uint16_t>()[i], e = expected.dataAs<uint16_t>()[i];
+    INFO("element " << i << ": " << a << " vs " << e);
+    CHECK(std::abs(a - e) <= 1);
+    equal += a == e;
+  }
+  CHECK(equal >= ours.elementCount() - 1);
+
+  // A target with float16 arithmetic: no change, every op rounds, weights float16 as they are.
+  auto half = lowerAll(g);
+  CHECK(!half->changed("widen-float16"));
+  for (const auto& [name, d] : weightDescs(*half)) {
+    CAPTURE(name);
+    CHECK(d.type == ir::ElemType::Float16);
+    CHECK(d.layout.plain());
+  }
+  // A float32 graph has nothing to widen.
+  CHECK(!lowerAll(gemmBatchNormGraph(false), {}, partitioner::Float16Compute::Float32)->changed("widen-float16"));
+}
+
+TEST_CASE("pass widen-float16: a result leaving the partition is rounded there and read unrounded inside, and CastLike "
+          "to float16 rounds",
+          "[codegen][passes]") {
+  // a = x + c leaves the partition and is read by b = a * a; l = CastLike(b, x) rounds b; z = Relu(l) leaves.
+  ir::Graph g;
+  g.inputs = {halfValue("x", dims({2, 3}))};
+  g.outputs = {halfValue("a", dims({2, 3})), halfValue("z", dims({2, 3}))};
+  g.initializers = {ir::Initializer{"c", halfTensor({3}, {0.3337f, -1.71f, 2.05f}), std::nullopt}};
+  g.nodes = {node("Add", {"x", "c"}, {"a"}), node("Mul", {"a", "a"}, {"b"}), node("CastLike", {"b", "x"}, {"l"}),
+             node("Relu", {"l"}, {"z"})};
+  auto facts = analysis::analyzeGraph(g, {});
+  REQUIRE(facts);
+  partitioner::Partition all;
+  for (size_t i : facts->order) all.nodes.push_back(i);
+  weightshare::WeightPool pool;
+  codegen::LowerOptions options;
+  options.float16Compute = partitioner::Float16Compute::Float32;
+  auto lowered = codegen::lowerPartition(
+      g, *facts, all, {"a", "z"}, [&](const ir::Tensor& t, const cpu::WeightLayout& l) { return pool.intern(t, l); },
+      options);
+  INFO((lowered ? std::string() : lowered.error().message()));
+  REQUIRE(lowered);
+  const auto& run = *std::find_if(lowered->passes.begin(), lowered->passes.end(),
+                                  [](const ir::PassRun& p) { return p.name == "widen-float16"; });
+  CHECK(run.change.countOf("weights_widened") == 1);   // c
+  CHECK(run.change.countOf("inputs_widened") == 2);    // x, and l after the rounding CastLike
+  CHECK(run.change.countOf("values_widened") == 1);    // b
+  CHECK(run.change.countOf("outputs_rounded") == 2);   // a and z on their way out
+  const auto& p = lowered->program;
+  REQUIRE(p.outputs.size() == 2);
+  for (int32_t t : p.outputs) CHECK(p.tensors[t].type == ir::ElemType::Float16);
+
+  // Run it: a is x + c rounded; b reads the unrounded sum; l and z are rounded.
+  const std::vector<float> xs = {0.1f, -0.77f, 1.3f, 2.71f, -0.002f, 0.45f};
+  const ir::Tensor x = halfTensor({2, 3}, xs);
+  std::vector<ir::Tensor> bound(p.tensors.size());
+  for (size_t t = 0; t < p.tensors.size(); ++t) {
+    const auto& d = p.tensors[t];
+    if (d.kind == program::TensorKind::Input) bound[t] = x;
+    if (d.kind == program::TensorKind::Weight) {
+      REQUIRE(d.layout.kind == cpu::WeightLayoutKind::Float16Widened);
+      bound[t] = widenedTensor(pool.weights()[d.index].tensor);
+    }
+    if (d.kind == program::TensorKind::Arena || d.kind == program::TensorKind::Output)
+      bound[t] = ir::Tensor::allocate(d.type, program::toShape(d.shape)).value();
+  }
+  for (const auto& op : p.ops) {
+    std::vector<const ir::Tensor*> ins;
+    std::vector<ir::Tensor*> outs;
+    for (int32_t i : op.inputs) ins.push_back(i < 0 ? nullptr : &bound[i]);
+    for (int32_t o : op.outputs) outs.push_back(&bound[o]);
+    const ir::Attributes none;
+    REQUIRE(kernels::run(kernels::OpContext{op.kind, op.opset, none, op.name, nullptr, &op.typed}, ins, outs));
+  }
+  const float cs[3] = {cpu::halfToFloat(cpu::floatToHalf(0.3337f)), cpu::halfToFloat(cpu::floatToHalf(-1.71f)),
+                       cpu::halfToFloat(cpu::floatToHalf(2.05f))};
+  auto round = [](float v) { return cpu::floatToHalf(v); };
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const float sum = cpu::halfToFloat(cpu::floatToHalf(xs[i])) + cs[i % 3];
+    const uint16_t l = round(sum * sum);
+    CHECK(bound[p.outputs[0]].dataAs<uint16_t>()[i] == round(sum));
+    CHECK(bound[p.outputs[1]].dataAs<uint16_t>()[i] == round(std::max(cpu::halfToFloat(l), 0.0f)));
+  }
 }

@@ -10,7 +10,9 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
+#include <span>
 
 using namespace ctxkit;
 using ctxkit::testing::runTool;
@@ -448,9 +450,9 @@ TEST_CASE("ctxgen --dump-after and --stop-after take every pass, graph passes to
           "[e2e]") {
   TempDir out("passes");
   const std::vector<std::string> graphPasses = {"inline-if", "remove-noops", "fold-subgraphs"};
-  const std::vector<std::string> passes = {"fuse-qdq",        "fold-constants",    "fold-batchnorm", "fold-affine",
-                                           "fuse-matmul-add", "match-activations", "fuse-epilogue",  "choose-layouts",
-                                           "emit-program",    "plan-memory"};
+  const std::vector<std::string> passes = {"fuse-qdq",          "fold-constants", "fold-batchnorm", "fold-affine",
+                                           "widen-float16",     "fuse-matmul-add", "match-activations",
+                                           "fuse-epilogue",     "choose-layouts", "emit-program",   "plan-memory"};
   for (const auto& pass : passes) {
     auto r = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", (out / pass).string(), "--dump-after", pass});
     INFO(pass << ": " << r.out << r.err);
@@ -501,8 +503,9 @@ TEST_CASE("ctxgen --dump-after and --stop-after take every pass, graph passes to
   CHECK(report["passes"][0]["counts"].empty());
   CHECK(report["passes"][5]["changed"].get<int>() == 1);  // fold-batchnorm changed the one partition
   CHECK(report["passes"][5]["counts"]["batchnorms_folded"].get<int>() == 2);  // tiny_cnn has two Conv + BN
-  CHECK(report["passes"][7]["changed"].get<int>() == 0);  // fuse-matmul-add: no MatMul in tiny_cnn
-  CHECK(report["passes"][9]["counts"]["ops_fused"].get<int>() == 2);  // fuse-epilogue: the two Relu
+  CHECK(report["passes"][7]["changed"].get<int>() == 0);  // widen-float16: no float16 value in tiny_cnn
+  CHECK(report["passes"][8]["changed"].get<int>() == 0);  // fuse-matmul-add: no MatMul in tiny_cnn
+  CHECK(report["passes"][10]["counts"]["ops_fused"].get<int>() == 2);  // fuse-epilogue: the two Relu
 
   // -v words each pass's change report.
   auto verbose = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", (out / "verbose").string(), "-v"});
@@ -639,4 +642,59 @@ TEST_CASE("ctxrun --prefault touches the arena at load and still matches the exp
   INFO(run.out << run.err);
   CHECK(run.exitCode == 0);
   CHECK(run.out.find("match") != std::string::npos);
+}
+
+TEST_CASE("a float16 model: cpu computes in float32 between ops and keeps the float16 weights, npu-sim rounds every op",
+          "[e2e]") {
+  TempDir dir("float16");
+  const fs::path model = dir / "tiny_prefill_fp16.onnx";
+  auto made = runTool(CTXKIT_MAKE_FP16, {sample("tiny_prefill"), model.string()});
+  INFO(made.err);
+  REQUIRE(made.exitCode == 0);
+  std::map<std::string, std::vector<std::byte>> outputs;
+  for (const std::string target : {"cpu", "npu-sim"}) {
+    INFO(target);
+    // Weightless: a weight stays in the source model exactly when its bytes are the source's (which is beside the
+    // compiled model, where ctxrun and ctxinspect read it).
+    const fs::path out = dir / target;
+    fs::create_directories(out);
+    fs::copy_file(model, out / model.filename());
+    auto gen = runTool(CTXKIT_CTXGEN, {(out / model.filename()).string(), "--target", target, "-o", out.string(),
+                                       "--weightless", "--json", "-"});
+    INFO(gen.err);
+    REQUIRE(gen.exitCode == 0);
+    const auto report = nlohmann::json::parse(gen.out);
+    CHECK(report["float16_compute"].get<std::string>() == (target == "cpu" ? "float32" : "float16"));
+    const auto& weights = report["weights"];
+    CHECK(weights["unique_count"].get<int>() > 10);
+    CHECK(weights["source_bytes"].get<uint64_t>() == weights["unique_bytes"].get<uint64_t>());
+    nlohmann::json widen;
+    for (const auto& p : report["passes"])
+      if (p["name"] == "widen-float16") widen = p;
+    REQUIRE(widen.is_object());
+    if (target == "cpu") {
+      CHECK(widen["changed"].get<int>() == 1);
+      CHECK(widen["counts"]["inputs_widened"].get<int>() == 1);   // x
+      CHECK(widen["counts"]["outputs_rounded"].get<int>() == 1);  // y
+      // Every weight the program keeps is a float16 one read as float32 (some are equal, or folded into an op).
+      CHECK(widen["counts"]["weights_widened"].get<int>() >= weights["unique_count"].get<int>());
+    } else {
+      CHECK(widen["changed"].get<int>() == 0);
+    }
+    auto verify = runTool(CTXKIT_CTXINSPECT, {(out / "tiny_prefill_fp16_ctx.onnx").string(), "--verify", "-q"});
+    INFO(verify.out << verify.err);
+    CHECK(verify.exitCode == 0);
+    auto run = runTool(CTXKIT_CTXRUN, {(out / "tiny_prefill_fp16_ctx.onnx").string(), "--seed", "3", "--output-dir",
+                                       (out / "y").string(), "-q"});
+    INFO(run.out << run.err);
+    REQUIRE(run.exitCode == 0);
+    auto y = ir::loadNpy(out / "y" / "output_0.npy");
+    REQUIRE(y);
+    CHECK(y->type() == ir::ElemType::Float16);
+    const auto bytes = std::as_bytes(std::span(y->dataAs<uint16_t>(), y->elementCount()));
+    outputs[target].assign(bytes.begin(), bytes.end());
+  }
+  // The same inputs, two precisions: the results differ (in the last float16 steps).
+  CHECK(outputs["cpu"].size() == outputs["npu-sim"].size());
+  CHECK(outputs["cpu"] != outputs["npu-sim"]);
 }

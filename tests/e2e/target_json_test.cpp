@@ -68,7 +68,11 @@ TEST_CASE("a target JSON with an unknown key, op, bad opset range or wrong type 
        "ops[0].constraints.auto_pad[1]: expected a string or an integer"},
       {R"({"name":"t","preferred_layouts":{"gemm":4},"ops":[{"op":"Add"}]})", "preferred_layouts.gemm: expected a string"},
       {R"({"name":"t","ops":{"op":"Add"}})", "ops: expected an array of ops or \"all-kernels\""},
-      {R"({"ops":[{"op":"Add"}]})", "name: required"}};
+      {R"({"ops":[{"op":"Add"}]})", "name: required"},
+      {R"({"name":"t","float16_compute":"fp32","ops":[{"op":"Add"}]})",
+       "float16_compute: 'fp32'; expected float16 or float32"},
+      {R"({"name":"t","float16_compute":32,"ops":[{"op":"Add"}]})",
+       "float16_compute: expected a string: float16 or float32"}};
   for (size_t i = 0; i < cases.size(); ++i) {
     const fs::path file = dir / fmt::format("bad{}.json", i);
     std::ofstream(file) << cases[i].json;
@@ -83,6 +87,7 @@ TEST_CASE("a target JSON with an unknown key, op, bad opset range or wrong type 
   // The same format, written correctly, compiles.
   const fs::path good = dir / "good.json";
   std::ofstream(good) << R"({"name":"t","element_types":["float32"],"preferred_layouts":{"gemm":"row-major"},
+    "float16_compute":"float32",
     "ops":[{"op":"Conv","opsets":[1,22],"constraints":{"max_rank":4}},{"op":"Relu","domain":"ai.onnx"},{"op":"Add"}]})";
   auto r = runTool(CTXKIT_CTXGEN, {kModel, "--target", good.string(), "-o", (dir / "good").string(), "-q"});
   INFO(r.err);
@@ -121,7 +126,7 @@ TEST_CASE("ctxgen --list-targets and --print-target show the built-in targets", 
   INFO(list.err);
   REQUIRE(list.exitCode == 0);
   CHECK(list.out.find("npu-sim  id npu-sim revision 1  91 ops\n") != std::string::npos);
-  CHECK(list.out.find("cpu  id cpu revision 1  ") != std::string::npos);
+  CHECK(list.out.find("cpu  id cpu revision 2  ") != std::string::npos);
   CHECK(std::count(list.out.begin(), list.out.end(), '\n') == static_cast<long>(partitioner::builtinTargetNames().size()));
 
   for (const auto& name : partitioner::builtinTargetNames()) {

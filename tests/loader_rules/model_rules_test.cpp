@@ -199,6 +199,31 @@ TEST_CASE("rule 13: every weight reference of every program resolves before anyt
   CHECK((!fs::exists(outputs) || fs::is_empty(outputs)));
 }
 
+TEST_CASE("rule 13: a float16-widened weight resolves to a float16 weight of its shape", "[loader_rules][rule13]") {
+  // The samples compile for npu-sim: their weights are float32, so a program tensor claiming layout float16-widened
+  // points at a weight of the wrong type and is refused at load, naming both.
+  Crafted c;
+  const size_t target = lastGraphOf(c.bytes, "tiny_prefill.onnx");
+  const uint64_t weightCount = getHeader(c.bytes).weightCount;
+  std::string name;
+  c.bytes = rebuild(c.bytes, [&](GraphEdit& g) {
+    if (g.index != target) return;
+    auto p = program::deserialize(g.program, weightCount, "program");
+    REQUIRE(p.isOk());
+    for (auto& t : p->tensors)
+      if (t.kind == program::TensorKind::Weight && t.type == ir::ElemType::Float && t.layout.plain() && name.empty()) {
+        t.layout = {cpu::WeightLayoutKind::Float16Widened, 0, 0};
+        name = t.name;
+      }
+    g.program = program::serialize(*p);
+  });
+  REQUIRE(!name.empty());
+  c.writeBin();
+  const std::string fragment = fmt::format("tensor '{}' expects weight", name);
+  expectToolRejects(CTXKIT_CTXRUN, {c.model().string()}, {kBinName, fragment, "(layout float16-widened)"});
+  expectToolRejects(CTXKIT_CTXINSPECT, {c.model().string(), "--verify"}, {kBinName, fragment});
+}
+
 TEST_CASE("rule 14: metadata strings are data, never evaluated", "[loader_rules][rule14]") {
   const fs::path cwd = fs::current_path();
   SECTION("a hostile name in a rejected file comes back verbatim in the message") {

@@ -238,6 +238,33 @@ TEST_CASE("packed weights record their layout and stored size", "[program]") {
   expectError(q, "is only for float32 weights");
 }
 
+TEST_CASE("float16-widened weights: a float32 tensor of its own shape, stored as float16", "[program]") {
+  auto p = sampleProgram();
+  p.tensors[1].layout = {cpu::WeightLayoutKind::Float16Widened, 0, 0};  // 64 bytes: the float32 size
+  auto back = program::deserialize(program::serialize(p), 1, "widened");
+  REQUIRE(back);
+  CHECK(back->tensors[1].layout == p.tensors[1].layout);
+  CHECK_THAT(program::dump(*back, "g"), Catch::Contains("w0:float16-widened"));
+  auto expectError = [](program::Program q, const char* text) {
+    auto r = program::deserialize(program::serialize(q), 1, "bad program");
+    REQUIRE(!r);
+    CHECK_THAT(r.error().message(), Catch::Contains(text));
+  };
+  auto q = p;
+  q.tensors[1].size = 32;  // the float16 size
+  expectError(q, "in layout float16-widened needs 64");
+  q = p;
+  q.tensors[1].layout.width = 8;
+  expectError(q, "needs ?");
+  q = p;
+  q.tensors[2].layout = p.tensors[1].layout;  // an arena tensor
+  expectError(q, "is only for float32 weights");
+  q = p;
+  q.tensors[1].type = ir::ElemType::Float16;
+  q.tensors[1].size = 32;
+  expectError(q, "is only for float32 weights");
+}
+
 TEST_CASE("every truncation of a program is rejected without crashing", "[program]") {
   auto bytes = program::serialize(sampleProgram());
   for (size_t n = 0; n < bytes.size(); ++n) {

@@ -30,6 +30,8 @@ std::optional<cpu::WeightLayout> gemmLayoutFor(const LoweringState& state, const
   auto b = state.shapeOf(bName);
   if (const ir::Tensor* c = state.constantOf(bName)) b = c->shape();
   if (!b || state.typeOf(bName) != ir::ElemType::Float || (conv ? b->size() < 3 : b->size() != 2)) return std::nullopt;
+  // A float16 weight read as float32 (widen-float16) is stored as float16; the prepared op packs it once loaded.
+  if (state.float16Storage.count(bName)) return std::nullopt;
   if (conv && !convOnPanels(state, op, *b, std::get<ops::ConvAttrs>(op.typed))) return std::nullopt;
   bool transB = conv || (op.kind == ir::OpKind::Gemm && std::get<ops::GemmAttrs>(op.typed).transB);
   cpu::WeightLayout layout = state.options.gemmLayout;

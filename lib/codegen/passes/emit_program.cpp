@@ -1,5 +1,6 @@
 // emit-program: the partition's ops become a program: typed ops with their epilogues, weights interned (in the layout
-// choose-layouts gave them), boundary values as inputs and outputs, reshape-like ops as views of their input.
+// choose-layouts gave them; float16 weights read as float32 as float16-widened), boundary values as inputs and outputs,
+// reshape-like ops as views of their input.
 #include "codegen/passes/passes.h"
 #include "ir/op_info.h"
 #include "kernels/kernels.h"
@@ -22,6 +23,17 @@ int32_t addTensor(LoweringState& state, TensorDesc desc) {
 
 Expected<int32_t> tensorFor(LoweringState& state, const std::string& name) {
   if (auto it = state.tensorOf.find(name); it != state.tensorOf.end()) return it->second;
+  if (auto half = state.float16Storage.find(name); half != state.float16Storage.end()) {
+    // Read as float32, stored as the float16 tensor it widens exactly (widened when loaded).
+    const ir::Tensor& h = half->second;
+    const cpu::WeightLayout layout{cpu::WeightLayoutKind::Float16Widened, 0, 0};
+    CTX_ASSIGN_OR_RETURN(uint32_t index, state.intern(h, {}).addContext(fmt::format("weight '{}'", name)));
+    const uint64_t size = h.elementCount() * ir::elemSize(ir::ElemType::Float);
+    int32_t t = addTensor(state, TensorDesc{TensorKind::Weight, ir::ElemType::Float, program::toDims(h.shape()), index,
+                                            0, size, program::Name(name), layout});
+    state.tensorOf[name] = t;
+    return t;
+  }
   if (const ir::Tensor* c = state.constantOf(name)) {
     cpu::WeightLayout layout;
     uint64_t size = c->byteSize();  // of the form the kernels read

@@ -1,14 +1,88 @@
 // fold-batchnorm: Conv or Gemm followed only by BatchNormalization (inference, four float32 constant vectors of its
-// channels) becomes one op with rescaled weights and bias.
+// channels) becomes one op with rescaled weights and bias. On a target computing float16 in float32, a Conv of float16
+// weights followed by a float16 BatchNormalization is folded as ONNX Runtime folds it (ConvBNFusion): in float16, each
+// step rounded, into float16 weights and bias.
 #include "codegen/passes/pass_helpers.h"
 #include "codegen/passes/passes.h"
+#include "cpu/convert.h"
 
 #include <algorithm>
 #include <cmath>
 
 namespace ctxkit::codegen {
 
+namespace {
+
+// A float16 operation as ONNX Runtime's initializer arithmetic does it: in float32, rounded to float16.
+float half(float v) { return cpu::halfToFloat(cpu::floatToHalf(v)); }
+
+// Conv (float16 weights, optional float16 bias) followed only by BatchNormalization of float16 constants: the folded
+// weights and bias, computed in ONNX Runtime's order (var + epsilon, sqrt, scale / that; W * it per output channel;
+// with a bias ((B - mean) * it) + bn_B, without one bn_B - mean * it), or nothing when the pair does not qualify.
+std::optional<std::pair<ir::Tensor, ir::Tensor>> foldHalf(const LoweringState& state, const LOp& conv, const LOp& bn) {
+  if (conv.kind != ir::OpKind::Conv || conv.epilogue || conv.inputs.size() < 2 || conv.outputs.size() != 1 ||
+      bn.kind != ir::OpKind::BatchNormalization || bn.inputs.size() != 5 || bn.inputs[0] != conv.outputs[0] ||
+      std::get<ops::BatchNormAttrs>(bn.typed).perActivation || state.leaves(bn.outputs[0]) ||
+      std::any_of(bn.outputs.begin() + 1, bn.outputs.end(), [](const std::string& o) { return !o.empty(); }))
+    return std::nullopt;
+  auto halfConstant = [&](const std::string& name) -> const ir::Tensor* {
+    const ir::Tensor* t = name.empty() ? nullptr : state.constantOf(name);
+    return t && t->type() == ir::ElemType::Float16 ? t : nullptr;
+  };
+  const ir::Tensor* w = halfConstant(conv.inputs[1]);
+  if (!w || w->rank() <= 2) return std::nullopt;
+  const int64_t channels = w->shape()[0];
+  const uint16_t* p[4];
+  for (int k = 0; k < 4; ++k) {
+    const ir::Tensor* t = halfConstant(bn.inputs[1 + k]);
+    if (!t || t->rank() != 1 || t->shape()[0] != channels) return std::nullopt;
+    p[k] = t->dataAs<uint16_t>();
+  }
+  const bool hasBias = conv.inputs.size() > 2 && !conv.inputs[2].empty();
+  const ir::Tensor* bias = hasBias ? halfConstant(conv.inputs[2]) : nullptr;
+  if (hasBias && (!bias || bias->rank() != 1 || bias->shape()[0] != channels)) return std::nullopt;
+  auto f = [](uint16_t bits) { return cpu::halfToFloat(bits); };
+  const float epsilon = std::get<ops::BatchNormAttrs>(bn.typed).epsilon;
+  auto newW = ir::Tensor::allocate(ir::ElemType::Float16, w->shape());
+  auto newB = ir::Tensor::allocate(ir::ElemType::Float16, {channels});
+  if (!newW || !newB) return std::nullopt;
+  const uint64_t perFilter = w->elementCount() / static_cast<uint64_t>(channels);
+  for (int64_t c = 0; c < channels; ++c) {
+    const float sd = half(std::sqrt(half(f(p[3][c]) + epsilon)));
+    const float scale = half(f(p[0][c]) / sd);
+    for (uint64_t k = 0; k < perFilter; ++k) {
+      const uint64_t at = static_cast<uint64_t>(c) * perFilter + k;
+      newW->mutableDataAs<uint16_t>()[at] = cpu::floatToHalf(f(w->dataAs<uint16_t>()[at]) * scale);
+    }
+    const float b = bias ? half(half(half(f(bias->dataAs<uint16_t>()[c]) - f(p[2][c])) * scale) + f(p[1][c]))
+                         : half(f(p[1][c]) - half(f(p[2][c]) * scale));
+    newB->mutableDataAs<uint16_t>()[c] = cpu::floatToHalf(b);
+  }
+  return std::pair{std::move(*newW), std::move(*newB)};
+}
+
+}  // namespace
+
 Expected<ir::PassChange> FoldBatchNorm::run(LoweringState& state) const {
+  size_t halfFolded = 0;
+  if (state.options.float16Compute == partitioner::Float16Compute::Float32) {
+    for (size_t i = 0; i < state.ops.size(); ++i) {
+      auto j = state.soleReader(i);
+      if (!j) continue;
+      auto folded = foldHalf(state, state.ops[i], state.ops[*j]);
+      if (!folded) continue;
+      const LOp& conv = state.ops[i];
+      std::string w =
+          state.addConstant(conv.name + ".folded_w" + std::to_string(state.folds), std::move(folded->first));
+      std::string b =
+          state.addConstant(conv.name + ".folded_b" + std::to_string(state.folds), std::move(folded->second));
+      ++state.folds;
+      state.setInputs(i, {conv.inputs[0], w, b});
+      state.setOutputs(i, {state.ops[*j].outputs[0]});
+      state.eraseOp(*j);
+      ++halfFolded;
+    }
+  }
   auto batchNorm = [&](const LOp& producer, const LOp& bn, int64_t channels) -> std::optional<ChannelAffine> {
     // (training_mode = 1 does not decode: such a node never reaches a partition)
     if (bn.kind != ir::OpKind::BatchNormalization || bn.inputs.size() != 5 || bn.inputs[0] != producer.outputs[0])
@@ -31,7 +105,7 @@ Expected<ir::PassChange> FoldBatchNorm::run(LoweringState& state) const {
     return affine;
   };
   CTX_ASSIGN_OR_RETURN(size_t folded, foldChannelAffines(state, false, batchNorm));
-  return ir::PassChange{}.count("batchnorms_folded", folded);
+  return ir::PassChange{}.count("batchnorms_folded", folded + halfFolded);
 }
 
 }  // namespace ctxkit::codegen

@@ -51,15 +51,17 @@ Expected<ir::PassChange> FuseEpilogue::run(LoweringState& state) const {
     LOp& producer = ops[i];
     bool fusable =
         producer.kind == ir::OpKind::Conv || producer.kind == ir::OpKind::Gemm || producer.kind == ir::OpKind::MatMul;
-    const analysis::ValueFacts* f =
-        fusable && producer.outputs.size() == 1 ? state.facts.find(producer.outputs[0]) : nullptr;
-    if (fusable && (!f || f->type == ir::ElemType::Float) && fuseSwish(state, i)) {
+    // Of float32 results only (of float16 values too when widen-float16 made them float32).
+    const ir::ElemType type =
+        fusable && producer.outputs.size() == 1 ? state.typeOf(producer.outputs[0]) : ir::ElemType::Undefined;
+    const bool floatOrUnknown = type == ir::ElemType::Float || type == ir::ElemType::Undefined;
+    if (fusable && floatOrUnknown && fuseSwish(state, i)) {
       fused += 2;
       --i;
       continue;
     }
     auto j = fusable ? state.soleReader(i) : std::nullopt;
-    if (!j || (f && f->type != ir::ElemType::Float)) continue;
+    if (!j || !floatOrUnknown) continue;
     const LOp& next = ops[*j];
     ops::Epilogue e = producer.epilogue.value_or(ops::Epilogue{});
     const bool plainSoFar = e.scale == 1.0f && e.shift == 0.0f;

@@ -17,9 +17,9 @@ Expected<ir::PassChange> FuseMatMulAdd::run(LoweringState& state) const {
     if (const ir::Tensor* c = state.constantOf(bName)) bShape = c->shape();
     const bool bKnown = state.constantOf(bName) || state.isLoadTime(bName);
     auto aShape = state.shapeOf(mm.inputs[0]);
-    const analysis::ValueFacts* af = state.facts.find(mm.inputs[0]);
     if (!bKnown || !bShape || state.typeOf(bName) != ir::ElemType::Float || bShape->size() != 2 || !aShape ||
-        aShape->size() < 2 || !af || af->type != ir::ElemType::Float || state.leaves(out) || state.readers(out) != 1)
+        aShape->size() < 2 || state.typeOf(mm.inputs[0]) != ir::ElemType::Float || state.leaves(out) ||
+        state.readers(out) != 1)
       continue;
     auto next = state.soleReader(i);
     if (!next || ops[*next].kind != ir::OpKind::Add || ops[*next].inputs.size() != 2 || ops[*next].outputs.size() != 1)
@@ -45,6 +45,11 @@ Expected<ir::PassChange> FuseMatMulAdd::run(LoweringState& state) const {
         state.addConstant(base + ".y_shape", ir::Tensor::fromVector(ir::ElemType::Int64,
                                                                     {static_cast<int64_t>(outShape.size())}, outShape));
     std::string cName = state.addConstant(base + ".c", std::move(c));
+    // A float16 bias read as float32 (widen-float16) stays float16 in the .bin.
+    if (auto half = state.float16Storage.find(other); half != state.float16Storage.end()) {
+      CTX_ASSIGN_OR_RETURN(ir::Tensor h, half->second.reshaped({n}));
+      state.float16Storage.insert_or_assign(cName, std::move(h));
+    }
     std::string a2 = base + ".a", y2 = base + ".y", finalOut = add.outputs[0];
     state.localShapes[a2] = ir::Shape{rows, k};
     state.localShapes[y2] = ir::Shape{rows, n};

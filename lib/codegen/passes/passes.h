@@ -24,6 +24,10 @@ CTXKIT_LOWERING_PASS(FoldConstants, "fold-constants", false)
 CTXKIT_LOWERING_PASS(FoldBatchNorm, "fold-batchnorm", false)
 // Conv or Gemm followed only by Mul/Add/Sub/Div of a per-channel constant: folded into weights and bias.
 CTXKIT_LOWERING_PASS(FoldAffine, "fold-affine", false)
+// For a target computing float16 in float32: float16 values become float32 between ops (inputs widened on entry,
+// outputs rounded on exit, explicit Casts to float16 still rounding), float16 weights read as float32 and stored as
+// float16.
+CTXKIT_LOWERING_PASS(WidenFloat16, "widen-float16", false)
 // MatMul by a constant [K, N] followed only by Add of a bias [N]: one Gemm between two views.
 CTXKIT_LOWERING_PASS(FuseMatMulAdd, "fuse-matmul-add", false)
 // Activations spelled out as arithmetic (x * Clip(x + 3, 0, 6) / 6) become the activation op (HardSwish).
