@@ -184,13 +184,18 @@ qdqForms="$work/qdq_forms.onnx"
 if ! "$build/tests/oracle/make_qdq_forms" "$qdqForms"; then
   echo "FAIL qdq_forms: could not write the model"; failed=$((failed + 1))
 fi
+# dumpOps NAME MODEL TARGET OUT: compiles MODEL into OUT with its programs printed to OUT/ops.log; on failure says so.
+dumpOps() {
+  local name="$1" model="$2" target="$3" out="$4"
+  mkdir -p "$out"
+  if ! "$apps/ctxgen/ctxgen" "$model" -o "$out" -q --target "$target" --dump-after emit-program >"$out/ops.log" 2>&1;
+  then
+    echo "FAIL $name [$target]: ctxgen: $(cat "$out/ops.log")"; failed=$((failed + 1)); return 1
+  fi
+}
 checkQdqForms() {
   local target="$1" out="$work/qdq_forms_ops.$target"
-  mkdir -p "$out"
-  if ! "$apps/ctxgen/ctxgen" "$qdqForms" -o "$out" -q --target "$target" --dump-after emit-program >"$out/ops.log" 2>&1;
-  then
-    echo "FAIL qdq_forms [$target]: ctxgen: $(cat "$out/ops.log")"; failed=$((failed + 1)); return
-  fi
+  dumpOps qdq_forms "$qdqForms" "$target" "$out" || return
   local integer float
   integer=$(grep -cE '= QLinear(Conv|MatMul)\(' "$out/ops.log")
   float=$(grep -cE '= (Conv|Gemm|MatMul)\(' "$out/ops.log")
@@ -215,11 +220,7 @@ if ! qdqWeightBytes="$("$build/tests/oracle/make_qdq_weights" "$qdqWeights")"; t
 fi
 checkQdqWeights() {
   local target="$1" out="$work/qdq_weights_ops.$target"
-  mkdir -p "$out"
-  if ! "$apps/ctxgen/ctxgen" "$qdqWeights" -o "$out" -q --target "$target" --dump-after emit-program >"$out/ops.log" 2>&1;
-  then
-    echo "FAIL qdq_weights [$target]: ctxgen: $(cat "$out/ops.log")"; failed=$((failed + 1)); return
-  fi
+  dumpOps qdq_weights "$qdqWeights" "$target" "$out" || return
   local atLoad
   atLoad=$(grep -cE '%[0-9]+:float32\[[0-9x]+\]load(:[^ ]*)? = DequantizeLinear\(' "$out/ops.log")
   if [ "$atLoad" -ne 7 ]; then
