@@ -66,6 +66,13 @@ bool runFloatFast(const OpContext& ctx, const float* in, float* out, size_t n, c
     case ir::OpKind::Relu:
       chunked(16384, [](const float* x, float* y, size_t m) { cpu::vecClamp(x, y, m, 0.0f, INFINITY); });
       return true;
+    case ir::OpKind::HardSigmoid:
+      chunked(16384, [&p](const float* x, float* y, size_t m) { cpu::vecHardSigmoid(x, y, m, p.alpha, p.beta); });
+      return true;
+    case ir::OpKind::HardSwish: chunked(16384, cpu::vecHardSwish); return true;
+    case ir::OpKind::LeakyRelu:
+      chunked(16384, [&p](const float* x, float* y, size_t m) { cpu::vecLeakyRelu(x, y, m, p.alpha); });
+      return true;
     default: return false;
   }
 }

@@ -1,6 +1,7 @@
 // NonMaxSuppression: per batch and class, the boxes kept by greedy selection in descending score order, dropping
 // every box whose IoU with a kept one exceeds the threshold. The output's length depends on the values, so at
 // compile time all inputs must be constants; otherwise the node runs on the fallback interpreter.
+#include "cpu/simd.h"
 #include "kernels/ops.h"
 
 #include <algorithm>
@@ -33,16 +34,6 @@ Corners corners(const NmsInputs& in, const float* b) {
     return {b[1] - hh, b[0] - hw, b[1] + hh, b[0] + hw};
   }
   return {std::min(b[0], b[2]), std::min(b[1], b[3]), std::max(b[0], b[2]), std::max(b[1], b[3])};
-}
-
-// Whether IoU(a, b) exceeds the threshold; boxes without area or overlap never suppress each other.
-bool suppresses(const NmsInputs& in, const Corners& a, const Corners& b) {
-  const float h = std::min(a.y1, b.y1) - std::max(a.y0, b.y0), w = std::min(a.x1, b.x1) - std::max(a.x0, b.x0);
-  if (h <= 0 || w <= 0) return false;
-  const float inter = h * w, areaA = a.area(), areaB = b.area();
-  const float uni = areaA + areaB - inter;
-  if (areaA <= 0 || areaB <= 0 || uni <= 0) return false;
-  return inter / uni > in.iou;
 }
 
 float scalarFloat(const ir::Tensor& t) { return t.elementCount() > 0 ? t.dataAs<float>()[0] : 0.0f; }
@@ -87,12 +78,60 @@ Expected<NmsInputs> readInputs(const OpContext& ctx, InDescs inputs) {
   return in;
 }
 
+constexpr size_t kLanes = 16;
+
+// Whether any of `count` (a multiple of kLanes) boxes given as columns suppresses box `b` of area `areaB` > 0: their
+// IoU exceeds `iou`; boxes without area or overlap never suppress each other. Written with negated comparisons so
+// that NaN coordinates suppress nothing, as in ONNX Runtime; blocks of fixed length so that the compiler vectorizes
+// them.
+CTX_SIMD_CLONES bool anySuppresses(const float* y0, const float* x0, const float* y1, const float* x1,
+                                   const float* area, size_t count, const Corners& b, float areaB, float iou) {
+  for (size_t at = 0; at < count; at += kLanes) {
+    int any = 0;
+#pragma GCC ivdep
+    for (size_t k = at; k < at + kLanes; ++k) {
+      const float h = std::min(y1[k], b.y1) - std::max(y0[k], b.y0);
+      const float w = std::min(x1[k], b.x1) - std::max(x0[k], b.x0);
+      const float inter = h * w, uni = area[k] + areaB - inter;
+      any |= !(h <= 0) & !(w <= 0) & !(area[k] <= 0) & !(uni <= 0) & (inter / uni > iou);
+    }
+    if (any) return true;
+  }
+  return false;
+}
+
+// The boxes kept so far, as columns padded to whole blocks with boxes of no area (which suppress nothing).
+class KeptBoxes {
+public:
+  void clear() {
+    count_ = 0;
+    for (auto* c : {&y0_, &x0_, &y1_, &x1_, &area_}) c->clear();
+  }
+  size_t size() const { return count_; }
+  void add(const Corners& b) {
+    if (count_ == y0_.size())
+      for (auto* c : {&y0_, &x0_, &y1_, &x1_, &area_}) c->resize(count_ + kLanes, 0.0f);
+    y0_[count_] = b.y0, x0_[count_] = b.x0, y1_[count_] = b.y1, x1_[count_] = b.x1, area_[count_] = b.area();
+    ++count_;
+  }
+  // Whether any kept box suppresses `b`.
+  bool suppress(const Corners& b, float iou) const {
+    const float areaB = b.area();
+    if (!(areaB > 0)) return false;  // a box without area is never suppressed
+    return anySuppresses(y0_.data(), x0_.data(), y1_.data(), x1_.data(), area_.data(), y0_.size(), b, areaB, iou);
+  }
+
+private:
+  size_t count_ = 0;
+  std::vector<float> y0_, x0_, y1_, x1_, area_;
+};
+
 // The selected (batch, class, box) triples in output order.
 std::vector<std::array<int64_t, 3>> select(const NmsInputs& in) {
   std::vector<std::array<int64_t, 3>> out;
   std::vector<Corners> boxes(static_cast<size_t>(in.spatial));
   std::vector<int64_t> order;
-  std::vector<int64_t> kept;
+  KeptBoxes kept;
   for (int64_t n = 0; n < in.batches; ++n) {
     for (int64_t i = 0; i < in.spatial; ++i)
       boxes[static_cast<size_t>(i)] = corners(in, in.boxes + (n * in.spatial + i) * 4);
@@ -107,10 +146,8 @@ std::vector<std::array<int64_t, 3>> select(const NmsInputs& in) {
       for (int64_t i : order) {
         if (static_cast<int64_t>(kept.size()) >= in.maxPerClass) break;
         const Corners& box = boxes[static_cast<size_t>(i)];
-        bool drop = std::any_of(kept.begin(), kept.end(),
-                                [&](int64_t k) { return suppresses(in, boxes[static_cast<size_t>(k)], box); });
-        if (drop) continue;
-        kept.push_back(i);
+        if (kept.suppress(box, in.iou)) continue;
+        kept.add(box);
         out.push_back({n, c, i});
       }
     }

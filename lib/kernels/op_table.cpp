@@ -2,6 +2,7 @@
 #include "cpu/convert.h"
 #include "kernels/op_entry.h"
 
+#include <algorithm>
 #include <new>
 #include <stdexcept>
 
@@ -255,17 +256,18 @@ Expected<std::vector<OutputDesc>> inferOutputs(const OpContext& ctx, std::span<c
   return result;
 }
 
+namespace {
+bool anyHalf(std::span<const ir::Tensor* const> inputs) {
+  return std::any_of(inputs.begin(), inputs.end(), [](const ir::Tensor* t) { return t && isHalf(t->type()); });
+}
+}  // namespace
+
 Status run(const OpContext& ctx, std::span<const ir::Tensor* const> inputs, std::span<ir::Tensor* const> outputs) {
   const OpEntry* entry = findEntry(ctx.kind);
   if (!entry) return noKernel(ctx);
   if (!ctx.typed) return withTypedAttrs(ctx, [&](const OpContext& typed) { return run(typed, inputs, outputs); });
   // The shape rule runs again on the real inputs: a kernel can then trust every shape it indexes with.
   std::vector<ValueDesc> descs = describeInputs(inputs, true);
-  bool anyHalf = false;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i]) continue;
-    anyHalf = anyHalf || isHalf(inputs[i]->type());
-  }
   CTX_ASSIGN_OR_RETURN(std::vector<OutputDesc> expected, inferOutputs(ctx, descs, outputs.size()));
   if (expected.size() != outputs.size())
     return nodeError(ctx, ErrorCode::Internal, "kernel produced {} output descriptions for {} outputs", expected.size(),
@@ -286,7 +288,7 @@ Status run(const OpContext& ctx, std::span<const ir::Tensor* const> inputs, std:
     if (!out.isWritable() && out.byteSize() > 0)
       return nodeError(ctx, ErrorCode::InvalidArgument, "output {} is not writable", i);
   }
-  return runEntry(*entry, ctx, inputs, outputs, entry->halfViaFloat && anyHalf);
+  return runEntry(*entry, ctx, inputs, outputs, entry->halfViaFloat && anyHalf(inputs));
 }
 
 Expected<std::vector<ir::Tensor>> evaluate(const OpContext& ctx, std::span<const ir::Tensor* const> inputs,
@@ -304,7 +306,10 @@ Expected<std::vector<ir::Tensor>> evaluate(const OpContext& ctx, std::span<const
   }
   std::vector<ir::Tensor*> ptrs;
   for (auto& t : tensors) ptrs.push_back(&t);
-  CTX_RETURN_IF_ERROR(run(ctx, inputs, ptrs));
+  // The outputs were just made to the shapes the rule gave for these inputs: the kernel runs without run()'s second
+  // pass of the rule (which, for ops whose output shapes depend on values, is the op's whole work again).
+  const OpEntry& entry = *findEntry(ctx.kind);
+  CTX_RETURN_IF_ERROR(runEntry(entry, ctx, inputs, ptrs, entry.halfViaFloat && anyHalf(inputs)));
   return tensors;
 }
 

@@ -451,6 +451,37 @@ TEST_CASE("pass match-activations turns x * Clip(x + 3, 0, 6) / 6 into HardSwish
   CHECK_FALSE(lowerAll(g)->changed("match-activations"));
 }
 
+TEST_CASE("pass match-activations turns x * HardSigmoid(x) with alpha 1/6 and beta 1/2 into HardSwish",
+          "[codegen][passes]") {
+  // PyTorch's export of Hardswish before opset 14, after a Conv: the HardSwish it becomes fuses into the Conv.
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({1, 2, 5, 5}))};
+  g.outputs = {floatValue("y", dims({1, 4, 5, 5}))};
+  g.initializers = {floatInit("w", {4, 2, 3, 3}, -0.9f)};
+  ir::Node conv = node("Conv", {"x", "w"}, {"c"});
+  conv.attrs.set(ir::Attribute::makeInts("pads", {1, 1, 1, 1}));
+  ir::Node hs = node("HardSigmoid", {"c"}, {"s"});
+  hs.attrs.set(ir::Attribute::makeFloat("alpha", 1.0f / 6.0f));
+  for (bool sigmoidFirst : {false, true}) {
+    g.nodes = {conv, hs, sigmoidFirst ? node("Mul", {"s", "c"}, {"y"}) : node("Mul", {"c", "s"}, {"y"})};
+    auto l = lowerAll(g);
+    CHECK(l->changed("match-activations"));
+    REQUIRE(l->kinds() == std::vector<ir::OpKind>{ir::OpKind::Conv});
+    CHECK(std::get<ops::ConvAttrs>(l->partition.program.ops[0].typed).epilogue ==
+          ops::Epilogue{ops::Activation::HardSwish, 0, 0});
+    checkComputesSource(g, *l, {1, 2, 5, 5});
+  }
+  // HardSigmoid's default alpha (0.2) makes another function; a HardSigmoid of another value is a gate, not HardSwish.
+  ir::Node other = node("HardSigmoid", {"c"}, {"s"});
+  g.nodes = {conv, other, node("Mul", {"c", "s"}, {"y"})};
+  CHECK_FALSE(lowerAll(g)->changed("match-activations"));
+  g.inputs.push_back(floatValue("z", dims({1, 4, 5, 5})));
+  ir::Node gate = node("HardSigmoid", {"z"}, {"s"});
+  gate.attrs.set(ir::Attribute::makeFloat("alpha", 1.0f / 6.0f));
+  g.nodes = {conv, gate, node("Mul", {"c", "s"}, {"y"})};
+  CHECK_FALSE(lowerAll(g)->changed("match-activations"));
+}
+
 TEST_CASE("pass fuse-epilogue takes HardSwish and a following scalar scale and shift", "[codegen][passes]") {
   ir::Graph g;
   g.inputs = {floatValue("x", dims({1, 2, 5, 5}))};

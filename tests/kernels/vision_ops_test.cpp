@@ -41,6 +41,61 @@ TEST_CASE("NonMaxSuppression keeps the best box of each overlapping group, per c
   CHECK(values<int64_t>(y2) == std::vector<int64_t>{0, 0, 1, 0, 0, 2, 0, 1, 2, 0, 1, 1});
 }
 
+TEST_CASE("NonMaxSuppression on hundreds of boxes keeps what the greedy definition keeps, box for box") {
+  // 3 classes of 700 boxes in clusters (many suppressions, and more kept boxes than one vector block), with boxes of
+  // no area, flipped corners, equal scores and a NaN coordinate: against the definition written out plainly.
+  const int64_t n = 700, classes = 3;
+  std::vector<float> b(static_cast<size_t>(n * 4)), sc(static_cast<size_t>(classes * n));
+  uint32_t seed = 12345;
+  auto next = [&seed] { return (seed = seed * 1664525u + 1013904223u) >> 8 & 0xffff; };
+  for (int64_t i = 0; i < n; ++i) {
+    const float cy = static_cast<float>(next() % 40), cx = static_cast<float>(next() % 40);
+    const float h = static_cast<float>(next() % 8) / 2, w = static_cast<float>(next() % 8) / 2;  // some 0
+    float* q = &b[static_cast<size_t>(i * 4)];
+    if (i % 5 == 0) q[0] = cy + h, q[1] = cx + w, q[2] = cy, q[3] = cx;  // flipped corners
+    else q[0] = cy, q[1] = cx, q[2] = cy + h, q[3] = cx + w;
+  }
+  b[4 * 17 + 2] = std::nanf("");
+  for (size_t i = 0; i < sc.size(); ++i) sc[i] = static_cast<float>(next() % 500) / 500;  // ties
+  auto boxes = floats({1, n, 4}, b);
+  auto scores = floats({1, classes, n}, sc);
+  auto limit = int64s({1}, {400});
+  auto iou = floats({1}, {0.3f});
+  auto threshold = floats({1}, {0.1f});
+  auto y = Op(OpKind::NonMaxSuppression, 11).run1({&boxes, &scores, &limit, &iou, &threshold});
+
+  std::vector<int64_t> expected;
+  auto corner = [&](int64_t i, int k) { return b[static_cast<size_t>(i * 4 + k)]; };
+  auto iouAbove = [&](int64_t i, int64_t j) {
+    const float iy0 = std::min(corner(i, 0), corner(i, 2)), ix0 = std::min(corner(i, 1), corner(i, 3));
+    const float iy1 = std::max(corner(i, 0), corner(i, 2)), ix1 = std::max(corner(i, 1), corner(i, 3));
+    const float jy0 = std::min(corner(j, 0), corner(j, 2)), jx0 = std::min(corner(j, 1), corner(j, 3));
+    const float jy1 = std::max(corner(j, 0), corner(j, 2)), jx1 = std::max(corner(j, 1), corner(j, 3));
+    const float h = std::min(iy1, jy1) - std::max(iy0, jy0), w = std::min(ix1, jx1) - std::max(ix0, jx0);
+    if (h <= 0 || w <= 0) return false;
+    const float inter = h * w, ai = (iy1 - iy0) * (ix1 - ix0), aj = (jy1 - jy0) * (jx1 - jx0);
+    const float uni = ai + aj - inter;
+    if (ai <= 0 || aj <= 0 || uni <= 0) return false;
+    return inter / uni > 0.3f;
+  };
+  for (int64_t c = 0; c < classes; ++c) {
+    std::vector<int64_t> order;
+    for (int64_t i = 0; i < n; ++i)
+      if (sc[static_cast<size_t>(c * n + i)] > 0.1f) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t p, int64_t q) {
+      return sc[static_cast<size_t>(c * n + p)] > sc[static_cast<size_t>(c * n + q)];
+    });
+    std::vector<int64_t> kept;
+    for (int64_t i : order) {
+      if (kept.size() == 400) break;
+      if (std::none_of(kept.begin(), kept.end(), [&](int64_t k) { return iouAbove(k, i); })) kept.push_back(i);
+    }
+    for (int64_t k : kept) expected.insert(expected.end(), {0, c, k});
+  }
+  REQUIRE(expected.size() > 3 * 3 * 64);  // more kept than a block, in every class
+  CHECK(values<int64_t>(y) == expected);
+}
+
 TEST_CASE("GridSample: bilinear, nearest and border padding on a 2x2 plane") {
   auto x = floats({1, 1, 2, 2}, {1, 2, 3, 4});
   // With align_corners the grid's -1 and 1 are the pixel centres; (0, 0) is the plane's centre.

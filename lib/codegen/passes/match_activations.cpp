@@ -1,6 +1,8 @@
 // match-activations: activations that a model spells out as arithmetic become the activation op, which
-// fuse-epilogue can then fold: x * Clip(x + 3, 0, 6) / 6 (the HardSwish of PyTorch/Paddle exports) becomes
-// HardSwish(x), and the intermediate values must have no other reader.
+// fuse-epilogue can then fold: x * Clip(x + 3, 0, 6) / 6 (the HardSwish of PyTorch/Paddle exports) and
+// x * HardSigmoid(x) with alpha 1/6 and beta 1/2 (PyTorch's export before opset 14; float32) become HardSwish(x), and
+// the intermediate values must have no other reader. The second form computes the same float32 operations in the same
+// order as HardSwish, so its results are unchanged bit for bit.
 #include "codegen/passes/pass_helpers.h"
 #include "codegen/passes/passes.h"
 
@@ -9,10 +11,40 @@
 
 namespace ctxkit::codegen {
 
+namespace {
+
+// Mul(x, HardSigmoid(x)) or Mul(HardSigmoid(x), x), alpha exactly 1/6 and beta 1/2: replaced by HardSwish(x).
+bool matchHardSigmoidProduct(LoweringState& state, size_t d) {
+  auto& ops = state.ops;
+  const LOp& mul = ops[d];
+  if (mul.kind != ir::OpKind::Mul || mul.inputs.size() != 2) return false;
+  for (int side = 0; side < 2; ++side) {
+    const std::string& x = mul.inputs[side];
+    const std::string& s = mul.inputs[1 - side];
+    auto hs = state.producerOf(s, ir::OpKind::HardSigmoid);
+    if (!hs || ops[*hs].inputs.size() != 1 || ops[*hs].inputs[0] != x || state.readers(s) != 1 || state.leaves(s))
+      continue;
+    const auto& unary = std::get<ops::UnaryAttrs>(ops[*hs].typed);
+    if (unary.alpha != 1.0f / 6.0f || unary.beta != 0.5f || state.typeOf(x) != ir::ElemType::Float) continue;
+    const size_t gone = *hs;
+    state.replaceOp(d, madeOp(ir::OpKind::HardSwish, 14, mul.name + ".hardswish", {x}, mul.outputs));
+    state.eraseOp(gone);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 Expected<ir::PassChange> MatchActivations::run(LoweringState& state) const {
   auto& ops = state.ops;
-  size_t matches = 0;
+  size_t matches = 0, removed = 0;
   for (size_t d = 0; d < ops.size(); ++d) {
+    if (matchHardSigmoidProduct(state, d)) {
+      ++matches, ++removed;
+      d = 0;
+      continue;
+    }
     // y = Div(m, 6) or Mul(m, 1/6)
     const LOp& last = ops[d];
     if ((last.kind != ir::OpKind::Div && last.kind != ir::OpKind::Mul) || last.inputs.size() != 2) continue;
@@ -47,11 +79,11 @@ Expected<ir::PassChange> MatchActivations::run(LoweringState& state) const {
       matched = true;
     }
     if (matched) {
-      ++matches;
+      ++matches, removed += 3;
       d = 0;  // indices moved; start over (each match removes three ops, so this ends)
     }
   }
-  return ir::PassChange{}.count("hardswish_matched", matches).count("ops_removed", 3 * matches);
+  return ir::PassChange{}.count("hardswish_matched", matches).count("ops_removed", removed);
 }
 
 }  // namespace ctxkit::codegen
