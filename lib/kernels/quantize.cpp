@@ -204,7 +204,7 @@ DynamicUint8 dynamicUint8(const float* x, size_t n) {
     hi = std::max(hi, x[i]);
   }
   DynamicUint8 q;
-  q.scale = (hi - lo) / 255.0f;
+  q.scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;  // an all-zero input: scale 1, as the ONNX reference and ORT
   q.zero = q.scale == 0 ? 0.0f : std::clamp(std::nearbyint(-lo / q.scale), 0.0f, 255.0f);
   return q;
 }

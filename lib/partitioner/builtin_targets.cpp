@@ -6,13 +6,14 @@ namespace ctxkit::partitioner {
 
 namespace {
 
-// An NPU-like subset: static shapes, float32/float16/int8 (float16 arithmetic: every op rounds), no control flow.
+// An NPU-like subset: static shapes, float32/float16/int8 with int32 accumulators (float16 arithmetic: every op
+// rounds), no control flow.
 constexpr const char* kNpuSimBody = R"json(
   "static_shapes_only": true,
   "max_rank": 6,
   "min_partition_size": 1,
   "weight_alignment": 64,
-  "element_types": ["float32", "float16", "int8", "uint8", "bool"],
+  "element_types": ["float32", "float16", "int8", "uint8", "int32", "bool"],
   "preferred_layouts": {"gemm": "panels-32", "conv": "oihw"},
   "float16_compute": "float16",
   "ops": [

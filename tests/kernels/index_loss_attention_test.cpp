@@ -148,4 +148,16 @@ TEST_CASE("Det pivots, ReverseSequence reverses each batch's prefix, DynamicQuan
   REQUIRE(r);
   REQUIRE(values<uint8_t>((*r)[0]) == std::vector<uint8_t>{85, 170, 255});
   REQUIRE(values<uint8_t>((*r)[2])[0] == 0);
+  // All zeros: an empty range has scale 1 (the ONNX reference and ONNX Runtime), not 0.
+  auto zeros = floats({4}, {0, 0, 0, 0});
+  auto z = Op(OpKind::DynamicQuantizeLinear, 11).eval({&zeros}, 3);
+  REQUIRE(z);
+  CHECK(values<uint8_t>((*z)[0]) == std::vector<uint8_t>{0, 0, 0, 0});
+  CHECK(values<float>((*z)[1]) == std::vector<float>{1.0f});
+  CHECK(values<uint8_t>((*z)[2])[0] == 0);
+  // A quotient at exactly .5 rounds to even: range [-1, 254] gives scale 1 and zero point 1; 1.5 -> 2 + 1, 2.5 -> 2 + 1.
+  auto ties = floats({4}, {-1, 1.5f, 2.5f, 254});
+  auto t = Op(OpKind::DynamicQuantizeLinear, 11).eval({&ties}, 3);
+  REQUIRE(t);
+  CHECK(values<uint8_t>((*t)[0]) == std::vector<uint8_t>{0, 3, 3, 255});
 }
