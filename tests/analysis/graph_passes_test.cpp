@@ -339,6 +339,7 @@ TEST_CASE("fold-subgraphs warns of a branch that cannot run with the bound shape
     }
     // The If is named by its output: the compiled model leaves what it reads open (pipeline::buildContextModel).
     CHECK(facts->unrunnableSubgraphs == std::set<std::string>{"y"});
+    CHECK(g.nodes[0].attrs.find("then_branch")->g == then);  // left as the source wrote it
     REQUIRE(warnings.size() == 1);
     CHECK_THAT(warnings[0], Catch::Contains("'pick' (If) then_branch") && Catch::Contains("squeeze0") &&
                                 Catch::Contains("ONNX Runtime refuses"));
