@@ -4,6 +4,7 @@
 // of several compiled candidates.
 #include <catch2/catch.hpp>
 
+#include "../common/material.h"
 #include "epcontext/contract.h"
 #include "format/container.h"
 #include "onnx_io/onnx_io.h"
@@ -13,9 +14,11 @@
 #include <dlfcn.h>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <limits>
+#include <map>
 
 using namespace ctxkit;
 using namespace ctxkit::ort_test;
@@ -267,4 +270,123 @@ TEST_CASE("SelectBestModelCandidate: the best of several compiled candidates by 
     INFO(c.detail);
     CHECK(c.ok);
   }
+}
+
+// ORT's opaque model-package handles (declared in onnxruntime_experimental_c_api.h, whose function list the API-29
+// headers in the cache lack).
+struct OrtModelPackageOptions;
+struct OrtModelPackageContext;
+struct OrtModelPackageComponentContext;
+
+namespace {
+
+// ORT 1.30's experimental model-package API (looked up by name; its header list is not in the API-29 headers):
+// the functions this test calls, with the signatures ORT declares for them.
+struct ModelPackageApi {
+  using CreateOptions = OrtStatus*(ORT_API_CALL*)(const OrtEnv*, const OrtSessionOptions*, OrtModelPackageOptions**);
+  using ReleaseOptions = void(ORT_API_CALL*)(OrtModelPackageOptions*);
+  using CreateContext = OrtStatus*(ORT_API_CALL*)(const ORTCHAR_T*, OrtModelPackageContext**);
+  using ReleaseContext = void(ORT_API_CALL*)(OrtModelPackageContext*);
+  using Select = OrtStatus*(ORT_API_CALL*)(const OrtModelPackageContext*, const char*, const OrtModelPackageOptions*,
+                                           OrtModelPackageComponentContext**);
+  using ReleaseComponent = void(ORT_API_CALL*)(OrtModelPackageComponentContext*);
+  using SelectedName = OrtStatus*(ORT_API_CALL*)(const OrtModelPackageComponentContext*, const char**);
+  using CreateSession = OrtStatus*(ORT_API_CALL*)(const OrtEnv*, OrtModelPackageComponentContext*,
+                                                  const OrtSessionOptions*, OrtSession**);
+  CreateOptions createOptions = get<CreateOptions>("OrtModelPackageApi_CreateModelPackageOptionsFromSessionOptions");
+  ReleaseOptions releaseOptions = get<ReleaseOptions>("OrtModelPackageApi_ReleaseModelPackageOptions");
+  CreateContext createContext = get<CreateContext>("OrtModelPackageApi_CreateModelPackageContext");
+  ReleaseContext releaseContext = get<ReleaseContext>("OrtModelPackageApi_ReleaseModelPackageContext");
+  Select select = get<Select>("OrtModelPackageApi_SelectComponent");
+  ReleaseComponent releaseComponent = get<ReleaseComponent>("OrtModelPackageApi_ReleaseModelPackageComponentContext");
+  SelectedName selectedName = get<SelectedName>("OrtModelPackageApi_ModelPackageComponent_GetSelectedVariantName");
+  CreateSession createSession = get<CreateSession>("OrtModelPackageApi_CreateSession");
+
+  template <typename F> static F get(const std::string& name) {
+    return reinterpret_cast<F>(Ort::GetApi().GetExperimentalFunction((name + "_SinceV28").c_str()));
+  }
+  bool complete() const {
+    return createOptions && releaseOptions && createContext && releaseContext && select && releaseComponent &&
+           selectedName && createSession;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("ORT's model-package API picks the optimal of several ctxkit variants by ctxkit's verdicts and runs it",
+          "[selection]") {
+  ModelPackageApi mp;
+  CTX_REQUIRE_MATERIAL(mp.complete(), "ONNX Runtime offers no experimental model-package API (OrtModelPackageApi_*)");
+  TempDir pkg("ort_ep_model_package");
+  // Three variants of tiny_cnn compiled by ctxgen: another revision (PREFER_RECOMPILATION), another producer
+  // (UNSUPPORTED) and as written (SUPPORTED_OPTIMAL), in that order.
+  const fs::path tiny = pkg / "tiny";
+  ctxgen({sample("tiny_cnn"), "-o", (tiny / "optimal").string(), "-q"});
+  const std::string info = compatibilityInfoOf(tiny / "optimal" / "tiny_cnn_ctx.onnx");
+  auto doctor = [&](const std::string& variant, const std::function<void(epcontext::CompatibilityInfo&)>& f) {
+    ctxgen({sample("tiny_cnn"), "-o", (tiny / variant).string(), "-q"});
+    auto parsed = epcontext::parseCompatibilityInfo(info);
+    REQUIRE(parsed);
+    f(*parsed);
+    const std::string value = epcontext::formatCompatibilityInfo(*parsed);
+    const fs::path model = tiny / variant / "tiny_cnn_ctx.onnx";
+    withCompatibilityInfo(model, value, model);
+    return value;
+  };
+  const std::string revision = doctor("revision", [](auto& i) { i.targetRevision = "99"; });
+  const std::string producer = doctor("producer", [](auto& i) { i.producer = "otherkit"; });
+  const std::map<std::string, std::string> values = {{"revision", revision}, {"producer", producer}, {"optimal", info}};
+  std::ofstream(pkg / "manifest.json") << nlohmann::json{{"schema_version", "1.0"},
+                                                          {"components", {{"tiny", "tiny"}}}}.dump(2);
+  Ort::SessionOptions options = ctxkitOptions({});
+  OrtModelPackageOptions* packageOptions = nullptr;
+  Ort::ThrowOnError(mp.createOptions(env(), options, &packageOptions));
+  // The package with `names` as its variants, in that order: the variant ORT selects (and its component context),
+  // or why it selects none.
+  auto select = [&](const std::vector<std::string>& names, OrtModelPackageComponentContext** component) {
+    nlohmann::ordered_json variants = nlohmann::ordered_json::object();
+    for (const auto& name : names)
+      variants[name] = {{"ep", epcontext::kEpName},
+                        {"device", "cpu"},
+                        {"compatibility_string", values.at(name)},
+                        {"executor_info", {{"ort", {{"model_file", "tiny_cnn_ctx.onnx"}}}}}};
+    std::ofstream(tiny / "component.json", std::ios::trunc) << nlohmann::ordered_json{{"variants", variants}}.dump(2);
+    OrtModelPackageContext* context = nullptr;
+    Ort::ThrowOnError(mp.createContext(pkg.path().c_str(), &context));
+    std::string chosen;
+    if (OrtStatus* st = mp.select(context, "tiny", packageOptions, component)) {
+      chosen = "error: " + Ort::Status(st).GetErrorMessage();
+    } else {
+      const char* name = nullptr;
+      Ort::ThrowOnError(mp.selectedName(*component, &name));
+      chosen = name;
+    }
+    mp.releaseContext(context);
+    return chosen;
+  };
+  OrtModelPackageComponentContext* component = nullptr;
+  const std::string chosen = select({"revision", "producer", "optimal"}, &component);
+  CHECK(chosen == "optimal");
+  REQUIRE(component != nullptr);
+  OrtSession* raw = nullptr;
+  Ort::ThrowOnError(mp.createSession(env(), component, nullptr, &raw));
+  Ort::Session session(raw);
+  Ort::Session reference = cpuSession(sample("tiny_cnn"));
+  Feeds feeds = makeFeeds(session, 3);
+  Comparison c = compare(run(session, feeds), run(reference, feeds));
+  INFO(c.detail);
+  CHECK(c.ok);
+  std::cout << "ort_ep: model package of 3 ctxkit variants: ORT chose '" << chosen << "', max |diff| " << c.maxAbsDiff
+            << "\n";
+  mp.releaseComponent(component);
+  // Without the optimal one, the one to recompile; an UNSUPPORTED variant never.
+  component = nullptr;
+  CHECK(select({"producer", "revision"}, &component) == "revision");
+  mp.releaseComponent(component);
+  component = nullptr;
+  const std::string none = select({"producer"}, &component);
+  INFO(none);
+  CHECK(none.find("No suitable model variant") != std::string::npos);
+  mp.releaseComponent(component);
+  mp.releaseOptions(packageOptions);
 }
