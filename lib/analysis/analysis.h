@@ -8,6 +8,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,10 @@ struct GraphFacts {
   // Nodes whose shape rule could not run at compile time (a shape input not constant, an unsupported
   // attribute value...), with the reason: they can only run on the fallback path.
   std::map<size_t, std::string> ruleFailures;
+  // Nodes of the graph (by their first output) holding a subgraph that fold-subgraphs could not analyze with the
+  // bound shapes: a branch or body that cannot run with them. ONNX Runtime infers every branch when it loads a model,
+  // so such a branch must not see those shapes there (pipeline::buildContextModel leaves them open).
+  std::set<std::string> unrunnableSubgraphs;
 
   // The facts of a value of the analysed graph, or null for a name it does not have.
   const ValueFacts* find(std::string_view name) const {

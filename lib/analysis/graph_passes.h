@@ -71,7 +71,8 @@ std::string graphText(const ir::Graph& graph, const GraphFacts& facts, std::stri
 //    whose values are known (from body initializers, Constants and the outer graph's constants) become body
 //    initializers, nested bodies included.
 // `warnings`, when given, gets a line for each If/Loop/Scan subgraph that fold-subgraphs could not analyze with the
-// bound shapes (a branch that cannot run with them: ONNX Runtime refuses to load a model holding one).
+// bound shapes (a branch that cannot run with them: ONNX Runtime refuses to load a model holding one); the top-level
+// node holding it is left unfolded and named in the facts' unrunnableSubgraphs.
 // `trace`, when given, says which If nodes to keep and receives where each node of the final graph came from.
 // `dump`, when given, names a pass to dump the graph after or to stop after.
 Expected<GraphFacts> runGraphPasses(ir::Graph& graph, const Bindings& bindings, std::vector<ir::PassRun>& runs,

@@ -5,6 +5,7 @@
 #include "onnx_io/onnx_io.h"
 #include "program/program.h"
 #include "program/sharing.h"
+#include "runtime/compatibility.h"
 #include "runtime/session.h"
 #include "support/checked.h"
 #include "support/file_io.h"
@@ -70,6 +71,11 @@ public:
     onnx_io::LoadOptions load;
     load.resolveExternalData = false;
     CTX_ASSIGN_OR_RETURN(auto model, onnx_io::loadModel(path, load));
+    if (const std::string* info = model.findMetadata(epcontext::compatibilityMetadataKey())) {
+      runtime::CompatibilityVerdict verdict = runtime::assessCompatibilityInfo(*info);
+      report_.compatibility.push_back(
+          {path.string(), *info, runtime::compatibilityName(verdict.level), std::move(verdict.reason)});
+    }
     fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
     size_t nodes = 0, ours = 0;
     for (const ir::Node& n : model.graph.nodes)
@@ -326,6 +332,9 @@ private:
     ContextSummary c;
     c.path = shown;
     c.compat = view.compat();
+    runtime::CompatibilityVerdict verdict = runtime::assessCompatibility(c.compat);
+    c.verdict = runtime::compatibilityName(verdict.level);
+    c.verdictReason = std::move(verdict.reason);
     c.fileBytes = fileBytes ? fileBytes : view.fileSize();
     c.alignment = view.alignment();
     c.weightCount = view.weights().size();

@@ -105,6 +105,19 @@ struct ContextSummary {
   std::vector<WeightSharing> sharedWeights;  // weights used by more than one graph
   std::vector<WeightUsers> weightUsers;      // every weight, grouped by the graphs that use it; most bytes first
   bool verified = false;
+  // The runtime's verdict on the compatibility block (runtime::assessCompatibility): "SUPPORTED_OPTIMAL",
+  // "PREFER_RECOMPILATION" or "UNSUPPORTED", and why when not optimal.
+  std::string verdict;
+  std::string verdictReason;
+};
+
+// A compiled model's `ep_compatibility_info.CtxKitExecutionProvider` metadata and the verdict on it: what ONNX
+// Runtime's GetModelCompatibilityForEpDevices answers for ctxkit's devices.
+struct ModelCompatibility {
+  std::string model;
+  std::string info;
+  std::string verdict;
+  std::string reason;
 };
 
 struct Report {
@@ -113,7 +126,8 @@ struct Report {
   std::vector<DeploymentFile> files;
   std::vector<ExternalDataRef> externalData;
   std::vector<ContextSummary> contexts;
-  std::vector<std::string> problems;  // anything that makes the exit code 1
+  std::vector<ModelCompatibility> compatibility;  // models that carry ctxkit's compatibility metadata
+  std::vector<std::string> problems;              // anything that makes the exit code 1
 };
 
 struct Options {

@@ -58,6 +58,8 @@ std::string reportText(const Report& r) {
         fmt::format("Context binary {}: format {}.{}, producer {} {}, target {} revision {}, {} bytes, alignment {}\n",
                     c.path, c.compat.formatMajor, c.compat.formatMinor, c.compat.producer, c.compat.producerVersion,
                     c.compat.targetId, c.compat.targetRevision, c.fileBytes, c.alignment);
+    out +=
+        fmt::format("  compatibility: {}{}\n", c.verdict, c.verdictReason.empty() ? "" : " (" + c.verdictReason + ")");
     for (const auto& g : c.graphs)
       out += fmt::format("  graph {} (from {}): {} ops, {} weight refs, arena {} bytes\n", g.name, g.sourceModel,
                          g.opCount, g.weightRefs, g.arenaBytes);
@@ -79,6 +81,9 @@ std::string reportText(const Report& r) {
     }
     if (c.verified) out += "  verify: every weight hash, padding byte and structural rule checked: ok\n";
   }
+  for (const auto& m : r.compatibility)
+    out += fmt::format("Compatibility of {}: {}{} ({})\n", m.model, m.verdict, m.reason.empty() ? "" : ": " + m.reason,
+                       m.info);
   if (r.problems.empty()) {
     out += "no problems found\n";
   } else {
@@ -145,7 +150,9 @@ std::string reportJson(const Report& r) {
                            {"producer_version", c.compat.producerVersion},
                            {"target", c.compat.targetId},
                            {"target_revision", c.compat.targetRevision},
-                           {"format", fmt::format("{}.{}", c.compat.formatMajor, c.compat.formatMinor)}};
+                           {"format", fmt::format("{}.{}", c.compat.formatMajor, c.compat.formatMinor)},
+                           {"verdict", c.verdict},
+                           {"reason", c.verdictReason}};
     jc["bytes"] = c.fileBytes;
     jc["alignment"] = c.alignment;
     jc["graphs"] = Json::array();
@@ -180,6 +187,10 @@ std::string reportJson(const Report& r) {
     jc["verified"] = c.verified;
     j["context_binaries"].push_back(std::move(jc));
   }
+  j["model_compatibility"] = Json::array();
+  for (const auto& m : r.compatibility)
+    j["model_compatibility"].push_back(
+        {{"model", m.model}, {"info", m.info}, {"verdict", m.verdict}, {"reason", m.reason}});
   j["problems"] = r.problems;
   j["ok"] = r.problems.empty();
   return j.dump(2) + "\n";

@@ -35,7 +35,12 @@ std::string lowerCase(std::string s) {
 
 // The EP option prefix ORT gives options passed to AppendExecutionProvider_V2.
 std::string epOptionPrefix() { return "ep." + lowerCase(epcontext::kEpName) + "."; }
+
+}  // namespace
+
 std::string epOptionKey(const char* key) { return epOptionPrefix() + key; }
+
+namespace {
 
 // ctxkit's EP options; any other key under its prefix is refused (a misspelled option would otherwise be ignored).
 constexpr const char* kEpOptions[] = {"target", "threads", "verify"};

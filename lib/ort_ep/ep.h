@@ -29,6 +29,9 @@ struct EpConfig {
   std::span<const std::byte> sourceModelBuffer;
 };
 
+// The session config key ORT stores ctxkit's EP option `key` under: "ep.<lower-case EP name>.<key>".
+std::string epOptionKey(const char* key);
+
 // Reads the EP options (ORT stores them as session config entries "ep.<lower-case EP name>.<key>") and the
 // session options above; bad values and unknown EP options are errors that name the option.
 Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options);

@@ -3,6 +3,7 @@
 
 #include "epcontext/contract.h"
 #include "ort_ep/ep.h"
+#include "ort_ep/model_selection.h"
 #include "runtime/compatibility.h"
 
 #include <onnxruntime_ep_device_ep_metadata_keys.h>
@@ -123,7 +124,7 @@ OrtStatus* ORT_API_CALL getCustomOpDomains(OrtEpFactory*, OrtCustomOpDomain**, s
 
 }  // namespace
 
-CtxKitEpFactory::CtxKitEpFactory(const Api& api, const OrtLogger& logger) : OrtEpFactory{}, api_(api), logger_(logger) {
+CtxKitEpFactory::CtxKitEpFactory(const Api& api, const OrtLogger* logger) : OrtEpFactory{}, api_(api), logger_(logger) {
   ort_version_supported = ORT_API_VERSION;
   GetName = getName;
   GetVendor = getVendor;
@@ -140,6 +141,7 @@ CtxKitEpFactory::CtxKitEpFactory(const Api& api, const OrtLogger& logger) : OrtE
   CreateSyncStreamForDevice = createSyncStream;
   GetNumCustomOpDomains = getNumCustomOpDomains;
   GetCustomOpDomains = getCustomOpDomains;
+  SelectBestModelCandidate = selectBestModelCandidate;
 }
 
 CtxKitEpFactory::~CtxKitEpFactory() {

@@ -10,7 +10,7 @@ namespace ctxkit::ort_ep {
 
 class CtxKitEpFactory : public OrtEpFactory {
 public:
-  CtxKitEpFactory(const Api& api, const OrtLogger& logger);
+  CtxKitEpFactory(const Api& api, const OrtLogger* logger);
   ~CtxKitEpFactory();
   CtxKitEpFactory(const CtxKitEpFactory&) = delete;
   CtxKitEpFactory& operator=(const CtxKitEpFactory&) = delete;
@@ -18,11 +18,12 @@ public:
   const Api& api() const { return api_; }
   // The virtual NPU, made on first request when ORT allows virtual devices; null otherwise.
   Expected<const OrtHardwareDevice*> virtualNpu();
-  const OrtLogger& logger() const { return logger_; }
+  // ORT's logger for the library; null when the factory was made without one.
+  const OrtLogger* logger() const { return logger_; }
 
 private:
   Api api_;
-  const OrtLogger& logger_;
+  const OrtLogger* logger_;
   std::mutex mutex_;
   OrtHardwareDevice* virtualNpu_ = nullptr;
   bool virtualNpuAsked_ = false;

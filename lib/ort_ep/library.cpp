@@ -16,7 +16,7 @@ __attribute__((visibility("default"))) OrtStatus* CreateEpFactories(const char* 
   if (maxFactories < 1)
     return ort->CreateStatus(ORT_INVALID_ARGUMENT, "CtxKitExecutionProvider: no room for its one EP factory");
   try {
-    factories[0] = new ctxkit::ort_ep::CtxKitEpFactory(ctxkit::ort_ep::Api{*ort, *ep}, *logger);
+    factories[0] = new ctxkit::ort_ep::CtxKitEpFactory(ctxkit::ort_ep::Api{*ort, *ep}, logger);
   } catch (const std::exception& e) {
     return ort->CreateStatus(ORT_FAIL, e.what());
   }

@@ -5,6 +5,7 @@
 #include "ops/node_attrs.h"
 #include "pipeline/pipeline.h"
 
+#include <algorithm>
 #include <map>
 
 namespace ctxkit::pipeline {
@@ -163,6 +164,48 @@ void collectUses(const ir::Graph& g, const analysis::GraphFacts& facts, const pa
   }
 }
 
+// Values whose shapes the compiled model leaves open (docs/ctxgen.md#outputs): what a fallback node holding a
+// subgraph that cannot run with the bound shapes reads (analysis::GraphFacts::unrunnableSubgraphs), and upstream of
+// it through other fallback nodes, whose shapes ONNX Runtime infers again from their inputs. The walk stops at graph
+// inputs (declared as the source declares them), partition outputs (value_info without dimensions) and constants.
+std::set<std::string> openValues(const ir::Graph& g, const analysis::GraphFacts& facts, const std::vector<Unit>& units,
+                                 const std::set<std::string>& partitionOutputs) {
+  std::set<std::string> open;
+  if (facts.unrunnableSubgraphs.empty()) return open;
+  std::map<std::string, size_t> fallbackProducer;  // value -> node index of a fallback node
+  for (const Unit& u : units)
+    if (!u.isPartition)
+      for (const auto& o : g.nodes[u.index].outputs)
+        if (!o.empty()) fallbackProducer[o] = u.index;
+  std::vector<std::string> work;
+  std::set<size_t> walked;
+  auto walkNode = [&](size_t index) {
+    if (!walked.insert(index).second) return;
+    std::set<std::string> reads;
+    ir::collectNodeReads(g.nodes[index], reads);
+    work.insert(work.end(), reads.begin(), reads.end());
+  };
+  for (const Unit& u : units) {
+    if (u.isPartition) continue;
+    const auto& outs = g.nodes[u.index].outputs;
+    auto first = std::find_if(outs.begin(), outs.end(), [](const auto& o) { return !o.empty(); });
+    if (first != outs.end() && facts.unrunnableSubgraphs.count(*first)) walkNode(u.index);
+  }
+  while (!work.empty()) {
+    std::string v = std::move(work.back());
+    work.pop_back();
+    if (v.empty() || open.count(v) || g.findInitializer(v)) continue;
+    if (const auto* f = facts.find(v); f && f->constant) continue;
+    if (auto it = fallbackProducer.find(v); it != fallbackProducer.end()) {
+      walkNode(it->second);
+      continue;
+    }
+    const bool input = std::any_of(g.inputs.begin(), g.inputs.end(), [&](const auto& in) { return in.name == v; });
+    if (input || partitionOutputs.count(v)) open.insert(v);
+  }
+  return open;
+}
+
 }  // namespace
 
 Expected<ir::Model> buildContextModel(const ir::Model& source, const analysis::GraphFacts& facts,
@@ -200,13 +243,26 @@ Expected<ir::Model> buildContextModel(const ir::Model& source, const analysis::G
       if (!(*v.shape)[d].isKnown()) (*v.shape)[d] = ir::Dim::known((*f->shape)[d]);
     return v;
   };
-  for (const auto& in : g.inputs) og.inputs.push_back(g.findInitializer(in.name) ? in : withStaticShape(in));
+  const std::vector<Unit> units = orderUnits(g, facts, plan, lowered);
+  std::set<std::string> partitionOutputs;
+  for (const Unit& u : units)
+    if (u.isPartition) partitionOutputs.insert(lowered[u.index].outputs.begin(), lowered[u.index].outputs.end());
+  // ONNX Runtime infers every branch of an If at load: one that cannot run with the bound shapes must not see them.
+  const std::set<std::string> open = openValues(g, facts, units, partitionOutputs);
+  for (const auto& in : g.inputs)
+    og.inputs.push_back(g.findInitializer(in.name) || open.count(in.name) ? in : withStaticShape(in));
   for (const auto& out : g.outputs) og.outputs.push_back(withStaticShape(out));
+  // A partition output left open: its element type and rank, no dimensions.
+  auto boundaryInfo = [&](const std::string& name) {
+    ir::ValueInfo v = valueInfoFor(name, facts);
+    if (open.count(name) && v.shape) v.shape = std::vector<ir::Dim>(v.shape->size());
+    return v;
+  };
 
   std::set<std::string> needed, produced;  // values the output graph reads, and values its nodes produce
   collectUses(g, facts, plan, lowered, needed, produced);
   bool firstContext = true;
-  for (const Unit& u : orderUnits(g, facts, plan, lowered)) {
+  for (const Unit& u : units) {
     if (!u.isPartition) {
       og.nodes.push_back(g.nodes[u.index]);
       if (!settings.externalSubgraphInitializers.empty())
@@ -235,9 +291,9 @@ Expected<ir::Model> buildContextModel(const ir::Model& source, const analysis::G
     firstContext = false;
     og.nodes.push_back(std::move(node));
     for (const auto& v : lp.inputs)
-      if (!g.findValueInfo(v) || !g.findValueInfo(v)->staticShape()) og.valueInfo.push_back(valueInfoFor(v, facts));
+      if (!g.findValueInfo(v) || !g.findValueInfo(v)->staticShape()) og.valueInfo.push_back(boundaryInfo(v));
     for (const auto& v : lp.outputs)
-      if (!g.findValueInfo(v)) og.valueInfo.push_back(valueInfoFor(v, facts));
+      if (!g.findValueInfo(v)) og.valueInfo.push_back(boundaryInfo(v));
   }
   // Keep the source's value_info for values that still exist.
   for (const auto& v : g.valueInfo)

@@ -330,11 +330,16 @@ TEST_CASE("fold-subgraphs warns of a branch that cannot run with the bound shape
     g.nodes[0].name = "pick";
     std::vector<ir::PassRun> runs;
     std::vector<std::string> warnings;
-    REQUIRE(analysis::runGraphPasses(g, {}, runs, {}, &warnings));
+    auto facts = analysis::runGraphPasses(g, {}, runs, {}, &warnings);
+    REQUIRE(facts);
     if (rows == 3) {
       CHECK(warnings.empty());
+      CHECK(facts->unrunnableSubgraphs.empty());
       continue;
     }
+    // The If is named by its output: the compiled model leaves what it reads open (pipeline::buildContextModel).
+    CHECK(facts->unrunnableSubgraphs == std::set<std::string>{"y"});
+    CHECK(g.nodes[0].attrs.find("then_branch")->g == then);  // left as the source wrote it
     REQUIRE(warnings.size() == 1);
     CHECK_THAT(warnings[0], Catch::Contains("'pick' (If) then_branch") && Catch::Contains("squeeze0") &&
                                 Catch::Contains("ONNX Runtime refuses"));

@@ -235,16 +235,6 @@ size_t mappingsOf(const fs::path& file) {
   return n;
 }
 
-// A copy of `model` whose ctxkit compatibility metadata is `value`.
-fs::path withCompatibilityInfo(const fs::path& model, const std::string& value, const fs::path& out) {
-  auto m = onnx_io::loadModel(model);
-  REQUIRE(m.isOk());
-  REQUIRE(m->findMetadata(epcontext::compatibilityMetadataKey()) != nullptr);
-  m->setMetadata(epcontext::compatibilityMetadataKey(), value);
-  REQUIRE(onnx_io::saveModel(*m, out).isOk());
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("ep.share_ep_contexts=1: sessions on one .bin map it once, without it each session maps its own", "[share]") {

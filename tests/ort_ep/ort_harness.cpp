@@ -1,6 +1,7 @@
 // ONNX Runtime loaded with dlopen (the tests skip when the npm package is absent), ctxkit registered once.
 #include "ort_harness.h"
 
+#include "epcontext/contract.h"
 #include "onnx_io/onnx_io.h"
 
 #include <dlfcn.h>
@@ -113,6 +114,16 @@ size_t countNodes(const fs::path& model, bool epContext) {
   return n;
 }
 
+fs::path withCompatibilityInfo(const fs::path& model, const std::string& value, const fs::path& out) {
+  auto m = onnx_io::loadModel(model);
+  if (!m) throw std::runtime_error("reading " + model.string() + ": " + m.error().message());
+  if (!m->findMetadata(epcontext::compatibilityMetadataKey()))
+    throw std::runtime_error(model.string() + " has no " + epcontext::compatibilityMetadataKey());
+  m->setMetadata(epcontext::compatibilityMetadataKey(), value);
+  if (auto st = onnx_io::saveModel(*m, out); !st) throw std::runtime_error("writing " + out.string() + ": " + st.error().message());
+  return out;
+}
+
 Comparison matchesCpu(const fs::path& ctxModel, const fs::path& sourceModel, const SessionConfig& config,
                       uint32_t seed) {
   Ort::Session reference = cpuSession(sourceModel);
@@ -121,7 +132,7 @@ Comparison matchesCpu(const fs::path& ctxModel, const fs::path& sourceModel, con
   return compare(run(ours, feeds), run(reference, feeds));
 }
 
-Feeds makeFeeds(Ort::Session& session, uint32_t seed) {
+Feeds makeFeeds(Ort::Session& session, uint32_t seed, const FeedOverrides& overrides) {
   Feeds feeds;
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
@@ -134,6 +145,7 @@ Feeds makeFeeds(Ort::Session& session, uint32_t seed) {
     Ort::TypeInfo typeInfo = session.GetInputTypeInfo(i);  // owns what `info` views
     auto info = typeInfo.GetTensorTypeAndShapeInfo();
     std::vector<int64_t> shape = info.GetShape();
+    if (auto it = overrides.shapes.find(feeds.names.back()); it != overrides.shapes.end()) shape = it->second;
     for (auto& d : shape)
       if (d < 0) d = 1;
     size_t elements = 1;
@@ -147,7 +159,9 @@ Feeds makeFeeds(Ort::Session& session, uint32_t seed) {
     } else if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64) {
       buf.resize(elements * sizeof(int64_t));
       auto* p = reinterpret_cast<int64_t*>(buf.data());
-      for (size_t e = 0; e < elements; ++e) p[e] = static_cast<int64_t>(rng() % 4);
+      auto fixed = overrides.values.find(feeds.names.back());
+      for (size_t e = 0; e < elements; ++e)
+        p[e] = fixed != overrides.values.end() ? fixed->second : static_cast<int64_t>(rng() % 4);
     } else {
       throw std::runtime_error("test inputs: element type " + std::to_string(type) + " not generated");
     }
@@ -182,9 +196,22 @@ Comparison compare(const std::vector<Ort::Value>& actual, const std::vector<Ort:
       c.detail = "output " + std::to_string(i) + ": shape or type differs";
       return c;
     }
+    if (a.GetElementType() == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64) {  // indices, labels: equal or not
+      const int64_t* pa = actual[i].GetTensorData<int64_t>();
+      const int64_t* pb = expected[i].GetTensorData<int64_t>();
+      size_t n = a.GetElementCount();
+      c.elements += n;
+      for (size_t e = 0; e < n && c.ok; ++e)
+        if (pa[e] != pb[e]) {
+          c.ok = false;
+          c.detail = "output " + std::to_string(i) + " element " + std::to_string(e) + ": " + std::to_string(pa[e]) +
+                     " vs " + std::to_string(pb[e]);
+        }
+      continue;
+    }
     if (a.GetElementType() != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) {
       c.ok = false;
-      c.detail = "output " + std::to_string(i) + ": only float outputs are compared here";
+      c.detail = "output " + std::to_string(i) + ": only float and int64 outputs are compared here";
       return c;
     }
     const float* pa = actual[i].GetTensorData<float>();

@@ -43,13 +43,23 @@ std::string sample(const std::string& stem);
 // Nodes of `model` that are EPContext nodes (`epContext`) or that are not; throws when the model cannot be read.
 size_t countNodes(const std::filesystem::path& model, bool epContext);
 
+// A copy of `model` at `out` whose ctxkit compatibility metadata is `value`; throws when the model has none.
+std::filesystem::path withCompatibilityInfo(const std::filesystem::path& model, const std::string& value,
+                                            const std::filesystem::path& out);
+
 // Graph inputs with seeded values: floats uniform in [-1, 1), integers small and non-negative.
 struct Feeds {
   std::vector<std::string> names;
   std::vector<std::vector<std::byte>> buffers;
   std::vector<Ort::Value> values;
 };
-Feeds makeFeeds(Ort::Session& session, uint32_t seed);
+// Shapes for inputs whose declared shape is open (others: each open dimension 1), and values that fill an integer input
+// (a sample rate that picks a branch).
+struct FeedOverrides {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::map<std::string, int64_t> values;
+};
+Feeds makeFeeds(Ort::Session& session, uint32_t seed, const FeedOverrides& overrides = {});
 
 std::vector<Ort::Value> run(Ort::Session& session, Feeds& feeds);
 

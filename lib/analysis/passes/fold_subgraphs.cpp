@@ -128,8 +128,9 @@ size_t foldSubgraph(ir::Graph& body, const GraphFacts& scope, const std::string&
   if (!facts) {
     if (warnings)
       warnings->push_back(fmt::format("{}: {}; it cannot run with the bound shapes, and ONNX Runtime refuses to load "
-                                      "a model holding it (bind the input that selects it with --set, or leave the "
-                                      "dimensions it needs unbound)",
+                                      "a model that gives them to it: the compiled model keeps the node as the source "
+                                      "wrote it and leaves the values it reads open (bind the input that selects "
+                                      "the branch with --set to compile it)",
                                       where, facts.error().message()));
     return 0;
   }
@@ -202,8 +203,27 @@ size_t foldSubgraphsOf(ir::Node& node, const GraphFacts& scope, std::vector<std:
 Expected<ir::PassChange> FoldSubgraphs::run(GraphPassState& state) const {
   // The graph's own facts do not depend on what its subgraphs compute inside, so they stay as they are.
   size_t folded = 0, hoisted = 0;
-  for (auto& node : state.graph.nodes) folded += foldSubgraphsOf(node, state.facts, state.warnings);
-  for (size_t i = 0; i < state.graph.nodes.size(); ++i) hoisted += hoistSharedInitializers(state.graph, i);
+  std::vector<bool> unrunnable(state.graph.nodes.size(), false);
+  for (size_t i = 0; i < state.graph.nodes.size(); ++i) {
+    ir::Node& node = state.graph.nodes[i];
+    const ir::Node source = node;  // (its subgraphs are shared, not copied)
+    std::vector<std::string> warnings;
+    const size_t count = foldSubgraphsOf(node, state.facts, &warnings);
+    if (warnings.empty()) {
+      folded += count;
+      continue;
+    }
+    // A body that cannot run with the bound shapes: the node stays as the source wrote it, so that it computes what
+    // the source does for whatever shapes a runtime gives it (what it reads is left open in the compiled model,
+    // and values folded from the bound shapes would not hold for those).
+    node = source;
+    unrunnable[i] = true;
+    auto first = std::find_if(node.outputs.begin(), node.outputs.end(), [](const auto& o) { return !o.empty(); });
+    if (first != node.outputs.end()) state.facts.unrunnableSubgraphs.insert(*first);
+    if (state.warnings) state.warnings->insert(state.warnings->end(), warnings.begin(), warnings.end());
+  }
+  for (size_t i = 0; i < state.graph.nodes.size(); ++i)
+    if (!unrunnable[i]) hoisted += hoistSharedInitializers(state.graph, i);
   return ir::PassChange{}.count("subgraph_nodes_folded", folded).count("shared_initializers_hoisted", hoisted);
 }
 
