@@ -114,3 +114,4 @@ for name in names:
 json.dump(report, open(f"{out}/generate.json", "w"), indent=2)
 open(f"{out}/generate.md", "w").write("\n".join(md))
 print("\n".join(md))
+EOF
