@@ -76,7 +76,8 @@ struct NBitsRow {
 
 // Eight lanes in GCC's vector extension (as lib/cpu/vec_math.cpp uses it): each CTX_SIMD_CLONES clone lowers them
 // to its widest registers.
-typedef uint8_t Bytes8 __attribute__((vector_size(8)));
+typedef uint64_t Longs4 __attribute__((vector_size(32)));
+typedef uint8_t Bytes32 __attribute__((vector_size(32)));
 typedef uint32_t Words8 __attribute__((vector_size(32)));
 typedef int32_t Ints8 __attribute__((vector_size(32)));
 typedef float Floats8 __attribute__((vector_size(32)));
@@ -95,11 +96,13 @@ CTX_SIMD_CLONES void fusedRow4(const NBitsRow& r, const float* a, size_t rows, s
                                     : r.zpDefault;
     const float* ag = a + g * block;
     for (size_t i = 0; i < half; i += kLanes) {
-      Bytes8 eight;
+      uint64_t eight;
       std::memcpy(&eight, blob + i, sizeof eight);
-      const Bytes8 none = {};
-      const auto bytes = reinterpret_cast<Words8>(__builtin_shufflevector(
-          eight, none, 0, 8, 8, 8, 1, 8, 8, 8, 2, 8, 8, 8, 3, 8, 8, 8, 4, 8, 8, 8, 5, 8, 8, 8, 6, 8, 8, 8, 7, 8, 8, 8));
+      // Byte j of the eight into lane j (byte 31 of `wide` is zero).
+      const Bytes32 wide = reinterpret_cast<Bytes32>(Longs4{eight, 0, 0, 0});
+      const auto bytes = reinterpret_cast<Words8>(__builtin_shufflevector(wide, wide, 0, 31, 31, 31, 1, 31, 31, 31, 2,
+                                                                          31, 31, 31, 3, 31, 31, 31, 4, 31, 31, 31, 5,
+                                                                          31, 31, 31, 6, 31, 31, 31, 7, 31, 31, 31));
       const Floats8 lo = (__builtin_convertvector(reinterpret_cast<Ints8>(bytes & 0xFu), Floats8) - zero) * scale;
       const Floats8 hi =
           (__builtin_convertvector(reinterpret_cast<Ints8>((bytes >> 4) & 0xFu), Floats8) - zero) * scale;
