@@ -85,45 +85,61 @@ static_assert(kLanes == 8);
 
 CTX_SIMD_CLONES void fusedRow4(const NBitsRow& r, const float* a, size_t rows, size_t blocks, size_t block,
                                float* sums) {
-  // One row of A (a decode step) sums in two registers; more rows in one partial sum each.
-  Floats8 acc[kFusedRows] = {}, lows = {}, highs = {};
   const size_t half = block / 2, rowStride = blocks * block;
-  for (size_t g = 0; g < blocks; ++g) {
-    const uint8_t* blob = r.codes + g * half;
-    const float scale = r.scales[g];
-    const float zero = r.zpFloat    ? r.zpFloat[g]
-                       : r.zpPacked ? static_cast<float>((r.zpPacked[g / 2] >> ((g & 1) * 4)) & 0xF)
-                                    : r.zpDefault;
-    const float* ag = a + g * block;
-    for (size_t i = 0; i < half; i += kLanes) {
-      uint64_t eight;
-      std::memcpy(&eight, blob + i, sizeof eight);
-      // Byte j of the eight into lane j (byte 31 of `wide` is zero).
-      const Bytes32 wide = reinterpret_cast<Bytes32>(Longs4{eight, 0, 0, 0});
-      const auto bytes = reinterpret_cast<Words8>(__builtin_shufflevector(wide, wide, 0, 31, 31, 31, 1, 31, 31, 31, 2,
-                                                                          31, 31, 31, 3, 31, 31, 31, 4, 31, 31, 31, 5,
-                                                                          31, 31, 31, 6, 31, 31, 31, 7, 31, 31, 31));
-      const Floats8 lo = (__builtin_convertvector(reinterpret_cast<Ints8>(bytes & 0xFu), Floats8) - zero) * scale;
-      const Floats8 hi =
-          (__builtin_convertvector(reinterpret_cast<Ints8>((bytes >> 4) & 0xFu), Floats8) - zero) * scale;
-      for (size_t m = 0; m < rows; ++m) {
+  // Rows of A four at a time, each group's sums in registers (B's codes are decoded again for each group). A group of
+  // one row (a decode step) sums its low and high nibbles' products apart, in two registers (two dependency chains).
+  for (size_t m0 = 0; m0 < rows; m0 += 4) {
+    const size_t count = std::min<size_t>(4, rows - m0);
+    Floats8 s0 = {}, s1 = {}, s2 = {}, s3 = {};
+    for (size_t g = 0; g < blocks; ++g) {
+      const uint8_t* blob = r.codes + g * half;
+      const float scale = r.scales[g];
+      const float zero = r.zpFloat    ? r.zpFloat[g]
+                         : r.zpPacked ? static_cast<float>((r.zpPacked[g / 2] >> ((g & 1) * 4)) & 0xF)
+                                      : r.zpDefault;
+      const float* ag = a + m0 * rowStride + g * block;
+      for (size_t i = 0; i < half; i += kLanes) {
+        uint64_t eight;
+        std::memcpy(&eight, blob + i, sizeof eight);
+        // Byte j of the eight into lane j (byte 31 of `wide` is zero).
+        const Bytes32 wide = reinterpret_cast<Bytes32>(Longs4{eight, 0, 0, 0});
+        const auto bytes = reinterpret_cast<Words8>(__builtin_shufflevector(wide, wide, 0, 31, 31, 31, 1, 31, 31, 31, 2,
+                                                                            31, 31, 31, 3, 31, 31, 31, 4, 31, 31, 31, 5,
+                                                                            31, 31, 31, 6, 31, 31, 31, 7, 31, 31, 31));
+        const Floats8 lo = (__builtin_convertvector(reinterpret_cast<Ints8>(bytes & 0xFu), Floats8) - zero) * scale;
+        const Floats8 hi =
+            (__builtin_convertvector(reinterpret_cast<Ints8>((bytes >> 4) & 0xFu), Floats8) - zero) * scale;
         Floats8 x, y;
-        std::memcpy(&x, ag + m * rowStride + i, sizeof x);
-        std::memcpy(&y, ag + m * rowStride + half + i, sizeof y);
-        if (rows == 1) {
-          lows += x * lo;
-          highs += y * hi;
-        } else {
-          acc[m] += x * lo + y * hi;
+        std::memcpy(&x, ag + i, sizeof x);
+        std::memcpy(&y, ag + half + i, sizeof y);
+        if (count == 1) {
+          s0 += x * lo;
+          s1 += y * hi;
+          continue;
+        }
+        s0 += x * lo + y * hi;
+        std::memcpy(&x, ag + rowStride + i, sizeof x);
+        std::memcpy(&y, ag + rowStride + half + i, sizeof y);
+        s1 += x * lo + y * hi;
+        if (count > 2) {
+          std::memcpy(&x, ag + 2 * rowStride + i, sizeof x);
+          std::memcpy(&y, ag + 2 * rowStride + half + i, sizeof y);
+          s2 += x * lo + y * hi;
+        }
+        if (count > 3) {
+          std::memcpy(&x, ag + 3 * rowStride + i, sizeof x);
+          std::memcpy(&y, ag + 3 * rowStride + half + i, sizeof y);
+          s3 += x * lo + y * hi;
         }
       }
     }
-  }
-  if (rows == 1) acc[0] = lows + highs;
-  for (size_t m = 0; m < rows; ++m) {
-    float sum = 0;
-    for (size_t j = 0; j < kLanes; ++j) sum += acc[m][j];
-    sums[m] = sum;
+    if (count == 1) s0 += s1;
+    const Floats8 groupSums[4] = {s0, s1, s2, s3};
+    for (size_t m = 0; m < count; ++m) {
+      float sum = 0;
+      for (size_t j = 0; j < kLanes; ++j) sum += groupSums[m][j];
+      sums[m0 + m] = sum;
+    }
   }
 }
 
