@@ -246,18 +246,20 @@ Status runMatMulNBits(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     std::vector<float>& reordered = threadScratch().nbitsTile;
     reordered.resize(rowsA * blocks * block);
     reorderForNibbles(pa, rowsA, K, blocks, block, reordered.data());
-    parallelForWork(ctx, tiles, static_cast<size_t>(kTileRows) * K * std::max<size_t>(rowsA, 1),
-                    [&](size_t t0, size_t t1) {
-                      float sums[kFusedRows];
-                      for (size_t n = t0 * kTileRows; n < std::min(N, t1 * kTileRows); ++n) {
-                        const auto row = static_cast<int64_t>(n);
-                        const NBitsRow r{b + row * l.blocks * l.blobBytes, scales + row * l.blocks,
-                                         zpPacked ? zpPacked + row * l.zeroBytesPerRow : nullptr,
-                                         zpFloat ? zpFloat + row * l.blocks : nullptr, zpDefault};
-                        fusedRow4(r, reordered.data(), rowsA, blocks, block, sums);
-                        for (size_t m = 0; m < rowsA; ++m) py[m * N + n] = sums[m] + (pbias ? pbias[n] : 0.0f);
-                      }
-                    });
+    // A code's multiply-adds run eight lanes wide with no tile written out: an eighth of a work unit each (the
+    // products of a small model's decode step stay on one thread, where handing them to the pool cost more than it
+    // saved).
+    parallelForWork(ctx, tiles, static_cast<size_t>(kTileRows) * K * rowsA / kLanes, [&](size_t t0, size_t t1) {
+      float sums[kFusedRows];
+      for (size_t n = t0 * kTileRows; n < std::min(N, t1 * kTileRows); ++n) {
+        const auto row = static_cast<int64_t>(n);
+        const NBitsRow r{b + row * l.blocks * l.blobBytes, scales + row * l.blocks,
+                         zpPacked ? zpPacked + row * l.zeroBytesPerRow : nullptr,
+                         zpFloat ? zpFloat + row * l.blocks : nullptr, zpDefault};
+        fusedRow4(r, reordered.data(), rowsA, blocks, block, sums);
+        for (size_t m = 0; m < rowsA; ++m) py[m * N + n] = sums[m] + (pbias ? pbias[n] : 0.0f);
+      }
+    });
     return Status::ok();
   }
   parallelForWork(ctx, tiles, static_cast<size_t>(kTileRows) * K * std::max<size_t>(rowsA, 1),

@@ -74,3 +74,17 @@ TEST_CASE("MatMulNBits 4-bit: few rows (fused) and many rows (tiled) match dequa
         requireClose(values<float>(y), reference(av, rows, codes, scales, zeros, zp8, zpf, block, bias), 1e-5f);
       }
 }
+
+TEST_CASE("MatMulNBits 4-bit: the fused path on two threads gives the serial sums") {
+  constexpr int64_t K = 512, N = 256, block = 32, blocks = K / block;
+  std::vector<uint8_t> codes(static_cast<size_t>(N * blocks * block / 2));
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>((i * 97 + 5) % 256);
+  auto b = typed<uint8_t>(ElemType::Uint8, {N, blocks, block / 2}, codes);
+  auto s = floats({N * blocks}, randomFloats(static_cast<size_t>(N * blocks), 8));
+  auto pool = kernels::makeThreadPool(2);
+  for (int64_t rows : {1, 16}) {
+    auto a = floats({rows, K}, randomFloats(static_cast<size_t>(rows * K), 9));
+    const Op op = Op(OpKind::MatMulNBits, 1).i("K", K).i("N", N).i("bits", 4).i("block_size", block);
+    REQUIRE(values<float>(op.run1({&a, &b, &s}, pool.get())) == values<float>(op.run1({&a, &b, &s})));
+  }
+}
