@@ -1,10 +1,15 @@
 // MatMulNBits (com.microsoft), ONNX Runtime's block-quantized weight product (docs/runtime.md#block-quantized-weights):
 // Y = A x dequantize(B)^T (+ bias). B stays as stored (2, 4 or 8-bit codes); each run dequantizes a tile of its rows
 // at a time into per-thread scratch and multiplies A by it with the float32 GEMM, so the whole matrix is never
-// widened.
+// widened. A few rows of A (an LLM's decode step, a short prompt) by 4-bit blocks take a fused path instead: B's codes
+// are dequantized eight at a time in vector registers and multiplied straight into the rows' sums, so no row of B is
+// written out and read back.
 #include "cpu/gemm.h"
+#include "cpu/simd.h"
 #include "kernels/ops.h"
 #include "kernels/thread_scratch.h"
+
+#include <cstring>
 
 namespace ctxkit::kernels::detail {
 
@@ -12,6 +17,10 @@ namespace {
 
 // Rows of B dequantized per GEMM call.
 constexpr int64_t kTileRows = 32;
+
+// The fused 4-bit path: up to kFusedRows rows of A, blocks of a multiple of 16 codes, sums kept in kLanes-wide partial
+// sums.
+constexpr size_t kFusedRows = 16, kLanes = 8;
 
 struct NBitsLayout {
   int64_t k, n, bits, blockSize, blocks, blobBytes, zeroBytesPerRow;
@@ -37,6 +46,101 @@ Status checkGroups(const OpContext& ctx, const NBitsLayout& l, const int32_t* gr
     if (groups[k] < 0 || groups[k] >= l.blocks)
       return invalid(ctx, "input 4 (g_idx) names block {} at position {}; there are {} blocks", groups[k], k, l.blocks);
   return Status::ok();
+}
+
+// A's rows for the fused 4-bit path: within each block of `block` positions, the positions of the low nibbles (0, 2,
+// 4, ...) then those of the high nibbles (1, 3, 5, ...), as dequantizeBlock4 writes a block's weights; zero past K.
+void reorderForNibbles(const float* a, size_t rows, size_t k, size_t blocks, size_t block, float* out) {
+  const size_t half = block / 2;
+  for (size_t m = 0; m < rows; ++m)
+    for (size_t g = 0; g < blocks; ++g) {
+      float* o = out + (m * blocks + g) * block;
+      for (size_t i = 0; i < half; ++i) {
+        const size_t lo = g * block + 2 * i, hi = lo + 1;
+        o[i] = lo < k ? a[m * k + lo] : 0.0f;
+        o[half + i] = hi < k ? a[m * k + hi] : 0.0f;
+      }
+    }
+}
+
+// Row n of Y for `rows` rows of A reordered by reorderForNibbles: the sum over B's blocks of each block's weights,
+// (code - zero point) x scale as the tiled path computes them, times A's values. Row n's zero points are packed
+// (`zpPacked`), of A's type (`zpFloat`) or all `zpDefault`.
+struct NBitsRow {
+  const uint8_t* codes;
+  const float* scales;
+  const uint8_t* zpPacked;
+  const float* zpFloat;
+  float zpDefault;
+};
+
+// Eight lanes in GCC's vector extension (as lib/cpu/vec_math.cpp uses it): each CTX_SIMD_CLONES clone lowers them
+// to its widest registers.
+typedef uint64_t Longs4 __attribute__((vector_size(32)));
+typedef uint8_t Bytes32 __attribute__((vector_size(32)));
+typedef uint32_t Words8 __attribute__((vector_size(32)));
+typedef int32_t Ints8 __attribute__((vector_size(32)));
+typedef float Floats8 __attribute__((vector_size(32)));
+static_assert(kLanes == 8);
+
+CTX_SIMD_CLONES void fusedRow4(const NBitsRow& r, const float* a, size_t rows, size_t blocks, size_t block,
+                               float* sums) {
+  const size_t half = block / 2, rowStride = blocks * block;
+  // Rows of A four at a time, each group's sums in registers (B's codes are decoded again for each group). A group of
+  // one row (a decode step) sums its low and high nibbles' products apart, in two registers (two dependency chains).
+  for (size_t m0 = 0; m0 < rows; m0 += 4) {
+    const size_t count = std::min<size_t>(4, rows - m0);
+    Floats8 s0 = {}, s1 = {}, s2 = {}, s3 = {};
+    for (size_t g = 0; g < blocks; ++g) {
+      const uint8_t* blob = r.codes + g * half;
+      const float scale = r.scales[g];
+      const float zero = r.zpFloat    ? r.zpFloat[g]
+                         : r.zpPacked ? static_cast<float>((r.zpPacked[g / 2] >> ((g & 1) * 4)) & 0xF)
+                                      : r.zpDefault;
+      const float* ag = a + m0 * rowStride + g * block;
+      for (size_t i = 0; i < half; i += kLanes) {
+        uint64_t eight;
+        std::memcpy(&eight, blob + i, sizeof eight);
+        // Byte j of the eight into lane j (byte 31 of `wide` is zero).
+        const Bytes32 wide = reinterpret_cast<Bytes32>(Longs4{eight, 0, 0, 0});
+        const auto bytes = reinterpret_cast<Words8>(__builtin_shufflevector(wide, wide, 0, 31, 31, 31, 1, 31, 31, 31, 2,
+                                                                            31, 31, 31, 3, 31, 31, 31, 4, 31, 31, 31, 5,
+                                                                            31, 31, 31, 6, 31, 31, 31, 7, 31, 31, 31));
+        const Floats8 lo = (__builtin_convertvector(reinterpret_cast<Ints8>(bytes & 0xFu), Floats8) - zero) * scale;
+        const Floats8 hi =
+            (__builtin_convertvector(reinterpret_cast<Ints8>((bytes >> 4) & 0xFu), Floats8) - zero) * scale;
+        Floats8 x, y;
+        std::memcpy(&x, ag + i, sizeof x);
+        std::memcpy(&y, ag + half + i, sizeof y);
+        if (count == 1) {
+          s0 += x * lo;
+          s1 += y * hi;
+          continue;
+        }
+        s0 += x * lo + y * hi;
+        std::memcpy(&x, ag + rowStride + i, sizeof x);
+        std::memcpy(&y, ag + rowStride + half + i, sizeof y);
+        s1 += x * lo + y * hi;
+        if (count > 2) {
+          std::memcpy(&x, ag + 2 * rowStride + i, sizeof x);
+          std::memcpy(&y, ag + 2 * rowStride + half + i, sizeof y);
+          s2 += x * lo + y * hi;
+        }
+        if (count > 3) {
+          std::memcpy(&x, ag + 3 * rowStride + i, sizeof x);
+          std::memcpy(&y, ag + 3 * rowStride + half + i, sizeof y);
+          s3 += x * lo + y * hi;
+        }
+      }
+    }
+    if (count == 1) s0 += s1;
+    const Floats8 groupSums[4] = {s0, s1, s2, s3};
+    for (size_t m = 0; m < count; ++m) {
+      float sum = 0;
+      for (size_t j = 0; j < kLanes; ++j) sum += groupSums[m][j];
+      sums[m0 + m] = sum;
+    }
+  }
 }
 
 }  // namespace
@@ -136,6 +240,28 @@ Status runMatMulNBits(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   };
 
   const size_t tiles = (N + kTileRows - 1) / kTileRows;
+  const size_t block = static_cast<size_t>(l.blockSize), blocks = static_cast<size_t>(l.blocks);
+  if (l.bits == 4 && !groups && rowsA <= kFusedRows && block % 16 == 0) {
+    // The calling thread's tile scratch holds A reordered; the pool's loop below needs no tile.
+    std::vector<float>& reordered = threadScratch().nbitsTile;
+    reordered.resize(rowsA * blocks * block);
+    reorderForNibbles(pa, rowsA, K, blocks, block, reordered.data());
+    // A code's multiply-adds run eight lanes wide with no tile written out: an eighth of a work unit each (the
+    // products of a small model's decode step stay on one thread, where handing them to the pool cost more than it
+    // saved).
+    parallelForWork(ctx, tiles, static_cast<size_t>(kTileRows) * K * rowsA / kLanes, [&](size_t t0, size_t t1) {
+      float sums[kFusedRows];
+      for (size_t n = t0 * kTileRows; n < std::min(N, t1 * kTileRows); ++n) {
+        const auto row = static_cast<int64_t>(n);
+        const NBitsRow r{b + row * l.blocks * l.blobBytes, scales + row * l.blocks,
+                         zpPacked ? zpPacked + row * l.zeroBytesPerRow : nullptr,
+                         zpFloat ? zpFloat + row * l.blocks : nullptr, zpDefault};
+        fusedRow4(r, reordered.data(), rowsA, blocks, block, sums);
+        for (size_t m = 0; m < rowsA; ++m) py[m * N + n] = sums[m] + (pbias ? pbias[n] : 0.0f);
+      }
+    });
+    return Status::ok();
+  }
   parallelForWork(ctx, tiles, static_cast<size_t>(kTileRows) * K * std::max<size_t>(rowsA, 1),
                   [&](size_t t0, size_t t1) {
                     std::vector<float>& w = threadScratch().nbitsTile;  // this thread's dequantized rows

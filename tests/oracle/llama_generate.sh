@@ -13,6 +13,7 @@
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../common/skip.sh"
+source "$here/generate_check.sh"
 build="$1" cache="$2" src="$3"
 ort="$cache/onnxruntime-node-1.30.0/node_modules"
 pair="$cache/corpus-torch/llama_kv"
@@ -36,17 +37,9 @@ failed=0
 fail() { echo "FAIL $*"; failed=$((failed + 1)); }
 
 # ONNX Runtime on the source models, once for both targets.
-if ! NODE_PATH="$ort" node "$src/bench/generate_ort.js" "$pair/prefill.onnx" "$pair/decode.onnx" "$prompt" "$count" \
-    "$work/ort" >"$work/ort.json" 2>"$work/ort.log"; then
-  echo "FAIL onnxruntime: $(cat "$work/ort.log")"
-  exit 1
-fi
+ortGenerate "$pair/prefill.onnx" "$pair/decode.onnx" "$prompt"
 
-variants=() decodes=()
-for ((past = first; past < first + count - 1; ++past)); do
-  variants+=(--variant "p$past:past_seq=$past")
-  decodes+=("DIR/decode_p${past}_ctx.onnx")
-done
+decodeVariants "$first" "past_seq=@P"
 for target in npu-sim cpu; do
   out="$work/$target"
   if ! "$apps/ctxgen/ctxgen" "$pair/prefill.onnx" "$pair/decode.onnx" --share -o "$out" -q --target "$target" \
@@ -56,23 +49,8 @@ for target in npu-sim cpu; do
   fi
   list="$(IFS=,; echo "${decodes[*]//DIR/$out}")"
   # Every variant compiles the prefill too (identical programs, weights stored once): the first is the prefill.
-  "$apps/ctxrun/ctxrun" "$out/prefill_p${first}_ctx.onnx" --generate "$count" --decode "$list" --prompt-ids "$prompt" \
-    --output-dir "$out/ours" --json >"$out/ours.json" 2>"$out/run.log"
-  rc=$?
-  if [ "$rc" != 0 ] && ! grep -q '"ok"' "$out/ours.json"; then
-    fail "ctxrun --generate [$target] exit $rc: $(cat "$out/run.log")"
-    continue
-  fi
-  if line="$(node "$here/generate_compare.js" "$out/ours.json" "$out/ours" "$work/ort.json" "$work/ort" 1e-3 1e-4)"; then
-    inPlace="$(node -e 'console.log(require(process.argv[1]).presents_in_place)' "$out/ours.json")"
-    if [ "$inPlace" != $((count - 1)) ]; then
-      fail "llama_kv generate [$target]: $inPlace of $((count - 1)) decode steps wrote their presents in place: $line"
-    else
-      echo "ok   llama_kv generate [$target]: $line"
-    fi
-  else
-    fail "llama_kv generate [$target]: $line"
-  fi
+  checkGenerate llama_kv "$target" "$out" "$out/prefill_p${first}_ctx.onnx" "$list" "$prompt" "$count" \
+    "$work/ort.json" "$work/ort"
 done
 
 # The errors, on the npu-sim compile: each must exit 1 and its message name what is at fault.

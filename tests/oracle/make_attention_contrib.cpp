@@ -28,7 +28,7 @@
 //  - eln_bert: EmbedLayerNormalization of input and segment ids [2, 7] with mask (all three outputs)
 //  - eln_pos: no segments, no mask, position_ids [1, 7] reversed
 // usage: make_attention_contrib GQA.onnx [ROPE_QUANT.onnx [GQA_TOTAL_INPUT.onnx [BERT_ATTENTION.onnx]]]
-#include "../common/graph_builder.h"
+#include "contrib_builder.h"
 #include "onnx_io/onnx_io.h"
 
 #include <cmath>
@@ -39,33 +39,8 @@ using namespace ctxkit::testing;
 
 namespace {
 
-constexpr const char* kMs = "com.microsoft";
-
-ir::Node msNode(const std::string& opType, std::vector<std::string> inputs, std::vector<std::string> outputs) {
-  ir::Node n = node(opType, std::move(inputs), std::move(outputs), 1);
-  n.domain = kMs;
-  n.kind = ir::opKindFromName(kMs, opType);
-  return n;
-}
-
 ir::Initializer int32s(const std::string& name, ir::Shape shape, std::vector<int32_t> values) {
   return ir::Initializer{name, ir::Tensor::fromVector(ir::ElemType::Int32, std::move(shape), values), std::nullopt};
-}
-
-// The rotary caches of `positions` rows and `half` angles: angle(p, i) = p x 10000^(-i / half).
-void addRotaryCaches(ir::Graph& g, const std::string& prefix, int64_t positions, int64_t half) {
-  std::vector<float> c, s;
-  for (int64_t p = 0; p < positions; ++p)
-    for (int64_t i = 0; i < half; ++i) {
-      const double angle =
-          static_cast<double>(p) * std::pow(10000.0, -static_cast<double>(i) / static_cast<double>(half));
-      c.push_back(static_cast<float>(std::cos(angle)));
-      s.push_back(static_cast<float>(std::sin(angle)));
-    }
-  g.initializers.push_back(
-      ir::Initializer{prefix + "_cos", ir::Tensor::fromVector(ir::ElemType::Float, {positions, half}, c), std::nullopt});
-  g.initializers.push_back(
-      ir::Initializer{prefix + "_sin", ir::Tensor::fromVector(ir::ElemType::Float, {positions, half}, s), std::nullopt});
 }
 
 struct GqaForm {
@@ -113,7 +88,7 @@ void addGqa(ir::Graph& g, const GqaForm& f) {
   ins.push_back(f.name + "_seqlens");
   ins.push_back(f.name + "_total");
   if (f.rotary) {
-    addRotaryCaches(g, f.name, 16, 8);
+    addRotaryCaches(g, f.name + "_cos", f.name + "_sin", 16, 8);
     ins.push_back(f.name + "_cos");
     ins.push_back(f.name + "_sin");
   }
@@ -166,7 +141,7 @@ ir::Initializer codes(const std::string& name, ir::Shape shape, ir::ElemType typ
 ir::Model ropeAndQuant() {
   ir::Model m = contribModel("rope_quant");
   ir::Graph& g = m.graph;
-  addRotaryCaches(g, "rope16", 16, 8);
+  addRotaryCaches(g, "rope16_cos", "rope16_sin", 16, 8);
   g.initializers.push_back(int64s("pos_offset", {1}, {2}));
   g.initializers.push_back(int64s("pos_ids", {2, 3}, {0, 1, 2, 5, 6, 7}));
   auto rope = [&](const std::string& name, std::vector<int64_t> shape, const std::string& positions, bool interleaved,
@@ -232,11 +207,7 @@ ir::Model gqaTotalInput() {
 }
 
 ir::ValueInfo int32Value(const std::string& name, std::vector<ir::Dim> d) {
-  ir::ValueInfo v;
-  v.name = name;
-  v.type = ir::ElemType::Int32;
-  v.shape = std::move(d);
-  return v;
+  return typedValue(name, ir::ElemType::Int32, std::move(d));
 }
 
 ir::Model bertAttention() {

@@ -11,7 +11,7 @@
 // points; 8-bit blocks of 64 with zero points; 4-bit with float zero points; 2-bit blocks of 32;
 // 4-bit with g_idx.
 // usage: make_transformer_contrib OUT.onnx [NBITS.onnx]
-#include "../common/graph_builder.h"
+#include "contrib_builder.h"
 #include "onnx_io/onnx_io.h"
 
 #include <cstdio>
@@ -21,19 +21,10 @@ using namespace ctxkit::testing;
 
 namespace {
 
-constexpr const char* kMs = "com.microsoft";
-
 ir::Initializer ramp(const std::string& name, ir::Shape shape, float start, float step) {
   std::vector<float> v(static_cast<size_t>(ir::elementCount(shape).value_or(0)));
   for (size_t i = 0; i < v.size(); ++i) v[i] = start + step * static_cast<float>(i % 23);
   return ir::Initializer{name, ir::Tensor::fromVector(ir::ElemType::Float, std::move(shape), v), std::nullopt};
-}
-
-ir::Node msNode(const std::string& opType, std::vector<std::string> inputs, std::vector<std::string> outputs) {
-  ir::Node n = node(opType, std::move(inputs), std::move(outputs), 1);
-  n.domain = kMs;
-  n.kind = ir::opKindFromName(kMs, opType);
-  return n;
 }
 
 ir::Node withEpsilon(ir::Node n, float epsilon) {
