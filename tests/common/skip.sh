@@ -15,4 +15,12 @@ ctx_skip() {
       ;;
   esac
 }
+# ctx_require_ort NODE_MODULES: skips (as above) unless ONNX Runtime from npm is in NODE_MODULES and Node.js runs.
+ctx_require_ort() {
+  if [ ! -e "$1/onnxruntime-node/package.json" ]; then
+    ctx_skip "$1/onnxruntime-node is missing (run scripts/fetch_test_assets.sh; it needs Node.js, npm and the npm" \
+      "registry)"
+  fi
+  command -v node >/dev/null || ctx_skip "Node.js is not installed"
+}
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then ctx_skip "$@"; fi

@@ -20,11 +20,7 @@ source "$here/../common/skip.sh"
 build="$1" cache="$2" src="$3"
 ort="$cache/onnxruntime-node-1.30.0/node_modules"
 corpus="$cache/corpus-torch"
-if [ ! -e "$ort/onnxruntime-node/package.json" ]; then
-  ctx_skip "$ort/onnxruntime-node is missing (run scripts/fetch_test_assets.sh; it needs Node.js, npm and the npm" \
-    "registry)"
-fi
-command -v node >/dev/null || ctx_skip "Node.js is not installed"
+ctx_require_ort "$ort"
 models=(resnet18 mobilenet_v3_small lraspp_mobilenet_v3_large wav2vec2)
 for m in "${models[@]}"; do
   [ -e "$corpus/$m/meta.json" ] || ctx_skip "$corpus/$m is missing (run scripts/export_corpus.sh; it needs python3-torch)"

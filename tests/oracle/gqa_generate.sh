@@ -17,11 +17,7 @@ source "$here/../common/skip.sh"
 source "$here/generate_check.sh"
 build="$1" cache="$2" src="$3"
 ort="$cache/onnxruntime-node-1.30.0/node_modules"
-if [ ! -e "$ort/onnxruntime-node/package.json" ]; then
-  ctx_skip "$ort/onnxruntime-node is missing (run scripts/fetch_test_assets.sh; it needs Node.js, npm and the npm" \
-    "registry)"
-fi
-command -v node >/dev/null || ctx_skip "Node.js is not installed"
+ctx_require_ort "$ort"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

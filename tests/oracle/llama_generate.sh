@@ -17,11 +17,7 @@ source "$here/generate_check.sh"
 build="$1" cache="$2" src="$3"
 ort="$cache/onnxruntime-node-1.30.0/node_modules"
 pair="$cache/corpus-torch/llama_kv"
-if [ ! -e "$ort/onnxruntime-node/package.json" ]; then
-  ctx_skip "$ort/onnxruntime-node is missing (run scripts/fetch_test_assets.sh; it needs Node.js, npm and the npm" \
-    "registry)"
-fi
-command -v node >/dev/null || ctx_skip "Node.js is not installed"
+ctx_require_ort "$ort"
 [ -e "$pair/meta.json" ] || ctx_skip "$pair is missing (run scripts/export_corpus.sh; it needs python3-torch)"
 hash="$(sha256sum "$src/scripts/export_corpus.py" | cut -c1-16)"
 recorded="$(node -e 'console.log(require(process.argv[1]).script_hash)' "$pair/meta.json")"

@@ -19,11 +19,7 @@ build="$1" cache="$2" src="$3"
 ort="$cache/onnxruntime-node-1.30.0/node_modules"
 corpus="$cache/corpus-torch"
 expected="$here/torch_corpus_expected.txt"
-if [ ! -e "$ort/onnxruntime-node/package.json" ]; then
-  ctx_skip "$ort/onnxruntime-node is missing (run scripts/fetch_test_assets.sh; it needs Node.js, npm and the npm" \
-    "registry)"
-fi
-command -v node >/dev/null || ctx_skip "Node.js is not installed"
+ctx_require_ort "$ort"
 [ -d "$corpus" ] || ctx_skip "$corpus is missing (run scripts/export_corpus.sh; it needs python3-torch," \
   "python3-torchvision and python3-torchaudio)"
 helper() { node "$here/torch_corpus.js" "$@"; }
