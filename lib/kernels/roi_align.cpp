@@ -3,6 +3,7 @@
 // reference and ONNX Runtime compute it) of bilinear samples taken on a regular grid inside the bin.
 #include "kernels/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -72,6 +73,43 @@ InferResult inferRoiAlign(const OpContext& ctx, InDescs inputs, size_t outputCou
   return single(inputs[0].type, {rois[0], x[1], a.outputHeight, a.outputWidth});
 }
 
+namespace {
+
+// Where a region's samples come from: its bins' origin and extent in input pixels and the samples per bin.
+struct RegionGrid {
+  double x0 = 0, y0 = 0, binHeight = 0, binWidth = 0;
+  int64_t gh = 0, gw = 0;
+};
+
+Expected<RegionGrid> regionGrid(const OpContext& ctx, const RoiAlignAttrs& a, const float* roi, int64_t r) {
+  const double offset = a.halfPixel ? 0.5 : 0.0;
+  RegionGrid g;
+  g.x0 = roi[0] * static_cast<double>(a.spatialScale) - offset;
+  g.y0 = roi[1] * static_cast<double>(a.spatialScale) - offset;
+  double roiWidth = roi[2] * static_cast<double>(a.spatialScale) - offset - g.x0;
+  double roiHeight = roi[3] * static_cast<double>(a.spatialScale) - offset - g.y0;
+  if (!a.halfPixel) {  // output_half_pixel: a region is at least one pixel
+    roiWidth = std::max(roiWidth, 1.0);
+    roiHeight = std::max(roiHeight, 1.0);
+  }
+  g.binHeight = roiHeight / static_cast<double>(a.outputHeight);
+  g.binWidth = roiWidth / static_cast<double>(a.outputWidth);
+  double gridH = a.samplingRatio > 0 ? static_cast<double>(a.samplingRatio) : std::ceil(g.binHeight);
+  double gridW = a.samplingRatio > 0 ? static_cast<double>(a.samplingRatio) : std::ceil(g.binWidth);
+  // A region with a corner that is not a finite number samples nothing: its bins are 0.
+  if (!std::isfinite(g.x0) || !std::isfinite(g.y0) || !std::isfinite(g.binHeight) || !std::isfinite(g.binWidth))
+    gridH = gridW = 0;
+  if (!(gridH * gridW <= kMaxSamplesPerBin))
+    return invalid(ctx, "region {} is [{}, {}, {}, {}]: {} x {} samples per bin exceed the limit of {}", r, roi[0],
+                   roi[1], roi[2], roi[3], gridH, gridW, kMaxSamplesPerBin);
+  // A region of no (or negative) extent takes no samples but still divides by one.
+  g.gh = static_cast<int64_t>(std::max(gridH, 0.0));
+  g.gw = static_cast<int64_t>(std::max(gridW, 0.0));
+  return g;
+}
+
+}  // namespace
+
 Status runRoiAlign(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const auto& a = attrsOf<RoiAlignAttrs>(ctx);
   const ir::Tensor &x = *inputs[0], &rois = *inputs[1], &batchIndices = *inputs[2];
@@ -81,66 +119,73 @@ Status runRoiAlign(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const float* box = rois.dataAs<float>();
   const int64_t* batchOf = batchIndices.dataAs<int64_t>();
   float* out = outputs[0]->mutableDataAs<float>();
-  const double offset = a.halfPixel ? 0.5 : 0.0;
-  std::vector<Sample> samples;
+  // Every region is checked before any is computed, so that an error names the first bad one.
+  std::vector<RegionGrid> grids(static_cast<size_t>(regions));
+  size_t work = 1;
   for (int64_t r = 0; r < regions; ++r) {
     const int64_t b = batchOf[r];
     if (b < 0 || b >= batches) return invalid(ctx, "batch_indices[{}] is {} but X holds {} images", r, b, batches);
-    const float* roi = box + r * 4;
-    const double x0 = roi[0] * static_cast<double>(a.spatialScale) - offset;
-    const double y0 = roi[1] * static_cast<double>(a.spatialScale) - offset;
-    double roiWidth = roi[2] * static_cast<double>(a.spatialScale) - offset - x0;
-    double roiHeight = roi[3] * static_cast<double>(a.spatialScale) - offset - y0;
-    if (!a.halfPixel) {  // output_half_pixel: a region is at least one pixel
-      roiWidth = std::max(roiWidth, 1.0);
-      roiHeight = std::max(roiHeight, 1.0);
-    }
-    const double binHeight = roiHeight / static_cast<double>(oh), binWidth = roiWidth / static_cast<double>(ow);
-    double gridH = a.samplingRatio > 0 ? static_cast<double>(a.samplingRatio) : std::ceil(binHeight);
-    double gridW = a.samplingRatio > 0 ? static_cast<double>(a.samplingRatio) : std::ceil(binWidth);
-    // A region with a corner that is not a finite number samples nothing: its bins are 0.
-    if (!std::isfinite(x0) || !std::isfinite(y0) || !std::isfinite(binHeight) || !std::isfinite(binWidth))
-      gridH = gridW = 0;
-    if (!(gridH * gridW <= kMaxSamplesPerBin))
-      return invalid(ctx, "region {} is [{}, {}, {}, {}]: {} x {} samples per bin exceed the limit of {}", r, roi[0],
-                     roi[1], roi[2], roi[3], gridH, gridW, kMaxSamplesPerBin);
-    // A region of no (or negative) extent takes no samples but still divides by one.
-    const auto gh = static_cast<int64_t>(std::max(gridH, 0.0)), gw = static_cast<int64_t>(std::max(gridW, 0.0));
-    const float count = static_cast<float>(std::max<int64_t>(gh * gw, 1));
-    // A bin's samples are the same for every channel: computed once per bin.
-    const size_t perBin = static_cast<size_t>(gh * gw);
-    for (int64_t ph = 0; ph < oh; ++ph)
-      for (int64_t pw = 0; pw < ow; ++pw) {
-        samples.clear();
-        for (int64_t iy = 0; iy < gh; ++iy) {
-          const double y = y0 + static_cast<double>(ph) * binHeight +
-                           (static_cast<double>(iy) + 0.5) * binHeight / static_cast<double>(gh);
-          for (int64_t ix = 0; ix < gw; ++ix) {
-            const double xs = x0 + static_cast<double>(pw) * binWidth +
-                              (static_cast<double>(ix) + 0.5) * binWidth / static_cast<double>(gw);
+    CTX_ASSIGN_OR_RETURN(grids[static_cast<size_t>(r)], regionGrid(ctx, a, box + r * 4, r));
+    const RegionGrid& g = grids[static_cast<size_t>(r)];
+    work = std::max(work, static_cast<size_t>(channels * oh * ow * std::max<int64_t>(g.gh * g.gw, 1)));
+  }
+  // Regions in parallel; within one, the samples of all its bins are taken once (they are the same for every
+  // channel), then each channel's plane is read bin after bin while it is in cache. A region whose samples would take
+  // more than kRegionSamples goes bin by bin instead (each bin's samples, then every channel), as memory allows.
+  constexpr size_t kRegionSamples = size_t{1} << 16;
+  parallelForWork(ctx, static_cast<size_t>(regions), work, [&](size_t r0, size_t r1) {
+    std::vector<Sample> samples;
+    for (size_t r = r0; r < r1; ++r) {
+      const RegionGrid& g = grids[r];
+      const int64_t b = batchOf[r];
+      const auto perBin = static_cast<size_t>(g.gh * g.gw);
+      const float count = static_cast<float>(std::max<size_t>(perBin, 1));
+      // Appends bin (ph, pw)'s samples.
+      auto sampleBin = [&](int64_t ph, int64_t pw) {
+        for (int64_t iy = 0; iy < g.gh; ++iy) {
+          const double y = g.y0 + static_cast<double>(ph) * g.binHeight +
+                           (static_cast<double>(iy) + 0.5) * g.binHeight / static_cast<double>(g.gh);
+          for (int64_t ix = 0; ix < g.gw; ++ix) {
+            const double xs = g.x0 + static_cast<double>(pw) * g.binWidth +
+                              (static_cast<double>(ix) + 0.5) * g.binWidth / static_cast<double>(g.gw);
             samples.push_back(bilinear(y, xs, height, width));
           }
         }
+      };
+      // Bins [bin0, bin1) of every channel from `samples`, which holds their samples in order.
+      auto reduce = [&](int64_t bin0, int64_t bin1) {
         for (int64_t c = 0; c < channels; ++c) {
           const float* plane = data + (b * channels + c) * height * width;
-          float value = 0;
-          if (a.mode == ops::RoiMode::Avg) {
-            for (const Sample& t : samples)
-              value += t.w[0] * plane[t.pos[0]] + t.w[1] * plane[t.pos[1]] + t.w[2] * plane[t.pos[2]] +
-                       t.w[3] * plane[t.pos[3]];
-            value /= count;
-          } else {
-            for (size_t k = 0; k < perBin; ++k) {
-              const Sample& t = samples[k];
-              const float v = std::max(std::max(t.w[0] * plane[t.pos[0]], t.w[1] * plane[t.pos[1]]),
-                                       std::max(t.w[2] * plane[t.pos[2]], t.w[3] * plane[t.pos[3]]));
-              value = k == 0 ? v : std::max(value, v);
+          float* y = out + (static_cast<int64_t>(r) * channels + c) * oh * ow;
+          const Sample* t = samples.data();
+          for (int64_t bin = bin0; bin < bin1; ++bin, t += perBin) {
+            float value = 0;
+            if (a.mode == ops::RoiMode::Avg) {
+              for (size_t k = 0; k < perBin; ++k)
+                value += t[k].w[0] * plane[t[k].pos[0]] + t[k].w[1] * plane[t[k].pos[1]] +
+                         t[k].w[2] * plane[t[k].pos[2]] + t[k].w[3] * plane[t[k].pos[3]];
+              value /= count;
+            } else {
+              for (size_t k = 0; k < perBin; ++k) {
+                const float v = std::max(std::max(t[k].w[0] * plane[t[k].pos[0]], t[k].w[1] * plane[t[k].pos[1]]),
+                                         std::max(t[k].w[2] * plane[t[k].pos[2]], t[k].w[3] * plane[t[k].pos[3]]));
+                value = k == 0 ? v : std::max(value, v);
+              }
             }
+            y[bin] = value;
           }
-          out[((r * channels + c) * oh + ph) * ow + pw] = value;
         }
+      };
+      const bool whole = perBin * static_cast<size_t>(oh * ow) <= kRegionSamples;
+      for (int64_t bin = 0; bin < oh * ow;) {
+        const int64_t end = whole ? oh * ow : bin + 1;
+        samples.clear();
+        for (int64_t k = bin; k < end; ++k) sampleBin(k / ow, k % ow);
+        reduce(bin, end);
+        bin = end;
       }
-  }
+    }
+  });
   return Status::ok();
 }
 
