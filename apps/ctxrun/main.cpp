@@ -3,6 +3,7 @@
 #include "cli/log.h"
 #include "epcontext/contract.h"
 #include "generate_mode.h"
+#include "runtime/compatibility.h"
 #include "runtime/profile.h"
 #include "runtime/session.h"
 #include "support/file_io.h"
@@ -170,7 +171,12 @@ void reportProfile(const runtime::RunProfile& profile, int top, bool text, nlohm
 int main(int argc, char** argv) {
   CLI::App app{"ctxrun: run a _ctx.onnx model (or a plain .onnx) with ctxkit's runtime"};
   Args a;
-  app.add_option("model", a.model, "the model to run")->required();
+  bool printDevice = false;
+  auto* modelOption = app.add_option("model", a.model, "the model to run (required unless --print-device)");
+  app.add_flag("--print-device", printDevice,
+               "print this machine's device profile (ctxkit version, container format, target revisions, CPU features) "
+               "as JSON, for ctxinspect --check --against, and exit")
+      ->excludes(modelOption);
   auto* inputsOption = app.add_option(
       "--inputs", a.inputs, "folder with input_<i>.pb, input_<i>.npy or <name>.npy (default: seeded random inputs)");
   auto* expectedOption =
@@ -254,6 +260,14 @@ int main(int argc, char** argv) {
   }
   if (auto usage = cli::initLogging("ctxrun", a.log)) {
     cli::logError("{}", *usage);
+    return cli::kExitUsage;
+  }
+  if (printDevice) {
+    std::cout << runtime::deviceProfileJson(runtime::thisDevice()) << std::flush;
+    return cli::kExitOk;
+  }
+  if (a.model.empty()) {
+    cli::logError("a model is required (or --print-device)");
     return cli::kExitUsage;
   }
   nlohmann::ordered_json report;

@@ -20,8 +20,9 @@ namespace fs = std::filesystem;
 
 const std::vector<LintRule>& lintRules() {
   static const std::vector<LintRule> rules = {
-      {"CTXL001", "embed-mode", Level::Error, "embed_mode must be 0 (context in a file beside the model) or 1 (inside "
-                                              "the node)"},
+      {"CTXL001", "embed-mode", Level::Error,
+       "embed_mode must be 0 (context in a file beside the model) or 1 (inside "
+       "the node)"},
       {"CTXL002", "missing-context", Level::Error,
        "a node with main_context=1 must carry ep_cache_context: with embed_mode 1 every partition's node holds its own "
        "payload (ONNX Runtime issue 31977 wrote it for the first partition only); recompile"},
@@ -44,8 +45,9 @@ const std::vector<LintRule>& lintRules() {
        "Runtime can check it without creating a session; recompile with a current ctxgen"},
       {"CTXL010", "incompatible", Level::Error,
        "the compatibility metadata says this ctxkit cannot run the model: recompile with ctxgen for this target"},
-      {"CTXL011", "duplicate-node-name", Level::Error, "node names must be unique within a graph: ONNX Runtime refuses "
-                                                       "a model whose nodes share one"},
+      {"CTXL011", "duplicate-node-name", Level::Error,
+       "node names must be unique within a graph: ONNX Runtime refuses "
+       "a model whose nodes share one"},
       {"CTXL012", "duplicate-partition", Level::Error,
        "main-context nodes of one deployment must name different partitions: a shared context finds its graphs by "
        "partition name"},
@@ -187,8 +189,9 @@ std::string lintText(const std::vector<Finding>& findings) {
   for (const Finding& f : findings) {
     const LintRule& r = ruleOf(f.rule);
     errors += f.level == Level::Error ? 1 : 0;
-    out += fmt::format("{}: {}{} {} {}: {}\n  fix: {}\n", f.model, f.node.empty() ? "" : "node '" + f.node + "': ",
-                       levelName(f.level), f.rule, r.name, f.message, r.help);
+    out += fmt::format("{}: {}{} {} {}: {}\n  fix: {}\n", f.model,
+                       f.node.empty() ? "" : "node '" + f.node + "': ", levelName(f.level), f.rule, r.name, f.message,
+                       r.help);
   }
   out += findings.empty() ? "lint: no findings\n"
                           : fmt::format("lint: {} finding(s), {} error(s)\n", findings.size(), errors);

@@ -95,6 +95,18 @@ OrtStatus* ORT_API_CALL validateCompatibility(OrtEpFactory* f, const OrtHardware
   return guarded(factory.api(), "ValidateCompiledModelCompatibilityInfo", [&]() -> Status {
     runtime::CompatibilityVerdict verdict = runtime::assessCompatibilityInfo(info ? info : "");
     *result = static_cast<OrtCompiledModelCompatibility>(static_cast<int>(verdict.level));
+    // The reasons, as ctxinspect --check gives them, through ORT's logger (dropped when it cannot take them).
+    const OrtLogger* logger = factory.logger();
+    for (const runtime::CompatibilityReason& r : verdict.reasons) {
+      if (logger == nullptr) break;
+      const std::string message =
+          fmt::format("CtxKitExecutionProvider: {}: {}: {} is '{}', this runtime expects '{}': {}",
+                      runtime::compatibilityName(verdict.level), r.code, r.field, r.found, r.expected, r.action);
+      if (OrtStatus* st =
+              factory.api().ort.Logger_LogMessage(logger, ORT_LOGGING_LEVEL_WARNING, message.c_str(), ORT_FILE,
+                                                  __LINE__, "ValidateCompiledModelCompatibilityInfo"))
+        factory.api().ort.ReleaseStatus(st);
+    }
     return Status::ok();
   });
 }

@@ -164,3 +164,49 @@ TEST_CASE("lint: duplicate partitions across models, external data, ctxkit metad
   CHECK(run["tool"]["driver"]["rules"][run["results"][0]["ruleIndex"].get<size_t>()]["id"] == "CTXL012");
   CHECK(run["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == (dir / "b_ctx.onnx").string());
 }
+
+TEST_CASE("check against a device profile gives each verdict with its reasons", "[inspect][compat]") {
+  TempDir dir("check_device");
+  auto gen = runTool(CTXKIT_CTXGEN, {std::string(CTXKIT_SAMPLES_DIR) + "/tiny_cnn.onnx", "-o", (dir / "out").string(), "-q"});
+  REQUIRE(gen.exitCode == 0);
+  const std::string model = (dir / "out" / "tiny_cnn_ctx.onnx").string();
+  // This machine's profile, as ctxrun writes it on a device.
+  auto printed = runTool(CTXKIT_CTXRUN, {"--print-device"});
+  REQUIRE(printed.exitCode == 0);
+  nlohmann::json device;
+  REQUIRE_NOTHROW(device = nlohmann::json::parse(printed.out));
+  CHECK(device["targets"]["npu-sim"].is_string());
+  std::ofstream(dir / "here.json") << printed.out;
+  auto here = inspectJson({model, "--check", "--against", (dir / "here.json").string()});
+  CHECK(here.run.exitCode == 0);
+  REQUIRE(here.json["checks"].size() == 2);  // the model's metadata and its context binary
+  for (const auto& c : here.json["checks"]) {
+    CHECK(c["verdict"] == "SUPPORTED_OPTIMAL");
+    CHECK(c["reasons"].empty());
+  }
+  // A device whose npu-sim is at another revision: recompile, and why.
+  device["targets"]["npu-sim"] = "9";
+  std::ofstream(dir / "newer.json") << device.dump();
+  auto newer = inspectJson({model, "--check", "--against", (dir / "newer.json").string()});
+  CHECK(newer.run.exitCode == 0);
+  for (const auto& c : newer.json["checks"]) {
+    CHECK(c["verdict"] == "PREFER_RECOMPILATION");
+    REQUIRE(c["reasons"].size() == 1);
+    CHECK(c["reasons"][0]["code"] == "COMPAT_TARGET_REVISION");
+    CHECK(c["reasons"][0]["expected"] == "npu-sim revision 9");
+    CHECK(c["reasons"][0]["action"] == "recompile with ctxgen --target npu-sim");
+  }
+  // A device that reads another format major: unsupported, exit 1, in text too.
+  device["format"] = "2.0";
+  std::ofstream(dir / "major.json") << device.dump();
+  auto text = runTool(CTXKIT_CTXINSPECT, {model, "--check", "--against", (dir / "major.json").string()});
+  CHECK(text.exitCode == 1);
+  CHECK(text.out.find("UNSUPPORTED") != std::string::npos);
+  CHECK(text.out.find("COMPAT_FORMAT_MAJOR") != std::string::npos);
+  // A profile that is not one names the file and the field.
+  std::ofstream(dir / "bad.json") << R"({"ctxkit_version":"0.1.0","format":"x"})";
+  auto bad = runTool(CTXKIT_CTXINSPECT, {model, "--check", "--against", (dir / "bad.json").string()});
+  CHECK(bad.exitCode == 1);
+  CHECK(bad.err.find("bad.json") != std::string::npos);
+  CHECK(bad.err.find("'format'") != std::string::npos);
+}

@@ -129,6 +129,72 @@ TEST_CASE("assessCompatibility: producer, format major and minor, target revisio
   CHECK(std::string(runtime::compatibilityName(Compatibility::PreferRecompilation)) == "PREFER_RECOMPILATION");
 }
 
+TEST_CASE("every verdict names its reasons: code, field, found, expected and what to do", "[runtime][compat]") {
+  using runtime::Compatibility;
+  auto codes = [](const runtime::CompatibilityVerdict& v) {
+    std::vector<std::string> out;
+    for (const auto& r : v.reasons) out.push_back(r.code);
+    return out;
+  };
+  format::CompatInfo c{"ctxkit", "0.1.0", "npu-sim", "1", 1, format::kFormatMinor};
+  CHECK(runtime::assessCompatibility(c).reasons.empty());
+  format::CompatInfo old = c;
+  old.formatMinor = 4;
+  old.targetRevision = "0";  // two reasons at once, both PREFER_RECOMPILATION
+  auto both = runtime::assessCompatibility(old);
+  CHECK(both.level == Compatibility::PreferRecompilation);
+  REQUIRE(codes(both) == std::vector<std::string>{"COMPAT_FORMAT_OLDER_MINOR", "COMPAT_TARGET_REVISION"});
+  CHECK(both.reasons[0].found == "1.4");
+  CHECK(both.reasons[0].expected == fmt::format("1.{}", format::kFormatMinor));
+  CHECK(both.reasons[1].found == "npu-sim revision 0");
+  CHECK(both.reasons[1].expected == "npu-sim revision 1");
+  CHECK(both.reasons[1].action == "recompile with ctxgen --target npu-sim");
+  format::CompatInfo newer = c;
+  newer.formatMajor = 2;
+  newer.producerVersion = "0.9.0";
+  auto major = runtime::assessCompatibility(newer);
+  REQUIRE(codes(major) == std::vector<std::string>{"COMPAT_FORMAT_MAJOR"});
+  CHECK_THAT(major.reasons[0].action, Catch::Contains("update ctxkit") && Catch::Contains("0.9.0"));
+  format::CompatInfo dev = c;
+  dev.formatMinor = 0;
+  CHECK(codes(runtime::assessCompatibility(dev)) == std::vector<std::string>{"COMPAT_FORMAT_DEVELOPMENT"});
+  format::CompatInfo other = c;
+  other.producer = "otherkit";
+  CHECK(codes(runtime::assessCompatibility(other)) == std::vector<std::string>{"COMPAT_PRODUCER"});
+  auto syntax = runtime::assessCompatibilityInfo("not;a;compatibility;string");
+  CHECK(syntax.level == Compatibility::Unsupported);
+  CHECK(codes(syntax) == std::vector<std::string>{"COMPAT_INFO_SYNTAX"});
+
+  // Against another device's profile (ctxrun --print-device there): its revisions and format decide.
+  runtime::DeviceProfile device = runtime::thisDevice();
+  device.targets["npu-sim"] = "2";
+  CHECK(codes(runtime::assessCompatibility(c, device)) == std::vector<std::string>{"COMPAT_TARGET_REVISION"});
+  device.formatMajor = 2;
+  CHECK(runtime::assessCompatibility(c, device).level == Compatibility::Unsupported);
+  CHECK_THAT(runtime::assessCompatibility(c, device).reasons[0].action, Catch::Contains("recompile with ctxgen"));
+}
+
+TEST_CASE("a device profile round-trips through JSON and its errors name the file and the field", "[runtime][compat]") {
+  const std::string json = runtime::deviceProfileJson(runtime::thisDevice());
+  auto back = runtime::parseDeviceProfile(json, "device.json");
+  REQUIRE(back);
+  CHECK(back->targets == runtime::thisDevice().targets);
+  CHECK(back->formatMajor == format::kFormatMajor);
+  CHECK(back->formatMinor == format::kFormatMinor);
+  CHECK(back->cpuFeatures == runtime::thisDevice().cpuFeatures);
+  for (const auto& [text, field] : std::vector<std::pair<std::string, std::string>>{
+           {"[]", "not a JSON object"},
+           {R"({"format":"1.5","targets":{}})", "'ctxkit_version'"},
+           {R"({"ctxkit_version":"0.1.0","format":"one","targets":{}})", "'format' is 'one'"},
+           {R"({"ctxkit_version":"0.1.0","format":"1.5","targets":{"npu-sim":1}})", "targets.npu-sim"},
+           {R"({"ctxkit_version":"0.1.0","format":"1.5"})", "'targets'"},
+           {R"({"ctxkit_version":"0.1.0","format":"1.5","targets":{},"cpu_features":[1]})", "'cpu_features'"}}) {
+    auto bad = runtime::parseDeviceProfile(text, "device.json");
+    REQUIRE_FALSE(bad);
+    CHECK_THAT(bad.error().message(), Catch::Contains("device.json") && Catch::Contains(field));
+  }
+}
+
 TEST_CASE("the _ctx.onnx compatibility metadata matches its .bin", "[runtime][compat]") {
   Workspace ws("compat_meta");
   compile({"tiny_cnn"}, ws.dir, false);
