@@ -44,7 +44,9 @@ const ir::Tensor* Scope::find(const std::string& name) const {
 
 const ir::Tensor* Scope::find(ir::ValueId id) const {
   if (slots_[id]) return &*slots_[id];
-  return parent_ ? parent_->find(table_->name(id)) : nullptr;
+  if (!parent_) return nullptr;
+  // An enclosing scope numbering the same graph (the session's initializers) answers by id too.
+  return parent_->table_ == table_ ? parent_->find(id) : parent_->find(table_->name(id));
 }
 
 void Scope::set(const std::string& name, ir::Tensor value) {

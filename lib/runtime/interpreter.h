@@ -18,8 +18,7 @@ namespace ctxkit::runtime {
 
 // Values visible to a graph: its own, then those of the graphs enclosing it. With a value table (the graph's), its
 // own values live in a vector by id and the interpreter reaches them without hashing names (the top-level graph and
-// subgraph bodies alike); only a scope without a table (the session's initializers) and a read of an enclosing
-// graph's value go by name.
+// its initializers, subgraph bodies alike); only a read of an enclosing graph's value goes by name.
 class Scope {
 public:
   explicit Scope(const Scope* parent = nullptr) : parent_(parent) {}
