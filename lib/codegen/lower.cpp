@@ -49,8 +49,21 @@ Expected<LoweredPartition> lowerPartition(const ir::Graph& graph, const analysis
     if (!decoded->attrs)
       return Error(decoded->attrs.error()).addContext(fmt::format("node '{}' ({})", name, ir::opKindName(n.kind)));
     const bool typed = ops::isTyped(decoded->attrs.value());
-    state.ops.push_back(LOp{
-        n.kind, n.opset, std::move(name), decoded->attrs.value(), n.inputs, n.outputs, {}, typed ? kNoAttrs : n.attrs});
+    // The value table: each value gets its id as the ops first name it (the only lookups by name in the lowering).
+    auto ids = [&](const std::vector<std::string>& names) {
+      std::vector<ValueId> v;
+      v.reserve(names.size());
+      for (const auto& value : names) v.push_back(value.empty() ? kNoValue : state.value(value));
+      return v;
+    };
+    state.ops.push_back(LOp{n.kind,
+                            n.opset,
+                            std::move(name),
+                            decoded->attrs.value(),
+                            ids(n.inputs),
+                            ids(n.outputs),
+                            {},
+                            typed ? kNoAttrs : n.attrs});
   }
   const ir::PassControl control{&options.skipPasses, options.dumpAfter, options.stopAfter};
   LoweredPartition& result = state.result;

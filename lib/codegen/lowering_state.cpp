@@ -1,4 +1,4 @@
-// The lowering state's questions about values and ops (lowering_state.h).
+// The lowering state's value table and its questions about values and ops (lowering_state.h).
 #include "codegen/lowering_state.h"
 
 #include "ir/op_info.h"
@@ -9,67 +9,95 @@
 
 namespace ctxkit::codegen {
 
-LOp madeOp(ir::OpKind kind, int64_t opset, std::string name, std::vector<std::string> inputs,
-           std::vector<std::string> outputs) {
+LOp madeOp(ir::OpKind kind, int64_t opset, std::string name, std::vector<ValueId> inputs,
+           std::vector<ValueId> outputs) {
   return LOp{kind, opset, std::move(name), ops::defaultAttrsFor(kind), std::move(inputs), std::move(outputs), {}};
 }
 
-const ir::Tensor* LoweringState::constantOf(const std::string& name) const {
-  if (auto it = folded.find(name); it != folded.end()) return &it->second;
-  const analysis::ValueFacts* f = facts.find(name);
-  return f && f->constant ? &*f->constant : nullptr;
+ValueId LoweringState::value(const std::string& name) {
+  if (auto it = byName_.find(name); it != byName_.end()) return it->second;
+  const auto id = static_cast<ValueId>(values_.size());
+  ValueRecord& r = values_.emplace_back();
+  r.name = name;
+  if (const analysis::ValueFacts* f = facts.find(name)) {
+    r.type = f->type;
+    r.shape = f->shape;
+    if (f->constant) r.sourceConstant = &*f->constant;
+  }
+  r.leaves = usedOutside.count(name) != 0;
+  byName_.emplace(name, id);
+  return id;
 }
 
-std::optional<ir::Shape> LoweringState::shapeOf(const std::string& name) const {
-  if (auto it = localShapes.find(name); it != localShapes.end()) return it->second;
-  const analysis::ValueFacts* f = facts.find(name);
-  return f ? f->shape : std::nullopt;
+std::optional<ValueId> LoweringState::findValue(const std::string& name) const {
+  auto it = byName_.find(name);
+  return it == byName_.end() ? std::nullopt : std::optional<ValueId>(it->second);
 }
 
-ir::ElemType LoweringState::typeOf(const std::string& name) const {
-  if (const ir::Tensor* c = constantOf(name)) return c->type();
-  if (auto it = localTypes.find(name); it != localTypes.end()) return it->second;
-  const analysis::ValueFacts* f = facts.find(name);
-  return f ? f->type : ir::ElemType::Undefined;
+const std::string& LoweringState::nameOf(ValueId v) const {
+  static const std::string kNone;
+  return v == kNoValue ? kNone : values_[v].name;
 }
 
-std::optional<float> LoweringState::scalarOf(const std::string& name) const {
-  const ir::Tensor* t = constantOf(name);
+const ir::Tensor* LoweringState::constantOf(ValueId v) const {
+  if (v == kNoValue) return nullptr;
+  const ValueRecord& r = values_[v];
+  return r.made ? r.made.get() : r.sourceConstant;
+}
+
+std::optional<ir::Shape> LoweringState::shapeOf(ValueId v) const {
+  return v == kNoValue ? std::nullopt : values_[v].shape;
+}
+
+ir::ElemType LoweringState::typeOf(ValueId v) const {
+  if (const ir::Tensor* c = constantOf(v)) return c->type();
+  return v == kNoValue ? ir::ElemType::Undefined : values_[v].type;
+}
+
+std::optional<float> LoweringState::scalarOf(ValueId v) const {
+  const ir::Tensor* t = constantOf(v);
   if (!t || t->type() != ir::ElemType::Float || t->elementCount() != 1) return std::nullopt;
   return t->dataAs<float>()[0];
 }
 
-const LoweringState::Uses* LoweringState::usesOf(const std::string& value) const {
+LoweringState::Uses& LoweringState::usesAt(ValueId v) {
+  if (uses_.size() <= v) uses_.resize(static_cast<size_t>(v) + 1);
+  return uses_[v];
+}
+
+const LoweringState::Uses* LoweringState::usesOf(ValueId v) const {
   if (!indexed_) {
-    uses_.clear();
+    uses_.assign(values_.size(), Uses{});
     for (size_t i = 0; i < ops.size(); ++i) {
-      for (const auto& in : ops[i].inputs) uses_[in].readers.push_back(i);
-      for (const auto& out : ops[i].outputs) uses_[out].producers.push_back(i);
+      for (ValueId in : ops[i].inputs)
+        if (in != kNoValue) uses_[in].readers.push_back(i);
+      for (ValueId out : ops[i].outputs)
+        if (out != kNoValue) uses_[out].producers.push_back(i);
     }
     indexed_ = true;
   }
-  auto it = uses_.find(value);
-  return it == uses_.end() ? nullptr : &it->second;
+  return v < uses_.size() ? &uses_[v] : nullptr;
 }
 
-size_t LoweringState::readers(const std::string& value) const { return readersOf(value).size(); }
+size_t LoweringState::readers(ValueId v) const { return readersOf(v).size(); }
 
-const std::vector<size_t>& LoweringState::readersOf(const std::string& value) const {
+const std::vector<size_t>& LoweringState::readersOf(ValueId v) const {
   static const std::vector<size_t> kNone;
-  const Uses* u = usesOf(value);
+  const Uses* u = usesOf(v);
   return u ? u->readers : kNone;
 }
 
 std::optional<size_t> LoweringState::soleReader(size_t i) const {
   const LOp& producer = ops[i];
-  if (producer.outputs.size() != 1 || leaves(producer.outputs[0])) return std::nullopt;
+  if (producer.outputs.size() != 1 || producer.outputs[0] == kNoValue || leaves(producer.outputs[0]))
+    return std::nullopt;
   const std::vector<size_t>& r = readersOf(producer.outputs[0]);
   if (r.size() != 1 || r[0] <= i) return std::nullopt;
   return r[0];
 }
 
-std::optional<size_t> LoweringState::producerOf(const std::string& name, ir::OpKind kind) const {
-  if (const Uses* u = usesOf(name))
+std::optional<size_t> LoweringState::producerOf(ValueId v, ir::OpKind kind) const {
+  if (const Uses* u = usesOf(v))
     for (size_t i : u->producers)
       if (ops[i].kind == kind) return i;
   return std::nullopt;
@@ -83,20 +111,24 @@ void addIndex(std::vector<size_t>& ops, size_t i) { ops.insert(std::upper_bound(
 }  // namespace
 
 void LoweringState::unindex(size_t i) {
-  for (const auto& in : ops[i].inputs) dropIndex(uses_[in].readers, i);
-  for (const auto& out : ops[i].outputs) dropIndex(uses_[out].producers, i);
+  for (ValueId in : ops[i].inputs)
+    if (in != kNoValue) dropIndex(usesAt(in).readers, i);
+  for (ValueId out : ops[i].outputs)
+    if (out != kNoValue) dropIndex(usesAt(out).producers, i);
 }
 
 void LoweringState::index(size_t i) {
-  for (const auto& in : ops[i].inputs) addIndex(uses_[in].readers, i);
-  for (const auto& out : ops[i].outputs) addIndex(uses_[out].producers, i);
+  for (ValueId in : ops[i].inputs)
+    if (in != kNoValue) addIndex(usesAt(in).readers, i);
+  for (ValueId out : ops[i].outputs)
+    if (out != kNoValue) addIndex(usesAt(out).producers, i);
 }
 
-// The index follows an erase or insert by renumbering the ops after it (linear in the uses; nothing is rebuilt).
+// The use lists follow an erase or insert by renumbering the ops after it (linear in the uses; nothing is rebuilt).
 void LoweringState::eraseOp(size_t i) {
   if (indexed_) {
     unindex(i);
-    for (auto& [value, u] : uses_) {
+    for (Uses& u : uses_) {
       for (size_t& j : u.readers) j -= j > i;
       for (size_t& j : u.producers) j -= j > i;
     }
@@ -107,7 +139,7 @@ void LoweringState::eraseOp(size_t i) {
 void LoweringState::insertOp(size_t i, LOp op) {
   ops.insert(ops.begin() + static_cast<std::ptrdiff_t>(i), std::move(op));
   if (!indexed_) return;
-  for (auto& [value, u] : uses_) {
+  for (Uses& u : uses_) {
     for (size_t& j : u.readers) j += j >= i;
     for (size_t& j : u.producers) j += j >= i;
   }
@@ -120,22 +152,23 @@ void LoweringState::replaceOp(size_t i, LOp op) {
   if (indexed_) index(i);
 }
 
-void LoweringState::setInputs(size_t i, std::vector<std::string> inputs) {
+void LoweringState::setInputs(size_t i, std::vector<ValueId> inputs) {
   if (indexed_) unindex(i);
   ops[i].inputs = std::move(inputs);
   if (indexed_) index(i);
 }
 
-void LoweringState::setOutputs(size_t i, std::vector<std::string> outputs) {
+void LoweringState::setOutputs(size_t i, std::vector<ValueId> outputs) {
   if (indexed_) unindex(i);
   ops[i].outputs = std::move(outputs);
   if (indexed_) index(i);
 }
 
-std::string LoweringState::addConstant(const std::string& name, ir::Tensor t) {
-  localShapes[name] = t.shape();
-  folded.emplace(name, std::move(t));
-  return name;
+ValueId LoweringState::addConstant(ValueId v, ir::Tensor t) {
+  ValueRecord& r = values_[v];
+  r.shape = t.shape();
+  if (!r.made) r.made = std::make_unique<ir::Tensor>(std::move(t));
+  return v;
 }
 
 std::string LoweringState::dump(std::string_view pass) const {
@@ -146,11 +179,12 @@ std::string LoweringState::dump(std::string_view pass) const {
     if (op.epilogue)
       attrs += fmt::format(" epilogue={}({},{})*{}+{}", ops::activationName(op.epilogue->activation),
                            op.epilogue->alpha, op.epilogue->beta, op.epilogue->scale, op.epilogue->shift);
-    std::string ins;
-    for (const auto& in : op.inputs)
-      ins += (ins.empty() ? "" : ", ") + (in.empty() ? std::string("-") : in + (constantOf(in) ? "(const)" : ""));
-    out += fmt::format("  {} = {}({}){}  # {}\n", fmt::join(op.outputs, ", "), ir::opKindName(op.kind), ins, attrs,
-                       op.name);
+    std::string ins, outs;
+    for (ValueId in : op.inputs)
+      ins += (ins.empty() ? "" : ", ") +
+             (in == kNoValue ? std::string("-") : nameOf(in) + (constantOf(in) ? "(const)" : ""));
+    for (size_t o = 0; o < op.outputs.size(); ++o) outs += (o ? ", " : "") + nameOf(op.outputs[o]);
+    out += fmt::format("  {} = {}({}){}  # {}\n", outs, ir::opKindName(op.kind), ins, attrs, op.name);
   }
   return out;
 }

@@ -1,13 +1,17 @@
-// What the lowering passes (lib/codegen/passes) work on: one partition's ops as the passes rewrite them, the
-// constants and layouts they make, and from emit-program on the program being built; with the questions every pass
-// asks of them (is this value a constant, who reads it, what shape has it).
+// What the lowering passes (lib/codegen/passes) work on: one partition's ops as the passes rewrite them, over a table
+// of the partition's values by dense id (with the constants, types, shapes and layouts the passes give them), and from
+// emit-program on the program being built; with the questions every pass asks of them (is this value a constant, who
+// reads it, what shape has it).
 #pragma once
 
 #include "codegen/lower.h"
 #include "ir/pass.h"
+#include "ir/value_table.h"
 #include "ops/typed_attrs.h"
 
-#include <map>
+#include <cstdint>
+#include <deque>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -17,6 +21,33 @@
 
 namespace ctxkit::codegen {
 
+// A value of the partition, numbered densely from 0 as the lowering meets it (the ops' inputs and outputs in order,
+// then the values the passes make): ir's id type and its kNoValue for an absent optional input or output, but the
+// partition's own numbering, not the graph's (ir::ValueTable) that analysis facts are kept by.
+using ValueId = ir::ValueId;
+using ir::kNoValue;
+
+// What the lowering knows of one value. Names are kept for dumps, errors and the program's tensor names; nothing is
+// looked up by them past the partition boundary.
+struct ValueRecord {
+  std::string name;
+  ir::ElemType type = ir::ElemType::Undefined;  // analysis's, or the lowering's (widen-float16 retypes float16 values)
+  std::optional<ir::Shape> shape;               // analysis's, or the lowering's for the values it makes
+  const ir::Tensor* sourceConstant = nullptr;   // the constant analysis knows, if any
+  // A constant the passes made (folded), or the float32 widening of a float16 constant (widen-float16); it takes
+  // precedence over sourceConstant. Held by pointer so that it keeps its address.
+  std::unique_ptr<ir::Tensor> made;
+  // widen-float16: the float16 tensor a constant read as float32 (`made`) is stored as, of which it is the exact
+  // widening (weight layout float16-widened: widened when loaded).
+  std::unique_ptr<ir::Tensor> float16Storage;
+  std::optional<cpu::WeightLayout> layout;  // choose-layouts: a constant (or load-time value) stored packed
+  // fold-constants: computed once at load from constants (a weight kept quantized and dequantized at load, and what is
+  // computed from it alone), by the ops that produce it (program::TensorKind::LoadTime).
+  bool loadTime = false;
+  bool leaves = false;  // read outside the partition or listed as a graph output
+  int32_t tensor = -1;  // emit-program: the value's program tensor
+};
+
 // One op of the partition as the passes see it.
 struct LOp {
   ir::OpKind kind;
@@ -25,15 +56,14 @@ struct LOp {
   // The node's attributes as decoded at import (ops::attrsOf), or the defaults (ops::defaultAttrsFor) for an op the
   // lowering makes; passes read and change these, never ONNX attributes.
   ops::OpAttrs typed;
-  std::vector<std::string> inputs;
-  std::vector<std::string> outputs;
+  std::vector<ValueId> inputs;            // kNoValue for an absent optional input
+  std::vector<ValueId> outputs;           // kNoValue for an absent optional output
   std::optional<ops::Epilogue> epilogue;  // fuse-epilogue: what Conv/Gemm/MatMul apply to their results
   ir::Attributes onnx = {};  // ONNX attributes, kept only for families without typed ones (kernels read them)
 };
 
 // An op the lowering makes, with its kind's default attributes.
-LOp madeOp(ir::OpKind kind, int64_t opset, std::string name, std::vector<std::string> inputs,
-           std::vector<std::string> outputs);
+LOp madeOp(ir::OpKind kind, int64_t opset, std::string name, std::vector<ValueId> inputs, std::vector<ValueId> outputs);
 
 struct LoweringState {
   LoweringState(const analysis::GraphFacts& facts, const std::set<std::string>& usedOutside,
@@ -45,54 +75,56 @@ struct LoweringState {
   const WeightInterner& intern;
   const LowerOptions& options;
 
-  std::vector<LOp> ops;                              // in execution order
-  std::map<std::string, ir::Tensor> folded;          // constants the passes made
-  size_t folds = 0;                                  // fold-batchnorm and fold-affine: numbers the constants they make
-  std::map<std::string, cpu::WeightLayout> layouts;  // choose-layouts: constants (and load-time values) stored packed
-  // fold-constants: values computed once at load from constants (a weight kept quantized and dequantized at load, and
-  // what is computed from it alone), by the ops that produce them (program::TensorKind::LoadTime).
-  std::set<std::string> loadTime;
-  std::map<std::string, ir::Shape> localShapes;    // values the lowering itself introduces
-  std::map<std::string, ir::ElemType> localTypes;  // values the lowering introduces or retypes (widen-float16)
-  // widen-float16: constants the passes read as float32 (in `folded`) but emit-program stores as these float16
-  // tensors, of which they are the exact widening (weight layout float16-widened: widened when loaded).
-  std::map<std::string, ir::Tensor> float16Storage;
+  std::vector<LOp> ops;  // in execution order
+  size_t folds = 0;      // fold-batchnorm and fold-affine: numbers the constants they make
 
-  // emit-program and plan-memory: the program, each value's tensor, each tensor's first and last use (op index).
+  // emit-program and plan-memory: the program, each tensor's first and last use (op index).
   LoweredPartition result;
-  std::map<std::string, int32_t> tensorOf;
   std::vector<size_t> firstUse, lastUse;
   bool emitted = false;
 
-  // The constant value `name` holds (folded here or known to analysis), or null.
-  const ir::Tensor* constantOf(const std::string& name) const;
-  // Whether `name` is computed once at load (fold-constants' `loadTime`).
-  bool isLoadTime(const std::string& name) const { return loadTime.count(name) != 0; }
-  std::optional<ir::Shape> shapeOf(const std::string& name) const;
-  // The element type of a value: a constant's, the lowering's (localTypes), or what analysis knows.
-  ir::ElemType typeOf(const std::string& name) const;
+  // The partition boundary: the id of the value named `name`, its record made on first use from what analysis knows
+  // of it and whether it leaves the partition. The lowering's own values get their (new) names here too.
+  ValueId value(const std::string& name);
+  // The id of the value named `name`, if it has one (a pass making a fresh name asks).
+  std::optional<ValueId> findValue(const std::string& name) const;
+  size_t valueCount() const { return values_.size(); }
+  ValueRecord& record(ValueId v) { return values_[v]; }
+  const ValueRecord& record(ValueId v) const { return values_[v]; }
+  // The value's name; empty for kNoValue.
+  const std::string& nameOf(ValueId v) const;
+
+  // The constant value `v` holds (made here or known to analysis), or null.
+  const ir::Tensor* constantOf(ValueId v) const;
+  // Whether `v` is computed once at load (fold-constants).
+  bool isLoadTime(ValueId v) const { return v != kNoValue && values_[v].loadTime; }
+  std::optional<ir::Shape> shapeOf(ValueId v) const;
+  // The element type of a value: a constant's, else the lowering's or analysis's.
+  ir::ElemType typeOf(ValueId v) const;
   // The scalar value of a float32 constant with one element, or nothing.
-  std::optional<float> scalarOf(const std::string& name) const;
-  bool leaves(const std::string& value) const { return usedOutside.count(value) != 0; }
-  // How many inputs of the ops read `value`.
-  size_t readers(const std::string& value) const;
-  // The ops reading `value`, ascending, one entry per input that reads it.
-  const std::vector<size_t>& readersOf(const std::string& value) const;
+  std::optional<float> scalarOf(ValueId v) const;
+  bool leaves(ValueId v) const { return v != kNoValue && values_[v].leaves; }
+  // How many inputs of the ops read `v`.
+  size_t readers(ValueId v) const;
+  // The ops reading `v`, ascending, one entry per input that reads it.
+  const std::vector<size_t>& readersOf(ValueId v) const;
   // The op that alone reads op i's only output (which leaves neither the partition nor the op list), or nothing.
   std::optional<size_t> soleReader(size_t i) const;
-  // The op of `kind` producing `name` (its index), or nothing.
-  std::optional<size_t> producerOf(const std::string& name, ir::OpKind kind) const;
-  // Stores a constant the lowering made; returns its name.
-  std::string addConstant(const std::string& name, ir::Tensor t);
+  // The op of `kind` producing `v` (its index), or nothing.
+  std::optional<size_t> producerOf(ValueId v, ir::OpKind kind) const;
+  // Makes `v` a constant the lowering computed (unless it already holds one it made), of t's shape; returns `v`.
+  ValueId addConstant(ValueId v, ir::Tensor t);
+  // The same for the value named `name`, made if new.
+  ValueId addConstant(const std::string& name, ir::Tensor t) { return addConstant(value(name), std::move(t)); }
 
-  // Edits of the op list. The questions above answer from a use index built from `ops` on the first question; these
-  // edits keep it up to date, and a pass that changes an op's inputs or outputs in `ops` itself calls opsChanged()
-  // before asking again (the index is then built anew).
+  // Edits of the op list. The questions above answer from per-value use lists built from `ops` on the first question;
+  // these edits keep them up to date, and a pass that changes an op's inputs or outputs in `ops` itself calls
+  // opsChanged() before asking again (the lists are then built anew).
   void eraseOp(size_t i);
   void insertOp(size_t i, LOp op);
   void replaceOp(size_t i, LOp op);
-  void setInputs(size_t i, std::vector<std::string> inputs);
-  void setOutputs(size_t i, std::vector<std::string> outputs);
+  void setInputs(size_t i, std::vector<ValueId> inputs);
+  void setOutputs(size_t i, std::vector<ValueId> outputs);
   void opsChanged() { indexed_ = false; }
 
   // The partition after `pass`: before emit-program a list of ONNX-level ops, after it the program.
@@ -103,11 +135,14 @@ private:
   struct Uses {
     std::vector<size_t> readers, producers;
   };
-  const Uses* usesOf(const std::string& value) const;
+  const Uses* usesOf(ValueId v) const;
+  Uses& usesAt(ValueId v);
   void unindex(size_t i);  // forgets op i's inputs and outputs
   void index(size_t i);    // records op i's inputs and outputs
 
-  mutable std::unordered_map<std::string, Uses> uses_;
+  std::deque<ValueRecord> values_;  // by id; a deque, so that records keep their addresses as values are added
+  std::unordered_map<std::string, ValueId> byName_;  // the boundary: names to ids
+  mutable std::vector<Uses> uses_;                   // by id
   mutable bool indexed_ = false;
 };
 

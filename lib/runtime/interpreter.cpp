@@ -44,7 +44,9 @@ const ir::Tensor* Scope::find(const std::string& name) const {
 
 const ir::Tensor* Scope::find(ir::ValueId id) const {
   if (slots_[id]) return &*slots_[id];
-  return parent_ ? parent_->find(table_->name(id)) : nullptr;
+  if (!parent_) return nullptr;
+  // An enclosing scope numbering the same graph (the session's initializers) answers by id too.
+  return parent_->table_ == table_ ? parent_->find(id) : parent_->find(table_->name(id));
 }
 
 void Scope::set(const std::string& name, ir::Tensor value) {
@@ -127,20 +129,31 @@ Status Interpreter::runGraph(const ir::Graph& graph, Scope& scope, const GraphRu
   return Status::ok();
 }
 
-Expected<std::vector<ir::Tensor>> Interpreter::runSubgraph(const ir::Graph& body, const Scope& outer,
+Interpreter::Body::Body(const ir::Graph& graph) : graph(graph), table(graph) {
+  // (kNoValue for a value named "", which nothing can read)
+  for (const auto& init : graph.initializers) initializers.push_back(table.find(init.name));
+  for (const auto& in : graph.inputs) inputs.push_back(table.find(in.name));
+  for (const auto& out : graph.outputs) outputs.push_back(table.find(out.name));
+}
+
+Expected<std::vector<ir::Tensor>> Interpreter::runSubgraph(const Body& body, const Scope& outer,
                                                            const std::vector<ir::Tensor>& inputs) const {
+  const ir::Graph& g = body.graph;
   if (inputs.size() != body.inputs.size())
-    return makeError(ErrorCode::InvalidGraph, "subgraph '{}' takes {} inputs but gets {}", body.name,
-                     body.inputs.size(), inputs.size());
-  Scope scope(&outer);
-  for (const auto& init : body.initializers) scope.set(init.name, init.tensor);
-  for (size_t i = 0; i < inputs.size(); ++i) scope.set(body.inputs[i].name, inputs[i]);
-  CTX_RETURN_IF_ERROR(runGraph(body, scope).addContext(fmt::format("subgraph '{}'", body.name)));
+    return makeError(ErrorCode::InvalidGraph, "subgraph '{}' takes {} inputs but gets {}", g.name, body.inputs.size(),
+                     inputs.size());
+  Scope scope(&outer, body.table);
+  for (size_t k = 0; k < body.initializers.size(); ++k)
+    if (body.initializers[k] != ir::kNoValue) scope.set(body.initializers[k], g.initializers[k].tensor);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (body.inputs[i] != ir::kNoValue) scope.set(body.inputs[i], inputs[i]);
+  CTX_RETURN_IF_ERROR(runGraph(g, scope).addContext(fmt::format("subgraph '{}'", g.name)));
   std::vector<ir::Tensor> outputs;
-  for (const auto& o : body.outputs) {
-    const ir::Tensor* t = scope.find(o.name);
+  for (size_t k = 0; k < body.outputs.size(); ++k) {
+    const ir::Tensor* t = body.outputs[k] == ir::kNoValue ? nullptr : scope.find(body.outputs[k]);
     if (!t)
-      return makeError(ErrorCode::InvalidGraph, "subgraph '{}' never produces its output '{}'", body.name, o.name);
+      return makeError(ErrorCode::InvalidGraph, "subgraph '{}' never produces its output '{}'", g.name,
+                       g.outputs[k].name);
     outputs.push_back(*t);
   }
   return outputs;
@@ -151,7 +164,7 @@ Expected<std::vector<ir::Tensor>> Interpreter::runIf(const ir::Node& n, std::spa
   if (ins.empty() || !ins[0]) return makeError(ErrorCode::InvalidGraph, "If needs its condition input");
   const ir::Graph* branch = graphAttr(n, truthy(*ins[0]) ? "then_branch" : "else_branch");
   if (!branch) return makeError(ErrorCode::InvalidGraph, "If has no then_branch/else_branch graph attribute");
-  return runSubgraph(*branch, outer, {});
+  return runSubgraph(Body(*branch), outer, {});
 }
 
 Expected<ir::Tensor> Interpreter::stack(const std::vector<ir::Tensor>& slices, int64_t axis,
@@ -209,12 +222,14 @@ Expected<std::vector<ir::Tensor>> Interpreter::runLoop(const ir::Node& n, std::s
     state.push_back(*ins[2 + k]);
   }
   std::vector<std::vector<ir::Tensor>> scanned(scans);
+  const Body numbered(*body);
   int64_t trip = 0;
   while ((!maxTrips || trip < *maxTrips) && cond) {
     std::vector<ir::Tensor> bodyIns = {int64Scalar(trip),
                                        ir::Tensor::fromVector(ir::ElemType::Bool, {}, std::vector<uint8_t>{1})};
     bodyIns.insert(bodyIns.end(), state.begin(), state.end());
-    CTX_ASSIGN_OR_RETURN(auto outs, runSubgraph(*body, outer, bodyIns).addContext(fmt::format("iteration {}", trip)));
+    CTX_ASSIGN_OR_RETURN(auto outs,
+                         runSubgraph(numbered, outer, bodyIns).addContext(fmt::format("iteration {}", trip)));
     cond = truthy(outs[0]);
     for (size_t k = 0; k < carried; ++k) state[k] = std::move(outs[1 + k]);
     for (size_t k = 0; k < scans; ++k) scanned[k].push_back(std::move(outs[1 + carried + k]));
@@ -272,13 +287,14 @@ Expected<std::vector<ir::Tensor>> Interpreter::runScan(const ir::Node& n, std::s
   std::vector<ir::Tensor> state;
   for (size_t k = 0; k < states; ++k) state.push_back(*ins[k]);
   std::vector<std::vector<ir::Tensor>> scanned(scanOutputs);
+  const Body numbered(*body);
   for (int64_t t = 0; t < length; ++t) {
     std::vector<ir::Tensor> bodyIns = state;
     for (size_t k = 0; k < inAxes.size(); ++k) {
       CTX_ASSIGN_OR_RETURN(auto s, slice(*ins[states + k], inAxes[k], inDirs[k] == 1 ? length - 1 - t : t));
       bodyIns.push_back(std::move(s));
     }
-    CTX_ASSIGN_OR_RETURN(auto outs, runSubgraph(*body, outer, bodyIns).addContext(fmt::format("iteration {}", t)));
+    CTX_ASSIGN_OR_RETURN(auto outs, runSubgraph(numbered, outer, bodyIns).addContext(fmt::format("iteration {}", t)));
     for (size_t k = 0; k < states; ++k) state[k] = std::move(outs[k]);
     for (size_t k = 0; k < scanOutputs; ++k) scanned[k].push_back(std::move(outs[states + k]));
   }

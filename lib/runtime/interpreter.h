@@ -17,8 +17,8 @@
 namespace ctxkit::runtime {
 
 // Values visible to a graph: its own, then those of the graphs enclosing it. With a value table (the graph's), its
-// own values live in a vector by id and the interpreter reaches them without hashing names; subgraph bodies, which
-// run once per iteration, keep theirs by name.
+// own values live in a vector by id and the interpreter reaches them without hashing names (the top-level graph and
+// its initializers, subgraph bodies alike); only a read of an enclosing graph's value goes by name.
 class Scope {
 public:
   explicit Scope(const Scope* parent = nullptr) : parent_(parent) {}
@@ -58,7 +58,15 @@ public:
   Status runGraph(const ir::Graph& graph, Scope& scope, const GraphRunOptions& options = {}) const;
 
 private:
-  Expected<std::vector<ir::Tensor>> runSubgraph(const ir::Graph& body, const Scope& outer,
+  // A subgraph body with its values numbered once per node run (not per Loop or Scan iteration), and the ids of its
+  // initializers, inputs and outputs.
+  struct Body {
+    explicit Body(const ir::Graph& graph);
+    const ir::Graph& graph;
+    ir::ValueTable table;
+    std::vector<ir::ValueId> initializers, inputs, outputs;
+  };
+  Expected<std::vector<ir::Tensor>> runSubgraph(const Body& body, const Scope& outer,
                                                 const std::vector<ir::Tensor>& inputs) const;
   Expected<std::vector<ir::Tensor>> runIf(const ir::Node& node, std::span<const ir::Tensor* const> ins,
                                           const Scope& outer) const;

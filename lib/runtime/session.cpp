@@ -247,7 +247,6 @@ struct Session::Impl {
     const ir::Graph& g = model().graph;
     for (const auto* in : g.feedInputs()) inputs.push_back(*in);
     outputs = g.outputs;
-    for (const auto& init : g.initializers) constants.set(init.name, init.tensor);
 
     // Context binaries first: every main_context=1 node of ours.
     std::vector<size_t> epNodes;
@@ -338,6 +337,9 @@ struct Session::Impl {
     for (size_t i = 0; i < g.nodes.size(); ++i) (programs.count(i) ? stats.compiledNodes : stats.fallbackNodes) += 1;
     CTX_RETURN_IF_ERROR(checkExecutable(g, displayName));
     valueTable = ir::ValueTable(g);
+    // The initializers in slots of the graph's numbering: runs through the Scope interpreter read them by id.
+    constants = Scope(nullptr, valueTable);
+    for (const auto& init : g.initializers) constants.set(valueTable.id(init.name), init.tensor);
     std::vector<bool> defined(valueTable.size(), false);
     for (ir::ValueId v = 0; v < valueTable.size(); ++v)
       defined[v] = valueTable[v].isGraphInput || valueTable[v].isInitializer;

@@ -66,7 +66,7 @@ TEST_CASE("lowering folds BatchNormalization and Relu into Conv and turns Reshap
   CHECK(lowered->program.arenaSize > 0);
 }
 
-TEST_CASE("the lowering state's use index follows the ops as passes erase, insert and edit them", "[codegen]") {
+TEST_CASE("the lowering state's use lists follow the ops as passes erase, insert and edit them", "[codegen]") {
   using ir::OpKind;
   const analysis::GraphFacts facts;
   const std::set<std::string> usedOutside{"y"};
@@ -75,36 +75,54 @@ TEST_CASE("the lowering state's use index follows the ops as passes erase, inser
   };
   const codegen::LowerOptions options;
   codegen::LoweringState state(facts, usedOutside, intern, options);
-  state.ops.push_back(codegen::madeOp(OpKind::Relu, 14, "a", {"x"}, {"r"}));
-  state.ops.push_back(codegen::madeOp(OpKind::Sigmoid, 13, "b", {"r"}, {"s"}));
-  state.ops.push_back(codegen::madeOp(OpKind::Mul, 14, "c", {"r", "s"}, {"y"}));
-  CHECK(state.readers("r") == 2);
-  CHECK(state.readersOf("r") == std::vector<size_t>{1, 2});
-  CHECK(state.readers("nothing") == 0);
+  auto v = [&](const std::string& name) { return state.value(name); };
+  for (const char* name : {"x", "r", "s", "y"}) v(name);  // ids in this order
+  state.ops.push_back(codegen::madeOp(OpKind::Relu, 14, "a", {v("x")}, {v("r")}));
+  state.ops.push_back(codegen::madeOp(OpKind::Sigmoid, 13, "b", {v("r")}, {v("s")}));
+  state.ops.push_back(codegen::madeOp(OpKind::Mul, 14, "c", {v("r"), v("s")}, {v("y")}));
+  // Ids are dense, in the order values are first named; a name keeps its id.
+  CHECK(v("x") == 0);
+  CHECK(v("y") == 3);
+  CHECK(state.nameOf(v("s")) == "s");
+  CHECK(state.nameOf(codegen::kNoValue).empty());
+  CHECK(!state.findValue("nothing"));
+  CHECK(state.leaves(v("y")));
+  CHECK(!state.leaves(v("r")));
+  CHECK(state.readers(v("r")) == 2);
+  CHECK(state.readersOf(v("r")) == std::vector<size_t>{1, 2});
+  CHECK(state.readers(v("nothing")) == 0);
+  CHECK(state.readers(codegen::kNoValue) == 0);
   CHECK(!state.soleReader(0));
   CHECK(state.soleReader(1) == std::optional<size_t>(2));
   CHECK(!state.soleReader(2));  // y leaves the partition
-  CHECK(state.producerOf("s", OpKind::Sigmoid) == std::optional<size_t>(1));
-  CHECK(!state.producerOf("s", OpKind::Relu));
+  CHECK(state.producerOf(v("s"), OpKind::Sigmoid) == std::optional<size_t>(1));
+  CHECK(!state.producerOf(v("s"), OpKind::Relu));
 
   state.eraseOp(1);
-  CHECK(state.readersOf("r") == std::vector<size_t>{1});
+  CHECK(state.readersOf(v("r")) == std::vector<size_t>{1});
   CHECK(state.soleReader(0) == std::optional<size_t>(1));
-  CHECK(!state.producerOf("s", OpKind::Sigmoid));
-  state.insertOp(0, codegen::madeOp(OpKind::Relu, 14, "w", {"v"}, {"x"}));
-  CHECK(state.producerOf("r", OpKind::Relu) == std::optional<size_t>(1));
+  CHECK(!state.producerOf(v("s"), OpKind::Sigmoid));
+  state.insertOp(0, codegen::madeOp(OpKind::Relu, 14, "w", {v("v")}, {v("x")}));
+  CHECK(state.producerOf(v("r"), OpKind::Relu) == std::optional<size_t>(1));
   CHECK(state.soleReader(0) == std::optional<size_t>(1));
-  state.replaceOp(1, codegen::madeOp(OpKind::Sigmoid, 13, "a", {"x"}, {"r"}));
-  CHECK(!state.producerOf("r", OpKind::Relu));
-  CHECK(state.producerOf("r", OpKind::Sigmoid) == std::optional<size_t>(1));
-  state.ops[2].inputs = {"x", "x"};  // an edit in place, announced
+  state.replaceOp(1, codegen::madeOp(OpKind::Sigmoid, 13, "a", {v("x")}, {v("r")}));
+  CHECK(!state.producerOf(v("r"), OpKind::Relu));
+  CHECK(state.producerOf(v("r"), OpKind::Sigmoid) == std::optional<size_t>(1));
+  state.ops[2].inputs = {v("x"), v("x")};  // an edit in place, announced
   state.opsChanged();
-  CHECK(state.readers("r") == 0);
-  CHECK(state.readersOf("x") == std::vector<size_t>{1, 2, 2});
-  state.setOutputs(2, {"z"});
-  state.setInputs(1, {"v"});
-  CHECK(state.producerOf("z", OpKind::Mul) == std::optional<size_t>(2));
-  CHECK(!state.producerOf("y", OpKind::Mul));
-  CHECK(state.readersOf("x") == std::vector<size_t>{2, 2});
-  CHECK(state.readersOf("v") == std::vector<size_t>{0, 1});
+  CHECK(state.readers(v("r")) == 0);
+  CHECK(state.readersOf(v("x")) == std::vector<size_t>{1, 2, 2});
+  state.setOutputs(2, {v("z")});  // a value named after the use lists were built
+  state.setInputs(1, {v("v"), codegen::kNoValue});
+  CHECK(state.producerOf(v("z"), OpKind::Mul) == std::optional<size_t>(2));
+  CHECK(!state.producerOf(v("y"), OpKind::Mul));
+  CHECK(state.readersOf(v("x")) == std::vector<size_t>{2, 2});
+  CHECK(state.readersOf(v("v")) == std::vector<size_t>{0, 1});
+
+  // Constants the lowering makes live in the value's record.
+  const auto c = state.addConstant("c", ir::Tensor::fromVector(ir::ElemType::Float, {}, std::vector<float>{2.5f}));
+  CHECK(state.scalarOf(c) == std::optional<float>(2.5f));
+  CHECK(state.typeOf(c) == ir::ElemType::Float);
+  CHECK(state.shapeOf(c) == std::optional<ir::Shape>(ir::Shape{}));
+  CHECK(!state.constantOf(v("x")));
 }

@@ -21,24 +21,26 @@ int32_t addTensor(LoweringState& state, TensorDesc desc) {
   return static_cast<int32_t>(state.result.program.tensors.size() - 1);
 }
 
-Expected<int32_t> tensorFor(LoweringState& state, const std::string& name) {
-  if (auto it = state.tensorOf.find(name); it != state.tensorOf.end()) return it->second;
-  if (auto half = state.float16Storage.find(name); half != state.float16Storage.end()) {
+Expected<int32_t> tensorFor(LoweringState& state, ValueId v) {
+  ValueRecord& r = state.record(v);
+  const std::string& name = r.name;
+  if (r.tensor >= 0) return r.tensor;
+  if (r.float16Storage) {
     // Read as float32, stored as the float16 tensor it widens exactly (widened when loaded).
-    const ir::Tensor& h = half->second;
+    const ir::Tensor& h = *r.float16Storage;
     const cpu::WeightLayout layout{cpu::WeightLayoutKind::Float16Widened, 0, 0};
     CTX_ASSIGN_OR_RETURN(uint32_t index, state.intern(h, {}).addContext(fmt::format("weight '{}'", name)));
     const uint64_t size = h.elementCount() * ir::elemSize(ir::ElemType::Float);
     int32_t t = addTensor(state, TensorDesc{TensorKind::Weight, ir::ElemType::Float, program::toDims(h.shape()), index,
                                             0, size, program::Name(name), layout});
-    state.tensorOf[name] = t;
+    r.tensor = t;
     return t;
   }
-  if (const ir::Tensor* c = state.constantOf(name)) {
+  if (const ir::Tensor* c = state.constantOf(v)) {
     cpu::WeightLayout layout;
     uint64_t size = c->byteSize();  // of the form the kernels read
-    if (auto it = state.layouts.find(name); it != state.layouts.end()) {
-      layout = it->second;
+    if (r.layout) {
+      layout = *r.layout;
       auto elements = cpu::layoutElements(layout, c->shape());
       if (!elements)
         return makeError(ErrorCode::Internal, "weight '{}': layout {} does not apply", name, cpu::layoutName(layout));
@@ -49,22 +51,22 @@ Expected<int32_t> tensorFor(LoweringState& state, const std::string& name) {
     CTX_ASSIGN_OR_RETURN(uint32_t index, state.intern(*c, stored).addContext(fmt::format("weight '{}'", name)));
     int32_t t = addTensor(state, TensorDesc{TensorKind::Weight, c->type(), program::toDims(c->shape()), index, 0, size,
                                             program::Name(name), layout});
-    state.tensorOf[name] = t;
+    r.tensor = t;
     return t;
   }
-  const analysis::ValueFacts* f = state.facts.find(name);
-  if (!f || !f->shape) return makeError(ErrorCode::Internal, "boundary value '{}' has no static shape", name);
-  auto bytes = ir::storageBytes(f->type, ir::elementCount(*f->shape).value_or(0));
+  // A boundary value: as analysis knows it (the lowering retypes and reshapes only values it computes).
+  if (!r.shape) return makeError(ErrorCode::Internal, "boundary value '{}' has no static shape", name);
+  auto bytes = ir::storageBytes(r.type, ir::elementCount(*r.shape).value_or(0));
   if (!bytes)
     return makeError(ErrorCode::Unsupported, "value '{}' of type {} cannot be compiled", name,
-                     ir::elemTypeName(f->type));
+                     ir::elemTypeName(r.type));
   auto position = static_cast<uint32_t>(state.result.inputs.size());
   int32_t t = addTensor(
       state,
-      TensorDesc{TensorKind::Input, f->type, program::toDims(*f->shape), position, 0, *bytes, program::Name(name), {}});
+      TensorDesc{TensorKind::Input, r.type, program::toDims(*r.shape), position, 0, *bytes, program::Name(name), {}});
   state.result.program.inputs.push_back(t);
   state.result.inputs.push_back(name);
-  state.tensorOf[name] = t;
+  r.tensor = t;
   return t;
 }
 
@@ -80,13 +82,12 @@ Status emit(LoweringState& state, const LOp& op) {
   std::vector<kernels::ValueDesc> descs;
   // A view needs only its data input; shape/axes inputs were used up by static shape inference.
   // An op computed at load (fold-constants' loadTime) writes load-time tensors, never views.
-  const bool atLoad =
-      std::any_of(op.outputs.begin(), op.outputs.end(), [&](const std::string& o) { return state.isLoadTime(o); });
+  const bool atLoad = std::any_of(op.outputs.begin(), op.outputs.end(), [&](ValueId o) { return state.isLoadTime(o); });
   bool asView = ir::isView(op.kind) && op.outputs.size() == 1 && !state.leaves(op.outputs[0]) && !op.inputs.empty() &&
-                !op.inputs[0].empty() && !state.constantOf(op.inputs[0]) && !atLoad;
-  for (const auto& in : op.inputs) {
+                op.inputs[0] != kNoValue && !state.constantOf(op.inputs[0]) && !atLoad;
+  for (ValueId in : op.inputs) {
     if (asView && !inputs.empty()) break;
-    if (in.empty()) {
+    if (in == kNoValue) {
       inputs.push_back(-1);
       kernels::ValueDesc d;
       d.present = false;
@@ -102,17 +103,18 @@ Status emit(LoweringState& state, const LOp& op) {
   // Reshape-like ops alias their input's bytes unless the result must leave the partition.
   if (asView) {
     auto shape = state.shapeOf(op.outputs[0]);
-    if (!shape) return makeError(ErrorCode::Internal, "view '{}' has no static shape", op.outputs[0]);
+    const std::string& viewName = state.nameOf(op.outputs[0]);
+    if (!shape) return makeError(ErrorCode::Internal, "view '{}' has no static shape", viewName);
     const TensorDesc& base = state.result.program.tensors[inputs[0]];
     uint32_t baseIndex = base.kind == TensorKind::View ? base.index : static_cast<uint32_t>(inputs[0]);
-    state.tensorOf[op.outputs[0]] = addTensor(state, TensorDesc{TensorKind::View,
-                                                                base.type,
-                                                                program::toDims(*shape),
-                                                                baseIndex,
-                                                                0,
-                                                                base.size,
-                                                                program::Name(op.outputs[0]),
-                                                                {}});
+    state.record(op.outputs[0]).tensor = addTensor(state, TensorDesc{TensorKind::View,
+                                                                     base.type,
+                                                                     program::toDims(*shape),
+                                                                     baseIndex,
+                                                                     0,
+                                                                     base.size,
+                                                                     program::Name(viewName),
+                                                                     {}});
     return Status::ok();
   }
 
@@ -120,19 +122,20 @@ Status emit(LoweringState& state, const LOp& op) {
   ir::OpKind kind = op.kind;
   kernels::OpContext ctx{kind, op.opset, op.onnx, op.name, nullptr, &op.typed};
   size_t outputCount = op.outputs.size();
-  while (outputCount > 0 && op.outputs[outputCount - 1].empty()) --outputCount;
+  while (outputCount > 0 && op.outputs[outputCount - 1] == kNoValue) --outputCount;
   CTX_ASSIGN_OR_RETURN(auto outs, kernels::inferOutputs(ctx, descs, outputCount));
   size_t opIndex = state.result.program.ops.size();
   for (int32_t t : inputs) markRead(state, t);
   program::Indices outputs;
   for (size_t o = 0; o < outputCount; ++o) {
-    const std::string& name = op.outputs[o];
+    const ValueId v = op.outputs[o];
+    const std::string& name = state.nameOf(v);
     auto bytes = ir::storageBytes(outs[o].type, ir::elementCount(outs[o].shape).value_or(0));
     if (!bytes)
       return makeError(ErrorCode::Unsupported, "output '{}' of type {} cannot be compiled", name,
                        ir::elemTypeName(outs[o].type));
     int32_t t;
-    if (!name.empty() && state.leaves(name)) {
+    if (v != kNoValue && state.leaves(v)) {
       auto position = static_cast<uint32_t>(state.result.outputs.size());
       t = addTensor(state, TensorDesc{TensorKind::Output,
                                       outs[o].type,
@@ -148,8 +151,8 @@ Status emit(LoweringState& state, const LOp& op) {
       // Held for every run, in the layout choose-layouts gave it (packed at load, once computed).
       cpu::WeightLayout layout;
       uint64_t size = *bytes;
-      if (auto it = state.layouts.find(name); it != state.layouts.end()) {
-        layout = it->second;
+      if (const auto& chosen = state.record(v).layout) {
+        layout = *chosen;
         auto elements = cpu::layoutElements(layout, outs[o].shape);
         if (!elements)
           return makeError(ErrorCode::Internal, "value '{}': layout {} does not apply", name, cpu::layoutName(layout));
@@ -164,7 +167,7 @@ Status emit(LoweringState& state, const LOp& op) {
               TensorKind::Arena, outs[o].type, program::toDims(outs[o].shape), 0, 0, *bytes, program::Name(name), {}});
       state.firstUse[t] = state.lastUse[t] = opIndex;
     }
-    if (!name.empty()) state.tensorOf[name] = t;
+    if (v != kNoValue) state.record(v).tensor = t;
     outputs.push_back(t);
   }
   // A program keeps decoded attributes only, never ONNX names (kinds without typed attributes keep none).

@@ -10,7 +10,7 @@ namespace {
 
 // The values of a float32 constant that broadcasts against an output of `rank` dims over axis 1 only (one
 // value, or one per channel): the per-channel operand of an affine; nothing otherwise.
-std::optional<std::vector<double>> channelValues(const LoweringState& state, const std::string& name, size_t rank,
+std::optional<std::vector<double>> channelValues(const LoweringState& state, ValueId name, size_t rank,
                                                  int64_t channels) {
   const ir::Tensor* t = state.constantOf(name);
   if (!t || t->type() != ir::ElemType::Float || t->rank() > rank) return std::nullopt;

@@ -23,10 +23,10 @@ std::optional<std::pair<ir::Tensor, ir::Tensor>> foldHalf(const LoweringState& s
   if (conv.kind != ir::OpKind::Conv || conv.epilogue || conv.inputs.size() < 2 || conv.outputs.size() != 1 ||
       bn.kind != ir::OpKind::BatchNormalization || bn.inputs.size() != 5 || bn.inputs[0] != conv.outputs[0] ||
       std::get<ops::BatchNormAttrs>(bn.typed).perActivation || state.leaves(bn.outputs[0]) ||
-      std::any_of(bn.outputs.begin() + 1, bn.outputs.end(), [](const std::string& o) { return !o.empty(); }))
+      std::any_of(bn.outputs.begin() + 1, bn.outputs.end(), [](ValueId o) { return o != kNoValue; }))
     return std::nullopt;
-  auto halfConstant = [&](const std::string& name) -> const ir::Tensor* {
-    const ir::Tensor* t = name.empty() ? nullptr : state.constantOf(name);
+  auto halfConstant = [&](ValueId v) -> const ir::Tensor* {
+    const ir::Tensor* t = state.constantOf(v);
     return t && t->type() == ir::ElemType::Float16 ? t : nullptr;
   };
   const ir::Tensor* w = halfConstant(conv.inputs[1]);
@@ -38,7 +38,7 @@ std::optional<std::pair<ir::Tensor, ir::Tensor>> foldHalf(const LoweringState& s
     if (!t || t->rank() != 1 || t->shape()[0] != channels) return std::nullopt;
     p[k] = t->dataAs<uint16_t>();
   }
-  const bool hasBias = conv.inputs.size() > 2 && !conv.inputs[2].empty();
+  const bool hasBias = conv.inputs.size() > 2 && conv.inputs[2] != kNoValue;
   const ir::Tensor* bias = hasBias ? halfConstant(conv.inputs[2]) : nullptr;
   if (hasBias && (!bias || bias->rank() != 1 || bias->shape()[0] != channels)) return std::nullopt;
   auto f = [](uint16_t bits) { return cpu::halfToFloat(bits); };
@@ -72,9 +72,9 @@ Expected<ir::PassChange> FoldBatchNorm::run(LoweringState& state) const {
       auto folded = foldHalf(state, state.ops[i], state.ops[*j]);
       if (!folded) continue;
       const LOp& conv = state.ops[i];
-      std::string w =
+      const ValueId w =
           state.addConstant(conv.name + ".folded_w" + std::to_string(state.folds), std::move(folded->first));
-      std::string b =
+      const ValueId b =
           state.addConstant(conv.name + ".folded_b" + std::to_string(state.folds), std::move(folded->second));
       ++state.folds;
       state.setInputs(i, {conv.inputs[0], w, b});
@@ -87,7 +87,7 @@ Expected<ir::PassChange> FoldBatchNorm::run(LoweringState& state) const {
     // (training_mode = 1 does not decode: such a node never reaches a partition)
     if (bn.kind != ir::OpKind::BatchNormalization || bn.inputs.size() != 5 || bn.inputs[0] != producer.outputs[0])
       return std::nullopt;
-    if (std::any_of(bn.outputs.begin() + 1, bn.outputs.end(), [](const std::string& o) { return !o.empty(); }))
+    if (std::any_of(bn.outputs.begin() + 1, bn.outputs.end(), [](ValueId o) { return o != kNoValue; }))
       return std::nullopt;
     const float* params[4];
     for (int k = 0; k < 4; ++k) {

@@ -45,29 +45,29 @@ Expected<ir::PassChange> FoldConstants::run(LoweringState& state) const {
   size_t folded = 0, constants = 0, loadTimeOps = 0;
   for (size_t i = 0; i < ops.size();) {
     const LOp& op = ops[i];
-    bool leaves =
-        std::any_of(op.outputs.begin(), op.outputs.end(), [&](const std::string& o) { return state.leaves(o); });
+    bool leaves = std::any_of(op.outputs.begin(), op.outputs.end(), [&](ValueId o) { return state.leaves(o); });
     if (leaves || ir::isControlFlow(op.kind) || !kernels::hasKernel(op.kind) || op.outputs.empty()) {
       ++i;
       continue;
     }
     bool known = std::all_of(op.outputs.begin(), op.outputs.end(),
-                             [&](const std::string& o) { return o.empty() || state.constantOf(o) != nullptr; });
+                             [&](ValueId o) { return o == kNoValue || state.constantOf(o) != nullptr; });
     if (!known) {
       std::vector<const ir::Tensor*> ins;
       bool constantInputs = !op.inputs.empty(), loadTimeInputs = false, atLoad = !op.inputs.empty();
-      for (const auto& in : op.inputs) {
-        ins.push_back(in.empty() ? nullptr : state.constantOf(in));
-        constantInputs = constantInputs && (in.empty() || ins.back());
-        loadTimeInputs = loadTimeInputs || (!in.empty() && state.isLoadTime(in));
-        atLoad = atLoad && (in.empty() || ins.back() || state.isLoadTime(in));
+      for (ValueId in : op.inputs) {
+        const bool absent = in == kNoValue;
+        ins.push_back(absent ? nullptr : state.constantOf(in));
+        constantInputs = constantInputs && (absent || ins.back());
+        loadTimeInputs = loadTimeInputs || (!absent && state.isLoadTime(in));
+        atLoad = atLoad && (absent || ins.back() || state.isLoadTime(in));
       }
       // A quantized weight's DequantizeLinear, and an op computing from it and constants alone (a Transpose of the
       // dequantized weight), run once at load: the weight stays quantized in the context binary.
       if ((constantInputs && keepsQuantized(state, op, ins)) ||
           (!constantInputs && atLoad && loadTimeInputs && !isNondeterministic(op.kind))) {
-        for (const auto& o : op.outputs)
-          if (!o.empty()) state.loadTime.insert(o);
+        for (ValueId o : op.outputs)
+          if (o != kNoValue) state.record(o).loadTime = true;
         ++loadTimeOps;
         ++i;
         continue;
@@ -77,7 +77,7 @@ Expected<ir::PassChange> FoldConstants::run(LoweringState& state) const {
         continue;
       }
       size_t outputCount = op.outputs.size();
-      while (outputCount > 0 && op.outputs[outputCount - 1].empty()) --outputCount;
+      while (outputCount > 0 && op.outputs[outputCount - 1] == kNoValue) --outputCount;
       kernels::OpContext ctx{op.kind, op.opset, op.onnx, op.name, nullptr, &op.typed};
       auto outs = kernels::evaluate(ctx, ins, outputCount);
       uint64_t inputBytes = 0, resultBytes = 0;
@@ -89,7 +89,7 @@ Expected<ir::PassChange> FoldConstants::run(LoweringState& state) const {
         continue;
       }
       for (size_t o = 0; o < outputCount; ++o)
-        if (!op.outputs[o].empty()) {
+        if (op.outputs[o] != kNoValue) {
           state.addConstant(op.outputs[o], std::move((*outs)[o]));
           ++constants;
         }

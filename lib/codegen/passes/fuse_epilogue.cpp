@@ -18,7 +18,7 @@ bool fuseSwish(LoweringState& state, size_t i) {
   const ops::Epilogue e = producer.epilogue.value_or(ops::Epilogue{});
   if (producer.outputs.size() != 1 || e.activation != ops::Activation::None || e.scale != 1.0f || e.shift != 0.0f)
     return false;
-  const std::string& x = producer.outputs[0];
+  const ValueId x = producer.outputs[0];
   if (state.leaves(x) || state.readers(x) != 2) return false;
   std::optional<size_t> sigmoid, mul;
   for (size_t j : state.readersOf(x)) {
@@ -31,7 +31,7 @@ bool fuseSwish(LoweringState& state, size_t i) {
       mul = j;
   }
   if (!sigmoid || !mul) return false;
-  const std::string& s = ops[*sigmoid].outputs[0];
+  const ValueId s = ops[*sigmoid].outputs[0];
   const LOp& m = ops[*mul];
   if (m.inputs[0] != s && m.inputs[1] != s) return false;
   if (state.leaves(s) || state.readers(s) != 1) return false;

@@ -10,9 +10,9 @@ Expected<ir::PassChange> FuseMatMulAdd::run(LoweringState& state) const {
   for (size_t i = 0; i < ops.size(); ++i) {
     LOp& mm = ops[i];
     if (mm.kind != ir::OpKind::MatMul || mm.inputs.size() != 2 || mm.outputs.size() != 1) continue;
-    const std::string& out = mm.outputs[0];
+    const ValueId out = mm.outputs[0];
     // B a constant, or a value computed at load (a dequantized weight).
-    const std::string& bName = mm.inputs[1];
+    const ValueId bName = mm.inputs[1];
     auto bShape = state.shapeOf(bName);
     if (const ir::Tensor* c = state.constantOf(bName)) bShape = c->shape();
     const bool bKnown = state.constantOf(bName) || state.isLoadTime(bName);
@@ -26,7 +26,7 @@ Expected<ir::PassChange> FuseMatMulAdd::run(LoweringState& state) const {
       continue;
     const size_t j = *next;
     const LOp& add = ops[j];
-    const std::string& other = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
+    const ValueId other = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
     const ir::Tensor* bias = state.constantOf(other);
     const int64_t k = (*bShape)[0], n = (*bShape)[1];
     if (!bias || bias->type() != ir::ElemType::Float || bias->elementCount() != static_cast<uint64_t>(n) ||
@@ -39,20 +39,20 @@ Expected<ir::PassChange> FuseMatMulAdd::run(LoweringState& state) const {
     std::string base = mm.name + ".gemm";
     std::vector<int64_t> inDims = {rows, k};
     CTX_ASSIGN_OR_RETURN(ir::Tensor c, bias->reshaped({n}));
-    std::string inShape =
+    const ValueId inShape =
         state.addConstant(base + ".a_shape", ir::Tensor::fromVector(ir::ElemType::Int64, {2}, inDims));
-    std::string outShapeName =
+    const ValueId outShapeName =
         state.addConstant(base + ".y_shape", ir::Tensor::fromVector(ir::ElemType::Int64,
                                                                     {static_cast<int64_t>(outShape.size())}, outShape));
-    std::string cName = state.addConstant(base + ".c", std::move(c));
+    const ValueId cName = state.addConstant(base + ".c", std::move(c));
     // A float16 bias read as float32 (widen-float16) stays float16 in the .bin.
-    if (auto half = state.float16Storage.find(other); half != state.float16Storage.end()) {
-      CTX_ASSIGN_OR_RETURN(ir::Tensor h, half->second.reshaped({n}));
-      state.float16Storage.insert_or_assign(cName, std::move(h));
+    if (const auto& half = state.record(other).float16Storage) {
+      CTX_ASSIGN_OR_RETURN(ir::Tensor h, half->reshaped({n}));
+      state.record(cName).float16Storage = std::make_unique<ir::Tensor>(std::move(h));
     }
-    std::string a2 = base + ".a", y2 = base + ".y", finalOut = add.outputs[0];
-    state.localShapes[a2] = ir::Shape{rows, k};
-    state.localShapes[y2] = ir::Shape{rows, n};
+    const ValueId a2 = state.value(base + ".a"), y2 = state.value(base + ".y"), finalOut = add.outputs[0];
+    state.record(a2).shape = ir::Shape{rows, k};
+    state.record(y2).shape = ir::Shape{rows, n};
     LOp flatten = madeOp(ir::OpKind::Reshape, 14, base + ".flatten", {mm.inputs[0], inShape}, {a2});
     LOp gemm = madeOp(ir::OpKind::Gemm, 13, mm.name, {a2, mm.inputs[1], cName}, {y2});
     LOp restore = madeOp(ir::OpKind::Reshape, 14, base + ".restore", {y2, outShapeName}, {finalOut});

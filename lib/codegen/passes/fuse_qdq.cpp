@@ -9,31 +9,31 @@ namespace ctxkit::codegen {
 
 namespace {
 
-// The DequantizeLinear producing `value`: its index, and its data, scale and zero point inputs (zero point "" when
-// absent). Only per-tensor or per-axis quantization (no blocks).
+// The DequantizeLinear producing `value`: its index, and its data, scale and zero point inputs (zero point kNoValue
+// when absent). Only per-tensor or per-axis quantization (no blocks).
 struct Dequantized {
   size_t index;
-  std::string data, scale, zero;
+  ValueId data, scale, zero;
   int64_t axis;
 };
-std::optional<Dequantized> dequantizedFrom(const LoweringState& state, const std::string& value) {
+std::optional<Dequantized> dequantizedFrom(const LoweringState& state, ValueId value) {
   auto dq = state.producerOf(value, ir::OpKind::DequantizeLinear);
   if (!dq) return std::nullopt;
   const LOp& op = state.ops[*dq];
   const auto& quantize = std::get<ops::QuantizeAttrs>(op.typed);
   if (op.inputs.size() < 2 || quantize.blockSize != 0) return std::nullopt;
   if (!state.constantOf(op.inputs[1]) ||
-      (op.inputs.size() > 2 && !op.inputs[2].empty() && !state.constantOf(op.inputs[2])))
+      (op.inputs.size() > 2 && op.inputs[2] != kNoValue && !state.constantOf(op.inputs[2])))
     return std::nullopt;
-  return Dequantized{*dq, op.inputs[0], op.inputs[1], op.inputs.size() > 2 ? op.inputs[2] : "", quantize.axis};
+  return Dequantized{*dq, op.inputs[0], op.inputs[1], op.inputs.size() > 2 ? op.inputs[2] : kNoValue, quantize.axis};
 }
 
 // A zero point input for `data`: the given one, or a constant 0 of data's type when the model left it out.
-std::string zeroPointFor(LoweringState& state, const Dequantized& d) {
-  if (!d.zero.empty()) return d.zero;
+ValueId zeroPointFor(LoweringState& state, const Dequantized& d) {
+  if (d.zero != kNoValue) return d.zero;
   const ir::ElemType type = state.typeOf(d.data);
   auto zero = ir::Tensor::allocate(type, {});  // zero-filled
-  return state.addConstant(d.data + ".zero_point", std::move(zero).value());
+  return state.addConstant(state.nameOf(d.data) + ".zero_point", std::move(zero).value());
 }
 
 // Removes the ops at `indices` whose outputs nobody reads any more.
@@ -41,19 +41,18 @@ void eraseUnread(LoweringState& state, std::vector<size_t> indices) {
   std::sort(indices.rbegin(), indices.rend());
   for (size_t i : indices) {
     const LOp& op = state.ops[i];
-    bool read = std::any_of(op.outputs.begin(), op.outputs.end(), [&](const std::string& o) {
-      return !o.empty() && (state.readers(o) > 0 || state.leaves(o));
-    });
+    bool read = std::any_of(op.outputs.begin(), op.outputs.end(),
+                            [&](ValueId o) { return o != kNoValue && (state.readers(o) > 0 || state.leaves(o)); });
     if (!read) state.eraseOp(i);
   }
 }
 
 // A bias in QLinear units (int32, scale x_scale x w_scale per output channel, zero point 0): a DequantizeLinear
 // of int32 in exactly those units, or a float32 constant quantized to them (rounded half to even, as a quantizer
-// computes it). `channels` output channels, `wScales` weight scales (1 or one per channel). "" when it is neither;
-// `producer` gets the DequantizeLinear's index.
-std::string quantizedBias(LoweringState& state, const std::string& value, float xs, const ir::Tensor& ws,
-                          uint64_t channels, std::optional<size_t>& producer) {
+// computes it). `channels` output channels, `wScales` weight scales (1 or one per channel). kNoValue when it is
+// neither; `producer` gets the DequantizeLinear's index.
+ValueId quantizedBias(LoweringState& state, ValueId value, float xs, const ir::Tensor& ws, uint64_t channels,
+                      std::optional<size_t>& producer) {
   auto scaleOf = [&](uint64_t c) {
     return static_cast<double>(xs) * ws.dataAs<float>()[ws.elementCount() == 1 ? 0 : c];
   };
@@ -62,24 +61,24 @@ std::string quantizedBias(LoweringState& state, const std::string& value, float 
     const ir::Tensor* bs = state.constantOf(b->scale);
     if (!bq || bq->type() != ir::ElemType::Int32 || bq->elementCount() != channels ||
         bs->type() != ir::ElemType::Float || (bs->elementCount() != 1 && bs->elementCount() != channels))
-      return "";
+      return kNoValue;
     for (uint64_t c = 0; c < bs->elementCount(); ++c)
-      if (std::abs(bs->dataAs<float>()[c] - scaleOf(c)) > 1e-6 * std::abs(scaleOf(c))) return "";
-    if (const ir::Tensor* bz = b->zero.empty() ? nullptr : state.constantOf(b->zero))
+      if (std::abs(bs->dataAs<float>()[c] - scaleOf(c)) > 1e-6 * std::abs(scaleOf(c))) return kNoValue;
+    if (const ir::Tensor* bz = state.constantOf(b->zero))
       for (uint64_t c = 0; c < bz->elementCount(); ++c)
-        if (bz->dataAs<int32_t>()[c] != 0) return "";
+        if (bz->dataAs<int32_t>()[c] != 0) return kNoValue;
     producer = b->index;
     return b->data;
   }
   const ir::Tensor* bf = state.constantOf(value);
-  if (!bf || bf->type() != ir::ElemType::Float || bf->elementCount() != channels) return "";
+  if (!bf || bf->type() != ir::ElemType::Float || bf->elementCount() != channels) return kNoValue;
   std::vector<int32_t> q(channels);
   for (uint64_t c = 0; c < channels; ++c) {
     const double v = std::nearbyint(static_cast<double>(bf->dataAs<float>()[c]) / scaleOf(c));
-    if (!std::isfinite(v) || std::abs(v) > 2147483647.0) return "";
+    if (!std::isfinite(v) || std::abs(v) > 2147483647.0) return kNoValue;
     q[c] = static_cast<int32_t>(v);
   }
-  return state.addConstant(value + ".quantized",
+  return state.addConstant(state.nameOf(value) + ".quantized",
                            ir::Tensor::fromVector(ir::ElemType::Int32, {static_cast<int64_t>(channels)}, q));
 }
 
@@ -105,13 +104,13 @@ Expected<ir::PassChange> FuseQdq::run(LoweringState& state) const {
     bool transB = false;
     if (gemm) {
       const auto& g = std::get<ops::GemmAttrs>(op.typed);
-      if (g.transA || g.alpha != 1.0f || (g.beta != 1.0f && op.inputs.size() > 2 && !op.inputs[2].empty())) continue;
+      if (g.transA || g.alpha != 1.0f || (g.beta != 1.0f && op.inputs.size() > 2 && op.inputs[2] != kNoValue)) continue;
       transB = g.transB;
     }
     // What follows: for MatMul an Add of a bias, then a Relu or Clip, then the QuantizeLinear.
     std::vector<size_t> chain;  // the ops after `op` that the fused op replaces, the QuantizeLinear last
-    std::string biasValue = conv || gemm ? (op.inputs.size() > 2 ? op.inputs[2] : "") : "";
-    std::string last = op.outputs[0];
+    ValueId biasValue = conv || gemm ? (op.inputs.size() > 2 ? op.inputs[2] : kNoValue) : kNoValue;
+    ValueId last = op.outputs[0];
     auto next = state.soleReader(i);
     if (next && op.kind == ir::OpKind::MatMul && ops[*next].kind == ir::OpKind::Add && ops[*next].inputs.size() == 2 &&
         ops[*next].outputs.size() == 1) {
@@ -137,7 +136,7 @@ Expected<ir::PassChange> FuseQdq::run(LoweringState& state) const {
         state.constantOf(quant.inputs[1])->elementCount() != 1 ||
         state.constantOf(quant.inputs[1])->type() != ir::ElemType::Float)
       continue;
-    if (quant.inputs.size() < 3 || quant.inputs[2].empty() || !state.constantOf(quant.inputs[2]) ||
+    if (quant.inputs.size() < 3 || quant.inputs[2] == kNoValue || !state.constantOf(quant.inputs[2]) ||
         !is8Bit(state.constantOf(quant.inputs[2])->type()))
       continue;  // the output type comes from the zero point
     auto x = dequantizedFrom(state, op.inputs[0]);
@@ -170,15 +169,15 @@ Expected<ir::PassChange> FuseQdq::run(LoweringState& state) const {
          wScales != static_cast<uint64_t>(wq.shape()[static_cast<size_t>(channelAxis)])))
       continue;
     const auto channels = static_cast<uint64_t>(wq.shape()[static_cast<size_t>(channelAxis)]);
-    std::string bias;
+    ValueId bias = kNoValue;
     std::optional<size_t> biasProducer;
-    if (!biasValue.empty()) {
+    if (biasValue != kNoValue) {
       bias = quantizedBias(state, biasValue, state.constantOf(x->scale)->dataAs<float>()[0], wScale, channels,
                            biasProducer);
-      if (bias.empty()) continue;
+      if (bias == kNoValue) continue;
     }
     // QLinearMatMul reads B as [K, N]: Gemm's transposed weight is transposed once here.
-    std::string weight = w->data;
+    ValueId weight = w->data;
     if (transB) {
       const auto n = static_cast<size_t>(wq.shape()[0]), k = static_cast<size_t>(wq.shape()[1]);
       auto t = ir::Tensor::allocate(wq.type(), {wq.shape()[1], wq.shape()[0]});
@@ -187,7 +186,7 @@ Expected<ir::PassChange> FuseQdq::run(LoweringState& state) const {
       auto* dst = t->mutableDataAs<uint8_t>();
       for (size_t r = 0; r < n; ++r)
         for (size_t c = 0; c < k; ++c) dst[c * n + r] = src[r * k + c];
-      weight = state.addConstant(w->data + ".transposed", std::move(t).value());
+      weight = state.addConstant(state.nameOf(w->data) + ".transposed", std::move(t).value());
     }
     LOp fused{conv ? ir::OpKind::QLinearConv : ir::OpKind::QLinearMatMul,
               10,
@@ -197,14 +196,14 @@ Expected<ir::PassChange> FuseQdq::run(LoweringState& state) const {
                quant.inputs[2]},
               quant.outputs,
               activation};
-    if (!bias.empty()) fused.inputs.push_back(bias);
+    if (bias != kNoValue) fused.inputs.push_back(bias);
     std::vector<size_t> producers{x->index, w->index};
     if (biasProducer) producers.push_back(*biasProducer);
     std::optional<LOp> quantizedView;
     if (view) {
       LOp v = ops[*view];
-      const std::string reshaped = v.outputs[0] + ".quantized";
-      state.localShapes[reshaped] = state.shapeOf(v.outputs[0]).value_or(ir::Shape{});
+      const ValueId reshaped = state.value(state.nameOf(v.outputs[0]) + ".quantized");
+      state.record(reshaped).shape = state.shapeOf(v.outputs[0]).value_or(ir::Shape{});
       v.name += ".quantized";
       v.inputs[0] = x->data;
       v.outputs = {reshaped};

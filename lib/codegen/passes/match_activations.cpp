@@ -19,8 +19,8 @@ bool matchHardSigmoidProduct(LoweringState& state, size_t d) {
   const LOp& mul = ops[d];
   if (mul.kind != ir::OpKind::Mul || mul.inputs.size() != 2) return false;
   for (int side = 0; side < 2; ++side) {
-    const std::string& x = mul.inputs[side];
-    const std::string& s = mul.inputs[1 - side];
+    const ValueId x = mul.inputs[side];
+    const ValueId s = mul.inputs[1 - side];
     auto hs = state.producerOf(s, ir::OpKind::HardSigmoid);
     if (!hs || ops[*hs].inputs.size() != 1 || ops[*hs].inputs[0] != x || state.readers(s) != 1 || state.leaves(s))
       continue;
@@ -56,13 +56,13 @@ Expected<ir::PassChange> MatchActivations::run(LoweringState& state) const {
     const LOp& m = ops[*mul];
     bool matched = false;
     for (int side = 0; side < 2 && !matched; ++side) {
-      const std::string& x = m.inputs[side];
-      const std::string& c = m.inputs[1 - side];
+      const ValueId x = m.inputs[side];
+      const ValueId c = m.inputs[1 - side];
       auto clip = state.producerOf(c, ir::OpKind::Clip);
       if (!clip || state.readers(c) != 1 || state.leaves(c)) continue;
       auto bounds = clipBounds(state, ops[*clip]);
       if (!bounds || (*bounds)[0] != 0.0f || (*bounds)[1] != 6.0f) continue;
-      const std::string& t = ops[*clip].inputs[0];
+      const ValueId t = ops[*clip].inputs[0];
       auto add = state.producerOf(t, ir::OpKind::Add);
       if (!add || state.readers(t) != 1 || state.leaves(t)) continue;
       const LOp& a = ops[*add];

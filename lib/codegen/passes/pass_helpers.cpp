@@ -12,7 +12,7 @@ std::optional<std::vector<float>> clipBounds(const LoweringState& state, const L
     return std::vector<float>{bounds.min, bounds.max};
   }
   for (size_t k = 1; k < clip.inputs.size() && k < 3; ++k) {
-    if (clip.inputs[k].empty()) continue;
+    if (clip.inputs[k] == kNoValue) continue;
     const ir::Tensor* t = state.constantOf(clip.inputs[k]);
     if (!t || t->type() != ir::ElemType::Float || t->elementCount() != 1) return std::nullopt;
     (k == 1 ? lo : hi) = t->dataAs<float>()[0];
@@ -50,7 +50,7 @@ std::optional<int64_t> foldableChannels(const LoweringState& state, const LOp& o
   if (op.epilogue || op.inputs.size() < 2) return std::nullopt;
   const ir::Tensor* w = state.constantOf(op.inputs[1]);
   if (!w || w->type() != ir::ElemType::Float) return std::nullopt;
-  const bool hasBias = op.inputs.size() > 2 && !op.inputs[2].empty();
+  const bool hasBias = op.inputs.size() > 2 && op.inputs[2] != kNoValue;
   const ir::Tensor* bias = hasBias ? state.constantOf(op.inputs[2]) : nullptr;
   if (hasBias && (!bias || bias->type() != ir::ElemType::Float)) return std::nullopt;
   if (op.kind == ir::OpKind::Conv) {
@@ -75,7 +75,7 @@ Status foldChannelAffine(LoweringState& state, size_t i, size_t by, const Channe
   const std::vector<double>& shift = affine.shift;
   LOp& op = state.ops[i];
   const ir::Tensor& w = *state.constantOf(op.inputs[1]);
-  const bool hasBias = op.inputs.size() > 2 && !op.inputs[2].empty();
+  const bool hasBias = op.inputs.size() > 2 && op.inputs[2] != kNoValue;
   const ir::Tensor* bias = hasBias ? state.constantOf(op.inputs[2]) : nullptr;
   const auto channels = static_cast<int64_t>(scale.size());
   CTX_ASSIGN_OR_RETURN(ir::Tensor newW, ir::Tensor::allocate(ir::ElemType::Float, w.shape()));
@@ -108,8 +108,8 @@ Status foldChannelAffine(LoweringState& state, size_t i, size_t by, const Channe
     }
     gemm.beta = 1.0f;
   }
-  std::string wName = state.addConstant(op.name + ".folded_w" + std::to_string(state.folds), std::move(newW));
-  std::string bName = state.addConstant(op.name + ".folded_b" + std::to_string(state.folds), std::move(newB));
+  const ValueId wName = state.addConstant(op.name + ".folded_w" + std::to_string(state.folds), std::move(newW));
+  const ValueId bName = state.addConstant(op.name + ".folded_b" + std::to_string(state.folds), std::move(newB));
   ++state.folds;
   state.setInputs(i, {op.inputs[0], wName, bName});
   state.setOutputs(i, {state.ops[by].outputs[0]});

@@ -16,7 +16,7 @@
 #include "cpu/convert.h"
 #include "kernels/kernels.h"
 
-#include <set>
+#include <memory>
 
 namespace ctxkit::codegen {
 
@@ -31,28 +31,36 @@ Expected<ir::Tensor> widened(const ir::Tensor& half) {
   return wide;
 }
 
-LOp castOp(const std::string& name, const std::string& in, const std::string& out, ElemType to) {
+LOp castOp(const std::string& name, ValueId in, ValueId out, ElemType to) {
   LOp cast = madeOp(ir::OpKind::Cast, 19, name, {in}, {out});
   std::get<ops::CastAttrs>(cast.typed).to = to;
   return cast;
 }
 
+// A map from values to values, by id (kNoValue: none).
+class ValueMap {
+public:
+  ValueId operator[](ValueId v) const { return v < to_.size() ? to_[v] : kNoValue; }
+  void set(ValueId v, ValueId to) {
+    if (to_.size() <= v) to_.resize(static_cast<size_t>(v) + 1, kNoValue);
+    to_[v] = to;
+  }
+
+private:
+  std::vector<ValueId> to_;
+};
+
 class Widener {
 public:
-  explicit Widener(LoweringState& state) : state_(state) {
-    for (const LOp& op : state.ops) {
-      taken_.insert(op.inputs.begin(), op.inputs.end());
-      taken_.insert(op.outputs.begin(), op.outputs.end());
-    }
-  }
+  explicit Widener(LoweringState& state) : state_(state) {}
 
   Status run() {
     for (const LOp& original : state_.ops) {
       LOp op = original;
       for (auto& in : op.inputs)
-        if (auto a = alias_.find(in); a != alias_.end()) in = a->second;
-      const bool halfIn = std::any_of(op.inputs.begin(), op.inputs.end(), [&](const auto& v) { return carried(v); });
-      const bool halfOut = std::any_of(op.outputs.begin(), op.outputs.end(), [&](const auto& v) { return isHalf(v); });
+        if (ValueId a = alias_[in]; a != kNoValue) in = a;
+      const bool halfIn = std::any_of(op.inputs.begin(), op.inputs.end(), [&](ValueId v) { return carried(v); });
+      const bool halfOut = std::any_of(op.outputs.begin(), op.outputs.end(), [&](ValueId v) { return isHalf(v); });
       if (!halfIn && !halfOut) {
         out_.push_back(std::move(op));
         continue;
@@ -86,66 +94,66 @@ public:
 
 private:
   // A float16 value of the source graph, as analysis (or an earlier pass) typed it.
-  bool isHalf(const std::string& v) const { return !v.empty() && state_.typeOf(v) == ElemType::Float16; }
+  bool isHalf(ValueId v) const { return v != kNoValue && state_.typeOf(v) == ElemType::Float16; }
   // A float16 value of the source graph, whether still float16 or already carried as float32.
-  bool carried(const std::string& v) const { return !v.empty() && (wide_.count(v) != 0 || isHalf(v)); }
+  bool carried(ValueId v) const { return v != kNoValue && (wide_[v] != kNoValue || isHalf(v)); }
   // Carried as float32 under its own name (a float16 constant read as float32, a result computed in float32).
-  bool retyped(const std::string& v) const {
-    auto it = wide_.find(v);
-    return it != wide_.end() && it->second == v;
-  }
+  bool retyped(ValueId v) const { return v != kNoValue && wide_[v] == v; }
 
-  std::string fresh(const std::string& base) {
+  // A new value named after `base`: a name no value of the partition or the graph has.
+  ValueId fresh(const std::string& base) {
     std::string name = base;
-    for (int n = 1; taken_.count(name) || state_.facts.find(name) || state_.constantOf(name); ++n)
-      name = fmt::format("{}_{}", base, n);
-    taken_.insert(name);
-    return name;
+    for (int n = 1; state_.findValue(name) || state_.facts.find(name); ++n) name = fmt::format("{}_{}", base, n);
+    return state_.value(name);
   }
 
   // The float32 version of float16 value `v`, made where it is first needed (before the op being rewritten).
-  Expected<std::string> widen(const std::string& v) {
-    if (auto it = wide_.find(v); it != wide_.end()) return it->second;
+  Expected<ValueId> widen(ValueId v) {
+    if (ValueId w = wide_[v]; w != kNoValue) return w;
     if (const ir::Tensor* c = state_.constantOf(v)) {
       ir::Tensor half = *c;
       CTX_ASSIGN_OR_RETURN(const ir::Tensor* wide, widenedConstant(v, half));
-      state_.folded.insert_or_assign(v, *wide);
-      state_.float16Storage.insert_or_assign(v, std::move(half));
-      wide_[v] = v;
+      ValueRecord& r = state_.record(v);
+      r.made = std::make_unique<ir::Tensor>(*wide);
+      r.float16Storage = std::make_unique<ir::Tensor>(std::move(half));
+      wide_.set(v, v);
       ++weightsWidened_;
       return v;
     }
-    const std::string name = fresh(v + "/float32");
-    if (auto shape = state_.shapeOf(v)) state_.localShapes[name] = *shape;
-    state_.localTypes[name] = ElemType::Float;
-    out_.push_back(castOp(v + "/cast_float32", v, name, ElemType::Float));
-    wide_[v] = name;
+    const ValueId w = fresh(state_.nameOf(v) + "/float32");
+    if (auto shape = state_.shapeOf(v)) state_.record(w).shape = *shape;
+    state_.record(w).type = ElemType::Float;
+    out_.push_back(castOp(state_.nameOf(v) + "/cast_float32", v, w, ElemType::Float));
+    wide_.set(v, w);
     ++inputsWidened_;
-    return name;
+    return w;
   }
 
   // A float16 version of carried value `v`: `v` itself unless it is carried as float32 under its own name; then the
   // constant's float16 tensor, or the result rounded by a Cast to float16.
-  std::string narrow(const std::string& v) {
+  ValueId narrow(ValueId v) {
     if (!retyped(v)) return v;
-    if (auto it = narrow_.find(v); it != narrow_.end()) return it->second;
-    const std::string name = fresh(v + "/float16");
-    if (auto stored = state_.float16Storage.find(v); stored != state_.float16Storage.end()) {
-      state_.addConstant(name, stored->second);
-      return narrow_[v] = name;
+    if (ValueId n = narrow_[v]; n != kNoValue) return n;
+    const ValueId n = fresh(state_.nameOf(v) + "/float16");
+    narrow_.set(v, n);
+    if (const auto& stored = state_.record(v).float16Storage) {
+      state_.addConstant(n, *stored);
+      return n;
     }
-    if (auto shape = state_.shapeOf(v)) state_.localShapes[name] = *shape;
-    state_.localTypes[name] = ElemType::Float16;
-    out_.push_back(castOp(v + "/cast_float16", v, name, ElemType::Float16));
+    if (auto shape = state_.shapeOf(v)) state_.record(n).shape = *shape;
+    state_.record(n).type = ElemType::Float16;
+    out_.push_back(castOp(state_.nameOf(v) + "/cast_float16", v, n, ElemType::Float16));
     ++outputsRounded_;
-    return narrow_[v] = name;
+    return n;
   }
 
-  // The float32 tensor a float16 constant is read as (made once per constant; the map keeps it at one address).
-  Expected<const ir::Tensor*> widenedConstant(const std::string& name, const ir::Tensor& half) {
-    if (auto it = wideConstants_.find(name); it != wideConstants_.end()) return &it->second;
+  // The float32 tensor a float16 constant is read as (made once per constant, kept at one address).
+  Expected<const ir::Tensor*> widenedConstant(ValueId v, const ir::Tensor& half) {
+    if (v < wideConstants_.size() && wideConstants_[v]) return wideConstants_[v].get();
     CTX_ASSIGN_OR_RETURN(ir::Tensor wide, widened(half));
-    return &wideConstants_.emplace(name, std::move(wide)).first->second;
+    if (wideConstants_.size() <= v) wideConstants_.resize(static_cast<size_t>(v) + 1);
+    wideConstants_[v] = std::make_unique<ir::Tensor>(std::move(wide));
+    return wideConstants_[v].get();
   }
 
   // An op that computes with float16 values: on their float32 versions, its float16 results carried as float32. An op
@@ -153,9 +161,9 @@ private:
   Status compute(LOp op) {
     if (op.kind == ir::OpKind::BitCast) return keepHalf(std::move(op));  // it reads the float16 bits
     std::vector<kernels::ValueDesc> descs;
-    for (const auto& in : op.inputs) {
+    for (ValueId in : op.inputs) {
       kernels::ValueDesc d;
-      d.present = !in.empty();
+      d.present = in != kNoValue;
       if (d.present) {
         auto shape = state_.shapeOf(in);
         if (!shape) return keepHalf(std::move(op));
@@ -169,14 +177,14 @@ private:
       descs.push_back(std::move(d));
     }
     size_t outputCount = op.outputs.size();
-    while (outputCount > 0 && op.outputs[outputCount - 1].empty()) --outputCount;
+    while (outputCount > 0 && op.outputs[outputCount - 1] == kNoValue) --outputCount;
     kernels::OpContext ctx{op.kind, op.opset, op.onnx, op.name, nullptr, &op.typed};
     auto outs = kernels::inferOutputs(ctx, descs, outputCount);
     if (!outs) return keepHalf(std::move(op));
     // Only float16 results may change type (to float32); a value of unknown type keeps what the kernel infers.
     for (size_t o = 0; o < outputCount; ++o) {
-      const std::string& v = op.outputs[o];
-      if (v.empty()) continue;
+      const ValueId v = op.outputs[o];
+      if (v == kNoValue) continue;
       const ElemType was = state_.typeOf(v), now = (*outs)[o].type;
       if (was != ElemType::Undefined && was != now && !(was == ElemType::Float16 && now == ElemType::Float))
         return keepHalf(std::move(op));
@@ -187,20 +195,20 @@ private:
     }
     std::vector<LOp> exits;
     for (size_t o = 0; o < outputCount; ++o) {
-      std::string& v = op.outputs[o];
-      if (v.empty() || !isHalf(v) || (*outs)[o].type != ElemType::Float) continue;
+      ValueId& v = op.outputs[o];
+      if (v == kNoValue || !isHalf(v) || (*outs)[o].type != ElemType::Float) continue;
       if (state_.leaves(v)) {
         // Rounded on its way out; the partition's readers read the float32 result.
-        const std::string name = fresh(v + "/float32");
-        state_.localShapes[name] = (*outs)[o].shape;
-        state_.localTypes[name] = ElemType::Float;
-        exits.push_back(castOp(v + "/cast_float16", name, v, ElemType::Float16));
-        wide_[v] = name;
-        v = name;
+        const ValueId w = fresh(state_.nameOf(v) + "/float32");
+        state_.record(w).shape = (*outs)[o].shape;
+        state_.record(w).type = ElemType::Float;
+        exits.push_back(castOp(state_.nameOf(v) + "/cast_float16", w, v, ElemType::Float16));
+        wide_.set(v, w);
+        v = w;
         ++outputsRounded_;
       } else {
-        state_.localTypes[v] = ElemType::Float;
-        wide_[v] = v;
+        state_.record(v).type = ElemType::Float;
+        wide_.set(v, v);
         ++valuesWidened_;
       }
     }
@@ -218,7 +226,7 @@ private:
   }
 
   Status cast(LOp op) {
-    const std::string in = op.inputs.empty() ? std::string() : op.inputs[0];
+    const ValueId in = op.inputs.empty() ? kNoValue : op.inputs[0];
     const ElemType to = std::get<ops::CastAttrs>(op.typed).to;
     if (to == ElemType::Float16) {
       // An explicit rounding: of the value as it is here (float32 when carried so under its name).
@@ -229,10 +237,10 @@ private:
       out_.push_back(std::move(op));
       return Status::ok();
     }
-    CTX_ASSIGN_OR_RETURN(std::string w, widen(in));
-    const std::string& result = op.outputs[0];
+    CTX_ASSIGN_OR_RETURN(ValueId w, widen(in));
+    const ValueId result = op.outputs[0];
     if (to == ElemType::Float && !state_.leaves(result)) {
-      alias_[result] = w;
+      alias_.set(result, w);
       ++castsRemoved_;
       return Status::ok();
     }
@@ -256,11 +264,10 @@ private:
 
   LoweringState& state_;
   std::vector<LOp> out_;
-  std::set<std::string> taken_;
-  std::map<std::string, std::string> wide_;    // float16 value -> its float32 version (itself when retyped)
-  std::map<std::string, std::string> narrow_;  // value carried as float32 -> its rounding to float16
-  std::map<std::string, std::string> alias_;   // result of a Cast to float32 that went -> the value it copied
-  std::map<std::string, ir::Tensor> wideConstants_;
+  ValueMap wide_;    // float16 value -> its float32 version (itself when retyped)
+  ValueMap narrow_;  // value carried as float32 -> its rounding to float16
+  ValueMap alias_;   // result of a Cast to float32 that went -> the value it copied
+  std::vector<std::unique_ptr<ir::Tensor>> wideConstants_;  // by value
   size_t valuesWidened_ = 0, weightsWidened_ = 0, inputsWidened_ = 0, outputsRounded_ = 0, castsRemoved_ = 0;
 };
 
