@@ -233,9 +233,16 @@ bool convRunsOnPanels(const ops::ConvAttrs& attrs, std::span<const int64_t> x, s
   const int64_t positions = w.out[0] * w.out[1] * w.out[2];
   if (positions <= 0) return false;
   if (positions <= cpu::kSmallConvOutputs) return true;
-  // The direct path and a pointwise GEMM on the input planes read no unfolded input; bands of output rows skip the
-  // taps that land in the padding (dilated convs at small sizes), which a GEMM over every tap would multiply.
-  if (runsDirect(w, x[1], 1) || isPointwise(w)) return false;
+  // The direct path reads no unfolded input; bands of output rows skip the taps that land in the padding (dilated
+  // convs at small sizes), which a GEMM over every tap would multiply.
+  if (runsDirect(w, x[1], 1)) return false;
+  if (isPointwise(w)) {
+    // Both paths read the input planes in place, but the plain one packs the weight (M x C) on every run, the panels
+    // one the input (C x positions) and then transposes its result (M x positions): a 1x1 of 2048 channels onto 7x7
+    // (ResNet-50's last stage) packs 1M weights for 49 positions.
+    const double m = static_cast<double>(weight[0]), c = static_cast<double>(x[1]);
+    return m * c > static_cast<double>(positions) * (c + m);
+  }
   std::vector<TapBand> bands;  // (a compile-time or prepare-time decision: allocating here is fine)
   planTapBands(w, bands);
   const int64_t kSize = w.kernel[0] * w.kernel[1] * w.kernel[2];
