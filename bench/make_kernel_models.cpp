@@ -125,6 +125,12 @@ int main(int argc, char** argv) {
   ok &= conv(dir, {"conv3x3_c128_s2", {1, 128, 56, 56}, {1, 256, 28, 28}}, 256, 3, 2, 1, "");
   ok &= conv(dir, {"conv1x1_c256_s2", {1, 256, 56, 56}, {1, 512, 28, 28}}, 512, 1, 2, 1, "");
   ok &= conv(dir, {"conv1x1_c256_s1", {1, 256, 28, 28}, {1, 64, 28, 28}}, 64, 1, 1, 1, "");
+  // ResNet-50's late stages: its 1x1 bottleneck convs and 3x3 at 14x14 and 7x7, and a grouped 3x3 (ResNeXt, RegNet).
+  ok &= conv(dir, {"conv1x1_c1024_s1", {1, 1024, 14, 14}, {1, 256, 14, 14}}, 256, 1, 1, 1, "Relu");
+  ok &= conv(dir, {"conv1x1_c2048_s1", {1, 2048, 7, 7}, {1, 512, 7, 7}}, 512, 1, 1, 1, "Relu");
+  ok &= conv(dir, {"conv1x1_c512_x4", {1, 512, 7, 7}, {1, 2048, 7, 7}}, 2048, 1, 1, 1, "");
+  ok &= conv(dir, {"conv3x3_c128_14", {1, 128, 14, 14}, {1, 128, 14, 14}}, 128, 3, 1, 1, "Relu");
+  ok &= conv(dir, {"conv3x3_g32_c256", {1, 256, 14, 14}, {1, 256, 14, 14}}, 256, 3, 1, 32, "Relu");
   // The dense and dilated 3x3 convs of a DeepLab ASPP head (issue 29): at dilation 36 on 20x20 only the centre tap
   // reaches the input.
   for (int64_t d : {1, 6, 36})

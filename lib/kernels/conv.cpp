@@ -233,18 +233,24 @@ bool convRunsOnPanels(const ops::ConvAttrs& attrs, std::span<const int64_t> x, s
   const int64_t positions = w.out[0] * w.out[1] * w.out[2];
   if (positions <= 0) return false;
   if (positions <= cpu::kSmallConvOutputs) return true;
-  // The direct path and a pointwise GEMM on the input planes read no unfolded input; bands of output rows skip the
-  // taps that land in the padding (dilated convs at small sizes), which a GEMM over every tap would multiply.
-  if (runsDirect(w, x[1], 1) || isPointwise(w)) return false;
+  // The direct path reads no unfolded input; bands of output rows skip the taps that land in the padding (dilated
+  // convs at small sizes), which a GEMM over every tap would multiply.
+  if (runsDirect(w, x[1], 1)) return false;
+  if (isPointwise(w)) {
+    // Both paths read the input planes in place, but the plain one packs the weight (M x C) on every run, the panels
+    // one the input (C x positions) and then transposes its result (M x positions): a 1x1 of 2048 channels onto 7x7
+    // (ResNet-50's last stage) packs 1M weights for 49 positions.
+    const double m = static_cast<double>(weight[0]), c = static_cast<double>(x[1]);
+    return m * c > static_cast<double>(positions) * (c + m);
+  }
   std::vector<TapBand> bands;  // (a compile-time or prepare-time decision: allocating here is fine)
   planTapBands(w, bands);
   const int64_t kSize = w.kernel[0] * w.kernel[1] * w.kernel[2];
-  if (bands.size() != 1 || bands[0].taps() != kSize) return false;
-  // The plain path multiplies the weight as A by the unfolded input, kColBudget of it at a time, packing the weight
-  // again for each range: once the input unfolds into several ranges (deep layers: 960 channels x 9 taps onto 20x20
-  // is four) the packed panels win; below that, its reading the unfolded input in place as B wins.
-  const CheckedInt unfolded = CheckedInt(x[1]) * kSize * positions;
-  return !unfolded.ok() || unfolded.value() > kColBudget;
+  // Every other dense Conv multiplies by the weight stored in panels: the plain path's GEMM packs the weight as A
+  // on every run, which at small spatial sizes costs as much as the multiply (512 channels onto 7x7: 43% of its
+  // time in packing 9.4 MB of weights for 49 positions), and even at 28x28 it measured slower (128 channels: 3.07
+  // against 2.66 ms, bench/kernels.sh).
+  return bands.size() == 1 && bands[0].taps() == kSize;
 }
 
 InferResult inferConv(const OpContext& ctx, InDescs inputs, size_t outputCount) {
@@ -294,7 +300,10 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     const auto depth = static_cast<int64_t>(panels.depth);
     const int64_t chunk =
         std::max<int64_t>(64, std::min(outSize, kColBudget / std::max<int64_t>(1, std::min(rows, depth))));
-    thread_local std::vector<float> col, yt;  // grown once per thread, not per run
+    // Grown once per thread, not per run. Named through references: a lambda run on a pool thread that named the
+    // thread_local itself would read that thread's own (empty) vector.
+    thread_local std::vector<float> tCol, tYt;
+    std::vector<float>&col = tCol, &yt = tYt;
     const float* pb = bias ? bias->dataAs<float>() : nullptr;
     for (int64_t n = 0; n < p.batch; ++n) {
       const float* xn = px + n * p.channels * inSize;

@@ -206,3 +206,26 @@ TEST_CASE("sgemmPanels matches a naive triple loop for every panel width, depth 
   }
 }
 
+
+TEST_CASE("sgemm and sgemmPanels compute every partial last strip of rows exactly") {
+  // M from 3 (below that a row-at-a-time path runs) to 17: every remainder of the 8-, 6- and 4-row kernels, each
+  // multiplied by a tile of just those rows.
+  for (size_t m = 3; m <= 17; ++m) {
+    const size_t n = 37, k = 19, width = cpu::sgemmNaturalPanelWidth();
+    for (int variant = 0; variant < 4; ++variant) {
+      const GemmCase c(m, n, k, variant);
+      std::vector<float> got = c.start();
+      cpu::sgemm(c.ta, c.tb, m, n, k, c.alpha, c.A.data(), c.ta ? m : k, c.B.data(), c.tb ? k : n, c.beta, got.data(),
+                 n, nullptr);
+      INFO("sgemm " << m << "x" << n << "x" << k << " variant " << variant);
+      c.require(got);
+      std::vector<float> packed(cpu::panelElements(k, n, width));
+      cpu::packPanels(c.tb, c.B.data(), c.tb ? k : n, k, n, width, cpu::kPanelDepth, packed.data());
+      const cpu::PanelsB panels{packed.data(), k, n, width, cpu::kPanelDepth, {}};
+      got = c.start();
+      cpu::sgemmPanels(c.ta, m, c.alpha, c.A.data(), c.ta ? m : k, panels, c.beta, got.data(), n, nullptr);
+      INFO("sgemmPanels");
+      c.require(got);
+    }
+  }
+}

@@ -64,10 +64,22 @@ void checkConvCases(const std::vector<ConvCase>& cases, unsigned seed) {
     Op op(OpKind::Conv);
     op.i("group", c.group).ints("strides", {c.stride[0], c.stride[1]}).ints("dilations", {c.dil[0], c.dil[1]});
     op.ints("pads", {c.pads[0], c.pads[1], c.pads[2], c.pads[3]});
+    // Prepared with the weight constant, as a compiled program runs it: a dense Conv then multiplies by the weight
+    // packed in panels (kernels::convOnPanels), another path than the one-shot evaluate's.
+    kernels::ValueDesc xd{ir::ElemType::Float, c.xs, nullptr}, wd{ir::ElemType::Float, c.ws, &w};
+    std::vector<kernels::ValueDesc> descs{xd, wd};
+    auto prepared = kernels::prepare(op.ctx(), descs, 1);
+    REQUIRE(prepared);
     for (kernels::ThreadPool* p : {static_cast<kernels::ThreadPool*>(nullptr), &pool}) {
       auto y = op.run1({&x, &w}, p);
       REQUIRE(y.shape() == outShape);
       requireClose(values<float>(y), want, 1e-4f);
+      auto z = ir::Tensor::allocate(ir::ElemType::Float, outShape);
+      REQUIRE(z);
+      std::vector<const ir::Tensor*> ins{&x, &w};
+      std::vector<ir::Tensor*> outs{&*z};
+      REQUIRE((*prepared)->run(ins, outs, p));
+      requireClose(values<float>(*z), want, 1e-4f);
     }
   }
 }
@@ -103,6 +115,20 @@ TEST_CASE("Conv matches a direct loop: strides, dilations, groups, asymmetric pa
       {{2, 6, 9, 9}, {4, 3, 3, 3}, 2, {2, 2}, {1, 1}, {0, 1, 1, 0}},
                  },
                  3);
+}
+
+TEST_CASE("dense Conv on packed weight panels: odd channels, small maps, pads on every side, stride, dilation") {
+  // Channel counts that are not multiples of the panel width or the micro-kernel's rows; a 1x1 output; batch 2.
+  checkConvCases({
+                     {{2, 70, 7, 7}, {37, 70, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}},
+                     {{1, 67, 14, 13}, {96, 67, 3, 3}, 1, {1, 1}, {1, 1}, {1, 2, 0, 1}},
+                     {{1, 45, 9, 11}, {19, 45, 3, 3}, 1, {2, 2}, {1, 1}, {0, 1, 1, 0}},
+                     {{2, 40, 3, 3}, {9, 40, 3, 3}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
+                     {{1, 33, 12, 12}, {65, 33, 3, 3}, 1, {1, 1}, {2, 2}, {2, 2, 2, 2}},
+                     {{1, 300, 5, 5}, {130, 300, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}},
+                     {{2, 150, 5, 4}, {130, 150, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},  // a 1x1 heavier than its input
+                 },
+                 5);
 }
 
 TEST_CASE("Conv leaves out the taps that land in the padding: dilations, pads, strides, groups") {

@@ -235,11 +235,13 @@ TEST_CASE("convOnPanels: dense convs run on panels, the direct, pointwise and ba
     return kernels::convOnPanels(a, x, w);
   };
   CHECK(decide({1, 960, 20, 20}, {256, 960, 3, 3}, {1, 1, 1, 1}));          // unfolds into 8640 x 400 values
-  CHECK_FALSE(decide({1, 256, 14, 14}, {256, 256, 3, 3}, {1, 1, 1, 1}));    // 2304 x 196: one range, weight as A
+  CHECK(decide({1, 256, 14, 14}, {256, 256, 3, 3}, {1, 1, 1, 1}));          // 2304 x 196: one range, still panels
+  CHECK(decide({1, 512, 7, 7}, {512, 512, 3, 3}, {1, 1, 1, 1}));            // 49 positions under a 9.4 MB weight
   CHECK(decide({1, 960, 20, 20}, {256, 960, 3, 3}, {6, 6, 6, 6}, 6));       // dilated, every tap reaches the input
   CHECK_FALSE(decide({1, 960, 20, 20}, {256, 960, 3, 3}, {36, 36, 36, 36}, 36));  // most taps in the padding: bands
   CHECK_FALSE(decide({1, 32, 56, 56}, {32, 32, 3, 3}, {1, 1, 1, 1}));       // few channels: direct
   CHECK_FALSE(decide({1, 256, 28, 28}, {64, 256, 1, 1}, {0, 0, 0, 0}));     // pointwise: GEMM on the input planes
+  CHECK(decide({1, 2048, 7, 7}, {512, 2048, 1, 1}, {0, 0, 0, 0}));          // ... unless the weight outweighs them
   CHECK(decide({1, 2048, 56, 56}, {512, 2048, 1, 1}, {0, 0, 0, 0}, 1, 1, 2));  // 1x1 of stride 2, 2048 x 784
   CHECK_FALSE(decide({1, 256, 28, 28}, {64, 256, 1, 1}, {1, 1, 1, 1}));     // padded 1x1: the border rows skip it
   CHECK(decide({1, 8, 2, 2}, {4, 8, 1, 1}, {0, 0, 0, 0}));                  // few positions: always
