@@ -1,6 +1,7 @@
 // Conv (1D/2D/3D, groups, pads/strides/dilations/auto_pad, optional bias): direct for depthwise and few-channel
 // groups, im2col + GEMM otherwise (GEMM alone for 1x1).
 #include "cpu/gemm.h"
+#include "cpu/simd.h"
 #include "cpu/vec_math.h"
 #include "kernels/ops.h"
 #include "kernels/spatial.h"
@@ -204,6 +205,67 @@ void unfoldColumns(ThreadPool* pool, const float* x, const Window3& w, float* co
   }
 }
 
+// A depthwise 2-D Conv (one input and one output channel per group) onto a small map: the direct path's per-channel
+// setup (a padded plane, its taps) outweighs its few outputs there, so channels go in vectors instead. Channels
+// [c0, c0 + kDepthwiseLanes) of one image are transposed to position-major (`xt`: [in positions][lanes], zeros past
+// the last channel) with their weights (`wt`: [taps][lanes]); each output is its bias plus the taps that land inside
+// the input in tap order (the direct path adds the padding's zeros too, which changes no sum).
+constexpr int64_t kDepthwiseLanes = 16;
+constexpr int64_t kDepthwiseMaxOutputs = 64;
+
+CTX_SIMD_CLONES void depthwiseBlock(const float* xt, const float* wt, const float* bias, float* acc, const Window3& w) {
+  const int64_t outW = w.out[2], inW = w.in[2];
+  for (int64_t oh = 0; oh < w.out[1]; ++oh)
+    for (int64_t ow = 0; ow < outW; ++ow) {
+      float sum[kDepthwiseLanes];
+      for (int64_t j = 0; j < kDepthwiseLanes; ++j) sum[j] = bias[j];
+      for (int64_t kh = 0; kh < w.kernel[1]; ++kh) {
+        const int64_t ih = oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1];
+        if (ih < 0 || ih >= w.in[1]) continue;
+        for (int64_t kw = 0; kw < w.kernel[2]; ++kw) {
+          const int64_t iw = ow * w.stride[2] - w.padBegin[2] + kw * w.dilation[2];
+          if (iw < 0 || iw >= inW) continue;
+          const float* xv = xt + (ih * inW + iw) * kDepthwiseLanes;
+          const float* wv = wt + (kh * w.kernel[2] + kw) * kDepthwiseLanes;
+          for (int64_t j = 0; j < kDepthwiseLanes; ++j) sum[j] += wv[j] * xv[j];
+        }
+      }
+      float* out = acc + (oh * outW + ow) * kDepthwiseLanes;
+      for (int64_t j = 0; j < kDepthwiseLanes; ++j) out[j] = sum[j];
+    }
+}
+
+bool depthwiseOnSmallMap(const Window3& w, int64_t cg, int64_t mg, int64_t group) {
+  return cg == 1 && mg == 1 && group > 1 && w.out[0] == 1 && w.kernel[0] == 1 && w.in[0] == 1 &&
+         w.out[1] * w.out[2] <= kDepthwiseMaxOutputs;
+}
+
+// Channels [c0, c1) of image `xn` (planes of inSize) into `yn` (planes of outSize).
+void depthwiseSmallMap(const float* xn, const float* weights, const float* bias, float* yn, int64_t c0, int64_t c1,
+                       const Window3& w, const ops::Epilogue& act) {
+  const int64_t inSize = w.in[1] * w.in[2], outSize = w.out[1] * w.out[2], taps = w.kernel[1] * w.kernel[2];
+  // The block's inputs, weights and outputs, in this thread's scratch (reserved on every pool thread).
+  std::vector<float>& scratch = threadScratch().depthwise;
+  scratch.resize(static_cast<size_t>((inSize + taps + outSize) * kDepthwiseLanes));
+  float* xt = scratch.data();
+  float* wt = xt + inSize * kDepthwiseLanes;
+  float* acc = wt + taps * kDepthwiseLanes;
+  float b[kDepthwiseLanes];
+  for (int64_t c = c0; c < c1; c += kDepthwiseLanes) {
+    const int64_t lanes = std::min(kDepthwiseLanes, c1 - c);
+    for (int64_t j = 0; j < kDepthwiseLanes; ++j) {
+      const bool live = j < lanes;
+      b[j] = live && bias ? bias[c + j] : 0.0f;
+      for (int64_t t = 0; t < taps; ++t) wt[t * kDepthwiseLanes + j] = live ? weights[(c + j) * taps + t] : 0.0f;
+      for (int64_t i = 0; i < inSize; ++i) xt[i * kDepthwiseLanes + j] = live ? xn[(c + j) * inSize + i] : 0.0f;
+    }
+    depthwiseBlock(xt, wt, b, acc, w);
+    for (int64_t j = 0; j < lanes; ++j)
+      for (int64_t i = 0; i < outSize; ++i) yn[(c + j) * outSize + i] = acc[i * kDepthwiseLanes + j];
+  }
+  applyFusedActivation(act, yn + c0 * outSize, static_cast<size_t>((c1 - c0) * outSize));
+}
+
 // Whether runConv takes the direct path for a group of `cg` input channels.
 // A depthwise Conv always does: the other paths would make one im2col and one GEMM of a single row per channel (a 5x5
 // depthwise Conv onto 4x4 in MobileNetV3 spent more time unfolding than multiplying).
@@ -351,6 +413,19 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
 
   // The direct path vectorizes along output rows: rows of a few outputs under many taps (a 1-D "STFT" Conv of 256
   // taps with 3 outputs) go through im2col + GEMM instead.
+  if (depthwiseOnSmallMap(w, cg, mg, p.group)) {
+    const float* pb = bias ? bias->dataAs<float>() : nullptr;
+    const int64_t blocks = (p.group + kDepthwiseLanes - 1) / kDepthwiseLanes;
+    parallelForWork(ctx, static_cast<size_t>(p.batch * blocks), static_cast<size_t>(kDepthwiseLanes * outSize * rows),
+                    [&](size_t i0, size_t i1) {
+                      for (auto i = static_cast<int64_t>(i0); i < static_cast<int64_t>(i1); ++i) {
+                        const int64_t n = i / blocks, c0 = (i % blocks) * kDepthwiseLanes;
+                        depthwiseSmallMap(px + n * p.channels * inSize, pw, pb, py + n * p.outChannels * outSize, c0,
+                                          std::min(p.group, c0 + kDepthwiseLanes), w, act);
+                      }
+                    });
+    return Status::ok();
+  }
   if (runsDirect(w, cg, p.group)) {
     // Work items are (image, group, output channel); a thread's run of items loads each group's planes once, so
     // when the groups have many input channels each thread takes one run of items per group.

@@ -24,6 +24,7 @@ struct ThreadScratch {
   std::vector<float> poolOnes, poolDivisors;
   std::vector<int64_t> sortOrder;  // TopK: the positions of one slice, in sorted order
   std::vector<float> nbitsTile;    // MatMulNBits: a tile of dequantized weight rows
+  std::vector<float> depthwise;    // depthwise Conv onto small maps: a channel block's inputs, weights and outputs
 };
 
 // This thread's scratch.

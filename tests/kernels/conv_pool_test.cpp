@@ -117,6 +117,20 @@ TEST_CASE("Conv matches a direct loop: strides, dilations, groups, asymmetric pa
                  3);
 }
 
+TEST_CASE("depthwise Conv onto small maps (channels in vectors): odd channel counts, stride, dilation, pads") {
+  // 8x8 or smaller outputs take the channel-vector path: channel counts below, at and past a block of 16, a 5x5
+  // stride-2 kernel as MobileNetV3's, dilation, asymmetric pads, a 1x1 output, batch 2; and a larger map (9x9 = 81
+  // outputs) that stays on the direct path.
+  checkConvCases({
+                     {{1, 37, 8, 8}, {37, 1, 5, 5}, 37, {2, 2}, {1, 1}, {2, 2, 2, 2}},
+                     {{2, 16, 7, 7}, {16, 1, 3, 3}, 16, {1, 1}, {1, 1}, {1, 1, 1, 1}},
+                     {{1, 5, 6, 5}, {5, 1, 3, 3}, 5, {1, 2}, {2, 1}, {0, 2, 1, 0}},
+                     {{1, 33, 3, 3}, {33, 1, 3, 3}, 33, {1, 1}, {1, 1}, {0, 0, 0, 0}},  // a 1x1 output
+                     {{1, 20, 9, 9}, {20, 1, 3, 3}, 20, {1, 1}, {1, 1}, {1, 1, 1, 1}},  // 81 outputs: direct path
+                 },
+                 11);
+}
+
 TEST_CASE("dense Conv on packed weight panels: odd channels, small maps, pads on every side, stride, dilation") {
   // Channel counts that are not multiples of the panel width or the micro-kernel's rows; a 1x1 output; batch 2.
   checkConvCases({
