@@ -1,7 +1,9 @@
 // Cache-blocked float32 GEMM used by MatMul, Gemm and Conv; callable by the compiler for constant folding.
 #pragma once
 
-#include "kernels/kernels.h"
+#include "cpu/thread_pool.h"
+#include "cpu/weight_layout.h"
+#include "ir/tensor.h"
 
 #include <algorithm>
 #include <cstddef>

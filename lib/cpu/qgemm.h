@@ -6,7 +6,7 @@
 // the bias, and requantizes (float scale, halves to even, saturation) or stores the int32 sums.
 #pragma once
 
-#include "kernels/kernels.h"
+#include "cpu/thread_pool.h"
 
 #include <cstddef>
 #include <cstdint>

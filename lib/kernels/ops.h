@@ -133,11 +133,9 @@ Status runBitwise(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferAttention(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runAttention(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
-// linear_algebra.cpp: Einsum; cast_constant.cpp: BitCast.
+// linear_algebra.cpp: Einsum.
 InferResult inferEinsum(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runEinsum(const OpContext& ctx, RunIns inputs, RunOuts outputs);
-InferResult inferBitCast(const OpContext& ctx, InDescs inputs, size_t outputCount);
-Status runBitCast(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
 // rotary.cpp: RotaryEmbedding.
 InferResult inferRotary(const OpContext& ctx, InDescs inputs, size_t outputCount);
@@ -236,23 +234,25 @@ Status runMelWeightMatrix(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferTrilu(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runTrilu(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
-// shape_ops.cpp: ops that only move or relabel bytes.
+// reshape_ops.cpp: ops that only relabel their input's bytes.
 InferResult inferReshape(const OpContext& ctx, InDescs inputs, size_t outputCount);
 InferResult inferFlatten(const OpContext& ctx, InDescs inputs, size_t outputCount);
 InferResult inferSqueeze(const OpContext& ctx, InDescs inputs, size_t outputCount);
 InferResult inferUnsqueeze(const OpContext& ctx, InDescs inputs, size_t outputCount);
 InferResult inferIdentity(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runCopy(const OpContext& ctx, RunIns inputs, RunOuts outputs);  // output 0 = bytes of input 0
+// shape_size.cpp
 InferResult inferShape(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runShape(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+InferResult inferSize(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runSize(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 // split.cpp
 InferResult inferSplit(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runSplit(const OpContext& ctx, RunIns inputs, RunOuts outputs);
-// shape_ops.cpp
-InferResult inferSize(const OpContext& ctx, InDescs inputs, size_t outputCount);
-Status runSize(const OpContext& ctx, RunIns inputs, RunOuts outputs);
-Status runShape(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+// transpose.cpp
 InferResult inferTranspose(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runTranspose(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+// concat.cpp
 InferResult inferConcat(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runConcat(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
@@ -263,10 +263,13 @@ InferResult inferSlice(const OpContext& ctx, InDescs inputs, size_t outputCount)
 Status runSlice(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 Expected<std::shared_ptr<const void>> planSliceOnce(const OpContext& ctx, InDescs inputs);
 
-// cast_constant.cpp
+// cast.cpp
 InferResult inferCast(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runCast(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferCastLike(const OpContext& ctx, InDescs inputs, size_t outputCount);  // runs as runCast
+InferResult inferBitCast(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runBitCast(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+// constant.cpp
 InferResult inferConstant(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runConstant(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
