@@ -8,9 +8,13 @@
 // weight codes follow the quantizer's rule: scale (max - min) / 255 (or max |W| / 127) over a range that holds 0, codes
 // rounded half to even. With --expose, the float result of the last rewritten op is also a graph output, so that the
 // oracle can compare the quantized pipeline itself bit for bit (a float reduction after it may differ in the last ulp).
+// The quantizer's other MatMul weight forms: --per-channel (per_channel=True: one scale, and zero point, per column of
+// W, the quantizer's axis 1) and --uint8-weights (weight_type=QUInt8, its default before 1.16: uint8 asymmetric, so
+// the zero points are not 0). Conv weights stay per tensor uint8 either way: ONNX Runtime's CPU ConvInteger takes only
+// a scalar weight zero point.
 // Prints "conv N matmul M kept K weight_bytes B exposed NAME" (K: Conv and MatMul ops left float, such as products of
 // two activations).
-// usage: make_dynamic_quant IN.onnx OUT.onnx [--expose]
+// usage: make_dynamic_quant IN.onnx OUT.onnx [--expose] [--per-channel] [--uint8-weights]
 #include "onnx_io/onnx_io.h"
 
 #include <algorithm>
@@ -29,31 +33,40 @@ struct Quantized {
   ir::Tensor codes, scale, zero;
 };
 
-// uint8 asymmetric (ConvInteger) or int8 symmetric (MatMulInteger) codes of a float weight, per tensor.
-Quantized quantize(const ir::Tensor& w, bool asUint8) {
+// uint8 asymmetric or int8 symmetric codes of a float weight: per tensor, or (perColumn) per column of a 2-D weight,
+// each column's range holding 0; codes rounded half to even.
+Quantized quantize(const ir::Tensor& w, bool asUint8, bool perColumn) {
   const float* x = w.dataAs<float>();
   const auto n = static_cast<size_t>(w.elementCount());
-  float lo = 0, hi = 0;
-  for (size_t i = 0; i < n; ++i) lo = std::min(lo, x[i]), hi = std::max(hi, x[i]);
-  Quantized q;
-  float scale = 1, zero = 0;
-  if (asUint8) {
-    if (hi > lo) scale = (hi - lo) / 255.0f;
-    zero = std::clamp(std::nearbyint(-lo / scale), 0.0f, 255.0f);
-  } else {
-    const float m = std::max(hi, -lo);
-    if (m > 0) scale = m / 127.0f;
+  const size_t columns = perColumn ? static_cast<size_t>(w.shape()[1]) : 1;
+  std::vector<float> lo(columns, 0.0f), hi(columns, 0.0f), scale(columns, 1.0f), zero(columns, 0.0f);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t c = i % columns;
+    lo[c] = std::min(lo[c], x[i]), hi[c] = std::max(hi[c], x[i]);
+  }
+  for (size_t c = 0; c < columns; ++c) {
+    if (asUint8) {
+      if (hi[c] > lo[c]) scale[c] = (hi[c] - lo[c]) / 255.0f;
+      zero[c] = std::clamp(std::nearbyint(-lo[c] / scale[c]), 0.0f, 255.0f);
+    } else if (const float m = std::max(hi[c], -lo[c]); m > 0) {
+      scale[c] = m / 127.0f;
+    }
   }
   const ir::ElemType type = asUint8 ? ir::ElemType::Uint8 : ir::ElemType::Int8;
+  Quantized q;
   q.codes = ir::Tensor::allocate(type, w.shape()).value();
   for (size_t i = 0; i < n; ++i) {
-    const float v = std::nearbyint(x[i] / scale) + zero;
+    const size_t c = i % columns;
+    const float v = std::nearbyint(x[i] / scale[c]) + zero[c];
     if (asUint8) q.codes.mutableDataAs<uint8_t>()[i] = static_cast<uint8_t>(std::clamp(v, 0.0f, 255.0f));
     else q.codes.mutableDataAs<int8_t>()[i] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
   }
-  q.scale = ir::Tensor::fromVector(ir::ElemType::Float, {}, std::vector<float>{scale});
-  if (asUint8) q.zero = ir::Tensor::fromVector(type, {}, std::vector<uint8_t>{static_cast<uint8_t>(zero)});
-  else q.zero = ir::Tensor::fromVector(type, {}, std::vector<int8_t>{0});
+  const ir::Shape shape = perColumn ? ir::Shape{static_cast<int64_t>(columns)} : ir::Shape{};
+  q.scale = ir::Tensor::fromVector(ir::ElemType::Float, shape, scale);
+  std::vector<uint8_t> codes(columns);
+  for (size_t c = 0; c < columns; ++c)
+    codes[c] = asUint8 ? static_cast<uint8_t>(zero[c]) : uint8_t{0};  // int8 zero points are all 0: same bytes
+  q.zero = ir::Tensor::fromVector(type, shape, codes);
   return q;
 }
 
@@ -71,10 +84,19 @@ ir::Node make(const std::string& op, const std::string& name, std::vector<std::s
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: make_dynamic_quant IN.onnx OUT.onnx [--expose]\n");
+    std::fprintf(stderr, "usage: make_dynamic_quant IN.onnx OUT.onnx [--expose] [--per-channel] [--uint8-weights]\n");
     return 2;
   }
-  const bool expose = argc > 3 && std::strcmp(argv[3], "--expose") == 0;
+  bool expose = false, perChannel = false, uint8Weights = false;
+  for (int i = 3; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--expose") == 0) expose = true;
+    else if (std::strcmp(argv[i], "--per-channel") == 0) perChannel = true;
+    else if (std::strcmp(argv[i], "--uint8-weights") == 0) uint8Weights = true;
+    else {
+      std::fprintf(stderr, "make_dynamic_quant: unknown option %s\n", argv[i]);
+      return 2;
+    }
+  }
   auto loaded = onnx_io::loadModel(argv[1]);
   if (!loaded) {
     std::fprintf(stderr, "make_dynamic_quant: %s\n", loaded.error().message().c_str());
@@ -109,7 +131,7 @@ int main(int argc, char** argv) {
     if (fresh)
       nodes.push_back(make("DynamicQuantizeLinear", x + "_DynamicQuantizeLinear", {x},
                            {q->second + "_q", q->second + "_scale", q->second + "_zero"}));
-    Quantized wq = quantize(*w->second, conv);
+    Quantized wq = quantize(*w->second, conv || uint8Weights, matmul && perChannel);
     weightBytes += wq.codes.byteSize();
     const std::string wn = n.inputs[1] + "_quantized";
     added.push_back({wn, std::move(wq.codes), std::nullopt});
