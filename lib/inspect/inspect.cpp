@@ -1,6 +1,8 @@
 // Collecting EPContext nodes, deployment files, external data references and context binary summaries.
 #include "inspect/inspect.h"
 
+#include "inspect/external_data.h"
+
 #include "epcontext/contract.h"
 #include "onnx_io/onnx_io.h"
 #include "program/program.h"
@@ -42,24 +44,6 @@ std::optional<uint64_t> fileSize(const fs::path& p) {
 using epcontext::isOurSource;
 // DeploymentFile::format of a context binary we read and check.
 constexpr const char* kOurFormat = epcontext::kProducer;
-
-struct ExternalInitializer {
-  std::string name;  // "If_0/then_branch/W" inside a subgraph
-  ir::ExternalLocation where;
-};
-
-// Every initializer with external data, in `g` and in the subgraphs of its nodes (the loader bounds the nesting).
-void collectExternal(const ir::Graph& g, const std::string& scope, std::vector<ExternalInitializer>& out) {
-  for (const auto& init : g.initializers)
-    if (init.external) out.push_back({scope + init.name, *init.external});
-  for (const auto& n : g.nodes)
-    for (const auto& a : n.attrs.all()) {
-      std::string inner = fmt::format("{}{}/{}/", scope, n.name, a.name);
-      if (a.g) collectExternal(*a.g, inner, out);
-      for (const auto& sub : a.graphs)
-        if (sub) collectExternal(*sub, inner, out);
-    }
-}
 
 class Inspector {
 public:

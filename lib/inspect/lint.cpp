@@ -3,6 +3,8 @@
 #include "inspect/lint.h"
 
 #include "epcontext/contract.h"
+#include "format/container.h"
+#include "inspect/external_data.h"
 #include "onnx_io/onnx_io.h"
 #include "runtime/compatibility.h"
 #include "support/file_io.h"
@@ -54,6 +56,12 @@ const std::vector<LintRule>& lintRules() {
       {"CTXL013", "no-source", Level::Error, "every EPContext node must name the EP that wrote it in `source`"},
       {"CTXL014", "no-sdk-version", Level::Note,
        "ep_sdk_version tells which SDK compiled the context; without it a version mismatch fails late"},
+      {"CTXL015", "inconsistent-compatibility", Level::Error,
+       "the model's compatibility metadata must describe the context binary it ships with (format, ctxkit version, "
+       "target, revision): the two files come from different compiles; ship the pair one ctxgen run wrote"},
+      {"CTXL016", "stale-context-binary", Level::Error,
+       "a ctxkit context binary must open and be the one the model was written with (the model records its "
+       "checksum): the loader refuses it; ship the binary from the same ctxgen run, or recompile"},
   };
   return rules;
 }
@@ -85,9 +93,12 @@ public:
       ours += epcontext::isOurNode(n) ? 1 : 0;
       checkNode(m, dir, n);
     }
-    for (const ir::Initializer& init : model.graph.initializers)
-      if (init.external) checkExternal(m, dir, init);
+    std::vector<ExternalInitializer> external;
+    collectExternal(model.graph, "", external);
+    for (const ExternalInitializer& e : external) checkExternal(m, dir, e);
     const std::string* info = model.findMetadata(epcontext::compatibilityMetadataKey());
+    for (const ir::Node& n : model.graph.nodes)
+      if (n.opType == epcontext::kOpType && epcontext::isOurNode(n)) checkOurContext(m, dir, model, info, n);
     if (ours > 0 && !info) {
       add("CTXL009", m, "", fmt::format("no {} metadata", epcontext::compatibilityMetadataKey()));
     } else if (info) {
@@ -150,8 +161,8 @@ private:
       add("CTXL006", m, n.name, fmt::format("context binary '{}' does not exist", inside->string()));
   }
 
-  void checkExternal(const std::string& m, const fs::path& dir, const ir::Initializer& init) {
-    const std::string& location = init.external->location;
+  void checkExternal(const std::string& m, const fs::path& dir, const ExternalInitializer& init) {
+    const std::string& location = init.where.location;
     auto inside = resolveInside(dir, location);
     std::error_code ec;
     if (!inside || !fs::is_regular_file(*inside, ec)) {
@@ -162,6 +173,53 @@ private:
     }
     if (externalFiles_.insert({m, location}).second)
       add("CTXL007", m, "", fmt::format("initializers are read from '{}' (first: '{}')", location, init.name));
+  }
+
+  // A ctxkit main node's context binary (in its file or embedded), opened and checked against the model that names
+  // it: its compatibility block against the model's metadata, its checksum against the one the model recorded.
+  // Nodes whose file is missing or misplaced have their finding already.
+  void checkOurContext(const std::string& m, const fs::path& dir, const ir::Model& model, const std::string* info,
+                       const ir::Node& n) {
+    const epcontext::NodeAttributes a = epcontext::readNodeAttributes(n);
+    if (a.mainContext != 1 || !a.cacheContext || a.cacheContext->empty()) return;
+    Expected<format::ContainerView> view = makeError(ErrorCode::Internal, "no context read");
+    std::string where;
+    if (a.embedMode == 1) {
+      auto bytes = std::make_shared<const std::string>(*a.cacheContext);
+      const std::span<const std::byte> span(reinterpret_cast<const std::byte*>(bytes->data()), bytes->size());
+      where = fmt::format("the context embedded in '{}'", n.name);
+      view = format::ContainerView::open(span, bytes, where);
+    } else if (a.embedMode == 0) {
+      auto inside = resolveInside(dir, std::string(*a.cacheContext));
+      std::error_code ec;
+      if (fs::path(*a.cacheContext).is_absolute() || !inside || !fs::is_regular_file(*inside, ec)) return;
+      where = fmt::format("context binary '{}'", inside->string());
+      view = format::ContainerView::openFile(*inside);
+    } else {
+      return;
+    }
+    if (!view) {
+      add("CTXL016", m, n.name, fmt::format("{} cannot be read: {}", where, view.error().message()));
+      return;
+    }
+    const format::CompatInfo& c = view->compat();
+    if (info) {
+      if (auto said = epcontext::parseCompatibilityInfo(*info);
+          said && (said->formatMajor != c.formatMajor || said->formatMinor != c.formatMinor ||
+                   said->version != c.producerVersion || said->targetId != c.targetId ||
+                   said->targetRevision != c.targetRevision))
+        add("CTXL015", m, n.name,
+            fmt::format("the metadata says format {}.{}, ctxkit {}, target {} revision {}; {} was written as format "
+                        "{}.{}, ctxkit {}, target {} revision {}",
+                        said->formatMajor, said->formatMinor, said->version, said->targetId, said->targetRevision,
+                        where, c.formatMajor, c.formatMinor, c.producerVersion, c.targetId, c.targetRevision));
+    }
+    if (a.embedMode != 0) return;
+    const std::string* recorded = model.findMetadata(epcontext::contextChecksumKey(*a.cacheContext));
+    if (recorded && *recorded != view->checksum().toHex())
+      add("CTXL016", m, n.name,
+          fmt::format("the model was written with a binary of checksum {}, but {} has {}", *recorded, where,
+                      view->checksum().toHex()));
   }
 
   std::vector<Finding> findings_;

@@ -137,15 +137,16 @@ TEST_CASE("lint: duplicate partitions across models, external data, ctxkit metad
   CHECK(rulesOf(gone.json) == std::set<std::string>{"CTXL008"});
   CHECK(gone.run.exitCode == 1);
 
-  // A ctxkit node without the compatibility metadata, then with metadata this ctxkit cannot run.
+  // A ctxkit node without the compatibility metadata, then with metadata this ctxkit cannot run (its ctx.bin is not a
+  // ctxkit container either: CTXL016 beside each).
   ir::Model ours = foreignModel({{"k0", epcontext::kEpName, 1, 0, "ctx.bin"}}, epcontext::kVersion);
   save(ours, dir / "k_ctx.onnx");
   auto bare = lintJson({(dir / "k_ctx.onnx").string()});
-  CHECK(rulesOf(bare.json) == std::set<std::string>{"CTXL009"});
+  CHECK(rulesOf(bare.json) == std::set<std::string>{"CTXL009", "CTXL016"});
   ours.setMetadata(epcontext::compatibilityMetadataKey(), "ctxkit;format=99.0;version=0.0.1;target=npu-sim;revision=1");
   save(ours, dir / "k_ctx.onnx");
   auto future = lintJson({(dir / "k_ctx.onnx").string()});
-  CHECK(rulesOf(future.json) == std::set<std::string>{"CTXL010"});
+  CHECK(rulesOf(future.json) == std::set<std::string>{"CTXL010", "CTXL016"});
   CHECK(future.run.exitCode == 1);
 
   // The same findings as SARIF 2.1.0: every rule described, each result with its rule, level and file.
@@ -157,12 +158,75 @@ TEST_CASE("lint: duplicate partitions across models, external data, ctxkit metad
   CHECK(sarif["version"] == "2.1.0");
   const auto& run = sarif["runs"][0];
   CHECK(run["tool"]["driver"]["name"] == "ctxinspect");
-  CHECK(run["tool"]["driver"]["rules"].size() == 14);
+  CHECK(run["tool"]["driver"]["rules"].size() == 16);
   REQUIRE(run["results"].size() == 1);
   CHECK(run["results"][0]["ruleId"] == "CTXL012");
   CHECK(run["results"][0]["level"] == "error");
   CHECK(run["tool"]["driver"]["rules"][run["results"][0]["ruleIndex"].get<size_t>()]["id"] == "CTXL012");
   CHECK(run["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == (dir / "b_ctx.onnx").string());
+}
+
+TEST_CASE("lint: a ctxkit model and binary from different compiles, subgraph external data", "[inspect][lint]") {
+  TempDir dir("lint_pair");
+  auto gen = runTool(CTXKIT_CTXGEN, {std::string(CTXKIT_SAMPLES_DIR) + "/tiny_cnn.onnx", "-o", (dir / "out").string(),
+                                     "-q"});
+  INFO(gen.out << gen.err);
+  REQUIRE(gen.exitCode == 0);
+  const fs::path model = dir / "out" / "tiny_cnn_ctx.onnx", bin = dir / "out" / "tiny_cnn_ctxkit.bin";
+  CHECK(lintJson({model.string()}).json["findings"].empty());
+  ir::Model m = onnx_io::loadModel(model).value();
+  const ir::Model original = m;
+  const std::string key = epcontext::compatibilityMetadataKey();
+  const std::string info = *m.findMetadata(key);
+  REQUIRE(info.find("target=npu-sim;revision=1") != std::string::npos);
+
+  // Metadata rewritten for another (runnable) target: it no longer describes the binary.
+  std::string other = info;
+  other.replace(other.find("target=npu-sim;revision=1"), 25, "target=cpu;revision=2");
+  m.setMetadata(key, other);
+  save(m, model);
+  auto moved = lintJson({model.string()});
+  CHECK(rulesOf(moved.json) == std::set<std::string>{"CTXL015"});
+  CHECK((*findingOf(moved.json, "CTXL015"))["message"].get<std::string>().find("target cpu revision 2") !=
+        std::string::npos);
+  CHECK(moved.run.exitCode == 1);
+
+  // The binary from another compile: the checksum the model recorded does not match; then bytes that do not open.
+  m = original;
+  for (const auto& [k, v] : original.metadata)
+    if (k.rfind("ctxkit.context_checksum:", 0) == 0) m.setMetadata(k, std::string(32, '0'));
+  save(m, model);
+  auto stale = lintJson({model.string()});
+  CHECK(rulesOf(stale.json) == std::set<std::string>{"CTXL016"});
+  CHECK((*findingOf(stale.json, "CTXL016"))["message"].get<std::string>().find(std::string(32, '0')) !=
+        std::string::npos);
+  save(original, model);
+  writeBytes(bin, 300);
+  auto broken = lintJson({model.string()});
+  CHECK(rulesOf(broken.json) == std::set<std::string>{"CTXL016"});
+  CHECK((*findingOf(broken.json, "CTXL016"))["message"].get<std::string>().find("cannot be read") != std::string::npos);
+
+  // External data read inside a subgraph (an If's branch) is found as at the top level.
+  ir::Model sub = foreignModel({{"w0", kQnn, 1, 0, "ctx.bin"}});
+  writeBytes(dir / "ctx.bin", 64);
+  auto branch = std::make_shared<ir::Graph>();
+  branch->name = "then";
+  branch->initializers.push_back({"W", ir::Tensor::fromVector(ir::ElemType::Float, {2}, std::vector<float>{1, 2}),
+                                  ir::ExternalLocation{"branch.data", 0, 8}});
+  branch->outputs.push_back(makeValue("W", ir::ElemType::Float, {ir::Dim::known(2)}));
+  ir::Node cond = makeNode(sub, "If", {"x"}, {"z"});
+  cond.name = "If_0";
+  cond.attrs.set(ir::Attribute::makeGraph("then_branch", branch));
+  cond.attrs.set(ir::Attribute::makeGraph("else_branch", branch));
+  sub.graph.nodes.push_back(std::move(cond));
+  save(sub, dir / "sub_ctx.onnx");
+  auto missing = lintJson({(dir / "sub_ctx.onnx").string()});
+  REQUIRE(findingOf(missing.json, "CTXL008") != nullptr);
+  CHECK((*findingOf(missing.json, "CTXL008"))["message"].get<std::string>().find("If_0/then_branch/W") !=
+        std::string::npos);
+  writeBytes(dir / "branch.data", 8);
+  auto shipped = lintJson({(dir / "sub_ctx.onnx").string()});
+  CHECK(rulesOf(shipped.json) == std::set<std::string>{"CTXL007"});
 }
 
 TEST_CASE("check against a device profile gives each verdict with its reasons", "[inspect][compat]") {
