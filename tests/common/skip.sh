@@ -23,4 +23,20 @@ ctx_require_ort() {
   fi
   command -v node >/dev/null || ctx_skip "Node.js is not installed"
 }
+# ctx_oracle_setup BUILD_DIR CACHE_DIR SOURCE_DIR: the oracle scripts' arguments as build, cache and src, ONNX
+# Runtime's node_modules as ort and the PyTorch corpus as corpus; skips (as above) unless ONNX Runtime is there.
+ctx_oracle_setup() {
+  build="$1" cache="$2" src="$3"
+  ort="$cache/onnxruntime-node-1.30.0/node_modules"
+  corpus="$cache/corpus-torch"
+  ctx_require_ort "$ort"
+}
+# ctx_require_corpus NAME...: skips (as above) unless each PyTorch corpus model NAME has been exported.
+ctx_require_corpus() {
+  local m
+  for m in "$@"; do
+    [ -e "$corpus/$m/meta.json" ] || ctx_skip "$corpus/$m is missing (run scripts/export_corpus.sh; it needs" \
+      "python3-torch, python3-torchvision and python3-torchaudio)"
+  done
+}
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then ctx_skip "$@"; fi

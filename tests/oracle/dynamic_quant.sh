@@ -21,17 +21,11 @@
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../common/skip.sh"
-build="$1" cache="$2" src="$3"
-ort="$cache/onnxruntime-node-1.30.0/node_modules"
-corpus="$cache/corpus-torch"
-ctx_require_ort "$ort"
+ctx_oracle_setup "$@"
 # Each case: a corpus model, exact (bit for bit) or close (default tolerances), make_dynamic_quant's weight-form flags.
 cases=("resnet18 exact" "mobilenet_v3_small exact" "lraspp_mobilenet_v3_large exact" "wav2vec2 close"
   "bert close --per-channel" "wav2vec2 close --per-channel --uint8-weights")
-models=(resnet18 mobilenet_v3_small lraspp_mobilenet_v3_large wav2vec2 bert)
-for m in "${models[@]}"; do
-  [ -e "$corpus/$m/meta.json" ] || ctx_skip "$corpus/$m is missing (run scripts/export_corpus.sh; it needs python3-torch)"
-done
+ctx_require_corpus resnet18 mobilenet_v3_small lraspp_mobilenet_v3_large wav2vec2 bert
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 apps="$build/apps"

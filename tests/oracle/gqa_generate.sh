@@ -15,9 +15,7 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../common/skip.sh"
 source "$here/generate_check.sh"
-build="$1" cache="$2" src="$3"
-ort="$cache/onnxruntime-node-1.30.0/node_modules"
-ctx_require_ort "$ort"
+ctx_oracle_setup "$@"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

@@ -14,11 +14,9 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../common/skip.sh"
 source "$here/generate_check.sh"
-build="$1" cache="$2" src="$3"
-ort="$cache/onnxruntime-node-1.30.0/node_modules"
-pair="$cache/corpus-torch/llama_kv"
-ctx_require_ort "$ort"
-[ -e "$pair/meta.json" ] || ctx_skip "$pair is missing (run scripts/export_corpus.sh; it needs python3-torch)"
+ctx_oracle_setup "$@"
+ctx_require_corpus llama_kv
+pair="$corpus/llama_kv"
 hash="$(sha256sum "$src/scripts/export_corpus.py" | cut -c1-16)"
 recorded="$(node -e 'console.log(require(process.argv[1]).script_hash)' "$pair/meta.json")"
 [ "$recorded" = "$hash" ] || ctx_skip "$pair was exported by another version of scripts/export_corpus.py (run" \

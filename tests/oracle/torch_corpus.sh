@@ -15,11 +15,8 @@
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../common/skip.sh"
-build="$1" cache="$2" src="$3"
-ort="$cache/onnxruntime-node-1.30.0/node_modules"
-corpus="$cache/corpus-torch"
+ctx_oracle_setup "$@"
 expected="$here/torch_corpus_expected.txt"
-ctx_require_ort "$ort"
 [ -d "$corpus" ] || ctx_skip "$corpus is missing (run scripts/export_corpus.sh; it needs python3-torch," \
   "python3-torchvision and python3-torchaudio)"
 helper() { node "$here/torch_corpus.js" "$@"; }
