@@ -100,6 +100,7 @@ const OpEntry* detail::findEntry(OpKind kind) {
   static const OpEntry unique{inferUnique, runUnique, kNativeNumeric, false};
   static const OpEntry tensorScatter{inferTensorScatter, runTensorScatter, kFixedSizeTypes, false};
   static const OpEntry deformConv{inferDeformConv, runDeformConv, kFloat32, true};
+  static const OpEntry causalConv{inferCausalConv, runCausalConv, kFloat32, true};
   static const OpEntry binarizer{inferBinarizer, runBinarizer, kNativeNumeric, false};
   static const OpEntry arrayFeatureExtractor{inferArrayFeatureExtractor, runArrayFeatureExtractor, kFixedSizeTypes,
                                              false};

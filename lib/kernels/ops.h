@@ -133,6 +133,10 @@ Status runBitwise(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 InferResult inferAttention(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runAttention(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
+// causal_conv.cpp: CausalConvWithState.
+InferResult inferCausalConv(const OpContext& ctx, InDescs inputs, size_t outputCount);
+Status runCausalConv(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+
 // linear_algebra.cpp: Einsum.
 InferResult inferEinsum(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runEinsum(const OpContext& ctx, RunIns inputs, RunOuts outputs);

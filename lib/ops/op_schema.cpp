@@ -776,6 +776,15 @@ Expected<OpAttrs> decodeEmbedLayerNorm(OpKind, int64_t, const AttrReader& attrs)
   return OpAttrs(a);
 }
 
+Expected<OpAttrs> decodeCausalConv(OpKind, int64_t, const AttrReader& attrs) {
+  CausalConvAttrs a;
+  const std::string activation = attrs.getString("activation", "none");
+  if (activation == "silu" || activation == "swish") a.activation = Activation::Swish;
+  else if (activation != "none")
+    return bad("attribute activation is '{}' but expected none, silu or swish", activation);
+  return OpAttrs(a);
+}
+
 Expected<OpAttrs> decodeDropout(OpKind, int64_t, const AttrReader&) { return OpAttrs(DropoutAttrs{}); }
 
 // The decoder of the kind's family (ops.def's family column: decode##Family above). Value rules (positive sizes,

@@ -756,6 +756,12 @@ struct MsAttentionAttrs {
                 f("past_present_share_buffer", pastPresentShareBuffer);)
 };
 
+// CausalConvWithState: the fused activation ("none": None, "silu" and "swish": Swish).
+struct CausalConvAttrs {
+  Activation activation = Activation::None;
+  CTXKIT_FIELDS(f("activation", activation);)
+};
+
 // com.microsoft EmbedLayerNormalization: the layer normalization's epsilon.
 struct EmbedLayerNormAttrs {
   float epsilon = 1e-12f;
@@ -772,7 +778,7 @@ using OpAttrs =
                  ConvTransposeAttrs, ResizeAttrs, RecurrentAttrs, GridSampleAttrs, DeformConvAttrs, FoldAttrs,
                  UniqueAttrs, OptionalAxisAttrs, CenterCropPadAttrs, TensorScatterAttrs, NmsAttrs, BinarizerAttrs,
                  TfIdfAttrs, ConstantOfShapeAttrs, DropoutAttrs, RoiAlignAttrs, MatMulNBitsAttrs,
-                 GroupQueryAttentionAttrs, MsAttentionAttrs, EmbedLayerNormAttrs>;
+                 GroupQueryAttentionAttrs, MsAttentionAttrs, EmbedLayerNormAttrs, CausalConvAttrs>;
 
 // Decodes and checks an op's ONNX attributes for the model's opset. Errors say which attribute, what was found
 // and what was expected; callers add the node.

@@ -156,7 +156,8 @@ constexpr std::string_view kFamilyNames[] = {"OnnxAttrs",          "BinaryAttrs"
                                              "TfIdfAttrs",         "ConstantOfShapeAttrs",
                                              "DropoutAttrs",       "RoiAlignAttrs",
                                              "MatMulNBitsAttrs",   "GroupQueryAttentionAttrs",
-                                             "MsAttentionAttrs",   "EmbedLayerNormAttrs"};
+                                             "MsAttentionAttrs",   "EmbedLayerNormAttrs",
+                                             "CausalConvAttrs"};
 static_assert(std::size(kFamilyNames) == std::variant_size_v<OpAttrs>, "a name per OpAttrs alternative");
 
 }  // namespace
