@@ -345,7 +345,9 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
                      epcontext::kEpName, where, name, partition.nodes.size(), e.message()));
     return Status::ok();
   };
-  hooks.alsoOutputs = [&](size_t p) { return claim.outputs[p]; };
+  hooks.alsoOutputs = [&](size_t p) {
+    return std::vector<std::string>(claim.outputs[p].begin(), claim.outputs[p].end());
+  };
   driver::CompiledGraph compiled;
   // Each attempt keeps at least one more If, so the attempts end.
   do {
