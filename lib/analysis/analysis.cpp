@@ -51,6 +51,13 @@ Status checkDeclared(const ir::ValueInfo* declared, const ir::Shape& inferred, c
                    ir::shapeToString(inferred));
 }
 
+void setInitializerFacts(ValueFacts& v, const ir::Initializer& init) {
+  v.type = init.tensor.type();
+  v.shape = init.tensor.shape();
+  v.constant = init.tensor;
+  v.isInitializer = true;
+}
+
 }  // namespace
 
 std::optional<ir::Shape> bindShape(const ir::ValueInfo& info, const Bindings& bindings, std::string* blocker) {
@@ -83,13 +90,7 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
   facts.table = ir::ValueTable(graph);
   facts.values.assign(facts.table.size(), ValueFacts{});
   auto factsOf = [&](const std::string& name) -> ValueFacts& { return facts.values[facts.table.id(name)]; };
-  for (const auto& init : graph.initializers) {
-    ValueFacts& v = factsOf(init.name);
-    v.type = init.tensor.type();
-    v.shape = init.tensor.shape();
-    v.constant = init.tensor;
-    v.isInitializer = true;
-  }
+  for (const auto& init : graph.initializers) setInitializerFacts(factsOf(init.name), init);
   for (const auto& in : graph.inputs) {
     ValueFacts& v = factsOf(in.name);
     if (v.isInitializer) continue;  // an initializer default for an input: the compiler treats it as constant
@@ -229,6 +230,18 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
     }
   }
   return facts;
+}
+
+void renumberValues(GraphFacts& facts, const ir::Graph& graph) {
+  ir::ValueTable table(graph);
+  std::vector<ValueFacts> values(table.size());
+  for (ir::ValueId v = 0; v < table.size(); ++v)
+    if (const ir::ValueId old = facts.table.find(table.name(v)); old != ir::kNoValue)
+      values[v] = std::move(facts.values[old]);
+  for (const auto& init : graph.initializers)
+    if (ValueFacts& v = values[table.id(init.name)]; !v.isInitializer) setInitializerFacts(v, init);
+  facts.table = std::move(table);
+  facts.values = std::move(values);
 }
 
 }  // namespace ctxkit::analysis

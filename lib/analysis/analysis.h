@@ -32,10 +32,10 @@ struct GraphFacts {
   // Nodes whose shape rule could not run at compile time (a shape input not constant, an unsupported
   // attribute value...), with the reason: they can only run on the fallback path.
   std::map<size_t, std::string> ruleFailures;
-  // Nodes of the graph (by their first output) holding a subgraph that fold-subgraphs could not analyze with the
-  // bound shapes: a branch or body that cannot run with them. ONNX Runtime infers every branch when it loads a model,
-  // so such a branch must not see those shapes there (pipeline::buildContextModel leaves them open).
-  std::set<std::string> unrunnableSubgraphs;
+  // Nodes of the graph (indices, ascending) holding a subgraph that fold-subgraphs could not analyze with the bound
+  // shapes: a branch or body that cannot run with them. ONNX Runtime infers every branch when it loads a model, so
+  // such a branch must not see those shapes there (pipeline::buildContextModel leaves them open).
+  std::vector<size_t> unrunnableSubgraphs;
 
   // The facts of a value of the analysed graph, or null for a name it does not have.
   const ValueFacts* find(std::string_view name) const {
@@ -62,6 +62,11 @@ struct AnalyzeOptions {
 // Checks structure (defined inputs, unique value names, no cycles) and derives facts. Errors name the
 // node and the value at fault.
 Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindings, const AnalyzeOptions& options = {});
+
+// After a change that adds initializers to the graph and leaves its nodes' inputs and outputs as they were
+// (fold-subgraphs hoisting a weight its subgraphs share): the value table is built anew, each value's facts move to
+// its new id and a new initializer gets its own.
+void renumberValues(GraphFacts& facts, const ir::Graph& graph);
 
 // Applies bindings to a declared shape; nullopt with `blocker` set when a dimension stays unknown.
 std::optional<ir::Shape> bindShape(const ir::ValueInfo& info, const Bindings& bindings, std::string* blocker);

@@ -39,7 +39,7 @@ const std::vector<std::string_view>& loweringPassNames() {
 
 Expected<LoweredPartition> lowerPartition(const ir::Graph& graph, const analysis::GraphFacts& facts,
                                           const partitioner::Partition& partition,
-                                          const std::set<std::string>& usedOutside, const WeightInterner& intern,
+                                          std::span<const ir::ValueId> usedOutside, const WeightInterner& intern,
                                           const LowerOptions& options) {
   LoweringState state(facts, usedOutside, intern, options);
   for (size_t i : partition.nodes) {
@@ -49,19 +49,19 @@ Expected<LoweredPartition> lowerPartition(const ir::Graph& graph, const analysis
     if (!decoded->attrs)
       return Error(decoded->attrs.error()).addContext(fmt::format("node '{}' ({})", name, ir::opKindName(n.kind)));
     const bool typed = ops::isTyped(decoded->attrs.value());
-    // The value table: each value gets its id as the ops first name it (the only lookups by name in the lowering).
-    auto ids = [&](const std::vector<std::string>& names) {
+    // The lowering's value table: each graph value (an id of facts.table) gets its id as the ops first meet it.
+    auto ids = [&](std::span<const ir::ValueId> graphValues) {
       std::vector<ValueId> v;
-      v.reserve(names.size());
-      for (const auto& value : names) v.push_back(value.empty() ? kNoValue : state.value(value));
+      v.reserve(graphValues.size());
+      for (ir::ValueId g : graphValues) v.push_back(state.fromGraph(g));
       return v;
     };
     state.ops.push_back(LOp{n.kind,
                             n.opset,
                             std::move(name),
                             decoded->attrs.value(),
-                            ids(n.inputs),
-                            ids(n.outputs),
+                            ids(facts.table.inputsOf(i)),
+                            ids(facts.table.outputsOf(i)),
                             {},
                             typed ? kNoAttrs : n.attrs});
   }

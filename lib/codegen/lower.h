@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,10 +57,11 @@ struct LowerOptions {
   partitioner::Float16Compute float16Compute = partitioner::Float16Compute::Float16;
 };
 
-// `usedOutside` holds every value read by nodes outside this partition or listed as a graph output.
+// `usedOutside` holds every value read by nodes outside this partition or listed as a graph output: ids of
+// facts.table (the table of `graph`), ascending.
 Expected<LoweredPartition> lowerPartition(const ir::Graph& graph, const analysis::GraphFacts& facts,
                                           const partitioner::Partition& partition,
-                                          const std::set<std::string>& usedOutside, const WeightInterner& intern,
+                                          std::span<const ir::ValueId> usedOutside, const WeightInterner& intern,
                                           const LowerOptions& options = {});
 
 }  // namespace ctxkit::codegen

@@ -14,17 +14,27 @@ LOp madeOp(ir::OpKind kind, int64_t opset, std::string name, std::vector<ValueId
   return LOp{kind, opset, std::move(name), ops::defaultAttrsFor(kind), std::move(inputs), std::move(outputs), {}};
 }
 
+ValueId LoweringState::fromGraph(ir::ValueId graphValue) {
+  if (graphValue == kNoValue) return kNoValue;
+  ValueId& known = fromGraph_[graphValue];
+  if (known != kNoValue) return known;
+  known = static_cast<ValueId>(values_.size());
+  ValueRecord& r = values_.emplace_back();
+  r.name = facts.table.name(graphValue);
+  const analysis::ValueFacts& f = facts.values[graphValue];
+  r.type = f.type;
+  r.shape = f.shape;
+  if (f.constant) r.sourceConstant = &*f.constant;
+  r.leaves = std::binary_search(usedOutside.begin(), usedOutside.end(), graphValue);
+  byName_.emplace(r.name, known);
+  return known;
+}
+
 ValueId LoweringState::value(const std::string& name) {
   if (auto it = byName_.find(name); it != byName_.end()) return it->second;
+  if (const ir::ValueId g = facts.table.find(name); g != kNoValue) return fromGraph(g);
   const auto id = static_cast<ValueId>(values_.size());
-  ValueRecord& r = values_.emplace_back();
-  r.name = name;
-  if (const analysis::ValueFacts* f = facts.find(name)) {
-    r.type = f->type;
-    r.shape = f->shape;
-    if (f->constant) r.sourceConstant = &*f->constant;
-  }
-  r.leaves = usedOutside.count(name) != 0;
+  values_.emplace_back().name = name;
   byName_.emplace(name, id);
   return id;
 }

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -66,12 +67,14 @@ struct LOp {
 LOp madeOp(ir::OpKind kind, int64_t opset, std::string name, std::vector<ValueId> inputs, std::vector<ValueId> outputs);
 
 struct LoweringState {
-  LoweringState(const analysis::GraphFacts& facts, const std::set<std::string>& usedOutside,
+  LoweringState(const analysis::GraphFacts& facts, std::span<const ir::ValueId> usedOutside,
                 const WeightInterner& intern, const LowerOptions& options)
-      : facts(facts), usedOutside(usedOutside), intern(intern), options(options) {}
+      : facts(facts), usedOutside(usedOutside), intern(intern), options(options),
+        fromGraph_(facts.table.size(), kNoValue) {}
 
   const analysis::GraphFacts& facts;
-  const std::set<std::string>& usedOutside;  // values read outside the partition or listed as graph outputs
+  // The graph values (ids of facts.table, ascending) read outside the partition or listed as graph outputs.
+  std::span<const ir::ValueId> usedOutside;
   const WeightInterner& intern;
   const LowerOptions& options;
 
@@ -83,8 +86,11 @@ struct LoweringState {
   std::vector<size_t> firstUse, lastUse;
   bool emitted = false;
 
-  // The partition boundary: the id of the value named `name`, its record made on first use from what analysis knows
-  // of it and whether it leaves the partition. The lowering's own values get their (new) names here too.
+  // The partition boundary: the lowering's id of the graph's value `graphValue` (an id of facts.table, or kNoValue),
+  // its record made on first use from what analysis knows of it and whether it leaves the partition.
+  ValueId fromGraph(ir::ValueId graphValue);
+  // The id of the value named `name`: a graph value's as fromGraph gives it; the lowering's own values get their (new)
+  // names here too.
   ValueId value(const std::string& name);
   // The id of the value named `name`, if it has one (a pass making a fresh name asks).
   std::optional<ValueId> findValue(const std::string& name) const;
@@ -141,7 +147,8 @@ private:
   void index(size_t i);    // records op i's inputs and outputs
 
   std::deque<ValueRecord> values_;  // by id; a deque, so that records keep their addresses as values are added
-  std::unordered_map<std::string, ValueId> byName_;  // the boundary: names to ids
+  std::vector<ValueId> fromGraph_;  // by facts.table id: the lowering's id, once met
+  std::unordered_map<std::string, ValueId> byName_;  // names to ids, for the names passes make
   mutable std::vector<Uses> uses_;                   // by id
   mutable bool indexed_ = false;
 };

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace ctxkit::driver {
@@ -16,38 +17,31 @@ std::string partitionName(const std::string& prefix, const std::string& stem, co
                          : fmt::format("{}{}_{}_ctxkit_{}", prefix, stem, variant, index);
 }
 
-OutsideUses::OutsideUses(const ir::Graph& graph, const partitioner::PartitionPlan& plan) : graph_(graph), plan_(plan) {
-  auto note = [&](const std::string& value, int unit) {
-    Readers& r = readers_[value];
-    if (r.first == kNobody) r.first = unit;
-    else if (r.first != unit) r.several = true;
+OutsideUses::OutsideUses(const ir::ValueTable& table, const partitioner::PartitionPlan& plan)
+    : shared_(plan.partitions.size()) {
+  constexpr int kNobody = -2, kOther = -1;  // kOther: a fallback node or a graph output
+  auto unitOf = [&](uint32_t node) {
+    const auto& d = plan.nodes[node];
+    if (d.placement == partitioner::NodePlacement::Folded) return kNobody;
+    return d.placement == partitioner::NodePlacement::Compiled ? d.partition : kOther;
   };
-  for (const auto& out : graph.outputs) note(out.name, kOther);
-  std::set<std::string> reads;
-  for (size_t i = 0; i < graph.nodes.size(); ++i) {
-    const auto& d = plan.nodes[i];
-    if (d.placement == partitioner::NodePlacement::Folded) continue;
-    const int unit = d.placement == partitioner::NodePlacement::Compiled ? d.partition : kOther;
-    reads.clear();
-    ir::collectNodeReads(graph.nodes[i], reads);
-    for (const auto& v : reads) note(v, unit);
-  }
-}
-
-std::set<std::string> OutsideUses::of(size_t p) const {
-  std::set<std::string> used;
-  auto check = [&](const std::string& value) {
-    auto it = readers_.find(value);
-    if (it != readers_.end() && (it->second.several || it->second.first != static_cast<int>(p))) used.insert(value);
+  std::vector<int> readers, touching;  // of one value: the units reading it, the partitions reading or producing it
+  auto add = [](std::vector<int>& units, int unit) {
+    if (unit != kNobody && std::find(units.begin(), units.end(), unit) == units.end()) units.push_back(unit);
   };
-  std::set<std::string> touched;
-  for (size_t i : plan_.partitions[p].nodes) {
-    const ir::Node& node = graph_.nodes[i];
-    ir::collectNodeReads(node, touched);
-    touched.insert(node.outputs.begin(), node.outputs.end());
+  for (ir::ValueId v = 0; v < table.size(); ++v) {
+    const ir::ValueEntry& e = table[v];
+    readers.clear();
+    touching.clear();
+    if (e.isGraphOutput) add(readers, kOther);
+    for (const ir::ValueUse& use : e.uses) add(readers, unitOf(use.node));
+    for (int unit : readers)
+      if (unit >= 0) add(touching, unit);
+    if (e.hasProducer())
+      if (const int unit = unitOf(e.producer); unit >= 0) add(touching, unit);
+    for (int p : touching)
+      if (readers.size() > 1 || (readers.size() == 1 && readers[0] != p)) shared_[p].push_back(v);
   }
-  for (const auto& v : touched) check(v);
-  return used;
 }
 
 LowerSettings lowerSettings(const partitioner::Target& target, std::string name, std::string where) {
@@ -61,7 +55,7 @@ LowerSettings lowerSettings(const partitioner::Target& target, std::string name,
 
 Expected<codegen::LoweredPartition> lowerPlanned(const ir::Graph& graph, const analysis::GraphFacts& facts,
                                                  const partitioner::PartitionPlan& plan, size_t p,
-                                                 const std::set<std::string>& usedOutside,
+                                                 std::span<const ir::ValueId> usedOutside,
                                                  const codegen::WeightInterner& intern, const LowerSettings& settings) {
   auto lowered = codegen::lowerPartition(graph, facts, plan.partitions[p], usedOutside, intern, settings);
   if (!lowered) return lowered.takeError().addContext(fmt::format("{}: partition {}", settings.where, settings.name));
@@ -108,13 +102,19 @@ Expected<CompiledGraph> compilePartitions(ir::Graph& graph, const partitioner::T
   if (hooks.planned) hooks.planned(out.facts, out.plan);
 
   start = std::chrono::steady_clock::now();
-  const OutsideUses outsideUses(graph, out.plan);
+  const OutsideUses outsideUses(out.facts.table, out.plan);
+  std::vector<ir::ValueId> used;
   LowerSettings lower = settings.lower;
   for (size_t p = 0; p < out.plan.partitions.size(); ++p) {
     if (hooks.skip && hooks.skip(p, out.plan.partitions[p])) continue;
     lower.name = partitionName(settings.namePrefix, settings.stem, settings.variant, p);
-    std::set<std::string> used = outsideUses.of(p);
-    if (hooks.alsoOutputs) used.merge(hooks.alsoOutputs(p));
+    used = outsideUses.of(p);
+    if (hooks.alsoOutputs) {
+      for (const std::string& name : hooks.alsoOutputs(p))
+        if (const ir::ValueId v = out.facts.table.find(name); v != ir::kNoValue) used.push_back(v);
+      std::sort(used.begin(), used.end());
+      used.erase(std::unique(used.begin(), used.end()), used.end());
+    }
     auto intern = [&](const ir::Tensor& t, const cpu::WeightLayout& layout) { return hooks.intern(p, t, layout); };
     auto lowered = lowerPlanned(graph, out.facts, out.plan, p, used, intern, lower);
     if (!lowered) {

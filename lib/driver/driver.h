@@ -15,9 +15,8 @@
 
 #include <cstddef>
 #include <functional>
-#include <set>
+#include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 namespace ctxkit::driver {
@@ -27,24 +26,17 @@ namespace ctxkit::driver {
 // partition's index in its plan.
 std::string partitionName(const std::string& prefix, const std::string& stem, const std::string& variant, size_t index);
 
-// Which values each partition shares with the rest of the graph, found in one pass over the graph (a pass per
-// partition made compiling thousands of partitions quadratic).
+// Which graph values each partition shares with the rest of the graph, found in one pass over the graph's value table
+// (a pass per partition made compiling thousands of partitions quadratic).
 class OutsideUses {
 public:
-  OutsideUses(const ir::Graph& graph, const partitioner::PartitionPlan& plan);
+  OutsideUses(const ir::ValueTable& table, const partitioner::PartitionPlan& plan);
   // The values partition `p`'s nodes read or produce that are read outside it (by other partitions or fallback
-  // nodes) or listed as graph outputs: what lowering asks of a partition's values.
-  std::set<std::string> of(size_t p) const;
+  // nodes) or listed as graph outputs: what lowering asks of a partition's values. Ids of `table`, ascending.
+  const std::vector<ir::ValueId>& of(size_t p) const { return shared_[p]; }
 
 private:
-  struct Readers {
-    int first = kNobody;   // the first unit reading the value: a partition's index, or kOther
-    bool several = false;  // another unit reads it too
-  };
-  static constexpr int kNobody = -2, kOther = -1;  // kOther: a fallback node or a graph output
-  const ir::Graph& graph_;
-  const partitioner::PartitionPlan& plan_;
-  std::unordered_map<std::string, Readers> readers_;
+  std::vector<std::vector<ir::ValueId>> shared_;  // by partition
 };
 
 // What lowering one partition needs besides the graph: codegen's options (the target's GEMM layout, weightless
@@ -55,10 +47,11 @@ struct LowerSettings : codegen::LowerOptions {
 LowerSettings lowerSettings(const partitioner::Target& target, std::string name, std::string where);
 
 // Lowers partition `p` of `plan`; `usedOutside` as OutsideUses::of gives it (plus what else reads the partition's
-// values). The planned arena must fit the memory limit a runtime applies at load. Errors name the model and partition.
+// values), ids of facts.table, ascending. The planned arena must fit the memory limit a runtime applies at load. Errors
+// name the model and partition.
 Expected<codegen::LoweredPartition> lowerPlanned(const ir::Graph& graph, const analysis::GraphFacts& facts,
                                                  const partitioner::PartitionPlan& plan, size_t p,
-                                                 const std::set<std::string>& usedOutside,
+                                                 std::span<const ir::ValueId> usedOutside,
                                                  const codegen::WeightInterner& intern, const LowerSettings& settings);
 
 // How compilePartitions compiles one graph: the same for every caller but for these choices.
@@ -87,8 +80,9 @@ struct CompileHooks {
   std::function<Status(Error)> onAnalysisError;
   std::function<Status(const partitioner::Partition&, const std::string& name, Error)> onPartitionError;
   // Values partition `p` gives as outputs besides those the graph's nodes and outputs read outside it (what ORT reads
-  // through the nodes of its own graph, which the graph passes may have changed).
-  std::function<std::set<std::string>(size_t p)> alsoOutputs;
+  // through the nodes of its own graph, which the graph passes may have changed), by name: names the compiled graph
+  // does not have are passed over.
+  std::function<std::vector<std::string>(size_t p)> alsoOutputs;
 };
 
 // One lowered partition.

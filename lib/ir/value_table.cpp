@@ -74,6 +74,17 @@ ValueTable::ValueTable(const Graph& graph) {
       return a.node != b.node ? a.node < b.node : a.slot < b.slot;
     });
   }
+  // Per node, the values its subgraphs read: the uses by kSubgraphSlot, gathered by node.
+  subgraphReads_.begin.assign(graph.nodes.size() + 1, 0);
+  for (const ValueEntry& e : entries_)
+    for (const ValueUse& u : e.uses)
+      if (u.slot == ValueUse::kSubgraphSlot) ++subgraphReads_.begin[u.node + 1];
+  for (size_t n = 0; n < graph.nodes.size(); ++n) subgraphReads_.begin[n + 1] += subgraphReads_.begin[n];
+  subgraphReads_.ids.resize(subgraphReads_.begin.back());
+  std::vector<size_t> next(subgraphReads_.begin.begin(), subgraphReads_.begin.end() - 1);
+  for (ValueId v = 0; v < entries_.size(); ++v)
+    for (const ValueUse& u : entries_[v].uses)
+      if (u.slot == ValueUse::kSubgraphSlot) subgraphReads_.ids[next[u.node]++] = v;
   // A graph output no node writes and no input or initializer names still gets an id (the graph is broken; the
   // structure checks say so): callers look outputs up without a special case.
   for (const auto& out : graph.outputs) entries_[intern(out.name)].isGraphOutput = true;

@@ -59,6 +59,8 @@ public:
   // A node's inputs and outputs as ids, kNoValue for "".
   std::span<const ValueId> inputsOf(size_t node) const { return slice(inputs_, node); }
   std::span<const ValueId> outputsOf(size_t node) const { return slice(outputs_, node); }
+  // The values of this graph a node's subgraphs read (outer-scope reads), ascending.
+  std::span<const ValueId> subgraphReadsOf(size_t node) const { return slice(subgraphReads_, node); }
 
 private:
   struct NameHash {
@@ -78,7 +80,7 @@ private:
 
   std::vector<ValueEntry> entries_;
   std::unordered_map<std::string, ValueId, NameHash, std::equal_to<>> ids_;
-  Slices inputs_, outputs_;
+  Slices inputs_, outputs_, subgraphReads_;
 };
 
 }  // namespace ctxkit::ir

@@ -5,6 +5,7 @@
 #include "driver/driver.h"
 #include "epcontext/contract.h"
 #include "format/container.h"
+#include "ir/value_table.h"
 #include "ort_ep/ep.h"
 #include "ort_ep/graph_reader.h"
 #include "partitioner/partitioner.h"
@@ -157,15 +158,15 @@ OrtClaim claimOrtNodes(const ReadGraph& ort, const ir::Graph& g, const partition
       claim.owner[j] = -1;
     }
 
-  // Readers of each value among ORT's nodes, their bodies' reads included.
-  std::unordered_map<std::string, std::vector<size_t>> readers;
+  // Readers of each value of ORT's graph among its nodes (by value id), their bodies' reads included.
+  const ir::ValueTable table(original);
+  std::vector<std::vector<size_t>> readers(table.size());
   for (size_t j = 0; j < n; ++j) {
-    for (const auto& in : original.nodes[j].inputs)
-      if (!in.empty()) readers[in].push_back(j);
-    for (const auto& in : ort.implicitInputs[j]) readers[in].push_back(j);
+    for (ir::ValueId v : table.inputsOf(j))
+      if (v != ir::kNoValue) readers[v].push_back(j);
+    for (const auto& in : ort.implicitInputs[j])
+      if (const ir::ValueId v = table.find(in); v != ir::kNoValue) readers[v].push_back(j);
   }
-  std::set<std::string> graphOutputs;
-  for (const auto& o : original.outputs) graphOutputs.insert(o.name);
   // Pending nodes may read each other: settle them until nothing changes; what is left (nothing reads it) stays.
   for (bool changed = true; changed;) {
     changed = false;
@@ -173,19 +174,18 @@ OrtClaim claimOrtNodes(const ReadGraph& ort, const ir::Graph& g, const partition
       if (claim.owner[j] != kPending) continue;
       int only = -1;
       bool ok = true, waiting = false;
-      for (const auto& out : original.nodes[j].outputs) {
-        if (out.empty()) continue;
-        if (graphOutputs.count(out)) ok = false;
-        if (auto r = readers.find(out); r != readers.end())
-          for (size_t reader : r->second) {
-            const int p = claim.owner[reader];
-            if (p == kPending) {
-              waiting = true;
-              continue;
-            }
-            if (p < 0 || (only >= 0 && p != only)) ok = false;
-            only = p;
+      for (ir::ValueId out : table.outputsOf(j)) {
+        if (out == ir::kNoValue) continue;
+        if (table[out].isGraphOutput) ok = false;
+        for (size_t reader : readers[out]) {
+          const int p = claim.owner[reader];
+          if (p == kPending) {
+            waiting = true;
+            continue;
           }
+          if (p < 0 || (only >= 0 && p != only)) ok = false;
+          only = p;
+        }
       }
       if (waiting && ok) continue;
       claim.owner[j] = ok ? only : -1;
@@ -196,14 +196,10 @@ OrtClaim claimOrtNodes(const ReadGraph& ort, const ir::Graph& g, const partition
     if (o == kPending) o = -1;
   if (!claim.keep.empty()) return claim;
 
-  std::unordered_map<std::string, size_t> producer;
-  for (size_t j = 0; j < n; ++j)
-    for (const auto& out : original.nodes[j].outputs)
-      if (!out.empty()) producer[out] = j;
   std::vector<std::vector<size_t>> successors(n);
-  for (const auto& [value, reading] : readers)
-    if (auto it = producer.find(value); it != producer.end())
-      successors[it->second].insert(successors[it->second].end(), reading.begin(), reading.end());
+  for (ir::ValueId v = 0; v < table.size(); ++v)
+    if (const ir::ValueEntry& e = table[v]; e.hasProducer())
+      successors[e.producer].insert(successors[e.producer].end(), readers[v].begin(), readers[v].end());
   for (size_t j : betweenFused(successors, claim.owner, plan.partitions.size()))
     (removed[j] ? claim.keep : claim.between).push_back(j);
   if (!claim.keep.empty()) return claim;
@@ -213,12 +209,11 @@ OrtClaim claimOrtNodes(const ReadGraph& ort, const ir::Graph& g, const partition
   for (size_t j = 0; j < n; ++j) {
     const int p = claim.owner[j];
     if (p < 0) continue;
-    for (const auto& out : original.nodes[j].outputs) {
-      if (out.empty()) continue;
-      bool outside = graphOutputs.count(out) != 0;
-      if (auto r = readers.find(out); r != readers.end())
-        for (size_t reader : r->second) outside |= claim.owner[reader] != p;
-      if (outside) claim.outputs[static_cast<size_t>(p)].insert(out);
+    for (ir::ValueId out : table.outputsOf(j)) {
+      if (out == ir::kNoValue) continue;
+      bool outside = table[out].isGraphOutput;
+      for (size_t reader : readers[out]) outside |= claim.owner[reader] != p;
+      if (outside) claim.outputs[static_cast<size_t>(p)].insert(table.name(out));
     }
   }
   return claim;
@@ -345,7 +340,9 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
                      epcontext::kEpName, where, name, partition.nodes.size(), e.message()));
     return Status::ok();
   };
-  hooks.alsoOutputs = [&](size_t p) { return claim.outputs[p]; };
+  hooks.alsoOutputs = [&](size_t p) {
+    return std::vector<std::string>(claim.outputs[p].begin(), claim.outputs[p].end());
+  };
   driver::CompiledGraph compiled;
   // Each attempt keeps at least one more If, so the attempts end.
   do {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <numeric>
 #include <set>
+#include <span>
 
 namespace ctxkit::partitioner {
 
@@ -96,7 +97,8 @@ private:
 
 }  // namespace
 
-std::string unsupportedReason(const ir::Node& node, const analysis::GraphFacts& facts, const Target& target) {
+std::string unsupportedReason(const ir::Node& node, size_t index, const analysis::GraphFacts& facts,
+                              const Target& target) {
   for (const auto& a : node.attrs.all())
     if (a.type == ir::AttrType::Graph || a.type == ir::AttrType::Graphs)
       return "control flow (subgraph attribute) stays on the fallback path";
@@ -112,9 +114,9 @@ std::string unsupportedReason(const ir::Node& node, const analysis::GraphFacts& 
       return fmt::format("op {} has no ctxkit kernel", node.opType);
   }
   int64_t maxRank = op && op->maxRank ? *op->maxRank : target.maxRank;
-  auto checkValue = [&](const std::string& name, bool checkType) -> std::string {
-    const analysis::ValueFacts* f = facts.find(name);
-    if (!f) return fmt::format("value '{}' is unknown", name);
+  auto checkValue = [&](ir::ValueId v, bool checkType) -> std::string {
+    const std::string& name = facts.table.name(v);
+    const analysis::ValueFacts* f = &facts[v];
     if (!f->shape) {
       if (target.staticShapesOnly) return "dynamic shape: " + f->blocker;
       return {};
@@ -129,12 +131,13 @@ std::string unsupportedReason(const ir::Node& node, const analysis::GraphFacts& 
     }
     return {};
   };
-  for (size_t i = 0; i < node.inputs.size(); ++i) {
-    if (node.inputs[i].empty()) continue;
-    if (auto r = checkValue(node.inputs[i], i == 0); !r.empty()) return r;
+  const std::span<const ir::ValueId> inputs = facts.table.inputsOf(index);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i] == ir::kNoValue) continue;
+    if (auto r = checkValue(inputs[i], i == 0); !r.empty()) return r;
   }
-  for (const auto& out : node.outputs) {
-    if (out.empty()) continue;
+  for (ir::ValueId out : facts.table.outputsOf(index)) {
+    if (out == ir::kNoValue) continue;
     if (auto r = checkValue(out, !target.allKernelOps); !r.empty()) return r;
   }
   if (op && !op->attrs.empty()) {
@@ -186,18 +189,17 @@ PartitionPlan partitionGraph(const ir::Graph& graph, const analysis::GraphFacts&
   std::vector<bool> supported(n, false);
   for (size_t i : facts.order) {
     const ir::Node& node = graph.nodes[i];
-    bool folded =
-        !node.outputs.empty() && std::all_of(node.outputs.begin(), node.outputs.end(), [&](const std::string& o) {
-          const analysis::ValueFacts* f = o.empty() ? nullptr : facts.find(o);
-          return o.empty() || (f && f->constant);
-        });
+    const std::span<const ir::ValueId> outputs = facts.table.outputsOf(i);
+    bool folded = !outputs.empty() && std::all_of(outputs.begin(), outputs.end(), [&](ir::ValueId o) {
+      return o == ir::kNoValue || facts[o].constant.has_value();
+    });
     if (folded) {
       plan.nodes[i].placement = NodePlacement::Folded;
       continue;
     }
     if (auto failure = facts.ruleFailures.find(i); failure != facts.ruleFailures.end())
       plan.nodes[i].reason = "shape rule cannot run at compile time: " + failure->second;
-    else plan.nodes[i].reason = unsupportedReason(node, facts, target);
+    else plan.nodes[i].reason = unsupportedReason(node, i, facts, target);
     supported[i] = plan.nodes[i].reason.empty();
   }
 

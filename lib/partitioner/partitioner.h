@@ -27,8 +27,9 @@ struct PartitionPlan {
   std::vector<NodeDecision> nodes;    // one per graph node
 };
 
-// Why `node` cannot be compiled for `target`, or an empty string when it can.
-std::string unsupportedReason(const ir::Node& node, const analysis::GraphFacts& facts, const Target& target);
+// Why node `index` of the graph `facts` describes cannot be compiled for `target`, or an empty string when it can.
+std::string unsupportedReason(const ir::Node& node, size_t index, const analysis::GraphFacts& facts,
+                              const Target& target);
 
 // Why the ctxkit runtime cannot execute `node` on the fallback path (no kernel, an element type or attribute
 // value its kernel refuses, the same inside subgraphs), naming op, opset, node and type; empty when it can.

@@ -6,7 +6,10 @@
 #include "pipeline/pipeline.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
+#include <set>
+#include <span>
 
 namespace ctxkit::pipeline {
 
@@ -59,14 +62,30 @@ struct Unit {
   size_t index = 0;
 };
 
+// What node `node` reads of the graph's values: its inputs and what its subgraphs read from the graph.
+void appendReads(const ir::ValueTable& table, size_t node, std::vector<ir::ValueId>& out) {
+  for (ir::ValueId v : table.inputsOf(node))
+    if (v != ir::kNoValue) out.push_back(v);
+  const std::span<const ir::ValueId> sub = table.subgraphReadsOf(node);
+  out.insert(out.end(), sub.begin(), sub.end());
+}
+
+// The ids of a partition's boundary values (names of the graph).
+void appendIds(const ir::ValueTable& table, const std::vector<std::string>& names, std::vector<ir::ValueId>& out) {
+  for (const auto& name : names)
+    if (const ir::ValueId v = table.find(name); v != ir::kNoValue) out.push_back(v);
+}
+
 // Orders fallback nodes and partitions topologically, preferring source order.
-std::vector<Unit> orderUnits(const ir::Graph& graph, const analysis::GraphFacts& facts,
-                             const partitioner::PartitionPlan& plan,
+std::vector<Unit> orderUnits(const analysis::GraphFacts& facts, const partitioner::PartitionPlan& plan,
                              const std::vector<codegen::LoweredPartition>& lowered) {
+  constexpr size_t kNone = std::numeric_limits<size_t>::max();
+  const ir::ValueTable& table = facts.table;
   std::vector<Unit> units;
-  std::map<std::string, size_t> producer;
-  std::vector<size_t> rank;  // first topological position of each unit
-  std::vector<std::set<std::string>> reads;
+  std::vector<size_t> producer(table.size(), kNone);  // by value id: the unit producing it
+  std::vector<size_t> rank;                           // first topological position of each unit
+  std::vector<std::vector<ir::ValueId>> reads;
+  std::vector<ir::ValueId> ids;
   std::vector<int> unitOfPartition(plan.partitions.size(), -1);
   for (size_t pos = 0; pos < facts.order.size(); ++pos) {
     size_t i = facts.order[pos];
@@ -78,24 +97,24 @@ std::vector<Unit> orderUnits(const ir::Graph& graph, const analysis::GraphFacts&
       units.push_back(Unit{true, static_cast<size_t>(d.partition)});
       rank.push_back(pos);
       const auto& lp = lowered[d.partition];
-      reads.emplace_back(lp.inputs.begin(), lp.inputs.end());
-      for (const auto& o : lp.outputs) producer[o] = units.size() - 1;
+      appendIds(table, lp.inputs, reads.emplace_back());
+      ids.clear();
+      appendIds(table, lp.outputs, ids);
+      for (ir::ValueId o : ids) producer[o] = units.size() - 1;
       continue;
     }
     units.push_back(Unit{false, i});
     rank.push_back(pos);
-    std::set<std::string> r;
-    ir::collectNodeReads(graph.nodes[i], r);
-    reads.push_back(std::move(r));
-    for (const auto& o : graph.nodes[i].outputs)
-      if (!o.empty()) producer[o] = units.size() - 1;
+    appendReads(table, i, reads.emplace_back());
+    for (ir::ValueId o : table.outputsOf(i))
+      if (o != ir::kNoValue) producer[o] = units.size() - 1;
   }
   std::vector<size_t> pending(units.size(), 0);
   std::vector<std::vector<size_t>> consumers(units.size());
   for (size_t u = 0; u < units.size(); ++u) {
     std::set<size_t> deps;
-    for (const auto& name : reads[u])
-      if (auto it = producer.find(name); it != producer.end() && it->second != u) deps.insert(it->second);
+    for (ir::ValueId v : reads[u])
+      if (producer[v] != kNone && producer[v] != u) deps.insert(producer[v]);
     pending[u] = deps.size();
     for (size_t d : deps) consumers[d].push_back(u);
   }
@@ -127,81 +146,96 @@ ir::ValueInfo valueInfoFor(const std::string& name, const analysis::GraphFacts& 
   return v;
 }
 
-// Initializers: those still read, plus folded constants that fallback nodes or outputs read.
-std::vector<ir::Initializer> selectInitializers(const ir::Graph& g, const analysis::GraphFacts& facts,
-                                                const std::set<std::string>& needed,
-                                                const std::set<std::string>& produced) {
-  std::vector<ir::Initializer> out;
-  std::set<std::string> emitted;
-  for (const auto& init : g.initializers)
-    if (needed.count(init.name)) {
-      out.push_back(ir::Initializer{init.name, init.tensor, std::nullopt});
-      emitted.insert(init.name);
+// By value id: the values the output graph reads (graph inputs and outputs, fallback nodes, EPContext inputs), and
+// the values its nodes produce.
+struct OutputUses {
+  std::vector<bool> needed, produced;
+};
+
+// Whether `name` is a value of the graph marked in `marks` (by value id).
+bool marked(const ir::ValueTable& table, const std::vector<bool>& marks, const std::string& name) {
+  const ir::ValueId v = table.find(name);
+  return v != ir::kNoValue && marks[v];
+}
+
+OutputUses collectUses(const ir::Graph& g, const analysis::GraphFacts& facts, const partitioner::PartitionPlan& plan,
+                       const std::vector<codegen::LoweredPartition>& lowered) {
+  const ir::ValueTable& table = facts.table;
+  OutputUses uses{std::vector<bool>(table.size()), std::vector<bool>(table.size())};
+  std::vector<ir::ValueId> ids;
+  for (const auto& o : g.outputs) ids.push_back(table.find(o.name));
+  for (const auto& in : g.inputs) ids.push_back(table.find(in.name));
+  for (const Unit& u : orderUnits(facts, plan, lowered)) {
+    if (!u.isPartition) {
+      appendReads(table, u.index, ids);
+      for (ir::ValueId o : table.outputsOf(u.index))
+        if (o != ir::kNoValue) uses.produced[o] = true;
+      continue;
     }
-  for (const auto& name : needed) {
-    if (emitted.count(name) || produced.count(name)) continue;
-    const auto* f = facts.find(name);
-    if (f && f->constant && !f->isInitializer) out.push_back(ir::Initializer{name, *f->constant, std::nullopt});
+    appendIds(table, lowered[u.index].inputs, ids);
+    std::vector<ir::ValueId> outs;
+    appendIds(table, lowered[u.index].outputs, outs);
+    for (ir::ValueId o : outs) uses.produced[o] = true;
   }
+  for (ir::ValueId v : ids)
+    if (v != ir::kNoValue) uses.needed[v] = true;
+  return uses;
+}
+
+// Initializers: those still read, plus folded constants that fallback nodes or outputs read (in name order).
+std::vector<ir::Initializer> selectInitializers(const ir::Graph& g, const analysis::GraphFacts& facts,
+                                                const OutputUses& uses) {
+  const ir::ValueTable& table = facts.table;
+  std::vector<ir::Initializer> out;
+  std::vector<bool> emitted(table.size());
+  for (const auto& init : g.initializers)
+    if (const ir::ValueId v = table.find(init.name); v != ir::kNoValue && uses.needed[v]) {
+      out.push_back(ir::Initializer{init.name, init.tensor, std::nullopt});
+      emitted[v] = true;
+    }
+  std::vector<ir::ValueId> folded;
+  for (ir::ValueId v = 0; v < table.size(); ++v) {
+    const analysis::ValueFacts& f = facts[v];
+    if (uses.needed[v] && !emitted[v] && !uses.produced[v] && f.constant && !f.isInitializer) folded.push_back(v);
+  }
+  std::sort(folded.begin(), folded.end(), [&](ir::ValueId a, ir::ValueId b) { return table.name(a) < table.name(b); });
+  for (ir::ValueId v : folded) out.push_back(ir::Initializer{table.name(v), *facts[v].constant, std::nullopt});
   return out;
 }
 
-// Values the output graph reads (graph inputs and outputs, fallback nodes, EPContext inputs) and produces.
-void collectUses(const ir::Graph& g, const analysis::GraphFacts& facts, const partitioner::PartitionPlan& plan,
-                 const std::vector<codegen::LoweredPartition>& lowered, std::set<std::string>& needed,
-                 std::set<std::string>& produced) {
-  for (const auto& o : g.outputs) needed.insert(o.name);
-  for (const auto& in : g.inputs) needed.insert(in.name);
-  for (const Unit& u : orderUnits(g, facts, plan, lowered)) {
-    if (!u.isPartition) {
-      const ir::Node& n = g.nodes[u.index];
-      ir::collectNodeReads(n, needed);
-      for (const auto& o : n.outputs) produced.insert(o);
-      continue;
-    }
-    for (const auto& in : lowered[u.index].inputs) needed.insert(in);
-    for (const auto& o : lowered[u.index].outputs) produced.insert(o);
-  }
-}
-
-// Values whose shapes the compiled model leaves open (docs/ctxgen.md#outputs): what a fallback node holding a
-// subgraph that cannot run with the bound shapes reads (analysis::GraphFacts::unrunnableSubgraphs), and upstream of
-// it through other fallback nodes, whose shapes ONNX Runtime infers again from their inputs. The walk stops at graph
-// inputs (declared as the source declares them), partition outputs (value_info without dimensions) and constants.
-std::set<std::string> openValues(const ir::Graph& g, const analysis::GraphFacts& facts, const std::vector<Unit>& units,
-                                 const std::set<std::string>& partitionOutputs) {
-  std::set<std::string> open;
+// Values whose shapes the compiled model leaves open (docs/ctxgen.md#outputs), by value id: what a fallback node
+// holding a subgraph that cannot run with the bound shapes reads (analysis::GraphFacts::unrunnableSubgraphs), and
+// upstream of it through other fallback nodes, whose shapes ONNX Runtime infers again from their inputs. The walk
+// stops at graph inputs (declared as the source declares them), partition outputs (value_info without dimensions)
+// and constants.
+std::vector<bool> openValues(const ir::Graph& g, const analysis::GraphFacts& facts, const std::vector<Unit>& units,
+                             const std::vector<bool>& partitionOutputs) {
+  const ir::ValueTable& table = facts.table;
+  std::vector<bool> open(table.size());
   if (facts.unrunnableSubgraphs.empty()) return open;
-  std::map<std::string, size_t> fallbackProducer;  // value -> node index of a fallback node
+  std::vector<bool> fallback(g.nodes.size()), walked(g.nodes.size());
   for (const Unit& u : units)
-    if (!u.isPartition)
-      for (const auto& o : g.nodes[u.index].outputs)
-        if (!o.empty()) fallbackProducer[o] = u.index;
-  std::vector<std::string> work;
-  std::set<size_t> walked;
+    if (!u.isPartition) fallback[u.index] = true;
+  std::vector<ir::ValueId> work;
   auto walkNode = [&](size_t index) {
-    if (!walked.insert(index).second) return;
-    std::set<std::string> reads;
-    ir::collectNodeReads(g.nodes[index], reads);
-    work.insert(work.end(), reads.begin(), reads.end());
+    if (walked[index]) return;
+    walked[index] = true;
+    appendReads(table, index, work);
   };
-  for (const Unit& u : units) {
-    if (u.isPartition) continue;
-    const auto& outs = g.nodes[u.index].outputs;
-    auto first = std::find_if(outs.begin(), outs.end(), [](const auto& o) { return !o.empty(); });
-    if (first != outs.end() && facts.unrunnableSubgraphs.count(*first)) walkNode(u.index);
-  }
+  for (const Unit& u : units)
+    if (!u.isPartition &&
+        std::binary_search(facts.unrunnableSubgraphs.begin(), facts.unrunnableSubgraphs.end(), u.index))
+      walkNode(u.index);
   while (!work.empty()) {
-    std::string v = std::move(work.back());
+    const ir::ValueId v = work.back();
     work.pop_back();
-    if (v.empty() || open.count(v) || g.findInitializer(v)) continue;
-    if (const auto* f = facts.find(v); f && f->constant) continue;
-    if (auto it = fallbackProducer.find(v); it != fallbackProducer.end()) {
-      walkNode(it->second);
+    const ir::ValueEntry& e = table[v];
+    if (open[v] || e.isInitializer || facts[v].constant) continue;
+    if (e.hasProducer() && fallback[e.producer]) {
+      walkNode(e.producer);
       continue;
     }
-    const bool input = std::any_of(g.inputs.begin(), g.inputs.end(), [&](const auto& in) { return in.name == v; });
-    if (input || partitionOutputs.count(v)) open.insert(v);
+    if (e.isGraphInput || partitionOutputs[v]) open[v] = true;
   }
   return open;
 }
@@ -243,24 +277,26 @@ Expected<ir::Model> buildContextModel(const ir::Model& source, const analysis::G
       if (!(*v.shape)[d].isKnown()) (*v.shape)[d] = ir::Dim::known((*f->shape)[d]);
     return v;
   };
-  const std::vector<Unit> units = orderUnits(g, facts, plan, lowered);
-  std::set<std::string> partitionOutputs;
+  const ir::ValueTable& table = facts.table;
+  const std::vector<Unit> units = orderUnits(facts, plan, lowered);
+  std::vector<bool> partitionOutputs(table.size());
+  std::vector<ir::ValueId> ids;
   for (const Unit& u : units)
-    if (u.isPartition) partitionOutputs.insert(lowered[u.index].outputs.begin(), lowered[u.index].outputs.end());
+    if (u.isPartition) appendIds(table, lowered[u.index].outputs, ids);
+  for (ir::ValueId v : ids) partitionOutputs[v] = true;
   // ONNX Runtime infers every branch of an If at load: one that cannot run with the bound shapes must not see them.
-  const std::set<std::string> open = openValues(g, facts, units, partitionOutputs);
+  const std::vector<bool> open = openValues(g, facts, units, partitionOutputs);
   for (const auto& in : g.inputs)
-    og.inputs.push_back(g.findInitializer(in.name) || open.count(in.name) ? in : withStaticShape(in));
+    og.inputs.push_back(g.findInitializer(in.name) || marked(table, open, in.name) ? in : withStaticShape(in));
   for (const auto& out : g.outputs) og.outputs.push_back(withStaticShape(out));
   // A partition output left open: its element type and rank, no dimensions.
   auto boundaryInfo = [&](const std::string& name) {
     ir::ValueInfo v = valueInfoFor(name, facts);
-    if (open.count(name) && v.shape) v.shape = std::vector<ir::Dim>(v.shape->size());
+    if (marked(table, open, name) && v.shape) v.shape = std::vector<ir::Dim>(v.shape->size());
     return v;
   };
 
-  std::set<std::string> needed, produced;  // values the output graph reads, and values its nodes produce
-  collectUses(g, facts, plan, lowered, needed, produced);
+  const OutputUses uses = collectUses(g, facts, plan, lowered);
   bool firstContext = true;
   for (const Unit& u : units) {
     if (!u.isPartition) {
@@ -297,9 +333,9 @@ Expected<ir::Model> buildContextModel(const ir::Model& source, const analysis::G
   }
   // Keep the source's value_info for values that still exist.
   for (const auto& v : g.valueInfo)
-    if (produced.count(v.name) && !og.findValueInfo(v.name)) og.valueInfo.push_back(v);
+    if (marked(table, uses.produced, v.name) && !og.findValueInfo(v.name)) og.valueInfo.push_back(v);
 
-  og.initializers = selectInitializers(g, facts, needed, produced);
+  og.initializers = selectInitializers(g, facts, uses);
   for (auto& init : og.initializers)
     if (auto it = settings.externalInitializers.find(init.name); it != settings.externalInitializers.end())
       init.external = it->second;
@@ -309,10 +345,7 @@ Expected<ir::Model> buildContextModel(const ir::Model& source, const analysis::G
 std::vector<ir::Initializer> contextInitializers(const ir::Model& source, const analysis::GraphFacts& facts,
                                                  const partitioner::PartitionPlan& plan,
                                                  const std::vector<codegen::LoweredPartition>& lowered) {
-  const ir::Graph& g = source.graph;
-  std::set<std::string> needed, produced;
-  collectUses(g, facts, plan, lowered, needed, produced);
-  return selectInitializers(g, facts, needed, produced);
+  return selectInitializers(source.graph, facts, collectUses(source.graph, facts, plan, lowered));
 }
 
 void forEachSubgraphInitializer(const ir::Node& node, size_t index, const InitializerVisit& visit) {

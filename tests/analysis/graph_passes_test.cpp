@@ -337,8 +337,8 @@ TEST_CASE("fold-subgraphs warns of a branch that cannot run with the bound shape
       CHECK(facts->unrunnableSubgraphs.empty());
       continue;
     }
-    // The If is named by its output: the compiled model leaves what it reads open (pipeline::buildContextModel).
-    CHECK(facts->unrunnableSubgraphs == std::set<std::string>{"y"});
+    // The If is named by its index: the compiled model leaves what it reads open (pipeline::buildContextModel).
+    CHECK(facts->unrunnableSubgraphs == std::vector<size_t>{0});
     CHECK(g.nodes[0].attrs.find("then_branch")->g == then);  // left as the source wrote it
     REQUIRE(warnings.size() == 1);
     CHECK_THAT(warnings[0], Catch::Contains("'pick' (If) then_branch") && Catch::Contains("squeeze0") &&
@@ -381,4 +381,37 @@ TEST_CASE("the graph passes are objects run in order, and dump-after and stop-af
   CHECK(runs.size() == 3);
   CHECK(after.text.find("(after fold-subgraphs)") != std::string::npos);
   CHECK(after.text.find("(after inline-if)") == std::string::npos);
+}
+
+TEST_CASE("fold-subgraphs hoists a weight both branches hold and the facts number it", "[analysis]") {
+  // y = If(cond) then x + w else x - w, each branch holding its own copy of the same 1 KiB weight.
+  ir::Graph g;
+  g.inputs = {ir::ValueInfo{"cond", ir::ElemType::Bool, std::vector<ir::Dim>{}, ""}, floatValue("x", dims({256}))};
+  g.outputs = {floatValue("y", dims({256}))};
+  auto branch = [](const std::string& op, const std::string& weight) {
+    auto b = std::make_shared<ir::Graph>();
+    b->initializers = {floatInit(weight, {256}, 0.5f)};
+    b->nodes.push_back(node(op, {"x", weight}, {op + "_y"}));
+    b->outputs = {floatValue(op + "_y", dims({256}))};
+    return b;
+  };
+  ir::Node pick = node("If", {"cond"}, {"y"});
+  pick.attrs.set(ir::Attribute::makeGraph("then_branch", branch("Add", "w_then")));
+  pick.attrs.set(ir::Attribute::makeGraph("else_branch", branch("Sub", "w_else")));
+  g.nodes = {pick};
+  std::vector<ir::PassRun> runs;
+  auto facts = analysis::runGraphPasses(g, {}, runs);
+  REQUIRE(facts);
+  CHECK(pass(runs, "fold-subgraphs").change.countOf("shared_initializers_hoisted") == 1);
+  REQUIRE(g.initializers.size() == 1);
+  const std::string& hoisted = g.initializers[0].name;
+  // The facts are those of the graph as the pass left it: the hoisted weight has an id, a constant and a reader.
+  CHECK(facts->table.size() == ir::ValueTable(g).size());
+  const ir::ValueId w = facts->table.find(hoisted);
+  REQUIRE(w != ir::kNoValue);
+  CHECK(facts->table[w].isInitializer);
+  REQUIRE((*facts)[w].constant);
+  CHECK(floats(*(*facts)[w].constant) == floats(floatInit("w", {256}, 0.5f).tensor));
+  CHECK(facts->table[w].uses == std::vector<ir::ValueUse>{{0, ir::ValueUse::kSubgraphSlot}});
+  CHECK((*facts)[facts->table.id("x")].shape == ir::Shape{256});
 }

@@ -49,7 +49,7 @@ TEST_CASE("lowering folds BatchNormalization and Relu into Conv and turns Reshap
   auto plan = partitioner::partitionGraph(g, *facts, targetWithout("none"));
   REQUIRE(plan.partitions.size() == 1);
   weightshare::WeightPool pool;
-  auto lowered = codegen::lowerPartition(g, *facts, plan.partitions[0], {"y"}, [&](const ir::Tensor& t, const cpu::WeightLayout& l) { return pool.intern(t, l); });
+  auto lowered = codegen::lowerPartition(g, *facts, plan.partitions[0], std::vector<ir::ValueId>{facts->table.id("y")}, [&](const ir::Tensor& t, const cpu::WeightLayout& l) { return pool.intern(t, l); });
   REQUIRE(lowered);
   std::vector<ir::OpKind> kinds;
   for (const auto& op : lowered->program.ops) kinds.push_back(op.kind);
@@ -68,8 +68,15 @@ TEST_CASE("lowering folds BatchNormalization and Relu into Conv and turns Reshap
 
 TEST_CASE("the lowering state's use lists follow the ops as passes erase, insert and edit them", "[codegen]") {
   using ir::OpKind;
-  const analysis::GraphFacts facts;
-  const std::set<std::string> usedOutside{"y"};
+  // A graph with the values the ops below read and write, y its output: what the state's boundary knows of them.
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({4}))};
+  g.outputs = {floatValue("y", dims({4}))};
+  g.nodes = {node("Relu", {"x"}, {"r"}), node("Relu", {"r"}, {"s"}), node("Relu", {"s"}, {"y"})};
+  analysis::GraphFacts facts;
+  facts.table = ir::ValueTable(g);
+  facts.values.resize(facts.table.size());
+  const std::vector<ir::ValueId> usedOutside{facts.table.id("y")};
   const codegen::WeightInterner intern = [](const ir::Tensor&, const cpu::WeightLayout&) -> Expected<uint32_t> {
     return uint32_t{0};
   };

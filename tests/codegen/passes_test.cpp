@@ -22,6 +22,14 @@ using namespace ctxkit::testing;
 
 namespace {
 
+// The ids lowerPartition takes for values read outside a partition: ascending.
+std::vector<ir::ValueId> outsideIds(const analysis::GraphFacts& facts, std::initializer_list<std::string_view> names) {
+  std::vector<ir::ValueId> ids;
+  for (std::string_view name : names) ids.push_back(facts.table.id(name));
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
 ir::Tensor randomInput(ir::Shape shape, uint32_t seed) {
   auto v = randomFloats(static_cast<size_t>(ir::elementCount(shape).value_or(0)), seed);
   return ir::Tensor::fromVector(ir::ElemType::Float, std::move(shape), v);
@@ -151,7 +159,7 @@ std::unique_ptr<Lowered> lowerAll(const ir::Graph& g, std::set<std::string> skip
   options.skipPasses = std::move(skip);
   options.gemmLayout = kPanels32;
   options.float16Compute = float16Compute;
-  auto lowered = codegen::lowerPartition(g, *facts, all, {g.outputs[0].name},
+  auto lowered = codegen::lowerPartition(g, *facts, all, outsideIds(*facts, {g.outputs[0].name}),
                                          [&](const ir::Tensor& t, const cpu::WeightLayout& l) { return out->pool.intern(t, l); }, options);
   INFO((lowered ? std::string() : lowered.error().message()));
   REQUIRE(lowered);
@@ -323,7 +331,7 @@ TEST_CASE("dump-after and stop-after show the partition after the named pass", "
     codegen::LowerOptions o;
     o.name = "p";
     o.stopAfter = std::string(pass);
-    auto l = codegen::lowerPartition(g, *facts, all, {"y"}, intern, o);
+    auto l = codegen::lowerPartition(g, *facts, all, outsideIds(*facts, {"y"}), intern, o);
     REQUIRE(l);
     CAPTURE(pass);
     CHECK(l->stopped);
@@ -832,7 +840,7 @@ TEST_CASE("pass widen-float16: a result leaving the partition is rounded there a
   codegen::LowerOptions options;
   options.float16Compute = partitioner::Float16Compute::Float32;
   auto lowered = codegen::lowerPartition(
-      g, *facts, all, {"a", "z"}, [&](const ir::Tensor& t, const cpu::WeightLayout& l) { return pool.intern(t, l); },
+      g, *facts, all, outsideIds(*facts, {"a", "z"}), [&](const ir::Tensor& t, const cpu::WeightLayout& l) { return pool.intern(t, l); },
       options);
   INFO((lowered ? std::string() : lowered.error().message()));
   REQUIRE(lowered);

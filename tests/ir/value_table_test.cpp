@@ -114,6 +114,13 @@ TEST_CASE("the value table handles omitted inputs, repeated reads, pass-through 
   CHECK(sq.producer == 1);
   CHECK(sq.isGraphOutput);
   CHECK(sq.uses == std::vector<ir::ValueUse>{{2, 0}, {3, ir::ValueUse::kSubgraphSlot}});
+  // What each node's subgraphs read of this graph: only the If's branch reads from it.
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const auto reads = table.subgraphReadsOf(n);
+    CAPTURE(n);
+    if (n == 3) CHECK(std::vector<ir::ValueId>(reads.begin(), reads.end()) == std::vector<ir::ValueId>{table.id("sq")});
+    else CHECK(reads.empty());
+  }
 
   CHECK(table[table.id("outer")].isOuter());
   CHECK(table[table.id("dangling")].isOuter());
@@ -133,4 +140,6 @@ TEST_CASE("a subgraph read of a value defined later in the file is a use, in nod
   const ir::ValueEntry& late = table[table.id("late")];
   CHECK(late.producer == 1);
   CHECK(late.uses == std::vector<ir::ValueUse>{{0, ir::ValueUse::kSubgraphSlot}, {2, 0}});
+  CHECK(std::vector<ir::ValueId>(table.subgraphReadsOf(0).begin(), table.subgraphReadsOf(0).end()) ==
+        std::vector<ir::ValueId>{table.id("late")});
 }

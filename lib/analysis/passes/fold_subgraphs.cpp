@@ -218,12 +218,13 @@ Expected<ir::PassChange> FoldSubgraphs::run(GraphPassState& state) const {
     // and values folded from the bound shapes would not hold for those).
     node = source;
     unrunnable[i] = true;
-    auto first = std::find_if(node.outputs.begin(), node.outputs.end(), [](const auto& o) { return !o.empty(); });
-    if (first != node.outputs.end()) state.facts.unrunnableSubgraphs.insert(*first);
+    state.facts.unrunnableSubgraphs.push_back(i);
     if (state.warnings) state.warnings->insert(state.warnings->end(), warnings.begin(), warnings.end());
   }
   for (size_t i = 0; i < state.graph.nodes.size(); ++i)
     if (!unrunnable[i]) hoisted += hoistSharedInitializers(state.graph, i);
+  // Hoisted weights are initializers of the graph now, read by its nodes' subgraphs.
+  if (hoisted != 0) renumberValues(state.facts, state.graph);
   return ir::PassChange{}.count("subgraph_nodes_folded", folded).count("shared_initializers_hoisted", hoisted);
 }
 

@@ -3,32 +3,32 @@
 #include "analysis/passes/passes.h"
 #include "ops/node_attrs.h"
 
-#include <set>
+#include <span>
 
 namespace ctxkit::analysis {
 
 namespace {
 
-bool isConstantFalse(const std::string& name, const GraphFacts& facts) {
-  if (name.empty()) return true;
-  const ValueFacts* f = facts.find(name);
-  return f && f->constant && f->constant->type() == ir::ElemType::Bool && f->constant->elementCount() == 1 &&
-         f->constant->dataAs<uint8_t>()[0] == 0;
+bool isConstantFalse(ir::ValueId v, const GraphFacts& facts) {
+  if (v == ir::kNoValue) return true;
+  const std::optional<ir::Tensor>& c = facts[v].constant;
+  return c && c->type() == ir::ElemType::Bool && c->elementCount() == 1 && c->dataAs<uint8_t>()[0] == 0;
 }
 
-// The value a node passes through unchanged, when it is a no-op.
-const std::string* passedThrough(const ir::Node& node, const GraphFacts& facts) {
+// The value node `index` passes through unchanged, when it is a no-op.
+const std::string* passedThrough(const ir::Node& node, size_t index, const GraphFacts& facts) {
   if (!node.domain.empty() || node.inputs.empty() || node.inputs[0].empty() || node.outputs.empty() ||
       node.outputs[0].empty())
     return nullptr;
-  const ValueFacts* in = facts.find(node.inputs[0]);
-  const ValueFacts* out = facts.find(node.outputs[0]);
+  const std::span<const ir::ValueId> inputs = facts.table.inputsOf(index);
+  const ValueFacts* in = &facts[inputs[0]];
+  const ValueFacts* out = &facts[facts.table.outputsOf(index)[0]];
   switch (node.kind) {
     case ir::OpKind::Identity: return node.outputs.size() == 1 ? &node.inputs[0] : nullptr;
     case ir::OpKind::Dropout: {
       // From opset 7 Dropout is the identity outside training; from 12 training_mode (input 2) decides.
       const bool maskUnused = node.outputs.size() == 1 || node.outputs[1].empty();
-      const bool inference = node.opset >= 7 && (node.inputs.size() < 3 || isConstantFalse(node.inputs[2], facts));
+      const bool inference = node.opset >= 7 && (node.inputs.size() < 3 || isConstantFalse(inputs[2], facts));
       return maskUnused && inference ? &node.inputs[0] : nullptr;
     }
     case ir::OpKind::Cast: {
@@ -48,15 +48,13 @@ const std::string* passedThrough(const ir::Node& node, const GraphFacts& facts) 
 // Removes the no-ops `facts` shows (never one that writes a graph output); returns how many. trace.origin follows
 // the nodes.
 size_t removeNoops(ir::Graph& graph, const GraphFacts& facts, GraphPassTrace& trace) {
-  std::set<std::string> graphOutputs;
-  for (const auto& o : graph.outputs) graphOutputs.insert(o.name);
   Renames& r = trace.renames;
   std::vector<ir::Node> kept;
   std::vector<size_t> origin;
   for (size_t index = 0; index < graph.nodes.size(); ++index) {
     ir::Node& node = graph.nodes[index];
-    const std::string* source = trace.keep.count(trace.origin[index]) ? nullptr : passedThrough(node, facts);
-    if (source && !graphOutputs.count(node.outputs[0])) {
+    const std::string* source = trace.keep.count(trace.origin[index]) ? nullptr : passedThrough(node, index, facts);
+    if (source && !facts.table[facts.table.outputsOf(index)[0]].isGraphOutput) {
       r[node.outputs[0]] = *source;
       trace.removed.push_back(trace.origin[index]);
     } else {
