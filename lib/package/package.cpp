@@ -45,6 +45,13 @@ Expected<std::optional<std::string>> optionalString(const json& obj, const Where
   return std::optional<std::string>(obj[key].get<std::string>());
 }
 
+// An optional string key into `out` ("" when absent).
+Status readString(const json& obj, const Where& at, const std::string& key, std::string& out) {
+  CTX_ASSIGN_OR_RETURN(auto value, optionalString(obj, at, key));
+  out = value.value_or("");
+  return Status::ok();
+}
+
 Expected<const json*> requiredObject(const json& obj, const Where& at, const std::string& key) {
   if (!obj.contains(key)) return (at / key).error(ErrorCode::InvalidGraph, "required key is missing");
   if (!obj[key].is_object()) return (at / key).error(ErrorCode::InvalidGraph, "must be a JSON object");
@@ -134,12 +141,9 @@ public:
     v.name = name;
     CTX_ASSIGN_OR_RETURN(auto dir, optionalString(body, at, "variant_directory"));
     CTX_ASSIGN_OR_RETURN(v.directory, confined(componentDir, dir.value_or(name), at / "variant_directory", true));
-    CTX_ASSIGN_OR_RETURN(auto ep, optionalString(body, at, "ep"));
-    CTX_ASSIGN_OR_RETURN(auto device, optionalString(body, at, "device"));
-    CTX_ASSIGN_OR_RETURN(auto compat, optionalString(body, at, "compatibility_string"));
-    v.ep = ep.value_or("");
-    v.device = device.value_or("");
-    v.compatibility = compat.value_or("");
+    CTX_RETURN_IF_ERROR(readString(body, at, "ep", v.ep));
+    CTX_RETURN_IF_ERROR(readString(body, at, "device", v.device));
+    CTX_RETURN_IF_ERROR(readString(body, at, "compatibility_string", v.compatibility));
     if (!v.device.empty() && v.device != "cpu" && v.device != "gpu" && v.device != "npu")
       return (at / "device").error(ErrorCode::InvalidGraph, "'{}' is not one of cpu, gpu, npu", v.device);
     CTX_ASSIGN_OR_RETURN(const json* executors, requiredObject(body, at, "executor_info"));
@@ -179,12 +183,9 @@ public:
       const json& ours = body["additional_metadata"][kMetadataKey];
       Where oursAt = at / "additional_metadata" / kMetadataKey;
       if (!ours.is_object()) return oursAt.error(ErrorCode::InvalidGraph, "must be a JSON object");
-      CTX_ASSIGN_OR_RETURN(auto target, optionalString(ours, oursAt, "target"));
-      CTX_ASSIGN_OR_RETURN(auto shape, optionalString(ours, oursAt, "shape_variant"));
-      CTX_ASSIGN_OR_RETURN(auto source, optionalString(ours, oursAt, "source_model"));
-      v.target = target.value_or("");
-      v.shapeVariant = shape.value_or("");
-      v.sourceModel = source.value_or("");
+      CTX_RETURN_IF_ERROR(readString(ours, oursAt, "target", v.target));
+      CTX_RETURN_IF_ERROR(readString(ours, oursAt, "shape_variant", v.shapeVariant));
+      CTX_RETURN_IF_ERROR(readString(ours, oursAt, "source_model", v.sourceModel));
       if (!v.sourceModel.empty()) {
         if (!v.weightsFolder)
           return (oursAt / "source_model")

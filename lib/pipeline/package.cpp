@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <map>
+#include <algorithm>
 #include <set>
 #include <unistd.h>
 
@@ -26,6 +26,20 @@ std::vector<std::string> splitTargets(const std::string& list) {
     if (comma == std::string::npos) comma = list.size();
     out.push_back(list.substr(start, comma - start));
     start = comma + 1;
+  }
+  return out;
+}
+
+// The [STEM:] arguments (--dim, --shape, --set) for the run of one model: those of another model of the package
+// are dropped; an unknown stem is kept, so that the run refuses it as a run of all models would.
+std::vector<std::string> argsFor(const std::vector<std::string>& args, const std::string& stem,
+                                 const std::set<fs::path>& stems) {
+  std::vector<std::string> out;
+  for (const auto& a : args) {
+    const size_t colon = a.find(':'), eq = a.find('=');
+    const bool prefixed = colon != std::string::npos && (eq == std::string::npos || colon < eq);
+    const std::string prefix = prefixed ? a.substr(0, colon) : "";
+    if (!prefixed || prefix == stem || !stems.count(prefix)) out.push_back(a);
   }
   return out;
 }
@@ -150,9 +164,13 @@ Expected<PackageReport> writePackage(const CompileOptions& options, const fs::pa
     nlohmann::ordered_json variants = nlohmann::ordered_json::object();
     std::string assetUri;
     std::set<std::string> targetDirs;
+    uint64_t componentWeightBytes = 0;  // the most any target reads from the source model
     for (size_t t = 0; t < targets.size(); ++t) {
       CompileOptions run = options;
       run.models = {model};
+      run.dimArgs = argsFor(options.dimArgs, component, stems);
+      run.shapeArgs = argsFor(options.shapeArgs, component, stems);
+      run.setArgs = argsFor(options.setArgs, component, stems);
       run.target = targets[t];
       run.weightless = true;  // plain weights stay in the source model: the shared asset
       run.share = false;
@@ -172,8 +190,8 @@ Expected<PackageReport> writePackage(const CompileOptions& options, const fs::pa
       if (ec) return makeError(ErrorCode::IoError, "renaming '{}': {}", work.string(), ec.message());
       if (assetUri.empty()) {
         CTX_ASSIGN_OR_RETURN(assetUri, addSourceAsset(staging.path, compiled->models.front()));
-        report.sourceWeightBytes += compiled->sourceWeightBytes;
       }
+      componentWeightBytes = std::max(componentWeightBytes, compiled->sourceWeightBytes);
       for (const ModelSummary& m : compiled->models) {
         const std::string name = m.variant.empty() ? targetId : targetId + "-" + m.variant;
         PackageVariantSummary v{component,
@@ -203,6 +221,7 @@ Expected<PackageReport> writePackage(const CompileOptions& options, const fs::pa
         if (v.component == component && v.target == targetId) v.bytes = treeBytes(dir);
       report.runs.push_back(std::move(compiled).value());
     }
+    report.sourceWeightBytes += componentWeightBytes;
     components[component] = {{"component_name", component}, {"variants", variants}};
   }
   nlohmann::ordered_json manifest = {

@@ -56,6 +56,22 @@ Selected selectAndCreate(const ModelPackageApi& mp, const fs::path& pkg, const s
   return out;
 }
 
+// ORT selects `expected` for `component` on `device`, and that session matches ORT's CPU EP on `source`.
+void expectSelectedAndMatching(const ModelPackageApi& mp, const fs::path& pkg, const std::string& component,
+                               const fs::path& source, OrtHardwareDeviceType device, const std::string& expected) {
+  Selected s = selectAndCreate(mp, pkg, component, device);
+  INFO(component << " on device " << static_cast<int>(device) << ": " << s.variant);
+  CHECK(s.variant == expected);
+  REQUIRE(s.session);
+  Ort::Session reference = cpuSession(source);
+  Feeds feeds = makeFeeds(*s.session, 5);
+  Comparison c = compare(run(*s.session, feeds), run(reference, feeds));
+  INFO(c.detail);
+  CHECK(c.ok);
+  std::cout << "ort_ep: package " << component << ": ORT chose '" << s.variant << "', max |diff| " << c.maxAbsDiff
+            << "\n";
+}
+
 }  // namespace
 
 TEST_CASE("ORT opens a ctxgen package, selects each component's variant by device and verdict, and matches its CPU EP",
@@ -68,18 +84,8 @@ TEST_CASE("ORT opens a ctxgen package, selects each component's variant by devic
   ctxkit::testing::runToolOk(CTXKIT_CTXGEN,
                              {sample(stems[0]), sample(stems[1]), "--target", "npu-sim,cpu", "--package", pkg.string()});
   for (const auto& stem : stems) {
-    for (auto [device, expected] : {std::pair{OrtHardwareDeviceType_CPU, "cpu"}, {OrtHardwareDeviceType_NPU, "npu-sim"}}) {
-      Selected s = selectAndCreate(mp, pkg, stem, device);
-      INFO(stem << " on device " << static_cast<int>(device) << ": " << s.variant);
-      CHECK(s.variant == expected);
-      REQUIRE(s.session);
-      Ort::Session reference = cpuSession(sample(stem));
-      Feeds feeds = makeFeeds(*s.session, 5);
-      Comparison c = compare(run(*s.session, feeds), run(reference, feeds));
-      INFO(c.detail);
-      CHECK(c.ok);
-      std::cout << "ort_ep: package " << stem << ": ORT chose '" << s.variant << "', max |diff| " << c.maxAbsDiff << "\n";
-    }
+    expectSelectedAndMatching(mp, pkg, stem, sample(stem), OrtHardwareDeviceType_CPU, "cpu");
+    expectSelectedAndMatching(mp, pkg, stem, sample(stem), OrtHardwareDeviceType_NPU, "npu-sim");
   }
 
   // The verdict decides between variants a device accepts alike: give both variants the NPU device, then make the
@@ -103,4 +109,25 @@ TEST_CASE("ORT opens a ctxgen package, selects each component's variant by devic
   parsed->producer = "otherkit";
   rewrite(epcontext::formatCompatibilityInfo(*parsed));
   CHECK(selectAndCreate(mp, pkg, "tiny_cnn", OrtHardwareDeviceType_NPU).variant == "cpu");
+}
+
+TEST_CASE("corpus models (PP-OCR det and rec) as one package: ORT selects per device and matches its CPU EP",
+          "[package]") {
+  const fs::path assets = CTXKIT_MODELS_DIR;
+  const fs::path det = assets / "ch_PP-OCRv4_det_infer.onnx", rec = assets / "ch_PP-OCRv4_rec_infer.onnx";
+  CTX_REQUIRE_MATERIAL(fs::exists(det) && fs::exists(rec),
+                       "corpus models not in the cache (" << assets.string() << "): run scripts/fetch_test_assets.sh");
+  ModelPackageApi mp;
+  CTX_REQUIRE_MATERIAL(mp.complete(), "ONNX Runtime offers no experimental model-package API (OrtModelPackageApi_*)");
+  TempDir dir("ort_ep_package_corpus");
+  const fs::path pkg = dir / "pkg";
+  auto r = ctxkit::testing::runToolOk(CTXKIT_CTXGEN, {det.string(), rec.string(), "--shape",
+                                                      "ch_PP-OCRv4_det_infer:x=1x3x320x320", "--shape",
+                                                      "ch_PP-OCRv4_rec_infer:x=1x3x48x320", "--target", "npu-sim,cpu",
+                                                      "--package", pkg.string()});
+  std::cout << "ort_ep: " << r.out;
+  for (const fs::path& model : {det, rec}) {
+    expectSelectedAndMatching(mp, pkg, model.stem().string(), model, OrtHardwareDeviceType_CPU, "cpu");
+    expectSelectedAndMatching(mp, pkg, model.stem().string(), model, OrtHardwareDeviceType_NPU, "npu-sim");
+  }
 }

@@ -145,6 +145,28 @@ TEST_CASE("shape variants are variants of their target, sharing its folder and c
   CHECK(v.exitCode == 0);
 }
 
+TEST_CASE("ctxrun --device auto takes the variant with the best verdict, then the first in the manifest",
+          "[package][e2e]") {
+  TempDir dir("package_auto");
+  const fs::path pkg = dir / "pkg";
+  runToolOk(CTXKIT_CTXGEN, {sample("tiny_cnn"), "--target", "npu-sim,cpu", "--package", pkg.string()});
+  auto chosen = [&] {
+    auto r = runTool(CTXKIT_CTXRUN, {pkg.string(), "--json", "--inputs", sampleData("tiny_cnn"), "--expected",
+                                     sampleData("tiny_cnn")});
+    INFO(r.out << r.err);
+    REQUIRE(r.exitCode == 0);
+    return json::parse(r.out)["variant"].get<std::string>();
+  };
+  CHECK(chosen() == "npu-sim");  // both SUPPORTED_OPTIMAL: manifest order
+  json m = readJson(pkg / "manifest.json");
+  std::string compat = m["components"]["tiny_cnn"]["variants"]["npu-sim"]["compatibility_string"];
+  const size_t at = compat.find("revision=");
+  REQUIRE(at != std::string::npos);
+  m["components"]["tiny_cnn"]["variants"]["npu-sim"]["compatibility_string"] = compat.substr(0, at) + "revision=99";
+  std::ofstream(pkg / "manifest.json", std::ios::trunc) << m.dump(2);
+  CHECK(chosen() == "cpu");  // PREFER_RECOMPILATION ranks below SUPPORTED_OPTIMAL
+}
+
 TEST_CASE("a package is written whole or not at all", "[package][e2e][bad-input]") {
   TempDir dir("package_atomic");
   const fs::path pkg = dir / "pkg";

@@ -130,6 +130,25 @@ TEST_CASE("a well-formed package opens, verifies and selects", "[package][reader
   CHECK_THAT(refused.error().message(), Catch::Contains("cpu: UNSUPPORTED"));
 }
 
+TEST_CASE("ORT's other forms: an external component.json and an external executor_info file", "[package][reader]") {
+  Pkg p("forms");
+  json m = p.good();
+  json component = m["components"]["m"];
+  json& v = component["variants"]["cpu"];
+  v["variant_directory"] = "cpu";  // relative to the component's folder now
+  writeText(p.root / "m/cpu/ort_info.json", v["executor_info"]["ort"].dump());
+  v["executor_info"]["ort"] = "ort_info.json";
+  writeText(p.root / "m/component.json", component.dump());
+  m["components"]["m"] = "m";
+  p.write(m);
+  auto opened = package::open(p.root);
+  INFO((opened ? std::string() : opened.error().message()));
+  REQUIRE(opened);
+  const auto& variant = opened->components.at(0).variants.at(0);
+  CHECK(variant.modelFile == p.root / "m/cpu/m_ctx.onnx");
+  CHECK(variant.weightsFolder);
+}
+
 TEST_CASE("a changed shared asset fails verification by name", "[package][reader]") {
   Pkg p("tamper");
   p.write(p.good());
@@ -223,6 +242,17 @@ TEST_CASE("broken manifests are refused naming the file and the key", "[package]
     m["components"]["m"]["variants"]["cpu"]["executor_info"]["ort"]["session_options"][package::kWeightsFolderOption] =
         "sha256:XYZ";
     CHECK_THAT(openError(p, m), Catch::Contains("'sha256:XYZ' is not a sha256:<64 lower-case hex digits>"));
+  }
+  SECTION("ep.context_file_path naming another model") {
+    writeText(p.root / "m/cpu/other_ctx.onnx", "x");
+    m["components"]["m"]["variants"]["cpu"]["executor_info"]["ort"]["session_options"][package::kContextFileOption] =
+        "other_ctx.onnx";
+    CHECK_THAT(openError(p, m), Catch::Contains(std::string("session_options.") + package::kContextFileOption) &&
+                                    Catch::Contains("not the variant's model_file"));
+  }
+  SECTION("executor_info.ort in an external file that is missing") {
+    m["components"]["m"]["variants"]["cpu"]["executor_info"]["ort"] = "ort_info.json";
+    CHECK_THAT(openError(p, m), Catch::Contains(variant + ".executor_info.ort: 'ort_info.json'"));
   }
   SECTION("a source model missing from its asset") {
     m["components"]["m"]["variants"]["cpu"]["additional_metadata"]["ctxkit"]["source_model"] = "other.onnx";
