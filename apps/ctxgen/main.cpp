@@ -3,6 +3,7 @@
 #include "cli/log.h"
 #include "epcontext/contract.h"
 #include "partitioner/target.h"
+#include "pipeline/package.h"
 #include "pipeline/pipeline.h"
 #include "session_options.h"
 #include "support/file_io.h"
@@ -36,6 +37,8 @@ constexpr const char* kHelpFooter = R"(Examples:
       one compiled model per sequence length (block_s1_ctx.onnx, ...), all in one context binary
   $ ctxgen --print-target npu-sim > my-npu.json; ctxgen model.onnx --target my-npu.json
       start a target file from a built-in target, then compile for it (docs/target-json.md)
+  $ ctxgen model.onnx --target npu-sim,cpu --package pkg
+      an ONNX Runtime model package: a variant per target, the plain weights once in a shared asset (docs/package.md)
   $ ctxgen model.onnx --dry-run
       show how the model would be partitioned; write nothing
   $ ctxgen model.onnx -o out --force --json report.json --depfile model.d
@@ -66,7 +69,14 @@ int main(int argc, char** argv) {
   app.add_option("-o,--output-dir", outputDir, "write all outputs to DIR (created if missing)");
   app.add_option("--embed-mode", o.embedMode, "0: context in a .bin file (default); 1: inside the _ctx.onnx")
       ->check(CLI::Range(0, 1));
-  app.add_option("--target", o.target, "npu-sim (default), cpu, or a target JSON file (docs/target-json.md)");
+  app.add_option("--target", o.target,
+                 "npu-sim (default), cpu, or a target JSON file (docs/target-json.md); with --package a "
+                 "comma-separated list, a variant each");
+  std::string packageDir;
+  auto* packageOption = app.add_option(
+      "--package", packageDir,
+      "write an ONNX Runtime model package to DIR (docs/package.md): a component per model, a variant per target "
+      "and --variant, the source models once as content-addressed shared assets");
   app.add_option("--dim", o.dimArgs, "bind a symbolic dimension: [STEM:]SYM=V (STEM: that model only)");
   app.add_option("--shape", o.shapeArgs, "bind an input shape: [STEM:]INPUT=AxBxC (STEM: that model only)");
   app.add_option("--set", o.setArgs,
@@ -112,6 +122,9 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose, "per-partition, per-stage and per-pass detail");
   app.add_flag("-q,--quiet", quiet, "print errors only");
   app.add_option("--log-level", logLevel, fmt::format("diagnostics from this severity on: {}", cli::kSeverityNames));
+  for (const char* other : {"--output-dir", "--embed-mode", "--external-initializers-file", "--dry-run", "--stop-after",
+                            "--share", "--json", "--depfile", "--weightless"})
+    packageOption->excludes(app.get_option(other));
   app.footer(kHelpFooter);
   app.set_version_flag("--version", std::string("ctxgen ") + epcontext::kVersion);
   try {
@@ -182,6 +195,15 @@ int main(int argc, char** argv) {
   if (!outputDir.empty()) o.outputDir = outputDir;
   if (!depfile.empty()) o.depfile = depfile;
   if (!jsonPath.empty() && jsonPath != "-") o.reportFile = jsonPath;
+
+  if (!packageDir.empty()) {
+    auto written = pipeline::writePackage(o, packageDir, [&](const pipeline::Progress& p) {
+      if (verbose) cli::logVerbose("{}", p.message);
+    });
+    if (!written) return fail(written.error().message(), cli::exitCodeFor(written.error()));
+    if (!quiet) std::cout << pipeline::packageText(*written) << std::flush;
+    return cli::kExitOk;
+  }
 
   // On a terminal a status line follows the run; in a log (or with -v) it is one line at the end.
   const auto start = std::chrono::steady_clock::now();

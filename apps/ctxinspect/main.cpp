@@ -4,6 +4,8 @@
 #include "epcontext/contract.h"
 #include "inspect/inspect.h"
 #include "inspect/lint.h"
+#include "package/package.h"
+#include "package_mode.h"
 #include "runtime/compatibility.h"
 #include "support/file_io.h"
 #include "support/text.h"
@@ -100,7 +102,8 @@ int main(int argc, char** argv) {
   std::string against;
   inspect::Options options;
   cli::LogOptions logOptions;
-  app.add_option("models", models, "_ctx.onnx files (from ctxkit or any other EP)")->required();
+  app.add_option("models", models, "_ctx.onnx files (from ctxkit or any other EP), or one model package folder")
+      ->required();
   app.add_flag("--verify", options.verify,
                "also check every weight hash and padding byte of ctxkit binaries and load every external initializer");
   app.add_flag("--json", json, "print the report as JSON (schema in docs/ctxinspect-json.md)");
@@ -129,6 +132,8 @@ int main(int argc, char** argv) {
   }
   std::vector<std::filesystem::path> paths;
   for (const auto& m : cli::splitModelList(models)) paths.emplace_back(m);
+  if (paths.size() == 1 && package::isPackage(paths.front()) && !lint && !check && dot.empty())
+    return ctxinspect::inspectPackage(paths.front(), options.verify, json);
   if (lint) {
     auto findings = inspect::lintModels(paths);
     if (!findings) {

@@ -3,6 +3,7 @@
 #include "cli/log.h"
 #include "epcontext/contract.h"
 #include "generate_mode.h"
+#include "package/judge.h"
 #include "runtime/compatibility.h"
 #include "runtime/profile.h"
 #include "runtime/session.h"
@@ -31,6 +32,7 @@ double msSince(Clock::time_point t) { return std::chrono::duration<double, std::
 
 struct Args {
   std::string model, inputs, expected, outputDir, contextFilePath, saveInputs, sourceModel;
+  std::string device = "auto", component;  // a model package: which variant of which component
   std::vector<std::string> dims, shapes, sets;
   double rtol = 1e-3, atol = 1e-5;
   int iters = 0, threads = 1, parallelRuns = 0, sessions = 1;
@@ -172,7 +174,12 @@ int main(int argc, char** argv) {
   CLI::App app{"ctxrun: run a _ctx.onnx model (or a plain .onnx) with ctxkit's runtime"};
   Args a;
   bool printDevice = false;
-  auto* modelOption = app.add_option("model", a.model, "the model to run (required unless --print-device)");
+  auto* modelOption =
+      app.add_option("model", a.model, "the model to run, or a model package folder (required unless --print-device)");
+  app.add_option("--device", a.device,
+                 "a package's variant to run: a variant name, a device (cpu, npu) or target, or auto (default): the "
+                 "variant this runtime's compatibility verdict ranks best (docs/package.md)");
+  app.add_option("--component", a.component, "a package's component to run (needed when it has several)");
   app.add_flag("--print-device", printDevice,
                "print this machine's device profile (ctxkit version, container format, target revisions, CPU features) "
                "as JSON, for ctxinspect --check --against, and exit")
@@ -272,6 +279,24 @@ int main(int argc, char** argv) {
   }
   nlohmann::ordered_json report;
   report["model"] = a.model;
+  if (package::isPackage(a.model)) {
+    auto opened = package::open(a.model);
+    if (!opened) return fail(a, opened.error(), report);
+    auto chosen = package::select(*opened, a.component, a.device, package::judgeHere);
+    if (!chosen) return fail(a, chosen.error(), report);
+    const package::Variant& v = **chosen;
+    cli::logInfo("{}: variant '{}' ({}, {})", a.model, v.name, v.device, package::judgeHere(v).verdict);
+    report["package"] = a.model;
+    report["variant"] = v.name;
+    a.model = v.modelFile.string();
+    if (a.sourceModel.empty() && v.weightsFolder && !v.sourceModel.empty())
+      a.sourceModel = (*v.weightsFolder / v.sourceModel).string();
+  } else if (a.device != "auto" || !a.component.empty()) {
+    return fail(a,
+                Error(ErrorCode::InvalidArgument, "--device and --component choose within a model package; '" +
+                                                      a.model + "' is not one (no manifest.json)"),
+                report);
+  }
   ir::ShapeBindings bindings;
   for (const auto& d : a.dims)
     if (auto s = cli::parseDimBinding(d, bindings); !s) return fail(a, s.error(), report);

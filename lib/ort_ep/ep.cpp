@@ -392,6 +392,12 @@ Status compile(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fusedNodes
   // ep.context_file_path.
   fs::path contextDir =
       !modelPath.empty() ? modelPath.parent_path() : fs::path(config.context.contextFilePath).parent_path();
+  // With session.model_external_initializers_file_folder_path set, ORT reports the model at <that folder>/
+  // virtual_model.onnx; the model's own folder is then ep.context_file_path's, which a model package sets beside it
+  // (docs/package.md#weights).
+  if (!config.weightsFolder.empty() && !config.context.contextFilePath.empty() && !modelPath.empty() &&
+      modelPath.parent_path().lexically_normal() == fs::path(config.weightsFolder).lexically_normal())
+    contextDir = fs::path(config.context.contextFilePath).parent_path();
   std::string displayName = modelPath.empty() ? std::string("model (from memory)") : modelPath.filename().string();
   runtime::SessionOptions options;
   options.threads = config.threads;
@@ -399,6 +405,18 @@ Status compile(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fusedNodes
   options.shareContexts = config.context.shareContexts;
   options.sourceModelPath = config.context.sourceModelPath;
   options.sourceModelBuffer = config.sourceModelBuffer;
+  if (options.sourceModelPath.empty() && options.sourceModelBuffer.empty() && !config.weightsFolder.empty() &&
+      count > 0) {
+    const std::string name = epcontext::readNodeAttributes(model.graph.nodes[0]).onnxModelFilename;
+    if (!name.empty()) {
+      auto inFolder = resolveInside(config.weightsFolder, name);
+      if (!inFolder)
+        return inFolder.takeError().addContext(
+            fmt::format("{}: {} '{}' in session.model_external_initializers_file_folder_path", displayName,
+                        epcontext::attr::kOnnxModelFilename, name));
+      options.sourceModelPath = inFolder->string();
+    }
+  }
   options.verifyWeights = config.verify;
   auto loaded = runtime::Session::load(model, contextDir, options, displayName);
   // A context binary that cannot be loaded (missing, not a file, another format version, changed bytes) makes the
@@ -508,6 +526,8 @@ Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options
   CTX_ASSIGN_OR_RETURN(std::string strict,
                        sessionConfigEntry(api, options, "session.fail_on_suboptimal_compiled_model", "0"));
   config.failOnSuboptimal = strict == "1";
+  CTX_ASSIGN_OR_RETURN(config.weightsFolder,
+                       sessionConfigEntry(api, options, "session.model_external_initializers_file_folder_path", ""));
   const void* buffer = nullptr;
   size_t bufferSize = 0;
   CTX_ORT_RETURN_IF_ERROR(api, api.ep.SessionOptionsGetWeightlessSourceModelBuffer(&options, &buffer, &bufferSize));

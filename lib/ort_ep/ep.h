@@ -27,6 +27,10 @@ struct EpConfig {
   // onnx_model_filename.
   epcontext::ContextSessionOptions context;
   std::span<const std::byte> sourceModelBuffer;
+  // session.model_external_initializers_file_folder_path: the folder of the model's external weights. For a weightless
+  // context without ep.context_source_model_path, the folder its onnx_model_filename is in (a model package's shared
+  // asset, which ONNX Runtime resolves to a folder: docs/package.md#weights).
+  std::string weightsFolder;
 };
 
 // The session config key ORT stores ctxkit's EP option `key` under: "ep.<lower-case EP name>.<key>".

@@ -429,6 +429,8 @@ ModelSummary summarize(const ModelWork& w) {
   ModelSummary s;
   s.source = w.source;
   s.output = w.output;
+  s.variant = w.variant;
+  for (const auto& data : w.model.externalDataFiles) s.externalData.emplace_back(data);
   s.nodeCount = w.model.graph.nodes.size();
   for (const auto& b : w.boundInputs) s.boundInputs.emplace_back(b.name, b.text);
   s.warnings = w.warnings;
@@ -497,6 +499,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
   StageClock clock(report);
   CTX_ASSIGN_OR_RETURN(auto target, partitioner::loadTarget(options.target));
   report.target = target.name;
+  report.compatibility = compatibilityString(target);
   report.float16Compute = partitioner::float16ComputeName(target.float16Compute);
   std::vector<ModelWork> work;
   std::vector<ContainerWork> containers;

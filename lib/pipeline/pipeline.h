@@ -69,6 +69,8 @@ struct PartitionSummary {
 struct ModelSummary {
   std::filesystem::path source;
   std::filesystem::path output;
+  std::string variant;                              // --variant NAME this output was compiled for ("" for none)
+  std::vector<std::filesystem::path> externalData;  // files the source model's external data came from
   size_t nodeCount = 0;
   size_t compiledNodes = 0;
   size_t fallbackNodes = 0;
@@ -93,6 +95,8 @@ struct CompileReport {
   std::string target;
   // The target's float16_compute: the precision compiled programs compute float16 values in ("float16" or "float32").
   std::string float16Compute = "float16";
+  // The ep_compatibility_info value every compiled model of the run carries (docs/runtime.md#compatibility).
+  std::string compatibility;
   std::vector<ModelSummary> models;
   std::vector<FileWritten> files;
   uint64_t referencedWeightBytes = 0;
