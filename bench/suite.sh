@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The benchmark suite (not a test): for the samples and every development-corpus model, side by side with ONNX
 # Runtime 1.30 in the same run on the same inputs: load vs ORT session creation, first run, median and p90 latency at
-# 1 and 2 threads (ORT with spinning off, and with it on at 2 threads), peak memory, and two sessions sharing one
+# 1 and 2 threads (ORT with spinning off, and with it on at 2 threads), load + first run vs ORT session creation + first
+# run (time to first result) and each first run over its median, peak memory, and two sessions sharing one
 # .bin vs one. Writes suite.json, suite.md (a table of ratios, ctxkit / ORT) and suite.svg (a chart) to OUT_DIR.
 # The PyTorch corpus (scripts/export_corpus.sh, in the cache) is included when it has been exported, on its own seeded
 # inputs; its two detectors run at most 20 iterations (a run takes 0.1-0.4 s). Its LLM pair and the int4

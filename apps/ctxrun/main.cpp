@@ -22,6 +22,8 @@
 #include <optional>
 #include <thread>
 
+#include <sys/resource.h>
+
 using namespace ctxkit;
 namespace fs = std::filesystem;
 
@@ -30,6 +32,40 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
+// What the process spent on one phase (load, the first run, one later run): wall time, CPU time over all its threads
+// (which a busy machine inflates less than wall time) and minor page faults (deterministic enough to compare the
+// first run with the steady state).
+struct PhaseCost {
+  double ms = 0, cpuMs = 0;
+  long faults = 0;
+};
+
+class PhaseTimer {
+public:
+  PhaseTimer() : start_(Clock::now()), usage_(usageNow()) {}
+  PhaseCost stop() const {
+    const rusage now = usageNow();
+    auto cpu = [](const rusage& u) {
+      return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
+    };
+    return PhaseCost{msSince(start_), cpu(now) - cpu(usage_), now.ru_minflt - usage_.ru_minflt};
+  }
+
+private:
+  static rusage usageNow() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return u;
+  }
+  Clock::time_point start_;
+  rusage usage_;
+};
+
+template <typename T> T medianOf(std::vector<T> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 struct Args {
   std::string model, inputs, expected, outputDir, contextFilePath, saveInputs, sourceModel;
   std::string device = "auto", component;  // a model package: which variant of which component
@@ -37,7 +73,7 @@ struct Args {
   double rtol = 1e-3, atol = 1e-5;
   int iters = 0, threads = 1, parallelRuns = 0, sessions = 1;
   uint64_t seed = 1;
-  bool prefault = false, profile = false;
+  bool prefault = true, profile = false;
   int profileTop = 15;
   bool savePb = false, json = false, verify = false, strict = false, fromBuffer = false;
   ctxrun::GenerateArgs generate;  // --generate N with --decode and --prompt-ids
@@ -215,8 +251,9 @@ int main(int argc, char** argv) {
   app.add_option("--profile-top", a.profileTop, "with --profile: how many of the slowest ops to print (default 15)")
       ->check(CLI::Range(0, 1000000));
   app.add_flag("--verify", a.verify, "check every weight hash of the context binaries at load");
-  app.add_flag("--prefault", a.prefault,
-               "touch every page of the execution arena at load, so the first run does not fault them in");
+  app.add_flag("--prefault,!--no-prefault", a.prefault,
+               "make the execution arena and the mapped weights resident at load, so the first run does not fault "
+               "them in (the default; --no-prefault leaves that to the first run)");
   app.add_option(
       "--source-model", a.sourceModel,
       "weightless contexts: the source model holding the weights (ep.context_source_model_path; default: the "
@@ -313,7 +350,7 @@ int main(int argc, char** argv) {
   options.threads = a.threads;
   options.verifyWeights = a.verify;
   options.sourceModelPath = a.sourceModel;
-  options.prefaultArena = a.prefault;
+  options.prefault = a.prefault;
   options.failOnSuboptimal = a.strict;
   if (a.generate.count > 0) {
     a.generate.prefill = a.model;
@@ -322,7 +359,7 @@ int main(int argc, char** argv) {
     a.generate.json = a.json;
     return ctxrun::runGenerate(a.generate, options);
   }
-  auto loadStart = Clock::now();
+  const PhaseTimer loadTimer;
   Expected<std::unique_ptr<runtime::Session>> session = makeError(ErrorCode::Internal, "not loaded");
   if (a.fromBuffer) {
     auto bytes = readFile(a.model);
@@ -332,7 +369,8 @@ int main(int argc, char** argv) {
   } else {
     session = runtime::Session::loadFile(a.model, options);
   }
-  double loadMs = msSince(loadStart);
+  const PhaseCost load = loadTimer.stop();
+  const double loadMs = load.ms;
   if (!session) return fail(a, session.error(), report);
   const runtime::Session& s = **session;
   for (const auto& w : s.warnings()) cli::logWarning("{}", w);
@@ -361,11 +399,13 @@ int main(int argc, char** argv) {
   if (!a.saveInputs.empty())
     if (auto st = tooling::saveTensors(a.saveInputs, "input", *feeds); !st) return fail(a, st.error(), report);
 
-  auto firstStart = Clock::now();
+  const PhaseTimer firstTimer;
   auto outputs = s.run(*feeds);
-  double firstMs = msSince(firstStart);
+  const PhaseCost first = firstTimer.stop();
+  const double firstMs = first.ms;
   if (!outputs) return fail(a, outputs.error(), report);
-  std::vector<double> times;
+  std::vector<double> times, cpuTimes;
+  std::vector<long> faults;
   // Later runs write into the previous run's outputs (Session::runInto): a steady-state run allocates nothing.
   std::vector<ir::Tensor> again(outputs->size());
   std::vector<ir::Tensor*> againPtrs;
@@ -376,9 +416,12 @@ int main(int argc, char** argv) {
     std::optional<runtime::ProfileScope> profiling;
     if (a.profile) profiling.emplace(&profile);
     for (int i = 1; i < a.iters; ++i) {
-      auto t = Clock::now();
+      const PhaseTimer timer;
       auto st = s.runInto(*feeds, againPtrs);
-      times.push_back(msSince(t));
+      const PhaseCost cost = timer.stop();
+      times.push_back(cost.ms);
+      cpuTimes.push_back(cost.cpuMs);
+      faults.push_back(cost.faults);
       if (!st) return fail(a, st.error(), report);
       profile.endRun();
     }
@@ -389,11 +432,19 @@ int main(int argc, char** argv) {
   report["contexts"] = s.stats().contexts;
   report["load_ms"] = loadMs;
   report["first_run_ms"] = firstMs;
+  report["time_to_first_result_ms"] = loadMs + firstMs;
+  report["load_cpu_ms"] = load.cpuMs;
+  report["first_run_cpu_ms"] = first.cpuMs;
+  report["load_page_faults"] = load.faults;
+  report["first_run_page_faults"] = first.faults;
   if (!times.empty()) {
-    std::sort(times.begin(), times.end());
     report["iterations"] = a.iters;
-    report["median_ms"] = times[times.size() / 2];
+    report["median_ms"] = medianOf(times);
+    std::sort(times.begin(), times.end());
     report["p90_ms"] = times[std::min(times.size() - 1, times.size() * 9 / 10)];
+    report["median_cpu_ms"] = medianOf(cpuTimes);
+    report["median_page_faults"] = medianOf(faults);
+    report["first_run_ratio"] = firstMs / report["median_ms"].get<double>();
   }
   if (a.parallelRuns > 0) {
     auto p = runInParallel(s, *feeds, *outputs, a.parallelRuns, a.iters > 0 ? a.iters : 50);

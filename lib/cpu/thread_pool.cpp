@@ -237,6 +237,7 @@ struct ThreadPool::Impl {
 
 ThreadPool::ThreadPool(int threads, std::span<const ThreadScratchHooks> hooks) : threads_(threads), impl_(new Impl) {
   impl_->hooks.assign(hooks.begin(), hooks.end());
+  impl_->startThread();  // the creating thread usually runs the loops too: its start-up lands here, not in a run
   if (threads_ <= 0) threads_ = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 1; i < threads_; ++i) impl_->workers.emplace_back([this] { impl_->workerLoop(); });
   // Start-up allocations land here, at load, not in whichever run a worker happens to get scheduled.

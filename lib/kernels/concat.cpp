@@ -39,20 +39,35 @@ Status runConcat(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, attrsOf<ops::AxisAttrs>(ctx).axis, rank, "attribute axis"));
   auto a = static_cast<size_t>(axis);
   size_t elem = ir::elemSize(y.type());
-  int64_t outer = dimProduct(y.shape(), 0, a);
   int64_t inner = dimProduct(y.shape(), a + 1, y.rank());
   size_t outRow = static_cast<size_t>(y.shape()[a] * inner) * elem;
   std::byte* dst = y.mutableData();
-  size_t offset = 0;
-  for (const ir::Tensor* in : inputs) {
-    size_t row = static_cast<size_t>(in->shape()[a] * inner) * elem;
-    if (row > 0) {
-      const std::byte* src = in->data();
-      for (int64_t o = 0; o < outer; ++o)
-        std::memcpy(dst + static_cast<size_t>(o) * outRow + offset, src + static_cast<size_t>(o) * row, row);
+  const size_t total = y.byteSize();
+  if (total == 0 || outRow == 0) return Status::ok();
+  // Copies output bytes [begin, end): each output row is the inputs' rows side by side. The output is split by
+  // bytes, not by input, so that threads get equal shares however unequal the inputs (a DenseNet block's concat of
+  // a wide running tensor and a narrow new one).
+  auto copyRange = [&](size_t begin, size_t end) {
+    for (size_t p = begin, advanced = 1; p < end && advanced > 0;) {  // (inference made the rows add up to outRow)
+      const size_t o = p / outRow, r = p % outRow;
+      size_t offset = 0;
+      advanced = 0;
+      for (const ir::Tensor* in : inputs) {
+        const size_t row = static_cast<size_t>(in->shape()[a] * inner) * elem;
+        if (r < offset + row) {
+          const size_t n = std::min(end - p, offset + row - r);
+          std::memcpy(dst + p, in->data() + o * row + (r - offset), n);
+          p += n;
+          advanced = n;
+          break;
+        }
+        offset += row;
+      }
     }
-    offset += row;
-  }
+  };
+  constexpr size_t kBlock = 4096;  // bytes a chunk item copies; about kBlock / 4 units of work
+  parallelForWork(ctx, (total + kBlock - 1) / kBlock, kBlock / 4,
+                  [&](size_t b0, size_t b1) { copyRange(b0 * kBlock, std::min(total, b1 * kBlock)); });
   return Status::ok();
 }
 

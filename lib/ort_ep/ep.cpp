@@ -418,6 +418,9 @@ Status compile(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fusedNodes
     }
   }
   options.verifyWeights = config.verify;
+  // Session creation stays the context load and program binding (docs/ort-ep.md): the arena and the mapped weights
+  // are faulted in by the first Run, as ONNX Runtime's CPU EP allocates its own on first use.
+  options.prefault = false;
   auto loaded = runtime::Session::load(model, contextDir, options, displayName);
   // A context binary that cannot be loaded (missing, not a file, another format version, changed bytes) makes the
   // model invalid for ORT: ORT_INVALID_GRAPH, as ORT's design asks, whatever the runtime's kind of error.

@@ -4,6 +4,7 @@
 #include "cpu/convert.h"
 #include "cpu/gemm.h"
 #include "kernels/prepared.h"
+#include "runtime/prefault.h"
 #include "runtime/profile.h"
 #include "runtime/weak_store.h"
 #include "support/checked.h"
@@ -158,11 +159,10 @@ Expected<std::unique_ptr<CompiledProgram::Frame>> CompiledProgram::makeFrame() c
   if (program_.arenaSize > 0) {
     auto size = toSize(alignUp(program_.arenaSize, 64));
     if (!size) return makeError(ErrorCode::InvalidGraph, "arena size {} does not fit this host", program_.arenaSize);
-    void* p = std::aligned_alloc(64, *size);
+    void* p = allocateArena(*size);
     if (!p) return makeError(ErrorCode::IoError, "cannot allocate an arena of {} bytes", program_.arenaSize);
-    frame->arena = std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
-    if (prefaultArena_)
-      for (size_t at = 0; at < *size; at += 4096) static_cast<volatile std::byte*>(p)[at] = std::byte{0};
+    frame->arena = std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { freeArena(q); });
+    if (prefault_) prefaultWritable(p, *size);
   }
   frame->bound = weights_;
   size_t maxIns = 0, maxOuts = 0;
@@ -236,6 +236,9 @@ CompiledProgram::prepare(program::Program prog, std::shared_ptr<const format::Co
                               descText(w.type, w.shape)));
       if (!w.inSource()) {
         CTX_ASSIGN_OR_RETURN(cp->weights_[t], container->weightTensor(d.index));
+        // The weight's pages of the mapped binary, mapped now rather than faulted in by the first run.
+        if (options.prefault && !widen && !packHere)
+          prefaultReadable(cp->weights_[t].data(), cp->weights_[t].byteSize());
       } else if (resolve) {
         CTX_ASSIGN_OR_RETURN(cp->weights_[t], resolve(d.index).addContext(fmt::format("tensor '{}'", d.name)));
       } else {
@@ -328,7 +331,7 @@ CompiledProgram::prepare(program::Program prog, std::shared_ptr<const format::Co
   cp->program_ = std::move(prog);  // the ops' vector moves whole: the prepared ops' borrowed attributes stay put
   cp->container_ = std::move(container);
   cp->source_ = options.source;
-  cp->prefaultArena_ = options.prefaultArena;
+  cp->prefault_ = options.prefault;
   // One frame up front: the arena is allocated at load, and any layout error shows here, not in a run.
   CTX_ASSIGN_OR_RETURN(auto first, cp->makeFrame().addContext(fmt::format("graph '{}'", cp->name_)));
   cp->freeFrames_.push_back(std::move(first));
@@ -341,7 +344,7 @@ CompiledProgram::load(std::shared_ptr<const format::ContainerView> container, si
                       bool share, bool* reused) {
   share = share && (!container->weightless() || options.source);
   if (reused) *reused = false;
-  const LoadedKey key{container.get(), graphIndex, options.prefaultArena, options.source.get(), options.sourceVerified};
+  const LoadedKey key{container.get(), graphIndex, options.prefault, options.source.get(), options.sourceVerified};
   if (share)
     if (auto live = findLoaded(key)) {
       if (reused) *reused = true;

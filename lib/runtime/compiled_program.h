@@ -20,9 +20,9 @@ using SourceWeightResolver = std::function<Expected<ir::Tensor>(uint32_t index)>
 
 struct ProgramOptions {
   SourceWeightResolver resolve;  // weightless containers: the weights that live in a source model
-  // Touch every page of each new frame's arena when it is made (at load for the first), so that the first run does
-  // not pay the page faults; costs that time at load instead.
-  bool prefaultArena = false;
+  // Make each new frame's arena resident when it is made (at load for the first) and the weights read from the
+  // mapped container at load, so that the first run does not pay their page faults; costs that time at load instead.
+  bool prefault = true;
   // The bytes of `container` the program was deserialized from. Given, a program whose ops the kernels already
   // checked against these same bytes and weights in this process (an earlier session sharing the container) is
   // prepared without inferring every op's outputs again (kernels::prepareInferred); not for weightless containers,
@@ -103,7 +103,7 @@ private:
   program::Program program_;
   std::shared_ptr<const format::ContainerView> container_;
   std::shared_ptr<const void> source_;  // weightless containers: kept so that the program store's key stays unique
-  bool prefaultArena_ = false;
+  bool prefault_ = false;
   std::string name_;
   std::vector<ir::Tensor>
       weights_;  // one per program tensor; only weight and load-time entries (computed at load) are set

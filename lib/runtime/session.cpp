@@ -309,7 +309,7 @@ struct Session::Impl {
       for (const auto& c : contexts)
         if (c.get() == owner) shared = c;
       ProgramOptions programOptions;
-      programOptions.prefaultArena = options.prefaultArena;
+      programOptions.prefault = options.prefault;
       if (owner->weightless()) {
         CTX_ASSIGN_OR_RETURN(auto source, sourceModelFor(attrs, label, contextDir));
         programOptions.resolve = [this, owner, sourceName, source](uint32_t index) {

@@ -23,7 +23,9 @@ struct SessionOptions {
   bool failOnSuboptimal = false;  // PREFER_RECOMPILATION becomes an error (session.fail_on_suboptimal_compiled_model)
   bool verifyWeights = false;     // recompute every weight hash at load
   bool shareContexts = true;      // map each .bin once per process, parse each model file once (ep.share_ep_contexts)
-  bool prefaultArena = false;     // touch each arena page at load, not in the first run (ctxrun --prefault)
+  // Make each program's arena and mapped weights resident at load, so that the first run costs what later ones do
+  // (docs/runtime.md#time-to-first-result); off, the first run faults them in (ctxrun --no-prefault).
+  bool prefault = true;
   // Weightless contexts (docs/weight-sharing.md#weightless) take weights from the source model: these bytes (ONNX
   // Runtime's SessionOptionsSetWeightlessSourceModelBuffer; the caller keeps them alive) or this file
   // (ep.context_source_model_path, ctxrun --source-model), else the node's onnx_model_filename beside the model.

@@ -633,15 +633,67 @@ TEST_CASE("ctxgen --json carries its schema version and is written on failure to
   CHECK(onnx_io::loadModel(model));
 }
 
-TEST_CASE("ctxrun --prefault touches the arena at load and still matches the expected outputs", "[e2e]") {
+TEST_CASE("ctxrun pre-faults at load by default: outputs are bit-identical to --no-prefault and match", "[e2e]") {
   TempDir out("prefault");
-  auto gen = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", out.path().string(), "-q"});
-  REQUIRE(gen.exitCode == 0);
-  auto run = runTool(CTXKIT_CTXRUN, {(out / "tiny_cnn_ctx.onnx").string(), "--prefault", "--iters", "3", "--inputs",
-                                     sampleData("tiny_cnn"), "--expected", sampleData("tiny_cnn")});
+  // tiny_cnn for a small arena; tiny_prefill for fewer ops but GEMM panels read from the mapped binary.
+  for (const std::string name : {"tiny_cnn", "tiny_prefill"}) {
+    INFO(name);
+    auto gen = runTool(CTXKIT_CTXGEN, {sample(name), "-o", out.path().string(), "-q"});
+    REQUIRE(gen.exitCode == 0);
+    std::map<std::string, std::string> saved;
+    for (const std::string mode : {"--prefault", "--no-prefault"}) {
+      const fs::path dir = out / (name + mode);
+      auto run = runTool(CTXKIT_CTXRUN, {(out / (name + "_ctx.onnx")).string(), mode, "--iters", "3", "--inputs",
+                                         sampleData(name), "--expected", sampleData(name), "--output-dir",
+                                         dir.string(), "--json"});
+      INFO(mode << run.out << run.err);
+      REQUIRE(run.exitCode == 0);
+      CHECK(nlohmann::json::parse(run.out)["ok"] == true);
+      for (const auto& f : fs::directory_iterator(dir))
+        saved[mode + "/" + f.path().filename().string()] = ctxkit::testing::readText(f.path());
+    }
+    REQUIRE(!saved.empty());
+    for (const auto& [key, bytes] : saved)
+      if (key.starts_with("--prefault/")) {
+        INFO(key);
+        CHECK(saved["--no-prefault/" + key.substr(11)] == bytes);
+      }
+  }
+}
+
+TEST_CASE("ctxrun --json reports load, first run and steady state consistently", "[e2e]") {
+  TempDir out("phases");
+  REQUIRE(runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", out.path().string(), "-q"}).exitCode == 0);
+  auto run = runTool(CTXKIT_CTXRUN, {(out / "tiny_cnn_ctx.onnx").string(), "--iters", "4", "--inputs",
+                                     sampleData("tiny_cnn"), "--json"});
   INFO(run.out << run.err);
-  CHECK(run.exitCode == 0);
-  CHECK(run.out.find("match") != std::string::npos);
+  REQUIRE(run.exitCode == 0);
+  auto j = nlohmann::json::parse(run.out);
+  for (const char* key : {"load_ms", "first_run_ms", "time_to_first_result_ms", "median_ms", "p90_ms", "load_cpu_ms",
+                          "first_run_cpu_ms", "median_cpu_ms", "first_run_ratio"}) {
+    INFO(key);
+    REQUIRE(j.contains(key));
+    CHECK(j[key].get<double>() >= 0);
+  }
+  for (const char* key : {"load_page_faults", "first_run_page_faults", "median_page_faults"}) {
+    INFO(key);
+    REQUIRE(j.contains(key));
+    CHECK(j[key].is_number_integer());
+    CHECK(j[key].get<int64_t>() >= 0);
+  }
+  CHECK(j["iterations"] == 4);
+  CHECK(j["time_to_first_result_ms"].get<double>() ==
+        Approx(j["load_ms"].get<double>() + j["first_run_ms"].get<double>()));
+  CHECK(j["first_run_ratio"].get<double>() ==
+        Approx(j["first_run_ms"].get<double>() / j["median_ms"].get<double>()));
+  CHECK(j["p90_ms"].get<double>() >= j["median_ms"].get<double>());
+  // One run: no steady state to report.
+  auto once = runTool(CTXKIT_CTXRUN, {(out / "tiny_cnn_ctx.onnx").string(), "--inputs", sampleData("tiny_cnn"), "--json"});
+  REQUIRE(once.exitCode == 0);
+  auto k = nlohmann::json::parse(once.out);
+  CHECK(k.contains("first_run_ms"));
+  CHECK(!k.contains("median_ms"));
+  CHECK(!k.contains("first_run_ratio"));
 }
 
 TEST_CASE("a float16 model: cpu computes in float32 between ops and keeps the float16 weights, npu-sim rounds every op",

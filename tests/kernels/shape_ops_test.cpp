@@ -116,6 +116,44 @@ TEST_CASE("Concat on any axis, negative included") {
   REQUIRE(Op(OpKind::Concat).fails({&a, &a}).message() == "node 'n1' (Concat): required attribute axis is missing");
 }
 
+TEST_CASE("Concat of large unequal inputs, split by bytes across threads, matches an index loop") {
+  kernels::ThreadPool pool(2);
+  // Axis 1 of [2, C, 37, 41] with channel counts 3, 61 and 1 (a chunk boundary falls inside rows and inputs), and
+  // axis 0 of flat tensors; serial and on 2 threads.
+  const std::vector<int64_t> channels{3, 61, 1};
+  std::vector<ir::Tensor> ins;
+  for (size_t i = 0; i < channels.size(); ++i) {
+    std::vector<float> v(static_cast<size_t>(2 * channels[i] * 37 * 41));
+    for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>(i * 1000000 + k);
+    ins.push_back(floats({2, channels[i], 37, 41}, v));
+  }
+  for (kernels::ThreadPool* p : {static_cast<kernels::ThreadPool*>(nullptr), &pool}) {
+    auto y = Op(OpKind::Concat).i("axis", 1).run1({&ins[0], &ins[1], &ins[2]}, p);
+    REQUIRE(y.shape() == ir::Shape{2, 65, 37, 41});
+    const auto v = values<float>(y);
+    size_t wrong = 0;
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t c = 0; c < 65; ++c) {
+        size_t i = 0;
+        int64_t base = 0;  // the first output channel of input i
+        while (c >= base + channels[i]) base += channels[i++];
+        for (int64_t q = 0; q < 37 * 41; ++q) {
+          const float want = static_cast<float>(i * 1000000 + static_cast<size_t>((n * channels[i] + c - base) * 37 * 41 + q));
+          wrong += v[static_cast<size_t>((n * 65 + c) * 37 * 41 + q)] != want;
+        }
+      }
+    CHECK(wrong == 0);
+  }
+  auto a = floats({70001}, iota(70001));
+  auto b = floats({5}, {-1, -2, -3, -4, -5});
+  auto flat = values<float>(Op(OpKind::Concat).i("axis", 0).run1({&b, &a, &b}, &pool));
+  REQUIRE(flat.size() == 70011);
+  CHECK(flat[0] == -1);
+  CHECK(flat[5] == 0);
+  CHECK(flat[70005] == 70000);
+  CHECK(flat[70010] == -5);
+}
+
 TEST_CASE("Gather with negative indices on any axis and int32 indices") {
   auto x = floats({3, 2}, {1, 2, 3, 4, 5, 6});
   auto idx = int64s({2}, {-1, 0});
