@@ -6,7 +6,8 @@
 // (scripts/export_corpus.sh; required under CI) and PP-OCR's classifier, recognizer and detector (npm). Exits 1 when
 // any of these allocates, except whole runs of the two detectors (kNotHeld below). This binary replaces the global
 // operator new to count the allocations made while runs are in progress.
-// usage: alloc_report [SAMPLES_DIR [CACHE_DIR]]
+// usage: alloc_report [SAMPLES_DIR [CACHE_DIR [NODE_TESTS_DIR [ONLY]]]]: with ONLY, just the corpus graphs whose label
+// contains it (for a quick look at one model; the test runs without it).
 #include "../common/material.h"
 #include "format/container.h"
 #include "onnx_io/onnx_io.h"
@@ -389,6 +390,14 @@ int main(int argc, char** argv) {
   if (argc > 1) kSamples = argv[1];
   if (argc > 2) kCache = argv[2];
   if (argc > 3) kNodeTests = argv[3];
+  if (argc > 4) {
+    for (const Case& c : torchCorpusCases()) {
+      if (c.label.find(argv[4]) == std::string::npos) continue;
+      for (const char* target : {"npu-sim", "cpu"}) steadyStateAllocations(c, target, 2);
+      for (int threads : {1, 2}) sessionRunAllocations(c.label, "plain", c.model, bindingsOf(c), c.dataDir, threads, 2);
+    }
+    return 0;
+  }
   size_t sampleAllocations = 0;
   for (const Case& c : sampleCases())
     for (const char* target : {"npu-sim", "cpu"})
