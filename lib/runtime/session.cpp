@@ -91,6 +91,45 @@ struct Session::Impl {
     // an empty tensor for the others), or null when it could not be; made again when those values change.
     std::vector<ir::Tensor> valueCopies;
     std::unique_ptr<kernels::PreparedOp> valueOp;
+    // Not preparable at all (evaluated every run): its outputs, views of buffers kept here and grown only when an
+    // output needs more bytes, and the op's own kept temporaries.
+    std::vector<ir::Tensor> evalOuts, evalBuffers;
+    kernels::EvalState eval;
+  };
+  // Binds a node's evaluated outputs into its NodeState's kept buffers.
+  struct KeptOutputs final : kernels::OutputSink {
+    NodeState& state;
+    explicit KeptOutputs(NodeState& s) : state(s) {}
+    Expected<ir::Tensor*> bind(size_t index, ir::ElemType type, std::span<const int64_t> shape) override {
+      if (index >= state.evalOuts.size()) {
+        state.evalOuts.resize(index + 1);
+        state.evalBuffers.resize(index + 1);
+      }
+      ir::Tensor& value = state.evalOuts[index];
+      value.unbind();  // its reference to the buffer
+      if (type == ir::ElemType::String) {
+        const auto count = ir::elementCount(shape);
+        if (!count)
+          return makeError(ErrorCode::InvalidGraph, "output {} has shape {}", index, ir::shapeToString(shape));
+        value = ir::Tensor::strings(ir::Shape(shape.begin(), shape.end()),
+                                    std::vector<std::string>(static_cast<size_t>(*count)));
+        return &value;
+      }
+      const auto count = ir::elementCount(shape);
+      const auto bytes = count ? ir::storageBytes(type, *count) : std::nullopt;
+      if (!bytes)
+        return makeError(ErrorCode::InvalidGraph, "output {} of shape {} has no representable size", index,
+                         ir::shapeToString(shape));
+      ir::Tensor& buffer = state.evalBuffers[index];
+      // Another value still sharing the buffer (a caller's tensor) keeps it: a new one is made.
+      if (!(buffer.owner() && buffer.owner().use_count() == 1 && buffer.byteSize() >= *bytes)) {
+        CTX_ASSIGN_OR_RETURN(buffer, ir::Tensor::allocate(ir::ElemType::Uint8, {static_cast<int64_t>(*bytes)}));
+      } else if (*bytes > 0) {
+        std::memset(buffer.mutableData(), 0, static_cast<size_t>(*bytes));  // as a new tensor would be
+      }
+      CTX_RETURN_IF_ERROR(value.rebindAsPrefix(buffer, type, shape));
+      return &value;
+    }
   };
   // Inputs of at most this many elements are given to the op by value when it cannot be prepared without.
   static constexpr uint64_t kValueInputElements = 64;
@@ -640,19 +679,16 @@ struct Session::Impl {
     if (!sameValues(state, f.ins)) prepareWithValues(state, n, f.ins);
     if (state.valueOp)
       return bind(state.valueOp->outputs(), [&] { return state.valueOp->run(f.ins, f.outs, pool.get()); });
-    // Not preparable even so (output shapes that depend on large computed values): evaluated one-shot, which
-    // allocates its outputs on every run.
-    kernels::OpContext ctx = kernels::nodeContext(n, pool.get());
-    CTX_ASSIGN_OR_RETURN(auto values, kernels::evaluate(ctx, f.ins, n.outputs.size()));
-    for (size_t o = 0; o < np.outs.size(); ++o) {
-      if (np.outs[o] == kNoSlot) continue;
-      if (o < values.size()) {
-        f.owned[np.outs[o]] = std::move(values[o]);
-        f.values[np.outs[o]] = &f.owned[np.outs[o]];
-      } else {
-        f.values[np.outs[o]] = nullptr;
-      }
-    }
+    // Not preparable even so (output shapes that depend on large computed values: NonZero, NonMaxSuppression):
+    // evaluated on every run, into buffers the node state keeps (allocating only when an output outgrows its own).
+    const kernels::OpContext ctx = kernels::nodeContext(n, pool.get());
+    state.evalOuts.resize(np.outs.size());
+    state.evalBuffers.resize(np.outs.size());
+    KeptOutputs sink(state);
+    for (ir::Tensor& t : state.evalOuts) t.unbind();
+    CTX_RETURN_IF_ERROR(kernels::evaluateInto(ctx, f.ins, n.outputs.size(), sink, state.eval));
+    for (size_t o = 0; o < np.outs.size(); ++o)
+      if (np.outs[o] != kNoSlot) f.values[np.outs[o]] = state.evalOuts[o].empty() ? nullptr : &state.evalOuts[o];
     return Status::ok();
   }
 
