@@ -182,6 +182,22 @@ void Tensor::unbind() {
   strings_.clear();
 }
 
+Status Tensor::rebindAsPrefix(const Tensor& base, ElemType type, std::span<const int64_t> shape) {
+  const auto count = ir::elementCount(shape);
+  const auto bytes = count ? storageBytes(type, *count) : std::nullopt;
+  if (type == ElemType::String || !bytes || *bytes > base.size_)
+    return makeError(ErrorCode::Internal, "cannot view {} bytes as a {} tensor of shape {}", base.size_,
+                     elemTypeName(type), shapeToString(shape));
+  type_ = type;
+  shape_.assign(shape.begin(), shape.end());
+  data_ = base.data_;
+  size_ = static_cast<size_t>(*bytes);
+  writable_ = base.writable_;
+  owner_ = base.owner_;
+  strings_.clear();
+  return Status::ok();
+}
+
 Status Tensor::rebindAsView(const Tensor& base, std::span<const int64_t> shape) {
   auto count = ir::elementCount(shape);
   if (!count || *count != base.elementCount())

@@ -77,6 +77,9 @@ public:
   // Becomes a view of `base` with `shape` (same element count), reusing this tensor's shape storage: binding a
   // view on every run allocates nothing once the storage has grown.
   Status rebindAsView(const Tensor& base, std::span<const int64_t> shape);
+  // Becomes a view of the first bytes of `base` (writable when it is) as `type` and `shape`, reusing this tensor's
+  // shape storage: a buffer kept between runs holds values whose sizes vary up to its size without allocating.
+  Status rebindAsPrefix(const Tensor& base, ElemType type, std::span<const int64_t> shape);
   // Becomes an empty tensor (no data, no owner) but keeps its shape storage for the next binding.
   void unbind();
   // The owner keeping data() alive (shared with views).

@@ -16,31 +16,27 @@ Expected<int64_t> checkedIndex(const OpContext& ctx, int64_t i, int64_t dim) {
   return i < 0 ? i + dim : i;
 }
 
-// Row-major strides of `shape` in elements.
-std::vector<int64_t> stridesOf(std::span<const int64_t> shape) {
-  std::vector<int64_t> s(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
-  return s;
-}
-
-// For each element of `indexShape` (row-major): the data offset with `axis` replaced by the index there.
-Expected<std::vector<int64_t>> elementOffsets(const OpContext& ctx, std::span<const int64_t> dataShape,
-                                              std::span<const int64_t> indexShape, const std::vector<int64_t>& idx,
-                                              size_t axis) {
-  std::vector<int64_t> strides = stridesOf(dataShape);
-  std::vector<int64_t> pos(indexShape.size(), 0);
-  std::vector<int64_t> out(idx.size());
+// For each element of the indices (row-major): the data offset with `axis` replaced by the index there.
+// Calls `f(k, offset)` with the element offset in data of each index k (indices read in place, no allocation).
+template <typename F>
+Status forEachElementOffset(const OpContext& ctx, std::span<const int64_t> dataShape, const ir::Tensor& indices,
+                            size_t axis, F&& f) {
+  const std::span<const int64_t> indexShape = indices.shape();
+  const IntView idx(indices);
+  Dims strides(dataShape.size(), 1);
+  for (size_t d = dataShape.size(); d-- > 1;) strides[d - 1] = strides[d] * dataShape[d];
+  Dims pos(indexShape.size(), 0);
   for (size_t k = 0; k < idx.size(); ++k) {
     CTX_ASSIGN_OR_RETURN(int64_t a, checkedIndex(ctx, idx[k], dataShape[axis]));
     int64_t off = 0;
     for (size_t d = 0; d < pos.size(); ++d) off += (d == axis ? a : pos[d]) * strides[d];
-    out[k] = off;
+    f(k, off);
     for (size_t d = pos.size(); d-- > 0;) {
       if (++pos[d] < indexShape[d]) break;
       pos[d] = 0;
     }
   }
-  return out;
+  return Status::ok();
 }
 
 template <typename T> T combine(ScatterReduction r, T a, T b) {
@@ -53,26 +49,27 @@ template <typename T> T combine(ScatterReduction r, T a, T b) {
   }
 }
 
-// out[offsets[k] + j] (op)= updates[k * slice + j] for every k and j < slice; out already holds the data.
-Status scatterInto(const OpContext& ctx, ScatterReduction r, const std::vector<int64_t>& offsets, int64_t slice,
+// out[offset_k + j] (op)= updates[k * slice + j] for every k and j < slice, the offsets as `forEachOffset(f)` calls
+// f(k, offset_k) in order; out already holds the data.
+template <typename ForEachOffset>
+Status scatterInto(const OpContext& ctx, ScatterReduction r, ForEachOffset&& forEachOffset, int64_t slice,
                    const ir::Tensor& updates, ir::Tensor& out) {
   if (r == ScatterReduction::None) {
-    size_t es = ir::elemSize(out.type());
-    for (size_t k = 0; k < offsets.size(); ++k)
-      std::memcpy(out.mutableData() + static_cast<size_t>(offsets[k]) * es,
+    const size_t es = ir::elemSize(out.type());
+    return forEachOffset([&](size_t k, int64_t off) {
+      std::memcpy(out.mutableData() + static_cast<size_t>(off) * es,
                   updates.data() + k * static_cast<size_t>(slice) * es, static_cast<size_t>(slice) * es);
-    return Status::ok();
+    });
   }
   return visitType<kNativeNumeric>(out.type(),
                                    [&](auto tag) -> Status {
                                      using T = decltype(tag);
                                      T* o = out.mutableDataAs<T>();
                                      const T* u = updates.dataAs<T>();
-                                     for (size_t k = 0; k < offsets.size(); ++k)
+                                     return forEachOffset([&](size_t k, int64_t off) {
                                        for (int64_t j = 0; j < slice; ++j)
-                                         o[offsets[k] + j] =
-                                             combine(r, o[offsets[k] + j], u[static_cast<int64_t>(k) * slice + j]);
-                                     return Status::ok();
+                                         o[off + j] = combine(r, o[off + j], u[static_cast<int64_t>(k) * slice + j]);
+                                     });
                                    })
       .addContext(nodeLabel(ctx));
 }
@@ -109,16 +106,17 @@ Status runGatherElements(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& indices = *inputs[1];
   ir::Tensor& y = *outputs[0];
   CTX_ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(ctx, axisOf(ctx), static_cast<int64_t>(data.rank()), "axis"));
-  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, elementOffsets(ctx, data.shape(), indices.shape(),
-                                                                    tensorInts(indices), static_cast<size_t>(axis)));
   if (ctx.kind == ir::OpKind::ScatterElements || ctx.kind == ir::OpKind::Scatter) {
     if (y.byteSize()) std::memcpy(y.mutableData(), data.data(), data.byteSize());
+    auto offsets = [&](auto&& f) {
+      return forEachElementOffset(ctx, data.shape(), indices, static_cast<size_t>(axis), f);
+    };
     return scatterInto(ctx, attrsOf<ops::GatherScatterAttrs>(ctx).reduction, offsets, 1, *inputs[2], y);
   }
-  size_t es = ir::elemSize(data.type());
-  for (size_t k = 0; k < offsets.size(); ++k)
-    std::memcpy(y.mutableData() + k * es, data.data() + static_cast<size_t>(offsets[k]) * es, es);
-  return Status::ok();
+  const size_t es = ir::elemSize(data.type());
+  return forEachElementOffset(ctx, data.shape(), indices, static_cast<size_t>(axis), [&](size_t k, int64_t off) {
+    std::memcpy(y.mutableData() + k * es, data.data() + static_cast<size_t>(off) * es, es);
+  });
 }
 
 // ---- GatherND, ScatterND ----------------------------------------------------------------------------------
@@ -133,7 +131,9 @@ struct NdPlan {
   ir::Shape outShape;  // GatherND's output
 };
 
-Expected<NdPlan> planNd(const OpContext& ctx, std::span<const int64_t> data, std::span<const int64_t> idx) {
+// With `withShape` false the output shape is left empty (a run's plan: no allocation).
+Expected<NdPlan> planNd(const OpContext& ctx, std::span<const int64_t> data, std::span<const int64_t> idx,
+                        bool withShape = true) {
   const int64_t b = attrsOf<ops::GatherScatterAttrs>(ctx).batchDims;
   if (idx.empty()) return invalid(ctx, "indices must have rank 1 or more");
   NdPlan p;
@@ -147,31 +147,32 @@ Expected<NdPlan> planNd(const OpContext& ctx, std::span<const int64_t> data, std
   p.batch = dimProduct(data, 0, bs);
   p.rows = dimProduct(idx, bs, idx.size() - 1);
   p.slice = dimProduct(data, bs + static_cast<size_t>(p.depth), data.size());
+  if (!withShape) return p;
   p.outShape.assign(idx.begin(), idx.end() - 1);
   p.outShape.insert(p.outShape.end(), data.begin() + static_cast<long>(bs + static_cast<size_t>(p.depth)), data.end());
   return p;
 }
 
-// The element offset in data of each index tuple's slice.
-Expected<std::vector<int64_t>> ndOffsets(const OpContext& ctx, const NdPlan& p, std::span<const int64_t> data,
-                                         const ir::Tensor& indices) {
+// Calls `f(k, offset)` with the element offset in data of each index tuple's slice, k in tuple order. Indices are
+// read in place and offsets worked out as they go: no copy, no allocation.
+template <typename F>
+Status forEachNdOffset(const OpContext& ctx, const NdPlan& p, std::span<const int64_t> data, const ir::Tensor& indices,
+                       F&& f) {
   const auto bs = static_cast<size_t>(attrsOf<ops::GatherScatterAttrs>(ctx).batchDims);
-  std::vector<int64_t> idx = tensorInts(indices);
-  std::vector<int64_t> strides = stridesOf(data);
-  const int64_t batchStride = bs == 0 ? 0 : strides[bs - 1];
-  std::vector<int64_t> out(static_cast<size_t>(p.batch * p.rows));
+  const IntView idx(indices);
+  const int64_t batchStride = bs == 0 ? 0 : dimProduct(data, bs, data.size());
   for (int64_t bi = 0; bi < p.batch; ++bi)
     for (int64_t r = 0; r < p.rows; ++r) {
-      int64_t off = bi * batchStride;
-      const int64_t* tuple = idx.data() + (bi * p.rows + r) * p.depth;
+      const auto tuple = static_cast<size_t>((bi * p.rows + r) * p.depth);
+      int64_t within = 0;  // the tuple's flat index over data dims [bs, bs + depth), then scaled by the slice
       for (int64_t j = 0; j < p.depth; ++j) {
-        size_t d = bs + static_cast<size_t>(j);
-        CTX_ASSIGN_OR_RETURN(int64_t v, checkedIndex(ctx, tuple[j], data[d]));
-        off += v * strides[d];
+        const size_t d = bs + static_cast<size_t>(j);
+        CTX_ASSIGN_OR_RETURN(int64_t v, checkedIndex(ctx, idx[tuple + static_cast<size_t>(j)], data[d]));
+        within = within * data[d] + v;
       }
-      out[static_cast<size_t>(bi * p.rows + r)] = off;
+      f(static_cast<size_t>(bi * p.rows + r), bi * batchStride + within * p.slice);
     }
-  return out;
+  return Status::ok();
 }
 
 }  // namespace
@@ -193,17 +194,17 @@ InferResult inferGatherNd(const OpContext& ctx, InDescs inputs, size_t outputCou
 Status runGatherNd(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& data = *inputs[0];
   ir::Tensor& y = *outputs[0];
-  CTX_ASSIGN_OR_RETURN(NdPlan p, planNd(ctx, data.shape(), inputs[1]->shape()));
-  CTX_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, ndOffsets(ctx, p, data.shape(), *inputs[1]));
+  CTX_ASSIGN_OR_RETURN(NdPlan p, planNd(ctx, data.shape(), inputs[1]->shape(), false));
   if (ctx.kind == ir::OpKind::ScatterND) {
     if (y.byteSize()) std::memcpy(y.mutableData(), data.data(), data.byteSize());
+    auto offsets = [&](auto&& f) { return forEachNdOffset(ctx, p, data.shape(), *inputs[1], f); };
     return scatterInto(ctx, attrsOf<ops::GatherScatterAttrs>(ctx).reduction, offsets, p.slice, *inputs[2], y);
   }
-  const size_t bytes = static_cast<size_t>(p.slice) * ir::elemSize(data.type());
-  for (size_t k = 0; k < offsets.size(); ++k)
-    std::memcpy(y.mutableData() + k * bytes, data.data() + static_cast<size_t>(offsets[k]) * ir::elemSize(data.type()),
-                bytes);
-  return Status::ok();
+  const size_t es = ir::elemSize(data.type());
+  const size_t bytes = static_cast<size_t>(p.slice) * es;
+  return forEachNdOffset(ctx, p, data.shape(), *inputs[1], [&](size_t k, int64_t off) {
+    std::memcpy(y.mutableData() + k * bytes, data.data() + static_cast<size_t>(off) * es, bytes);
+  });
 }
 
 // ---- OneHot --------------------------------------------------------------------------------------------

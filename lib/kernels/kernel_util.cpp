@@ -217,17 +217,21 @@ BroadcastWalk BroadcastWalk::make(std::span<const int64_t> outShape, std::span<c
 }
 
 std::vector<ValueDesc> describeInputs(RunIns inputs, bool withValues) {
-  std::vector<ValueDesc> descs(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i]) {
-      descs[i].present = false;
-      continue;
-    }
-    descs[i].type = inputs[i]->type();
-    descs[i].shape = inputs[i]->shape();
-    if (withValues) descs[i].value = inputs[i];
-  }
+  std::vector<ValueDesc> descs;
+  describeInputsInto(inputs, withValues, descs);
   return descs;
+}
+
+void describeInputsInto(RunIns inputs, bool withValues, std::vector<ValueDesc>& descs) {
+  descs.resize(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ValueDesc& d = descs[i];
+    d.present = inputs[i] != nullptr;
+    d.type = inputs[i] ? inputs[i]->type() : ElemType::Undefined;
+    d.value = inputs[i] && withValues ? inputs[i] : nullptr;
+    if (inputs[i]) d.shape.assign(inputs[i]->shape().begin(), inputs[i]->shape().end());
+    else d.shape.clear();
+  }
 }
 
 }  // namespace ctxkit::kernels::detail

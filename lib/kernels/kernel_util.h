@@ -100,6 +100,8 @@ template <typename T> const T& attrsOf(const OpContext& ctx) { return std::get<T
 
 // Descriptions of run-time inputs (absent ones marked not present); `withValues` also points at the contents.
 std::vector<ValueDesc> describeInputs(RunIns inputs, bool withValues);
+// As describeInputs, into `descs`, whose storage is reused (no allocation once it has held shapes of these ranks).
+void describeInputsInto(RunIns inputs, bool withValues, std::vector<ValueDesc>& descs);
 
 // `count` input slots in [min, max]; required inputs (index < required) must be present.
 Status checkInputs(const OpContext& ctx, InDescs inputs, size_t min, size_t max);

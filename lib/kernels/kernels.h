@@ -115,4 +115,31 @@ Expected<std::unique_ptr<PreparedOp>> prepare(const OpContext& ctx, std::span<co
 Expected<std::vector<ir::Tensor>> evaluate(const OpContext& ctx, std::span<const ir::Tensor* const> inputs,
                                            size_t outputCount);
 
+// Where evaluateInto puts output `index` once its type and shape are known: a tensor of that type and shape (the
+// caller's storage, kept and reused between evaluations).
+class OutputSink {
+public:
+  virtual Expected<ir::Tensor*> bind(size_t index, ir::ElemType type, std::span<const int64_t> shape) = 0;
+
+protected:
+  ~OutputSink() = default;
+};
+
+// What one node's evaluations keep between calls (owned by the caller, one per node and concurrent run), so that
+// evaluating again with inputs of the same sizes allocates nothing: the input descriptions, and the temporaries of
+// ops with an evaluate hook (sized to the largest evaluation so far).
+struct EvalState {
+  struct Scratch {
+    virtual ~Scratch() = default;
+  };
+  std::vector<ValueDesc> descs;
+  std::unique_ptr<Scratch> scratch;
+};
+
+// As evaluate(), for a node whose output shapes depend on its input values: each output bound through `sink` once
+// the op knows it. Ops with an evaluate hook (NonMaxSuppression, NonZero) work out values and shapes in one pass;
+// the others run their shape rule on the values and then their kernel.
+Status evaluateInto(const OpContext& ctx, std::span<const ir::Tensor* const> inputs, size_t outputCount,
+                    OutputSink& sink, EvalState& state);
+
 }  // namespace ctxkit::kernels

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <numeric>
 
 namespace ctxkit::kernels::detail {
@@ -67,8 +68,7 @@ Expected<NmsInputs> readInputs(const OpContext& ctx, InDescs inputs) {
   in.scores = inputs[1].value->dataAs<float>();
   if (const ValueDesc* m = optionalInput(inputs, 2)) {
     CTX_RETURN_IF_ERROR(checkType(ctx, inputs, 2, typeBit(ElemType::Int64)));
-    std::vector<int64_t> v = tensorInts(*m->value);
-    in.maxPerClass = v.empty() ? 0 : std::max<int64_t>(v[0], 0);
+    in.maxPerClass = m->value->elementCount() == 0 ? 0 : std::max<int64_t>(m->value->dataAs<int64_t>()[0], 0);
   }
   if (const ValueDesc* t = optionalInput(inputs, 3)) in.iou = scalarFloat(*t->value);
   if (const ValueDesc* t = optionalInput(inputs, 4)) {
@@ -126,12 +126,19 @@ private:
   std::vector<float> y0_, x0_, y1_, x1_, area_;
 };
 
-// The selected (batch, class, box) triples in output order.
-std::vector<std::array<int64_t, 3>> select(const NmsInputs& in) {
-  std::vector<std::array<int64_t, 3>> out;
-  std::vector<Corners> boxes(static_cast<size_t>(in.spatial));
+// One node's selection temporaries, kept between evaluations (EvalState): grown, never shrunk.
+struct Selection : EvalState::Scratch {
+  std::vector<std::array<int64_t, 3>> out;  // the selected (batch, class, box) triples in output order
+  std::vector<Corners> boxes;
   std::vector<int64_t> order;
   KeptBoxes kept;
+};
+
+// Fills `s.out` with the selected triples.
+void select(const NmsInputs& in, Selection& s) {
+  auto& [out, boxes, order, kept] = s;
+  out.clear();
+  boxes.resize(static_cast<size_t>(in.spatial));
   for (int64_t n = 0; n < in.batches; ++n) {
     for (int64_t i = 0; i < in.spatial; ++i)
       boxes[static_cast<size_t>(i)] = corners(in, in.boxes + (n * in.spatial + i) * 4);
@@ -140,8 +147,14 @@ std::vector<std::array<int64_t, 3>> select(const NmsInputs& in) {
       order.clear();
       for (int64_t i = 0; i < in.spatial; ++i)
         if (!in.scoreThreshold || score[i] > in.minScore) order.push_back(i);
-      // Highest score first; equal scores keep the lower box index first.
-      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return score[a] > score[b]; });
+      // Highest score first; equal scores keep the lower box index first (NaN scores last, by index). A total order,
+      // so an unstable sort (which needs no temporary buffer) gives the stable order.
+      std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        const bool nanA = std::isnan(score[a]), nanB = std::isnan(score[b]);
+        if (nanA != nanB) return nanB;
+        if (!nanA && score[a] != score[b]) return score[a] > score[b];
+        return a < b;
+      });
       kept.clear();
       for (int64_t i : order) {
         if (static_cast<int64_t>(kept.size()) >= in.maxPerClass) break;
@@ -152,7 +165,6 @@ std::vector<std::array<int64_t, 3>> select(const NmsInputs& in) {
       }
     }
   }
-  return out;
 }
 
 }  // namespace
@@ -160,14 +172,40 @@ std::vector<std::array<int64_t, 3>> select(const NmsInputs& in) {
 InferResult inferNonMaxSuppression(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
   CTX_ASSIGN_OR_RETURN(NmsInputs in, readInputs(ctx, inputs));
-  return single(ElemType::Int64, {static_cast<int64_t>(select(in).size()), 3});
+  Selection s;
+  select(in, s);
+  return single(ElemType::Int64, {static_cast<int64_t>(s.out.size()), 3});
 }
+
+namespace {
+void writeSelection(const Selection& s, ir::Tensor& y) {
+  int64_t* out = y.mutableDataAs<int64_t>();
+  for (const auto& triple : s.out) out = std::copy(triple.begin(), triple.end(), out);
+}
+}  // namespace
 
 Status runNonMaxSuppression(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   std::vector<ValueDesc> descs = describeInputs(inputs, true);
   CTX_ASSIGN_OR_RETURN(NmsInputs in, readInputs(ctx, descs));
-  int64_t* y = outputs[0]->mutableDataAs<int64_t>();
-  for (const auto& triple : select(in)) y = std::copy(triple.begin(), triple.end(), y);
+  Selection s;
+  select(in, s);
+  const std::array<int64_t, 2> selected{static_cast<int64_t>(s.out.size()), 3};
+  if (!ir::sameShape(outputs[0]->shape(), selected))
+    return nodeError(ctx, ErrorCode::Internal, "output has shape {} but {} boxes were selected",
+                     shapeStr(outputs[0]->shape()), s.out.size());
+  writeSelection(s, *outputs[0]);
+  return Status::ok();
+}
+
+Status evaluateNonMaxSuppression(const OpContext& ctx, RunIns inputs, OutputSink& sink, EvalState& state) {
+  describeInputsInto(inputs, true, state.descs);
+  CTX_ASSIGN_OR_RETURN(NmsInputs in, readInputs(ctx, state.descs));
+  if (!dynamic_cast<Selection*>(state.scratch.get())) state.scratch = std::make_unique<Selection>();
+  auto& s = static_cast<Selection&>(*state.scratch);
+  select(in, s);
+  const std::array<int64_t, 2> shape{static_cast<int64_t>(s.out.size()), 3};
+  CTX_ASSIGN_OR_RETURN(ir::Tensor * y, sink.bind(0, ElemType::Int64, shape));
+  writeSelection(s, *y);
   return Status::ok();
 }
 

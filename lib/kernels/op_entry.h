@@ -14,6 +14,9 @@ struct OpEntry {
   TypeSet types;          // element types of the main data input
   bool halfViaFloat;      // float16/bfloat16 data is computed as float32 (converted around the kernel)
   PlanFn plan = nullptr;  // for prepared ops: planned at prepare instead of per run (allocation-free runs)
+  // For ops whose output shapes depend on input values: values and shapes in one pass (evaluateInto), instead of
+  // the shape rule working the values out and the kernel doing it again.
+  EvaluateFn evaluate = nullptr;
 };
 
 // The entry of `kind`, or null when no kernel exists (EPContext, control flow, unknown ops).

@@ -3,6 +3,7 @@
 #include "kernels/op_entry.h"
 
 #include <algorithm>
+#include <array>
 #include <new>
 #include <stdexcept>
 
@@ -89,9 +90,11 @@ const OpEntry* detail::findEntry(OpKind kind) {
   static const OpEntry window{inferWindow, runWindow, kSizeTypes, false};
   static const OpEntry melWeightMatrix{inferMelWeightMatrix, runMelWeightMatrix, kSizeTypes, false};
   static const OpEntry upsample{inferUpsample, runUpsample, kFixedSizeTypes, true};
-  static const OpEntry nonZero{inferNonZero, runNonZero, kFixedSizeTypes, false};
+  static const OpEntry nonZero{inferNonZero, runNonZero, kFixedSizeTypes, false, nullptr, evaluateNonZero};
   static const OpEntry compress{inferCompress, runCompress, kFixedSizeTypes, false};
-  static const OpEntry nonMaxSuppression{inferNonMaxSuppression, runNonMaxSuppression, typeBit(ElemType::Float), false};
+  static const OpEntry nonMaxSuppression{
+      inferNonMaxSuppression,   runNonMaxSuppression, typeBit(ElemType::Float), false, nullptr,
+      evaluateNonMaxSuppression};
   static const OpEntry lpPool{inferLpPool, runLpPool, kFloats, true};
   static const OpEntry centerCropPad{inferCenterCropPad, runCenterCropPad, kFixedSizeTypes, false};
   static const OpEntry col2Im{inferCol2Im, runCol2Im, kFloats, true};
@@ -312,6 +315,28 @@ Expected<std::vector<ir::Tensor>> evaluate(const OpContext& ctx, std::span<const
   const OpEntry& entry = *findEntry(ctx.kind);
   CTX_RETURN_IF_ERROR(runEntry(entry, ctx, inputs, ptrs, entry.halfViaFloat && anyHalf(inputs)));
   return tensors;
+}
+
+Status evaluateInto(const OpContext& ctx, std::span<const ir::Tensor* const> inputs, size_t outputCount,
+                    OutputSink& sink, EvalState& state) {
+  const OpEntry* entry = findEntry(ctx.kind);
+  if (!entry) return noKernel(ctx);
+  if (!ctx.typed)
+    return withTypedAttrs(
+        ctx, [&](const OpContext& typed) { return evaluateInto(typed, inputs, outputCount, sink, state); });
+  if (entry->evaluate && !(entry->halfViaFloat && anyHalf(inputs))) return entry->evaluate(ctx, inputs, sink, state);
+  describeInputsInto(inputs, true, state.descs);
+  CTX_ASSIGN_OR_RETURN(std::vector<OutputDesc> outs, inferOutputs(ctx, state.descs, outputCount));
+  // At most kMaxOutputs outputs: bound without a vector of pointers.
+  constexpr size_t kMaxOutputs = 8;
+  if (outs.size() > kMaxOutputs) return nodeError(ctx, ErrorCode::Unsupported, "more than {} outputs", kMaxOutputs);
+  std::array<ir::Tensor*, kMaxOutputs> ptrs{};
+  for (size_t o = 0; o < outs.size(); ++o) {
+    auto t = sink.bind(o, outs[o].type, outs[o].shape);
+    if (!t) return t.takeError().addContext(nodeLabel(ctx));
+    ptrs[o] = *t;
+  }
+  return runEntry(*entry, ctx, inputs, std::span(ptrs.data(), outs.size()), entry->halfViaFloat && anyHalf(inputs));
 }
 
 }  // namespace ctxkit::kernels

@@ -12,6 +12,8 @@ using RunFn = Status (*)(const OpContext&, RunIns, RunOuts);
 // Works out, once for a prepared op's input shapes (and constant inputs), what its kernel would otherwise work out
 // on every run; the kernel finds it in OpContext::plan. Fails when the plan needs an input known only at run time.
 using PlanFn = Expected<std::shared_ptr<const void>> (*)(const OpContext&, InDescs);
+// Computes a value-dependent op's outputs and binds them through the sink (kernels.h, evaluateInto).
+using EvaluateFn = Status (*)(const OpContext&, RunIns, OutputSink&, EvalState&);
 
 // elementwise.cpp: Add, Sub, Mul, Div (one pair for all four), Pow.
 InferResult inferBinary(const OpContext& ctx, InDescs inputs, size_t outputCount);
@@ -175,12 +177,14 @@ Status runUpsample(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 // select_ops.cpp: NonZero, Compress (output shapes from input values).
 InferResult inferNonZero(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runNonZero(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+Status evaluateNonZero(const OpContext& ctx, RunIns inputs, OutputSink& sink, EvalState& state);
 InferResult inferCompress(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runCompress(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 
 // nms.cpp: NonMaxSuppression (output shape from input values).
 InferResult inferNonMaxSuppression(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runNonMaxSuppression(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+Status evaluateNonMaxSuppression(const OpContext& ctx, RunIns inputs, OutputSink& sink, EvalState& state);
 
 // roi_align.cpp: RoiAlign.
 InferResult inferRoiAlign(const OpContext& ctx, InDescs inputs, size_t outputCount);

@@ -2,6 +2,7 @@
 // output_height x output_width grid of bins, each the average ("avg") or the largest weighted corner ("max", as ONNX's
 // reference and ONNX Runtime compute it) of bilinear samples taken on a regular grid inside the bin.
 #include "kernels/ops.h"
+#include "kernels/thread_scratch.h"
 
 #include <algorithm>
 #include <cmath>
@@ -17,11 +18,7 @@ using ops::RoiAlignAttrs;
 // detector emits (a 1024-pixel square region in one bin takes 2^20), and sampling it would take 40 MiB a bin.
 constexpr double kMaxSamplesPerBin = 1 << 20;
 
-// One bilinear sample: four source offsets in the channel plane and their weights (all zero outside the image).
-struct Sample {
-  int64_t pos[4] = {0, 0, 0, 0};
-  float w[4] = {0, 0, 0, 0};
-};
+using Sample = RoiSample;
 
 // The bilinear sample at (y, x) of an H x W plane, as ONNX defines it for RoiAlign: a point more than one pixel
 // outside the image (or not a number) reads nothing; the rest are clamped to the image's edge.
@@ -119,14 +116,13 @@ Status runRoiAlign(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const float* box = rois.dataAs<float>();
   const int64_t* batchOf = batchIndices.dataAs<int64_t>();
   float* out = outputs[0]->mutableDataAs<float>();
-  // Every region is checked before any is computed, so that an error names the first bad one.
-  std::vector<RegionGrid> grids(static_cast<size_t>(regions));
+  // Every region is checked before any is computed, so that an error names the first bad one. (Each grid is worked
+  // out again where its region is computed: a few operations, and no list of grids to allocate.)
   size_t work = 1;
   for (int64_t r = 0; r < regions; ++r) {
     const int64_t b = batchOf[r];
     if (b < 0 || b >= batches) return invalid(ctx, "batch_indices[{}] is {} but X holds {} images", r, b, batches);
-    CTX_ASSIGN_OR_RETURN(grids[static_cast<size_t>(r)], regionGrid(ctx, a, box + r * 4, r));
-    const RegionGrid& g = grids[static_cast<size_t>(r)];
+    CTX_ASSIGN_OR_RETURN(const RegionGrid g, regionGrid(ctx, a, box + r * 4, r));
     work = std::max(work, static_cast<size_t>(channels * oh * ow * std::max<int64_t>(g.gh * g.gw, 1)));
   }
   // Regions in parallel; within one, the samples of all its bins are taken once (they are the same for every
@@ -134,9 +130,9 @@ Status runRoiAlign(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   // more than kRegionSamples goes bin by bin instead (each bin's samples, then every channel), as memory allows.
   constexpr size_t kRegionSamples = size_t{1} << 16;
   parallelForWork(ctx, static_cast<size_t>(regions), work, [&](size_t r0, size_t r1) {
-    std::vector<Sample> samples;
+    std::vector<Sample>& samples = threadScratch().roiSamples;  // reserved on every pool thread (no allocation)
     for (size_t r = r0; r < r1; ++r) {
-      const RegionGrid& g = grids[r];
+      const RegionGrid g = regionGrid(ctx, a, box + r * 4, static_cast<int64_t>(r)).value();  // checked above
       const int64_t b = batchOf[r];
       const auto perBin = static_cast<size_t>(g.gh * g.gw);
       const float count = static_cast<float>(std::max<size_t>(perBin, 1));

@@ -4,26 +4,58 @@
 #include "cpu/convert.h"
 #include "kernels/ops.h"
 
+#include <array>
 #include <cstring>
 
 namespace ctxkit::kernels::detail {
 
 namespace {
 
-// Whether each element of `t` is non-zero (NaN counts as non-zero, as in C).
-Expected<std::vector<bool>> nonZeroMask(const OpContext& ctx, const ir::Tensor& t) {
-  std::vector<double> v(static_cast<size_t>(t.elementCount()));
+// Calls `f(i)` for each non-zero element i of `t` in order (NaN counts as non-zero, as in C). The elements are
+// converted to double a block at a time on the stack: no copy of the whole input.
+template <typename F> Status forEachNonZero(const OpContext& ctx, const ir::Tensor& t, F&& f) {
+  const auto n = static_cast<size_t>(t.elementCount());
   if (t.type() == ElemType::Bool) {
-    std::vector<bool> m(v.size());
-    for (size_t i = 0; i < m.size(); ++i) m[i] = t.dataAs<uint8_t>()[i] != 0;
-    return m;
+    for (size_t i = 0; i < n; ++i)
+      if (t.dataAs<uint8_t>()[i] != 0) f(i);
+    return Status::ok();
   }
   if (!cpu::isConvertible(t.type()) || t.type() == ElemType::Int4 || t.type() == ElemType::Uint4)
     return unsupported(ctx, "input of type {} is not supported", ir::elemTypeName(t.type()));
-  CTX_RETURN_IF_ERROR(cpu::convertElements(t.type(), t.data(), ElemType::Double, v.data(), v.size()));
-  std::vector<bool> m(v.size());
-  for (size_t i = 0; i < m.size(); ++i) m[i] = v[i] != 0.0;
-  return m;
+  constexpr size_t kBlock = 256;  // even: a block of packed 4-bit elements starts on a byte
+  std::array<double, kBlock> v;
+  for (size_t at = 0; at < n; at += kBlock) {
+    const size_t len = std::min(kBlock, n - at);
+    const std::byte* src = t.data() + ir::storageBytes(t.type(), at).value_or(0);
+    CTX_RETURN_IF_ERROR(cpu::convertElements(t.type(), src, ElemType::Double, v.data(), len));
+    for (size_t i = 0; i < len; ++i)
+      if (v[i] != 0.0) f(at + i);
+  }
+  return Status::ok();
+}
+
+Expected<int64_t> countNonZero(const OpContext& ctx, const ir::Tensor& t) {
+  int64_t count = 0;
+  CTX_RETURN_IF_ERROR(forEachNonZero(ctx, t, [&](size_t) { ++count; }));
+  return count;
+}
+
+// Writes the coordinates of x's non-zero elements into y ([rank, count]).
+Status writeNonZero(const OpContext& ctx, const ir::Tensor& x, ir::Tensor& y) {
+  const size_t rank = x.rank();
+  const auto count = static_cast<size_t>(y.shape()[1]);
+  int64_t* out = y.mutableDataAs<int64_t>();
+  size_t k = 0;
+  return forEachNonZero(ctx, x, [&](size_t i) {
+    if (k >= count) return;
+    size_t rem = i;
+    for (size_t d = rank; d-- > 0;) {
+      const auto dim = static_cast<size_t>(x.shape()[d]);
+      out[d * count + k] = static_cast<int64_t>(rem % dim);
+      rem /= dim;
+    }
+    ++k;
+  });
 }
 
 }  // namespace
@@ -32,30 +64,21 @@ InferResult inferNonZero(const OpContext& ctx, InDescs inputs, size_t outputCoun
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 1, 1));
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
   if (!inputs[0].value) return unsupported(ctx, "input 0 must be known: NonZero's output shape depends on its values");
-  CTX_ASSIGN_OR_RETURN(auto mask, nonZeroMask(ctx, *inputs[0].value));
-  const auto count = static_cast<int64_t>(std::count(mask.begin(), mask.end(), true));
+  CTX_ASSIGN_OR_RETURN(const int64_t count, countNonZero(ctx, *inputs[0].value));
   return single(ElemType::Int64, {static_cast<int64_t>(inputs[0].shape.size()), count});
 }
 
 Status runNonZero(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
+  return writeNonZero(ctx, *inputs[0], *outputs[0]);
+}
+
+Status evaluateNonZero(const OpContext& ctx, RunIns inputs, OutputSink& sink, EvalState&) {
+  if (inputs.size() != 1 || !inputs[0]) return invalid(ctx, "takes 1 input but {} were given", inputs.size());
   const ir::Tensor& x = *inputs[0];
-  ir::Tensor& y = *outputs[0];
-  CTX_ASSIGN_OR_RETURN(auto mask, nonZeroMask(ctx, x));
-  const size_t rank = x.rank();
-  const auto count = static_cast<size_t>(y.shape()[1]);
-  int64_t* out = y.mutableDataAs<int64_t>();
-  size_t k = 0;
-  for (size_t i = 0; i < mask.size(); ++i) {
-    if (!mask[i]) continue;
-    size_t rem = i;
-    for (size_t d = rank; d-- > 0;) {
-      const auto dim = static_cast<size_t>(x.shape()[d]);
-      out[d * count + k] = static_cast<int64_t>(rem % dim);
-      rem /= dim;
-    }
-    ++k;
-  }
-  return Status::ok();
+  CTX_ASSIGN_OR_RETURN(const int64_t count, countNonZero(ctx, x));
+  const std::array<int64_t, 2> shape{static_cast<int64_t>(x.rank()), count};
+  CTX_ASSIGN_OR_RETURN(ir::Tensor * y, sink.bind(0, ElemType::Int64, shape));
+  return writeNonZero(ctx, x, *y);
 }
 
 // Compress (input, condition) with optional attribute axis.

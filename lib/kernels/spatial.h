@@ -181,4 +181,11 @@ void im2col(const T* x, const Window3& w, T* col, int64_t rowBegin, int64_t rowE
   }
 }
 
+// One bilinear sample of RoiAlign: four source offsets in the channel plane and their weights (all zero outside the
+// image).
+struct RoiSample {
+  int64_t pos[4] = {0, 0, 0, 0};
+  float w[4] = {0, 0, 0, 0};
+};
+
 }  // namespace ctxkit::kernels::detail

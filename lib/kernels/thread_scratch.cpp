@@ -11,7 +11,7 @@ namespace ctxkit::kernels {
 namespace {
 
 // One mark per buffer, in the order of `sizes` below.
-constexpr size_t kBuffers = 14;
+constexpr size_t kBuffers = 15;
 std::atomic<size_t> gMarks[kBuffers];
 std::atomic<uint64_t> gEpoch{0};
 
@@ -23,7 +23,7 @@ void capacities(const ThreadScratch& s, size_t (&out)[kBuffers]) {
                                    s.poolPlane.tapCapacity(),  s.convTaps.capacity(),     s.poolTaps.capacity(),
                                    s.convColumns.capacity(),   s.poolOnes.capacity(),     s.poolDivisors.capacity(),
                                    s.convWeights.capacity(),   s.convRuns.capacity(),     s.sortOrder.capacity(),
-                                   s.nbitsTile.capacity(),     s.depthwise.capacity()};
+                                   s.nbitsTile.capacity(),     s.depthwise.capacity(),    s.roiSamples.capacity()};
   std::copy(values, values + kBuffers, out);
 }
 
@@ -62,6 +62,7 @@ void reserveThreadScratch() {
   s.sortOrder.reserve(mark(11));
   s.nbitsTile.reserve(mark(12));
   s.depthwise.reserve(mark(13));
+  s.roiSamples.reserve(mark(14));
 }
 
 }  // namespace ctxkit::kernels

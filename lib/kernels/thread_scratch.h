@@ -25,6 +25,7 @@ struct ThreadScratch {
   std::vector<int64_t> sortOrder;  // TopK: the positions of one slice, in sorted order
   std::vector<float> nbitsTile;    // MatMulNBits: a tile of dequantized weight rows
   std::vector<float> depthwise;    // depthwise Conv onto small maps: a channel block's inputs, weights and outputs
+  std::vector<detail::RoiSample> roiSamples;  // RoiAlign: one region's bilinear samples
 };
 
 // This thread's scratch.

@@ -28,9 +28,9 @@ Status runTile(const OpContext&, RunIns inputs, RunOuts outputs) {
   ir::Tensor& y = *outputs[0];
   const size_t es = ir::elemSize(x.type());
   const size_t rank = x.rank();
-  std::vector<int64_t> inStrides(rank, 1);
+  Dims inStrides(rank, 1);
   for (size_t d = rank; d-- > 1;) inStrides[d - 1] = inStrides[d] * x.shape()[d];
-  std::vector<int64_t> pos(rank, 0);
+  Dims pos(rank, 0);
   const uint64_t n = y.elementCount();
   for (uint64_t k = 0; k < n; ++k) {
     int64_t src = 0;

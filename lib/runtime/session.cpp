@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -50,23 +51,35 @@ struct Session::Impl {
   std::vector<size_t> lastUse;  // by value id: the last node reading it (an input or a subgraph read)
   std::unique_ptr<kernels::ThreadPool> pool;
 
-  // The top-level graph with every value numbered (a slot), so that a run finds values by index and keeps what it
-  // needs between runs in a frame: no name lookups, and no allocation once a frame has run with these shapes
-  // (docs/runtime.md#allocations). Graphs with control flow at the top level run through the Scope interpreter.
+  // The graph with every value numbered (a slot), so that a run finds values by index and keeps what it needs
+  // between runs in a frame: no name lookups, and no allocation once a frame has run with these shapes
+  // (docs/runtime.md#allocations). If branches are planned the same way, their values in slots after the top-level
+  // graph's and their reads of enclosing graphs' values resolved to those slots at load. Graphs with Loop or Scan
+  // run through the Scope interpreter.
   static constexpr size_t kNoSlot = static_cast<size_t>(-1);
   struct NodePlan {
-    std::vector<size_t> ins;   // kNoSlot: an omitted optional input
-    std::vector<size_t> outs;  // kNoSlot: an omitted output
+    const ir::Graph* graph = nullptr;  // the graph holding the node (the model's, or an If branch)
+    size_t index = 0;                  // the node's index in `graph`
+    std::vector<size_t> ins;           // kNoSlot: an omitted optional input
+    std::vector<size_t> outs;          // kNoSlot: an omitted output
     const CompiledProgram* program = nullptr;
     std::vector<kernels::OutputDesc> programOutputs;  // the program's output types and shapes
+    size_t thenBlock = kNoSlot, elseBlock = kNoSlot;  // If: its branches in RunPlan::blocks
+    const ir::Node& node() const { return graph->nodes[index]; }
+  };
+  // A graph's nodes (plan.nodes[begin, end)) and the slots of its outputs.
+  struct Block {
+    size_t begin = 0, end = 0;
+    std::vector<size_t> outputs;
   };
   struct RunPlan {
     bool usable = false;
     size_t slots = 0;
-    std::vector<std::pair<size_t, const ir::Tensor*>> constants;  // initializer slots
+    std::vector<std::pair<size_t, const ir::Tensor*>> constants;  // initializer slots (the branches' included)
     std::vector<size_t> inputs;                                   // per feed
     std::vector<size_t> outputs;                                  // per graph output
-    std::vector<NodePlan> nodes;
+    std::vector<NodePlan> nodes;  // the model's nodes first (plan index = node index), then the branches'
+    std::vector<Block> blocks;    // blocks[0]: the model's graph
   } plan;
   // Per-run state, one per concurrent run, reused: where each value is this run, the tensors the frame owns
   // (node outputs not written into the caller's), and each fallback node's prepared op for its last input shapes.
@@ -78,6 +91,45 @@ struct Session::Impl {
     // an empty tensor for the others), or null when it could not be; made again when those values change.
     std::vector<ir::Tensor> valueCopies;
     std::unique_ptr<kernels::PreparedOp> valueOp;
+    // Not preparable at all (evaluated every run): its outputs, views of buffers kept here and grown only when an
+    // output needs more bytes, and the op's own kept temporaries.
+    std::vector<ir::Tensor> evalOuts, evalBuffers;
+    kernels::EvalState eval;
+  };
+  // Binds a node's evaluated outputs into its NodeState's kept buffers.
+  struct KeptOutputs final : kernels::OutputSink {
+    NodeState& state;
+    explicit KeptOutputs(NodeState& s) : state(s) {}
+    Expected<ir::Tensor*> bind(size_t index, ir::ElemType type, std::span<const int64_t> shape) override {
+      if (index >= state.evalOuts.size()) {
+        state.evalOuts.resize(index + 1);
+        state.evalBuffers.resize(index + 1);
+      }
+      ir::Tensor& value = state.evalOuts[index];
+      value.unbind();  // its reference to the buffer
+      if (type == ir::ElemType::String) {
+        const auto count = ir::elementCount(shape);
+        if (!count)
+          return makeError(ErrorCode::InvalidGraph, "output {} has shape {}", index, ir::shapeToString(shape));
+        value = ir::Tensor::strings(ir::Shape(shape.begin(), shape.end()),
+                                    std::vector<std::string>(static_cast<size_t>(*count)));
+        return &value;
+      }
+      const auto count = ir::elementCount(shape);
+      const auto bytes = count ? ir::storageBytes(type, *count) : std::nullopt;
+      if (!bytes)
+        return makeError(ErrorCode::InvalidGraph, "output {} of shape {} has no representable size", index,
+                         ir::shapeToString(shape));
+      ir::Tensor& buffer = state.evalBuffers[index];
+      // Another value still sharing the buffer (a caller's tensor) keeps it: a new one is made.
+      if (!(buffer.owner() && buffer.owner().use_count() == 1 && buffer.byteSize() >= *bytes)) {
+        CTX_ASSIGN_OR_RETURN(buffer, ir::Tensor::allocate(ir::ElemType::Uint8, {static_cast<int64_t>(*bytes)}));
+      } else if (*bytes > 0) {
+        std::memset(buffer.mutableData(), 0, static_cast<size_t>(*bytes));  // as a new tensor would be
+      }
+      CTX_RETURN_IF_ERROR(value.rebindAsPrefix(buffer, type, shape));
+      return &value;
+    }
   };
   // Inputs of at most this many elements are given to the op by value when it cannot be prepared without.
   static constexpr uint64_t kValueInputElements = 64;
@@ -364,10 +416,77 @@ struct Session::Impl {
     return Status::ok();
   }
 
+  // Loop and Scan (anywhere) keep a graph on the Scope interpreter; If is planned.
+  static bool plannable(const ir::Graph& g) {
+    for (const auto& n : g.nodes) {
+      if (n.kind == ir::OpKind::Loop || n.kind == ir::OpKind::Scan) return false;
+      for (const auto& a : n.attrs.all())
+        if (a.g && !plannable(*a.g)) return false;
+    }
+    return true;
+  }
+
+  // The slot of a value name as a graph reads it (kNoSlot when no enclosing graph has it).
+  using Resolver = std::function<size_t(const std::string&)>;
+
+  // Appends the plan of If branch `g` (its nodes, then its own branches') reading enclosing values through `outer`.
+  // Returns its block, or kNoSlot when it cannot be planned (the graph then runs on the Scope interpreter).
+  size_t planBranch(const ir::Graph& g, const Resolver& outer) {
+    if (!g.inputs.empty()) return kNoSlot;
+    const ir::ValueTable table(g);
+    const size_t base = plan.slots;
+    plan.slots += table.size();
+    const Resolver resolve = [&](const std::string& name) -> size_t {
+      const ir::ValueId id = table.find(name);
+      if (id != ir::kNoValue && !table[id].isOuter()) return base + id;
+      return outer(name);
+    };
+    for (const auto& init : g.initializers) plan.constants.emplace_back(resolve(init.name), &init.tensor);
+    Block block;
+    for (const auto& out : g.outputs) block.outputs.push_back(resolve(out.name));
+    if (std::find(block.outputs.begin(), block.outputs.end(), kNoSlot) != block.outputs.end()) return kNoSlot;
+    block.begin = plan.nodes.size();
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      NodePlan np;
+      np.graph = &g;
+      np.index = i;
+      for (const auto& in : g.nodes[i].inputs) np.ins.push_back(in.empty() ? kNoSlot : resolve(in));
+      for (const auto& out : g.nodes[i].outputs) np.outs.push_back(out.empty() ? kNoSlot : base + table.id(out));
+      for (size_t k = 0; k < np.ins.size(); ++k)
+        if (np.ins[k] == kNoSlot && !g.nodes[i].inputs[k].empty()) return kNoSlot;
+      plan.nodes.push_back(std::move(np));
+    }
+    block.end = plan.nodes.size();
+    const size_t index = plan.blocks.size();
+    plan.blocks.push_back(std::move(block));
+    if (!planIfs(index, resolve)) return kNoSlot;
+    return index;
+  }
+
+  // Plans the branches of block `b`'s If nodes.
+  bool planIfs(size_t b, const Resolver& resolve) {
+    for (size_t i = plan.blocks[b].begin; i < plan.blocks[b].end; ++i) {
+      const ir::Node& n = plan.nodes[i].node();
+      if (n.kind != ir::OpKind::If) continue;
+      const ir::Attribute* thenAttr = n.attrs.find("then_branch");
+      const ir::Attribute* elseAttr = n.attrs.find("else_branch");
+      if (!thenAttr || !thenAttr->g || !elseAttr || !elseAttr->g) return false;
+      const size_t thenBlock = planBranch(*thenAttr->g, resolve);
+      if (thenBlock == kNoSlot) return false;
+      const size_t elseBlock = planBranch(*elseAttr->g, resolve);
+      if (elseBlock == kNoSlot) return false;
+      if (plan.blocks[thenBlock].outputs.size() != n.outputs.size() ||
+          plan.blocks[elseBlock].outputs.size() != n.outputs.size())
+        return false;
+      plan.nodes[i].thenBlock = thenBlock;
+      plan.nodes[i].elseBlock = elseBlock;
+    }
+    return true;
+  }
+
   void makePlan() {
     const ir::Graph& g = model().graph;
-    for (const auto& n : g.nodes)
-      if (ir::isControlFlow(n.kind)) return;
+    if (!plannable(g)) return;
     // A value's slot is its id.
     auto slot = [&](const std::string& name) -> size_t { return valueTable.id(name); };
     auto slots = [](std::span<const ir::ValueId> ids) {
@@ -379,6 +498,8 @@ struct Session::Impl {
     for (const auto& init : g.initializers) plan.constants.emplace_back(slot(init.name), &init.tensor);
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       NodePlan np;
+      np.graph = &g;
+      np.index = i;
       np.ins = slots(valueTable.inputsOf(i));
       np.outs = slots(valueTable.outputsOf(i));
       if (auto it = programs.find(i); it != programs.end()) {
@@ -391,6 +512,15 @@ struct Session::Impl {
     }
     for (const auto& out : outputs) plan.outputs.push_back(slot(out.name));
     plan.slots = valueTable.size();
+    plan.blocks.push_back(Block{0, g.nodes.size(), plan.outputs});
+    const Resolver top = [&](const std::string& name) -> size_t {
+      const ir::ValueId id = valueTable.find(name);
+      return id == ir::kNoValue ? kNoSlot : id;
+    };
+    if (!planIfs(0, top)) {
+      plan = RunPlan{};
+      return;
+    }
     plan.usable = true;
     freeFrames.reserve(std::max(2, options.threads) * 2);
   }
@@ -477,16 +607,30 @@ struct Session::Impl {
 
   // Runs node `i` of the plan in frame `f`; `callerOut[slot]` is the caller's tensor for a graph output slot.
   Status runNode(RunFrame& f, size_t i, std::span<ir::Tensor* const> callerOut) const {
-    const ir::Graph& g = model().graph;
-    const ir::Node& n = g.nodes[i];
     const NodePlan& np = plan.nodes[i];
+    const ir::Graph& g = *np.graph;
+    const ir::Node& n = np.node();
     NodeState& state = f.nodes[i];
     f.ins.clear();
     for (size_t s : np.ins) {
       if (s != kNoSlot && !f.values[s])
-        return makeError(ErrorCode::InvalidGraph, "{}: value '{}' is not available", nodeLabel(n, i),
+        return makeError(ErrorCode::InvalidGraph, "{}: value '{}' is not available", nodeLabel(n, np.index),
                          n.inputs[f.ins.size()]);
       f.ins.push_back(s == kNoSlot ? nullptr : f.values[s]);
+    }
+    if (n.kind == ir::OpKind::If) {
+      // The branch's values stay in their slots: the If's outputs are the branch's output values themselves.
+      if (f.ins.empty() || !f.ins[0]) return makeError(ErrorCode::InvalidGraph, "If needs its condition input");
+      const Block& b = plan.blocks[truthy(*f.ins[0]) ? np.thenBlock : np.elseBlock];
+      CTX_RETURN_IF_ERROR(runBlock(f, b, callerOut));
+      for (size_t o = 0; o < np.outs.size(); ++o) {
+        if (np.outs[o] == kNoSlot) continue;
+        f.values[np.outs[o]] = f.values[b.outputs[o]];
+        if (!f.values[np.outs[o]])
+          return makeError(ErrorCode::InvalidGraph, "{}: its branch never produces output {}", nodeLabel(n, np.index),
+                           o);
+      }
+      return Status::ok();
     }
     // Binds the node's outputs to tensors of `descs`, runs `body` and publishes them.
     auto bind = [&](std::span<const kernels::OutputDesc> descs, auto&& body) -> Status {
@@ -510,7 +654,7 @@ struct Session::Impl {
     if (n.kind == ir::OpKind::Constant && n.inputs.empty()) {
       if (!state.looked) {
         auto made = shared->fallback.run(g, n, f.ins, pool.get());
-        if (!made) return makeError(ErrorCode::Internal, "{}: the Constant was not made", nodeLabel(n, i));
+        if (!made) return makeError(ErrorCode::Internal, "{}: the Constant was not made", nodeLabel(n, np.index));
         if (!*made) return made->takeError();
         for (size_t o = 0; o < np.outs.size() && o < (*made)->size(); ++o)
           if (np.outs[o] != kNoSlot) f.owned[np.outs[o]] = std::move((**made)[o]);
@@ -535,19 +679,16 @@ struct Session::Impl {
     if (!sameValues(state, f.ins)) prepareWithValues(state, n, f.ins);
     if (state.valueOp)
       return bind(state.valueOp->outputs(), [&] { return state.valueOp->run(f.ins, f.outs, pool.get()); });
-    // Not preparable even so (output shapes that depend on large computed values): evaluated one-shot, which
-    // allocates its outputs on every run.
-    kernels::OpContext ctx = kernels::nodeContext(n, pool.get());
-    CTX_ASSIGN_OR_RETURN(auto values, kernels::evaluate(ctx, f.ins, n.outputs.size()));
-    for (size_t o = 0; o < np.outs.size(); ++o) {
-      if (np.outs[o] == kNoSlot) continue;
-      if (o < values.size()) {
-        f.owned[np.outs[o]] = std::move(values[o]);
-        f.values[np.outs[o]] = &f.owned[np.outs[o]];
-      } else {
-        f.values[np.outs[o]] = nullptr;
-      }
-    }
+    // Not preparable even so (output shapes that depend on large computed values: NonZero, NonMaxSuppression):
+    // evaluated on every run, into buffers the node state keeps (allocating only when an output outgrows its own).
+    const kernels::OpContext ctx = kernels::nodeContext(n, pool.get());
+    state.evalOuts.resize(np.outs.size());
+    state.evalBuffers.resize(np.outs.size());
+    KeptOutputs sink(state);
+    for (ir::Tensor& t : state.evalOuts) t.unbind();
+    CTX_RETURN_IF_ERROR(kernels::evaluateInto(ctx, f.ins, n.outputs.size(), sink, state.eval));
+    for (size_t o = 0; o < np.outs.size(); ++o)
+      if (np.outs[o] != kNoSlot) f.values[np.outs[o]] = state.evalOuts[o].empty() ? nullptr : &state.evalOuts[o];
     return Status::ok();
   }
 
@@ -570,21 +711,7 @@ struct Session::Impl {
       if (!aliased) f->callerOut[plan.outputs[k]] = outs[k];
     }
     kernels::ThreadPool::RunScope running(pool.get());  // workers stay awake between the run's ops
-    RunProfile* profile = activeProfile();
-    for (size_t i = 0; i < plan.nodes.size(); ++i) {
-      // A compiled node's ops are timed by its program; a fallback node is timed here.
-      const bool timed = profile && !plan.nodes[i].program;
-      const auto start = timed ? RunProfile::Clock::now() : RunProfile::Clock::time_point{};
-      Status st = runNode(*f, i, f->callerOut);
-      if (timed && st) profile->record(this, i, RunProfile::Clock::now() - start, [&] { return describeNode(*f, i); });
-      if (!st) {
-        Error e = st.takeError();
-        const std::string label = nodeLabel(model().graph.nodes[i], i);
-        if (!e.message().starts_with(label + ": ")) e.addContext(label);
-        e.addContext(displayName);
-        return e;
-      }
-    }
+    CTX_RETURN_IF_ERROR(runBlock(*f, plan.blocks[0], f->callerOut).addContext(displayName));
     for (size_t k = 0; k < outs.size(); ++k) {
       const ir::Tensor* t = f->values[plan.outputs[k]];
       if (!t) return makeError(ErrorCode::Internal, "{}: output '{}' was not produced", displayName, outputs[k].name);
@@ -593,14 +720,41 @@ struct Session::Impl {
     return Status::ok();
   }
 
+  // Runs the nodes of block `b` in frame `f`.
+  Status runBlock(RunFrame& f, const Block& b, std::span<ir::Tensor* const> callerOut) const {
+    RunProfile* profile = activeProfile();
+    for (size_t i = b.begin; i < b.end; ++i) {
+      const NodePlan& np = plan.nodes[i];
+      // A compiled node's ops are timed by its program, an If by its branch's nodes; other nodes are timed here.
+      const bool timed = profile && !np.program && np.thenBlock == kNoSlot;
+      const auto start = timed ? RunProfile::Clock::now() : RunProfile::Clock::time_point{};
+      Status st = runNode(f, i, callerOut);
+      if (timed && st) profile->record(this, i, RunProfile::Clock::now() - start, [&] { return describeNode(f, i); });
+      if (!st) {
+        Error e = st.takeError();
+        const std::string label = nodeLabel(np.node(), np.index);
+        if (!e.message().starts_with(label + ": ")) e.addContext(label);
+        return e;
+      }
+    }
+    return Status::ok();
+  }
+
+  static bool truthy(const ir::Tensor& t) {
+    if (t.elementCount() != 1 || t.type() == ir::ElemType::String) return false;
+    for (std::byte b : t.bytes())
+      if (b != std::byte{0}) return true;
+    return false;
+  }
+
   // Fallback node `i` as a run profile names it (with the shape its first output has in frame `f`).
   ProfiledOp describeNode(const RunFrame& f, size_t i) const {
-    const ir::Node& n = model().graph.nodes[i];
-    std::string shape;
     const NodePlan& np = plan.nodes[i];
+    const ir::Node& n = np.node();
+    std::string shape;
     if (!np.outs.empty() && np.outs[0] != kNoSlot && f.values[np.outs[0]])
       shape = fmt::format("[{}]", fmt::join(f.values[np.outs[0]]->shape(), ","));
-    return ProfiledOp{"fallback", i, n.name, n.opType, std::move(shape)};
+    return ProfiledOp{"fallback", np.index, n.name, n.opType, std::move(shape)};
   }
 
   // Puts value `t` into the caller's output `out`: nothing to do when the node wrote there, a copy into it when it

@@ -80,8 +80,8 @@ public:
   Expected<std::vector<ir::Tensor>> run(const std::vector<ir::Tensor>& feeds) const;
   // As run(), writing output k into *outputs[k]: in place when that tensor is writable and already has the output's
   // type and shape (the previous run's outputs, say), else replaced by a new tensor. Runs that pass their outputs
-  // back, with inputs of the same shapes, allocate nothing (docs/runtime.md#allocations), but for the nodes listed
-  // there (control flow, ops whose output shapes depend on computed values).
+  // back, with inputs of the same shapes, allocate nothing (docs/runtime.md#allocations), but for graphs
+  // with Loop or Scan (run through the Scope interpreter).
   Status runInto(const std::vector<ir::Tensor>& feeds, std::span<ir::Tensor* const> outputs) const;
   // For an execution provider that runs each compiled node on its own (ONNX Runtime makes every EPContext node it
   // gives ctxkit a fused node of its own): the compiled program of node `nodeIndex` of the model, run with `inputs`

@@ -4,9 +4,10 @@
 // (docs/runtime.md#allocations) of the same _ctx.onnx files, of tiny_cnn with fallback nodes beside its compiled one,
 // and of the plain models (every node a fallback node). The same for every graph of the PyTorch corpus
 // (scripts/export_corpus.sh; required under CI) and PP-OCR's classifier, recognizer and detector (npm). Exits 1 when
-// any of these allocates, except whole runs of the two detectors (kNotHeld below). This binary replaces the global
-// operator new to count the allocations made while runs are in progress.
-// usage: alloc_report [SAMPLES_DIR [CACHE_DIR]]
+// any of these allocates (the detectors' whole runs included: their value-dependent nodes and If branches run on kept
+// slots). This binary replaces the global operator new to count the allocations made while runs are in progress.
+// usage: alloc_report [SAMPLES_DIR [CACHE_DIR [NODE_TESTS_DIR [ONLY]]]]: with ONLY, just the corpus graphs whose label
+// contains it (for a quick look at one model; the test runs without it).
 #include "../common/material.h"
 #include "format/container.h"
 #include "onnx_io/onnx_io.h"
@@ -389,6 +390,14 @@ int main(int argc, char** argv) {
   if (argc > 1) kSamples = argv[1];
   if (argc > 2) kCache = argv[2];
   if (argc > 3) kNodeTests = argv[3];
+  if (argc > 4) {
+    for (const Case& c : torchCorpusCases()) {
+      if (c.label.find(argv[4]) == std::string::npos) continue;
+      for (const char* target : {"npu-sim", "cpu"}) steadyStateAllocations(c, target, 2);
+      for (int threads : {1, 2}) sessionRunAllocations(c.label, "plain", c.model, bindingsOf(c), c.dataDir, threads, 2);
+    }
+    return 0;
+  }
   size_t sampleAllocations = 0;
   for (const Case& c : sampleCases())
     for (const char* target : {"npu-sim", "cpu"})
@@ -443,20 +452,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (kHeldToZero && torch.empty()) std::printf("PyTorch corpus skipped: not in %s\n", (kCache / "corpus-torch").c_str());
-  // Whole runs of the detectors still allocate (their compiled programs do not): nodes whose output shapes depend on
-  // computed values (NonZero, NonMaxSuppression, TopK with a computed k) are evaluated one-shot, and their Ifs on
-  // computed conditions make the session run the graph through the scoped interpreter, by name (issue 26 point 4,
-  // not done). Their counts are printed, not held.
-  const std::set<std::string> kNotHeld = {"ssdlite320_mobilenet_v3_large", "fasterrcnn_mobilenet_v3_large_320_fpn"};
   size_t torchAllocations = 0;
   for (const Case& c : torch) {
-    const bool held = kNotHeld.count(c.label) == 0;
-    for (const char* target : {"npu-sim", "cpu"})
-      torchAllocations += steadyStateAllocations(c, target, 2, held);
-    for (int threads : {1, 2}) {
-      const size_t plain = sessionRunAllocations(c.label, "plain", c.model, bindingsOf(c), c.dataDir, threads, 2, held);
-      torchAllocations += held ? plain : 0;
-    }
+    for (const char* target : {"npu-sim", "cpu"}) torchAllocations += steadyStateAllocations(c, target, 2);
+    for (int threads : {1, 2})
+      torchAllocations += sessionRunAllocations(c.label, "plain", c.model, bindingsOf(c), c.dataDir, threads, 2);
   }
   if (torchAllocations != 0)
     std::printf("FAILED: the PyTorch corpus's steady-state runs allocated %zu times\n", torchAllocations);

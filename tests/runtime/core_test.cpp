@@ -196,3 +196,91 @@ TEST_CASE("a fallback node's failure names the node once", "[runtime][core]") {
   CHECK(message.find(label) != std::string::npos);
   CHECK(message.find(label) == message.rfind(label));
 }
+
+namespace {
+
+ir::Node makeNode(std::string op, ir::OpKind kind, std::vector<std::string> ins, std::vector<std::string> outs) {
+  ir::Node n;
+  n.name = outs.front() + "_node";
+  n.opType = std::move(op);
+  n.kind = kind;
+  n.opset = 17;
+  n.inputs = std::move(ins);
+  n.outputs = std::move(outs);
+  return n;
+}
+
+ir::ValueInfo int64Value(const std::string& name) { return ir::ValueInfo{name, ir::ElemType::Int64, std::nullopt, {}}; }
+
+// A branch graph with no inputs and output `out` made by `nodes`.
+std::shared_ptr<ir::Graph> branch(const std::string& name, std::vector<ir::Node> nodes, const std::string& out) {
+  auto g = std::make_shared<ir::Graph>();
+  g->name = name;
+  g->nodes = std::move(nodes);
+  g->outputs.push_back(int64Value(out));
+  return g;
+}
+
+// nz = NonZero(x); r = If(c) then (If(c) then Identity(nz) else Neg(nz)) else Neg(nz) + k, k a branch initializer:
+// value-dependent shapes and Ifs reading values of the graphs around them (two levels up).
+ir::Model nonZeroIfModel() {
+  ir::Model m;
+  m.irVersion = 8;
+  m.opsets.push_back(ir::OpsetImport{"", 17});
+  ir::Graph& g = m.graph;
+  g.name = "nonzero_if";
+  g.inputs.push_back(floatValue("x", {6}));
+  g.inputs.push_back(ir::ValueInfo{"c", ir::ElemType::Bool, std::vector<ir::Dim>{}, {}});
+  g.outputs.push_back(int64Value("r"));
+  g.nodes.push_back(makeNode("NonZero", ir::OpKind::NonZero, {"x"}, {"nz"}));
+  ir::Node inner = makeNode("If", ir::OpKind::If, {"c"}, {"inner_r"});
+  inner.attrs.set(ir::Attribute::makeGraph(
+      "then_branch", branch("inner_then", {makeNode("Identity", ir::OpKind::Identity, {"nz"}, {"same"})}, "same")));
+  inner.attrs.set(ir::Attribute::makeGraph(
+      "else_branch", branch("inner_else", {makeNode("Neg", ir::OpKind::Neg, {"nz"}, {"negated"})}, "negated")));
+  auto elseBranch = branch("outer_else",
+                           {makeNode("Neg", ir::OpKind::Neg, {"nz"}, {"neg"}),
+                            makeNode("Add", ir::OpKind::Add, {"neg", "k"}, {"shifted"})},
+                           "shifted");
+  elseBranch->initializers.push_back(
+      ir::Initializer{"k", ir::Tensor::fromVector(ir::ElemType::Int64, {}, std::vector<int64_t>{100}), std::nullopt});
+  ir::Node outer = makeNode("If", ir::OpKind::If, {"c"}, {"r"});
+  outer.attrs.set(ir::Attribute::makeGraph("then_branch", branch("outer_then", {std::move(inner)}, "inner_r")));
+  outer.attrs.set(ir::Attribute::makeGraph("else_branch", elseBranch));
+  g.nodes.push_back(std::move(outer));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("If branches and value-dependent outputs run on kept slots as the values change size", "[runtime][core]") {
+  auto s = runtime::Session::load(nonZeroIfModel(), std::filesystem::path("."));
+  INFO((s ? std::string() : s.error().message()));
+  REQUIRE(s);
+  ir::Tensor r;
+  ir::Tensor* outs[] = {&r};
+  struct Step {
+    std::vector<float> x;
+    bool c;
+    std::vector<int64_t> expected;  // NonZero's indices, through the branch c selects
+  };
+  // Growing, shrinking, empty and growing past every earlier size again; both branches in turn.
+  const std::vector<Step> steps = {
+      {{0, 1, 0, 2, 0, 3}, true, {1, 3, 5}},
+      {{1, 1, 1, 1, 1, 0}, true, {0, 1, 2, 3, 4}},
+      {{0, 0, -0.0f, 0, 7, 0}, false, {96}},
+      {{0, 0, 0, 0, 0, 0}, true, {}},
+      {{1, 2, 3, 4, 5, 6}, false, {100, 99, 98, 97, 96, 95}},
+      {{0, 1, 0, 2, 0, 3}, true, {1, 3, 5}},
+  };
+  for (const Step& step : steps) {
+    const std::vector<ir::Tensor> feeds = {ir::Tensor::fromVector(ir::ElemType::Float, {6}, step.x),
+                                           ir::Tensor::fromVector(ir::ElemType::Bool, {}, std::vector<uint8_t>{step.c})};
+    auto st = (*s)->runInto(feeds, outs);
+    INFO((st ? std::string() : st.error().message()));
+    REQUIRE(st);
+    REQUIRE(r.type() == ir::ElemType::Int64);
+    CHECK(r.shape() == ir::Shape{1, static_cast<int64_t>(step.expected.size())});
+    CHECK(std::vector<int64_t>(r.dataAs<int64_t>(), r.dataAs<int64_t>() + r.elementCount()) == step.expected);
+  }
+}
