@@ -20,7 +20,7 @@ namespace ctxkit::codegen {
 namespace {
 
 // Timed runs per algorithm (after one untimed run), of which the median counts; an algorithm whose untimed run took
-// more than kSlowFactor times the fastest so far counts that one run.
+// more than kSlowFactor times the fastest's counts that one run.
 constexpr int kTimedRuns = 5;
 constexpr double kSlowFactor = 4.0;
 // How much faster than the heuristic's algorithm another must measure to be chosen.
@@ -54,38 +54,59 @@ Expected<ir::Tensor> filled(std::span<const int64_t> shape, uint32_t seed) {
   return t;
 }
 
-struct Measured {
-  double ms = 0;
+// One candidate: prepared as a program's op would be (a plain weight, packed at prepare for Panels), its output and
+// its timed runs.
+struct Candidate {
+  cpu::ConvAlgorithm algorithm;
+  std::unique_ptr<kernels::PreparedOp> op;
   ir::Tensor out;
+  std::vector<double> times;
+  double median() {
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  }
 };
 
-// Prepares the Conv for `algorithm` as a program's op would be (a plain weight, packed at prepare for Panels) and
-// times it serially.
-Expected<Measured> timeConv(const ops::ConvAttrs& attrs, std::span<const ir::Tensor* const> ins,
-                            cpu::ConvAlgorithm algorithm, double fastest) {
+Expected<double> timeRun(Candidate& c, std::span<const ir::Tensor* const> ins) {
+  ir::Tensor* outs[] = {&c.out};
+  const auto start = std::chrono::steady_clock::now();
+  CTX_RETURN_IF_ERROR(c.op->run(ins, outs, nullptr));
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Times the candidates serially, in rounds of one run each (after one untimed run each), so that a change in the
+// machine's load during the measurement weighs on all of them alike.
+Expected<std::vector<Candidate>> timeConv(const ops::ConvAttrs& attrs, std::span<const ir::Tensor* const> ins,
+                                          std::span<const cpu::ConvAlgorithm> algorithms) {
   static const ir::Attributes kNoAttrs;
   const ops::OpAttrs typed(attrs);
-  kernels::OpContext ctx{ir::OpKind::Conv, 22, kNoAttrs, "tuned Conv", nullptr, &typed};
-  ctx.kernel.algorithm = algorithm;
   std::vector<kernels::ValueDesc> descs;
   for (size_t i = 0; i < ins.size(); ++i)
     descs.push_back(kernels::ValueDesc{ir::ElemType::Float, ins[i]->shape(), i == 0 ? nullptr : ins[i], true});
-  CTX_ASSIGN_OR_RETURN(auto op, kernels::prepare(ctx, descs, 1));
-  CTX_ASSIGN_OR_RETURN(ir::Tensor out, ir::Tensor::allocate(ir::ElemType::Float, op->outputs()[0].shape));
-  ir::Tensor* outs[] = {&out};
-  std::vector<double> times;
-  for (int r = 0; r <= kTimedRuns; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    CTX_RETURN_IF_ERROR(op->run(ins, outs, nullptr));
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (r == 0 && fastest > 0 && ms > kSlowFactor * fastest) {
-      times.push_back(ms);
-      break;
-    }
-    if (r > 0) times.push_back(ms);
+  std::vector<Candidate> all;
+  double fastest = INFINITY;
+  for (cpu::ConvAlgorithm a : algorithms) {
+    kernels::OpContext ctx{ir::OpKind::Conv, 22, kNoAttrs, "tuned Conv", nullptr, &typed};
+    ctx.kernel.algorithm = a;
+    CTX_ASSIGN_OR_RETURN(auto op, kernels::prepare(ctx, descs, 1));
+    CTX_ASSIGN_OR_RETURN(ir::Tensor out, ir::Tensor::allocate(ir::ElemType::Float, op->outputs()[0].shape));
+    Candidate& c = all.emplace_back(Candidate{a, std::move(op), std::move(out), {}});
+    CTX_ASSIGN_OR_RETURN(double first, timeRun(c, ins));
+    fastest = std::min(fastest, first);
+    c.times.push_back(first);
   }
-  std::sort(times.begin(), times.end());
-  return Measured{times[times.size() / 2], std::move(out)};
+  // A candidate whose untimed run took kSlowFactor times the fastest's counts that run alone.
+  std::vector<char> timed(all.size());
+  for (size_t i = 0; i < all.size(); ++i) timed[i] = all[i].times[0] <= kSlowFactor * fastest;
+  for (size_t i = 0; i < all.size(); ++i)
+    if (timed[i]) all[i].times.clear();
+  for (int r = 0; r < kTimedRuns; ++r)
+    for (size_t i = 0; i < all.size(); ++i)
+      if (timed[i]) {
+        CTX_ASSIGN_OR_RETURN(double ms, timeRun(all[i], ins));
+        all[i].times.push_back(ms);
+      }
+  return all;
 }
 
 // max |a - b| / max(1, max |b|).
@@ -242,21 +263,17 @@ Expected<cpu::ConvAlgorithm> KernelTuner::chooseConv(const ops::ConvAttrs& attrs
     for (const ir::Tensor& t : tensors) ins.push_back(&t);
     Entry e;
     e.chosen = candidates[0];
-    std::optional<ir::Tensor> reference;
-    double best = 0;
-    for (cpu::ConvAlgorithm a : candidates) {
-      CTX_ASSIGN_OR_RETURN(Measured m, timeConv(attrs, ins, a, best));
-      e.times.emplace_back(a, m.ms);
-      if (!reference) {
-        best = m.ms;
-        reference = std::move(m.out);
-        continue;
-      }
+    CTX_ASSIGN_OR_RETURN(std::vector<Candidate> measured, timeConv(attrs, ins, candidates));
+    double best = measured[0].median();
+    for (Candidate& m : measured) {
+      const double ms = m.median();
+      e.times.emplace_back(m.algorithm, ms);
+      if (m.algorithm == candidates[0]) continue;
       // Another algorithm than the heuristic's must win by a margin: timing noise alone never flips a choice.
       const double needed = e.chosen == candidates[0] ? best * (1.0 - kTuneMargin) : best;
-      if (m.ms < needed && deviation(m.out, *reference) <= kTuneTolerance) {
-        best = m.ms;
-        e.chosen = a;
+      if (ms < needed && deviation(m.out, measured[0].out) <= kTuneTolerance) {
+        best = ms;
+        e.chosen = m.algorithm;
       }
     }
     it = entries_.insert_or_assign(id, std::move(e)).first;
