@@ -115,9 +115,17 @@ int main(int argc, char** argv) {
       "--dump-after", o.dumpAfter,
       "print every graph as it is after this graph pass (inline-if, remove-noops, fold-subgraphs), or every partition "
       "after this lowering pass (fuse-qdq, fold-constants, fold-batchnorm, fold-affine, fuse-matmul-add, "
-      "match-activations, fuse-epilogue, choose-layouts, emit-program, plan-memory)");
+      "match-activations, fuse-epilogue, choose-kernels, choose-layouts, emit-program, plan-memory)");
   app.add_option("--stop-after", o.stopAfter,
                  "stop after this pass (graph or lowering), print the graphs or partitions, write nothing");
+  app.add_flag(
+      "--tune", o.tune,
+      "time each Conv's algorithms on this machine and record the fastest in the program (docs/ctxgen.md#tuning); "
+      "timings are kept in a cache reused by later runs");
+  std::string tuneCache;
+  app.add_option("--tune-cache", tuneCache,
+                 "the --tune timing cache file (default $XDG_CACHE_HOME/ctxkit/tune-cache.tsv or "
+                 "~/.cache/ctxkit/tune-cache.tsv)");
   app.add_option("--depfile", depfile, "write Makefile-style dependencies to FILE");
   app.add_flag("-v,--verbose", verbose, "per-partition, per-stage and per-pass detail");
   app.add_flag("-q,--quiet", quiet, "print errors only");
@@ -195,6 +203,11 @@ int main(int argc, char** argv) {
   if (!outputDir.empty()) o.outputDir = outputDir;
   if (!depfile.empty()) o.depfile = depfile;
   if (!jsonPath.empty() && jsonPath != "-") o.reportFile = jsonPath;
+  o.tuneCache = tuneCache;
+  if (!tuneCache.empty() && !o.tune) {
+    cli::logError("--tune-cache is for --tune");
+    return cli::kExitUsage;
+  }
 
   if (!packageDir.empty()) {
     auto written = pipeline::writePackage(o, packageDir, [&](const pipeline::Progress& p) {

@@ -23,12 +23,13 @@ const std::vector<const LoweringPass*>& loweringPasses() {
   static const FuseMatMulAdd fuseMatMulAdd;
   static const MatchActivations matchActivations;
   static const FuseEpilogue fuseEpilogue;
+  static const ChooseKernels chooseKernels;
   static const ChooseLayouts chooseLayouts;
   static const EmitProgram emitProgram;
   static const PlanMemory planMemory;
   static const std::vector<const LoweringPass*> passes = {
-      &fuseQdq,          &foldConstants, &foldBatchNorm, &foldAffine,  &widenFloat16, &fuseMatMulAdd,
-      &matchActivations, &fuseEpilogue,  &chooseLayouts, &emitProgram, &planMemory};
+      &fuseQdq,          &foldConstants, &foldBatchNorm, &foldAffine,    &widenFloat16, &fuseMatMulAdd,
+      &matchActivations, &fuseEpilogue,  &chooseKernels, &chooseLayouts, &emitProgram,  &planMemory};
   return passes;
 }
 

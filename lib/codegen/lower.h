@@ -23,6 +23,8 @@
 
 namespace ctxkit::codegen {
 
+class KernelTuner;  // ctxgen --tune (codegen/passes/passes.h)
+
 struct LoweredPartition {
   program::Program program;
   std::vector<std::string> inputs;   // boundary values read, in EPContext input order
@@ -55,6 +57,9 @@ struct LowerOptions {
   bool plainWeights = false;
   // The target's float16_compute: with Float32, widen-float16 makes the partition's float16 values float32 between ops.
   partitioner::Float16Compute float16Compute = partitioner::Float16Compute::Float16;
+  // ctxgen --tune: choose-kernels measures each Conv's algorithms with it (and records them in the program); null:
+  // the cost model's choice, left implicit in the program.
+  KernelTuner* tuner = nullptr;
 };
 
 // `usedOutside` holds every value read by nodes outside this partition or listed as a graph output: ids of

@@ -189,6 +189,7 @@ std::string LoweringState::dump(std::string_view pass) const {
     if (op.epilogue)
       attrs += fmt::format(" epilogue={}({},{})*{}+{}", ops::activationName(op.epilogue->activation),
                            op.epilogue->alpha, op.epilogue->beta, op.epilogue->scale, op.epilogue->shift);
+    if (op.kernel.recorded()) attrs += fmt::format(" kernel={}", cpu::convAlgorithmName(op.kernel.algorithm));
     std::string ins, outs;
     for (ValueId in : op.inputs)
       ins += (ins.empty() ? "" : ", ") +

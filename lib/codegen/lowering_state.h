@@ -5,6 +5,7 @@
 #pragma once
 
 #include "codegen/lower.h"
+#include "cpu/kernel_choice.h"
 #include "ir/pass.h"
 #include "ir/value_table.h"
 #include "ops/typed_attrs.h"
@@ -60,7 +61,8 @@ struct LOp {
   std::vector<ValueId> inputs;            // kNoValue for an absent optional input
   std::vector<ValueId> outputs;           // kNoValue for an absent optional output
   std::optional<ops::Epilogue> epilogue;  // fuse-epilogue: what Conv/Gemm/MatMul apply to their results
-  ir::Attributes onnx = {};  // ONNX attributes, kept only for families without typed ones (kernels read them)
+  ir::Attributes onnx = {};       // ONNX attributes, kept only for families without typed ones (kernels read them)
+  cpu::KernelChoice kernel = {};  // choose-kernels: a float32 Conv's algorithm
 };
 
 // An op the lowering makes, with its kind's default attributes.

@@ -315,6 +315,22 @@ bool convRunsOnPanels(const ops::ConvAttrs& attrs, std::span<const int64_t> x, s
   return bands.size() == 1 && bands[0].taps() == kSize;
 }
 
+cpu::ConvAlgorithm convHeuristicAlgorithm(const ops::ConvAttrs& attrs, std::span<const int64_t> x,
+                                          std::span<const int64_t> weight, bool constantWeight) {
+  if (x.size() < 3 || x.size() > 5 || weight.size() != x.size() || attrs.group < 1 || weight[0] <= 0 ||
+      weight[1] <= 0 || x[1] != weight[1] * attrs.group || weight[0] % attrs.group != 0)
+    return cpu::ConvAlgorithm::Heuristic;
+  if (constantWeight && convRunsOnPanels(attrs, x, weight)) return cpu::ConvAlgorithm::Panels;
+  static const ir::Attributes kNoAttributes;
+  const OpContext ctx{ir::OpKind::Conv, 0, kNoAttributes, "", nullptr};
+  auto window = computeWindow(ctx, attrs.window, x.subspan(2), weight.subspan(2), false);
+  if (!window) return cpu::ConvAlgorithm::Heuristic;
+  const Window3 w = toWindow3(*window);
+  const int64_t cg = weight[1], mg = weight[0] / attrs.group;
+  if (depthwiseOnSmallMap(w, cg, mg, attrs.group)) return cpu::ConvAlgorithm::DepthwiseSmallMap;
+  return runsDirect(w, cg, attrs.group) ? cpu::ConvAlgorithm::Direct : cpu::ConvAlgorithm::Gemm;
+}
+
 InferResult inferConv(const OpContext& ctx, InDescs inputs, size_t outputCount) {
   CTX_RETURN_IF_ERROR(checkInputs(ctx, inputs, 2, 3));
   CTX_RETURN_IF_ERROR(checkOutputs(ctx, outputCount, 1, 1));
@@ -352,7 +368,22 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const int64_t jobs = p.batch * p.group;
   if (jobs == 0 || outSize == 0 || mg == 0) return Status::ok();
 
-  if (ctx.panelsB && p.group == 1) {
+  cpu::ConvAlgorithm algorithm = ctx.kernel.algorithm;
+  const bool depthwise = cg == 1 && mg == 1 && w.out[0] == 1 && w.kernel[0] == 1 && w.in[0] == 1;
+  if (algorithm == cpu::ConvAlgorithm::Heuristic) {
+    algorithm = ctx.panelsB && p.group == 1               ? cpu::ConvAlgorithm::Panels
+                : depthwiseOnSmallMap(w, cg, mg, p.group) ? cpu::ConvAlgorithm::DepthwiseSmallMap
+                : runsDirect(w, cg, p.group)              ? cpu::ConvAlgorithm::Direct
+                                                          : cpu::ConvAlgorithm::Gemm;
+  } else if ((algorithm == cpu::ConvAlgorithm::Panels) != (ctx.panelsB != nullptr) ||
+             (algorithm == cpu::ConvAlgorithm::Panels && p.group != 1) ||
+             (algorithm == cpu::ConvAlgorithm::DepthwiseSmallMap && !depthwise)) {
+    // (the program verifier and the prepared op refuse these first: a hand-built context could still ask)
+    return invalid(ctx, "the recorded kernel {} cannot run input {} with weight {} and group {}",
+                   cpu::convAlgorithmName(algorithm), shapeStr(x.shape()), shapeStr(wShape), p.group);
+  }
+
+  if (algorithm == cpu::ConvAlgorithm::Panels) {
     // Weight in panels as B (convOnPanels): Yᵀ [positions x M] = colᵀ (C·taps) x Wᵀ, one depth block of the panels
     // at a time, so that the rows of unfolded input it reads are built just before (in cache) and no larger than
     // kColBudget; then transposed into the image's planes with the bias and the fused activation.
@@ -413,7 +444,7 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
 
   // The direct path vectorizes along output rows: rows of a few outputs under many taps (a 1-D "STFT" Conv of 256
   // taps with 3 outputs) go through im2col + GEMM instead.
-  if (depthwiseOnSmallMap(w, cg, mg, p.group)) {
+  if (algorithm == cpu::ConvAlgorithm::DepthwiseSmallMap) {
     const float* pb = bias ? bias->dataAs<float>() : nullptr;
     const int64_t blocks = (p.group + kDepthwiseLanes - 1) / kDepthwiseLanes;
     parallelForWork(ctx, static_cast<size_t>(p.batch * blocks), static_cast<size_t>(kDepthwiseLanes * outSize * rows),
@@ -426,7 +457,7 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
                     });
     return Status::ok();
   }
-  if (runsDirect(w, cg, p.group)) {
+  if (algorithm == cpu::ConvAlgorithm::Direct) {
     // Work items are (image, group, output channel); a thread's run of items loads each group's planes once, so
     // when the groups have many input channels each thread takes one run of items per group.
     const float* pb = bias ? bias->dataAs<float>() : nullptr;
@@ -529,6 +560,28 @@ namespace ctxkit::kernels {
 
 bool convOnPanels(const ops::ConvAttrs& attrs, std::span<const int64_t> x, std::span<const int64_t> weight) {
   return detail::convRunsOnPanels(attrs, x, weight);
+}
+
+cpu::ConvAlgorithm convHeuristic(const ops::ConvAttrs& attrs, std::span<const int64_t> x,
+                                 std::span<const int64_t> weight, bool constantWeight) {
+  return detail::convHeuristicAlgorithm(attrs, x, weight, constantWeight);
+}
+
+std::vector<cpu::ConvAlgorithm> convAlgorithms(const ops::ConvAttrs& attrs, std::span<const int64_t> x,
+                                               std::span<const int64_t> weight, bool constantWeight) {
+  using cpu::ConvAlgorithm;
+  const ConvAlgorithm first = convHeuristic(attrs, x, weight, constantWeight);
+  if (first == ConvAlgorithm::Heuristic) return {};
+  std::vector<ConvAlgorithm> all{first};
+  const bool depthwise = weight[1] == 1 && weight[0] == attrs.group && x[1] == attrs.group && x.size() <= 4;
+  for (ConvAlgorithm a :
+       {ConvAlgorithm::Panels, ConvAlgorithm::DepthwiseSmallMap, ConvAlgorithm::Direct, ConvAlgorithm::Gemm}) {
+    if (a == first || (a == ConvAlgorithm::Panels && (attrs.group != 1 || !constantWeight)) ||
+        (a == ConvAlgorithm::DepthwiseSmallMap && !depthwise))
+      continue;
+    all.push_back(a);
+  }
+  return all;
 }
 
 }  // namespace ctxkit::kernels

@@ -2,6 +2,7 @@
 // compiled programs and fallback nodes, and by the compiler for static shapes and constant folding.
 #pragma once
 
+#include "cpu/kernel_choice.h"
 #include "cpu/thread_pool.h"
 #include "cpu/weight_layout.h"
 #include "ir/attribute.h"
@@ -46,6 +47,8 @@ struct OpContext {
   const void* plan = nullptr;
   // The node's attributes failed to decode at import: entry points report this error (typed is null).
   const Error* decodeError = nullptr;
+  // A compiled program's recorded Conv algorithm (program::Op::kernel), which Conv runs instead of its heuristic.
+  cpu::KernelChoice kernel = {};
 };
 
 // The context of graph node `node`: its attributes as decoded at import (ops::decodeNode), or their decoder error.
@@ -76,6 +79,16 @@ bool supportsType(ir::OpKind kind, ir::ElemType type);
 // planes nor bands of output rows that skip taps in the padding is taken. The compiler stores such weights in
 // GemmPanelsTransposed; a prepared op packs a plain one once.
 bool convOnPanels(const ops::ConvAttrs& attrs, std::span<const int64_t> x, std::span<const int64_t> weight);
+
+// The algorithm Conv runs a float32 Conv of these shapes with when none is recorded (its heuristic: panels as
+// convOnPanels says when the weight is constant, then depthwise-small-map, direct, gemm), or Heuristic when the
+// shapes are not a Conv's. codegen's choose-kernels pass records it; ctxgen --tune may record another of
+// convAlgorithms(), all of which compute the same sums.
+cpu::ConvAlgorithm convHeuristic(const ops::ConvAttrs& attrs, std::span<const int64_t> x,
+                                 std::span<const int64_t> weight, bool constantWeight);
+// The algorithms that can run a float32 Conv of these shapes (Panels only with a constant weight), heuristic's first.
+std::vector<cpu::ConvAlgorithm> convAlgorithms(const ops::ConvAttrs& attrs, std::span<const int64_t> x,
+                                               std::span<const int64_t> weight, bool constantWeight);
 
 // Output types and shapes from input types and shapes. Ops whose output shape depends on an input's
 // contents (Reshape's shape, Slice's starts, ...) need that input's `value`; without it they fail with

@@ -29,10 +29,11 @@ public:
   // Keeps copies of the context's attributes and name (and `typed`, decoded).
   TablePreparedOp(const OpEntry* entry, const OpContext& ctx, ops::OpAttrs typed)
       : entry_(entry), kind_(ctx.kind), opset_(ctx.opset), ownAttrs_(ctx.attrs), ownName_(ctx.nodeName),
-        ownTyped_(std::move(typed)), attrs_(&ownAttrs_), name_(ownName_), typed_(&ownTyped_) {}
+        ownTyped_(std::move(typed)), attrs_(&ownAttrs_), name_(ownName_), typed_(&ownTyped_), kernel_(ctx.kernel) {}
   // Borrows them: ctx.attrs, *ctx.typed and the name's characters outlive the op.
   TablePreparedOp(const OpEntry* entry, const OpContext& ctx)
-      : entry_(entry), kind_(ctx.kind), opset_(ctx.opset), attrs_(&ctx.attrs), name_(ctx.nodeName), typed_(ctx.typed) {}
+      : entry_(entry), kind_(ctx.kind), opset_(ctx.opset), attrs_(&ctx.attrs), name_(ctx.nodeName), typed_(ctx.typed),
+        kernel_(ctx.kernel) {}
 
   // `known`: outputs already inferred for these inputs (prepareProgramOp), or null to infer them here.
   Status init(std::span<const ValueDesc> inputs, size_t outputCount, std::span<const cpu::WeightLayout> layouts,
@@ -103,7 +104,8 @@ public:
 
 private:
   OpContext context(ThreadPool* pool) const {
-    return OpContext{kind_, opset_, *attrs_, name_, pool, typed_, panels_.data ? &panels_ : nullptr, plan_.get()};
+    return OpContext{kind_,       opset_,  *attrs_, name_, pool, typed_, panels_.data ? &panels_ : nullptr,
+                     plan_.get(), nullptr, kernel_};
   }
 
   // MatMul and Gemm with a constant float32 B run on B in GEMM panels: read in place when stored so (a weight
@@ -175,18 +177,33 @@ private:
   const ir::Attributes* attrs_;  // for families whose kernels still read ONNX attributes (ops::OnnxAttrs)
   std::string_view name_;
   const ops::OpAttrs* typed_;
+  cpu::KernelChoice kernel_;  // a compiled program's recorded Conv algorithm (OpContext::kernel)
   std::vector<InputSlot> inputs_;
   std::vector<std::optional<ir::Tensor>> widened_;  // float32 copies of constant float16/bfloat16 inputs (viaFloat_)
   bool viaFloat_ = false;
   // A Conv that convOnPanels picks multiplies the unfolded input by the constant weight as
   // B: the weight's transpose (K = C x kernel taps, N = output channels) in panels, stored so by the compiler (then
   // used whatever the output size: the bytes are only readable so) or packed here once.
+  // A recorded algorithm decides instead of convOnPanels: panels exactly when it is Panels.
   Status prepareConvPanels(const OpContext& ctx, std::span<const ValueDesc> inputs, const cpu::WeightLayout& layout) {
+    if (kernel_.recorded()) {
+      const bool panels = kernel_.algorithm == cpu::ConvAlgorithm::Panels;
+      if (!panels && !layout.plain())
+        return nodeError(ctx, ErrorCode::InvalidGraph, "the recorded kernel {} cannot read a weight in layout {}",
+                         cpu::convAlgorithmName(kernel_.algorithm), cpu::layoutName(layout));
+      if (panels && (inputs.size() < 2 || !inputs[1].value || inputs[0].type != ElemType::Float ||
+                     inputs[1].type != ElemType::Float || std::get<ops::ConvAttrs>(*typed_).group != 1 ||
+                     inputs[1].shape.size() < 3))
+        return nodeError(ctx, ErrorCode::InvalidGraph,
+                         "the recorded kernel panels needs a constant float32 weight and group 1");
+      if (!panels) return Status::ok();
+    }
     if (inputs.size() < 2 || !inputs[1].value || inputs[0].type != ElemType::Float ||
         inputs[1].type != ElemType::Float || std::get<ops::ConvAttrs>(*typed_).group != 1 || outputs_.empty() ||
         outputs_[0].shape.size() < 3 || inputs[1].shape.size() < 3)
       return Status::ok();
-    if (layout.plain() && !convOnPanels(std::get<ops::ConvAttrs>(*typed_), inputs[0].shape, inputs[1].shape))
+    if (layout.plain() && !kernel_.recorded() &&
+        !convOnPanels(std::get<ops::ConvAttrs>(*typed_), inputs[0].shape, inputs[1].shape))
       return Status::ok();
     const ValueDesc& w = inputs[1];
     const auto m = static_cast<size_t>(w.shape[0]);

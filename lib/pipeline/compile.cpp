@@ -3,6 +3,7 @@
 
 #include "analysis/graph_passes.h"
 #include "codegen/lower.h"
+#include "codegen/passes/passes.h"
 #include "driver/driver.h"
 #include "epcontext/contract.h"
 #include "format/container.h"
@@ -263,7 +264,8 @@ std::vector<RunFile> runOutputs(const CompileOptions& options, const std::vector
 }
 
 Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::Target& target,
-                    const CompileOptions& options, StageClock& clock, ProgressReporter& progress) {
+                    const CompileOptions& options, StageClock& clock, ProgressReporter& progress,
+                    codegen::KernelTuner* tuner) {
   auto say = [&](std::string s) { progress.say(std::move(s)); };
   say(fmt::format("{}: analyzing {} nodes", w.source.string(), w.model.graph.nodes.size()));
   // A bound input is a constant from here on: gone from the graph's inputs, so the _ctx.onnx does not take it.
@@ -282,6 +284,7 @@ Status compileModel(ModelWork& w, ContainerWork& container, const partitioner::T
   settings.lower.dumpAfter = options.dumpAfter;
   settings.lower.stopAfter = options.stopAfter;
   settings.lower.plainWeights = options.weightless;
+  settings.lower.tuner = tuner;
   driver::CompileHooks hooks;
   // Each program's weights are collected as it refers to them; the dedupe stage stores each distinct one once.
   hooks.intern = [&](size_t p, const ir::Tensor& t, const cpu::WeightLayout& layout) -> Expected<uint32_t> {
@@ -492,6 +495,15 @@ std::string depfileText(const CompileReport& report, const std::vector<ModelWork
 
 }  // namespace
 
+Expected<fs::path> defaultTuneCache() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg && *xdg) return fs::path(xdg) / "ctxkit" / "tune-cache.tsv";
+  const char* home = std::getenv("HOME");
+  if (home && *home) return fs::path(home) / ".cache" / "ctxkit" / "tune-cache.tsv";
+  return makeError(ErrorCode::InvalidArgument,
+                   "--tune: neither XDG_CACHE_HOME nor HOME is set; name the timing cache with --tune-cache PATH");
+}
+
 Expected<CompileReport> compileModels(const CompileOptions& options, const ProgressFn& progressFn) {
   CompileReport report;
   ProgressReporter progress(progressFn);
@@ -560,8 +572,16 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
   const bool shareFallback = options.share && options.embedMode == 0 && options.externalInitializersFile.empty() &&
                              !options.embedFallbackInitializers && !options.weightless;
   size_t compiledPartitions = 0;
+  std::unique_ptr<codegen::KernelTuner> tuner;
+  if (options.tune) {
+    fs::path cache = options.tuneCache;
+    if (cache.empty()) {
+      CTX_ASSIGN_OR_RETURN(cache, defaultTuneCache());
+    }
+    CTX_ASSIGN_OR_RETURN(tuner, codegen::KernelTuner::open(cache));
+  }
   for (auto& w : work) {
-    CTX_RETURN_IF_ERROR(compileModel(w, containers[w.container], target, options, clock, progress));
+    CTX_RETURN_IF_ERROR(compileModel(w, containers[w.container], target, options, clock, progress, tuner.get()));
     CTX_RETURN_IF_ERROR(checkFallbackRunnable(w));
     compiledPartitions += w.plan.partitions.size();
     report.models.push_back(summarize(w));
@@ -572,6 +592,18 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
       for (const auto& c : containers) report.hashedBytes += c.pool.bytesHashed();
       progress.setHashed(report.hashedBytes);
     }
+  }
+  if (tuner) {
+    CTX_RETURN_IF_ERROR(tuner->save());
+    TuneSummary& t = report.tune.emplace();
+    t.cache = tuner->path();
+    t.cpuFeatures = codegen::KernelTuner::cpuFeatures();
+    t.hits = tuner->hits();
+    t.misses = tuner->misses();
+    for (const auto& c : tuner->choices())
+      t.convs.push_back(TunedConv{c.partition, c.node, c.key, std::string(cpu::convAlgorithmName(c.heuristic)),
+                                  std::string(cpu::convAlgorithmName(c.chosen)), c.heuristicMs, c.chosenMs,
+                                  c.cacheHit});
   }
   if (options.stopAfter.empty()) {
     if (options.dumpPrograms)

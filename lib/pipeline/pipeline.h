@@ -48,7 +48,15 @@ struct CompileOptions {
   // The --json report file: written with the outputs (CompileReport::reportFileWritten); when the run stops before
   // writing (dry run, --stop-after) or fails, the caller writes it.
   std::optional<std::filesystem::path> reportFile;
+  // --tune: each Conv's algorithm measured on this machine (docs/ctxgen.md#tuning), timings kept in the cache file
+  // `tuneCache` (empty: defaultTuneCache()).
+  bool tune = false;
+  std::filesystem::path tuneCache;
 };
+
+// The timing cache --tune uses by default: $XDG_CACHE_HOME/ctxkit/tune-cache.tsv, else ~/.cache/ctxkit/...; an error
+// when neither variable is set.
+Expected<std::filesystem::path> defaultTuneCache();
 
 struct FallbackNode {
   std::string name;
@@ -91,6 +99,20 @@ struct StageTime {
   double milliseconds = 0;
 };
 
+// One Conv --tune chose for (codegen::KernelTuner::Choice).
+struct TunedConv {
+  std::string partition, node, key, heuristic, chosen;
+  double heuristicMs = 0, chosenMs = 0;
+  bool cacheHit = false;
+};
+
+struct TuneSummary {
+  std::filesystem::path cache;
+  std::string cpuFeatures;
+  size_t hits = 0, misses = 0;
+  std::vector<TunedConv> convs;
+};
+
 struct CompileReport {
   std::string target;
   // The target's float16_compute: the precision compiled programs compute float16 values in ("float16" or "float32").
@@ -110,7 +132,8 @@ struct CompileReport {
   std::vector<StageTime> stages;
   // Each pass summed over the run (changed: the graphs or partitions it changed), graph passes first, in run order.
   std::vector<ir::PassRun> passes;
-  std::string programDump;  // with dumpPrograms
+  std::string programDump;          // with dumpPrograms
+  std::optional<TuneSummary> tune;  // with CompileOptions::tune
   bool dryRun = false;
   bool stopped = false;            // stopAfter ended the run before anything was written
   bool reportFileWritten = false;  // CompileOptions::reportFile was written with the outputs

@@ -144,6 +144,24 @@ std::string reportJson(const CompileReport& r) {
                            {"changed", p.changed},
                            {"counts", counts}});
   }
+  if (r.tune) {
+    Json convs = Json::array();
+    for (const auto& c : r.tune->convs)
+      convs.push_back({{"partition", c.partition},
+                       {"node", c.node},
+                       {"key", c.key},
+                       {"heuristic", c.heuristic},
+                       {"chosen", c.chosen},
+                       {"heuristic_ms", c.heuristicMs},
+                       {"chosen_ms", c.chosenMs},
+                       {"gain", c.chosenMs > 0 ? c.heuristicMs / c.chosenMs : 1.0},
+                       {"cache_hit", c.cacheHit}});
+    j["tune"] = {{"cache", r.tune->cache.string()},
+                 {"cpu_features", r.tune->cpuFeatures},
+                 {"cache_hits", r.tune->hits},
+                 {"cache_misses", r.tune->misses},
+                 {"convs", convs}};
+  }
   return j.dump(2) + "\n";
 }
 

@@ -105,6 +105,14 @@ Status validate(const Program& p, uint64_t weightCount) {
     if (auto s = ops::checkAttrs(op.typed); !s) return s.takeError().addContext(what());
     CTX_RETURN_IF_ERROR(checkIndexList(op.inputs, true, [&] { return what() + " input"; }));
     CTX_RETURN_IF_ERROR(checkIndexList(op.outputs, false, [&] { return what() + " output"; }));
+    if (op.kernel.recorded()) {
+      if (static_cast<uint8_t>(op.kernel.algorithm) >= cpu::kConvAlgorithmCount || op.kernel.blocking != 0)
+        return makeError(ErrorCode::InvalidGraph, "{}: unknown kernel choice {}/{}", what(),
+                         static_cast<int>(op.kernel.algorithm), op.kernel.blocking);
+      if (std::string misfit = kernelChoiceMisfit(p, op, op.kernel.algorithm); !misfit.empty())
+        return makeError(ErrorCode::InvalidGraph, "{}: recorded kernel {} cannot run it: {}", what(),
+                         cpu::convAlgorithmName(op.kernel.algorithm), misfit);
+    }
     // A load-time op writes load-time tensors only, each once, from weights and load-time tensors written before it
     // (it runs once, at load); any other op writes arena or output tensors.
     const bool loadTime = !op.outputs.empty() && p.tensors[op.outputs[0]].kind == TensorKind::LoadTime;
@@ -132,6 +140,40 @@ Status validate(const Program& p, uint64_t weightCount) {
       return makeError(ErrorCode::InvalidGraph, "tensor {} ('{}') is load-time but no op writes it", i,
                        p.tensors[i].name);
   return Status::ok();
+}
+
+std::string kernelChoiceMisfit(const Program& p, const Op& op, cpu::ConvAlgorithm algorithm) {
+  if (op.kind != ir::OpKind::Conv) return fmt::format("a kernel choice is for Conv, not {}", ir::opKindName(op.kind));
+  auto tensor = [&](size_t k) -> const TensorDesc* {
+    return k < op.inputs.size() && op.inputs[k] >= 0 && static_cast<size_t>(op.inputs[k]) < p.tensors.size()
+               ? &p.tensors[op.inputs[k]]
+               : nullptr;
+  };
+  const TensorDesc* x = tensor(0);
+  const TensorDesc* w = tensor(1);
+  if (!x || !w || x->type != ir::ElemType::Float || w->type != ir::ElemType::Float)
+    return "its input and weight are not float32";
+  if (x->shape.size() < 3 || x->shape.size() > 5 || w->shape.size() != x->shape.size())
+    return fmt::format("input {} and weight {} are not a Conv's", ir::shapeToString(x->shape),
+                       ir::shapeToString(w->shape));
+  const int64_t group = std::get<ops::ConvAttrs>(op.typed).group;
+  switch (algorithm) {
+    case cpu::ConvAlgorithm::Heuristic:
+    case cpu::ConvAlgorithm::Direct:
+    case cpu::ConvAlgorithm::Gemm: return {};
+    case cpu::ConvAlgorithm::Panels:
+      if (group != 1) return fmt::format("panels need group 1, not {}", group);
+      if (w->kind != TensorKind::Weight && w->kind != TensorKind::LoadTime) return "panels need a constant weight";
+      return {};
+    case cpu::ConvAlgorithm::DepthwiseSmallMap:
+      if (w->shape[1] != 1 || w->shape[0] != group || x->shape[1] != group)
+        return fmt::format("input {} and weight {} with group {} are not depthwise (one input and one output channel "
+                           "per group)",
+                           ir::shapeToString(x->shape), ir::shapeToString(w->shape), group);
+      if (x->shape.size() > 4) return "depthwise-small-map computes 1-D and 2-D Convs only";
+      return {};
+  }
+  return "unknown algorithm";
 }
 
 bool hasLoadTimeTensors(const Program& program) {
@@ -183,6 +225,9 @@ void writeTensorDesc(ByteWriter& w, const TensorDesc& t) {
 
 }  // namespace
 
+// Opens the optional kernel-choice section after the output list: "XCTKERN1" read as little-endian bytes.
+constexpr uint64_t kKernelChoiceMagic = 0x314e52454b544358ull;
+
 std::vector<std::byte> serialize(const Program& p) {
   ByteWriter w;
   w.u64(kProgramMagic);
@@ -208,6 +253,19 @@ std::vector<std::byte> serialize(const Program& p) {
   for (int32_t i : p.inputs) w.i32(i);
   w.u32(static_cast<uint32_t>(p.outputs.size()));
   for (int32_t i : p.outputs) w.i32(i);
+  // The kernel-choice section only when some op records one: a program without keeps the bytes it always had.
+  const auto chosen = static_cast<uint32_t>(
+      std::count_if(p.ops.begin(), p.ops.end(), [](const Op& op) { return op.kernel.recorded(); }));
+  if (chosen != 0) {
+    w.u64(kKernelChoiceMagic);
+    w.u32(chosen);
+    for (size_t i = 0; i < p.ops.size(); ++i) {
+      if (!p.ops[i].kernel.recorded()) continue;
+      w.u32(static_cast<uint32_t>(i));
+      w.u8(static_cast<uint8_t>(p.ops[i].kernel.algorithm));
+      w.u32(p.ops[i].kernel.blocking);
+    }
+  }
   return w.take();
 }
 
@@ -307,6 +365,32 @@ Expected<Program> deserialize(std::span<const std::byte> bytes, uint64_t weightC
   p.outputs.resize(r.ok() ? outputCount : 0);
   for (auto& i : p.outputs) i = r.i32();
   CTX_RETURN_IF_ERROR(r.status());
+  // The optional kernel-choice section: op indices ascending, each a known algorithm (validate() checks it fits).
+  if (r.remaining() != 0 && r.ok()) {
+    if (r.u64() != kKernelChoiceMagic || !r.ok())
+      return fail(makeError(ErrorCode::InvalidGraph, "bytes after the program are not a kernel-choice section"));
+    const uint32_t chosen = r.count(4 + 1 + 4, "kernel choice count");
+    int64_t last = -1;
+    for (uint32_t c = 0; c < chosen && r.ok(); ++c) {
+      const uint32_t index = r.u32();
+      const uint8_t algorithm = r.u8();
+      const uint32_t blocking = r.u32();
+      if (!r.ok()) break;
+      if (index >= p.ops.size() || static_cast<int64_t>(index) <= last)
+        return fail(makeError(ErrorCode::InvalidGraph, "kernel choice {} names op {} (of {}, ascending expected)", c,
+                              index, p.ops.size()));
+      if (algorithm == 0 || algorithm >= cpu::kConvAlgorithmCount)
+        return fail(makeError(ErrorCode::InvalidGraph, "kernel choice for op {} ('{}') has unknown algorithm {}", index,
+                              p.ops[index].name, algorithm));
+      if (blocking != 0)
+        return fail(makeError(ErrorCode::InvalidGraph, "kernel choice for op {} ('{}') has blocking {}; expected 0",
+                              index, p.ops[index].name, blocking));
+      p.ops[index].kernel = cpu::KernelChoice{static_cast<cpu::ConvAlgorithm>(algorithm), blocking};
+      last = index;
+    }
+    if (chosen == 0 && r.ok()) return fail(makeError(ErrorCode::InvalidGraph, "an empty kernel-choice section"));
+    CTX_RETURN_IF_ERROR(r.status());
+  }
   if (r.remaining() != 0)
     return fail(makeError(ErrorCode::InvalidGraph, "{} trailing bytes after the program", r.remaining()));
   if (auto s = validate(p, weightCount); !s) return fail(s.takeError());
@@ -342,6 +426,7 @@ std::string dump(const Program& p, std::string_view name) {
     for (int32_t i : op.inputs) ins += (ins.empty() ? "" : ", ") + tensorText(i);
     for (int32_t i : op.outputs) outs += (outs.empty() ? "" : ", ") + tensorText(i);
     attrs = ops::attrsText(op.typed);
+    if (op.kernel.recorded()) attrs += fmt::format(" kernel={}", cpu::convAlgorithmName(op.kernel.algorithm));
     out += fmt::format("  {} = {}({}){}\n", outs, ir::opKindName(op.kind), ins, attrs);
   }
   for (size_t i = 0; i < p.outputs.size(); ++i)

@@ -2,6 +2,7 @@
 // reference to the ONNX subgraph it came from. Serialized into the context binary's data region.
 #pragma once
 
+#include "cpu/kernel_choice.h"
 #include "cpu/weight_layout.h"
 #include "ir/op_kind.h"
 #include "ir/tensor.h"
@@ -60,6 +61,9 @@ struct Op {
   Indices inputs;      // tensor indices, -1 for an omitted optional input
   Indices outputs;     // tensor indices
   ops::OpAttrs typed;  // the op's typed attributes (OnnxAttrs for the kinds that have none a run reads)
+  // The kernel recorded for a float32 Conv (the optional kernel-choice section, docs/format/program.md#kernel-choices);
+  // Heuristic: none recorded, the runtime decides on the shapes.
+  cpu::KernelChoice kernel = {};
 };
 
 // The one program encoding (docs/format/program.md): stable op ids, typed attributes as values in schema order,
@@ -121,6 +125,11 @@ Status validate(const Program& program, uint64_t weightCount);
 bool hasLoadTimeTensors(const Program& program);
 // Whether every output of `op` is a load-time tensor (validate() allows no mix): the op runs once, at load.
 bool isLoadTimeOp(const Program& program, const Op& op);
+
+// Whether `algorithm` can compute Conv `op` of `program` (its tensors' shapes and types, its group): Direct and Gemm
+// any float32 Conv; Panels group 1 with a float32 weight; DepthwiseSmallMap one input and one output channel per group
+// and at most 2 spatial dims. An empty string when it can, else why not (validate() rejects such a choice).
+std::string kernelChoiceMisfit(const Program& program, const Op& op, cpu::ConvAlgorithm algorithm);
 
 // Readable text for `--dump`.
 std::string dump(const Program& program, std::string_view name);

@@ -297,6 +297,7 @@ CompiledProgram::prepare(program::Program prog, std::shared_ptr<const format::Co
     }
     static const ir::Attributes kNoAttrs;  // a program op has typed attributes only
     kernels::OpContext ctx{op.kind, op.opset, kNoAttrs, op.name, nullptr, &op.typed};
+    ctx.kernel = op.kernel;
     const auto ins = std::span(descs).first(op.inputs.size());
     if (inferred) {
       recorded.resize(op.outputs.size());

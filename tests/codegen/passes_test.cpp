@@ -199,7 +199,7 @@ ir::Graph gemmBatchNormGraph(bool transB) {
 TEST_CASE("the lowering passes run in the order docs/compiler.md lists", "[codegen][passes]") {
   CHECK(codegen::loweringPassNames() == std::vector<std::string_view>{"fuse-qdq", "fold-constants", "fold-batchnorm", "fold-affine",
                                                                        "widen-float16", "fuse-matmul-add",
-                                                                       "match-activations", "fuse-epilogue",
+                                                                       "match-activations", "fuse-epilogue", "choose-kernels",
                                                                        "choose-layouts", "emit-program", "plan-memory"});
 }
 

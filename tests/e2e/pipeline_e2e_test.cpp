@@ -452,7 +452,8 @@ TEST_CASE("ctxgen --dump-after and --stop-after take every pass, graph passes to
   const std::vector<std::string> graphPasses = {"inline-if", "remove-noops", "fold-subgraphs"};
   const std::vector<std::string> passes = {"fuse-qdq",          "fold-constants", "fold-batchnorm", "fold-affine",
                                            "widen-float16",     "fuse-matmul-add", "match-activations",
-                                           "fuse-epilogue",     "choose-layouts", "emit-program",   "plan-memory"};
+                                           "fuse-epilogue",     "choose-kernels", "choose-layouts", "emit-program",
+                                           "plan-memory"};
   for (const auto& pass : passes) {
     auto r = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", (out / pass).string(), "--dump-after", pass});
     INFO(pass << ": " << r.out << r.err);
@@ -503,6 +504,25 @@ TEST_CASE("ctxgen --dump-after and --stop-after take every pass, graph passes to
   CHECK(report["passes"][0]["counts"].empty());
   CHECK(report["passes"][5]["changed"].get<int>() == 1);  // fold-batchnorm changed the one partition
   CHECK(report["passes"][5]["counts"]["batchnorms_folded"].get<int>() == 2);  // tiny_cnn has two Conv + BN
+
+  // --tune: every Conv measured once into the cache, then found there by the next run (docs/ctxgen.md#tuning).
+  const std::string cache = (out / "tune" / "cache.tsv").string();
+  for (int run = 0; run < 2; ++run) {
+    auto tuned = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "--target", "cpu", "-o", (out / "tuned").string(), "--force",
+                                         "--tune", "--tune-cache", cache, "--json", "-"});
+    REQUIRE(tuned.exitCode == 0);
+    auto t = nlohmann::json::parse(tuned.out)["tune"];
+    REQUIRE(t["convs"].size() == 2);
+    CHECK(t["cache"].get<std::string>() == cache);
+    CHECK(t["cache_hits"].get<int>() == (run == 0 ? 0 : 2));
+    CHECK(t["cache_misses"].get<int>() == (run == 0 ? 2 : 0));
+    CHECK(t["convs"][0]["cache_hit"].get<bool>() == (run == 1));
+  }
+  CHECK(fs::exists(cache));
+  auto dumped = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "--target", "cpu", "--dump-after", "choose-kernels",
+                                        "-o", (out / "dumped").string()});
+  REQUIRE(dumped.exitCode == 0);
+  CHECK(dumped.out.find(" kernel=") != std::string::npos);
   CHECK(report["passes"][7]["changed"].get<int>() == 0);  // widen-float16: no float16 value in tiny_cnn
   CHECK(report["passes"][8]["changed"].get<int>() == 0);  // fuse-matmul-add: no MatMul in tiny_cnn
   CHECK(report["passes"][10]["counts"]["ops_fused"].get<int>() == 2);  // fuse-epilogue: the two Relu

@@ -355,3 +355,81 @@ TEST_CASE("load-time tensors: written once by an op of weights and earlier load-
   p.tensors[3].type = ir::ElemType::Int32;
   expectError(p, "only for float32 weights and load-time tensors");
 }
+
+namespace {
+
+// x [1, 4, 5, 5] -> Conv (group `group`, weight [4, 4 / group, 3, 3]) -> y, the Conv recording `algorithm`.
+program::Program convProgram(int64_t group, cpu::ConvAlgorithm algorithm) {
+  program::Program p;
+  p.arenaSize = 0;
+  const int64_t cg = 4 / group;
+  p.tensors = {
+      {TensorKind::Input, ir::ElemType::Float, {1, 4, 5, 5}, 0, 0, 400, "x", {}},
+      {TensorKind::Weight, ir::ElemType::Float, {4, cg, 3, 3}, 0, 0, static_cast<uint64_t>(4 * cg * 9 * 4), "w", {}},
+      {TensorKind::Output, ir::ElemType::Float, {1, 4, 3, 3}, 0, 0, 144, "y", {}},
+  };
+  ops::ConvAttrs attrs;
+  attrs.group = group;
+  program::Op conv{ir::OpKind::Conv, 17, "conv", {0, 1}, {2}, attrs};
+  conv.kernel = cpu::KernelChoice{algorithm, 0};
+  p.ops = {conv};
+  p.inputs = {0};
+  p.outputs = {2};
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("kernel choices: an optional section, round-tripped, and refused where the algorithm cannot run the op",
+          "[program]") {
+  // No choice: the bytes end with the output list, as before the section existed.
+  const auto plain = program::serialize(convProgram(1, cpu::ConvAlgorithm::Heuristic));
+  for (auto a : {cpu::ConvAlgorithm::Direct, cpu::ConvAlgorithm::Gemm, cpu::ConvAlgorithm::Panels}) {
+    const auto bytes = program::serialize(convProgram(1, a));
+    CHECK(bytes.size() == plain.size() + 8 + 4 + 9);
+    CHECK(std::equal(plain.begin(), plain.end(), bytes.begin()));
+    auto back = program::deserialize(bytes, 1, "chosen");
+    REQUIRE(back);
+    CHECK(back->ops[0].kernel.algorithm == a);
+    CHECK(program::serialize(*back) == bytes);
+    CHECK_THAT(program::dump(*back, "g"), Catch::Contains(fmt::format("kernel={}", cpu::convAlgorithmName(a))));
+  }
+  auto depthwise = program::deserialize(program::serialize(convProgram(4, cpu::ConvAlgorithm::DepthwiseSmallMap)), 1,
+                                        "depthwise");
+  CHECK(depthwise);
+  auto refused = [](const program::Program& p, const char* text) {
+    auto r = program::deserialize(program::serialize(p), 1, "hostile.bin");
+    REQUIRE(!r);
+    CHECK_THAT(r.error().message(), Catch::Contains(text));
+    CHECK(!program::validate(p, 1));
+  };
+  // A hostile file picking the depthwise kernel for a dense Conv, or panels for a grouped one.
+  refused(convProgram(1, cpu::ConvAlgorithm::DepthwiseSmallMap), "recorded kernel depthwise-small-map cannot run it");
+  refused(convProgram(2, cpu::ConvAlgorithm::DepthwiseSmallMap), "are not depthwise");
+  refused(convProgram(2, cpu::ConvAlgorithm::Panels), "panels need group 1");
+  auto onMatMul = sampleProgram();
+  onMatMul.ops[0].kernel.algorithm = cpu::ConvAlgorithm::Direct;
+  refused(onMatMul, "a kernel choice is for Conv, not MatMul");
+  // Damaged sections: an unknown algorithm, a blocking no kernel reads, an op out of range, stray bytes.
+  const auto bytes = program::serialize(convProgram(1, cpu::ConvAlgorithm::Direct));
+  auto patched = [&](size_t fromEnd, uint8_t value) {
+    auto b = bytes;
+    b[b.size() - fromEnd] = static_cast<std::byte>(value);
+    return program::deserialize(b, 1, "hostile.bin");
+  };
+  auto r = patched(5, 9);  // the algorithm byte
+  REQUIRE(!r);
+  CHECK_THAT(r.error().message(), Catch::Contains("unknown algorithm 9"));
+  r = patched(4, 1);  // the blocking
+  REQUIRE(!r);
+  CHECK_THAT(r.error().message(), Catch::Contains("blocking"));
+  r = patched(9, 3);  // the op index
+  REQUIRE(!r);
+  CHECK_THAT(r.error().message(), Catch::Contains("names op 3"));
+  auto stray = plain;
+  stray.push_back(std::byte{1});
+  r = program::deserialize(stray, 1, "hostile.bin");
+  REQUIRE(!r);
+  for (size_t n = plain.size() + 1; n < bytes.size(); ++n)
+    CHECK(!program::deserialize(std::span(bytes).first(n), 1, "truncated.bin"));
+}

@@ -32,7 +32,10 @@ std::optional<cpu::WeightLayout> gemmLayoutFor(const LoweringState& state, const
   if (!b || state.typeOf(bName) != ir::ElemType::Float || (conv ? b->size() < 3 : b->size() != 2)) return std::nullopt;
   // A float16 weight read as float32 (widen-float16) is stored as float16; the prepared op packs it once loaded.
   if (state.record(bName).float16Storage) return std::nullopt;
-  if (conv && !convOnPanels(state, op, *b, std::get<ops::ConvAttrs>(op.typed))) return std::nullopt;
+  // choose-kernels' choice when it made one (its cost model is convOnPanels), else the kernels' heuristic.
+  if (conv && (op.kernel.recorded() ? op.kernel.algorithm != cpu::ConvAlgorithm::Panels
+                                    : !convOnPanels(state, op, *b, std::get<ops::ConvAttrs>(op.typed))))
+    return std::nullopt;
   bool transB = conv || (op.kind == ir::OpKind::Gemm && std::get<ops::GemmAttrs>(op.typed).transB);
   cpu::WeightLayout layout = state.options.gemmLayout;
   if (transB) layout.kind = cpu::WeightLayoutKind::GemmPanelsTransposed;

@@ -180,6 +180,9 @@ Status emit(LoweringState& state, const LOp& op) {
         typed);
   state.result.program.ops.push_back(
       program::Op{kind, op.opset, program::Name(op.name), std::move(inputs), std::move(outputs), std::move(typed)});
+  // choose-kernels' choices are written by a tuned compile only: an untuned program keeps the bytes it always had,
+  // and its runtime makes the same (heuristic) choice.
+  if (state.options.tuner) state.result.program.ops.back().kernel = op.kernel;
   return Status::ok();
 }
 

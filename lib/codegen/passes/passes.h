@@ -4,6 +4,10 @@
 
 #include "codegen/lowering_state.h"
 
+#include <filesystem>
+#include <map>
+#include <memory>
+
 namespace ctxkit::codegen {
 
 #define CTXKIT_LOWERING_PASS(Class, passName, isRequired)                                                              \
@@ -34,6 +38,9 @@ CTXKIT_LOWERING_PASS(FuseMatMulAdd, "fuse-matmul-add", false)
 CTXKIT_LOWERING_PASS(MatchActivations, "match-activations", false)
 // Activations, x * Sigmoid(x) and a scalar scale and shift after Conv/Gemm/MatMul become their epilogue.
 CTXKIT_LOWERING_PASS(FuseEpilogue, "fuse-epilogue", false)
+// Each float32 Conv of static shapes gets its algorithm: the kernels' heuristic (the cost model), or with
+// LowerOptions::tuner the fastest measured on this machine (docs/ctxgen.md#tuning).
+CTXKIT_LOWERING_PASS(ChooseKernels, "choose-kernels", false)
 // Constant GEMM operands are stored in the target's panel layout.
 CTXKIT_LOWERING_PASS(ChooseLayouts, "choose-layouts", false)
 // The ops become a program: typed ops, weights interned, reshape-like ops as views.
@@ -42,5 +49,51 @@ CTXKIT_LOWERING_PASS(EmitProgram, "emit-program", true)
 CTXKIT_LOWERING_PASS(PlanMemory, "plan-memory", true)
 
 #undef CTXKIT_LOWERING_PASS
+
+// ctxgen --tune: times each distinct Conv's algorithms on this machine (serially, median of a few runs) and keeps the
+// fastest whose output matches the heuristic's within kTuneTolerance, in a timing cache keyed by the op's shapes and
+// attributes and this CPU's features (text, docs/ctxgen.md#tuning), shared by every model and run that opens it.
+class KernelTuner {
+public:
+  // One tuned op, for ctxgen --json.
+  struct Choice {
+    std::string partition, node, key;
+    cpu::ConvAlgorithm heuristic = cpu::ConvAlgorithm::Heuristic, chosen = cpu::ConvAlgorithm::Heuristic;
+    double heuristicMs = 0, chosenMs = 0;  // median run times measured (now or when cached)
+    bool cacheHit = false;
+  };
+  // Opens the cache at `path`: a missing file is an empty cache; one that is not a cache this ctxkit wrote is an
+  // error naming the file and line (never a silent re-tune: the user deletes it).
+  static Expected<std::unique_ptr<KernelTuner>> open(std::filesystem::path path);
+  // The algorithm for a Conv of `attrs` over x (with bias when `bias`) among `candidates` (the heuristic's first),
+  // from the cache or measured now; recorded in choices() under `partition` and `node`.
+  Expected<cpu::ConvAlgorithm> chooseConv(const ops::ConvAttrs& attrs, std::span<const int64_t> x,
+                                          std::span<const int64_t> weight, bool bias,
+                                          std::span<const cpu::ConvAlgorithm> candidates, const std::string& partition,
+                                          const std::string& node);
+  // Writes the cache back when something was measured (to a temporary file, renamed over it).
+  Status save() const;
+  const std::filesystem::path& path() const { return path_; }
+  const std::vector<Choice>& choices() const { return choices_; }
+  size_t hits() const { return hits_; }
+  size_t misses() const { return misses_; }
+  // What the cache is keyed by besides the op: this CPU's SIMD features and GEMM kernel.
+  static std::string cpuFeatures();
+
+  struct Entry {
+    cpu::ConvAlgorithm chosen = cpu::ConvAlgorithm::Heuristic;
+    std::vector<std::pair<cpu::ConvAlgorithm, double>> times;  // ms per algorithm measured, the heuristic's first
+  };
+
+private:
+  std::filesystem::path path_;
+  std::map<std::string, Entry> entries_;  // by cpuFeatures() + '\t' + op key
+  std::vector<Choice> choices_;
+  size_t hits_ = 0, misses_ = 0;
+  bool changed_ = false;
+};
+
+// How far an algorithm's output may stray from the heuristic's (max |a - b| over max(1, max |b|)) to be chosen.
+inline constexpr double kTuneTolerance = 1e-4;
 
 }  // namespace ctxkit::codegen

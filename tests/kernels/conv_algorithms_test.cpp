@@ -1,0 +1,225 @@
+// Every Conv algorithm a compiled program can record (cpu::ConvAlgorithm, docs/format/program.md#kernel-choices) computes
+// what ONNX's Conv node tests expect, and what a plain loop computes on odd shapes (groups, dilation, strides,
+// asymmetric pads, 1-D and 3-D); the default choice is the heuristic's, the same every time.
+#include "../common/material.h"
+#include "kernel_test_util.h"
+
+#include "onnx_io/onnx_io.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+using namespace ctxkit;
+using cpu::ConvAlgorithm;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Conv prepared as a program's op recording `algorithm` is (the weight and bias constants) and run once.
+Expected<ir::Tensor> runWith(const kernels::OpContext& base, const std::vector<const ir::Tensor*>& ins,
+                             ConvAlgorithm algorithm, kernels::ThreadPool* pool = nullptr) {
+  kernels::OpContext ctx = base;
+  ctx.kernel.algorithm = algorithm;
+  std::vector<kernels::ValueDesc> descs;
+  for (size_t i = 0; i < ins.size(); ++i)
+    descs.push_back(kernels::ValueDesc{ins[i]->type(), ins[i]->shape(), i == 0 ? nullptr : ins[i], true});
+  CTX_ASSIGN_OR_RETURN(auto op, kernels::prepare(ctx, descs, 1));
+  CTX_ASSIGN_OR_RETURN(ir::Tensor out, ir::Tensor::allocate(op->outputs()[0].type, op->outputs()[0].shape));
+  ir::Tensor* outs[] = {&out};
+  CTX_RETURN_IF_ERROR(op->run(ins, outs, pool));
+  return out;
+}
+
+// max |got - want| over (1e-5 + 1e-3 |want|) above 1: a mismatch.
+bool close(const ir::Tensor& got, const ir::Tensor& want) {
+  if (got.shape() != want.shape()) return false;
+  const float* g = got.dataAs<float>();
+  const float* w = want.dataAs<float>();
+  for (uint64_t i = 0; i < want.elementCount(); ++i)
+    if (!(std::fabs(g[i] - w[i]) <= 1e-5 + 1e-3 * std::fabs(w[i]))) return false;
+  return true;
+}
+
+std::vector<float> ramp(int64_t n, uint32_t seed) {
+  std::vector<float> v(static_cast<size_t>(n));
+  uint32_t s = seed;
+  for (float& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<float>(s >> 9) / static_cast<float>(1u << 22) - 1.0f;
+  }
+  return v;
+}
+
+// A plain 2-D Conv (input [N, C, H, W]; 1-D and 3-D cases use H or D of 1), written from the ONNX definition.
+std::vector<float> reference(const std::vector<float>& x, const ir::Shape& xs, const std::vector<float>& w,
+                             const ir::Shape& ws, const std::vector<float>& b, int64_t group, std::array<int64_t, 3> s,
+                             std::array<int64_t, 3> d, std::array<int64_t, 3> pb, const ir::Shape& ys) {
+  const int64_t n = xs[0], c = xs[1], m = ws[0], cg = c / group, mg = m / group;
+  const int64_t in[3] = {xs[2], xs[3], xs[4]}, k[3] = {ws[2], ws[3], ws[4]}, out[3] = {ys[2], ys[3], ys[4]};
+  std::vector<float> y(static_cast<size_t>(n * m * out[0] * out[1] * out[2]));
+  size_t at = 0;
+  for (int64_t ni = 0; ni < n; ++ni)
+    for (int64_t mi = 0; mi < m; ++mi)
+      for (int64_t o0 = 0; o0 < out[0]; ++o0)
+        for (int64_t o1 = 0; o1 < out[1]; ++o1)
+          for (int64_t o2 = 0; o2 < out[2]; ++o2) {
+            double sum = b.empty() ? 0.0 : b[static_cast<size_t>(mi)];
+            const int64_t g = mi / mg;
+            for (int64_t ci = 0; ci < cg; ++ci)
+              for (int64_t k0 = 0; k0 < k[0]; ++k0)
+                for (int64_t k1 = 0; k1 < k[1]; ++k1)
+                  for (int64_t k2 = 0; k2 < k[2]; ++k2) {
+                    const int64_t i0 = o0 * s[0] - pb[0] + k0 * d[0], i1 = o1 * s[1] - pb[1] + k1 * d[1],
+                                  i2 = o2 * s[2] - pb[2] + k2 * d[2];
+                    if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1] || i2 < 0 || i2 >= in[2]) continue;
+                    sum += static_cast<double>(x[static_cast<size_t>(
+                               (((ni * c + g * cg + ci) * in[0] + i0) * in[1] + i1) * in[2] + i2)]) *
+                           w[static_cast<size_t>((((mi * cg + ci) * k[0] + k0) * k[1] + k1) * k[2] + k2)];
+                  }
+            y[at++] = static_cast<float>(sum);
+          }
+  return y;
+}
+
+struct Case {
+  const char* name;
+  ir::Shape x, w;  // rank 3 to 5
+  int64_t group;
+  std::vector<int64_t> strides, dilations, pads;
+  bool bias;
+};
+
+}  // namespace
+
+TEST_CASE("every Conv algorithm computes the ONNX Conv node tests' expected outputs") {
+  fs::path root = CTXKIT_NODE_TESTS_DIR;
+  CTX_REQUIRE_MATERIAL(fs::is_directory(root), root.string() << " is absent (ONNX's node tests beside the project)");
+  std::map<ConvAlgorithm, int> runs;
+  int tests = 0;
+  for (const auto& e : fs::directory_iterator(root)) {
+    const std::string name = e.path().filename().string();
+    if (name.find("conv") == std::string::npos) continue;  // (ConvTranspose, ConvInteger: not Conv nodes)
+    auto model = onnx_io::loadModel(e.path() / "model.onnx");
+    REQUIRE(model);
+    const ir::Graph& g = model->graph;
+    if (g.nodes.size() != 1 || g.nodes[0].kind != ir::OpKind::Conv) continue;
+    INFO(name);
+    ++tests;
+    const kernels::OpContext ctx = kernels::nodeContext(g.nodes[0]);
+    std::vector<ir::Tensor> ins;
+    for (size_t i = 0; i < g.nodes[0].inputs.size(); ++i) {
+      auto t = onnx_io::loadTensorFile(e.path() / "test_data_set_0" / fmt::format("input_{}.pb", i));
+      REQUIRE(t);
+      ins.push_back(std::move(*t));
+    }
+    auto want = onnx_io::loadTensorFile(e.path() / "test_data_set_0" / "output_0.pb");
+    REQUIRE(want);
+    std::vector<const ir::Tensor*> ptrs;
+    for (const ir::Tensor& t : ins) ptrs.push_back(&t);
+    const auto& attrs = std::get<ops::ConvAttrs>(*ctx.typed);
+    const auto algorithms = kernels::convAlgorithms(attrs, ins[0].shape(), ins[1].shape(), true);
+    REQUIRE(algorithms.size() >= 2);
+    CHECK(algorithms[0] == kernels::convHeuristic(attrs, ins[0].shape(), ins[1].shape(), true));
+    for (ConvAlgorithm a : algorithms) {
+      INFO(cpu::convAlgorithmName(a));
+      auto got = runWith(ctx, ptrs, a);
+      REQUIRE(got);
+      CHECK(close(*got, *want));
+      ++runs[a];
+    }
+  }
+  CHECK(tests >= 6);  // test_basic_conv_with_padding, test_conv_with_autopad_same, ...
+  for (ConvAlgorithm a : {ConvAlgorithm::Direct, ConvAlgorithm::Gemm, ConvAlgorithm::Panels}) CHECK(runs[a] == tests);
+}
+
+TEST_CASE("every Conv algorithm matches a plain loop on odd shapes, serially and on 2 threads") {
+  const std::vector<Case> cases = {
+      {"3x3 dense, asymmetric pads", {1, 5, 9, 7}, {6, 5, 3, 3}, 1, {1, 1}, {1, 1}, {1, 0, 2, 1}, true},
+      {"5x5 stride 2 dilation 2", {2, 3, 11, 10}, {4, 3, 5, 5}, 1, {2, 2}, {2, 2}, {4, 4, 4, 4}, false},
+      {"dilation past the map (padding-only taps)", {1, 4, 5, 5}, {3, 4, 3, 3}, 1, {1, 1}, {6, 6}, {6, 6, 6, 6}, true},
+      {"1x1", {1, 7, 3, 5}, {9, 7, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, true},
+      {"depthwise 5x5 stride 2 onto a small map", {1, 33, 9, 9}, {33, 1, 5, 5}, 33, {2, 2}, {1, 1}, {2, 2, 2, 2}, true},
+      {"depthwise 3x3 on a larger map", {2, 5, 12, 11}, {5, 1, 3, 3}, 5, {1, 1}, {1, 1}, {1, 1, 1, 1}, false},
+      {"depthwise 1-D", {1, 6, 17}, {6, 1, 4}, 6, {1}, {2}, {3, 1}, true},
+      {"grouped 2x2", {1, 6, 8, 8}, {9, 2, 3, 3}, 3, {1, 2}, {1, 1}, {1, 1, 0, 1}, true},
+      {"3-D", {1, 3, 4, 5, 6}, {2, 3, 2, 3, 2}, 1, {1, 2, 1}, {1, 1, 2}, {0, 1, 1, 1, 0, 1}, true},
+  };
+  kernels::ThreadPool pool(2);
+  std::map<ConvAlgorithm, int> runs;
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const size_t spatial = c.x.size() - 2;
+    ops::ConvAttrs attrs;
+    attrs.group = c.group;
+    attrs.window.strides.emplace(c.strides.begin(), c.strides.end());
+    attrs.window.dilations.emplace(c.dilations.begin(), c.dilations.end());
+    attrs.window.pads.emplace(c.pads.begin(), c.pads.end());
+    const ops::OpAttrs typed(attrs);
+    static const ir::Attributes kNoAttrs;
+    const kernels::OpContext ctx{ir::OpKind::Conv, 17, kNoAttrs, c.name, nullptr, &typed};
+    const int64_t xn = *ir::elementCount(c.x), wn = *ir::elementCount(c.w);
+    const ir::Tensor x = test::floats(c.x, ramp(xn, 1)), w = test::floats(c.w, ramp(wn, 2));
+    const ir::Tensor b = test::floats({c.w[0]}, ramp(c.w[0], 3));
+    std::vector<const ir::Tensor*> ins{&x, &w};
+    if (c.bias) ins.push_back(&b);
+    // The reference on 3 spatial dims (leading ones of size 1).
+    ir::Shape x5 = c.x, w5 = c.w;
+    std::array<int64_t, 3> s{1, 1, 1}, d{1, 1, 1}, pb{0, 0, 0};
+    for (size_t i = 0; i < spatial; ++i) {
+      s[3 - spatial + i] = c.strides[i];
+      d[3 - spatial + i] = c.dilations[i];
+      pb[3 - spatial + i] = c.pads[i];
+    }
+    while (x5.size() < 5) x5.insert(x5.begin() + 2, 1), w5.insert(w5.begin() + 2, 1);
+    const auto algorithms = kernels::convAlgorithms(attrs, c.x, c.w, true);
+    REQUIRE(!algorithms.empty());
+    CHECK(algorithms == kernels::convAlgorithms(attrs, c.x, c.w, true));  // deterministic
+    for (ConvAlgorithm a : algorithms)
+      for (kernels::ThreadPool* p : {static_cast<kernels::ThreadPool*>(nullptr), &pool}) {
+        INFO(cpu::convAlgorithmName(a) << (p ? " on 2 threads" : " serially"));
+        auto got = runWith(ctx, ins, a, p);
+        REQUIRE(got);
+        ir::Shape y5 = got->shape();
+        while (y5.size() < 5) y5.insert(y5.begin() + 2, 1);
+        const auto want = reference(test::values<float>(x), x5, test::values<float>(w), w5,
+                                    c.bias ? test::values<float>(b) : std::vector<float>{}, c.group, s, d, pb, y5);
+        test::requireClose(test::values<float>(*got), want, 1e-4f);
+        ++runs[a];
+      }
+  }
+  for (ConvAlgorithm a :
+       {ConvAlgorithm::Direct, ConvAlgorithm::Gemm, ConvAlgorithm::Panels, ConvAlgorithm::DepthwiseSmallMap})
+    CHECK(runs[a] > 0);
+}
+
+TEST_CASE("the default Conv algorithm is the heuristic's: panels for dense Convs, the vector depthwise kernel on small "
+          "maps, direct for few channels") {
+  ops::ConvAttrs dense;
+  dense.window.pads.emplace(4, 1);
+  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 256, 14, 14}, ir::Shape{256, 256, 3, 3}, true) ==
+        ConvAlgorithm::Panels);
+  // Without a constant weight there are no panels to read.
+  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 256, 14, 14}, ir::Shape{256, 256, 3, 3}, false) ==
+        ConvAlgorithm::Gemm);
+  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 16, 56, 56}, ir::Shape{16, 16, 3, 3}, true) ==
+        ConvAlgorithm::Direct);
+  ops::ConvAttrs depthwise = dense;
+  depthwise.group = 96;
+  CHECK(kernels::convHeuristic(depthwise, ir::Shape{1, 96, 7, 7}, ir::Shape{96, 1, 3, 3}, true) ==
+        ConvAlgorithm::DepthwiseSmallMap);
+  CHECK(kernels::convHeuristic(depthwise, ir::Shape{1, 96, 56, 56}, ir::Shape{96, 1, 3, 3}, true) ==
+        ConvAlgorithm::Direct);
+  // Shapes that are no Conv's get no choice (the kernel reports them).
+  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 255, 14, 14}, ir::Shape{256, 256, 3, 3}, true) ==
+        ConvAlgorithm::Heuristic);
+  CHECK(kernels::convAlgorithms(dense, ir::Shape{1, 255, 14, 14}, ir::Shape{256, 256, 3, 3}, true).empty());
+  // A recorded algorithm the shapes cannot take is refused when the op is prepared.
+  const ops::OpAttrs typed(dense);
+  static const ir::Attributes kNoAttrs;
+  const kernels::OpContext ctx{ir::OpKind::Conv, 17, kNoAttrs, "dense", nullptr, &typed};
+  const ir::Tensor x = test::floats({1, 2, 4, 4}, ramp(32, 1)), w = test::floats({2, 2, 3, 3}, ramp(36, 2));
+  auto r = runWith(ctx, {&x, &w}, ConvAlgorithm::DepthwiseSmallMap);
+  REQUIRE(!r);
+  CHECK_THAT(r.error().message(), Catch::Contains("recorded kernel depthwise-small-map cannot run"));
+}
