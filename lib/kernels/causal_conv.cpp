@@ -18,8 +18,8 @@ InferResult inferCausalConv(const OpContext& ctx, InDescs inputs, size_t outputC
   const ir::Shape& w = inputs[1].shape;
   const int64_t batch = x[0], channels = x[1], k = w[2];
   if (w[0] != channels || w[1] != 1 || k < 1)
-    return invalid(ctx, "weight has shape {} but expected [{}, 1, k] with k >= 1 (one kernel per channel)",
-                   shapeStr(w), channels);
+    return invalid(ctx, "weight has shape {} but expected [{}, 1, k] with k >= 1 (one kernel per channel)", shapeStr(w),
+                   channels);
   if (const ValueDesc* bias = optionalInput(inputs, 2)) {
     CTX_RETURN_IF_ERROR(checkSameType(ctx, inputs, 0, 2));
     if (bias->shape != ir::Shape{channels})
