@@ -164,7 +164,6 @@ std::string KernelTuner::cpuFeatures() {
   CTX_FEATURE("avx")
   CTX_FEATURE("avx2")
   CTX_FEATURE("fma")
-  CTX_FEATURE("f16c")
   CTX_FEATURE("avx512f")
   CTX_FEATURE("avx512bw")
   CTX_FEATURE("avx512vl")
