@@ -1,6 +1,7 @@
 // The compatibility verdict for a context binary's compatibility block.
 #include "runtime/compatibility.h"
 
+#include "cpu/cpu_features.h"
 #include "epcontext/contract.h"
 
 #include <nlohmann/json.hpp>
@@ -30,20 +31,6 @@ void addReason(CompatibilityVerdict& v, Compatibility level, CompatibilityReason
 
 std::string formatText(uint16_t major, uint16_t minor) { return fmt::format("{}.{}", major, minor); }
 
-std::vector<std::string> cpuFeaturesOfThisMachine() {
-  std::vector<std::string> features;
-#if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("sse4.2")) features.emplace_back("sse4.2");
-  if (__builtin_cpu_supports("avx2")) features.emplace_back("avx2");
-  if (__builtin_cpu_supports("fma")) features.emplace_back("fma");
-  if (__builtin_cpu_supports("avx512f")) features.emplace_back("avx512f");
-  if (__builtin_cpu_supports("avx512bw")) features.emplace_back("avx512bw");
-  if (__builtin_cpu_supports("avx512vnni")) features.emplace_back("avx512vnni");
-#endif
-  return features;
-}
-
 }  // namespace
 
 const DeviceProfile& thisDevice() {
@@ -51,7 +38,7 @@ const DeviceProfile& thisDevice() {
     DeviceProfile d;
     d.ctxkitVersion = epcontext::kVersion;
     for (const epcontext::KnownTarget& t : epcontext::knownTargets()) d.targets[t.id] = t.revision;
-    d.cpuFeatures = cpuFeaturesOfThisMachine();
+    d.cpuFeatures = cpu::cpuFeatures();
     return d;
   }();
   return device;

@@ -5,6 +5,7 @@
 // algorithms are timed on this machine, the fastest within kTuneTolerance of the heuristic's output is recorded, and
 // the program carries every Conv's choice (docs/format/program.md#kernel-choices).
 #include "codegen/passes/passes.h"
+#include "cpu/cpu_features.h"
 #include "cpu/gemm.h"
 #include "kernels/kernels.h"
 #include "support/file_io.h"
@@ -153,27 +154,8 @@ Expected<ir::PassChange> ChooseKernels::run(LoweringState& state) const {
 }
 
 std::string KernelTuner::cpuFeatures() {
-  std::string s;
-#if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  s = "x86-64";
-  // (__builtin_cpu_supports takes a literal)
-#define CTX_FEATURE(name)                                                                                              \
-  if (__builtin_cpu_supports(name)) s += " " name;
-  CTX_FEATURE("sse4.2")
-  CTX_FEATURE("avx")
-  CTX_FEATURE("avx2")
-  CTX_FEATURE("fma")
-  CTX_FEATURE("avx512f")
-  CTX_FEATURE("avx512bw")
-  CTX_FEATURE("avx512vl")
-  CTX_FEATURE("avx512vnni")
-#undef CTX_FEATURE
-#elif defined(__aarch64__)
-  s = "aarch64";
-#else
-  s = "generic";
-#endif
+  std::string s = cpu::architectureName();
+  for (const std::string& feature : cpu::cpuFeatures()) s += " " + feature;
   return s + " sgemm=" + cpu::sgemmKernelName();
 }
 
