@@ -183,6 +183,11 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
       blocker = fmt::format("{} has no shape rule in ctxkit", nodeLabel(node, index));
       blockerNode = index;
     }
+    if (!inferred && known && blockerNode != index && isValueDependent(node, boundDescs)) {
+      // Its shape would depend on values even with static inputs: the dynamic shapes after it start here.
+      blocker = fmt::format("{}: its output shape depends on values computed at run time", nodeLabel(node, index));
+      blockerNode = index;
+    }
 
     // Shape of a static value is known even though the value is not.
     if (node.kind == ir::OpKind::Shape && inferred && !descs.empty() && descs[0].present && allStatic &&
@@ -249,11 +254,15 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
       v.blockerNode = blocker.empty() ? index : blockerNode;
     }
     if (!inferred && known && !hasGraphAttr && allBounded) {
-      std::vector<std::optional<ir::Shape>> bounds =
+      std::vector<std::optional<BoundedOutput>> bounds =
           outputBounds(node, ctx, boundDescs, dynamicInputs, outputIds.size());
-      for (size_t o = 0; o < outputIds.size(); ++o)
-        if (outputIds[o] != ir::kNoValue && !facts.values[outputIds[o]].shape)
-          facts.values[outputIds[o]].bound = std::move(bounds[o]);
+      for (size_t o = 0; o < outputIds.size(); ++o) {
+        if (outputIds[o] == ir::kNoValue || !bounds[o]) continue;
+        ValueFacts& v = facts.values[outputIds[o]];
+        if (v.shape) continue;
+        if (v.type == ir::ElemType::Undefined) v.type = bounds[o]->type;
+        v.bound = std::move(bounds[o]->bound);
+      }
     }
   }
   return facts;

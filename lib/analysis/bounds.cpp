@@ -11,7 +11,7 @@ namespace ctxkit::analysis {
 
 namespace {
 
-using Bounds = std::vector<std::optional<ir::Shape>>;
+using Bounds = std::vector<std::optional<BoundedOutput>>;
 
 std::optional<int64_t> toDim(std::optional<uint64_t> n) {
   if (!n || *n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
@@ -26,16 +26,16 @@ std::optional<int64_t> constantScalar(const kernels::ValueDesc& d) {
   return std::nullopt;
 }
 
-std::optional<ir::Shape> nonZeroBound(std::span<const kernels::ValueDesc> inputs) {
+std::optional<BoundedOutput> nonZeroBound(std::span<const kernels::ValueDesc> inputs) {
   if (inputs.size() != 1 || !inputs[0].present) return std::nullopt;
   const auto count = toDim(ir::elementCount(inputs[0].shape));
   if (!count) return std::nullopt;
-  return ir::Shape{static_cast<int64_t>(inputs[0].shape.size()), *count};
+  return BoundedOutput{ir::ElemType::Int64, {static_cast<int64_t>(inputs[0].shape.size()), *count}};
 }
 
 // boxes [batch, boxes, 4], scores [batch, classes, boxes]: at most max_output_boxes_per_class (0 when omitted, as
 // ONNX says) of each batch and class, and never more than there are boxes.
-std::optional<ir::Shape> nmsBound(std::span<const kernels::ValueDesc> inputs) {
+std::optional<BoundedOutput> nmsBound(std::span<const kernels::ValueDesc> inputs) {
   if (inputs.size() < 2 || !inputs[0].present || !inputs[1].present) return std::nullopt;
   const ir::Shape& boxes = inputs[0].shape;
   const ir::Shape& scores = inputs[1].shape;
@@ -46,10 +46,19 @@ std::optional<ir::Shape> nmsBound(std::span<const kernels::ValueDesc> inputs) {
   const std::optional<uint64_t> pairs = checkedMul(static_cast<uint64_t>(scores[0]), static_cast<uint64_t>(scores[1]));
   const auto rows = pairs ? toDim(checkedMul(*pairs, static_cast<uint64_t>(perClass))) : std::nullopt;
   if (!rows) return std::nullopt;
-  return ir::Shape{*rows, 3};
+  return BoundedOutput{ir::ElemType::Int64, {*rows, 3}};
 }
 
 }  // namespace
+
+bool isValueDependent(const ir::Node& node, std::span<const kernels::ValueDesc> inputs) {
+  switch (node.kind) {
+    case ir::OpKind::NonZero:
+    case ir::OpKind::NonMaxSuppression: return true;
+    case ir::OpKind::TopK: return inputs.size() == 2 && inputs[1].present && !inputs[1].value;
+    default: return false;
+  }
+}
 
 Bounds outputBounds(const ir::Node& node, const kernels::OpContext& ctx, std::span<const kernels::ValueDesc> inputs,
                     std::span<const uint8_t> dynamic, size_t outputCount) {
@@ -63,8 +72,10 @@ Bounds outputBounds(const ir::Node& node, const kernels::OpContext& ctx, std::sp
       return out;
     case ir::OpKind::TopK:
       // A computed k is at most the axis' extent: both outputs at most the input's shape.
-      if (inputs.size() == 2 && inputs[0].present && inputs[1].present && !inputs[1].value)
-        for (auto& o : out) o = inputs[0].shape;
+      if (inputs.size() == 2 && inputs[0].present && inputs[1].present && !inputs[1].value && outputCount == 2) {
+        out[0] = BoundedOutput{inputs[0].type, inputs[0].shape};
+        out[1] = BoundedOutput{ir::ElemType::Int64, inputs[0].shape};
+      }
       if (inputs.size() == 2 && inputs[1].value) break;  // a constant k: its own rule
       return out;
     case ir::OpKind::Squeeze:
@@ -80,7 +91,8 @@ Bounds outputBounds(const ir::Node& node, const kernels::OpContext& ctx, std::sp
     return out;
   auto r = kernels::inferOutputs(ctx, inputs, outputCount);
   if (!r) return out;
-  for (size_t o = 0; o < outputCount && o < r->size(); ++o) out[o] = std::move((*r)[o].shape);
+  for (size_t o = 0; o < outputCount && o < r->size(); ++o)
+    out[o] = BoundedOutput{(*r)[o].type, std::move((*r)[o].shape)};
   return out;
 }
 

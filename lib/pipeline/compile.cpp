@@ -428,12 +428,13 @@ std::string nothingCompiled(const ModelSummary& s) {
                      byReason.size() > 1 ? fmt::format(", the rest for {} other reasons", byReason.size() - 1) : "");
 }
 
-// Each fallback node whose shapes are not static is put behind the node its first such value's blocker names.
+// Each fallback node whose shapes are not static is put behind the node its first such value's blocker names, its
+// outputs looked at first (a value-dependent node is behind itself).
 std::vector<ValueDependentRoot> valueDependentRoots(const ModelWork& w) {
   const analysis::GraphFacts& facts = w.facts;
   std::map<size_t, ValueDependentRoot> roots;
   auto dynamicValues = [&](size_t node, auto&& visit) {
-    for (const auto ids : {facts.table.inputsOf(node), facts.table.outputsOf(node)})
+    for (const auto ids : {facts.table.outputsOf(node), facts.table.inputsOf(node)})
       for (ir::ValueId v : ids)
         if (v != ir::kNoValue && !facts[v].shape) visit(facts[v]);
   };
