@@ -49,6 +49,13 @@ else
     process.exit(bad.length ? 1 : 0);' "$work/dry.json")" && ok "dry run bounds: $report" || fail "dry run bounds: $report"
 fi
 
+# The same in the text report.
+if "$apps/ctxgen/ctxgen" "$model" --target cpu --dry-run 2>&1 | grep -q "value-dependent NonMaxSuppression_selected (NonMaxSuppression): output at most 12x3; 11 fallback nodes behind it, 11 with a bound"; then
+  ok "dry run text names the bound"
+else
+  fail "dry run text: $("$apps/ctxgen/ctxgen" "$model" --target cpu --dry-run 2>&1 | grep value-dependent)"
+fi
+
 # The row counts ONNX Runtime must give per input set (selected, above, topv; "" unchecked).
 declare -A rows=([none]="0 0 0" [some]="" [all]="12 48 48")
 for target in npu-sim cpu; do
