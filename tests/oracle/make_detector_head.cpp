@@ -32,13 +32,13 @@ ir::Initializer weight(const std::string& name, ir::Shape shape, size_t seed) {
   return init(name, ir::ElemType::Float, std::move(shape), v);
 }
 
-ir::Node at(ir::Node n) {
-  n.opset = kOpset;
-  return n;
+ir::Node op(const std::string& type, std::vector<std::string> inputs, std::vector<std::string> outputs) {
+  return node(type, std::move(inputs), std::move(outputs), kOpset);
 }
-ir::Node withInt(ir::Node n, const char* name, int64_t v) {
-  n.attrs.set(ir::Attribute::makeInt(name, v));
-  return at(std::move(n));
+ir::Node gather(const std::string& data, const std::string& indices, const std::string& out, int64_t axis) {
+  ir::Node n = op("Gather", {data, indices}, {out});
+  n.attrs.set(ir::Attribute::makeInt("axis", axis));
+  return n;
 }
 
 ir::ValueInfo dynamicOutput(const std::string& name, ir::ElemType type, std::vector<ir::Dim> shape) {
@@ -76,27 +76,27 @@ ir::Model detectorHead() {
       init("flat_shape", ir::ElemType::Int64, {1}, std::vector<int64_t>{-1}),
   };
   g.nodes = {
-      at(node("Sigmoid", {"logits"}, {"scores"})),
-      at(node("Mul", {"boxes", "bscale"}, {"sboxes"})),
-      at(node("NonMaxSuppression", {"sboxes", "scores", "max_out", "iou", "score_thr"}, {"selected"})),
-      withInt(node("Gather", {"selected", "col2"}, {"box_index"}), "axis", 1),
-      at(node("Reshape", {"sboxes", "rows_shape"}, {"rows"})),
-      withInt(node("Gather", {"rows", "box_index"}, {"picked"}), "axis", 0),
-      at(node("MatMul", {"picked", "w1"}, {"h1"})),
-      at(node("Add", {"h1", "b1"}, {"h1b"})),
-      at(node("Relu", {"h1b"}, {"h2"})),
-      at(node("MatMul", {"h2", "w2"}, {"h3"})),
-      at(node("Add", {"h3", "b2"}, {"head"})),
-      at(node("Slice", {"head", "s0", "s4", "s1"}, {"deltas"})),
-      at(node("Mul", {"deltas", "tenth"}, {"scaled"})),
-      at(node("Add", {"picked", "scaled"}, {"decoded"})),
-      at(node("Greater", {"scores", "thr2"}, {"mask"})),
-      at(node("NonZero", {"mask"}, {"nz"})),
-      at(node("Transpose", {"nz"}, {"above"})),
-      at(node("Shape", {"nz"}, {"nz_shape"})),
-      at(node("Slice", {"nz_shape", "s1", "s2"}, {"k"})),
-      at(node("Reshape", {"scores", "flat_shape"}, {"flat"})),
-      at(node("TopK", {"flat", "k"}, {"topv", "topi"})),
+      op("Sigmoid", {"logits"}, {"scores"}),
+      op("Mul", {"boxes", "bscale"}, {"sboxes"}),
+      op("NonMaxSuppression", {"sboxes", "scores", "max_out", "iou", "score_thr"}, {"selected"}),
+      gather("selected", "col2", "box_index", 1),
+      op("Reshape", {"sboxes", "rows_shape"}, {"rows"}),
+      gather("rows", "box_index", "picked", 0),
+      op("MatMul", {"picked", "w1"}, {"h1"}),
+      op("Add", {"h1", "b1"}, {"h1b"}),
+      op("Relu", {"h1b"}, {"h2"}),
+      op("MatMul", {"h2", "w2"}, {"h3"}),
+      op("Add", {"h3", "b2"}, {"head"}),
+      op("Slice", {"head", "s0", "s4", "s1"}, {"deltas"}),
+      op("Mul", {"deltas", "tenth"}, {"scaled"}),
+      op("Add", {"picked", "scaled"}, {"decoded"}),
+      op("Greater", {"scores", "thr2"}, {"mask"}),
+      op("NonZero", {"mask"}, {"nz"}),
+      op("Transpose", {"nz"}, {"above"}),
+      op("Shape", {"nz"}, {"nz_shape"}),
+      op("Slice", {"nz_shape", "s1", "s2"}, {"k"}),
+      op("Reshape", {"scores", "flat_shape"}, {"flat"}),
+      op("TopK", {"flat", "k"}, {"topv", "topi"}),
   };
   g.nodes[16].attrs.set(ir::Attribute::makeInts("perm", {1, 0}));
   const ir::Dim n = ir::Dim::named("selected");
