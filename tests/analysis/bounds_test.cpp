@@ -98,7 +98,7 @@ TEST_CASE("NonMaxSuppression is bounded by batch x classes x min(max boxes per c
   }
 }
 
-TEST_CASE("TopK with a computed k is bounded by its input; with a constant k it is static", "[analysis][bounds]") {
+TEST_CASE("TopK with a computed k is bounded by its input, with a constant k it keeps k", "[analysis][bounds]") {
   ir::Graph g;
   g.inputs = {floatValue("x", dims({4, 12}))};
   g.initializers = {floats("zero", {}, {0.0f}), ints("one", {1}, {1}), ints("two", {1}, {2}), ints("k3", {1}, {3})};

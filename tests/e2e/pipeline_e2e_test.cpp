@@ -384,7 +384,7 @@ TEST_CASE("a model's large fallback initializers go to its own .bin when a parti
                    {sample("tiny_prefill"), "--target", target, "-o", embedded.string(), "--embed-fallback-initializers"});
   INFO(e.out << e.err);
   REQUIRE(e.exitCode == 0);
-  CHECK(fs::file_size(embedded / "tiny_prefill_ctx.onnx") > fs::file_size(o / "tiny_prefill_ctx.onnx") + large);
+  CHECK(fs::file_size(embedded / "tiny_prefill_ctx.onnx") > large);
   auto embeddedRun = runTool(CTXKIT_CTXRUN, {(embedded / "tiny_prefill_ctx.onnx").string(), "--inputs",
                                              sampleData("tiny_prefill"), "--expected", sampleData("tiny_prefill")});
   INFO(embeddedRun.out << embeddedRun.err);
