@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
   app.add_option("--external-initializers-file", o.externalInitializersFile,
                  "put fallback initializers in this file beside each _ctx.onnx");
   app.add_flag("--embed-fallback-initializers", o.embedFallbackInitializers,
-               "with --share, keep fallback initializers inside each _ctx.onnx instead of the shared .bin");
+               "keep fallback initializers inside each _ctx.onnx instead of the .bin");
   app.add_option(
       "-C,--config", configs,
       "ONNX Runtime session option KEY=VALUE, or ONNX Runtime's \"KEY|VALUE KEY|VALUE\"; keys: " +

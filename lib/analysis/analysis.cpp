@@ -1,6 +1,8 @@
 // Topological order, shape propagation and constant folding over an IR graph.
 #include "analysis/analysis.h"
 
+#include "analysis/bounds.h"
+
 #include "ir/graph_check.h"
 #include "kernels/kernels.h"
 #include "ops/node_attrs.h"
@@ -104,7 +106,8 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
     return v.shape ? checkDeclared(declared[id], *v.shape, node, index) : Status::ok();
   };
 
-  std::vector<kernels::ValueDesc> descs;
+  std::vector<kernels::ValueDesc> descs, boundDescs;  // boundDescs: a dynamic input's bound as its shape
+  std::vector<uint8_t> dynamicInputs;                 // 1 where the input's shape is not static
   std::vector<const ir::Tensor*> constInputs;
   for (size_t index : facts.order) {
     const ir::Node& node = graph.nodes[index];
@@ -113,23 +116,37 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
     kernels::OpContext ctx = kernels::nodeContext(node);
     descs.clear();
     constInputs.clear();
-    bool allStatic = true, allConstant = true;
+    bool allStatic = true, allConstant = true, allBounded = true;
     std::string blocker;
+    size_t blockerNode = kNoNode;
+    boundDescs.clear();
+    dynamicInputs.clear();
     for (const ir::ValueId in : inputIds) {
       kernels::ValueDesc d;
       if (in == ir::kNoValue) {
         d.present = false;
         descs.push_back(d);
+        boundDescs.push_back(d);
+        dynamicInputs.push_back(0);
         constInputs.push_back(nullptr);
         continue;
       }
       const ValueFacts& f = facts.values[in];
       d.type = f.type;
-      if (f.shape) d.shape = *f.shape;
+      kernels::ValueDesc bounded = d;
+      if (f.shape) d.shape = bounded.shape = *f.shape;
       else {
         allStatic = false;
-        if (blocker.empty()) blocker = f.blocker;
+        allBounded &= f.bound.has_value();
+        if (f.bound) bounded.shape = *f.bound;
+        if (blocker.empty()) {
+          blocker = f.blocker;
+          blockerNode = f.blockerNode;
+        }
       }
+      dynamicInputs.push_back(f.shape ? 0 : 1);
+      bounded.value = f.constant ? &*f.constant : nullptr;
+      boundDescs.push_back(bounded);
       d.value = f.constant ? &*f.constant : nullptr;
       if (!f.constant) allConstant = false;
       descs.push_back(d);
@@ -159,10 +176,17 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
                          node.opset, type, message);
       } else {
         blocker = r.error().message();
+        blockerNode = index;
         facts.ruleFailures[index] = blocker;
       }
     } else if (!known) {
       blocker = fmt::format("{} has no shape rule in ctxkit", nodeLabel(node, index));
+      blockerNode = index;
+    }
+    if (!inferred && known && blockerNode != index && isValueDependent(node, boundDescs)) {
+      // Its shape would depend on values even with static inputs: the dynamic shapes after it start here.
+      blocker = fmt::format("{}: its output shape depends on values computed at run time", nodeLabel(node, index));
+      blockerNode = index;
     }
 
     // Shape of a static value is known even though the value is not.
@@ -227,6 +251,18 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
         }
       }
       v.blocker = blocker.empty() ? fmt::format("the shape of '{}' is unknown", node.outputs[o]) : blocker;
+      v.blockerNode = blocker.empty() ? index : blockerNode;
+    }
+    if (!inferred && known && !hasGraphAttr && allBounded) {
+      std::vector<std::optional<BoundedOutput>> bounds =
+          outputBounds(node, ctx, boundDescs, dynamicInputs, outputIds.size());
+      for (size_t o = 0; o < outputIds.size(); ++o) {
+        if (outputIds[o] == ir::kNoValue || !bounds[o]) continue;
+        ValueFacts& v = facts.values[outputIds[o]];
+        if (v.shape) continue;
+        if (v.type == ir::ElemType::Undefined) v.type = bounds[o]->type;
+        v.bound = std::move(bounds[o]->bound);
+      }
     }
   }
   return facts;

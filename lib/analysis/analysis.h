@@ -17,10 +17,17 @@ namespace ctxkit::analysis {
 
 using Bindings = ir::ShapeBindings;
 
+inline constexpr size_t kNoNode = static_cast<size_t>(-1);
+
 struct ValueFacts {
   ir::ElemType type = ir::ElemType::Undefined;
-  std::optional<ir::Shape> shape;      // set when static
-  std::string blocker;                 // why the shape is not static: "dimension 'seq' of input 'x' is not bound"
+  std::optional<ir::Shape> shape;  // set when static
+  std::string blocker;             // why the shape is not static: "dimension 'seq' of input 'x' is not bound"
+  // When the shape is not static: the node the blocker names (a value-dependent op such as NonZero, or a node
+  // without a shape rule), kNoNode for an unbound graph input; and the shape's upper bound when one is known
+  // (analysis/bounds.h): each dimension at most this at run time.
+  size_t blockerNode = kNoNode;
+  std::optional<ir::Shape> bound;
   std::optional<ir::Tensor> constant;  // set when known at compile time
   bool isInitializer = false;
 };

@@ -428,6 +428,49 @@ std::string nothingCompiled(const ModelSummary& s) {
                      byReason.size() > 1 ? fmt::format(", the rest for {} other reasons", byReason.size() - 1) : "");
 }
 
+// Each fallback node whose shapes are not static is put behind the node its first such value's blocker names, its
+// outputs looked at first (a value-dependent node is behind itself).
+std::vector<ValueDependentRoot> valueDependentRoots(const ModelWork& w) {
+  const analysis::GraphFacts& facts = w.facts;
+  std::map<size_t, ValueDependentRoot> roots;
+  auto dynamicValues = [&](size_t node, auto&& visit) {
+    for (const auto ids : {facts.table.outputsOf(node), facts.table.inputsOf(node)})
+      for (ir::ValueId v : ids)
+        if (v != ir::kNoValue && !facts[v].shape) visit(facts[v]);
+  };
+  for (size_t i = 0; i < w.plan.nodes.size(); ++i) {
+    if (w.plan.nodes[i].placement != partitioner::NodePlacement::Fallback) continue;
+    size_t root = analysis::kNoNode;
+    bool bounded = true;
+    dynamicValues(i, [&](const analysis::ValueFacts& f) {
+      if (root == analysis::kNoNode) root = f.blockerNode;
+      bounded &= f.bound.has_value();
+    });
+    if (root == analysis::kNoNode || root >= w.model.graph.nodes.size()) continue;
+    ValueDependentRoot& r = roots[root];
+    ++r.nodes;
+    if (bounded) ++r.boundedNodes;
+  }
+  std::vector<size_t> rank(w.model.graph.nodes.size());
+  for (size_t k = 0; k < facts.order.size(); ++k) rank[facts.order[k]] = k;
+  std::vector<std::pair<size_t, size_t>> byRank;
+  for (auto& [node, r] : roots) {
+    const ir::Node& n = w.model.graph.nodes[node];
+    r.name = n.name;
+    r.opType = n.opType;
+    for (ir::ValueId v : facts.table.outputsOf(node))
+      if (v != ir::kNoValue) {
+        r.bound = facts[v].shape ? facts[v].shape : facts[v].bound;
+        break;
+      }
+    byRank.emplace_back(rank[node], node);
+  }
+  std::sort(byRank.begin(), byRank.end());
+  std::vector<ValueDependentRoot> out;
+  for (const auto& [unused, node] : byRank) out.push_back(std::move(roots[node]));
+  return out;
+}
+
 ModelSummary summarize(const ModelWork& w) {
   ModelSummary s;
   s.source = w.source;
@@ -449,6 +492,7 @@ ModelSummary summarize(const ModelWork& w) {
         break;
     }
   }
+  s.valueDependent = valueDependentRoots(w);
   for (size_t p = 0; p < w.plan.partitions.size(); ++p) {
     PartitionSummary ps;
     ps.name = w.partitionNames[p];
@@ -568,8 +612,9 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
                          boundInputsFor(bindingModels[w.sourceIndex], bindingModels, options.setArgs, w.bindings));
   }
 
-  // Large fallback initializers of a --share group go to the group's .bin as ONNX external data.
-  const bool shareFallback = options.share && options.embedMode == 0 && options.externalInitializersFile.empty() &&
+  // Large fallback initializers go to the .bin as ONNX external data: always in a --share group, and for a model of
+  // its own when it has a compiled partition (its .bin is written anyway; a model with nothing compiled gets none).
+  const bool fallbackToBin = options.embedMode == 0 && options.externalInitializersFile.empty() &&
                              !options.embedFallbackInitializers && !options.weightless;
   size_t compiledPartitions = 0;
   std::unique_ptr<codegen::KernelTuner> tuner;
@@ -580,6 +625,9 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
     }
     CTX_ASSIGN_OR_RETURN(tuner, codegen::KernelTuner::open(cache));
   }
+  auto shareFallback = [&](const ModelWork& w) {
+    return fallbackToBin && (options.share || !w.plan.partitions.empty());
+  };
   for (auto& w : work) {
     CTX_RETURN_IF_ERROR(compileModel(w, containers[w.container], target, options, clock, progress, tuner.get()));
     CTX_RETURN_IF_ERROR(checkFallbackRunnable(w));
@@ -587,7 +635,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
     report.models.push_back(summarize(w));
     if (options.stopAfter.empty()) {
       CTX_RETURN_IF_ERROR(
-          clock.time("dedupe", [&] { return dedupe(w, containers[w.container], options, shareFallback); }));
+          clock.time("dedupe", [&] { return dedupe(w, containers[w.container], options, shareFallback(w)); }));
       report.hashedBytes = 0;
       for (const auto& c : containers) report.hashedBytes += c.pool.bytesHashed();
       progress.setHashed(report.hashedBytes);

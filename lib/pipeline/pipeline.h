@@ -29,8 +29,9 @@ struct CompileOptions {
   std::vector<std::string> setArgs;
   std::string nodeNamePrefix;
   std::string externalInitializersFile;  // fallback initializers go to this file beside each _ctx.onnx
-  // With --share, fallback initializers of at least this many bytes are stored once in the group's .bin and
-  // referenced as ONNX external data, unless embedFallbackInitializers asks for them inside each model.
+  // Fallback initializers of at least this many bytes are stored once in the .bin (a --share group's, or a model's
+  // own when it has a compiled partition) and referenced as ONNX external data, unless embedFallbackInitializers
+  // asks for them inside each model.
   uint64_t shareFallbackThreshold = 1024;
   bool embedFallbackInitializers = false;
   // Weightless contexts (docs/weight-sharing.md#weightless): weights byte-equal to a source initializer stay in the
@@ -64,6 +65,16 @@ struct FallbackNode {
   std::string reason;
 };
 
+// A node whose output shape depends on values (NonZero, NonMaxSuppression, TopK with a computed k, a Reshape to a
+// computed shape...) or has no shape rule, and the fallback nodes whose shapes are unknown because of it.
+struct ValueDependentRoot {
+  std::string name;
+  std::string opType;
+  std::optional<ir::Shape> bound;  // its first output's upper bound (analysis/bounds.h), when one is known
+  size_t nodes = 0;                // fallback nodes behind it, itself included
+  size_t boundedNodes = 0;         // of those, the ones whose every dynamic value has a bound
+};
+
 struct PartitionSummary {
   std::string name;  // partition_name
   size_t nodeCount = 0;
@@ -86,6 +97,7 @@ struct ModelSummary {
   std::vector<std::pair<std::string, std::string>> boundInputs;  // --set: (input, values as given)
   std::vector<PartitionSummary> partitions;
   std::vector<FallbackNode> fallback;
+  std::vector<ValueDependentRoot> valueDependent;  // in topological order of the roots
   std::vector<std::string> warnings;  // what may keep the compiled model from loading or running (ctxgen prints them)
 };
 

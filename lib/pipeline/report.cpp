@@ -36,6 +36,11 @@ std::string reportText(const CompileReport& r, bool verbose) {
                            counted(p.outputCount, "output"), humanBytes(p.arenaBytes), fmt::join(p.opTypes, " "));
       for (const auto& f : m.fallback)
         out += fmt::format("  fallback {} ({}): {}\n", f.name.empty() ? "(unnamed)" : f.name, f.opType, f.reason);
+      for (const auto& v : m.valueDependent)
+        out += fmt::format("  value-dependent {} ({}): output at most {}; {} behind it, {} with a bound\n",
+                           v.name.empty() ? "(unnamed)" : v.name, v.opType,
+                           v.bound ? ir::shapeToString(*v.bound) : std::string("unbounded"),
+                           counted(v.nodes, "fallback node"), v.boundedNodes);
     }
   }
   out += fmt::format("weights: {} referenced, {} unique, {} stored in {} (sharing ratio {:.2f})\n",
@@ -119,6 +124,13 @@ std::string reportJson(const CompileReport& r) {
     jm["fallback"] = Json::array();
     for (const auto& f : m.fallback)
       jm["fallback"].push_back({{"name", f.name}, {"op_type", f.opType}, {"reason", f.reason}});
+    jm["value_dependent"] = Json::array();
+    for (const auto& v : m.valueDependent)
+      jm["value_dependent"].push_back({{"name", v.name},
+                                       {"op_type", v.opType},
+                                       {"bound", v.bound ? Json(*v.bound) : Json()},
+                                       {"fallback_nodes", v.nodes},
+                                       {"bounded_nodes", v.boundedNodes}});
     jm["warnings"] = m.warnings;
     j["models"].push_back(std::move(jm));
   }

@@ -348,6 +348,49 @@ TEST_CASE("fallback nodes keep their initializers, in an external file on reques
   CHECK(runMissing.err.find("weights.data") != std::string::npos);
 }
 
+TEST_CASE("a model's large fallback initializers go to its own .bin when a partition compiled", "[e2e]") {
+  TempDir out("fallbackbin");
+  {
+    std::ofstream(out / "nomatmul.json")
+        << R"({"name":"nomatmul","element_types":["float32"],"ops":[{"op":"Add"},{"op":"LayerNormalization"},{"op":"Softmax"}]})";
+  }
+  const std::string target = (out / "nomatmul.json").string();
+  fs::path o = out / "o", embedded = out / "embedded";
+  auto r = runTool(CTXKIT_CTXGEN, {sample("tiny_prefill"), "--target", target, "-o", o.string(), "--json", "-"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exitCode == 0);
+  CHECK(filesIn(o) == std::set<std::string>{"tiny_prefill_ctx.onnx", "tiny_prefill_ctxkit.bin"});
+  auto report = nlohmann::json::parse(r.out);
+  CHECK(report["models"][0]["fallback_nodes"].get<int>() > 0);
+  CHECK(report["weights"]["stored_bytes"].get<uint64_t>() > report["weights"]["unique_bytes"].get<uint64_t>());
+  auto model = onnx_io::loadModel(o / "tiny_prefill_ctx.onnx");
+  REQUIRE(model);
+  // The loader maps them from the .bin: the model file is smaller than they are.
+  uint64_t large = 0;
+  for (const auto& init : model->graph.initializers)
+    if (init.tensor.byteSize() >= 1024) large += init.tensor.byteSize();
+  CHECK(large > 0);
+  CHECK(fs::file_size(o / "tiny_prefill_ctx.onnx") < large);
+  auto run = runTool(CTXKIT_CTXRUN, {(o / "tiny_prefill_ctx.onnx").string(), "--inputs", sampleData("tiny_prefill"),
+                                     "--expected", sampleData("tiny_prefill")});
+  INFO(run.out << run.err);
+  CHECK(run.exitCode == 0);
+  auto inspect = runTool(CTXKIT_CTXINSPECT, {(o / "tiny_prefill_ctx.onnx").string(), "--verify"});
+  INFO(inspect.out << inspect.err);
+  CHECK(inspect.exitCode == 0);
+
+  // --embed-fallback-initializers keeps them in the model, as before.
+  auto e = runTool(CTXKIT_CTXGEN,
+                   {sample("tiny_prefill"), "--target", target, "-o", embedded.string(), "--embed-fallback-initializers"});
+  INFO(e.out << e.err);
+  REQUIRE(e.exitCode == 0);
+  CHECK(fs::file_size(embedded / "tiny_prefill_ctx.onnx") > large);
+  auto embeddedRun = runTool(CTXKIT_CTXRUN, {(embedded / "tiny_prefill_ctx.onnx").string(), "--inputs",
+                                             sampleData("tiny_prefill"), "--expected", sampleData("tiny_prefill")});
+  INFO(embeddedRun.out << embeddedRun.err);
+  CHECK(embeddedRun.exitCode == 0);
+}
+
 TEST_CASE("with --share, large fallback initializers are stored once in the shared .bin", "[e2e]") {
   TempDir out("sharefallback");
   {
