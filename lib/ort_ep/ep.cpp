@@ -45,26 +45,49 @@ namespace {
 // ctxkit's EP options; any other key under its prefix is refused (a misspelled option would otherwise be ignored).
 constexpr const char* kEpOptions[] = {"target", "threads", "verify"};
 
-Status refuseUnknownEpOptions(const Api& api, const OrtSessionOptions& options) {
-  OrtKeyValuePairs* entries = nullptr;
-  CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetSessionOptionsConfigEntries(&options, &entries));
-  const char* const* keys = nullptr;
-  const char* const* values = nullptr;
-  size_t count = 0;
-  api.ort.GetKeyValuePairs(entries, &keys, &values, &count);
-  std::string unknown;
-  const std::string prefix = epOptionPrefix();
-  for (size_t i = 0; i < count && unknown.empty(); ++i) {
-    std::string_view key = keys[i];
-    if (key.substr(0, prefix.size()) != prefix) continue;
-    std::string_view option = key.substr(prefix.size());
-    if (std::find(std::begin(kEpOptions), std::end(kEpOptions), option) == std::end(kEpOptions))
-      unknown = std::string(option);
+// The session's config entries, read from ORT in one call: session creation looks up a dozen keys, each of which
+// would otherwise be two or three calls into ORT and a string copy.
+class ConfigEntries {
+public:
+  static Expected<ConfigEntries> read(const Api& api, const OrtSessionOptions& options) {
+    OrtKeyValuePairs* pairs = nullptr;
+    CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetSessionOptionsConfigEntries(&options, &pairs));
+    ConfigEntries entries;
+    const char* const* keys = nullptr;
+    const char* const* values = nullptr;
+    size_t count = 0;
+    api.ort.GetKeyValuePairs(pairs, &keys, &values, &count);
+    entries.entries_.reserve(count);
+    for (size_t i = 0; i < count; ++i)
+      entries.entries_.emplace_back(keys[i] ? keys[i] : "", values[i] ? values[i] : "");
+    api.ort.ReleaseKeyValuePairs(pairs);
+    return entries;
   }
-  api.ort.ReleaseKeyValuePairs(entries);
-  if (!unknown.empty())
-    return makeError(ErrorCode::InvalidArgument, "{}: unknown EP option '{}' (ctxkit's options: {})",
-                     epcontext::kEpName, unknown, fmt::join(kEpOptions, ", "));
+  // The value of `key`, or nothing when the session does not set it.
+  const std::string* find(std::string_view key) const {
+    for (const auto& [k, v] : entries_)
+      if (k == key) return &v;
+    return nullptr;
+  }
+  std::string get(std::string_view key, std::string_view fallback) const {
+    const std::string* v = find(key);
+    return v ? *v : std::string(fallback);
+  }
+  const std::vector<std::pair<std::string, std::string>>& all() const { return entries_; }
+
+private:
+  std::vector<std::pair<std::string, std::string>> entries_;
+};
+
+Status refuseUnknownEpOptions(const ConfigEntries& entries) {
+  const std::string prefix = epOptionPrefix();
+  for (const auto& [key, value] : entries.all()) {
+    if (key.compare(0, prefix.size(), prefix) != 0) continue;
+    std::string_view option = std::string_view(key).substr(prefix.size());
+    if (std::find(std::begin(kEpOptions), std::end(kEpOptions), option) == std::end(kEpOptions))
+      return makeError(ErrorCode::InvalidArgument, "{}: unknown EP option '{}' (ctxkit's options: {})",
+                       epcontext::kEpName, option, fmt::join(kEpOptions, ", "));
+  }
   return Status::ok();
 }
 
@@ -402,7 +425,7 @@ Status compile(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fusedNodes
   runtime::SessionOptions options;
   options.threads = config.threads;
   options.failOnSuboptimal = config.failOnSuboptimal;
-  options.shareContexts = config.context.shareContexts;
+  options.shareContexts = config.shareLoadedContexts;
   options.sourceModelPath = config.context.sourceModelPath;
   options.sourceModelBuffer = config.sourceModelBuffer;
   if (options.sourceModelPath.empty() && options.sourceModelBuffer.empty() && !config.weightsFolder.empty() &&
@@ -501,7 +524,8 @@ void ORT_API_CALL releaseNodeComputeInfos(OrtEp*, OrtNodeComputeInfo** infos, si
 
 Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options) {
   EpConfig config;
-  CTX_ASSIGN_OR_RETURN(config.target, sessionConfigEntry(api, options, epOptionKey("target"), config.target));
+  CTX_ASSIGN_OR_RETURN(const ConfigEntries entries, ConfigEntries::read(api, options));
+  config.target = entries.get(epOptionKey("target"), config.target);
   if (!epcontext::findKnownTarget(config.target)) {
     std::error_code ec;
     if (!fs::is_regular_file(config.target, ec))
@@ -509,28 +533,27 @@ Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options
                        "{} option target '{}': neither a built-in target ({}, {}) nor a target file",
                        epcontext::kEpName, config.target, epcontext::kNpuSim.id, epcontext::kCpu.id);
   }
-  CTX_ASSIGN_OR_RETURN(std::string threads, sessionConfigEntry(api, options, epOptionKey("threads"), "1"));
+  const std::string threads = entries.get(epOptionKey("threads"), "1");
   auto [end, ec] = std::from_chars(threads.data(), threads.data() + threads.size(), config.threads);
   if (threads.empty() || ec != std::errc() || end != threads.data() + threads.size() || config.threads < 1 ||
       config.threads > 1024)
     return makeError(ErrorCode::InvalidArgument, "{} option threads '{}': expected a number from 1 to 1024",
                      epcontext::kEpName, threads);
-  CTX_ASSIGN_OR_RETURN(std::string verify, sessionConfigEntry(api, options, epOptionKey("verify"), "0"));
+  const std::string verify = entries.get(epOptionKey("verify"), "0");
   if (verify != "0" && verify != "1")
     return makeError(ErrorCode::InvalidArgument, "{} option verify '{}': expected 0 or 1", epcontext::kEpName, verify);
   config.verify = verify == "1";
-  CTX_RETURN_IF_ERROR(refuseUnknownEpOptions(api, options));
+  CTX_RETURN_IF_ERROR(refuseUnknownEpOptions(entries));
   // ORT's EPContext keys, through the parser ctxgen's -C uses.
-  for (const char* key : epcontext::contextOptionKeys()) {
-    CTX_ASSIGN_OR_RETURN(std::string value, sessionConfigEntry(api, options, key, ""));
-    if (!value.empty()) CTX_RETURN_IF_ERROR(epcontext::applyContextOption(key, value, config.context));
-  }
+  for (const char* key : epcontext::contextOptionKeys())
+    if (const std::string* value = entries.find(key); value && !value->empty())
+      CTX_RETURN_IF_ERROR(epcontext::applyContextOption(key, *value, config.context));
   if (config.context.contextEnable) CTX_RETURN_IF_ERROR(epcontext::checkContextOptions(config.context));
-  CTX_ASSIGN_OR_RETURN(std::string strict,
-                       sessionConfigEntry(api, options, "session.fail_on_suboptimal_compiled_model", "0"));
-  config.failOnSuboptimal = strict == "1";
-  CTX_ASSIGN_OR_RETURN(config.weightsFolder,
-                       sessionConfigEntry(api, options, "session.model_external_initializers_file_folder_path", ""));
+  // Loaded contexts are shared between the process's sessions unless the session says ep.share_ep_contexts=0.
+  const std::string* share = entries.find(epcontext::option::kShareEpContexts);
+  config.shareLoadedContexts = !share || *share != "0";
+  config.failOnSuboptimal = entries.get("session.fail_on_suboptimal_compiled_model", "0") == "1";
+  config.weightsFolder = entries.get("session.model_external_initializers_file_folder_path", "");
   const void* buffer = nullptr;
   size_t bufferSize = 0;
   CTX_ORT_RETURN_IF_ERROR(api, api.ep.SessionOptionsGetWeightlessSourceModelBuffer(&options, &buffer, &bufferSize));

@@ -21,6 +21,10 @@ struct EpConfig {
   int threads = 1;                 // EP option `threads`
   bool verify = false;             // EP option `verify`: recompute every weight hash of a context binary at load
   bool failOnSuboptimal = false;   // session.fail_on_suboptimal_compiled_model
+  // A loaded context binary (mapping, parsed tables, prepared programs) is shared with the process's other live
+  // sessions on the same unchanged file, as ctxrun shares it; ep.share_ep_contexts=0 given explicitly opts out
+  // (docs/ort-ep.md#session-creation).
+  bool shareLoadedContexts = true;
   // ORT's EPContext options (ep.context_enable, ep.context_file_path, ep.share_ep_contexts, ...), read by the parser
   // ctxgen's -C uses. Weightless contexts (docs/weight-sharing.md#weightless): `weightless` while compiling; where the
   // weights are when loading: ORT's source model buffer below, else `sourceModelPath`, else the node's

@@ -237,7 +237,7 @@ size_t mappingsOf(const fs::path& file) {
 
 }  // namespace
 
-TEST_CASE("ep.share_ep_contexts=1: sessions on one .bin map it once, without it each session maps its own", "[share]") {
+TEST_CASE("ep.share_ep_contexts=1: sessions on one .bin map it once, with it 0 each session maps its own", "[share]") {
   TempDir out("ort_ep_sharemap");
   ctxgen({sample("tiny_prefill") + "," + sample("tiny_decode"), "--share", "-o", out.path().string(), "-q"});
   fs::path bin = out / "tiny_prefill_ctxkit.bin";
@@ -259,6 +259,65 @@ TEST_CASE("ep.share_ep_contexts=1: sessions on one .bin map it once, without it 
     }
     CHECK(mappingsOf(bin) == 0);  // gone with the last session
   }
+}
+
+TEST_CASE("sessions share a loaded .bin by default, and a later session sees the file replaced under it",
+          "[share]") {
+  TempDir out("ort_ep_sharedefault");
+  ctxgen({sample("tiny_cnn"), "-o", out.path().string(), "-q"});
+  const fs::path ctx = out / "tiny_cnn_ctx.onnx";
+  const fs::path bin = out / "tiny_cnn_ctxkit.bin";
+  REQUIRE(fs::exists(bin));
+  Ort::Session reference = cpuSession(sample("tiny_cnn"));
+  Feeds feeds = makeFeeds(reference, 11);
+  const std::vector<Ort::Value> expected = run(reference, feeds);
+  auto matches = [&](Ort::Session& session) {
+    Comparison c = compare(run(session, feeds), expected);
+    INFO(c.detail);
+    CHECK(c.ok);
+  };
+  Ort::Session first = ctxkitSession(ctx);  // no ep.share_ep_contexts: shared
+  const size_t one = mappingsOf(bin);
+  CHECK(one >= 1);
+  {
+    Ort::Session second = ctxkitSession(ctx);
+    CHECK(mappingsOf(bin) == one);
+    matches(second);
+  }
+  // The binary replaced (written aside and renamed over it, as ctxgen and ORT's compile API write): a truncated copy.
+  // A session created now reads the new file and refuses it; the live session keeps the one it mapped.
+  const fs::path good = out / "good.bin";
+  fs::copy_file(bin, good);
+  {
+    const fs::path broken = out / "broken.bin";
+    fs::copy_file(bin, broken);
+    fs::resize_file(broken, fs::file_size(bin) / 2);
+    fs::rename(broken, bin);
+  }
+  std::string message;
+  try {
+    Ort::Session replaced = ctxkitSession(ctx);
+  } catch (const Ort::Exception& e) {
+    message = e.what();
+    CHECK(e.GetOrtErrorCode() == ORT_INVALID_GRAPH);
+  }
+  INFO(message);
+  CHECK(message.find("tiny_cnn_ctxkit.bin") != std::string::npos);
+  matches(first);
+  // The good bytes back (renamed over it again): a new session maps the file as it is now, not the first session's
+  // mapping (whose file, unlinked, /proc/self/maps no longer lists under this path).
+  fs::rename(good, bin);
+  CHECK(mappingsOf(bin) == 0);
+  Ort::Session again = ctxkitSession(ctx);
+  CHECK(mappingsOf(bin) == one);
+  matches(again);
+  matches(first);
+  // ep.share_ep_contexts=0 given explicitly: the session maps its own.
+  SessionConfig alone;
+  alone.entries[epcontext::option::kShareEpContexts] = "0";
+  Ort::Session own = ctxkitSession(ctx, alone);
+  CHECK(mappingsOf(bin) == 2 * one);
+  matches(own);
 }
 
 TEST_CASE("compatibility info: ORT asks ctxkit, and acts on prefer-recompilation and unsupported", "[compatibility]") {
