@@ -1,0 +1,56 @@
+// What a Loop or Scan node keeps between its iterations and between runs on the session's frame path: the body's
+// iteration inputs, loop-carried values, scan-input slices and stacked scan outputs, in buffers reused once grown.
+#pragma once
+
+#include "ir/tensor.h"
+#include "support/status.h"
+
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ctxkit::runtime {
+
+// Values of one element type and shape, one per iteration, placed along an axis of one output tensor kept between
+// runs: grown only when an output needs more bytes than any before it (a Loop's output, whose length is known only at
+// the end, doubles its buffer).
+class StackedOutput {
+public:
+  // Forgets the previous values; `length` is how many will be placed (0: unknown, each placed after the last).
+  void reset(int64_t axis, int64_t length);
+  // Places `slice` at `position` along the axis (of the output, rank slice.rank() + 1; negative counts from the end).
+  // Every slice must have the first's type and shape; `what` names the output in errors.
+  Status place(const ir::Tensor& slice, int64_t position, const std::string& what);
+  // The output: `count` slices (the length given to reset, or as many as were placed); `emptyType` is its type when
+  // no slice was placed (shape {0}).
+  Expected<const ir::Tensor*> finish(ir::ElemType emptyType);
+
+private:
+  Status reserve(uint64_t bytes, uint64_t kept);
+  int64_t axis_ = 0, length_ = 0, count_ = 0;
+  ir::ElemType type_ = ir::ElemType::Undefined;
+  ir::Shape slice_, shape_;
+  uint64_t sliceBytes_ = 0;
+  ir::Tensor buffer_, value_;
+  std::vector<std::string> strings_;
+};
+
+// One Loop or Scan node's iteration state in one run frame.
+struct IterationState {
+  std::vector<const ir::Tensor*> ins;       // the node's inputs (the frame's input list is reused by body nodes)
+  std::vector<const ir::Tensor*> current;   // this iteration's loop-carried inputs
+  std::vector<const ir::Tensor*> produced;  // this iteration's body outputs
+  ir::Tensor trip, cond;                    // a Loop body's iteration number and condition inputs
+  std::vector<ir::Tensor> carried, next;    // loop-carried values: the current ones, the next ones being gathered
+  std::vector<ir::Tensor> slices;           // Scan: this iteration's slice of each scan input
+  std::vector<StackedOutput> stacked;       // scan outputs
+};
+
+// `t` becomes a scalar of `type` holding `value` (an int64 or a bool), allocated only the first time.
+Status setScalar(ir::Tensor& t, ir::ElemType type, int64_t value);
+// `dst` becomes a copy of `src`, in dst's buffer when it has src's type and shape and nothing else shares it.
+Status copyInto(ir::Tensor& dst, const ir::Tensor& src);
+// `dst` becomes slice `index` of `src` along `axis` (src's rank one less), in dst's buffer when it fits as above.
+Status sliceInto(ir::Tensor& dst, const ir::Tensor& src, size_t axis, int64_t index);
+
+}  // namespace ctxkit::runtime
