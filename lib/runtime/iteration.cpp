@@ -105,38 +105,36 @@ Status StackedOutput::reserve(uint64_t bytes, uint64_t kept) {
   return Status::ok();
 }
 
-Status StackedOutput::place(const ir::Tensor& slice, int64_t position, const std::string& what) {
+Status StackedOutput::place(const ir::Tensor& slice, int64_t position) {
   if (count_ == 0) {
     const auto rank = static_cast<int64_t>(slice.rank()) + 1;
     const int64_t axis = axis_ < 0 ? axis_ + rank : axis_;
     if (axis < 0 || axis >= rank)
-      return makeError(ErrorCode::InvalidGraph, "{}: axis {} is out of range for rank {}", what, axis_, rank);
+      return makeError(ErrorCode::InvalidGraph, "axis {} is out of range for rank {}", axis_, rank);
     if (length_ == 0 && axis != 0)
-      return makeError(ErrorCode::Internal, "{}: an output of unknown length stacks along axis 0 only", what);
+      return makeError(ErrorCode::Internal, "an output of unknown length stacks along axis 0 only");
     axis_ = axis;
     type_ = slice.type();
     slice_.assign(slice.shape().begin(), slice.shape().end());
     if (type_ != ir::ElemType::String) {
       if (wholeElementBytes(type_) == 0)
-        return makeError(ErrorCode::Unsupported, "{}: stacking {} values is not supported", what,
-                         ir::elemTypeName(type_));
+        return makeError(ErrorCode::Unsupported, "stacking {} values is not supported", ir::elemTypeName(type_));
       sliceBytes_ = slice.byteSize();
       if (length_ > 0) {
         if (sliceBytes_ > 0 && static_cast<uint64_t>(length_) > ir::memoryLimit() / sliceBytes_)
-          return makeError(ErrorCode::InvalidGraph, "{}: {} slices of {} bytes exceed the memory limit", what, length_,
+          return makeError(ErrorCode::InvalidGraph, "{} slices of {} bytes exceed the memory limit", length_,
                            sliceBytes_);
         CTX_RETURN_IF_ERROR(reserve(static_cast<uint64_t>(length_) * sliceBytes_, 0));
       }
     }
   } else if (slice.type() != type_ || slice.shape() != slice_) {
-    return makeError(ErrorCode::InvalidGraph,
-                     "{}: iteration {} gives a {} value of shape {} but the first gave {} of shape {}", what, count_,
+    return makeError(ErrorCode::InvalidGraph, "a {} value of shape {}, but the first iteration gave {} of shape {}",
                      ir::elemTypeName(slice.type()), ir::shapeToString(slice.shape()), ir::elemTypeName(type_),
                      ir::shapeToString(slice_));
   }
   const int64_t length = length_ > 0 ? length_ : count_ + 1;
   if (position < 0 || position >= length)
-    return makeError(ErrorCode::Internal, "{}: position {} is outside {} slices", what, position, length);
+    return makeError(ErrorCode::Internal, "position {} is outside {} slices", position, length);
   const auto dims = std::span<const int64_t>(slice_);
   const uint64_t outer = product(dims.first(static_cast<size_t>(axis_)));
   const auto len = static_cast<uint64_t>(length), at = static_cast<uint64_t>(position);
@@ -150,7 +148,7 @@ Status StackedOutput::place(const ir::Tensor& slice, int64_t position, const std
   }
   if (length_ == 0) {
     if (static_cast<uint64_t>(count_ + 1) > ir::memoryLimit() / std::max<uint64_t>(sliceBytes_, 1))
-      return makeError(ErrorCode::InvalidGraph, "{}: {} slices of {} bytes exceed the memory limit", what, count_ + 1,
+      return makeError(ErrorCode::InvalidGraph, "{} slices of {} bytes exceed the memory limit", count_ + 1,
                        sliceBytes_);
     CTX_RETURN_IF_ERROR(
         reserve(static_cast<uint64_t>(count_ + 1) * sliceBytes_, static_cast<uint64_t>(count_) * sliceBytes_));

@@ -19,8 +19,8 @@ public:
   // Forgets the previous values; `length` is how many will be placed (0: unknown, each placed after the last).
   void reset(int64_t axis, int64_t length);
   // Places `slice` at `position` along the axis (of the output, rank slice.rank() + 1; negative counts from the end).
-  // Every slice must have the first's type and shape; `what` names the output in errors.
-  Status place(const ir::Tensor& slice, int64_t position, const std::string& what);
+  // Every slice must have the first's type and shape.
+  Status place(const ir::Tensor& slice, int64_t position);
   // The output: `count` slices (the length given to reset, or as many as were placed); `emptyType` is its type when
   // no slice was placed (shape {0}).
   Expected<const ir::Tensor*> finish(ir::ElemType emptyType);

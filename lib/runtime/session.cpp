@@ -869,7 +869,7 @@ struct Session::Impl {
         return st.addContext(fmt::format("iteration {}", trip));
       cond = truthy(*it.produced[0]);
       for (size_t k = 0; k < scans; ++k)
-        if (Status st = it.stacked[k].place(*it.produced[1 + np.carried + k], trip, "scan output"); !st)
+        if (Status st = it.stacked[k].place(*it.produced[1 + np.carried + k], trip); !st)
           return st.addContext(fmt::format("iteration {}: scan output {}", trip, k));
       CTX_RETURN_IF_ERROR(handOn(f, b, it, 1, np.carried));
     }
@@ -912,9 +912,7 @@ struct Session::Impl {
       }
       if (Status st = runIterationBody(f, b, it, callerOut); !st) return st.addContext(fmt::format("iteration {}", t));
       for (size_t k = 0; k < scans; ++k)
-        if (Status st = it.stacked[k].place(*it.produced[np.carried + k], np.outDirs[k] == 1 ? length - 1 - t : t,
-                                            "scan output");
-            !st)
+        if (Status st = it.stacked[k].place(*it.produced[np.carried + k], np.outDirs[k] == 1 ? length - 1 - t : t); !st)
           return st.addContext(fmt::format("iteration {}: scan output {}", t, k));
       CTX_RETURN_IF_ERROR(handOn(f, b, it, 0, np.carried));
     }

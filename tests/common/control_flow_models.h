@@ -135,8 +135,9 @@ inline ir::Model scanModel() {
   return modelOf(std::move(g));
 }
 
-// A loop-carried value that grows: v = Concat(v, x) three times, with the iteration number as a float scan output.
-inline ir::Model loopGrowModel() {
+// A loop-carried value that grows: v = Concat(v, x) three times, with the iteration number as a float scan output
+// (and with `scanGrowing`, v too: the scan outputs of one Loop must all have one shape, so that is an error).
+inline ir::Model loopGrowModel(bool scanGrowing = false) {
   auto body = std::make_shared<ir::Graph>();
   body->name = "grow_body";
   body->inputs = {value("i", ElemType::Int64, {}), value("c_in", ElemType::Bool, {}),
@@ -149,12 +150,17 @@ inline ir::Model loopGrowModel() {
   body->nodes.push_back(std::move(cast));
   body->outputs = {value("c_in", ElemType::Bool, {}), unshaped("v_out", ElemType::Float),
                    value("i_f", ElemType::Float, {})};
+  if (scanGrowing) body->outputs.push_back(unshaped("v_out", ElemType::Float));
   ir::Graph g;
   g.name = "loop_grow";
   g.inputs = {value("x", ElemType::Float, {2}), value("v0", ElemType::Float, {1})};
   g.initializers.push_back(int64s("trips", {}, {3}));
   g.nodes.push_back(withGraph(op("Loop", {"trips", "", "v0"}, {"v_final", "iters"}), "body", body));
   g.outputs = {value("v_final", ElemType::Float, {7}), value("iters", ElemType::Float, {3})};
+  if (scanGrowing) {
+    g.nodes.back().outputs.push_back("vs");
+    g.outputs.push_back(unshaped("vs", ElemType::Float));
+  }
   return modelOf(std::move(g));
 }
 

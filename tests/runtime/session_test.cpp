@@ -168,6 +168,18 @@ TEST_CASE("If, Loop and Scan run on the fallback path, before and after compilat
   }
 }
 
+TEST_CASE("a Loop scan output whose shape changes between iterations is an error naming the node and iteration",
+          "[runtime]") {
+  auto s = runtime::Session::load(loopGrowModel(true), ".", {}, "grow.onnx");
+  REQUIRE(s);
+  CHECK((*s)->stats().planned);
+  auto outs = (*s)->run({floatTensor({2}, {2, 3}), floatTensor({1}, {5})});
+  REQUIRE(!outs);
+  CHECK_THAT(outs.error().message(),
+             Catch::Contains("grow.onnx: node 'Loop_v_final' (Loop): iteration 1: scan output 1: a float32 value of "
+                             "shape 5, but the first iteration gave float32 of shape 3"));
+}
+
 TEST_CASE("a graph whose nodes are out of order, or that never writes an output, is refused at load", "[runtime]") {
   ir::Graph g;
   g.name = "unordered";
