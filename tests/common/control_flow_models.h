@@ -267,13 +267,15 @@ inline ir::Model loopScanModel() {
 }
 
 // Scan along axis 1 in reverse, its output stacked along axis 1 in reverse too: the running sums of each row of xs
-// from the right.
+// from the right. (The Identity matters to ORT: ORT 1.30's CPU EP returns wrong values for a Scan body giving one
+// value as both its state and its scan output.)
 inline ir::Model scanAxesModel() {
   auto body = std::make_shared<ir::Graph>();
   body->name = "axes_body";
   body->inputs = {value("s_in", ElemType::Float, {2}), value("col", ElemType::Float, {2})};
   body->nodes.push_back(op("Add", {"s_in", "col"}, {"s_out"}));
-  body->outputs = {value("s_out", ElemType::Float, {2}), value("s_out", ElemType::Float, {2})};
+  body->nodes.push_back(op("Identity", {"s_out"}, {"sum"}));
+  body->outputs = {value("s_out", ElemType::Float, {2}), value("sum", ElemType::Float, {2})};
   ir::Graph g;
   g.name = "scan_axes";
   g.inputs = {value("s0", ElemType::Float, {2}), value("xs", ElemType::Float, {2, 3})};
