@@ -59,7 +59,7 @@ struct Session::Impl {
   // load. Graphs the plan cannot take (a subgraph that is not well formed) run through the Scope interpreter.
   static constexpr size_t kNoSlot = static_cast<size_t>(-1);
   struct NodePlan {
-    const ir::Graph* graph = nullptr;  // the graph holding the node (the model's, or an If branch)
+    const ir::Graph* graph = nullptr;  // the graph holding the node (the model's, or a subgraph)
     size_t index = 0;                  // the node's index in `graph`
     std::vector<size_t> ins;           // kNoSlot: an omitted optional input
     std::vector<size_t> outs;          // kNoSlot: an omitted output
@@ -86,12 +86,10 @@ struct Session::Impl {
     std::vector<std::pair<size_t, const ir::Tensor*>> constants;  // initializer slots (the branches' included)
     std::vector<size_t> inputs;                                   // per feed
     std::vector<size_t> outputs;                                  // per graph output
-    std::vector<NodePlan> nodes;  // the model's nodes first (plan index = node index), then the branches'
+    std::vector<NodePlan> nodes;  // the model's nodes first (plan index = node index), then the subgraphs'
     std::vector<Block> blocks;    // blocks[0]: the model's graph
     std::vector<bool> madeOnce;   // by slot: a Constant's output, made once per frame (never handed on)
   } plan;
-  // Per-run state, one per concurrent run, reused: where each value is this run, the tensors the frame owns
-  // (node outputs not written into the caller's), and each fallback node's prepared op for its last input shapes.
   // An op prepared with the values of a node's small inputs (copied here, an empty tensor for the others), or null
   // when it could not be.
   struct ValuePrepared {
@@ -99,6 +97,8 @@ struct Session::Impl {
     std::unique_ptr<kernels::PreparedOp> op;
   };
   static constexpr size_t kValuePrepared = 16;
+  // Per-run state, one per concurrent run, reused: where each value is this run, the tensors the frame owns
+  // (node outputs not written into the caller's), and each fallback node's prepared op for its last input shapes.
   struct NodeState {
     std::vector<PreparedNodeCache::Slot> signature;
     std::shared_ptr<const kernels::PreparedOp> op;  // null: not preparable for `signature` (evaluated one-shot)
