@@ -1,8 +1,11 @@
-// Loop and Scan iteration state on the frame path: scalars, copies, slices and stacked outputs in kept buffers.
+// Loop and Scan on the session's frame path: their iterations, and their state (scalars, carried values, slices and
+// stacked outputs) in kept buffers.
 #include "runtime/iteration.h"
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <optional>
 
 namespace ctxkit::runtime {
 
@@ -27,7 +30,146 @@ uint64_t product(std::span<const int64_t> dims) {
   return n;
 }
 
+// Runs the body once and points it.produced at its outputs.
+Status runIterationBody(BodyFrame& f, IterationState& it) {
+  CTX_RETURN_IF_ERROR(f.runBody());
+  it.produced.clear();
+  for (size_t k = 0; k < f.outputs.size(); ++k) {
+    if (!f.values[f.outputs[k]]) return makeError(ErrorCode::InvalidGraph, "the body never produces its output {}", k);
+    it.produced.push_back(f.values[f.outputs[k]]);
+  }
+  return Status::ok();
+}
+
+// Hands the loop-carried values the body produced (it.produced[first, first + count)) on to the next iteration as
+// it.carried, it.current pointing at them. A value in a tensor of the body's own slots is taken by swapping buffers
+// (the slot gets the previous iteration's buffer back, to write its next value into); any other (a body input passed
+// through, an outer value, a Constant's, a kept output, one given twice) is copied into a kept buffer.
+Status handOn(BodyFrame& f, IterationState& it, size_t first, size_t count) {
+  it.next.resize(count);
+  it.carried.resize(count);
+  const ir::Tensor* const owned = f.owned.data();
+  for (size_t k = 0; k < count; ++k) {
+    const ir::Tensor* p = it.produced[first + k];
+    size_t same = k;
+    for (size_t j = 0; j < k; ++j)
+      if (it.produced[first + j] == p) same = j;
+    if (same != k) {
+      CTX_RETURN_IF_ERROR(copyInto(it.next[k], it.next[same]));  // its buffer went to it.next[same]
+      continue;
+    }
+    const bool inOwned = std::less_equal<>()(owned, p) && std::less<>()(p, owned + f.owned.size());
+    const size_t slot = inOwned ? static_cast<size_t>(p - owned) : kNoSlot;
+    if (slot != kNoSlot && slot >= f.slotBegin && slot < f.slotEnd && !(*f.madeOnce)[slot])
+      std::swap(f.owned[slot], it.next[k]);
+    else CTX_RETURN_IF_ERROR(copyInto(it.next[k], *p));
+  }
+  std::swap(it.carried, it.next);
+  it.current.assign(count, nullptr);
+  for (size_t k = 0; k < count; ++k) it.current[k] = &it.carried[k];
+  return Status::ok();
+}
+
+// Points the node's output slots `outs` at its final loop-carried values and its stacked scan outputs.
+Status publish(BodyFrame& f, const IterationPlan& plan, IterationState& it, size_t scans,
+               std::span<const size_t> outs) {
+  for (size_t o = 0; o < outs.size(); ++o) {
+    if (outs[o] == kNoSlot) continue;
+    if (o < plan.carried) {
+      f.values[outs[o]] = it.current[o];
+      continue;
+    }
+    const size_t k = o - plan.carried;
+    if (k >= scans) return makeError(ErrorCode::InvalidGraph, "output {} has no body output", o);
+    const size_t bodyOutput = plan.graph->outputs.size() - scans + k;
+    CTX_ASSIGN_OR_RETURN(f.values[outs[o]], it.stacked[k].finish(plan.graph->outputs[bodyOutput].type));
+  }
+  return Status::ok();
+}
+
 }  // namespace
+
+bool isTrue(const ir::Tensor& t) {
+  if (t.elementCount() != 1 || t.type() == ir::ElemType::String) return false;
+  for (std::byte b : t.bytes())
+    if (b != std::byte{0}) return true;
+  return false;
+}
+
+Status runLoop(BodyFrame& f, const IterationPlan& plan, IterationState& it, std::span<const size_t> outs) {
+  const size_t scans = f.outputs.size() - 1 - plan.carried;
+  std::optional<int64_t> maxTrips;
+  if (it.ins[0]) {
+    if (it.ins[0]->type() != ir::ElemType::Int64 || it.ins[0]->elementCount() != 1)
+      return makeError(ErrorCode::InvalidGraph, "Loop's M must be one int64");
+    maxTrips = it.ins[0]->dataAs<int64_t>()[0];
+  }
+  bool cond = it.ins[1] ? isTrue(*it.ins[1]) : true;
+  it.current.assign(it.ins.begin() + 2, it.ins.end());
+  for (size_t k = 0; k < plan.carried; ++k)
+    if (!it.current[k]) return makeError(ErrorCode::InvalidGraph, "Loop-carried input {} is missing", k);
+  it.stacked.resize(scans);
+  for (auto& stacked : it.stacked) stacked.reset(0, 0);
+  for (int64_t trip = 0; (!maxTrips || trip < *maxTrips) && cond; ++trip) {
+    CTX_RETURN_IF_ERROR(setScalar(it.trip, ir::ElemType::Int64, trip));
+    CTX_RETURN_IF_ERROR(setScalar(it.cond, ir::ElemType::Bool, 1));
+    f.values[f.inputs[0]] = &it.trip;
+    f.values[f.inputs[1]] = &it.cond;
+    for (size_t k = 0; k < plan.carried; ++k) f.values[f.inputs[2 + k]] = it.current[k];
+    if (Status st = runIterationBody(f, it); !st) return st.addContext(fmt::format("iteration {}", trip));
+    cond = isTrue(*it.produced[0]);
+    for (size_t k = 0; k < scans; ++k)
+      if (Status st = it.stacked[k].place(*it.produced[1 + plan.carried + k], trip); !st)
+        return st.addContext(fmt::format("iteration {}: scan output {}", trip, k));
+    CTX_RETURN_IF_ERROR(handOn(f, it, 1, plan.carried));
+  }
+  return publish(f, plan, it, scans, outs);
+}
+
+Status runScan(BodyFrame& f, const IterationPlan& plan, IterationState& it, std::span<const size_t> outs) {
+  const size_t scans = f.outputs.size() - plan.carried;
+  // A scan input's axis, non-negative.
+  auto axisOf = [&](size_t k, const ir::Tensor& x) {
+    return plan.inAxes[k] < 0 ? plan.inAxes[k] + static_cast<int64_t>(x.rank()) : plan.inAxes[k];
+  };
+  int64_t length = -1;
+  for (size_t k = 0; k < plan.scanInputs; ++k) {
+    const ir::Tensor* x = it.ins[plan.carried + k];
+    if (!x) return makeError(ErrorCode::InvalidGraph, "Scan input {} is missing", plan.carried + k);
+    const int64_t axis = axisOf(k, *x);
+    if (axis < 0 || axis >= static_cast<int64_t>(x->rank()))
+      return makeError(ErrorCode::InvalidGraph, "Scan input axis {} is out of range for rank {}", plan.inAxes[k],
+                       x->rank());
+    const int64_t len = x->shape()[static_cast<size_t>(axis)];
+    if (length >= 0 && len != length)
+      return makeError(ErrorCode::InvalidGraph, "Scan inputs have different sequence lengths {} and {}", length, len);
+    length = len;
+  }
+  if (length == 0 && scans > 0)
+    return makeError(ErrorCode::Unsupported, "Scan over an empty sequence is not supported");
+  it.current.assign(it.ins.begin(), it.ins.begin() + static_cast<std::ptrdiff_t>(plan.carried));
+  for (size_t k = 0; k < plan.carried; ++k)
+    if (!it.current[k]) return makeError(ErrorCode::InvalidGraph, "Scan state input {} is missing", k);
+  it.slices.resize(plan.scanInputs);
+  it.stacked.resize(scans);
+  for (size_t k = 0; k < scans; ++k) it.stacked[k].reset(plan.outAxes[k], length);
+  for (int64_t t = 0; t < length; ++t) {
+    for (size_t k = 0; k < plan.carried; ++k) f.values[f.inputs[k]] = it.current[k];
+    for (size_t k = 0; k < plan.scanInputs; ++k) {
+      const ir::Tensor& x = *it.ins[plan.carried + k];
+      CTX_RETURN_IF_ERROR(
+          sliceInto(it.slices[k], x, static_cast<size_t>(axisOf(k, x)), plan.inDirs[k] == 1 ? length - 1 - t : t));
+      f.values[f.inputs[plan.carried + k]] = &it.slices[k];
+    }
+    if (Status st = runIterationBody(f, it); !st) return st.addContext(fmt::format("iteration {}", t));
+    for (size_t k = 0; k < scans; ++k)
+      if (Status st = it.stacked[k].place(*it.produced[plan.carried + k], plan.outDirs[k] == 1 ? length - 1 - t : t);
+          !st)
+        return st.addContext(fmt::format("iteration {}: scan output {}", t, k));
+    CTX_RETURN_IF_ERROR(handOn(f, it, 0, plan.carried));
+  }
+  return publish(f, plan, it, scans, outs);
+}
 
 Status setScalar(ir::Tensor& t, ir::ElemType type, int64_t value) {
   if (!(reusable(t, type) && t.rank() == 0)) {

@@ -57,7 +57,7 @@ struct Session::Impl {
   // (docs/runtime.md#allocations). Subgraphs (If branches, Loop and Scan bodies) are planned the same way, their
   // values in slots after the top-level graph's and their reads of enclosing graphs' values resolved to those slots at
   // load. Graphs the plan cannot take (a subgraph that is not well formed) run through the Scope interpreter.
-  static constexpr size_t kNoSlot = static_cast<size_t>(-1);
+  static constexpr size_t kNoSlot = runtime::kNoSlot;
   struct NodePlan {
     const ir::Graph* graph = nullptr;  // the graph holding the node (the model's, or a subgraph)
     size_t index = 0;                  // the node's index in `graph`
@@ -66,11 +66,7 @@ struct Session::Impl {
     const CompiledProgram* program = nullptr;
     std::vector<kernels::OutputDesc> programOutputs;  // the program's output types and shapes
     size_t thenBlock = kNoSlot, elseBlock = kNoSlot;  // If: its branches in RunPlan::blocks
-    size_t body = kNoSlot;                            // Loop, Scan: its body in RunPlan::blocks
-    // Loop, Scan: how many loop-carried values and scan inputs; Scan: the axes and directions of its scan inputs
-    // and outputs (decoded at load).
-    size_t carried = 0, scanInputs = 0;
-    std::vector<int64_t> inAxes, inDirs, outAxes, outDirs;
+    IterationPlan iteration;                          // Loop, Scan (iteration.body: its body in RunPlan::blocks)
     const ir::Node& node() const { return graph->nodes[index]; }
   };
   // A graph's nodes (plan.nodes[begin, end)), the slots of its inputs (a Loop or Scan body's) and outputs, and the
@@ -544,14 +540,15 @@ struct Session::Impl {
     if (plan.nodes[i].outs.size() > carried + scanOutputs) return false;
     const size_t block = planSubgraph(body, resolve, true);
     if (block == kNoSlot) return false;
-    NodePlan& np = plan.nodes[i];
-    np.body = block;
-    np.carried = carried;
-    np.scanInputs = scanInputs;
-    np.inAxes = std::move(inAxes);
-    np.inDirs = std::move(inDirs);
-    np.outAxes = std::move(outAxes);
-    np.outDirs = std::move(outDirs);
+    IterationPlan& it = plan.nodes[i].iteration;
+    it.body = block;
+    it.graph = &body;
+    it.carried = carried;
+    it.scanInputs = scanInputs;
+    it.inAxes = std::move(inAxes);
+    it.inDirs = std::move(inDirs);
+    it.outAxes = std::move(outAxes);
+    it.outDirs = std::move(outDirs);
     return true;
   }
 
@@ -715,7 +712,7 @@ struct Session::Impl {
     if (n.kind == ir::OpKind::If) {
       // The branch's values stay in their slots: the If's outputs are the branch's output values themselves.
       if (f.ins.empty() || !f.ins[0]) return makeError(ErrorCode::InvalidGraph, "If needs its condition input");
-      const Block& b = plan.blocks[truthy(*f.ins[0]) ? np.thenBlock : np.elseBlock];
+      const Block& b = plan.blocks[isTrue(*f.ins[0]) ? np.thenBlock : np.elseBlock];
       CTX_RETURN_IF_ERROR(runBlock(f, b, callerOut));
       for (size_t o = 0; o < np.outs.size(); ++o) {
         if (np.outs[o] == kNoSlot) continue;
@@ -726,11 +723,31 @@ struct Session::Impl {
       }
       return Status::ok();
     }
-    if (np.body != kNoSlot) {
+    if (np.iteration.body != kNoSlot) {
       if (!state.iteration) state.iteration = std::make_unique<IterationState>();
       IterationState& it = *state.iteration;
       it.ins.assign(f.ins.begin(), f.ins.end());  // f.ins is the body nodes' list too
-      return n.kind == ir::OpKind::Loop ? runLoop(f, np, it, callerOut) : runScan(f, np, it, callerOut);
+      // The body runs as a block of this frame.
+      struct Body final : BodyFrame {
+        const Impl& impl;
+        RunFrame& f;
+        const Block& block;
+        std::span<ir::Tensor* const> callerOut;
+        Body(const Impl& i, RunFrame& fr, const Block& b, std::span<ir::Tensor* const> c)
+            : impl(i), f(fr), block(b), callerOut(c) {}
+        Status runBody() override { return impl.runBlock(f, block, callerOut); }
+      };
+      const Block& b = plan.blocks[np.iteration.body];
+      Body body(*this, f, b, callerOut);
+      body.values = f.values;
+      body.owned = f.owned;
+      body.inputs = b.inputs;
+      body.outputs = b.outputs;
+      body.slotBegin = b.slotBegin;
+      body.slotEnd = b.slotEnd;
+      body.madeOnce = &plan.madeOnce;
+      return n.kind == ir::OpKind::Loop ? runLoop(body, np.iteration, it, np.outs)
+                                        : runScan(body, np.iteration, it, np.outs);
     }
     // Binds the node's outputs to tensors of `descs`, runs `body` and publishes them.
     auto bind = [&](std::span<const kernels::OutputDesc> descs, auto&& body) -> Status {
@@ -826,7 +843,7 @@ struct Session::Impl {
       const NodePlan& np = plan.nodes[i];
       // A compiled node's ops are timed by its program, an If, Loop or Scan by its subgraph's nodes; other nodes are
       // timed here.
-      const bool timed = profile && !np.program && np.thenBlock == kNoSlot && np.body == kNoSlot;
+      const bool timed = profile && !np.program && np.thenBlock == kNoSlot && np.iteration.body == kNoSlot;
       const auto start = timed ? RunProfile::Clock::now() : RunProfile::Clock::time_point{};
       Status st = runNode(f, i, callerOut);
       if (timed && st) profile->record(this, i, RunProfile::Clock::now() - start, [&] { return describeNode(f, i); });
@@ -838,151 +855,6 @@ struct Session::Impl {
       }
     }
     return Status::ok();
-  }
-
-  // Loop node `np` (its inputs in it.ins): runs its body in frame `f` while the trip count and the condition allow,
-  // the loop-carried values handed from one iteration to the next (IterationState) and the scan outputs stacked into
-  // buffers the node state keeps.
-  Status runLoop(RunFrame& f, const NodePlan& np, IterationState& it, std::span<ir::Tensor* const> callerOut) const {
-    const Block& b = plan.blocks[np.body];
-    const size_t scans = b.outputs.size() - 1 - np.carried;
-    std::optional<int64_t> maxTrips;
-    if (it.ins[0]) {
-      if (it.ins[0]->type() != ir::ElemType::Int64 || it.ins[0]->elementCount() != 1)
-        return makeError(ErrorCode::InvalidGraph, "Loop's M must be one int64");
-      maxTrips = it.ins[0]->dataAs<int64_t>()[0];
-    }
-    bool cond = it.ins[1] ? truthy(*it.ins[1]) : true;
-    it.current.assign(it.ins.begin() + 2, it.ins.end());
-    for (size_t k = 0; k < np.carried; ++k)
-      if (!it.current[k]) return makeError(ErrorCode::InvalidGraph, "Loop-carried input {} is missing", k);
-    it.stacked.resize(scans);
-    for (auto& stacked : it.stacked) stacked.reset(0, 0);
-    int64_t trip = 0;
-    for (; (!maxTrips || trip < *maxTrips) && cond; ++trip) {
-      CTX_RETURN_IF_ERROR(setScalar(it.trip, ir::ElemType::Int64, trip));
-      CTX_RETURN_IF_ERROR(setScalar(it.cond, ir::ElemType::Bool, 1));
-      f.values[b.inputs[0]] = &it.trip;
-      f.values[b.inputs[1]] = &it.cond;
-      for (size_t k = 0; k < np.carried; ++k) f.values[b.inputs[2 + k]] = it.current[k];
-      if (Status st = runIterationBody(f, b, it, callerOut); !st)
-        return st.addContext(fmt::format("iteration {}", trip));
-      cond = truthy(*it.produced[0]);
-      for (size_t k = 0; k < scans; ++k)
-        if (Status st = it.stacked[k].place(*it.produced[1 + np.carried + k], trip); !st)
-          return st.addContext(fmt::format("iteration {}: scan output {}", trip, k));
-      CTX_RETURN_IF_ERROR(handOn(f, b, it, 1, np.carried));
-    }
-    return publishIterated(f, np, it, scans);
-  }
-
-  // Scan node `np` (opset 9 on; its inputs in it.ins): runs its body once per slice of its scan inputs.
-  Status runScan(RunFrame& f, const NodePlan& np, IterationState& it, std::span<ir::Tensor* const> callerOut) const {
-    const Block& b = plan.blocks[np.body];
-    const size_t scans = b.outputs.size() - np.carried;
-    int64_t length = -1;
-    for (size_t k = 0; k < np.scanInputs; ++k) {
-      const ir::Tensor* x = it.ins[np.carried + k];
-      if (!x) return makeError(ErrorCode::InvalidGraph, "Scan input {} is missing", np.carried + k);
-      const int64_t axis = np.inAxes[k] < 0 ? np.inAxes[k] + static_cast<int64_t>(x->rank()) : np.inAxes[k];
-      if (axis < 0 || axis >= static_cast<int64_t>(x->rank()))
-        return makeError(ErrorCode::InvalidGraph, "Scan input axis {} is out of range for rank {}", np.inAxes[k],
-                         x->rank());
-      const int64_t len = x->shape()[static_cast<size_t>(axis)];
-      if (length >= 0 && len != length)
-        return makeError(ErrorCode::InvalidGraph, "Scan inputs have different sequence lengths {} and {}", length, len);
-      length = len;
-    }
-    if (length == 0 && scans > 0)
-      return makeError(ErrorCode::Unsupported, "Scan over an empty sequence is not supported");
-    it.current.assign(it.ins.begin(), it.ins.begin() + static_cast<std::ptrdiff_t>(np.carried));
-    for (size_t k = 0; k < np.carried; ++k)
-      if (!it.current[k]) return makeError(ErrorCode::InvalidGraph, "Scan state input {} is missing", k);
-    it.slices.resize(np.scanInputs);
-    it.stacked.resize(scans);
-    for (size_t k = 0; k < scans; ++k) it.stacked[k].reset(np.outAxes[k], length);
-    for (int64_t t = 0; t < length; ++t) {
-      for (size_t k = 0; k < np.carried; ++k) f.values[b.inputs[k]] = it.current[k];
-      for (size_t k = 0; k < np.scanInputs; ++k) {
-        const ir::Tensor& x = *it.ins[np.carried + k];
-        const int64_t axis = np.inAxes[k] < 0 ? np.inAxes[k] + static_cast<int64_t>(x.rank()) : np.inAxes[k];
-        CTX_RETURN_IF_ERROR(
-            sliceInto(it.slices[k], x, static_cast<size_t>(axis), np.inDirs[k] == 1 ? length - 1 - t : t));
-        f.values[b.inputs[np.carried + k]] = &it.slices[k];
-      }
-      if (Status st = runIterationBody(f, b, it, callerOut); !st) return st.addContext(fmt::format("iteration {}", t));
-      for (size_t k = 0; k < scans; ++k)
-        if (Status st = it.stacked[k].place(*it.produced[np.carried + k], np.outDirs[k] == 1 ? length - 1 - t : t); !st)
-          return st.addContext(fmt::format("iteration {}: scan output {}", t, k));
-      CTX_RETURN_IF_ERROR(handOn(f, b, it, 0, np.carried));
-    }
-    return publishIterated(f, np, it, scans);
-  }
-
-  // Runs body block `b` once and points it.produced at its outputs.
-  Status runIterationBody(RunFrame& f, const Block& b, IterationState& it,
-                          std::span<ir::Tensor* const> callerOut) const {
-    CTX_RETURN_IF_ERROR(runBlock(f, b, callerOut));
-    it.produced.clear();
-    for (size_t k = 0; k < b.outputs.size(); ++k) {
-      if (!f.values[b.outputs[k]])
-        return makeError(ErrorCode::InvalidGraph, "the body never produces its output {}", k);
-      it.produced.push_back(f.values[b.outputs[k]]);
-    }
-    return Status::ok();
-  }
-
-  // Hands the loop-carried values body block `b` produced (it.produced[first, first + count)) on to the next
-  // iteration as it.carried, it.current pointing at them. A value in a tensor of the body's own slots is taken by
-  // swapping buffers (the slot gets the previous iteration's buffer back, to write its next value into); any other
-  // (a body input passed through, an outer value, a kept output) is copied into a kept buffer.
-  Status handOn(RunFrame& f, const Block& b, IterationState& it, size_t first, size_t count) const {
-    it.next.resize(count);
-    it.carried.resize(count);
-    const ir::Tensor* const owned = f.owned.data();
-    for (size_t k = 0; k < count; ++k) {
-      const ir::Tensor* p = it.produced[first + k];
-      size_t same = k;
-      for (size_t j = 0; j < k; ++j)
-        if (it.produced[first + j] == p) same = j;
-      if (same != k) {
-        CTX_RETURN_IF_ERROR(copyInto(it.next[k], it.next[same]));  // its buffer went to it.next[same]
-        continue;
-      }
-      const bool inOwned = std::less_equal<>()(owned, p) && std::less<>()(p, owned + f.owned.size());
-      const size_t slot = inOwned ? static_cast<size_t>(p - owned) : kNoSlot;
-      if (slot != kNoSlot && slot >= b.slotBegin && slot < b.slotEnd && !plan.madeOnce[slot])
-        std::swap(f.owned[slot], it.next[k]);
-      else CTX_RETURN_IF_ERROR(copyInto(it.next[k], *p));
-    }
-    std::swap(it.carried, it.next);
-    it.current.assign(count, nullptr);
-    for (size_t k = 0; k < count; ++k) it.current[k] = &it.carried[k];
-    return Status::ok();
-  }
-
-  // Points Loop or Scan node `np`'s outputs at its final loop-carried values and its stacked scan outputs.
-  Status publishIterated(RunFrame& f, const NodePlan& np, IterationState& it, size_t scans) const {
-    const ir::Graph& body = *np.node().attrs.find("body")->g;
-    for (size_t o = 0; o < np.outs.size(); ++o) {
-      if (np.outs[o] == kNoSlot) continue;
-      if (o < np.carried) {
-        f.values[np.outs[o]] = it.current[o];
-        continue;
-      }
-      const size_t k = o - np.carried;
-      if (k >= scans) return makeError(ErrorCode::InvalidGraph, "output {} has no body output", o);
-      const size_t bodyOutput = body.outputs.size() - scans + k;
-      CTX_ASSIGN_OR_RETURN(f.values[np.outs[o]], it.stacked[k].finish(body.outputs[bodyOutput].type));
-    }
-    return Status::ok();
-  }
-
-  static bool truthy(const ir::Tensor& t) {
-    if (t.elementCount() != 1 || t.type() == ir::ElemType::String) return false;
-    for (std::byte b : t.bytes())
-      if (b != std::byte{0}) return true;
-    return false;
   }
 
   // Fallback node `i` as a run profile names it (with the shape its first output has in frame `f`).
