@@ -93,12 +93,17 @@ struct Session::Impl {
     std::unique_ptr<kernels::PreparedOp> op;
   };
   static constexpr size_t kValuePrepared = 16;
+  static constexpr size_t kSeenSignatures = 16;
   // Per-run state, one per concurrent run, reused: where each value is this run, the tensors the frame owns
   // (node outputs not written into the caller's), and each fallback node's prepared op for its last input shapes.
   struct NodeState {
     std::vector<PreparedNodeCache::Slot> signature;
     std::shared_ptr<const kernels::PreparedOp> op;  // null: not preparable for `signature` (evaluated one-shot)
     bool looked = false;                            // `op` was looked up for `signature`
+    // The ops of the last kSeenSignatures signatures met (a node in a Loop body whose inputs change shape from one
+    // iteration to the next meets several in each run), so that coming back to one looks nothing up.
+    std::vector<std::pair<std::vector<PreparedNodeCache::Slot>, std::shared_ptr<const kernels::PreparedOp>>> seen;
+    size_t seenNext = 0;  // the entry replaced next once all are taken
     // Not preparable from `signature` alone: the ops prepared with the values of the small inputs too, for the last
     // kValuePrepared sets of values met (a node in a Loop body meets one per iteration: a Slice at the iteration
     // number); the oldest is replaced when a new set comes.
@@ -782,10 +787,26 @@ struct Session::Impl {
       return Status::ok();
     }
     if (!state.looked || !sameSignature(state.signature, f.ins)) {
-      state.signature.clear();
-      for (const ir::Tensor* t : f.ins)
-        state.signature.push_back(t ? PreparedNodeCache::Slot{true, t->type(), t->shape()} : PreparedNodeCache::Slot{});
-      state.op = shared->fallback.preparedFor(g, n, f.ins);
+      // In place: the slots' shapes keep their storage.
+      state.signature.resize(f.ins.size());
+      for (size_t k = 0; k < f.ins.size(); ++k) {
+        PreparedNodeCache::Slot& slot = state.signature[k];
+        slot.present = f.ins[k] != nullptr;
+        slot.type = f.ins[k] ? f.ins[k]->type() : ir::ElemType::Undefined;
+        if (f.ins[k]) slot.shape.assign(f.ins[k]->shape().begin(), f.ins[k]->shape().end());
+        else slot.shape.clear();
+      }
+      state.op = nullptr;
+      for (const auto& [signature, op] : state.seen)
+        if (sameSignature(signature, f.ins)) state.op = op;
+      if (!state.op && (state.op = shared->fallback.preparedFor(g, n, f.ins))) {
+        if (state.seen.size() < kSeenSignatures) {
+          state.seen.emplace_back(state.signature, state.op);
+        } else {
+          state.seen[state.seenNext] = {state.signature, state.op};
+          state.seenNext = (state.seenNext + 1) % kSeenSignatures;
+        }
+      }
       state.looked = true;
       state.valued.clear();
       state.valuedNext = 0;

@@ -360,8 +360,10 @@ size_t controlFlowAllocations() {
   const fs::path dir = fs::temp_directory_path() / fmt::format("ctxkit_alloc_control_flow_{}", ::getpid());
   fs::create_directories(dir);
   for (const auto& cf : ctxkit::testing::control_flow::cases()) {
-    // A loop-carried value whose shape changes between iterations gets a tensor of its new shape each time (the
-    // frame's tensors are reused only at the same type and shape): reported, not held.
+    // A loop-carried value whose shape changes between iterations: the frame's tensors are reused only at the same
+    // type and shape, and three tensors rotate between the body's slot and the hand-on, so a run allocates unless
+    // the rotation brings each iteration a tensor of its shape (three iterations, as here, happen to): reported, not
+    // held.
     const bool held = cf.name != "loop_grow";
     const fs::path source = dir / (cf.name + ".onnx");
     const Case c{cf.name, source, {}, {}, {}};  // (for REQUIRE)
