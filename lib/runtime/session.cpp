@@ -11,6 +11,7 @@
 #include "runtime/compiled_program.h"
 #include "runtime/context_store.h"
 #include "runtime/interpreter.h"
+#include "runtime/iteration.h"
 #include "runtime/profile.h"
 #include "runtime/shared_model.h"
 #include "runtime/source_model.h"
@@ -53,24 +54,27 @@ struct Session::Impl {
 
   // The graph with every value numbered (a slot), so that a run finds values by index and keeps what it needs
   // between runs in a frame: no name lookups, and no allocation once a frame has run with these shapes
-  // (docs/runtime.md#allocations). If branches are planned the same way, their values in slots after the top-level
-  // graph's and their reads of enclosing graphs' values resolved to those slots at load. Graphs with Loop or Scan
-  // run through the Scope interpreter.
-  static constexpr size_t kNoSlot = static_cast<size_t>(-1);
+  // (docs/runtime.md#allocations). Subgraphs (If branches, Loop and Scan bodies) are planned the same way, their
+  // values in slots after the top-level graph's and their reads of enclosing graphs' values resolved to those slots at
+  // load. Graphs the plan cannot take (a subgraph that is not well formed) run through the Scope interpreter.
+  static constexpr size_t kNoSlot = runtime::kNoSlot;
   struct NodePlan {
-    const ir::Graph* graph = nullptr;  // the graph holding the node (the model's, or an If branch)
+    const ir::Graph* graph = nullptr;  // the graph holding the node (the model's, or a subgraph)
     size_t index = 0;                  // the node's index in `graph`
     std::vector<size_t> ins;           // kNoSlot: an omitted optional input
     std::vector<size_t> outs;          // kNoSlot: an omitted output
     const CompiledProgram* program = nullptr;
     std::vector<kernels::OutputDesc> programOutputs;  // the program's output types and shapes
     size_t thenBlock = kNoSlot, elseBlock = kNoSlot;  // If: its branches in RunPlan::blocks
+    IterationPlan iteration;                          // Loop, Scan (iteration.body: its body in RunPlan::blocks)
     const ir::Node& node() const { return graph->nodes[index]; }
   };
-  // A graph's nodes (plan.nodes[begin, end)) and the slots of its outputs.
+  // A graph's nodes (plan.nodes[begin, end)), the slots of its inputs (a Loop or Scan body's) and outputs, and the
+  // slots its values and its subgraphs' take: [slotBegin, slotEnd).
   struct Block {
     size_t begin = 0, end = 0;
-    std::vector<size_t> outputs;
+    std::vector<size_t> inputs, outputs;
+    size_t slotBegin = 0, slotEnd = 0;
   };
   struct RunPlan {
     bool usable = false;
@@ -78,28 +82,51 @@ struct Session::Impl {
     std::vector<std::pair<size_t, const ir::Tensor*>> constants;  // initializer slots (the branches' included)
     std::vector<size_t> inputs;                                   // per feed
     std::vector<size_t> outputs;                                  // per graph output
-    std::vector<NodePlan> nodes;  // the model's nodes first (plan index = node index), then the branches'
+    std::vector<NodePlan> nodes;  // the model's nodes first (plan index = node index), then the subgraphs'
     std::vector<Block> blocks;    // blocks[0]: the model's graph
+    std::vector<bool> madeOnce;   // by slot: a Constant's output, made once per frame (never handed on)
   } plan;
+  // An op prepared with the values of a node's small inputs (copied here, an empty tensor for the others), or null
+  // when it could not be.
+  struct ValuePrepared {
+    std::vector<ir::Tensor> copies;
+    std::unique_ptr<kernels::PreparedOp> op;
+  };
+  static constexpr size_t kValuePrepared = 16;
+  static constexpr size_t kSeenSignatures = 16;
   // Per-run state, one per concurrent run, reused: where each value is this run, the tensors the frame owns
   // (node outputs not written into the caller's), and each fallback node's prepared op for its last input shapes.
   struct NodeState {
     std::vector<PreparedNodeCache::Slot> signature;
     std::shared_ptr<const kernels::PreparedOp> op;  // null: not preparable for `signature` (evaluated one-shot)
     bool looked = false;                            // `op` was looked up for `signature`
-    // Not preparable from `signature` alone: the op prepared with the values of the small inputs too (copied here,
-    // an empty tensor for the others), or null when it could not be; made again when those values change.
-    std::vector<ir::Tensor> valueCopies;
-    std::unique_ptr<kernels::PreparedOp> valueOp;
+    // The ops of the last kSeenSignatures signatures met (a node in a Loop body whose inputs change shape from one
+    // iteration to the next meets several in each run), so that coming back to one looks nothing up.
+    std::vector<std::pair<std::vector<PreparedNodeCache::Slot>, std::shared_ptr<const kernels::PreparedOp>>> seen;
+    size_t seenNext = 0;  // the entry replaced next once all are taken
+    // Not preparable from `signature` alone: the ops prepared with the values of the small inputs too, for the last
+    // kValuePrepared sets of values met (a node in a Loop body meets one per iteration: a Slice at the iteration
+    // number); the oldest is replaced when a new set comes.
+    std::vector<ValuePrepared> valued;
+    size_t valuedNext = 0;  // the entry replaced next once all are taken
     // Not preparable at all (evaluated every run): its outputs, views of buffers kept here and grown only when an
     // output needs more bytes, and the op's own kept temporaries.
     std::vector<ir::Tensor> evalOuts, evalBuffers;
     kernels::EvalState eval;
+    std::unique_ptr<IterationState> iteration;  // Loop, Scan
   };
-  // Binds a node's evaluated outputs into its NodeState's kept buffers.
+  // Binds a node's evaluated outputs into its NodeState's kept buffers. They are not zeroed when reused: the kernels
+  // write every element of their outputs (as compiled programs' reused arenas and the frame's own tensors rely on).
   struct KeptOutputs final : kernels::OutputSink {
     NodeState& state;
-    explicit KeptOutputs(NodeState& s) : state(s) {}
+    const ir::Node& node;
+    size_t nodeIndex;
+    KeptOutputs(NodeState& s, const ir::Node& n, size_t i) : state(s), node(n), nodeIndex(i) {}
+    // "node 'x' (NonZero): output 0 ('y')" for errors.
+    std::string outputLabel(size_t index) const {
+      return fmt::format("{}: output {} ('{}')", nodeLabel(node, nodeIndex), index,
+                         index < node.outputs.size() ? node.outputs[index] : std::string());
+    }
     Expected<ir::Tensor*> bind(size_t index, ir::ElemType type, std::span<const int64_t> shape) override {
       if (index >= state.evalOuts.size()) {
         state.evalOuts.resize(index + 1);
@@ -107,27 +134,28 @@ struct Session::Impl {
       }
       ir::Tensor& value = state.evalOuts[index];
       value.unbind();  // its reference to the buffer
+      const auto count = ir::elementCount(shape);
       if (type == ir::ElemType::String) {
-        const auto count = ir::elementCount(shape);
         if (!count)
-          return makeError(ErrorCode::InvalidGraph, "output {} has shape {}", index, ir::shapeToString(shape));
+          return makeError(ErrorCode::InvalidGraph, "{} has shape {}, whose element count is not representable",
+                           outputLabel(index), ir::shapeToString(shape));
         value = ir::Tensor::strings(ir::Shape(shape.begin(), shape.end()),
                                     std::vector<std::string>(static_cast<size_t>(*count)));
         return &value;
       }
-      const auto count = ir::elementCount(shape);
       const auto bytes = count ? ir::storageBytes(type, *count) : std::nullopt;
       if (!bytes)
-        return makeError(ErrorCode::InvalidGraph, "output {} of shape {} has no representable size", index,
-                         ir::shapeToString(shape));
+        return makeError(ErrorCode::InvalidGraph, "{} is a {} tensor of shape {}, whose byte size is not representable",
+                         outputLabel(index), ir::elemTypeName(type), ir::shapeToString(shape));
       ir::Tensor& buffer = state.evalBuffers[index];
       // Another value still sharing the buffer (a caller's tensor) keeps it: a new one is made.
       if (!(buffer.owner() && buffer.owner().use_count() == 1 && buffer.byteSize() >= *bytes)) {
-        CTX_ASSIGN_OR_RETURN(buffer, ir::Tensor::allocate(ir::ElemType::Uint8, {static_cast<int64_t>(*bytes)}));
-      } else if (*bytes > 0) {
-        std::memset(buffer.mutableData(), 0, static_cast<size_t>(*bytes));  // as a new tensor would be
+        auto made = ir::Tensor::allocate(ir::ElemType::Uint8, {static_cast<int64_t>(*bytes)});
+        if (!made) return made.takeError().addContext(outputLabel(index));
+        buffer = std::move(*made);
       }
-      CTX_RETURN_IF_ERROR(value.rebindAsPrefix(buffer, type, shape));
+      if (Status bound = value.rebindAsPrefix(buffer, type, shape); !bound)
+        return bound.takeError().addContext(outputLabel(index));  // (the label only made on an error)
       return &value;
     }
   };
@@ -416,23 +444,14 @@ struct Session::Impl {
     return Status::ok();
   }
 
-  // Loop and Scan (anywhere) keep a graph on the Scope interpreter; If is planned.
-  static bool plannable(const ir::Graph& g) {
-    for (const auto& n : g.nodes) {
-      if (n.kind == ir::OpKind::Loop || n.kind == ir::OpKind::Scan) return false;
-      for (const auto& a : n.attrs.all())
-        if (a.g && !plannable(*a.g)) return false;
-    }
-    return true;
-  }
-
   // The slot of a value name as a graph reads it (kNoSlot when no enclosing graph has it).
   using Resolver = std::function<size_t(const std::string&)>;
 
-  // Appends the plan of If branch `g` (its nodes, then its own branches') reading enclosing values through `outer`.
-  // Returns its block, or kNoSlot when it cannot be planned (the graph then runs on the Scope interpreter).
-  size_t planBranch(const ir::Graph& g, const Resolver& outer) {
-    if (!g.inputs.empty()) return kNoSlot;
+  // Appends the plan of subgraph `g` (its nodes, then its own subgraphs') reading enclosing values through `outer`;
+  // an If branch takes no inputs, a Loop or Scan body its inputs in slots of its own. Returns its block, or kNoSlot
+  // when it cannot be planned (the graph then runs on the Scope interpreter, which reports what is wrong).
+  size_t planSubgraph(const ir::Graph& g, const Resolver& outer, bool takesInputs) {
+    if (!takesInputs && !g.inputs.empty()) return kNoSlot;
     const ir::ValueTable table(g);
     const size_t base = plan.slots;
     plan.slots += table.size();
@@ -441,8 +460,13 @@ struct Session::Impl {
       if (id != ir::kNoValue && !table[id].isOuter()) return base + id;
       return outer(name);
     };
-    for (const auto& init : g.initializers) plan.constants.emplace_back(resolve(init.name), &init.tensor);
     Block block;
+    block.slotBegin = base;
+    for (const auto& in : g.inputs) {
+      if (in.name.empty()) return kNoSlot;
+      block.inputs.push_back(base + table.id(in.name));
+    }
+    for (const auto& init : g.initializers) plan.constants.emplace_back(resolve(init.name), &init.tensor);
     for (const auto& out : g.outputs) block.outputs.push_back(resolve(out.name));
     if (std::find(block.outputs.begin(), block.outputs.end(), kNoSlot) != block.outputs.end()) return kNoSlot;
     block.begin = plan.nodes.size();
@@ -459,34 +483,82 @@ struct Session::Impl {
     block.end = plan.nodes.size();
     const size_t index = plan.blocks.size();
     plan.blocks.push_back(std::move(block));
-    if (!planIfs(index, resolve)) return kNoSlot;
+    if (!planSubgraphs(index, resolve)) return kNoSlot;
+    plan.blocks[index].slotEnd = plan.slots;
     return index;
   }
 
-  // Plans the branches of block `b`'s If nodes.
-  bool planIfs(size_t b, const Resolver& resolve) {
+  // Plans the subgraphs of block `b`'s If, Loop and Scan nodes.
+  bool planSubgraphs(size_t b, const Resolver& resolve) {
     for (size_t i = plan.blocks[b].begin; i < plan.blocks[b].end; ++i) {
       const ir::Node& n = plan.nodes[i].node();
-      if (n.kind != ir::OpKind::If) continue;
-      const ir::Attribute* thenAttr = n.attrs.find("then_branch");
-      const ir::Attribute* elseAttr = n.attrs.find("else_branch");
-      if (!thenAttr || !thenAttr->g || !elseAttr || !elseAttr->g) return false;
-      const size_t thenBlock = planBranch(*thenAttr->g, resolve);
-      if (thenBlock == kNoSlot) return false;
-      const size_t elseBlock = planBranch(*elseAttr->g, resolve);
-      if (elseBlock == kNoSlot) return false;
-      if (plan.blocks[thenBlock].outputs.size() != n.outputs.size() ||
-          plan.blocks[elseBlock].outputs.size() != n.outputs.size())
-        return false;
-      plan.nodes[i].thenBlock = thenBlock;
-      plan.nodes[i].elseBlock = elseBlock;
+      if (n.kind == ir::OpKind::If) {
+        const ir::Attribute* thenAttr = n.attrs.find("then_branch");
+        const ir::Attribute* elseAttr = n.attrs.find("else_branch");
+        if (!thenAttr || !thenAttr->g || !elseAttr || !elseAttr->g) return false;
+        const size_t thenBlock = planSubgraph(*thenAttr->g, resolve, false);
+        if (thenBlock == kNoSlot) return false;
+        const size_t elseBlock = planSubgraph(*elseAttr->g, resolve, false);
+        if (elseBlock == kNoSlot) return false;
+        if (plan.blocks[thenBlock].outputs.size() != n.outputs.size() ||
+            plan.blocks[elseBlock].outputs.size() != n.outputs.size())
+          return false;
+        plan.nodes[i].thenBlock = thenBlock;
+        plan.nodes[i].elseBlock = elseBlock;
+      } else if (n.kind == ir::OpKind::Loop || n.kind == ir::OpKind::Scan) {
+        if (!planIteration(i, resolve)) return false;
+      }
     }
+    return true;
+  }
+
+  // Plans Loop or Scan node `i` (plan.nodes[i]): its body, and its attributes checked against its inputs and outputs.
+  // False for what the plan cannot take (a body or attributes that do not fit the node, Scan before opset 9).
+  bool planIteration(size_t i, const Resolver& resolve) {
+    const ir::Node& n = plan.nodes[i].node();
+    const ir::Attribute* bodyAttr = n.attrs.find("body");
+    if (!bodyAttr || !bodyAttr->g) return false;
+    const ir::Graph& body = *bodyAttr->g;
+    size_t carried = 0, scanInputs = 0, scanOutputs = 0;
+    std::vector<int64_t> inAxes, inDirs, outAxes, outDirs;
+    if (n.kind == ir::OpKind::Loop) {
+      if (n.inputs.size() < 2) return false;
+      carried = n.inputs.size() - 2;
+      if (body.inputs.size() != 2 + carried || body.outputs.size() < 1 + carried) return false;
+      scanOutputs = body.outputs.size() - 1 - carried;
+    } else {
+      if (n.opset < 9) return false;
+      const int64_t scans = n.attrs.getInt("num_scan_inputs", 0);
+      if (scans <= 0 || scans > static_cast<int64_t>(n.inputs.size())) return false;
+      scanInputs = static_cast<size_t>(scans);
+      carried = n.inputs.size() - scanInputs;
+      if (body.inputs.size() != n.inputs.size() || body.outputs.size() < carried) return false;
+      scanOutputs = body.outputs.size() - carried;
+      inAxes = n.attrs.getInts("scan_input_axes", std::vector<int64_t>(scanInputs, 0));
+      inDirs = n.attrs.getInts("scan_input_directions", std::vector<int64_t>(scanInputs, 0));
+      outAxes = n.attrs.getInts("scan_output_axes", std::vector<int64_t>(scanOutputs, 0));
+      outDirs = n.attrs.getInts("scan_output_directions", std::vector<int64_t>(scanOutputs, 0));
+      if (inAxes.size() != scanInputs || inDirs.size() != scanInputs || outAxes.size() != scanOutputs ||
+          outDirs.size() != scanOutputs)
+        return false;
+    }
+    if (plan.nodes[i].outs.size() > carried + scanOutputs) return false;
+    const size_t block = planSubgraph(body, resolve, true);
+    if (block == kNoSlot) return false;
+    IterationPlan& it = plan.nodes[i].iteration;
+    it.body = block;
+    it.graph = &body;
+    it.carried = carried;
+    it.scanInputs = scanInputs;
+    it.inAxes = std::move(inAxes);
+    it.inDirs = std::move(inDirs);
+    it.outAxes = std::move(outAxes);
+    it.outDirs = std::move(outDirs);
     return true;
   }
 
   void makePlan() {
     const ir::Graph& g = model().graph;
-    if (!plannable(g)) return;
     // A value's slot is its id.
     auto slot = [&](const std::string& name) -> size_t { return valueTable.id(name); };
     auto slots = [](std::span<const ir::ValueId> ids) {
@@ -512,16 +584,23 @@ struct Session::Impl {
     }
     for (const auto& out : outputs) plan.outputs.push_back(slot(out.name));
     plan.slots = valueTable.size();
-    plan.blocks.push_back(Block{0, g.nodes.size(), plan.outputs});
+    plan.blocks.push_back(Block{0, g.nodes.size(), {}, plan.outputs, 0, 0});
     const Resolver top = [&](const std::string& name) -> size_t {
       const ir::ValueId id = valueTable.find(name);
       return id == ir::kNoValue ? kNoSlot : id;
     };
-    if (!planIfs(0, top)) {
+    if (!planSubgraphs(0, top)) {
       plan = RunPlan{};
       return;
     }
+    plan.blocks[0].slotEnd = plan.slots;
+    plan.madeOnce.assign(plan.slots, false);
+    for (const NodePlan& np : plan.nodes)
+      if (np.node().kind == ir::OpKind::Constant)
+        for (const size_t s : np.outs)
+          if (s != kNoSlot) plan.madeOnce[s] = true;
     plan.usable = true;
+    stats.planned = true;
     freeFrames.reserve(std::max(2, options.threads) * 2);
   }
 
@@ -570,11 +649,11 @@ struct Session::Impl {
     return true;
   }
 
-  // The small inputs have the values `state` was prepared with (false when it was not prepared with values yet).
-  static bool sameValues(const NodeState& state, std::span<const ir::Tensor* const> ins) {
-    if (state.valueCopies.size() != ins.size()) return false;
+  // The small inputs have the values `v` was prepared with.
+  static bool sameValues(const ValuePrepared& v, std::span<const ir::Tensor* const> ins) {
+    if (v.copies.size() != ins.size()) return false;
     for (size_t i = 0; i < ins.size(); ++i) {
-      const ir::Tensor& copy = state.valueCopies[i];
+      const ir::Tensor& copy = v.copies[i];
       if (copy.empty()) continue;
       if (!ins[i] || ins[i]->type() != copy.type() || ins[i]->shape() != copy.shape() ||
           ins[i]->byteSize() != copy.byteSize() ||
@@ -585,10 +664,10 @@ struct Session::Impl {
   }
 
   // Prepares node `n` for these inputs with the values of those of at most kValueInputElements elements (copied
-  // into `state`, which the op may keep pointers to), or leaves state.valueOp null when it cannot be.
-  static void prepareWithValues(NodeState& state, const ir::Node& n, std::span<const ir::Tensor* const> ins) {
-    state.valueOp.reset();  // it may point into the copies
-    state.valueCopies.assign(ins.size(), ir::Tensor());
+  // into `v`, which the op may keep pointers to), or leaves v.op null when it cannot be.
+  static void prepareWithValues(ValuePrepared& v, const ir::Node& n, std::span<const ir::Tensor* const> ins) {
+    v.op.reset();  // it may point into the copies
+    v.copies.assign(ins.size(), ir::Tensor());
     std::vector<kernels::ValueDesc> descs(ins.size());
     for (size_t i = 0; i < ins.size(); ++i) {
       descs[i].present = ins[i] != nullptr;
@@ -598,11 +677,28 @@ struct Session::Impl {
       if (ins[i]->type() == ir::ElemType::String || ins[i]->elementCount() > kValueInputElements) continue;
       auto copy = ir::Tensor::copyOf(ins[i]->type(), ins[i]->shape(), ins[i]->bytes());
       if (!copy) continue;
-      state.valueCopies[i] = std::move(copy).value();
-      descs[i].value = &state.valueCopies[i];
+      v.copies[i] = std::move(copy).value();
+      descs[i].value = &v.copies[i];
     }
     kernels::OpContext ctx = kernels::nodeContext(n);
-    if (auto prepared = kernels::prepare(ctx, descs, n.outputs.size())) state.valueOp = std::move(prepared).value();
+    if (auto prepared = kernels::prepare(ctx, descs, n.outputs.size())) v.op = std::move(prepared).value();
+  }
+
+  // The op of `state` prepared with the values of these inputs: one kept, else prepared now (appended, or in place
+  // of the oldest once kValuePrepared are kept).
+  static ValuePrepared& preparedWithValues(NodeState& state, const ir::Node& n,
+                                           std::span<const ir::Tensor* const> ins) {
+    for (ValuePrepared& v : state.valued)
+      if (sameValues(v, ins)) return v;
+    ValuePrepared* v = nullptr;
+    if (state.valued.size() < kValuePrepared) {
+      v = &state.valued.emplace_back();
+    } else {
+      v = &state.valued[state.valuedNext];
+      state.valuedNext = (state.valuedNext + 1) % kValuePrepared;
+    }
+    prepareWithValues(*v, n, ins);
+    return *v;
   }
 
   // Runs node `i` of the plan in frame `f`; `callerOut[slot]` is the caller's tensor for a graph output slot.
@@ -621,7 +717,7 @@ struct Session::Impl {
     if (n.kind == ir::OpKind::If) {
       // The branch's values stay in their slots: the If's outputs are the branch's output values themselves.
       if (f.ins.empty() || !f.ins[0]) return makeError(ErrorCode::InvalidGraph, "If needs its condition input");
-      const Block& b = plan.blocks[truthy(*f.ins[0]) ? np.thenBlock : np.elseBlock];
+      const Block& b = plan.blocks[isTrue(*f.ins[0]) ? np.thenBlock : np.elseBlock];
       CTX_RETURN_IF_ERROR(runBlock(f, b, callerOut));
       for (size_t o = 0; o < np.outs.size(); ++o) {
         if (np.outs[o] == kNoSlot) continue;
@@ -631,6 +727,32 @@ struct Session::Impl {
                            o);
       }
       return Status::ok();
+    }
+    if (np.iteration.body != kNoSlot) {
+      if (!state.iteration) state.iteration = std::make_unique<IterationState>();
+      IterationState& it = *state.iteration;
+      it.ins.assign(f.ins.begin(), f.ins.end());  // f.ins is the body nodes' list too
+      // The body runs as a block of this frame.
+      struct Body final : BodyFrame {
+        const Impl& impl;
+        RunFrame& f;
+        const Block& block;
+        std::span<ir::Tensor* const> callerOut;
+        Body(const Impl& i, RunFrame& fr, const Block& b, std::span<ir::Tensor* const> c)
+            : impl(i), f(fr), block(b), callerOut(c) {}
+        Status runBody() override { return impl.runBlock(f, block, callerOut); }
+      };
+      const Block& b = plan.blocks[np.iteration.body];
+      Body body(*this, f, b, callerOut);
+      body.values = f.values;
+      body.owned = f.owned;
+      body.inputs = b.inputs;
+      body.outputs = b.outputs;
+      body.slotBegin = b.slotBegin;
+      body.slotEnd = b.slotEnd;
+      body.madeOnce = &plan.madeOnce;
+      return n.kind == ir::OpKind::Loop ? runLoop(body, np.iteration, it, np.outs)
+                                        : runScan(body, np.iteration, it, np.outs);
     }
     // Binds the node's outputs to tensors of `descs`, runs `body` and publishes them.
     auto bind = [&](std::span<const kernels::OutputDesc> descs, auto&& body) -> Status {
@@ -665,26 +787,41 @@ struct Session::Impl {
       return Status::ok();
     }
     if (!state.looked || !sameSignature(state.signature, f.ins)) {
-      state.signature.clear();
-      for (const ir::Tensor* t : f.ins)
-        state.signature.push_back(t ? PreparedNodeCache::Slot{true, t->type(), t->shape()} : PreparedNodeCache::Slot{});
-      state.op = shared->fallback.preparedFor(g, n, f.ins);
+      // In place: the slots' shapes keep their storage.
+      state.signature.resize(f.ins.size());
+      for (size_t k = 0; k < f.ins.size(); ++k) {
+        PreparedNodeCache::Slot& slot = state.signature[k];
+        slot.present = f.ins[k] != nullptr;
+        slot.type = f.ins[k] ? f.ins[k]->type() : ir::ElemType::Undefined;
+        if (f.ins[k]) slot.shape.assign(f.ins[k]->shape().begin(), f.ins[k]->shape().end());
+        else slot.shape.clear();
+      }
+      state.op = nullptr;
+      for (const auto& [signature, op] : state.seen)
+        if (sameSignature(signature, f.ins)) state.op = op;
+      if (!state.op && (state.op = shared->fallback.preparedFor(g, n, f.ins))) {
+        if (state.seen.size() < kSeenSignatures) {
+          state.seen.emplace_back(state.signature, state.op);
+        } else {
+          state.seen[state.seenNext] = {state.signature, state.op};
+          state.seenNext = (state.seenNext + 1) % kSeenSignatures;
+        }
+      }
       state.looked = true;
-      state.valueOp.reset();
-      state.valueCopies.clear();
+      state.valued.clear();
+      state.valuedNext = 0;
     }
     if (state.op) return bind(state.op->outputs(), [&] { return state.op->run(f.ins, f.outs, pool.get()); });
     // Not preparable from types and shapes (output shapes that depend on computed values: a Reshape's shape made by
     // a Shape chain): prepared with its small inputs' values too, and kept while those values stay the same.
-    if (!sameValues(state, f.ins)) prepareWithValues(state, n, f.ins);
-    if (state.valueOp)
-      return bind(state.valueOp->outputs(), [&] { return state.valueOp->run(f.ins, f.outs, pool.get()); });
+    if (const ValuePrepared& v = preparedWithValues(state, n, f.ins); v.op)
+      return bind(v.op->outputs(), [&] { return v.op->run(f.ins, f.outs, pool.get()); });
     // Not preparable even so (output shapes that depend on large computed values: NonZero, NonMaxSuppression):
     // evaluated on every run, into buffers the node state keeps (allocating only when an output outgrows its own).
     const kernels::OpContext ctx = kernels::nodeContext(n, pool.get());
     state.evalOuts.resize(np.outs.size());
     state.evalBuffers.resize(np.outs.size());
-    KeptOutputs sink(state);
+    KeptOutputs sink(state, n, np.index);
     for (ir::Tensor& t : state.evalOuts) t.unbind();
     CTX_RETURN_IF_ERROR(kernels::evaluateInto(ctx, f.ins, n.outputs.size(), sink, state.eval));
     for (size_t o = 0; o < np.outs.size(); ++o)
@@ -725,8 +862,9 @@ struct Session::Impl {
     RunProfile* profile = activeProfile();
     for (size_t i = b.begin; i < b.end; ++i) {
       const NodePlan& np = plan.nodes[i];
-      // A compiled node's ops are timed by its program, an If by its branch's nodes; other nodes are timed here.
-      const bool timed = profile && !np.program && np.thenBlock == kNoSlot;
+      // A compiled node's ops are timed by its program, an If, Loop or Scan by its subgraph's nodes; other nodes are
+      // timed here.
+      const bool timed = profile && !np.program && np.thenBlock == kNoSlot && np.iteration.body == kNoSlot;
       const auto start = timed ? RunProfile::Clock::now() : RunProfile::Clock::time_point{};
       Status st = runNode(f, i, callerOut);
       if (timed && st) profile->record(this, i, RunProfile::Clock::now() - start, [&] { return describeNode(f, i); });
@@ -738,13 +876,6 @@ struct Session::Impl {
       }
     }
     return Status::ok();
-  }
-
-  static bool truthy(const ir::Tensor& t) {
-    if (t.elementCount() != 1 || t.type() == ir::ElemType::String) return false;
-    for (std::byte b : t.bytes())
-      if (b != std::byte{0}) return true;
-    return false;
   }
 
   // Fallback node `i` as a run profile names it (with the shape its first output has in frame `f`).

@@ -44,6 +44,9 @@ struct SessionStats {
   // The parsed model and its prepared fallback ops were taken from another live session of this process that
   // loaded the same file (loadFile with shareContexts; the file unchanged since): not parsed or prepared again.
   bool sharedModel = false;
+  // Runs take the frame path (every value of the graph and its subgraphs in a slot planned at load); false: the
+  // Scope interpreter (a subgraph the plan cannot take).
+  bool planned = false;
 };
 
 // A parsed model with the fallback ops prepared for it, which sessions loaded from the same file share.

@@ -3,7 +3,9 @@
 // to 1x512 without its sample rate (a branch that cannot run with that shape, which ORT refused to load).
 #include <catch2/catch.hpp>
 
+#include "../common/control_flow_models.h"
 #include "../common/material.h"
+#include "onnx_io/onnx_io.h"
 #include "ort_harness.h"
 #include "tool_runner.h"
 
@@ -104,4 +106,38 @@ TEST_CASE("models with If/Loop/Scan: ctxgen's _ctx.onnx loads in ORT + ctxkit an
   }
   std::cout << "ort_ep: " << ran << " of " << 2 * models.size()
             << " compiles (models with subgraphs, both targets) ran in ORT + ctxkit\n";
+}
+
+// The control-flow models of the runtime tests (tests/common/control_flow_models.h), whose outputs were worked out by
+// hand and which runtime_test checks ctxkit's Session against: ONNX Runtime's CPU EP gives those outputs too.
+TEST_CASE("control-flow models built in tests: ORT's CPU EP gives the outputs worked out by hand", "[subgraphs]") {
+  TempDir out("ort_ep_control_flow");
+  Ort::MemoryInfo memory = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+  for (const auto& c : ctxkit::testing::control_flow::cases()) {
+    INFO(c.name);
+    const fs::path source = out / (c.name + ".onnx");
+    REQUIRE(onnx_io::saveModel(c.model, source));
+    Feeds feeds;
+    feeds.buffers.reserve(c.feeds.size());  // the values point into the buffers
+    for (size_t i = 0; i < c.feeds.size(); ++i) {
+      const ir::Tensor& t = c.feeds[i];
+      feeds.names.push_back(c.model.graph.inputs[i].name);
+      feeds.buffers.emplace_back(t.bytes().begin(), t.bytes().end());
+      const ONNXTensorElementDataType type = t.type() == ir::ElemType::Float  ? ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT
+                                             : t.type() == ir::ElemType::Bool ? ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL
+                                                                              : ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
+      feeds.values.push_back(Ort::Value::CreateTensor(memory, feeds.buffers.back().data(), feeds.buffers.back().size(),
+                                                      t.shape().data(), t.rank(), type));
+    }
+    Ort::Session reference = cpuSession(source);
+    const std::vector<Ort::Value> outputs = run(reference, feeds);
+    REQUIRE(outputs.size() == c.expected.size());
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      INFO("output " << k);
+      const auto info = outputs[k].GetTensorTypeAndShapeInfo();
+      REQUIRE(info.GetElementType() == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT);
+      const float* data = outputs[k].GetTensorData<float>();
+      CHECK(std::vector<float>(data, data + info.GetElementCount()) == c.expected[k]);
+    }
+  }
 }

@@ -1,4 +1,5 @@
 // Runtime sessions: loading from a buffer with a context path, shared mappings, compatibility, validation.
+#include "../common/control_flow_models.h"
 #include "../common/graph_builder.h"
 #include "onnx_io/onnx_io.h"
 #include "ops/node_attrs.h"
@@ -122,136 +123,15 @@ TEST_CASE("sessions of one unchanged file share its parsed model and prepared fa
 }
 
 namespace {
-
-// Models with If, Loop and Scan built here (no outside material), each with compiled work around the control flow.
-// Values: x feeds, the graph reads outer-scope values from inside its bodies, and expected outputs are worked out
-// by hand from the ONNX operator definitions.
-ir::ValueInfo value(const std::string& name, ir::ElemType type, std::vector<int64_t> dims) {
-  ir::ValueInfo v;
-  v.name = name;
-  v.type = type;
-  v.shape.emplace();
-  for (int64_t d : dims) v.shape->push_back(ir::Dim::known(d));
-  return v;
-}
-
-ir::Node op(const std::string& type, std::vector<std::string> inputs, std::vector<std::string> outputs) {
-  return ctxkit::testing::node(type, std::move(inputs), std::move(outputs));
-}
-
-ir::Initializer floats(const std::string& name, ir::Shape shape, std::vector<float> v) {
-  return {name, ir::Tensor::fromVector(ir::ElemType::Float, std::move(shape), v), std::nullopt};
-}
-
-ir::Model modelOf(ir::Graph g) {
-  ir::Model m;
-  m.irVersion = 8;
-  m.opsets = {{"", 17}};
-  m.producerName = "ctxkit-tests";
-  m.graph = std::move(g);
-  return m;
-}
-
+using namespace ctxkit::testing::control_flow;
 using ir::ElemType;
-
-// y = 2 * (cond ? x*x + 1 : x*x - x)
-ir::Model ifModel() {
-  auto thenG = std::make_shared<ir::Graph>();
-  thenG->name = "then";
-  thenG->initializers.push_back(floats("one", {3}, {1, 1, 1}));
-  thenG->nodes.push_back(op("Add", {"x2", "one"}, {"t_out"}));
-  thenG->outputs.push_back(value("t_out", ElemType::Float, {3}));
-  auto elseG = std::make_shared<ir::Graph>();
-  elseG->name = "else";
-  elseG->nodes.push_back(op("Sub", {"x2", "x"}, {"e_out"}));
-  elseG->outputs.push_back(value("e_out", ElemType::Float, {3}));
-  ir::Graph g;
-  g.name = "if_model";
-  g.inputs = {value("cond", ElemType::Bool, {}), value("x", ElemType::Float, {3})};
-  g.initializers.push_back(floats("two", {3}, {2, 2, 2}));
-  g.nodes.push_back(op("Mul", {"x", "x"}, {"x2"}));
-  ir::Node branch = op("If", {"cond"}, {"picked"});
-  branch.attrs.set(ir::Attribute::makeGraph("then_branch", thenG));
-  branch.attrs.set(ir::Attribute::makeGraph("else_branch", elseG));
-  g.nodes.push_back(std::move(branch));
-  g.nodes.push_back(op("Mul", {"picked", "two"}, {"y"}));
-  g.outputs = {value("y", ElemType::Float, {3})};
-  return modelOf(std::move(g));
-}
-
-// Three iterations of v += x (x from the outer scope), the running v as a scan output, then Relu(-v_final).
-ir::Model loopModel() {
-  auto body = std::make_shared<ir::Graph>();
-  body->name = "loop_body";
-  body->inputs = {value("i", ElemType::Int64, {}), value("c_in", ElemType::Bool, {}),
-                  value("v_in", ElemType::Float, {2})};
-  body->nodes.push_back(op("Identity", {"c_in"}, {"c_out"}));
-  body->nodes.push_back(op("Add", {"v_in", "x"}, {"v_out"}));
-  body->nodes.push_back(op("Neg", {"v_out"}, {"each"}));
-  body->outputs = {value("c_out", ElemType::Bool, {}), value("v_out", ElemType::Float, {2}),
-                   value("each", ElemType::Float, {2})};
-  ir::Graph g;
-  g.name = "loop_model";
-  g.inputs = {value("x", ElemType::Float, {2}), value("v0", ElemType::Float, {2})};
-  g.initializers.push_back({"trips", ir::Tensor::fromVector(ElemType::Int64, {}, std::vector<int64_t>{3}), {}});
-  g.initializers.push_back({"go", ir::Tensor::fromVector(ElemType::Bool, {}, std::vector<uint8_t>{1}), {}});
-  g.nodes.push_back(op("Abs", {"v0"}, {"start"}));
-  ir::Node loop = op("Loop", {"trips", "go", "start"}, {"v_final", "all"});
-  loop.attrs.set(ir::Attribute::makeGraph("body", body));
-  g.nodes.push_back(std::move(loop));
-  g.nodes.push_back(op("Neg", {"v_final"}, {"neg"}));
-  g.nodes.push_back(op("Relu", {"neg"}, {"r"}));
-  g.outputs = {value("r", ElemType::Float, {2}), value("all", ElemType::Float, {3, 2})};
-  return modelOf(std::move(g));
-}
-
-// Running sums over the rows of xs*2: the final sum and every partial one.
-ir::Model scanModel() {
-  auto body = std::make_shared<ir::Graph>();
-  body->name = "scan_body";
-  body->inputs = {value("s_in", ElemType::Float, {2}), value("row", ElemType::Float, {2})};
-  body->nodes.push_back(op("Add", {"s_in", "row"}, {"s_out"}));
-  body->nodes.push_back(op("Identity", {"s_out"}, {"partial"}));
-  body->outputs = {value("s_out", ElemType::Float, {2}), value("partial", ElemType::Float, {2})};
-  ir::Graph g;
-  g.name = "scan_model";
-  g.inputs = {value("s0", ElemType::Float, {2}), value("xs", ElemType::Float, {3, 2})};
-  g.initializers.push_back(floats("two", {3, 2}, {2, 2, 2, 2, 2, 2}));
-  g.nodes.push_back(op("Mul", {"xs", "two"}, {"doubled"}));
-  ir::Node scan = op("Scan", {"s0", "doubled"}, {"s_final", "partials"});
-  scan.attrs.set(ir::Attribute::makeGraph("body", body));
-  scan.attrs.set(ir::Attribute::makeInt("num_scan_inputs", 1));
-  g.nodes.push_back(std::move(scan));
-  g.outputs = {value("s_final", ElemType::Float, {2}), value("partials", ElemType::Float, {3, 2})};
-  return modelOf(std::move(g));
-}
-
-struct ControlFlowCase {
-  std::string name;
-  ir::Model model;
-  std::vector<ir::Tensor> feeds;
-  std::vector<std::vector<float>> expected;
-};
-
-ir::Tensor floatTensor(ir::Shape shape, std::vector<float> v) {
-  return ir::Tensor::fromVector(ElemType::Float, std::move(shape), v);
-}
-ir::Tensor boolScalar(bool b) { return ir::Tensor::fromVector(ElemType::Bool, {}, std::vector<uint8_t>{b}); }
-
 }  // namespace
 
 TEST_CASE("If, Loop and Scan run on the fallback path, before and after compilation", "[runtime]") {
-  std::vector<ControlFlowCase> cases;
-  // x = [1, -2, 3]: x*x = [1, 4, 9]; then: 2*(x*x+1); else: 2*(x*x-x).
-  cases.push_back({"if_true", ifModel(), {boolScalar(true), floatTensor({3}, {1, -2, 3})}, {{4, 10, 20}}});
-  cases.push_back({"if_false", ifModel(), {boolScalar(false), floatTensor({3}, {1, -2, 3})}, {{0, 12, 12}}});
-  // |v0| = [10, 20], x = [1, -2]: v = [11, 18], [12, 16], [13, 14]; r = relu(-v) = 0; all = -v per iteration.
-  cases.push_back({"loop", loopModel(), {floatTensor({2}, {1, -2}), floatTensor({2}, {-10, 20})},
-                   {{0, 0}, {-11, -18, -12, -16, -13, -14}}});
-  // rows*2 = [2, 4], [6, 8], [-2, 0]; s0 = [1, 1]: partials [3, 5], [9, 13], [7, 13].
-  cases.push_back({"scan", scanModel(), {floatTensor({2}, {1, 1}), floatTensor({3, 2}, {1, 2, 3, 4, -1, 0})},
-                   {{7, 13}, {3, 5, 9, 13, 7, 13}}});
-  for (const auto& c : cases) {
+  // Nested subgraphs, loop-carried values that grow or are passed through swapped, zero and one iterations, scans
+  // along other axes in reverse (tests/common/control_flow_models.h); each run twice in one session, the second
+  // reusing the first's buffers.
+  for (const auto& c : cases()) {
     for (const std::string target : {"cpu", "npu-sim"}) {
       INFO(c.name << " on " << target);
       Workspace ws(c.name + "_" + target);
@@ -269,20 +149,35 @@ TEST_CASE("If, Loop and Scan run on the fallback path, before and after compilat
         auto s = runtime::Session::loadFile(model);
         INFO((s ? std::string() : s.error().message()));
         REQUIRE(s);
-        auto outs = (*s)->run(c.feeds);
-        INFO((outs ? std::string() : outs.error().message()));
-        REQUIRE(outs);
-        REQUIRE(outs->size() == c.expected.size());
-        for (size_t i = 0; i < outs->size(); ++i) {
-          const ir::Tensor& got = (*outs)[i];
-          REQUIRE(got.type() == ElemType::Float);
-          REQUIRE(got.elementCount() == c.expected[i].size());
-          std::vector<float> values(got.dataAs<float>(), got.dataAs<float>() + got.elementCount());
-          CHECK(values == c.expected[i]);
+        CHECK((*s)->stats().planned);  // subgraphs on the frame path, not the Scope interpreter
+        for (int run = 0; run < 2; ++run) {
+          auto outs = (*s)->run(c.feeds);
+          INFO((outs ? std::string() : outs.error().message()));
+          REQUIRE(outs);
+          REQUIRE(outs->size() == c.expected.size());
+          for (size_t i = 0; i < outs->size(); ++i) {
+            const ir::Tensor& got = (*outs)[i];
+            REQUIRE(got.type() == ElemType::Float);
+            REQUIRE(got.elementCount() == c.expected[i].size());
+            std::vector<float> values(got.dataAs<float>(), got.dataAs<float>() + got.elementCount());
+            CHECK(values == c.expected[i]);
+          }
         }
       }
     }
   }
+}
+
+TEST_CASE("a Loop scan output whose shape changes between iterations is an error naming the node and iteration",
+          "[runtime]") {
+  auto s = runtime::Session::load(loopGrowModel(true), ".", {}, "grow.onnx");
+  REQUIRE(s);
+  CHECK((*s)->stats().planned);
+  auto outs = (*s)->run({floatTensor({2}, {2, 3}), floatTensor({1}, {5})});
+  REQUIRE(!outs);
+  CHECK_THAT(outs.error().message(),
+             Catch::Contains("grow.onnx: node 'Loop_v_final' (Loop): iteration 1: scan output 1: a float32 value of "
+                             "shape 5, but the first iteration gave float32 of shape 3"));
 }
 
 TEST_CASE("a graph whose nodes are out of order, or that never writes an output, is refused at load", "[runtime]") {
