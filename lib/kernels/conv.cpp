@@ -281,6 +281,80 @@ bool isPointwise(const Window3& w) {
   return true;
 }
 
+// Output positions per task of the panels path, at most: the GEMM's row block, whose packed A strip is reused across
+// every panel of the task.
+constexpr int64_t kPanelsRowBlock = 144;
+
+// A Conv with its weight in panels as B (convOnPanels): Yᵀ [positions x M] = colᵀ (C·taps) x Wᵀ. The work is split
+// into tasks of (image, block of output positions, range of output-channel panels), all handed to the pool at once:
+// a task unfolds its positions one depth block at a time (in cache, just before the GEMM reads them), multiplies them
+// by its panels into a tile of this thread's scratch, and transposes the tile into the output planes with the bias
+// and the fused activation. When positions are few (a small map's dense 3x3s) the panels are what is split; the
+// positions' unfolding is then repeated once per range, which costs far less than the multiply it feeds (one copy
+// per element against one multiply-add per element and output channel of the range).
+void runConvOnPanels(const OpContext& ctx, const ConvPlan& p, const Window3& w, const float* px, const float* pb,
+                     float* py, const ops::Epilogue& act) {
+  const cpu::PanelsB& panels = *ctx.panelsB;
+  const auto m = static_cast<size_t>(p.outChannels);
+  const size_t width = panels.width, panelCount = (m + width - 1) / width;
+  const auto depth = static_cast<int64_t>(panels.depth);
+  const int64_t inSize = w.in[0] * w.in[1] * w.in[2], outSize = w.out[0] * w.out[1] * w.out[2];
+  const int64_t rows = p.channels * w.kernel[0] * w.kernel[1] * w.kernel[2];
+  const bool pointwise = isPointwise(w);
+  // Position blocks of even size, then as many panel ranges as give each thread about two tasks.
+  const int64_t rowBlocks = (outSize + kPanelsRowBlock - 1) / kPanelsRowBlock;
+  const int64_t block = (outSize + rowBlocks - 1) / rowBlocks;
+  const auto spans = static_cast<size_t>(p.batch * rowBlocks);
+  const size_t threads = ctx.pool ? static_cast<size_t>(ctx.pool->threads()) : 1;
+  size_t ranges = 1;
+  if (threads > 1 && spans < 2 * threads) ranges = std::min(panelCount, (2 * threads + spans - 1) / spans);
+  const size_t perRange = (panelCount + ranges - 1) / ranges;
+  ranges = (panelCount + perRange - 1) / perRange;
+  const auto workPerTask = static_cast<size_t>(block * rows) * perRange * width;
+  parallelForWork(ctx, spans * ranges, workPerTask, [&](size_t t0, size_t t1) {
+    ThreadScratch& scratch = threadScratch();
+    for (size_t t = t0; t < t1; ++t) {
+      const size_t range = t % ranges, span = t / ranges;
+      const auto n = static_cast<int64_t>(span) / rowBlocks, i0 = static_cast<int64_t>(span) % rowBlocks * block;
+      const int64_t i1 = std::min(outSize, i0 + block);
+      const size_t q0 = range * perRange, q1 = std::min(panelCount, q0 + perRange);
+      const size_t ch0 = q0 * width, ch1 = std::min(m, q1 * width), nw = ch1 - ch0;
+      const auto cols = static_cast<size_t>(i1 - i0);
+      const float* xn = px + n * p.channels * inSize;
+      float* yn = py + n * p.outChannels * outSize;
+      scratch.convTile.resize(cols * nw);
+      float* tile = scratch.convTile.data();
+      if (pointwise) {  // the input planes themselves are A (rows outSize apart)
+        cpu::sgemmPanelsRange(true, cols, 1.0f, xn + i0, static_cast<size_t>(outSize), panels, q0, q1, 0.0f, tile, nw);
+      } else {
+        for (int64_t r0 = 0; r0 < rows; r0 += depth) {
+          const int64_t r1 = std::min(rows, r0 + depth);
+          scratch.convColumns.resize(static_cast<size_t>(r1 - r0) * cols);
+          im2col(xn, w, scratch.convColumns.data(), r0, r1, i0, i1);
+          const cpu::PanelsB blockB{panels.data + static_cast<size_t>(r0) * panelCount * width,
+                                    static_cast<size_t>(r1 - r0),
+                                    m,
+                                    width,
+                                    panels.depth,
+                                    {}};
+          cpu::sgemmPanelsRange(true, cols, 1.0f, scratch.convColumns.data(), cols, blockB, q0, q1,
+                                r0 == 0 ? 0.0f : 1.0f, tile, nw);
+        }
+      }
+      // Blocks of 16 positions, so that the rows of the tile a block reads stay in cache across its channels.
+      for (size_t b0 = 0; b0 < cols; b0 += 16) {
+        const size_t b1 = std::min(cols, b0 + 16);
+        for (size_t c = ch0; c < ch1; ++c) {
+          float* yc = yn + c * static_cast<size_t>(outSize) + i0;
+          const float bc = pb ? pb[c] : 0.0f;
+          for (size_t q = b0; q < b1; ++q) yc[q] = tile[q * nw + (c - ch0)] + bc;
+        }
+      }
+      for (size_t c = ch0; c < ch1; ++c) applyFusedActivation(act, yn + c * static_cast<size_t>(outSize) + i0, cols);
+    }
+  });
+}
+
 }  // namespace
 
 bool convRunsOnPanels(const ops::ConvAttrs& attrs, std::span<const int64_t> x, std::span<const int64_t> weight) {
@@ -384,61 +458,7 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   }
 
   if (algorithm == cpu::ConvAlgorithm::Panels) {
-    // Weight in panels as B (convOnPanels): Yᵀ [positions x M] = colᵀ (C·taps) x Wᵀ, one depth block of the panels
-    // at a time, so that the rows of unfolded input it reads are built just before (in cache) and no larger than
-    // kColBudget; then transposed into the image's planes with the bias and the fused activation.
-    const cpu::PanelsB& panels = *ctx.panelsB;
-    const auto m = static_cast<size_t>(p.outChannels);
-    const size_t panelCount = (m + panels.width - 1) / panels.width;
-    const auto depth = static_cast<int64_t>(panels.depth);
-    const int64_t chunk =
-        std::max<int64_t>(64, std::min(outSize, kColBudget / std::max<int64_t>(1, std::min(rows, depth))));
-    // Grown once per thread, not per run. Named through references: a lambda run on a pool thread that named the
-    // thread_local itself would read that thread's own (empty) vector.
-    thread_local std::vector<float> tCol, tYt;
-    std::vector<float>&col = tCol, &yt = tYt;
-    const float* pb = bias ? bias->dataAs<float>() : nullptr;
-    for (int64_t n = 0; n < p.batch; ++n) {
-      const float* xn = px + n * p.channels * inSize;
-      float* yn = py + n * p.outChannels * outSize;
-      for (int64_t c0 = 0; c0 < outSize; c0 += chunk) {
-        const int64_t c1 = std::min(outSize, c0 + chunk);
-        const auto cols = static_cast<size_t>(c1 - c0);
-        yt.resize(cols * m);
-        for (int64_t r0 = 0; r0 < rows; r0 += depth) {
-          const int64_t r1 = std::min(rows, r0 + depth);
-          // A pointwise Conv reads the input planes themselves as A (rows outSize apart).
-          const float* a = xn + r0 * outSize + c0;
-          size_t lda = static_cast<size_t>(outSize);
-          if (!pointwise) {
-            col.resize(static_cast<size_t>(r1 - r0) * cols);
-            unfoldColumns(ctx.pool, xn, w, col.data(), r0, r1, c0, c1);
-            a = col.data();
-            lda = cols;
-          }
-          const cpu::PanelsB block{panels.data + static_cast<size_t>(r0) * panelCount * panels.width,
-                                   static_cast<size_t>(r1 - r0),
-                                   m,
-                                   panels.width,
-                                   panels.depth,
-                                   {}};
-          cpu::sgemmPanels(true, cols, 1.0f, a, lda, block, r0 == 0 ? 0.0f : 1.0f, yt.data(), m, ctx.pool);
-        }
-        // Blocks of 16 positions, so that the rows of yt a block reads stay in cache across its channels.
-        parallelForWork(ctx, m, cols, [&](size_t ch0, size_t ch1) {
-          for (size_t q0 = 0; q0 < cols; q0 += 16) {
-            const size_t q1 = std::min(cols, q0 + 16);
-            for (size_t c = ch0; c < ch1; ++c) {
-              float* yc = yn + c * static_cast<size_t>(outSize) + c0;
-              const float bc = pb ? pb[c] : 0.0f;
-              for (size_t q = q0; q < q1; ++q) yc[q] = yt[q * m + c] + bc;
-            }
-          }
-          for (size_t c = ch0; c < ch1; ++c)
-            applyFusedActivation(act, yn + c * static_cast<size_t>(outSize) + c0, cols);
-        });
-      }
-    }
+    runConvOnPanels(ctx, p, w, px, bias ? bias->dataAs<float>() : nullptr, py, act);
     return Status::ok();
   }
 

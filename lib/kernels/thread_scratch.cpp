@@ -11,7 +11,7 @@ namespace ctxkit::kernels {
 namespace {
 
 // One mark per buffer, in the order of `sizes` below.
-constexpr size_t kBuffers = 15;
+constexpr size_t kBuffers = 16;
 std::atomic<size_t> gMarks[kBuffers];
 std::atomic<uint64_t> gEpoch{0};
 
@@ -19,11 +19,11 @@ thread_local ThreadScratch tScratch;
 
 // The capacities of this thread's buffers (in elements), in a fixed order.
 void capacities(const ThreadScratch& s, size_t (&out)[kBuffers]) {
-  const size_t values[kBuffers] = {s.convPlane.dataCapacity(), s.convPlane.tapCapacity(), s.poolPlane.dataCapacity(),
-                                   s.poolPlane.tapCapacity(),  s.convTaps.capacity(),     s.poolTaps.capacity(),
-                                   s.convColumns.capacity(),   s.poolOnes.capacity(),     s.poolDivisors.capacity(),
-                                   s.convWeights.capacity(),   s.convRuns.capacity(),     s.sortOrder.capacity(),
-                                   s.nbitsTile.capacity(),     s.depthwise.capacity(),    s.roiSamples.capacity()};
+  const size_t values[kBuffers] = {
+      s.convPlane.dataCapacity(), s.convPlane.tapCapacity(), s.poolPlane.dataCapacity(), s.poolPlane.tapCapacity(),
+      s.convTaps.capacity(),      s.poolTaps.capacity(),     s.convColumns.capacity(),   s.poolOnes.capacity(),
+      s.poolDivisors.capacity(),  s.convWeights.capacity(),  s.convRuns.capacity(),      s.sortOrder.capacity(),
+      s.nbitsTile.capacity(),     s.depthwise.capacity(),    s.roiSamples.capacity(),    s.convTile.capacity()};
   std::copy(values, values + kBuffers, out);
 }
 
@@ -63,6 +63,7 @@ void reserveThreadScratch() {
   s.nbitsTile.reserve(mark(12));
   s.depthwise.reserve(mark(13));
   s.roiSamples.reserve(mark(14));
+  s.convTile.reserve(mark(15));
 }
 
 }  // namespace ctxkit::kernels

@@ -18,7 +18,8 @@ namespace ctxkit::kernels {
 struct ThreadScratch {
   detail::PaddedPlane convPlane, poolPlane;  // direct and depthwise Conv; float pooling
   std::vector<const float*> convTaps, poolTaps;
-  std::vector<float> convColumns;  // im2col of one job when jobs are split across threads
+  std::vector<float> convColumns;  // im2col of one job when jobs are split across threads (a task's, on panels)
+  std::vector<float> convTile;     // Conv on panels: a task's output positions x output channels, before transposing
   std::vector<float> convWeights;  // a Conv weight's taps that land inside the input for a band of outputs
   std::vector<float> convRuns;     // direct Conv onto narrow maps: every output row of up to four filters as one run
   std::vector<float> poolOnes, poolDivisors;
