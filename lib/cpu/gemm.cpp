@@ -445,8 +445,14 @@ void reserveGemmScratch() {
   const Kernel& kernel = pickKernel();
   const size_t aMax = std::max(kernel.mr, kMcTarget) * kKc;  // mcBlock rounded to mr never exceeds this
   const size_t bMax = (kNc + kernel.nr - 1) / kernel.nr * kernel.nr * kKc;
-  if (tAPack.capacity() < aMax) tAPack.reserve(aMax);
-  if (tBPack.capacity() < bMax) tBPack.reserve(bMax);
+  // Written once when allocated, so that the pages are mapped here (a pool thread's start, at load), not in a run.
+  for (auto [buffer, size] : {std::pair{&tAPack, aMax}, std::pair{&tBPack, bMax}}) {
+    if (buffer->capacity() >= size) continue;
+    buffer->reserve(size);
+    const size_t used = buffer->size();
+    buffer->resize(buffer->capacity());
+    buffer->resize(used);
+  }
 }
 
 size_t panelElements(size_t k, size_t n, size_t width) { return k * ((n + width - 1) / width) * width; }

@@ -281,9 +281,33 @@ bool isPointwise(const Window3& w) {
   return true;
 }
 
+// The algorithm a run takes: the recorded one, or the heuristic's for what the op was prepared with; Heuristic when
+// the recorded one cannot run these shapes.
+cpu::ConvAlgorithm runAlgorithm(const OpContext& ctx, const ConvPlan& p, const Window3& w) {
+  const int64_t cg = p.channels / p.group, mg = p.outChannels / p.group;
+  const bool depthwise = cg == 1 && mg == 1 && w.out[0] == 1 && w.kernel[0] == 1 && w.in[0] == 1;
+  const cpu::ConvAlgorithm recorded = ctx.kernel.algorithm;
+  if (recorded == cpu::ConvAlgorithm::Heuristic)
+    return ctx.panelsB && p.group == 1               ? cpu::ConvAlgorithm::Panels
+           : depthwiseOnSmallMap(w, cg, mg, p.group) ? cpu::ConvAlgorithm::DepthwiseSmallMap
+           : runsDirect(w, cg, p.group)              ? cpu::ConvAlgorithm::Direct
+                                                     : cpu::ConvAlgorithm::Gemm;
+  if ((recorded == cpu::ConvAlgorithm::Panels) != (ctx.panelsB != nullptr) ||
+      (recorded == cpu::ConvAlgorithm::Panels && p.group != 1) ||
+      (recorded == cpu::ConvAlgorithm::DepthwiseSmallMap && !depthwise))
+    return cpu::ConvAlgorithm::Heuristic;
+  return recorded;
+}
+
 // Output positions per task of the panels path, at most: the GEMM's row block, whose packed A strip is reused across
 // every panel of the task.
 constexpr int64_t kPanelsRowBlock = 144;
+
+// The output positions of one task of the panels path (blocks of even size).
+int64_t panelsRowBlock(int64_t outSize) {
+  const int64_t rowBlocks = (outSize + kPanelsRowBlock - 1) / kPanelsRowBlock;
+  return (outSize + rowBlocks - 1) / rowBlocks;
+}
 
 // A Conv with its weight in panels as B (convOnPanels): Yᵀ [positions x M] = colᵀ (C·taps) x Wᵀ. The work is split
 // into tasks of (image, block of output positions, range of output-channel panels), all handed to the pool at once:
@@ -303,7 +327,7 @@ void runConvOnPanels(const OpContext& ctx, const ConvPlan& p, const Window3& w, 
   const bool pointwise = isPointwise(w);
   // Position blocks of even size, then as many panel ranges as give each thread about two tasks.
   const int64_t rowBlocks = (outSize + kPanelsRowBlock - 1) / kPanelsRowBlock;
-  const int64_t block = (outSize + rowBlocks - 1) / rowBlocks;
+  const int64_t block = panelsRowBlock(outSize);
   const auto spans = static_cast<size_t>(p.batch * rowBlocks);
   const size_t threads = ctx.pool ? static_cast<size_t>(ctx.pool->threads()) : 1;
   size_t ranges = 1;
@@ -442,20 +466,10 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const int64_t jobs = p.batch * p.group;
   if (jobs == 0 || outSize == 0 || mg == 0) return Status::ok();
 
-  cpu::ConvAlgorithm algorithm = ctx.kernel.algorithm;
-  const bool depthwise = cg == 1 && mg == 1 && w.out[0] == 1 && w.kernel[0] == 1 && w.in[0] == 1;
-  if (algorithm == cpu::ConvAlgorithm::Heuristic) {
-    algorithm = ctx.panelsB && p.group == 1               ? cpu::ConvAlgorithm::Panels
-                : depthwiseOnSmallMap(w, cg, mg, p.group) ? cpu::ConvAlgorithm::DepthwiseSmallMap
-                : runsDirect(w, cg, p.group)              ? cpu::ConvAlgorithm::Direct
-                                                          : cpu::ConvAlgorithm::Gemm;
-  } else if ((algorithm == cpu::ConvAlgorithm::Panels) != (ctx.panelsB != nullptr) ||
-             (algorithm == cpu::ConvAlgorithm::Panels && p.group != 1) ||
-             (algorithm == cpu::ConvAlgorithm::DepthwiseSmallMap && !depthwise)) {
-    // (the program verifier and the prepared op refuse these first: a hand-built context could still ask)
+  const cpu::ConvAlgorithm algorithm = runAlgorithm(ctx, p, w);
+  if (algorithm == cpu::ConvAlgorithm::Heuristic)  // the program verifier and the prepared op refuse these first
     return invalid(ctx, "the recorded kernel {} cannot run input {} with weight {} and group {}",
-                   cpu::convAlgorithmName(algorithm), shapeStr(x.shape()), shapeStr(wShape), p.group);
-  }
+                   cpu::convAlgorithmName(ctx.kernel.algorithm), shapeStr(x.shape()), shapeStr(wShape), p.group);
 
   if (algorithm == cpu::ConvAlgorithm::Panels) {
     runConvOnPanels(ctx, p, w, px, bias ? bias->dataAs<float>() : nullptr, py, act);
@@ -568,8 +582,58 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
       for (size_t j = j0; j < j1; ++j) oneJob(static_cast<int64_t>(j), col, nullptr);
     });
   } else {
-    thread_local std::vector<float> col;  // grown once per thread, not per run
+    std::vector<float>& col = threadScratch().convColumns;
     for (int64_t j = 0; j < jobs; ++j) oneJob(j, col, ctx.pool);
+  }
+  return Status::ok();
+}
+
+Status noteConvScratch(const OpContext& ctx, std::span<const int64_t> x, std::span<const int64_t> weight) {
+  CTX_ASSIGN_OR_RETURN(ConvPlan p, planConv(ctx, x, weight, nullptr));
+  const Window3 w = toWindow3(p.window);
+  const int64_t cg = p.channels / p.group, mg = p.outChannels / p.group;
+  const int64_t kSize = w.kernel[0] * w.kernel[1] * w.kernel[2], rows = cg * kSize;
+  const int64_t inSize = w.in[0] * w.in[1] * w.in[2], outSize = w.out[0] * w.out[1] * w.out[2];
+  if (p.batch * p.group == 0 || outSize == 0 || mg == 0) return Status::ok();
+  auto raise = [](ScratchBuffer b, int64_t elements) { raiseThreadScratchMark(b, static_cast<size_t>(elements)); };
+  switch (runAlgorithm(ctx, p, w)) {
+    case cpu::ConvAlgorithm::Panels: {
+      const int64_t block = panelsRowBlock(outSize);
+      if (!isPointwise(w))
+        raise(ScratchBuffer::ConvColumns, std::min(rows, static_cast<int64_t>(ctx.panelsB->depth)) * block);
+      raise(ScratchBuffer::ConvTile, block * p.outChannels);
+      break;
+    }
+    case cpu::ConvAlgorithm::DepthwiseSmallMap:
+      raise(ScratchBuffer::Depthwise, (inSize + kSize + outSize) * kDepthwiseLanes);
+      break;
+    case cpu::ConvAlgorithm::Direct: {
+      // What PaddedPlane::load sizes for the group's planes, and directConv's runs onto narrow maps.
+      int64_t ext[3];
+      for (int i = 0; i < 3; ++i)
+        ext[i] = std::max(w.padBegin[i] + w.in[i] + w.padEnd[i],
+                          (w.out[i] - 1) * w.stride[i] + (w.kernel[i] - 1) * w.dilation[i] + 1);
+      const int64_t phase = (ext[2] + w.stride[2] - 1) / w.stride[2];
+      raise(ScratchBuffer::ConvPlaneData, cg * ext[0] * ext[1] * w.stride[2] * phase);
+      raise(ScratchBuffer::ConvPlaneTaps, rows);
+      raise(ScratchBuffer::ConvTaps, rows);
+      if (w.out[0] == 1 && w.out[1] > 1 && w.out[2] < 8)
+        raise(ScratchBuffer::ConvRuns, 4 * ((w.out[1] - 1) * w.stride[1] * w.stride[2] * phase + w.out[2]));
+      break;
+    }
+    default: {  // im2col + GEMM, a band of output rows and a column chunk at a time
+      if (isPointwise(w)) break;
+      std::vector<TapBand> bands;
+      planTapBands(w, bands);
+      for (const TapBand& band : bands) {
+        const int64_t bandRows = cg * band.taps();
+        if (bandRows == 0) continue;
+        const int64_t p0 = w.out[0] == 1 ? band.oh0 * w.out[2] : 0, p1 = w.out[0] == 1 ? band.oh1 * w.out[2] : outSize;
+        const int64_t chunk = std::max<int64_t>(64, std::min(p1 - p0, kColBudget / bandRows));
+        raise(ScratchBuffer::ConvColumns, bandRows * std::min(chunk, p1 - p0));
+        if (band.taps() != kSize) raise(ScratchBuffer::ConvWeights, mg * bandRows);
+      }
+    }
   }
   return Status::ok();
 }

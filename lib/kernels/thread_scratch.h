@@ -32,13 +32,31 @@ struct ThreadScratch {
 // This thread's scratch.
 ThreadScratch& threadScratch();
 
+// The buffers an op can size ahead of its first run (raiseThreadScratchMark).
+enum class ScratchBuffer {
+  ConvPlaneData,
+  ConvPlaneTaps,
+  ConvTaps,
+  ConvColumns,
+  ConvWeights,
+  ConvRuns,
+  Depthwise,
+  ConvTile
+};
+
+// Raises a buffer's mark to `elements`, as if a thread had grown it so: for ops prepared at load that know what their
+// runs will size. A pool made afterwards reserves (and touches) it on every thread as it starts, so that the first run
+// finds its pages mapped; an existing pool reserves it after its next loop.
+void raiseThreadScratchMark(ScratchBuffer buffer, size_t elements);
+
 // Raises the marks to this thread's capacities; true when one rose.
 bool noteThreadScratch();
 
 // A count that changes whenever a mark rises.
 uint64_t threadScratchEpoch();
 
-// Reserves this thread's buffers up to the marks.
+// Reserves this thread's buffers up to the marks; memory newly reserved is written once, so that a first run does not
+// fault its pages in.
 void reserveThreadScratch();
 
 }  // namespace ctxkit::kernels
