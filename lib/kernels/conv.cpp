@@ -299,23 +299,30 @@ cpu::ConvAlgorithm runAlgorithm(const OpContext& ctx, const ConvPlan& p, const W
   return recorded;
 }
 
-// Output positions per task of the panels path, at most: the GEMM's row block, whose packed A strip is reused across
-// every panel of the task.
+// The panels path splits the output positions into blocks of at least this many for threads (the GEMM's row block,
+// whose packed A strip is reused across every panel of a task), and then splits the panels.
 constexpr int64_t kPanelsRowBlock = 144;
 
-// The output positions of one task of the panels path (blocks of even size).
-int64_t panelsRowBlock(int64_t outSize) {
-  const int64_t rowBlocks = (outSize + kPanelsRowBlock - 1) / kPanelsRowBlock;
-  return (outSize + rowBlocks - 1) / rowBlocks;
+// The output positions of one task of the panels path on `threads` threads: as few blocks per image as give the
+// threads about two tasks each (no smaller than kPanelsRowBlock: the panels are split instead) and keep a task's
+// columns (`depthRows` x positions) and tile (positions x `channels`) within kColBudget, of about even size in whole
+// strips of 8 rows of the GEMM's micro-kernels. im2col's cost per row of taps, paid once per task, made blocks of
+// 144 positions 6% slower than one block at 64 channels onto 28x28.
+int64_t panelsRowBlock(int64_t outSize, int64_t depthRows, int64_t channels, int64_t batch, size_t threads) {
+  const int64_t maxBlock = std::max<int64_t>(8, kColBudget / std::max<int64_t>(1, std::max(depthRows, channels)));
+  const auto wanted = threads > 1 ? (2 * static_cast<int64_t>(threads) + batch - 1) / batch : 1;
+  const int64_t rowBlocks = std::max((outSize + maxBlock - 1) / maxBlock,
+                                     std::min(wanted, (outSize + kPanelsRowBlock - 1) / kPanelsRowBlock));
+  return std::min(outSize, ((outSize + rowBlocks - 1) / rowBlocks + 7) / 8 * 8);
 }
 
 // A Conv with its weight in panels as B (convOnPanels): Yᵀ [positions x M] = colᵀ (C·taps) x Wᵀ. The work is split
 // into tasks of (image, block of output positions, range of output-channel panels), all handed to the pool at once:
 // a task unfolds its positions one depth block at a time (in cache, just before the GEMM reads them), multiplies them
 // by its panels into a tile of this thread's scratch, and transposes the tile into the output planes with the bias
-// and the fused activation. When positions are few (a small map's dense 3x3s) the panels are what is split; the
-// positions' unfolding is then repeated once per range, which costs far less than the multiply it feeds (one copy
-// per element against one multiply-add per element and output channel of the range).
+// and the fused activation. When positions are few (a small map's dense 3x3s) the panels are what is split, and the
+// images are unfolded once before the tasks (one more hand-off) when they fit kColBudget: unfolding them again in
+// each range cost as much as a quarter of a range's multiply (256 channels onto 7x7 in four ranges).
 void runConvOnPanels(const OpContext& ctx, const ConvPlan& p, const Window3& w, const float* px, const float* pb,
                      float* py, const ops::Epilogue& act) {
   const cpu::PanelsB& panels = *ctx.panelsB;
@@ -326,15 +333,26 @@ void runConvOnPanels(const OpContext& ctx, const ConvPlan& p, const Window3& w, 
   const int64_t rows = p.channels * w.kernel[0] * w.kernel[1] * w.kernel[2];
   const bool pointwise = isPointwise(w);
   // Position blocks of even size, then as many panel ranges as give each thread about two tasks.
-  const int64_t rowBlocks = (outSize + kPanelsRowBlock - 1) / kPanelsRowBlock;
-  const int64_t block = panelsRowBlock(outSize);
-  const auto spans = static_cast<size_t>(p.batch * rowBlocks);
   const size_t threads = ctx.pool ? static_cast<size_t>(ctx.pool->threads()) : 1;
+  const int64_t block = panelsRowBlock(outSize, pointwise ? 0 : std::min(rows, depth), p.outChannels, p.batch, threads);
+  const int64_t rowBlocks = (outSize + block - 1) / block;
+  const auto spans = static_cast<size_t>(p.batch * rowBlocks);
   size_t ranges = 1;
   if (threads > 1 && spans < 2 * threads) ranges = std::min(panelCount, (2 * threads + spans - 1) / spans);
   const size_t perRange = (panelCount + ranges - 1) / ranges;
   ranges = (panelCount + perRange - 1) / perRange;
   const auto workPerTask = static_cast<size_t>(block * rows) * perRange * width;
+  // When the panels are split, every range would unfold the same positions again: the images are unfolded once
+  // instead, before the tasks, into this thread's columns (when they fit the budget), and the tasks read them.
+  const float* shared = nullptr;
+  const int64_t imageColumns = rows * outSize;
+  if (!pointwise && ranges > 1 && p.batch * imageColumns <= kColBudget) {
+    std::vector<float>& col = threadScratch().convColumns;
+    col.resize(static_cast<size_t>(p.batch * imageColumns));
+    for (int64_t n = 0; n < p.batch; ++n)
+      unfoldColumns(ctx.pool, px + n * p.channels * inSize, w, col.data() + n * imageColumns, 0, rows, 0, outSize);
+    shared = col.data();
+  }
   parallelForWork(ctx, spans * ranges, workPerTask, [&](size_t t0, size_t t1) {
     ThreadScratch& scratch = threadScratch();
     for (size_t t = t0; t < t1; ++t) {
@@ -348,8 +366,9 @@ void runConvOnPanels(const OpContext& ctx, const ConvPlan& p, const Window3& w, 
       float* yn = py + n * p.outChannels * outSize;
       scratch.convTile.resize(cols * nw);
       float* tile = scratch.convTile.data();
-      if (pointwise) {  // the input planes themselves are A (rows outSize apart)
-        cpu::sgemmPanelsRange(true, cols, 1.0f, xn + i0, static_cast<size_t>(outSize), panels, q0, q1, 0.0f, tile, nw);
+      // A pointwise Conv reads the input planes themselves as A (rows outSize apart), like unfolded images.
+      if (const float* a = pointwise ? xn : shared ? shared + n * imageColumns : nullptr) {
+        cpu::sgemmPanelsRange(true, cols, 1.0f, a + i0, static_cast<size_t>(outSize), panels, q0, q1, 0.0f, tile, nw);
       } else {
         for (int64_t r0 = 0; r0 < rows; r0 += depth) {
           const int64_t r1 = std::min(rows, r0 + depth);
@@ -598,9 +617,16 @@ Status noteConvScratch(const OpContext& ctx, std::span<const int64_t> x, std::sp
   auto raise = [](ScratchBuffer b, int64_t elements) { raiseThreadScratchMark(b, static_cast<size_t>(elements)); };
   switch (runAlgorithm(ctx, p, w)) {
     case cpu::ConvAlgorithm::Panels: {
-      const int64_t block = panelsRowBlock(outSize);
-      if (!isPointwise(w))
-        raise(ScratchBuffer::ConvColumns, std::min(rows, static_cast<int64_t>(ctx.panelsB->depth)) * block);
+      // One thread's blocks are the largest.
+      const int64_t depthRows = isPointwise(w) ? 0 : std::min(rows, static_cast<int64_t>(ctx.panelsB->depth));
+      const int64_t block = panelsRowBlock(outSize, depthRows, p.outChannels, p.batch, 1);
+      if (depthRows > 0) {
+        raise(ScratchBuffer::ConvColumns, depthRows * block);
+        // The images unfolded once when the panels are split (few positions: a few tasks of positions per image).
+        const int64_t images = p.batch * rows * outSize;
+        if (p.batch * ((outSize + kPanelsRowBlock - 1) / kPanelsRowBlock) < 16 && images <= kColBudget)
+          raise(ScratchBuffer::ConvColumns, images);
+      }
       raise(ScratchBuffer::ConvTile, block * p.outChannels);
       break;
     }
