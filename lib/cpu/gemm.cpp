@@ -359,7 +359,8 @@ void multiplyBlock(const Kernel& kernel, bool transA, size_t M, const float* A, 
   });
 }
 
-// One row of op(A) (K values, `stride` apart) times the panels [panel0, panel1) of B into c (W columns each).
+// One row of op(A) (K values, `stride` apart) times the panels [panel0, panel1) of B into c (W columns each, the
+// first of panel0 at c[0]).
 template <size_t W>
 __attribute__((always_inline)) inline void rowTimesPanels(const float* a, size_t stride, const PanelsB& B,
                                                           size_t panels, size_t panel0, size_t panel1, float alpha,
@@ -375,7 +376,7 @@ __attribute__((always_inline)) inline void rowTimesPanels(const float* a, size_t
       }
     }
     const size_t cols = std::min(W, B.n - p * W);
-    for (size_t j = 0; j < cols; ++j) c[p * W + j] += alpha * acc[j];
+    for (size_t j = 0; j < cols; ++j) c[(p - panel0) * W + j] += alpha * acc[j];
   }
 }
 
@@ -393,7 +394,8 @@ void smallMPanels(bool transA, size_t M, float alpha, const float* A, size_t lda
                   float* C, size_t ldc, ThreadPool* pool) {
   runParallel(pool, B.k * B.n >= 65536, panels, [&](size_t q0, size_t q1) {
     for (size_t i = 0; i < M; ++i)
-      rowTimesPanelsAnyWidth(transA ? A + i : A + i * lda, transA ? lda : 1, B, panels, q0, q1, alpha, C + i * ldc);
+      rowTimesPanelsAnyWidth(transA ? A + i : A + i * lda, transA ? lda : 1, B, panels, q0, q1, alpha,
+                             C + i * ldc + q0 * B.width);
   });
 }
 
@@ -443,8 +445,14 @@ void reserveGemmScratch() {
   const Kernel& kernel = pickKernel();
   const size_t aMax = std::max(kernel.mr, kMcTarget) * kKc;  // mcBlock rounded to mr never exceeds this
   const size_t bMax = (kNc + kernel.nr - 1) / kernel.nr * kernel.nr * kKc;
-  if (tAPack.capacity() < aMax) tAPack.reserve(aMax);
-  if (tBPack.capacity() < bMax) tBPack.reserve(bMax);
+  // Written once when allocated, so that the pages are mapped here (a pool thread's start, at load), not in a run.
+  for (auto [buffer, size] : {std::pair{&tAPack, aMax}, std::pair{&tBPack, bMax}}) {
+    if (buffer->capacity() >= size) continue;
+    buffer->reserve(size);
+    const size_t used = buffer->size();
+    buffer->resize(buffer->capacity());
+    buffer->resize(used);
+  }
 }
 
 size_t panelElements(size_t k, size_t n, size_t width) { return k * ((n + width - 1) / width) * width; }
@@ -609,6 +617,38 @@ void sgemmPanels(bool transA, size_t M, float alpha, const float* A, size_t lda,
       size_t nc = std::min(kNc, N - j0);
       multiplyBlock(kernel, transA, M, A, lda, p0, kc, nc, block + (j0 / B.width) * kc * B.width, nullptr, 0, C + j0,
                     ldc, alpha, storeFirst && p0 == 0, pool);
+    }
+  }
+}
+
+void sgemmPanelsRange(bool transA, size_t M, float alpha, const float* A, size_t lda, const PanelsB& B, size_t panel0,
+                      size_t panel1, float beta, float* C, size_t ldc) {
+  const size_t panels = (B.n + B.width - 1) / B.width;
+  panel1 = std::min(panel1, panels);
+  if (M == 0 || panel0 >= panel1) return;
+  const size_t n0 = panel0 * B.width, N = std::min(B.n, panel1 * B.width) - n0;
+  const bool storeFirst = beta == 0.0f && B.k > 0 && alpha != 0.0f && M > 2;
+  if (!storeFirst) scaleC(M, N, beta, C, ldc);
+  if (B.k == 0 || alpha == 0.0f) return;
+  if (M <= 2) {
+    for (size_t i = 0; i < M; ++i)
+      rowTimesPanelsAnyWidth(transA ? A + i : A + i * lda, transA ? lda : 1, B, panels, panel0, panel1, alpha,
+                             C + i * ldc);
+    return;
+  }
+  const Kernel& kernel = *panelKernel(B.width);
+  const size_t mr = kernel.mr, mcBlock = std::max(mr, kMcTarget / mr * mr);
+  reserveGemmScratch();
+  std::vector<float>& aPack = tAPack;
+  // Each depth block's A strip is packed once per row block and reused across every panel of the range.
+  for (size_t p0 = 0; p0 < B.k; p0 += B.depth) {
+    const size_t kc = std::min(B.depth, B.k - p0);
+    const float* block = B.data + p0 * panels * B.width + panel0 * kc * B.width;
+    for (size_t i0 = 0; i0 < M; i0 += mcBlock) {
+      const size_t mc = std::min(mcBlock, M - i0);
+      aPack.resize(((mc + mr - 1) / mr) * mr * kc);
+      packA(transA, A, lda, i0, mc, p0, kc, mr, aPack.data());
+      kernel.block(mc, 0, N, kc, aPack.data(), block, nullptr, 0, C + i0 * ldc, ldc, alpha, storeFirst && p0 == 0);
     }
   }
 }

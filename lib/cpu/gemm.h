@@ -51,6 +51,13 @@ void packPanels(bool transB, const float* B, size_t ldb, size_t k, size_t n, siz
 void sgemmPanels(bool transA, size_t M, float alpha, const float* A, size_t lda, const PanelsB& B, float beta, float* C,
                  size_t ldc, ThreadPool* pool);
 
+// sgemmPanels for the columns of panels [panel0, panel1) of op(B) only (the first of them at C's column 0), on the
+// calling thread: for callers that split a product over threads themselves, by ranges of panels, and run more work
+// in the same task (a Conv unfolds its input and transposes its result there: one hand-off per op, not three per
+// depth block).
+void sgemmPanelsRange(bool transA, size_t M, float alpha, const float* A, size_t lda, const PanelsB& B, size_t panel0,
+                      size_t panel1, float beta, float* C, size_t ldc);
+
 // The depth ctxkit packs panels with (the kernel's K block).
 inline constexpr size_t kPanelDepth = 256;
 

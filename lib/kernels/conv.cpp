@@ -281,6 +281,123 @@ bool isPointwise(const Window3& w) {
   return true;
 }
 
+// The algorithm a run takes: the recorded one, or the heuristic's for what the op was prepared with; Heuristic when
+// the recorded one cannot run these shapes.
+cpu::ConvAlgorithm runAlgorithm(const OpContext& ctx, const ConvPlan& p, const Window3& w) {
+  const int64_t cg = p.channels / p.group, mg = p.outChannels / p.group;
+  const bool depthwise = cg == 1 && mg == 1 && w.out[0] == 1 && w.kernel[0] == 1 && w.in[0] == 1;
+  const cpu::ConvAlgorithm recorded = ctx.kernel.algorithm;
+  if (recorded == cpu::ConvAlgorithm::Heuristic)
+    return ctx.panelsB && p.group == 1               ? cpu::ConvAlgorithm::Panels
+           : depthwiseOnSmallMap(w, cg, mg, p.group) ? cpu::ConvAlgorithm::DepthwiseSmallMap
+           : runsDirect(w, cg, p.group)              ? cpu::ConvAlgorithm::Direct
+                                                     : cpu::ConvAlgorithm::Gemm;
+  if ((recorded == cpu::ConvAlgorithm::Panels) != (ctx.panelsB != nullptr) ||
+      (recorded == cpu::ConvAlgorithm::Panels && p.group != 1) ||
+      (recorded == cpu::ConvAlgorithm::DepthwiseSmallMap && !depthwise))
+    return cpu::ConvAlgorithm::Heuristic;
+  return recorded;
+}
+
+// The panels path splits the output positions into blocks of at least this many for threads (the GEMM's row block,
+// whose packed A strip is reused across every panel of a task), and then splits the panels.
+constexpr int64_t kPanelsRowBlock = 144;
+
+// The output positions of one task of the panels path on `threads` threads: as few blocks per image as give the
+// threads about two tasks each (no smaller than kPanelsRowBlock: the panels are split instead) and keep a task's
+// columns (`depthRows` x positions) and tile (positions x `channels`) within kColBudget, of about even size in whole
+// strips of 8 rows of the GEMM's micro-kernels. im2col's cost per row of taps, paid once per task, made blocks of
+// 144 positions 6% slower than one block at 64 channels onto 28x28.
+int64_t panelsRowBlock(int64_t outSize, int64_t depthRows, int64_t channels, int64_t batch, size_t threads) {
+  const int64_t maxBlock = std::max<int64_t>(8, kColBudget / std::max<int64_t>(1, std::max(depthRows, channels)));
+  const auto wanted = threads > 1 ? (2 * static_cast<int64_t>(threads) + batch - 1) / batch : 1;
+  const int64_t rowBlocks = std::max((outSize + maxBlock - 1) / maxBlock,
+                                     std::min(wanted, (outSize + kPanelsRowBlock - 1) / kPanelsRowBlock));
+  return std::min(outSize, ((outSize + rowBlocks - 1) / rowBlocks + 7) / 8 * 8);
+}
+
+// A Conv with its weight in panels as B (convOnPanels): Yᵀ [positions x M] = colᵀ (C·taps) x Wᵀ. The work is split
+// into tasks of (image, block of output positions, range of output-channel panels), all handed to the pool at once:
+// a task unfolds its positions one depth block at a time (in cache, just before the GEMM reads them), multiplies them
+// by its panels into a tile of this thread's scratch, and transposes the tile into the output planes with the bias
+// and the fused activation. When positions are few (a small map's dense 3x3s) the panels are what is split, and the
+// images are unfolded once before the tasks (one more hand-off) when they fit kColBudget: unfolding them again in
+// each range cost as much as a quarter of a range's multiply (256 channels onto 7x7 in four ranges).
+void runConvOnPanels(const OpContext& ctx, const ConvPlan& p, const Window3& w, const float* px, const float* pb,
+                     float* py, const ops::Epilogue& act) {
+  const cpu::PanelsB& panels = *ctx.panelsB;
+  const auto m = static_cast<size_t>(p.outChannels);
+  const size_t width = panels.width, panelCount = (m + width - 1) / width;
+  const auto depth = static_cast<int64_t>(panels.depth);
+  const int64_t inSize = w.in[0] * w.in[1] * w.in[2], outSize = w.out[0] * w.out[1] * w.out[2];
+  const int64_t rows = p.channels * w.kernel[0] * w.kernel[1] * w.kernel[2];
+  const bool pointwise = isPointwise(w);
+  // Position blocks of even size, then as many panel ranges as give each thread about two tasks.
+  const size_t threads = ctx.pool ? static_cast<size_t>(ctx.pool->threads()) : 1;
+  const int64_t block = panelsRowBlock(outSize, pointwise ? 0 : std::min(rows, depth), p.outChannels, p.batch, threads);
+  const int64_t rowBlocks = (outSize + block - 1) / block;
+  const auto spans = static_cast<size_t>(p.batch * rowBlocks);
+  size_t ranges = 1;
+  if (threads > 1 && spans < 2 * threads) ranges = std::min(panelCount, (2 * threads + spans - 1) / spans);
+  const size_t perRange = (panelCount + ranges - 1) / ranges;
+  ranges = (panelCount + perRange - 1) / perRange;
+  const auto workPerTask = static_cast<size_t>(block * rows) * perRange * width;
+  // When the panels are split, every range would unfold the same positions again: the images are unfolded once
+  // instead, before the tasks, into this thread's columns (when they fit the budget), and the tasks read them.
+  const float* shared = nullptr;
+  const int64_t imageColumns = rows * outSize;
+  if (!pointwise && ranges > 1 && p.batch * imageColumns <= kColBudget) {
+    std::vector<float>& col = threadScratch().convColumns;
+    col.resize(static_cast<size_t>(p.batch * imageColumns));
+    for (int64_t n = 0; n < p.batch; ++n)
+      unfoldColumns(ctx.pool, px + n * p.channels * inSize, w, col.data() + n * imageColumns, 0, rows, 0, outSize);
+    shared = col.data();
+  }
+  parallelForWork(ctx, spans * ranges, workPerTask, [&](size_t t0, size_t t1) {
+    ThreadScratch& scratch = threadScratch();
+    for (size_t t = t0; t < t1; ++t) {
+      const size_t range = t % ranges, span = t / ranges;
+      const auto n = static_cast<int64_t>(span) / rowBlocks, i0 = static_cast<int64_t>(span) % rowBlocks * block;
+      const int64_t i1 = std::min(outSize, i0 + block);
+      const size_t q0 = range * perRange, q1 = std::min(panelCount, q0 + perRange);
+      const size_t ch0 = q0 * width, ch1 = std::min(m, q1 * width), nw = ch1 - ch0;
+      const auto cols = static_cast<size_t>(i1 - i0);
+      const float* xn = px + n * p.channels * inSize;
+      float* yn = py + n * p.outChannels * outSize;
+      scratch.convTile.resize(cols * nw);
+      float* tile = scratch.convTile.data();
+      // A pointwise Conv reads the input planes themselves as A (rows outSize apart), like unfolded images.
+      if (const float* a = pointwise ? xn : shared ? shared + n * imageColumns : nullptr) {
+        cpu::sgemmPanelsRange(true, cols, 1.0f, a + i0, static_cast<size_t>(outSize), panels, q0, q1, 0.0f, tile, nw);
+      } else {
+        for (int64_t r0 = 0; r0 < rows; r0 += depth) {
+          const int64_t r1 = std::min(rows, r0 + depth);
+          scratch.convColumns.resize(static_cast<size_t>(r1 - r0) * cols);
+          im2col(xn, w, scratch.convColumns.data(), r0, r1, i0, i1);
+          const cpu::PanelsB blockB{panels.data + static_cast<size_t>(r0) * panelCount * width,
+                                    static_cast<size_t>(r1 - r0),
+                                    m,
+                                    width,
+                                    panels.depth,
+                                    {}};
+          cpu::sgemmPanelsRange(true, cols, 1.0f, scratch.convColumns.data(), cols, blockB, q0, q1,
+                                r0 == 0 ? 0.0f : 1.0f, tile, nw);
+        }
+      }
+      // Blocks of 16 positions, so that the rows of the tile a block reads stay in cache across its channels.
+      for (size_t b0 = 0; b0 < cols; b0 += 16) {
+        const size_t b1 = std::min(cols, b0 + 16);
+        for (size_t c = ch0; c < ch1; ++c) {
+          float* yc = yn + c * static_cast<size_t>(outSize) + i0;
+          const float bc = pb ? pb[c] : 0.0f;
+          for (size_t q = b0; q < b1; ++q) yc[q] = tile[q * nw + (c - ch0)] + bc;
+        }
+      }
+      for (size_t c = ch0; c < ch1; ++c) applyFusedActivation(act, yn + c * static_cast<size_t>(outSize) + i0, cols);
+    }
+  });
+}
+
 }  // namespace
 
 bool convRunsOnPanels(const ops::ConvAttrs& attrs, std::span<const int64_t> x, std::span<const int64_t> weight) {
@@ -368,77 +485,13 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const int64_t jobs = p.batch * p.group;
   if (jobs == 0 || outSize == 0 || mg == 0) return Status::ok();
 
-  cpu::ConvAlgorithm algorithm = ctx.kernel.algorithm;
-  const bool depthwise = cg == 1 && mg == 1 && w.out[0] == 1 && w.kernel[0] == 1 && w.in[0] == 1;
-  if (algorithm == cpu::ConvAlgorithm::Heuristic) {
-    algorithm = ctx.panelsB && p.group == 1               ? cpu::ConvAlgorithm::Panels
-                : depthwiseOnSmallMap(w, cg, mg, p.group) ? cpu::ConvAlgorithm::DepthwiseSmallMap
-                : runsDirect(w, cg, p.group)              ? cpu::ConvAlgorithm::Direct
-                                                          : cpu::ConvAlgorithm::Gemm;
-  } else if ((algorithm == cpu::ConvAlgorithm::Panels) != (ctx.panelsB != nullptr) ||
-             (algorithm == cpu::ConvAlgorithm::Panels && p.group != 1) ||
-             (algorithm == cpu::ConvAlgorithm::DepthwiseSmallMap && !depthwise)) {
-    // (the program verifier and the prepared op refuse these first: a hand-built context could still ask)
+  const cpu::ConvAlgorithm algorithm = runAlgorithm(ctx, p, w);
+  if (algorithm == cpu::ConvAlgorithm::Heuristic)  // the program verifier and the prepared op refuse these first
     return invalid(ctx, "the recorded kernel {} cannot run input {} with weight {} and group {}",
-                   cpu::convAlgorithmName(algorithm), shapeStr(x.shape()), shapeStr(wShape), p.group);
-  }
+                   cpu::convAlgorithmName(ctx.kernel.algorithm), shapeStr(x.shape()), shapeStr(wShape), p.group);
 
   if (algorithm == cpu::ConvAlgorithm::Panels) {
-    // Weight in panels as B (convOnPanels): Yᵀ [positions x M] = colᵀ (C·taps) x Wᵀ, one depth block of the panels
-    // at a time, so that the rows of unfolded input it reads are built just before (in cache) and no larger than
-    // kColBudget; then transposed into the image's planes with the bias and the fused activation.
-    const cpu::PanelsB& panels = *ctx.panelsB;
-    const auto m = static_cast<size_t>(p.outChannels);
-    const size_t panelCount = (m + panels.width - 1) / panels.width;
-    const auto depth = static_cast<int64_t>(panels.depth);
-    const int64_t chunk =
-        std::max<int64_t>(64, std::min(outSize, kColBudget / std::max<int64_t>(1, std::min(rows, depth))));
-    // Grown once per thread, not per run. Named through references: a lambda run on a pool thread that named the
-    // thread_local itself would read that thread's own (empty) vector.
-    thread_local std::vector<float> tCol, tYt;
-    std::vector<float>&col = tCol, &yt = tYt;
-    const float* pb = bias ? bias->dataAs<float>() : nullptr;
-    for (int64_t n = 0; n < p.batch; ++n) {
-      const float* xn = px + n * p.channels * inSize;
-      float* yn = py + n * p.outChannels * outSize;
-      for (int64_t c0 = 0; c0 < outSize; c0 += chunk) {
-        const int64_t c1 = std::min(outSize, c0 + chunk);
-        const auto cols = static_cast<size_t>(c1 - c0);
-        yt.resize(cols * m);
-        for (int64_t r0 = 0; r0 < rows; r0 += depth) {
-          const int64_t r1 = std::min(rows, r0 + depth);
-          // A pointwise Conv reads the input planes themselves as A (rows outSize apart).
-          const float* a = xn + r0 * outSize + c0;
-          size_t lda = static_cast<size_t>(outSize);
-          if (!pointwise) {
-            col.resize(static_cast<size_t>(r1 - r0) * cols);
-            unfoldColumns(ctx.pool, xn, w, col.data(), r0, r1, c0, c1);
-            a = col.data();
-            lda = cols;
-          }
-          const cpu::PanelsB block{panels.data + static_cast<size_t>(r0) * panelCount * panels.width,
-                                   static_cast<size_t>(r1 - r0),
-                                   m,
-                                   panels.width,
-                                   panels.depth,
-                                   {}};
-          cpu::sgemmPanels(true, cols, 1.0f, a, lda, block, r0 == 0 ? 0.0f : 1.0f, yt.data(), m, ctx.pool);
-        }
-        // Blocks of 16 positions, so that the rows of yt a block reads stay in cache across its channels.
-        parallelForWork(ctx, m, cols, [&](size_t ch0, size_t ch1) {
-          for (size_t q0 = 0; q0 < cols; q0 += 16) {
-            const size_t q1 = std::min(cols, q0 + 16);
-            for (size_t c = ch0; c < ch1; ++c) {
-              float* yc = yn + c * static_cast<size_t>(outSize) + c0;
-              const float bc = pb ? pb[c] : 0.0f;
-              for (size_t q = q0; q < q1; ++q) yc[q] = yt[q * m + c] + bc;
-            }
-          }
-          for (size_t c = ch0; c < ch1; ++c)
-            applyFusedActivation(act, yn + c * static_cast<size_t>(outSize) + c0, cols);
-        });
-      }
-    }
+    runConvOnPanels(ctx, p, w, px, bias ? bias->dataAs<float>() : nullptr, py, act);
     return Status::ok();
   }
 
@@ -548,8 +601,65 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
       for (size_t j = j0; j < j1; ++j) oneJob(static_cast<int64_t>(j), col, nullptr);
     });
   } else {
-    thread_local std::vector<float> col;  // grown once per thread, not per run
+    std::vector<float>& col = threadScratch().convColumns;
     for (int64_t j = 0; j < jobs; ++j) oneJob(j, col, ctx.pool);
+  }
+  return Status::ok();
+}
+
+Status noteConvScratch(const OpContext& ctx, std::span<const int64_t> x, std::span<const int64_t> weight) {
+  CTX_ASSIGN_OR_RETURN(ConvPlan p, planConv(ctx, x, weight, nullptr));
+  const Window3 w = toWindow3(p.window);
+  const int64_t cg = p.channels / p.group, mg = p.outChannels / p.group;
+  const int64_t kSize = w.kernel[0] * w.kernel[1] * w.kernel[2], rows = cg * kSize;
+  const int64_t inSize = w.in[0] * w.in[1] * w.in[2], outSize = w.out[0] * w.out[1] * w.out[2];
+  if (p.batch * p.group == 0 || outSize == 0 || mg == 0) return Status::ok();
+  auto raise = [](ScratchBuffer b, int64_t elements) { raiseThreadScratchMark(b, static_cast<size_t>(elements)); };
+  switch (runAlgorithm(ctx, p, w)) {
+    case cpu::ConvAlgorithm::Panels: {
+      // One thread's blocks are the largest.
+      const int64_t depthRows = isPointwise(w) ? 0 : std::min(rows, static_cast<int64_t>(ctx.panelsB->depth));
+      const int64_t block = panelsRowBlock(outSize, depthRows, p.outChannels, p.batch, 1);
+      if (depthRows > 0) {
+        raise(ScratchBuffer::ConvColumns, depthRows * block);
+        // The images unfolded once when the panels are split (few positions: a few tasks of positions per image).
+        const int64_t images = p.batch * rows * outSize;
+        if (p.batch * ((outSize + kPanelsRowBlock - 1) / kPanelsRowBlock) < 16 && images <= kColBudget)
+          raise(ScratchBuffer::ConvColumns, images);
+      }
+      raise(ScratchBuffer::ConvTile, block * p.outChannels);
+      break;
+    }
+    case cpu::ConvAlgorithm::DepthwiseSmallMap:
+      raise(ScratchBuffer::Depthwise, (inSize + kSize + outSize) * kDepthwiseLanes);
+      break;
+    case cpu::ConvAlgorithm::Direct: {
+      // What PaddedPlane::load sizes for the group's planes, and directConv's runs onto narrow maps.
+      int64_t ext[3];
+      for (int i = 0; i < 3; ++i)
+        ext[i] = std::max(w.padBegin[i] + w.in[i] + w.padEnd[i],
+                          (w.out[i] - 1) * w.stride[i] + (w.kernel[i] - 1) * w.dilation[i] + 1);
+      const int64_t phase = (ext[2] + w.stride[2] - 1) / w.stride[2];
+      raise(ScratchBuffer::ConvPlaneData, cg * ext[0] * ext[1] * w.stride[2] * phase);
+      raise(ScratchBuffer::ConvPlaneTaps, rows);
+      raise(ScratchBuffer::ConvTaps, rows);
+      if (w.out[0] == 1 && w.out[1] > 1 && w.out[2] < 8)
+        raise(ScratchBuffer::ConvRuns, 4 * ((w.out[1] - 1) * w.stride[1] * w.stride[2] * phase + w.out[2]));
+      break;
+    }
+    default: {  // im2col + GEMM, a band of output rows and a column chunk at a time
+      if (isPointwise(w)) break;
+      std::vector<TapBand> bands;
+      planTapBands(w, bands);
+      for (const TapBand& band : bands) {
+        const int64_t bandRows = cg * band.taps();
+        if (bandRows == 0) continue;
+        const int64_t p0 = w.out[0] == 1 ? band.oh0 * w.out[2] : 0, p1 = w.out[0] == 1 ? band.oh1 * w.out[2] : outSize;
+        const int64_t chunk = std::max<int64_t>(64, std::min(p1 - p0, kColBudget / bandRows));
+        raise(ScratchBuffer::ConvColumns, bandRows * std::min(chunk, p1 - p0));
+        if (band.taps() != kSize) raise(ScratchBuffer::ConvWeights, mg * bandRows);
+      }
+    }
   }
   return Status::ok();
 }

@@ -34,6 +34,9 @@ Status runGemm(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 // conv.cpp
 InferResult inferConv(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+// Raises the ThreadScratch marks to what a run of this prepared Conv (ctx as its runs see it, input x and the weight's
+// logical shape) will size, so that the pool reserves it on every thread when it starts, at load.
+Status noteConvScratch(const OpContext& ctx, std::span<const int64_t> x, std::span<const int64_t> weight);
 
 // pool.cpp: MaxPool and AveragePool share a shape rule.
 InferResult inferPool(const OpContext& ctx, InDescs inputs, size_t outputCount);

@@ -52,8 +52,13 @@ public:
   // Capacities (floats, taps) and reserving them, for scratch kept per thread (kernels/thread_scratch.h).
   size_t dataCapacity() const { return data_.capacity(); }
   size_t tapCapacity() const { return tapOffsets_.capacity(); }
+  // Memory newly reserved is written once, so that a run's first load does not fault its pages in.
   void reserve(size_t floats, size_t taps) {
-    data_.reserve(floats);
+    if (data_.capacity() < floats) {
+      data_.reserve(floats);
+      data_.resize(data_.capacity());
+      data_.clear();
+    }
     tapOffsets_.reserve(taps);
   }
 

@@ -18,7 +18,8 @@ namespace ctxkit::kernels {
 struct ThreadScratch {
   detail::PaddedPlane convPlane, poolPlane;  // direct and depthwise Conv; float pooling
   std::vector<const float*> convTaps, poolTaps;
-  std::vector<float> convColumns;  // im2col of one job when jobs are split across threads
+  std::vector<float> convColumns;  // im2col of one job when jobs are split across threads (a task's, on panels)
+  std::vector<float> convTile;     // Conv on panels: a task's output positions x output channels, before transposing
   std::vector<float> convWeights;  // a Conv weight's taps that land inside the input for a band of outputs
   std::vector<float> convRuns;     // direct Conv onto narrow maps: every output row of up to four filters as one run
   std::vector<float> poolOnes, poolDivisors;
@@ -31,13 +32,31 @@ struct ThreadScratch {
 // This thread's scratch.
 ThreadScratch& threadScratch();
 
+// The buffers an op can size ahead of its first run (raiseThreadScratchMark).
+enum class ScratchBuffer {
+  ConvPlaneData,
+  ConvPlaneTaps,
+  ConvTaps,
+  ConvColumns,
+  ConvWeights,
+  ConvRuns,
+  Depthwise,
+  ConvTile
+};
+
+// Raises a buffer's mark to `elements`, as if a thread had grown it so: for ops prepared at load that know what their
+// runs will size. A pool made afterwards reserves (and touches) it on every thread as it starts, so that the first run
+// finds its pages mapped; an existing pool reserves it after its next loop.
+void raiseThreadScratchMark(ScratchBuffer buffer, size_t elements);
+
 // Raises the marks to this thread's capacities; true when one rose.
 bool noteThreadScratch();
 
 // A count that changes whenever a mark rises.
 uint64_t threadScratchEpoch();
 
-// Reserves this thread's buffers up to the marks.
+// Reserves this thread's buffers up to the marks; memory newly reserved is written once, so that a first run does not
+// fault its pages in.
 void reserveThreadScratch();
 
 }  // namespace ctxkit::kernels

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <span>
 
 using namespace ctxkit;
 using cpu::ConvAlgorithm;
@@ -90,6 +92,55 @@ struct Case {
   bool bias;
 };
 
+// Runs every case with each algorithm convAlgorithms offers for it (or only `only`), on each of `pools` (null:
+// serially), against the plain loop; counts the runs per algorithm.
+void checkCases(const std::vector<Case>& cases, std::span<kernels::ThreadPool* const> pools,
+                std::optional<ConvAlgorithm> only, std::map<ConvAlgorithm, int>& runs) {
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const size_t spatial = c.x.size() - 2;
+    ops::ConvAttrs attrs;
+    attrs.group = c.group;
+    attrs.window.strides.emplace(c.strides.begin(), c.strides.end());
+    attrs.window.dilations.emplace(c.dilations.begin(), c.dilations.end());
+    attrs.window.pads.emplace(c.pads.begin(), c.pads.end());
+    const ops::OpAttrs typed(attrs);
+    static const ir::Attributes kNoAttrs;
+    const kernels::OpContext ctx{ir::OpKind::Conv, 17, kNoAttrs, c.name, nullptr, &typed};
+    const int64_t xn = *ir::elementCount(c.x), wn = *ir::elementCount(c.w);
+    const ir::Tensor x = test::floats(c.x, ramp(xn, 1)), w = test::floats(c.w, ramp(wn, 2));
+    const ir::Tensor b = test::floats({c.w[0]}, ramp(c.w[0], 3));
+    std::vector<const ir::Tensor*> ins{&x, &w};
+    if (c.bias) ins.push_back(&b);
+    // The reference on 3 spatial dims (leading ones of size 1).
+    ir::Shape x5 = c.x, w5 = c.w;
+    std::array<int64_t, 3> s{1, 1, 1}, d{1, 1, 1}, pb{0, 0, 0};
+    for (size_t i = 0; i < spatial; ++i) {
+      s[3 - spatial + i] = c.strides[i];
+      d[3 - spatial + i] = c.dilations[i];
+      pb[3 - spatial + i] = c.pads[i];
+    }
+    while (x5.size() < 5) x5.insert(x5.begin() + 2, 1), w5.insert(w5.begin() + 2, 1);
+    const auto algorithms = kernels::convAlgorithms(attrs, c.x, c.w, true);
+    REQUIRE(!algorithms.empty());
+    CHECK(algorithms == kernels::convAlgorithms(attrs, c.x, c.w, true));  // deterministic
+    for (ConvAlgorithm a : algorithms) {
+      if (only && a != *only) continue;
+      for (kernels::ThreadPool* p : pools) {
+        INFO(cpu::convAlgorithmName(a) << " on " << (p ? p->threads() : 1) << " threads");
+        auto got = runWith(ctx, ins, a, p);
+        REQUIRE(got);
+        ir::Shape y5 = got->shape();
+        while (y5.size() < 5) y5.insert(y5.begin() + 2, 1);
+        const auto want = reference(test::values<float>(x), x5, test::values<float>(w), w5,
+                                    c.bias ? test::values<float>(b) : std::vector<float>{}, c.group, s, d, pb, y5);
+        test::requireClose(test::values<float>(*got), want, 1e-4f);
+        ++runs[a];
+      }
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("every Conv algorithm computes the ONNX Conv node tests' expected outputs") {
@@ -146,51 +197,32 @@ TEST_CASE("every Conv algorithm matches a plain loop on odd shapes, serially and
       {"3-D", {1, 3, 4, 5, 6}, {2, 3, 2, 3, 2}, 1, {1, 2, 1}, {1, 1, 2}, {0, 1, 1, 1, 0, 1}, true},
   };
   kernels::ThreadPool pool(2);
+  kernels::ThreadPool* const pools[] = {nullptr, &pool};
   std::map<ConvAlgorithm, int> runs;
-  for (const Case& c : cases) {
-    INFO(c.name);
-    const size_t spatial = c.x.size() - 2;
-    ops::ConvAttrs attrs;
-    attrs.group = c.group;
-    attrs.window.strides.emplace(c.strides.begin(), c.strides.end());
-    attrs.window.dilations.emplace(c.dilations.begin(), c.dilations.end());
-    attrs.window.pads.emplace(c.pads.begin(), c.pads.end());
-    const ops::OpAttrs typed(attrs);
-    static const ir::Attributes kNoAttrs;
-    const kernels::OpContext ctx{ir::OpKind::Conv, 17, kNoAttrs, c.name, nullptr, &typed};
-    const int64_t xn = *ir::elementCount(c.x), wn = *ir::elementCount(c.w);
-    const ir::Tensor x = test::floats(c.x, ramp(xn, 1)), w = test::floats(c.w, ramp(wn, 2));
-    const ir::Tensor b = test::floats({c.w[0]}, ramp(c.w[0], 3));
-    std::vector<const ir::Tensor*> ins{&x, &w};
-    if (c.bias) ins.push_back(&b);
-    // The reference on 3 spatial dims (leading ones of size 1).
-    ir::Shape x5 = c.x, w5 = c.w;
-    std::array<int64_t, 3> s{1, 1, 1}, d{1, 1, 1}, pb{0, 0, 0};
-    for (size_t i = 0; i < spatial; ++i) {
-      s[3 - spatial + i] = c.strides[i];
-      d[3 - spatial + i] = c.dilations[i];
-      pb[3 - spatial + i] = c.pads[i];
-    }
-    while (x5.size() < 5) x5.insert(x5.begin() + 2, 1), w5.insert(w5.begin() + 2, 1);
-    const auto algorithms = kernels::convAlgorithms(attrs, c.x, c.w, true);
-    REQUIRE(!algorithms.empty());
-    CHECK(algorithms == kernels::convAlgorithms(attrs, c.x, c.w, true));  // deterministic
-    for (ConvAlgorithm a : algorithms)
-      for (kernels::ThreadPool* p : {static_cast<kernels::ThreadPool*>(nullptr), &pool}) {
-        INFO(cpu::convAlgorithmName(a) << (p ? " on 2 threads" : " serially"));
-        auto got = runWith(ctx, ins, a, p);
-        REQUIRE(got);
-        ir::Shape y5 = got->shape();
-        while (y5.size() < 5) y5.insert(y5.begin() + 2, 1);
-        const auto want = reference(test::values<float>(x), x5, test::values<float>(w), w5,
-                                    c.bias ? test::values<float>(b) : std::vector<float>{}, c.group, s, d, pb, y5);
-        test::requireClose(test::values<float>(*got), want, 1e-4f);
-        ++runs[a];
-      }
-  }
+  checkCases(cases, pools, std::nullopt, runs);
   for (ConvAlgorithm a :
        {ConvAlgorithm::Direct, ConvAlgorithm::Gemm, ConvAlgorithm::Panels, ConvAlgorithm::DepthwiseSmallMap})
     CHECK(runs[a] > 0);
+}
+
+TEST_CASE("Conv on panels splits its work by output positions and ranges of output-channel panels: 1, 2 and 3 "
+          "threads") {
+  // Output channels that are no multiple of any panel width; 1, 2 and hundreds of positions (row blocks of uneven
+  // length); depths past one block of 256 rows; batch 3 with few positions (the panels split); a 1x1 on a 1x1 map.
+  const std::vector<Case> cases = {
+      {"1 position, 97 channels, depth 630", {2, 70, 3, 3}, {97, 70, 3, 3}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, true},
+      {"1x1 onto 1x1, 150 channels", {1, 500, 1, 1}, {150, 500, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, true},
+      {"2 positions", {1, 36, 4, 3}, {50, 36, 3, 3}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, false},
+      {"437 positions, 45 channels", {1, 34, 23, 19}, {45, 34, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
+      {"batch 3 of 25 positions, 257 channels", {3, 48, 10, 10}, {257, 48, 3, 3}, 1, {2, 2}, {1, 1}, {1, 1, 1, 1},
+       true},
+      {"1x1 of 300 channels onto 6x6", {1, 300, 6, 6}, {200, 300, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, true},
+  };
+  kernels::ThreadPool two(2), three(3);
+  kernels::ThreadPool* const pools[] = {nullptr, &two, &three};
+  std::map<ConvAlgorithm, int> runs;
+  checkCases(cases, pools, ConvAlgorithm::Panels, runs);
+  CHECK(runs[ConvAlgorithm::Panels] == static_cast<int>(cases.size() * 3));
 }
 
 TEST_CASE("the default Conv algorithm is the heuristic's: panels for dense Convs, the vector depthwise kernel on small "
