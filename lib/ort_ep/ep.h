@@ -20,7 +20,10 @@ struct EpConfig {
   std::string target = "npu-sim";  // EP option `target`: npu-sim, cpu or a target JSON path
   int threads = 1;                 // EP option `threads`
   bool verify = false;             // EP option `verify`: recompute every weight hash of a context binary at load
-  bool failOnSuboptimal = false;   // session.fail_on_suboptimal_compiled_model
+  // EP option `weightless_scope` (all, external_only): which source initializers a weightless compile leaves in the
+  // source model; GetWeightlessSupport answers ORT with it (docs/weight-sharing.md#scope-of-a-weightless-context).
+  weightshare::WeightlessScope weightlessScope = weightshare::WeightlessScope::All;
+  bool failOnSuboptimal = false;  // session.fail_on_suboptimal_compiled_model
   // ORT's EPContext options (ep.context_enable, ep.context_file_path, ep.share_ep_contexts, ...), read by the parser
   // ctxgen's -C uses. Weightless contexts (docs/weight-sharing.md#weightless): `weightless` while compiling; where the
   // weights are when loading: ORT's source model buffer below, else `sourceModelPath`, else the node's

@@ -129,6 +129,23 @@ Status runAtLoad(const program::Program& prog, const program::Op& op, const kern
   return Status::ok();
 }
 
+// Frees the load-time tensors no run reads (the float64 steps of a weight a weightless context rescales at load,
+// docs/weight-sharing.md#derived-weights): only later load-time ops read them, and those have run.
+void releaseLoadTimeIntermediates(const program::Program& prog,
+                                  const std::vector<std::unique_ptr<kernels::PreparedOp>>& prepared,
+                                  std::vector<ir::Tensor>& held) {
+  std::vector<bool> read(prog.tensors.size(), false);
+  for (size_t i = 0; i < prog.ops.size(); ++i)
+    if (prepared[i])  // a run op
+      for (int32_t in : prog.ops[i].inputs)
+        if (in >= 0) read[static_cast<size_t>(in)] = true;
+  for (int32_t out : prog.outputs) read[static_cast<size_t>(out)] = true;
+  for (const program::TensorDesc& d : prog.tensors)
+    if (d.kind == TensorKind::View && d.index < read.size()) read[d.index] = true;
+  for (size_t t = 0; t < prog.tensors.size(); ++t)
+    if (prog.tensors[t].kind == TensorKind::LoadTime && !read[t]) held[t] = ir::Tensor();
+}
+
 }  // namespace
 
 // Hands a frame to one run and takes it back into the pool afterwards, also on error paths.
@@ -329,6 +346,7 @@ CompiledProgram::prepare(program::Program prog, std::shared_ptr<const format::Co
     cp->prepared_.push_back(std::move(prepared.value()));
   }
   if (remember && !inferred) rememberInferred(container, options.programBytes);
+  releaseLoadTimeIntermediates(prog, cp->prepared_, cp->weights_);
   cp->program_ = std::move(prog);  // the ops' vector moves whole: the prepared ops' borrowed attributes stay put
   cp->container_ = std::move(container);
   cp->source_ = options.source;
