@@ -42,6 +42,25 @@ void expectMatches(const fs::path& model, const std::string& stem, std::vector<s
   CHECK(r.out.find("match") != std::string::npos);
 }
 
+// A run refused by a pin: it names the source model and `also`, and says the file is not the one compiled from.
+void expectPinRefusal(const testing::ToolResult& r, const std::string& model, const std::string& also) {
+  INFO(r.err);
+  CHECK(r.exitCode != 0);
+  CHECK(r.err.find("source model '" + model + "'") != std::string::npos);
+  CHECK(r.err.find(also) != std::string::npos);
+  CHECK(r.err.find("is not the one the context was compiled from") != std::string::npos);
+}
+
+// The sample `stem` written into `dir` with its initializers of at least `threshold` bytes in `<stem>.data`.
+fs::path withExternalData(const fs::path& dir, const std::string& stem, size_t threshold = 0) {
+  fs::create_directories(dir);
+  auto model = onnx_io::loadModel(kSamples / (stem + ".onnx"));
+  REQUIRE(model);
+  const fs::path path = dir / (stem + ".onnx");
+  REQUIRE(onnx_io::saveModelWithExternalData(std::move(model).value(), path, stem + ".data", threshold));
+  return path;
+}
+
 }  // namespace
 
 TEST_CASE("a weightless --share pair keeps its weights in the source models and runs from them", "[e2e][weightless]") {
@@ -112,11 +131,8 @@ TEST_CASE("a weightless context finds its source model through --source-model, w
           "[e2e][weightless]") {
   TempDir dir("weightless_external");
   const fs::path src = dir / "src", out = dir / "out";
-  fs::create_directories(src);
   // The source model keeps its weights as ONNX external data: the runtime maps that file.
-  auto model = onnx_io::loadModel(kSamples / "tiny_prefill.onnx");
-  REQUIRE(model);
-  REQUIRE(onnx_io::saveModelWithExternalData(std::move(model).value(), src / "tiny_prefill.onnx", "tiny_prefill.data", 0));
+  withExternalData(src, "tiny_prefill");
   compile({(src / "tiny_prefill.onnx").string(), "--weightless", "-o", out.string(), "-q"});
   CHECK(fs::file_size(out / "tiny_prefill_ctxkit.bin") < fs::file_size(src / "tiny_prefill.data"));
 
@@ -132,10 +148,7 @@ TEST_CASE("a weightless context finds its source model through --source-model, w
   // Another model given as the source: refused by its pin, naming the file given.
   auto other = runTool(CTXKIT_CTXRUN,
                        {(out / "tiny_prefill_ctx.onnx").string(), "--source-model", (kSamples / "tiny_cnn.onnx").string()});
-  CHECK(other.exitCode != 0);
-  CHECK(other.err.find("source model 'tiny_prefill.onnx'") != std::string::npos);
-  CHECK(other.err.find("tiny_cnn.onnx") != std::string::npos);
-  CHECK(other.err.find("is not the one the context was compiled from") != std::string::npos);
+  expectPinRefusal(other, "tiny_prefill.onnx", "tiny_cnn.onnx");
 }
 
 TEST_CASE("weightless: a changed source model is refused by name, by its pin", "[e2e][weightless]") {
@@ -168,22 +181,14 @@ TEST_CASE("weightless: a changed source model is refused by name, by its pin", "
   for (bool verify : {false, true}) {
     std::vector<std::string> args = {(out / "tiny_cnn_ctx.onnx").string()};
     if (verify) args.push_back("--verify");
-    auto r = runTool(CTXKIT_CTXRUN, args);
-    INFO(r.err);
-    CHECK(r.exitCode != 0);
-    CHECK(r.err.find("source model 'tiny_cnn.onnx'") != std::string::npos);
-    CHECK(r.err.find("is not the one the context was compiled from") != std::string::npos);
-    CHECK(r.err.find("XXH3-128") != std::string::npos);
+    expectPinRefusal(runTool(CTXKIT_CTXRUN, args), "tiny_cnn.onnx", "XXH3-128");
   }
 }
 
 TEST_CASE("weightless: changed external data is refused naming the data file", "[e2e][weightless]") {
   TempDir dir("weightless_changed_data");
   const fs::path src = dir / "src", out = dir / "out";
-  fs::create_directories(src);
-  auto model = onnx_io::loadModel(kSamples / "tiny_prefill.onnx");
-  REQUIRE(model);
-  REQUIRE(onnx_io::saveModelWithExternalData(std::move(model).value(), src / "tiny_prefill.onnx", "tiny_prefill.data", 0));
+  withExternalData(src, "tiny_prefill");
   compile({(src / "tiny_prefill.onnx").string(), "--weightless", "-o", out.string(), "-q"});
   auto view = format::ContainerView::openFile(out / "tiny_prefill_ctxkit.bin");
   REQUIRE(view);
@@ -227,7 +232,6 @@ TEST_CASE("weightless --weightless-scope external-only leaves only external data
   // ONNX Runtime's OrtWeightlessSupport_EXTERNAL_ONLY: initializers inside the .onnx file are copied into the context.
   TempDir dir("weightless_scope");
   const fs::path src = dir / "src";
-  fs::create_directories(src);
   auto model = onnx_io::loadModel(kSamples / "tiny_prefill.onnx");
   REQUIRE(model);
   // The large initializers go to the data file, the small ones stay inside the model.
@@ -237,8 +241,7 @@ TEST_CASE("weightless --weightless-scope external-only leaves only external data
   REQUIRE(sizes.size() >= 2);
   const uint64_t threshold = sizes[sizes.size() / 2] + 1;
   REQUIRE(sizes.back() >= threshold);
-  REQUIRE(onnx_io::saveModelWithExternalData(std::move(model).value(), src / "tiny_prefill.onnx", "tiny_prefill.data",
-                                             threshold));
+  withExternalData(src, "tiny_prefill", threshold);
   auto compiled = [&](const std::string& scope) {
     const fs::path out = dir / scope;
     auto r = compile({(src / "tiny_prefill.onnx").string(), "--weightless", "--weightless-scope", scope, "-o",
