@@ -100,6 +100,11 @@ int main(int argc, char** argv) {
                "weightless context (docs/weight-sharing.md): weights stay in the source models, the .bin records "
                "where (ctxrun --source-model, ORT's ep.context_source_model_path); weights the compiler derives "
                "are stored");
+  std::string weightlessScope = "all";
+  app.add_option("--weightless-scope", weightlessScope,
+                 "with --weightless (or --package): which source initializers stay in the source model: all, or "
+                 "external-only (those stored as external data; ONNX Runtime's OrtWeightlessSupport_EXTERNAL_ONLY)")
+      ->check(CLI::IsMember({"all", "external-only"}));
   app.add_flag("--force", o.force, "overwrite existing outputs");
   std::string memoryLimit;
   app.add_option("--memory-limit", memoryLimit,
@@ -194,6 +199,9 @@ int main(int argc, char** argv) {
     return exitCode;
   };
   if (!status) return fail(status.error().message(), cli::kExitUsage);
+  if (app.count("--weightless-scope") && !o.weightless && !app.count("--package"))
+    return fail("--weightless-scope needs --weightless (or -C ep.enable_weightless=1) or --package", cli::kExitUsage);
+  o.weightlessExternalOnly = weightlessScope == "external-only";
   if (!memoryLimit.empty()) {
     auto bytes = cli::parseByteCount(memoryLimit);
     if (!bytes) return fail("--memory-limit: " + bytes.error().message(), cli::kExitUsage);

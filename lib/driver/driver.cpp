@@ -130,10 +130,12 @@ Expected<CompiledGraph> compilePartitions(ir::Graph& graph, const partitioner::T
 
 Expected<format::ContainerWriter> buildContainer(const partitioner::Target& target, const weightshare::WeightPool& pool,
                                                  const std::vector<ContextGraph>& graphs, bool weightless,
-                                                 const weightshare::WeightSources* sources) {
+                                                 const weightshare::WeightSources* sources,
+                                                 std::span<const format::SourcePin> pins) {
   format::CompatInfo compat{epcontext::kProducer, epcontext::kVersion, target.hardwareArchitecture, target.revision};
   format::ContainerWriter writer(compat, format::WriterOptions{target.weightAlignment, weightless});
   CTX_RETURN_IF_ERROR(weightshare::addPoolWeights(writer, pool, sources));
+  for (const auto& pin : pins) CTX_RETURN_IF_ERROR(writer.addSourcePin(pin));
   for (const auto& g : graphs)
     CTX_RETURN_IF_ERROR(writer.addGraph(g.name, g.sourceModel, g.program, g.loadTimeTensors));
   return writer;

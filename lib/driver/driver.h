@@ -120,9 +120,10 @@ struct ContextGraph {
 
 // The one container builder: the pool's weights in pool order, then the graphs, for `target`. `weightless` marks a
 // context whose weights are plain (packed at load); with `sources` too, weights found in the source models are
-// recorded there, not stored.
+// recorded there, not stored, and `pins` pin the source models' files (docs/weight-sharing.md#pins).
 Expected<format::ContainerWriter> buildContainer(const partitioner::Target& target, const weightshare::WeightPool& pool,
                                                  const std::vector<ContextGraph>& graphs, bool weightless,
-                                                 const weightshare::WeightSources* sources);
+                                                 const weightshare::WeightSources* sources,
+                                                 std::span<const format::SourcePin> pins = {});
 
 }  // namespace ctxkit::driver

@@ -133,10 +133,12 @@ Status ContainerView::verify() const {
   if (!header) return makeError(ErrorCode::Internal, "'{}': header vanished after open", displayName_);
   std::vector<std::pair<uint64_t, uint64_t>> gaps;  // [begin, end)
   gaps.emplace_back(header->stringTableOffset + header->stringTableSize, header->graphTableOffset);
-  const uint64_t tablesEnd = header->sourceCount > 0
-                                 ? header->sourceTableOffset + header->sourceCount * kSourceEntrySize
-                                 : header->weightTableOffset + header->weightCount * kWeightEntrySize;
-  if (header->sourceCount > 0)
+  // The source and pin tables (weightless) follow the weight table; pins_ holds the pin table's entries as read.
+  const bool sourceTables = header->sourceCount > 0 || !pins_.empty();
+  const uint64_t tablesEnd = sourceTables ? header->sourceTableOffset + header->sourceCount * kSourceEntrySize +
+                                                pins_.size() * kSourcePinEntrySize
+                                          : header->weightTableOffset + header->weightCount * kWeightEntrySize;
+  if (sourceTables)
     gaps.emplace_back(header->weightTableOffset + header->weightCount * kWeightEntrySize, header->sourceTableOffset);
   gaps.emplace_back(tablesEnd, header->dataOffset);
   uint64_t cursor = header->dataOffset;

@@ -57,6 +57,15 @@ struct WeightInfo {
   bool inSource() const { return !sources.empty(); }
 };
 
+// Weightless containers: a file of a source model pinned as it was compiled from (layout::SourcePinEntry).
+struct SourcePin {
+  std::string model;  // onnx_model_filename
+  std::string file;   // empty: the model file itself; else an external data location the model records
+  uint64_t size = 0;
+  Hash128 hash;
+  friend bool operator==(const SourcePin&, const SourcePin&) = default;
+};
+
 struct GraphInfo {
   std::string name;         // = partition_name
   std::string sourceModel;  // onnx_model_filename of the model it came from
@@ -99,6 +108,9 @@ public:
   // onnx_model_filename) and the initializer there. `hash` is XXH3-128 of the bytes, checked at load on --verify.
   Expected<uint32_t> addSourceWeight(ir::ElemType type, ir::Shape shape, const Hash128& hash,
                                      std::vector<WeightInfo::Source> sources);
+  // Weightless containers only: pins a file of source model `pin.model` (the model, or an external data file), which
+  // the runtime then refuses to take weights from when its size or hash differ. Each (model, file) once.
+  Status addSourcePin(SourcePin pin);
   // Adds a serialized program. Names must be unique in the container. `loadTimeTensors`: the program holds load-time
   // tensors (program::hasLoadTimeTensors), which the container then declares (flag load-time, format 1.5).
   Status addGraph(std::string name, std::string sourceModel, std::vector<std::byte> program,
@@ -140,6 +152,8 @@ public:
   const CompatInfo& compat() const { return compat_; }
   const std::vector<GraphInfo>& graphs() const { return graphs_; }
   const std::vector<WeightInfo>& weights() const { return weights_; }
+  // Weightless: the source model files pinned, sorted by (model, file); empty in a container written without pins.
+  const std::vector<SourcePin>& sourcePins() const { return pins_; }
   uint64_t alignment() const { return alignment_; }
   uint64_t fileSize() const { return bytes_.size(); }
   const std::string& displayName() const { return displayName_; }
@@ -172,6 +186,7 @@ private:
   std::vector<GraphInfo> graphs_;
   std::vector<uint32_t> graphsByName_;  // indices into graphs_, sorted by name: findGraph is a binary search
   std::vector<WeightInfo> weights_;
+  std::vector<SourcePin> pins_;
   uint64_t alignment_ = 64;
   bool weightless_ = false;
   bool loadTimeTensors_ = false;

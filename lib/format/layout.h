@@ -57,7 +57,7 @@ struct FileHeader {
   uint64_t dataSize;
   uint64_t sourceTableOffset;  // with kFlagWeightless: the source table, right after the weight table
   uint64_t sourceCount;
-  uint64_t reserved1;
+  uint64_t pinCount;  // with kFlagWeightless: the pin table, right after the source table (format 1.5)
 };
 static_assert(std::is_trivially_copyable_v<FileHeader> && std::is_standard_layout_v<FileHeader>);
 static_assert(sizeof(FileHeader) == 160);
@@ -82,7 +82,7 @@ static_assert(offsetof(FileHeader, dataOffset) == 120);
 static_assert(offsetof(FileHeader, dataSize) == 128);
 static_assert(offsetof(FileHeader, sourceTableOffset) == 136);
 static_assert(offsetof(FileHeader, sourceCount) == 144);
-static_assert(offsetof(FileHeader, reserved1) == 152);
+static_assert(offsetof(FileHeader, pinCount) == 152);
 
 // Right after the header. Who wrote the file and for which target; read before any table.
 struct CompatBlock {
@@ -161,11 +161,30 @@ static_assert(offsetof(SourceEntry, reserved) == 4);
 static_assert(offsetof(SourceEntry, sourceModel) == 8);
 static_assert(offsetof(SourceEntry, initializer) == 24);
 
+// Weightless containers: a file of a source model as it was compiled from, which the runtime refuses to take weights
+// from when it differs: the model itself (`file` empty) or an external data file it names (`file` its location as
+// the model records it). Entries are sorted by (sourceModel, file), each pair once.
+struct SourcePinEntry {
+  StringRef sourceModel;         // onnx_model_filename of the graphs compiled from it
+  StringRef file;                // empty: the model file; else an external data location
+  uint64_t size;                 // bytes
+  std::array<uint8_t, 16> hash;  // XXH3-128 of the whole file, canonical (big-endian)
+  uint64_t reserved;
+};
+static_assert(std::is_trivially_copyable_v<SourcePinEntry> && std::is_standard_layout_v<SourcePinEntry>);
+static_assert(sizeof(SourcePinEntry) == 64);
+static_assert(offsetof(SourcePinEntry, sourceModel) == 0);
+static_assert(offsetof(SourcePinEntry, file) == 16);
+static_assert(offsetof(SourcePinEntry, size) == 32);
+static_assert(offsetof(SourcePinEntry, hash) == 40);
+static_assert(offsetof(SourcePinEntry, reserved) == 56);
+
 inline constexpr uint64_t kHeaderSize = sizeof(FileHeader);
 inline constexpr uint64_t kCompatSize = sizeof(CompatBlock);
 inline constexpr uint64_t kGraphEntrySize = sizeof(GraphEntry);
 inline constexpr uint64_t kWeightEntrySize = sizeof(WeightEntry);
 inline constexpr uint64_t kSourceEntrySize = sizeof(SourceEntry);
+inline constexpr uint64_t kSourcePinEntrySize = sizeof(SourcePinEntry);
 inline constexpr uint64_t kChecksumOffset = offsetof(FileHeader, checksum);
 inline constexpr uint64_t kChecksumSize = 16;
 // Metadata regions after the string table start on this boundary.
@@ -200,6 +219,7 @@ inline constexpr uint64_t knownFlags(uint16_t minor) {
 }
 inline constexpr uint64_t kWeightInSource = 1ull << 0;
 inline constexpr uint64_t kMaxSources = 1ull << 26;
+inline constexpr uint64_t kMaxSourcePins = 1ull << 20;
 
 // Copies a struct out of file bytes; nullopt when [offset, offset + sizeof(T)) is not inside `bytes`.
 template <typename T> std::optional<T> readStruct(std::span<const std::byte> bytes, uint64_t offset) {

@@ -37,6 +37,7 @@ public:
   Status parseGraphs(std::vector<GraphInfo>& out) const;
   Status parseWeights(std::vector<WeightInfo>& out) const;
   Status parseSources(std::vector<WeightInfo>& weights) const;
+  Status parsePins(std::vector<SourcePin>& pins) const;
   Status checkTiling() const;
   Status checkUniqueWeights(const std::vector<WeightInfo>& weights) const;
 
@@ -51,6 +52,8 @@ private:
   }
   // Reserved fields only carry meaning in newer minors; in files of this minor they must be zero.
   bool strictReserved() const { return h_.formatMinor <= kFormatMinor; }
+  // The pin table's entries: pinCount is 1.5's (reserved before); a newer minor's is not read.
+  uint64_t pinCount() const { return strictReserved() && h_.formatMinor >= 5 ? h_.pinCount : 0; }
   Expected<std::string_view> readString(const StringRef& ref, std::string_view what) const;
   Status checkRegion(uint64_t offset, uint64_t size, std::string_view what) const;
   Status checkCount(uint64_t count, uint64_t limit, uint64_t tableOffset, uint64_t entrySize,
@@ -124,7 +127,6 @@ Status Parser::parseHeader() {
     if (unknownFlags != 0)
       return invalid("flags {:#x} are not defined in format {}; expected 0", unknownFlags, versionString(major, minor));
     if (h_.reserved0 != 0) return invalid("header field reserved0 is {:#x}; expected 0", h_.reserved0);
-    if (h_.reserved1 != 0) return invalid("header field reserved1 is {:#x}; expected 0", h_.reserved1);
   } else if ((unknownFlags & kRequiredFlagsMask) != 0) {
     return Error(ErrorCode::Unsupported,
                  fmt::format("'{}' (format {}) needs features this ctxkit does not know (required flags {:#x}); this "
@@ -169,16 +171,21 @@ Status Parser::parseHeader() {
 
   // Both tables lie inside the file now, so these sums are below the file size and cannot overflow.
   uint64_t metadataEnd = h_.weightTableOffset + h_.weightCount * kWeightEntrySize;
-  if (weightless() && h_.sourceCount > 0) {
+  if (strictReserved() && h_.formatMinor < 5 && h_.pinCount != 0)
+    return invalid("header field reserved1 is {:#x}; expected 0 (format {})", h_.pinCount, versionString(major, minor));
+  const uint64_t pins = pinCount();
+  if (weightless() && (h_.sourceCount > 0 || pins > 0)) {
     if (h_.sourceTableOffset != metadataEnd)
       return invalid("source table offset is {}; expected {} (right after {} weight entries)", h_.sourceTableOffset,
                      metadataEnd, h_.weightCount);
     CTX_RETURN_IF_ERROR(
         checkCount(h_.sourceCount, kMaxSources, h_.sourceTableOffset, kSourceEntrySize, "weight source"));
     metadataEnd = h_.sourceTableOffset + h_.sourceCount * kSourceEntrySize;
-  } else if (strictReserved() && (h_.sourceCount != 0 || h_.sourceTableOffset != 0)) {
-    return invalid("header records a source table (offset {}, {} entries) but the file is not weightless",
-                   h_.sourceTableOffset, h_.sourceCount);
+    CTX_RETURN_IF_ERROR(checkCount(pins, kMaxSourcePins, metadataEnd, kSourcePinEntrySize, "source pin"));
+    metadataEnd += pins * kSourcePinEntrySize;
+  } else if (strictReserved() && (h_.sourceCount != 0 || h_.sourceTableOffset != 0 || h_.pinCount != 0)) {
+    return invalid("header records a source table (offset {}, {} entries, {} pins) but the file is not weightless",
+                   h_.sourceTableOffset, h_.sourceCount, h_.pinCount);
   }
   const uint64_t dataAt = alignUp(metadataEnd, h_.alignment);
   if (h_.dataOffset != dataAt)
@@ -396,6 +403,27 @@ Status Parser::parseSources(std::vector<WeightInfo>& weights) const {
   return Status::ok();
 }
 
+Status Parser::parsePins(std::vector<SourcePin>& out) const {
+  const uint64_t pins = weightless() ? pinCount() : 0;
+  const uint64_t at = h_.sourceTableOffset + h_.sourceCount * kSourceEntrySize;
+  for (uint64_t i = 0; i < pins; ++i) {
+    auto e = readStruct<SourcePinEntry>(bytes_, at + i * kSourcePinEntrySize);
+    if (!e) return invalid("source pin {} entry lies outside the file", i);
+    if (e->reserved != 0) return invalid("source pin {} field reserved is {:#x}; expected 0", i, e->reserved);
+    CTX_ASSIGN_OR_RETURN(std::string_view model, readString(e->sourceModel, fmt::format("source pin {} model", i)));
+    CTX_ASSIGN_OR_RETURN(std::string_view file, readString(e->file, fmt::format("source pin {} file", i)));
+    if (model.empty()) return invalid("source pin {} has an empty model name", i);
+    SourcePin pin{std::string(model), std::string(file), e->size, {}};
+    std::copy(e->hash.begin(), e->hash.end(), pin.hash.bytes.begin());
+    if (!out.empty() && std::tie(out.back().model, out.back().file) >= std::tie(pin.model, pin.file))
+      return invalid("source pin {} ('{}' of '{}') does not follow pin {} ('{}' of '{}'); expected entries sorted by "
+                     "model and file, each once",
+                     i, pin.file, pin.model, i - 1, out.back().file, out.back().model);
+    out.push_back(std::move(pin));
+  }
+  return Status::ok();
+}
+
 Status Parser::checkTiling() const {
   // Rule 5: programs then weights, each at the first aligned offset after the previous blob, the last one
   // ending the file. Every byte of the data region is then a blob or alignment padding.
@@ -454,6 +482,7 @@ Expected<ContainerView> ContainerView::open(std::span<const std::byte> bytes, st
                    [&](uint32_t a, uint32_t b) { return view.graphs_[a].name < view.graphs_[b].name; });
   CTX_RETURN_IF_ERROR(parser.parseWeights(view.weights_));
   CTX_RETURN_IF_ERROR(parser.parseSources(view.weights_));
+  CTX_RETURN_IF_ERROR(parser.parsePins(view.pins_));
   CTX_RETURN_IF_ERROR(parser.checkTiling());
   CTX_RETURN_IF_ERROR(parser.checkUniqueWeights(view.weights_));
   view.bytes_ = bytes;

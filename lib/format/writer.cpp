@@ -45,6 +45,12 @@ struct Plan {
     StringRef model, initializer;
   };
   std::vector<Source> sources;
+  struct Pin {
+    StringRef model, file;
+    const SourcePin* pin;
+  };
+  std::vector<Pin> pins;
+  uint64_t pinTableOffset = 0;
   uint64_t stringTableOffset = 0;
   uint64_t graphTableOffset = 0;
   uint64_t weightTableOffset = 0;
@@ -97,6 +103,7 @@ struct ContainerWriter::Impl {
   std::set<std::string, std::less<>> graphNames;
   std::map<WeightKey, uint32_t> weightKeys;
   uint64_t sourceCount = 0;
+  std::map<std::pair<std::string, std::string>, SourcePin> pins;  // by (model, file): the table's order
   bool loadTimeTensors = false;  // some graph holds load-time tensors: flag kFlagLoadTime
   // Cached by the first output call and reset by every add; so a writer is not for concurrent use.
   mutable std::optional<Plan> plan;
@@ -221,6 +228,24 @@ Expected<uint32_t> ContainerWriter::addSourceWeight(ir::ElemType type, ir::Shape
   return impl_->add(PendingWeight{type, std::move(shape), {}, hash, std::move(sources), {}, {}, expected});
 }
 
+Status ContainerWriter::addSourcePin(SourcePin pin) {
+  Impl& d = *impl_;
+  if (!d.options.weightless)
+    return invalidArgument("a source model pin needs a weightless container (WriterOptions::weightless)");
+  if (pin.model.empty()) return invalidArgument("a source model pin needs the model's name");
+  CTX_RETURN_IF_ERROR(checkString(pin.model, "pinned source model name"));
+  CTX_RETURN_IF_ERROR(checkString(pin.file, fmt::format("pinned file of source model '{}'", pin.model)));
+  if (d.pins.size() >= kMaxSourcePins)
+    return invalidArgument(fmt::format("a container pins at most {} source files", kMaxSourcePins));
+  auto key = std::pair{pin.model, pin.file};
+  auto [it, added] = d.pins.emplace(std::move(key), std::move(pin));
+  if (!added)
+    return invalidArgument(
+        fmt::format("file '{}' of source model '{}' is pinned twice", it->second.file, it->second.model));
+  d.plan.reset();
+  return Status::ok();
+}
+
 Status ContainerWriter::addGraph(std::string name, std::string sourceModel, std::vector<std::byte> program,
                                  bool loadTimeTensors) {
   Impl& d = *impl_;
@@ -273,6 +298,11 @@ Expected<const Plan*> ContainerWriter::Impl::getPlan() const {
       StringRef initializer = strings.add(src.initializer);
       p.sources.push_back(Plan::Source{i, model, initializer});
     }
+  for (const auto& [key, pin] : pins) {
+    StringRef model = strings.add(pin.model);
+    StringRef file = strings.add(pin.file);
+    p.pins.push_back(Plan::Pin{model, file, &pin});
+  }
   p.strings = strings.take();
   if (p.strings.size() > kMaxStringTableBytes)
     return invalidArgument(fmt::format("the names add up to {} bytes; the string table allows at most {}",
@@ -282,9 +312,11 @@ Expected<const Plan*> ContainerWriter::Impl::getPlan() const {
   p.stringTableOffset = kHeaderSize + kCompatSize;
   p.graphTableOffset = alignUp(p.stringTableOffset + p.strings.size(), kTableAlignment);
   p.weightTableOffset = p.graphTableOffset + graphs.size() * kGraphEntrySize;
-  p.sourceTableOffset = p.sources.empty() ? 0 : p.weightTableOffset + weights.size() * kWeightEntrySize;
-  const uint64_t tablesEnd = p.sources.empty() ? p.weightTableOffset + weights.size() * kWeightEntrySize
-                                               : p.sourceTableOffset + p.sources.size() * kSourceEntrySize;
+  const bool sourceTables = !p.sources.empty() || !p.pins.empty();
+  p.sourceTableOffset = sourceTables ? p.weightTableOffset + weights.size() * kWeightEntrySize : 0;
+  p.pinTableOffset = p.sourceTableOffset + p.sources.size() * kSourceEntrySize;
+  const uint64_t tablesEnd = sourceTables ? p.pinTableOffset + p.pins.size() * kSourcePinEntrySize
+                                          : p.weightTableOffset + weights.size() * kWeightEntrySize;
   p.dataOffset = alignUp(tablesEnd, alignment);
 
   uint64_t cursor = p.dataOffset;
@@ -344,6 +376,7 @@ Expected<std::vector<std::byte>> ContainerWriter::Impl::buildMetadata(const Plan
   h.dataSize = p.dataSize;
   h.sourceTableOffset = p.sourceTableOffset;
   h.sourceCount = p.sources.size();
+  h.pinCount = p.pins.size();
 
   CompatBlock c{};
   c.formatMajor = kFormatMajor;
@@ -381,6 +414,14 @@ Expected<std::vector<std::byte>> ContainerWriter::Impl::buildMetadata(const Plan
     e.sourceModel = p.sources[i].model;
     e.initializer = p.sources[i].initializer;
     ok = ok && writeStruct(std::span(meta), p.sourceTableOffset + i * kSourceEntrySize, e);
+  }
+  for (size_t i = 0; i < p.pins.size(); ++i) {
+    SourcePinEntry e{};
+    e.sourceModel = p.pins[i].model;
+    e.file = p.pins[i].file;
+    e.size = p.pins[i].pin->size;
+    e.hash = p.pins[i].pin->hash.bytes;
+    ok = ok && writeStruct(std::span(meta), p.pinTableOffset + i * kSourcePinEntrySize, e);
   }
   if (!ok) return Error(ErrorCode::Internal, "container metadata does not fit its planned size");
 

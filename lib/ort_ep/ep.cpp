@@ -43,7 +43,7 @@ std::string epOptionKey(const char* key) { return epOptionPrefix() + key; }
 namespace {
 
 // ctxkit's EP options; any other key under its prefix is refused (a misspelled option would otherwise be ignored).
-constexpr const char* kEpOptions[] = {"target", "threads", "verify"};
+constexpr const char* kEpOptions[] = {"target", "threads", "verify", "weightless_scope"};
 
 // The session's config entries, read from ORT in one call: session creation looks up a dozen keys, each of which
 // would otherwise be two or three calls into ORT and a string copy.
@@ -300,7 +300,7 @@ Status writeEpContextNodes(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode*
       CTX_RETURN_IF_ERROR(refuseInput(bin, context.modelPath));
       CTX_ASSIGN_OR_RETURN(auto target, partitioner::loadTarget(config.target));
       // Written aside and renamed over an earlier binary, as ORT overwrites an earlier output.
-      CTX_RETURN_IF_ERROR(shared.writeAndReset(bin, target, config.context.weightless));
+      CTX_RETURN_IF_ERROR(shared.writeAndReset(bin, target, config.context.weightless, config.weightlessScope));
     }
   } else if (!context.fileBytes) {
     return makeError(ErrorCode::Internal, "{}: no context was made to write", epcontext::kEpName);
@@ -505,10 +505,13 @@ OrtStatus* ORT_API_CALL compileImpl(OrtEp* self, const OrtGraph** graphs, const 
   }
 }
 
-// Every weight a context uses can stay in the source model: derived weights (folded, fused) are stored, and packed
-// layouts are made at load.
-OrtStatus* ORT_API_CALL getWeightlessSupport(const OrtEp*, OrtWeightlessSupport* support) noexcept {
-  *support = OrtWeightlessSupport_ALL;
+// Every weight a context uses can stay in the source model (ALL): derived weights (folded, fused) are stored, and
+// packed layouts are made at load. With EP option weightless_scope=external_only, only external-data initializers stay
+// there (EXTERNAL_ONLY: the EP copies the initializers inside the .onnx file into its context).
+OrtStatus* ORT_API_CALL getWeightlessSupport(const OrtEp* self, OrtWeightlessSupport* support) noexcept {
+  *support = static_cast<const CtxKitEp*>(self)->config().weightlessScope == weightshare::WeightlessScope::All
+                 ? OrtWeightlessSupport_ALL
+                 : OrtWeightlessSupport_EXTERNAL_ONLY;
   return nullptr;
 }
 
@@ -543,6 +546,13 @@ Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options
   if (verify != "0" && verify != "1")
     return makeError(ErrorCode::InvalidArgument, "{} option verify '{}': expected 0 or 1", epcontext::kEpName, verify);
   config.verify = verify == "1";
+  // The weightless scope ORT's OrtWeightlessSupport names, spelled as its weightless_support device metadata.
+  const std::string scope = entries.get(epOptionKey("weightless_scope"), "all");
+  if (scope != "all" && scope != "external_only")
+    return makeError(ErrorCode::InvalidArgument, "{} option weightless_scope '{}': expected all or external_only",
+                     epcontext::kEpName, scope);
+  config.weightlessScope =
+      scope == "all" ? weightshare::WeightlessScope::All : weightshare::WeightlessScope::ExternalOnly;
   CTX_RETURN_IF_ERROR(refuseUnknownEpOptions(entries));
   // ORT's EPContext keys, through the parser ctxgen's -C uses.
   for (const char* key : epcontext::contextOptionKeys())

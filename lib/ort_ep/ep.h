@@ -25,6 +25,9 @@ struct EpConfig {
   // sessions on the same unchanged file, as ctxrun shares it; ep.share_ep_contexts=0 given explicitly opts out
   // (docs/ort-ep.md#session-creation).
   bool shareLoadedContexts = true;
+  // EP option `weightless_scope` (all, external_only): which source initializers a weightless compile leaves in the
+  // source model; GetWeightlessSupport answers ORT with it (docs/weight-sharing.md#scope-of-a-weightless-context).
+  weightshare::WeightlessScope weightlessScope = weightshare::WeightlessScope::All;
   // ORT's EPContext options (ep.context_enable, ep.context_file_path, ep.share_ep_contexts, ...), read by the parser
   // ctxgen's -C uses. Weightless contexts (docs/weight-sharing.md#weightless): `weightless` while compiling; where the
   // weights are when loading: ORT's source model buffer below, else `sourceModelPath`, else the node's

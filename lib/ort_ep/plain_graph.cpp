@@ -11,6 +11,7 @@
 #include "partitioner/partitioner.h"
 #include "program/program.h"
 #include "runtime/source_model.h"
+#include "runtime/source_pins.h"
 #include "weightshare/source_weights.h"
 #include "weightshare/weight_pool.h"
 
@@ -25,23 +26,28 @@ namespace fs = std::filesystem;
 namespace {
 
 // Weightless contexts: parses the source model files (ORT's graph may hold initializers its optimizations made, which
-// the files lack) and finds the pooled weights among their initializers.
-Expected<weightshare::WeightSources> locateInSourceFiles(const weightshare::WeightPool& pool,
-                                                         const std::vector<fs::path>& files) {
+// the files lack), finds the pooled weights among their initializers in `scope`, and pins the files.
+struct LocatedSources {
+  weightshare::WeightSources weights;
+  std::vector<format::SourcePin> pins;
+};
+Expected<LocatedSources> locateInSourceFiles(const weightshare::WeightPool& pool, const std::vector<fs::path>& files,
+                                             weightshare::WeightlessScope scope) {
   std::vector<std::shared_ptr<const runtime::SourceInitializers>> read;
   std::vector<weightshare::SourceModel> sources;
+  LocatedSources out;
   for (const auto& f : files) {
     if (f.empty())
       return makeError(ErrorCode::InvalidArgument,
                        "{}: a weightless context needs the source model's file; this model came from memory",
                        epcontext::kEpName);
     CTX_ASSIGN_OR_RETURN(auto initializers, runtime::readSourceInitializers(f).addContext("weightless context"));
-    weightshare::SourceModel m{f.filename().string(), {}};
-    for (const auto& [name, tensor] : initializers->byName) m.initializers.emplace_back(name, &tensor);
-    sources.push_back(std::move(m));
+    sources.push_back(weightshare::sourceModelOf(f.filename().string(), initializers->byName, initializers->external));
+    for (auto& pin : runtime::sourcePins(f.filename().string(), *initializers)) out.pins.push_back(std::move(pin));
     read.push_back(std::move(initializers));
   }
-  return weightshare::locateInSources(pool, sources);
+  out.weights = weightshare::locateInSources(pool, sources, scope);
+  return out;
 }
 
 // Says which nodes stay with ORT and why: the first blocker of each stretch of fallback nodes (consecutive in
@@ -383,9 +389,9 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
   // serialized for it here, once; with ep.share_ep_contexts, Compile hands them to the shared context instead.
   auto context = std::make_shared<PlainContext>();
   auto containerBytes =
-      [&](const std::vector<driver::ContextGraph>& graphs,
-          const weightshare::WeightSources* sources) -> Expected<std::shared_ptr<const std::vector<std::byte>>> {
-    CTX_ASSIGN_OR_RETURN(auto writer, driver::buildContainer(target, pool, graphs, plainWeights, sources));
+      [&](const std::vector<driver::ContextGraph>& graphs, const weightshare::WeightSources* sources,
+          std::span<const format::SourcePin> pins = {}) -> Expected<std::shared_ptr<const std::vector<std::byte>>> {
+    CTX_ASSIGN_OR_RETURN(auto writer, driver::buildContainer(target, pool, graphs, plainWeights, sources, pins));
     CTX_ASSIGN_OR_RETURN(auto bytes, writer.serialize());
     return std::make_shared<const std::vector<std::byte>>(std::move(bytes));
   };
@@ -397,11 +403,12 @@ Status PlainGraphCache::claimPartitions(const Api& api, const EpConfig& config, 
                         program::hasLoadTimeTensors(k.partition->lowered.program)});
     // Weightless: weights found in the source model are recorded there, not stored; the partitions still run from a
     // context with every weight.
-    weightshare::WeightSources sources;
+    LocatedSources sources;
     if (plainWeights) {
-      CTX_ASSIGN_OR_RETURN(sources, locateInSourceFiles(pool, {modelPath}));
+      CTX_ASSIGN_OR_RETURN(sources, locateInSourceFiles(pool, {modelPath}, config.weightlessScope));
     }
-    CTX_ASSIGN_OR_RETURN(context->fileBytes, containerBytes(graphs, plainWeights ? &sources : nullptr));
+    CTX_ASSIGN_OR_RETURN(context->fileBytes,
+                         containerBytes(graphs, plainWeights ? &sources.weights : nullptr, sources.pins));
   }
   if (context->fileBytes && !plainWeights) {
     context->bytes = context->fileBytes;
@@ -509,19 +516,20 @@ Status SharedCompile::addGraph(const std::string& name, const fs::path& sourceMo
   return Status::ok();
 }
 
-Status SharedCompile::writeAndReset(const fs::path& path, const partitioner::Target& target, bool weightless) {
-  weightshare::WeightSources sources;
+Status SharedCompile::writeAndReset(const fs::path& path, const partitioner::Target& target, bool weightless,
+                                    weightshare::WeightlessScope scope) {
+  LocatedSources sources;
   if (weightless) {
     std::vector<fs::path> files;
     for (const auto& g : graphs_)
       if (std::find(files.begin(), files.end(), g.sourceModel) == files.end()) files.push_back(g.sourceModel);
-    CTX_ASSIGN_OR_RETURN(sources, locateInSourceFiles(pool_, files));
+    CTX_ASSIGN_OR_RETURN(sources, locateInSourceFiles(pool_, files, scope));
   }
   std::vector<driver::ContextGraph> graphs;
   for (const auto& g : graphs_)
     graphs.push_back({g.name, g.sourceModel.filename().string(), g.program, g.loadTimeTensors});
-  CTX_ASSIGN_OR_RETURN(auto writer,
-                       driver::buildContainer(target, pool_, graphs, weightless, weightless ? &sources : nullptr));
+  CTX_ASSIGN_OR_RETURN(auto writer, driver::buildContainer(target, pool_, graphs, weightless,
+                                                           weightless ? &sources.weights : nullptr, sources.pins));
   CTX_RETURN_IF_ERROR(writer.write(path));
   reset();
   return Status::ok();

@@ -7,6 +7,7 @@
 #include "partitioner/target.h"
 #include "runtime/compiled_program.h"
 #include "support/file_identity.h"
+#include "weightshare/source_weights.h"
 #include "weightshare/weight_pool.h"
 
 #include <cstdint>
@@ -65,7 +66,8 @@ public:
   Status addGraph(const std::string& name, const std::filesystem::path& sourceModel, const program::Program& compiled);
   // Writes the shared context to `path` (weightless: weights found in the group's source models stay there) and
   // starts a new group.
-  Status writeAndReset(const std::filesystem::path& path, const partitioner::Target& target, bool weightless);
+  Status writeAndReset(const std::filesystem::path& path, const partitioner::Target& target, bool weightless,
+                       weightshare::WeightlessScope scope = weightshare::WeightlessScope::All);
 
 private:
   void reset();  // callers hold mutex_

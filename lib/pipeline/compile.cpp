@@ -15,6 +15,8 @@
 #include "pipeline/staged_outputs.h"
 #include "program/program.h"
 #include "program/sharing.h"
+#include "runtime/source_model.h"
+#include "runtime/source_pins.h"
 #include "support/file_io.h"
 #include "support/output_guard.h"
 #include "support/text.h"
@@ -65,6 +67,7 @@ struct ContainerWork {
   std::set<std::string> graphNames;
   // Weightless: where each pooled weight lives in the source models (empty: it is stored in the .bin).
   weightshare::WeightSources sources;
+  std::vector<format::SourcePin> pins;  // weightless: the source models' files (docs/weight-sharing.md#pins)
 };
 
 class StageClock {
@@ -380,31 +383,35 @@ Status dedupe(ModelWork& w, ContainerWork& c, const CompileOptions& options, boo
   return Status::ok();
 }
 
-// Weightless contexts: where each pooled weight of container `c` lives in the models whose graphs it holds.
-void locateSourceWeights(ContainerWork& c, size_t container, const std::vector<ModelWork>& work,
-                         const std::vector<ir::Model>& loaded) {
+// Weightless contexts: where each pooled weight of container `c` lives in the models whose graphs it holds, and the
+// pins of those models' files. The files are read as the runtime reads them (runtime::readSourceInitializers), so a
+// weight is recorded in a source model only where the runtime will find it: in a top-level initializer or Constant,
+// or in one of an If/Loop/Scan body whose name nothing else in the model has.
+Status locateSourceWeights(ContainerWork& c, size_t container, const std::vector<ModelWork>& work, bool externalOnly) {
+  std::vector<std::shared_ptr<const runtime::SourceInitializers>> read;
   std::vector<weightshare::SourceModel> models;
   std::set<size_t> seen;
+  c.pins.clear();
   for (const auto& w : work) {
     if (w.container != container || !seen.insert(w.sourceIndex).second) continue;  // each source model once
-    weightshare::SourceModel m{w.source.filename().string(), {}};
-    // The model as loaded: the graph passes and --set add initializers the file does not have.
-    const ir::Graph& source = loaded[w.sourceIndex].graph;
-    for (const auto& init : source.initializers) m.initializers.emplace_back(init.name, &init.tensor);
-    // ONNX Runtime takes Constant nodes for initializers (exporters such as paddle2onnx write weights that way).
-    for (const auto& n : source.nodes)
-      if (const ir::Attribute* value =
-              n.kind == ir::OpKind::Constant && n.outputs.size() == 1 ? n.attrs.find("value") : nullptr;
-          value && value->type == ir::AttrType::Tensor)
-        m.initializers.emplace_back(n.outputs[0], &value->t);
-    models.push_back(std::move(m));
+    CTX_ASSIGN_OR_RETURN(auto source,
+                         runtime::readSourceInitializers(w.source).addContext("locating the weights of a weightless "
+                                                                              "context"));
+    const std::string name = w.source.filename().string();
+    models.push_back(weightshare::sourceModelOf(name, source->byName, source->external));
+    for (auto& pin : runtime::sourcePins(name, *source)) c.pins.push_back(std::move(pin));
+    read.push_back(std::move(source));
   }
-  c.sources = weightshare::locateInSources(c.pool, models);
+  c.sources = weightshare::locateInSources(
+      c.pool, models, externalOnly ? weightshare::WeightlessScope::ExternalOnly : weightshare::WeightlessScope::All);
+  return Status::ok();
 }
 
 Expected<format::ContainerWriter> buildContainer(const ContainerWork& c, const partitioner::Target& target,
                                                  bool weightless) {
-  return driver::buildContainer(target, c.pool, c.graphs, weightless, weightless ? &c.sources : nullptr);
+  return driver::buildContainer(target, c.pool, c.graphs, weightless, weightless ? &c.sources : nullptr,
+                                weightless ? std::span<const format::SourcePin>(c.pins)
+                                           : std::span<const format::SourcePin>());
 }
 
 std::string compatibilityString(const partitioner::Target& target) {
@@ -673,7 +680,7 @@ Expected<CompileReport> compileModels(const CompileOptions& options, const Progr
     report.storedWeightBytes += figures.storedBytes;
     report.uniqueWeights += weightBytes.size();
     if (options.weightless) {
-      locateSourceWeights(containers[c], c, work, loaded);
+      CTX_RETURN_IF_ERROR(locateSourceWeights(containers[c], c, work, options.weightlessExternalOnly));
       for (size_t i = 0; i < weightBytes.size(); ++i)
         if (!containers[c].sources[i].empty()) {
           report.sourceWeightBytes += weightBytes[i];

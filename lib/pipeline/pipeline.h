@@ -37,6 +37,9 @@ struct CompileOptions {
   // Weightless contexts (docs/weight-sharing.md#weightless): weights byte-equal to a source initializer stay in the
   // source model; the .bin records where. Fallback initializers stay in each _ctx.onnx.
   bool weightless = false;
+  // Only initializers stored as external data stay in the source model; those inside the .onnx file are stored
+  // (ONNX Runtime's OrtWeightlessSupport_EXTERNAL_ONLY; docs/weight-sharing.md#scope-of-a-weightless-context).
+  bool weightlessExternalOnly = false;
   bool force = false;
   bool errorIfNoNodesCompiled = false;
   bool dryRun = false;

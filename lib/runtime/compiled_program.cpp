@@ -129,6 +129,28 @@ Status runAtLoad(const program::Program& prog, const program::Op& op, const kern
   return Status::ok();
 }
 
+// When each load-time tensor that no run reads can be freed (the float64 steps of a weight a weightless context
+// rescales at load, docs/weight-sharing.md#derived-weights): after the last load-time op reading it, so that a
+// program holds one recipe's steps at a time. SIZE_MAX: kept (a run reads it, or nothing does).
+std::vector<size_t> loadTimeReleases(const program::Program& prog) {
+  std::vector<size_t> at(prog.tensors.size(), SIZE_MAX);
+  std::vector<bool> kept(prog.tensors.size(), false);
+  for (size_t i = 0; i < prog.ops.size(); ++i) {
+    const bool atLoad = program::isLoadTimeOp(prog, prog.ops[i]);
+    for (int32_t in : prog.ops[i].inputs) {
+      if (in < 0) continue;
+      if (atLoad) at[static_cast<size_t>(in)] = i;
+      else kept[static_cast<size_t>(in)] = true;
+    }
+  }
+  for (int32_t out : prog.outputs) kept[static_cast<size_t>(out)] = true;
+  for (const program::TensorDesc& d : prog.tensors)
+    if (d.kind == TensorKind::View && d.index < kept.size()) kept[d.index] = true;
+  for (size_t t = 0; t < prog.tensors.size(); ++t)
+    if (prog.tensors[t].kind != TensorKind::LoadTime || kept[t]) at[t] = SIZE_MAX;
+  return at;
+}
+
 }  // namespace
 
 // Hands a frame to one run and takes it back into the pool afterwards, also on error paths.
@@ -271,6 +293,7 @@ CompiledProgram::prepare(program::Program prog, std::shared_ptr<const format::Co
   const bool inferred = remember && wasInferred(container, options.programBytes);
   std::vector<kernels::ValueDesc> descs;
   std::vector<cpu::WeightLayout> layouts;
+  const std::vector<size_t> releases = loadTimeReleases(prog);
   std::vector<kernels::OutputDesc> recorded;
   for (size_t i = 0; i < prog.ops.size(); ++i) {
     const program::Op& op = prog.ops[i];
@@ -323,6 +346,8 @@ CompiledProgram::prepare(program::Program prog, std::shared_ptr<const format::Co
       // Runs once, now; its results are held like weights (packed in their layout) and the op is not run again.
       if (auto ran = runAtLoad(prog, op, **prepared, cp->weights_); !ran)
         return fail(ran.takeError().addContext(fmt::format("op {} ('{}') at load", i, op.name)));
+      for (int32_t in : op.inputs)
+        if (in >= 0 && releases[static_cast<size_t>(in)] == i) cp->weights_[static_cast<size_t>(in)] = ir::Tensor();
       cp->prepared_.push_back(nullptr);
       continue;
     }

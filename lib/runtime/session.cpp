@@ -15,6 +15,7 @@
 #include "runtime/profile.h"
 #include "runtime/shared_model.h"
 #include "runtime/source_model.h"
+#include "runtime/source_pins.h"
 #include "support/file_io.h"
 
 #include <fmt/ranges.h>
@@ -392,6 +393,7 @@ struct Session::Impl {
       programOptions.prefault = options.prefault;
       if (owner->weightless()) {
         CTX_ASSIGN_OR_RETURN(auto source, sourceModelFor(attrs, label, contextDir));
+        CTX_RETURN_IF_ERROR(checkSourcePins(*owner, sourceName, *source).addContext(label));
         programOptions.resolve = [this, owner, sourceName, source](uint32_t index) {
           return sourceWeight(*owner, index, sourceName, source);
         };

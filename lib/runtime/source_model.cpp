@@ -26,6 +26,10 @@ constexpr uint32_t kNodeAttribute = 5;
 constexpr uint32_t kNodeDomain = 7;
 constexpr uint32_t kAttributeName = 1;
 constexpr uint32_t kAttributeTensor = 5;
+constexpr uint32_t kAttributeGraph = 6;
+constexpr uint32_t kAttributeGraphs = 11;
+// If/Loop/Scan bodies nest; a model nesting deeper than this is refused rather than read on the stack.
+constexpr int kMaxGraphDepth = 64;
 enum TensorField : uint32_t {
   kDims = 1,
   kDataType = 2,
@@ -151,22 +155,27 @@ public:
   Expected<std::shared_ptr<const SourceInitializers>> read(std::span<const std::byte> model) {
     auto out = std::make_shared<SourceInitializers>();
     out->displayName = displayName_;
-    std::map<std::string, ir::Tensor> constants;
+    out->model = SourceFilePin{"", model.size(), hash128(model)};
+    Definitions top, constants, nested;
     Reader r(model);
     while (!r.done()) {
       auto f = r.next();
       if (!f) return bad("the file is not an ONNX model (protobuf ModelProto)");
       if (f->number != kModelGraph || f->wire != 2) continue;
-      Reader g(f->bytes);
-      while (!g.done()) {
-        auto gf = g.next();
-        if (!gf) return bad("its graph is damaged");
-        if (gf->wire != 2) continue;
-        if (gf->number == kGraphInitializer) CTX_RETURN_IF_ERROR(readTensor(gf->bytes, out->byName));
-        if (gf->number == kGraphNode) CTX_RETURN_IF_ERROR(readConstantNode(gf->bytes, constants));
-      }
+      CTX_RETURN_IF_ERROR(readGraph(f->bytes, 0, top, constants, nested));
     }
-    for (auto& [name, tensor] : constants) out->byName.emplace(name, std::move(tensor));  // initializers win
+    auto take = [&](Definition& d, const std::string& name) {
+      if (d.external) out->external.insert(name);
+      out->byName.emplace(name, std::move(d.tensor));
+    };
+    for (auto& [name, d] : top) take(d.back(), name);
+    for (auto& [name, d] : constants)  // initializers win
+      if (!out->byName.count(name)) take(d.back(), name);
+    // A body's weight is found by its name only when nothing else in the model has that name (ONNX lets a body
+    // reuse a name another body defines).
+    for (auto& [name, d] : nested)
+      if (d.size() == 1 && !out->byName.count(name)) take(d.front(), name);
+    for (const auto& [location, pin] : pins_) out->externalFiles.push_back(pin);
     return std::shared_ptr<const SourceInitializers>(std::move(out));
   }
 
@@ -176,9 +185,54 @@ private:
                  fmt::format("source model {}: {}", displayName_, fmt::format(format, std::forward<Args>(args)...)));
   }
 
+  struct Definition {
+    ir::Tensor tensor;
+    bool external = false;
+  };
+  using Definitions = std::map<std::string, std::vector<Definition>>;  // every definition of each name
+
+  // A graph's initializers and Constant values: the top-level graph's (depth 0) into `inits` and `constants`, a
+  // body's into `nested`; then the bodies of its nodes' graph attributes, into `nested`.
+  Status readGraph(std::span<const std::byte> bytes, int depth, Definitions& inits, Definitions& constants,
+                   Definitions& nested) {
+    if (depth > kMaxGraphDepth) return bad("its graphs nest deeper than {} levels", kMaxGraphDepth);
+    Reader g(bytes);
+    while (!g.done()) {
+      auto gf = g.next();
+      if (!gf) return bad("{} is damaged", depth == 0 ? "its graph" : "the body of a node");
+      if (gf->wire != 2) continue;
+      if (gf->number == kGraphInitializer) CTX_RETURN_IF_ERROR(readTensor(gf->bytes, depth == 0 ? inits : nested));
+      if (gf->number == kGraphNode) {
+        CTX_RETURN_IF_ERROR(readConstantNode(gf->bytes, depth == 0 ? constants : nested));
+        CTX_RETURN_IF_ERROR(forEachBody(gf->bytes, [&](std::span<const std::byte> body) {
+          return readGraph(body, depth + 1, nested, nested, nested);
+        }));
+      }
+    }
+    return Status::ok();
+  }
+
+  // Calls `visit` on each graph a node's attributes hold (If's branches, Loop's and Scan's bodies).
+  template <typename Visit> Status forEachBody(std::span<const std::byte> node, const Visit& visit) {
+    Reader r(node);
+    while (!r.done()) {
+      auto f = r.next();
+      if (!f) return bad("a node is damaged");
+      if (f->number != kNodeAttribute || f->wire != 2) continue;
+      Reader a(f->bytes);
+      while (!a.done()) {
+        auto af = a.next();
+        if (!af) return bad("an attribute of a node is damaged");
+        if ((af->number == kAttributeGraph || af->number == kAttributeGraphs) && af->wire == 2)
+          CTX_RETURN_IF_ERROR(visit(af->bytes));
+      }
+    }
+    return Status::ok();
+  }
+
   // ONNX Runtime takes a Constant node's `value` tensor for an initializer named after its output (exporters such as
   // paddle2onnx write weights that way); other Constant forms (value_float...) are scalars a context stores itself.
-  Status readConstantNode(std::span<const std::byte> bytes, std::map<std::string, ir::Tensor>& out) {
+  Status readConstantNode(std::span<const std::byte> bytes, Definitions& out) {
     std::string_view opType, domain;
     std::vector<std::string_view> outputs;
     std::optional<std::span<const std::byte>> value;
@@ -208,8 +262,7 @@ private:
     return readTensor(*value, out, std::string(outputs[0]));
   }
 
-  Status readTensor(std::span<const std::byte> bytes, std::map<std::string, ir::Tensor>& out,
-                    std::optional<std::string> as = {}) {
+  Status readTensor(std::span<const std::byte> bytes, Definitions& out, std::optional<std::string> as = {}) {
     std::string name;
     ir::Shape shape;
     int64_t dataType = 0;
@@ -283,7 +336,7 @@ private:
     }
     if (!tensor)
       return tensor.takeError().addContext(fmt::format("source model {}: initializer '{}'", displayName_, name));
-    out.insert_or_assign(name, std::move(tensor).value());
+    out[name].push_back(Definition{std::move(tensor).value(), external});
     return Status::ok();
   }
 
@@ -312,6 +365,8 @@ private:
     if (!mapped) {
       CTX_ASSIGN_OR_RETURN(mapped, MappedFile::open(file));
     }
+    if (!pins_.count(it->second))
+      pins_[it->second] = SourceFilePin{it->second, mapped->size(), hash128(mapped->bytes())};
     if (!rangeFits(*offset, size, mapped->size()))
       return bad("initializer '{}' lies past the end of '{}' (offset {}, {} bytes, file {} bytes)", name, file.string(),
                  *offset, size, mapped->size());
@@ -343,6 +398,7 @@ private:
   fs::path baseDir_;
   std::string displayName_;
   std::map<std::string, std::shared_ptr<const MappedFile>> files_;
+  std::map<std::string, SourceFilePin> pins_;  // by location as the model records it
 };
 
 }  // namespace

@@ -17,11 +17,20 @@
 
 namespace ctxkit::weightshare {
 
-WeightSources locateInSources(const WeightPool& pool, std::span<const SourceModel> models) {
+SourceModel sourceModelOf(std::string name, const std::map<std::string, ir::Tensor>& byName,
+                          const std::set<std::string>& external) {
+  SourceModel m{std::move(name), {}};
+  for (const auto& [initializer, tensor] : byName)
+    m.initializers.push_back(SourceModel::Initializer{initializer, &tensor, external.count(initializer) > 0});
+  return m;
+}
+
+WeightSources locateInSources(const WeightPool& pool, std::span<const SourceModel> models, WeightlessScope scope) {
   std::multimap<Hash128, std::tuple<const std::string*, std::string_view, const ir::Tensor*>> byHash;
   for (const SourceModel& m : models)
-    for (const auto& [name, tensor] : m.initializers)
-      if (tensor->type() != ir::ElemType::String && tensor->byteSize() > 0)
+    for (const auto& [name, tensor, external] : m.initializers)
+      if (tensor->type() != ir::ElemType::String && tensor->byteSize() > 0 &&
+          (external || scope == WeightlessScope::All))
         byHash.emplace(hash128(tensor->bytes()), std::tuple{&m.name, name, tensor});
   WeightSources sources(pool.weights().size());
   for (size_t i = 0; i < pool.weights().size(); ++i) {

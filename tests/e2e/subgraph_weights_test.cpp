@@ -34,19 +34,21 @@ ir::Node makeNode(const std::string& op, std::vector<std::string> inputs, std::v
   return n;
 }
 
-// y = If(cond) then x @ (2 I) else x @ (3 I): both bodies hold an initializer named W, with different bytes.
-std::shared_ptr<ir::Graph> scaleBranch(const std::string& name, float scale) {
+// y = If(cond) then x @ (2 I) else x @ (3 I): both bodies hold an initializer named `weight` (W unless told), with
+// different bytes.
+std::shared_ptr<ir::Graph> scaleBranch(const std::string& name, float scale, const std::string& weight = "W") {
   std::vector<float> w(static_cast<size_t>(kWidth * kWidth), 0.0f);
   for (int64_t i = 0; i < kWidth; ++i) w[static_cast<size_t>(i * kWidth + i)] = scale;
   auto g = std::make_shared<ir::Graph>();
   g->name = name;
-  g->initializers.push_back({"W", ir::Tensor::fromVector(ir::ElemType::Float, {kWidth, kWidth}, w), std::nullopt});
-  g->nodes.push_back(makeNode("MatMul", {"x", "W"}, {name + "_y"}));
+  g->initializers.push_back({weight, ir::Tensor::fromVector(ir::ElemType::Float, {kWidth, kWidth}, w), std::nullopt});
+  g->nodes.push_back(makeNode("MatMul", {"x", weight}, {name + "_y"}));
   g->outputs.push_back(floatValue(name + "_y", {4, kWidth}));
   return g;
 }
 
-fs::path writeIfModel(const fs::path& dir, const std::string& stem) {
+fs::path writeIfModel(const fs::path& dir, const std::string& stem, const std::string& thenWeight = "W",
+                      const std::string& elseWeight = "W") {
   ir::Model m;
   m.irVersion = 8;
   m.opsets = {{"", 17}};
@@ -54,8 +56,8 @@ fs::path writeIfModel(const fs::path& dir, const std::string& stem) {
   m.graph.inputs = {floatValue("x", {4, kWidth}), ir::ValueInfo{"cond", ir::ElemType::Bool, std::vector<ir::Dim>{}, ""}};
   m.graph.outputs = {floatValue("y", {4, kWidth})};
   ir::Node branch = makeNode("If", {"cond"}, {"y"});
-  branch.attrs.set(ir::Attribute::makeGraph("then_branch", scaleBranch("then", 2.0f)));
-  branch.attrs.set(ir::Attribute::makeGraph("else_branch", scaleBranch("else", 3.0f)));
+  branch.attrs.set(ir::Attribute::makeGraph("then_branch", scaleBranch("then", 2.0f, thenWeight)));
+  branch.attrs.set(ir::Attribute::makeGraph("else_branch", scaleBranch("else", 3.0f, elseWeight)));
   m.graph.nodes.push_back(branch);
   const fs::path path = dir / (stem + ".onnx");
   REQUIRE(onnx_io::saveModel(m, path));
@@ -117,4 +119,41 @@ TEST_CASE("with --share, weights inside fallback If bodies are stored once in th
   auto inspected = runTool(CTXKIT_CTXINSPECT, {(out / "a_ctx.onnx").string(), (out / "b_ctx.onnx").string(), "--verify"});
   INFO(inspected.out << inspected.err);
   CHECK(inspected.exitCode == 0);
+}
+
+TEST_CASE("weightless: weights of an If body that compiles stay in the source model when their name is unique",
+          "[e2e][weightless]") {
+  // --set cond binds the condition: the If becomes its branch and compiles, its weight a program's weight, which the
+  // runtime finds in the source model's body by name (docs/weight-sharing.md#weightless).
+  TempDir dir("subgraph_weightless");
+  const uint64_t weightBytes = kWidth * kWidth * 4;
+  struct Case {
+    std::string thenWeight, elseWeight, cond;
+    float expected;
+    size_t inSource;  // weights left in the source model
+  };
+  for (const Case& c : {Case{"W_then", "W_else", "1", 2.0f, 1}, Case{"W_then", "W_else", "0", 3.0f, 1},
+                        Case{"W", "W", "1", 2.0f, 0}}) {  // a name both bodies define is not found by name: stored
+    const fs::path folder = dir.path() / (c.thenWeight + c.cond);
+    fs::create_directories(folder);
+    const fs::path model = writeIfModel(folder, "m", c.thenWeight, c.elseWeight);
+    auto r = runTool(CTXKIT_CTXGEN, {model.string(), "--weightless", "--set", "cond=" + c.cond, "-o", folder.string(),
+                                     "--json", "-"});
+    INFO(folder.string() << "\n" << r.out << r.err);
+    REQUIRE(r.exitCode == 0);
+    auto weights = nlohmann::json::parse(r.out)["weights"];
+    CHECK(weights["source_count"].get<size_t>() == c.inSource);
+    CHECK(weights["source_bytes"].get<uint64_t>() == c.inSource * weightBytes);
+    if (c.inSource) CHECK(fs::file_size(folder / "m_ctxkit.bin") < weightBytes);
+    else CHECK(fs::file_size(folder / "m_ctxkit.bin") > weightBytes);
+    const fs::path results = folder / "results";
+    auto run = runTool(CTXKIT_CTXRUN, {(folder / "m_ctx.onnx").string(), "--set", "x=1", "--verify", "--output-dir",
+                                       results.string()});
+    INFO(run.out << run.err);
+    REQUIRE(run.exitCode == 0);
+    auto y = ir::loadNpy(results / "output_0.npy");
+    REQUIRE(y);
+    REQUIRE(y->elementCount() == static_cast<uint64_t>(4 * kWidth));
+    for (uint64_t i = 0; i < y->elementCount(); ++i) REQUIRE(y->dataAs<float>()[i] == c.expected);
+  }
 }

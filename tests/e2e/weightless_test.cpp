@@ -10,6 +10,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <fstream>
 #include <set>
 
 using namespace ctxkit;
@@ -38,6 +40,25 @@ void expectMatches(const fs::path& model, const std::string& stem, std::vector<s
   INFO(model.string() << "\n" << r.out << r.err);
   CHECK(r.exitCode == 0);
   CHECK(r.out.find("match") != std::string::npos);
+}
+
+// A run refused by a pin: it names the source model and `also`, and says the file is not the one compiled from.
+void expectPinRefusal(const testing::ToolResult& r, const std::string& model, const std::string& also) {
+  INFO(r.err);
+  CHECK(r.exitCode != 0);
+  CHECK(r.err.find("source model '" + model + "'") != std::string::npos);
+  CHECK(r.err.find(also) != std::string::npos);
+  CHECK(r.err.find("is not the one the context was compiled from") != std::string::npos);
+}
+
+// The sample `stem` written into `dir` with its initializers of at least `threshold` bytes in `<stem>.data`.
+fs::path withExternalData(const fs::path& dir, const std::string& stem, size_t threshold = 0) {
+  fs::create_directories(dir);
+  auto model = onnx_io::loadModel(kSamples / (stem + ".onnx"));
+  REQUIRE(model);
+  const fs::path path = dir / (stem + ".onnx");
+  REQUIRE(onnx_io::saveModelWithExternalData(std::move(model).value(), path, stem + ".data", threshold));
+  return path;
 }
 
 }  // namespace
@@ -110,11 +131,8 @@ TEST_CASE("a weightless context finds its source model through --source-model, w
           "[e2e][weightless]") {
   TempDir dir("weightless_external");
   const fs::path src = dir / "src", out = dir / "out";
-  fs::create_directories(src);
   // The source model keeps its weights as ONNX external data: the runtime maps that file.
-  auto model = onnx_io::loadModel(kSamples / "tiny_prefill.onnx");
-  REQUIRE(model);
-  REQUIRE(onnx_io::saveModelWithExternalData(std::move(model).value(), src / "tiny_prefill.onnx", "tiny_prefill.data", 0));
+  withExternalData(src, "tiny_prefill");
   compile({(src / "tiny_prefill.onnx").string(), "--weightless", "-o", out.string(), "-q"});
   CHECK(fs::file_size(out / "tiny_prefill_ctxkit.bin") < fs::file_size(src / "tiny_prefill.data"));
 
@@ -127,21 +145,26 @@ TEST_CASE("a weightless context finds its source model through --source-model, w
 
   expectMatches(out / "tiny_prefill_ctx.onnx", "tiny_prefill", {"--source-model", (src / "tiny_prefill.onnx").string()});
 
-  // Another model given as the source: its initializers have other names.
+  // Another model given as the source: refused by its pin, naming the file given.
   auto other = runTool(CTXKIT_CTXRUN,
                        {(out / "tiny_prefill_ctx.onnx").string(), "--source-model", (kSamples / "tiny_cnn.onnx").string()});
-  CHECK(other.exitCode != 0);
-  CHECK(other.err.find("has no initializer of that name") != std::string::npos);
+  expectPinRefusal(other, "tiny_prefill.onnx", "tiny_cnn.onnx");
 }
 
-TEST_CASE("weightless: a changed source model fails the weight hash under --verify", "[e2e][weightless]") {
+TEST_CASE("weightless: a changed source model is refused by name, by its pin", "[e2e][weightless]") {
   TempDir dir("weightless_changed");
   const fs::path out = dir / "out";
   copySamples(out, {"tiny_cnn"});
   compile({(out / "tiny_cnn.onnx").string(), "--weightless", "--target", "cpu", "-o", out.string(), "-q"});
   expectMatches(out / "tiny_cnn_ctx.onnx", "tiny_cnn");
+  auto view = format::ContainerView::openFile(out / "tiny_cnn_ctxkit.bin");
+  REQUIRE(view);
+  REQUIRE(view->sourcePins().size() == 1);  // the model; it has no external data
+  CHECK(view->sourcePins()[0].model == "tiny_cnn.onnx");
+  CHECK(view->sourcePins()[0].file.empty());
+  CHECK(view->sourcePins()[0].size == fs::file_size(out / "tiny_cnn.onnx"));
 
-  // Same names, types and sizes, one value different: only the hash can tell.
+  // Same names, types and sizes, one value different: without --verify, the pin tells.
   auto model = onnx_io::loadModel(out / "tiny_cnn.onnx");
   REQUIRE(model);
   ir::Initializer* biggest = nullptr;
@@ -155,10 +178,90 @@ TEST_CASE("weightless: a changed source model fails the weight hash under --veri
   biggest->tensor = std::move(changed).value();
   REQUIRE(onnx_io::saveModel(*model, out / "tiny_cnn.onnx"));
 
-  auto r = runTool(CTXKIT_CTXRUN, {(out / "tiny_cnn_ctx.onnx").string(), "--verify"});
-  CHECK(r.exitCode != 0);
-  CHECK(r.err.find("fails its hash") != std::string::npos);
-  CHECK(r.err.find(biggest->name) != std::string::npos);
+  for (bool verify : {false, true}) {
+    std::vector<std::string> args = {(out / "tiny_cnn_ctx.onnx").string()};
+    if (verify) args.push_back("--verify");
+    expectPinRefusal(runTool(CTXKIT_CTXRUN, args), "tiny_cnn.onnx", "XXH3-128");
+  }
+}
+
+TEST_CASE("weightless: changed external data is refused naming the data file", "[e2e][weightless]") {
+  TempDir dir("weightless_changed_data");
+  const fs::path src = dir / "src", out = dir / "out";
+  withExternalData(src, "tiny_prefill");
+  compile({(src / "tiny_prefill.onnx").string(), "--weightless", "-o", out.string(), "-q"});
+  auto view = format::ContainerView::openFile(out / "tiny_prefill_ctxkit.bin");
+  REQUIRE(view);
+  REQUIRE(view->sourcePins().size() == 2);  // sorted: the model ("") first, then its data file
+  CHECK(view->sourcePins()[1].file == "tiny_prefill.data");
+  CHECK(view->sourcePins()[1].size == fs::file_size(src / "tiny_prefill.data"));
+  const std::vector<std::string> run = {(out / "tiny_prefill_ctx.onnx").string(), "--source-model",
+                                        (src / "tiny_prefill.onnx").string()};
+  REQUIRE(runTool(CTXKIT_CTXRUN, run).exitCode == 0);
+
+  // One byte of the data file flipped: same size, another hash.
+  const fs::path data = src / "tiny_prefill.data";
+  {
+    std::fstream f(data, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(8);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x40);
+    f.seekp(8);
+    f.write(&c, 1);
+  }
+  auto flipped = runTool(CTXKIT_CTXRUN, run);
+  CHECK(flipped.exitCode != 0);
+  CHECK(flipped.err.find("external data file 'tiny_prefill.data' of source model 'tiny_prefill.onnx'") !=
+        std::string::npos);
+  CHECK(flipped.err.find("its XXH3-128 is") != std::string::npos);
+
+  // Bytes appended: the size differs.
+  {
+    std::ofstream f(data, std::ios::app | std::ios::binary);
+    f << "more";
+  }
+  auto grown = runTool(CTXKIT_CTXRUN, run);
+  CHECK(grown.exitCode != 0);
+  CHECK(grown.err.find(fmt::format("it is {} bytes; the context pins {}", fs::file_size(data), fs::file_size(data) - 4)) !=
+        std::string::npos);
+}
+
+TEST_CASE("weightless --weightless-scope external-only leaves only external data in the source model",
+          "[e2e][weightless]") {
+  // ONNX Runtime's OrtWeightlessSupport_EXTERNAL_ONLY: initializers inside the .onnx file are copied into the context.
+  TempDir dir("weightless_scope");
+  const fs::path src = dir / "src";
+  auto model = onnx_io::loadModel(kSamples / "tiny_prefill.onnx");
+  REQUIRE(model);
+  // The large initializers go to the data file, the small ones stay inside the model.
+  std::vector<uint64_t> sizes;
+  for (const auto& init : model->graph.initializers) sizes.push_back(init.tensor.byteSize());
+  std::sort(sizes.begin(), sizes.end());
+  REQUIRE(sizes.size() >= 2);
+  const uint64_t threshold = sizes[sizes.size() / 2] + 1;
+  REQUIRE(sizes.back() >= threshold);
+  withExternalData(src, "tiny_prefill", threshold);
+  auto compiled = [&](const std::string& scope) {
+    const fs::path out = dir / scope;
+    auto r = compile({(src / "tiny_prefill.onnx").string(), "--weightless", "--weightless-scope", scope, "-o",
+                      out.string(), "--json", "-"});
+    expectMatches(out / "tiny_prefill_ctx.onnx", "tiny_prefill", {"--source-model", (src / "tiny_prefill.onnx").string()});
+    return std::pair{nlohmann::json::parse(r.out)["weights"], fs::file_size(out / "tiny_prefill_ctxkit.bin")};
+  };
+  auto [all, allBytes] = compiled("all");
+  auto [external, externalBytes] = compiled("external-only");
+  // Every weight left in the source is one at least the threshold (only those are external data).
+  CHECK(external["source_count"].get<size_t>() > 0);
+  CHECK(external["source_count"].get<size_t>() < all["source_count"].get<size_t>());
+  CHECK(external["source_bytes"].get<uint64_t>() >= threshold * external["source_count"].get<uint64_t>());
+  CHECK(externalBytes > allBytes);  // the internal initializers are in the .bin now
+
+  // The scope is a weightless compile's.
+  auto r = runTool(CTXKIT_CTXGEN, {(src / "tiny_prefill.onnx").string(), "--weightless-scope", "external-only", "-o",
+                                   (dir / "plain").string()});
+  CHECK(r.exitCode == 2);
+  CHECK(r.err.find("--weightless-scope needs --weightless") != std::string::npos);
 }
 
 TEST_CASE("weightless: derived weights are stored and packed layouts are made at load", "[e2e][weightless]") {
@@ -206,4 +309,41 @@ TEST_CASE("weightless: weights in Constant nodes (as paddle2onnx writes them) st
   auto report = nlohmann::json::parse(r.out);
   CHECK(report["weights"]["source_count"].get<size_t>() > 0);
   expectMatches(out / "tiny_cnn_ctx.onnx", "tiny_cnn");
+}
+
+TEST_CASE("weightless: a BatchNorm folded into a Conv is recomputed at load, bit for bit the ordinary compile's",
+          "[e2e][weightless]") {
+  // tiny_cnn: Conv -> BatchNorm twice. Stage 2's weight (16x8x3x3, 4.5 KiB) is folded at load from the source
+  // weight; stage 1's (864 bytes, under the 4 KiB floor) is folded now and stored, as in an ordinary compile.
+  TempDir dir("weightless_folded");
+  for (const char* target : {"cpu", "npu-sim"}) {
+    const fs::path src = dir / target, full = dir / (std::string(target) + "_full");
+    copySamples(src, {"tiny_cnn"});
+    const std::string model = (src / "tiny_cnn.onnx").string();
+    compile({model, "--target", target, "-o", full.string(), "-q"});
+    compile({model, "--weightless", "--target", target, "-o", src.string(), "-q"});
+    auto view = format::ContainerView::openFile(src / "tiny_cnn_ctxkit.bin");
+    REQUIRE(view);
+    std::set<std::string> inSource;
+    for (const auto& w : view->weights())
+      for (const auto& s : w.sources) inSource.insert(s.initializer);
+    INFO(target);
+    CHECK(inSource.count("cnn.stage2.conv.weight") == 1);  // read at load, rescaled there
+    CHECK(inSource.count("cnn.stage1.conv.weight") == 0);  // folded at compile time, stored
+    // The two runs compute the same bytes: the rescaled weight is the one the ordinary compile stored.
+    for (const auto& [ctx, results] : {std::pair{full / "tiny_cnn_ctx.onnx", dir / (std::string(target) + "_r_full")},
+                                       std::pair{src / "tiny_cnn_ctx.onnx", dir / (std::string(target) + "_r_wl")}}) {
+      auto r = runTool(CTXKIT_CTXRUN, {ctx.string(), "--inputs", sampleData("tiny_cnn"), "--expected",
+                                       sampleData("tiny_cnn"), "--output-dir", results.string()});
+      INFO(r.out << r.err);
+      CHECK(r.exitCode == 0);
+    }
+    auto bytesOf = [](const fs::path& p) {
+      std::ifstream in(p, std::ios::binary);
+      return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    };
+    const auto a = bytesOf(dir / (std::string(target) + "_r_full") / "output_0.npy");
+    CHECK(!a.empty());
+    CHECK(a == bytesOf(dir / (std::string(target) + "_r_wl") / "output_0.npy"));
+  }
 }

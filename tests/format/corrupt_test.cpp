@@ -381,10 +381,10 @@ TEST_CASE("a container of a development format (1.0 to 1.3) is refused by name",
 TEST_CASE("reserved fields and undefined flags must be zero in a file of a known minor", "[format][corrupt]") {
   auto bytes = sampleBytes();
   auto h = getHeader(bytes);
-  h.reserved1 = 5;
+  h.pinCount = 5;  // reserved1 before format 1.5; a pin table only in a weightless file
   setHeader(bytes, h);
   reseal(bytes);
-  expectRejected(bytes, "header field reserved1 is 0x5; expected 0");
+  expectRejected(bytes, "header records a source table (offset 0, 0 entries, 5 pins) but the file is not weightless");
 
   bytes = sampleBytes();
   h = getHeader(bytes);
@@ -421,7 +421,7 @@ TEST_CASE("a newer minor is readable and only unknown required features stop it"
   auto c = getCompat(bytes);
   h.formatMinor = kFormatMinor + 1;
   c.formatMinor = kFormatMinor + 1;
-  h.reserved1 = 42;             // a field the newer minor defined
+  h.pinCount = 42;              // read as a newer minor defines it: not at all
   h.flags = uint64_t{1} << 33;  // an optional feature
   setHeader(bytes, h);
   setCompat(bytes, c);
@@ -540,4 +540,107 @@ TEST_CASE("a change to any single byte is caught by open or verify", "[format][c
       if (!caught) FAIL("a flip of byte " << i << " with mask " << int(mask) << " went unnoticed");
     }
   }
+}
+
+namespace {
+
+// A weightless container: one weight in source model m1.onnx, one stored, and pins of m1.onnx and its data file.
+std::vector<std::byte> pinnedBytes() {
+  static const auto stored = patternBytes(24, 1);
+  ContainerWriter writer(sampleCompat(), WriterOptions{64, true});
+  REQUIRE(writer.addWeight(ir::ElemType::Float, {2, 3}, stored, hash128(stored)).isOk());
+  REQUIRE(writer.addSourceWeight(ir::ElemType::Float, {4}, hash128(patternBytes(16, 2)), {{"m1.onnx", "w"}}).isOk());
+  REQUIRE(writer.addGraph("m1_ctxkit_0", "m1.onnx", toBytes("program")).isOk());
+  // Added out of order: the table is sorted by (model, file).
+  REQUIRE(writer.addSourcePin({"m1.onnx", "m1.data", 4096, hash128(patternBytes(4, 7))}).isOk());
+  REQUIRE(writer.addSourcePin({"m1.onnx", "", 300, hash128(patternBytes(4, 8))}).isOk());
+  auto bytes = writer.serialize();
+  REQUIRE(bytes.isOk());
+  return std::move(bytes).value();
+}
+
+uint64_t pinOffset(const std::vector<std::byte>& b, size_t i) {
+  const auto h = getHeader(b);
+  return h.sourceTableOffset + h.sourceCount * layout::kSourceEntrySize + i * layout::kSourcePinEntrySize;
+}
+layout::SourcePinEntry getPin(const std::vector<std::byte>& b, size_t i) {
+  auto e = layout::readStruct<layout::SourcePinEntry>(b, pinOffset(b, i));
+  REQUIRE(e.has_value());
+  return *e;
+}
+void setPin(std::vector<std::byte>& b, size_t i, const layout::SourcePinEntry& e) {
+  REQUIRE(layout::writeStruct(std::span(b), pinOffset(b, i), e));
+}
+
+}  // namespace
+
+TEST_CASE("a weightless container's pin table reads back sorted", "[format][corrupt]") {
+  auto view = openBytes(pinnedBytes());
+  REQUIRE(view);
+  REQUIRE(view->sourcePins().size() == 2);
+  CHECK(view->sourcePins()[0] == SourcePin{"m1.onnx", "", 300, hash128(patternBytes(4, 8))});
+  CHECK(view->sourcePins()[1] == SourcePin{"m1.onnx", "m1.data", 4096, hash128(patternBytes(4, 7))});
+  CHECK(getHeader(pinnedBytes()).pinCount == 2);
+  ContainerWriter plain(sampleCompat());
+  CHECK_FALSE(plain.addSourcePin({"m1.onnx", "", 1, {}}).isOk());  // only a weightless container pins
+  ContainerWriter weightless(sampleCompat(), WriterOptions{64, true});
+  REQUIRE(weightless.addSourcePin({"m1.onnx", "", 1, {}}).isOk());
+  auto twice = weightless.addSourcePin({"m1.onnx", "", 2, {}});
+  REQUIRE_FALSE(twice.isOk());
+  CHECK(twice.error().message().find("pinned twice") != std::string::npos);
+}
+
+TEST_CASE("a damaged pin table is refused by name", "[format][corrupt]") {
+  // Out of order, or the same file twice.
+  auto bytes = pinnedBytes();
+  auto first = getPin(bytes, 0), second = getPin(bytes, 1);
+  setPin(bytes, 0, second);
+  setPin(bytes, 1, first);
+  reseal(bytes);
+  expectRejected(bytes, "source pin 1 ('' of 'm1.onnx') does not follow pin 0 ('m1.data' of 'm1.onnx')");
+  bytes = pinnedBytes();
+  setPin(bytes, 1, getPin(bytes, 0));
+  reseal(bytes);
+  expectRejected(bytes, "expected entries sorted by model and file, each once");
+
+  // A reserved field, an empty model name, a string outside the table.
+  bytes = pinnedBytes();
+  auto pin = getPin(bytes, 1);
+  pin.reserved = 3;
+  setPin(bytes, 1, pin);
+  reseal(bytes);
+  expectRejected(bytes, "source pin 1 field reserved is 0x3; expected 0");
+  bytes = pinnedBytes();
+  pin = getPin(bytes, 0);
+  pin.sourceModel.length = 0;
+  setPin(bytes, 0, pin);
+  reseal(bytes);
+  expectRejected(bytes, "source pin 0 has an empty model name");
+  bytes = pinnedBytes();
+  pin = getPin(bytes, 1);
+  pin.file.offset = ~uint64_t{0} - 2;
+  setPin(bytes, 1, pin);
+  reseal(bytes);
+  expectRejected(bytes, "source pin 1 file");
+
+  // Counts past the limit, past the file, and one that would overflow the table's size.
+  for (uint64_t count : {layout::kMaxSourcePins + 1, uint64_t{1000}, ~uint64_t{0} / 8}) {
+    bytes = pinnedBytes();
+    auto h = getHeader(bytes);
+    h.pinCount = count;
+    setHeader(bytes, h);
+    reseal(bytes);
+    INFO(count);
+    auto view = openBytes(bytes);
+    REQUIRE_FALSE(view.isOk());
+    CHECK(view.error().message().find("source pin") != std::string::npos);
+  }
+
+  // Fewer pins than written: the table no longer ends where the data region starts.
+  bytes = pinnedBytes();
+  auto h = getHeader(bytes);
+  h.pinCount = 1;
+  setHeader(bytes, h);
+  reseal(bytes);
+  expectRejected(bytes, "data region offset");
 }

@@ -296,3 +296,76 @@ TEST_CASE("rule 15: ONNX subgraph nesting is bounded", "[loader_rules][rule15]")
     expectToolRejects(CTXKIT_CTXINSPECT, {model.string()}, fragments);
   }
 }
+
+TEST_CASE("rule 13: a weight rescaled at load whose recipe would read or write out of bounds is refused",
+          "[loader_rules][rule13]") {
+  // A weightless tiny_cnn: stage 2's folded Conv weight is computed at load by Cast, Mul (by a stored scale) and Cast
+  // (docs/weight-sharing.md#derived-weights). A crafted .bin changes that recipe; every change is refused at load,
+  // naming the file, before any op runs.
+  TempDir temp("loader_rule_recipe");
+  const fs::path dir = temp.path();
+  fs::copy_file(sampleModel("tiny_cnn"), dir / "tiny_cnn.onnx");
+  auto compiled =
+      runTool(CTXKIT_CTXGEN, {(dir / "tiny_cnn.onnx").string(), "--weightless", "--target", "cpu", "-o", dir.string(), "-q"});
+  REQUIRE(compiled.exitCode == 0);
+  const fs::path bin = dir / "tiny_cnn_ctxkit.bin", model = dir / "tiny_cnn_ctx.onnx";
+  const std::vector<std::byte> real = readAll(bin);
+  const uint64_t weightCount = getHeader(real).weightCount;
+  expectToolAccepts(CTXKIT_CTXRUN, {model.string()});
+  // The recipe: the load-time ops, widen (Cast), scale (Mul), narrow (Cast), in this order.
+  using Edit = std::function<void(program::Program&, program::Op& widen, program::Op& scale, program::Op& narrow)>;
+  auto craft = [&](const Edit& edit) {
+    bool found = false;
+    auto bytes = rebuild(real, [&](GraphEdit& g) {
+      auto p = program::deserialize(g.program, weightCount, "program");
+      REQUIRE(p.isOk());
+      std::vector<size_t> recipe;
+      for (size_t i = 0; i < p->ops.size(); ++i)
+        if (program::isLoadTimeOp(*p, p->ops[i])) recipe.push_back(i);
+      if (recipe.size() != 3) return;
+      REQUIRE(p->ops[recipe[0]].kind == ir::OpKind::Cast);
+      REQUIRE(p->ops[recipe[1]].kind == ir::OpKind::Mul);
+      REQUIRE(p->ops[recipe[2]].kind == ir::OpKind::Cast);
+      edit(*p, p->ops[recipe[0]], p->ops[recipe[1]], p->ops[recipe[2]]);
+      g.program = program::serialize(*p);
+      found = true;
+    });
+    REQUIRE(found);
+    writeBytes(bin, bytes);
+    format::testing::rebind(model, bytes, bin.filename().string());
+  };
+  auto refused = [&](const std::vector<std::string>& fragments) {
+    std::vector<std::string> all = fragments;
+    all.push_back(bin.filename().string());
+    expectToolRejects(CTXKIT_CTXRUN, {model.string()}, all);
+    expectToolRejects(CTXKIT_CTXINSPECT, {model.string(), "--verify"}, all);
+  };
+
+  // The rescaled weight recorded twice as large as the recipe computes: a Conv would read past it.
+  craft([](program::Program& p, program::Op&, program::Op&, program::Op& narrow) {
+    auto& t = p.tensors[static_cast<size_t>(narrow.outputs[0])];
+    t.shape[0] *= 2;
+    t.size *= 2;
+  });
+  refused({"is recorded as float32 32x8x3x3 but computes float32 16x8x3x3"});
+
+  // A float64 step whose dimensions overflow the size arithmetic.
+  craft([](program::Program& p, program::Op&, program::Op& scale, program::Op&) {
+    auto& t = p.tensors[static_cast<size_t>(scale.outputs[0])];
+    t.shape.assign({int64_t{1} << 40, int64_t{1} << 40, 3, 3});
+  });
+  refused({"bytes recorded but shape 1099511627776x1099511627776x3x3 of float64"});
+
+  // The scale read from a weight that is not a per-channel scale (the folded bias, 16 floats): it does not broadcast.
+  craft([](program::Program& p, program::Op&, program::Op& scale, program::Op&) {
+    for (size_t t = 0; t < p.tensors.size(); ++t)
+      if (p.tensors[t].kind == program::TensorKind::Weight && p.tensors[t].shape.size() == 1 &&
+          p.tensors[t].shape[0] == 16)
+        scale.inputs[1] = static_cast<int32_t>(t);
+  });
+  refused({"op "});
+
+  // The recipe reading the run's input instead of a weight.
+  craft([](program::Program& p, program::Op& widen, program::Op&, program::Op&) { widen.inputs[0] = p.inputs[0]; });
+  refused({"a load-time op reads tensor"});
+}

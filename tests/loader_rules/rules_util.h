@@ -140,16 +140,22 @@ struct GraphEdit {
 inline std::vector<std::byte> rebuild(const std::vector<std::byte>& real, const std::function<void(GraphEdit&)>& edit) {
   auto view = format::testing::openBytes(real, "real.bin");
   REQUIRE(view.isOk());
-  format::ContainerWriter writer(view->compat(), format::WriterOptions{view->alignment()});
+  // A weightless container stays one: its weights in source models and its pins are kept.
+  format::ContainerWriter writer(view->compat(), format::WriterOptions{view->alignment(), view->weightless()});
   for (size_t i = 0; i < view->weights().size(); ++i) {
     const format::WeightInfo& w = view->weights()[i];
-    REQUIRE(writer.addWeight(w.type, w.shape, view->weightBytes(i), w.hash).isOk());
+    if (w.inSource()) REQUIRE(writer.addSourceWeight(w.type, w.shape, w.hash, w.sources).isOk());
+    else REQUIRE(writer.addWeight(w.type, w.shape, view->weightBytes(i), w.hash).isOk());
   }
+  for (const auto& pin : view->sourcePins()) REQUIRE(writer.addSourcePin(pin).isOk());
   for (size_t g = 0; g < view->graphs().size(); ++g) {
     auto program = view->programBytes(g);
     GraphEdit e{g, view->graphs()[g].name, view->graphs()[g].sourceModel, {program.begin(), program.end()}};
     edit(e);
-    REQUIRE(writer.addGraph(e.name, e.source, std::move(e.program)).isOk());
+    // A program that holds load-time tensors keeps the container's flag for them (an edited one may not decode).
+    auto decoded = program::deserialize(e.program, view->weights().size(), e.name);
+    const bool loadTime = view->loadTimeTensors() && (!decoded || program::hasLoadTimeTensors(*decoded));
+    REQUIRE(writer.addGraph(e.name, e.source, std::move(e.program), loadTime).isOk());
   }
   auto out = writer.serialize();
   REQUIRE(out.isOk());

@@ -12,10 +12,12 @@
 #include "ort_harness.h"
 #include "tool_runner.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <thread>
 
 using namespace ctxkit;
@@ -810,6 +812,66 @@ TEST_CASE("weightless: ctxgen --weightless and ORT's weightless compile both kee
     INFO(stem << ": " << run.out << run.err);
     CHECK(run.exitCode == 0);
   }
+}
+
+TEST_CASE("weightless: the EP option weightless_scope=external_only is ORT's EXTERNAL_ONLY: initializers inside the "
+          ".onnx file are copied into the context, external data stays in the source model",
+          "[weightless]") {
+  TempDir out("ort_ep_weightless_scope");
+  const fs::path src = out / "src";
+  fs::create_directories(src);
+  auto model = onnx_io::loadModel(sample("tiny_decode"));
+  REQUIRE(model);
+  std::vector<uint64_t> sizes;
+  for (const auto& init : model->graph.initializers) sizes.push_back(init.tensor.byteSize());
+  std::sort(sizes.begin(), sizes.end());
+  const uint64_t threshold = sizes[sizes.size() / 2] + 1;  // the larger half external, the rest inside
+  const fs::path decode = src / "tiny_decode.onnx";
+  REQUIRE(onnx_io::saveModelWithExternalData(std::move(model).value(), decode, "tiny_decode.data", threshold));
+  std::map<std::string, std::pair<size_t, uint64_t>> found;  // scope: weights in the source, .bin bytes
+  for (const char* scope : {"all", "external_only"}) {
+    const fs::path ctx = out / scope / "decode_ctx.onnx";
+    fs::create_directories(ctx.parent_path());
+    SessionConfig config;
+    config.epOptions["weightless_scope"] = scope;
+    Ort::ModelCompilationOptions compile(env(), ctxkitOptions(config));
+    compile.SetInputModelPath(decode.c_str());
+    compile.SetOutputModelPath(ctx.c_str());
+    compile.SetEpContextEmbedMode(false);
+    compile.SetWeightlessEnabled(true);
+    Ort::Status status = Ort::CompileModel(env(), compile);
+    INFO((status.IsOK() ? std::string() : status.GetErrorMessage()));
+    REQUIRE(status.IsOK());
+    auto view = format::ContainerView::openFile(ctx.parent_path() / "decode_ctxkit.bin");
+    REQUIRE(view);
+    size_t inSource = 0;
+    for (const auto& w : view->weights())
+      if (w.inSource()) {
+        ++inSource;
+        if (std::string(scope) == "external_only") CHECK(w.size >= threshold);  // only external data stays there
+      }
+    CHECK(view->sourcePins().size() == 2);  // the model and its data file
+    found[scope] = {inSource, fs::file_size(ctx.parent_path() / "decode_ctxkit.bin")};
+    SessionConfig load;
+    load.entries[epcontext::option::kContextSourceModelPath] = decode.string();
+    Comparison c = matchesCpu(ctx, decode, load);
+    INFO(scope << ": " << c.detail);
+    CHECK(c.ok);
+  }
+  CHECK(found["external_only"].first > 0);
+  CHECK(found["external_only"].first < found["all"].first);
+  CHECK(found["external_only"].second > found["all"].second);
+
+  SessionConfig bad;
+  bad.epOptions["weightless_scope"] = "some";
+  bool refused = false;
+  try {
+    Ort::Session s = ctxkitSession(decode, bad);
+  } catch (const Ort::Exception& e) {
+    refused = std::string(e.what()).find("weightless_scope 'some': expected all or external_only") != std::string::npos;
+    INFO(e.what());
+  }
+  CHECK(refused);
 }
 
 TEST_CASE("a corpus model (PP-OCR direction classifier) with free dimension overrides: ctxkit sees the static shapes, "

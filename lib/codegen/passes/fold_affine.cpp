@@ -31,7 +31,10 @@ Expected<ir::PassChange> FoldAffine::run(LoweringState& state) const {
     if (!arithmetic || next.inputs.size() != 2 || next.outputs.size() != 1) return std::nullopt;
     const bool first = next.inputs[0] == producer.outputs[0];
     if (!first && (next.kind == ir::OpKind::Sub || next.kind == ir::OpKind::Div)) return std::nullopt;
-    const size_t rank = producer.kind == ir::OpKind::Conv ? state.constantOf(producer.inputs[1])->rank() : 2;
+    // (the weight may be one a weightless context rescales at load: a load-time value, whose shape is known)
+    const auto weightShape = state.shapeOf(producer.inputs[1]);
+    if (!weightShape) return std::nullopt;
+    const size_t rank = producer.kind == ir::OpKind::Conv ? weightShape->size() : 2;
     auto values = channelValues(state, next.inputs[first ? 1 : 0], rank, channels);
     if (!values) return std::nullopt;
     ChannelAffine affine{std::vector<double>(values->size(), 1.0), std::vector<double>(values->size(), 0.0)};

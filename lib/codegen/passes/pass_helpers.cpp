@@ -44,21 +44,39 @@ std::optional<ops::Epilogue> activationOf(const LoweringState& state, const LOp&
 
 namespace {
 
+// Weightless contexts fold a per-channel affine into a weight at load when the weight is a source model's (or was
+// folded at load already) and larger than this: the source weight stays in the source model instead of a rescaled
+// copy in the context binary. A smaller one is folded now and stored.
+constexpr uint64_t kFoldAtLoadFloorBytes = 4096;
+
+// The float32 weight `w` of a Conv or Gemm that a weightless context rescales at load: a load-time value (an earlier
+// fold's), or a large constant of the source model. Its shape, when so.
+std::optional<ir::Shape> foldsAtLoad(const LoweringState& state, ValueId w) {
+  if (!state.options.plainWeights || state.typeOf(w) != ir::ElemType::Float) return std::nullopt;
+  if (state.isLoadTime(w)) return state.shapeOf(w);
+  const ValueRecord& r = state.record(w);
+  if (r.made || !r.sourceConstant || r.sourceConstant->byteSize() <= kFoldAtLoadFloorBytes) return std::nullopt;
+  return r.sourceConstant->shape();
+}
+
 // Output channels of a Conv or Gemm whose weights (and bias, when present) are float32 constants that a
-// per-channel affine can be folded into; nothing for any other op.
+// per-channel affine can be folded into; nothing for any other op. A weightless context's weight may be one rescaled
+// at load (foldsAtLoad).
 std::optional<int64_t> foldableChannels(const LoweringState& state, const LOp& op) {
   if (op.epilogue || op.inputs.size() < 2) return std::nullopt;
+  const std::optional<ir::Shape> atLoad = foldsAtLoad(state, op.inputs[1]);
   const ir::Tensor* w = state.constantOf(op.inputs[1]);
-  if (!w || w->type() != ir::ElemType::Float) return std::nullopt;
+  if (!atLoad && (!w || w->type() != ir::ElemType::Float)) return std::nullopt;
+  const ir::Shape& wShape = atLoad ? *atLoad : w->shape();
   const bool hasBias = op.inputs.size() > 2 && op.inputs[2] != kNoValue;
   const ir::Tensor* bias = hasBias ? state.constantOf(op.inputs[2]) : nullptr;
   if (hasBias && (!bias || bias->type() != ir::ElemType::Float)) return std::nullopt;
   if (op.kind == ir::OpKind::Conv) {
-    if (w->rank() < 3 || (bias && bias->elementCount() != static_cast<uint64_t>(w->shape()[0]))) return std::nullopt;
-    return w->shape()[0];
+    if (wShape.size() < 3 || (bias && bias->elementCount() != static_cast<uint64_t>(wShape[0]))) return std::nullopt;
+    return wShape[0];
   }
-  if (op.kind == ir::OpKind::Gemm && w->rank() == 2) {
-    const int64_t n = std::get<ops::GemmAttrs>(op.typed).transB ? w->shape()[0] : w->shape()[1];
+  if (op.kind == ir::OpKind::Gemm && wShape.size() == 2) {
+    const int64_t n = std::get<ops::GemmAttrs>(op.typed).transB ? wShape[0] : wShape[1];
     // C absent, one value, or N values along the last axis.
     if (bias && bias->elementCount() != 1 &&
         (bias->rank() > 2 || bias->elementCount() != static_cast<uint64_t>(n) || bias->shape().back() != n))
@@ -68,29 +86,68 @@ std::optional<int64_t> foldableChannels(const LoweringState& state, const LOp& o
   return std::nullopt;
 }
 
+// The rescaled weight of op i made at load (a weightless context, foldsAtLoad): three load-time ops inserted before
+// op i compute float32(float64(w) * scale[c]), the arithmetic foldChannelAffine does, so the weight is bit for bit
+// the one an ordinary compile stores; the scale is stored as float64, shaped to broadcast over the weight's channel
+// axis (axis 0 of a Conv's or a transB Gemm's weight, axis 1 of a Gemm's). Returns the new weight's value.
+ValueId rescaleAtLoad(LoweringState& state, size_t i, const ir::Shape& wShape, const std::vector<double>& scale) {
+  const LOp op = state.ops[i];
+  const bool channelsLast = op.kind == ir::OpKind::Gemm && !std::get<ops::GemmAttrs>(op.typed).transB;
+  ir::Shape scaleShape(wShape.size(), 1);
+  scaleShape[channelsLast ? 1 : 0] = static_cast<int64_t>(scale.size());
+  const std::string base = op.name + ".folded_w" + std::to_string(state.folds);
+  const ValueId scaleValue =
+      state.addConstant(base + ".scale", ir::Tensor::fromVector(ir::ElemType::Double, scaleShape, scale));
+  auto loadTime = [&](const std::string& name, ir::ElemType type) {
+    const ValueId v = state.value(name);
+    ValueRecord& r = state.record(v);
+    r.type = type;
+    r.shape = wShape;
+    r.loadTime = true;
+    return v;
+  };
+  const ValueId wide = loadTime(base + ".f64", ir::ElemType::Double);
+  const ValueId scaled = loadTime(base + ".f64_scaled", ir::ElemType::Double);
+  const ValueId folded = loadTime(base, ir::ElemType::Float);
+  auto cast = [&](const std::string& name, ValueId in, ValueId out, ir::ElemType to) {
+    LOp c = madeOp(ir::OpKind::Cast, 13, name, {in}, {out});
+    std::get<ops::CastAttrs>(c.typed).to = to;
+    return c;
+  };
+  state.insertOp(i, cast(base + ".narrow", scaled, folded, ir::ElemType::Float));
+  state.insertOp(i, madeOp(ir::OpKind::Mul, 14, base + ".scale_mul", {wide, scaleValue}, {scaled}));
+  state.insertOp(i, cast(base + ".widen", op.inputs[1], wide, ir::ElemType::Double));
+  return folded;
+}
+
 // Folds `affine` over the output channels of op i (a foldableChannels op) into its weights and bias; op `by`, which
 // applied it, is removed and op i takes over its output.
-Status foldChannelAffine(LoweringState& state, size_t i, size_t by, const ChannelAffine& affine) {
+Status foldChannelAffine(LoweringState& state, size_t& i, size_t by, const ChannelAffine& affine) {
   const std::vector<double>& scale = affine.scale;
   const std::vector<double>& shift = affine.shift;
   LOp& op = state.ops[i];
-  const ir::Tensor& w = *state.constantOf(op.inputs[1]);
+  const std::optional<ir::Shape> atLoad = foldsAtLoad(state, op.inputs[1]);
+  const ir::Tensor* w = state.constantOf(op.inputs[1]);
+  const ir::Shape wShape = atLoad ? *atLoad : w->shape();
   const bool hasBias = op.inputs.size() > 2 && op.inputs[2] != kNoValue;
   const ir::Tensor* bias = hasBias ? state.constantOf(op.inputs[2]) : nullptr;
   const auto channels = static_cast<int64_t>(scale.size());
-  CTX_ASSIGN_OR_RETURN(ir::Tensor newW, ir::Tensor::allocate(ir::ElemType::Float, w.shape()));
+  std::optional<ir::Tensor> newW;
+  if (!atLoad) {
+    CTX_ASSIGN_OR_RETURN(newW, ir::Tensor::allocate(ir::ElemType::Float, wShape));
+  }
   CTX_ASSIGN_OR_RETURN(ir::Tensor newB, ir::Tensor::allocate(ir::ElemType::Float, {channels}));
-  const float* pw = w.dataAs<float>();
-  float* nw = newW.mutableDataAs<float>();
+  const float* pw = newW ? w->dataAs<float>() : nullptr;
+  float* nw = newW ? newW->mutableDataAs<float>() : nullptr;
   float* nb = newB.mutableDataAs<float>();
   auto biasAt = [&](int64_t c) -> double {
     if (!bias) return 0.0;
     return bias->dataAs<float>()[bias->elementCount() == 1 ? 0 : c];
   };
   if (op.kind == ir::OpKind::Conv) {
-    const uint64_t perFilter = w.elementCount() / static_cast<uint64_t>(channels);
+    const uint64_t perFilter = ir::elementCount(wShape).value_or(0) / static_cast<uint64_t>(channels);
     for (int64_t c = 0; c < channels; ++c) {
-      for (uint64_t k = 0; k < perFilter; ++k)
+      for (uint64_t k = 0; nw && k < perFilter; ++k)
         nw[c * perFilter + k] = static_cast<float>(pw[c * perFilter + k] * scale[c]);
       nb[c] = static_cast<float>(biasAt(c) * scale[c] + shift[c]);
     }
@@ -98,9 +155,9 @@ Status foldChannelAffine(LoweringState& state, size_t i, size_t by, const Channe
     auto& gemm = std::get<ops::GemmAttrs>(op.typed);
     const bool transB = gemm.transB;
     const float beta = gemm.beta;
-    const int64_t k = transB ? w.shape()[1] : w.shape()[0];
+    const int64_t k = transB ? wShape[1] : wShape[0];
     for (int64_t c = 0; c < channels; ++c) {
-      for (int64_t row = 0; row < k; ++row) {
+      for (int64_t row = 0; nw && row < k; ++row) {
         size_t at = static_cast<size_t>(transB ? c * k + row : row * channels + c);
         nw[at] = static_cast<float>(pw[at] * scale[c]);
       }
@@ -108,10 +165,18 @@ Status foldChannelAffine(LoweringState& state, size_t i, size_t by, const Channe
     }
     gemm.beta = 1.0f;
   }
-  const ValueId wName = state.addConstant(op.name + ".folded_w" + std::to_string(state.folds), std::move(newW));
-  const ValueId bName = state.addConstant(op.name + ".folded_b" + std::to_string(state.folds), std::move(newB));
+  ValueId wName = kNoValue;
+  if (atLoad) {
+    wName = rescaleAtLoad(state, i, wShape, scale);  // three ops before op i: it and `by` move on by three
+    i += 3;
+    by += 3;
+  } else {
+    wName = state.addConstant(state.ops[i].name + ".folded_w" + std::to_string(state.folds), std::move(*newW));
+  }
+  const ValueId bName =
+      state.addConstant(state.ops[i].name + ".folded_b" + std::to_string(state.folds), std::move(newB));
   ++state.folds;
-  state.setInputs(i, {op.inputs[0], wName, bName});
+  state.setInputs(i, {state.ops[i].inputs[0], wName, bName});
   state.setOutputs(i, {state.ops[by].outputs[0]});
   state.eraseOp(by);
   return Status::ok();
