@@ -128,9 +128,9 @@ private:
           claimContextBinary(*index, e.source, e.model);
           // A weightless context's weights are in the source model: a deployment ships it (or points
           // ctxrun --source-model / ep.context_source_model_path at it).
-          if (weightlessContexts_.count(report_.files[*index].path) && !e.onnxModelFilename.empty())
-            addReferencedFile(dir, e.onnxModelFilename, "source model (weights of a weightless context)", "onnx",
-                              label);
+          if (auto pins = weightlessContexts_.find(report_.files[*index].path);
+              pins != weightlessContexts_.end() && !e.onnxModelFilename.empty())
+            addSourceModelFiles(dir, e.onnxModelFilename, pins->second, label);
         }
       }
     } else if (e.mainContext == 1) {
@@ -177,7 +177,7 @@ private:
     std::set<std::pair<uint64_t, uint64_t>>& ranges = containerWeights_[shown];
     for (const auto& w : view->weights())
       if (!w.inSource()) ranges.emplace(w.offset, w.size);
-    if (view->weightless()) weightlessContexts_.insert(shown);
+    if (view->weightless()) weightlessContexts_[shown] = view->sourcePins();
     addContext(shown, std::move(view).value(), bytes);
   }
 
@@ -224,6 +224,35 @@ private:
 
   // The file `relative` names, resolved against the model's folder; an absolute or escaping path is listed as
   // written, is a problem, and gives no index.
+  // A weightless context's source model `model` (relative to `dir`) and the external data files of it the context
+  // pins (relative to the model's folder): a deployment ships them all. A file whose size is not the pinned one is a
+  // problem here already; its bytes are checked against the pinned hash when the context loads.
+  void addSourceModelFiles(const fs::path& dir, const std::string& model, const std::vector<format::SourcePin>& pins,
+                           const std::string& referrer) {
+    auto checkSize = [&](std::optional<size_t> index, const format::SourcePin& pin) {
+      if (!index) return;
+      const DeploymentFile& f = report_.files[*index];
+      if (f.exists && f.bytes && *f.bytes != pin.size)
+        report_.problems.push_back(
+            fmt::format("{}: {} '{}' is {} bytes; the context binary was compiled from one of {} "
+                        "bytes (recompile, or ship the file it was compiled from)",
+                        referrer, pin.file.empty() ? "source model" : "external data", f.path, *f.bytes, pin.size));
+    };
+    const auto modelIndex =
+        addReferencedFile(dir, model, "source model (weights of a weightless context)", "onnx", referrer);
+    for (const format::SourcePin& pin : pins) {
+      if (pin.model != model) continue;
+      if (pin.file.empty()) {
+        checkSize(modelIndex, pin);
+        continue;
+      }
+      const std::string data = (fs::path(model).parent_path() / pin.file).generic_string();
+      checkSize(addReferencedFile(dir, data, "external data of a source model (weights of a weightless context)", "raw",
+                                  referrer),
+                pin);
+    }
+  }
+
   std::optional<size_t> addReferencedFile(const fs::path& dir, const std::string& relative, const std::string& role,
                                           const std::string& fileFormat, const std::string& referrer) {
     auto resolved = resolveInside(dir, relative);
@@ -414,7 +443,8 @@ private:
   Report report_;
   std::map<std::string, std::set<std::string>> contextModels_;  // context (as shown) -> _ctx.onnx files loading it
   std::map<std::string, size_t> fileIndex_;                     // deployment file path -> index in report_.files
-  std::set<std::string> weightlessContexts_;  // context binaries (as shown) whose weights are in source models
+  // Context binaries (as shown) whose weights are in source models, with the source files they pin.
+  std::map<std::string, std::vector<format::SourcePin>> weightlessContexts_;
   std::map<std::string, std::set<std::pair<uint64_t, uint64_t>>> containerWeights_;  // ctxkit .bin -> weight ranges
   std::vector<fs::path> modelsWithExternalData_;
   std::vector<fs::path> ourModels_;  // models whose EPContext nodes are all ctxkit's: --verify loads them as ctxrun

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <set>
 
 using namespace ctxkit;
@@ -149,6 +150,37 @@ TEST_CASE("a weightless context finds its source model through --source-model, w
   auto other = runTool(CTXKIT_CTXRUN,
                        {(out / "tiny_prefill_ctx.onnx").string(), "--source-model", (kSamples / "tiny_cnn.onnx").string()});
   expectPinRefusal(other, "tiny_prefill.onnx", "tiny_cnn.onnx");
+}
+
+TEST_CASE("ctxinspect lists a weightless context's source model and its external data, and checks their pinned sizes",
+          "[e2e][weightless]") {
+  TempDir dir("weightless_inspect_data");
+  const fs::path out = dir / "out";
+  withExternalData(out, "tiny_prefill");
+  compile({(out / "tiny_prefill.onnx").string(), "--weightless", "-o", out.string(), "-q"});
+  const fs::path model = out / "tiny_prefill_ctx.onnx";
+
+  auto listed = runTool(CTXKIT_CTXINSPECT, {model.string(), "--json"});
+  INFO(listed.out << listed.err);
+  CHECK(listed.exitCode == 0);
+  auto report = nlohmann::json::parse(listed.out);
+  std::map<std::string, std::string> roles;
+  for (const auto& f : report["deployment_files"]) roles[fs::path(f["path"].get<std::string>()).filename().string()] = f["role"];
+  CHECK(roles["tiny_prefill.onnx"] == "source model (weights of a weightless context)");
+  CHECK(roles["tiny_prefill.data"] == "external data of a source model (weights of a weightless context)");
+
+  // The data file grown by a byte: not the file the context was compiled from, said before anything loads.
+  {
+    std::ofstream grow(out / "tiny_prefill.data", std::ios::binary | std::ios::app);
+    grow.put('\0');
+  }
+  auto grown = runTool(CTXKIT_CTXINSPECT, {model.string()});
+  INFO(grown.out << grown.err);
+  CHECK(grown.exitCode == 1);
+  CHECK(grown.out.find("external data '") != std::string::npos);
+  CHECK(grown.out.find("tiny_prefill.data' is " + std::to_string(fs::file_size(out / "tiny_prefill.data")) +
+                       " bytes; the context binary was compiled from one of " +
+                       std::to_string(fs::file_size(out / "tiny_prefill.data") - 1) + " bytes") != std::string::npos);
 }
 
 TEST_CASE("weightless: a changed source model is refused by name, by its pin", "[e2e][weightless]") {
