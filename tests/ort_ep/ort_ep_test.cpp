@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -997,6 +998,13 @@ int main(int argc, char** argv) {
       return 1;
     }
     return 77;
+  }
+  // The older-ORT runs (tests/ort_ep/CMakeLists.txt) name the version they must have loaded.
+  const std::string& version = ortVersion();
+  std::cout << "ort_ep: ONNX Runtime " << version << " (" << ortLibrary() << ")\n";
+  if (const char* expected = std::getenv("CTXKIT_TEST_ORT_VERSION"); expected && version != expected) {
+    std::cout << "FAIL: expected ONNX Runtime " << expected << ", loaded " << version << "\n";
+    return 1;
   }
   return Catch::Session().run(argc, argv);
 }

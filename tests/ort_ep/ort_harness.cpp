@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -22,6 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 std::unique_ptr<Ort::Env> theEnv;
+std::string loadedVersion;
 std::mutex logMutex;
 std::vector<std::string> logMessages;
 
@@ -40,16 +42,22 @@ std::vector<std::string> takeLogMessages() {
   return std::exchange(logMessages, {});
 }
 
+std::string ortLibrary() {
+  const char* chosen = std::getenv("CTXKIT_TEST_ORT_LIBRARY");
+  return chosen && *chosen ? chosen : CTXKIT_ORT_LIBRARY;
+}
+
 std::optional<std::string> setUp() {
   if (theEnv) return std::nullopt;
-  if (!fs::exists(CTXKIT_ORT_LIBRARY))
-    return std::string("skipped: ONNX Runtime 1.30 is not in the cache (") + CTXKIT_ORT_LIBRARY +
-           "); run scripts/fetch_test_assets.sh";
-  void* handle = dlopen(CTXKIT_ORT_LIBRARY, RTLD_NOW | RTLD_GLOBAL);
+  const std::string library = ortLibrary();
+  if (!fs::exists(library))
+    return "skipped: ONNX Runtime is not in the cache (" + library + "); run scripts/fetch_test_assets.sh";
+  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (!handle) return std::string("skipped: cannot load ONNX Runtime: ") + dlerror();
   using GetApiBase = const OrtApiBase* (*)();
   auto getApiBase = reinterpret_cast<GetApiBase>(dlsym(handle, "OrtGetApiBase"));
-  if (!getApiBase) return std::string("skipped: ") + CTXKIT_ORT_LIBRARY + " exports no OrtGetApiBase";
+  if (!getApiBase) return "skipped: " + library + " exports no OrtGetApiBase";
+  loadedVersion = getApiBase()->GetVersionString();
   const OrtApi* api = getApiBase()->GetApi(ORT_API_VERSION);
   if (!api) return std::string("ONNX Runtime ") + getApiBase()->GetVersionString() + " does not offer API " +
                    std::to_string(ORT_API_VERSION);
@@ -64,6 +72,8 @@ std::optional<std::string> setUp() {
 }
 
 Ort::Env& env() { return *theEnv; }
+
+const std::string& ortVersion() { return loadedVersion; }
 
 std::vector<Ort::ConstEpDevice> ctxkitDevices() {
   std::vector<Ort::ConstEpDevice> ours;

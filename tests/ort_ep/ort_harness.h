@@ -13,9 +13,14 @@
 
 namespace ctxkit::ort_test {
 
+// ONNX Runtime's library the tests load: ORT 1.30 from the cache, or the one CTXKIT_TEST_ORT_LIBRARY names (the
+// older-ORT runs in tests/ort_ep/CMakeLists.txt: ORT 1.29 reading what ctxkit writes).
+std::string ortLibrary();
 // Loads ORT and registers libctxkit_ep.so; nullopt when ready, else why the tests must skip.
 std::optional<std::string> setUp();
 Ort::Env& env();
+// The version string of the ONNX Runtime setUp loaded.
+const std::string& ortVersion();
 // Every message ORT's logger received at WARNING or above since the last call (the EP's included); ERROR and above are
 // also printed to stderr.
 std::vector<std::string> takeLogMessages();

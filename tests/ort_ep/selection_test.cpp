@@ -53,7 +53,7 @@ std::string compatibilityInfoOf(const fs::path& model) {
 class OurFactory {
 public:
   OurFactory() {
-    void* ort = dlopen(CTXKIT_ORT_LIBRARY, RTLD_NOW | RTLD_NOLOAD);
+    void* ort = dlopen(ortLibrary().c_str(), RTLD_NOW | RTLD_NOLOAD);
     library_ = dlopen(CTXKIT_EP_LIBRARY, RTLD_NOW | RTLD_LOCAL);
     REQUIRE(ort != nullptr);
     REQUIRE(library_ != nullptr);
