@@ -348,8 +348,120 @@ def llama_pair(out_dir):
                    "outputs": magnitudes(douts)}}}
 
 
+def fixed_model(name, family, source, make, inputs, input_names, output_names, opset=14, seed=700):
+    """A sequence or audio model with fixed input shapes (no binding arguments): `make()` builds it in eval mode,
+    `inputs(generator)` gives its seeded inputs."""
+
+    def build(out_dir):
+        torch.manual_seed(seed)
+        model = make().eval()
+        args = inputs(torch.Generator().manual_seed(seed + 1))
+        outs = export_graph(model, args, os.path.join(out_dir, "model.onnx"), input_names, output_names, None, opset)
+        save_npy_dir(os.path.join(out_dir, "inputs"), list(args))
+        return {"graphs": {"model": {"args": [], "outputs": magnitudes(outs)}}}
+
+    return dict(name=name, family=family, build=build, source=source)
+
+
+class FirstOutput(nn.Module):
+    """A module returning a tuple or extra state, reduced to its first output."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, *args):
+        return self.m(*args)[0]
+
+
+class LstmGru(nn.Module):
+    """A recurrent tagger: two bidirectional LSTM layers, a GRU, a linear head (ONNX LSTM and GRU nodes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(40, 64, num_layers=2, bidirectional=True, batch_first=True)
+        self.gru = nn.GRU(128, 32, batch_first=True)
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x):
+        y, _ = self.lstm(x)
+        y, _ = self.gru(y)
+        return self.head(y)
+
+
+class Seq2Seq(nn.Module):
+    """nn.Transformer: encoder and decoder with cross-attention and a causal target mask."""
+
+    def __init__(self):
+        super().__init__()
+        self.t = nn.Transformer(d_model=64, nhead=4, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=128,
+                                dropout=0.0, batch_first=True)
+
+    def forward(self, src, tgt):
+        return self.t(src, tgt, tgt_mask=self.t.generate_square_subsequent_mask(tgt.shape[1]))
+
+
+def fcos_resnet18():
+    """torchvision's FCOS (anchor-free, GroupNorm head) on a ResNet-18 FPN with P6/P7, small images."""
+    from torchvision.models.detection import FCOS
+    from torchvision.models.detection.backbone_utils import _resnet_fpn_extractor
+    from torchvision.ops.feature_pyramid_network import LastLevelP6P7
+    backbone = _resnet_fpn_extractor(torchvision.models.resnet18(weights=None), 5, returned_layers=[2, 3, 4],
+                                     extra_blocks=LastLevelP6P7(256, 256))
+    return FCOS(backbone, num_classes=21, min_size=128, max_size=128, score_thresh=0.05)
+
+
 def models():
     from torchvision.models import detection, segmentation
+    from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+    from torchvision.models.swin_transformer import SwinTransformer
+    from torchvision.models.vision_transformer import VisionTransformer
+    wide = [  # more architectures of each family (issue 27: the wide corpus); small sizes keep CI short
+        image_model("densenet121", "CNN classifier (dense concatenation)", tv(torchvision.models.densenet121),
+                    (1, 3, 64, 64), 13, 130),
+        image_model("googlenet", "CNN classifier (inception)",
+                    tv(torchvision.models.googlenet, aux_logits=False, init_weights=True), (1, 3, 96, 96), 13, 131),
+        image_model("shufflenet_v2_x1_0", "CNN classifier (channel shuffle)", tv(torchvision.models.shufflenet_v2_x1_0),
+                    (1, 3, 96, 96), 13, 132),
+        image_model("squeezenet1_1", "CNN classifier (fire modules, ceil-mode pooling)",
+                    tv(torchvision.models.squeezenet1_1), (1, 3, 96, 96), 13, 133),
+        image_model("mnasnet0_5", "CNN classifier (NAS mobile)", tv(torchvision.models.mnasnet0_5), (1, 3, 96, 96),
+                    13, 134),
+        image_model("regnet_y_400mf", "CNN classifier (grouped conv, squeeze-excite)",
+                    tv(torchvision.models.regnet_y_400mf), (1, 3, 96, 96), 13, 135),
+        image_model("mobilenet_v2", "CNN classifier (inverted residuals, ReLU6)", tv(torchvision.models.mobilenet_v2),
+                    (1, 3, 96, 96), 13, 136),
+        image_model("convnext_small_config", "CNN classifier (ConvNeXt: 7x7 depthwise, LayerNorm, GELU)",
+                    lambda: ConvNeXt([CNBlockConfig(32, 64, 2), CNBlockConfig(64, 128, 2), CNBlockConfig(128, None, 2)],
+                                     layer_scale=0.5, num_classes=100), (1, 3, 64, 64), 14, 137),
+        image_model("swin_small_config", "vision transformer (shifted windows)",
+                    lambda: SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2], num_heads=[2, 4],
+                                            window_size=[4, 4], num_classes=100), (1, 3, 64, 64), 14, 138),
+        image_model("vit_small_config", "vision transformer (ViT)",
+                    lambda: VisionTransformer(image_size=64, patch_size=16, num_layers=2, num_heads=4, hidden_dim=128,
+                                              mlp_dim=256, num_classes=100), (1, 3, 64, 64), 14, 139),
+        image_model("deeplabv3_mobilenet_v3_large", "segmenter (dilated ASPP)",
+                    tv(segmentation.deeplabv3_mobilenet_v3_large, weights_backbone=None, num_classes=21,
+                       aux_loss=False), (1, 3, 96, 96), 13, 210, wrap=Segmenter),
+        image_model("fcos_resnet18_fpn", "anchor-free detector", fcos_resnet18, (1, 3, 128, 128), 13, 320,
+                    wrap=Detector, bn_shape=(2, 3, 128, 128)),
+        fixed_model("conformer", "speech encoder (Conformer)", f"torchaudio {torchaudio.__version__}",
+                    lambda: FirstOutput(torchaudio.models.Conformer(input_dim=80, num_heads=4, ffn_dim=128,
+                                                                    num_layers=2, depthwise_conv_kernel_size=15)),
+                    lambda g: (torch.randn(1, 50, 80, generator=g), torch.tensor([50])), ["features", "lengths"],
+                    ["encoded"], seed=410),
+        fixed_model("convtasnet", "speech separation (Conv-TasNet: dilated 1-D convs, PReLU)",
+                    f"torchaudio {torchaudio.__version__}",
+                    lambda: torchaudio.models.ConvTasNet(num_sources=2, enc_kernel_size=16, enc_num_feats=64,
+                                                         msk_kernel_size=3, msk_num_feats=32, msk_num_hidden_feats=64,
+                                                         msk_num_layers=3, msk_num_stacks=2),
+                    lambda g: (torch.randn(1, 1, 4000, generator=g),), ["mixture"], ["sources"], seed=420),
+        fixed_model("lstm_gru", "recurrent tagger (LSTM, GRU)", "nn.LSTM, nn.GRU", LstmGru,
+                    lambda g: (torch.randn(1, 30, 40, generator=g),), ["features"], ["tags"], seed=510),
+        fixed_model("transformer_seq2seq", "encoder-decoder transformer", "nn.Transformer", Seq2Seq,
+                    lambda g: (torch.randn(1, 12, 64, generator=g), torch.randn(1, 9, 64, generator=g)),
+                    ["source", "target"], ["decoded"], seed=520),
+    ]
     return [
         image_model("resnet18", "CNN classifier", tv(torchvision.models.resnet18), (1, 3, 112, 112), 13, 100),
         image_model("mobilenet_v3_small", "CNN classifier", tv(torchvision.models.mobilenet_v3_small),
@@ -371,7 +483,7 @@ def models():
         dict(name="bert", family="text transformer", build=bert, source="nn.TransformerEncoder"),
         dict(name="llama_kv", family="decoder LLM (prefill/decode pair)", build=llama_pair,
              source="a Llama-style module written here"),
-    ]
+    ] + wide
 
 
 def main():

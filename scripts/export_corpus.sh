@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Exports the PyTorch corpus (scripts/export_corpus.py: torchvision classifiers, a segmenter, both detector kinds,
-# wav2vec2, a BERT-like encoder, a Llama-style prefill/decode pair) into the cache folder (default
+# Exports the PyTorch corpus (scripts/export_corpus.py: torchvision classifiers of 10 architectures, ConvNeXt, Swin
+# and ViT, two segmenters, three detectors (SSD, Faster R-CNN, FCOS), wav2vec2, a Conformer, Conv-TasNet, an
+# LSTM/GRU tagger, a BERT-like encoder, an encoder-decoder transformer, a Llama-style prefill/decode pair) into the
+# cache folder (default
 # .cache/corpus-torch, not in git). Safe to run again: models exported by the same script are kept. Uses the first
 # interpreter that imports torch, torchvision and torchaudio (Debian's /usr/bin/python3 with python3-torch,
 # python3-torchvision, python3-torchaudio; a pyenv python3 on PATH usually lacks them). Exits 0 with a notice when

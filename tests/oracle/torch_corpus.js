@@ -6,6 +6,10 @@
 //        node torch_corpus.js gen CTXGEN_JSON              nodes compiled fallback folded partitions
 //        node torch_corpus.js diff CTXRUN_JSON             max |diff| over the outputs, or the mismatch messages
 //        node torch_corpus.js detections OURS ORT RTOL ATOL
+//        node torch_corpus.js atol ORT ORT_PLAIN ATOL    the absolute tolerance for tensors: ATOL, or twice ONNX
+//                                                        Runtime's own max |diff| between its optimized and its
+//                                                        unoptimized run (output_<i>.npy of both) when larger, at
+//                                                        most 1e-4
 // `detections` compares boxes, scores and labels (output_0..2.npy) as sets: each ONNX Runtime detection must have
 // one of ours with the same label and score and box within tolerance. Exit 1 (with the reason) when not.
 'use strict';
@@ -81,6 +85,17 @@ switch (cmd) {
     const r = detections(args[0], args[1], Number(args[2]), Number(args[3]));
     if (!r.ok) { console.log(r.message); process.exit(1); }
     console.log(`${r.max.toExponential(2)} (${r.n} detections${r.moved ? `, ${r.moved} in another order` : ''})`);
+    break;
+  }
+  case 'atol': {
+    let noise = 0;
+    for (let i = 0; fs.existsSync(path.join(args[0], `output_${i}.npy`)); ++i) {
+      const [a, b] = [args[0], args[1]].map(d => readNpy(path.join(d, `output_${i}.npy`)).data);
+      if (a.length !== b.length) { console.error(`output ${i}: ${a.length} vs ${b.length} elements`); process.exit(1); }
+      for (let k = 0; k < a.length; ++k) noise = Math.max(noise, Math.abs(Number(a[k]) - Number(b[k])));
+    }
+    // At most 1e-4: a reference that differs from itself more than that says nothing about fp32 accuracy.
+    console.log(Math.min(1e-4, Math.max(Number(args[2]), 2 * noise)).toExponential(2));
     break;
   }
   default: console.error(`torch_corpus.js: unknown command '${cmd}'`); process.exit(2);
