@@ -22,10 +22,10 @@ struct ThreadScratch {
   std::vector<float> convTile;     // Conv on panels: a task's output positions x output channels, before transposing
   std::vector<float> convWeights;  // a Conv weight's taps that land inside the input for a band of outputs
   std::vector<float> convRuns;     // direct Conv onto narrow maps: every output row of up to four filters as one run
-  std::vector<float> poolOnes, poolDivisors;
-  std::vector<int64_t> sortOrder;  // TopK: the positions of one slice, in sorted order
-  std::vector<float> nbitsTile;    // MatMulNBits: a tile of dequantized weight rows
-  std::vector<float> depthwise;    // depthwise Conv onto small maps: a channel block's inputs, weights and outputs
+  std::vector<float> poolOnes, poolDivisors;  // AveragePool: unit weights, divisors; MaxPool: one row's column maxima
+  std::vector<int64_t> sortOrder;             // TopK: the positions of one slice, in sorted order
+  std::vector<float> nbitsTile;               // MatMulNBits: a tile of dequantized weight rows
+  std::vector<float> depthwise;  // depthwise Conv onto small maps: a channel block's inputs, weights and outputs
   std::vector<detail::RoiSample> roiSamples;  // RoiAlign: one region's bilinear samples
 };
 
