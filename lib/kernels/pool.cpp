@@ -137,29 +137,41 @@ void poolPlaneF32(const float* xp, float* yp, const Window3& w, bool countPad, s
   }
 }
 
-// 2-D float MaxPool is separable: each output row is the maximum over its window's input rows (whole rows, in vector
-// registers: cpu::vecTapsMax over the rows inside the input), then each output the maximum over its window's columns
-// of that row. Padding only removes taps (its value, -inf, never wins). No padded copy of the plane: that copy and
-// its phase split cost ten times ONNX Runtime's time on SqueezeNet's 3x3 stride-2 ceil-mode pools.
-void maxPoolPlaneSeparable(const float* xp, float* yp, const Window3& w) {
+// 2-D float pooling is separable: each output row reduces its window's input rows (whole rows, in vector registers:
+// cpu::vecTapsMax, or cpu::vecTapsDot with unit weights, over the rows inside the input), then each output its window's
+// columns of that row (the same kernels on the row, phase-split for stride 2; edge columns one at a time); an average
+// then divides by the row and column factors of its divisor (outerDivisor, `counts`). Padding only removes taps (-inf
+// never wins a max; a zero adds nothing to a sum). No padded copy of the plane: that copy and its phase split cost
+// five to ten times ONNX Runtime's time on SqueezeNet's and DenseNet's pools.
+template <bool IsMax>
+void poolPlaneSeparable(const float* xp, float* yp, const Window3& w, bool countPad, std::span<const float> counts) {
   ThreadScratch& scratch = threadScratch();
-  std::vector<float>& row = scratch.poolDivisors;  // one output row's column maxima, then (stride 2) its two phases
+  std::vector<float>& row = scratch.poolDivisors;  // one output row's column reductions, then (stride 2) its phases
   std::vector<const float*>& taps = scratch.poolTaps;
+  std::vector<float>& ones = scratch.poolOnes;
   const int64_t in = w.in[2], s = w.stride[2], dil = w.dilation[2], k = w.kernel[2], pad = w.padBegin[2];
   row.resize(static_cast<size_t>(2 * in + 2));
-  taps.resize(static_cast<size_t>(std::max(w.kernel[1], k)));
+  const auto most = static_cast<size_t>(std::max(w.kernel[1], k));
+  taps.resize(most);
+  if constexpr (!IsMax) ones.assign(most, 1.0f);
   float* phases[2] = {row.data() + in, row.data() + in + (in + 1) / 2};
   // Output columns whose window lies wholly inside the row: [lo, hi).
   const int64_t lo = std::min(w.out[2], (pad + s - 1) / s);
   const int64_t last = in - 1 - (k - 1) * dil + pad;  // the largest ow * s
   const int64_t hi = std::max(lo, std::min(w.out[2], last < 0 ? 0 : last / s + 1));
-  constexpr float kLowest = -std::numeric_limits<float>::infinity();
+  constexpr float kNone = IsMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+  auto reduce = [&](const float* const* t, size_t count, float* out, size_t n) {
+    if constexpr (IsMax) cpu::vecTapsMax(t, count, out, n);
+    else cpu::vecTapsDot(t, ones.data(), count, 0.0f, out, n);
+  };
   auto edge = [&](float* orow, int64_t ow) {  // a window that reaches into the padding
-    float acc = kLowest;
+    float acc = kNone;
     for (int64_t kw = 0; kw < k; ++kw) {
       const int64_t iw = ow * s - pad + kw * dil;
-      const float v = iw >= 0 && iw < in ? row[static_cast<size_t>(iw)] : kLowest;
-      acc = acc < v ? v : acc;  // as vecTapsMax: a NaN never replaces a number
+      if (iw < 0 || iw >= in) continue;
+      const float v = row[static_cast<size_t>(iw)];
+      if constexpr (IsMax) acc = acc < v ? v : acc;  // as vecTapsMax: a NaN never replaces a number
+      else acc += v;
     }
     orow[ow] = acc;
   };
@@ -167,31 +179,38 @@ void maxPoolPlaneSeparable(const float* xp, float* yp, const Window3& w) {
     float* orow = yp + oh * w.out[2];
     int64_t h0, h1;
     tapsForOutput(oh, w.stride[1], w.padBegin[1], w.dilation[1], w.kernel[1], w.in[1], h0, h1);
-    if (h0 >= h1) {  // a window wholly in the padding
-      std::fill(orow, orow + w.out[2], kLowest);
+    const int64_t outer = IsMax ? 1 : outerDivisor(w, 0, oh, countPad);
+    if (h0 >= h1 || outer == 0) {  // a window wholly in the padding (an average over nothing is 0)
+      std::fill(orow, orow + w.out[2], kNone);
       continue;
     }
     for (int64_t kh = h0; kh < h1; ++kh)
       taps[static_cast<size_t>(kh - h0)] = xp + (oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1]) * in;
-    cpu::vecTapsMax(taps.data(), static_cast<size_t>(h1 - h0), row.data(), static_cast<size_t>(in));
+    reduce(taps.data(), static_cast<size_t>(h1 - h0), row.data(), static_cast<size_t>(in));
     for (int64_t ow = 0; ow < lo; ++ow) edge(orow, ow);
     for (int64_t ow = hi; ow < w.out[2]; ++ow) edge(orow, ow);
-    if (hi == lo) continue;
-    const auto n = static_cast<size_t>(hi - lo);
-    if (s == 1) {
-      for (int64_t kw = 0; kw < k; ++kw) taps[static_cast<size_t>(kw)] = row.data() + lo - pad + kw * dil;
-    } else if (s == 2) {  // the row split into its even and odd columns: each tap reads one phase contiguously
-      cpu::vecGatherEven(row.data(), phases[0], static_cast<size_t>((in + 1) / 2));
-      cpu::vecGatherEven(row.data() + 1, phases[1], static_cast<size_t>(in / 2));
-      for (int64_t kw = 0; kw < k; ++kw) {
-        const int64_t t = kw * dil - pad, q = ((t % 2) + 2) % 2;
-        taps[static_cast<size_t>(kw)] = phases[q] + lo + (t - q) / 2;
+    if (hi > lo) {
+      if (s == 1) {
+        for (int64_t kw = 0; kw < k; ++kw) taps[static_cast<size_t>(kw)] = row.data() + lo - pad + kw * dil;
+      } else if (s == 2) {  // the row split into its even and odd columns: each tap reads one phase contiguously
+        cpu::vecGatherEven(row.data(), phases[0], static_cast<size_t>((in + 1) / 2));
+        cpu::vecGatherEven(row.data() + 1, phases[1], static_cast<size_t>(in / 2));
+        for (int64_t kw = 0; kw < k; ++kw) {
+          const int64_t t = kw * dil - pad, q = ((t % 2) + 2) % 2;
+          taps[static_cast<size_t>(kw)] = phases[q] + lo + (t - q) / 2;
+        }
       }
-    } else {
-      for (int64_t ow = lo; ow < hi; ++ow) edge(orow, ow);
-      continue;
+      if (s == 1 || s == 2) reduce(taps.data(), static_cast<size_t>(k), orow + lo, static_cast<size_t>(hi - lo));
+      else
+        for (int64_t ow = lo; ow < hi; ++ow) edge(orow, ow);
     }
-    cpu::vecTapsMax(taps.data(), static_cast<size_t>(k), orow + lo, n);
+    if constexpr (!IsMax) {
+      const auto factor = static_cast<float>(outer);
+      for (int64_t ow = 0; ow < w.out[2]; ++ow) {
+        const float c = counts[static_cast<size_t>(ow)];
+        orow[ow] = c == 0.0f ? 0.0f : orow[ow] / (factor * c);  // exact divisors: small integers
+      }
+    }
   }
 }
 
@@ -214,11 +233,9 @@ void pool(const OpContext& ctx, const T* x, T* y, const Window3& w, int64_t plan
     for (size_t plane = p0; plane < p1; ++plane) {
       const T* xp = x + static_cast<int64_t>(plane) * inSize;
       T* yp = y + static_cast<int64_t>(plane) * outSize;
-      if constexpr (std::is_same_v<T, float> && IsMax) {
-        if (w.kernel[0] == 1 && w.out[0] == 1 && w.in[0] == 1) maxPoolPlaneSeparable(xp, yp, w);
+      if constexpr (std::is_same_v<T, float>) {
+        if (w.kernel[0] == 1 && w.out[0] == 1 && w.in[0] == 1) poolPlaneSeparable<IsMax>(xp, yp, w, countPad, countsF);
         else poolPlaneF32<IsMax>(xp, yp, w, countPad, countsF);
-      } else if constexpr (std::is_same_v<T, float>) {
-        poolPlaneF32<IsMax>(xp, yp, w, countPad, countsF);
       } else poolPlane<T, IsMax>(xp, yp, w, countPad, counts);
     }
   });

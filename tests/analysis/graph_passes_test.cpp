@@ -211,6 +211,33 @@ TEST_CASE("remove-noops removes Identity chains and ops that change nothing, nev
   CHECK(values.at("z").shape() == ir::Shape{3, 2});
 }
 
+TEST_CASE("remove-noops removes a Pad of zero pads and an Expand or Tile to the input's own shape, not a real Pad",
+          "[graph-passes]") {
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({1, 2, 2, 2}))};
+  g.outputs = {floatValue("y", dims({1, 2, 4, 2}))};
+  auto ints = [](std::vector<int64_t> v) {
+    return ir::Tensor::fromVector(ir::ElemType::Int64, {static_cast<int64_t>(v.size())}, v);
+  };
+  g.initializers = {{"zeros", ints({0, 0, 0, 0, 0, 0, 0, 0}), std::nullopt},
+                    {"rows", ints({0, 0, 1, 0, 0, 0, 1, 0}), std::nullopt},
+                    {"shape", ints({1, 2, 2, 2}), std::nullopt},
+                    {"once", ints({1, 1, 1, 1}), std::nullopt}};
+  g.nodes = {node("Pad", {"x", "zeros"}, {"p"}), node("Expand", {"p", "shape"}, {"e"}),
+             node("Tile", {"e", "once"}, {"t"}), node("Relu", {"t"}, {"r"}), node("Pad", {"r", "rows"}, {"y"})};
+  std::vector<ir::PassRun> runs;
+  REQUIRE(analysis::runGraphPasses(g, {}, runs));
+  CHECK(pass(runs, "remove-noops").change.countOf("nodes_removed") == 3);
+  std::vector<std::string> ops;
+  for (const auto& n : g.nodes) ops.push_back(n.opType);
+  CHECK(ops == std::vector<std::string>{"Relu", "Pad"});
+  const ir::Tensor x =
+      ir::Tensor::fromVector(ir::ElemType::Float, {1, 2, 2, 2}, std::vector<float>{-1, 2, 3, -4, 5, -6, 7, 8});
+  auto values = evaluateNodes(g, {{"x", x}});
+  // relu(x), one zero row above and below each channel's 2x2 plane
+  CHECK(floats(values.at("y")) == std::vector<float>{0, 0, 0, 2, 3, 0, 0, 0, 0, 0, 5, 0, 7, 8, 0, 0});
+}
+
 TEST_CASE("a constant far larger than its inputs is left to run time, a small one is folded", "[graph-passes]") {
   // y = x + ConstantOfShape(shape) * 2: 16 bytes of shape describe 4 MiB at 1024x1024, 1 KiB at 16x16.
   for (int64_t side : {int64_t{1024}, int64_t{16}}) {

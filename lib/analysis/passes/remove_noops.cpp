@@ -37,9 +37,22 @@ const std::string* passedThrough(const ir::Node& node, size_t index, const Graph
       const bool same = in && in->type != ir::ElemType::Undefined && cast && cast->to == in->type;
       return same && node.outputs.size() == 1 ? &node.inputs[0] : nullptr;
     }
-    case ir::OpKind::Reshape: {
+    case ir::OpKind::Reshape:
+    case ir::OpKind::Expand:
+    case ir::OpKind::Tile: {  // to its own shape (Expand broadcasts nothing, Tile repeats once)
       const bool same = in && out && in->shape && out->shape && *in->shape == *out->shape;
       return same && node.outputs.size() == 1 ? &node.inputs[0] : nullptr;
+    }
+    case ir::OpKind::Pad: {
+      // Constant pads that are all zero (torch exports one before AveragePool in DenseNet's transitions); pads from
+      // opset 11 on are input 1. Every mode leaves the input unchanged then.
+      if (node.opset < 11 || inputs.size() < 2 || inputs[1] == ir::kNoValue) return nullptr;
+      const std::optional<ir::Tensor>& pads = facts[inputs[1]].constant;
+      if (!pads || pads->type() != ir::ElemType::Int64) return nullptr;
+      const int64_t* p = pads->dataAs<int64_t>();
+      for (uint64_t i = 0; i < pads->elementCount(); ++i)
+        if (p[i] != 0) return nullptr;
+      return node.outputs.size() == 1 ? &node.inputs[0] : nullptr;
     }
     default: return nullptr;
   }
