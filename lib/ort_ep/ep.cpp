@@ -572,7 +572,7 @@ Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options
 }
 
 CtxKitEp::CtxKitEp(const Api& api, EpConfig config, const OrtLogger* logger)
-    : OrtEp{}, api_(api), config_(std::move(config)), logger_(logger), pool_(kernels::makeThreadPool(config_.threads)) {
+    : OrtEp{}, api_(api), config_(std::move(config)), logger_(logger) {
   ort_version_supported = ORT_API_VERSION;
   GetName = getName;
   GetCapability = getCapabilityImpl;
@@ -614,6 +614,12 @@ void endSharedGroupOfFailedSession(const Api& api, const OrtSessionOptions& opti
     group = shared.group();
   }
   shared.endGroup(group);
+}
+
+kernels::ThreadPool& CtxKitEp::pool() {
+  // ORT calls Compile, the only caller, from one thread at a time per session.
+  if (!pool_) pool_ = kernels::makeThreadPool(config_.threads);
+  return *pool_;
 }
 
 const std::string& CtxKitEp::compatibilityInfo() {
