@@ -429,9 +429,7 @@ Status Parser::checkTiling() const {
   // ending the file. Every byte of the data region is then a blob or alignment padding.
   uint64_t cursor = h_.dataOffset;
   const detail::BlobRef* before = nullptr;  // named only in an error: every load checks the tiling
-  auto previousName = [&] {
-    return before ? detail::blobName(*before) : std::string("the start of the data region");
-  };
+  auto previousName = [&] { return before ? detail::blobName(*before) : std::string("the start of the data region"); };
   auto visit = [&](const detail::BlobRef& blob) -> Status {
     // cursor is at most the size of a span in memory, far below 2^64 - alignment: no overflow.
     uint64_t expected = alignUp(cursor, h_.alignment);

@@ -46,9 +46,9 @@ struct Session::Impl {
   Compatibility compatibility = Compatibility::NotApplicable;
   std::vector<std::shared_ptr<const format::ContainerView>> contexts;
   std::map<fs::path, std::shared_ptr<const format::ContainerView>> contextsByPath;  // canonical path -> mapping
-  std::map<size_t, std::shared_ptr<const CompiledProgram>> programs;  // node index -> program
-  Scope constants;                                                    // initializers, shared by every run
-  ir::ValueTable valueTable;                                          // the top-level graph's values
+  std::map<size_t, std::shared_ptr<const CompiledProgram>> programs;                // node index -> program
+  Scope constants;                                                                  // initializers, shared by every run
+  ir::ValueTable valueTable;                                                        // the top-level graph's values
   std::vector<size_t> lastUse;  // by value id: the last node reading it (an input or a subgraph read)
   std::unique_ptr<kernels::ThreadPool> pool;
 
