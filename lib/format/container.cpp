@@ -104,7 +104,8 @@ Expected<ir::Tensor> ContainerView::weightTensor(size_t weightIndex) const {
                      displayName_, weightIndex, w.sources.front().initializer, w.sources.front().model);
   std::span<const std::byte> bytes = weightBytes(weightIndex);
   auto tensor = ir::Tensor::view(w.type, w.shape, bytes.data(), bytes.size(), owner_);
-  tensor.addContext(fmt::format("'{}': weight {}", displayName_, weightIndex));
+  if (!tensor)
+    tensor.addContext(fmt::format("'{}': weight {}", displayName_, weightIndex));  // (formatted on error only)
   return tensor;
 }
 

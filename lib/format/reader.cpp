@@ -428,26 +428,27 @@ Status Parser::checkTiling() const {
   // Rule 5: programs then weights, each at the first aligned offset after the previous blob, the last one
   // ending the file. Every byte of the data region is then a blob or alignment padding.
   uint64_t cursor = h_.dataOffset;
-  std::string previous = "the start of the data region";
+  const detail::BlobRef* before = nullptr;  // named only in an error: every load checks the tiling
+  auto previousName = [&] { return before ? detail::blobName(*before) : std::string("the start of the data region"); };
   auto visit = [&](const detail::BlobRef& blob) -> Status {
     // cursor is at most the size of a span in memory, far below 2^64 - alignment: no overflow.
     uint64_t expected = alignUp(cursor, h_.alignment);
     if (blob.offset < cursor)
       return invalid("{} (offset {}, size {}) overlaps {}, which ends at {}", detail::blobName(blob), blob.offset,
-                     blob.size, previous, cursor);
+                     blob.size, previousName(), cursor);
     if (blob.offset != expected)
       return invalid("{} starts at offset {}, leaving a gap of {} bytes after {}; expected offset {} (the next "
                      "multiple of the alignment {})",
-                     detail::blobName(blob), blob.offset, blob.offset - cursor, previous, expected, h_.alignment);
+                     detail::blobName(blob), blob.offset, blob.offset - cursor, previousName(), expected, h_.alignment);
     cursor = blob.offset + blob.size;
-    previous = detail::blobName(blob);
+    before = &blob;
     return Status::ok();
   };
   for (const detail::BlobRef& p : programs_) CTX_RETURN_IF_ERROR(visit(p));
   for (const detail::BlobRef& w : weightBlobs_) CTX_RETURN_IF_ERROR(visit(w));
   if (cursor != size_)
     return invalid("the last blob ({}) ends at offset {} but the file is {} bytes; expected no trailing bytes",
-                   previous, cursor, size_);
+                   previousName(), cursor, size_);
   return Status::ok();
 }
 

@@ -102,8 +102,9 @@ Expected<Tensor> Tensor::allocate(ElemType type, Shape shape) {
   if (!bytes || !toSize(*bytes))
     return makeError(ErrorCode::Unsupported, "cannot allocate a {} tensor of shape {}", elemTypeName(type),
                      shapeToString(shape));
-  CTX_RETURN_IF_ERROR(
-      checkMemoryLimit(*bytes, fmt::format("a {} tensor of shape {}", elemTypeName(type), shapeToString(shape))));
+  if (*bytes > memoryLimit())  // the message is made only for an error
+    return checkMemoryLimit(*bytes, fmt::format("a {} tensor of shape {}", elemTypeName(type), shapeToString(shape)))
+        .error();
   auto buffer = alignedBuffer(static_cast<size_t>(*bytes));
   if (!buffer)
     return makeError(ErrorCode::Unsupported, "out of memory for a {} tensor of shape {} ({} bytes)", elemTypeName(type),

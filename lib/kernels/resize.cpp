@@ -364,6 +364,8 @@ BilinearAxis bilinearAxis(const ResizePlan& p, size_t axis, int64_t inLen) {
   const int64_t outLen = p.out[axis];
   const float s =
       p.stretchedToSizes ? static_cast<float>(outLen) / static_cast<float>(inLen) : static_cast<float>(p.scales[axis]);
+  for (auto* v : {&b.i1, &b.i2}) v->reserve(static_cast<size_t>(outLen));  // made at load: one allocation each
+  for (auto* v : {&b.d1, &b.d2}) v->reserve(static_cast<size_t>(outLen));
   for (int64_t j = 0; j < outLen; ++j) {
     const auto jf = static_cast<float>(j);
     float x = s == 1 ? jf : sourceCoordF(p.coord, jf, s, static_cast<float>(outLen), static_cast<float>(inLen));

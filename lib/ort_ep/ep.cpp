@@ -444,14 +444,23 @@ Status compile(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fusedNodes
   // Session creation stays the context load and program binding (docs/ort-ep.md): the arena and the mapped weights
   // are faulted in by the first Run, as ONNX Runtime's CPU EP allocates its own on first use.
   options.prefault = false;
-  auto loaded = runtime::Session::load(model, contextDir, options, displayName);
+  // The nodes' names and values, for binding the fused nodes below: the model itself moves into the session (an
+  // embedded context is a node attribute of the size of the binary, which a copy of the model would copy again).
+  struct NodeIo {
+    std::string name;
+    std::vector<std::string> inputs, outputs;
+  };
+  std::vector<NodeIo> nodeIo;
+  nodeIo.reserve(count);
+  for (const ir::Node& node : model.graph.nodes) nodeIo.push_back(NodeIo{node.name, node.inputs, node.outputs});
+  auto loaded = runtime::Session::load(std::move(model), contextDir, options, displayName);
   // A context binary that cannot be loaded (missing, not a file, another format version, changed bytes) makes the
   // model invalid for ORT: ORT_INVALID_GRAPH, as ORT's design asks, whatever the runtime's kind of error.
   if (!loaded) return Error(ErrorCode::InvalidGraph, loaded.error().message());
   std::shared_ptr<const runtime::Session> session(std::move(loaded).value());
 
   for (size_t i = 0; i < count; ++i) {
-    const ir::Node& node = model.graph.nodes[i];
+    const NodeIo& node = nodeIo[i];
     std::unique_ptr<NodeCompute> nc(
         newNodeCompute(api, fmt::format("{}: EPContext node '{}'", displayName, node.name)));
     nc->run = [session, i](std::span<const ir::Tensor* const> inputs, std::span<ir::Tensor* const> outputs) {
@@ -572,7 +581,7 @@ Expected<EpConfig> readEpConfig(const Api& api, const OrtSessionOptions& options
 }
 
 CtxKitEp::CtxKitEp(const Api& api, EpConfig config, const OrtLogger* logger)
-    : OrtEp{}, api_(api), config_(std::move(config)), logger_(logger), pool_(kernels::makeThreadPool(config_.threads)) {
+    : OrtEp{}, api_(api), config_(std::move(config)), logger_(logger) {
   ort_version_supported = ORT_API_VERSION;
   GetName = getName;
   GetCapability = getCapabilityImpl;
@@ -614,6 +623,12 @@ void endSharedGroupOfFailedSession(const Api& api, const OrtSessionOptions& opti
     group = shared.group();
   }
   shared.endGroup(group);
+}
+
+kernels::ThreadPool& CtxKitEp::pool() {
+  // ORT calls Compile, the only caller, from one thread at a time per session.
+  if (!pool_) pool_ = kernels::makeThreadPool(config_.threads);
+  return *pool_;
 }
 
 const std::string& CtxKitEp::compatibilityInfo() {

@@ -60,7 +60,9 @@ public:
   const Api& api() const { return api_; }
   const EpConfig& config() const { return config_; }
   PlainGraphCache& plainGraphs() { return plain_; }
-  kernels::ThreadPool& pool() { return *pool_; }
+  // The pool that runs a plain model's partitions, made by the first Compile that needs it: a session on a _ctx.onnx
+  // runs on its runtime session's pool and never starts these threads.
+  kernels::ThreadPool& pool();
   // Writes `message` to the session's log (ORT's logger) at `level`; nothing when ORT gave no logger.
   void log(OrtLoggingLevel level, const std::string& message) const;
   // The compatibility string ORT writes to a compiled model's metadata (GetCompiledModelCompatibilityInfo).
@@ -76,7 +78,7 @@ private:
   EpConfig config_;
   const OrtLogger* logger_;  // the session's, owned by ORT
   PlainGraphCache plain_;
-  std::unique_ptr<kernels::ThreadPool> pool_;  // for programs of plain-model partitions
+  std::unique_ptr<kernels::ThreadPool> pool_;  // for programs of plain-model partitions (made by pool())
   std::optional<std::string> compatibilityInfo_;
   uint64_t sharedGroup_ = 0;  // the ep.share_ep_contexts group joined (SharedCompile::group())
 };

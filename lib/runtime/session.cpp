@@ -46,10 +46,9 @@ struct Session::Impl {
   Compatibility compatibility = Compatibility::NotApplicable;
   std::vector<std::shared_ptr<const format::ContainerView>> contexts;
   std::map<fs::path, std::shared_ptr<const format::ContainerView>> contextsByPath;  // canonical path -> mapping
-  std::vector<std::shared_ptr<std::string>> embeddedPayloads;
-  std::map<size_t, std::shared_ptr<const CompiledProgram>> programs;  // node index -> program
-  Scope constants;                                                    // initializers, shared by every run
-  ir::ValueTable valueTable;                                          // the top-level graph's values
+  std::map<size_t, std::shared_ptr<const CompiledProgram>> programs;                // node index -> program
+  Scope constants;                                                                  // initializers, shared by every run
+  ir::ValueTable valueTable;                                                        // the top-level graph's values
   std::vector<size_t> lastUse;  // by value id: the last node reading it (an input or a subgraph read)
   std::unique_ptr<kernels::ThreadPool> pool;
 
@@ -285,11 +284,12 @@ struct Session::Impl {
       return makeError(ErrorCode::InvalidGraph, "{}: {}=1 but no string attribute {}", label, attr::kMainContext,
                        attr::kEpCacheContext);
     if (attrs.embedMode == 1) {
-      auto payload = std::make_shared<std::string>(*attrs.cacheContext);
-      auto bytes = std::as_bytes(std::span(payload->data(), payload->size()));
-      CTX_ASSIGN_OR_RETURN(auto view,
-                           format::ContainerView::open(bytes, payload, fmt::format("{} (embedded context)", label)));
-      embeddedPayloads.push_back(payload);
+      // A view of the node's attribute, which the model holds unchanged for as long as the view keeps it alive: the
+      // context bytes are not copied again.
+      const std::string_view embedded = *attrs.cacheContext;
+      std::shared_ptr<const void> owner(shared, embedded.data());
+      CTX_ASSIGN_OR_RETURN(auto view, format::ContainerView::open(std::as_bytes(std::span(embedded)), std::move(owner),
+                                                                  fmt::format("{} (embedded context)", label)));
       return std::make_shared<const format::ContainerView>(std::move(view));
     }
     if (attrs.embedMode != 0)

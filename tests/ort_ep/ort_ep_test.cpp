@@ -228,6 +228,56 @@ TEST_CASE("EP options: target and threads are checked and name themselves when w
 
 namespace {
 
+// Threads of this process (/proc/self/task lists one entry per thread).
+size_t processThreads() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// The threads a live session of `model` with EP option threads=`threads` adds to the process beyond one with
+// threads=1 (ORT's own threads are the same in both), and whether its outputs match ORT's CPU EP on `source`.
+std::pair<long, bool> workersOfSession(const fs::path& model, const fs::path& source, int threads) {
+  SessionConfig one, many;
+  one.epOptions["threads"] = "1";
+  many.epOptions["threads"] = std::to_string(threads);
+  const size_t before = processThreads();
+  long withOne = 0;
+  {
+    Ort::Session session = ctxkitSession(model, one);
+    withOne = static_cast<long>(processThreads()) - static_cast<long>(before);
+  }
+  Ort::Session session = ctxkitSession(model, many);
+  const long withMany = static_cast<long>(processThreads()) - static_cast<long>(before);
+  Ort::Session reference = cpuSession(source);
+  Feeds feeds = makeFeeds(reference, 21), again = makeFeeds(reference, 21);
+  Comparison c = compare(run(session, feeds), run(reference, again));
+  INFO(c.detail);
+  return {withMany - withOne, c.ok};
+}
+
+}  // namespace
+
+// The EP's own pool runs a plain model's lowered partitions only: it is made by the Compile that lowers them, so a
+// session on a _ctx.onnx starts only its runtime session's workers (before, both pools were started per session).
+TEST_CASE("EP option threads=N: a session starts N-1 workers, on a _ctx.onnx and on a plain model, and runs right",
+          "[options][threads]") {
+  TempDir out("ort_ep_workers");
+  ctxgen({sample("tiny_cnn"), "-o", out.path().string(), "-q"});
+  for (int threads : {2, 3}) {
+    auto [compiled, compiledOk] = workersOfSession(out / "tiny_cnn_ctx.onnx", sample("tiny_cnn"), threads);
+    auto [plain, plainOk] = workersOfSession(sample("tiny_cnn"), sample("tiny_cnn"), threads);
+    std::cout << "ort_ep: threads=" << threads << ": a _ctx.onnx session adds " << compiled
+              << " workers, a plain model's " << plain << "\n";
+    CHECK(compiled == threads - 1);
+    CHECK(plain == threads - 1);
+    CHECK(compiledOk);
+    CHECK(plainOk);
+  }
+}
+
+namespace {
+
 // Number of mappings of `file` in this process (/proc/self/maps lists one line per mapped range).
 size_t mappingsOf(const fs::path& file) {
   std::ifstream maps("/proc/self/maps");
