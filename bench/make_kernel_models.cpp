@@ -137,6 +137,8 @@ int main(int argc, char** argv) {
   ok &= conv(dir, {"dw5x5_s1_c240", {1, 240, 14, 14}, {1, 240, 14, 14}}, 240, 5, 1, 240, "");
   ok &= conv(dir, {"dw3x3_s1_c32", {1, 32, 56, 56}, {1, 32, 56, 56}}, 32, 3, 1, 32, "");
   ok &= conv(dir, {"dw5x5_s1_c72", {1, 72, 28, 28}, {1, 72, 28, 28}}, 72, 5, 1, 72, "");
+  ok &= conv(dir, {"dw5x5_s1_c288_8x8", {1, 288, 8, 8}, {1, 288, 8, 8}}, 288, 5, 1, 288, "");
+  ok &= conv(dir, {"dw5x5_s2_c96_16x16", {1, 96, 16, 16}, {1, 96, 8, 8}}, 96, 5, 2, 96, "");
   // Odd depthwise geometries (the oracle's sweep): widths below, at and past 8 and 16 outputs, row counts not a
   // multiple of four, channels not a multiple of 16, 3/5/7 and non-square kernels, dilation, asymmetric pads.
   const std::vector<Depthwise> odd{

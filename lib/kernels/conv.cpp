@@ -242,19 +242,32 @@ void unfoldColumns(ThreadPool* pool, const float* x, const Window3& w, float* co
 constexpr int64_t kDepthwiseLanes = 16;
 constexpr int64_t kDepthwiseMaxOutputs = 64;
 
+// The taps [lo, hi) of a kernel of k taps (dilation d) that land inside an input of n for output o: the taps inside
+// are consecutive, so the loops over them need no check per tap.
+inline void tapsInside(int64_t o, int64_t stride, int64_t pad, int64_t d, int64_t n, int64_t k, int64_t& lo,
+                           int64_t& hi) {
+  const int64_t first = o * stride - pad;
+  lo = 0;
+  while (lo < k && first + lo * d < 0) ++lo;
+  hi = k;
+  while (hi > lo && first + (hi - 1) * d >= n) --hi;
+}
+
 CTX_SIMD_CLONES void depthwiseBlock(const float* xt, const float* wt, const float* bias, float* acc, const Window3& w) {
   const int64_t outW = w.out[2], inW = w.in[2];
-  for (int64_t oh = 0; oh < w.out[1]; ++oh)
+  for (int64_t oh = 0; oh < w.out[1]; ++oh) {
+    int64_t kh0, kh1;
+    tapsInside(oh, w.stride[1], w.padBegin[1], w.dilation[1], w.in[1], w.kernel[1], kh0, kh1);
     for (int64_t ow = 0; ow < outW; ++ow) {
+      int64_t kw0, kw1;
+      tapsInside(ow, w.stride[2], w.padBegin[2], w.dilation[2], inW, w.kernel[2], kw0, kw1);
       float sum[kDepthwiseLanes];
       for (int64_t j = 0; j < kDepthwiseLanes; ++j) sum[j] = bias[j];
-      for (int64_t kh = 0; kh < w.kernel[1]; ++kh) {
+      for (int64_t kh = kh0; kh < kh1; ++kh) {
         const int64_t ih = oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1];
-        if (ih < 0 || ih >= w.in[1]) continue;
-        for (int64_t kw = 0; kw < w.kernel[2]; ++kw) {
-          const int64_t iw = ow * w.stride[2] - w.padBegin[2] + kw * w.dilation[2];
-          if (iw < 0 || iw >= inW) continue;
-          const float* xv = xt + (ih * inW + iw) * kDepthwiseLanes;
+        const int64_t iw0 = ow * w.stride[2] - w.padBegin[2];
+        for (int64_t kw = kw0; kw < kw1; ++kw) {
+          const float* xv = xt + (ih * inW + iw0 + kw * w.dilation[2]) * kDepthwiseLanes;
           const float* wv = wt + (kh * w.kernel[2] + kw) * kDepthwiseLanes;
           for (int64_t j = 0; j < kDepthwiseLanes; ++j) sum[j] += wv[j] * xv[j];
         }
@@ -262,6 +275,7 @@ CTX_SIMD_CLONES void depthwiseBlock(const float* xt, const float* wt, const floa
       float* out = acc + (oh * outW + ow) * kDepthwiseLanes;
       for (int64_t j = 0; j < kDepthwiseLanes; ++j) out[j] = sum[j];
     }
+  }
 }
 
 bool depthwiseOnSmallMap(const Window3& w, int64_t cg, int64_t mg, int64_t group) {
