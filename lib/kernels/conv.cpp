@@ -90,9 +90,9 @@ void directConv(const float* xg, int64_t cg, const float* wg, const float* biasG
     plane.rowTaps(0, 0, taps.data());
     const int64_t outSize = w.out[1] * w.out[2];
     for (int64_t m = m0; m < m1; ++m) {
-      cpu::vecTapsDotRows(taps.data(), wg + m * static_cast<int64_t>(taps.size()), taps.size(),
-                          biasG ? biasG[m] : 0.0f, yg + m * outSize, static_cast<size_t>(w.out[2]),
-                          static_cast<size_t>(w.out[1]), plane.rowStep(), w.out[2], static_cast<size_t>(w.stride[2]));
+      cpu::vecTapsDotRows(taps.data(), wg + m * static_cast<int64_t>(taps.size()), taps.size(), biasG ? biasG[m] : 0.0f,
+                          yg + m * outSize, static_cast<size_t>(w.out[2]), static_cast<size_t>(w.out[1]),
+                          plane.rowStep(), w.out[2], static_cast<size_t>(w.stride[2]));
       applyFusedActivation(act, yg + m * outSize, static_cast<size_t>(outSize));
     }
     return;
@@ -245,7 +245,7 @@ constexpr int64_t kDepthwiseMaxOutputs = 64;
 // The taps [lo, hi) of a kernel of k taps (dilation d) that land inside an input of n for output o: the taps inside
 // are consecutive, so the loops over them need no check per tap.
 inline void tapsInside(int64_t o, int64_t stride, int64_t pad, int64_t d, int64_t n, int64_t k, int64_t& lo,
-                           int64_t& hi) {
+                       int64_t& hi) {
   const int64_t first = o * stride - pad;
   lo = 0;
   while (lo < k && first + lo * d < 0) ++lo;
