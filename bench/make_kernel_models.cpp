@@ -139,12 +139,14 @@ int main(int argc, char** argv) {
   ok &= conv(dir, {"dw5x5_s1_c72", {1, 72, 28, 28}, {1, 72, 28, 28}}, 72, 5, 1, 72, "");
   ok &= conv(dir, {"dw5x5_s1_c288_8x8", {1, 288, 8, 8}, {1, 288, 8, 8}}, 288, 5, 1, 288, "");
   ok &= conv(dir, {"dw5x5_s2_c96_16x16", {1, 96, 16, 16}, {1, 96, 8, 8}}, 96, 5, 2, 96, "");
+  ok &= conv(dir, {"dw5x5_s2_c72_80x80", {1, 72, 80, 80}, {1, 72, 40, 40}}, 72, 5, 2, 72, "");
+  ok &= conv(dir, {"dw3x3_s2_c64_160x160", {1, 64, 160, 160}, {1, 64, 80, 80}}, 64, 3, 2, 64, "");
   // Odd depthwise geometries (the oracle's sweep): widths below, at and past 8 and 16 outputs, row counts not a
   // multiple of four, channels not a multiple of 16, 3/5/7 and non-square kernels, dilation, asymmetric pads.
   const std::vector<Depthwise> odd{
       {"dwodd_3x3_s1_w9", 19, 7, 9, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true, ""},
       {"dwodd_3x3_s1_w17_relu", 21, 13, 17, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true, "Relu"},
-      {"dwodd_3x3_s2_w33", 17, 29, 33, 3, 3, 2, 2, 1, 1, {0, 1, 1, 0}, false, ""},
+      {"dwodd_3x3_s2_w67", 17, 29, 67, 3, 3, 2, 2, 1, 1, {0, 1, 1, 0}, false, ""},
       {"dwodd_5x5_s2_w41_sigmoid", 23, 22, 41, 5, 5, 2, 2, 1, 1, {2, 2, 2, 2}, true, "Sigmoid"},
       {"dwodd_5x5_s1_w14", 40, 14, 14, 5, 5, 1, 1, 1, 1, {2, 2, 2, 2}, true, ""},
       {"dwodd_7x7_s1_w23", 9, 11, 23, 7, 7, 1, 1, 1, 1, {3, 3, 3, 3}, true, "HardSwish"},

@@ -61,6 +61,9 @@ constexpr int64_t kDirectMaxChannels = 32;
 // ... when output rows have at least this many outputs, or the kernel has at most 9 taps.
 constexpr int64_t kDirectMinRow = 8;
 
+// Stride-2 depthwise rows of at least this many outputs are computed from a plane split by column phase.
+constexpr int64_t kSplitRowsFrom = 32;
+
 // Whether directConv computes `filters` output channels of a group of `cg` input channels in bands of output rows
 // (vecTapsDotRows): 2-D outputs with rows of 8 or more, fewer filters than vecTapsDot4 takes, column stride 1 or 2.
 bool runsInRowBands(const Window3& w, int64_t cg, int64_t filters) {
@@ -78,10 +81,13 @@ void directConv(const float* xg, int64_t cg, const float* wg, const float* biasG
   if (runsInRowBands(w, cg, m1 - m0)) {
     // A depthwise Conv (one filter per group): its output rows four at a time, each tap's weight applied to all
     // of them at once (row by row, one chain of dependent adds ran at the adds' latency: 3x ONNX Runtime's time on
-    // 28x28 maps). Stride-2 columns are read from the unsplit rows and split in registers: splitting the plane by
-    // phase when loading it cost more than the multiply-adds.
+    // 28x28 maps). Stride-2 columns of rows under kSplitRowsFrom outputs are read from the unsplit rows and split
+    // in registers: splitting the plane by phase as it is loaded costs more there (144 channels 5x5 onto 14x14:
+    // 0.095 against 0.087 ms); longer rows load it split, which then costs less than the shuffles (72 channels 5x5
+    // onto 40x40: 0.23 against 0.31 ms).
     Window3 rowsWindow = w;
-    if (w.stride[2] == 2) {  // the same columns, loaded as for stride 1
+    const bool split = w.stride[2] == 2 && w.out[2] >= kSplitRowsFrom;
+    if (w.stride[2] == 2 && !split) {  // the same columns, loaded as for stride 1
       rowsWindow.stride[2] = 1;
       rowsWindow.out[2] = 2 * w.out[2] - 1;
     }
@@ -92,7 +98,7 @@ void directConv(const float* xg, int64_t cg, const float* wg, const float* biasG
     for (int64_t m = m0; m < m1; ++m) {
       cpu::vecTapsDotRows(taps.data(), wg + m * static_cast<int64_t>(taps.size()), taps.size(), biasG ? biasG[m] : 0.0f,
                           yg + m * outSize, static_cast<size_t>(w.out[2]), static_cast<size_t>(w.out[1]),
-                          plane.rowStep(), w.out[2], static_cast<size_t>(w.stride[2]));
+                          plane.rowStep(), w.out[2], split ? 1 : static_cast<size_t>(w.stride[2]));
       applyFusedActivation(act, yg + m * outSize, static_cast<size_t>(outSize));
     }
     return;
