@@ -6,6 +6,7 @@
 #include "samples/graph_builder.h"
 #include "samples/prng.h"
 
+#include <array>
 #include <cstdio>
 #include <filesystem>
 
@@ -66,6 +67,33 @@ bool conv(const std::filesystem::path& dir, const Bench& b, int64_t m, int64_t k
   });
 }
 
+// A depthwise Conv of odd geometry for the ONNX Runtime oracle (tests/oracle/ort_oracle.sh): `c` channels of an h x w
+// map, a kh x kw kernel with strides, dilations and pads {top, left, bottom, right}; `act` ("" for none) after it.
+struct Depthwise {
+  std::string name;
+  int64_t c, h, w, kh, kw, sh, sw, dh, dw;
+  std::array<int64_t, 4> pads;
+  bool bias;
+  std::string act;
+};
+
+bool depthwise(const std::filesystem::path& dir, const Depthwise& d) {
+  const int64_t oh = (d.h + d.pads[0] + d.pads[2] - d.dh * (d.kh - 1) - 1) / d.sh + 1;
+  const int64_t ow = (d.w + d.pads[1] + d.pads[3] - d.dw * (d.kw - 1) - 1) / d.sw + 1;
+  return write(dir, {d.name, {1, d.c, d.h, d.w}, {1, d.c, oh, ow}}, [&](samples::GraphBuilder& g) {
+    std::string w = g.addFloats("w", {d.c, 1, d.kh, d.kw}, randomFloats(static_cast<size_t>(d.c * d.kh * d.kw), 11));
+    std::vector<std::string> inputs{"x", w};
+    if (d.bias) inputs.push_back(g.addFloats("b", {d.c}, randomFloats(static_cast<size_t>(d.c), 13)));
+    std::string c = g.addNode("conv", "Conv", inputs,
+                              {Attribute::makeInts("kernel_shape", {d.kh, d.kw}),
+                               Attribute::makeInts("pads", {d.pads[0], d.pads[1], d.pads[2], d.pads[3]}),
+                               Attribute::makeInts("strides", {d.sh, d.sw}), Attribute::makeInt("group", d.c),
+                               Attribute::makeInts("dilations", {d.dh, d.dw})},
+                              d.act.empty() ? "y" : "");
+    if (!d.act.empty()) g.addNode("act", d.act, {c}, {}, "y");
+  });
+}
+
 // Resize (linear) of the spatial dims by `scale` (b.out must be floor(in x scale)) in coordinate mode `coord`.
 bool resizeLinear(const std::filesystem::path& dir, const Bench& b, float scaleH = 2, float scaleW = 2,
                   const std::string& coord = "half_pixel") {
@@ -102,6 +130,31 @@ int main(int argc, char** argv) {
   ok &= conv(dir, {"dw3x3_s1", {1, 64, 112, 112}, {1, 64, 112, 112}}, 64, 3, 1, 64, "");
   ok &= conv(dir, {"dw3x3_s2", {1, 64, 112, 112}, {1, 64, 56, 56}}, 64, 3, 2, 64, "");
   ok &= conv(dir, {"dw5x5_s1", {1, 96, 28, 28}, {1, 96, 28, 28}}, 96, 5, 1, 96, "");
+  // EfficientNet-B0's and MobileNetV3's depthwise convs on mid-size maps (channels not a multiple of 16 among them).
+  ok &= conv(dir, {"dw3x3_s2_c96", {1, 96, 56, 56}, {1, 96, 28, 28}}, 96, 3, 2, 96, "");
+  ok &= conv(dir, {"dw3x3_s1_c144", {1, 144, 28, 28}, {1, 144, 28, 28}}, 144, 3, 1, 144, "");
+  ok &= conv(dir, {"dw5x5_s2_c144", {1, 144, 28, 28}, {1, 144, 14, 14}}, 144, 5, 2, 144, "");
+  ok &= conv(dir, {"dw5x5_s1_c240", {1, 240, 14, 14}, {1, 240, 14, 14}}, 240, 5, 1, 240, "");
+  ok &= conv(dir, {"dw3x3_s1_c32", {1, 32, 56, 56}, {1, 32, 56, 56}}, 32, 3, 1, 32, "");
+  ok &= conv(dir, {"dw5x5_s1_c72", {1, 72, 28, 28}, {1, 72, 28, 28}}, 72, 5, 1, 72, "");
+  ok &= conv(dir, {"dw5x5_s1_c288_8x8", {1, 288, 8, 8}, {1, 288, 8, 8}}, 288, 5, 1, 288, "");
+  ok &= conv(dir, {"dw5x5_s2_c96_16x16", {1, 96, 16, 16}, {1, 96, 8, 8}}, 96, 5, 2, 96, "");
+  ok &= conv(dir, {"dw5x5_s2_c72_80x80", {1, 72, 80, 80}, {1, 72, 40, 40}}, 72, 5, 2, 72, "");
+  ok &= conv(dir, {"dw3x3_s2_c64_160x160", {1, 64, 160, 160}, {1, 64, 80, 80}}, 64, 3, 2, 64, "");
+  // Odd depthwise geometries (the oracle's sweep): widths below, at and past 8 and 16 outputs, row counts not a
+  // multiple of four, channels not a multiple of 16, 3/5/7 and non-square kernels, dilation, asymmetric pads.
+  const std::vector<Depthwise> odd{
+      {"dwodd_3x3_s1_w9", 19, 7, 9, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true, ""},
+      {"dwodd_3x3_s1_w17_relu", 21, 13, 17, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true, "Relu"},
+      {"dwodd_3x3_s2_w67", 17, 29, 67, 3, 3, 2, 2, 1, 1, {0, 1, 1, 0}, false, ""},
+      {"dwodd_5x5_s2_w41_sigmoid", 23, 22, 41, 5, 5, 2, 2, 1, 1, {2, 2, 2, 2}, true, "Sigmoid"},
+      {"dwodd_5x5_s1_w14", 40, 14, 14, 5, 5, 1, 1, 1, 1, {2, 2, 2, 2}, true, ""},
+      {"dwodd_7x7_s1_w23", 9, 11, 23, 7, 7, 1, 1, 1, 1, {3, 3, 3, 3}, true, "HardSwish"},
+      {"dwodd_3x3_d2_w30", 13, 18, 30, 3, 3, 1, 1, 2, 2, {2, 2, 2, 2}, true, ""},
+      {"dwodd_3x5_s1x2_w37", 11, 9, 37, 3, 5, 1, 2, 1, 1, {1, 0, 2, 3}, false, "Relu"},
+      {"dwodd_9x9_s1_w20", 5, 21, 20, 9, 9, 1, 1, 1, 1, {4, 4, 4, 4}, true, ""},
+  };
+  for (const Depthwise& d : odd) ok &= depthwise(dir, d);
   ok &= pool(dir, {"maxpool3x3_s2", {1, 64, 112, 112}, {1, 64, 56, 56}}, "MaxPool", 3, 2, 1);
   ok &= pool(dir, {"maxpool2x2_s2", {1, 64, 112, 112}, {1, 64, 56, 56}}, "MaxPool", 2, 2, 0);
   ok &= pool(dir, {"maxpool3x3_s1", {1, 64, 56, 56}, {1, 64, 56, 56}}, "MaxPool", 3, 1, 1);

@@ -322,7 +322,98 @@ CTX_INLINE void tapsBlock4(const float* const* taps, const float* weights, size_
     for (int v = 0; v < V; ++v) store8(out[f] + i + 8 * v, acc[f][v]);
 }
 
+typedef float Vec16 __attribute__((vector_size(64)));
+
+template <typename V> CTX_INLINE V loadVec(const float* p) {
+  V v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Lanes 0, 2, 4, ... of the 2 x lanes floats at p: a stride-2 row's taps, read from the unsplit row.
+CTX_INLINE Vec8 loadEven(const float* p, Vec8) {
+  return __builtin_shufflevector(load8(p), load8(p + 8), 0, 2, 4, 6, 8, 10, 12, 14);
+}
+CTX_INLINE Vec16 loadEven(const float* p, Vec16) {
+  const Vec16 a = loadVec<Vec16>(p), b = loadVec<Vec16>(p + 16);
+  return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+}
+template <typename V, int S> CTX_INLINE V loadTaps(const float* p) {
+  if constexpr (S == 1) return loadVec<V>(p);
+  else return loadEven(p, V{});
+}
+
+// R output rows x C column blocks of V at columns cols[0 .. C): R x C independent accumulators, each tap's weight
+// loaded once for all of them (one row's single chain of dependent adds would be bound by their latency).
+template <typename V, int S, int R, int C>
+CTX_INLINE void tapsRowsBlock(const float* const* taps, const float* weights, size_t tapCount, float init, float* out,
+                              ptrdiff_t tapStep, ptrdiff_t outStep, const size_t* cols) {
+  V acc[R][C];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) acc[r][c] = V{} + init;
+  for (size_t t = 0; t < tapCount; ++t) {
+    const float wt = weights[t];
+    const float* row = taps[t];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) acc[r][c] += wt * loadTaps<V, S>(row + r * tapStep + S * cols[c]);
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) __builtin_memcpy(out + r * outStep + cols[c], &acc[r][c], sizeof(V));
+}
+
+// R rows of n outputs in column blocks of V, two blocks at a time; the last block moved back to end at n (outputs
+// are written, not accumulated, so the overlap is harmless).
+template <typename V, int S, int R>
+CTX_INLINE void tapsRowsBand(const float* const* taps, const float* weights, size_t tapCount, float init, float* out,
+                             ptrdiff_t tapStep, ptrdiff_t outStep, size_t n) {
+  constexpr size_t kWidth = sizeof(V) / sizeof(float);
+  size_t i = 0;
+  for (; i + kWidth < n; i += 2 * kWidth) {
+    const size_t cols[2] = {i, std::min(i + kWidth, n - kWidth)};
+    tapsRowsBlock<V, S, R, 2>(taps, weights, tapCount, init, out, tapStep, outStep, cols);
+  }
+  if (i < n) {
+    const size_t cols[1] = {n - kWidth};
+    tapsRowsBlock<V, S, R, 1>(taps, weights, tapCount, init, out, tapStep, outStep, cols);
+  }
+}
+
+template <typename V, int S>
+CTX_INLINE void tapsRowsAll(const float* const* taps, const float* weights, size_t tapCount, float init, float* out,
+                            size_t n, size_t rows, ptrdiff_t tapStep, ptrdiff_t outStep) {
+  for (size_t r = 0; r < rows; r += 4) {
+    const float* shifted[kMaxRowTaps];  // the taps moved down to row r
+    for (size_t t = 0; t < tapCount; ++t) shifted[t] = taps[t] + static_cast<ptrdiff_t>(r) * tapStep;
+    float* o = out + static_cast<ptrdiff_t>(r) * outStep;
+    switch (std::min<size_t>(4, rows - r)) {
+      case 4: tapsRowsBand<V, S, 4>(shifted, weights, tapCount, init, o, tapStep, outStep, n); break;
+      case 3: tapsRowsBand<V, S, 3>(shifted, weights, tapCount, init, o, tapStep, outStep, n); break;
+      case 2: tapsRowsBand<V, S, 2>(shifted, weights, tapCount, init, o, tapStep, outStep, n); break;
+      default: tapsRowsBand<V, S, 1>(shifted, weights, tapCount, init, o, tapStep, outStep, n); break;
+    }
+  }
+}
+
 }  // namespace
+
+CTX_SIMD_CLONES void vecTapsDotRows(const float* const* taps, const float* weights, size_t tapCount, float init,
+                                    float* out, size_t n, size_t rows, ptrdiff_t tapStep, ptrdiff_t outStep,
+                                    size_t colStride) {
+  if (colStride == 2) {
+    if (n >= 16) tapsRowsAll<Vec16, 2>(taps, weights, tapCount, init, out, n, rows, tapStep, outStep);
+    else tapsRowsAll<Vec8, 2>(taps, weights, tapCount, init, out, n, rows, tapStep, outStep);
+  } else if (n >= 16) {
+    tapsRowsAll<Vec16, 1>(taps, weights, tapCount, init, out, n, rows, tapStep, outStep);
+  } else {
+    tapsRowsAll<Vec8, 1>(taps, weights, tapCount, init, out, n, rows, tapStep, outStep);
+  }
+}
 
 CTX_SIMD_CLONES void vecTapsDot4(const float* const* taps, const float* weights, size_t tapCount, const float* init,
                                  float* const* out, size_t n) {

@@ -36,6 +36,14 @@ void vecTapsDot(const float* const* taps, const float* weights, size_t tapCount,
 // sum_t weights[f * tapCount + t] * taps[t][i] (a few-channel Conv's output channels).
 void vecTapsDot4(const float* const* taps, const float* weights, size_t tapCount, const float* init, float* const* out,
                  size_t n);
+// vecTapsDot over `rows` output rows of n outputs at once: output (r, i) reads tap t at taps[t] + r * tapStep +
+// i * colStride and is written at out + r * outStep + i (a depthwise Conv's rows in a padded plane, a fixed distance
+// apart). colStride is 1 or 2; with 2, kRowTapsOverread float past the last tap read is loaded (and discarded).
+// Needs n >= 8 and tapCount <= kMaxRowTaps.
+constexpr size_t kMaxRowTaps = 64;
+constexpr size_t kRowTapsOverread = 1;
+void vecTapsDotRows(const float* const* taps, const float* weights, size_t tapCount, float init, float* out, size_t n,
+                    size_t rows, ptrdiff_t tapStep, ptrdiff_t outStep, size_t colStride);
 // out[i] = max_t taps[t][i], starting from -inf; NaN taps are skipped (max(acc, x) = acc < x ? x : acc).
 void vecTapsMax(const float* const* taps, size_t tapCount, float* out, size_t n);
 // out[i] = in[2 i] for i < n (reads in[0 .. 2n-2]): splits a row by stride-2 phase.

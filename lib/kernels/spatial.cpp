@@ -89,6 +89,27 @@ Window3 toWindow3(const Window& w) {
 
 namespace {
 
+// dst[0 .. n) = src[0 .. n) and dst[0 .. n) = value, in 16-float moves (the last one moved back to end at n): rows
+// of a few dozen floats, where a library call or a float at a time cost as much as a depthwise Conv's multiply-adds.
+void copyFloats(const float* src, float* dst, int64_t n) {
+  if (n < 16) {
+    std::copy(src, src + n, dst);
+    return;
+  }
+  for (int64_t i = 0; i < n; i += 16) {
+    const int64_t at = std::min(i, n - 16);
+    __builtin_memcpy(dst + at, src + at, 16 * sizeof(float));
+  }
+}
+
+void fillFloats(float* dst, int64_t n, float value) {
+  float block[16];
+  std::fill(block, block + 16, value);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) __builtin_memcpy(dst + i, block, sizeof block);
+  std::fill(dst + i, dst + n, value);
+}
+
 // Fills dst[j] for j in [0, count) with input column j * S + first of `src` (columns [0, width)), or `fill`.
 template <int S>
 void copyPhase(const float* src, int64_t width, int64_t first, int64_t stride, float fill, float* dst, int64_t count) {
@@ -100,7 +121,7 @@ void copyPhase(const float* src, int64_t width, int64_t first, int64_t stride, f
   hi = std::clamp(hi, lo, count);
   std::fill(dst, dst + lo, fill);
   const float* in = src + (lo * s + first);  // input column of dst[lo]
-  if constexpr (S == 1) std::copy(in, in + (hi - lo), dst + lo);
+  if constexpr (S == 1) copyFloats(in, dst + lo, hi - lo);
   else if constexpr (S == 2) cpu::vecGatherEven(in, dst + lo, static_cast<size_t>(hi - lo));
   else
     for (int64_t j = lo; j < hi; ++j) dst[j] = in[(j - lo) * s];
@@ -120,7 +141,9 @@ void PaddedPlane::load(const float* x, const Window3& w, float fill, int64_t cha
   const int64_t s = w.stride[2];
   phaseLen_ = (ext_[2] + s - 1) / s;
   const int64_t rowLen = s * phaseLen_;
-  data_.resize(static_cast<size_t>(channels * ext_[0] * ext_[1] * rowLen));
+  const auto planes = static_cast<size_t>(channels * ext_[0] * ext_[1] * rowLen);
+  data_.resize(planes + kReadSlack);
+  std::fill(data_.begin() + static_cast<ptrdiff_t>(planes), data_.end(), fill);
   float* dst = data_.data();
   const int64_t inSize = w.in[0] * w.in[1] * w.in[2];
   for (int64_t c = 0; c < channels; ++c) {
@@ -129,7 +152,7 @@ void PaddedPlane::load(const float* x, const Window3& w, float fill, int64_t cha
       for (int64_t ph = 0; ph < ext_[1]; ++ph, dst += rowLen) {
         const int64_t ih = ph - w.padBegin[1];
         if (id < 0 || id >= w.in[0] || ih < 0 || ih >= w.in[1]) {
-          std::fill(dst, dst + rowLen, fill);
+          fillFloats(dst, rowLen, fill);
           continue;
         }
         const float* src = x + c * inSize + (id * w.in[1] + ih) * w.in[2];

@@ -42,6 +42,9 @@ public:
   // Copies `channels` consecutive planes from `x` (each w.in[0] x w.in[1] x w.in[2] floats) for window `w`;
   // requires w.out[i] >= 1.
   void load(const float* x, const Window3& w, float fill, int64_t channels = 1);
+  // Floats after the plane, set to the fill, that a vector reader may load past its last column
+  // (cpu::vecTapsDotRows with a column stride of 2).
+  static constexpr int64_t kReadSlack = 16;
   // Number of taps: channels * kernel[0] * kernel[1] * kernel[2].
   size_t tapCount() const { return static_cast<size_t>(channels_ * w_.kernel[0] * w_.kernel[1] * w_.kernel[2]); }
   // taps[t], t over (c, kd, kh, kw) in order (a Conv weight's layout): tap t's inputs for outputs

@@ -172,6 +172,41 @@ TEST_CASE("few-channel Conv (direct path) and wider groups (GEMM path) match a d
     for (auto [c, m, group] : shapes) checkConv(g, c, m, group, 0.125f, pool, rng);
 }
 
+// Depthwise Convs whose rows go four at a time (vecTapsDotRows): 1-6 and 13 output rows, widths 8-16 (8-lane
+// blocks) and 17-41 (16-lane blocks, the last moved back), 3x3 to 7x7 and 9x9 (81 taps: row by row) kernels.
+const std::vector<Geometry> kRowBandGeometries = {
+    {{1, 8}, {1, 3}, {1, 1}, {1, 1}, {0, 1}, {0, 1}},
+    {{2, 12}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+    {{3, 16}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+    {{5, 17}, {3, 3}, {1, 1}, {1, 1}, {0, 1}, {2, 1}},
+    {{13, 28}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+    {{14, 14}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}},
+    {{28, 28}, {5, 5}, {2, 2}, {1, 1}, {2, 2}, {2, 2}},
+    {{23, 81}, {3, 3}, {2, 2}, {1, 1}, {0, 0}, {1, 1}},
+    {{11, 33}, {7, 7}, {1, 1}, {1, 1}, {3, 3}, {3, 3}},
+    {{12, 25}, {3, 3}, {1, 1}, {3, 2}, {3, 1}, {3, 2}},
+    {{9, 20}, {9, 9}, {1, 1}, {1, 1}, {4, 4}, {4, 4}},
+};
+
+TEST_CASE("depthwise Conv on mid-size maps (rows four at a time) matches a direct loop, 19 channels, 1 and 2 threads") {
+  kernels::ThreadPool pool(2);
+  std::mt19937 rng(31);
+  for (const Geometry& g : kRowBandGeometries) {
+    checkConv(g, 19, 19, 19, std::nullopt, pool, rng);
+    checkConv(g, 19, 19, 19, 0.25f, pool, rng);
+  }
+}
+
+TEST_CASE("depthwise Conv on a mid-size map without bias") {
+  std::mt19937 rng(7);
+  Geometry g{{6, 20}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}};
+  auto xv = randomValues(5 * 120, rng), wv = randomValues(5 * 9, rng);
+  auto x = floats({1, 5, 6, 20}, xv), w = floats({5, 1, 3, 3}, wv);
+  auto y = Op(OpKind::Conv).i("group", 5).ints("pads", g.pads()).run1({&x, &w});
+  REQUIRE(y.shape() == ir::Shape{1, 5, 6, 20});
+  requireClose(values<float>(y), reference(xv, 5, g, Reduce::Dot, wv), 1e-4f);
+}
+
 TEST_CASE("depthwise Conv with auto_pad SAME_UPPER and no bias") {
   std::mt19937 rng(5);
   Geometry g{{7, 10}, {3, 3}, {2, 2}, {1, 1}, {1, 0}, {1, 1}};  // SAME_UPPER pads for these sizes

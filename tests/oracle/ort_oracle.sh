@@ -257,6 +257,11 @@ kernelModels="$work/kernel_models"
 if ! "$build/tests/kernels/make_kernel_models" "$kernelModels" resize_linear >/dev/null; then
   echo "FAIL resize_linear: could not write the models"; failed=$((failed + 1))
 fi
+# Depthwise Convs of odd geometry (strides, dilation, asymmetric pads, 3x5 to 9x9 kernels, widths around the vector
+# widths, row counts not a multiple of four, fused activations; bench/make_kernel_models.cpp).
+if ! "$build/tests/kernels/make_kernel_models" "$kernelModels" dwodd >/dev/null; then
+  echo "FAIL dwodd: could not write the models"; failed=$((failed + 1))
+fi
 # ONNX Runtime's com.microsoft transformer ops and MatMulNBits forms (tests/oracle/make_transformer_contrib.cpp): every
 # node compiled (no fallback node on either target), outputs as ONNX Runtime's CPU EP computes them, 4-bit weights kept.
 contrib="$work/transformer_contrib.onnx" nbits="$work/matmul_nbits.onnx"
@@ -311,6 +316,9 @@ for target in npu-sim cpu; do
     check "$m" "$kernelModels/$m.onnx" "$target"
   done
   tolerance=()
+  for m in "$kernelModels"/dwodd_*.onnx; do
+    check "$(basename "${m%.onnx}")" "$m" "$target"
+  done
   checkQdqForms "$target"
   checkQdqWeights "$target"
   check tiny_prefill "$build/samples/tiny_prefill.onnx" "$target"
