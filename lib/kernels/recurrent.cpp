@@ -437,7 +437,9 @@ Status runRecurrent(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     return i < outputs.size() && outputs[i] ? outputs[i]->mutableDataAs<float>() : nullptr;
   };
   float* y = out(0);
-  if (y) std::memset(y, 0, static_cast<size_t>(dimProduct(s.yShape())) * sizeof(float));
+  // Y's element count from the spec's dimensions: making its shape would allocate on every run. Checked at inference
+  // (the output was allocated at that size).
+  if (y) std::memset(y, 0, static_cast<size_t>(s.seq * s.dirs * s.batch * s.hidden) * sizeof(float));
   // X as [seq, batch, input].
   const float* x = inputs[0]->dataAs<float>();
   std::vector<float>& xTime = buffers.xTime;
