@@ -30,9 +30,9 @@ Expected<uint64_t> product(std::span<const int64_t> dims) {
   return makeError(ErrorCode::InvalidGraph, "shape {} has no representable element count", ir::shapeToString(dims));
 }
 
-// The name the node gives its input `k` ("" when it has none).
-std::string_view nodeInput(const IterationPlan& plan, size_t k) {
-  return plan.node && k < plan.node->inputs.size() ? std::string_view(plan.node->inputs[k]) : std::string_view();
+// The name of the body's input `k` (what a node input that is missing would have been given to).
+std::string_view bodyInput(const IterationPlan& plan, size_t k) {
+  return k < plan.graph->inputs.size() ? std::string_view(plan.graph->inputs[k].name) : std::string_view();
 }
 
 // Runs the body once and points it.produced at its outputs.
@@ -139,7 +139,8 @@ Status runLoop(BodyFrame& f, const IterationPlan& plan, IterationState& it, std:
   it.current.assign(it.ins.begin() + 2, it.ins.end());
   for (size_t k = 0; k < plan.carried; ++k)
     if (!it.current[k])
-      return makeError(ErrorCode::InvalidGraph, "Loop-carried input {} ('{}') is missing", k, nodeInput(plan, 2 + k));
+      return makeError(ErrorCode::InvalidGraph, "Loop-carried input {} (body input '{}') is missing", k,
+                       bodyInput(plan, 2 + k));
   it.stacked.resize(scans);
   for (auto& stacked : it.stacked) stacked.reset(0, 0);
   for (int64_t trip = 0; (!maxTrips || trip < *maxTrips) && cond; ++trip) {
@@ -169,8 +170,8 @@ Status runScan(BodyFrame& f, const IterationPlan& plan, IterationState& it, std:
   for (size_t k = 0; k < plan.scanInputs; ++k) {
     const ir::Tensor* x = it.ins[plan.carried + k];
     if (!x)
-      return makeError(ErrorCode::InvalidGraph, "Scan input {} ('{}') is missing", plan.carried + k,
-                       nodeInput(plan, plan.carried + k));
+      return makeError(ErrorCode::InvalidGraph, "Scan input {} (body input '{}') is missing", plan.carried + k,
+                       bodyInput(plan, plan.carried + k));
     const int64_t axis = axisOf(k, *x);
     if (axis < 0 || axis >= static_cast<int64_t>(x->rank()))
       return makeError(ErrorCode::InvalidGraph, "Scan input axis {} is out of range for rank {}", plan.inAxes[k],
@@ -185,7 +186,8 @@ Status runScan(BodyFrame& f, const IterationPlan& plan, IterationState& it, std:
   it.current.assign(it.ins.begin(), it.ins.begin() + static_cast<std::ptrdiff_t>(plan.carried));
   for (size_t k = 0; k < plan.carried; ++k)
     if (!it.current[k])
-      return makeError(ErrorCode::InvalidGraph, "Scan state input {} ('{}') is missing", k, nodeInput(plan, k));
+      return makeError(ErrorCode::InvalidGraph, "Scan state input {} (body input '{}') is missing", k,
+                       bodyInput(plan, k));
   it.slices.resize(plan.scanInputs);
   it.stacked.resize(scans);
   for (size_t k = 0; k < scans; ++k) it.stacked[k].reset(plan.outAxes[k], length);

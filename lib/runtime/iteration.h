@@ -43,7 +43,6 @@ inline constexpr size_t kNoSlot = static_cast<size_t>(-1);  // no slot: an omitt
 // the node's inputs and outputs.
 struct IterationPlan {
   size_t body = kNoSlot;               // the body's block in the session's plan; kNoSlot: not a Loop or Scan
-  const ir::Node* node = nullptr;      // the Loop or Scan node (its input names, for errors)
   const ir::Graph* graph = nullptr;    // the body graph
   size_t carried = 0, scanInputs = 0;  // loop-carried values (Scan: states), scan inputs (Scan)
   std::vector<int64_t> inAxes, inDirs, outAxes, outDirs;  // Scan: its scan inputs' and outputs' axes and directions

@@ -549,7 +549,6 @@ struct Session::Impl {
     if (block == kNoSlot) return false;
     IterationPlan& it = plan.nodes[i].iteration;
     it.body = block;
-    it.node = &n;
     it.graph = &body;
     it.carried = carried;
     it.scanInputs = scanInputs;

@@ -157,16 +157,23 @@ size_t foldSubgraph(ir::Graph& body, const GraphFacts& scope, const std::string&
   }
   size_t count = body.nodes.size() - kept.size();
   body.nodes = std::move(kept);
-  // Whether the body as it is now still reads `name` (its nodes, their subgraphs, or its outputs).
-  auto isRead = [](const ir::ValueTable& now, const std::string& name) {
-    const ir::ValueId v = now.find(name);
-    return v != ir::kNoValue && (!now[v].uses.empty() || now[v].isGraphOutput);
+  // By value id in `facts`: whether the body as it is now still reads the value (its nodes, the subgraphs they hold,
+  // or its outputs). The table of the body alone would not do: a value only a nested subgraph reads is not one of its
+  // values once the node writing it is folded.
+  auto readValues = [&] {
+    std::vector<bool> read(facts->table.size(), false);
+    auto mark = [&](const std::string& name) {
+      if (const ir::ValueId v = facts->table.find(name); v != ir::kNoValue) read[v] = true;
+    };
+    for (const auto& n : body.nodes) forEachRead(n, mark);
+    for (const auto& o : body.outputs) mark(o.name);
+    return read;
   };
   const size_t ownInitializers = body.initializers.size();
   if (count != 0) {
-    const ir::ValueTable now(body);
+    const std::vector<bool> read = readValues();
     for (const ir::ValueId v : folded)
-      if (v != ir::kNoValue && isRead(now, facts->table.name(v)))
+      if (v != ir::kNoValue && read[v])
         body.initializers.push_back(ir::Initializer{facts->table.name(v), *(*facts)[v].constant, std::nullopt});
   }
   size_t nested = 0;
@@ -175,11 +182,15 @@ size_t foldSubgraph(ir::Graph& body, const GraphFacts& scope, const std::string&
   if (nested != 0 && body.initializers.size() > ownInitializers) {
     // A value folded here that only nested subgraphs read, and that they folded in turn (a weight the nested
     // branches reshape), is read by nothing now: it is not kept beside what was made of it.
-    const ir::ValueTable now(body);
+    // (Past ownInitializers: folded values, and weights hoisted out of nested branches, which those read.)
+    const std::vector<bool> read = readValues();
     auto first = body.initializers.begin() + static_cast<std::ptrdiff_t>(ownInitializers);
-    body.initializers.erase(
-        std::remove_if(first, body.initializers.end(), [&](const ir::Initializer& i) { return !isRead(now, i.name); }),
-        body.initializers.end());
+    body.initializers.erase(std::remove_if(first, body.initializers.end(),
+                                           [&](const ir::Initializer& i) {
+                                             const ir::ValueId v = facts->table.find(i.name);
+                                             return v != ir::kNoValue && !read[v];
+                                           }),
+                            body.initializers.end());
   }
   return count + nested;
 }
