@@ -87,7 +87,9 @@ Expected<std::vector<ir::Tensor>> staticOutputs(const std::vector<ir::ValueInfo>
   for (const ir::ValueInfo& info : outputs) {
     std::optional<ir::Shape> shape = info.staticShape();
     if (!shape) return std::vector<ir::Tensor>{};
-    CTX_ASSIGN_OR_RETURN(ir::Tensor t, ir::Tensor::allocate(info.type, std::move(*shape)));
+    auto allocated = ir::Tensor::allocate(info.type, std::move(*shape));
+    if (!allocated) return allocated.takeError().addContext(fmt::format("output '{}'", info.name));
+    ir::Tensor t = std::move(allocated).value();
     if (t.byteSize() > 0) runtime::prefaultWritable(t.mutableData(), t.byteSize());
     made.push_back(std::move(t));
   }

@@ -95,25 +95,30 @@ std::optional<uint64_t> elementCount(std::span<const int64_t> shape) { return ch
 
 uint64_t Tensor::elementCount() const { return ir::elementCount(shape_).value_or(0); }
 
-Expected<Tensor> Tensor::allocate(ElemType type, Shape shape) {
+Expected<Tensor> Tensor::allocate(ElemType type, Shape shape) { return allocate(type, std::move(shape), 0); }
+
+Expected<Tensor> Tensor::allocate(ElemType type, Shape shape, uint64_t capacity) {
   auto count = ir::elementCount(shape);
   if (!count) return makeError(ErrorCode::InvalidGraph, "invalid tensor shape {}", shapeToString(shape));
   auto bytes = storageBytes(type, *count);
   if (!bytes || !toSize(*bytes))
     return makeError(ErrorCode::Unsupported, "cannot allocate a {} tensor of shape {}", elemTypeName(type),
                      shapeToString(shape));
-  if (*bytes > memoryLimit())  // the message is made only for an error
-    return checkMemoryLimit(*bytes, fmt::format("a {} tensor of shape {}", elemTypeName(type), shapeToString(shape)))
+  const uint64_t room = std::max(*bytes, capacity);
+  if (room > memoryLimit())  // the message is made only for an error
+    return checkMemoryLimit(room, fmt::format("a {} tensor of shape {}", elemTypeName(type), shapeToString(shape)))
         .error();
-  auto buffer = alignedBuffer(static_cast<size_t>(*bytes));
+  auto buffer =
+      room == static_cast<uint64_t>(static_cast<size_t>(room)) ? alignedBuffer(static_cast<size_t>(room)) : nullptr;
   if (!buffer)
     return makeError(ErrorCode::Unsupported, "out of memory for a {} tensor of shape {} ({} bytes)", elemTypeName(type),
-                     shapeToString(shape), *bytes);
+                     shapeToString(shape), room);
   Tensor t;
   t.type_ = type;
   t.shape_ = std::move(shape);
   t.data_ = buffer.get();
   t.size_ = static_cast<size_t>(*bytes);
+  t.capacity_ = static_cast<size_t>(room);
   t.writable_ = true;
   t.owner_ = std::move(buffer);
   return t;
@@ -132,6 +137,7 @@ Expected<Tensor> Tensor::view(ElemType type, Shape shape, const std::byte* data,
   t.shape_ = std::move(shape);
   t.data_ = data;
   t.size_ = size;
+  t.capacity_ = size;
   t.owner_ = std::move(owner);
   return t;
 }
@@ -178,9 +184,21 @@ void Tensor::unbind() {
   shape_.clear();
   data_ = nullptr;
   size_ = 0;
+  capacity_ = 0;
   writable_ = false;
   owner_.reset();
   strings_.clear();
+}
+
+bool Tensor::refit(ElemType type, std::span<const int64_t> shape) {
+  if (!writable_ || !owner_ || owner_.use_count() != 1 || type == ElemType::String) return false;
+  const auto count = ir::elementCount(shape);
+  const auto bytes = count ? storageBytes(type, *count) : std::nullopt;
+  if (!bytes || *bytes > capacity_) return false;
+  type_ = type;
+  shape_.assign(shape.begin(), shape.end());
+  size_ = static_cast<size_t>(*bytes);
+  return true;
 }
 
 Status Tensor::rebindAsPrefix(const Tensor& base, ElemType type, std::span<const int64_t> shape) {
@@ -193,6 +211,7 @@ Status Tensor::rebindAsPrefix(const Tensor& base, ElemType type, std::span<const
   shape_.assign(shape.begin(), shape.end());
   data_ = base.data_;
   size_ = static_cast<size_t>(*bytes);
+  capacity_ = base.capacity_;
   writable_ = base.writable_;
   owner_ = base.owner_;
   strings_.clear();

@@ -41,6 +41,8 @@ public:
   // A zero-filled, 64-byte aligned, writable tensor. Fails on overflow, string type, a size above memoryLimit() or
   // memory the system does not give.
   static Expected<Tensor> allocate(ElemType type, Shape shape);
+  // Likewise in a buffer of at least `capacity` bytes (room refit can grow the tensor into).
+  static Expected<Tensor> allocate(ElemType type, Shape shape, uint64_t capacity);
   // A read-only view of bytes owned by `owner` (a mapped file, a parsed model...). Checks the byte count.
   static Expected<Tensor> view(ElemType type, Shape shape, const std::byte* data, size_t size,
                                std::shared_ptr<const void> owner);
@@ -82,6 +84,12 @@ public:
   Status rebindAsPrefix(const Tensor& base, ElemType type, std::span<const int64_t> shape);
   // Becomes an empty tensor (no data, no owner) but keeps its shape storage for the next binding.
   void unbind();
+  // Becomes `type` and `shape` in its own buffer, when it is writable, holds that buffer alone (no view shares it)
+  // and the buffer has room from data() on; the bytes are left as they were. False, and unchanged, otherwise.
+  bool refit(ElemType type, std::span<const int64_t> shape);
+  // The bytes of its buffer from data() on: what refit may grow it to (its byte size for views of memory kept
+  // elsewhere).
+  size_t capacity() const { return capacity_; }
   // The owner keeping data() alive (shared with views).
   const std::shared_ptr<const void>& owner() const { return owner_; }
 
@@ -90,6 +98,7 @@ private:
   Shape shape_;
   const std::byte* data_ = nullptr;
   size_t size_ = 0;
+  size_t capacity_ = 0;
   bool writable_ = false;
   std::shared_ptr<const void> owner_;
   std::vector<std::string> strings_;

@@ -24,18 +24,25 @@ bool reusable(const ir::Tensor& t, ir::ElemType type) {
   return t.isWritable() && t.owner() && t.owner().use_count() == 1 && t.type() == type;
 }
 
-uint64_t product(std::span<const int64_t> dims) {
-  uint64_t n = 1;
-  for (const int64_t d : dims) n *= static_cast<uint64_t>(d);
-  return n;
+// The element count of (part of) a tensor's shape, checked.
+Expected<uint64_t> product(std::span<const int64_t> dims) {
+  if (const auto n = ir::elementCount(dims)) return *n;
+  return makeError(ErrorCode::InvalidGraph, "shape {} has no representable element count", ir::shapeToString(dims));
+}
+
+// The name of the body's input `k` (what a node input that is missing would have been given to).
+std::string_view bodyInput(const IterationPlan& plan, size_t k) {
+  return k < plan.graph->inputs.size() ? std::string_view(plan.graph->inputs[k].name) : std::string_view();
 }
 
 // Runs the body once and points it.produced at its outputs.
-Status runIterationBody(BodyFrame& f, IterationState& it) {
+Status runIterationBody(BodyFrame& f, const IterationPlan& plan, IterationState& it) {
   CTX_RETURN_IF_ERROR(f.runBody());
   it.produced.clear();
   for (size_t k = 0; k < f.outputs.size(); ++k) {
-    if (!f.values[f.outputs[k]]) return makeError(ErrorCode::InvalidGraph, "the body never produces its output {}", k);
+    if (!f.values[f.outputs[k]])
+      return makeError(ErrorCode::InvalidGraph, "the body never produces its output {} ('{}')", k,
+                       k < plan.graph->outputs.size() ? plan.graph->outputs[k].name : std::string());
     it.produced.push_back(f.values[f.outputs[k]]);
   }
   return Status::ok();
@@ -48,9 +55,12 @@ Status runIterationBody(BodyFrame& f, IterationState& it) {
 Status handOn(BodyFrame& f, IterationState& it, size_t first, size_t count) {
   it.next.resize(count);
   it.carried.resize(count);
+  it.peak.resize(count, 0);
+  it.swappedSlot.resize(count, kNoSlot);
   const ir::Tensor* const owned = f.owned.data();
   for (size_t k = 0; k < count; ++k) {
     const ir::Tensor* p = it.produced[first + k];
+    it.peak[k] = std::max<uint64_t>(it.peak[k], p->byteSize());
     size_t same = k;
     for (size_t j = 0; j < k; ++j)
       if (it.produced[first + j] == p) same = j;
@@ -60,13 +70,34 @@ Status handOn(BodyFrame& f, IterationState& it, size_t first, size_t count) {
     }
     const bool inOwned = std::less_equal<>()(owned, p) && std::less<>()(p, owned + f.owned.size());
     const size_t slot = inOwned ? static_cast<size_t>(p - owned) : kNoSlot;
-    if (slot != kNoSlot && slot >= f.slotBegin && slot < f.slotEnd && !(*f.madeOnce)[slot])
+    if (slot != kNoSlot && slot >= f.slotBegin && slot < f.slotEnd && !(*f.madeOnce)[slot]) {
       std::swap(f.owned[slot], it.next[k]);
-    else CTX_RETURN_IF_ERROR(copyInto(it.next[k], *p));
+      it.swappedSlot[k] = slot;
+    } else {
+      CTX_RETURN_IF_ERROR(copyInto(it.next[k], *p));
+    }
   }
   std::swap(it.carried, it.next);
   it.current.assign(count, nullptr);
   for (size_t k = 0; k < count; ++k) it.current[k] = &it.carried[k];
+  return Status::ok();
+}
+
+// After the last iteration: the spare buffers loop-carried values rotate through (it.next, and the body slot each
+// was swapped out of) get room for the most bytes that value took. Which buffer an iteration's value lands in
+// depends on how many iterations ran before, so a value that grows would otherwise find a buffer too small now and
+// then in every run; this way a later run of the same sizes allocates nothing.
+Status keepRoom(BodyFrame& f, IterationState& it) {
+  for (size_t k = 0; k < it.peak.size(); ++k) {
+    ir::Tensor* spares[] = {&it.next[k], it.swappedSlot[k] != kNoSlot ? &f.owned[it.swappedSlot[k]] : nullptr};
+    for (ir::Tensor* t : spares) {
+      if (!t || t->capacity() >= it.peak[k] || t->type() == ir::ElemType::String) continue;
+      if (!t->empty() && !(t->owner() && t->owner().use_count() == 1)) continue;  // shared: not a spare
+      const ir::ElemType type = t->empty() ? ir::ElemType::Uint8 : t->type();
+      const ir::Shape shape = t->empty() ? ir::Shape{0} : t->shape();
+      CTX_ASSIGN_OR_RETURN(*t, ir::Tensor::allocate(type, shape, it.peak[k]));
+    }
+  }
   return Status::ok();
 }
 
@@ -107,7 +138,9 @@ Status runLoop(BodyFrame& f, const IterationPlan& plan, IterationState& it, std:
   bool cond = it.ins[1] ? isTrue(*it.ins[1]) : true;
   it.current.assign(it.ins.begin() + 2, it.ins.end());
   for (size_t k = 0; k < plan.carried; ++k)
-    if (!it.current[k]) return makeError(ErrorCode::InvalidGraph, "Loop-carried input {} is missing", k);
+    if (!it.current[k])
+      return makeError(ErrorCode::InvalidGraph, "Loop-carried input {} (body input '{}') is missing", k,
+                       bodyInput(plan, 2 + k));
   it.stacked.resize(scans);
   for (auto& stacked : it.stacked) stacked.reset(0, 0);
   for (int64_t trip = 0; (!maxTrips || trip < *maxTrips) && cond; ++trip) {
@@ -116,13 +149,14 @@ Status runLoop(BodyFrame& f, const IterationPlan& plan, IterationState& it, std:
     f.values[f.inputs[0]] = &it.trip;
     f.values[f.inputs[1]] = &it.cond;
     for (size_t k = 0; k < plan.carried; ++k) f.values[f.inputs[2 + k]] = it.current[k];
-    if (Status st = runIterationBody(f, it); !st) return st.addContext(fmt::format("iteration {}", trip));
+    if (Status st = runIterationBody(f, plan, it); !st) return st.addContext(fmt::format("iteration {}", trip));
     cond = isTrue(*it.produced[0]);
     for (size_t k = 0; k < scans; ++k)
       if (Status st = it.stacked[k].place(*it.produced[1 + plan.carried + k], trip); !st)
         return st.addContext(fmt::format("iteration {}: scan output {}", trip, k));
     CTX_RETURN_IF_ERROR(handOn(f, it, 1, plan.carried));
   }
+  CTX_RETURN_IF_ERROR(keepRoom(f, it));
   return publish(f, plan, it, scans, outs);
 }
 
@@ -135,7 +169,9 @@ Status runScan(BodyFrame& f, const IterationPlan& plan, IterationState& it, std:
   int64_t length = -1;
   for (size_t k = 0; k < plan.scanInputs; ++k) {
     const ir::Tensor* x = it.ins[plan.carried + k];
-    if (!x) return makeError(ErrorCode::InvalidGraph, "Scan input {} is missing", plan.carried + k);
+    if (!x)
+      return makeError(ErrorCode::InvalidGraph, "Scan input {} (body input '{}') is missing", plan.carried + k,
+                       bodyInput(plan, plan.carried + k));
     const int64_t axis = axisOf(k, *x);
     if (axis < 0 || axis >= static_cast<int64_t>(x->rank()))
       return makeError(ErrorCode::InvalidGraph, "Scan input axis {} is out of range for rank {}", plan.inAxes[k],
@@ -149,7 +185,9 @@ Status runScan(BodyFrame& f, const IterationPlan& plan, IterationState& it, std:
     return makeError(ErrorCode::Unsupported, "Scan over an empty sequence is not supported");
   it.current.assign(it.ins.begin(), it.ins.begin() + static_cast<std::ptrdiff_t>(plan.carried));
   for (size_t k = 0; k < plan.carried; ++k)
-    if (!it.current[k]) return makeError(ErrorCode::InvalidGraph, "Scan state input {} is missing", k);
+    if (!it.current[k])
+      return makeError(ErrorCode::InvalidGraph, "Scan state input {} (body input '{}') is missing", k,
+                       bodyInput(plan, k));
   it.slices.resize(plan.scanInputs);
   it.stacked.resize(scans);
   for (size_t k = 0; k < scans; ++k) it.stacked[k].reset(plan.outAxes[k], length);
@@ -161,20 +199,38 @@ Status runScan(BodyFrame& f, const IterationPlan& plan, IterationState& it, std:
           sliceInto(it.slices[k], x, static_cast<size_t>(axisOf(k, x)), plan.inDirs[k] == 1 ? length - 1 - t : t));
       f.values[f.inputs[plan.carried + k]] = &it.slices[k];
     }
-    if (Status st = runIterationBody(f, it); !st) return st.addContext(fmt::format("iteration {}", t));
+    if (Status st = runIterationBody(f, plan, it); !st) return st.addContext(fmt::format("iteration {}", t));
     for (size_t k = 0; k < scans; ++k)
       if (Status st = it.stacked[k].place(*it.produced[plan.carried + k], plan.outDirs[k] == 1 ? length - 1 - t : t);
           !st)
         return st.addContext(fmt::format("iteration {}: scan output {}", t, k));
     CTX_RETURN_IF_ERROR(handOn(f, it, 0, plan.carried));
   }
+  CTX_RETURN_IF_ERROR(keepRoom(f, it));
   return publish(f, plan, it, scans, outs);
 }
 
-Status setScalar(ir::Tensor& t, ir::ElemType type, int64_t value) {
-  if (!(reusable(t, type) && t.rank() == 0)) {
-    CTX_ASSIGN_OR_RETURN(t, ir::Tensor::allocate(type, {}));
+Status fitOrGrow(ir::Tensor& t, ir::ElemType type, std::span<const int64_t> shape) {
+  if (t.refit(type, shape)) return Status::ok();
+  const auto count = ir::elementCount(shape);
+  const auto bytes = count ? ir::storageBytes(type, *count) : std::nullopt;
+  const uint64_t had = t.owner() ? t.capacity() : 0;
+  uint64_t room = 0;
+  if (bytes && *bytes > had && had > 0) room = std::min<uint64_t>(uint64_t{2} * had, ir::memoryLimit());
+  ir::Shape dims(shape.begin(), shape.end());
+  if (room > 0) {
+    if (auto grown = ir::Tensor::allocate(type, dims, room)) {
+      t = std::move(grown).value();
+      return Status::ok();
+    }
   }
+  // (Without room to spare: the memory the doubling asked for may not be there, what the value needs may be.)
+  CTX_ASSIGN_OR_RETURN(t, ir::Tensor::allocate(type, std::move(dims)));
+  return Status::ok();
+}
+
+Status setScalar(ir::Tensor& t, ir::ElemType type, int64_t value) {
+  CTX_RETURN_IF_ERROR(fitOrGrow(t, type, {}));
   if (type == ir::ElemType::Int64) *t.mutableDataAs<int64_t>() = value;
   else *t.mutableDataAs<uint8_t>() = value != 0 ? 1 : 0;
   return Status::ok();
@@ -186,9 +242,7 @@ Status copyInto(ir::Tensor& dst, const ir::Tensor& src) {
     dst = src.type() == ir::ElemType::String ? ir::Tensor::strings(src.shape(), src.stringValues()) : src;
     return Status::ok();
   }
-  if (!(reusable(dst, src.type()) && dst.shape() == src.shape())) {
-    CTX_ASSIGN_OR_RETURN(dst, ir::Tensor::allocate(src.type(), src.shape()));
-  }
+  CTX_RETURN_IF_ERROR(fitOrGrow(dst, src.type(), src.shape()));
   if (src.byteSize() > 0) std::memcpy(dst.mutableData(), src.data(), src.byteSize());
   return Status::ok();
 }
@@ -196,8 +250,8 @@ Status copyInto(ir::Tensor& dst, const ir::Tensor& src) {
 Status sliceInto(ir::Tensor& dst, const ir::Tensor& src, size_t axis, int64_t index) {
   const ir::Shape& shape = src.shape();
   const auto dims = std::span<const int64_t>(shape);
-  const uint64_t outer = product(dims.first(axis));
-  const uint64_t inner = product(dims.subspan(axis + 1));
+  CTX_ASSIGN_OR_RETURN(const uint64_t outer, product(dims.first(axis)));
+  CTX_ASSIGN_OR_RETURN(const uint64_t inner, product(dims.subspan(axis + 1)));
   const auto length = static_cast<uint64_t>(shape[axis]);
   const auto at = static_cast<uint64_t>(index);
   if (src.type() == ir::ElemType::String) {
@@ -218,7 +272,7 @@ Status sliceInto(ir::Tensor& dst, const ir::Tensor& src, size_t axis, int64_t in
   if (!fits) {
     ir::Shape sliced = shape;
     sliced.erase(sliced.begin() + static_cast<std::ptrdiff_t>(axis));
-    CTX_ASSIGN_OR_RETURN(dst, ir::Tensor::allocate(src.type(), std::move(sliced)));
+    CTX_RETURN_IF_ERROR(fitOrGrow(dst, src.type(), sliced));
   }
   const uint64_t run = inner * bytes;
   for (uint64_t o = 0; o < outer && run > 0; ++o)
@@ -278,10 +332,10 @@ Status StackedOutput::place(const ir::Tensor& slice, int64_t position) {
   if (position < 0 || position >= length)
     return makeError(ErrorCode::Internal, "position {} is outside {} slices", position, length);
   const auto dims = std::span<const int64_t>(slice_);
-  const uint64_t outer = product(dims.first(static_cast<size_t>(axis_)));
+  CTX_ASSIGN_OR_RETURN(const uint64_t outer, product(dims.first(static_cast<size_t>(axis_))));
   const auto len = static_cast<uint64_t>(length), at = static_cast<uint64_t>(position);
   if (type_ == ir::ElemType::String) {
-    const uint64_t inner = product(dims.subspan(static_cast<size_t>(axis_)));
+    CTX_ASSIGN_OR_RETURN(const uint64_t inner, product(dims.subspan(static_cast<size_t>(axis_))));
     strings_.resize(static_cast<size_t>(len * outer * inner));
     for (uint64_t o = 0; o < outer; ++o)
       for (uint64_t i = 0; i < inner; ++i) strings_[(o * len + at) * inner + i] = slice.stringValues()[o * inner + i];

@@ -70,8 +70,12 @@ struct IterationState {
   std::vector<const ir::Tensor*> produced;  // this iteration's body outputs
   ir::Tensor trip, cond;                    // a Loop body's iteration number and condition inputs
   std::vector<ir::Tensor> carried, next;    // loop-carried values: the current ones, the next ones being gathered
-  std::vector<ir::Tensor> slices;           // Scan: this iteration's slice of each scan input
-  std::vector<StackedOutput> stacked;       // scan outputs
+  // Per loop-carried value: the most bytes it took in any iteration of any run, and the body slot whose buffer it
+  // was last handed on in by swapping (kNoSlot: copied).
+  std::vector<uint64_t> peak;
+  std::vector<size_t> swappedSlot;
+  std::vector<ir::Tensor> slices;      // Scan: this iteration's slice of each scan input
+  std::vector<StackedOutput> stacked;  // scan outputs
 };
 
 // Runs Loop node `plan` (its inputs in it.ins) in `f` while the trip count and the condition allow: the body's inputs
@@ -80,6 +84,12 @@ struct IterationState {
 Status runLoop(BodyFrame& f, const IterationPlan& plan, IterationState& it, std::span<const size_t> outs);
 // Runs Scan node `plan` (opset 9 on; its inputs in it.ins) in `f` once per slice of its scan inputs, likewise.
 Status runScan(BodyFrame& f, const IterationPlan& plan, IterationState& it, std::span<const size_t> outs);
+
+// `t` becomes a writable tensor of `type` and `shape` (bytes not cleared): in its own buffer when that has room
+// (ir::Tensor::refit), else in a new one at least twice the size of the one it outgrew (up to the memory limit), so
+// that a value growing over the iterations of a Loop (a Concat onto a carried value) reallocates a logarithmic number
+// of times, and a later run of the same sizes not at all.
+Status fitOrGrow(ir::Tensor& t, ir::ElemType type, std::span<const int64_t> shape);
 
 // A condition's truth: one non-zero element.
 bool isTrue(const ir::Tensor& t);

@@ -630,15 +630,13 @@ struct Session::Impl {
   }
 
   // The tensor node output `slot` is written to: the caller's output when the value is a graph output whose
-  // tensor already has type `d` and its shape, else the frame's own, reallocated only when its type or shape
-  // changed or something else (a view) shares its buffer.
+  // tensor already has type `d` and its shape, else the frame's own, reallocated only when its buffer is too small
+  // (then grown geometrically: a value growing over a Loop's iterations) or something else (a view) shares it.
   static Expected<ir::Tensor*> outputTensor(RunFrame& f, size_t slot, const kernels::OutputDesc& d,
                                             ir::Tensor* caller) {
     if (caller && caller->isWritable() && caller->type() == d.type && caller->shape() == d.shape) return caller;
     ir::Tensor& t = f.owned[slot];
-    if (!(t.isWritable() && t.owner() && t.owner().use_count() == 1 && t.type() == d.type && t.shape() == d.shape)) {
-      CTX_ASSIGN_OR_RETURN(t, ir::Tensor::allocate(d.type, d.shape));
-    }
+    CTX_RETURN_IF_ERROR(fitOrGrow(t, d.type, d.shape));
     return &t;
   }
 

@@ -71,6 +71,17 @@ ir::Graph ifGraph(int64_t rate) {
 }
 
 // y = If(cond) then `then` else x (x of `shape`).
+// A branch holding initializer a = [1, 2, 3], a Constant node k = [10, 20, 30] and ak = Add(a, k).
+std::shared_ptr<ir::Graph> branchAddingAK() {
+  auto b = std::make_shared<ir::Graph>();
+  b->initializers = {{"a", ir::Tensor::fromVector(ir::ElemType::Float, {3}, std::vector<float>{1, 2, 3}), std::nullopt}};
+  b->nodes.push_back(node("Constant", {}, {"k"}));
+  b->nodes.back().attrs.set(
+      ir::Attribute::makeTensor("value", ir::Tensor::fromVector(ir::ElemType::Float, {3}, std::vector<float>{10, 20, 30})));
+  b->nodes.push_back(node("Add", {"a", "k"}, {"ak"}));
+  return b;
+}
+
 ir::Node ifOrPassX(const std::string& cond, std::shared_ptr<ir::Graph> then, std::vector<ir::Dim> shape) {
   auto otherwise = std::make_shared<ir::Graph>();
   otherwise->outputs = {floatValue("x", std::move(shape))};
@@ -267,12 +278,7 @@ TEST_CASE("fold-subgraphs folds constants inside the bodies of Ifs that stay, fr
   g.inputs = {floatValue("x", dims({3})), ir::ValueInfo{"cond", ir::ElemType::Bool, std::vector<ir::Dim>{}, ""}};
   g.outputs = {floatValue("y", dims({3}))};
   g.initializers = {{"s", ir::Tensor::fromVector(ir::ElemType::Float, {3}, std::vector<float>{1, 2, -1}), std::nullopt}};
-  auto then = std::make_shared<ir::Graph>();
-  then->initializers = {{"a", ir::Tensor::fromVector(ir::ElemType::Float, {3}, std::vector<float>{1, 2, 3}), std::nullopt}};
-  then->nodes.push_back(node("Constant", {}, {"k"}));
-  then->nodes.back().attrs.set(
-      ir::Attribute::makeTensor("value", ir::Tensor::fromVector(ir::ElemType::Float, {3}, std::vector<float>{10, 20, 30})));
-  then->nodes.push_back(node("Add", {"a", "k"}, {"ak"}));
+  auto then = branchAddingAK();
   then->nodes.push_back(node("Mul", {"ak", "s"}, {"scale"}));
   then->nodes.push_back(node("Mul", {"x", "scale"}, {"then_y"}));
   then->outputs = {floatValue("then_y", dims({3}))};
@@ -289,6 +295,37 @@ TEST_CASE("fold-subgraphs folds constants inside the bodies of Ifs that stay, fr
   CHECK(floats(scale->tensor) == std::vector<float>{11, 44, -33});
   CHECK(!body.findInitializer("ak"));  // read by nothing once scale is known
   CHECK(then->nodes.size() == 4);       // the model's own copy of the body is untouched
+}
+
+TEST_CASE("fold-subgraphs keeps a folded value that only a nested branch reads", "[graph-passes]") {
+  // y = If(outer) then If(inner) then ak * x else ak + x else x, with ak = a + k folded in the outer branch: no node
+  // of that branch reads ak once its Add is gone, but the nested branches still do, so it stays an initializer.
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({3})), ir::ValueInfo{"outer", ir::ElemType::Bool, std::vector<ir::Dim>{}, ""},
+              ir::ValueInfo{"inner", ir::ElemType::Bool, std::vector<ir::Dim>{}, ""}};
+  g.outputs = {floatValue("y", dims({3}))};
+  auto then = branchAddingAK();
+  auto nestedBranch = [](const std::string& op) {
+    auto b = std::make_shared<ir::Graph>();
+    b->nodes.push_back(node(op, {"ak", "x"}, {op + "_y"}));
+    b->outputs = {floatValue(op + "_y", dims({3}))};
+    return b;
+  };
+  ir::Node nested = node("If", {"inner"}, {"then_y"});
+  nested.attrs.set(ir::Attribute::makeGraph("then_branch", nestedBranch("Mul")));
+  nested.attrs.set(ir::Attribute::makeGraph("else_branch", nestedBranch("Add")));
+  then->nodes.push_back(nested);
+  then->outputs = {floatValue("then_y", dims({3}))};
+  g.nodes = {ifOrPassX("outer", then, dims({3}))};
+
+  std::vector<ir::PassRun> runs;
+  REQUIRE(analysis::runGraphPasses(g, {}, runs));
+  const ir::Graph& body = *g.nodes[0].attrs.find("then_branch")->g;
+  REQUIRE(body.nodes.size() == 1);  // the nested If
+  const ir::Initializer* ak = body.findInitializer("ak");
+  REQUIRE(ak);
+  CHECK(floats(ak->tensor) == std::vector<float>{11, 22, 33});
+  CHECK(body.nodes[0].attrs.find("then_branch")->g->nodes[0].inputs == std::vector<std::string>{"ak", "x"});
 }
 
 TEST_CASE("fold-subgraphs keeps one copy of a weight that nested branches folded alike", "[graph-passes]") {

@@ -135,9 +135,9 @@ inline ir::Model scanModel() {
   return modelOf(std::move(g));
 }
 
-// A loop-carried value that grows: v = Concat(v, x) three times, with the iteration number as a float scan output
+// A loop-carried value that grows: v = Concat(v, x) `trips` times, with the iteration number as a float scan output
 // (and with `scanGrowing`, v too: the scan outputs of one Loop must all have one shape, so that is an error).
-inline ir::Model loopGrowModel(bool scanGrowing = false) {
+inline ir::Model loopGrowModel(bool scanGrowing = false, int64_t trips = 3) {
   auto body = std::make_shared<ir::Graph>();
   body->name = "grow_body";
   body->inputs = {value("i", ElemType::Int64, {}), value("c_in", ElemType::Bool, {}),
@@ -154,9 +154,9 @@ inline ir::Model loopGrowModel(bool scanGrowing = false) {
   ir::Graph g;
   g.name = "loop_grow";
   g.inputs = {value("x", ElemType::Float, {2}), value("v0", ElemType::Float, {1})};
-  g.initializers.push_back(int64s("trips", {}, {3}));
+  g.initializers.push_back(int64s("trips", {}, {trips}));
   g.nodes.push_back(withGraph(op("Loop", {"trips", "", "v0"}, {"v_final", "iters"}), "body", body));
-  g.outputs = {value("v_final", ElemType::Float, {7}), value("iters", ElemType::Float, {3})};
+  g.outputs = {value("v_final", ElemType::Float, {1 + 2 * trips}), value("iters", ElemType::Float, {trips})};
   if (scanGrowing) {
     g.nodes.back().outputs.push_back("vs");
     g.outputs.push_back(unshaped("vs", ElemType::Float));
@@ -311,6 +311,16 @@ inline std::vector<Case> cases() {
   // [5] then x = [2, 3] appended three times; iterations 0, 1, 2.
   c.push_back({"loop_grow", loopGrowModel(), {floatTensor({2}, {2, 3}), floatTensor({1}, {5})},
                {{5, 2, 3, 2, 3, 2, 3}, {0, 1, 2}}});
+  // Eleven times (the carried value's buffers are outgrown in a different order than with three).
+  {
+    std::vector<float> v{5}, iters;
+    for (int k = 0; k < 11; ++k) {
+      v.insert(v.end(), {2, 3});
+      iters.push_back(static_cast<float>(k));
+    }
+    c.push_back({"loop_grow_long", loopGrowModel(false, 11), {floatTensor({2}, {2, 3}), floatTensor({1}, {5})},
+                 {v, iters}});
+  }
   // limit 2: i = 0, 1, 2 run (the condition i < limit is false after the third); v0 + 1, + 2, + 3.
   c.push_back({"loop_cond", loopCondModel(), {boolScalar(true), int64Scalar(2), floatTensor({2}, {1, -1})},
                {{4, 2}, {2, 0, 3, 1, 4, 2}}});

@@ -180,6 +180,16 @@ TEST_CASE("a Loop scan output whose shape changes between iterations is an error
                              "shape 5, but the first iteration gave float32 of shape 3"));
 }
 
+TEST_CASE("a Loop-carried input left out is an error naming the node and the body input", "[runtime]") {
+  ir::Model model = loopGrowModel();
+  model.graph.nodes[0].inputs = {"trips", "", ""};  // v0 omitted: the body's v_in has nothing to start from
+  auto s = runtime::Session::load(model, ".", {}, "grow.onnx");
+  REQUIRE(s);
+  auto outs = (*s)->run({floatTensor({2}, {2, 3}), floatTensor({1}, {5})});
+  REQUIRE(!outs);
+  CHECK_THAT(outs.error().message(), Catch::Contains("(Loop): Loop-carried input 0 (body input 'v_in') is missing"));
+}
+
 TEST_CASE("a graph whose nodes are out of order, or that never writes an output, is refused at load", "[runtime]") {
   ir::Graph g;
   g.name = "unordered";

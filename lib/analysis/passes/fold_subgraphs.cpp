@@ -7,8 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <set>
-#include <unordered_set>
+#include <span>
 
 namespace ctxkit::analysis {
 
@@ -29,27 +28,26 @@ size_t hoistSharedInitializers(ir::Graph& parent, size_t index) {
     for (auto& g : a.graphs) subs.push_back(&g);
   }
   if (subs.size() < 2) return 0;
-  std::vector<std::unordered_set<std::string>> names(subs.size());
-  for (size_t k = 0; k < subs.size(); ++k) collectNames(**subs[k], names[k]);
-  std::unordered_set<std::string> outside;  // names `parent` defines outside the node's subgraphs
-  for (const auto& in : parent.inputs) outside.insert(in.name);
-  for (const auto& init : parent.initializers) outside.insert(init.name);
-  for (size_t j = 0; j < parent.nodes.size(); ++j) {
-    const ir::Node& n = parent.nodes[j];
-    outside.insert(n.outputs.begin(), n.outputs.end());
-    if (j == index) continue;
-    for (const auto& a : n.attrs.all()) {
-      if (a.g) collectNames(*a.g, outside);
-      for (const auto& g : a.graphs) collectNames(*g, outside);
-    }
-  }
+  // What `parent` defines outside the node's subgraphs: its own values (by the value table), and what the other
+  // nodes' subgraphs define (looked for only when a copy matches, which is rare).
+  const ir::ValueTable table(parent);
+  auto definedOutside = [&](const std::string& name) {
+    const ir::ValueId v = table.find(name);
+    if (v != ir::kNoValue && !table[v].isOuter()) return true;
+    for (size_t j = 0; j < parent.nodes.size(); ++j)
+      if (j != index && subgraphsDefine(parent.nodes[j], name)) return true;
+    return false;
+  };
   struct First {
     size_t sub;
     const ir::Initializer* init;
   };
   std::map<std::pair<std::string, Hash128>, std::vector<First>> seen;  // (type and shape, bytes' hash)
   std::vector<Renames> renames(subs.size());
-  std::set<std::pair<size_t, std::string>> hoisted;  // (sub, name) of the copy that moves out
+  // By sub, then by initializer: the copy that moves out.
+  std::vector<std::vector<bool>> hoisted(subs.size());
+  for (size_t k = 0; k < subs.size(); ++k) hoisted[k].assign((*subs[k])->initializers.size(), false);
+  bool any = false;
   for (size_t k = 0; k < subs.size(); ++k)
     for (const ir::Initializer& init : (*subs[k])->initializers) {
       const ir::Tensor& t = init.tensor;
@@ -60,30 +58,32 @@ size_t hoistSharedInitializers(ir::Graph& parent, size_t index) {
       for (const First& f : candidates)
         if (f.sub != k && std::memcmp(f.init->tensor.data(), t.data(), t.byteSize()) == 0) match = &f;
       // The first copy's name must mean nothing else in this branch, nor in any other branch that will read it.
-      const bool free = match && !outside.count(match->init->name) &&
-                        (init.name == match->init->name || !names[k].count(match->init->name));
+      const bool free = match && !definedOutside(match->init->name) &&
+                        (init.name == match->init->name || !graphDefines(**subs[k], match->init->name));
       if (!free) {
         if (!match) candidates.push_back(First{k, &init});
         continue;
       }
-      hoisted.insert({match->sub, match->init->name});
+      hoisted[match->sub][static_cast<size_t>(match->init - (*subs[match->sub])->initializers.data())] = true;
       renames[k][init.name] = match->init->name;
+      any = true;
     }
-  if (hoisted.empty()) return 0;
+  if (!any) return 0;
   size_t removed = 0;
   for (size_t k = 0; k < subs.size(); ++k) {
     auto copy = std::make_shared<ir::Graph>(**subs[k]);  // subgraphs may be shared with other variants
-    for (auto it = copy->initializers.begin(); it != copy->initializers.end();) {
-      if (hoisted.count({k, it->name})) {
-        parent.initializers.push_back(std::move(*it));
-        it = copy->initializers.erase(it);
-      } else if (renames[k].count(it->name)) {
-        it = copy->initializers.erase(it);
+    std::vector<ir::Initializer> kept;
+    for (size_t i = 0; i < copy->initializers.size(); ++i) {
+      ir::Initializer& init = copy->initializers[i];
+      if (hoisted[k][i]) {
+        parent.initializers.push_back(std::move(init));
+      } else if (renames[k].count(init.name)) {
         ++removed;
       } else {
-        ++it;
+        kept.push_back(std::move(init));
       }
     }
+    copy->initializers = std::move(kept);
     *subs[k] = renames[k].empty() ? copy : renamedSubgraph(*copy, renames[k]);
   }
   return removed;
@@ -96,34 +96,41 @@ size_t hoistSharedInitializers(ir::Graph& parent, size_t index) {
 size_t foldSubgraph(ir::Graph& body, const GraphFacts& scope, const std::string& where,
                     std::vector<std::string>* warnings) {
   // The body with the outer values its nodes read made explicit: constants as initializers, the rest as inputs.
+  // The body's values by id: those it reads but neither defines nor takes as inputs come from the scope (in the order
+  // its nodes first read them).
+  const ir::ValueTable own(body);
   ir::Graph alone = body;
-  std::set<std::string> defined;
-  for (const auto& in : body.inputs) defined.insert(in.name);
-  for (const auto& init : body.initializers) defined.insert(init.name);
-  for (const auto& n : body.nodes) defined.insert(n.outputs.begin(), n.outputs.end());
-  for (const auto& n : body.nodes)
-    for (const auto& in : n.inputs) {
-      if (in.empty() || !defined.insert(in).second) continue;
-      const ValueFacts* f = scope.find(in);
-      if (f && f->constant) {
-        alone.initializers.push_back(ir::Initializer{in, *f->constant, std::nullopt});
-        continue;
-      }
-      ir::ValueInfo info{in, f ? f->type : ir::ElemType::Undefined, std::nullopt, ""};
-      if (f && f->shape) info.shape = std::vector<ir::Dim>(f->shape->size());
-      for (size_t d = 0; f && f->shape && d < f->shape->size(); ++d) (*info.shape)[d] = ir::Dim::known((*f->shape)[d]);
-      alone.inputs.push_back(std::move(info));
+  std::vector<bool> given(scope.values.size(), false);  // scope values given to `alone`, by id in the scope
+  auto give = [&](const std::string& name, bool onlyConstant) {
+    const ir::ValueId outer = scope.table.find(name);
+    const ValueFacts* f = outer == ir::kNoValue ? nullptr : &scope[outer];
+    if (outer != ir::kNoValue) {
+      if (given[outer] || (onlyConstant && !f->constant)) return;
+      given[outer] = true;
+    } else if (onlyConstant) {
+      return;
     }
-  // Outer constants that only the nodes' own subgraphs read: the nested bodies fold against them too.
-  for (const auto& n : body.nodes) {
-    std::set<std::string> nested;
-    ir::collectNodeReads(n, nested);
-    for (const auto& in : nested) {
-      const ValueFacts* f = defined.count(in) ? nullptr : scope.find(in);
-      if (f && f->constant && defined.insert(in).second)
-        alone.initializers.push_back(ir::Initializer{in, *f->constant, std::nullopt});
+    if (f && f->constant) {
+      alone.initializers.push_back(ir::Initializer{name, *f->constant, std::nullopt});
+      return;
     }
+    ir::ValueInfo info{name, f ? f->type : ir::ElemType::Undefined, std::nullopt, ""};
+    if (f && f->shape) info.shape = std::vector<ir::Dim>(f->shape->size());
+    for (size_t d = 0; f && f->shape && d < f->shape->size(); ++d) (*info.shape)[d] = ir::Dim::known((*f->shape)[d]);
+    alone.inputs.push_back(std::move(info));
+  };
+  for (ir::ValueId v = 0; v < own.size(); ++v) {
+    const ir::ValueEntry& e = own[v];
+    const bool readByInput =
+        std::any_of(e.uses.begin(), e.uses.end(), [](const ir::ValueUse& u) { return u.slot != u.kSubgraphSlot; });
+    if (e.isOuter() && readByInput) give(e.name, false);
   }
+  // Outer constants that only the nodes' own subgraphs read: the nested bodies fold against them too.
+  for (const auto& n : body.nodes)
+    forEachRead(n, [&](const std::string& name) {
+      const ir::ValueId v = own.find(name);
+      if (v == ir::kNoValue || own[v].isOuter()) give(name, true);
+    });
   auto facts = analyzeGraph(alone, {});
   if (!facts) {
     if (warnings)
@@ -134,33 +141,40 @@ size_t foldSubgraph(ir::Graph& body, const GraphFacts& scope, const std::string&
                                       where, facts.error().message()));
     return 0;
   }
+  // `alone` has the body's nodes in the body's order: node i's values are facts->table.outputsOf(i).
   std::vector<ir::Node> kept;
-  std::vector<std::string> folded;
-  for (auto& n : body.nodes) {
+  std::vector<ir::ValueId> folded;
+  for (size_t i = 0; i < body.nodes.size(); ++i) {
+    ir::Node& n = body.nodes[i];
     bool hasSubgraph = false;
     for (const auto& a : n.attrs.all()) hasSubgraph |= a.g != nullptr || !a.graphs.empty();
-    const bool known =
-        !hasSubgraph && !n.outputs.empty() && std::all_of(n.outputs.begin(), n.outputs.end(), [&](const auto& o) {
-          const ValueFacts* f = o.empty() ? nullptr : facts->find(o);
-          return o.empty() || (f && f->constant);
-        });
-    if (known) folded.insert(folded.end(), n.outputs.begin(), n.outputs.end());
+    const std::span<const ir::ValueId> outs = facts->table.outputsOf(i);
+    const bool known = !hasSubgraph && !outs.empty() && std::all_of(outs.begin(), outs.end(), [&](ir::ValueId o) {
+      return o == ir::kNoValue || (*facts)[o].constant;
+    });
+    if (known) folded.insert(folded.end(), outs.begin(), outs.end());
     else kept.push_back(std::move(n));
   }
   size_t count = body.nodes.size() - kept.size();
   body.nodes = std::move(kept);
-  auto readNames = [&] {
-    std::set<std::string> read;
-    for (const auto& n : body.nodes) ir::collectNodeReads(n, read);
-    for (const auto& o : body.outputs) read.insert(o.name);
+  // By value id in `facts`: whether the body as it is now still reads the value (its nodes, the subgraphs they hold,
+  // or its outputs). The table of the body alone would not do: a value only a nested subgraph reads is not one of its
+  // values once the node writing it is folded.
+  auto readValues = [&] {
+    std::vector<bool> read(facts->table.size(), false);
+    auto mark = [&](const std::string& name) {
+      if (const ir::ValueId v = facts->table.find(name); v != ir::kNoValue) read[v] = true;
+    };
+    for (const auto& n : body.nodes) forEachRead(n, mark);
+    for (const auto& o : body.outputs) mark(o.name);
     return read;
   };
   const size_t ownInitializers = body.initializers.size();
   if (count != 0) {
-    const std::set<std::string> read = readNames();
-    for (const auto& name : folded)
-      if (!name.empty() && read.count(name))
-        body.initializers.push_back(ir::Initializer{name, *facts->find(name)->constant, std::nullopt});
+    const std::vector<bool> read = readValues();
+    for (const ir::ValueId v : folded)
+      if (v != ir::kNoValue && read[v])
+        body.initializers.push_back(ir::Initializer{facts->table.name(v), *(*facts)[v].constant, std::nullopt});
   }
   size_t nested = 0;
   for (auto& n : body.nodes) nested += foldSubgraphsOf(n, *facts, warnings);
@@ -168,11 +182,15 @@ size_t foldSubgraph(ir::Graph& body, const GraphFacts& scope, const std::string&
   if (nested != 0 && body.initializers.size() > ownInitializers) {
     // A value folded here that only nested subgraphs read, and that they folded in turn (a weight the nested
     // branches reshape), is read by nothing now: it is not kept beside what was made of it.
-    const std::set<std::string> read = readNames();
+    // (Past ownInitializers: folded values, and weights hoisted out of nested branches, which those read.)
+    const std::vector<bool> read = readValues();
     auto first = body.initializers.begin() + static_cast<std::ptrdiff_t>(ownInitializers);
-    body.initializers.erase(
-        std::remove_if(first, body.initializers.end(), [&](const ir::Initializer& i) { return !read.count(i.name); }),
-        body.initializers.end());
+    body.initializers.erase(std::remove_if(first, body.initializers.end(),
+                                           [&](const ir::Initializer& i) {
+                                             const ir::ValueId v = facts->table.find(i.name);
+                                             return v != ir::kNoValue && !read[v];
+                                           }),
+                            body.initializers.end());
   }
   return count + nested;
 }

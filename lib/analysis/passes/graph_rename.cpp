@@ -2,7 +2,6 @@
 #include "analysis/passes/graph_rename.h"
 
 #include <algorithm>
-#include <set>
 
 namespace ctxkit::analysis {
 
@@ -23,9 +22,9 @@ void renameNodeReads(ir::Node& node, const Renames& r) {
   bool subgraphReads = false;
   for (const auto& a : node.attrs.all()) subgraphReads |= a.g != nullptr || !a.graphs.empty();
   if (!subgraphReads) return;
-  std::set<std::string> reads;
-  ir::collectNodeReads(node, reads);
-  if (std::none_of(reads.begin(), reads.end(), [&](const std::string& n) { return r.count(n) != 0; })) return;
+  bool renames = false;
+  forEachRead(node, [&](const std::string& n) { renames |= r.count(n) != 0; });
+  if (!renames) return;
   for (auto& a : node.attrs.all()) {
     if (a.g) a.g = renamedSubgraph(*a.g, r);
     for (auto& g : a.graphs) g = renamedSubgraph(*g, r);
@@ -42,6 +41,26 @@ void collectNames(const ir::Graph& g, std::unordered_set<std::string>& names) {
       for (const auto& sub : a.graphs) collectNames(*sub, names);
     }
   }
+}
+
+bool subgraphsDefine(const ir::Node& node, std::string_view name) {
+  for (const auto& a : node.attrs.all()) {
+    if (a.g && graphDefines(*a.g, name)) return true;
+    for (const auto& sub : a.graphs)
+      if (graphDefines(*sub, name)) return true;
+  }
+  return false;
+}
+
+bool graphDefines(const ir::Graph& g, std::string_view name) {
+  for (const auto& in : g.inputs)
+    if (in.name == name) return true;
+  for (const auto& init : g.initializers)
+    if (init.name == name) return true;
+  for (const auto& n : g.nodes) {
+    if (std::find(n.outputs.begin(), n.outputs.end(), name) != n.outputs.end() || subgraphsDefine(n, name)) return true;
+  }
+  return false;
 }
 
 }  // namespace ctxkit::analysis

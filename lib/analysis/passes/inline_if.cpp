@@ -26,8 +26,10 @@ const ir::Graph* chosenBranch(const ir::Node& node, const GraphFacts& facts) {
 size_t inlineConstantIfs(ir::Graph& graph, const GraphFacts& facts, GraphPassTrace& trace) {
   std::vector<ir::Node> nodes;
   std::vector<size_t> origin;
+  // Names are made up here for values no table has yet: those (and what valueInfo declares) are still kept by name.
   std::unordered_set<std::string> names;
-  std::set<std::string> declared, ifOutputs;
+  std::set<std::string> declared;
+  std::vector<bool> ifOutput(facts.table.size(), false);  // by value id: an output of an If inlined now
   size_t inlined = 0;
   for (size_t index = 0; index < graph.nodes.size(); ++index) {
     ir::Node& node = graph.nodes[index];
@@ -47,7 +49,8 @@ size_t inlineConstantIfs(ir::Graph& graph, const GraphFacts& facts, GraphPassTra
         for (const auto& v : *list) declared.insert(v.name);
     }
     ++inlined;
-    ifOutputs.insert(node.outputs.begin(), node.outputs.end());
+    for (const ir::ValueId v : facts.table.outputsOf(index))
+      if (v != ir::kNoValue) ifOutput[v] = true;
     const std::string prefix = (node.name.empty() ? std::string("If") : node.name) + "/";
     auto fresh = [&](const std::string& base) {
       std::string name = prefix + base;
@@ -56,17 +59,18 @@ size_t inlineConstantIfs(ir::Graph& graph, const GraphFacts& facts, GraphPassTra
       return name;
     };
     // A value the branch computes and returns takes the If output's name; every other value it defines a new one.
-    std::set<std::string> produced;
-    for (const auto& n : branch->nodes)
-      for (const auto& o : n.outputs)
-        if (!o.empty()) produced.insert(o);
+    const ir::ValueTable values(*branch);
+    auto produced = [&](const std::string& name) {
+      const ir::ValueId v = values.find(name);
+      return v != ir::kNoValue && values[v].hasProducer();
+    };
     Renames r;
     for (size_t k = 0; k < branch->outputs.size() && k < node.outputs.size(); ++k)
-      if (produced.count(branch->outputs[k].name) && !r.count(branch->outputs[k].name) && !node.outputs[k].empty())
+      if (produced(branch->outputs[k].name) && !r.count(branch->outputs[k].name) && !node.outputs[k].empty())
         r[branch->outputs[k].name] = node.outputs[k];
     for (const auto& init : branch->initializers) r[init.name] = fresh(init.name);
-    for (const auto& name : produced)
-      if (!r.count(name)) r[name] = fresh(name);
+    for (ir::ValueId v = 0; v < values.size(); ++v)
+      if (values[v].hasProducer() && !r.count(values.name(v))) r[values.name(v)] = fresh(values.name(v));
     for (const auto& bn : branch->nodes) {
       ir::Node n = bn;
       n.name = prefix + bn.name;
@@ -102,7 +106,10 @@ size_t inlineConstantIfs(ir::Graph& graph, const GraphFacts& facts, GraphPassTra
   trace.origin = std::move(origin);
   // What the file declares for an If's outputs held for either branch; the branch taken now gives them their facts.
   if (inlined != 0)
-    std::erase_if(graph.valueInfo, [&](const ir::ValueInfo& v) { return ifOutputs.count(v.name) != 0; });
+    std::erase_if(graph.valueInfo, [&](const ir::ValueInfo& info) {
+      const ir::ValueId v = facts.table.find(info.name);
+      return v != ir::kNoValue && ifOutput[v];
+    });
   return inlined;
 }
 
