@@ -51,11 +51,15 @@ TEST_CASE("NonZero is bounded by rank x elements, and shape rules carry the boun
   CHECK(factsOf(*f, "t").blockerNode == 1);
   REQUIRE(factsOf(*f, "tf").bound);
   CHECK(*factsOf(*f, "tf").bound == ir::Shape{6, 2});
-  // Shape of a bounded value has a static length; its values stay unknown, so a Reshape to them has no bound.
+  // Shape of a bounded value has a static length, and values in the bound's range: [2, 0..6]. A Reshape to them:
+  // 2, and 0..6, where 0 would copy x's 3.
   REQUIRE(factsOf(*f, "count").bound);
   CHECK(*factsOf(*f, "count").bound == ir::Shape{1});
-  CHECK(!factsOf(*f, "reshaped").bound);
-  CHECK(factsOf(*f, "reshaped").blockerNode == 1);
+  REQUIRE(factsOf(*f, "s").range);
+  CHECK(*factsOf(*f, "s").range == analysis::ValueRanges{{2, 2}, {0, 6}});
+  REQUIRE(factsOf(*f, "reshaped").bound);
+  CHECK(*factsOf(*f, "reshaped").bound == ir::Shape{2, 6});
+  CHECK(*factsOf(*f, "reshaped").low == ir::Shape{2, 0});
   // Squeeze without axes drops the extents of 1 the values give: no bound.
   CHECK(!factsOf(*f, "squeezed").bound);
 }
@@ -128,4 +132,108 @@ TEST_CASE("an unbound input's values have no bound and no blocking node", "[anal
   REQUIRE(f);
   CHECK(!factsOf(*f, "y").bound);
   CHECK(factsOf(*f, "y").blockerNode == analysis::kNoNode);
+}
+
+TEST_CASE("an If's outputs are bounded by the larger of its branches' bounds, at the same rank", "[analysis][bounds]") {
+  // nz is [2, <=6]. then: (nz, x, nz); else: (nz ++ nz along 1, Transpose(nz), a 1-D row of nz).
+  ir::Graph g;
+  ir::ValueInfo cond;
+  cond.name = "cond";
+  cond.type = ir::ElemType::Bool;
+  cond.shape = dims({});
+  g.inputs = {floatValue("x", dims({2, 3})), cond};
+  g.initializers = {floats("zero", {}, {0.0f}), ints("row", {}, {0})};
+  g.nodes = {node("Greater", {"x", "zero"}, {"mask"}), node("NonZero", {"mask"}, {"nz"})};
+  auto thenBranch = std::make_shared<ir::Graph>();
+  thenBranch->nodes = {node("Identity", {"nz"}, {"t0"}), node("Identity", {"x"}, {"t1"}),
+                       node("Identity", {"nz"}, {"t2"})};
+  thenBranch->outputs = {ir::ValueInfo{"t0", ir::ElemType::Int64, std::nullopt, ""},
+                         ir::ValueInfo{"t1", ir::ElemType::Float, std::nullopt, ""},
+                         ir::ValueInfo{"t2", ir::ElemType::Int64, std::nullopt, ""}};
+  auto elseBranch = std::make_shared<ir::Graph>();
+  ir::Node transpose = node("Transpose", {"nz"}, {"e1"});
+  transpose.attrs.set(ir::Attribute::makeInts("perm", {1, 0}));
+  elseBranch->nodes = {withInt(node("Concat", {"nz", "nz"}, {"e0"}), "axis", 1), transpose,
+                       withInt(node("Gather", {"nz", "row"}, {"e2"}), "axis", 0)};
+  elseBranch->outputs = {ir::ValueInfo{"e0", ir::ElemType::Int64, std::nullopt, ""},
+                         ir::ValueInfo{"e1", ir::ElemType::Int64, std::nullopt, ""},
+                         ir::ValueInfo{"e2", ir::ElemType::Int64, std::nullopt, ""}};
+  ir::Node branch = node("If", {"cond"}, {"y0", "y1", "y2"});
+  branch.attrs.set(ir::Attribute::makeGraph("then_branch", thenBranch));
+  branch.attrs.set(ir::Attribute::makeGraph("else_branch", elseBranch));
+  g.nodes.push_back(branch);
+  g.nodes.push_back(node("Relu", {"y1"}, {"after"}));
+  auto f = analysis::analyzeGraph(g, {});
+  REQUIRE(f);
+  REQUIRE(factsOf(*f, "y0").bound);
+  CHECK(*factsOf(*f, "y0").bound == ir::Shape{2, 12});
+  // A static [2, 3] against [<=6, 2]: at most [6, 3]; what follows carries it.
+  REQUIRE(factsOf(*f, "y1").bound);
+  CHECK(*factsOf(*f, "y1").bound == ir::Shape{6, 3});
+  REQUIRE(factsOf(*f, "after").bound);
+  CHECK(*factsOf(*f, "after").bound == ir::Shape{6, 3});
+  // Rank 2 against rank 1: no bound.
+  CHECK(!factsOf(*f, "y2").bound);
+}
+
+TEST_CASE("shapes computed from a bounded value's shape are bounded where the arithmetic allows", "[analysis][bounds]") {
+  // t = Transpose(NonZero(x > 0)) is [0..6, 2]; n = its row count, 0..6.
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({2, 3}))};
+  g.initializers = {floats("zero", {}, {0.0f}),     ints("i0", {}, {0}),          ints("i1", {}, {1}),
+                    ints("axes0", {1}, {0}),         ints("minus1", {1}, {-1}),    ints("one", {1}, {1}),
+                    ints("two", {1}, {2}),           ints("three", {1}, {3}),      ints("four", {1}, {4}),
+                    ints("six", {1}, {6}),           floats("row", {1, 3}, {1, 2, 3}), ints("s0", {}, {0}),
+                    ints("s1", {}, {1})};
+  ir::Node transpose = node("Transpose", {"nz"}, {"t"});
+  transpose.attrs.set(ir::Attribute::makeInts("perm", {1, 0}));
+  g.nodes = {node("Greater", {"x", "zero"}, {"mask"}),
+             node("NonZero", {"mask"}, {"nz"}),
+             transpose,
+             node("Shape", {"t"}, {"s"}),
+             withInt(node("Gather", {"s", "i0"}, {"n"}), "axis", 0),
+             node("Unsqueeze", {"n", "axes0"}, {"nn"}),
+             withInt(node("Gather", {"s", "i1"}, {"cols"}), "axis", 0),
+             node("Unsqueeze", {"cols", "axes0"}, {"cc"}),
+             // [-1, 2]: the rows inferred, at most 12 / 2.
+             withInt(node("Concat", {"minus1", "cc"}, {"shape_rows"}), "axis", 0),
+             node("Reshape", {"t", "shape_rows"}, {"rows"}),
+             // [2n, 3] of zeros.
+             node("Mul", {"nn", "two"}, {"twice"}),
+             withInt(node("Concat", {"twice", "three"}, {"zeros_shape"}), "axis", 0),
+             node("ConstantOfShape", {"zeros_shape"}, {"zeros"}),
+             // row [1, 3] expanded to [n, 3].
+             withInt(node("Concat", {"nn", "three"}, {"expand_shape"}), "axis", 0),
+             node("Expand", {"row", "expand_shape"}, {"expanded"}),
+             // 0..n-1; n / 2; min(n, 4) as TopK's k on 6 values; n - 1 may be -1: no bound.
+             node("Range", {"s0", "n", "s1"}, {"range"}),
+             node("Div", {"nn", "two"}, {"half"}),
+             node("Min", {"nn", "four"}, {"k"}),
+             node("Reshape", {"x", "six"}, {"flat"}),
+             node("TopK", {"flat", "k"}, {"top", "top_index"}),
+             node("Sub", {"nn", "one"}, {"less"}),
+             withInt(node("Concat", {"less", "minus1"}, {"unsure_shape"}), "axis", 0),
+             node("Reshape", {"t", "unsure_shape"}, {"unsure"})};
+  auto f = analysis::analyzeGraph(g, {});
+  REQUIRE(f);
+  REQUIRE(factsOf(*f, "n").range);
+  CHECK(*factsOf(*f, "n").range == analysis::ValueRanges{{0, 6}});
+  CHECK(*factsOf(*f, "shape_rows").range == analysis::ValueRanges{{-1, -1}, {2, 2}});
+  REQUIRE(factsOf(*f, "rows").bound);
+  CHECK(*factsOf(*f, "rows").bound == ir::Shape{6, 2});
+  CHECK(*factsOf(*f, "rows").low == ir::Shape{0, 2});
+  REQUIRE(factsOf(*f, "zeros").bound);
+  CHECK(*factsOf(*f, "zeros").bound == ir::Shape{12, 3});
+  CHECK(factsOf(*f, "zeros").type == ir::ElemType::Float);
+  REQUIRE(factsOf(*f, "expanded").bound);
+  CHECK(*factsOf(*f, "expanded").bound == ir::Shape{6, 3});
+  REQUIRE(factsOf(*f, "range").bound);
+  CHECK(*factsOf(*f, "range").bound == ir::Shape{6});
+  REQUIRE(factsOf(*f, "half").range);
+  CHECK(*factsOf(*f, "half").range == analysis::ValueRanges{{0, 3}});
+  REQUIRE(factsOf(*f, "top").bound);
+  CHECK(*factsOf(*f, "top").bound == ir::Shape{4});
+  REQUIRE(factsOf(*f, "less").range);
+  CHECK(*factsOf(*f, "less").range == analysis::ValueRanges{{-1, 5}});
+  CHECK(!factsOf(*f, "unsure").bound);
 }

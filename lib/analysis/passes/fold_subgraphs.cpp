@@ -95,36 +95,7 @@ size_t hoistSharedInitializers(ir::Graph& parent, size_t index) {
 // `warnings` gets why, prefixed with `where`).
 size_t foldSubgraph(ir::Graph& body, const GraphFacts& scope, const std::string& where,
                     std::vector<std::string>* warnings) {
-  // The body with the outer values its nodes read made explicit: constants as initializers, the rest as inputs.
-  ir::Graph alone = body;
-  std::set<std::string> defined;
-  for (const auto& in : body.inputs) defined.insert(in.name);
-  for (const auto& init : body.initializers) defined.insert(init.name);
-  for (const auto& n : body.nodes) defined.insert(n.outputs.begin(), n.outputs.end());
-  for (const auto& n : body.nodes)
-    for (const auto& in : n.inputs) {
-      if (in.empty() || !defined.insert(in).second) continue;
-      const ValueFacts* f = scope.find(in);
-      if (f && f->constant) {
-        alone.initializers.push_back(ir::Initializer{in, *f->constant, std::nullopt});
-        continue;
-      }
-      ir::ValueInfo info{in, f ? f->type : ir::ElemType::Undefined, std::nullopt, ""};
-      if (f && f->shape) info.shape = std::vector<ir::Dim>(f->shape->size());
-      for (size_t d = 0; f && f->shape && d < f->shape->size(); ++d) (*info.shape)[d] = ir::Dim::known((*f->shape)[d]);
-      alone.inputs.push_back(std::move(info));
-    }
-  // Outer constants that only the nodes' own subgraphs read: the nested bodies fold against them too.
-  for (const auto& n : body.nodes) {
-    std::set<std::string> nested;
-    ir::collectNodeReads(n, nested);
-    for (const auto& in : nested) {
-      const ValueFacts* f = defined.count(in) ? nullptr : scope.find(in);
-      if (f && f->constant && defined.insert(in).second)
-        alone.initializers.push_back(ir::Initializer{in, *f->constant, std::nullopt});
-    }
-  }
-  auto facts = analyzeGraph(alone, {});
+  auto facts = analyzeGraph(subgraphAlone(body, scope), {});
   if (!facts) {
     if (warnings)
       warnings->push_back(fmt::format("{}: {}; it cannot run with the bound shapes, and ONNX Runtime refuses to load "
