@@ -73,6 +73,21 @@ void setRange(const ir::Node& node, const BoundInputs& inputs, ValueFacts& v) {
   const ir::Shape* exact = v.shape ? &*v.shape : v.bound && v.low && *v.bound == *v.low ? &*v.bound : nullptr;
   const auto count = exact ? ir::elementCount(*exact) : std::nullopt;
   if (count) v.range = outputRange(node, inputs, *count);
+  if (!v.range || !std::all_of(v.range->begin(), v.range->end(), [](const ValueRange& r) { return r.lo == r.hi; }))
+    return;
+  // Every element's range is one value (the rank row of a NonZero's shape, and what is computed from it alone): the
+  // value is known at compile time, and what reads it folds as from any constant.
+  std::vector<int64_t> values;
+  for (const ValueRange& r : *v.range) values.push_back(r.lo);
+  const ir::Shape shape = *exact;
+  v.constant =
+      v.type == ir::ElemType::Int64
+          ? ir::Tensor::fromVector(ir::ElemType::Int64, shape, values)
+          : ir::Tensor::fromVector(ir::ElemType::Int32, shape, std::vector<int32_t>(values.begin(), values.end()));
+  v.shape = shape;
+  v.bound.reset();
+  v.low.reset();
+  v.range.reset();
 }
 
 // An If's outputs are at most the larger of what its branches give, when both branches give a bound (a static shape is

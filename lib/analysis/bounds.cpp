@@ -390,8 +390,9 @@ Bounds outputBounds(const ir::Node& node, const kernels::OpContext& ctx, const B
       if (outputCount == 1) out[0] = computedSliceBound(in);
       return out;
     case ir::OpKind::Squeeze:
-      // Without axes Squeeze drops every dimension of extent 1, which a bound does not tell.
-      if (inputs.size() < 2 || !inputs[1].present) return out;
+      // Without axes (an input from opset 13, an attribute before) Squeeze drops every dimension of extent 1, which a
+      // bound does not tell.
+      if ((inputs.size() < 2 || !inputs[1].present) && !node.attrs.has("axes")) return out;
       break;
     default: break;
   }
