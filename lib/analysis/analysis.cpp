@@ -134,27 +134,27 @@ ir::Graph subgraphAlone(const ir::Graph& body, const GraphFacts& scope) {
   for (const auto& in : body.inputs) defined.insert(in.name);
   for (const auto& init : body.initializers) defined.insert(init.name);
   for (const auto& n : body.nodes) defined.insert(n.outputs.begin(), n.outputs.end());
-  for (const auto& n : body.nodes)
-    for (const auto& in : n.inputs) {
-      if (in.empty() || !defined.insert(in).second) continue;
-      const ValueFacts* f = scope.find(in);
-      if (f && f->constant) {
-        alone.initializers.push_back(ir::Initializer{in, *f->constant, std::nullopt});
-        continue;
-      }
-      ir::ValueInfo info{in, f ? f->type : ir::ElemType::Undefined, std::nullopt, ""};
-      if (f && f->shape) info.shape = std::vector<ir::Dim>(f->shape->size());
-      for (size_t d = 0; f && f->shape && d < f->shape->size(); ++d) (*info.shape)[d] = ir::Dim::known((*f->shape)[d]);
-      alone.inputs.push_back(std::move(info));
+  auto addOuter = [&](const std::string& name, const ValueFacts* f) {
+    if (f && f->constant) {
+      alone.initializers.push_back(ir::Initializer{name, *f->constant, std::nullopt});
+      return;
     }
-  // Outer constants that only the nodes' own subgraphs read: the nested bodies see them too.
+    ir::ValueInfo info{name, f ? f->type : ir::ElemType::Undefined, std::nullopt, ""};
+    if (f && f->shape) info.shape = std::vector<ir::Dim>(f->shape->size());
+    for (size_t d = 0; f && f->shape && d < f->shape->size(); ++d) (*info.shape)[d] = ir::Dim::known((*f->shape)[d]);
+    alone.inputs.push_back(std::move(info));
+  };
+  for (const auto& n : body.nodes)
+    for (const auto& in : n.inputs)
+      if (!in.empty() && defined.insert(in).second) addOuter(in, scope.find(in));
+  // Outer values that only the nodes' own subgraphs read: the nested bodies see them too (with their facts, through
+  // AnalyzeOptions::outerScope).
   for (const auto& n : body.nodes) {
     std::set<std::string> nested;
     ir::collectNodeReads(n, nested);
     for (const auto& in : nested) {
       const ValueFacts* f = defined.count(in) ? nullptr : scope.find(in);
-      if (f && f->constant && defined.insert(in).second)
-        alone.initializers.push_back(ir::Initializer{in, *f->constant, std::nullopt});
+      if (f && defined.insert(in).second) addOuter(in, f);
     }
   }
   return alone;

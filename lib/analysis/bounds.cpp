@@ -178,6 +178,21 @@ std::optional<ValueRanges> elementwiseRange(ir::OpKind kind, const BoundInputs& 
   return out;
 }
 
+// Where(cond, a, b) with cond not known: each element one of a's or b's (PyTorch writes Expand's shape as
+// Where(Equal(shape, -1), ones, shape)).
+std::optional<ValueRanges> whereRange(const BoundInputs& in, uint64_t count) {
+  if (in.bound.size() != 3) return std::nullopt;
+  auto a = rangesOf(in, 1), b = rangesOf(in, 2);
+  if (!a || !b || a->empty() || b->empty()) return std::nullopt;
+  if ((a->size() != count && a->size() != 1) || (b->size() != count && b->size() != 1)) return std::nullopt;
+  ValueRanges out(count);
+  for (size_t e = 0; e < count; ++e) {
+    const ValueRange x = (*a)[a->size() == 1 ? 0 : e], y = (*b)[b->size() == 1 ? 0 : e];
+    out[e] = ValueRange{std::min(x.lo, y.lo), std::max(x.hi, y.hi)};
+  }
+  return out;
+}
+
 // Reshape to a shape computed at run time: a copied (0) or inferred (-1) dimension bounded from the input.
 std::optional<BoundedOutput> reshapeBound(const ir::Node& node, const BoundInputs& in) {
   auto target = rangesOf(in, 1);
@@ -465,6 +480,7 @@ std::optional<ValueRanges> outputRange(const ir::Node& node, const BoundInputs& 
     case ir::OpKind::ReduceMax:
     case ir::OpKind::ReduceSum:
     case ir::OpKind::ReduceProd: r = reduceRange(node, in); break;
+    case ir::OpKind::Where: r = whereRange(in, count); break;
     default: return std::nullopt;
   }
   if (!r || r->size() != count || !withinLimit(*r)) return std::nullopt;

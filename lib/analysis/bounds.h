@@ -56,7 +56,8 @@ std::vector<std::optional<BoundedOutput>> outputBounds(const ir::Node& node, con
 // The range of the values of `node`'s single output, an integer tensor of `count` elements not known at compile time,
 // from the ranges of its inputs' values (or their shapes' bounds, for Shape): Shape, Size, Identity, Cast,
 // (Un)Squeeze, Reshape, Flatten, Gather and Slice with constant indices, Concat, Add, Sub, Mul, Div by a positive
-// constant, Min, Max, ReduceMin/Max/Sum/Prod. nullopt when the node is none of those or an end leaves +-2^31.
+// constant, Min, Max, ReduceMin/Max/Sum/Prod, Where (either side's values). nullopt when the node is none of those or
+// an end leaves +-2^31.
 std::optional<ValueRanges> outputRange(const ir::Node& node, const BoundInputs& inputs, uint64_t count);
 
 }  // namespace ctxkit::analysis

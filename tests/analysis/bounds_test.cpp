@@ -226,7 +226,11 @@ ir::Graph shapeArithmeticGraph() {
              node("TopK", {"flat", "k"}, {"top", "top_index"}),
              node("Sub", {"nn", "one"}, {"less"}),
              withInt(node("Concat", {"less", "minus1"}, {"unsure_shape"}), "axis", 0),
-             node("Reshape", {"t", "unsure_shape"}, {"unsure"})};
+             node("Reshape", {"t", "unsure_shape"}, {"unsure"}),
+             // PyTorch's expand: Where(shape == -1, 1, shape) as Expand's shape.
+             node("Equal", {"expand_shape", "minus1"}, {"is_minus1"}),
+             node("Where", {"is_minus1", "one", "expand_shape"}, {"torch_shape"}),
+             node("Expand", {"row", "torch_shape"}, {"torch_expanded"})};
   return g;
 }
 
@@ -306,6 +310,10 @@ TEST_CASE("shapes computed from a bounded value's shape are bounded where the ar
   REQUIRE(factsOf(*f, "less").range);
   CHECK(*factsOf(*f, "less").range == analysis::ValueRanges{{-1, 5}});
   CHECK(!factsOf(*f, "unsure").bound);
+  REQUIRE(factsOf(*f, "torch_shape").range);
+  CHECK(*factsOf(*f, "torch_shape").range == analysis::ValueRanges{{0, 6}, {1, 3}});
+  REQUIRE(factsOf(*f, "torch_expanded").bound);
+  CHECK(*factsOf(*f, "torch_expanded").bound == ir::Shape{6, 3});
 }
 
 TEST_CASE("the bounds and ranges hold for what the kernels compute with 0, some and all rows", "[analysis][bounds]") {
