@@ -163,34 +163,35 @@ std::optional<ValueRanges> reduceRange(const ir::Node& node, const BoundInputs& 
   return ValueRanges{acc};
 }
 
-std::optional<ValueRanges> elementwiseRange(ir::OpKind kind, const BoundInputs& in, uint64_t count) {
-  if (in.bound.size() != 2) return std::nullopt;
-  auto a = rangesOf(in, 0), b = rangesOf(in, 1);
+// `op` on two ranges element by element, a single element broadcasting (a 1-D shape computation): nullopt when
+// either is missing or `op` gives nothing for a pair.
+template <typename Op>
+std::optional<ValueRanges> pairwise(const std::optional<ValueRanges>& a, const std::optional<ValueRanges>& b,
+                                    uint64_t count, Op op) {
   if (!a || !b || a->empty() || b->empty()) return std::nullopt;
-  // Only a single element broadcasts: a 1-D shape computation.
   if ((a->size() != count && a->size() != 1) || (b->size() != count && b->size() != 1)) return std::nullopt;
   ValueRanges out(count);
   for (size_t e = 0; e < count; ++e) {
-    auto r = binaryRange(kind, (*a)[a->size() == 1 ? 0 : e], (*b)[b->size() == 1 ? 0 : e]);
+    std::optional<ValueRange> r = op((*a)[a->size() == 1 ? 0 : e], (*b)[b->size() == 1 ? 0 : e]);
     if (!r) return std::nullopt;
     out[e] = *r;
   }
   return out;
 }
 
+std::optional<ValueRanges> elementwiseRange(ir::OpKind kind, const BoundInputs& in, uint64_t count) {
+  if (in.bound.size() != 2) return std::nullopt;
+  return pairwise(rangesOf(in, 0), rangesOf(in, 1), count,
+                  [kind](ValueRange x, ValueRange y) { return binaryRange(kind, x, y); });
+}
+
 // Where(cond, a, b) with cond not known: each element one of a's or b's (PyTorch writes Expand's shape as
 // Where(Equal(shape, -1), ones, shape)).
 std::optional<ValueRanges> whereRange(const BoundInputs& in, uint64_t count) {
   if (in.bound.size() != 3) return std::nullopt;
-  auto a = rangesOf(in, 1), b = rangesOf(in, 2);
-  if (!a || !b || a->empty() || b->empty()) return std::nullopt;
-  if ((a->size() != count && a->size() != 1) || (b->size() != count && b->size() != 1)) return std::nullopt;
-  ValueRanges out(count);
-  for (size_t e = 0; e < count; ++e) {
-    const ValueRange x = (*a)[a->size() == 1 ? 0 : e], y = (*b)[b->size() == 1 ? 0 : e];
-    out[e] = ValueRange{std::min(x.lo, y.lo), std::max(x.hi, y.hi)};
-  }
-  return out;
+  return pairwise(rangesOf(in, 1), rangesOf(in, 2), count, [](ValueRange x, ValueRange y) {
+    return std::optional<ValueRange>(ValueRange{std::min(x.lo, y.lo), std::max(x.hi, y.hi)});
+  });
 }
 
 // Reshape to a shape computed at run time: a copied (0) or inferred (-1) dimension bounded from the input.
