@@ -2,6 +2,7 @@
 #include "analysis/analysis.h"
 
 #include "analysis/bounds.h"
+#include "analysis/passes/graph_rename.h"
 
 #include "ir/graph_check.h"
 #include "kernels/kernels.h"
@@ -9,7 +10,6 @@
 
 #include <algorithm>
 #include <deque>
-#include <set>
 
 namespace ctxkit::analysis {
 
@@ -60,7 +60,113 @@ void setInitializerFacts(ValueFacts& v, const ir::Initializer& init) {
   v.isInitializer = true;
 }
 
+// Dimension d of a value's lower bound: its static shape's, its `low`'s, or 0.
+int64_t lowOf(const ValueFacts& v, size_t d) {
+  if (v.shape) return (*v.shape)[d];
+  return v.low && d < v.low->size() ? (*v.low)[d] : 0;
+}
+
+// The range of an integer value not known at compile time whose element count is (a static shape, or bounds that
+// agree).
+void setRange(const ir::Node& node, const BoundInputs& inputs, ValueFacts& v) {
+  if (v.constant || (v.type != ir::ElemType::Int64 && v.type != ir::ElemType::Int32)) return;
+  const ir::Shape* exact = v.shape ? &*v.shape : v.bound && v.low && *v.bound == *v.low ? &*v.bound : nullptr;
+  const auto count = exact ? ir::elementCount(*exact) : std::nullopt;
+  if (count) v.range = outputRange(node, inputs, *count);
+  if (!v.range || !std::all_of(v.range->begin(), v.range->end(), [](const ValueRange& r) { return r.lo == r.hi; }))
+    return;
+  // Every element's range is one value (the rank row of a NonZero's shape, and what is computed from it alone): the
+  // value is known at compile time, and what reads it folds as from any constant.
+  std::vector<int64_t> values;
+  for (const ValueRange& r : *v.range) values.push_back(r.lo);
+  const ir::Shape shape = *exact;
+  v.constant =
+      v.type == ir::ElemType::Int64
+          ? ir::Tensor::fromVector(ir::ElemType::Int64, shape, values)
+          : ir::Tensor::fromVector(ir::ElemType::Int32, shape, std::vector<int32_t>(values.begin(), values.end()));
+  v.shape = shape;
+  v.bound.reset();
+  v.low.reset();
+  v.range.reset();
+}
+
+// An If's outputs are at most the larger of what its branches give, when both branches give a bound (a static shape is
+// its own bound) at the same rank; the branches are analysed with the facts of the graph around them.
+void boundIfOutputs(const ir::Node& node, std::span<const ir::ValueId> outputIds, GraphFacts& facts) {
+  if (std::all_of(outputIds.begin(), outputIds.end(),
+                  [&](ir::ValueId id) { return id == ir::kNoValue || facts.values[id].shape; }))
+    return;
+  const ir::Attribute* branches[2] = {node.attrs.find("then_branch"), node.attrs.find("else_branch")};
+  std::optional<GraphFacts> branchFacts[2];
+  AnalyzeOptions options;
+  options.outerScope = &facts;
+  for (size_t k = 0; k < 2; ++k) {
+    if (!branches[k] || !branches[k]->g || branches[k]->g->outputs.size() != outputIds.size()) return;
+    auto f = analyzeGraph(subgraphAlone(*branches[k]->g, facts), {}, options);
+    if (!f) return;  // a branch that cannot run with these shapes: no bound
+    branchFacts[k] = std::move(f).value();
+  }
+  for (size_t o = 0; o < outputIds.size(); ++o) {
+    if (outputIds[o] == ir::kNoValue || facts.values[outputIds[o]].shape) continue;
+    const ValueFacts* out[2] = {branchFacts[0]->find(branches[0]->g->outputs[o].name),
+                                branchFacts[1]->find(branches[1]->g->outputs[o].name)};
+    const ir::Shape* bound[2] = {};
+    for (size_t k = 0; k < 2; ++k)
+      if (out[k]) bound[k] = out[k]->shape ? &*out[k]->shape : out[k]->bound ? &*out[k]->bound : nullptr;
+    if (!bound[0] || !bound[1] || bound[0]->size() != bound[1]->size()) continue;
+    ir::Shape larger(bound[0]->size()), smaller(bound[0]->size());
+    for (size_t d = 0; d < larger.size(); ++d) {
+      larger[d] = std::max((*bound[0])[d], (*bound[1])[d]);
+      smaller[d] = std::min(lowOf(*out[0], d), lowOf(*out[1], d));
+    }
+    ValueFacts& v = facts.values[outputIds[o]];
+    if (v.type == ir::ElemType::Undefined) v.type = out[0]->type;
+    v.bound = std::move(larger);
+    v.low = std::move(smaller);
+  }
+}
+
 }  // namespace
+
+ir::Graph subgraphAlone(const ir::Graph& body, const GraphFacts& scope) {
+  // The body's values by id: those it reads but neither defines nor takes as inputs come from the scope (in the order
+  // its nodes first read them).
+  const ir::ValueTable own(body);
+  ir::Graph alone = body;
+  std::vector<bool> given(scope.values.size(), false);  // scope values given to `alone`, by id in the scope
+  auto give = [&](const std::string& name, bool known) {
+    const ir::ValueId outer = scope.table.find(name);
+    const ValueFacts* f = outer == ir::kNoValue ? nullptr : &scope[outer];
+    if (outer != ir::kNoValue) {
+      if (given[outer]) return;
+      given[outer] = true;
+    } else if (known) {
+      return;
+    }
+    if (f && f->constant) {
+      alone.initializers.push_back(ir::Initializer{name, *f->constant, std::nullopt});
+      return;
+    }
+    ir::ValueInfo info{name, f ? f->type : ir::ElemType::Undefined, std::nullopt, ""};
+    if (f && f->shape) info.shape = std::vector<ir::Dim>(f->shape->size());
+    for (size_t d = 0; f && f->shape && d < f->shape->size(); ++d) (*info.shape)[d] = ir::Dim::known((*f->shape)[d]);
+    alone.inputs.push_back(std::move(info));
+  };
+  for (ir::ValueId v = 0; v < own.size(); ++v) {
+    const ir::ValueEntry& e = own[v];
+    const bool readByInput =
+        std::any_of(e.uses.begin(), e.uses.end(), [](const ir::ValueUse& u) { return u.slot != u.kSubgraphSlot; });
+    if (e.isOuter() && readByInput) give(e.name, false);
+  }
+  // Outer values that only the nodes' own subgraphs read, when the scope knows them: the nested bodies see them too
+  // (with their facts, through AnalyzeOptions::outerScope).
+  for (const auto& n : body.nodes)
+    forEachRead(n, [&](const std::string& name) {
+      const ir::ValueId v = own.find(name);
+      if (v == ir::kNoValue || own[v].isOuter()) give(name, true);
+    });
+  return alone;
+}
 
 std::optional<ir::Shape> bindShape(const ir::ValueInfo& info, const Bindings& bindings, std::string* blocker) {
   if (auto it = bindings.shapes.find(info.name); it != bindings.shapes.end()) return it->second;
@@ -96,6 +202,12 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
   for (const auto& in : graph.inputs) {
     ValueFacts& v = factsOf(in.name);
     if (v.isInitializer) continue;  // an initializer default for an input: the compiler treats it as constant
+    if (const ValueFacts* outer = options.outerScope ? options.outerScope->find(in.name) : nullptr;
+        outer && (!outer->shape || outer->range)) {
+      v = *outer;               // a value of the scope around a subgraph, with its bound or range
+      v.blockerNode = kNoNode;  // (a node of that scope)
+      continue;
+    }
     v.type = in.type;
     v.shape = bindShape(in, bindings, &v.blocker);
   }
@@ -106,8 +218,9 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
     return v.shape ? checkDeclared(declared[id], *v.shape, node, index) : Status::ok();
   };
 
-  std::vector<kernels::ValueDesc> descs, boundDescs;  // boundDescs: a dynamic input's bound as its shape
-  std::vector<uint8_t> dynamicInputs;                 // 1 where the input's shape is not static
+  std::vector<kernels::ValueDesc> descs, boundDescs, lowDescs;  // a dynamic input's bound, or lower bound, as its shape
+  std::vector<uint8_t> dynamicInputs;                           // 1 where the input's shape is not static
+  std::vector<const ValueRanges*> inputRanges;
   std::vector<const ir::Tensor*> constInputs;
   for (size_t index : facts.order) {
     const ir::Node& node = graph.nodes[index];
@@ -120,14 +233,18 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
     std::string blocker;
     size_t blockerNode = kNoNode;
     boundDescs.clear();
+    lowDescs.clear();
     dynamicInputs.clear();
+    inputRanges.clear();
     for (const ir::ValueId in : inputIds) {
       kernels::ValueDesc d;
       if (in == ir::kNoValue) {
         d.present = false;
         descs.push_back(d);
         boundDescs.push_back(d);
+        lowDescs.push_back(d);
         dynamicInputs.push_back(0);
+        inputRanges.push_back(nullptr);
         constInputs.push_back(nullptr);
         continue;
       }
@@ -145,8 +262,13 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
         }
       }
       dynamicInputs.push_back(f.shape ? 0 : 1);
+      inputRanges.push_back(f.range ? &*f.range : nullptr);
       bounded.value = f.constant ? &*f.constant : nullptr;
       boundDescs.push_back(bounded);
+      kernels::ValueDesc low = bounded;
+      if (!f.shape && f.bound)
+        low.shape = f.low && f.low->size() == f.bound->size() ? *f.low : ir::Shape(f.bound->size());
+      lowDescs.push_back(std::move(low));
       d.value = f.constant ? &*f.constant : nullptr;
       if (!f.constant) allConstant = false;
       descs.push_back(d);
@@ -253,17 +375,21 @@ Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindin
       v.blocker = blocker.empty() ? fmt::format("the shape of '{}' is unknown", node.outputs[o]) : blocker;
       v.blockerNode = blocker.empty() ? index : blockerNode;
     }
+    const BoundInputs boundInputs{boundDescs, lowDescs, dynamicInputs, inputRanges};
     if (!inferred && known && !hasGraphAttr && allBounded) {
-      std::vector<std::optional<BoundedOutput>> bounds =
-          outputBounds(node, ctx, boundDescs, dynamicInputs, outputIds.size());
+      std::vector<std::optional<BoundedOutput>> bounds = outputBounds(node, ctx, boundInputs, outputIds.size());
       for (size_t o = 0; o < outputIds.size(); ++o) {
         if (outputIds[o] == ir::kNoValue || !bounds[o]) continue;
         ValueFacts& v = facts.values[outputIds[o]];
         if (v.shape) continue;
         if (v.type == ir::ElemType::Undefined) v.type = bounds[o]->type;
         v.bound = std::move(bounds[o]->bound);
+        v.low = std::move(bounds[o]->low);
       }
     }
+    if (node.kind == ir::OpKind::If && hasGraphAttr) boundIfOutputs(node, outputIds, facts);
+    if (known && !hasGraphAttr && outputIds.size() == 1 && outputIds[0] != ir::kNoValue)
+      setRange(node, boundInputs, facts.values[outputIds[0]]);
   }
   return facts;
 }

@@ -2,6 +2,7 @@
 // symbolic dimensions, and values known at compile time (constant folding).
 #pragma once
 
+#include "analysis/bounds.h"
 #include "ir/graph.h"
 #include "ir/value_table.h"
 #include "support/status.h"
@@ -25,9 +26,13 @@ struct ValueFacts {
   std::string blocker;             // why the shape is not static: "dimension 'seq' of input 'x' is not bound"
   // When the shape is not static: the node the blocker names (a value-dependent op such as NonZero, or a node
   // without a shape rule), kNoNode for an unbound graph input; and the shape's upper bound when one is known
-  // (analysis/bounds.h): each dimension at most this at run time.
+  // (analysis/bounds.h): each dimension at most `bound` at run time, and at least `low` (set with `bound`).
   size_t blockerNode = kNoNode;
   std::optional<ir::Shape> bound;
+  std::optional<ir::Shape> low;
+  // For a small integer tensor not known at compile time that a shape is computed from (a Shape of a bounded value,
+  // arithmetic on it): the range of each element's value (analysis/bounds.h).
+  std::optional<ValueRanges> range;
   std::optional<ir::Tensor> constant;  // set when known at compile time
   bool isInitializer = false;
 };
@@ -64,11 +69,19 @@ inline bool worthFolding(ir::OpKind kind, uint64_t inputBytes, uint64_t resultBy
 struct AnalyzeOptions {
   bool foldConstants = true;
   uint64_t maxFoldBytes = uint64_t{256} << 20;  // larger results stay computed at run time
+  // For a subgraph made standalone by `subgraphAlone`: the facts of the scope it reads from. An input of the graph
+  // that is a value there takes its facts from there (a bound of its shape, a range of its values).
+  const GraphFacts* outerScope = nullptr;
 };
 
 // Checks structure (defined inputs, unique value names, no cycles) and derives facts. Errors name the
 // node and the value at fault.
 Expected<GraphFacts> analyzeGraph(const ir::Graph& graph, const Bindings& bindings, const AnalyzeOptions& options = {});
+
+// Subgraph `body` (a branch or a loop body) with the values of the scope around it that its nodes read made
+// explicit: those `scope` knows as constants become initializers, the rest graph inputs (with their static shape when
+// `scope` has one), so that it can be analysed alone.
+ir::Graph subgraphAlone(const ir::Graph& body, const GraphFacts& scope);
 
 // After a change that adds initializers to the graph and leaves its nodes' inputs and outputs as they were
 // (fold-subgraphs hoisting a weight its subgraphs share): the value table is built anew, each value's facts move to

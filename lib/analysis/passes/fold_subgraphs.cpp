@@ -95,43 +95,7 @@ size_t hoistSharedInitializers(ir::Graph& parent, size_t index) {
 // `warnings` gets why, prefixed with `where`).
 size_t foldSubgraph(ir::Graph& body, const GraphFacts& scope, const std::string& where,
                     std::vector<std::string>* warnings) {
-  // The body with the outer values its nodes read made explicit: constants as initializers, the rest as inputs.
-  // The body's values by id: those it reads but neither defines nor takes as inputs come from the scope (in the order
-  // its nodes first read them).
-  const ir::ValueTable own(body);
-  ir::Graph alone = body;
-  std::vector<bool> given(scope.values.size(), false);  // scope values given to `alone`, by id in the scope
-  auto give = [&](const std::string& name, bool onlyConstant) {
-    const ir::ValueId outer = scope.table.find(name);
-    const ValueFacts* f = outer == ir::kNoValue ? nullptr : &scope[outer];
-    if (outer != ir::kNoValue) {
-      if (given[outer] || (onlyConstant && !f->constant)) return;
-      given[outer] = true;
-    } else if (onlyConstant) {
-      return;
-    }
-    if (f && f->constant) {
-      alone.initializers.push_back(ir::Initializer{name, *f->constant, std::nullopt});
-      return;
-    }
-    ir::ValueInfo info{name, f ? f->type : ir::ElemType::Undefined, std::nullopt, ""};
-    if (f && f->shape) info.shape = std::vector<ir::Dim>(f->shape->size());
-    for (size_t d = 0; f && f->shape && d < f->shape->size(); ++d) (*info.shape)[d] = ir::Dim::known((*f->shape)[d]);
-    alone.inputs.push_back(std::move(info));
-  };
-  for (ir::ValueId v = 0; v < own.size(); ++v) {
-    const ir::ValueEntry& e = own[v];
-    const bool readByInput =
-        std::any_of(e.uses.begin(), e.uses.end(), [](const ir::ValueUse& u) { return u.slot != u.kSubgraphSlot; });
-    if (e.isOuter() && readByInput) give(e.name, false);
-  }
-  // Outer constants that only the nodes' own subgraphs read: the nested bodies fold against them too.
-  for (const auto& n : body.nodes)
-    forEachRead(n, [&](const std::string& name) {
-      const ir::ValueId v = own.find(name);
-      if (v == ir::kNoValue || own[v].isOuter()) give(name, true);
-    });
-  auto facts = analyzeGraph(alone, {});
+  auto facts = analyzeGraph(subgraphAlone(body, scope), {});
   if (!facts) {
     if (warnings)
       warnings->push_back(fmt::format("{}: {}; it cannot run with the bound shapes, and ONNX Runtime refuses to load "
