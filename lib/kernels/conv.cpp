@@ -53,12 +53,23 @@ Expected<ConvPlan> planConv(const OpContext& ctx, std::span<const int64_t> x, st
   return p;
 }
 
-// Groups of at most this many input channels with a kernel larger than 1x1 are convolved directly. Measured
-// (bench/kernels.sh, one thread, 3x3 stride 1): direct is 0.4-1.0x ONNX Runtime's time for 16-32 channels where
-// im2col + cpu::sgemm was 24-39x when it was first written; at 64 channels onto 28x28 im2col + GEMM is now 12% faster
-// than direct (1.30 vs 1.50 ms; ResNet-18's first stage).
+// When a dense Conv (kernel larger than 1x1) is convolved directly rather than unfolded and multiplied (runsDirect).
+// The direct path computes four filters at a time over vector rows and unfolds nothing; the GEMM paths pay im2col per
+// output position (input channels x taps copies), which only many output channels amortize. From ctxgen --tune's
+// timings of all three paths on the 99 dense Convs of the PyTorch corpus (AVX-512, one thread):
+// - groups of at most kDirectMaxChannels input channels, when they make at most kDirectFewInputsMaxOutputs outputs
+//   (16-64 channels in, 48-64 out: direct 0.7-0.9x the best other; 32 in, 96-128 out onto 11x11-12x12: 1.6-1.8x);
+// - at most kDirectFewOutputs output channels, whatever the input channels, on rows of at least kDirectFewOutputsMinRow
+//   outputs (DenseNet's 128 -> 32 3x3: 0.6-0.8x; FCOS's heads of 1, 4, 21 outputs from 256 channels: 0.1-0.5x; on 2x2
+//   and 1x1 maps the row overheads lose, 1.5-10x);
+// - first layers of at most kDirectFirstLayerChannels channels, any outputs (0.01-0.2x).
 constexpr int64_t kDirectMaxChannels = 32;
-// ... when output rows have at least this many outputs, or the kernel has at most 9 taps.
+constexpr int64_t kDirectFewInputsMaxOutputs = 64;
+constexpr int64_t kDirectFewOutputs = 32;
+constexpr int64_t kDirectFewOutputsMinRow = 4;
+constexpr int64_t kDirectFirstLayerChannels = 4;
+// ... and only when output rows have at least this many outputs, or the kernel has at most 9 taps (ViT's 16x16
+// stride-16 patch embedding onto rows of 4: direct 50x a GEMM).
 constexpr int64_t kDirectMinRow = 8;
 
 // Stride-2 depthwise rows of at least this many outputs are computed from a plane split by column phase.
@@ -318,10 +329,16 @@ void depthwiseSmallMap(const float* xn, const float* weights, const float* bias,
 // Whether runConv takes the direct path for a group of `cg` input channels.
 // A depthwise Conv always does: the other paths would make one im2col and one GEMM of a single row per channel (a 5x5
 // depthwise Conv onto 4x4 in MobileNetV3 spent more time unfolding than multiplying).
-bool runsDirect(const Window3& w, int64_t cg, int64_t group) {
+bool fewOutputsDirect(const Window3& w, int64_t mg) {
+  return mg <= kDirectFewOutputs && w.out[2] >= kDirectFewOutputsMinRow;
+}
+
+bool runsDirect(const Window3& w, int64_t cg, int64_t mg, int64_t group) {
   const int64_t kSize = w.kernel[0] * w.kernel[1] * w.kernel[2];
   const bool rowsWideEnough = w.out[2] >= kDirectMinRow || kSize <= 9;
-  return (cg == 1 && group > 1) || (kSize > 1 && cg <= kDirectMaxChannels && rowsWideEnough);
+  const bool fewInputs =
+      cg <= kDirectMaxChannels && (mg <= kDirectFewInputsMaxOutputs || cg <= kDirectFirstLayerChannels);
+  return (cg == 1 && group > 1) || (kSize > 1 && rowsWideEnough && (fewInputs || fewOutputsDirect(w, mg)));
 }
 
 bool isPointwise(const Window3& w) {
@@ -339,7 +356,7 @@ cpu::ConvAlgorithm runAlgorithm(const OpContext& ctx, const ConvPlan& p, const W
   if (recorded == cpu::ConvAlgorithm::Heuristic)
     return ctx.panelsB && p.group == 1               ? cpu::ConvAlgorithm::Panels
            : depthwiseOnSmallMap(w, cg, mg, p.group) ? cpu::ConvAlgorithm::DepthwiseSmallMap
-           : runsDirect(w, cg, p.group)              ? cpu::ConvAlgorithm::Direct
+           : runsDirect(w, cg, mg, p.group)          ? cpu::ConvAlgorithm::Direct
                                                      : cpu::ConvAlgorithm::Gemm;
   if ((recorded == cpu::ConvAlgorithm::Panels) != (ctx.panelsB != nullptr) ||
       (recorded == cpu::ConvAlgorithm::Panels && p.group != 1) ||
@@ -460,10 +477,10 @@ bool convRunsOnPanels(const ops::ConvAttrs& attrs, std::span<const int64_t> x, s
   const Window3 w = toWindow3(*window);
   const int64_t positions = w.out[0] * w.out[1] * w.out[2];
   if (positions <= 0) return false;
-  if (positions <= cpu::kSmallConvOutputs) return true;
+  if (positions <= cpu::kSmallConvOutputs && (isPointwise(w) || !fewOutputsDirect(w, weight[0]))) return true;
   // The direct path reads no unfolded input; bands of output rows skip the taps that land in the padding (dilated
   // convs at small sizes), which a GEMM over every tap would multiply.
-  if (runsDirect(w, x[1], 1)) return false;
+  if (runsDirect(w, x[1], weight[0], 1)) return false;
   if (isPointwise(w)) {
     // Both paths read the input planes in place, but the plain one packs the weight (M x C) on every run, the panels
     // one the input (C x positions) and then transposes its result (M x positions): a 1x1 of 2048 channels onto 7x7
@@ -494,7 +511,7 @@ cpu::ConvAlgorithm convHeuristicAlgorithm(const ops::ConvAttrs& attrs, std::span
   const Window3 w = toWindow3(*window);
   const int64_t cg = weight[1], mg = weight[0] / attrs.group;
   if (depthwiseOnSmallMap(w, cg, mg, attrs.group)) return cpu::ConvAlgorithm::DepthwiseSmallMap;
-  return runsDirect(w, cg, attrs.group) ? cpu::ConvAlgorithm::Direct : cpu::ConvAlgorithm::Gemm;
+  return runsDirect(w, cg, mg, attrs.group) ? cpu::ConvAlgorithm::Direct : cpu::ConvAlgorithm::Gemm;
 }
 
 InferResult inferConv(const OpContext& ctx, InDescs inputs, size_t outputCount) {
