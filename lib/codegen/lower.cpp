@@ -17,6 +17,7 @@ const ir::Attributes kNoAttrs;
 const std::vector<const LoweringPass*>& loweringPasses() {
   static const FuseQdq fuseQdq;
   static const FoldConstants foldConstants;
+  static const PruneConvTaps pruneConvTaps;
   static const FoldBatchNorm foldBatchNorm;
   static const FoldAffine foldAffine;
   static const WidenFloat16 widenFloat16;
@@ -28,8 +29,8 @@ const std::vector<const LoweringPass*>& loweringPasses() {
   static const EmitProgram emitProgram;
   static const PlanMemory planMemory;
   static const std::vector<const LoweringPass*> passes = {
-      &fuseQdq,          &foldConstants, &foldBatchNorm, &foldAffine,    &widenFloat16, &fuseMatMulAdd,
-      &matchActivations, &fuseEpilogue,  &chooseKernels, &chooseLayouts, &emitProgram,  &planMemory};
+      &fuseQdq,          &foldConstants, &pruneConvTaps, &foldBatchNorm, &foldAffine,  &widenFloat16, &fuseMatMulAdd,
+      &matchActivations, &fuseEpilogue,  &chooseKernels, &chooseLayouts, &emitProgram, &planMemory};
   return passes;
 }
 

@@ -197,7 +197,7 @@ ir::Graph gemmBatchNormGraph(bool transB) {
 }  // namespace
 
 TEST_CASE("the lowering passes run in the order docs/compiler.md lists", "[codegen][passes]") {
-  CHECK(codegen::loweringPassNames() == std::vector<std::string_view>{"fuse-qdq", "fold-constants", "fold-batchnorm", "fold-affine",
+  CHECK(codegen::loweringPassNames() == std::vector<std::string_view>{"fuse-qdq", "fold-constants", "prune-conv-taps", "fold-batchnorm", "fold-affine",
                                                                        "widen-float16", "fuse-matmul-add",
                                                                        "match-activations", "fuse-epilogue", "choose-kernels",
                                                                        "choose-layouts", "emit-program", "plan-memory"});
@@ -337,7 +337,7 @@ TEST_CASE("dump-after and stop-after show the partition after the named pass", "
     CHECK(l->stopped);
     CHECK(l->passes.back().name == pass);
     CHECK(l->dump.find(fmt::format("(after {})", pass)) != std::string::npos);
-    bool beforeFold = pass == "fuse-qdq" || pass == "fold-constants";
+    bool beforeFold = pass == "fuse-qdq" || pass == "fold-constants" || pass == "prune-conv-taps";
     CHECK((l->dump.find("BatchNormalization") != std::string::npos) == beforeFold);
   }
 }
@@ -403,6 +403,28 @@ ir::Initializer valueInit(const std::string& name, ir::Shape shape, std::vector<
 }
 
 }  // namespace
+
+TEST_CASE("pass prune-conv-taps cuts the taps that never land inside the input, keeping every output", "[codegen][passes]") {
+  // Height: dilation 6, pads 6 onto 5 rows: only the middle row of taps ever reads an input row (the others read
+  // rows -6..-2 and 6..10). Width: dilation 1, pads 1: every tap is used. The weight has 2x3x3x3 distinct values.
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({1, 3, 5, 7}))};
+  g.outputs = {floatValue("y", dims({1, 2, 5, 7}))};
+  std::vector<float> w(54);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.05f * static_cast<float>(i % 11) - 0.2f + 0.01f * static_cast<float>(i);
+  g.initializers = {valueInit("w", {2, 3, 3, 3}, w), valueInit("b", {2}, {0.5f, -0.25f})};
+  // Dilation 3, pads 3 onto 5 rows: every tap reads an input for some output; nothing is cut.
+  for (int64_t d : {6, 3}) {
+    ir::Node conv = node("Conv", {"x", "w", "b"}, {"y"});
+    conv.attrs.set(ir::Attribute::makeInts("dilations", {d, 1}));
+    conv.attrs.set(ir::Attribute::makeInts("pads", {d, 1, d, 1}));
+    g.nodes = {conv};
+    auto l = lowerAll(g);
+    CAPTURE(d);
+    CHECK(l->changed("prune-conv-taps") == (d == 6));
+    checkComputesSource(g, *l, {1, 3, 5, 7});
+  }
+}
 
 TEST_CASE("pass fold-affine folds per-channel and scalar Mul/Add/Sub/Div into Conv and Gemm", "[codegen][passes]") {
   ir::Graph g;

@@ -24,6 +24,9 @@ namespace ctxkit::codegen {
 CTXKIT_LOWERING_PASS(FuseQdq, "fuse-qdq", false)
 // Ops whose inputs are all constants are evaluated now and become weights.
 CTXKIT_LOWERING_PASS(FoldConstants, "fold-constants", false)
+// A Conv's filter taps that never land inside its input are cut from its constant weight, its pads shifted (a
+// dilated Conv onto a map smaller than its dilation becomes a smaller one).
+CTXKIT_LOWERING_PASS(PruneConvTaps, "prune-conv-taps", false)
 // Conv or Gemm followed only by an inference BatchNormalization: one op with rescaled weights and bias.
 CTXKIT_LOWERING_PASS(FoldBatchNorm, "fold-batchnorm", false)
 // Conv or Gemm followed only by Mul/Add/Sub/Div of a per-channel constant: folded into weights and bias.
