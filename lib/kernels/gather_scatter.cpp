@@ -4,6 +4,7 @@
 #include "kernels/ops.h"
 
 #include <cstring>
+#include <type_traits>
 
 namespace ctxkit::kernels::detail {
 
@@ -17,26 +18,58 @@ Expected<int64_t> checkedIndex(const OpContext& ctx, int64_t i, int64_t dim) {
 }
 
 // For each element of the indices (row-major): the data offset with `axis` replaced by the index there.
-// Calls `f(k, offset)` with the element offset in data of each index k (indices read in place, no allocation).
+// Calls `f(k, offset)` with the element offset in data of each index k, k in order. The indices' last dimension is
+// walked as a run from one base offset per row and the index type is resolved once (indices read in place, no
+// allocation): Faster R-CNN's multi-level RoI merge scatters 1.9 M elements per run this way.
 template <typename F>
 Status forEachElementOffset(const OpContext& ctx, std::span<const int64_t> dataShape, const ir::Tensor& indices,
                             size_t axis, F&& f) {
   const std::span<const int64_t> indexShape = indices.shape();
-  const IntView idx(indices);
-  Dims strides(dataShape.size(), 1);
-  for (size_t d = dataShape.size(); d-- > 1;) strides[d - 1] = strides[d] * dataShape[d];
-  Dims pos(indexShape.size(), 0);
-  for (size_t k = 0; k < idx.size(); ++k) {
-    CTX_ASSIGN_OR_RETURN(int64_t a, checkedIndex(ctx, idx[k], dataShape[axis]));
-    int64_t off = 0;
-    for (size_t d = 0; d < pos.size(); ++d) off += (d == axis ? a : pos[d]) * strides[d];
-    f(k, off);
-    for (size_t d = pos.size(); d-- > 0;) {
-      if (++pos[d] < indexShape[d]) break;
-      pos[d] = 0;
+  const size_t rank = indexShape.size();
+  const int64_t count = indices.elementCount();
+  if (rank == 0 || count == 0) return Status::ok();  // the shape rule requires rank >= 1: nothing to walk
+  Dims strides(rank, 1);
+  for (size_t d = rank; d-- > 1;) strides[d - 1] = strides[d] * dataShape[d];
+  const int64_t cols = indexShape[rank - 1];
+  const int64_t rows = count / cols;
+  const int64_t axisDim = dataShape[axis];
+  const int64_t axisStride = strides[axis];
+  const bool lastAxis = axis == rank - 1;
+  auto walk = [&](const auto* idx) -> Status {
+    Dims pos(rank - 1, 0);
+    size_t k = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t base = 0;
+      for (size_t d = 0; d + 1 < rank; ++d)
+        if (d != axis) base += pos[d] * strides[d];
+      for (int64_t j = 0; j < cols; ++j, ++k) {
+        CTX_ASSIGN_OR_RETURN(int64_t a, checkedIndex(ctx, static_cast<int64_t>(idx[k]), axisDim));
+        f(k, base + (lastAxis ? a : j + a * axisStride));
+      }
+      for (size_t d = rank - 1; d-- > 0;) {
+        if (++pos[d] < indexShape[d]) break;
+        pos[d] = 0;
+      }
     }
+    return Status::ok();
+  };
+  switch (indices.type()) {
+    case ElemType::Int64: return walk(indices.dataAs<int64_t>());
+    case ElemType::Int32: return walk(indices.dataAs<int32_t>());
+    default: return invalid(ctx, "indices must be int32 or int64");
   }
-  return Status::ok();
+}
+
+// Calls `f(tag)` with an unsigned integer of `es` bytes for the common element sizes, `std::byte[es]` copies
+// (memcpy) otherwise: moving elements of a size known at compile time is a load and a store, not a call.
+template <typename F> Status withElemWidth(size_t es, F&& f) {
+  switch (es) {
+    case 1: return f(uint8_t{});
+    case 2: return f(uint16_t{});
+    case 4: return f(uint32_t{});
+    case 8: return f(uint64_t{});
+    default: return f(std::byte{});
+  }
 }
 
 template <typename T> T combine(ScatterReduction r, T a, T b) {
@@ -56,6 +89,19 @@ Status scatterInto(const OpContext& ctx, ScatterReduction r, ForEachOffset&& for
                    const ir::Tensor& updates, ir::Tensor& out) {
   if (r == ScatterReduction::None) {
     const size_t es = ir::elemSize(out.type());
+    if (slice == 1)
+      return withElemWidth(es, [&](auto tag) {
+        using U = decltype(tag);
+        if constexpr (std::is_same_v<U, std::byte>) {
+          return forEachOffset([&](size_t k, int64_t off) {
+            std::memcpy(out.mutableData() + static_cast<size_t>(off) * es, updates.data() + k * es, es);
+          });
+        } else {
+          U* o = reinterpret_cast<U*>(out.mutableData());
+          const U* u = reinterpret_cast<const U*>(updates.data());
+          return forEachOffset([&](size_t k, int64_t off) { o[off] = u[k]; });
+        }
+      });
     return forEachOffset([&](size_t k, int64_t off) {
       std::memcpy(out.mutableData() + static_cast<size_t>(off) * es,
                   updates.data() + k * static_cast<size_t>(slice) * es, static_cast<size_t>(slice) * es);
@@ -114,8 +160,18 @@ Status runGatherElements(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     return scatterInto(ctx, attrsOf<ops::GatherScatterAttrs>(ctx).reduction, offsets, 1, *inputs[2], y);
   }
   const size_t es = ir::elemSize(data.type());
-  return forEachElementOffset(ctx, data.shape(), indices, static_cast<size_t>(axis), [&](size_t k, int64_t off) {
-    std::memcpy(y.mutableData() + k * es, data.data() + static_cast<size_t>(off) * es, es);
+  return withElemWidth(es, [&](auto tag) {
+    using U = decltype(tag);
+    if constexpr (std::is_same_v<U, std::byte>) {
+      return forEachElementOffset(ctx, data.shape(), indices, static_cast<size_t>(axis), [&](size_t k, int64_t off) {
+        std::memcpy(y.mutableData() + k * es, data.data() + static_cast<size_t>(off) * es, es);
+      });
+    } else {
+      U* o = reinterpret_cast<U*>(y.mutableData());
+      const U* d = reinterpret_cast<const U*>(data.data());
+      return forEachElementOffset(ctx, data.shape(), indices, static_cast<size_t>(axis),
+                                  [&](size_t k, int64_t off) { o[k] = d[off]; });
+    }
   });
 }
 
