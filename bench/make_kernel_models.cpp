@@ -1,4 +1,4 @@
-// Writes one-op benchmark models (depthwise and small 3x3 Conv, pooling, fused activations) with random inputs,
+// Writes one-op benchmark models (depthwise and small 3x3 Conv, pooling, fused activations, GridSample) with random inputs,
 // for bench/kernels.sh to time with ctxrun and ONNX Runtime, and for the ONNX Runtime oracle (tests/oracle), which
 // checks the Resize models bit for bit. usage: make_kernel_models OUT_DIR [NAME_PREFIX] (only the models named so)
 #include "ir/npy.h"
@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 
 using namespace ctxkit;
 using ir::Attribute;
@@ -116,6 +117,25 @@ bool pool(const std::filesystem::path& dir, const Bench& b, const std::string& o
   });
 }
 
+// GridSample (opset 16 names) over x [1, 3, 5, 6] at a constant grid [1, 6, 8, 2] whose values run through points
+// inside, on and far outside the image, and NaN and infinities (RAFT divides by a 1-pixel level's W - 1 = 0): what
+// ONNX Runtime gives for each mode, padding and align_corners, for the oracle.
+bool gridSample(const std::filesystem::path& dir, const std::string& mode, const std::string& padding, int64_t align) {
+  const std::string name = "gridsample_" + mode + "_" + padding + "_" + std::to_string(align);
+  return write(dir, {name, {1, 3, 5, 6}, {1, 3, 6, 8}}, [&](samples::GraphBuilder& g) {
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    const std::vector<float> points{-0.93f, 0.41f, 1.0f,  -1.0f, 0.07f, -1.37f, 1.62f, 0.55f, -0.21f, 3.9f, -4.6f,
+                                    0.88f,  nan,   -0.64f, inf,  0.33f, -inf,   0.12f, 1e30f, -0.5f,  -1e30f};
+    std::vector<float> grid(6 * 8 * 2);
+    for (size_t i = 0; i < grid.size(); ++i) grid[i] = points[(i * 7) % points.size()];
+    std::string gr = g.addFloats("grid", {1, 6, 8, 2}, grid);
+    g.addNode("gs", "GridSample", {"x", gr},
+              {Attribute::makeString("mode", mode), Attribute::makeString("padding_mode", padding),
+               Attribute::makeInt("align_corners", align)},
+              "y");
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -193,5 +213,8 @@ int main(int argc, char** argv) {
   ok &= resizeLinear(dir, {"resize_linear_odd", {1, 16, 37, 53}, {1, 16, 62, 121}}, 1.7f, 2.3f);
   ok &= resizeLinear(dir, {"resize_linear_down", {1, 16, 75, 90}, {1, 16, 33, 27}}, 0.45f, 0.3f, "align_corners");
   ok &= resizeLinear(dir, {"resize_linear_asym", {1, 16, 20, 30}, {1, 16, 58, 87}}, 2.9f, 2.9f, "asymmetric");
+  for (const char* mode : {"bilinear", "nearest", "bicubic"})
+    for (const char* padding : {"zeros", "border", "reflection"})
+      for (int64_t align : {0, 1}) ok &= gridSample(dir, mode, padding, align);
   return ok ? 0 : 1;
 }

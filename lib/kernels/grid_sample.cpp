@@ -14,21 +14,20 @@ using Mode = ops::GridMode;
 using Padding = ops::GridPadding;
 using GridSpec = ops::GridSampleAttrs;
 
-// Reflects x into [lo, hi] (repeatedly, as a mirror at each end).
+constexpr double kFarOut = 1 << 20;  // normalized grid values are clamped to +-kFarOut
+
+// Reflects x into [lo, hi] (repeatedly, as a mirror at each end). Works on the remainder modulo two ranges, so a
+// coordinate far outside (a grid value of 1e30) needs no integer conversion.
 double reflect(double x, double lo, double hi) {
   const double range = hi - lo;
   if (range <= 0) return lo;
   if (x < lo) {
-    const double dx = lo - x;
-    const auto n = static_cast<int64_t>(dx / range);
-    const double r = dx - static_cast<double>(n) * range;
-    return n % 2 == 0 ? lo + r : hi - r;
+    const double m = std::fmod(lo - x, 2 * range);
+    return m < range ? lo + m : hi - (m - range);
   }
   if (x > hi) {
-    const double dx = x - hi;
-    const auto n = static_cast<int64_t>(dx / range);
-    const double r = dx - static_cast<double>(n) * range;
-    return n % 2 == 0 ? hi - r : lo + r;
+    const double m = std::fmod(x - hi, 2 * range);
+    return m < range ? hi - m : lo + (m - range);
   }
   return x;
 }
@@ -70,8 +69,10 @@ struct Taps {
 };
 
 Taps tapsFor(const GridSpec& s, const Axis& a, double x) {
-  // Coordinates outside the padding range move inside first (border: clamped, reflection: mirrored).
-  if (x < a.lo || x > a.hi) {
+  // Nearest and linear: coordinates outside the padding range move inside first (border: clamped, reflection:
+  // mirrored), which is the same as padding each tap. Cubic pads each of its four taps alone (ONNX Runtime's CPU
+  // kernel, and PyTorch's): a coordinate clamped first would weight the edge pixels differently.
+  if (s.mode != Mode::Cubic && (x < a.lo || x > a.hi)) {
     if (s.padding == Padding::Border) x = std::clamp(x, 0.0, static_cast<double>(a.size - 1));
     else if (s.padding == Padding::Reflection) x = reflect(x, a.lo, a.hi);
   }
@@ -99,7 +100,7 @@ Taps tapsFor(const GridSpec& s, const Axis& a, double x) {
 }
 
 // Sum over the taps of every axis from `axis` on: a separable interpolation of one channel plane.
-double interpolate(const float* plane, const std::vector<Taps>& taps, const std::vector<int64_t>& strides, size_t axis,
+double interpolate(const float* plane, const SmallVec<Taps, kInlineRank>& taps, const Dims& strides, size_t axis,
                    int64_t offset) {
   if (axis == taps.size()) return plane[offset];
   double sum = 0;
@@ -130,8 +131,8 @@ Status runGridSample(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const GridSpec& s = attrsOf<GridSpec>(ctx);  // modes checked by the decoder
   const ir::Tensor &x = *inputs[0], &grid = *inputs[1];
   const size_t r = x.rank() - 2;
-  std::vector<Axis> axes(r);
-  std::vector<int64_t> strides(r);
+  SmallVec<Axis, kInlineRank> axes(r);  // inline for every rank ONNX gives GridSample: no allocation per run
+  Dims strides(r);
   for (size_t d = 0; d < r; ++d) {
     const int64_t size = x.shape()[d + 2];
     // The padding range: pixel centres with align_corners, else the outer pixel edges.
@@ -145,12 +146,16 @@ Status runGridSample(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const float* g = grid.dataAs<float>();
   const float* in = x.dataAs<float>();
   float* y = outputs[0]->mutableDataAs<float>();
-  std::vector<Taps> taps(r);
+  SmallVec<Taps, kInlineRank> taps(r);
   for (int64_t n = 0; n < batches; ++n)
     for (int64_t p = 0; p < points; ++p) {
       const float* coord = g + (n * points + p) * static_cast<int64_t>(r);
       for (size_t d = 0; d < r; ++d) {
-        const double v = coord[r - 1 - d];  // grid lists the innermost axis first
+        double v = coord[r - 1 - d];  // grid lists the innermost axis first
+        // A NaN or infinite grid value reads as -1, as ONNX Runtime's CPU kernel reads it (RAFT divides by a
+        // 1-pixel pyramid level's W - 1 = 0). Values beyond +-2^20 are clamped there: every tap stays as far
+        // outside for zeros and border padding, and every index conversion stays defined.
+        v = std::isfinite(v) ? std::clamp(v, -kFarOut, kFarOut) : -1.0;
         const auto size = static_cast<double>(axes[d].size);
         double pos = s.alignCorners ? (v + 1) / 2 * (size - 1) : ((v + 1) * size - 1) / 2;
         if (s.mode == Mode::Nearest) pos = std::nearbyint(pos);  // halves to even

@@ -262,6 +262,11 @@ fi
 if ! "$build/tests/kernels/make_kernel_models" "$kernelModels" dwodd >/dev/null; then
   echo "FAIL dwodd: could not write the models"; failed=$((failed + 1))
 fi
+# GridSample in every mode, padding and align_corners at a constant grid holding points far outside, NaN and
+# infinities (bench/make_kernel_models.cpp): ONNX Runtime reads a non-finite grid value as -1.
+if ! "$build/tests/kernels/make_kernel_models" "$kernelModels" gridsample >/dev/null; then
+  echo "FAIL gridsample: could not write the models"; failed=$((failed + 1))
+fi
 # ONNX Runtime's com.microsoft transformer ops and MatMulNBits forms (tests/oracle/make_transformer_contrib.cpp): every
 # node compiled (no fallback node on either target), outputs as ONNX Runtime's CPU EP computes them, 4-bit weights kept.
 contrib="$work/transformer_contrib.onnx" nbits="$work/matmul_nbits.onnx"
@@ -316,7 +321,7 @@ for target in npu-sim cpu; do
     check "$m" "$kernelModels/$m.onnx" "$target"
   done
   tolerance=()
-  for m in "$kernelModels"/dwodd_*.onnx; do
+  for m in "$kernelModels"/dwodd_*.onnx "$kernelModels"/gridsample_*.onnx; do
     check "$(basename "${m%.onnx}")" "$m" "$target"
   done
   checkQdqForms "$target"
