@@ -23,6 +23,8 @@ static_assert(static_cast<int>(Nearest::RoundPreferFloor) == static_cast<int>(op
 
 // Ranks a run handles with fixed-size arrays.
 constexpr size_t kMaxRank = 16;
+// The largest output extent a scale may give (2^40: far above any tensor, far below int64).
+constexpr double kMaxExtent = static_cast<double>(int64_t{1} << 40);
 
 struct ResizePlan {
   int taps = 1;  // source elements per output element: 1 nearest, 2 linear, 4 cubic
@@ -84,6 +86,8 @@ Expected<ResizePlan> planResize(const OpContext& ctx, InDescs inputs) {
         dimProduct(roi->shape) != static_cast<int64_t>(2 * axes.size()))
       return unsupported(ctx, "tf_crop_and_resize needs a known float32 roi of {} values", 2 * axes.size());
     const float* r = roi->value->dataAs<float>();
+    for (size_t i = 0; i < 2 * axes.size(); ++i)
+      if (!std::isfinite(r[i])) return invalid(ctx, "input 1 (roi) holds {}, not a finite coordinate", r[i]);
     for (size_t i = 0; i < axes.size(); ++i) {
       p.roiStart[static_cast<size_t>(axes[i])] = r[i];
       p.roiEnd[static_cast<size_t>(axes[i])] = r[i + axes.size()];
@@ -101,7 +105,13 @@ Expected<ResizePlan> planResize(const OpContext& ctx, InDescs inputs) {
       p.scales[a] = s[i];
       // tf_crop_and_resize scales the roi box, not the whole input.
       const double box = p.coord == Coord::TfCropAndResize ? p.roiEnd[a] - p.roiStart[a] : 1.0;
-      p.out[a] = static_cast<int64_t>(std::floor(static_cast<double>(in[a]) * box * s[i]));
+      const double extent = std::floor(static_cast<double>(in[a]) * box * s[i]);
+      // An infinite or huge scale (or a reversed crop box) gives no extent a tensor can have: refused before the
+      // conversion to an integer, which would be undefined.
+      if (!(extent >= 0 && extent <= kMaxExtent))
+        return invalid(ctx, "input {} (scales) holds {}: axis {} of {} would have {} elements", scalesIndex, s[i],
+                       axes[i], in[a], extent);
+      p.out[a] = static_cast<int64_t>(extent);
     }
     return p;
   }

@@ -73,7 +73,7 @@ InferResult inferMelWeightMatrix(const OpContext& ctx, InDescs inputs, size_t ou
   return single(out, {dft / 2 + 1, bins});
 }
 
-Status runMelWeightMatrix(const OpContext&, RunIns inputs, RunOuts outputs) {
+Status runMelWeightMatrix(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   ir::Tensor& y = *outputs[0];
   const int64_t bins = y.shape()[1], spectrum = y.shape()[0];
   auto number = [&](size_t i) {
@@ -82,13 +82,21 @@ Status runMelWeightMatrix(const OpContext&, RunIns inputs, RunOuts outputs) {
     return v;
   };
   const double dft = number(1), rate = number(2), lower = number(3), upper = number(4);
+  if (!(rate > 0 && std::isfinite(rate) && std::isfinite(lower) && std::isfinite(upper)))
+    return invalid(ctx, "sample_rate {}, lower_edge_hertz {} and upper_edge_hertz {} must be finite, the rate positive",
+                   rate, lower, upper);
+  // Band edges far outside the spectrum (a crafted rate of 1e-30) are clamped to +-2^40: the rows a band covers are
+  // clipped to the spectrum below, so no loop runs over them and every conversion to an integer stays defined.
+  constexpr double kFarEdge = static_cast<double>(int64_t{1} << 40);
   // bins + 2 band edges, evenly spaced on the mel scale from lower_edge_hertz, as spectrum bin indices.
   auto mel = [](double hz) { return 2595.0 * std::log10(1.0 + hz / 700.0); };
   const double lowMel = mel(lower), step = (mel(upper) - lowMel) / static_cast<double>(bins + 2);
   std::vector<int64_t> edge(static_cast<size_t>(bins + 2));
   for (int64_t i = 0; i < bins + 2; ++i) {
     const double hz = 700.0 * (std::pow(10.0, (static_cast<double>(i) * step + lowMel) / 2595.0) - 1.0);
-    edge[static_cast<size_t>(i)] = static_cast<int64_t>(std::floor((dft + 1.0) * hz / rate));
+    const double e = std::floor((dft + 1.0) * hz / rate);
+    if (std::isnan(e)) return invalid(ctx, "band edge {} of the mel scale is not a number", i);
+    edge[static_cast<size_t>(i)] = static_cast<int64_t>(std::clamp(e, -kFarEdge, kFarEdge));
   }
   std::vector<double> w(static_cast<size_t>(spectrum * bins), 0.0);
   auto set = [&](int64_t row, int64_t col, double v) {
@@ -100,10 +108,10 @@ Status runMelWeightMatrix(const OpContext&, RunIns inputs, RunOuts outputs) {
     if (center == left) {
       set(center, b, 1.0);
     } else {
-      for (int64_t j = left; j <= center; ++j)
+      for (int64_t j = std::max<int64_t>(left, 0); j <= std::min(center, spectrum - 1); ++j)
         set(j, b, static_cast<double>(j - left) / static_cast<double>(center - left));
     }
-    for (int64_t j = center; j < right; ++j)
+    for (int64_t j = std::max<int64_t>(center, 0); j < std::min(right, spectrum); ++j)
       set(j, b, static_cast<double>(right - j) / static_cast<double>(right - center));
   }
   return writeDoubles(w, y);

@@ -136,3 +136,22 @@ TEST_CASE("GroupNormalization and InstanceNormalization refuse scale and bias of
   auto y = Op(OpKind::InstanceNormalization, 6).run1({&x, &ones, &zeros});
   requireClose(values<float>(y), {-1.2247f, 0, 1.2247f, -1.2247f, 0, 1.2247f}, 1e-3f);
 }
+
+TEST_CASE("MelWeightMatrix refuses a non-finite rate or edge and clips bands far outside the spectrum") {
+  auto bins = int64s({}, {4});
+  auto dft = int64s({}, {16});
+  auto lower = floats({}, {0});
+  auto upper = floats({}, {4000});
+  for (float badRate : {0.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    auto rate = floats({}, {badRate});
+    const Error e = Op(OpKind::MelWeightMatrix, 17).fails({&bins, &dft, &rate, &lower, &upper});
+    CHECK(e.code() == ErrorCode::InvalidGraph);
+    CHECK_THAT(e.message(), Catch::Contains("must be finite, the rate positive"));
+  }
+  // A rate of 1e-30 puts every band edge about 1e34 bins out: clamped, clipped to the 9 spectrum rows, no long loop.
+  auto tiny = floats({}, {1e-30f});
+  auto y = Op(OpKind::MelWeightMatrix, 17).run1({&bins, &dft, &tiny, &lower, &upper});
+  REQUIRE(y.shape() == ir::Shape{9, 4});
+  // The first band starts at 0 Hz: row 0 of band 0 is its left edge (weight 0) at any rate.
+  CHECK(values<float>(y)[0] == 0.0f);
+}

@@ -2,6 +2,8 @@
 // modes, coordinate transformation modes, scales vs sizes, opset 10) on small hand-computed cases.
 #include "kernel_test_util.h"
 
+#include <limits>
+
 using namespace ctxkit;
 using namespace ctxkit::test;
 
@@ -105,6 +107,26 @@ TEST_CASE("Resize shape rule needs scales or sizes values") {
               .s("coordinate_transformation_mode", "tf_crop_and_resize")
               .fails({&x, nullptr, &scales})
               .code() == ErrorCode::Unsupported);
+}
+
+TEST_CASE("Resize refuses scales and crop boxes that give no extent a tensor can have") {
+  auto x = floats({1, 1, 2, 2}, {1, 2, 3, 4});
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float bad : {inf, 1e30f}) {
+    auto scales = floats({4}, {1, 1, bad, 2});
+    const Error e = Op(OpKind::Resize, 13).fails({&x, nullptr, &scales});
+    REQUIRE(e.code() == ErrorCode::InvalidGraph);
+    REQUIRE_THAT(e.message(), Catch::Contains("(scales) holds") && Catch::Contains("axis 2 of 2 would have"));
+  }
+  // tf_crop_and_resize: a NaN or reversed crop box.
+  auto scales = floats({4}, {1, 1, 2, 2});
+  for (float corner : {std::numeric_limits<float>::quiet_NaN(), -0.5f}) {
+    auto roi = floats({8}, {0, 0, 0.9f, 0, 1, 1, corner, 1});
+    const Error e = Op(OpKind::Resize, 13)
+                        .s("coordinate_transformation_mode", "tf_crop_and_resize")
+                        .fails({&x, &roi, &scales});
+    REQUIRE(e.code() == ErrorCode::InvalidGraph);
+  }
 }
 
 TEST_CASE("ConvTranspose matches the scatter definition on random data, with groups, dilations and threads") {
