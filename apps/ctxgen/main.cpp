@@ -1,6 +1,8 @@
 // ctxgen: compiles ONNX models into EPContext models plus a (shared) context binary.
+#include "analysis/graph_passes.h"
 #include "cli/cli_util.h"
 #include "cli/log.h"
+#include "codegen/lower.h"
 #include "epcontext/contract.h"
 #include "partitioner/target.h"
 #include "pipeline/package.h"
@@ -118,9 +120,9 @@ int main(int argc, char** argv) {
   app.add_flag("--dump", o.dumpPrograms, "print the compiled programs as text");
   app.add_option(
       "--dump-after", o.dumpAfter,
-      "print every graph as it is after this graph pass (inline-if, remove-noops, fold-subgraphs), or every partition "
-      "after this lowering pass (fuse-qdq, fold-constants, fold-batchnorm, fold-affine, fuse-matmul-add, "
-      "match-activations, fuse-epilogue, choose-kernels, choose-layouts, emit-program, plan-memory)");
+      fmt::format("print every graph as it is after this graph pass ({}), or every partition after this lowering "
+                  "pass ({})",
+                  fmt::join(analysis::graphPassNames(), ", "), fmt::join(codegen::loweringPassNames(), ", ")));
   app.add_option("--stop-after", o.stopAfter,
                  "stop after this pass (graph or lowering), print the graphs or partitions, write nothing");
   app.add_flag(

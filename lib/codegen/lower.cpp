@@ -17,6 +17,7 @@ const ir::Attributes kNoAttrs;
 const std::vector<const LoweringPass*>& loweringPasses() {
   static const FuseQdq fuseQdq;
   static const FoldConstants foldConstants;
+  static const FusePad fusePad;
   static const PruneConvTaps pruneConvTaps;
   static const FoldBatchNorm foldBatchNorm;
   static const FoldAffine foldAffine;
@@ -29,8 +30,8 @@ const std::vector<const LoweringPass*>& loweringPasses() {
   static const EmitProgram emitProgram;
   static const PlanMemory planMemory;
   static const std::vector<const LoweringPass*> passes = {
-      &fuseQdq,          &foldConstants, &pruneConvTaps, &foldBatchNorm, &foldAffine,  &widenFloat16, &fuseMatMulAdd,
-      &matchActivations, &fuseEpilogue,  &chooseKernels, &chooseLayouts, &emitProgram, &planMemory};
+      &fuseQdq,       &foldConstants,    &fusePad,      &pruneConvTaps, &foldBatchNorm, &foldAffine,  &widenFloat16,
+      &fuseMatMulAdd, &matchActivations, &fuseEpilogue, &chooseKernels, &chooseLayouts, &emitProgram, &planMemory};
   return passes;
 }
 

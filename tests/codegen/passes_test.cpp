@@ -197,7 +197,7 @@ ir::Graph gemmBatchNormGraph(bool transB) {
 }  // namespace
 
 TEST_CASE("the lowering passes run in the order docs/compiler.md lists", "[codegen][passes]") {
-  CHECK(codegen::loweringPassNames() == std::vector<std::string_view>{"fuse-qdq", "fold-constants", "prune-conv-taps", "fold-batchnorm", "fold-affine",
+  CHECK(codegen::loweringPassNames() == std::vector<std::string_view>{"fuse-qdq", "fold-constants", "fuse-pad", "prune-conv-taps", "fold-batchnorm", "fold-affine",
                                                                        "widen-float16", "fuse-matmul-add",
                                                                        "match-activations", "fuse-epilogue", "choose-kernels",
                                                                        "choose-layouts", "emit-program", "plan-memory"});
@@ -337,7 +337,8 @@ TEST_CASE("dump-after and stop-after show the partition after the named pass", "
     CHECK(l->stopped);
     CHECK(l->passes.back().name == pass);
     CHECK(l->dump.find(fmt::format("(after {})", pass)) != std::string::npos);
-    bool beforeFold = pass == "fuse-qdq" || pass == "fold-constants" || pass == "prune-conv-taps";
+    bool beforeFold =
+        pass == "fuse-qdq" || pass == "fold-constants" || pass == "fuse-pad" || pass == "prune-conv-taps";
     CHECK((l->dump.find("BatchNormalization") != std::string::npos) == beforeFold);
   }
 }
@@ -422,6 +423,66 @@ TEST_CASE("pass prune-conv-taps cuts the taps that never land inside the input, 
     auto l = lowerAll(g);
     CAPTURE(d);
     CHECK(l->changed("prune-conv-taps") == (d == 6));
+    checkComputesSource(g, *l, {1, 3, 5, 7});
+  }
+}
+
+TEST_CASE("pass fuse-pad makes a zero spatial Pad before a Conv or AveragePool their pads, and leaves the rest",
+          "[codegen][passes]") {
+  auto int64s = [](const std::string& name, std::vector<int64_t> v) {
+    const auto n = static_cast<int64_t>(v.size());
+    return ir::Initializer{name, ir::Tensor::fromVector(ir::ElemType::Int64, {n}, v), std::nullopt};
+  };
+  std::vector<float> w(2 * 3 * 9);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.03f * static_cast<float>(i % 7) - 0.1f;
+  struct Case {
+    const char* name;
+    const char* reader;
+    std::vector<int64_t> pads;  // the Pad's, begin then end, NCHW
+    float value;
+    std::vector<ir::Attribute> attrs;
+    ir::Shape out;
+    bool fuses;
+  };
+  const std::vector<Case> cases{
+      {"avgpool, no pads of its own", "AveragePool", {0, 0, 1, 2, 0, 0, 1, 0}, 0,
+       {ir::Attribute::makeInts("kernel_shape", {3, 3})}, {1, 3, 5, 7}, true},
+      {"avgpool counting its own pads", "AveragePool", {0, 0, 1, 1, 0, 0, 1, 1}, 0,
+       {ir::Attribute::makeInts("kernel_shape", {3, 3}), ir::Attribute::makeInts("pads", {1, 0, 0, 1}),
+        ir::Attribute::makeInt("count_include_pad", 1)},
+       {1, 3, 6, 8}, true},
+      {"conv with pads of its own", "Conv", {0, 0, 2, 0, 0, 0, 0, 1}, 0,
+       {ir::Attribute::makeInts("pads", {1, 1, 1, 1})}, {1, 2, 7, 8}, true},
+      // Kept: a non-zero pad value, a pool whose own pads are not counted, ceil mode, MaxPool, a padded channel axis.
+      {"pad value 1", "Conv", {0, 0, 1, 1, 0, 0, 1, 1}, 1, {}, {1, 2, 5, 7}, false},
+      {"avgpool not counting its own pads", "AveragePool", {0, 0, 1, 1, 0, 0, 1, 1}, 0,
+       {ir::Attribute::makeInts("kernel_shape", {3, 3}), ir::Attribute::makeInts("pads", {1, 1, 1, 1})},
+       {1, 3, 7, 9}, false},
+      {"avgpool in ceil mode", "AveragePool", {0, 0, 1, 1, 0, 0, 1, 1}, 0,
+       {ir::Attribute::makeInts("kernel_shape", {3, 3}), ir::Attribute::makeInts("strides", {2, 2}),
+        ir::Attribute::makeInt("ceil_mode", 1)},
+       {1, 3, 3, 4}, false},
+      {"maxpool", "MaxPool", {0, 0, 1, 1, 0, 0, 1, 1}, 0, {ir::Attribute::makeInts("kernel_shape", {3, 3})},
+       {1, 3, 5, 7}, false},
+      {"channel pad", "AveragePool", {0, 1, 1, 1, 0, 0, 1, 1}, 0, {ir::Attribute::makeInts("kernel_shape", {3, 3})},
+       {1, 4, 5, 7}, false},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    ir::Graph g;
+    g.inputs = {floatValue("x", dims({1, 3, 5, 7}))};
+    std::vector<ir::Dim> out;
+    for (int64_t v : c.out) out.push_back(ir::Dim::known(v));
+    g.outputs = {floatValue("y", out)};
+    g.initializers = {int64s("pads", c.pads), valueInit("v", {}, {c.value}), valueInit("w", {2, 3, 3, 3}, w),
+                      valueInit("b", {2}, {0.5f, -0.25f})};
+    ir::Node reader = std::string(c.reader) == "Conv" ? node("Conv", {"p", "w", "b"}, {"y"})
+                                                     : node(c.reader, {"p"}, {"y"});
+    for (const ir::Attribute& a : c.attrs) reader.attrs.set(a);
+    g.nodes = {node("Pad", {"x", "pads", "v"}, {"p"}), reader};
+    auto l = lowerAll(g);
+    CHECK(l->changed("fuse-pad") == c.fuses);
+    CHECK((l->kinds().front() == ir::OpKind::Pad) == !c.fuses);
     checkComputesSource(g, *l, {1, 3, 5, 7});
   }
 }

@@ -493,7 +493,7 @@ TEST_CASE("ctxgen --dump-after and --stop-after take every pass, graph passes to
           "[e2e]") {
   TempDir out("passes");
   const std::vector<std::string> graphPasses = {"inline-if", "remove-noops", "fold-subgraphs"};
-  const std::vector<std::string> passes = {"fuse-qdq",          "fold-constants", "prune-conv-taps", "fold-batchnorm", "fold-affine",
+  const std::vector<std::string> passes = {"fuse-qdq",          "fold-constants", "fuse-pad", "prune-conv-taps", "fold-batchnorm", "fold-affine",
                                            "widen-float16",     "fuse-matmul-add", "match-activations",
                                            "fuse-epilogue",     "choose-kernels", "choose-layouts", "emit-program",
                                            "plan-memory"};
@@ -503,7 +503,8 @@ TEST_CASE("ctxgen --dump-after and --stop-after take every pass, graph passes to
     REQUIRE(r.exitCode == 0);
     CHECK(r.out.find("tiny_cnn_ctxkit_0 (after " + pass + ")") != std::string::npos);
     // tiny_cnn has Conv -> BatchNormalization -> Relu: the BN is gone after fold-batchnorm, Relu after fuse-epilogue.
-    bool beforeBn = pass == "fuse-qdq" || pass == "fold-constants" || pass == "prune-conv-taps";
+    bool beforeBn =
+        pass == "fuse-qdq" || pass == "fold-constants" || pass == "fuse-pad" || pass == "prune-conv-taps";
     CHECK((r.out.find("BatchNormalization") != std::string::npos) == beforeBn);
     CHECK(fs::exists(out / pass / "tiny_cnn_ctx.onnx"));
   }
@@ -545,8 +546,8 @@ TEST_CASE("ctxgen --dump-after and --stop-after take every pass, graph passes to
   CHECK(names == listed);
   CHECK(report["passes"][0]["changed"].get<int>() == 0);  // inline-if: no If in tiny_cnn
   CHECK(report["passes"][0]["counts"].empty());
-  CHECK(report["passes"][6]["changed"].get<int>() == 1);  // fold-batchnorm changed the one partition
-  CHECK(report["passes"][6]["counts"]["batchnorms_folded"].get<int>() == 2);  // tiny_cnn has two Conv + BN
+  CHECK(report["passes"][7]["changed"].get<int>() == 1);  // fold-batchnorm changed the one partition
+  CHECK(report["passes"][7]["counts"]["batchnorms_folded"].get<int>() == 2);  // tiny_cnn has two Conv + BN
 
   // --tune: every Conv measured once into the cache, then found there by the next run (docs/ctxgen.md#tuning).
   const std::string cache = (out / "tune" / "cache.tsv").string();
@@ -566,9 +567,9 @@ TEST_CASE("ctxgen --dump-after and --stop-after take every pass, graph passes to
                                         "-o", (out / "dumped").string()});
   REQUIRE(dumped.exitCode == 0);
   CHECK(dumped.out.find(" kernel=") != std::string::npos);
-  CHECK(report["passes"][8]["changed"].get<int>() == 0);  // widen-float16: no float16 value in tiny_cnn
-  CHECK(report["passes"][9]["changed"].get<int>() == 0);  // fuse-matmul-add: no MatMul in tiny_cnn
-  CHECK(report["passes"][11]["counts"]["ops_fused"].get<int>() == 2);  // fuse-epilogue: the two Relu
+  CHECK(report["passes"][9]["changed"].get<int>() == 0);  // widen-float16: no float16 value in tiny_cnn
+  CHECK(report["passes"][10]["changed"].get<int>() == 0);  // fuse-matmul-add: no MatMul in tiny_cnn
+  CHECK(report["passes"][12]["counts"]["ops_fused"].get<int>() == 2);  // fuse-epilogue: the two Relu
 
   // -v words each pass's change report.
   auto verbose = runTool(CTXKIT_CTXGEN, {sample("tiny_cnn"), "-o", (out / "verbose").string(), "-v"});

@@ -24,6 +24,8 @@ namespace ctxkit::codegen {
 CTXKIT_LOWERING_PASS(FuseQdq, "fuse-qdq", false)
 // Ops whose inputs are all constants are evaluated now and become weights.
 CTXKIT_LOWERING_PASS(FoldConstants, "fold-constants", false)
+// A zero Pad of the spatial axes read only by a Conv or AveragePool becomes that op's pads.
+CTXKIT_LOWERING_PASS(FusePad, "fuse-pad", false)
 // A Conv's filter taps that never land inside its input are cut from its constant weight, its pads shifted (a
 // dilated Conv onto a map smaller than its dilation becomes a smaller one).
 CTXKIT_LOWERING_PASS(PruneConvTaps, "prune-conv-taps", false)
