@@ -136,7 +136,11 @@ TEST_CASE("the trace says where each node of the rewritten graph came from, and 
   REQUIRE(analysis::runGraphPasses(g, {}, runs, {}, nullptr, &trace));
   CHECK(trace.inlined == std::vector<size_t>{1});
   CHECK(trace.removed == std::vector<size_t>{2});
-  CHECK(trace.renames.at("y") == "y0");
+  // By id of the given graph: the no-op's output y is read as y0 (the If's output, the branch's value now).
+  REQUIRE(trace.passedThrough.size() == trace.given.size());
+  CHECK(trace.passedThrough[trace.given.id("y")] == trace.given.id("y0"));
+  for (ir::ValueId v = 0; v < trace.given.size(); ++v)
+    if (trace.given.name(v) != "y") CHECK(trace.passedThrough[v] == ir::kNoValue);
   REQUIRE(trace.origin.size() == g.nodes.size());
   CHECK(trace.origin.front() == 0);
   CHECK(trace.origin.back() == 3);
