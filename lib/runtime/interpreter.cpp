@@ -75,8 +75,10 @@ void ScopedGraph::prepare() {
     }
     if (n.kind != ir::OpKind::Scan || !c.body) continue;
     c.numScanInputs = n.attrs.getInt("num_scan_inputs", 0);
-    const auto scanInputs = static_cast<size_t>(std::max<int64_t>(c.numScanInputs, 0));
-    const size_t states = n.inputs.size() - std::min(n.inputs.size(), scanInputs);
+    // The defaults are sized only for a count that fits the node (a run refuses any other before reading them).
+    if (c.numScanInputs <= 0 || c.numScanInputs > static_cast<int64_t>(n.inputs.size())) continue;
+    const auto scanInputs = static_cast<size_t>(c.numScanInputs);
+    const size_t states = n.inputs.size() - scanInputs;
     const size_t bodyOutputs = c.body->graph.outputs.size();
     const size_t scanOutputs = bodyOutputs - std::min(states, bodyOutputs);
     c.inAxes = n.attrs.getInts("scan_input_axes", std::vector<int64_t>(scanInputs, 0));

@@ -68,7 +68,6 @@ public:
   // A scope running `graph`: its reads of enclosing values go to `parent` and the scopes around it.
   Scope(const Scope* parent, const ScopedGraph& graph)
       : parent_(parent), table_(&graph.table), outer_(&graph.outer), slots_(graph.table.size()) {}
-  const ir::ValueTable* table() const { return table_; }
   // A value of the table's graph: this scope's, an enclosing scope's that it reads, or the same-table parent's.
   const ir::Tensor* find(ir::ValueId id) const;
   void set(ir::ValueId id, ir::Tensor value) { slots_[id] = std::move(value); }
