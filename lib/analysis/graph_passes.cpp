@@ -50,8 +50,9 @@ Expected<GraphFacts> runGraphPasses(ir::Graph& graph, const Bindings& bindings, 
   for (size_t i = 0; i < t.origin.size(); ++i) t.origin[i] = i;
   t.inlined.clear();
   t.removed.clear();
-  t.renames.clear();
   CTX_ASSIGN_OR_RETURN(GraphFacts facts, analyzeGraph(graph, bindings, options));
+  t.given = facts.table;
+  t.passedThrough.assign(t.given.size(), ir::kNoValue);
   GraphPassState state{graph, bindings, options, std::move(facts), t, warnings};
   ir::PassControl control;
   std::string text;

@@ -7,11 +7,11 @@
 
 #include "analysis/analysis.h"
 #include "ir/pass.h"
+#include "ir/value_table.h"
 
 #include <set>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace ctxkit::analysis {
@@ -24,8 +24,11 @@ struct GraphPassTrace {
   std::vector<size_t> origin;
   std::vector<size_t> inlined;  // If nodes replaced by their branch
   std::vector<size_t> removed;  // no-ops removed
-  // A removed no-op's output -> the value its readers read instead (through chains of no-ops)
-  std::unordered_map<std::string, std::string> renames;
+  // out: the graph as given, numbered (the ids below are its)
+  ir::ValueTable given;
+  // out: by id of `given`, the value the readers of a removed no-op's output read instead (through chains of no-ops);
+  // kNoValue for the others. No-ops from an inlined branch are left out: their values are not the given graph's.
+  std::vector<ir::ValueId> passedThrough;
 };
 
 // What the graph passes work on: the graph, the facts of it as it is now (a pass that changes the graph analyzes it

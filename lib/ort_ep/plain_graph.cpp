@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <set>
-#include <unordered_map>
 
 namespace ctxkit::ort_ep {
 
@@ -226,28 +225,34 @@ OrtClaim claimOrtNodes(const ReadGraph& ort, const ir::Graph& g, const partition
 }
 
 // The names ORT gives the inputs of the fused node of ORT's nodes `fused`, for each of a program's inputs: the same
-// name, or a value that a removed no-op passed the input through as. Empty when one has none.
+// name, or a value that a removed no-op passed the input through as. Empty when one has none. Values are matched by
+// id of the graph the passes were given (ORT's), through its names: those are what ORT and the programs share.
 std::vector<std::string> ortInputNames(const std::vector<std::string>& programInputs, const ReadGraph& ort,
                                        const std::vector<size_t>& fused, const analysis::GraphPassTrace& trace) {
-  std::set<std::string> made, read;
+  const ir::ValueTable& ids = trace.given;
+  std::vector<bool> made(ids.size(), false), read(ids.size(), false);
+  auto mark = [&](std::vector<bool>& set, const std::string& name) {
+    if (const ir::ValueId v = name.empty() ? ir::kNoValue : ids.find(name); v != ir::kNoValue) set[v] = true;
+  };
   for (size_t j : fused) {
     const ir::Node& node = ort.model.graph.nodes[j];
-    made.insert(node.outputs.begin(), node.outputs.end());
-    read.insert(node.inputs.begin(), node.inputs.end());
-    read.insert(ort.implicitInputs[j].begin(), ort.implicitInputs[j].end());
+    for (const auto& out : node.outputs) mark(made, out);
+    for (const auto& in : node.inputs) mark(read, in);
+    for (const auto& in : ort.implicitInputs[j]) mark(read, in);
   }
-  std::unordered_map<std::string, std::string> byProgramName;
-  for (const auto& v : read) {
-    if (v.empty() || made.count(v)) continue;
-    auto it = trace.renames.find(v);
-    byProgramName.emplace(it == trace.renames.end() ? v : it->second, v);
-    byProgramName[v] = v;  // the value itself wins over an alias of it
+  // By id: the value ORT names for a program input of that id (the value itself wins over an alias of it).
+  std::vector<ir::ValueId> ortValue(ids.size(), ir::kNoValue);
+  for (ir::ValueId v = 0; v < ids.size(); ++v) {
+    if (!read[v] || made[v]) continue;
+    const ir::ValueId program = trace.passedThrough[v] == ir::kNoValue ? v : trace.passedThrough[v];
+    if (ortValue[program] == ir::kNoValue) ortValue[program] = v;
+    ortValue[v] = v;
   }
   std::vector<std::string> names;
   for (const auto& in : programInputs) {
-    auto it = byProgramName.find(in);
-    if (it == byProgramName.end()) return {};
-    names.push_back(it->second);
+    const ir::ValueId v = ids.find(in);
+    if (v == ir::kNoValue || ortValue[v] == ir::kNoValue) return {};
+    names.push_back(ids.name(ortValue[v]));
   }
   return names;
 }

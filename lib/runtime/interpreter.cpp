@@ -31,28 +31,72 @@ constexpr int kMaxDepth = 64;
 
 }  // namespace
 
-const ir::Tensor* Scope::find(const std::string& name) const {
-  for (const Scope* s = this; s; s = s->parent_) {
-    if (const ir::ValueId id = s->table_ ? s->table_->find(name) : ir::kNoValue; id != ir::kNoValue) {
-      if (s->slots_[id]) return &*s->slots_[id];
-      continue;
+ScopedGraph::ScopedGraph(const ir::Graph& graph, const ir::ValueTable& table) : graph(graph), table(table) {
+  prepare();
+}
+
+ScopedGraph::ScopedGraph(const ir::Graph& graph, const ScopedGraph& parent)
+    : graph(graph), parent(&parent), table(own_.emplace(graph)) {
+  prepare();
+}
+
+void ScopedGraph::prepare() {
+  for (const auto& init : graph.initializers) initializers.push_back(table.find(init.name));
+  for (const auto& in : graph.inputs) inputs.push_back(table.find(in.name));
+  for (const auto& out : graph.outputs) outputs.push_back(table.find(out.name));
+  for (const ir::ValueInfo* in : graph.feedInputs()) feeds.push_back(table.find(in->name));
+  // A subgraph names the outer values it reads (ONNX scoping): each name is resolved here, once, to the nearest
+  // enclosing graph that defines it. A graph that only passes it on to a subgraph of its own does not number it.
+  outer.resize(table.size());
+  for (ir::ValueId v = 0; v < table.size(); ++v) {
+    if (!table[v].isOuter()) continue;
+    uint32_t up = 1;
+    for (const ScopedGraph* s = parent; s; s = s->parent, ++up) {
+      const ir::ValueId id = s->table.find(table.name(v));
+      if (id == ir::kNoValue) continue;
+      if (!s->table[id].isOuter()) outer[v] = {up, id};
+      else if (s->outer[id].up != 0) outer[v] = {up + s->outer[id].up, s->outer[id].id};
+      break;
     }
-    if (auto it = s->values_.find(name); it != s->values_.end()) return &it->second;
   }
-  return nullptr;
+  nodes_.resize(graph.nodes.size());
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const ir::Node& n = graph.nodes[i];
+    ControlFlow& c = nodes_[i];
+    auto prepared = [&](const char* attr) -> std::unique_ptr<ScopedGraph> {
+      const ir::Graph* g = graphAttr(n, attr);
+      return g ? std::make_unique<ScopedGraph>(*g, *this) : nullptr;
+    };
+    if (n.kind == ir::OpKind::If) {
+      c.thenBranch = prepared("then_branch");
+      c.elseBranch = prepared("else_branch");
+    } else if (n.kind == ir::OpKind::Loop || n.kind == ir::OpKind::Scan) {
+      c.body = prepared("body");
+    }
+    if (n.kind != ir::OpKind::Scan || !c.body) continue;
+    c.numScanInputs = n.attrs.getInt("num_scan_inputs", 0);
+    // The defaults are sized only for a count that fits the node (a run refuses any other before reading them).
+    if (c.numScanInputs <= 0 || c.numScanInputs > static_cast<int64_t>(n.inputs.size())) continue;
+    const auto scanInputs = static_cast<size_t>(c.numScanInputs);
+    const size_t states = n.inputs.size() - scanInputs;
+    const size_t bodyOutputs = c.body->graph.outputs.size();
+    const size_t scanOutputs = bodyOutputs - std::min(states, bodyOutputs);
+    c.inAxes = n.attrs.getInts("scan_input_axes", std::vector<int64_t>(scanInputs, 0));
+    c.inDirs = n.attrs.getInts("scan_input_directions", std::vector<int64_t>(scanInputs, 0));
+    c.outAxes = n.attrs.getInts("scan_output_axes", std::vector<int64_t>(scanOutputs, 0));
+    c.outDirs = n.attrs.getInts("scan_output_directions", std::vector<int64_t>(scanOutputs, 0));
+  }
 }
 
 const ir::Tensor* Scope::find(ir::ValueId id) const {
   if (slots_[id]) return &*slots_[id];
-  if (!parent_) return nullptr;
+  if (outer_ && (*outer_)[id].up != 0) {
+    const Scope* s = this;
+    for (uint32_t k = 0; k < (*outer_)[id].up && s; ++k) s = s->parent_;
+    return s ? s->find((*outer_)[id].id) : nullptr;
+  }
   // An enclosing scope numbering the same graph (the session's initializers) answers by id too.
-  return parent_->table_ == table_ ? parent_->find(id) : parent_->find(table_->name(id));
-}
-
-void Scope::set(const std::string& name, ir::Tensor value) {
-  if (const ir::ValueId id = table_ ? table_->find(name) : ir::kNoValue; id != ir::kNoValue)
-    slots_[id] = std::move(value);
-  else values_[name] = std::move(value);
+  return parent_ && parent_->table_ == table_ ? parent_->find(id) : nullptr;
 }
 
 Status checkExecutable(const ir::Graph& graph, const std::string& where) {
@@ -77,29 +121,30 @@ Status checkExecutable(const ir::Graph& graph, const std::string& where) {
   return Walker::walk(graph, where, 0);
 }
 
-Status Interpreter::runGraph(const ir::Graph& graph, Scope& scope, const GraphRunOptions& options) const {
-  const ir::ValueTable* ids = scope.table();  // the scope numbers the graph's values: reached by id
+Status Interpreter::runGraph(const ScopedGraph& prepared, Scope& scope, const GraphRunOptions& options) const {
+  const ir::Graph& graph = prepared.graph;
+  const ir::ValueTable& ids = prepared.table;
   std::vector<const ir::Tensor*> ins;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const ir::Node& n = graph.nodes[i];
     ins.clear();
-    for (size_t k = 0; k < n.inputs.size(); ++k) {
-      const std::string& in = n.inputs[k];
-      if (in.empty()) {
+    for (const ir::ValueId in : ids.inputsOf(i)) {
+      if (in == ir::kNoValue) {
         ins.push_back(nullptr);
         continue;
       }
-      const ir::Tensor* t = ids ? scope.find(ids->inputsOf(i)[k]) : scope.find(in);
-      if (!t) return makeError(ErrorCode::InvalidGraph, "{}: value '{}' is not available", nodeLabel(n, i), in);
+      const ir::Tensor* t = scope.find(in);
+      if (!t)
+        return makeError(ErrorCode::InvalidGraph, "{}: value '{}' is not available", nodeLabel(n, i), ids.name(in));
       ins.push_back(t);
     }
     std::optional<Expected<std::vector<ir::Tensor>>> result;
     if (options.override) result = (*options.override)(i, ins);
     if (!result) {
       switch (n.kind) {
-        case ir::OpKind::If: result = runIf(n, ins, scope); break;
-        case ir::OpKind::Loop: result = runLoop(n, ins, scope); break;
-        case ir::OpKind::Scan: result = runScan(n, ins, scope); break;
+        case ir::OpKind::If: result = runIf(prepared, i, ins, scope); break;
+        case ir::OpKind::Loop: result = runLoop(prepared, i, ins, scope); break;
+        case ir::OpKind::Scan: result = runScan(prepared, i, ins, scope); break;
         default: {
           if (cache_) result = cache_->run(graph, n, ins, pool_);
           if (!result) {
@@ -117,40 +162,32 @@ Status Interpreter::runGraph(const ir::Graph& graph, Scope& scope, const GraphRu
       return e;
     }
     auto& values = result->value();
-    for (size_t o = 0; o < n.outputs.size() && o < values.size(); ++o) {
-      if (n.outputs[o].empty()) continue;
-      if (ids) scope.set(ids->outputsOf(i)[o], std::move(values[o]));
-      else scope.set(n.outputs[o], std::move(values[o]));
-    }
-    if (ids && !options.lastUse.empty())
-      for (const ir::ValueId in : ids->inputsOf(i))
-        if (in != ir::kNoValue && !(*ids)[in].isGraphOutput && options.lastUse[in] == i) scope.erase(in);
+    const std::span<const ir::ValueId> outs = ids.outputsOf(i);
+    for (size_t o = 0; o < outs.size() && o < values.size(); ++o)
+      if (outs[o] != ir::kNoValue) scope.set(outs[o], std::move(values[o]));
+    if (!options.lastUse.empty())
+      for (const ir::ValueId in : ids.inputsOf(i))
+        if (in != ir::kNoValue && !ids[in].isGraphOutput && options.lastUse[in] == i) scope.erase(in);
   }
   return Status::ok();
 }
 
-Interpreter::Body::Body(const ir::Graph& graph) : graph(graph), table(graph) {
-  // (kNoValue for a value named "", which nothing can read)
-  for (const auto& init : graph.initializers) initializers.push_back(table.find(init.name));
-  for (const auto& in : graph.inputs) inputs.push_back(table.find(in.name));
-  for (const auto& out : graph.outputs) outputs.push_back(table.find(out.name));
-}
-
-Expected<std::vector<ir::Tensor>> Interpreter::runSubgraph(const Body& body, const Scope& outer,
+Expected<std::vector<ir::Tensor>> Interpreter::runSubgraph(const ScopedGraph* body, const Scope& outer,
                                                            const std::vector<ir::Tensor>& inputs) const {
-  const ir::Graph& g = body.graph;
-  if (inputs.size() != body.inputs.size())
-    return makeError(ErrorCode::InvalidGraph, "subgraph '{}' takes {} inputs but gets {}", g.name, body.inputs.size(),
+  if (!body) return makeError(ErrorCode::Internal, "a subgraph was not prepared");
+  const ir::Graph& g = body->graph;
+  if (inputs.size() != body->inputs.size())
+    return makeError(ErrorCode::InvalidGraph, "subgraph '{}' takes {} inputs but gets {}", g.name, body->inputs.size(),
                      inputs.size());
-  Scope scope(&outer, body.table);
-  for (size_t k = 0; k < body.initializers.size(); ++k)
-    if (body.initializers[k] != ir::kNoValue) scope.set(body.initializers[k], g.initializers[k].tensor);
+  Scope scope(&outer, *body);
+  for (size_t k = 0; k < body->initializers.size(); ++k)
+    if (body->initializers[k] != ir::kNoValue) scope.set(body->initializers[k], g.initializers[k].tensor);
   for (size_t i = 0; i < inputs.size(); ++i)
-    if (body.inputs[i] != ir::kNoValue) scope.set(body.inputs[i], inputs[i]);
-  CTX_RETURN_IF_ERROR(runGraph(g, scope).addContext(fmt::format("subgraph '{}'", g.name)));
+    if (body->inputs[i] != ir::kNoValue) scope.set(body->inputs[i], inputs[i]);
+  CTX_RETURN_IF_ERROR(runGraph(*body, scope).addContext(fmt::format("subgraph '{}'", g.name)));
   std::vector<ir::Tensor> outputs;
-  for (size_t k = 0; k < body.outputs.size(); ++k) {
-    const ir::Tensor* t = body.outputs[k] == ir::kNoValue ? nullptr : scope.find(body.outputs[k]);
+  for (size_t k = 0; k < body->outputs.size(); ++k) {
+    const ir::Tensor* t = body->outputs[k] == ir::kNoValue ? nullptr : scope.find(body->outputs[k]);
     if (!t)
       return makeError(ErrorCode::InvalidGraph, "subgraph '{}' never produces its output '{}'", g.name,
                        g.outputs[k].name);
@@ -159,12 +196,13 @@ Expected<std::vector<ir::Tensor>> Interpreter::runSubgraph(const Body& body, con
   return outputs;
 }
 
-Expected<std::vector<ir::Tensor>> Interpreter::runIf(const ir::Node& n, std::span<const ir::Tensor* const> ins,
-                                                     const Scope& outer) const {
+Expected<std::vector<ir::Tensor>> Interpreter::runIf(const ScopedGraph& graph, size_t node,
+                                                     std::span<const ir::Tensor* const> ins, const Scope& outer) const {
   if (ins.empty() || !ins[0]) return makeError(ErrorCode::InvalidGraph, "If needs its condition input");
-  const ir::Graph* branch = graphAttr(n, truthy(*ins[0]) ? "then_branch" : "else_branch");
+  const ScopedGraph::ControlFlow& c = graph.controlFlow(node);
+  const ScopedGraph* branch = truthy(*ins[0]) ? c.thenBranch.get() : c.elseBranch.get();
   if (!branch) return makeError(ErrorCode::InvalidGraph, "If has no then_branch/else_branch graph attribute");
-  return runSubgraph(Body(*branch), outer, {});
+  return runSubgraph(branch, outer, {});
 }
 
 Expected<ir::Tensor> Interpreter::stack(const std::vector<ir::Tensor>& slices, int64_t axis,
@@ -199,10 +237,12 @@ Expected<ir::Tensor> Interpreter::slice(const ir::Tensor& x, int64_t axis, int64
   return std::move(out[0]);
 }
 
-Expected<std::vector<ir::Tensor>> Interpreter::runLoop(const ir::Node& n, std::span<const ir::Tensor* const> ins,
+Expected<std::vector<ir::Tensor>> Interpreter::runLoop(const ScopedGraph& graph, size_t node,
+                                                       std::span<const ir::Tensor* const> ins,
                                                        const Scope& outer) const {
-  const ir::Graph* body = graphAttr(n, "body");
-  if (!body) return makeError(ErrorCode::InvalidGraph, "Loop has no body graph");
+  const ScopedGraph* numbered = graph.controlFlow(node).body.get();
+  if (!numbered) return makeError(ErrorCode::InvalidGraph, "Loop has no body graph");
+  const ir::Graph* body = &numbered->graph;
   if (ins.size() < 2) return makeError(ErrorCode::InvalidGraph, "Loop needs the M and cond inputs (possibly empty)");
   const size_t carried = ins.size() - 2;
   if (body->outputs.size() < 1 + carried)
@@ -222,7 +262,6 @@ Expected<std::vector<ir::Tensor>> Interpreter::runLoop(const ir::Node& n, std::s
     state.push_back(*ins[2 + k]);
   }
   std::vector<std::vector<ir::Tensor>> scanned(scans);
-  const Body numbered(*body);
   int64_t trip = 0;
   while ((!maxTrips || trip < *maxTrips) && cond) {
     std::vector<ir::Tensor> bodyIns = {int64Scalar(trip),
@@ -250,12 +289,16 @@ Expected<std::vector<ir::Tensor>> Interpreter::runLoop(const ir::Node& n, std::s
   return results;
 }
 
-Expected<std::vector<ir::Tensor>> Interpreter::runScan(const ir::Node& n, std::span<const ir::Tensor* const> ins,
+Expected<std::vector<ir::Tensor>> Interpreter::runScan(const ScopedGraph& graph, size_t node,
+                                                       std::span<const ir::Tensor* const> ins,
                                                        const Scope& outer) const {
+  const ir::Node& n = graph.graph.nodes[node];
   if (n.opset < 9) return makeError(ErrorCode::Unsupported, "Scan before opset 9 (with a batch axis) is not supported");
-  const ir::Graph* body = graphAttr(n, "body");
-  if (!body) return makeError(ErrorCode::InvalidGraph, "Scan has no body graph");
-  const int64_t numScanInputs = n.attrs.getInt("num_scan_inputs", 0);
+  const ScopedGraph::ControlFlow& c = graph.controlFlow(node);
+  const ScopedGraph* numbered = c.body.get();
+  if (!numbered) return makeError(ErrorCode::InvalidGraph, "Scan has no body graph");
+  const ir::Graph* body = &numbered->graph;
+  const int64_t numScanInputs = c.numScanInputs;
   if (numScanInputs <= 0 || numScanInputs > static_cast<int64_t>(ins.size()))
     return makeError(ErrorCode::InvalidGraph, "Scan num_scan_inputs {} does not fit {} inputs", numScanInputs,
                      ins.size());
@@ -264,10 +307,8 @@ Expected<std::vector<ir::Tensor>> Interpreter::runScan(const ir::Node& n, std::s
     return makeError(ErrorCode::InvalidGraph, "Scan body has {} outputs; expected at least {}", body->outputs.size(),
                      states);
   const size_t scanOutputs = body->outputs.size() - states;
-  auto inAxes = n.attrs.getInts("scan_input_axes", std::vector<int64_t>(static_cast<size_t>(numScanInputs), 0));
-  auto inDirs = n.attrs.getInts("scan_input_directions", std::vector<int64_t>(static_cast<size_t>(numScanInputs), 0));
-  auto outAxes = n.attrs.getInts("scan_output_axes", std::vector<int64_t>(scanOutputs, 0));
-  auto outDirs = n.attrs.getInts("scan_output_directions", std::vector<int64_t>(scanOutputs, 0));
+  std::vector<int64_t> inAxes = c.inAxes;  // made absolute below
+  const std::vector<int64_t>&inDirs = c.inDirs, &outAxes = c.outAxes, &outDirs = c.outDirs;
   if (inAxes.size() != static_cast<size_t>(numScanInputs) || inDirs.size() != inAxes.size() ||
       outAxes.size() != scanOutputs || outDirs.size() != scanOutputs)
     return makeError(ErrorCode::InvalidGraph, "Scan axis/direction attributes do not match the number of scan values");
@@ -287,7 +328,6 @@ Expected<std::vector<ir::Tensor>> Interpreter::runScan(const ir::Node& n, std::s
   std::vector<ir::Tensor> state;
   for (size_t k = 0; k < states; ++k) state.push_back(*ins[k]);
   std::vector<std::vector<ir::Tensor>> scanned(scanOutputs);
-  const Body numbered(*body);
   for (int64_t t = 0; t < length; ++t) {
     std::vector<ir::Tensor> bodyIns = state;
     for (size_t k = 0; k < inAxes.size(); ++k) {

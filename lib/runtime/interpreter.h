@@ -8,33 +8,75 @@
 #include "support/status.h"
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 namespace ctxkit::runtime {
 
-// Values visible to a graph: its own, then those of the graphs enclosing it. With a value table (the graph's), its
-// own values live in a vector by id and the interpreter reaches them without hashing names (the top-level graph and
-// its initializers, subgraph bodies alike); only a read of an enclosing graph's value goes by name.
+// A graph prepared once (at session load) for the Scope interpreter: its values numbered, the ids of its
+// initializers, feeds and outputs, every read of an enclosing graph's value resolved to where that value lives, and
+// the same for the subgraphs (If branches, Loop and Scan bodies) of its nodes. A run then reaches every value by id:
+// no name is hashed or compared on the run path.
+class ScopedGraph {
+  std::optional<ir::ValueTable> own_;  // a subgraph's numbering (declared first: `table` refers to it)
+
+public:
+  // A value the graph reads but does not define: `up` scopes out (1: the scope running the node that holds this
+  // graph), by id of that scope's graph. up == 0: no enclosing graph defines it.
+  struct OuterRef {
+    uint32_t up = 0;
+    ir::ValueId id = ir::kNoValue;
+  };
+  // The top-level graph, numbered by `table` (kept by the caller); a subgraph, numbered here.
+  ScopedGraph(const ir::Graph& graph, const ir::ValueTable& table);
+  ScopedGraph(const ir::Graph& graph, const ScopedGraph& parent);
+  ScopedGraph(const ScopedGraph&) = delete;
+  ScopedGraph& operator=(const ScopedGraph&) = delete;
+
+  // What an If, Loop or Scan node runs, read from its ONNX attributes here rather than on every run: its subgraphs
+  // prepared (null when the node lacks the attribute) and a Scan's attributes.
+  struct ControlFlow {
+    std::unique_ptr<ScopedGraph> thenBranch, elseBranch, body;
+    int64_t numScanInputs = 0;
+    std::vector<int64_t> inAxes, inDirs, outAxes, outDirs;  // as written, or the defaults (sized when they fit)
+  };
+  const ControlFlow& controlFlow(size_t node) const { return nodes_[node]; }
+
+  const ir::Graph& graph;
+  const ScopedGraph* parent = nullptr;
+  const ir::ValueTable& table;
+  // (kNoValue for a value named "", which nothing can read)
+  std::vector<ir::ValueId> initializers, inputs, outputs;
+  std::vector<ir::ValueId> feeds;  // graph.feedInputs(), in order
+  std::vector<OuterRef> outer;     // by id; set for the values table[id].isOuter()
+
+private:
+  void prepare();
+  std::vector<ControlFlow> nodes_;  // per node (empty for other ops)
+};
+
+// Values visible to a graph, in a vector by id of its table: its own, then (through OuterRef) those of the scopes
+// enclosing it. A parent numbering the same graph (the session's initializers) answers for ids this scope lacks.
 class Scope {
 public:
-  explicit Scope(const Scope* parent = nullptr) : parent_(parent) {}
+  Scope() = default;
+  // A scope holding values of `table`'s graph, read by id (the session's initializers, shared by every run).
   Scope(const Scope* parent, const ir::ValueTable& table) : parent_(parent), table_(&table), slots_(table.size()) {}
-  const ir::ValueTable* table() const { return table_; }
-  const ir::Tensor* find(const std::string& name) const;
-  // A value of the table's graph: this scope's, else the enclosing scopes' of that name (an initializer).
+  // A scope running `graph`: its reads of enclosing values go to `parent` and the scopes around it.
+  Scope(const Scope* parent, const ScopedGraph& graph)
+      : parent_(parent), table_(&graph.table), outer_(&graph.outer), slots_(graph.table.size()) {}
+  // A value of the table's graph: this scope's, an enclosing scope's that it reads, or the same-table parent's.
   const ir::Tensor* find(ir::ValueId id) const;
-  void set(const std::string& name, ir::Tensor value);
   void set(ir::ValueId id, ir::Tensor value) { slots_[id] = std::move(value); }
   void erase(ir::ValueId id) { slots_[id].reset(); }
 
 private:
-  std::unordered_map<std::string, ir::Tensor> values_;  // names the table does not number
-  const Scope* parent_;
+  const Scope* parent_ = nullptr;
   const ir::ValueTable* table_ = nullptr;
+  const std::vector<ScopedGraph::OuterRef>* outer_ = nullptr;
   std::vector<std::optional<ir::Tensor>> slots_;  // by id of table_
 };
 
@@ -44,8 +86,7 @@ using NodeOverride = std::function<std::optional<Expected<std::vector<ir::Tensor
 
 struct GraphRunOptions {
   const NodeOverride* override = nullptr;
-  // With a scope numbering the graph's values: frees a value (not a graph output) after the last node that reads it,
-  // lastUse[id].
+  // Frees a value (not a graph output) after the last node that reads it, lastUse[id].
   std::span<const size_t> lastUse;
 };
 
@@ -54,26 +95,18 @@ public:
   // With a cache, nodes run through ops prepared once per input shapes; without, each is evaluated one-shot.
   explicit Interpreter(kernels::ThreadPool* pool, PreparedNodeCache* cache = nullptr) : pool_(pool), cache_(cache) {}
 
-  // Runs the graph's nodes in order, reading and writing `scope`.
-  Status runGraph(const ir::Graph& graph, Scope& scope, const GraphRunOptions& options = {}) const;
+  // Runs the graph's nodes in order, reading and writing `scope` (made for `graph`).
+  Status runGraph(const ScopedGraph& graph, Scope& scope, const GraphRunOptions& options = {}) const;
 
 private:
-  // A subgraph body with its values numbered once per node run (not per Loop or Scan iteration), and the ids of its
-  // initializers, inputs and outputs.
-  struct Body {
-    explicit Body(const ir::Graph& graph);
-    const ir::Graph& graph;
-    ir::ValueTable table;
-    std::vector<ir::ValueId> initializers, inputs, outputs;
-  };
-  Expected<std::vector<ir::Tensor>> runSubgraph(const Body& body, const Scope& outer,
+  Expected<std::vector<ir::Tensor>> runSubgraph(const ScopedGraph* body, const Scope& outer,
                                                 const std::vector<ir::Tensor>& inputs) const;
-  Expected<std::vector<ir::Tensor>> runIf(const ir::Node& node, std::span<const ir::Tensor* const> ins,
+  Expected<std::vector<ir::Tensor>> runIf(const ScopedGraph& graph, size_t node, std::span<const ir::Tensor* const> ins,
                                           const Scope& outer) const;
-  Expected<std::vector<ir::Tensor>> runLoop(const ir::Node& node, std::span<const ir::Tensor* const> ins,
-                                            const Scope& outer) const;
-  Expected<std::vector<ir::Tensor>> runScan(const ir::Node& node, std::span<const ir::Tensor* const> ins,
-                                            const Scope& outer) const;
+  Expected<std::vector<ir::Tensor>> runLoop(const ScopedGraph& graph, size_t node,
+                                            std::span<const ir::Tensor* const> ins, const Scope& outer) const;
+  Expected<std::vector<ir::Tensor>> runScan(const ScopedGraph& graph, size_t node,
+                                            std::span<const ir::Tensor* const> ins, const Scope& outer) const;
   Expected<ir::Tensor> stack(const std::vector<ir::Tensor>& slices, int64_t axis, const std::string& what) const;
   Expected<ir::Tensor> slice(const ir::Tensor& x, int64_t axis, int64_t index) const;
 

@@ -49,7 +49,8 @@ struct Session::Impl {
   std::map<size_t, std::shared_ptr<const CompiledProgram>> programs;                // node index -> program
   Scope constants;                                                                  // initializers, shared by every run
   ir::ValueTable valueTable;                                                        // the top-level graph's values
-  std::vector<size_t> lastUse;  // by value id: the last node reading it (an input or a subgraph read)
+  std::vector<size_t> lastUse;          // by value id: the last node reading it (an input or a subgraph read)
+  std::unique_ptr<ScopedGraph> scoped;  // the graph prepared for the Scope interpreter, when the plan cannot take it
   std::unique_ptr<kernels::ThreadPool> pool;
 
   // The graph with every value numbered (a slot), so that a run finds values by index and keeps what it needs
@@ -442,6 +443,7 @@ struct Session::Impl {
       if (!valueTable[v].uses.empty()) lastUse[v] = valueTable[v].uses.back().node;
     prepareFallbackAhead();
     makePlan();
+    if (!plan.usable) scoped = std::make_unique<ScopedGraph>(g, valueTable);
     pool = kernels::makeThreadPool(std::max(1, options.threads));
     return Status::ok();
   }
@@ -983,8 +985,8 @@ struct Session::Impl {
 
   // Graphs with control flow at the top level: values by id in a Scope, freed after their last reader.
   Expected<std::vector<ir::Tensor>> runScoped(const std::vector<ir::Tensor>& feeds) const {
-    Scope scope(&constants, valueTable);  // initializers are read through the parent scope, never copied per run
-    for (size_t i = 0; i < feeds.size(); ++i) scope.set(inputs[i].name, feeds[i]);
+    Scope scope(&constants, *scoped);  // initializers are read through the parent scope, never copied per run
+    for (size_t i = 0; i < feeds.size(); ++i) scope.set(scoped->feeds[i], feeds[i]);
     NodeOverride runCompiled =
         [&](size_t node, std::span<const ir::Tensor* const> ins) -> std::optional<Expected<std::vector<ir::Tensor>>> {
       auto it = programs.find(node);
@@ -994,11 +996,11 @@ struct Session::Impl {
     GraphRunOptions runOptions{&runCompiled, lastUse};
     kernels::ThreadPool::RunScope running(pool.get());  // workers stay awake between the run's ops
     Interpreter interpreter(pool.get(), &shared->fallback);
-    CTX_RETURN_IF_ERROR(interpreter.runGraph(model().graph, scope, runOptions).addContext(displayName));
+    CTX_RETURN_IF_ERROR(interpreter.runGraph(*scoped, scope, runOptions).addContext(displayName));
     std::vector<ir::Tensor> out;
-    for (const auto& o : outputs) {
-      const ir::Tensor* t = scope.find(o.name);
-      if (!t) return makeError(ErrorCode::Internal, "{}: output '{}' was not produced", displayName, o.name);
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      const ir::Tensor* t = scoped->outputs[k] == ir::kNoValue ? nullptr : scope.find(scoped->outputs[k]);
+      if (!t) return makeError(ErrorCode::Internal, "{}: output '{}' was not produced", displayName, outputs[k].name);
       out.push_back(*t);
     }
     return out;

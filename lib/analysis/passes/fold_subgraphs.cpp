@@ -43,10 +43,17 @@ size_t hoistSharedInitializers(ir::Graph& parent, size_t index) {
     const ir::Initializer* init;
   };
   std::map<std::pair<std::string, Hash128>, std::vector<First>> seen;  // (type and shape, bytes' hash)
-  std::vector<Renames> renames(subs.size());
-  // By sub, then by initializer: the copy that moves out.
-  std::vector<std::vector<bool>> hoisted(subs.size());
-  for (size_t k = 0; k < subs.size(); ++k) hoisted[k].assign((*subs[k])->initializers.size(), false);
+  // By sub, by id of its value table: the parent's name a dropped copy's readers read instead.
+  std::vector<ir::ValueTable> tables;
+  for (const auto* sub : subs) tables.emplace_back(**sub);
+  std::vector<ValueRenames> renames(subs.size());
+  for (size_t k = 0; k < subs.size(); ++k) renames[k].assign(tables[k].size(), nullptr);
+  // By sub, then by initializer: the copy that moves out; a copy dropped for it.
+  std::vector<std::vector<bool>> hoisted(subs.size()), dropped(subs.size());
+  for (size_t k = 0; k < subs.size(); ++k) {
+    hoisted[k].assign((*subs[k])->initializers.size(), false);
+    dropped[k].assign((*subs[k])->initializers.size(), false);
+  }
   bool any = false;
   for (size_t k = 0; k < subs.size(); ++k)
     for (const ir::Initializer& init : (*subs[k])->initializers) {
@@ -65,26 +72,32 @@ size_t hoistSharedInitializers(ir::Graph& parent, size_t index) {
         continue;
       }
       hoisted[match->sub][static_cast<size_t>(match->init - (*subs[match->sub])->initializers.data())] = true;
-      renames[k][init.name] = match->init->name;
+      renames[k][tables[k].id(init.name)] = &match->init->name;
+      dropped[k][static_cast<size_t>(&init - (*subs[k])->initializers.data())] = true;
       any = true;
     }
   if (!any) return 0;
   size_t removed = 0;
+  // The renames point at names in the subs as they were: those stay alive until every sub is replaced.
+  std::vector<std::shared_ptr<const ir::Graph>> given;
+  for (const auto* sub : subs) given.push_back(*sub);
   for (size_t k = 0; k < subs.size(); ++k) {
     auto copy = std::make_shared<ir::Graph>(**subs[k]);  // subgraphs may be shared with other variants
+    // The readers first, by the table of the sub as it was (renames name parent initializers that outlive the sub).
+    renameReads(*copy, tables[k], renames[k]);
     std::vector<ir::Initializer> kept;
     for (size_t i = 0; i < copy->initializers.size(); ++i) {
       ir::Initializer& init = copy->initializers[i];
       if (hoisted[k][i]) {
         parent.initializers.push_back(std::move(init));
-      } else if (renames[k].count(init.name)) {
+      } else if (dropped[k][i]) {
         ++removed;
       } else {
         kept.push_back(std::move(init));
       }
     }
     copy->initializers = std::move(kept);
-    *subs[k] = renames[k].empty() ? copy : renamedSubgraph(*copy, renames[k]);
+    *subs[k] = std::move(copy);
   }
   return removed;
 }

@@ -2,45 +2,76 @@
 #include "analysis/passes/graph_rename.h"
 
 #include <algorithm>
+#include <memory>
+#include <utility>
 
 namespace ctxkit::analysis {
 
-const std::string& renamed(const Renames& r, const std::string& name) {
-  auto it = r.find(name);
-  return it == r.end() ? name : it->second;
+namespace {
+
+// The outer values a node's subgraphs read under an old name, with the new one: the few its table says are renamed.
+using OuterRenames = std::vector<std::pair<const std::string*, const std::string*>>;
+
+const std::string* outerRename(const OuterRenames& r, const std::string& name) {
+  for (const auto& [from, to] : r)
+    if (*from == name) return to;
+  return nullptr;
 }
 
-std::shared_ptr<ir::Graph> renamedSubgraph(const ir::Graph& g, const Renames& r) {
-  auto copy = std::make_shared<ir::Graph>(g);
-  for (auto& n : copy->nodes) renameNodeReads(n, r);
-  for (auto& o : copy->outputs) o.name = renamed(r, o.name);
-  return copy;
-}
+std::shared_ptr<ir::Graph> renamedSubgraph(const ir::Graph& g, const OuterRenames& r);
 
-void renameNodeReads(ir::Node& node, const Renames& r) {
-  for (auto& in : node.inputs) in = renamed(r, in);
-  bool subgraphReads = false;
-  for (const auto& a : node.attrs.all()) subgraphReads |= a.g != nullptr || !a.graphs.empty();
-  if (!subgraphReads) return;
-  bool renames = false;
-  forEachRead(node, [&](const std::string& n) { renames |= r.count(n) != 0; });
-  if (!renames) return;
+void renameSubgraphs(ir::Node& node, const OuterRenames& r) {
   for (auto& a : node.attrs.all()) {
     if (a.g) a.g = renamedSubgraph(*a.g, r);
     for (auto& g : a.graphs) g = renamedSubgraph(*g, r);
   }
 }
 
+std::shared_ptr<ir::Graph> renamedSubgraph(const ir::Graph& g, const OuterRenames& r) {
+  auto copy = std::make_shared<ir::Graph>(g);
+  for (auto& n : copy->nodes) {
+    for (auto& in : n.inputs)
+      if (const std::string* to = outerRename(r, in)) in = *to;
+    renameSubgraphs(n, r);
+  }
+  for (auto& o : copy->outputs)
+    if (const std::string* to = outerRename(r, o.name)) o.name = *to;
+  return copy;
+}
+
+}  // namespace
+
+void renameNodeReads(ir::Node& node, const ir::ValueTable& table, size_t index, const ValueRenames& to) {
+  const std::span<const ir::ValueId> inputs = table.inputsOf(index);
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (inputs[k] != ir::kNoValue && to[inputs[k]]) node.inputs[k] = *to[inputs[k]];
+  OuterRenames outer;
+  for (const ir::ValueId v : table.subgraphReadsOf(index))
+    if (to[v]) outer.emplace_back(&table.name(v), to[v]);
+  if (!outer.empty()) renameSubgraphs(node, outer);
+}
+
+void renameReads(ir::Graph& g, const ir::ValueTable& table, const ValueRenames& to) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) renameNodeReads(g.nodes[i], table, i, to);
+  for (auto& o : g.outputs)
+    if (const ir::ValueId v = table.find(o.name); v != ir::kNoValue && to[v]) o.name = *to[v];
+}
+
+namespace {
 void collectNames(const ir::Graph& g, std::unordered_set<std::string>& names) {
   for (const auto& in : g.inputs) names.insert(in.name);
   for (const auto& init : g.initializers) names.insert(init.name);
-  for (const auto& n : g.nodes) {
-    for (const auto& o : n.outputs) names.insert(o);
+  for (const auto& n : g.nodes) names.insert(n.outputs.begin(), n.outputs.end());
+  collectSubgraphNames(g, names);
+}
+}  // namespace
+
+void collectSubgraphNames(const ir::Graph& g, std::unordered_set<std::string>& names) {
+  for (const auto& n : g.nodes)
     for (const auto& a : n.attrs.all()) {
       if (a.g) collectNames(*a.g, names);
       for (const auto& sub : a.graphs) collectNames(*sub, names);
     }
-  }
 }
 
 bool subgraphsDefine(const ir::Node& node, std::string_view name) {

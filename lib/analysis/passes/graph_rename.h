@@ -1,31 +1,34 @@
-// Renaming values in a graph and the subgraphs its nodes hold, shared by the graph passes: inline-if renames an
-// inlined branch's values, remove-noops points readers past removed nodes, fold-subgraphs renames hoisted initializers.
+// Renaming values in a graph and the subgraphs its nodes hold, by value id, shared by the graph passes: inline-if
+// gives an inlined branch's values new names, remove-noops points readers past removed nodes, fold-subgraphs points a
+// branch's reads of a hoisted initializer at the graph's copy. A pass says, per id of the graph's value table, the
+// name readers read instead; the readers are the table's uses (input slots, and the subgraph reads of each node).
+// Names are written because the graph is ONNX-shaped: nodes, and subgraph bodies reading outer values, name them.
 #pragma once
 
 #include "ir/graph.h"
+#include "ir/value_table.h"
 
-#include <memory>
+#include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace ctxkit::analysis {
 
-using Renames = std::unordered_map<std::string, std::string>;
+// By value id of a graph's table: the name its readers read instead, null for a value left as it is.
+using ValueRenames = std::vector<const std::string*>;
 
-// `name` as `r` renames it (itself when `r` does not).
-const std::string& renamed(const Renames& r, const std::string& name);
+// Node `index` of the graph `table` numbers: its inputs, and its subgraphs' reads of the values it reads from this
+// graph (table.subgraphReadsOf), renamed by `to`. A subgraph read is renamed in a copy of the subgraph (variants of a
+// model share subgraphs); ONNX forbids a subgraph to define an outer name again, so each match there is such a read.
+void renameNodeReads(ir::Node& node, const ir::ValueTable& table, size_t index, const ValueRenames& to);
 
-// A copy of subgraph `g` whose reads of outer values follow `r`. ONNX forbids a subgraph to reuse an outer name, so
-// every match is such a read. Copied, never changed in place: the copies of a model (variants) share subgraphs.
-std::shared_ptr<ir::Graph> renamedSubgraph(const ir::Graph& g, const Renames& r);
+// Every node of `g` (numbered by `table`) as renameNodeReads, and the graph outputs.
+void renameReads(ir::Graph& g, const ir::ValueTable& table, const ValueRenames& to);
 
-// The node's inputs, and the outer values its subgraphs read, renamed by `r`.
-void renameNodeReads(ir::Node& node, const Renames& r);
-
-// Every name defined in `g` and its subgraphs, so that inlined values get names nothing else has.
-void collectNames(const ir::Graph& g, std::unordered_set<std::string>& names);
+// Every name defined in the subgraphs of `g`'s nodes (not in `g` itself: its table has those).
+void collectSubgraphNames(const ir::Graph& g, std::unordered_set<std::string>& names);
 
 // Whether `g`, or a subgraph of one of its nodes, defines `name` (an input, an initializer or a node output).
 bool graphDefines(const ir::Graph& g, std::string_view name);

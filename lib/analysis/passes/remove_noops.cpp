@@ -3,6 +3,7 @@
 #include "analysis/passes/passes.h"
 #include "ops/node_attrs.h"
 
+#include <algorithm>
 #include <span>
 
 namespace ctxkit::analysis {
@@ -59,32 +60,51 @@ const std::string* passedThrough(const ir::Node& node, size_t index, const Graph
 }
 
 // Removes the no-ops `facts` shows (never one that writes a graph output); returns how many. trace.origin follows
-// the nodes.
+// the nodes; trace.passedThrough gets the given graph's values that removed given nodes wrote.
 size_t removeNoops(ir::Graph& graph, const GraphFacts& facts, GraphPassTrace& trace) {
-  Renames& r = trace.renames;
+  const ir::ValueTable& table = facts.table;
+  std::vector<ir::ValueId> source(table.size(), ir::kNoValue);  // by id: the value a removed no-op passes through
+  std::vector<bool> removed(graph.nodes.size(), false);
+  size_t count = 0;
+  for (size_t index = 0; index < graph.nodes.size(); ++index) {
+    const size_t from = trace.origin[index];
+    if (trace.keep.count(from) || !passedThrough(graph.nodes[index], index, facts)) continue;
+    const ir::ValueId out = table.outputsOf(index)[0];
+    if (table[out].isGraphOutput) continue;
+    source[out] = table.inputsOf(index)[0];
+    removed[index] = true;
+    ++count;
+    trace.removed.push_back(from);
+    // A node of the given graph reads and writes what it did there (inline-if renames only what branches define).
+    if (std::find(trace.inlined.begin(), trace.inlined.end(), from) == trace.inlined.end())
+      trace.passedThrough[trace.given.outputsOf(from)[0]] = trace.given.inputsOf(from)[0];
+  }
+  if (count == 0) return 0;
+  // A chain of no-ops reads the first one's input.
+  auto resolve = [](std::vector<ir::ValueId>& to) {
+    for (ir::ValueId& t : to)
+      while (t != ir::kNoValue && to[t] != ir::kNoValue) t = to[t];
+  };
+  resolve(source);
+  resolve(trace.passedThrough);
+  ValueRenames to(table.size(), nullptr);
+  for (ir::ValueId v = 0; v < table.size(); ++v)
+    if (source[v] != ir::kNoValue) to[v] = &table.name(source[v]);
   std::vector<ir::Node> kept;
   std::vector<size_t> origin;
   for (size_t index = 0; index < graph.nodes.size(); ++index) {
-    ir::Node& node = graph.nodes[index];
-    const std::string* source = trace.keep.count(trace.origin[index]) ? nullptr : passedThrough(node, index, facts);
-    if (source && !facts.table[facts.table.outputsOf(index)[0]].isGraphOutput) {
-      r[node.outputs[0]] = *source;
-      trace.removed.push_back(trace.origin[index]);
-    } else {
-      kept.push_back(std::move(node));
-      origin.push_back(trace.origin[index]);
-    }
+    if (removed[index]) continue;
+    renameNodeReads(graph.nodes[index], table, index, to);
+    kept.push_back(std::move(graph.nodes[index]));
+    origin.push_back(trace.origin[index]);
   }
-  trace.origin = std::move(origin);
-  const size_t removed = graph.nodes.size() - kept.size();
+  std::erase_if(graph.valueInfo, [&](const ir::ValueInfo& info) {
+    const ir::ValueId v = table.find(info.name);
+    return v != ir::kNoValue && source[v] != ir::kNoValue;
+  });
   graph.nodes = std::move(kept);
-  if (removed == 0) return 0;
-  // A chain of no-ops reads the first one's input.
-  for (auto& [from, to] : r)
-    for (auto it = r.find(to); it != r.end(); it = r.find(to)) to = it->second;
-  for (auto& node : graph.nodes) renameNodeReads(node, r);
-  std::erase_if(graph.valueInfo, [&](const ir::ValueInfo& v) { return r.count(v.name) != 0; });
-  return removed;
+  trace.origin = std::move(origin);
+  return count;
 }
 
 }  // namespace
