@@ -48,7 +48,10 @@ std::optional<ops::Epilogue> activationOf(const LoweringState& state, const LOp&
 constexpr uint64_t kDeriveAtLoadFloorBytes = 4096;
 
 std::optional<ir::Shape> derivesAtLoad(const LoweringState& state, ValueId w) {
-  if (!state.options.plainWeights || w == kNoValue) return std::nullopt;
+  // (float16 weights stay constants: widen-float16 and the float16 BatchNorm fold read them as such)
+  if (!state.options.plainWeights || w == kNoValue || state.typeOf(w) == ir::ElemType::Float16 ||
+      state.typeOf(w) == ir::ElemType::BFloat16)
+    return std::nullopt;
   if (state.isLoadTime(w)) return state.shapeOf(w);
   const ValueRecord& r = state.record(w);
   if (r.made || !r.sourceConstant || r.sourceConstant->byteSize() <= kDeriveAtLoadFloorBytes) return std::nullopt;
