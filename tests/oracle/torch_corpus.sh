@@ -8,8 +8,8 @@
 # whose scores differ by a few ulp may come out in either order). Each graph and target must end as
 # torch_corpus_expected.txt says: a listed failure that passes fails the test, as does an unlisted failure or a graph
 # the list does not name. Each graph that matches on cpu is also compiled weightless, and its outputs must be byte for
-# byte the ordinary compile's (outcome weightless-differs otherwise). The LLM's prefill/decode pair is also compiled as one --share group, which must store its
-# weights once and still match. Prints (and writes to BUILD_DIR/tests/oracle/torch_corpus_results.md) the table of
+# byte the ordinary compile's (outcome weightless-differs otherwise). The LLM's prefill/decode pair is also compiled as
+# one --share group, which must store its weights once and still match. Prints (and writes to BUILD_DIR/tests/oracle/torch_corpus_results.md) the table of
 # compiled, fallback and folded nodes, partitions and max |diff| per graph and target.
 # Exits 77 (CTest's skip code) when the corpus or ONNX Runtime is absent or the corpus was exported by another version
 # of the script, saying why, or fails when CI is set (tests/common/skip.sh).
