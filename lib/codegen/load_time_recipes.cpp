@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 
 namespace ctxkit::codegen {
 
@@ -27,6 +28,24 @@ bool isRecipeKind(ir::OpKind kind) {
     case ir::OpKind::Gather:
     case ir::OpKind::Split:
     case ir::OpKind::Cast: return true;
+    default: return false;
+  }
+}
+
+// Whether input `slot` of a `kind` op reads a weight that the passes take as computed at load as readily as stored: a
+// Conv's, ConvTranspose's or Gemm's weight, MatMul's operands, a recurrent op's W, R and B, Gather's table. A bias or
+// a per-channel factor is left a constant: fold-batchnorm and fold-affine fold only constant ones, and an operand they
+// could not fold would be computed in another order than the ordinary compile's.
+bool readsAsWeight(ir::OpKind kind, uint32_t slot) {
+  switch (kind) {
+    case ir::OpKind::Conv:
+    case ir::OpKind::ConvTranspose:
+    case ir::OpKind::Gemm: return slot == 1;
+    case ir::OpKind::MatMul: return slot <= 1;
+    case ir::OpKind::LSTM:
+    case ir::OpKind::GRU:
+    case ir::OpKind::RNN: return slot >= 1 && slot <= 3;
+    case ir::OpKind::Gather: return slot == 0;
     default: return false;
   }
 }
@@ -104,11 +123,18 @@ private:
 std::vector<size_t> loadTimeRecipes(const ir::Graph& graph, const analysis::GraphFacts& facts,
                                     const partitioner::Partition& partition, std::span<const ir::ValueId> usedOutside) {
   RecipeFinder finder(graph, facts, usedOutside);
+  const std::set<size_t> inPartition(partition.nodes.begin(), partition.nodes.end());
+  // Every reader in the partition reads `v` as a weight.
+  auto readAsWeight = [&](ir::ValueId v) {
+    return std::all_of(facts.table[v].uses.begin(), facts.table[v].uses.end(), [&](const ir::ValueUse& u) {
+      return !inPartition.count(u.node) || readsAsWeight(graph.nodes[u.node].kind, u.slot);
+    });
+  };
   std::vector<size_t> chosen;
   for (size_t i : partition.nodes)
     for (ir::ValueId in : facts.table.inputsOf(i)) {
       if (in == ir::kNoValue || !facts.values[in].constant || finder.isSource(in) ||
-          facts.values[in].constant->byteSize() <= kRecipeFloorBytes)
+          facts.values[in].constant->byteSize() <= kRecipeFloorBytes || !readAsWeight(in))
         continue;
       bool readsLarge = false;
       if (finder.computable(in, readsLarge) && readsLarge) finder.collect(in, chosen);
@@ -118,9 +144,7 @@ std::vector<size_t> loadTimeRecipes(const ir::Graph& graph, const analysis::Grap
   for (size_t k = 0; k < facts.order.size(); ++k) position[facts.order[k]] = k;
   std::sort(chosen.begin(), chosen.end(), [&](size_t a, size_t b) { return position[a] < position[b]; });
   chosen.erase(std::unique(chosen.begin(), chosen.end()), chosen.end());
-  std::erase_if(chosen, [&](size_t n) {  // (a node the partition runs is not one the analysis folded)
-    return std::find(partition.nodes.begin(), partition.nodes.end(), n) != partition.nodes.end();
-  });
+  std::erase_if(chosen, [&](size_t n) { return inPartition.count(n) > 0; });  // (not one the analysis folded)
   return chosen;
 }
 
