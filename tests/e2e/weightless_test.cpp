@@ -556,3 +556,77 @@ TEST_CASE("weightless: a load-time slice with crafted bounds is refused, naming 
     CHECK(r.err.find("is recorded as float32 16x8x1x1 but computes") != std::string::npos);
   }
 }
+
+TEST_CASE("weightless: a QDQ Gemm's transposed 8-bit weight is transposed at load", "[e2e][weightless]") {
+  // x [2,64] -> Q/DQ (uint8) -> Gemm transB=1 with B = DQ(int8 [96,64], 6 KiB) -> Q/DQ -> y [2,96]. fuse-qdq makes a
+  // QLinearMatMul reading B transposed; the weightless compile transposes the source weight at load. The expected
+  // output is computed here (integer accumulation, requantized in double): within one output quantum.
+  constexpr int64_t K = 64, N = 96;
+  constexpr float sx = 0.02f, sw = 0.01f, sy = 0.01f;
+  samples::GraphBuilder b("qdq_gemm", "");
+  const std::vector<float> x = valuesIn(2 * K, 11, -1, 1);
+  std::vector<int8_t> w(N * K);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int8_t>(static_cast<int>((i * 37 + 11) % 17) - 8);
+  b.addInput("x", {2, K});
+  b.addOutput("y", {2, N});
+  b.addInitializer("w", ir::Tensor::fromVector(ir::ElemType::Int8, {N, K}, w));
+  b.addInitializer("zx", ir::Tensor::fromVector(ir::ElemType::Uint8, {}, std::vector<uint8_t>{128}));
+  b.addInitializer("zw", ir::Tensor::fromVector(ir::ElemType::Int8, {}, std::vector<int8_t>{0}));
+  b.addFloats("sx", {}, {sx});
+  b.addFloats("sw", {}, {sw});
+  b.addFloats("sy", {}, {sy});
+  b.addNode("xq", "QuantizeLinear", {"x", "sx", "zx"});
+  b.addNode("xd", "DequantizeLinear", {"xq", "sx", "zx"});
+  b.addNode("wd", "DequantizeLinear", {"w", "sw", "zw"});
+  b.addNode("gemm", "Gemm", {"xd", "wd"}, {ir::Attribute::makeInt("transB", 1)});
+  b.addNode("yq", "QuantizeLinear", {"gemm", "sy", "zx"});
+  b.addNode("yd", "DequantizeLinear", {"yq", "sy", "zx"}, {}, "y");
+  ir::Model model = std::move(b).finish("weightless QDQ Gemm");
+  std::vector<float> y(2 * N);
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t n = 0; n < N; ++n) {
+      int64_t acc = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double q = std::clamp(std::nearbyint(double{x[r * K + k]} / sx) + 128, 0.0, 255.0) - 128;
+        acc += static_cast<int64_t>(q) * w[n * K + k];
+      }
+      const double q = std::clamp(std::nearbyint(static_cast<double>(acc) * sx * sw / sy) + 128, 0.0, 255.0);
+      y[r * N + n] = static_cast<float>((q - 128) * sy);
+    }
+  TempDir dir("weightless_qdq_gemm");
+  const fs::path data = dir / "data", expected = dir / "expected";
+  fs::create_directories(data);
+  fs::create_directories(expected);
+  REQUIRE(ir::saveNpy(ir::Tensor::fromVector(ir::ElemType::Float, {2, K}, x), data / "input_0.npy"));
+  REQUIRE(ir::saveNpy(ir::Tensor::fromVector(ir::ElemType::Float, {2, N}, y), expected / "output_0.npy"));
+  for (const char* target : {"cpu", "npu-sim"}) {
+    INFO(target);
+    const fs::path src = dir / target, full = dir / (std::string(target) + "_full");
+    fs::create_directories(src);
+    REQUIRE(onnx_io::saveModel(model, src / "qdq_gemm.onnx"));
+    const std::string path = (src / "qdq_gemm.onnx").string();
+    compile({path, "--target", target, "-o", full.string(), "-q"});
+    compile({path, "--weightless", "--target", target, "-o", src.string(), "-q"});
+    auto view = format::ContainerView::openFile(src / "qdq_gemm_ctxkit.bin");
+    REQUIRE(view);
+    uint64_t stored = 0;
+    bool wInSource = false;
+    for (const auto& wi : view->weights()) {
+      for (const auto& s : wi.sources) wInSource = wInSource || s.initializer == "w";
+      if (!wi.inSource()) stored += wi.size;
+    }
+    CHECK(wInSource);
+    CHECK(stored < 1024);  // (the 6 KiB transposed weight is not stored)
+    const fs::path rFull = dir / (std::string(target) + "_r_full"), rWeightless = dir / (std::string(target) + "_r_wl");
+    for (const auto& [ctx, results] : {std::pair{full / "qdq_gemm_ctx.onnx", rFull},
+                                       std::pair{src / "qdq_gemm_ctx.onnx", rWeightless}}) {
+      auto r = runTool(CTXKIT_CTXRUN, {ctx.string(), "--inputs", data.string(), "--expected", expected.string(),
+                                       "--atol", "0.0101", "--output-dir", results.string()});
+      INFO(r.out << r.err);
+      CHECK(r.exitCode == 0);
+    }
+    const std::string a = fileBytes(rFull / "output_0.npy");
+    CHECK(!a.empty());
+    CHECK(a == fileBytes(rWeightless / "output_0.npy"));
+  }
+}
