@@ -116,6 +116,17 @@ if [ -d "$node_tests" ]; then
     "$fuzz_build/tests/fuzz/extract_programs" "$seeds/fuzz_program" "$data/${name}_ctxkit.bin" >/dev/null 2>&1 || true
   done
 fi
+# A weightless context whose programs derive weights at load (docs/weight-sharing.md#derived-weights): DeepLabV3 of
+# the PyTorch corpus, when present, gives a container of source references and programs with load-time Slice (the
+# ASPP's pruned taps), Cast and Mul ops.
+deeplab="$CTXKIT_ROOT/.cache/corpus-torch/deeplabv3_mobilenet_v3_large/model.onnx"
+if [ -f "$deeplab" ]; then
+  cp "$deeplab" "$data/deeplab_weightless.onnx"
+  if (cd "$data" && "$ctxgen" deeplab_weightless.onnx --weightless --target cpu --dim batch=1 -q); then
+    cp "$data/deeplab_weightless_ctxkit.bin" "$seeds/fuzz_container/"
+    "$fuzz_build/tests/fuzz/extract_programs" "$seeds/fuzz_program" "$data/deeplab_weightless_ctxkit.bin" >/dev/null
+  fi
+fi
 # What ctxgen writes must load (docs/bad-input.md#what-ctxgen-writes-loads): every model compiled for the seeds is
 # loaded as ctxrun loads it.
 if ! verified="$("$ctxinspect" --verify "$data"/*_ctx.onnx 2>&1)"; then

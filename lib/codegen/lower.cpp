@@ -1,6 +1,7 @@
 // Partition lowering: runs the lowering passes (lib/codegen/passes) on one partition's ops, in order.
 #include "codegen/lower.h"
 
+#include "codegen/load_time_recipes.h"
 #include "codegen/lowering_state.h"
 #include "codegen/passes/passes.h"
 #include "ir/op_info.h"
@@ -45,7 +46,13 @@ Expected<LoweredPartition> lowerPartition(const ir::Graph& graph, const analysis
                                           std::span<const ir::ValueId> usedOutside, const WeightInterner& intern,
                                           const LowerOptions& options) {
   LoweringState state(facts, usedOutside, intern, options);
-  for (size_t i : partition.nodes) {
+  // A weightless context computes at load the constants the analysis folded from source weights (a Slice, Concat,
+  // Transpose... of a weight): their nodes come first, writing load-time values.
+  std::vector<size_t> recipes;
+  if (options.plainWeights) recipes = loadTimeRecipes(graph, facts, partition, usedOutside);
+  const size_t recipeOps = recipes.size();
+  recipes.insert(recipes.end(), partition.nodes.begin(), partition.nodes.end());
+  for (size_t i : recipes) {
     const ir::Node& n = graph.nodes[i];
     std::string name = n.name.empty() ? n.opType + "_" + std::to_string(i) : n.name;
     const auto decoded = ops::attrsOf(n);
@@ -68,6 +75,13 @@ Expected<LoweredPartition> lowerPartition(const ir::Graph& graph, const analysis
                             {},
                             typed ? kNoAttrs : n.attrs});
   }
+  for (size_t k = 0; k < recipeOps; ++k)
+    for (ValueId o : state.ops[k].outputs) {
+      if (o == kNoValue) continue;
+      ValueRecord& r = state.record(o);
+      r.sourceConstant = nullptr;  // computed at load: not a constant of the lowering
+      r.loadTime = true;
+    }
   const ir::PassControl control{&options.skipPasses, options.dumpAfter, options.stopAfter};
   LoweredPartition& result = state.result;
   CTX_ASSIGN_OR_RETURN(result.stopped,

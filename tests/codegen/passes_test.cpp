@@ -148,17 +148,25 @@ struct Lowered {
 // Lowers all of `g`'s nodes as one partition (even nodes the partitioner would fold), skipping `skip`, computing
 // float16 as `float16Compute` says.
 std::unique_ptr<Lowered> lowerAll(const ir::Graph& g, std::set<std::string> skip = {},
-                                  partitioner::Float16Compute float16Compute = partitioner::Float16Compute::Float16) {
+                                  partitioner::Float16Compute float16Compute = partitioner::Float16Compute::Float16,
+                                  bool plainWeights = false) {
   auto facts = analysis::analyzeGraph(g, {});
   INFO((facts ? std::string() : facts.error().message()));
   REQUIRE(facts);
   partitioner::Partition all;
-  for (size_t i : facts->order) all.nodes.push_back(i);
+  for (size_t i : facts->order) {
+    // A weightless lowering is given the partition as partitionGraph makes it: without the nodes the analysis folded.
+    const auto outs = facts->table.outputsOf(i);
+    if (plainWeights && std::all_of(outs.begin(), outs.end(), [&](ir::ValueId o) { return facts->values[o].constant; }))
+      continue;
+    all.nodes.push_back(i);
+  }
   auto out = std::make_unique<Lowered>();
   codegen::LowerOptions options;
   options.skipPasses = std::move(skip);
   options.gemmLayout = kPanels32;
   options.float16Compute = float16Compute;
+  options.plainWeights = plainWeights;
   auto lowered = codegen::lowerPartition(g, *facts, all, outsideIds(*facts, {g.outputs[0].name}),
                                          [&](const ir::Tensor& t, const cpu::WeightLayout& l) { return out->pool.intern(t, l); }, options);
   INFO((lowered ? std::string() : lowered.error().message()));
@@ -484,6 +492,56 @@ TEST_CASE("pass fuse-pad makes a zero spatial Pad before a Conv or AveragePool t
     CHECK(l->changed("fuse-pad") == c.fuses);
     CHECK((l->kinds().front() == ir::OpKind::Pad) == !c.fuses);
     checkComputesSource(g, *l, {1, 3, 5, 7});
+  }
+}
+
+TEST_CASE("weightless: pruned taps and folded rearrangements of source weights are computed at load",
+          "[codegen][passes]") {
+  // A Conv whose taps prune-conv-taps cuts (dilation 6, pads 6 onto 5 rows: the middle row of taps only), then a 1x1
+  // Conv whose weight the analysis folds from g: Unsqueeze(Concat(Slice(g, 0:48), Slice(g, 96:144), Slice(g, 48:96))).
+  // Both source weights are over 4 KiB; a weightless lowering keeps them as they are and slices at load.
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({1, 16, 5, 7}))};
+  g.outputs = {floatValue("y", dims({1, 144, 5, 7}))};
+  std::vector<float> w(8 * 16 * 9), r(144 * 8);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>(i % 23) - 0.1f;
+  for (size_t i = 0; i < r.size(); ++i) r[i] = 0.02f * static_cast<float>(i % 17) - 0.15f;
+  auto ints = [](const std::string& name, std::vector<int64_t> v) {
+    const auto n = static_cast<int64_t>(v.size());
+    return ir::Initializer{name, ir::Tensor::fromVector(ir::ElemType::Int64, {n}, v), {}};
+  };
+  g.initializers = {valueInit("w", {8, 16, 3, 3}, w), valueInit("g", {144, 8}, r), ints("s0", {0}), ints("e0", {48}),
+                    ints("s1", {96}), ints("e1", {144}), ints("s2", {48}), ints("e2", {96}), ints("axis", {0}),
+                    ints("axes23", {2, 3})};
+  ir::Node conv = node("Conv", {"x", "w"}, {"c"});
+  conv.attrs.set(ir::Attribute::makeInts("dilations", {6, 1}));
+  conv.attrs.set(ir::Attribute::makeInts("pads", {6, 1, 6, 1}));
+  ir::Node concat = node("Concat", {"g0", "g1", "g2"}, {"reordered"});
+  concat.attrs.set(ir::Attribute::makeInt("axis", 0));
+  g.nodes = {conv,
+             node("Slice", {"g", "s0", "e0", "axis"}, {"g0"}),
+             node("Slice", {"g", "s1", "e1", "axis"}, {"g1"}),
+             node("Slice", {"g", "s2", "e2", "axis"}, {"g2"}),
+             concat,
+             node("Unsqueeze", {"reordered", "axes23"}, {"wr"}),
+             node("Conv", {"c", "wr"}, {"y"})};
+  for (bool weightless : {false, true}) {
+    CAPTURE(weightless);
+    auto l = lowerAll(g, {}, partitioner::Float16Compute::Float16, weightless);
+    CHECK(l->changed("prune-conv-taps"));
+    std::set<ir::Shape> stored;
+    for (const auto& pooled : l->pool.weights()) stored.insert(pooled.tensor.shape());
+    std::map<ir::OpKind, size_t> atLoad;
+    for (const auto& op : l->partition.program.ops)
+      if (program::isLoadTimeOp(l->partition.program, op)) ++atLoad[op.kind];
+    // Weightless: the source weights are stored as they are, the cut and the reordered weight made at load.
+    CHECK(stored.count({8, 16, 3, 3}) == (weightless ? 1u : 0u));
+    CHECK(stored.count({144, 8}) == (weightless ? 1u : 0u));
+    CHECK(stored.count({8, 16, 1, 3}) == (weightless ? 0u : 1u));
+    CHECK(stored.count({144, 8, 1, 1}) == (weightless ? 0u : 1u));
+    CHECK(atLoad[ir::OpKind::Slice] == (weightless ? 4u : 0u));
+    CHECK(atLoad[ir::OpKind::Concat] == (weightless ? 1u : 0u));
+    checkComputesSource(g, *l, {1, 16, 5, 7});
   }
 }
 

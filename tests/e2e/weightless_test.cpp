@@ -4,15 +4,21 @@
 // missing, different or changed source model is a clear error. tests/ort_ep covers ONNX Runtime + the plugin EP on the
 // same files.
 #include "format/container.h"
+#include "ir/npy.h"
 #include "onnx_io/onnx_io.h"
+#include "samples/graph_builder.h"
 #include "tool_runner.h"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 using namespace ctxkit;
@@ -377,5 +383,250 @@ TEST_CASE("weightless: a BatchNorm folded into a Conv is recomputed at load, bit
     const auto a = bytesOf(dir / (std::string(target) + "_r_full") / "output_0.npy");
     CHECK(!a.empty());
     CHECK(a == bytesOf(dir / (std::string(target) + "_r_wl") / "output_0.npy"));
+  }
+}
+
+namespace {
+
+// Deterministic values in [lo, hi).
+std::vector<float> valuesIn(size_t n, uint32_t seed, float lo, float hi) {
+  std::vector<float> v(n);
+  for (float& x : v) {
+    seed = seed * 1664525u + 1013904223u;
+    x = lo + (hi - lo) * static_cast<float>(seed >> 8) / static_cast<float>(1u << 24);
+  }
+  return v;
+}
+
+// A model whose weights a weightless compile derives at load, with its output computed here in double precision:
+// x [1,8,3,3] -> Conv 3x3 at dilation 4, pads 4 (on a 3x3 map only the centre tap lands inside: prune-conv-taps cuts
+// it to 1x1, a slice of the source weight) -> BatchNormalization (folded into the sliced weight) -> Relu -> Conv 1x1
+// whose weight is Unsqueeze(Concat(Slice(g, 0:32), Slice(g, 64:96), Slice(g, 32:64))), an LSTM-style gate reorder the
+// analysis folds -> y [1,96,3,3].
+struct DerivedModel {
+  ir::Model model;
+  std::vector<float> x, y;
+};
+
+DerivedModel derivedModel() {
+  constexpr int64_t C = 8, M = 16, K = 96, P = 9;  // channels in, after the dilated Conv, out; positions
+  samples::GraphBuilder b("derived", "");
+  const std::vector<float> x = valuesIn(C * P, 1, -1, 1), wd = valuesIn(M * C * 9, 2, -1, 1),
+                           gamma = valuesIn(M, 3, 0.5f, 1.5f), beta = valuesIn(M, 4, -0.5f, 0.5f),
+                           mean = valuesIn(M, 5, -0.2f, 0.2f), var = valuesIn(M, 6, 0.5f, 1.5f),
+                           g = valuesIn(K * M, 7, -1, 1);
+  b.addInput("x", {1, C, 3, 3});
+  b.addOutput("y", {1, K, 3, 3});
+  b.addFloats("wd", {M, C, 3, 3}, wd);
+  b.addFloats("gamma", {M}, gamma);
+  b.addFloats("beta", {M}, beta);
+  b.addFloats("mean", {M}, mean);
+  b.addFloats("var", {M}, var);
+  b.addFloats("g", {K, M}, g);
+  b.addNode("conv_d", "Conv", {"x", "wd"},
+            {ir::Attribute::makeInts("dilations", {4, 4}), ir::Attribute::makeInts("pads", {4, 4, 4, 4}),
+             ir::Attribute::makeInts("kernel_shape", {3, 3})});
+  b.addNode("bn", "BatchNormalization", {"conv_d", "gamma", "beta", "mean", "var"});
+  b.addNode("relu", "Relu", {"bn"});
+  const std::vector<std::pair<int64_t, int64_t>> parts = {{0, 32}, {64, 96}, {32, 64}};
+  std::vector<std::string> sliced;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const std::string s = std::to_string(k);
+    sliced.push_back(b.addNode("slice" + s, "Slice",
+                               {"g", b.addInt64s("start" + s, {1}, {parts[k].first}),
+                                b.addInt64s("end" + s, {1}, {parts[k].second}), b.addInt64s("axis" + s, {1}, {0})}));
+  }
+  b.addNode("reordered", "Concat", sliced, {ir::Attribute::makeInt("axis", 0)});
+  b.addNode("wr", "Unsqueeze", {"reordered", b.addInt64s("unsqueeze_axes", {2}, {2, 3})});
+  b.addNode("conv_r", "Conv", {"relu", "wr"}, {}, "y");
+  DerivedModel m{std::move(b).finish("weightless derived weights"), x, std::vector<float>(K * P)};
+  std::vector<double> y1(M * P);
+  for (int64_t c = 0; c < M; ++c)
+    for (int64_t p = 0; p < P; ++p) {
+      double sum = 0;  // the whole dilated window, taps in the padding reading zero
+      for (int64_t ci = 0; ci < C; ++ci)
+        for (int64_t ty = 0; ty < 3; ++ty)
+          for (int64_t tx = 0; tx < 3; ++tx) {
+            const int64_t iy = p / 3 + 4 * ty - 4, ix = p % 3 + 4 * tx - 4;
+            if (iy >= 0 && iy < 3 && ix >= 0 && ix < 3)
+              sum += double{wd[((c * C + ci) * 3 + ty) * 3 + tx]} * x[ci * P + iy * 3 + ix];
+          }
+      const double bn = (sum - mean[c]) / std::sqrt(double{var[c]} + 1e-5) * gamma[c] + beta[c];
+      y1[c * P + p] = std::max(0.0, bn);
+    }
+  for (int64_t k = 0; k < K; ++k) {
+    const int64_t row = k < 32 ? k : k < 64 ? k + 32 : k - 32;  // the reordered row's row of g
+    for (int64_t p = 0; p < P; ++p) {
+      double sum = 0;
+      for (int64_t c = 0; c < M; ++c) sum += double{g[row * M + c]} * y1[c * P + p];
+      m.y[k * P + p] = static_cast<float>(sum);
+    }
+  }
+  return m;
+}
+
+std::string fileBytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST_CASE("weightless: sliced taps and rearranged weights are computed at load, bit for bit the ordinary compile's",
+          "[e2e][weightless]") {
+  TempDir dir("weightless_recipes");
+  DerivedModel m = derivedModel();
+  const fs::path data = dir / "data";
+  fs::create_directories(data);
+  REQUIRE(ir::saveNpy(ir::Tensor::fromVector(ir::ElemType::Float, {1, 8, 3, 3}, m.x), data / "input_0.npy"));
+  const fs::path expected = dir / "expected";
+  fs::create_directories(expected);
+  REQUIRE(ir::saveNpy(ir::Tensor::fromVector(ir::ElemType::Float, {1, 96, 3, 3}, m.y), expected / "output_0.npy"));
+  for (const char* target : {"cpu", "npu-sim"}) {
+    INFO(target);
+    const fs::path src = dir / target, full = dir / (std::string(target) + "_full");
+    fs::create_directories(src);
+    REQUIRE(onnx_io::saveModel(m.model, src / "derived.onnx"));
+    const std::string model = (src / "derived.onnx").string();
+    compile({model, "--target", target, "-o", full.string(), "-q"});
+    compile({model, "--weightless", "--target", target, "-o", src.string(), "-q"});
+    auto view = format::ContainerView::openFile(src / "derived_ctxkit.bin");
+    REQUIRE(view);
+    std::set<std::string> inSource;
+    uint64_t stored = 0;
+    for (const auto& w : view->weights()) {
+      for (const auto& s : w.sources) inSource.insert(s.initializer);
+      if (!w.inSource()) stored += w.size;
+    }
+    // The dilated Conv's weight and g stay in the source model; what is stored is the slice bounds, the folded
+    // BatchNorm's scale and bias, and what is smaller than 4 KiB.
+    CHECK(inSource.count("wd") == 1);
+    CHECK(inSource.count("g") == 1);
+    CHECK(stored < 1024);
+    const fs::path rFull = dir / (std::string(target) + "_r_full"), rWeightless = dir / (std::string(target) + "_r_wl");
+    for (const auto& [ctx, results] : {std::pair{full / "derived_ctx.onnx", rFull},
+                                       std::pair{src / "derived_ctx.onnx", rWeightless}}) {
+      auto r = runTool(CTXKIT_CTXRUN, {ctx.string(), "--inputs", data.string(), "--expected", expected.string(),
+                                       "--output-dir", results.string()});
+      INFO(r.out << r.err);
+      CHECK(r.exitCode == 0);
+    }
+    const std::string a = fileBytes(rFull / "output_0.npy");
+    CHECK(!a.empty());
+    CHECK(a == fileBytes(rWeightless / "output_0.npy"));
+  }
+}
+
+TEST_CASE("weightless: a load-time slice with crafted bounds is refused, naming the op", "[e2e][weightless][hostile]") {
+  TempDir tmp("weightless_slice_bounds");
+  const fs::path dir = tmp / "out";
+  fs::create_directories(dir);
+  DerivedModel m = derivedModel();
+  REQUIRE(onnx_io::saveModel(m.model, dir / "derived.onnx"));
+  compile({(dir / "derived.onnx").string(), "--weightless", "--target", "cpu", "-o", dir.string(), "-q"});
+  const fs::path bin = dir / "derived_ctxkit.bin";
+  const std::string original = fileBytes(bin);
+  // The stored starts of the pruned Conv's slice: int64 [1, 1] (the centre tap on both spatial axes).
+  std::optional<uint64_t> startsAt;
+  {
+    auto view = format::ContainerView::openFile(bin);
+    REQUIRE(view);
+    for (const auto& w : view->weights()) {
+      if (w.inSource() || w.type != ir::ElemType::Int64 || w.size != 16) continue;
+      int64_t v[2];
+      std::memcpy(v, original.data() + w.offset, sizeof v);
+      if (v[0] == 1 && v[1] == 1) startsAt = w.offset;
+    }
+  }
+  REQUIRE(startsAt);
+  for (int64_t start : {int64_t{0}, int64_t{2}, std::numeric_limits<int64_t>::max(),
+                        std::numeric_limits<int64_t>::min(), int64_t{-1}}) {
+    INFO(start);
+    std::string crafted = original;
+    std::memcpy(crafted.data() + *startsAt, &start, sizeof start);
+    {
+      std::ofstream out(bin, std::ios::binary | std::ios::trunc);
+      out.write(crafted.data(), static_cast<std::streamsize>(crafted.size()));
+    }
+    auto r = runTool(CTXKIT_CTXRUN, {(dir / "derived_ctx.onnx").string()});
+    INFO(r.err);
+    CHECK(r.exitCode != 0);
+    CHECK(r.err.find("derived_ctxkit.bin") != std::string::npos);
+    CHECK(r.err.find(".slice") != std::string::npos);
+    CHECK(r.err.find("is recorded as float32 16x8x1x1 but computes") != std::string::npos);
+  }
+}
+
+TEST_CASE("weightless: a QDQ Gemm's transposed 8-bit weight is transposed at load", "[e2e][weightless]") {
+  // x [2,64] -> Q/DQ (uint8) -> Gemm transB=1 with B = DQ(int8 [96,64], 6 KiB) -> Q/DQ -> y [2,96]. fuse-qdq makes a
+  // QLinearMatMul reading B transposed; the weightless compile transposes the source weight at load. The expected
+  // output is computed here (integer accumulation, requantized in double): within one output quantum.
+  constexpr int64_t K = 64, N = 96;
+  constexpr float sx = 0.02f, sw = 0.01f, sy = 0.01f;
+  samples::GraphBuilder b("qdq_gemm", "");
+  const std::vector<float> x = valuesIn(2 * K, 11, -1, 1);
+  std::vector<int8_t> w(N * K);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int8_t>(static_cast<int>((i * 37 + 11) % 17) - 8);
+  b.addInput("x", {2, K});
+  b.addOutput("y", {2, N});
+  b.addInitializer("w", ir::Tensor::fromVector(ir::ElemType::Int8, {N, K}, w));
+  b.addInitializer("zx", ir::Tensor::fromVector(ir::ElemType::Uint8, {}, std::vector<uint8_t>{128}));
+  b.addInitializer("zw", ir::Tensor::fromVector(ir::ElemType::Int8, {}, std::vector<int8_t>{0}));
+  b.addFloats("sx", {}, {sx});
+  b.addFloats("sw", {}, {sw});
+  b.addFloats("sy", {}, {sy});
+  b.addNode("xq", "QuantizeLinear", {"x", "sx", "zx"});
+  b.addNode("xd", "DequantizeLinear", {"xq", "sx", "zx"});
+  b.addNode("wd", "DequantizeLinear", {"w", "sw", "zw"});
+  b.addNode("gemm", "Gemm", {"xd", "wd"}, {ir::Attribute::makeInt("transB", 1)});
+  b.addNode("yq", "QuantizeLinear", {"gemm", "sy", "zx"});
+  b.addNode("yd", "DequantizeLinear", {"yq", "sy", "zx"}, {}, "y");
+  ir::Model model = std::move(b).finish("weightless QDQ Gemm");
+  std::vector<float> y(2 * N);
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t n = 0; n < N; ++n) {
+      int64_t acc = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double q = std::clamp(std::nearbyint(double{x[r * K + k]} / sx) + 128, 0.0, 255.0) - 128;
+        acc += static_cast<int64_t>(q) * w[n * K + k];
+      }
+      const double q = std::clamp(std::nearbyint(static_cast<double>(acc) * sx * sw / sy) + 128, 0.0, 255.0);
+      y[r * N + n] = static_cast<float>((q - 128) * sy);
+    }
+  TempDir dir("weightless_qdq_gemm");
+  const fs::path data = dir / "data", expected = dir / "expected";
+  fs::create_directories(data);
+  fs::create_directories(expected);
+  REQUIRE(ir::saveNpy(ir::Tensor::fromVector(ir::ElemType::Float, {2, K}, x), data / "input_0.npy"));
+  REQUIRE(ir::saveNpy(ir::Tensor::fromVector(ir::ElemType::Float, {2, N}, y), expected / "output_0.npy"));
+  for (const char* target : {"cpu", "npu-sim"}) {
+    INFO(target);
+    const fs::path src = dir / target, full = dir / (std::string(target) + "_full");
+    fs::create_directories(src);
+    REQUIRE(onnx_io::saveModel(model, src / "qdq_gemm.onnx"));
+    const std::string path = (src / "qdq_gemm.onnx").string();
+    compile({path, "--target", target, "-o", full.string(), "-q"});
+    compile({path, "--weightless", "--target", target, "-o", src.string(), "-q"});
+    auto view = format::ContainerView::openFile(src / "qdq_gemm_ctxkit.bin");
+    REQUIRE(view);
+    uint64_t stored = 0;
+    bool wInSource = false;
+    for (const auto& wi : view->weights()) {
+      for (const auto& s : wi.sources) wInSource = wInSource || s.initializer == "w";
+      if (!wi.inSource()) stored += wi.size;
+    }
+    CHECK(wInSource);
+    CHECK(stored < 1024);  // (the 6 KiB transposed weight is not stored)
+    const fs::path rFull = dir / (std::string(target) + "_r_full"), rWeightless = dir / (std::string(target) + "_r_wl");
+    for (const auto& [ctx, results] : {std::pair{full / "qdq_gemm_ctx.onnx", rFull},
+                                       std::pair{src / "qdq_gemm_ctx.onnx", rWeightless}}) {
+      auto r = runTool(CTXKIT_CTXRUN, {ctx.string(), "--inputs", data.string(), "--expected", expected.string(),
+                                       "--atol", "0.0101", "--output-dir", results.string()});
+      INFO(r.out << r.err);
+      CHECK(r.exitCode == 0);
+    }
+    const std::string a = fileBytes(rFull / "output_0.npy");
+    CHECK(!a.empty());
+    CHECK(a == fileBytes(rWeightless / "output_0.npy"));
   }
 }

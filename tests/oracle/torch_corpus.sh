@@ -7,8 +7,9 @@
 # optimized and unoptimized runs where that is larger). Detectors' outputs are compared as sets of detections (two
 # whose scores differ by a few ulp may come out in either order). Each graph and target must end as
 # torch_corpus_expected.txt says: a listed failure that passes fails the test, as does an unlisted failure or a graph
-# the list does not name. The LLM's prefill/decode pair is also compiled as one --share group, which must store its
-# weights once and still match. Prints (and writes to BUILD_DIR/tests/oracle/torch_corpus_results.md) the table of
+# the list does not name. Each graph that matches on cpu is also compiled weightless, and its outputs must be byte for
+# byte the ordinary compile's (outcome weightless-differs otherwise). The LLM's prefill/decode pair is also compiled as
+# one --share group, which must store its weights once and still match. Prints (and writes to BUILD_DIR/tests/oracle/torch_corpus_results.md) the table of
 # compiled, fallback and folded nodes, partitions and max |diff| per graph and target.
 # Exits 77 (CTest's skip code) when the corpus or ONNX Runtime is absent or the corpus was exported by another version
 # of the script, saying why, or fails when CI is set (tests/common/skip.sh).
@@ -44,6 +45,25 @@ apps="$build/apps"
 rows=()
 # expectation GRAPH TARGET: the outcome listed for it (match, ctxgen-fails, ctxrun-fails or mismatch).
 expectation() { awk -v g="$1" -v t="$2" '$1 == g && $2 == t {print $3; exit}' "$expected"; }
+# The graph compiled weightless for cpu (docs/weight-sharing.md#derived-weights): what the compiler derives from the
+# source weights (a BatchNorm fold, prune-conv-taps' slices, the analysis' Slice/Concat/Transpose of a weight) is
+# computed at load, so its outputs must be byte for byte those of the ordinary compile, which matched ONNX Runtime.
+# Prints what differs and fails, or the weightless .bin's size.
+checkWeightless() {
+  local model="$1" t="$2" inputs="$3" wl="$2/weightless" f differs=""
+  shift 3
+  mkdir -p "$wl"
+  if ! "$apps/ctxgen/ctxgen" "$model" --weightless -o "$wl" -q --target cpu "$@" >"$wl/gen.log" 2>&1; then
+    echo "ctxgen --weightless: $(tr '\n' ' ' <"$wl/gen.log")"; return 1
+  fi
+  if ! "$apps/ctxrun/ctxrun" "$wl/${graph}_ctx.onnx" --source-model "$model" --inputs "$inputs" \
+      --output-dir "$wl/ours" -q >"$wl/run.log" 2>&1; then
+    echo "ctxrun on the weightless context: $(tr '\n' ' ' <"$wl/run.log")"; return 1
+  fi
+  for f in "$t/ours"/*.npy; do cmp -s "$f" "$wl/ours/${f##*/}" || differs+=" ${f##*/}"; done
+  if [ -n "$differs" ]; then echo "the weightless compile's outputs differ from the ordinary one's:$differs"; return 1; fi
+  echo "weightless .bin $(stat -c %s "$wl/${graph}_ctxkit.bin") bytes"
+}
 for g in "${listed[@]}"; do
   name="${g%%/*}" graph="model"
   [ "$name" != "$g" ] && graph="${g#*/}"
@@ -93,8 +113,8 @@ for g in "${listed[@]}"; do
           outcome=mismatch
         fi
       else
-        "$apps/ctxrun/ctxrun" "$ctx" --inputs "$inputs" --expected "$out/ort" --atol "$atol" --json >"$t/run.json" \
-          2>"$t/run.log"
+        "$apps/ctxrun/ctxrun" "$ctx" --inputs "$inputs" --expected "$out/ort" --atol "$atol" --json \
+          --output-dir "$t/ours" >"$t/run.json" 2>"$t/run.log"
         rc=$?
         if ! grep -q '"comparison"' "$t/run.json"; then
           outcome=ctxrun-fails detail="$(tr '\n' ' ' <"$t/run.log")"
@@ -103,6 +123,13 @@ for g in "${listed[@]}"; do
           [ "$atol" = 1.00e-5 ] || detail+=" (atol $atol)"
           [ "$rc" = 0 ] || outcome=mismatch
         fi
+      fi
+    fi
+    if [ "$target" = cpu ] && [ "$outcome" = match ]; then
+      if weightless="$(checkWeightless "$model" "$t" "$inputs" "${bindings[@]}")"; then
+        detail+="; $weightless"
+      else
+        outcome=weightless-differs detail="$weightless"
       fi
     fi
     read -r nodes compiled fallback folded partitions <<<"$counts"

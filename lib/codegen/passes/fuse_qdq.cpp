@@ -176,9 +176,22 @@ Expected<ir::PassChange> FuseQdq::run(LoweringState& state) const {
                            biasProducer);
       if (bias == kNoValue) continue;
     }
-    // QLinearMatMul reads B as [K, N]: Gemm's transposed weight is transposed once here.
+    // QLinearMatMul reads B as [K, N]: Gemm's transposed weight is transposed once here, or at load in a weightless
+    // context (a load-time Transpose of the source weight, docs/weight-sharing.md#derived-weights).
     ValueId weight = w->data;
-    if (transB) {
+    std::optional<LOp> transposeAtLoad;
+    if (transB && derivesAtLoad(state, w->data)) {
+      const std::string name = state.nameOf(w->data) + ".transposed";
+      const std::optional<ValueId> made = state.findValue(name);  // another Gemm of this weight transposed it
+      weight = made ? *made : state.value(name);
+      if (!made) {
+        ValueRecord& r = state.record(weight);
+        r.type = wq.type();
+        r.shape = ir::Shape{wq.shape()[1], wq.shape()[0]};
+        r.loadTime = true;
+        transposeAtLoad = madeOp(ir::OpKind::Transpose, 13, name, {w->data}, {weight});
+      }
+    } else if (transB) {
       const auto n = static_cast<size_t>(wq.shape()[0]), k = static_cast<size_t>(wq.shape()[1]);
       auto t = ir::Tensor::allocate(wq.type(), {wq.shape()[1], wq.shape()[0]});
       if (!t) return t.takeError();
@@ -215,6 +228,7 @@ Expected<ir::PassChange> FuseQdq::run(LoweringState& state) const {
     std::sort(chain.rbegin(), chain.rend());
     for (size_t c : chain) state.eraseOp(c);
     if (quantizedView) state.insertOp(i, std::move(*quantizedView));
+    if (transposeAtLoad) state.insertOp(i, std::move(*transposeAtLoad));
     // (producers come before op i: erasing the chain after it left their indices as they were)
     eraseUnread(state, producers);
     ++groups;

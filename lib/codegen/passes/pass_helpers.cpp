@@ -42,21 +42,29 @@ std::optional<ops::Epilogue> activationOf(const LoweringState& state, const LOp&
   }
 }
 
-namespace {
+// Weightless contexts derive a weight at load from a source model's constant larger than this (or from a load-time
+// value): the source weight stays in the source model instead of a derived copy in the context binary. A smaller one
+// is derived now and stored.
+constexpr uint64_t kDeriveAtLoadFloorBytes = 4096;
 
-// Weightless contexts fold a per-channel affine into a weight at load when the weight is a source model's (or was
-// folded at load already) and larger than this: the source weight stays in the source model instead of a rescaled
-// copy in the context binary. A smaller one is folded now and stored.
-constexpr uint64_t kFoldAtLoadFloorBytes = 4096;
-
-// The float32 weight `w` of a Conv or Gemm that a weightless context rescales at load: a load-time value (an earlier
-// fold's), or a large constant of the source model. Its shape, when so.
-std::optional<ir::Shape> foldsAtLoad(const LoweringState& state, ValueId w) {
-  if (!state.options.plainWeights || state.typeOf(w) != ir::ElemType::Float) return std::nullopt;
+std::optional<ir::Shape> derivesAtLoad(const LoweringState& state, ValueId w) {
+  // (float16 weights stay constants: widen-float16 and the float16 BatchNorm fold read them as such)
+  if (!state.options.plainWeights || w == kNoValue || state.typeOf(w) == ir::ElemType::Float16 ||
+      state.typeOf(w) == ir::ElemType::BFloat16)
+    return std::nullopt;
   if (state.isLoadTime(w)) return state.shapeOf(w);
   const ValueRecord& r = state.record(w);
-  if (r.made || !r.sourceConstant || r.sourceConstant->byteSize() <= kFoldAtLoadFloorBytes) return std::nullopt;
+  if (r.made || !r.sourceConstant || r.sourceConstant->byteSize() <= kDeriveAtLoadFloorBytes) return std::nullopt;
   return r.sourceConstant->shape();
+}
+
+namespace {
+
+// The float32 weight `w` of a Conv or Gemm that a weightless context rescales at load (derivesAtLoad). Its shape,
+// when so.
+std::optional<ir::Shape> foldsAtLoad(const LoweringState& state, ValueId w) {
+  if (state.typeOf(w) != ir::ElemType::Float) return std::nullopt;
+  return derivesAtLoad(state, w);
 }
 
 // Output channels of a Conv or Gemm whose weights (and bias, when present) are float32 constants that a

@@ -16,6 +16,11 @@ std::optional<std::vector<float>> clipBounds(const LoweringState& state, const L
 // The activation `act` applies, as an epilogue (its parameters from attributes or constant inputs).
 std::optional<ops::Epilogue> activationOf(const LoweringState& state, const LOp& act);
 
+// A weightless context (LowerOptions::plainWeights) derives a weight at load from `w` instead of storing what it
+// derives (docs/weight-sharing.md#derived-weights) when `w` is a load-time value (an earlier derivation's) or a source
+// model's constant larger than 4 KiB; a smaller one is derived now and stored. `w`'s shape, when so.
+std::optional<ir::Shape> derivesAtLoad(const LoweringState& state, ValueId w);
+
 // y = x * scale[c] + shift[c] over output channels c.
 struct ChannelAffine {
   std::vector<double> scale, shift;

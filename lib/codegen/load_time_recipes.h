@@ -1,0 +1,24 @@
+// Weightless contexts: the constants the analysis folded from source weights by moving or converting their elements
+// (a Slice, Concat, Transpose, Reshape or Cast of a weight) are computed again at load instead of stored
+// (docs/weight-sharing.md#derived-weights).
+#pragma once
+
+#include "analysis/analysis.h"
+#include "partitioner/partitioner.h"
+
+#include <span>
+#include <vector>
+
+namespace ctxkit::codegen {
+
+// The folded nodes (graph indices, in a topological order) that compute, from a source model's constants, the
+// constant inputs of `partition` worth computing at load: each such input larger than 4 KiB that a chain of those
+// kinds computes from initializers or Constant values, reading at least one larger than 4 KiB and nothing else larger
+// (what else it reads, such as a Slice's bounds, is stored), and that the partition reads only as a weight (a Conv's,
+// ConvTranspose's or Gemm's weight, a MatMul operand, a recurrent op's W, R or B, a Gather table: never a bias or a
+// factor a fold needs as a constant). Their outputs become load-time values; none of them may be read outside the
+// partition (`usedOutside`, ascending). Float16 values are left out (widen-float16 retypes them).
+std::vector<size_t> loadTimeRecipes(const ir::Graph& graph, const analysis::GraphFacts& facts,
+                                    const partitioner::Partition& partition, std::span<const ir::ValueId> usedOutside);
+
+}  // namespace ctxkit::codegen
