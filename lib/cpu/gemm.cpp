@@ -263,6 +263,12 @@ void packB(bool transB, const float* B, size_t ldb, size_t p0, size_t kc, size_t
 // Packing buffers, per thread, reserved at their largest by reserveGemmScratch: which pool thread packs which
 // block varies from run to run, so buffers grown to fit would allocate whenever a thread first met a bigger block.
 thread_local std::vector<float> tAPack, tBPack;
+// `v`'s first `n` elements for packing into: grown, never shrunk (a resize to each block's size would zero-fill
+// whatever it regrew, a memset per block once sizes vary between calls).
+float* packBuffer(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
 
 // Runs body over [0, count), on the pool only when `worthIt` (enough work to pay for waking threads).
 // The pool gets a std::function holding a reference to `body`: one holding the lambda would allocate per call.
@@ -351,11 +357,11 @@ void multiplyBlock(const Kernel& kernel, bool transA, size_t M, const float* A, 
       size_t rb = t / colSplits, cs = t % colSplits;
       size_t i0 = rb * mcBlock;
       size_t mc = std::min(mcBlock, M - i0);
-      aPack.resize(((mc + mr - 1) / mr) * mr * kc);
-      packA(transA, A, lda, i0, mc, p0, kc, mr, aPack.data());
+      float* aPacked = packBuffer(aPack, ((mc + mr - 1) / mr) * mr * kc);
+      packA(transA, A, lda, i0, mc, p0, kc, mr, aPacked);
       size_t nBegin = cs * stripsPerSplit * nr;
       size_t nEnd = std::min(nc, (cs + 1) * stripsPerSplit * nr);
-      kernel.block(mc, nBegin, nEnd, kc, aPack.data(), bp, bDirect, ldb, C + i0 * ldc, ldc, alpha, store);
+      kernel.block(mc, nBegin, nEnd, kc, aPacked, bp, bDirect, ldb, C + i0 * ldc, ldc, alpha, store);
     }
   });
 }
@@ -454,8 +460,7 @@ void sgemm(bool transA, bool transB, size_t M, size_t N, size_t K, float alpha, 
     size_t strips = (nc + nr - 1) / nr;
     for (size_t p0 = 0; p0 < K; p0 += kKc) {
       size_t kc = std::min(kKc, K - p0);
-      bPack.resize(strips * nr * kc);
-      float* bp = bPack.data();
+      float* bp = packBuffer(bPack, strips * nr * kc);
       // With a single row block every B element is used once per pass: reading full strips straight from B
       // saves packing them (a copy as costly as the multiply when M is small, as in convolutions).
       const bool direct = !transB && M <= mcBlock;
@@ -675,9 +680,9 @@ void sgemmPanelsRange(bool transA, size_t M, float alpha, const float* A, size_t
     const float* block = B.data + p0 * panels * B.width + panel0 * kc * B.width;
     for (size_t i0 = 0; i0 < M; i0 += mcBlock) {
       const size_t mc = std::min(mcBlock, M - i0);
-      aPack.resize(((mc + mr - 1) / mr) * mr * kc);
-      packA(transA, A, lda, i0, mc, p0, kc, mr, aPack.data());
-      kernel.block(mc, 0, N, kc, aPack.data(), block, nullptr, 0, C + i0 * ldc, ldc, alpha, storeFirst && p0 == 0);
+      float* aPacked = packBuffer(aPack, ((mc + mr - 1) / mr) * mr * kc);
+      packA(transA, A, lda, i0, mc, p0, kc, mr, aPacked);
+      kernel.block(mc, 0, N, kc, aPacked, block, nullptr, 0, C + i0 * ldc, ldc, alpha, storeFirst && p0 == 0);
     }
   }
 }
