@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <limits>
 #include <string_view>
 #include <type_traits>
 #include <vector>
@@ -630,14 +631,54 @@ float PackedWeightStream::element(uint64_t index) const {
   return transposed_ ? b[column * ldb + row] : b[row * ldb + column];
 }
 
+PanelsSplit splitPanelsWork(size_t rows, size_t minBlocks, size_t batch, size_t panelCount, size_t width,
+                            size_t threads, double packCost) {
+  minBlocks = std::clamp<size_t>(minBlocks, 1, std::max<size_t>(rows, 1));
+  const auto blockOf = [&](size_t s) { return std::min(rows, ((rows + s - 1) / s + 7) / 8 * 8); };
+  PanelsSplit best{blockOf(minBlocks), 1, panelCount};
+  if (threads <= 1 || rows == 0 || panelCount == 0) return best;
+  constexpr double kWeightRead = 24.0 / 32.0;  // per weight, in multiplies of one row by 32 columns
+  const size_t strips = (rows + 7) / 8, most = 4 * threads;
+  double bestCost = std::numeric_limits<double>::infinity();
+  for (size_t s = minBlocks; s <= std::min(strips, minBlocks + most); ++s) {
+    const size_t block = blockOf(s), spans = batch * ((rows + block - 1) / block);
+    for (size_t r = 1; r <= std::min(panelCount, most); ++r) {
+      const size_t perRange = (panelCount + r - 1) / r, ranges = (panelCount + perRange - 1) / perRange;
+      const auto columns = static_cast<double>(perRange * width);
+      const double task = static_cast<double>(block) * (packCost + columns / 32.0) + columns * kWeightRead;
+      const double cost = static_cast<double>((spans * ranges + threads - 1) / threads) * task;
+      if (cost < bestCost * 0.999) bestCost = cost, best = {block, ranges, perRange};
+    }
+  }
+  return best;
+}
+
 void sgemmPanels(bool transA, size_t M, float alpha, const float* A, size_t lda, const PanelsB& B, float beta, float* C,
                  size_t ldc, ThreadPool* pool) {
   const size_t N = B.n, K = B.k;
   if (M == 0 || N == 0) return;
+  const size_t panels = (N + B.width - 1) / B.width;
+  if (M > 2 && K > 0 && alpha != 0.0f && pool && pool->threads() > 1 &&
+      static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) >= 1.5e5) {
+    // One hand-off per product: each task multiplies its block of rows by its range of panels over the whole depth
+    // (sgemmPanelsRange), not one hand-off per depth block with a barrier after each (Faster R-CNN's fc6, 150 x
+    // 12544 by 12544 x 1024: 49 of them, each split into rows of 144 and 6).
+    const PanelsSplit split = splitPanelsWork(M, 1, 1, panels, B.width, static_cast<size_t>(pool->threads()), 1.0);
+    const size_t spans = (M + split.block - 1) / split.block;
+    auto task = [&](size_t t0, size_t t1) {
+      for (size_t t = t0; t < t1; ++t) {
+        const size_t i0 = t / split.ranges * split.block, rows = std::min(split.block, M - i0);
+        const size_t q0 = t % split.ranges * split.perRange, q1 = std::min(panels, q0 + split.perRange);
+        sgemmPanelsRange(transA, rows, alpha, transA ? A + i0 : A + i0 * lda, lda, B, q0, q1, beta,
+                         C + i0 * ldc + q0 * B.width, ldc);
+      }
+    };
+    pool->parallelFor(spans * split.ranges, 1, std::function<void(size_t, size_t)>(std::ref(task)));
+    return;
+  }
   const bool storeFirst = beta == 0.0f && K > 0 && alpha != 0.0f && M > 2;
   if (!storeFirst) scaleC(M, N, beta, C, ldc);
   if (K == 0 || alpha == 0.0f) return;
-  const size_t panels = (N + B.width - 1) / B.width;
   if (M <= 2) {
     smallMPanels(transA, M, alpha, A, lda, B, panels, C, ldc, pool);
     return;

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 
 namespace ctxkit::kernels::detail {
 
@@ -383,47 +382,17 @@ int64_t panelsRowBlock(int64_t outSize, int64_t depthRows, int64_t channels, int
   return std::min(outSize, ((outSize + rowBlocks - 1) / rowBlocks + 7) / 8 * 8);
 }
 
-// How the panels path splits an op: output positions in blocks of `block` (whole strips of 8, the GEMM's rows) and
-// output-channel panels in `ranges` ranges of `perRange`.
-struct PanelsSplit {
-  int64_t block;
-  size_t ranges, perRange;
-};
-
-// The split for `threads` threads. One thread: one block per image as large as kColBudget allows. More: the split
-// whose busiest thread does least by a cost model, among blocks no larger than panelsRowBlock's (which keeps about two
-// tasks per thread on large maps) and panel ranges. A task unfolds and packs its positions (each position x row once,
-// counted as much as multiplying them by one panel of 32 channels) and multiplies them by its panels; tasks of a
-// round run at once, so the busiest thread does ceil(tasks / threads) of the largest. Splitting positions costs
-// nothing extra but rounds them to strips and has every task read all its panels' weights; splitting panels unfolds
-// the same positions again in every range. For two threads: 128 channels 3x3 onto 14x14 in two blocks of 104 and
-// 92 positions with every panel; 256 onto 7x7 and 512 onto 4x4 in one block, two ranges of panels.
-PanelsSplit panelsSplit(int64_t outSize, int64_t depthRows, int64_t channels, size_t panelCount, size_t width,
-                        int64_t batch, size_t threads, bool pointwise) {
+// How the panels path splits an op over `threads` threads. One thread: one block per image as large as kColBudget
+// allows. More: cpu::splitPanelsWork, among blocks no larger than panelsRowBlock's (which keeps about two tasks per
+// thread on large maps). For two threads: 128 channels 3x3 onto 14x14 in two blocks of 104 and 92 positions with
+// every panel; 256 onto 7x7 and 512 onto 4x4 in one block, two ranges of panels.
+cpu::PanelsSplit panelsSplit(int64_t outSize, int64_t depthRows, int64_t channels, size_t panelCount, size_t width,
+                             int64_t batch, size_t threads, bool pointwise) {
   const int64_t first = panelsRowBlock(outSize, depthRows, channels, batch, threads);
-  PanelsSplit best{first, 1, panelCount};
-  if (threads <= 1) return best;
-  const int64_t firstSpans = (outSize + first - 1) / first, strips = (outSize + 7) / 8;
-  const size_t most = 4 * threads;
-  const double unfold = pointwise ? 0.5 : 1.0;  // a pointwise Conv's positions are packed, not unfolded
-  // Reading a weight (from memory: a small map's 3x3 weights outgrow the caches) costs about as much as multiplying
-  // it by 24 positions; ResNet's 512-channel 3x3 onto 4x4 (9.4 MB of weights, 16 positions) takes 2.5x its
-  // multiply's time on one thread.
-  constexpr double kWeightRead = 24.0 / 32.0;
-  double bestCost = std::numeric_limits<double>::infinity();
-  for (int64_t s = firstSpans; s <= std::min(strips, firstSpans + static_cast<int64_t>(most)); ++s) {
-    const int64_t block = std::min(outSize, ((outSize + s - 1) / s + 7) / 8 * 8);
-    const auto spans = static_cast<size_t>(batch * ((outSize + block - 1) / block));
-    for (size_t r = 1; r <= std::min(panelCount, most); ++r) {
-      const size_t perRange = (panelCount + r - 1) / r, ranges = (panelCount + perRange - 1) / perRange;
-      const size_t rounds = (spans * ranges + threads - 1) / threads;
-      const auto channelsRead = static_cast<double>(perRange * width);
-      const double task = static_cast<double>(block) * (unfold + channelsRead / 32.0) + channelsRead * kWeightRead;
-      const double cost = static_cast<double>(rounds) * task;
-      if (cost < bestCost * 0.999) bestCost = cost, best = {block, ranges, perRange};
-    }
-  }
-  return best;
+  if (threads <= 1) return {static_cast<size_t>(first), 1, panelCount};
+  // A pointwise Conv's positions are packed, not unfolded.
+  return cpu::splitPanelsWork(static_cast<size_t>(outSize), static_cast<size_t>((outSize + first - 1) / first),
+                              static_cast<size_t>(batch), panelCount, width, threads, pointwise ? 0.5 : 1.0);
 }
 
 // A Conv with its weight in panels as B (convOnPanels): Yᵀ [positions x M] = colᵀ (C·taps) x Wᵀ. The work is split
@@ -444,8 +413,10 @@ void runConvOnPanels(const OpContext& ctx, const ConvPlan& p, const Window3& w, 
   const int64_t rows = p.channels * w.kernel[0] * w.kernel[1] * w.kernel[2];
   const bool pointwise = isPointwise(w);
   const size_t threads = ctx.pool ? static_cast<size_t>(ctx.pool->threads()) : 1;
-  const auto [block, ranges, perRange] = panelsSplit(outSize, pointwise ? 0 : std::min(rows, depth), p.outChannels,
-                                                     panelCount, width, p.batch, threads, pointwise);
+  const cpu::PanelsSplit split = panelsSplit(outSize, pointwise ? 0 : std::min(rows, depth), p.outChannels, panelCount,
+                                             width, p.batch, threads, pointwise);
+  const auto block = static_cast<int64_t>(split.block);
+  const size_t ranges = split.ranges, perRange = split.perRange;
   const int64_t rowBlocks = (outSize + block - 1) / block;
   const auto spans = static_cast<size_t>(p.batch * rowBlocks);
   const auto workPerTask = static_cast<size_t>(block * rows) * perRange * width;

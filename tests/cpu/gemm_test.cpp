@@ -186,7 +186,7 @@ TEST_CASE("sgemmPanels matches a naive triple loop for every panel width, depth 
   };
   REQUIRE(cpu::isPanelWidth(cpu::sgemmNaturalPanelWidth()));
   for (Size s : {Size{1, 1, 1}, Size{1, 70, 300}, Size{2, 33, 17}, Size{7, 13, 5}, Size{65, 129, 600},
-                 Size{150, 2100, 9}}) {
+                 Size{150, 2100, 9}, Size{301, 45, 130}}) {
     for (size_t width : {8, 16, 32}) {
       for (size_t depth : {256, 7}) {
         for (int variant = 0; variant < 4; ++variant) {
