@@ -203,7 +203,13 @@ int main(int argc, char** argv) {
   ok &= conv(dir, {"conv1x1_c2048_s1", {1, 2048, 7, 7}, {1, 512, 7, 7}}, 512, 1, 1, 1, "Relu");
   ok &= conv(dir, {"conv1x1_c512_x4", {1, 512, 7, 7}, {1, 2048, 7, 7}}, 2048, 1, 1, 1, "");
   ok &= conv(dir, {"conv3x3_c128_14", {1, 128, 14, 14}, {1, 128, 14, 14}}, 128, 3, 1, 1, "Relu");
+  ok &= conv(dir, {"conv3x3_c512_4", {1, 512, 4, 4}, {1, 512, 4, 4}}, 512, 3, 1, 1, "Relu");
   ok &= conv(dir, {"conv3x3_g32_c256", {1, 256, 14, 14}, {1, 256, 14, 14}}, 256, 3, 1, 32, "Relu");
+  // Pointwise convs of the mobile detectors (SSDlite, Faster R-CNN's MobileNetV3 body at 320x320): few input
+  // channels onto a large map, many onto a small one.
+  ok &= conv(dir, {"conv1x1_c16_160", {1, 16, 160, 160}, {1, 64, 160, 160}}, 64, 1, 1, 1, "Relu");
+  ok &= conv(dir, {"conv1x1_c72_80", {1, 72, 80, 80}, {1, 24, 80, 80}}, 24, 1, 1, 1, "");
+  ok &= conv(dir, {"conv1x1_c112_20", {1, 112, 20, 20}, {1, 672, 20, 20}}, 672, 1, 1, 1, "");
   // The dense and dilated 3x3 convs of a DeepLab ASPP head (issue 29): at dilation 36 on 20x20 only the centre tap
   // reaches the input.
   for (int64_t d : {1, 6, 36})

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <limits>
 #include <string_view>
 #include <type_traits>
 #include <vector>
@@ -263,6 +264,12 @@ void packB(bool transB, const float* B, size_t ldb, size_t p0, size_t kc, size_t
 // Packing buffers, per thread, reserved at their largest by reserveGemmScratch: which pool thread packs which
 // block varies from run to run, so buffers grown to fit would allocate whenever a thread first met a bigger block.
 thread_local std::vector<float> tAPack, tBPack;
+// `v`'s first `n` elements for packing into: grown, never shrunk (a resize to each block's size would zero-fill
+// whatever it regrew, a memset per block once sizes vary between calls).
+float* packBuffer(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
 
 // Runs body over [0, count), on the pool only when `worthIt` (enough work to pay for waking threads).
 // The pool gets a std::function holding a reference to `body`: one holding the lambda would allocate per call.
@@ -351,11 +358,11 @@ void multiplyBlock(const Kernel& kernel, bool transA, size_t M, const float* A, 
       size_t rb = t / colSplits, cs = t % colSplits;
       size_t i0 = rb * mcBlock;
       size_t mc = std::min(mcBlock, M - i0);
-      aPack.resize(((mc + mr - 1) / mr) * mr * kc);
-      packA(transA, A, lda, i0, mc, p0, kc, mr, aPack.data());
+      float* aPacked = packBuffer(aPack, ((mc + mr - 1) / mr) * mr * kc);
+      packA(transA, A, lda, i0, mc, p0, kc, mr, aPacked);
       size_t nBegin = cs * stripsPerSplit * nr;
       size_t nEnd = std::min(nc, (cs + 1) * stripsPerSplit * nr);
-      kernel.block(mc, nBegin, nEnd, kc, aPack.data(), bp, bDirect, ldb, C + i0 * ldc, ldc, alpha, store);
+      kernel.block(mc, nBegin, nEnd, kc, aPacked, bp, bDirect, ldb, C + i0 * ldc, ldc, alpha, store);
     }
   });
 }
@@ -454,8 +461,7 @@ void sgemm(bool transA, bool transB, size_t M, size_t N, size_t K, float alpha, 
     size_t strips = (nc + nr - 1) / nr;
     for (size_t p0 = 0; p0 < K; p0 += kKc) {
       size_t kc = std::min(kKc, K - p0);
-      bPack.resize(strips * nr * kc);
-      float* bp = bPack.data();
+      float* bp = packBuffer(bPack, strips * nr * kc);
       // With a single row block every B element is used once per pass: reading full strips straight from B
       // saves packing them (a copy as costly as the multiply when M is small, as in convolutions).
       const bool direct = !transB && M <= mcBlock;
@@ -625,14 +631,54 @@ float PackedWeightStream::element(uint64_t index) const {
   return transposed_ ? b[column * ldb + row] : b[row * ldb + column];
 }
 
+PanelsSplit splitPanelsWork(size_t rows, size_t minBlocks, size_t batch, size_t panelCount, size_t width,
+                            size_t threads, double packCost) {
+  minBlocks = std::clamp<size_t>(minBlocks, 1, std::max<size_t>(rows, 1));
+  const auto blockOf = [&](size_t s) { return std::min(rows, ((rows + s - 1) / s + 7) / 8 * 8); };
+  PanelsSplit best{blockOf(minBlocks), 1, panelCount};
+  if (threads <= 1 || rows == 0 || panelCount == 0) return best;
+  constexpr double kWeightRead = 24.0 / 32.0;  // per weight, in multiplies of one row by 32 columns
+  const size_t strips = (rows + 7) / 8, most = 4 * threads;
+  double bestCost = std::numeric_limits<double>::infinity();
+  for (size_t s = minBlocks; s <= std::min(strips, minBlocks + most); ++s) {
+    const size_t block = blockOf(s), spans = batch * ((rows + block - 1) / block);
+    for (size_t r = 1; r <= std::min(panelCount, most); ++r) {
+      const size_t perRange = (panelCount + r - 1) / r, ranges = (panelCount + perRange - 1) / perRange;
+      const auto columns = static_cast<double>(perRange * width);
+      const double task = static_cast<double>(block) * (packCost + columns / 32.0) + columns * kWeightRead;
+      const double cost = static_cast<double>((spans * ranges + threads - 1) / threads) * task;
+      if (cost < bestCost * 0.999) bestCost = cost, best = {block, ranges, perRange};
+    }
+  }
+  return best;
+}
+
 void sgemmPanels(bool transA, size_t M, float alpha, const float* A, size_t lda, const PanelsB& B, float beta, float* C,
                  size_t ldc, ThreadPool* pool) {
   const size_t N = B.n, K = B.k;
   if (M == 0 || N == 0) return;
+  const size_t panels = (N + B.width - 1) / B.width;
+  if (M > 2 && K > 0 && alpha != 0.0f && pool && pool->threads() > 1 &&
+      static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) >= 1.5e5) {
+    // One hand-off per product: each task multiplies its block of rows by its range of panels over the whole depth
+    // (sgemmPanelsRange), not one hand-off per depth block with a barrier after each (Faster R-CNN's fc6, 150 x
+    // 12544 by 12544 x 1024: 49 of them, each split into rows of 144 and 6).
+    const PanelsSplit split = splitPanelsWork(M, 1, 1, panels, B.width, static_cast<size_t>(pool->threads()), 1.0);
+    const size_t spans = (M + split.block - 1) / split.block;
+    auto task = [&](size_t t0, size_t t1) {
+      for (size_t t = t0; t < t1; ++t) {
+        const size_t i0 = t / split.ranges * split.block, rows = std::min(split.block, M - i0);
+        const size_t q0 = t % split.ranges * split.perRange, q1 = std::min(panels, q0 + split.perRange);
+        sgemmPanelsRange(transA, rows, alpha, transA ? A + i0 : A + i0 * lda, lda, B, q0, q1, beta,
+                         C + i0 * ldc + q0 * B.width, ldc);
+      }
+    };
+    pool->parallelFor(spans * split.ranges, 1, std::function<void(size_t, size_t)>(std::ref(task)));
+    return;
+  }
   const bool storeFirst = beta == 0.0f && K > 0 && alpha != 0.0f && M > 2;
   if (!storeFirst) scaleC(M, N, beta, C, ldc);
   if (K == 0 || alpha == 0.0f) return;
-  const size_t panels = (N + B.width - 1) / B.width;
   if (M <= 2) {
     smallMPanels(transA, M, alpha, A, lda, B, panels, C, ldc, pool);
     return;
@@ -675,9 +721,9 @@ void sgemmPanelsRange(bool transA, size_t M, float alpha, const float* A, size_t
     const float* block = B.data + p0 * panels * B.width + panel0 * kc * B.width;
     for (size_t i0 = 0; i0 < M; i0 += mcBlock) {
       const size_t mc = std::min(mcBlock, M - i0);
-      aPack.resize(((mc + mr - 1) / mr) * mr * kc);
-      packA(transA, A, lda, i0, mc, p0, kc, mr, aPack.data());
-      kernel.block(mc, 0, N, kc, aPack.data(), block, nullptr, 0, C + i0 * ldc, ldc, alpha, storeFirst && p0 == 0);
+      float* aPacked = packBuffer(aPack, ((mc + mr - 1) / mr) * mr * kc);
+      packA(transA, A, lda, i0, mc, p0, kc, mr, aPacked);
+      kernel.block(mc, 0, N, kc, aPacked, block, nullptr, 0, C + i0 * ldc, ldc, alpha, storeFirst && p0 == 0);
     }
   }
 }

@@ -58,6 +58,22 @@ void sgemmPanels(bool transA, size_t M, float alpha, const float* A, size_t lda,
 void sgemmPanelsRange(bool transA, size_t M, float alpha, const float* A, size_t lda, const PanelsB& B, size_t panel0,
                       size_t panel1, float beta, float* C, size_t ldc);
 
+// How a product on panels is split over threads: rows of op(A) (output positions, for a Conv) in blocks of `block`
+// (whole strips of 8, the micro-kernel's rows) and B's panels in `ranges` ranges of `perRange`.
+struct PanelsSplit {
+  size_t block = 0;
+  size_t ranges = 1, perRange = 0;
+};
+
+// The split of `batch` products of `rows` rows by `panelCount` panels of `width` columns, in at least `minBlocks`
+// row blocks each, whose busiest of `threads` threads does least by a cost model: a task packs its rows (each row x
+// depth once, `packCost` as much as multiplying it by one panel of 32 columns; a Conv also unfolds them) and reads
+// its panels' weights (each as much as multiplying it by 24 rows: a small product's weights come from memory), and
+// the tasks run in rounds of `threads`. Splitting rows rounds them to strips and has every task read all its
+// panels; splitting panels packs the same rows again in every range.
+PanelsSplit splitPanelsWork(size_t rows, size_t minBlocks, size_t batch, size_t panelCount, size_t width,
+                            size_t threads, double packCost);
+
 // The depth ctxkit packs panels with (the kernel's K block).
 inline constexpr size_t kPanelDepth = 256;
 

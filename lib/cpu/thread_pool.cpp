@@ -12,6 +12,14 @@
 // thread that polls and sees the clock jump between two polls was descheduled; the pool then counts the machine as
 // contended for a while (kContendedNanos), and its workers sleep right after a short spin instead. A woken sleeper
 // is scheduled at once and runs its chunk through.
+//
+// Chunks are not handed out first come, first served: thread i (the caller is thread 0) starts on the i-th of
+// `threads` contiguous runs of them and only then takes what the others left. An op's same part of its output then
+// lands on the same core run after run, and a loop that follows one split the same way reads what its own core
+// wrote: on a 2-core VM, a line another core last wrote costs a transfer between the cores, and first-come
+// chunking made an Expand writing 15 MB (Faster R-CNN's RoI pooling) take 2.8 ms on two threads against 0.8 on
+// one (0.54 with the runs); a pointwise Conv of 16 -> 64 channels onto 160x160 0.96 ms on one thread, 1.05 on two
+// (0.59 with the runs).
 #include "cpu/thread_pool.h"
 
 #include <algorithm>
@@ -80,7 +88,12 @@ struct ThreadPool::Impl {
   size_t count = 0;
   size_t chunk = 1;
   size_t chunks = 0;
-  std::atomic<size_t> nextChunk{0};
+  // Each thread's share of the chunks, claimed front to back: its own first, then the others' leftovers.
+  struct alignas(64) Share {
+    std::atomic<size_t> next{0};
+    size_t end = 0;
+  };
+  std::vector<Share> shares;
   std::atomic<uint64_t> generation{0};
   std::atomic<bool> open{false};  // workers may still join the job
   std::atomic<int> busy{0};       // workers that joined (or are about to back out of) the job
@@ -137,14 +150,27 @@ struct ThreadPool::Impl {
   std::atomic<int> sleepers{0};
   int startedWorkers = 0;  // workers past their start-up (scratch reserved); the constructor waits for all
 
-  // Claims and runs chunks until none are left.
-  void drain(const std::function<void(size_t, size_t)>& fn) {
-    for (;;) {
-      size_t c = nextChunk.fetch_add(1, std::memory_order_relaxed);
-      if (c >= chunks) return;
-      size_t begin = c * chunk;
-      size_t end = std::min(count, begin + chunk);
-      fn(begin, end);
+  // Hands out the chunks: thread i's share is the i-th of `threads` contiguous runs of them.
+  void shareChunks() {
+    const size_t n = shares.size();
+    for (size_t i = 0; i < n; ++i) {
+      shares[i].next.store(chunks * i / n, std::memory_order_relaxed);
+      shares[i].end = chunks * (i + 1) / n;
+    }
+  }
+
+  // Claims and runs chunks until none are left: those of thread `self`'s share first, then the other shares' (a
+  // thread that came late or was slowed leaves its rest to whoever is free).
+  void drain(size_t self, const std::function<void(size_t, size_t)>& fn) {
+    const size_t n = shares.size();
+    for (size_t k = 0; k < n; ++k) {
+      Share& share = shares[(self + k) % n];
+      for (;;) {
+        const size_t c = share.next.fetch_add(1, std::memory_order_relaxed);
+        if (c >= share.end) break;
+        const size_t begin = c * chunk;
+        fn(begin, std::min(count, begin + chunk));
+      }
     }
   }
 
@@ -206,7 +232,7 @@ struct ThreadPool::Impl {
     reservedEpoch = now;
   }
 
-  void workerLoop() {
+  void workerLoop(size_t self) {
     tInsideParallelFor = true;
     startThread();  // else a worker's first use of a client's buffers, in whichever run it comes, would allocate
     {
@@ -227,7 +253,7 @@ struct ThreadPool::Impl {
       // The caller may have closed this job since: then back out without touching it. (If it has opened another
       // already, helping with that one is as good.)
       if (open.load()) {
-        drain(*body);
+        drain(self, *body);
         note();
       }
       busy.fetch_sub(1);
@@ -239,7 +265,9 @@ ThreadPool::ThreadPool(int threads, std::span<const ThreadScratchHooks> hooks) :
   impl_->hooks.assign(hooks.begin(), hooks.end());
   impl_->startThread();  // the creating thread usually runs the loops too: its start-up lands here, not in a run
   if (threads_ <= 0) threads_ = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int i = 1; i < threads_; ++i) impl_->workers.emplace_back([this] { impl_->workerLoop(); });
+  impl_->shares = std::vector<Impl::Share>(static_cast<size_t>(threads_));
+  for (int i = 1; i < threads_; ++i)
+    impl_->workers.emplace_back([this, i] { impl_->workerLoop(static_cast<size_t>(i)); });
   // Start-up allocations land here, at load, not in whichever run a worker happens to get scheduled.
   std::unique_lock<std::mutex> lock(impl_->mutex);
   impl_->started.wait(lock, [&] { return impl_->startedWorkers == threads_ - 1; });
@@ -283,12 +311,12 @@ void ThreadPool::parallelFor(size_t count, size_t minChunk, const std::function<
   s.count = count;
   s.chunk = chunk;
   s.chunks = (count + chunk - 1) / chunk;
-  s.nextChunk.store(0, std::memory_order_relaxed);
+  s.shareChunks();
   s.open.store(true);
   s.generation.fetch_add(1);
   s.wakeSleepers();
   tInsideParallelFor = true;
-  s.drain(body);
+  s.drain(0, body);
   tInsideParallelFor = false;
   s.note();
   // Late workers back out once the job is closed; those inside finish the chunks they claimed.

@@ -382,13 +382,27 @@ int64_t panelsRowBlock(int64_t outSize, int64_t depthRows, int64_t channels, int
   return std::min(outSize, ((outSize + rowBlocks - 1) / rowBlocks + 7) / 8 * 8);
 }
 
+// How the panels path splits an op over `threads` threads. One thread: one block per image as large as kColBudget
+// allows. More: cpu::splitPanelsWork, among blocks no larger than panelsRowBlock's (which keeps about two tasks per
+// thread on large maps). For two threads: 128 channels 3x3 onto 14x14 in two blocks of 104 and 92 positions with
+// every panel; 256 onto 7x7 and 512 onto 4x4 in one block, two ranges of panels.
+cpu::PanelsSplit panelsSplit(int64_t outSize, int64_t depthRows, int64_t channels, size_t panelCount, size_t width,
+                             int64_t batch, size_t threads, bool pointwise) {
+  const int64_t first = panelsRowBlock(outSize, depthRows, channels, batch, threads);
+  if (threads <= 1) return {static_cast<size_t>(first), 1, panelCount};
+  // A pointwise Conv's positions are packed, not unfolded.
+  return cpu::splitPanelsWork(static_cast<size_t>(outSize), static_cast<size_t>((outSize + first - 1) / first),
+                              static_cast<size_t>(batch), panelCount, width, threads, pointwise ? 0.5 : 1.0);
+}
+
 // A Conv with its weight in panels as B (convOnPanels): Yᵀ [positions x M] = colᵀ (C·taps) x Wᵀ. The work is split
-// into tasks of (image, block of output positions, range of output-channel panels), all handed to the pool at once:
-// a task unfolds its positions one depth block at a time (in cache, just before the GEMM reads them), multiplies them
-// by its panels into a tile of this thread's scratch, and transposes the tile into the output planes with the bias
-// and the fused activation. When positions are few (a small map's dense 3x3s) the panels are what is split, and the
-// images are unfolded once before the tasks (one more hand-off) when they fit kColBudget: unfolding them again in
-// each range cost as much as a quarter of a range's multiply (256 channels onto 7x7 in four ranges).
+// (panelsSplit) into tasks of (image, block of output positions, range of output-channel panels), all handed to the
+// pool at once: a task unfolds its positions one depth block at a time (in cache, just before the GEMM reads them),
+// multiplies them by its panels into a tile of this thread's scratch, and transposes the tile into the output planes
+// with the bias and the fused activation. A task only reads columns it unfolded itself: unfolding a small map's
+// image once on all threads and having every range read it (columns written by the other core, and larger than
+// its cache) made ResNet-18's 14x14 and 7x7 3x3s slower on two threads than on one (128 channels onto 14x14: 0.66
+// ms on one thread, 1.35 on two; 0.43 when each task unfolds its own).
 void runConvOnPanels(const OpContext& ctx, const ConvPlan& p, const Window3& w, const float* px, const float* pb,
                      float* py, const ops::Epilogue& act) {
   const cpu::PanelsB& panels = *ctx.panelsB;
@@ -398,27 +412,14 @@ void runConvOnPanels(const OpContext& ctx, const ConvPlan& p, const Window3& w, 
   const int64_t inSize = w.in[0] * w.in[1] * w.in[2], outSize = w.out[0] * w.out[1] * w.out[2];
   const int64_t rows = p.channels * w.kernel[0] * w.kernel[1] * w.kernel[2];
   const bool pointwise = isPointwise(w);
-  // Position blocks of even size, then as many panel ranges as give each thread about two tasks.
   const size_t threads = ctx.pool ? static_cast<size_t>(ctx.pool->threads()) : 1;
-  const int64_t block = panelsRowBlock(outSize, pointwise ? 0 : std::min(rows, depth), p.outChannels, p.batch, threads);
+  const cpu::PanelsSplit split = panelsSplit(outSize, pointwise ? 0 : std::min(rows, depth), p.outChannels, panelCount,
+                                             width, p.batch, threads, pointwise);
+  const auto block = static_cast<int64_t>(split.block);
+  const size_t ranges = split.ranges, perRange = split.perRange;
   const int64_t rowBlocks = (outSize + block - 1) / block;
   const auto spans = static_cast<size_t>(p.batch * rowBlocks);
-  size_t ranges = 1;
-  if (threads > 1 && spans < 2 * threads) ranges = std::min(panelCount, (2 * threads + spans - 1) / spans);
-  const size_t perRange = (panelCount + ranges - 1) / ranges;
-  ranges = (panelCount + perRange - 1) / perRange;
   const auto workPerTask = static_cast<size_t>(block * rows) * perRange * width;
-  // When the panels are split, every range would unfold the same positions again: the images are unfolded once
-  // instead, before the tasks, into this thread's columns (when they fit the budget), and the tasks read them.
-  const float* shared = nullptr;
-  const int64_t imageColumns = rows * outSize;
-  if (!pointwise && ranges > 1 && p.batch * imageColumns <= kColBudget) {
-    std::vector<float>& col = threadScratch().convColumns;
-    col.resize(static_cast<size_t>(p.batch * imageColumns));
-    for (int64_t n = 0; n < p.batch; ++n)
-      unfoldColumns(ctx.pool, px + n * p.channels * inSize, w, col.data() + n * imageColumns, 0, rows, 0, outSize);
-    shared = col.data();
-  }
   parallelForWork(ctx, spans * ranges, workPerTask, [&](size_t t0, size_t t1) {
     ThreadScratch& scratch = threadScratch();
     for (size_t t = t0; t < t1; ++t) {
@@ -430,24 +431,22 @@ void runConvOnPanels(const OpContext& ctx, const ConvPlan& p, const Window3& w, 
       const auto cols = static_cast<size_t>(i1 - i0);
       const float* xn = px + n * p.channels * inSize;
       float* yn = py + n * p.outChannels * outSize;
-      scratch.convTile.resize(cols * nw);
-      float* tile = scratch.convTile.data();
+      float* tile = scratchAtLeast(scratch.convTile, cols * nw);
       // A pointwise Conv reads the input planes themselves as A (rows outSize apart), like unfolded images.
-      if (const float* a = pointwise ? xn : shared ? shared + n * imageColumns : nullptr) {
-        cpu::sgemmPanelsRange(true, cols, 1.0f, a + i0, static_cast<size_t>(outSize), panels, q0, q1, 0.0f, tile, nw);
+      if (pointwise) {
+        cpu::sgemmPanelsRange(true, cols, 1.0f, xn + i0, static_cast<size_t>(outSize), panels, q0, q1, 0.0f, tile, nw);
       } else {
         for (int64_t r0 = 0; r0 < rows; r0 += depth) {
           const int64_t r1 = std::min(rows, r0 + depth);
-          scratch.convColumns.resize(static_cast<size_t>(r1 - r0) * cols);
-          im2col(xn, w, scratch.convColumns.data(), r0, r1, i0, i1);
+          float* col = scratchAtLeast(scratch.convColumns, static_cast<size_t>(r1 - r0) * cols);
+          im2col(xn, w, col, r0, r1, i0, i1);
           const cpu::PanelsB blockB{panels.data + static_cast<size_t>(r0) * panelCount * width,
                                     static_cast<size_t>(r1 - r0),
                                     m,
                                     width,
                                     panels.depth,
                                     {}};
-          cpu::sgemmPanelsRange(true, cols, 1.0f, scratch.convColumns.data(), cols, blockB, q0, q1,
-                                r0 == 0 ? 0.0f : 1.0f, tile, nw);
+          cpu::sgemmPanelsRange(true, cols, 1.0f, col, cols, blockB, q0, q1, r0 == 0 ? 0.0f : 1.0f, tile, nw);
         }
       }
       // Blocks of 16 positions, so that the rows of the tile a block reads stay in cache across its channels.
@@ -626,9 +625,8 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
             bw.kernel[d] = band.k1[d] - band.k0[d];
             bw.padBegin[d] -= band.k0[d] * w.dilation[d];
           }
-          std::vector<float>& sub = threadScratch().convWeights;
-          sub.resize(static_cast<size_t>(mg * bandRows));
-          float* dst = sub.data();
+          float* dst = scratchAtLeast(threadScratch().convWeights, static_cast<size_t>(mg * bandRows));
+          bandWeights = dst;
           const int64_t kw0 = band.k0[2], kw1 = band.k1[2];
           for (int64_t mc = 0; mc < mg * cg; ++mc)
             for (int64_t kd = band.k0[0]; kd < band.k1[0]; ++kd)
@@ -636,13 +634,12 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
                 const float* src = wg + mc * kSize + (kd * w.kernel[1] + kh) * w.kernel[2];
                 for (int64_t kw = kw0; kw < kw1; ++kw) *dst++ = src[kw];  // runs of a few: no memcpy call
               }
-          bandWeights = sub.data();
         }
         // The unfolded input is built a column range at a time, so it stays small and in cache.
         const int64_t chunk = std::max<int64_t>(64, std::min(p1 - p0, kColBudget / bandRows));
         for (int64_t c0 = p0; c0 < p1; c0 += chunk) {
           int64_t c1 = std::min(p1, c0 + chunk);
-          col.resize(static_cast<size_t>(bandRows * (c1 - c0)));
+          scratchAtLeast(col, static_cast<size_t>(bandRows * (c1 - c0)));
           unfoldColumns(pool, xg, bw, col.data(), 0, bandRows, c0, c1);
           cpu::sgemm(false, false, static_cast<size_t>(mg), static_cast<size_t>(c1 - c0), static_cast<size_t>(bandRows),
                      1.0f, bandWeights, static_cast<size_t>(bandRows), col.data(), static_cast<size_t>(c1 - c0), 0.0f,
@@ -686,13 +683,7 @@ Status noteConvScratch(const OpContext& ctx, std::span<const int64_t> x, std::sp
       // One thread's blocks are the largest.
       const int64_t depthRows = isPointwise(w) ? 0 : std::min(rows, static_cast<int64_t>(ctx.panelsB->depth));
       const int64_t block = panelsRowBlock(outSize, depthRows, p.outChannels, p.batch, 1);
-      if (depthRows > 0) {
-        raise(ScratchBuffer::ConvColumns, depthRows * block);
-        // The images unfolded once when the panels are split (few positions: a few tasks of positions per image).
-        const int64_t images = p.batch * rows * outSize;
-        if (p.batch * ((outSize + kPanelsRowBlock - 1) / kPanelsRowBlock) < 16 && images <= kColBudget)
-          raise(ScratchBuffer::ConvColumns, images);
-      }
+      if (depthRows > 0) raise(ScratchBuffer::ConvColumns, depthRows * block);
       raise(ScratchBuffer::ConvTile, block * p.outChannels);
       break;
     }

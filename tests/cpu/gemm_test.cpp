@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -186,7 +187,7 @@ TEST_CASE("sgemmPanels matches a naive triple loop for every panel width, depth 
   };
   REQUIRE(cpu::isPanelWidth(cpu::sgemmNaturalPanelWidth()));
   for (Size s : {Size{1, 1, 1}, Size{1, 70, 300}, Size{2, 33, 17}, Size{7, 13, 5}, Size{65, 129, 600},
-                 Size{150, 2100, 9}}) {
+                 Size{150, 2100, 9}, Size{301, 45, 130}}) {
     for (size_t width : {8, 16, 32}) {
       for (size_t depth : {256, 7}) {
         for (int variant = 0; variant < 4; ++variant) {
@@ -206,6 +207,30 @@ TEST_CASE("sgemmPanels matches a naive triple loop for every panel width, depth 
   }
 }
 
+
+TEST_CASE("splitPanelsWork covers every row and panel in whole strips, and splits the panels of a small product") {
+  for (size_t threads : {1, 2, 3, 8})
+    for (size_t rows : {1, 7, 16, 49, 196, 3136})
+      for (size_t panels : {1, 3, 16, 33})
+        for (size_t minBlocks : {1, 4}) {
+          const cpu::PanelsSplit s = cpu::splitPanelsWork(rows, minBlocks, 2, panels, 32, threads, 1.0);
+          INFO(threads << " threads, " << rows << " rows, " << panels << " panels, " << minBlocks << " blocks");
+          REQUIRE(s.block > 0);
+          REQUIRE(s.block <= rows);
+          CHECK((s.block % 8 == 0 || s.block == rows));
+          CHECK(s.block <= ((rows + minBlocks - 1) / minBlocks + 7) / 8 * 8);  // no larger than asked
+          REQUIRE(s.perRange > 0);
+          CHECK(s.ranges * s.perRange >= panels);  // every panel in a range, none empty
+          CHECK((s.ranges - 1) * s.perRange < panels);
+          if (threads == 1) CHECK(s.ranges == 1);
+        }
+  // 16 rows by 16 panels of 32 (ResNet's 512-channel 3x3 onto 4x4) on 2 threads: the weights are what costs, so
+  // each thread reads half of them; 196 rows by 4 panels (128 channels onto 14x14): the rows are split.
+  CHECK(cpu::splitPanelsWork(16, 1, 1, 16, 32, 2, 1.0).ranges == 2);
+  const cpu::PanelsSplit rowsSplit = cpu::splitPanelsWork(196, 2, 1, 4, 32, 2, 1.0);
+  CHECK(rowsSplit.ranges == 1);
+  CHECK(rowsSplit.block == 104);
+}
 
 TEST_CASE("sgemm and sgemmPanels compute every partial last strip of rows exactly") {
   // M from 3 (below that a row-at-a-time path runs) to 17: every remainder of the 8-, 6- and 4-row kernels, each

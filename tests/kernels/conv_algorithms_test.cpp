@@ -217,6 +217,8 @@ TEST_CASE("Conv on panels splits its work by output positions and ranges of outp
       {"batch 3 of 25 positions, 257 channels", {3, 48, 10, 10}, {257, 48, 3, 3}, 1, {2, 2}, {1, 1}, {1, 1, 1, 1},
        true},
       {"1x1 of 300 channels onto 6x6", {1, 300, 6, 6}, {200, 300, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, true},
+      {"14x14, 130 channels", {1, 40, 14, 14}, {130, 40, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
+      {"4x4, 520 channels", {1, 30, 4, 4}, {520, 30, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, false},
   };
   kernels::ThreadPool two(2), three(3);
   kernels::ThreadPool* const pools[] = {nullptr, &two, &three};

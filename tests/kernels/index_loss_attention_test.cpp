@@ -2,7 +2,9 @@
 // Attention and the bitwise ops: semantics beyond the node tests' examples.
 #include "kernel_test_util.h"
 
+#include <cmath>
 #include <limits>
+#include <string_view>
 
 using namespace ctxkit;
 using namespace ctxkit::test;
@@ -19,6 +21,63 @@ TEST_CASE("ScatterElements reduces duplicates, GatherElements takes negative ind
   requireClose(values<float>(Op(OpKind::GatherElements, 13).i("axis", 1).run1({&data, &neg})), {3, 1});
   auto bad = int64s({1, 1}, {3});
   REQUIRE(Op(OpKind::GatherElements, 13).i("axis", 1).fails({&data, &bad}).code() == ErrorCode::InvalidGraph);
+}
+
+TEST_CASE("ScatterElements and GatherElements on threads match the definition, duplicates combined in order") {
+  // Reference: the ONNX definition's loop over the indices in row-major order (later duplicates win or combine).
+  // Indices smaller than the data on the inner dims, negative ones, and enough elements to go to the pool's threads.
+  kernels::ThreadPool pool(2);
+  struct Case {
+    ir::Shape data, idx;
+    int64_t axis;
+  };
+  for (const Case& cs : {Case{{3, 40, 700}, {3, 40, 700}, 1}, Case{{6, 9, 30, 41}, {5, 7, 30, 40}, 2},
+                         Case{{150, 8, 7, 7}, {150, 8, 7, 7}, 0}, Case{{2, 5, 30000}, {2, 5, 29999}, 2}}) {
+    const size_t rank = cs.data.size();
+    int64_t dataCount = 1, idxCount = 1;
+    for (size_t d = 0; d < rank; ++d) dataCount *= cs.data[d], idxCount *= cs.idx[d];
+    std::vector<float> dv(static_cast<size_t>(dataCount)), uv(static_cast<size_t>(idxCount));
+    std::vector<int64_t> iv(static_cast<size_t>(idxCount));
+    const int64_t dim = cs.data[static_cast<size_t>(cs.axis)];
+    for (size_t i = 0; i < dv.size(); ++i) dv[i] = std::sin(0.37f * static_cast<float>(i));
+    for (size_t i = 0; i < iv.size(); ++i) {
+      iv[i] = static_cast<int64_t>((i * 7919) % static_cast<size_t>(dim));  // many duplicates along the axis
+      if (i % 3 == 0) iv[i] -= dim;
+      uv[i] = 0.5f + static_cast<float>(i % 97);
+    }
+    auto data = floats(cs.data, dv);
+    auto idx = int64s(cs.idx, iv);
+    auto upd = floats(cs.idx, uv);
+    for (const char* reduction : {"none", "add"}) {
+      std::vector<float> want = dv;
+      std::vector<float> gathered(static_cast<size_t>(idxCount));
+      std::vector<int64_t> pos(rank, 0);
+      for (size_t k = 0; k < iv.size(); ++k) {
+        int64_t off = 0;
+        for (size_t d = 0; d < rank; ++d) {
+          const int64_t at = d == static_cast<size_t>(cs.axis) ? (iv[k] < 0 ? iv[k] + dim : iv[k]) : pos[d];
+          off = off * cs.data[d] + at;
+        }
+        float& w = want[static_cast<size_t>(off)];
+        w = std::string_view(reduction) == "add" ? w + uv[k] : uv[k];
+        gathered[k] = dv[static_cast<size_t>(off)];
+        for (size_t d = rank; d-- > 0;) {
+          if (++pos[d] < cs.idx[d]) break;
+          pos[d] = 0;
+        }
+      }
+      for (kernels::ThreadPool* p : {static_cast<kernels::ThreadPool*>(nullptr), &pool}) {
+        auto op = Op(OpKind::ScatterElements, 18).i("axis", cs.axis).s("reduction", reduction);
+        REQUIRE(values<float>(op.run1({&data, &idx, &upd}, p)) == want);
+        REQUIRE(values<float>(Op(OpKind::GatherElements, 13).i("axis", cs.axis).run1({&data, &idx}, p)) == gathered);
+      }
+    }
+    auto bad = int64s(cs.idx, std::vector<int64_t>(iv.size(), dim));
+    REQUIRE(Op(OpKind::GatherElements, 13).i("axis", cs.axis).fails({&data, &bad}).code() == ErrorCode::InvalidGraph);
+    auto threaded = Op(OpKind::ScatterElements, 18).i("axis", cs.axis).eval({&data, &bad, &upd}, 1, &pool);
+    REQUIRE_FALSE(threaded);
+    REQUIRE(threaded.error().code() == ErrorCode::InvalidGraph);
+  }
 }
 
 TEST_CASE("GatherND with batch_dims and ScatterND with slices") {
