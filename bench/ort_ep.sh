@@ -7,7 +7,8 @@
 # Every row also checks ORT + ctxkit's outputs against ORT's CPU EP (max |diff|). Writes ort_ep.md to OUT_DIR.
 # usage: bench/ort_ep.sh [N] [OUT_DIR]   (N session creations per model, 4N runs; default 10, build/bench-ort-ep)
 # A model whose source is above 20 MB is measured with N/3 (at least 3): its ORT CPU EP creations and runs dominate.
-# CTXKIT_ORT_EP_ONLY=samples|corpus measures one part only.
+# CTXKIT_ORT_EP_ONLY=samples|corpus measures one part only. ORT's telemetry (a SQLite write and fsync per session
+# creation, whatever the EP: docs/ort-ep.md#session-creation) is off for both sides; CTXKIT_ORT_TELEMETRY=1 keeps it.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${CTXKIT_BUILD:-$root/build}"
@@ -38,6 +39,8 @@ corpusRatios=()
 corpusAlone=()
 corpusFirst=()
 failed=()
+telemetry=(--disable-telemetry)
+if [ "${CTXKIT_ORT_TELEMETRY:-0}" = 1 ]; then telemetry=(); fi
 
 # row NAME MODEL [ctxgen's bindings: --shape INPUT=AxB, --dim SYM=V ...]
 row() {
@@ -57,7 +60,7 @@ row() {
   local rc=0
   if "$apps/ctxgen/ctxgen" "$model" -o "$w" -q "${bindings[@]}" >"$w/ctxgen.log" 2>&1; then
     report="$("$app" "$ctx" --ep-library "$ep" --device npu --source "$model" --bench "$n" --threads 1 \
-      "${appArgs[@]}" 2>"$w/app.log")" || rc=$?
+      "${appArgs[@]}" "${telemetry[@]}" 2>"$w/app.log")" || rc=$?
   else
     rc=1
   fi
@@ -123,6 +126,7 @@ fi
 
 geomean() { python3 -c 'import math, sys; v = [float(x) for x in sys.argv[1:]]; print("%.1f" % math.exp(sum(map(math.log, v)) / len(v)))' "$@"; }
 echo "" >>"$table"
+if [ ${#telemetry[@]} -gt 0 ]; then echo "ORT's telemetry off (both sides)." >>"$table"; else echo "ORT's telemetry on (both sides)." >>"$table"; fi
 echo "Session creation, ORT + ctxkit on the _ctx.onnx vs ORT's CPU EP on the source (geomean of ${#ratios[@]} rows): $(geomean "${ratios[@]}")x faster with another session on the model alive, $(geomean "${alone[@]}")x alone; creation + first run alone $(geomean "${first[@]}")x." >>"$table"
 if [ ${#corpusRatios[@]} -gt 0 ]; then
   echo "" >>"$table"

@@ -4,7 +4,7 @@
 //
 //   ctxkit_ort_app MODEL_ctx.onnx --ep-library PATH/libctxkit_ep.so [--device cpu|npu|prefer-npu]
 //   ctxkit_ort_app MODEL.onnx --compile-to OUT_ctx.onnx --ep-library PATH/libctxkit_ep.so [...]
-//                  [--source MODEL.onnx] [--bench N] [--threads N] [--shape INPUT=AxBxC]
+//                  [--source MODEL.onnx] [--bench N] [--threads N] [--shape INPUT=AxBxC] [--disable-telemetry]
 #include <onnxruntime_cxx_api.h>
 
 #include <algorithm>
@@ -26,6 +26,7 @@ constexpr const char* kEpName = "CtxKitExecutionProvider";
 struct Args {
   std::string model, source, epLibrary, device = "cpu", threads = "1", compileTo;
   int bench = 0;
+  bool telemetry = true;
   std::map<std::string, std::vector<int64_t>> shapes;  // --shape, for inputs the model leaves dynamic
 };
 
@@ -49,6 +50,7 @@ bool parse(int argc, char** argv, Args& a) {
     else if (s == "--compile-to") a.compileTo = next();
     else if (s == "--threads") a.threads = next();
     else if (s == "--bench") a.bench = std::atoi(next().c_str());
+    else if (s == "--disable-telemetry") a.telemetry = false;
     else if (s == "--shape") {
       if (!parseShape(next(), a)) return false;
     }
@@ -175,12 +177,16 @@ int main(int argc, char** argv) {
   Args args;
   if (!parse(argc, argv, args)) {
     std::cerr << "usage: ctxkit_ort_app MODEL_ctx.onnx --ep-library PATH [--device cpu|npu|prefer-npu] "
-                 "[--source MODEL.onnx] [--compile-to OUT_ctx.onnx] [--bench N] [--threads N] [--shape INPUT=AxBxC]\n";
+                 "[--source MODEL.onnx] [--compile-to OUT_ctx.onnx] [--bench N] [--threads N] [--shape INPUT=AxBxC] "
+                 "[--disable-telemetry]\n";
     return 2;
   }
   int status = 0;
   try {
     Ort::Env env(ORT_LOGGING_LEVEL_WARNING, "ctxkit_ort_app");
+    // ORT's own telemetry writes an event per session creation (on Linux into a SQLite file in the user's cache
+    // folder, synced to disk): about 0.1 ms of every session, whichever EP runs it.
+    if (!args.telemetry) env.DisableTelemetryEvents();
     // Step 1: register the library. The ".virtual" suffix lets its factory create the virtual NPU device.
     env.RegisterExecutionProviderLibrary("ctxkit.virtual", args.epLibrary);
     for (const auto& d : env.GetEpDevices())
