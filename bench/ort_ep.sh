@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The EPContext promise measured inside ONNX Runtime (not a test): for the samples, the npm models and the exporter
-# corpus (.cache/corpus-torch: PyTorch exports, outside the development corpus) that need no bound input values,
-# ORT 1.30 session creation on ctxgen's _ctx.onnx with ctxkit's plugin EP against ORT's CPU EP on the source model (while another session on the model lives, with which ctxkit shares the loaded context, and alone:
-# ep.share_ep_contexts=0), session creation + first run (alone), and run latency ORT + ctxkit against ORT's CPU EP and
-# against ctxrun on the same compiled model.
-# Every row also checks ORT + ctxkit's outputs against ORT's CPU EP (max |diff|). Writes ort_ep.md to OUT_DIR.
+# corpus (.cache/corpus-torch: PyTorch exports, outside the development corpus) that need no bound input values, ORT
+# 1.30 session creation on ctxgen's _ctx.onnx with ctxkit's plugin EP against ORT's CPU EP on the source model (while
+# another session on the model lives, with which ctxkit shares the loaded context, and alone: ep.share_ep_contexts=0),
+# session creation + first run (alone), and run latency ORT + ctxkit against ORT's CPU EP and against ctxrun on the
+# same compiled model. Every row also checks ORT + ctxkit's outputs against ORT's CPU EP (max |diff|). Writes
+# ort_ep.md to OUT_DIR.
 # usage: bench/ort_ep.sh [N] [OUT_DIR]   (N session creations per model, 4N runs; default 10, build/bench-ort-ep)
 # A model whose source is above 20 MB is measured with N/3 (at least 3): its ORT CPU EP creations and runs dominate.
-# CTXKIT_ORT_EP_ONLY=samples|corpus measures one part only; CTXKIT_ORT_EP_MODELS=GLOB picks corpus models by name. ORT's telemetry (a SQLite write and fsync per session
-# creation, whatever the EP: docs/ort-ep.md#real-models-and-onnx-runtimes-telemetry) is off for both sides; CTXKIT_ORT_TELEMETRY=1 keeps it.
+# CTXKIT_ORT_EP_ONLY=samples|corpus measures one part only; CTXKIT_ORT_EP_MODELS=GLOB picks corpus models by name.
+# ORT's telemetry (a SQLite write and fsync per session creation, whatever the EP:
+# docs/ort-ep.md#real-models-and-onnx-runtimes-telemetry) is off for both sides; CTXKIT_ORT_TELEMETRY=1 keeps it.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${CTXKIT_BUILD:-$root/build}"
