@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <numeric>
 #include <tuple>
 #include <unordered_map>
 
@@ -453,16 +452,36 @@ Status Parser::checkTiling() const {
 }
 
 Status Parser::checkUniqueWeights(const std::vector<WeightInfo>& weights) const {
-  // Rule 9 for weights: the table is keyed by content (type, shape, hash), each unique weight once.
-  std::vector<size_t> order(weights.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  auto key = [&](size_t i) { return std::tie(weights[i].hash, weights[i].type, weights[i].shape); };
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
-  for (size_t k = 1; k < order.size(); ++k)
-    if (key(order[k - 1]) == key(order[k]))
-      return invalid("weight {} repeats weight {} (same element type, shape and hash {}); expected each unique "
-                     "weight once",
-                     order[k], order[k - 1], weights[order[k]].hash.toHex());
+  // Rule 9 for weights: the table is keyed by content (type, shape, hash), each unique weight once. A load checks it
+  // every time: the weights are sorted by their hash as two integers (any order groups equal hashes), and only a group
+  // of one hash is sorted by type, shape and table position to compare neighbours.
+  struct Key {
+    uint64_t high, low;
+    size_t index;
+    auto operator<=>(const Key&) const = default;
+  };
+  std::vector<Key> keys(weights.size());
+  for (size_t i = 0; i < weights.size(); ++i) {
+    std::memcpy(&keys[i].high, weights[i].hash.bytes.data(), sizeof(uint64_t));
+    std::memcpy(&keys[i].low, weights[i].hash.bytes.data() + sizeof(uint64_t), sizeof(uint64_t));
+    keys[i].index = i;
+  }
+  std::sort(keys.begin(), keys.end());
+  auto content = [&](const Key& k) { return std::tie(weights[k.index].type, weights[k.index].shape, k.index); };
+  for (size_t end = 0, begin = 0; begin < keys.size(); begin = end) {
+    for (end = begin + 1; end < keys.size() && keys[end].high == keys[begin].high && keys[end].low == keys[begin].low;)
+      ++end;
+    if (end - begin < 2) continue;
+    std::sort(keys.begin() + static_cast<ptrdiff_t>(begin), keys.begin() + static_cast<ptrdiff_t>(end),
+              [&](const Key& a, const Key& b) { return content(a) < content(b); });
+    for (size_t k = begin + 1; k < end; ++k) {
+      const WeightInfo &a = weights[keys[k - 1].index], &b = weights[keys[k].index];
+      if (a.type == b.type && a.shape == b.shape)
+        return invalid("weight {} repeats weight {} (same element type, shape and hash {}); expected each unique "
+                       "weight once",
+                       keys[k].index, keys[k - 1].index, b.hash.toHex());
+    }
+  }
   return Status::ok();
 }
 
