@@ -363,6 +363,18 @@ def fixed_model(name, family, source, make, inputs, input_names, output_names, o
     return dict(name=name, family=family, build=build, source=source)
 
 
+class RaftFlow(nn.Module):
+    """torchvision's RAFT (small) with 3 refinement steps: the last flow estimate. At 128x128 (not less: at 64x64 the
+    correlation pyramid's last level is 1 pixel wide, the lookup divides by W - 1 = 0 and PyTorch itself gives NaN)."""
+
+    def __init__(self):
+        super().__init__()
+        self.m = torchvision.models.optical_flow.raft_small(weights=None)
+
+    def forward(self, image1, image2):
+        return self.m(image1, image2, num_flow_updates=3)[-1]
+
+
 class FirstOutput(nn.Module):
     """A module returning a tuple or extra state, reduced to its first output."""
 
@@ -458,6 +470,10 @@ def models():
                     lambda g: (torch.randn(1, 1, 4000, generator=g),), ["mixture"], ["sources"], seed=420),
         fixed_model("lstm_gru", "recurrent tagger (LSTM, GRU)", "nn.LSTM, nn.GRU", LstmGru,
                     lambda g: (torch.randn(1, 30, 40, generator=g),), ["features"], ["tags"], seed=510),
+        fixed_model("raft_small", "optical flow (RAFT: correlation pyramid, GridSample lookups, ConvGRU)",
+                    f"torchvision {torchvision.__version__}", RaftFlow,
+                    lambda g: (torch.rand(1, 3, 128, 128, generator=g), torch.rand(1, 3, 128, 128, generator=g)),
+                    ["image1", "image2"], ["flow"], opset=16, seed=530),
         fixed_model("transformer_seq2seq", "encoder-decoder transformer", "nn.Transformer", Seq2Seq,
                     lambda g: (torch.randn(1, 12, 64, generator=g), torch.randn(1, 9, 64, generator=g)),
                     ["source", "target"], ["decoded"], seed=520),
