@@ -71,6 +71,8 @@ constexpr int64_t kDirectFirstLayerChannels = 4;
 // ... and only when output rows have at least this many outputs, or the kernel has at most 9 taps (ViT's 16x16
 // stride-16 patch embedding onto rows of 4: direct 50x a GEMM).
 constexpr int64_t kDirectMinRow = 8;
+// The shortest run directConv hands the vector kernels on narrow maps (one AVX2 vector).
+constexpr size_t kMinDirectRun = 8;
 
 // Stride-2 depthwise rows of at least this many outputs are computed from a plane split by column phase.
 constexpr int64_t kSplitRowsFrom = 32;
@@ -124,8 +126,12 @@ void directConv(const float* xg, int64_t cg, const float* wg, const float* biasG
     plane.rowTaps(0, 0, taps.data());
     const auto width = static_cast<size_t>(w.out[2]), step = static_cast<size_t>(plane.rowStep());
     const size_t flat = static_cast<size_t>(w.out[1] - 1) * step + width;
+    // Runs shorter than a vector are computed 8 long (the columns past `flat` are dropped; their reads stay inside
+    // the plane's kReadSlack): below 8 vecTapsDot4 goes one filter and one element at a time, which made ResNeXt's
+    // grouped 3x3s onto 2x2 maps 7x slower than the same work onto 4x4.
+    const size_t len = std::max<size_t>(flat, kMinDirectRun);
     std::vector<float>& runs = threadScratch().convRuns;
-    runs.resize(4 * flat);
+    runs.resize(4 * len);
     const int64_t rows = static_cast<int64_t>(taps.size());
     for (int64_t m = m0; m < m1;) {
       const int64_t count = m + 4 <= m1 ? 4 : 1;
@@ -133,10 +139,10 @@ void directConv(const float* xg, int64_t cg, const float* wg, const float* biasG
       float* out[4];
       for (int64_t f = 0; f < count; ++f) {
         init[f] = biasG ? biasG[m + f] : 0.0f;
-        out[f] = runs.data() + static_cast<size_t>(f) * flat;
+        out[f] = runs.data() + static_cast<size_t>(f) * len;
       }
-      if (count == 4) cpu::vecTapsDot4(taps.data(), wg + m * rows, taps.size(), init, out, flat);
-      else cpu::vecTapsDot(taps.data(), wg + m * rows, taps.size(), init[0], out[0], flat);
+      if (count == 4) cpu::vecTapsDot4(taps.data(), wg + m * rows, taps.size(), init, out, len);
+      else cpu::vecTapsDot(taps.data(), wg + m * rows, taps.size(), init[0], out[0], len);
       for (int64_t f = 0; f < count; ++f)
         for (int64_t oh = 0; oh < w.out[1]; ++oh)
           std::memcpy(yg + (m + f) * outSize + oh * w.out[2], out[f] + static_cast<size_t>(oh) * step,
@@ -701,7 +707,8 @@ Status noteConvScratch(const OpContext& ctx, std::span<const int64_t> x, std::sp
       raise(ScratchBuffer::ConvPlaneTaps, rows);
       raise(ScratchBuffer::ConvTaps, rows);
       if (w.out[0] == 1 && w.out[1] > 1 && w.out[2] < 8)
-        raise(ScratchBuffer::ConvRuns, 4 * ((w.out[1] - 1) * w.stride[1] * w.stride[2] * phase + w.out[2]));
+        raise(ScratchBuffer::ConvRuns,
+              4 * std::max<int64_t>((w.out[1] - 1) * w.stride[1] * w.stride[2] * phase + w.out[2], kMinDirectRun));
       break;
     }
     default: {  // im2col + GEMM, a band of output rows and a column chunk at a time

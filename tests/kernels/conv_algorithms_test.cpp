@@ -195,6 +195,11 @@ TEST_CASE("every Conv algorithm matches a plain loop on odd shapes, serially and
       {"depthwise 1-D", {1, 6, 17}, {6, 1, 4}, 6, {1}, {2}, {3, 1}, true},
       {"grouped 2x2", {1, 6, 8, 8}, {9, 2, 3, 3}, 3, {1, 2}, {1, 1}, {1, 1, 0, 1}, true},
       {"3-D", {1, 3, 4, 5, 6}, {2, 3, 2, 3, 2}, 1, {1, 2, 1}, {1, 1, 2}, {0, 1, 1, 1, 0, 1}, true},
+      // Runs shorter than a vector on narrow maps (ResNeXt's late grouped 3x3s): 2x2, 3x2 and 2x3 outputs, 5 and 8
+      // filters per group (a group of 4 and a single one).
+      {"grouped 3x3 onto 2x2", {1, 64, 2, 2}, {40, 8, 3, 3}, 8, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
+      {"grouped 3x3 onto 3x2", {1, 32, 3, 2}, {64, 4, 3, 3}, 8, {1, 1}, {1, 1}, {1, 1, 1, 1}, false},
+      {"dense 3x3 onto 2x3", {1, 9, 2, 3}, {5, 9, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
   };
   kernels::ThreadPool pool(2);
   kernels::ThreadPool* const pools[] = {nullptr, &pool};
