@@ -25,9 +25,7 @@ if [ ! -x "$app" ] || [ ! -f "$ep" ]; then
   echo "bench/ort_ep.sh: needs libctxkit_ep.so and ctxkit_ort_app in $build (built when ORT's headers are fetched)" >&2
   exit 1
 fi
-ocr="$cache/models/ocr-models-1.4.2/package/assets"
-vad="$cache/models/silero-vad-1.0.3/package/weights"
-oww="$cache/models/openwakeword-js-0.1.27/package/models"
+. "$root/bench/sample_models.sh"
 rm -rf "$out" && mkdir -p "$out/work"
 table="$out/ort_ep.md"
 {
@@ -95,17 +93,7 @@ row() {
 only="${CTXKIT_ORT_EP_ONLY:-}"
 part=samples
 if [ "$only" != corpus ]; then
-  samples="$build/samples"
-  row tiny_prefill "$samples/tiny_prefill.onnx"
-  row tiny_decode "$samples/tiny_decode.onnx"
-  row tiny_cnn "$samples/tiny_cnn.onnx"
-  row tiny_qdq_cnn "$samples/tiny_qdq_cnn.onnx"
-  row ppocr_cls "$ocr/ch_ppocr_mobile_v2.0_cls_infer.onnx" --shape x=1x3x48x192
-  row ppocrv4_rec "$ocr/ch_PP-OCRv4_rec_infer.onnx" --shape x=1x3x48x320
-  row ppocrv4_det "$ocr/ch_PP-OCRv4_det_infer.onnx" --shape x=1x3x640x640
-  # The other silero variants take a sample rate input whose value picks the branch; the app feeds random values.
-  row silero_vad_half "$vad/silero_vad_half.onnx" --shape input=1x512 --shape state=2x1x128
-  for m in hello_deepa hello_deepa_old namaste_deepa; do row "$m" "$oww/$m.onnx"; done
+  each_sample_model row
 fi
 
 # The exporter corpus, compiled with the bindings its meta.json records. The app feeds seeded random floats, so the

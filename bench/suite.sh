@@ -18,9 +18,7 @@ out="${2:-$build/bench-suite}"
 ort="$cache/onnxruntime-node-1.30.0/node_modules"
 CTXKIT_CACHE="$cache" "$root/scripts/fetch_test_assets.sh" >/dev/null
 apps="$build/apps"
-ocr="$cache/models/ocr-models-1.4.2/package/assets"
-vad="$cache/models/silero-vad-1.0.3/package/weights"
-oww="$cache/models/openwakeword-js-0.1.27/package/models"
+. "$root/bench/sample_models.sh"
 rm -rf "$out" && mkdir -p "$out/work"
 results="$out/results.jsonl"
 : >"$results"
@@ -76,20 +74,11 @@ bench() {
   echo "$rec" >>"$results"
 }
 
-samples="$build/samples"
-bench tiny_prefill "$samples/tiny_prefill.onnx"
-bench tiny_decode "$samples/tiny_decode.onnx"
-bench tiny_cnn "$samples/tiny_cnn.onnx"
-bench tiny_qdq_cnn "$samples/tiny_qdq_cnn.onnx"
-bench ppocr_cls "$ocr/ch_ppocr_mobile_v2.0_cls_infer.onnx" --shape x=1x3x48x192
-bench ppocrv4_rec "$ocr/ch_PP-OCRv4_rec_infer.onnx" --shape x=1x3x48x320
-bench ppocrv4_det "$ocr/ch_PP-OCRv4_det_infer.onnx" --shape x=1x3x640x640
+each_sample_model bench
 # The sample rate bound at compile time: an If on it becomes its 16 kHz branch, compiled like the rest.
 for v in silero_vad silero_vad_16k_op15 silero_vad_op18_ifless; do
   bind=sr=16000 bench "$v" "$vad/$v.onnx" --shape input=1x512 --shape state=2x1x128
 done
-bench silero_vad_half "$vad/silero_vad_half.onnx" --shape input=1x512 --shape state=2x1x128
-for m in hello_deepa hello_deepa_old namaste_deepa; do bench "$m" "$oww/$m.onnx"; done
 
 # The PyTorch corpus, each graph with the bindings and inputs exported with it.
 torchCorpus="$cache/corpus-torch"

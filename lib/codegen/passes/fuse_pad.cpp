@@ -44,47 +44,55 @@ std::optional<std::vector<int64_t>> zeroPads(const LoweringState& state, const L
   return pads;
 }
 
+// Fuses the Pad at op i into its sole reader when it can; true when it did (op i is then gone).
+bool fusePadAt(LoweringState& state, size_t i) {
+  const LOp& pad = state.ops[i];
+  if (pad.kind != ir::OpKind::Pad || pad.outputs.size() != 1) return false;
+  const auto j = state.soleReader(i);
+  if (!j) return false;
+  LOp& reader = state.ops[*j];
+  if (reader.inputs.empty() || reader.inputs[0] != pad.outputs[0]) return false;
+  ops::WindowAttrs* window = nullptr;
+  if (reader.kind == ir::OpKind::Conv) {
+    window = &std::get<ops::ConvAttrs>(reader.typed).window;
+  } else if (reader.kind == ir::OpKind::AveragePool) {
+    auto& pool = std::get<ops::PoolAttrs>(reader.typed);
+    const bool ownPads = pool.window.pads && std::any_of(pool.window.pads->begin(), pool.window.pads->end(),
+                                                         [](int64_t v) { return v != 0; });
+    if (pool.ceilMode || (ownPads && !pool.countIncludePad)) return false;
+    window = &pool.window;
+  } else {
+    return false;
+  }
+  const auto shape = state.shapeOf(pad.inputs[0]);
+  if (!shape || shape->size() < 3 || window->autoPad != ops::AutoPad::NotSet) return false;
+  const size_t rank = shape->size(), n = rank - 2;
+  const auto pads = zeroPads(state, pad, rank);
+  if (!pads) return false;
+  if (window->pads && window->pads->size() != 2 * n) return false;
+  if (!window->pads) window->pads.emplace(2 * n, 0);
+  for (size_t a = 0; a < n; ++a) {
+    (*window->pads)[a] += (*pads)[2 + a];
+    (*window->pads)[a + n] += (*pads)[rank + 2 + a];
+  }
+  if (reader.kind == ir::OpKind::AveragePool) std::get<ops::PoolAttrs>(reader.typed).countIncludePad = true;
+  std::vector<ValueId> inputs = reader.inputs;
+  inputs[0] = pad.inputs[0];
+  state.setInputs(*j, std::move(inputs));
+  state.eraseOp(i);
+  return true;
+}
+
 }  // namespace
 
 Expected<ir::PassChange> FusePad::run(LoweringState& state) const {
   size_t fused = 0;
-  for (size_t i = 0; i < state.ops.size(); ++i) {
-    const LOp& pad = state.ops[i];
-    if (pad.kind != ir::OpKind::Pad || pad.outputs.size() != 1) continue;
-    const auto j = state.soleReader(i);
-    if (!j) continue;
-    LOp& reader = state.ops[*j];
-    if (reader.inputs.empty() || reader.inputs[0] != pad.outputs[0]) continue;
-    ops::WindowAttrs* window = nullptr;
-    if (reader.kind == ir::OpKind::Conv) {
-      window = &std::get<ops::ConvAttrs>(reader.typed).window;
-    } else if (reader.kind == ir::OpKind::AveragePool) {
-      auto& pool = std::get<ops::PoolAttrs>(reader.typed);
-      const bool ownPads = pool.window.pads && std::any_of(pool.window.pads->begin(), pool.window.pads->end(),
-                                                           [](int64_t v) { return v != 0; });
-      if (pool.ceilMode || (ownPads && !pool.countIncludePad)) continue;
-      window = &pool.window;
+  for (size_t i = 0; i < state.ops.size();) {
+    if (fusePadAt(state, i)) {
+      ++fused;  // the next op moved to i
     } else {
-      continue;
+      ++i;
     }
-    const auto shape = state.shapeOf(pad.inputs[0]);
-    if (!shape || shape->size() < 3 || window->autoPad != ops::AutoPad::NotSet) continue;
-    const size_t rank = shape->size(), n = rank - 2;
-    const auto pads = zeroPads(state, pad, rank);
-    if (!pads) continue;
-    if (window->pads && window->pads->size() != 2 * n) continue;
-    if (!window->pads) window->pads.emplace(2 * n, 0);
-    for (size_t a = 0; a < n; ++a) {
-      (*window->pads)[a] += (*pads)[2 + a];
-      (*window->pads)[a + n] += (*pads)[rank + 2 + a];
-    }
-    if (reader.kind == ir::OpKind::AveragePool) std::get<ops::PoolAttrs>(reader.typed).countIncludePad = true;
-    std::vector<ValueId> inputs = reader.inputs;
-    inputs[0] = pad.inputs[0];
-    state.setInputs(*j, std::move(inputs));
-    state.eraseOp(i);
-    --i;
-    ++fused;
   }
   return ir::PassChange{}.count("pads_fused", fused);
 }

@@ -22,9 +22,8 @@ std::optional<std::pair<int64_t, int64_t>> usedTaps(int64_t in, int64_t out, int
                                                     int64_t padBegin) {
   std::optional<std::pair<int64_t, int64_t>> used;
   for (int64_t t = 0; t < k; ++t) {
-    const int64_t offset = t * dil - padBegin;  // input position of output 0
-    const int64_t lo = std::max<int64_t>(0, -floorDiv(offset, stride));
-    const int64_t oLo = offset + lo * stride < 0 ? lo + 1 : lo;  // first output whose input position is >= 0
+    const int64_t offset = t * dil - padBegin;                            // input position of output 0
+    const int64_t oLo = std::max<int64_t>(0, -floorDiv(offset, stride));  // first output reading position >= 0
     const int64_t oHi = std::min(out - 1, floorDiv(in - 1 - offset, stride));
     if (oLo > oHi) continue;
     if (!used) used = std::pair{t, t};
@@ -60,7 +59,9 @@ Expected<ValueId> slicedWeight(LoweringState& state, size_t i, const ir::Shape& 
   }
   const ir::Tensor* wt = state.constantOf(w);
   const ir::Shape& ws = wt->shape();
-  CTX_ASSIGN_OR_RETURN(ir::Tensor sliced, ir::Tensor::allocate(wt->type(), cut));
+  CTX_ASSIGN_OR_RETURN(ir::Tensor sliced,
+                       ir::Tensor::allocate(wt->type(), cut)
+                           .addContext(fmt::format("pruning the taps of Conv '{}'", state.ops[i].name)));
   // Copy the kept taps: rows along the last axis, for every leading index.
   const size_t elem = ir::elemSize(wt->type());
   const int64_t rowLen = cut.back();
