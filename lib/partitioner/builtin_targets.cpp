@@ -50,7 +50,7 @@ constexpr const char* kNpuSimBody = R"json(
     {"op": "PRelu"}, {"op": "Elu"}, {"op": "Selu"}, {"op": "Softplus"}, {"op": "Mish"}, {"op": "LogSoftmax"},
     {"op": "Sin"}, {"op": "Cos"}, {"op": "Sign"}, {"op": "Round"}, {"op": "Mean"},
     {"op": "GlobalMaxPool"}, {"op": "DepthToSpace"}, {"op": "SpaceToDepth"}, {"op": "GroupNormalization"},
-    {"op": "GridSample", "constraints": {"max_rank": 4}},
+    {"op": "GridSample", "constraints": {"max_rank": 4}}, {"op": "Einsum", "types": ["float32", "float16"]},
     {"op": "ArgMax"}, {"op": "ArgMin"},
     {"op": "LSTM", "types": ["float32", "float16", "int32"]}, {"op": "GRU", "types": ["float32", "float16", "int32"]},
     {"op": "Expand", "types": ["int64", "float32", "float16", "int8", "uint8", "bool"]},
