@@ -136,6 +136,16 @@ bool gridSample(const std::filesystem::path& dir, const std::string& mode, const
   });
 }
 
+// Einsum of x by a constant operand of shape `yShape` (x by itself when `yShape` is empty), equation `eq`: the
+// batched-GEMM forms attention and MaxViT export (contracted labels last in both, broadcast "...", outputs in another
+// order) and the forms that sum directly (a diagonal, a label summed out of one operand).
+bool einsum(const std::filesystem::path& dir, const Bench& b, const ir::Shape& yShape, const std::string& eq) {
+  return write(dir, b, [&](samples::GraphBuilder& g) {
+    const std::string y = yShape.empty() ? "x" : g.addFloats("e", yShape, randomFloats(count(yShape), 17));
+    g.addNode("einsum", "Einsum", {"x", y}, {Attribute::makeString("equation", eq)}, "y");
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -147,6 +157,13 @@ int main(int argc, char** argv) {
   std::filesystem::path dir = argv[1];
   std::filesystem::create_directories(dir);
   bool ok = true;
+  ok &= einsum(dir, {"einsum_scores", {1, 4, 2, 7, 5}, {1, 4, 2, 7, 9}}, {1, 4, 2, 9, 5}, "bnhid,bnhjd->bnhij");
+  ok &= einsum(dir, {"einsum_values", {1, 4, 2, 7, 9}, {1, 4, 2, 7, 5}}, {1, 4, 2, 9, 5}, "bnhij,bnhjd->bnhid");
+  ok &= einsum(dir, {"einsum_ellipsis", {2, 1, 3, 4}, {2, 5, 3, 6}}, {1, 5, 4, 6}, "...ij,...jk->...ik");
+  ok &= einsum(dir, {"einsum_permuted", {3, 4, 5}, {6, 3, 4}}, {5, 6}, "bij,jk->kbi");
+  ok &= einsum(dir, {"einsum_self", {3, 4}, {3, 3, 4}}, {}, "ij,kj->ikj");
+  ok &= einsum(dir, {"einsum_diagonal", {4, 4}, {4}}, {}, "ii,ij->j");
+  ok &= einsum(dir, {"einsum_summed_alone", {3, 4, 5}, {3, 6}}, {4, 6}, "ijk,jl->il");
   ok &= conv(dir, {"dw3x3_s1", {1, 64, 112, 112}, {1, 64, 112, 112}}, 64, 3, 1, 64, "");
   ok &= conv(dir, {"dw3x3_s2", {1, 64, 112, 112}, {1, 64, 56, 56}}, 64, 3, 2, 64, "");
   ok &= conv(dir, {"dw5x5_s1", {1, 96, 28, 28}, {1, 96, 28, 28}}, 96, 5, 1, 96, "");

@@ -267,6 +267,11 @@ fi
 if ! "$build/tests/kernels/make_kernel_models" "$kernelModels" gridsample >/dev/null; then
   echo "FAIL gridsample: could not write the models"; failed=$((failed + 1))
 fi
+# Einsum as batched GEMMs (attention forms, broadcast "...", permuted outputs) and by direct summation (a diagonal, a
+# label summed out of one operand; bench/make_kernel_models.cpp).
+if ! "$build/tests/kernels/make_kernel_models" "$kernelModels" einsum >/dev/null; then
+  echo "FAIL einsum: could not write the models"; failed=$((failed + 1))
+fi
 # ONNX Runtime's com.microsoft transformer ops and MatMulNBits forms (tests/oracle/make_transformer_contrib.cpp): every
 # node compiled (no fallback node on either target), outputs as ONNX Runtime's CPU EP computes them, 4-bit weights kept.
 contrib="$work/transformer_contrib.onnx" nbits="$work/matmul_nbits.onnx"
@@ -321,7 +326,7 @@ for target in npu-sim cpu; do
     check "$m" "$kernelModels/$m.onnx" "$target"
   done
   tolerance=()
-  for m in "$kernelModels"/dwodd_*.onnx "$kernelModels"/gridsample_*.onnx; do
+  for m in "$kernelModels"/dwodd_*.onnx "$kernelModels"/gridsample_*.onnx "$kernelModels"/einsum_*.onnx; do
     check "$(basename "${m%.onnx}")" "$m" "$target"
   done
   checkQdqForms "$target"
