@@ -232,6 +232,38 @@ CTX_SIMD_CLONES float vecMax(const float* x, size_t n) {
   return m;
 }
 
+// Vector extrema ignore NaN (a NaN lane loses every comparison), so the lanes also sum x - x, which is NaN for a NaN
+// or an infinite element: only then is the row scanned again for a NaN.
+namespace {
+template <bool Max> CTX_INLINE float extremum(const float* x, size_t n) {
+  auto pick = [](float acc, float v) { return Max ? (acc < v ? v : acc) : (v < acc ? v : acc); };
+  float lanes[kBlock], check[kBlock];
+  for (size_t j = 0; j < kBlock; ++j) {
+    lanes[j] = Max ? -INFINITY : INFINITY;
+    check[j] = 0;
+  }
+  size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock)
+    for (size_t j = 0; j < kBlock; ++j) {
+      lanes[j] = pick(lanes[j], x[i + j]);
+      check[j] += x[i + j] - x[i + j];
+    }
+  float m = reduceLanes(lanes, pick);
+  float c = reduceLanes(check, [](float p, float q) { return p + q; });
+  for (; i < n; ++i) {
+    m = pick(m, x[i]);
+    c += x[i] - x[i];
+  }
+  if (c != c)
+    for (size_t k = 0; k < n; ++k)
+      if (x[k] != x[k]) return x[k];
+  return m;
+}
+}  // namespace
+
+CTX_SIMD_CLONES float vecReduceMax(const float* x, size_t n) { return extremum<true>(x, n); }
+CTX_SIMD_CLONES float vecReduceMin(const float* x, size_t n) { return extremum<false>(x, n); }
+
 namespace {
 
 // Eight floats as one value: g++ keeps these in registers (two SSE halves in the baseline clone), which the

@@ -49,6 +49,9 @@ void vecTapsMax(const float* const* taps, size_t tapCount, float* out, size_t n)
 // out[i] = in[2 i] for i < n (reads in[0 .. 2n-2]): splits a row by stride-2 phase.
 void vecGatherEven(const float* in, float* out, size_t n);
 float vecMax(const float* x, size_t n);  // -inf for n == 0
+// The maximum or minimum of x[0 .. n), NaN when any element is NaN (ReduceMax/Min); -inf or +inf for n == 0.
+float vecReduceMax(const float* x, size_t n);
+float vecReduceMin(const float* x, size_t n);
 double vecSum(const float* x, size_t n);
 double vecSumSquaredDiff(const float* x, size_t n, float mean);  // sum (x - mean)^2
 // y = (x - mean) * inv * scale + bias (bias may be null).

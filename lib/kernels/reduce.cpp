@@ -3,6 +3,7 @@
 // noop_with_empty_axes as ONNX defines them. Floating-point inputs accumulate in double, integers in 64 bits.
 #include "cpu/vec_math.h"
 #include "kernels/ops.h"
+#include "kernels/thread_scratch.h"
 
 #include <cmath>
 #include <cstring>
@@ -151,8 +152,13 @@ Status reduceTyped(const OpContext& ctx, const ReducePlan& p, const ir::Tensor& 
                     const T* src = px + static_cast<int64_t>(o) * row;
                     Acc acc = r.init();
                     if constexpr (std::is_same_v<T, float>) {
+                      const auto n = static_cast<size_t>(row);
                       if (ctx.kind == OpKind::ReduceSum || ctx.kind == OpKind::ReduceMean) {
-                        py[o] = r.finish(static_cast<double>(cpu::vecSum(src, static_cast<size_t>(row))), count);
+                        py[o] = r.finish(static_cast<double>(cpu::vecSum(src, n)), count);
+                        continue;
+                      }
+                      if (ctx.kind == OpKind::ReduceMax || ctx.kind == OpKind::ReduceMin) {
+                        py[o] = ctx.kind == OpKind::ReduceMax ? cpu::vecReduceMax(src, n) : cpu::vecReduceMin(src, n);
                         continue;
                       }
                     }
@@ -164,7 +170,26 @@ Status reduceTyped(const OpContext& ctx, const ReducePlan& p, const ir::Tensor& 
   }
 
   std::vector<Acc> acc(outCount, r.init());
-  accumulate(x.shape(), p.keptShape, px, acc.data(), [&](Acc a, T v) { return r.join(a, v); });
+  // The common joins without the switch on the kind per element, so that the loops over rows vectorize.
+  switch (ctx.kind) {
+    case OpKind::ReduceSum:
+    case OpKind::ReduceMean:
+      accumulate(x.shape(), p.keptShape, px, acc.data(), [](Acc a, T v) { return a + static_cast<Acc>(v); });
+      break;
+    case OpKind::ReduceMax:  // NaN wins, and stays (nothing compares greater than it)
+      accumulate(x.shape(), p.keptShape, px, acc.data(), [](Acc a, T v) {
+        const auto x = static_cast<Acc>(v);
+        return x > a || x != x ? x : a;
+      });
+      break;
+    case OpKind::ReduceMin:
+      accumulate(x.shape(), p.keptShape, px, acc.data(), [](Acc a, T v) {
+        const auto x = static_cast<Acc>(v);
+        return x < a || x != x ? x : a;
+      });
+      break;
+    default: accumulate(x.shape(), p.keptShape, px, acc.data(), [&](Acc a, T v) { return r.join(a, v); });
+  }
   if (ctx.kind == OpKind::ReduceLogSumExp) {
     // Second pass: the sum of exp(x - max), so that large inputs do not overflow.
     std::vector<double> sums(outCount, 0.0);
@@ -282,6 +307,28 @@ Status runArgReduce(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   return visitType<kNativeNumeric>(x.type(), [&](auto tag) -> Status {
     using T = decltype(tag);
     const T* px = x.dataAs<T>();
+    if (p.inner > 1) {
+      // Along the axis one plane of `inner` elements at a time, each element against its best so far (the same
+      // comparisons as below, in memory order): the axis' stride is a whole plane.
+      thread_local std::vector<T> bestValues;
+      T* best = scratchAtLeast(bestValues, static_cast<size_t>(p.inner));
+      for (int64_t o = 0; o < p.outer; ++o) {
+        const T* src = px + o * p.length * p.inner;
+        int64_t* idx = py + o * p.inner;
+        std::copy(src, src + p.inner, best);
+        std::fill(idx, idx + p.inner, int64_t{0});
+        for (int64_t l = 1; l < p.length; ++l) {
+          const T* row = src + l * p.inner;
+          for (int64_t i = 0; i < p.inner; ++i) {
+            const T v = row[i], b = best[i];
+            const bool better = isMax ? (last ? v >= b : v > b) : (last ? v <= b : v < b);
+            best[i] = better ? v : b;
+            idx[i] = better ? l : idx[i];
+          }
+        }
+      }
+      return Status::ok();
+    }
     for (int64_t o = 0; o < p.outer; ++o)
       for (int64_t i = 0; i < p.inner; ++i) {
         const T* src = px + o * p.length * p.inner + i;

@@ -66,6 +66,48 @@ TEST_CASE("ArgMax and ArgMin break ties by the first index unless select_last_in
   REQUIRE(values<int64_t>(Op(OpKind::ArgMin, 13).i("axis", 0).run1({&x})) == std::vector<int64_t>{0, 1, 1});
 }
 
+TEST_CASE("ReduceMax and ReduceMin give NaN for a row holding one, over long rows and across rows") {
+  // Rows of 200 (past the vector blocks): row 0 has a NaN at 150, row 1 infinities only (the NaN check's false alarm),
+  // row 2 plain values with its extremes in the tail.
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::vector<float> v(600);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(static_cast<int>(i * 37 % 101) - 50);
+  v[150] = nan;
+  v[210] = inf;
+  v[333] = -inf;
+  v[598] = 77;
+  v[599] = -66;
+  auto x = floats({3, 200}, v);
+  auto mx = values<float>(Op(OpKind::ReduceMax, 13).ints("axes", {1}).i("keepdims", 0).run1({&x}));
+  auto mn = values<float>(Op(OpKind::ReduceMin, 13).ints("axes", {1}).i("keepdims", 0).run1({&x}));
+  REQUIRE(std::isnan(mx[0]));
+  REQUIRE(std::isnan(mn[0]));
+  REQUIRE(mx[1] == inf);
+  REQUIRE(mn[1] == -inf);
+  REQUIRE(mx[2] == 77);
+  REQUIRE(mn[2] == -66);
+  // Across rows (axis 0): the column holding the NaN, and the columns of the infinities.
+  auto cols = values<float>(Op(OpKind::ReduceMax, 13).ints("axes", {0}).i("keepdims", 0).run1({&x}));
+  REQUIRE(std::isnan(cols[150]));
+  REQUIRE(cols[10] == inf);
+  REQUIRE(cols[198] == 77);
+  auto colMin = values<float>(Op(OpKind::ReduceMin, 13).ints("axes", {0}).i("keepdims", 0).run1({&x}));
+  REQUIRE(std::isnan(colMin[150]));
+  REQUIRE(colMin[133] == -inf);
+  REQUIRE(colMin[199] == -66);
+}
+
+TEST_CASE("ArgMax over a leading axis compares plane by plane, ties by the first or last index") {
+  // [3, 2, 2] along axis 0 (inner 4): per position the best of three planes, with ties in positions 1 and 3.
+  auto x = floats({3, 2, 2}, {1, 5, 0, 2,  /**/ 4, 5, -1, 2, /**/ 3, 1, -2, 2});
+  REQUIRE(values<int64_t>(Op(OpKind::ArgMax, 13).i("axis", 0).i("keepdims", 0).run1({&x})) ==
+          std::vector<int64_t>{1, 0, 0, 0});
+  REQUIRE(values<int64_t>(Op(OpKind::ArgMax, 13).i("axis", 0).i("select_last_index", 1).run1({&x})) ==
+          std::vector<int64_t>{1, 1, 0, 2});
+  REQUIRE(values<int64_t>(Op(OpKind::ArgMin, 13).i("axis", 0).i("select_last_index", 1).run1({&x})) ==
+          std::vector<int64_t>{0, 2, 2, 2});
+}
+
 TEST_CASE("Mod takes the divisor's sign, or the dividend's with fmod = 1") {
   auto a = int32s({4}, {7, -7, 7, -7});
   auto b = int32s({4}, {3, 3, -3, -3});
