@@ -205,7 +205,7 @@ void productBT(size_t m, size_t n, size_t k, const float* a, size_t lda, const f
 
 // Per-thread buffers of a run (on the calling thread only: the products' pool threads write into C, not these).
 struct RecurrentBuffers {
-  std::vector<float> xw, hr, z, rh, h, c, xTime, gates;
+  std::vector<float> xw, hr, z, rh, h, c, xTime, gates, bias;
   std::vector<int64_t> lens;
 };
 RecurrentBuffers& recurrentBuffers() {
@@ -217,18 +217,24 @@ RecurrentBuffers& recurrentBuffers() {
 void inputProjection(const OpContext& ctx, const RnnSpec& s, const float* x, const Direction& dir,
                      std::vector<float>& xw) {
   const int64_t gh = s.gates * s.hidden, rows = s.seq * s.batch;
-  xw.assign(static_cast<size_t>(rows * gh), 0.0f);
-  if (rows > 0 && s.input > 0)
+  xw.resize(static_cast<size_t>(rows * gh));  // the product overwrites it (beta 0)
+  if (rows == 0 || s.input == 0) std::fill(xw.begin(), xw.end(), 0.0f);
+  else
     productBT(static_cast<size_t>(rows), static_cast<size_t>(gh), static_cast<size_t>(s.input), x,
               static_cast<size_t>(s.input), dir.w, dir.panels ? &dir.panels->wp : nullptr, xw.data(),
               static_cast<size_t>(gh), ctx.pool);
   if (dir.bias) {
+    // Wb + Rb per gate column, then added row by row (a column at a time strides a whole row per element).
+    std::vector<float>& bias = recurrentBuffers().bias;
+    bias.resize(static_cast<size_t>(gh));
     for (int64_t j = 0; j < gh; ++j) {
       // GRU with linear_before_reset applies Rbh inside the reset product instead.
       bool skipRb = s.linearBeforeReset && j >= 2 * s.hidden;
-      const float b = dir.bias[j] + (skipRb ? 0.0f : dir.bias[gh + j]);
-      for (int64_t row = 0; row < rows; ++row) xw[static_cast<size_t>(row * gh + j)] += b;
+      bias[static_cast<size_t>(j)] = dir.bias[j] + (skipRb ? 0.0f : dir.bias[gh + j]);
     }
+    for (int64_t row = 0; row < rows; ++row)
+      cpu::vecBinary(cpu::BinaryOp::Add, xw.data() + row * gh, 1, bias.data(), 1, xw.data() + row * gh,
+                     static_cast<size_t>(gh));
   }
 }
 
