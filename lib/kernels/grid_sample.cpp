@@ -3,6 +3,7 @@
 // with nearest, linear or cubic interpolation and zeros, border or reflection padding, as ONNX defines it per
 // output element; AffineGrid makes such a grid from affine matrices theta.
 #include "kernels/ops.h"
+#include "kernels/thread_scratch.h"
 
 #include <cmath>
 
@@ -111,6 +112,38 @@ double interpolate(const float* plane, const SmallVec<Taps, kInlineRank>& taps, 
   return sum;
 }
 
+// The 2-D nearest and linear forms with the taps of every point made once (a point's taps serve every channel):
+// K = 1 or 4 (offset, weight) pairs per point, a zero weight where a tap reads padding, then each channel plane
+// gathers them in float (ONNX Runtime's CPU kernel computes in float too).
+template <int K>
+void sample2d(const OpContext& ctx, std::span<const Taps> rowTaps, std::span<const Taps> colTaps, int64_t width,
+              const float* in, int64_t plane, int64_t channels, int64_t points, float* y) {
+  thread_local std::vector<int64_t> offsetScratch;
+  thread_local std::vector<float> weightScratch;
+  int64_t* offsets = scratchAtLeast(offsetScratch, static_cast<size_t>(points * K));
+  float* weights = scratchAtLeast(weightScratch, static_cast<size_t>(points * K));
+  for (int64_t p = 0; p < points; ++p) {
+    const Taps &ty = rowTaps[static_cast<size_t>(p)], &tx = colTaps[static_cast<size_t>(p)];
+    for (int k = 0; k < K; ++k) {
+      const int i = K == 1 ? 0 : k / 2, j = K == 1 ? 0 : k % 2;
+      const bool inside = ty.index[i] >= 0 && tx.index[j] >= 0;
+      offsets[p * K + k] = inside ? ty.index[i] * width + tx.index[j] : 0;
+      weights[p * K + k] = inside ? static_cast<float>(ty.weight[i] * tx.weight[j]) : 0.0f;
+    }
+  }
+  parallelForWork(ctx, static_cast<size_t>(channels), static_cast<size_t>(points * K), [&](size_t c0, size_t c1) {
+    for (size_t c = c0; c < c1; ++c) {
+      const float* src = in + static_cast<int64_t>(c) * plane;
+      float* dst = y + static_cast<int64_t>(c) * points;
+      for (int64_t p = 0; p < points; ++p) {
+        float sum = 0;
+        for (int k = 0; k < K; ++k) sum += weights[p * K + k] * src[offsets[p * K + k]];
+        dst[p] = sum;
+      }
+    }
+  });
+}
+
 }  // namespace
 
 InferResult inferGridSample(const OpContext& ctx, InDescs inputs, size_t outputCount) {
@@ -147,20 +180,42 @@ Status runGridSample(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const float* in = x.dataAs<float>();
   float* y = outputs[0]->mutableDataAs<float>();
   SmallVec<Taps, kInlineRank> taps(r);
+  // Denormalized coordinate of axis d of a grid point (the grid lists the innermost axis first).
+  auto position = [&](const float* coord, size_t d) {
+    double v = coord[r - 1 - d];
+    // A NaN or infinite grid value reads as -1, as ONNX Runtime's CPU kernel reads it (RAFT divides by a 1-pixel
+    // pyramid level's W - 1 = 0). Values beyond +-2^20 are clamped there: every tap stays as far outside for zeros
+    // and border padding, and every index conversion stays defined.
+    v = std::isfinite(v) ? std::clamp(v, -kFarOut, kFarOut) : -1.0;
+    const auto size = static_cast<double>(axes[d].size);
+    double pos = s.alignCorners ? (v + 1) / 2 * (size - 1) : ((v + 1) * size - 1) / 2;
+    if (s.mode == Mode::Nearest) pos = std::nearbyint(pos);  // halves to even
+    return pos;
+  };
+  if (r == 2 && s.mode != Mode::Cubic) {
+    thread_local std::vector<Taps> rowScratch, colScratch;
+    Taps* rows = scratchAtLeast(rowScratch, static_cast<size_t>(points));
+    Taps* cols = scratchAtLeast(colScratch, static_cast<size_t>(points));
+    for (int64_t n = 0; n < batches; ++n) {
+      for (int64_t p = 0; p < points; ++p) {
+        const float* coord = g + (n * points + p) * 2;
+        rows[p] = tapsFor(s, axes[0], position(coord, 0));
+        cols[p] = tapsFor(s, axes[1], position(coord, 1));
+      }
+      const std::span<const Taps> rowSpan(rows, static_cast<size_t>(points)),
+          colSpan(cols, static_cast<size_t>(points));
+      const float* src = in + n * channels * plane;
+      float* dst = y + n * channels * points;
+      const int64_t width = axes[1].size;
+      if (s.mode == Mode::Nearest) sample2d<1>(ctx, rowSpan, colSpan, width, src, plane, channels, points, dst);
+      else sample2d<4>(ctx, rowSpan, colSpan, width, src, plane, channels, points, dst);
+    }
+    return Status::ok();
+  }
   for (int64_t n = 0; n < batches; ++n)
     for (int64_t p = 0; p < points; ++p) {
       const float* coord = g + (n * points + p) * static_cast<int64_t>(r);
-      for (size_t d = 0; d < r; ++d) {
-        double v = coord[r - 1 - d];  // grid lists the innermost axis first
-        // A NaN or infinite grid value reads as -1, as ONNX Runtime's CPU kernel reads it (RAFT divides by a
-        // 1-pixel pyramid level's W - 1 = 0). Values beyond +-2^20 are clamped there: every tap stays as far
-        // outside for zeros and border padding, and every index conversion stays defined.
-        v = std::isfinite(v) ? std::clamp(v, -kFarOut, kFarOut) : -1.0;
-        const auto size = static_cast<double>(axes[d].size);
-        double pos = s.alignCorners ? (v + 1) / 2 * (size - 1) : ((v + 1) * size - 1) / 2;
-        if (s.mode == Mode::Nearest) pos = std::nearbyint(pos);  // halves to even
-        taps[d] = tapsFor(s, axes[d], pos);
-      }
+      for (size_t d = 0; d < r; ++d) taps[d] = tapsFor(s, axes[d], position(coord, d));
       for (int64_t c = 0; c < channels; ++c)
         y[(n * channels + c) * points + p] =
             static_cast<float>(interpolate(in + (n * channels + c) * plane, taps, strides, 0, 0));
