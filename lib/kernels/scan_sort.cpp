@@ -94,6 +94,53 @@ Status runTopK(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     const T* px = x.dataAs<T>();
     T* pv = outputs[0]->mutableDataAs<T>();
     std::vector<int64_t>& order = threadScratch().sortOrder;
+    if (k > 0 && k * 4 <= s.length) {
+      // Few of many: a heap of the best k (value, index) pairs so far, its worst on top; most elements lose one
+      // comparison against that worst value. The same order as below (ties by the lower index).
+      using Entry = std::pair<T, int64_t>;
+      auto before = [&](const Entry& p, const Entry& q) {
+        if (p.first != q.first) return a.largest ? p.first > q.first : p.first < q.first;
+        return p.second < q.second;
+      };
+      thread_local std::vector<Entry> heapScratch;
+      Entry* heap = scratchAtLeast(heapScratch, static_cast<size_t>(k));
+      for (int64_t o = 0; o < s.outer; ++o)
+        for (int64_t i = 0; i < s.inner; ++i) {
+          const T* src = px + o * s.length * s.inner + i;
+          for (int64_t j = 0; j < k; ++j) heap[j] = {src[j * s.inner], j};
+          std::make_heap(heap, heap + k, before);
+          // A later element enters only by value (its index is above every index in the heap), so the scan needs
+          // one comparison against the worst value; contiguous rows test a block of 16 at once first.
+          T worst = heap[0].first;
+          auto enters = [&](T v) { return a.largest ? v > worst : v < worst; };
+          auto push = [&](int64_t l) {
+            std::pop_heap(heap, heap + k, before);
+            heap[k - 1] = {src[l * s.inner], l};
+            std::push_heap(heap, heap + k, before);
+            worst = heap[0].first;
+          };
+          int64_t l = k;
+          if (s.inner == 1) {
+            constexpr int64_t kBlock = 16;
+            for (; l + kBlock <= s.length; l += kBlock) {
+              bool any = false;
+              for (int64_t j = 0; j < kBlock; ++j) any |= enters(src[l + j]);
+              if (!any) continue;
+              for (int64_t j = 0; j < kBlock; ++j)
+                if (enters(src[l + j])) push(l + j);
+            }
+          }
+          for (; l < s.length; ++l)
+            if (enters(src[l * s.inner])) push(l);
+          std::sort_heap(heap, heap + k, before);
+          for (int64_t j = 0; j < k; ++j) {
+            const int64_t dst = (o * k + j) * s.inner + i;
+            pv[dst] = heap[j].first;
+            pi[dst] = heap[j].second;
+          }
+        }
+      return Status::ok();
+    }
     order.resize(static_cast<size_t>(s.length));
     for (int64_t o = 0; o < s.outer; ++o)
       for (int64_t i = 0; i < s.inner; ++i) {

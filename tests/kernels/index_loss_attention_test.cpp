@@ -2,8 +2,10 @@
 // Attention and the bitwise ops: semantics beyond the node tests' examples.
 #include "kernel_test_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <string_view>
 
 using namespace ctxkit;
@@ -108,6 +110,37 @@ TEST_CASE("OneHot wraps negative indices, CumSum exclusive and reverse, TopK bre
   REQUIRE(r);
   requireClose(values<float>((*r)[0]), {3, 3});
   REQUIRE(values<int64_t>((*r)[1]) == std::vector<int64_t>{0, 2});
+}
+
+TEST_CASE("TopK of few among many keeps the sorted order with ties by the lower index, on rows and columns") {
+  // 2 x 300 x 3 with values from a small set (many ties), k = 7 along axis 1 (strided by 3), then along the last axis
+  // of a 6 x 400 view: each against a stable sort of the whole slice.
+  std::vector<float> v(2 * 300 * 3);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 7919) % 23) - 11.0f;
+  for (const bool largest : {true, false}) {
+    for (const auto& [shape, axis] : {std::pair{ir::Shape{2, 300, 3}, int64_t{1}}, std::pair{ir::Shape{6, 300}, int64_t{1}}}) {
+      const int64_t outer = shape[0], length = shape[1], inner = shape.size() == 3 ? shape[2] : 1;
+      auto x = floats(shape, std::vector<float>(v.begin(), v.begin() + outer * length * inner));
+      auto k = int64s({1}, {7});
+      auto r = Op(OpKind::TopK, 11).i("axis", axis).i("largest", largest ? 1 : 0).eval({&x, &k}, 2);
+      REQUIRE(r);
+      const auto got = values<float>((*r)[0]);
+      const auto idx = values<int64_t>((*r)[1]);
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+          std::vector<int64_t> order(static_cast<size_t>(length));
+          std::iota(order.begin(), order.end(), int64_t{0});
+          auto at = [&](int64_t l) { return v[static_cast<size_t>((o * length + l) * inner + i)]; };
+          std::stable_sort(order.begin(), order.end(),
+                           [&](int64_t p, int64_t q) { return largest ? at(p) > at(q) : at(p) < at(q); });
+          for (int64_t j = 0; j < 7; ++j) {
+            const auto dst = static_cast<size_t>((o * 7 + j) * inner + i);
+            REQUIRE(idx[dst] == order[static_cast<size_t>(j)]);
+            REQUIRE(got[dst] == at(order[static_cast<size_t>(j)]));
+          }
+        }
+    }
+  }
 }
 
 TEST_CASE("NegativeLogLikelihoodLoss mean divides by the weights of the targets not ignored") {
