@@ -316,31 +316,48 @@ Status runPad(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const std::byte* in = x.data();
   std::byte* out = y.mutableData();
   const std::vector<int64_t>& last = src[rank - 1];
-  parallelFor(ctx, static_cast<size_t>(rows), std::max<size_t>(1, kMinChunk / static_cast<size_t>(inner)),
-              [&](size_t begin, size_t end) {
-                for (size_t r = begin; r < end; ++r) {
-                  std::byte* o = out + r * static_cast<size_t>(inner) * size;
-                  int64_t offset = 0;
-                  size_t rem = r;
-                  bool isConstant = false;
-                  for (size_t a = rank - 1; a-- > 0;) {
-                    auto dim = static_cast<size_t>(y.shape()[a]);
-                    int64_t s = src[a][rem % dim];
-                    rem /= dim;
-                    if (s < 0) isConstant = true;
-                    offset += s * inStride[a];
-                  }
-                  if (isConstant) {
-                    fillBytes(o, static_cast<size_t>(inner), constant.data(), size);
-                    continue;
-                  }
-                  for (size_t i = 0; i < static_cast<size_t>(inner); ++i) {
-                    const std::byte* v =
-                        last[i] < 0 ? constant.data() : in + static_cast<size_t>(offset + last[i]) * size;
-                    std::memcpy(o + i * size, v, size);
-                  }
-                }
-              });
+  // The longest stretch of the last axis read from consecutive input elements: copied in one piece per row; only the
+  // padded ends go element by element.
+  size_t run0 = 0, run1 = 0;
+  for (size_t i = 0; i < last.size();) {
+    size_t j = i + 1;
+    if (last[i] >= 0)
+      while (j < last.size() && last[j] == last[j - 1] + 1) ++j;
+    if (last[i] >= 0 && j - i > run1 - run0) {
+      run0 = i;
+      run1 = j;
+    }
+    i = j;
+  }
+  parallelFor(
+      ctx, static_cast<size_t>(rows), std::max<size_t>(1, kMinChunk / static_cast<size_t>(inner)),
+      [&](size_t begin, size_t end) {
+        for (size_t r = begin; r < end; ++r) {
+          std::byte* o = out + r * static_cast<size_t>(inner) * size;
+          int64_t offset = 0;
+          size_t rem = r;
+          bool isConstant = false;
+          for (size_t a = rank - 1; a-- > 0;) {
+            auto dim = static_cast<size_t>(y.shape()[a]);
+            int64_t s = src[a][rem % dim];
+            rem /= dim;
+            if (s < 0) isConstant = true;
+            offset += s * inStride[a];
+          }
+          if (isConstant) {
+            fillBytes(o, static_cast<size_t>(inner), constant.data(), size);
+            continue;
+          }
+          auto one = [&](size_t i) {
+            const std::byte* v = last[i] < 0 ? constant.data() : in + static_cast<size_t>(offset + last[i]) * size;
+            std::memcpy(o + i * size, v, size);
+          };
+          for (size_t i = 0; i < run0; ++i) one(i);
+          if (run1 > run0)
+            std::memcpy(o + run0 * size, in + static_cast<size_t>(offset + last[run0]) * size, (run1 - run0) * size);
+          for (size_t i = run1; i < static_cast<size_t>(inner); ++i) one(i);
+        }
+      });
   return Status::ok();
 }
 

@@ -30,9 +30,24 @@ Status runWhere(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     const T* pa = a.dataAs<T>();
     const T* pb = b.dataAs<T>();
     T* out = y.mutableDataAs<T>();
+    // Both values are read before the choice: a select, not a branch on a condition that is often random (and the
+    // contiguous form vectorizes as a blend).
     walkBroadcast(ctx, y.shape(), shapes, [&](const auto& off, int64_t n, const auto& st) {
-      for (int64_t i = 0; i < n; ++i)
-        out[off[0] + i] = pc[off[1] + i * st[1]] ? pa[off[2] + i * st[2]] : pb[off[3] + i * st[3]];
+      T* o = out + off[0];
+      const bool* c = pc + off[1];
+      const T* x = pa + off[2];
+      const T* z = pb + off[3];
+      if (st[1] == 1 && st[2] == 1 && st[3] == 1) {
+        for (int64_t i = 0; i < n; ++i) {
+          const T u = x[i], v = z[i];
+          o[i] = c[i] ? u : v;
+        }
+        return;
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const T u = x[i * st[2]], v = z[i * st[3]];
+        o[i] = c[i * st[1]] ? u : v;
+      }
     });
     return Status::ok();
   });
