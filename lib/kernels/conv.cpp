@@ -258,47 +258,77 @@ void unfoldColumns(ThreadPool* pool, const float* x, const Window3& w, float* co
 }
 
 // A depthwise 2-D Conv (one input and one output channel per group) onto a small map: the direct path's per-channel
-// setup (a padded plane, its taps) outweighs its few outputs there, so channels go in vectors instead. Channels
-// [c0, c0 + kDepthwiseLanes) of one image are transposed to position-major (`xt`: [in positions][lanes], zeros past
-// the last channel) with their weights (`wt`: [taps][lanes]); each output is its bias plus the taps that land inside
-// the input in tap order (the direct path adds the padding's zeros too, which changes no sum).
+// setup (a padded plane, its taps) outweighs its few outputs there, so channels go in vectors instead (blocks of
+// channels, as ONNX Runtime's NCHWc depthwise kernel has them). Channels [c, c + kDepthwiseLanes) of one image are
+// transposed to position-major and copied into a zero-padded plane (`xp`: [padded rows][padded columns][lanes], zeros
+// in the padding and past the last channel), their weights to [taps][lanes]; each output is its bias plus every tap in
+// tap order (the padding's zeros included, as the direct path adds them), kDepthwiseRun outputs of a row at once.
+// One output at a time, its taps clipped to the input, ran one chain of dependent adds at the adds' latency.
 constexpr int64_t kDepthwiseLanes = 16;
-constexpr int64_t kDepthwiseMaxOutputs = 64;
+constexpr int64_t kDepthwiseMaxOutputs = 256;
+constexpr int64_t kDepthwiseRun = 4;
 
-// The taps [lo, hi) of a kernel of k taps (dilation d) that land inside an input of n for output o: the taps inside
-// are consecutive, so the loops over them need no check per tap.
-inline void tapsInside(int64_t o, int64_t stride, int64_t pad, int64_t d, int64_t n, int64_t k, int64_t& lo,
-                       int64_t& hi) {
-  const int64_t first = o * stride - pad;
-  lo = 0;
-  while (lo < k && first + lo * d < 0) ++lo;
-  hi = k;
-  while (hi > lo && first + (hi - 1) * d >= n) --hi;
+// The padded plane's rows and columns: the pads around the input, or as far as the last output's taps read.
+void depthwisePlane(const Window3& w, int64_t& rows, int64_t& cols) {
+  rows = std::max(w.padBegin[1] + w.in[1] + w.padEnd[1],
+                  (w.out[1] - 1) * w.stride[1] + (w.kernel[1] - 1) * w.dilation[1] + 1);
+  cols = std::max(w.padBegin[2] + w.in[2] + w.padEnd[2],
+                  (w.out[2] - 1) * w.stride[2] + (w.kernel[2] - 1) * w.dilation[2] + 1);
 }
 
-CTX_SIMD_CLONES void depthwiseBlock(const float* xt, const float* wt, const float* bias, float* acc, const Window3& w) {
-  const int64_t outW = w.out[2], inW = w.in[2];
-  for (int64_t oh = 0; oh < w.out[1]; ++oh) {
-    int64_t kh0, kh1;
-    tapsInside(oh, w.stride[1], w.padBegin[1], w.dilation[1], w.in[1], w.kernel[1], kh0, kh1);
-    for (int64_t ow = 0; ow < outW; ++ow) {
-      int64_t kw0, kw1;
-      tapsInside(ow, w.stride[2], w.padBegin[2], w.dilation[2], inW, w.kernel[2], kw0, kw1);
-      float sum[kDepthwiseLanes];
-      for (int64_t j = 0; j < kDepthwiseLanes; ++j) sum[j] = bias[j];
-      for (int64_t kh = kh0; kh < kh1; ++kh) {
-        const int64_t ih = oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1];
-        const int64_t iw0 = ow * w.stride[2] - w.padBegin[2];
-        for (int64_t kw = kw0; kw < kw1; ++kw) {
-          const float* xv = xt + (ih * inW + iw0 + kw * w.dilation[2]) * kDepthwiseLanes;
-          const float* wv = wt + (kh * w.kernel[2] + kw) * kDepthwiseLanes;
-          for (int64_t j = 0; j < kDepthwiseLanes; ++j) sum[j] += wv[j] * xv[j];
-        }
+// `R` outputs of output row `oh` from column `ow` into `out` ([R][lanes]). The lanes are one vector type and the
+// loops over the R accumulators unrolled: as arrays of floats the accumulators lived on the stack.
+typedef float DepthwiseLanes __attribute__((vector_size(kDepthwiseLanes * sizeof(float))));
+template <int R>
+__attribute__((always_inline)) inline void depthwiseRun(const float* xp, const float* wt, const float* bias,
+                                                        float* out, const Window3& w, int64_t cols, int64_t oh,
+                                                        int64_t ow) {
+  DepthwiseLanes sum[R], bv;
+  __builtin_memcpy(&bv, bias, sizeof bv);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) sum[r] = bv;
+  const int64_t step = w.stride[2] * kDepthwiseLanes;
+  for (int64_t kh = 0; kh < w.kernel[1]; ++kh) {
+    const float* row = xp + ((oh * w.stride[1] + kh * w.dilation[1]) * cols + ow * w.stride[2]) * kDepthwiseLanes;
+    const float* wrow = wt + kh * w.kernel[2] * kDepthwiseLanes;
+    for (int64_t kw = 0; kw < w.kernel[2]; ++kw) {
+      const float* xv = row + kw * w.dilation[2] * kDepthwiseLanes;
+      DepthwiseLanes wv;
+      __builtin_memcpy(&wv, wrow + kw * kDepthwiseLanes, sizeof wv);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        DepthwiseLanes x;
+        __builtin_memcpy(&x, xv + r * step, sizeof x);
+        sum[r] += wv * x;
       }
-      float* out = acc + (oh * outW + ow) * kDepthwiseLanes;
-      for (int64_t j = 0; j < kDepthwiseLanes; ++j) out[j] = sum[j];
     }
   }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) __builtin_memcpy(out + r * kDepthwiseLanes, &sum[r], sizeof sum[r]);
+}
+
+CTX_SIMD_CLONES void depthwiseBlock(const float* xp, const float* wt, const float* bias, float* acc, const Window3& w,
+                                    int64_t cols) {
+  const int64_t outW = w.out[2];
+  for (int64_t oh = 0; oh < w.out[1]; ++oh) {
+    float* out = acc + oh * outW * kDepthwiseLanes;
+    int64_t ow = 0;
+    for (; ow + kDepthwiseRun <= outW; ow += kDepthwiseRun)
+      depthwiseRun<kDepthwiseRun>(xp, wt, bias, out + ow * kDepthwiseLanes, w, cols, oh, ow);
+    switch (outW - ow) {
+      case 3: depthwiseRun<3>(xp, wt, bias, out + ow * kDepthwiseLanes, w, cols, oh, ow); break;
+      case 2: depthwiseRun<2>(xp, wt, bias, out + ow * kDepthwiseLanes, w, cols, oh, ow); break;
+      case 1: depthwiseRun<1>(xp, wt, bias, out + ow * kDepthwiseLanes, w, cols, oh, ow); break;
+      default: break;
+    }
+  }
+}
+
+// Floats of depthwiseSmallMap's scratch: the padded plane, the transposed input, the weights and the outputs.
+int64_t depthwiseScratch(const Window3& w) {
+  int64_t rows, cols;
+  depthwisePlane(w, rows, cols);
+  return (rows * cols + w.in[1] * w.in[2] + w.kernel[1] * w.kernel[2] + w.out[1] * w.out[2]) * kDepthwiseLanes;
 }
 
 bool depthwiseOnSmallMap(const Window3& w, int64_t cg, int64_t mg, int64_t group) {
@@ -353,12 +383,16 @@ void depthwiseSmallMap(const float* xn, const float* weights, const float* bias,
                        const Window3& w, const ops::Epilogue& act) {
   constexpr int64_t L = kDepthwiseLanes;
   const int64_t inSize = w.in[1] * w.in[2], outSize = w.out[1] * w.out[2], taps = w.kernel[1] * w.kernel[2];
-  // The block's inputs, weights and outputs, in this thread's scratch (reserved on every pool thread).
+  int64_t rows, cols;
+  depthwisePlane(w, rows, cols);
+  // The block's padded plane, inputs, weights and outputs, in this thread's scratch (reserved on every pool thread).
   std::vector<float>& scratch = threadScratch().depthwise;
-  scratch.resize(static_cast<size_t>((inSize + taps + outSize) * L));
-  float* xt = scratch.data();
+  scratch.resize(static_cast<size_t>(depthwiseScratch(w)));
+  float* xp = scratch.data();
+  float* xt = xp + rows * cols * L;
   float* wt = xt + inSize * L;
   float* acc = wt + taps * L;
+  std::fill(xp, xt, 0.0f);  // the padding stays zero: each block writes only the input's positions
   float b[L];
   for (int64_t c = c0; c < c1; c += L) {
     const int64_t lanes = std::min(L, c1 - c);
@@ -369,7 +403,11 @@ void depthwiseSmallMap(const float* xn, const float* weights, const float* bias,
       for (int64_t t = 0; t < taps; ++t) std::fill(wt + t * L + lanes, wt + (t + 1) * L, 0.0f);
       for (int64_t i = 0; i < inSize; ++i) std::fill(xt + i * L + lanes, xt + (i + 1) * L, 0.0f);
     }
-    depthwiseBlock(xt, wt, b, acc, w);
+    // Each input row is one run of position-major floats.
+    for (int64_t ih = 0; ih < w.in[1]; ++ih)
+      std::memcpy(xp + ((w.padBegin[1] + ih) * cols + w.padBegin[2]) * L, xt + ih * w.in[2] * L,
+                  static_cast<size_t>(w.in[2] * L) * sizeof(float));
+    depthwiseBlock(xp, wt, b, acc, w, cols);
     transposeRows(acc, L, outSize, lanes, yn + c * outSize, outSize);
   }
   applyFusedActivation(act, yn + c0 * outSize, static_cast<size_t>((c1 - c0) * outSize));
@@ -724,7 +762,7 @@ Status noteConvScratch(const OpContext& ctx, std::span<const int64_t> x, std::sp
   const Window3 w = toWindow3(p.window);
   const int64_t cg = p.channels / p.group, mg = p.outChannels / p.group;
   const int64_t kSize = w.kernel[0] * w.kernel[1] * w.kernel[2], rows = cg * kSize;
-  const int64_t inSize = w.in[0] * w.in[1] * w.in[2], outSize = w.out[0] * w.out[1] * w.out[2];
+  const int64_t outSize = w.out[0] * w.out[1] * w.out[2];
   if (p.batch * p.group == 0 || outSize == 0 || mg == 0) return Status::ok();
   auto raise = [](ScratchBuffer b, int64_t elements) { raiseThreadScratchMark(b, static_cast<size_t>(elements)); };
   switch (runAlgorithm(ctx, p, w)) {
@@ -737,7 +775,7 @@ Status noteConvScratch(const OpContext& ctx, std::span<const int64_t> x, std::sp
       break;
     }
     case cpu::ConvAlgorithm::DepthwiseSmallMap:
-      raise(ScratchBuffer::Depthwise, (inSize + kSize + outSize) * kDepthwiseLanes);
+      raise(ScratchBuffer::Depthwise, depthwiseScratch(w));
       break;
     case cpu::ConvAlgorithm::Direct: {
       // What PaddedPlane::load sizes for the group's planes, and directConv's runs onto narrow maps.
