@@ -193,6 +193,11 @@ TEST_CASE("every Conv algorithm matches a plain loop on odd shapes, serially and
       {"depthwise 5x5 stride 2 onto a small map", {1, 33, 9, 9}, {33, 1, 5, 5}, 33, {2, 2}, {1, 1}, {2, 2, 2, 2}, true},
       {"depthwise 3x3 on a larger map", {2, 5, 12, 11}, {5, 1, 3, 3}, 5, {1, 1}, {1, 1}, {1, 1, 1, 1}, false},
       {"depthwise 1-D", {1, 6, 17}, {6, 1, 4}, 6, {1}, {2}, {3, 1}, true},
+      // The channel-blocked kernel's padded plane: dilation with asymmetric pads (a pad of 0 on one side), 21 and
+      // 40 channels (a block of 5 and of 8 channels past whole blocks of 16; positions past whole 8x8 transposes),
+      // rows of 10 and 7 outputs (runs of 4 and the rest), stride 2, batch 2.
+      {"depthwise 3x3 dilation 2 onto 11x10", {1, 21, 13, 11}, {21, 1, 3, 3}, 21, {1, 1}, {2, 2}, {2, 1, 0, 2}, true},
+      {"depthwise 5x5 stride 2 onto 8x7", {2, 40, 15, 13}, {40, 1, 5, 5}, 40, {2, 2}, {1, 1}, {2, 2, 2, 2}, false},
       {"grouped 2x2", {1, 6, 8, 8}, {9, 2, 3, 3}, 3, {1, 2}, {1, 1}, {1, 1, 0, 1}, true},
       {"3-D", {1, 3, 4, 5, 6}, {2, 3, 2, 3, 2}, 1, {1, 2, 1}, {1, 1, 2}, {0, 1, 1, 1, 0, 1}, true},
       // Runs shorter than a vector on narrow maps (ResNeXt's late grouped 3x3s): 2x2, 3x2 and 2x3 outputs, 5 and 8
