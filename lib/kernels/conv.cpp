@@ -74,6 +74,27 @@ constexpr int64_t kDirectMinRow = 8;
 // The shortest run directConv hands the vector kernels on narrow maps (one AVX2 vector).
 constexpr size_t kMinDirectRun = 8;
 
+// Vector blocks cpu::vecTapsDot4 runs for a row of n >= 8 outputs: 16 at a time, then one or two of 8 (the last one
+// overlapping). A block of 8 keeps four accumulators, too few to hide the adds' latency, and costs about as much as
+// one of 16.
+int64_t rowVectorBlocks(int64_t n) { return n / 16 + (n % 16 + 7) / 8; }
+
+// The length of the one run directConv computes a 2-D group's output rows in (the padded plane's row step apart),
+// or 0 when it computes them row by row: rows under 8 outputs always; longer rows when the run takes at most 9/10
+// of the rows' vector blocks (16x16 3x3 onto 23x23: 37 blocks against 46, onto 14x14: 15 against 28; rows of 56
+// stay row by row: 203 against 224). kMinDirectRun at least.
+int64_t directRunLength(const Window3& w) {
+  if (w.out[0] != 1 || w.out[1] <= 1) return 0;
+  const int64_t ext = std::max(w.padBegin[2] + w.in[2] + w.padEnd[2],
+                               (w.out[2] - 1) * w.stride[2] + (w.kernel[2] - 1) * w.dilation[2] + 1);
+  const int64_t phase = (ext + w.stride[2] - 1) / w.stride[2];
+  const int64_t flat = (w.out[1] - 1) * w.stride[1] * w.stride[2] * phase + w.out[2];
+  if (w.out[2] >= static_cast<int64_t>(kMinDirectRun) &&
+      10 * rowVectorBlocks(flat) > 9 * w.out[1] * rowVectorBlocks(w.out[2]))
+    return 0;
+  return std::max(flat, static_cast<int64_t>(kMinDirectRun));
+}
+
 // Stride-2 depthwise rows of at least this many outputs are computed from a plane split by column phase.
 constexpr int64_t kSplitRowsFrom = 32;
 
@@ -119,10 +140,11 @@ void directConv(const float* xg, int64_t cg, const float* wg, const float* biasG
   plane.load(xg, w, 0.0f, cg);
   taps.resize(plane.tapCount());
   const int64_t outSize = w.out[0] * w.out[1] * w.out[2];
-  if (w.out[0] == 1 && w.out[1] > 1 && w.out[2] < 8) {
+  if (directRunLength(w) > 0) {
     // Rows narrower than a vector (the 7x7 and 4x4 maps of a mobile net's last stages) would go one output at a
-    // time: all rows are computed as one run over the padded plane instead (output row r at r x rowStep, the columns
-    // between rows computed and dropped), in vectors, then compacted.
+    // time, and rows of 9-15 or 17-31 outputs end in blocks of 8 that run at the adds' latency: all rows are computed
+    // as one run over the padded plane instead (output row r at r x rowStep, the columns between rows computed and
+    // dropped), in vectors, then compacted.
     plane.rowTaps(0, 0, taps.data());
     const auto width = static_cast<size_t>(w.out[2]), step = static_cast<size_t>(plane.rowStep());
     const size_t flat = static_cast<size_t>(w.out[1] - 1) * step + width;
@@ -787,9 +809,7 @@ Status noteConvScratch(const OpContext& ctx, std::span<const int64_t> x, std::sp
       raise(ScratchBuffer::ConvPlaneData, cg * ext[0] * ext[1] * w.stride[2] * phase + PaddedPlane::kReadSlack);
       raise(ScratchBuffer::ConvPlaneTaps, rows);
       raise(ScratchBuffer::ConvTaps, rows);
-      if (w.out[0] == 1 && w.out[1] > 1 && w.out[2] < 8)
-        raise(ScratchBuffer::ConvRuns,
-              4 * std::max<int64_t>((w.out[1] - 1) * w.stride[1] * w.stride[2] * phase + w.out[2], kMinDirectRun));
+      if (directRunLength(w) > 0) raise(ScratchBuffer::ConvRuns, 4 * directRunLength(w));
       break;
     }
     default: {  // im2col + GEMM, a band of output rows and a column chunk at a time

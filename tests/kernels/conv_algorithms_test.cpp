@@ -205,6 +205,10 @@ TEST_CASE("every Conv algorithm matches a plain loop on odd shapes, serially and
       {"grouped 3x3 onto 2x2", {1, 64, 2, 2}, {40, 8, 3, 3}, 8, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
       {"grouped 3x3 onto 3x2", {1, 32, 3, 2}, {64, 4, 3, 3}, 8, {1, 1}, {1, 1}, {1, 1, 1, 1}, false},
       {"dense 3x3 onto 2x3", {1, 9, 2, 3}, {5, 9, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
+      // Rows of 11 and 23 outputs that the direct path computes as one run over the padded plane (13 filters: three
+      // of 4 and a single one).
+      {"dense 3x3 in one run onto 13x11", {1, 8, 13, 11}, {13, 8, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
+      {"dense 3x3 in one run onto 3x23", {2, 5, 3, 23}, {6, 5, 3, 3}, 1, {1, 1}, {1, 1}, {1, 0, 1, 2}, false},
   };
   kernels::ThreadPool pool(2);
   kernels::ThreadPool* const pools[] = {nullptr, &pool};
