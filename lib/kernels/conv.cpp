@@ -302,9 +302,8 @@ void depthwisePlane(const Window3& w, int64_t& rows, int64_t& cols) {
 // loops over the R accumulators unrolled: as arrays of floats the accumulators lived on the stack.
 typedef float DepthwiseLanes __attribute__((vector_size(kDepthwiseLanes * sizeof(float))));
 template <int R>
-__attribute__((always_inline)) inline void depthwiseRun(const float* xp, const float* wt, const float* bias,
-                                                        float* out, const Window3& w, int64_t cols, int64_t oh,
-                                                        int64_t ow) {
+__attribute__((always_inline)) inline void depthwiseRun(const float* xp, const float* wt, const float* bias, float* out,
+                                                        const Window3& w, int64_t cols, int64_t oh, int64_t ow) {
   DepthwiseLanes sum[R], bv;
   __builtin_memcpy(&bv, bias, sizeof bv);
 #pragma GCC unroll 8
@@ -796,9 +795,7 @@ Status noteConvScratch(const OpContext& ctx, std::span<const int64_t> x, std::sp
       raise(ScratchBuffer::ConvTile, block * p.outChannels);
       break;
     }
-    case cpu::ConvAlgorithm::DepthwiseSmallMap:
-      raise(ScratchBuffer::Depthwise, depthwiseScratch(w));
-      break;
+    case cpu::ConvAlgorithm::DepthwiseSmallMap: raise(ScratchBuffer::Depthwise, depthwiseScratch(w)); break;
     case cpu::ConvAlgorithm::Direct: {
       // What PaddedPlane::load sizes for the group's planes, and directConv's runs onto narrow maps.
       int64_t ext[3];
