@@ -22,6 +22,13 @@ constexpr size_t kKc = kPanelDepth;  // depth of a packed block: an A strip and 
 constexpr size_t kNc = 2048;         // columns of a packed B panel (L3)
 constexpr size_t kMcTarget = 144;    // rows of a packed A block (L2); rounded to the kernel's MR
 
+// The clipped write-back of a tile (the last rows or columns of C): C(mr x nr) = or += alpha * tile, rows tileLd apart.
+__attribute__((always_inline)) inline void writeClipped(const float* tile, size_t tileLd, float* c, size_t ldc,
+                                                        float alpha, size_t mr, size_t nr, bool store) {
+  for (size_t i = 0; i < mr; ++i)
+    for (size_t j = 0; j < nr; ++j) c[i * ldc + j] = (store ? 0.0f : c[i * ldc + j]) + alpha * tile[i * tileLd + j];
+}
+
 // acc = Apack(MR x kc) * Bpack(kc x NR); C(mr x nr) += alpha * acc. Packed operands are zero-padded, so
 // the loop always computes a full tile; only the write-back is clipped. AS is the rows of the packed A strip, more
 // than MR for a tile of a strip's first rows (the last strip of an M that is not a multiple of the kernel's rows).
@@ -50,8 +57,7 @@ __attribute__((always_inline)) inline void microKernel(size_t kc, const float* _
         for (int j = 0; j < NR; ++j) c[i * ldc + j] += alpha * acc[i][j];
     }
   } else {
-    for (size_t i = 0; i < mr; ++i)
-      for (size_t j = 0; j < nr; ++j) c[i * ldc + j] = (store ? 0.0f : c[i * ldc + j]) + alpha * acc[i][j];
+    writeClipped(&acc[0][0], NR, c, ldc, alpha, mr, nr, store);
   }
 }
 
@@ -91,8 +97,7 @@ microAvx2(size_t kc, const float* __restrict a, const float* __restrict b, size_
   alignas(32) float tile[MR][8 * NV];
   for (int i = 0; i < MR; ++i)
     for (int v = 0; v < NV; ++v) _mm256_store_ps(&tile[i][8 * v], acc[i][v]);
-  for (size_t i = 0; i < mr; ++i)
-    for (size_t j = 0; j < nr; ++j) c[i * ldc + j] = (store ? 0.0f : c[i * ldc + j]) + alpha * tile[i][j];
+  writeClipped(&tile[0][0], sizeof tile[0] / sizeof(float), c, ldc, alpha, mr, nr, store);
 }
 
 // microKernel for AVX-512 written with intrinsics: MR rows times NV vectors of 16 columns. Left to the
@@ -128,8 +133,7 @@ microAvx512(size_t kc, const float* __restrict a, const float* __restrict b, siz
   alignas(64) float tile[MR][16 * NV];
   for (int i = 0; i < MR; ++i)
     for (int v = 0; v < NV; ++v) _mm512_store_ps(&tile[i][16 * v], acc[i][v]);
-  for (size_t i = 0; i < mr; ++i)
-    for (size_t j = 0; j < nr; ++j) c[i * ldc + j] = (store ? 0.0f : c[i * ldc + j]) + alpha * tile[i][j];
+  writeClipped(&tile[0][0], sizeof tile[0] / sizeof(float), c, ldc, alpha, mr, nr, store);
 }
 
 // The micro-kernels as types for blockKernel: a tile of MR x NR, computed by `tile`; `rows<R>` computes only the
