@@ -74,14 +74,14 @@ constexpr int64_t kDirectMinRow = 8;
 // The shortest run directConv hands the vector kernels on narrow maps (one AVX2 vector).
 constexpr size_t kMinDirectRun = 8;
 
-// Vector blocks cpu::vecTapsDot4 runs for a row of n >= 8 outputs: 16 at a time, then one or two of 8 (the last one
-// overlapping). A block of 8 keeps four accumulators, too few to hide the adds' latency, and costs about as much as
-// one of 16.
-int64_t rowVectorBlocks(int64_t n) { return n / 16 + (n % 16 + 7) / 8; }
+// Vector blocks cpu::vecTapsDot4 runs for a row of n >= 8 outputs: 16 at a time, the rest of 16 or more as one more
+// block of 16 (overlapping), of fewer as one or two of 8. A block of 8 keeps four accumulators, too few to hide the
+// adds' latency, and costs about as much as one of 16.
+int64_t rowVectorBlocks(int64_t n) { return n >= 16 ? (n + 15) / 16 : (n + 7) / 8; }
 
 // The length of the one run directConv computes a 2-D group's output rows in (the padded plane's row step apart),
 // or 0 when it computes them row by row: rows under 8 outputs always; longer rows when the run takes at most 9/10
-// of the rows' vector blocks (16x16 3x3 onto 23x23: 37 blocks against 46, onto 14x14: 15 against 28; rows of 56
+// of the rows' vector blocks (16x16 3x3 onto 23x23: 36 blocks against 46, onto 14x14: 14 against 28; rows of 56
 // stay row by row: 203 against 224). kMinDirectRun at least.
 int64_t directRunLength(const Window3& w) {
   if (w.out[0] != 1 || w.out[1] <= 1) return 0;

@@ -209,6 +209,8 @@ TEST_CASE("every Conv algorithm matches a plain loop on odd shapes, serially and
       // of 4 and a single one).
       {"dense 3x3 in one run onto 13x11", {1, 8, 13, 11}, {13, 8, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
       {"dense 3x3 in one run onto 3x23", {2, 5, 3, 23}, {6, 5, 3, 3}, 1, {1, 1}, {1, 1}, {1, 0, 1, 2}, false},
+      // Rows of 21 outputs at stride 2, row by row: a block of 16, then one moved back to end at the row's end.
+      {"first layer 3x3 stride 2 onto 5x21", {1, 3, 9, 42}, {7, 3, 3, 3}, 1, {2, 2}, {1, 1}, {1, 1, 1, 1}, true},
   };
   kernels::ThreadPool pool(2);
   kernels::ThreadPool* const pools[] = {nullptr, &pool};
