@@ -455,6 +455,13 @@ CTX_SIMD_CLONES void vecTapsDot4(const float* const* taps, const float* weights,
   }
   size_t i = 0;
   for (; i + 16 <= n; i += 16) tapsBlock4<2>(taps, weights, tapCount, init, out, i);
+  // The rest of a run of 16 or more: one block of 16 moved back to end at the run's end (it recomputes outputs of the
+  // block before, the same values). Blocks of 8 keep four accumulators, too few to hide the adds' latency: a rest of
+  // 9-15 as two of them took twice as long (rows of 47 outputs: 4 blocks' time, now 3).
+  if (i < n && n >= 16) {
+    tapsBlock4<2>(taps, weights, tapCount, init, out, n - 16);
+    return;
+  }
   for (; i + 8 <= n; i += 8) tapsBlock4<1>(taps, weights, tapCount, init, out, i);
   if (i < n) tapsBlock4<1>(taps, weights, tapCount, init, out, n - 8);  // overlaps, as in tapsRows
 }

@@ -74,6 +74,27 @@ constexpr int64_t kDirectMinRow = 8;
 // The shortest run directConv hands the vector kernels on narrow maps (one AVX2 vector).
 constexpr size_t kMinDirectRun = 8;
 
+// Vector blocks cpu::vecTapsDot4 runs for a row of n >= 8 outputs: 16 at a time, the rest of 16 or more as one more
+// block of 16 (overlapping), of fewer as one or two of 8. A block of 8 keeps four accumulators, too few to hide the
+// adds' latency, and costs about as much as one of 16.
+int64_t rowVectorBlocks(int64_t n) { return n >= 16 ? (n + 15) / 16 : (n + 7) / 8; }
+
+// The length of the one run directConv computes a 2-D group's output rows in (the padded plane's row step apart),
+// or 0 when it computes them row by row: rows under 8 outputs always; longer rows when the run takes at most 9/10
+// of the rows' vector blocks (16x16 3x3 onto 23x23: 36 blocks against 46, onto 14x14: 14 against 28; rows of 56
+// stay row by row: 203 against 224). kMinDirectRun at least.
+int64_t directRunLength(const Window3& w) {
+  if (w.out[0] != 1 || w.out[1] <= 1) return 0;
+  const int64_t ext = std::max(w.padBegin[2] + w.in[2] + w.padEnd[2],
+                               (w.out[2] - 1) * w.stride[2] + (w.kernel[2] - 1) * w.dilation[2] + 1);
+  const int64_t phase = (ext + w.stride[2] - 1) / w.stride[2];
+  const int64_t flat = (w.out[1] - 1) * w.stride[1] * w.stride[2] * phase + w.out[2];
+  if (w.out[2] >= static_cast<int64_t>(kMinDirectRun) &&
+      10 * rowVectorBlocks(flat) > 9 * w.out[1] * rowVectorBlocks(w.out[2]))
+    return 0;
+  return std::max(flat, static_cast<int64_t>(kMinDirectRun));
+}
+
 // Stride-2 depthwise rows of at least this many outputs are computed from a plane split by column phase.
 constexpr int64_t kSplitRowsFrom = 32;
 
@@ -119,10 +140,11 @@ void directConv(const float* xg, int64_t cg, const float* wg, const float* biasG
   plane.load(xg, w, 0.0f, cg);
   taps.resize(plane.tapCount());
   const int64_t outSize = w.out[0] * w.out[1] * w.out[2];
-  if (w.out[0] == 1 && w.out[1] > 1 && w.out[2] < 8) {
+  if (directRunLength(w) > 0) {
     // Rows narrower than a vector (the 7x7 and 4x4 maps of a mobile net's last stages) would go one output at a
-    // time: all rows are computed as one run over the padded plane instead (output row r at r x rowStep, the columns
-    // between rows computed and dropped), in vectors, then compacted.
+    // time, and rows of 9-15 or 17-31 outputs end in blocks of 8 that run at the adds' latency: all rows are computed
+    // as one run over the padded plane instead (output row r at r x rowStep, the columns between rows computed and
+    // dropped), in vectors, then compacted.
     plane.rowTaps(0, 0, taps.data());
     const auto width = static_cast<size_t>(w.out[2]), step = static_cast<size_t>(plane.rowStep());
     const size_t flat = static_cast<size_t>(w.out[1] - 1) * step + width;
@@ -258,47 +280,76 @@ void unfoldColumns(ThreadPool* pool, const float* x, const Window3& w, float* co
 }
 
 // A depthwise 2-D Conv (one input and one output channel per group) onto a small map: the direct path's per-channel
-// setup (a padded plane, its taps) outweighs its few outputs there, so channels go in vectors instead. Channels
-// [c0, c0 + kDepthwiseLanes) of one image are transposed to position-major (`xt`: [in positions][lanes], zeros past
-// the last channel) with their weights (`wt`: [taps][lanes]); each output is its bias plus the taps that land inside
-// the input in tap order (the direct path adds the padding's zeros too, which changes no sum).
+// setup (a padded plane, its taps) outweighs its few outputs there, so channels go in vectors instead (blocks of
+// channels, as ONNX Runtime's NCHWc depthwise kernel has them). Channels [c, c + kDepthwiseLanes) of one image are
+// transposed to position-major and copied into a zero-padded plane (`xp`: [padded rows][padded columns][lanes], zeros
+// in the padding and past the last channel), their weights to [taps][lanes]; each output is its bias plus every tap in
+// tap order (the padding's zeros included, as the direct path adds them), kDepthwiseRun outputs of a row at once.
+// One output at a time, its taps clipped to the input, ran one chain of dependent adds at the adds' latency.
 constexpr int64_t kDepthwiseLanes = 16;
-constexpr int64_t kDepthwiseMaxOutputs = 64;
+constexpr int64_t kDepthwiseMaxOutputs = 256;
+constexpr int64_t kDepthwiseRun = 4;
 
-// The taps [lo, hi) of a kernel of k taps (dilation d) that land inside an input of n for output o: the taps inside
-// are consecutive, so the loops over them need no check per tap.
-inline void tapsInside(int64_t o, int64_t stride, int64_t pad, int64_t d, int64_t n, int64_t k, int64_t& lo,
-                       int64_t& hi) {
-  const int64_t first = o * stride - pad;
-  lo = 0;
-  while (lo < k && first + lo * d < 0) ++lo;
-  hi = k;
-  while (hi > lo && first + (hi - 1) * d >= n) --hi;
+// The padded plane's rows and columns: the pads around the input, or as far as the last output's taps read.
+void depthwisePlane(const Window3& w, int64_t& rows, int64_t& cols) {
+  rows = std::max(w.padBegin[1] + w.in[1] + w.padEnd[1],
+                  (w.out[1] - 1) * w.stride[1] + (w.kernel[1] - 1) * w.dilation[1] + 1);
+  cols = std::max(w.padBegin[2] + w.in[2] + w.padEnd[2],
+                  (w.out[2] - 1) * w.stride[2] + (w.kernel[2] - 1) * w.dilation[2] + 1);
 }
 
-CTX_SIMD_CLONES void depthwiseBlock(const float* xt, const float* wt, const float* bias, float* acc, const Window3& w) {
-  const int64_t outW = w.out[2], inW = w.in[2];
-  for (int64_t oh = 0; oh < w.out[1]; ++oh) {
-    int64_t kh0, kh1;
-    tapsInside(oh, w.stride[1], w.padBegin[1], w.dilation[1], w.in[1], w.kernel[1], kh0, kh1);
-    for (int64_t ow = 0; ow < outW; ++ow) {
-      int64_t kw0, kw1;
-      tapsInside(ow, w.stride[2], w.padBegin[2], w.dilation[2], inW, w.kernel[2], kw0, kw1);
-      float sum[kDepthwiseLanes];
-      for (int64_t j = 0; j < kDepthwiseLanes; ++j) sum[j] = bias[j];
-      for (int64_t kh = kh0; kh < kh1; ++kh) {
-        const int64_t ih = oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1];
-        const int64_t iw0 = ow * w.stride[2] - w.padBegin[2];
-        for (int64_t kw = kw0; kw < kw1; ++kw) {
-          const float* xv = xt + (ih * inW + iw0 + kw * w.dilation[2]) * kDepthwiseLanes;
-          const float* wv = wt + (kh * w.kernel[2] + kw) * kDepthwiseLanes;
-          for (int64_t j = 0; j < kDepthwiseLanes; ++j) sum[j] += wv[j] * xv[j];
-        }
+// `R` outputs of output row `oh` from column `ow` into `out` ([R][lanes]). The lanes are one vector type and the
+// loops over the R accumulators unrolled: as arrays of floats the accumulators lived on the stack.
+typedef float DepthwiseLanes __attribute__((vector_size(kDepthwiseLanes * sizeof(float))));
+template <int R>
+__attribute__((always_inline)) inline void depthwiseRun(const float* xp, const float* wt, const float* bias, float* out,
+                                                        const Window3& w, int64_t cols, int64_t oh, int64_t ow) {
+  DepthwiseLanes sum[R], bv;
+  __builtin_memcpy(&bv, bias, sizeof bv);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) sum[r] = bv;
+  const int64_t step = w.stride[2] * kDepthwiseLanes;
+  for (int64_t kh = 0; kh < w.kernel[1]; ++kh) {
+    const float* row = xp + ((oh * w.stride[1] + kh * w.dilation[1]) * cols + ow * w.stride[2]) * kDepthwiseLanes;
+    const float* wrow = wt + kh * w.kernel[2] * kDepthwiseLanes;
+    for (int64_t kw = 0; kw < w.kernel[2]; ++kw) {
+      const float* xv = row + kw * w.dilation[2] * kDepthwiseLanes;
+      DepthwiseLanes wv;
+      __builtin_memcpy(&wv, wrow + kw * kDepthwiseLanes, sizeof wv);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        DepthwiseLanes x;
+        __builtin_memcpy(&x, xv + r * step, sizeof x);
+        sum[r] += wv * x;
       }
-      float* out = acc + (oh * outW + ow) * kDepthwiseLanes;
-      for (int64_t j = 0; j < kDepthwiseLanes; ++j) out[j] = sum[j];
     }
   }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) __builtin_memcpy(out + r * kDepthwiseLanes, &sum[r], sizeof sum[r]);
+}
+
+CTX_SIMD_CLONES void depthwiseBlock(const float* xp, const float* wt, const float* bias, float* acc, const Window3& w,
+                                    int64_t cols) {
+  const int64_t outW = w.out[2];
+  for (int64_t oh = 0; oh < w.out[1]; ++oh) {
+    float* out = acc + oh * outW * kDepthwiseLanes;
+    int64_t ow = 0;
+    for (; ow + kDepthwiseRun <= outW; ow += kDepthwiseRun)
+      depthwiseRun<kDepthwiseRun>(xp, wt, bias, out + ow * kDepthwiseLanes, w, cols, oh, ow);
+    switch (outW - ow) {
+      case 3: depthwiseRun<3>(xp, wt, bias, out + ow * kDepthwiseLanes, w, cols, oh, ow); break;
+      case 2: depthwiseRun<2>(xp, wt, bias, out + ow * kDepthwiseLanes, w, cols, oh, ow); break;
+      case 1: depthwiseRun<1>(xp, wt, bias, out + ow * kDepthwiseLanes, w, cols, oh, ow); break;
+      default: break;
+    }
+  }
+}
+
+// Floats of depthwiseSmallMap's scratch: the padded plane, the transposed input, the weights and the outputs.
+int64_t depthwiseScratch(const Window3& w) {
+  int64_t rows, cols;
+  depthwisePlane(w, rows, cols);
+  return (rows * cols + w.in[1] * w.in[2] + w.kernel[1] * w.kernel[2] + w.out[1] * w.out[2]) * kDepthwiseLanes;
 }
 
 bool depthwiseOnSmallMap(const Window3& w, int64_t cg, int64_t mg, int64_t group) {
@@ -306,28 +357,79 @@ bool depthwiseOnSmallMap(const Window3& w, int64_t cg, int64_t mg, int64_t group
          w.out[1] * w.out[2] <= kDepthwiseMaxOutputs;
 }
 
+typedef float Lanes8 __attribute__((vector_size(8 * sizeof(float))));
+
+// dst[c * dstLd + r] = src[r * srcLd + c] for r, c < 8: three rounds of shuffles, 8 loads and 8 stores.
+__attribute__((always_inline)) inline void transpose8x8(const float* src, int64_t srcLd, float* dst, int64_t dstLd) {
+  Lanes8 r[8], t[8], u[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) __builtin_memcpy(&r[i], src + i * srcLd, sizeof(Lanes8));
+#pragma GCC unroll 4
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = __builtin_shufflevector(t[i], t[i + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+    u[i + 1] = __builtin_shufflevector(t[i], t[i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    u[i + 2] = __builtin_shufflevector(t[i + 1], t[i + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+    u[i + 3] = __builtin_shufflevector(t[i + 1], t[i + 3], 2, 3, 10, 11, 6, 7, 14, 15);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    const Lanes8 lo = __builtin_shufflevector(u[i], u[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+    const Lanes8 hi = __builtin_shufflevector(u[i], u[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    __builtin_memcpy(dst + i * dstLd, &lo, sizeof lo);
+    __builtin_memcpy(dst + (i + 4) * dstLd, &hi, sizeof hi);
+  }
+}
+
+// dst[i * dstLd + r] = src[r * srcLd + i] for r < rows, i < n: 8 x 8 blocks, the edges one element at a time.
+// Element by element, depthwiseSmallMap's three transposes (inputs, weights, outputs) took 3/4 of its own time.
+CTX_SIMD_CLONES void transposeRows(const float* src, int64_t srcLd, int64_t rows, int64_t n, float* dst,
+                                   int64_t dstLd) {
+  const int64_t rows8 = rows / 8 * 8, n8 = n / 8 * 8;
+  for (int64_t r = 0; r < rows8; r += 8) {
+    for (int64_t i = 0; i < n8; i += 8) transpose8x8(src + r * srcLd + i, srcLd, dst + i * dstLd + r, dstLd);
+    for (int64_t i = n8; i < n; ++i)
+      for (int64_t k = r; k < r + 8; ++k) dst[i * dstLd + k] = src[k * srcLd + i];
+  }
+  for (int64_t k = rows8; k < rows; ++k)
+    for (int64_t i = 0; i < n; ++i) dst[i * dstLd + k] = src[k * srcLd + i];
+}
+
 // Channels [c0, c1) of image `xn` (planes of inSize) into `yn` (planes of outSize).
 void depthwiseSmallMap(const float* xn, const float* weights, const float* bias, float* yn, int64_t c0, int64_t c1,
                        const Window3& w, const ops::Epilogue& act) {
+  constexpr int64_t L = kDepthwiseLanes;
   const int64_t inSize = w.in[1] * w.in[2], outSize = w.out[1] * w.out[2], taps = w.kernel[1] * w.kernel[2];
-  // The block's inputs, weights and outputs, in this thread's scratch (reserved on every pool thread).
+  int64_t rows, cols;
+  depthwisePlane(w, rows, cols);
+  // The block's padded plane, inputs, weights and outputs, in this thread's scratch (reserved on every pool thread).
   std::vector<float>& scratch = threadScratch().depthwise;
-  scratch.resize(static_cast<size_t>((inSize + taps + outSize) * kDepthwiseLanes));
-  float* xt = scratch.data();
-  float* wt = xt + inSize * kDepthwiseLanes;
-  float* acc = wt + taps * kDepthwiseLanes;
-  float b[kDepthwiseLanes];
-  for (int64_t c = c0; c < c1; c += kDepthwiseLanes) {
-    const int64_t lanes = std::min(kDepthwiseLanes, c1 - c);
-    for (int64_t j = 0; j < kDepthwiseLanes; ++j) {
-      const bool live = j < lanes;
-      b[j] = live && bias ? bias[c + j] : 0.0f;
-      for (int64_t t = 0; t < taps; ++t) wt[t * kDepthwiseLanes + j] = live ? weights[(c + j) * taps + t] : 0.0f;
-      for (int64_t i = 0; i < inSize; ++i) xt[i * kDepthwiseLanes + j] = live ? xn[(c + j) * inSize + i] : 0.0f;
+  scratch.resize(static_cast<size_t>(depthwiseScratch(w)));
+  float* xp = scratch.data();
+  float* xt = xp + rows * cols * L;
+  float* wt = xt + inSize * L;
+  float* acc = wt + taps * L;
+  std::fill(xp, xt, 0.0f);  // the padding stays zero: each block writes only the input's positions
+  float b[L];
+  for (int64_t c = c0; c < c1; c += L) {
+    const int64_t lanes = std::min(L, c1 - c);
+    for (int64_t j = 0; j < L; ++j) b[j] = j < lanes && bias ? bias[c + j] : 0.0f;
+    transposeRows(weights + c * taps, taps, lanes, taps, wt, L);
+    transposeRows(xn + c * inSize, inSize, lanes, inSize, xt, L);
+    if (lanes < L) {  // the lanes past the last channel read zeros
+      for (int64_t t = 0; t < taps; ++t) std::fill(wt + t * L + lanes, wt + (t + 1) * L, 0.0f);
+      for (int64_t i = 0; i < inSize; ++i) std::fill(xt + i * L + lanes, xt + (i + 1) * L, 0.0f);
     }
-    depthwiseBlock(xt, wt, b, acc, w);
-    for (int64_t j = 0; j < lanes; ++j)
-      for (int64_t i = 0; i < outSize; ++i) yn[(c + j) * outSize + i] = acc[i * kDepthwiseLanes + j];
+    // Each input row is one run of position-major floats.
+    for (int64_t ih = 0; ih < w.in[1]; ++ih)
+      std::memcpy(xp + ((w.padBegin[1] + ih) * cols + w.padBegin[2]) * L, xt + ih * w.in[2] * L,
+                  static_cast<size_t>(w.in[2] * L) * sizeof(float));
+    depthwiseBlock(xp, wt, b, acc, w, cols);
+    transposeRows(acc, L, outSize, lanes, yn + c * outSize, outSize);
   }
   applyFusedActivation(act, yn + c0 * outSize, static_cast<size_t>((c1 - c0) * outSize));
 }
@@ -681,7 +783,7 @@ Status noteConvScratch(const OpContext& ctx, std::span<const int64_t> x, std::sp
   const Window3 w = toWindow3(p.window);
   const int64_t cg = p.channels / p.group, mg = p.outChannels / p.group;
   const int64_t kSize = w.kernel[0] * w.kernel[1] * w.kernel[2], rows = cg * kSize;
-  const int64_t inSize = w.in[0] * w.in[1] * w.in[2], outSize = w.out[0] * w.out[1] * w.out[2];
+  const int64_t outSize = w.out[0] * w.out[1] * w.out[2];
   if (p.batch * p.group == 0 || outSize == 0 || mg == 0) return Status::ok();
   auto raise = [](ScratchBuffer b, int64_t elements) { raiseThreadScratchMark(b, static_cast<size_t>(elements)); };
   switch (runAlgorithm(ctx, p, w)) {
@@ -693,9 +795,7 @@ Status noteConvScratch(const OpContext& ctx, std::span<const int64_t> x, std::sp
       raise(ScratchBuffer::ConvTile, block * p.outChannels);
       break;
     }
-    case cpu::ConvAlgorithm::DepthwiseSmallMap:
-      raise(ScratchBuffer::Depthwise, (inSize + kSize + outSize) * kDepthwiseLanes);
-      break;
+    case cpu::ConvAlgorithm::DepthwiseSmallMap: raise(ScratchBuffer::Depthwise, depthwiseScratch(w)); break;
     case cpu::ConvAlgorithm::Direct: {
       // What PaddedPlane::load sizes for the group's planes, and directConv's runs onto narrow maps.
       int64_t ext[3];
@@ -706,9 +806,7 @@ Status noteConvScratch(const OpContext& ctx, std::span<const int64_t> x, std::sp
       raise(ScratchBuffer::ConvPlaneData, cg * ext[0] * ext[1] * w.stride[2] * phase + PaddedPlane::kReadSlack);
       raise(ScratchBuffer::ConvPlaneTaps, rows);
       raise(ScratchBuffer::ConvTaps, rows);
-      if (w.out[0] == 1 && w.out[1] > 1 && w.out[2] < 8)
-        raise(ScratchBuffer::ConvRuns,
-              4 * std::max<int64_t>((w.out[1] - 1) * w.stride[1] * w.stride[2] * phase + w.out[2], kMinDirectRun));
+      if (directRunLength(w) > 0) raise(ScratchBuffer::ConvRuns, 4 * directRunLength(w));
       break;
     }
     default: {  // im2col + GEMM, a band of output rows and a column chunk at a time

@@ -193,6 +193,11 @@ TEST_CASE("every Conv algorithm matches a plain loop on odd shapes, serially and
       {"depthwise 5x5 stride 2 onto a small map", {1, 33, 9, 9}, {33, 1, 5, 5}, 33, {2, 2}, {1, 1}, {2, 2, 2, 2}, true},
       {"depthwise 3x3 on a larger map", {2, 5, 12, 11}, {5, 1, 3, 3}, 5, {1, 1}, {1, 1}, {1, 1, 1, 1}, false},
       {"depthwise 1-D", {1, 6, 17}, {6, 1, 4}, 6, {1}, {2}, {3, 1}, true},
+      // The channel-blocked kernel's padded plane: dilation with asymmetric pads (a pad of 0 on one side), 21 and
+      // 40 channels (a block of 5 and of 8 channels past whole blocks of 16; positions past whole 8x8 transposes),
+      // rows of 10 and 7 outputs (runs of 4 and the rest), stride 2, batch 2.
+      {"depthwise 3x3 dilation 2 onto 11x10", {1, 21, 13, 11}, {21, 1, 3, 3}, 21, {1, 1}, {2, 2}, {2, 1, 0, 2}, true},
+      {"depthwise 5x5 stride 2 onto 8x7", {2, 40, 15, 13}, {40, 1, 5, 5}, 40, {2, 2}, {1, 1}, {2, 2, 2, 2}, false},
       {"grouped 2x2", {1, 6, 8, 8}, {9, 2, 3, 3}, 3, {1, 2}, {1, 1}, {1, 1, 0, 1}, true},
       {"3-D", {1, 3, 4, 5, 6}, {2, 3, 2, 3, 2}, 1, {1, 2, 1}, {1, 1, 2}, {0, 1, 1, 1, 0, 1}, true},
       // Runs shorter than a vector on narrow maps (ResNeXt's late grouped 3x3s): 2x2, 3x2 and 2x3 outputs, 5 and 8
@@ -200,6 +205,12 @@ TEST_CASE("every Conv algorithm matches a plain loop on odd shapes, serially and
       {"grouped 3x3 onto 2x2", {1, 64, 2, 2}, {40, 8, 3, 3}, 8, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
       {"grouped 3x3 onto 3x2", {1, 32, 3, 2}, {64, 4, 3, 3}, 8, {1, 1}, {1, 1}, {1, 1, 1, 1}, false},
       {"dense 3x3 onto 2x3", {1, 9, 2, 3}, {5, 9, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
+      // Rows of 11 and 23 outputs that the direct path computes as one run over the padded plane (13 filters: three
+      // of 4 and a single one).
+      {"dense 3x3 in one run onto 13x11", {1, 8, 13, 11}, {13, 8, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
+      {"dense 3x3 in one run onto 3x23", {2, 5, 3, 23}, {6, 5, 3, 3}, 1, {1, 1}, {1, 1}, {1, 0, 1, 2}, false},
+      // Rows of 21 outputs at stride 2, row by row: a block of 16, then one moved back to end at the row's end.
+      {"first layer 3x3 stride 2 onto 5x21", {1, 3, 9, 42}, {7, 3, 3, 3}, 1, {2, 2}, {1, 1}, {1, 1, 1, 1}, true},
   };
   kernels::ThreadPool pool(2);
   kernels::ThreadPool* const pools[] = {nullptr, &pool};
