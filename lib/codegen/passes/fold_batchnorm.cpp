@@ -85,36 +85,15 @@ std::optional<HalfFold> foldHalf(const LoweringState& state, const LOp& conv, co
   return fold;
 }
 
-// The folded float16 weight of Conv i made at load (halfFoldsAtLoad): three load-time ops inserted before op i
-// compute float16(float32(w) * scale[c]), the arithmetic foldHalf does. Returns the new weight's value.
+// The folded float16 weight of Conv i made at load (halfFoldsAtLoad): float16(float32(w) * scale[c]), the arithmetic
+// foldHalf does. Returns the new weight's value.
 ValueId halfFoldAtLoad(LoweringState& state, size_t i, const std::vector<float>& scale) {
-  const LOp conv = state.ops[i];
-  const ir::Shape wShape = state.constantOf(conv.inputs[1])->shape();
+  const ValueId w = state.ops[i].inputs[1];
+  const ir::Shape wShape = state.constantOf(w)->shape();
   ir::Shape scaleShape(wShape.size(), 1);
   scaleShape[0] = static_cast<int64_t>(scale.size());
-  const std::string base = conv.name + ".folded_w" + std::to_string(state.folds);
-  const ValueId scaleValue =
-      state.addConstant(base + ".scale", ir::Tensor::fromVector(ir::ElemType::Float, scaleShape, scale));
-  auto loadTime = [&](const std::string& name, ir::ElemType type) {
-    const ValueId v = state.value(name);
-    ValueRecord& r = state.record(v);
-    r.type = type;
-    r.shape = wShape;
-    r.loadTime = true;
-    return v;
-  };
-  const ValueId wide = loadTime(base + ".f32", ir::ElemType::Float);
-  const ValueId scaled = loadTime(base + ".f32_scaled", ir::ElemType::Float);
-  const ValueId folded = loadTime(base, ir::ElemType::Float16);
-  auto cast = [&](const std::string& name, ValueId in, ValueId out, ir::ElemType to) {
-    LOp c = madeOp(ir::OpKind::Cast, 19, name, {in}, {out});
-    std::get<ops::CastAttrs>(c.typed).to = to;
-    return c;
-  };
-  state.insertOp(i, cast(base + ".narrow", scaled, folded, ir::ElemType::Float16));
-  state.insertOp(i, madeOp(ir::OpKind::Mul, 14, base + ".scale_mul", {wide, scaleValue}, {scaled}));
-  state.insertOp(i, cast(base + ".widen", conv.inputs[1], wide, ir::ElemType::Float));
-  return folded;
+  return scaleAtLoad(state, i, w, wShape, ir::Tensor::fromVector(ir::ElemType::Float, scaleShape, scale),
+                     ir::ElemType::Float, ir::ElemType::Float16);
 }
 
 }  // namespace
