@@ -1,4 +1,4 @@
-// Which folded constants a weightless context computes at load from the source weights (load_time_recipes.h).
+// Which folded constants a weightless context computes at load, and by which nodes (load_time_recipes.h).
 #include "codegen/load_time_recipes.h"
 
 #include <algorithm>
@@ -99,6 +99,12 @@ bool isExactKind(ir::OpKind kind) {
   }
 }
 
+// Whether value `v` is a source model's own: an initializer or a Constant node's value.
+bool isSourceValue(const ir::Graph& graph, const analysis::GraphFacts& facts, ir::ValueId v) {
+  const ir::ValueEntry& e = facts.table[v];
+  return !e.hasProducer() || graph.nodes[e.producer].kind == ir::OpKind::Constant;
+}
+
 bool isHalf(ir::ElemType t) { return t == ir::ElemType::Float16 || t == ir::ElemType::BFloat16; }
 
 class RecipeFinder {
@@ -107,10 +113,7 @@ public:
       : graph_(graph), facts_(facts), usedOutside_(usedOutside) {}
 
   // Whether constant `v` is a source model's own: an initializer or a Constant node's value.
-  bool isSource(ir::ValueId v) const {
-    const ir::ValueEntry& e = facts_.table[v];
-    return !e.hasProducer() || graph_.nodes[e.producer].kind == ir::OpKind::Constant;
-  }
+  bool isSource(ir::ValueId v) const { return isSourceValue(graph_, facts_, v); }
 
   // Whether constant `v` can be computed at load from source constants; when it can, whether it reads a large source
   // constant is or-ed into `readsLarge`.
@@ -186,11 +189,7 @@ public:
                     std::set<size_t> excluded)
       : graph_(graph), facts_(facts), usedOutside_(usedOutside), excluded_(std::move(excluded)) {}
 
-  // Whether `v` is a source model's own constant: an initializer or a Constant node's value.
-  bool isSource(ir::ValueId v) const {
-    const ir::ValueEntry& e = facts_.table[v];
-    return !e.hasProducer() || graph_.nodes[e.producer].kind == ir::OpKind::Constant;
-  }
+  bool isSource(ir::ValueId v) const { return isSourceValue(graph_, facts_, v); }
 
   // What the context binary holds for a recipe: its stored constants and, for each op, kRecipeOpBytes and its name
   // twice (the op's and its output's).

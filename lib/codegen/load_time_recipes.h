@@ -1,6 +1,6 @@
 // Weightless contexts: the constants the analysis folded from source weights by moving or converting their elements
-// (a Slice, Concat, Transpose, Reshape or Cast of a weight) are computed again at load instead of stored
-// (docs/weight-sharing.md#derived-weights).
+// (a Slice, Concat, Transpose, Reshape or Cast of a weight), or computed by exact arithmetic (anchors, masks), are
+// computed again at load instead of stored (docs/weight-sharing.md#derived-weights).
 #pragma once
 
 #include "analysis/analysis.h"
