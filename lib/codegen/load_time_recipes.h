@@ -1,6 +1,6 @@
 // Weightless contexts: the constants the analysis folded from source weights by moving or converting their elements
-// (a Slice, Concat, Transpose, Reshape or Cast of a weight) are computed again at load instead of stored
-// (docs/weight-sharing.md#derived-weights).
+// (a Slice, Concat, Transpose, Reshape or Cast of a weight), or computed by exact arithmetic (anchors, masks), are
+// computed again at load instead of stored (docs/weight-sharing.md#derived-weights).
 #pragma once
 
 #include "analysis/analysis.h"
@@ -20,5 +20,21 @@ namespace ctxkit::codegen {
 // partition (`usedOutside`, ascending). Float16 values are left out (widen-float16 retypes them).
 std::vector<size_t> loadTimeRecipes(const ir::Graph& graph, const analysis::GraphFacts& facts,
                                     const partitioner::Partition& partition, std::span<const ir::ValueId> usedOutside);
+
+// The constants of `partition` that a weightless context may compute at load by ops whose results IEEE arithmetic
+// fixes exactly (Add, Sub, Mul, Div, Sqrt, comparisons, Where, Range, ConstantOfShape, Expand, Tile, ScatterND and the
+// rearrangements above; docs/weight-sharing.md#derived-weights): anchors, attention masks, a Gather of a position
+// table. `values` are the constants (graph value ids) larger than 4 KiB that the partition reads, computed from source
+// constants and from other constants of at most 4 KiB (stored), fewer bytes stored than computed; `nodes` compute
+// them (graph indices, in a topological order). None of their outputs is read outside the partition, none is a 16-bit
+// float, none is computed by one of `rearrangements` (loadTimeRecipes' nodes) or by a node of the partition.
+// Whether each is computed at load is emit-program's choice: only if the program still reads it unchanged.
+struct ExactRecipes {
+  std::vector<size_t> nodes;
+  std::vector<ir::ValueId> values;
+};
+ExactRecipes exactRecipes(const ir::Graph& graph, const analysis::GraphFacts& facts,
+                          const partitioner::Partition& partition, std::span<const ir::ValueId> usedOutside,
+                          std::span<const size_t> rearrangements);
 
 }  // namespace ctxkit::codegen

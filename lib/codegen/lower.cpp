@@ -51,8 +51,12 @@ Expected<LoweredPartition> lowerPartition(const ir::Graph& graph, const analysis
   std::vector<size_t> recipes;
   if (options.plainWeights) recipes = loadTimeRecipes(graph, facts, partition, usedOutside);
   const size_t recipeOps = recipes.size();
+  // And the constants computed by exact ops (anchors, masks): their nodes are kept aside for emit-program.
+  ExactRecipes exact;
+  if (options.plainWeights) exact = exactRecipes(graph, facts, partition, usedOutside, recipes);
   recipes.insert(recipes.end(), partition.nodes.begin(), partition.nodes.end());
-  for (size_t i : recipes) {
+  // The lowering's op for graph node i.
+  auto opFor = [&](size_t i) -> Expected<LOp> {
     const ir::Node& n = graph.nodes[i];
     std::string name = n.name.empty() ? n.opType + "_" + std::to_string(i) : n.name;
     const auto decoded = ops::attrsOf(n);
@@ -66,15 +70,24 @@ Expected<LoweredPartition> lowerPartition(const ir::Graph& graph, const analysis
       for (ir::ValueId g : graphValues) v.push_back(state.fromGraph(g));
       return v;
     };
-    state.ops.push_back(LOp{n.kind,
-                            n.opset,
-                            std::move(name),
-                            decoded->attrs.value(),
-                            ids(facts.table.inputsOf(i)),
-                            ids(facts.table.outputsOf(i)),
-                            {},
-                            typed ? kNoAttrs : n.attrs});
+    return LOp{n.kind,
+               n.opset,
+               std::move(name),
+               decoded->attrs.value(),
+               ids(facts.table.inputsOf(i)),
+               ids(facts.table.outputsOf(i)),
+               {},
+               typed ? kNoAttrs : n.attrs};
+  };
+  for (size_t i : recipes) {
+    CTX_ASSIGN_OR_RETURN(LOp op, opFor(i));
+    state.ops.push_back(std::move(op));
   }
+  for (size_t i : exact.nodes) {
+    CTX_ASSIGN_OR_RETURN(LOp op, opFor(i));
+    state.exactRecipeOps.push_back(std::move(op));
+  }
+  for (ir::ValueId v : exact.values) state.exactRecipeValues.push_back(state.fromGraph(v));
   for (size_t k = 0; k < recipeOps; ++k)
     for (ValueId o : state.ops[k].outputs) {
       if (o == kNoValue) continue;

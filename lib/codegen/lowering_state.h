@@ -81,7 +81,11 @@ struct LoweringState {
   const LowerOptions& options;
 
   std::vector<LOp> ops;  // in execution order
-  size_t folds = 0;      // fold-batchnorm and fold-affine: numbers the constants they make
+  // A weightless context's constants computed by exact ops (codegen::exactRecipes) and the ops computing them, in
+  // order, outside `ops`: emit-program computes at load each such constant the program still reads unchanged.
+  std::vector<LOp> exactRecipeOps;
+  std::vector<ValueId> exactRecipeValues;
+  size_t folds = 0;  // fold-batchnorm and fold-affine: numbers the constants they make
 
   // emit-program and plan-memory: the program, each tensor's first and last use (op index).
   LoweredPartition result;

@@ -6,6 +6,7 @@
 #include "kernels/kernels.h"
 
 #include <algorithm>
+#include <set>
 
 namespace ctxkit::codegen {
 
@@ -186,15 +187,51 @@ Status emit(LoweringState& state, const LOp& op) {
   return Status::ok();
 }
 
+// A weightless context's constants computed by exact ops (LoweringState::exactRecipeValues) that the program still
+// reads as the analysis folded them (no pass rescaled, widened or replaced them): the ops computing them are emitted
+// first, at load, so the context binary stores their small inputs instead. Returns how many ops.
+Expected<size_t> emitExactRecipes(LoweringState& state) {
+  std::vector<char> read(state.valueCount(), 0);
+  for (const LOp& op : state.ops)
+    for (ValueId in : op.inputs)
+      if (in != kNoValue) read[in] = 1;
+  std::set<ValueId> needed;
+  for (ValueId v : state.exactRecipeValues) {
+    const ValueRecord& r = state.record(v);
+    if (read[v] && r.sourceConstant && !r.made && !r.float16Storage && !r.loadTime && r.tensor < 0) needed.insert(v);
+  }
+  if (needed.empty()) return size_t{0};
+  // The ops computing them, walking back from the last.
+  std::vector<char> runs(state.exactRecipeOps.size(), 0);
+  for (size_t k = state.exactRecipeOps.size(); k-- > 0;) {
+    const LOp& op = state.exactRecipeOps[k];
+    if (std::none_of(op.outputs.begin(), op.outputs.end(), [&](ValueId o) { return needed.count(o) > 0; })) continue;
+    runs[k] = 1;
+    needed.insert(op.inputs.begin(), op.inputs.end());
+  }
+  size_t emitted = 0;
+  for (size_t k = 0; k < state.exactRecipeOps.size(); ++k) {
+    if (!runs[k]) continue;
+    const LOp& op = state.exactRecipeOps[k];
+    for (ValueId o : op.outputs)
+      if (o != kNoValue) state.record(o).loadTime = true;  // (still the analysis' constant for the passes' readers)
+    CTX_RETURN_IF_ERROR(emit(state, op).addContext(fmt::format("lowering node '{}' (at load)", op.name)));
+    ++emitted;
+  }
+  return emitted;
+}
+
 }  // namespace
 
 Expected<ir::PassChange> EmitProgram::run(LoweringState& state) const {
+  CTX_ASSIGN_OR_RETURN(const size_t exactOps, emitExactRecipes(state));
   for (const LOp& op : state.ops)
     CTX_RETURN_IF_ERROR(emit(state, op).addContext(fmt::format("lowering node '{}'", op.name)));
   state.emitted = true;
   ir::PassChange change;
   change.changed = true;  // the program is made
   return change.count("program_ops", state.result.program.ops.size())
+      .count("exact_recipe_ops", exactOps)
       .count("tensors", state.result.program.tensors.size());
 }
 

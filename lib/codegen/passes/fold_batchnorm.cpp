@@ -16,10 +16,28 @@ namespace {
 // A float16 operation as ONNX Runtime's initializer arithmetic does it: in float32, rounded to float16.
 float half(float v) { return cpu::halfToFloat(cpu::floatToHalf(v)); }
 
+// A float16 BatchNorm folded into a Conv: the per-channel factor (a float16 value), the folded bias, and the folded
+// weight unless a weightless context computes it at load (halfFoldsAtLoad).
+struct HalfFold {
+  std::vector<float> scale;
+  std::optional<ir::Tensor> w;
+  ir::Tensor b;
+};
+
+// A weightless context (LowerOptions::plainWeights) folds a float16 weight larger than this at load from the source
+// weight, which then stays in the source model: the same floor as derivesAtLoad's.
+constexpr uint64_t kHalfAtLoadFloorBytes = 4096;
+
+bool halfFoldsAtLoad(const LoweringState& state, ValueId w) {
+  const ValueRecord& r = state.record(w);
+  return state.options.plainWeights && r.sourceConstant && !r.made && !r.loadTime &&
+         r.sourceConstant->byteSize() > kHalfAtLoadFloorBytes;
+}
+
 // Conv (float16 weights, optional float16 bias) followed only by BatchNormalization of float16 constants: the folded
 // weights and bias, computed in ONNX Runtime's order (var + epsilon, sqrt, scale / that; W * it per output channel;
 // with a bias ((B - mean) * it) + bn_B, without one bn_B - mean * it), or nothing when the pair does not qualify.
-std::optional<std::pair<ir::Tensor, ir::Tensor>> foldHalf(const LoweringState& state, const LOp& conv, const LOp& bn) {
+std::optional<HalfFold> foldHalf(const LoweringState& state, const LOp& conv, const LOp& bn) {
   if (conv.kind != ir::OpKind::Conv || conv.epilogue || conv.inputs.size() < 2 || conv.outputs.size() != 1 ||
       bn.kind != ir::OpKind::BatchNormalization || bn.inputs.size() != 5 || bn.inputs[0] != conv.outputs[0] ||
       std::get<ops::BatchNormAttrs>(bn.typed).perActivation || state.leaves(bn.outputs[0]) ||
@@ -43,22 +61,39 @@ std::optional<std::pair<ir::Tensor, ir::Tensor>> foldHalf(const LoweringState& s
   if (hasBias && (!bias || bias->rank() != 1 || bias->shape()[0] != channels)) return std::nullopt;
   auto f = [](uint16_t bits) { return cpu::halfToFloat(bits); };
   const float epsilon = std::get<ops::BatchNormAttrs>(bn.typed).epsilon;
-  auto newW = ir::Tensor::allocate(ir::ElemType::Float16, w->shape());
+  // (W * scale is exact in float32, a product of two float16 values: rounding it to float16 is the one rounding,
+  // which a weightless context's load-time Cast does as this does)
+  const bool atLoad = halfFoldsAtLoad(state, conv.inputs[1]);
+  auto newW = atLoad ? Expected<ir::Tensor>(ir::Tensor()) : ir::Tensor::allocate(ir::ElemType::Float16, w->shape());
   auto newB = ir::Tensor::allocate(ir::ElemType::Float16, {channels});
   if (!newW || !newB) return std::nullopt;
+  HalfFold fold{std::vector<float>(static_cast<size_t>(channels)), std::nullopt, std::move(*newB)};
   const uint64_t perFilter = w->elementCount() / static_cast<uint64_t>(channels);
   for (int64_t c = 0; c < channels; ++c) {
     const float sd = half(std::sqrt(half(f(p[3][c]) + epsilon)));
     const float scale = half(f(p[0][c]) / sd);
-    for (uint64_t k = 0; k < perFilter; ++k) {
+    fold.scale[static_cast<size_t>(c)] = scale;
+    for (uint64_t k = 0; !atLoad && k < perFilter; ++k) {
       const uint64_t at = static_cast<uint64_t>(c) * perFilter + k;
       newW->mutableDataAs<uint16_t>()[at] = cpu::floatToHalf(f(w->dataAs<uint16_t>()[at]) * scale);
     }
     const float b = bias ? half(half(half(f(bias->dataAs<uint16_t>()[c]) - f(p[2][c])) * scale) + f(p[1][c]))
                          : half(f(p[1][c]) - half(f(p[2][c]) * scale));
-    newB->mutableDataAs<uint16_t>()[c] = cpu::floatToHalf(b);
+    fold.b.mutableDataAs<uint16_t>()[c] = cpu::floatToHalf(b);
   }
-  return std::pair{std::move(*newW), std::move(*newB)};
+  if (!atLoad) fold.w = std::move(*newW);
+  return fold;
+}
+
+// The folded float16 weight of Conv i made at load (halfFoldsAtLoad): float16(float32(w) * scale[c]), the arithmetic
+// foldHalf does. Returns the new weight's value.
+ValueId halfFoldAtLoad(LoweringState& state, size_t i, const std::vector<float>& scale) {
+  const ValueId w = state.ops[i].inputs[1];
+  const ir::Shape wShape = state.constantOf(w)->shape();
+  ir::Shape scaleShape(wShape.size(), 1);
+  scaleShape[0] = static_cast<int64_t>(scale.size());
+  return scaleAtLoad(state, i, w, wShape, ir::Tensor::fromVector(ir::ElemType::Float, scaleShape, scale),
+                     ir::ElemType::Float, ir::ElemType::Float16);
 }
 
 }  // namespace
@@ -71,11 +106,16 @@ Expected<ir::PassChange> FoldBatchNorm::run(LoweringState& state) const {
       if (!j) continue;
       auto folded = foldHalf(state, state.ops[i], state.ops[*j]);
       if (!folded) continue;
+      ValueId w = kNoValue;
+      if (folded->w) {
+        w = state.addConstant(state.ops[i].name + ".folded_w" + std::to_string(state.folds), std::move(*folded->w));
+      } else {
+        w = halfFoldAtLoad(state, i, folded->scale);  // three ops before op i: it and its reader move on by three
+        i += 3;
+        *j += 3;
+      }
       const LOp& conv = state.ops[i];
-      const ValueId w =
-          state.addConstant(conv.name + ".folded_w" + std::to_string(state.folds), std::move(folded->first));
-      const ValueId b =
-          state.addConstant(conv.name + ".folded_b" + std::to_string(state.folds), std::move(folded->second));
+      const ValueId b = state.addConstant(conv.name + ".folded_b" + std::to_string(state.folds), std::move(folded->b));
       ++state.folds;
       state.setInputs(i, {conv.inputs[0], w, b});
       state.setOutputs(i, {state.ops[*j].outputs[0]});

@@ -58,6 +58,33 @@ std::optional<ir::Shape> derivesAtLoad(const LoweringState& state, ValueId w) {
   return r.sourceConstant->shape();
 }
 
+ValueId scaleAtLoad(LoweringState& state, size_t i, ValueId w, const ir::Shape& wShape, ir::Tensor scale,
+                    ir::ElemType wide, ir::ElemType narrow) {
+  const std::string base = state.ops[i].name + ".folded_w" + std::to_string(state.folds);
+  const std::string wideName = base + (wide == ir::ElemType::Double ? ".f64" : ".f32");
+  const ValueId scaleValue = state.addConstant(base + ".scale", std::move(scale));
+  auto loadTime = [&](const std::string& name, ir::ElemType type) {
+    const ValueId v = state.value(name);
+    ValueRecord& r = state.record(v);
+    r.type = type;
+    r.shape = wShape;
+    r.loadTime = true;
+    return v;
+  };
+  const ValueId widened = loadTime(wideName, wide);
+  const ValueId scaled = loadTime(wideName + "_scaled", wide);
+  const ValueId folded = loadTime(base, narrow);
+  auto cast = [&](const std::string& name, ValueId in, ValueId out, ir::ElemType to) {
+    LOp c = madeOp(ir::OpKind::Cast, 13, name, {in}, {out});
+    std::get<ops::CastAttrs>(c.typed).to = to;
+    return c;
+  };
+  state.insertOp(i, cast(base + ".narrow", scaled, folded, narrow));
+  state.insertOp(i, madeOp(ir::OpKind::Mul, 14, base + ".scale_mul", {widened, scaleValue}, {scaled}));
+  state.insertOp(i, cast(base + ".widen", w, widened, wide));
+  return folded;
+}
+
 namespace {
 
 // The float32 weight `w` of a Conv or Gemm that a weightless context rescales at load (derivesAtLoad). Its shape,
@@ -94,38 +121,17 @@ std::optional<int64_t> foldableChannels(const LoweringState& state, const LOp& o
   return std::nullopt;
 }
 
-// The rescaled weight of op i made at load (a weightless context, foldsAtLoad): three load-time ops inserted before
-// op i compute float32(float64(w) * scale[c]), the arithmetic foldChannelAffine does, so the weight is bit for bit
-// the one an ordinary compile stores; the scale is stored as float64, shaped to broadcast over the weight's channel
-// axis (axis 0 of a Conv's or a transB Gemm's weight, axis 1 of a Gemm's). Returns the new weight's value.
+// The rescaled weight of op i made at load (a weightless context, foldsAtLoad): float32(float64(w) * scale[c]), the
+// arithmetic foldChannelAffine does, so the weight is bit for bit the one an ordinary compile stores; the scale is
+// stored as float64, shaped to broadcast over the weight's channel axis (axis 0 of a Conv's or a transB Gemm's weight,
+// axis 1 of a Gemm's). Returns the new weight's value.
 ValueId rescaleAtLoad(LoweringState& state, size_t i, const ir::Shape& wShape, const std::vector<double>& scale) {
-  const LOp op = state.ops[i];
+  const LOp& op = state.ops[i];
   const bool channelsLast = op.kind == ir::OpKind::Gemm && !std::get<ops::GemmAttrs>(op.typed).transB;
   ir::Shape scaleShape(wShape.size(), 1);
   scaleShape[channelsLast ? 1 : 0] = static_cast<int64_t>(scale.size());
-  const std::string base = op.name + ".folded_w" + std::to_string(state.folds);
-  const ValueId scaleValue =
-      state.addConstant(base + ".scale", ir::Tensor::fromVector(ir::ElemType::Double, scaleShape, scale));
-  auto loadTime = [&](const std::string& name, ir::ElemType type) {
-    const ValueId v = state.value(name);
-    ValueRecord& r = state.record(v);
-    r.type = type;
-    r.shape = wShape;
-    r.loadTime = true;
-    return v;
-  };
-  const ValueId wide = loadTime(base + ".f64", ir::ElemType::Double);
-  const ValueId scaled = loadTime(base + ".f64_scaled", ir::ElemType::Double);
-  const ValueId folded = loadTime(base, ir::ElemType::Float);
-  auto cast = [&](const std::string& name, ValueId in, ValueId out, ir::ElemType to) {
-    LOp c = madeOp(ir::OpKind::Cast, 13, name, {in}, {out});
-    std::get<ops::CastAttrs>(c.typed).to = to;
-    return c;
-  };
-  state.insertOp(i, cast(base + ".narrow", scaled, folded, ir::ElemType::Float));
-  state.insertOp(i, madeOp(ir::OpKind::Mul, 14, base + ".scale_mul", {wide, scaleValue}, {scaled}));
-  state.insertOp(i, cast(base + ".widen", op.inputs[1], wide, ir::ElemType::Double));
-  return folded;
+  return scaleAtLoad(state, i, op.inputs[1], wShape, ir::Tensor::fromVector(ir::ElemType::Double, scaleShape, scale),
+                     ir::ElemType::Double, ir::ElemType::Float);
 }
 
 // Folds `affine` over the output channels of op i (a foldableChannels op) into its weights and bias; op `by`, which

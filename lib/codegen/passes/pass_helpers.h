@@ -21,6 +21,12 @@ std::optional<ops::Epilogue> activationOf(const LoweringState& state, const LOp&
 // model's constant larger than 4 KiB; a smaller one is derived now and stored. `w`'s shape, when so.
 std::optional<ir::Shape> derivesAtLoad(const LoweringState& state, ValueId w);
 
+// Inserts before op i (a Conv or Gemm) three load-time ops computing its weight `w` (of shape `wShape`) rescaled:
+// Cast(Cast(w, to `wide`) * scale, to `narrow`), `scale` (of type `wide`) stored, shaped to broadcast over w. Returns
+// the rescaled weight's value; op i is then at i + 3.
+ValueId scaleAtLoad(LoweringState& state, size_t i, ValueId w, const ir::Shape& wShape, ir::Tensor scale,
+                    ir::ElemType wide, ir::ElemType narrow);
+
 // y = x * scale[c] + shift[c] over output channels c.
 struct ChannelAffine {
   std::vector<double> scale, shift;

@@ -123,6 +123,7 @@ private:
     const ValueId w = fresh(state_.nameOf(v) + "/float32");
     if (auto shape = state_.shapeOf(v)) state_.record(w).shape = *shape;
     state_.record(w).type = ElemType::Float;
+    state_.record(w).loadTime = state_.isLoadTime(v);  // (a weight folded at load is widened there too)
     out_.push_back(castOp(state_.nameOf(v) + "/cast_float32", v, w, ElemType::Float));
     wide_.set(v, w);
     ++inputsWidened_;
