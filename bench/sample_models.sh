@@ -3,6 +3,7 @@
 ocr="$cache/models/ocr-models-1.4.2/package/assets"
 vad="$cache/models/silero-vad-1.0.3/package/weights"
 oww="$cache/models/openwakeword-js-0.1.27/package/models"
+vadWeb="$cache/models/vad-web-0.0.31/package/dist"
 
 # each_sample_model FN: calls `FN NAME MODEL [--shape INPUT=AxB ...]` once per model.
 each_sample_model() {

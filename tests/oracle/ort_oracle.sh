@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ONNX Runtime as the oracle: compiles the bundled samples (the QDQ CNN and transformer block among them) and the whole development corpus (CORPUS.md §2: PP-OCR
-# det/rec/cls, four silero VAD variants, three openwakeword heads) with ctxgen for each target (npu-sim and cpu),
+# det/rec/cls, four silero VAD variants and another package's three, three openwakeword heads) with ctxgen for each target (npu-sim and cpu),
 # runs them with ctxrun on seeded random inputs, runs the SOURCE models with ONNX Runtime 1.30 on the same input
 # bytes, and requires ctxrun's outputs to match (rtol 1e-3, atol 1e-5). Exits 77 (CTest's skip code) when the
 # assets are absent, saying why, or fails when CI is set (tests/common/skip.sh).
@@ -11,10 +11,8 @@ set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../common/skip.sh"
 build="$1" cache="$2" src="$3"
 ort="$cache/onnxruntime-node-1.30.0/node_modules"
-ocr="$cache/models/ocr-models-1.4.2/package/assets"
-vad="$cache/models/silero-vad-1.0.3/package/weights"
-oww="$cache/models/openwakeword-js-0.1.27/package/models"
-for need in "$ort/onnxruntime-node/package.json" "$ocr" "$vad" "$oww"; do
+source "$src/bench/sample_models.sh"  # where the npm models are: $ocr, $vad, $vadWeb, $oww
+for need in "$ort/onnxruntime-node/package.json" "$ocr" "$vad" "$vadWeb" "$oww"; do
   if [ ! -e "$need" ]; then
     ctx_skip "$need is missing (run scripts/fetch_test_assets.sh; it needs Node.js, npm and the npm registry)"
   fi
@@ -345,9 +343,16 @@ for target in npu-sim cpu; do
   check silero_vad_16k_op15 "$vad/silero_vad_16k_op15.onnx" "$target" "${vadShapes[@]}" -- --set sr=16000
   check silero_vad_op18_ifless "$vad/silero_vad_op18_ifless.onnx" "$target" "${vadShapes[@]}" -- --set sr=16000
   check silero_vad_half "$vad/silero_vad_half.onnx" "$target" "${vadShapes[@]}"
+  # Another package's Silero detectors (v5, v6: STFT as a Conv, an If on the sample rate; legacy: LSTM h and c).
+  check vadweb_silero_v5 "$vadWeb/silero_vad_v5.onnx" "$target" "${vadShapes[@]}" -- --set sr=16000
+  check vadweb_silero_v6 "$vadWeb/silero_vad_v6.onnx" "$target" "${vadShapes[@]}" -- --set sr=16000
+  check vadweb_silero_legacy "$vadWeb/silero_vad_legacy.onnx" "$target" --shape input=1x512 --dim batch=1 -- \
+    --set sr=16000
   checkBound silero_vad "$vad/silero_vad.onnx" "$target" sr=16000 "${vadShapes[@]}"
   checkBound silero_vad_16k_op15 "$vad/silero_vad_16k_op15.onnx" "$target" sr=16000 "${vadShapes[@]}"
   checkBound silero_vad_op18_ifless "$vad/silero_vad_op18_ifless.onnx" "$target" sr=16000 "${vadShapes[@]}"
+  checkBound vadweb_silero_v5 "$vadWeb/silero_vad_v5.onnx" "$target" sr=16000 "${vadShapes[@]}"
+  checkBound vadweb_silero_v6 "$vadWeb/silero_vad_v6.onnx" "$target" sr=16000 "${vadShapes[@]}"
   checkBound silero_vad_8k "$vad/silero_vad.onnx" "$target" sr=8000 --shape input=1x256 --shape state=2x1x128
   checkVariants "$target"
   check hello_deepa "$oww/hello_deepa.onnx" "$target"
