@@ -224,7 +224,22 @@ template <bool IsMax> CTX_POOL_INLINE PoolLanes poolCombine(PoolLanes acc, PoolL
   else return acc + x;
 }
 
-// out[i] = reduce over t of src[taps[t] + i * stride], from -inf (max) or 0 (sum), for i < n. Full vectors of 16
+// out[i] = reduce over t of src[taps[t] + i * stride], from -inf (max) or 0 (sum), for i < n, one at a time.
+template <bool IsMax>
+CTX_POOL_INLINE void poolRunScalar(const float* src, const ptrdiff_t* taps, size_t tapCount, float* out, size_t n,
+                                   int64_t stride) {
+  for (size_t i = 0; i < n; ++i) {
+    float acc = IsMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+    for (size_t t = 0; t < tapCount; ++t) {
+      const float v = src[taps[t] + static_cast<ptrdiff_t>(i) * stride];
+      if constexpr (IsMax) acc = acc < v ? v : acc;  // as vecTapsMax: a NaN never replaces a number
+      else acc += v;
+    }
+    out[i] = acc;
+  }
+}
+
+// poolRunScalar in vectors at a fixed stride of 1 or 2. Full vectors of 16
 // outputs; the last one overlaps the one before it (out does not alias src) and shorter runs go one at a time.
 template <bool IsMax, int Stride>
 CTX_POOL_INLINE void poolRun(const float* src, const ptrdiff_t* taps, size_t tapCount, float* out, size_t n) {
@@ -241,15 +256,7 @@ CTX_POOL_INLINE void poolRun(const float* src, const ptrdiff_t* taps, size_t tap
       if (i + kLanes == n) return;
     }
   }
-  for (size_t i = 0; i < n; ++i) {
-    float acc = kNone;
-    for (size_t t = 0; t < tapCount; ++t) {
-      const float v = src[taps[t] + static_cast<ptrdiff_t>(i) * Stride];
-      if constexpr (IsMax) acc = acc < v ? v : acc;
-      else acc += v;
-    }
-    out[i] = acc;
-  }
+  poolRunScalar<IsMax>(src, taps, tapCount, out, n, Stride);
 }
 
 // poolRun at any stride (strides other than 1 and 2 one output at a time).
@@ -258,16 +265,7 @@ CTX_POOL_INLINE void poolRunStrided(const float* src, const ptrdiff_t* taps, siz
                                     int64_t stride) {
   if (stride == 1) return poolRun<IsMax, 1>(src, taps, tapCount, out, n);
   if (stride == 2) return poolRun<IsMax, 2>(src, taps, tapCount, out, n);
-  constexpr float kNone = IsMax ? -std::numeric_limits<float>::infinity() : 0.0f;
-  for (size_t i = 0; i < n; ++i) {
-    float acc = kNone;
-    for (size_t t = 0; t < tapCount; ++t) {
-      const float v = src[taps[t] + static_cast<ptrdiff_t>(i) * stride];
-      if constexpr (IsMax) acc = acc < v ? v : acc;
-      else acc += v;
-    }
-    out[i] = acc;
-  }
+  poolRunScalar<IsMax>(src, taps, tapCount, out, n, stride);
 }
 
 // dst[i] = src[i] (no divisors) or src[i] / divisors[i] (0 where the divisor is 0: exact, the divisors are small
