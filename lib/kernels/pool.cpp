@@ -195,6 +195,7 @@ FlatPoolPlan makeFlatPoolPlan(const Window3& w, bool isMax, bool countPad, std::
       for (int64_t ow = 0; ow < w.out[2]; ++ow)
         f.divisors.push_back(static_cast<float>(outer * counts[static_cast<size_t>(ow)]));
     }
+    f.divisors.resize(f.divisors.size() + 16, 1.0f);  // read (and discarded) by poolCopyRun's vectors past a row
   }
   return f;
 }
@@ -269,8 +270,11 @@ CTX_POOL_INLINE void poolRunStrided(const float* src, const ptrdiff_t* taps, siz
 }
 
 // dst[i] = src[i] (no divisors) or src[i] / divisors[i] (0 where the divisor is 0: exact, the divisors are small
-// integers), for i < n, in vectors of 16; dst may be src. Otherwise the last vector overlaps the one before it.
-CTX_POOL_INLINE void poolCopyRun(const float* src, float* dst, size_t n, const float* divisors) {
+// integers), for i < n, in vectors of 16; dst may be src. When `room` floats from src can be read and from dst written
+// (and divisors has room too), the last vector runs past n instead of going one float at a time: a short row's
+// copy is then a vector or two, its extra floats overwritten later by the caller. Otherwise, with dst not src, the
+// last vector overlaps the one before it.
+CTX_POOL_INLINE void poolCopyRun(const float* src, float* dst, size_t n, const float* divisors, size_t room = 0) {
   constexpr size_t kLanes = 16;
   auto block = [&](size_t i) {
     PoolLanes v;
@@ -285,6 +289,7 @@ CTX_POOL_INLINE void poolCopyRun(const float* src, float* dst, size_t n, const f
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes) block(i);
   if (i == n) return;
+  if (src != dst && i + kLanes <= room) return block(i);
   if (src != dst && n >= kLanes) return block(n - kLanes);
   for (; i < n; ++i) dst[i] = !divisors ? src[i] : divisors[i] == 0.0f ? 0.0f : src[i] / divisors[i];
 }
@@ -340,6 +345,8 @@ CTX_POOL_INLINE void flatPoolBlock(const float* x, float* y, const Window3& w, c
     const int64_t rows = std::clamp<int64_t>(hp - padT, 0, inH);  // input rows inside P
     const int64_t cols = std::clamp<int64_t>(wp - padL, 0, inW);  // input columns inside P
     const int64_t top = std::min(padT, hp), left = std::min(padL, wp);
+    const float* xEnd = x + planes * inH * inW;
+    const float* pEnd = pad + planes * hp * wp;
     for (int64_t c = 0; c < planes; ++c) {
       float* dst = pad + c * hp * wp;
       const float* src = x + c * inH * inW;
@@ -347,7 +354,9 @@ CTX_POOL_INLINE void flatPoolBlock(const float* x, float* y, const Window3& w, c
       for (int64_t r = 0; r < rows; ++r) {
         float* d = dst + (top + r) * wp;
         for (int64_t i = 0; i < left; ++i) d[i] = kNone;
-        poolCopyRun(src + r * inW, d + left, static_cast<size_t>(cols), nullptr);
+        const float* from = src + r * inW;
+        poolCopyRun(from, d + left, static_cast<size_t>(cols), nullptr,
+                    static_cast<size_t>(std::min(xEnd - from, pEnd - (d + left))));
         for (int64_t i = left + cols; i < wp; ++i) d[i] = kNone;
       }
       std::fill(dst + (top + rows) * wp, dst + hp * wp, kNone);
@@ -376,11 +385,16 @@ CTX_POOL_INLINE void flatPoolBlock(const float* x, float* y, const Window3& w, c
     poolRunStrided<IsMax>(v, f.colTaps.data(), f.colTaps.size(), h, static_cast<size_t>(countH), sw);
   }
   if (direct) return;
+  // Rows in order, each vector store past a row's end overwritten by the next row; never past this block's output
+  // (another thread's) nor past H.
+  const float* hEnd = h + countH;
+  float* yEnd = y + planes * outH * outW;
   for (int64_t c = 0; c < planes; ++c) {
     for (int64_t oh = 0; oh < outH; ++oh) {
       const float* src = h + (c * hp + oh * sh) * wq;
       float* dst = y + (c * outH + oh) * outW;
-      poolCopyRun(src, dst, static_cast<size_t>(outW), IsMax ? nullptr : f.divisors.data() + oh * outW);
+      poolCopyRun(src, dst, static_cast<size_t>(outW), IsMax ? nullptr : f.divisors.data() + oh * outW,
+                  static_cast<size_t>(std::min(hEnd - src, yEnd - dst)));
     }
   }
 }
