@@ -294,6 +294,15 @@ CTX_POOL_INLINE void poolCopyRun(const float* src, float* dst, size_t n, const f
   for (; i < n; ++i) dst[i] = !divisors ? src[i] : divisors[i] == 0.0f ? 0.0f : src[i] / divisors[i];
 }
 
+// dst[i] = value for i < n, in whole vectors of 16: up to 15 floats past n are written too. For the padded copy's
+// margins, whose overrun lands on floats of the scratch written after them (the rest of the row, the next row or
+// plane, V): a call per margin, not a memset call (zero-filling loops become one) per row.
+CTX_POOL_INLINE void poolFill(float* dst, int64_t n, float value) {
+  PoolLanes v;
+  for (size_t j = 0; j < 16; ++j) v[j] = value;
+  for (int64_t i = 0; i < n; i += 16) __builtin_memcpy(dst + i, &v, sizeof v);
+}
+
 // Floats of scratch a block of `planes` planes needs: P (unless copy-free), V and H, with the read slack; wide rows
 // need one V row.
 int64_t flatPoolScratch(const FlatPoolPlan& f, int64_t planes) {
@@ -350,16 +359,16 @@ CTX_POOL_INLINE void flatPoolBlock(const float* x, float* y, const Window3& w, c
     for (int64_t c = 0; c < planes; ++c) {
       float* dst = pad + c * hp * wp;
       const float* src = x + c * inH * inW;
-      std::fill(dst, dst + top * wp, kNone);
+      poolFill(dst, top * wp, kNone);
       for (int64_t r = 0; r < rows; ++r) {
         float* d = dst + (top + r) * wp;
-        for (int64_t i = 0; i < left; ++i) d[i] = kNone;
+        poolFill(d, left, kNone);
         const float* from = src + r * inW;
         poolCopyRun(from, d + left, static_cast<size_t>(cols), nullptr,
                     static_cast<size_t>(std::min(xEnd - from, pEnd - (d + left))));
-        for (int64_t i = left + cols; i < wp; ++i) d[i] = kNone;
+        poolFill(d + left + cols, wp - left - cols, kNone);
       }
-      std::fill(dst + (top + rows) * wp, dst + hp * wp, kNone);
+      poolFill(dst + (top + rows) * wp, (hp - top - rows) * wp, kNone);
     }
     p = pad;
   }
