@@ -242,10 +242,33 @@ CTX_POOL_INLINE void poolRunScalar(const float* src, const ptrdiff_t* taps, size
 
 // poolRunScalar in vectors at a fixed stride of 1 or 2. Full vectors of 16
 // outputs; the last one overlaps the one before it (out does not alias src) and shorter runs go one at a time.
+// poolRun for a fixed number of taps (2 and 3: most pools' kernel rows and columns), their addresses held in
+// registers: the tap loop's overhead was most of a small map's time.
+template <bool IsMax, int Stride, int Taps>
+CTX_POOL_INLINE void poolRunFixed(const float* src, const ptrdiff_t* taps, float* out, size_t n) {
+  constexpr float kNone = IsMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+  constexpr size_t kLanes = 16;
+  const float* tap[Taps];
+#pragma GCC unroll 4
+  for (int t = 0; t < Taps; ++t) tap[t] = src + taps[t];
+  for (size_t i = 0;; i += kLanes) {
+    if (i + kLanes > n) i = n - kLanes;
+    PoolLanes acc;
+    for (size_t j = 0; j < kLanes; ++j) acc[j] = kNone;
+    const auto at = static_cast<ptrdiff_t>(i) * Stride;
+#pragma GCC unroll 4
+    for (int t = 0; t < Taps; ++t) acc = poolCombine<IsMax>(acc, poolLoad<Stride>(tap[t] + at));
+    __builtin_memcpy(out + i, &acc, sizeof acc);
+    if (i + kLanes == n) return;
+  }
+}
+
 template <bool IsMax, int Stride>
 CTX_POOL_INLINE void poolRun(const float* src, const ptrdiff_t* taps, size_t tapCount, float* out, size_t n) {
   constexpr float kNone = IsMax ? -std::numeric_limits<float>::infinity() : 0.0f;
   constexpr size_t kLanes = 16;
+  if (n >= kLanes && tapCount == 3) return poolRunFixed<IsMax, Stride, 3>(src, taps, out, n);
+  if (n >= kLanes && tapCount == 2) return poolRunFixed<IsMax, Stride, 2>(src, taps, out, n);
   if (n >= kLanes) {
     for (size_t i = 0;; i += kLanes) {
       if (i + kLanes > n) i = n - kLanes;
