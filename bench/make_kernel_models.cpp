@@ -199,6 +199,21 @@ int main(int argc, char** argv) {
   ok &= pool(dir, {"avgpool2x2_s2", {1, 64, 112, 112}, {1, 64, 56, 56}}, "AveragePool", 2, 2, 0);
   ok &= pool(dir, {"avgpool3x3_s2_pad", {1, 64, 112, 112}, {1, 64, 56, 56}}, "AveragePool", 3, 2, 1,
              {Attribute::makeInt("count_include_pad", 1)});
+  // The corpus's small-map pools (SqueezeNet 1.1 and GoogLeNet at 96x96: 3x3 stride 2 in ceil mode, GoogLeNet's
+  // 3x3 stride-1 branch pools on 12x12 and 6x6, Inception v3's 3x3 stride-1 averages counting the padding on a 9x9
+  // map) and a global average over 7x7.
+  const std::vector<Attribute> ceilMode{Attribute::makeInt("ceil_mode", 1)};
+  ok &= pool(dir, {"maxpool3x3_s2_ceil_c64_47", {1, 64, 47, 47}, {1, 64, 23, 23}}, "MaxPool", 3, 2, 0, ceilMode);
+  ok &= pool(dir, {"maxpool3x3_s2_ceil_c128_23", {1, 128, 23, 23}, {1, 128, 11, 11}}, "MaxPool", 3, 2, 0, ceilMode);
+  ok &= pool(dir, {"maxpool3x3_s2_ceil_c256_11", {1, 256, 11, 11}, {1, 256, 5, 5}}, "MaxPool", 3, 2, 0, ceilMode);
+  ok &= pool(dir, {"maxpool3x3_s2_ceil_c64_48", {1, 64, 48, 48}, {1, 64, 24, 24}}, "MaxPool", 3, 2, 0, ceilMode);
+  ok &= pool(dir, {"maxpool3x3_s1_ceil_c192_12", {1, 192, 12, 12}, {1, 192, 12, 12}}, "MaxPool", 3, 1, 1, ceilMode);
+  ok &= pool(dir, {"maxpool3x3_s1_ceil_c832_6", {1, 832, 6, 6}, {1, 832, 6, 6}}, "MaxPool", 3, 1, 1, ceilMode);
+  ok &= pool(dir, {"maxpool2x2_s2_ceil_c832_6", {1, 832, 6, 6}, {1, 832, 3, 3}}, "MaxPool", 2, 2, 0, ceilMode);
+  ok &= pool(dir, {"avgpool3x3_s1_pad_c288_9", {1, 288, 9, 9}, {1, 288, 9, 9}}, "AveragePool", 3, 1, 1,
+             {Attribute::makeInt("count_include_pad", 1)});
+  ok &= write(dir, {"globalavgpool_c1280_7", {1, 1280, 7, 7}, {1, 1280, 1, 1}},
+              [](samples::GraphBuilder& g) { g.addNode("pool", "GlobalAveragePool", {"x"}, {}, "y"); });
   ok &= conv(dir, {"conv3x3_leaky", {1, 16, 112, 112}, {1, 32, 112, 112}}, 32, 3, 1, 1, "LeakyRelu",
              {Attribute::makeFloat("alpha", 0.1f)});
   ok &= conv(dir, {"conv1x1_hardsigmoid", {1, 64, 56, 56}, {1, 64, 56, 56}}, 64, 1, 1, 1, "HardSigmoid",

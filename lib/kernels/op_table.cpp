@@ -43,8 +43,8 @@ const OpEntry* detail::findEntry(OpKind kind) {
   static const OpEntry gemm{inferGemm, runGemm, kMatMulTypes, true};
   static const OpEntry softmax{inferSoftmax, runSoftmax, kFloats, true};
   static const OpEntry conv{inferConv, runConv, kFloat32, true};
-  static const OpEntry maxPool{inferPool, runMaxPool, kMaxPoolTypes, true};
-  static const OpEntry avgPool{inferPool, runAveragePool, kFloats, true};
+  static const OpEntry maxPool{inferPool, runMaxPool, kMaxPoolTypes, true, planPoolOnce};
+  static const OpEntry avgPool{inferPool, runAveragePool, kFloats, true, planPoolOnce};
   static const OpEntry globalAvgPool{inferGlobalPool, runGlobalAveragePool, kFloats, true};
   static const OpEntry batchNorm{inferBatchNorm, runBatchNorm, kFloats, true, planBatchNormOnce};
   static const OpEntry layerNorm{inferLayerNorm, runLayerNorm, kFloats, true};

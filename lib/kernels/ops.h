@@ -42,6 +42,8 @@ Status noteConvScratch(const OpContext& ctx, std::span<const int64_t> x, std::sp
 InferResult inferPool(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runMaxPool(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 Status runAveragePool(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+// The window, divisors and scratch layout of a pool, at prepare (they depend only on the attributes and the shape).
+Expected<std::shared_ptr<const void>> planPoolOnce(const OpContext& ctx, InDescs inputs);
 InferResult inferGlobalPool(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runGlobalAveragePool(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 

@@ -1,4 +1,5 @@
 // MaxPool (with optional Indices), AveragePool (count_include_pad) and GlobalAveragePool over 1-3 spatial dims.
+#include "cpu/simd.h"
 #include "cpu/vec_math.h"
 #include "kernels/ops.h"
 #include "kernels/spatial.h"
@@ -94,19 +95,19 @@ void poolPlane(const T* xp, T* yp, const Window3& w, bool countPad, std::span<co
   }
 }
 
-// Float planes: the padded, phase-split copy (filled with -inf for max, 0 for average) lets every output row
-// reduce contiguous tap rows in registers (cpu::vecTapsMax, cpu::vecTapsDot with unit weights), whatever the stride.
-// `counts` holds, per output column, the divisor's column factor (see columnDivisors).
+// Float planes of 3-D windows: the padded, phase-split copy (filled with -inf for max, 0 for average) lets every
+// output row reduce contiguous tap rows in registers (cpu::vecTapsMax, cpu::vecTapsDot with unit weights), whatever
+// the stride. `counts` holds, per output column, the divisor's column factor (see columnDivisors); `ones`, one unit
+// weight per tap.
 template <bool IsMax>
-void poolPlaneF32(const float* xp, float* yp, const Window3& w, bool countPad, std::span<const float> counts) {
+void poolPlaneF32(const float* xp, float* yp, const Window3& w, bool countPad, std::span<const float> counts,
+                  std::span<const float> ones) {
   ThreadScratch& scratch = threadScratch();
   PaddedPlane& plane = scratch.poolPlane;
   std::vector<const float*>& taps = scratch.poolTaps;
-  std::vector<float>& ones = scratch.poolOnes;
   std::vector<float>& divisors = scratch.poolDivisors;
   plane.load(xp, w, IsMax ? -std::numeric_limits<float>::infinity() : 0.0f);
   taps.resize(plane.tapCount());
-  ones.assign(taps.size(), 1.0f);
   const size_t width = static_cast<size_t>(w.out[2]);
   divisors.resize(width);
   int64_t divisorsFor = -1;  // the row factor `divisors` was built for
@@ -137,173 +138,372 @@ void poolPlaneF32(const float* xp, float* yp, const Window3& w, bool countPad, s
   }
 }
 
-// 2-D float pooling is separable: each output row reduces its window's input rows (whole rows, in vector registers:
-// cpu::vecTapsMax, or cpu::vecTapsDot with unit weights, over the rows inside the input), then each output its window's
-// columns of that row (the same kernels on the row, phase-split for stride 2; edge columns one at a time); an average
-// then divides by the row and column factors of its divisor (outerDivisor, `counts`). Padding only removes taps (-inf
-// never wins a max; a zero adds nothing to a sum). No padded copy of the plane: that copy and its phase split cost
-// five to ten times ONNX Runtime's time on SqueezeNet's and DenseNet's pools.
-template <bool IsMax>
-void poolPlaneSeparable(const float* xp, float* yp, const Window3& w, bool countPad, std::span<const float> counts) {
-  ThreadScratch& scratch = threadScratch();
-  std::vector<float>& row = scratch.poolDivisors;  // one output row's column reductions, then (stride 2) its phases
-  std::vector<const float*>& taps = scratch.poolTaps;
-  std::vector<float>& ones = scratch.poolOnes;
-  const int64_t in = w.in[2], s = w.stride[2], dil = w.dilation[2], k = w.kernel[2], pad = w.padBegin[2];
-  row.resize(static_cast<size_t>(2 * in + 2));
-  const auto most = static_cast<size_t>(std::max(w.kernel[1], k));
-  taps.resize(most);
-  if constexpr (!IsMax) ones.assign(most, 1.0f);
-  float* phases[2] = {row.data() + in, row.data() + in + (in + 1) / 2};
-  // Output columns whose window lies wholly inside the row: [lo, hi).
-  const int64_t lo = std::min(w.out[2], (pad + s - 1) / s);
-  const int64_t last = in - 1 - (k - 1) * dil + pad;  // the largest ow * s
-  const int64_t hi = std::max(lo, std::min(w.out[2], last < 0 ? 0 : last / s + 1));
-  constexpr float kNone = IsMax ? -std::numeric_limits<float>::infinity() : 0.0f;
-  auto reduce = [&](const float* const* t, size_t count, float* out, size_t n) {
-    if constexpr (IsMax) cpu::vecTapsMax(t, count, out, n);
-    else cpu::vecTapsDot(t, ones.data(), count, 0.0f, out, n);
-  };
-  auto edge = [&](float* orow, int64_t ow) {  // a window that reaches into the padding
-    float acc = kNone;
-    for (int64_t kw = 0; kw < k; ++kw) {
-      const int64_t iw = ow * s - pad + kw * dil;
-      if (iw < 0 || iw >= in) continue;
-      const float v = row[static_cast<size_t>(iw)];
-      if constexpr (IsMax) acc = acc < v ? v : acc;  // as vecTapsMax: a NaN never replaces a number
-      else acc += v;
-    }
-    orow[ow] = acc;
-  };
-  for (int64_t oh = 0; oh < w.out[1]; ++oh) {
-    float* orow = yp + oh * w.out[2];
-    int64_t h0, h1;
-    tapsForOutput(oh, w.stride[1], w.padBegin[1], w.dilation[1], w.kernel[1], w.in[1], h0, h1);
-    const int64_t outer = IsMax ? 1 : outerDivisor(w, 0, oh, countPad);
-    if (h0 >= h1 || outer == 0) {  // a window wholly in the padding (an average over nothing is 0)
-      std::fill(orow, orow + w.out[2], kNone);
-      continue;
-    }
-    for (int64_t kh = h0; kh < h1; ++kh)
-      taps[static_cast<size_t>(kh - h0)] = xp + (oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1]) * in;
-    reduce(taps.data(), static_cast<size_t>(h1 - h0), row.data(), static_cast<size_t>(in));
-    for (int64_t ow = 0; ow < lo; ++ow) edge(orow, ow);
-    for (int64_t ow = hi; ow < w.out[2]; ++ow) edge(orow, ow);
-    if (hi > lo) {
-      if (s == 1) {
-        for (int64_t kw = 0; kw < k; ++kw) taps[static_cast<size_t>(kw)] = row.data() + lo - pad + kw * dil;
-      } else if (s == 2) {  // the row split into its even and odd columns: each tap reads one phase contiguously
-        cpu::vecGatherEven(row.data(), phases[0], static_cast<size_t>((in + 1) / 2));
-        cpu::vecGatherEven(row.data() + 1, phases[1], static_cast<size_t>(in / 2));
-        for (int64_t kw = 0; kw < k; ++kw) {
-          const int64_t t = kw * dil - pad, q = ((t % 2) + 2) % 2;
-          taps[static_cast<size_t>(kw)] = phases[q] + lo + (t - q) / 2;
-        }
-      }
-      if (s == 1 || s == 2) reduce(taps.data(), static_cast<size_t>(k), orow + lo, static_cast<size_t>(hi - lo));
-      else
-        for (int64_t ow = lo; ow < hi; ++ow) edge(orow, ow);
-    }
-    if constexpr (!IsMax) {
-      const auto factor = static_cast<float>(outer);
-      for (int64_t ow = 0; ow < w.out[2]; ++ow) {
-        const float c = counts[static_cast<size_t>(ow)];
-        orow[ow] = c == 0.0f ? 0.0f : orow[ow] / (factor * c);  // exact divisors: small integers
-      }
-    }
-  }
-}
-
-// Planes whose rows are narrower than a vector (Inception's 4x4 and 1x1 pool branches, DenseNet's last transitions):
-// the separable path's per-row vector calls cost more than the work, about 7 ns an output against ONNX Runtime's
-// 0.6. Each output's window is listed once per op instead, as offsets into a plane with its divisor, and every plane
-// walks that list.
-struct SmallPoolTable {
-  std::vector<int64_t> offsets;  // the taps inside the input, output after output
-  std::vector<size_t> begin;     // output o's taps are offsets[begin[o], begin[o + 1])
-  std::vector<float> divisor;    // an average's divisor (0: the output is 0)
+// 2-D (and 1-D) float pooling over a block of planes at once, as long vector runs whatever the map size.
+//
+// The block's planes are copied one after another into a padded layout P: each plane hp rows of wp columns, its
+// padding (and, in ceil mode, the columns and rows past the input that the last windows reach) filled with -inf
+// for max and 0 for average, hp and wp rounded up to multiples of the strides. In that layout a window never needs a
+// bounds check, and the planes' rows form one tall image: the vertical pass V[g] = reduce over the kernel's rows of
+// P[sh * g + kh * dh] (g over every plane's output rows, q = hp / sh of them per plane) is, at row stride 1, a
+// single run over the whole block; the horizontal pass H[i] = reduce over the kernel's columns of V[sw * i + kw * dw]
+// is one run over every row of V (wq = wp / sw outputs per row). The rows and columns computed past a plane's
+// outputs are discarded. A max pool whose q and wq are its output's sizes writes H into the output; otherwise the
+// outputs are picked out of H (and an average divided by its divisor). So a 3x3 pool over a 6x6 map costs a few
+// vector steps per plane rather than a call per row: per-row calls cost Inception's and GoogLeNet's small-map pools
+// ten times ONNX Runtime's time. Padding only adds taps that never win a max and add 0 to a sum.
+struct FlatPoolPlan {
+  int64_t hp = 0, wp = 0, q = 0, wq = 0;  // padded plane; V rows per plane; H columns per row
+  int64_t block = 1;                      // planes per block
+  bool copyFree = false;                  // P is the input itself (no padding, sizes already multiples)
+  bool wide = false;                      // rows wide enough to go one at a time (widePoolPlane), without P
+  std::vector<ptrdiff_t> rowTaps, colTaps;
+  std::vector<float> divisors;  // an average's, per output of a plane (0: the output is 0)
 };
 
-constexpr int64_t kSmallPoolRow = 8;  // rows narrower than this take the table
+constexpr int64_t kFlatPoolBlockFloats = 16384;          // a block's padded planes: about 64 KiB
+constexpr int64_t kFlatPoolMaxPlane = int64_t{1} << 22;  // larger planes take the row-at-a-time path
+constexpr int64_t kFlatPoolSlack = 32;
+constexpr int64_t kFlatPoolWideRow = 32;  // rows of P at least this wide go one at a time              // floats past V
+                                          // that a stride-2 vector read may load
 
-bool takesSmallPoolTable(const Window3& w) {
-  return w.kernel[0] == 1 && w.out[0] == 1 && w.in[0] == 1 && w.out[2] < kSmallPoolRow;
+bool takesFlatPool(const Window3& w) {
+  if (w.kernel[0] != 1 || w.in[0] != 1 || w.out[0] != 1) return false;
+  const int64_t hp =
+      ((w.out[1] - 1) * w.stride[1] + (w.kernel[1] - 1) * w.dilation[1] + w.stride[1]) / w.stride[1] * w.stride[1];
+  const int64_t wp =
+      ((w.out[2] - 1) * w.stride[2] + (w.kernel[2] - 1) * w.dilation[2] + w.stride[2]) / w.stride[2] * w.stride[2];
+  return hp <= kFlatPoolMaxPlane / std::max<int64_t>(1, wp);
 }
 
-void buildSmallPoolTable(const Window3& w, bool isMax, bool countPad, std::span<const float> counts,
-                         SmallPoolTable& t) {
-  t.offsets.clear();
-  t.begin.clear();
-  t.divisor.clear();
-  for (int64_t oh = 0; oh < w.out[1]; ++oh) {
-    int64_t h0, h1;
-    tapsForOutput(oh, w.stride[1], w.padBegin[1], w.dilation[1], w.kernel[1], w.in[1], h0, h1);
-    const int64_t outer = isMax ? 1 : outerDivisor(w, 0, oh, countPad);
-    for (int64_t ow = 0; ow < w.out[2]; ++ow) {
-      t.begin.push_back(t.offsets.size());
-      for (int64_t kh = h0; kh < h1; ++kh) {
-        const int64_t ih = oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1];
-        for (int64_t kw = 0; kw < w.kernel[2]; ++kw) {
-          const int64_t iw = ow * w.stride[2] - w.padBegin[2] + kw * w.dilation[2];
-          if (iw >= 0 && iw < w.in[2]) t.offsets.push_back(ih * w.in[2] + iw);
-        }
-      }
-      t.divisor.push_back(isMax ? 1.0f : static_cast<float>(outer) * counts[static_cast<size_t>(ow)]);
+FlatPoolPlan makeFlatPoolPlan(const Window3& w, bool isMax, bool countPad, std::span<const int64_t> counts) {
+  FlatPoolPlan f;
+  const int64_t sh = w.stride[1], sw = w.stride[2];
+  f.hp = ((w.out[1] - 1) * sh + (w.kernel[1] - 1) * w.dilation[1] + sh) / sh * sh;
+  f.wp = ((w.out[2] - 1) * sw + (w.kernel[2] - 1) * w.dilation[2] + sw) / sw * sw;
+  f.q = f.hp / sh;
+  f.wq = f.wp / sw;
+  f.block = std::max<int64_t>(1, kFlatPoolBlockFloats / (f.hp * f.wp));
+  f.copyFree = w.padBegin[1] == 0 && w.padBegin[2] == 0 && f.hp == w.in[1] && f.wp == w.in[2];
+  f.wide = f.wp >= kFlatPoolWideRow;
+  if (f.wide) f.block = std::max<int64_t>(1, kFlatPoolBlockFloats / (w.in[1] * w.in[2] + 1));
+  // Row taps: rows of P, or for wide rows, input rows.
+  for (int64_t t = 0; t < w.kernel[1]; ++t) f.rowTaps.push_back(t * w.dilation[1] * (f.wide ? w.in[2] : f.wp));
+  for (int64_t t = 0; t < w.kernel[2]; ++t) f.colTaps.push_back(t * w.dilation[2]);
+  if (!isMax) {
+    for (int64_t oh = 0; oh < w.out[1]; ++oh) {
+      const int64_t outer = outerDivisor(w, 0, oh, countPad);
+      for (int64_t ow = 0; ow < w.out[2]; ++ow)
+        f.divisors.push_back(static_cast<float>(outer * counts[static_cast<size_t>(ow)]));
     }
+    f.divisors.resize(f.divisors.size() + 16, 1.0f);  // read (and discarded) by poolCopyRun's vectors past a row
   }
-  t.begin.push_back(t.offsets.size());
+  return f;
 }
 
-template <bool IsMax> void poolPlaneSmall(const float* xp, float* yp, const SmallPoolTable& t) {
-  const size_t outputs = t.divisor.size();
-  for (size_t o = 0; o < outputs; ++o) {
+// The helpers taking and returning PoolLanes are always inlined: -Wpsabi (64-byte vectors passed without AVX-512)
+// concerns no real call.
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef float PoolLanes __attribute__((vector_size(64)));
+#define CTX_POOL_INLINE __attribute__((always_inline)) inline
+
+// Sixteen consecutive floats at p, or (Stride 2) the sixteen at even offsets of p's 32 (one float past the last even
+// one is loaded).
+template <int Stride> CTX_POOL_INLINE PoolLanes poolLoad(const float* p) {
+  PoolLanes a;
+  __builtin_memcpy(&a, p, sizeof a);
+  if constexpr (Stride == 1) {
+    return a;
+  } else {
+    PoolLanes b;
+    __builtin_memcpy(&b, p + 16, sizeof b);
+    return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  }
+}
+
+template <bool IsMax> CTX_POOL_INLINE PoolLanes poolCombine(PoolLanes acc, PoolLanes x) {
+  if constexpr (IsMax) return acc < x ? x : acc;  // as vecTapsMax: a NaN never replaces a number
+  else return acc + x;
+}
+
+// out[i] = reduce over t of src[taps[t] + i * stride], from -inf (max) or 0 (sum), for i < n, one at a time.
+template <bool IsMax>
+CTX_POOL_INLINE void poolRunScalar(const float* src, const ptrdiff_t* taps, size_t tapCount, float* out, size_t n,
+                                   int64_t stride) {
+  for (size_t i = 0; i < n; ++i) {
     float acc = IsMax ? -std::numeric_limits<float>::infinity() : 0.0f;
-    for (size_t j = t.begin[o]; j < t.begin[o + 1]; ++j) {
-      const float v = xp[t.offsets[j]];
+    for (size_t t = 0; t < tapCount; ++t) {
+      const float v = src[taps[t] + static_cast<ptrdiff_t>(i) * stride];
       if constexpr (IsMax) acc = acc < v ? v : acc;  // as vecTapsMax: a NaN never replaces a number
       else acc += v;
     }
-    if constexpr (IsMax) yp[o] = acc;
-    else yp[o] = t.divisor[o] == 0.0f ? 0.0f : acc / t.divisor[o];  // exact divisors: small integers
+    out[i] = acc;
   }
 }
 
-template <typename T, bool IsMax>
-void pool(const OpContext& ctx, const T* x, T* y, const Window3& w, int64_t planes, bool countPad) {
+// poolRunScalar in vectors at a fixed stride of 1 or 2. Full vectors of 16
+// outputs; the last one overlaps the one before it (out does not alias src) and shorter runs go one at a time.
+// poolRun for a fixed number of taps (2 and 3: most pools' kernel rows and columns), their addresses held in
+// registers: the tap loop's overhead was most of a small map's time.
+template <bool IsMax, int Stride, int Taps>
+CTX_POOL_INLINE void poolRunFixed(const float* src, const ptrdiff_t* taps, float* out, size_t n) {
+  constexpr float kNone = IsMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+  constexpr size_t kLanes = 16;
+  const float* tap[Taps];
+#pragma GCC unroll 4
+  for (int t = 0; t < Taps; ++t) tap[t] = src + taps[t];
+  for (size_t i = 0;; i += kLanes) {
+    if (i + kLanes > n) i = n - kLanes;
+    PoolLanes acc;
+    for (size_t j = 0; j < kLanes; ++j) acc[j] = kNone;
+    const auto at = static_cast<ptrdiff_t>(i) * Stride;
+#pragma GCC unroll 4
+    for (int t = 0; t < Taps; ++t) acc = poolCombine<IsMax>(acc, poolLoad<Stride>(tap[t] + at));
+    __builtin_memcpy(out + i, &acc, sizeof acc);
+    if (i + kLanes == n) return;
+  }
+}
+
+template <bool IsMax, int Stride>
+CTX_POOL_INLINE void poolRun(const float* src, const ptrdiff_t* taps, size_t tapCount, float* out, size_t n) {
+  constexpr float kNone = IsMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+  constexpr size_t kLanes = 16;
+  if (n >= kLanes && tapCount == 3) return poolRunFixed<IsMax, Stride, 3>(src, taps, out, n);
+  if (n >= kLanes && tapCount == 2) return poolRunFixed<IsMax, Stride, 2>(src, taps, out, n);
+  if (n >= kLanes) {
+    for (size_t i = 0;; i += kLanes) {
+      if (i + kLanes > n) i = n - kLanes;
+      PoolLanes acc;
+      for (size_t j = 0; j < kLanes; ++j) acc[j] = kNone;
+      const float* base = src + static_cast<ptrdiff_t>(i) * Stride;
+      for (size_t t = 0; t < tapCount; ++t) acc = poolCombine<IsMax>(acc, poolLoad<Stride>(base + taps[t]));
+      __builtin_memcpy(out + i, &acc, sizeof acc);
+      if (i + kLanes == n) return;
+    }
+  }
+  poolRunScalar<IsMax>(src, taps, tapCount, out, n, Stride);
+}
+
+// poolRun at any stride (strides other than 1 and 2 one output at a time).
+template <bool IsMax>
+CTX_POOL_INLINE void poolRunStrided(const float* src, const ptrdiff_t* taps, size_t tapCount, float* out, size_t n,
+                                    int64_t stride) {
+  if (stride == 1) return poolRun<IsMax, 1>(src, taps, tapCount, out, n);
+  if (stride == 2) return poolRun<IsMax, 2>(src, taps, tapCount, out, n);
+  poolRunScalar<IsMax>(src, taps, tapCount, out, n, stride);
+}
+
+// dst[i] = src[i] (no divisors) or src[i] / divisors[i] (0 where the divisor is 0: exact, the divisors are small
+// integers), for i < n, in vectors of 16; dst may be src. When `room` floats from src can be read and from dst written
+// (and divisors has room too), the last vector runs past n instead of going one float at a time: a short row's
+// copy is then a vector or two, its extra floats overwritten later by the caller. Otherwise, with dst not src, the
+// last vector overlaps the one before it.
+CTX_POOL_INLINE void poolCopyRun(const float* src, float* dst, size_t n, const float* divisors, size_t room = 0) {
+  constexpr size_t kLanes = 16;
+  auto block = [&](size_t i) {
+    PoolLanes v;
+    __builtin_memcpy(&v, src + i, sizeof v);
+    if (divisors) {
+      PoolLanes d, zero = {};
+      __builtin_memcpy(&d, divisors + i, sizeof d);
+      v = d == zero ? zero : v / d;
+    }
+    __builtin_memcpy(dst + i, &v, sizeof v);
+  };
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) block(i);
+  if (i == n) return;
+  if (src != dst && i + kLanes <= room) return block(i);
+  if (src != dst && n >= kLanes) return block(n - kLanes);
+  for (; i < n; ++i) dst[i] = !divisors ? src[i] : divisors[i] == 0.0f ? 0.0f : src[i] / divisors[i];
+}
+
+// dst[i] = value for i < n, in whole vectors of 16: up to 15 floats past n are written too. For the padded copy's
+// margins, whose overrun lands on floats of the scratch written after them (the rest of the row, the next row or
+// plane, V): a call per margin, not a memset call (zero-filling loops become one) per row.
+CTX_POOL_INLINE void poolFill(float* dst, int64_t n, float value) {
+  PoolLanes v;
+  for (size_t j = 0; j < 16; ++j) v[j] = value;
+  for (int64_t i = 0; i < n; i += 16) __builtin_memcpy(dst + i, &v, sizeof v);
+}
+
+// Floats of scratch a block of `planes` planes needs: P (unless copy-free), V and H, with the read slack; wide rows
+// need one V row.
+int64_t flatPoolScratch(const FlatPoolPlan& f, int64_t planes) {
+  if (f.wide) return f.wp + kFlatPoolSlack;
+  return (f.copyFree ? 0 : planes * f.hp * f.wp) + 2 * planes * f.hp * f.wp + 2 * kFlatPoolSlack;
+}
+
+// Wide rows, one plane at a time: each output row's vertical reduction reads the input rows inside its window into a
+// row whose padding columns keep -inf or 0, and the horizontal pass writes the output row.
+template <bool IsMax>
+CTX_POOL_INLINE void widePoolPlane(const float* x, float* y, const Window3& w, const FlatPoolPlan& f, float* row) {
+  const int64_t inW = w.in[2], outW = w.out[2], padL = w.padBegin[2];
+  const int64_t cols = std::clamp<int64_t>(f.wp - padL, 0, inW);
+  float* inside = row + std::min(padL, f.wp);
+  for (int64_t oh = 0; oh < w.out[1]; ++oh) {
+    int64_t h0, h1;
+    tapsForOutput(oh, w.stride[1], w.padBegin[1], w.dilation[1], w.kernel[1], w.in[1], h0, h1);
+    float* orow = y + oh * outW;
+    if (h0 >= h1) {  // windows of padding rows only: a max of nothing is -inf, an average 0
+      std::fill(orow, orow + outW, IsMax ? -std::numeric_limits<float>::infinity() : 0.0f);
+      continue;
+    }
+    const float* first = x + (oh * w.stride[1] - w.padBegin[1] + h0 * w.dilation[1]) * inW;
+    poolRun<IsMax, 1>(first, f.rowTaps.data(), static_cast<size_t>(h1 - h0), inside, static_cast<size_t>(cols));
+    poolRunStrided<IsMax>(row, f.colTaps.data(), f.colTaps.size(), orow, static_cast<size_t>(outW), w.stride[2]);
+    if constexpr (!IsMax) poolCopyRun(orow, orow, static_cast<size_t>(outW), f.divisors.data() + oh * outW);
+  }
+}
+
+// Pools `planes` consecutive planes (at most f.block) from x into y.
+template <bool IsMax>
+CTX_POOL_INLINE void flatPoolBlock(const float* x, float* y, const Window3& w, const FlatPoolPlan& f, int64_t planes,
+                                   float* scratch) {
+  constexpr float kNone = IsMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+  const int64_t inH = w.in[1], inW = w.in[2], outH = w.out[1], outW = w.out[2];
+  const int64_t padT = w.padBegin[1], padL = w.padBegin[2], sh = w.stride[1], sw = w.stride[2];
+  const int64_t hp = f.hp, wp = f.wp, wq = f.wq;
+  if (f.wide) {
+    std::fill(scratch, scratch + wp + kFlatPoolSlack, kNone);
+    for (int64_t c = 0; c < planes; ++c) widePoolPlane<IsMax>(x + c * inH * inW, y + c * outH * outW, w, f, scratch);
+    return;
+  }
+  // P: the padded planes.
+  const float* p = x;
+  float* next = scratch;
+  if (!f.copyFree) {
+    float* pad = next;
+    next += planes * hp * wp;
+    const int64_t rows = std::clamp<int64_t>(hp - padT, 0, inH);  // input rows inside P
+    const int64_t cols = std::clamp<int64_t>(wp - padL, 0, inW);  // input columns inside P
+    const int64_t top = std::min(padT, hp), left = std::min(padL, wp);
+    const float* xEnd = x + planes * inH * inW;
+    const float* pEnd = pad + planes * hp * wp;
+    for (int64_t c = 0; c < planes; ++c) {
+      float* dst = pad + c * hp * wp;
+      const float* src = x + c * inH * inW;
+      poolFill(dst, top * wp, kNone);
+      for (int64_t r = 0; r < rows; ++r) {
+        float* d = dst + (top + r) * wp;
+        poolFill(d, left, kNone);
+        const float* from = src + r * inW;
+        poolCopyRun(from, d + left, static_cast<size_t>(cols), nullptr,
+                    static_cast<size_t>(std::min(xEnd - from, pEnd - (d + left))));
+        poolFill(d + left + cols, wp - left - cols, kNone);
+      }
+      poolFill(dst + (top + rows) * wp, (hp - top - rows) * wp, kNone);
+    }
+    p = pad;
+  }
+  // V: the vertical reductions at every row of P up to the last plane's last output row (output row oh of plane c
+  // is V's row c * hp + oh * sh; the rows between them are computed and never read).
+  const int64_t rowsV = (planes - 1) * hp + (outH - 1) * sh + 1;
+  const float* v = p;
+  // Skipped for a kernel one row high at stride 1, unless H's stride-2 reads would then run past the input itself.
+  if (!(w.kernel[1] == 1 && sh == 1 && !(f.copyFree && sw == 2))) {
+    float* vr = next;
+    next += rowsV * wp + kFlatPoolSlack;
+    poolRun<IsMax, 1>(p, f.rowTaps.data(), f.rowTaps.size(), vr, static_cast<size_t>(rowsV * wp));
+    std::fill(vr + rowsV * wp, vr + rowsV * wp + kFlatPoolSlack, kNone);  // the stride-2 reads past the end
+    v = vr;
+  }
+  // H: the horizontal reductions; the max of a pool whose layout is its output's goes straight there.
+  const int64_t countH = (rowsV - 1) * wq + outW;
+  const bool direct = IsMax && hp == outH && sh == 1 && wq == outW;
+  float* h = direct ? y : next;
+  if (w.kernel[2] == 1 && sw == 1 && !direct) {
+    h = const_cast<float*>(v);  // not written: only read below
+  } else {
+    poolRunStrided<IsMax>(v, f.colTaps.data(), f.colTaps.size(), h, static_cast<size_t>(countH), sw);
+  }
+  if (direct) return;
+  // Rows in order, each vector store past a row's end overwritten by the next row; never past this block's output
+  // (another thread's) nor past H.
+  const float* hEnd = h + countH;
+  float* yEnd = y + planes * outH * outW;
+  for (int64_t c = 0; c < planes; ++c) {
+    for (int64_t oh = 0; oh < outH; ++oh) {
+      const float* src = h + (c * hp + oh * sh) * wq;
+      float* dst = y + (c * outH + oh) * outW;
+      poolCopyRun(src, dst, static_cast<size_t>(outW), IsMax ? nullptr : f.divisors.data() + oh * outW,
+                  static_cast<size_t>(std::min(hEnd - src, yEnd - dst)));
+    }
+  }
+}
+
+// flatPoolBlock compiled once per x86-64 level (a template cannot take the clones).
+CTX_SIMD_CLONES void flatMaxPoolBlock(const float* x, float* y, const Window3& w, const FlatPoolPlan& f, int64_t planes,
+                                      float* scratch) {
+  flatPoolBlock<true>(x, y, w, f, planes, scratch);
+}
+CTX_SIMD_CLONES void flatAveragePoolBlock(const float* x, float* y, const Window3& w, const FlatPoolPlan& f,
+                                          int64_t planes, float* scratch) {
+  flatPoolBlock<false>(x, y, w, f, planes, scratch);
+}
+
+// What a pool's runs need that depends only on its window and input shape: worked out at prepare (planPoolOnce) or,
+// for an op run without a plan, per run.
+struct PoolRunPlan {
+  Window3 w{};
+  int64_t planes = 0;
+  bool countPad = false;
+  std::vector<int64_t> counts;  // an average's divisor factor per output column (columnDivisors)
+  std::vector<float> countsF;
+  std::vector<float> ones;  // unit weights, one per tap (the 3-D float path)
+  bool flat = false;        // float planes take flatPoolBlock
+  FlatPoolPlan flatPlan;
+};
+
+Expected<PoolRunPlan> makePoolRunPlan(const OpContext& ctx, std::span<const int64_t> shape) {
+  CTX_ASSIGN_OR_RETURN(PoolPlan p, planPool(ctx, shape));
+  PoolRunPlan r;
+  r.w = toWindow3(p.window);
+  r.planes = p.planes;
+  const bool isMax = ctx.kind == ir::OpKind::MaxPool;
+  r.countPad = !isMax && attrsOf<ops::PoolAttrs>(ctx).countIncludePad;
+  if (!isMax) columnDivisors(r.w, r.countPad, r.counts);
+  r.countsF.assign(r.counts.begin(), r.counts.end());
+  const int64_t outSize = r.w.out[0] * r.w.out[1] * r.w.out[2];
+  if (outSize == 0) return r;
+  r.ones.assign(static_cast<size_t>(r.w.kernel[0] * r.w.kernel[1] * r.w.kernel[2]), 1.0f);
+  r.flat = takesFlatPool(r.w);
+  if (r.flat) {
+    r.flatPlan = makeFlatPoolPlan(r.w, isMax, r.countPad, r.counts);
+    raiseThreadScratchMark(ScratchBuffer::PoolRows,
+                           static_cast<size_t>(flatPoolScratch(r.flatPlan, std::min(r.flatPlan.block, r.planes))));
+  }
+  return r;
+}
+
+template <typename T, bool IsMax> void pool(const OpContext& ctx, const T* x, T* y, const PoolRunPlan& plan) {
+  const Window3& w = plan.w;
   const int64_t inSize = w.in[0] * w.in[1] * w.in[2];
   const int64_t outSize = w.out[0] * w.out[1] * w.out[2];
   if (outSize == 0) return;
-  // Per-thread scratch that grows once, bound to references: the lambda below also runs on pool threads, where
-  // the names of thread_local variables would denote those threads' own copies.
-  thread_local std::vector<int64_t> countsScratch;
-  thread_local std::vector<float> countsFScratch;
-  std::vector<int64_t>& counts = countsScratch;
-  std::vector<float>& countsF = countsFScratch;
-  counts.clear();
-  if constexpr (!IsMax) columnDivisors(w, countPad, counts);
-  countsF.assign(counts.begin(), counts.end());
   const auto taps = static_cast<size_t>(w.kernel[0] * w.kernel[1] * w.kernel[2]);
+  const size_t work = static_cast<size_t>(outSize) * taps;
   if constexpr (std::is_same_v<T, float>) {
-    if (takesSmallPoolTable(w)) {
-      thread_local SmallPoolTable tableScratch;  // grows once; bound to a reference for the pool threads
-      SmallPoolTable& table = tableScratch;
-      buildSmallPoolTable(w, IsMax, countPad, countsF, table);
-      parallelForWork(ctx, static_cast<size_t>(planes), table.offsets.size() + 1, [&](size_t p0, size_t p1) {
-        for (size_t plane = p0; plane < p1; ++plane)
-          poolPlaneSmall<IsMax>(x + static_cast<int64_t>(plane) * inSize, y + static_cast<int64_t>(plane) * outSize,
-                                table);
+    if (plan.flat) {
+      const FlatPoolPlan& f = plan.flatPlan;
+      parallelForWork(ctx, static_cast<size_t>(plan.planes), work, [&](size_t p0, size_t p1) {
+        std::vector<float>& rows = threadScratch().poolRows;
+        const auto begin = static_cast<int64_t>(p0), end = static_cast<int64_t>(p1);
+        float* scratch = scratchAtLeast(rows, static_cast<size_t>(flatPoolScratch(f, std::min(f.block, end - begin))));
+        for (int64_t c = begin; c < end; c += f.block) {
+          const int64_t n = std::min(f.block, end - c);
+          if constexpr (IsMax) flatMaxPoolBlock(x + c * inSize, y + c * outSize, w, f, n, scratch);
+          else flatAveragePoolBlock(x + c * inSize, y + c * outSize, w, f, n, scratch);
+        }
       });
       return;
     }
   }
-  parallelForWork(ctx, static_cast<size_t>(planes), static_cast<size_t>(outSize) * taps, [&](size_t p0, size_t p1) {
+  parallelForWork(ctx, static_cast<size_t>(plan.planes), work, [&](size_t p0, size_t p1) {
     for (size_t plane = p0; plane < p1; ++plane) {
       const T* xp = x + static_cast<int64_t>(plane) * inSize;
       T* yp = y + static_cast<int64_t>(plane) * outSize;
-      if constexpr (std::is_same_v<T, float>) {
-        if (w.kernel[0] == 1 && w.out[0] == 1 && w.in[0] == 1) poolPlaneSeparable<IsMax>(xp, yp, w, countPad, countsF);
-        else poolPlaneF32<IsMax>(xp, yp, w, countPad, countsF);
-      } else poolPlane<T, IsMax>(xp, yp, w, countPad, counts);
+      if constexpr (std::is_same_v<T, float>) poolPlaneF32<IsMax>(xp, yp, w, plan.countPad, plan.countsF, plan.ones);
+      else poolPlane<T, IsMax>(xp, yp, w, plan.countPad, plan.counts);
     }
   });
 }
@@ -340,6 +540,13 @@ void maxPoolWithIndices(const OpContext& ctx, const T* x, T* y, int64_t* indices
   });
 }
 
+// The plan prepared for this op, or one worked out now into `local`.
+Expected<const PoolRunPlan*> poolRunPlan(const OpContext& ctx, const ir::Tensor& x, PoolRunPlan& local) {
+  if (ctx.plan) return static_cast<const PoolRunPlan*>(ctx.plan);
+  CTX_ASSIGN_OR_RETURN(local, makePoolRunPlan(ctx, x.shape()));
+  return &local;
+}
+
 }  // namespace
 
 InferResult inferPool(const OpContext& ctx, InDescs inputs, size_t outputCount) {
@@ -356,10 +563,16 @@ InferResult inferPool(const OpContext& ctx, InDescs inputs, size_t outputCount) 
   return outs;
 }
 
+Expected<std::shared_ptr<const void>> planPoolOnce(const OpContext& ctx, InDescs inputs) {
+  if (inputs.empty()) return invalid(ctx, "no input to plan the pool for");
+  CTX_ASSIGN_OR_RETURN(PoolRunPlan plan, makePoolRunPlan(ctx, inputs[0].shape));
+  return std::shared_ptr<const void>(std::make_shared<const PoolRunPlan>(std::move(plan)));
+}
+
 Status runMaxPool(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& x = *inputs[0];
-  CTX_ASSIGN_OR_RETURN(PoolPlan p, planPool(ctx, x.shape()));
-  Window3 w = toWindow3(p.window);
+  PoolRunPlan local;
+  CTX_ASSIGN_OR_RETURN(const PoolRunPlan* plan, poolRunPlan(ctx, x, local));
   int64_t* indices = outputs.size() > 1 && outputs[1] ? outputs[1]->mutableDataAs<int64_t>() : nullptr;
   bool columnMajor = attrsOf<ops::PoolAttrs>(ctx).columnMajorIndices;
   constexpr TypeSet types =
@@ -367,21 +580,21 @@ Status runMaxPool(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   return visitType<types>(x.type(), [&](auto tag) -> Status {
     using T = decltype(tag);
     if (indices)
-      maxPoolWithIndices<T>(ctx, x.dataAs<T>(), outputs[0]->mutableDataAs<T>(), indices, w, p.planes, columnMajor);
-    else pool<T, true>(ctx, x.dataAs<T>(), outputs[0]->mutableDataAs<T>(), w, p.planes, false);
+      maxPoolWithIndices<T>(ctx, x.dataAs<T>(), outputs[0]->mutableDataAs<T>(), indices, plan->w, plan->planes,
+                            columnMajor);
+    else pool<T, true>(ctx, x.dataAs<T>(), outputs[0]->mutableDataAs<T>(), *plan);
     return Status::ok();
   });
 }
 
 Status runAveragePool(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const ir::Tensor& x = *inputs[0];
-  CTX_ASSIGN_OR_RETURN(PoolPlan p, planPool(ctx, x.shape()));
-  Window3 w = toWindow3(p.window);
-  bool countPad = attrsOf<ops::PoolAttrs>(ctx).countIncludePad;
+  PoolRunPlan local;
+  CTX_ASSIGN_OR_RETURN(const PoolRunPlan* plan, poolRunPlan(ctx, x, local));
   constexpr TypeSet types = typeBit(ElemType::Float) | typeBit(ElemType::Double);
   return visitType<types>(x.type(), [&](auto tag) -> Status {
     using T = decltype(tag);
-    pool<T, false>(ctx, x.dataAs<T>(), outputs[0]->mutableDataAs<T>(), w, p.planes, countPad);
+    pool<T, false>(ctx, x.dataAs<T>(), outputs[0]->mutableDataAs<T>(), *plan);
     return Status::ok();
   });
 }

@@ -22,14 +22,14 @@ thread_local ThreadScratch tScratch;
 void capacities(const ThreadScratch& s, size_t (&out)[kBuffers]) {
   const size_t values[kBuffers] = {
       s.convPlane.dataCapacity(), s.convPlane.tapCapacity(), s.poolPlane.dataCapacity(), s.poolPlane.tapCapacity(),
-      s.convTaps.capacity(),      s.poolTaps.capacity(),     s.convColumns.capacity(),   s.poolOnes.capacity(),
+      s.convTaps.capacity(),      s.poolTaps.capacity(),     s.convColumns.capacity(),   s.poolRows.capacity(),
       s.poolDivisors.capacity(),  s.convWeights.capacity(),  s.convRuns.capacity(),      s.sortOrder.capacity(),
       s.nbitsTile.capacity(),     s.depthwise.capacity(),    s.roiSamples.capacity(),    s.convTile.capacity()};
   std::copy(values, values + kBuffers, out);
 }
 
 // Each ScratchBuffer's index in the marks.
-constexpr size_t kMarkOf[] = {0, 1, 4, 6, 9, 10, 13, 15};
+constexpr size_t kMarkOf[] = {0, 1, 4, 6, 9, 10, 13, 15, 7};
 
 // Reserves `v` up to `n` elements; when that allocates, value-initializes the new capacity once (its pages are
 // mapped now, not by a run's first resize).
@@ -77,7 +77,7 @@ void reserveThreadScratch() {
   reserveTouched(s.convTaps, mark(4));
   reserveTouched(s.poolTaps, mark(5));
   reserveTouched(s.convColumns, mark(6));
-  reserveTouched(s.poolOnes, mark(7));
+  reserveTouched(s.poolRows, mark(7));
   reserveTouched(s.poolDivisors, mark(8));
   reserveTouched(s.convWeights, mark(9));
   reserveTouched(s.convRuns, mark(10));

@@ -18,14 +18,15 @@ namespace ctxkit::kernels {
 struct ThreadScratch {
   detail::PaddedPlane convPlane, poolPlane;  // direct and depthwise Conv; float pooling
   std::vector<const float*> convTaps, poolTaps;
-  std::vector<float> convColumns;  // im2col of one job when jobs are split across threads (a task's, on panels)
-  std::vector<float> convTile;     // Conv on panels: a task's output positions x output channels, before transposing
-  std::vector<float> convWeights;  // a Conv weight's taps that land inside the input for a band of outputs
-  std::vector<float> convRuns;     // direct Conv onto narrow maps: every output row of up to four filters as one run
-  std::vector<float> poolOnes, poolDivisors;  // AveragePool: unit weights, divisors; MaxPool: one row's column maxima
-  std::vector<int64_t> sortOrder;             // TopK: the positions of one slice, in sorted order
-  std::vector<float> nbitsTile;               // MatMulNBits: a tile of dequantized weight rows
-  std::vector<float> depthwise;  // depthwise Conv onto small maps: a channel block's inputs, weights and outputs
+  std::vector<float> convColumns;   // im2col of one job when jobs are split across threads (a task's, on panels)
+  std::vector<float> convTile;      // Conv on panels: a task's output positions x output channels, before transposing
+  std::vector<float> convWeights;   // a Conv weight's taps that land inside the input for a band of outputs
+  std::vector<float> convRuns;      // direct Conv onto narrow maps: every output row of up to four filters as one run
+  std::vector<float> poolRows;      // float 2-D pooling: a block of padded planes and their row and column passes
+  std::vector<float> poolDivisors;  // 3-D AveragePool: one output row's divisors
+  std::vector<int64_t> sortOrder;   // TopK: the positions of one slice, in sorted order
+  std::vector<float> nbitsTile;     // MatMulNBits: a tile of dequantized weight rows
+  std::vector<float> depthwise;     // depthwise Conv onto small maps: a channel block's inputs, weights and outputs
   std::vector<detail::RoiSample> roiSamples;  // RoiAlign: one region's bilinear samples
 };
 
@@ -49,7 +50,8 @@ enum class ScratchBuffer {
   ConvWeights,
   ConvRuns,
   Depthwise,
-  ConvTile
+  ConvTile,
+  PoolRows
 };
 
 // Raises a buffer's mark to `elements`, as if a thread had grown it so: for ops prepared at load that know what their

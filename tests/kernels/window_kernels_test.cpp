@@ -217,13 +217,35 @@ TEST_CASE("depthwise Conv with auto_pad SAME_UPPER and no bias") {
   requireClose(values<float>(y), reference(xv, 4, g, Reduce::Dot, wv), 1e-4f);
 }
 
+// Pooling's own shapes (2-D float pools run a block of planes at once, see pool.cpp): maps of 1x1, 2x3 and 7x7,
+// SqueezeNet's and GoogLeNet's 3x3 stride-2 pools (ceil mode adds a column and row past the input), Inception's 3x3
+// stride-1 averages on 9x9 and a 9x9 window over it, a 2x2 stride 2 pool needing no padded copy, a one-row kernel at
+// column stride 2 over an unpadded map (its reads must stay inside the input), a stride of 4, and row stride 2 with a
+// one-row kernel.
+const std::vector<Geometry> kPoolGeometries = {
+    {{1, 1}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}},  {{1, 1}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+    {{2, 3}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}},  {{2, 3}, {2, 2}, {1, 1}, {1, 1}, {0, 0}, {0, 0}},
+    {{7, 7}, {3, 3}, {2, 2}, {1, 1}, {0, 0}, {0, 0}},  {{7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+    {{47, 47}, {3, 3}, {2, 2}, {1, 1}, {0, 0}, {0, 0}}, {{6, 6}, {3, 3}, {2, 2}, {1, 1}, {0, 0}, {0, 0}},
+    {{9, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},  {{9, 9}, {9, 9}, {1, 1}, {1, 1}, {0, 0}, {0, 0}},
+    {{8, 12}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}}, {{3, 16}, {1, 2}, {1, 2}, {1, 1}, {0, 0}, {0, 0}},
+    {{17, 23}, {3, 5}, {4, 4}, {1, 2}, {1, 2}, {0, 1}}, {{9, 20}, {1, 3}, {2, 1}, {1, 1}, {0, 1}, {0, 1}},
+    {{5, 4}, {2, 3}, {2, 2}, {3, 1}, {1, 0}, {2, 2}},
+};
+
 TEST_CASE("float MaxPool and AveragePool match a direct loop: strides, dilations, pads, ceil_mode") {
   kernels::ThreadPool pool(2);
   std::mt19937 rng(29);
-  for (Geometry g : kGeometries) {
+  std::vector<Geometry> geometries = kGeometries;
+  geometries.insert(geometries.end(), kPoolGeometries.begin(), kPoolGeometries.end());
+  // Tiny maps with many channels: blocks of many planes, and more planes than one block holds.
+  geometries.push_back({{2, 3}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}});
+  geometries.push_back({{1, 1}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}});
+  for (size_t gi = 0; gi < geometries.size(); ++gi) {
+    Geometry g = geometries[gi];
     for (bool ceil : {false, true}) {
       g.ceilMode = ceil;
-      const int64_t n = 2, c = 3;
+      const int64_t n = 2, c = gi + 2 < geometries.size() ? 3 : 1100;
       std::vector<int64_t> xs{n, c};
       xs.insert(xs.end(), g.in.begin(), g.in.end());
       auto xv = randomValues(static_cast<size_t>(product(xs)), rng);
