@@ -106,6 +106,19 @@ struct NodeCompute : OrtNodeComputeInfo {
   std::vector<size_t> outputSlots;  // node output k -> fused node output index
 };
 
+// ONNX Runtime's buffer for output `slot` of the node at `shape`: empty (null data) when nobody reads the output.
+Expected<std::span<std::byte>> outputBuffer(const Api& api, OrtKernelContext* context, size_t slot,
+                                            std::span<const int64_t> shape) {
+  OrtValue* value = nullptr;
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.KernelContext_GetOutput(context, slot, shape.data(), shape.size(), &value));
+  if (value == nullptr) return std::span<std::byte>();
+  void* data = nullptr;
+  size_t bytes = 0;
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorMutableData(value, &data));
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorSizeInBytes(value, &bytes));
+  return std::span<std::byte>(static_cast<std::byte*>(data), bytes);
+}
+
 Status compute(NodeCompute& nc, OrtKernelContext* context) {
   const Api& api = *nc.api;
   std::vector<ir::Tensor> inputs;
@@ -130,15 +143,9 @@ Status compute(NodeCompute& nc, OrtKernelContext* context) {
       anyBounded = true;
       continue;
     }
-    OrtValue* value = nullptr;
-    CTX_ORT_RETURN_IF_ERROR(
-        api, api.ort.KernelContext_GetOutput(context, nc.outputSlots[k], d.shape.data(), d.shape.size(), &value));
-    if (value == nullptr) continue;  // an output nobody reads: the program gets a scratch buffer
-    void* data = nullptr;
-    size_t bytes = 0;
-    CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorMutableData(value, &data));
-    CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorSizeInBytes(value, &bytes));
-    CTX_ASSIGN_OR_RETURN(views[k], ir::Tensor::mutableView(d.type, d.shape, static_cast<std::byte*>(data), bytes)
+    CTX_ASSIGN_OR_RETURN(std::span<std::byte> buffer, outputBuffer(api, context, nc.outputSlots[k], d.shape));
+    if (buffer.data() == nullptr) continue;  // nobody reads it (or it holds no bytes): the program gets scratch
+    CTX_ASSIGN_OR_RETURN(views[k], ir::Tensor::mutableView(d.type, d.shape, buffer.data(), buffer.size())
                                        .addContext(fmt::format("{}: output {}", nc.name, k)));
     outputs[k] = &views[k];
   }
@@ -149,19 +156,12 @@ Status compute(NodeCompute& nc, OrtKernelContext* context) {
   CTX_RETURN_IF_ERROR(nc.run(pointers, outputs, &made));
   for (size_t k = 0; k < nc.outputs.size(); ++k) {
     if (k >= nc.bounded.size() || !nc.bounded[k] || made[k].empty()) continue;
-    const ir::Shape& shape = made[k].shape();
-    OrtValue* value = nullptr;
-    CTX_ORT_RETURN_IF_ERROR(
-        api, api.ort.KernelContext_GetOutput(context, nc.outputSlots[k], shape.data(), shape.size(), &value));
-    if (value == nullptr) continue;
-    void* data = nullptr;
-    size_t bytes = 0;
-    CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorMutableData(value, &data));
-    CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorSizeInBytes(value, &bytes));
-    if (bytes != made[k].byteSize())
+    CTX_ASSIGN_OR_RETURN(std::span<std::byte> buffer, outputBuffer(api, context, nc.outputSlots[k], made[k].shape()));
+    if (buffer.data() == nullptr) continue;
+    if (buffer.size() != made[k].byteSize())
       return makeError(ErrorCode::Internal, "{}: output {} is {} bytes but ONNX Runtime's buffer for it has {}",
-                       nc.name, k, made[k].byteSize(), bytes);
-    if (bytes != 0) std::memcpy(data, made[k].data(), bytes);
+                       nc.name, k, made[k].byteSize(), buffer.size());
+    if (!buffer.empty()) std::memcpy(buffer.data(), made[k].data(), buffer.size());
   }
   return Status::ok();
 }
