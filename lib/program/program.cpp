@@ -105,6 +105,17 @@ Status validate(const Program& p, uint64_t weightCount) {
   for (size_t i = 0; i < p.outputs.size(); ++i)
     if (p.tensors[p.outputs[i]].kind != TensorKind::Output)
       return makeError(ErrorCode::InvalidGraph, "output {} refers to a tensor that is not an output", i);
+  // The arena bytes a tensor occupies (a view: its base's), [first, second); empty for any other tensor.
+  auto arenaRange = [&](int32_t t) -> std::pair<uint64_t, uint64_t> {
+    if (t < 0) return {0, 0};
+    const TensorDesc* d = &p.tensors[t];
+    if (d->kind == TensorKind::View) d = &p.tensors[d->index];
+    if (d->kind != TensorKind::Arena) return {0, 0};
+    return {d->offset, d->offset + d->size};  // inside the arena: checked above
+  };
+  auto overlap = [](std::pair<uint64_t, uint64_t> a, std::pair<uint64_t, uint64_t> b) {
+    return a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second;
+  };
   std::vector<bool> written(p.tensors.size(), false);  // load-time tensors written by the ops so far
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const Op& op = p.ops[i];
@@ -116,6 +127,19 @@ Status validate(const Program& p, uint64_t weightCount) {
     if (auto s = ops::checkAttrs(op.typed); !s) return s.takeError().addContext(what());
     CTX_RETURN_IF_ERROR(checkIndexList(op.inputs, true, [&] { return what() + " input"; }));
     CTX_RETURN_IF_ERROR(checkIndexList(op.outputs, false, [&] { return what() + " output"; }));
+    // An op never writes bytes it reads or that another of its outputs holds (the memory plan keeps every tensor live
+    // at an op apart): a kernel reading indices or shapes from bytes it is overwriting could go out of bounds.
+    for (size_t o = 0; o < op.outputs.size(); ++o) {
+      const auto out = arenaRange(op.outputs[o]);
+      for (int32_t in : op.inputs)
+        if (overlap(out, arenaRange(in)))
+          return makeError(ErrorCode::InvalidGraph, "{}: output tensor {} overlaps input tensor {} in the arena",
+                           what(), op.outputs[o], in);
+      for (size_t q = 0; q < o; ++q)
+        if (overlap(out, arenaRange(op.outputs[q])))
+          return makeError(ErrorCode::InvalidGraph, "{}: output tensors {} and {} overlap in the arena", what(),
+                           op.outputs[q], op.outputs[o]);
+    }
     if (op.kernel.recorded()) {
       if (static_cast<uint8_t>(op.kernel.algorithm) >= cpu::kConvAlgorithmCount || op.kernel.blocking != 0)
         return makeError(ErrorCode::InvalidGraph, "{}: unknown kernel choice {}/{}", what(),

@@ -298,6 +298,18 @@ TEST_CASE("programs that break a rule are rejected with the reason", "[program]"
   p = sampleProgram();
   p.outputs = {2};
   expectError(p, 1, "does not match the output list");
+  // An op writing bytes it reads (through a view too) or two outputs sharing bytes: the plan never does it.
+  p = sampleProgram();
+  p.tensors.push_back({TensorKind::Arena, ir::ElemType::Float, {2, 4}, 0, 80, 32, "h2", {}});
+  p.ops.push_back({ir::OpKind::Relu, 17, "relu", {2}, {5}, ops::defaultAttrsFor(ir::OpKind::Relu)});
+  expectError(p, 1, "op 2 ('relu', Relu): output tensor 5 overlaps input tensor 2 in the arena");
+  p.ops.back().inputs = {3};  // the view of tensor 2
+  expectError(p, 1, "output tensor 5 overlaps input tensor 3 in the arena");
+  p.tensors.back().offset = 0;  // apart from h: runs
+  REQUIRE(program::deserialize(program::serialize(p), 1, "apart"));
+  p.tensors.push_back({TensorKind::Arena, ir::ElemType::Float, {2, 4}, 0, 16, 32, "h3", {}});
+  p.ops.push_back({ir::OpKind::Split, 17, "split", {2}, {5, 6}, ops::defaultAttrsFor(ir::OpKind::Split)});
+  expectError(p, 1, "op 3 ('split', Split): output tensors 5 and 6 overlap in the arena");
 }
 
 TEST_CASE("load-time tensors: written once by an op of weights and earlier load-time tensors", "[program]") {
