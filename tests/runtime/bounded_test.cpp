@@ -64,8 +64,8 @@ program::Op op(ir::OpKind kind, const char* name, std::vector<int32_t> ins, std:
 }
 
 // scores [6] > threshold -> NonZero -> [1, <=bound] -> Squeeze -> rows [<=bound] -> Gather(x [6, 4], rows) ->
-// Relu -> MatMul(B [4, 3]) -> y [<=bound, 3]; Concat(relu, relu) on axis 1 -> [<=bound, 8]; and the NonZero
-// result's Shape ([2], static). `bound` is the rows the program is planned for (6: every row).
+// Relu -> MatMul(B [4, 3]) -> y [<=bound, 3]; Concat(relu, relu) on axis 1 -> [<=bound, 8]; the NonZero result's
+// Shape ([2], static); TopK(relu, k = the row count, axis 0) -> top, top_idx [<=bound, 4]. `bound` is the rows the program is planned for (6: every row).
 program::Program detectorProgram(int64_t bound = 6) {
   const auto n = static_cast<uint64_t>(bound);
   program::Program p;
@@ -83,16 +83,22 @@ program::Program detectorProgram(int64_t bound = 6) {
       {TensorKind::Output, ir::ElemType::Float, {bound, 3}, 0, 0, 12 * n, "y", {}, 0b1},
       {TensorKind::Output, ir::ElemType::Float, {bound, 8}, 1, 0, 32 * n, "both", {}, 0b1},
       {TensorKind::Output, ir::ElemType::Int64, {2}, 2, 0, 16, "idx_shape", {}},
+      {TensorKind::Arena, ir::ElemType::Int64, {1}, 0, 448, 8, "k", {}},
+      {TensorKind::Output, ir::ElemType::Float, {bound, 4}, 3, 0, 16 * n, "top", {}, 0b1},
+      {TensorKind::Output, ir::ElemType::Int64, {bound, 4}, 4, 0, 32 * n, "top_idx", {}, 0b1},
   };
-  p.arenaSize = 448;
+  p.arenaSize = 512;
   program::Op concat = op(ir::OpKind::Concat, "cat", {9, 9}, {11});
   std::get<ops::AxisAttrs>(concat.typed).axis = 1;
   p.ops = {op(ir::OpKind::Greater, "gt", {0, 2}, {5}),     op(ir::OpKind::NonZero, "nz", {5}, {6}),
            op(ir::OpKind::Squeeze, "sq", {6, 3}, {7}),     op(ir::OpKind::Gather, "gather", {1, 7}, {8}),
            op(ir::OpKind::Relu, "relu", {8}, {9}),         op(ir::OpKind::MatMul, "mm", {9, 4}, {10}),
-           concat,                                         op(ir::OpKind::Shape, "shape", {6}, {12})};
+           concat,                                         op(ir::OpKind::Shape, "shape", {6}, {12}),
+           op(ir::OpKind::Shape, "count", {7}, {13}),      op(ir::OpKind::TopK, "topk", {9, 13}, {14, 15})};
+  // TopK over the rows with k computed from their count: every column sorted, largest first.
+  std::get<ops::TopKAttrs>(p.ops.back().typed).axis = 0;
   p.inputs = {0, 1};
-  p.outputs = {10, 11, 12};
+  p.outputs = {10, 11, 12, 14, 15};
   return p;
 }
 
@@ -128,6 +134,20 @@ std::string runDiffers(const runtime::CompiledProgram& cp, const std::vector<flo
     return fmt::format("shapes {} {} {} for {} rows", ir::shapeToString(y.shape()), ir::shapeToString(both.shape()),
                        ir::shapeToString(shape.shape()), k);
   if (shape.dataAs<int64_t>()[0] != 1 || shape.dataAs<int64_t>()[1] != k) return "NonZero's shape differs";
+  const ir::Tensor& top = (*outs)[3];
+  const ir::Tensor& topIdx = (*outs)[4];
+  if (!ir::sameShape(top.shape(), ir::Shape{k, 4}) || !ir::sameShape(topIdx.shape(), ir::Shape{k, 4}))
+    return fmt::format("TopK shapes {} {} for {} rows", ir::shapeToString(top.shape()),
+                       ir::shapeToString(topIdx.shape()), k);
+  for (int c = 0; c < 4; ++c) {
+    // ONNX: largest first, equal values in index order.
+    std::vector<std::pair<float, int64_t>> column;
+    for (int64_t i = 0; i < k; ++i) column.emplace_back(std::max(0.0f, xv[kept[i] * 4 + c]), i);
+    std::stable_sort(column.begin(), column.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (int64_t i = 0; i < k; ++i)
+      if (top.dataAs<float>()[i * 4 + c] != column[i].first || topIdx.dataAs<int64_t>()[i * 4 + c] != column[i].second)
+        return fmt::format("TopK differs at [{}, {}]", i, c);
+  }
   for (int64_t i = 0; i < k; ++i) {
     float relu[4];
     for (int c = 0; c < 4; ++c) relu[c] = std::max(0.0f, xv[kept[i] * 4 + c]);
@@ -168,7 +188,7 @@ TEST_CASE("a bounded program runs at 0 rows, some rows and its bound, its output
   const ir::Tensor* ins[] = {&s, &x};
   auto given = ir::Tensor::allocate(ir::ElemType::Float, {6, 3});
   REQUIRE(given);
-  ir::Tensor* outs[] = {&given.value(), nullptr, nullptr};
+  ir::Tensor* outs[] = {&given.value(), nullptr, nullptr, nullptr, nullptr};
   auto refused = (*cp)->runInto(ins, outs, nullptr);
   REQUIRE(!refused);
   CHECK_THAT(refused.error().message(), Catch::Contains("output 0 ('y') has a bounded shape <=6x3"));
@@ -249,11 +269,13 @@ TEST_CASE("a session runs an EPContext node of a bounded program and a fallback 
               value("x", ir::ElemType::Float, {Dim::known(6), Dim::known(4)})};
   g.outputs = {value("negy", ir::ElemType::Float, {Dim::named("n"), Dim::known(3)}),
                value("both", ir::ElemType::Float, {Dim::named("n"), Dim::known(8)}),
-               value("idx_shape", ir::ElemType::Int64, {Dim::known(2)})};
+               value("idx_shape", ir::ElemType::Int64, {Dim::known(2)}),
+               value("top", ir::ElemType::Float, {Dim::named("n"), Dim::known(4)}),
+               value("top_idx", ir::ElemType::Int64, {Dim::named("n"), Dim::known(4)})};
   ir::Node ep;
   ep.name = "ep0";
   ep.inputs = {"scores", "x"};
-  ep.outputs = {"y", "both", "idx_shape"};
+  ep.outputs = {"y", "both", "idx_shape", "top", "top_idx"};
   epcontext::NodeAttributes attrs = epcontext::ourNodeAttributes();
   attrs.mainContext = 1;
   attrs.embedMode = 0;
