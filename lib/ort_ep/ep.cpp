@@ -97,12 +97,27 @@ struct NodeCompute : OrtNodeComputeInfo {
   const Api* api = nullptr;
   // Runs the node's program into ORT's output buffers: an EPContext node of a runtime Session, or a partition
   // lowered from a plain model.
-  std::function<Status(std::span<const ir::Tensor* const>, std::span<ir::Tensor* const>)> run;
+  // Runs the program; an output of bounded shape takes no buffer and comes back in the vector, at the run's extent.
+  std::function<Status(std::span<const ir::Tensor* const>, std::span<ir::Tensor* const>, std::vector<ir::Tensor>*)> run;
   std::vector<kernels::OutputDesc> outputs;  // the program's output types and shapes, in node output order
+  std::vector<bool> bounded;                 // per output: its shape is bounded (outputs[k] holds the bound)
   std::string name;
   std::vector<size_t> inputSlots;   // node input k -> fused node input index
   std::vector<size_t> outputSlots;  // node output k -> fused node output index
 };
+
+// ONNX Runtime's buffer for output `slot` of the node at `shape`: empty (null data) when nobody reads the output.
+Expected<std::span<std::byte>> outputBuffer(const Api& api, OrtKernelContext* context, size_t slot,
+                                            std::span<const int64_t> shape) {
+  OrtValue* value = nullptr;
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.KernelContext_GetOutput(context, slot, shape.data(), shape.size(), &value));
+  if (value == nullptr) return std::span<std::byte>();
+  void* data = nullptr;
+  size_t bytes = 0;
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorMutableData(value, &data));
+  CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorSizeInBytes(value, &bytes));
+  return std::span<std::byte>(static_cast<std::byte*>(data), bytes);
+}
 
 Status compute(NodeCompute& nc, OrtKernelContext* context) {
   const Api& api = *nc.api;
@@ -121,21 +136,34 @@ Status compute(NodeCompute& nc, OrtKernelContext* context) {
   // The program writes straight into ORT's output buffers: no copy afterwards.
   std::vector<ir::Tensor> views(nc.outputs.size());
   std::vector<ir::Tensor*> outputs(nc.outputs.size(), nullptr);
+  bool anyBounded = false;
   for (size_t k = 0; k < nc.outputs.size(); ++k) {
     const kernels::OutputDesc& d = nc.outputs[k];
-    OrtValue* value = nullptr;
-    CTX_ORT_RETURN_IF_ERROR(
-        api, api.ort.KernelContext_GetOutput(context, nc.outputSlots[k], d.shape.data(), d.shape.size(), &value));
-    if (value == nullptr) continue;  // an output nobody reads: the program gets a scratch buffer
-    void* data = nullptr;
-    size_t bytes = 0;
-    CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorMutableData(value, &data));
-    CTX_ORT_RETURN_IF_ERROR(api, api.ort.GetTensorSizeInBytes(value, &bytes));
-    CTX_ASSIGN_OR_RETURN(views[k], ir::Tensor::mutableView(d.type, d.shape, static_cast<std::byte*>(data), bytes)
+    if (k < nc.bounded.size() && nc.bounded[k]) {  // its shape is known once the program has run
+      anyBounded = true;
+      continue;
+    }
+    CTX_ASSIGN_OR_RETURN(std::span<std::byte> buffer, outputBuffer(api, context, nc.outputSlots[k], d.shape));
+    if (buffer.data() == nullptr) continue;  // nobody reads it (or it holds no bytes): the program gets scratch
+    CTX_ASSIGN_OR_RETURN(views[k], ir::Tensor::mutableView(d.type, d.shape, buffer.data(), buffer.size())
                                        .addContext(fmt::format("{}: output {}", nc.name, k)));
     outputs[k] = &views[k];
   }
-  return nc.run(pointers, outputs);
+  if (!anyBounded) return nc.run(pointers, outputs, nullptr);
+  // Outputs of bounded shape: ONNX Runtime's buffer is asked for at the shape the run computed, and filled from the
+  // program's (a copy of at most the bound's bytes).
+  std::vector<ir::Tensor> made(nc.outputs.size());
+  CTX_RETURN_IF_ERROR(nc.run(pointers, outputs, &made));
+  for (size_t k = 0; k < nc.outputs.size(); ++k) {
+    if (k >= nc.bounded.size() || !nc.bounded[k] || made[k].empty()) continue;
+    CTX_ASSIGN_OR_RETURN(std::span<std::byte> buffer, outputBuffer(api, context, nc.outputSlots[k], made[k].shape()));
+    if (buffer.data() == nullptr) continue;
+    if (buffer.size() != made[k].byteSize())
+      return makeError(ErrorCode::Internal, "{}: output {} is {} bytes but ONNX Runtime's buffer for it has {}",
+                       nc.name, k, made[k].byteSize(), buffer.size());
+    if (!buffer.empty()) std::memcpy(buffer.data(), made[k].data(), buffer.size());
+  }
+  return Status::ok();
 }
 
 OrtStatus* ORT_API_CALL createState(OrtNodeComputeInfo* self, OrtNodeComputeContext*, void** state) noexcept {
@@ -221,12 +249,15 @@ Status compilePlain(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fused
     computes.emplace_back(newNodeCompute(api, fmt::format("partition '{}'", partition->name)));
     NodeCompute& nc = *computes.back();
     kernels::ThreadPool* pool = &ep.pool();
-    nc.run = [partition, pool](std::span<const ir::Tensor* const> inputs, std::span<ir::Tensor* const> outputs) {
-      return partition->program->runInto(inputs, outputs, pool);
+    nc.run = [partition, pool](std::span<const ir::Tensor* const> inputs, std::span<ir::Tensor* const> outputs,
+                               std::vector<ir::Tensor>* bounded) {
+      return partition->program->runInto(inputs, outputs, pool, bounded);
     };
-    for (size_t o = 0; o < partition->program->outputCount(); ++o)
+    for (size_t o = 0; o < partition->program->outputCount(); ++o) {
       nc.outputs.push_back(kernels::OutputDesc{partition->program->outputDesc(o).type,
                                                program::toShape(partition->program->outputDesc(o).shape)});
+      nc.bounded.push_back(program::isBounded(partition->program->outputDesc(o)));
+    }
     CTX_ASSIGN_OR_RETURN(auto fusedInputs, nodeInputNames(api, *fusedNodes[i]));
     CTX_ASSIGN_OR_RETURN(auto fusedOutputs, nodeOutputNames(api, *fusedNodes[i]));
     CTX_ASSIGN_OR_RETURN(nc.inputSlots, slotsByName(partition->inputs, fusedInputs, nc.name));
@@ -463,10 +494,11 @@ Status compile(CtxKitEp& ep, const OrtGraph** graphs, const OrtNode** fusedNodes
     const NodeIo& node = nodeIo[i];
     std::unique_ptr<NodeCompute> nc(
         newNodeCompute(api, fmt::format("{}: EPContext node '{}'", displayName, node.name)));
-    nc->run = [session, i](std::span<const ir::Tensor* const> inputs, std::span<ir::Tensor* const> outputs) {
-      return session->runCompiledNodeInto(i, inputs, outputs);
+    nc->run = [session, i](std::span<const ir::Tensor* const> inputs, std::span<ir::Tensor* const> outputs,
+                           std::vector<ir::Tensor>* bounded) {
+      return session->runCompiledNodeInto(i, inputs, outputs, bounded);
     };
-    CTX_ASSIGN_OR_RETURN(nc->outputs, session->compiledNodeOutputs(i));
+    CTX_ASSIGN_OR_RETURN(nc->outputs, session->compiledNodeOutputs(i, &nc->bounded));
     CTX_ASSIGN_OR_RETURN(auto fusedInputs, nodeInputNames(api, *fusedNodes[i]));
     CTX_ASSIGN_OR_RETURN(auto fusedOutputs, nodeOutputNames(api, *fusedNodes[i]));
     std::vector<std::string> nodeInputs;

@@ -43,6 +43,15 @@ Status validate(const Program& p, uint64_t weightCount) {
       return makeError(ErrorCode::InvalidGraph, "{}: {} bytes recorded but shape {} of {} in layout {} needs {}",
                        where(), t.size, ir::shapeToString(t.shape), ir::elemTypeName(t.type), cpu::layoutName(t.layout),
                        bytes ? std::to_string(*bytes) : "?");
+    if (t.bounded != 0) {
+      if (t.shape.size() < 8 && (t.bounded >> t.shape.size()) != 0)
+        return makeError(ErrorCode::InvalidGraph, "{}: bounded-dimension mask {:#x} names a dimension past rank {}",
+                         where(), t.bounded, t.shape.size());
+      if (t.kind != TensorKind::Arena && t.kind != TensorKind::Output)
+        return makeError(ErrorCode::InvalidGraph,
+                         "{}: tensor kind {} cannot have a bounded shape (only arena and output tensors can)", where(),
+                         tensorKindName(t.kind));
+    }
     switch (t.kind) {
       case TensorKind::Input:
         if (t.index >= p.inputs.size() || p.inputs[t.index] != static_cast<int32_t>(i))
@@ -68,9 +77,11 @@ Status validate(const Program& p, uint64_t weightCount) {
         if (t.index >= p.tensors.size() || t.index == i)
           return makeError(ErrorCode::InvalidGraph, "{}: views tensor {} of {}", where(), t.index, p.tensors.size());
         const TensorDesc& base = p.tensors[t.index];
-        if (base.kind == TensorKind::View || base.size != t.size || base.type != t.type || !base.layout.plain())
+        if (base.kind == TensorKind::View || base.size != t.size || base.type != t.type || !base.layout.plain() ||
+            isBounded(base))
           return makeError(ErrorCode::InvalidGraph,
-                           "{}: a view must cover a non-view tensor of the same type and size, in plain layout",
+                           "{}: a view must cover a non-view tensor of the same type and size, in plain layout, with "
+                           "a static shape",
                            where());
         break;
       }
@@ -94,6 +105,17 @@ Status validate(const Program& p, uint64_t weightCount) {
   for (size_t i = 0; i < p.outputs.size(); ++i)
     if (p.tensors[p.outputs[i]].kind != TensorKind::Output)
       return makeError(ErrorCode::InvalidGraph, "output {} refers to a tensor that is not an output", i);
+  // The arena bytes a tensor occupies (a view: its base's), [first, second); empty for any other tensor.
+  auto arenaRange = [&](int32_t t) -> std::pair<uint64_t, uint64_t> {
+    if (t < 0) return {0, 0};
+    const TensorDesc* d = &p.tensors[t];
+    if (d->kind == TensorKind::View) d = &p.tensors[d->index];
+    if (d->kind != TensorKind::Arena) return {0, 0};
+    return {d->offset, d->offset + d->size};  // inside the arena: checked above
+  };
+  auto overlap = [](std::pair<uint64_t, uint64_t> a, std::pair<uint64_t, uint64_t> b) {
+    return a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second;
+  };
   std::vector<bool> written(p.tensors.size(), false);  // load-time tensors written by the ops so far
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const Op& op = p.ops[i];
@@ -105,6 +127,19 @@ Status validate(const Program& p, uint64_t weightCount) {
     if (auto s = ops::checkAttrs(op.typed); !s) return s.takeError().addContext(what());
     CTX_RETURN_IF_ERROR(checkIndexList(op.inputs, true, [&] { return what() + " input"; }));
     CTX_RETURN_IF_ERROR(checkIndexList(op.outputs, false, [&] { return what() + " output"; }));
+    // An op never writes bytes it reads or that another of its outputs holds (the memory plan keeps every tensor live
+    // at an op apart): a kernel reading indices or shapes from bytes it is overwriting could go out of bounds.
+    for (size_t o = 0; o < op.outputs.size(); ++o) {
+      const auto out = arenaRange(op.outputs[o]);
+      for (int32_t in : op.inputs)
+        if (overlap(out, arenaRange(in)))
+          return makeError(ErrorCode::InvalidGraph, "{}: output tensor {} overlaps input tensor {} in the arena",
+                           what(), op.outputs[o], in);
+      for (size_t q = 0; q < o; ++q)
+        if (overlap(out, arenaRange(op.outputs[q])))
+          return makeError(ErrorCode::InvalidGraph, "{}: output tensors {} and {} overlap in the arena", what(),
+                           op.outputs[q], op.outputs[o]);
+    }
     if (op.kernel.recorded()) {
       if (static_cast<uint8_t>(op.kernel.algorithm) >= cpu::kConvAlgorithmCount || op.kernel.blocking != 0)
         return makeError(ErrorCode::InvalidGraph, "{}: unknown kernel choice {}/{}", what(),
@@ -176,6 +211,18 @@ std::string kernelChoiceMisfit(const Program& p, const Op& op, cpu::ConvAlgorith
   return "unknown algorithm";
 }
 
+std::string shapeText(const TensorDesc& t) {
+  if (!isBounded(t)) return ir::shapeToString(t.shape);
+  std::string dims;
+  for (size_t d = 0; d < t.shape.size(); ++d)
+    dims += fmt::format("{}{}{}", d == 0 ? "" : "x", (t.bounded >> d) & 1 ? "<=" : "", t.shape[d]);
+  return dims;
+}
+
+bool hasBoundedTensors(const Program& program) {
+  return std::any_of(program.tensors.begin(), program.tensors.end(), isBounded);
+}
+
 bool hasLoadTimeTensors(const Program& program) {
   return std::any_of(program.tensors.begin(), program.tensors.end(),
                      [](const TensorDesc& t) { return t.kind == TensorKind::LoadTime; });
@@ -200,11 +247,12 @@ std::string_view tensorKindName(TensorKind kind) {
 
 namespace {
 
-void writeTensorDesc(ByteWriter& w, const TensorDesc& t) {
+void writeTensorDesc(ByteWriter& w, const TensorDesc& t, bool boundedEncoding) {
   w.u8(static_cast<uint8_t>(t.kind));
   w.u32(static_cast<uint32_t>(t.type));
   w.u32(static_cast<uint32_t>(t.shape.size()));
   for (int64_t d : t.shape) w.i64(d);
+  if (boundedEncoding) w.u8(t.bounded);
   w.u32(t.index);
   w.u64(t.offset);
   w.u64(t.size);
@@ -230,10 +278,12 @@ constexpr uint64_t kKernelChoiceMagic = 0x314e52454b544358ull;
 
 std::vector<std::byte> serialize(const Program& p) {
   ByteWriter w;
-  w.u64(kProgramMagic);
+  // Encoding 5 only when it is needed: a program without a bounded tensor keeps encoding 4's bytes.
+  const bool boundedEncoding = hasBoundedTensors(p);
+  w.u64(boundedEncoding ? kProgramMagicBounded : kProgramMagic);
   w.u64(p.arenaSize);
   w.u32(static_cast<uint32_t>(p.tensors.size()));
-  for (const TensorDesc& t : p.tensors) writeTensorDesc(w, t);
+  for (const TensorDesc& t : p.tensors) writeTensorDesc(w, t, boundedEncoding);
   w.u32(static_cast<uint32_t>(p.ops.size()));
   for (const Op& op : p.ops) {
     w.u16(ops::stableOpId(op.kind));
@@ -273,7 +323,8 @@ Expected<Program> deserialize(std::span<const std::byte> bytes, uint64_t weightC
   ByteReader r(bytes, what);
   auto fail = [&](Error e) { return e.addContext(what); };
   uint64_t magic = r.u64();
-  if (!r.ok() || magic != kProgramMagic) {
+  const bool boundedEncoding = r.ok() && magic == kProgramMagicBounded;
+  if (!r.ok() || (magic != kProgramMagic && !boundedEncoding)) {
     // "XCTPROG1" to "XCTPROG3": a development encoding, named so that the user knows to recompile.
     constexpr uint64_t kMagicStem = kProgramMagic & 0x00ffffffffffffffull;
     const uint64_t digit = magic >> 56;
@@ -307,6 +358,7 @@ Expected<Program> deserialize(std::span<const std::byte> bytes, uint64_t weightC
     t.type = *elemType;
     t.shape.resize(rank);
     for (auto& d : t.shape) d = r.i64();
+    if (boundedEncoding) t.bounded = r.u8();
     t.index = r.u32();
     t.offset = r.u64();
     t.size = r.u64();
@@ -393,6 +445,9 @@ Expected<Program> deserialize(std::span<const std::byte> bytes, uint64_t weightC
   }
   if (r.remaining() != 0)
     return fail(makeError(ErrorCode::InvalidGraph, "{} trailing bytes after the program", r.remaining()));
+  // One spelling per program: encoding 5 is for programs holding a bounded tensor.
+  if (boundedEncoding && !hasBoundedTensors(p))
+    return fail(makeError(ErrorCode::InvalidGraph, "program encoding 5 but no tensor has a bounded dimension"));
   if (auto s = validate(p, weightCount); !s) return fail(s.takeError());
   return p;
 }
@@ -417,7 +472,7 @@ std::string dump(const Program& p, std::string_view name) {
         loc = t.layout.plain() ? std::string("load") : fmt::format("load:{}", cpu::layoutName(t.layout));
         break;
     }
-    return fmt::format("%{}:{}[{}]{}", i, ir::elemTypeName(t.type), ir::shapeToString(t.shape), loc);
+    return fmt::format("%{}:{}[{}]{}", i, ir::elemTypeName(t.type), shapeText(t), loc);
   };
   for (size_t i = 0; i < p.inputs.size(); ++i)
     out += fmt::format("  input {}: {} '{}'\n", i, tensorText(p.inputs[i]), p.tensors[p.inputs[i]].name);

@@ -52,7 +52,14 @@ struct TensorDesc {
   uint64_t size = 0;         // bytes
   Name name;                 // the value's name in the source graph, for dumps and errors
   cpu::WeightLayout layout;  // Weight and LoadTime only: how the bytes are arranged (size is the stored size)
+  // Bit d set: shape[d] is an upper bound, the extent a run computes is at most it (a value-dependent shape: behind
+  // NonZero, NonMaxSuppression, TopK with a computed k). Arena and Output tensors only; size holds the bound's bytes,
+  // and a run stores the tensor dense at its actual shape from the start of those bytes (encoding 5).
+  uint8_t bounded = 0;
 };
+
+// Whether some dimension of `t` is a bound rather than an exact extent.
+inline bool isBounded(const TensorDesc& t) { return t.bounded != 0; }
 
 struct Op {
   ir::OpKind kind = ir::OpKind::Unknown;
@@ -66,9 +73,12 @@ struct Op {
   cpu::KernelChoice kernel = {};
 };
 
-// The one program encoding (docs/format/program.md): stable op ids, typed attributes as values in schema order,
-// weight layouts. Encodings 1 to 3 were development versions of ctxkit 0.1.0; deserialize() refuses them by name.
-inline constexpr uint32_t kProgramVersion = 4;
+// The program encoding (docs/format/program.md): stable op ids, typed attributes as values in schema order,
+// weight layouts. Encoding 5 adds a per-tensor mask of bounded dimensions and is written only for a program holding a
+// bounded tensor; any other program is written in encoding 4, byte for byte as before. Both are read. Encodings 1 to
+// 3 were development versions of ctxkit 0.1.0; deserialize() refuses them by name.
+inline constexpr uint32_t kProgramVersion = 5;
+inline constexpr uint32_t kProgramVersionUnbounded = 4;
 
 struct Program {
   // Where a program read by deserialize() keeps its tensors' and ops' lists and names (null: on the heap). Declared
@@ -105,8 +115,10 @@ struct Program {
 inline constexpr uint32_t kMaxRank = 8;
 // The longest name or string attribute a program holds (an op's node name, a tensor's value name).
 inline constexpr uint32_t kMaxStringBytes = 1u << 16;
-// "XCTPROG4" read as little-endian bytes. The development encodings 1 to 3 had "XCTPROG1" to "XCTPROG3".
+// "XCTPROG4" and "XCTPROG5" read as little-endian bytes. The development encodings 1 to 3 had "XCTPROG1" to
+// "XCTPROG3".
 inline constexpr uint64_t kProgramMagic = 0x34474f5250544358ull;
+inline constexpr uint64_t kProgramMagicBounded = 0x35474f5250544358ull;
 
 std::vector<std::byte> serialize(const Program& program);
 
@@ -120,6 +132,12 @@ Expected<Program> deserialize(std::span<const std::byte> bytes, uint64_t weightC
 // Every check deserialize() applies but the encoding's own (magic, counts, trailing bytes), for a program built in
 // memory: names within kMaxStringBytes, ranks within kMaxRank, known kinds, types and layouts, then the rules above.
 Status validate(const Program& program, uint64_t weightCount);
+
+// The tensor's shape as text, a bounded dimension as "<=bound" ("<=6x4"); the plain shape text otherwise.
+std::string shapeText(const TensorDesc& t);
+
+// Whether the program holds a bounded tensor (TensorDesc::bounded): its ops' shapes are worked out per run.
+bool hasBoundedTensors(const Program& program);
 
 // Whether the program holds a load-time tensor (its container must then declare them: format::kFlagLoadTime).
 bool hasLoadTimeTensors(const Program& program);

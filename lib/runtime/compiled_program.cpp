@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <new>
+#include <shared_mutex>
 
 namespace ctxkit::runtime {
 
@@ -153,6 +154,32 @@ std::vector<size_t> loadTimeReleases(const program::Program& prog) {
 
 }  // namespace
 
+// The ops prepared so far for the input shapes a dynamic op met (null: not preparable from shapes, its output
+// shapes depend on values, so it is evaluated), as fallback nodes keep theirs; a few are kept, and a signature
+// met once they are taken is prepared for its run only.
+struct CompiledProgram::DynamicOp {
+  struct Entry {
+    std::vector<ir::Shape> shapes;  // per input; empty for an omitted one
+    std::shared_ptr<const kernels::PreparedOp> op;
+  };
+  static constexpr size_t kMaxEntries = 16;
+  mutable std::shared_mutex mutex;
+  mutable std::vector<Entry> entries;  // under mutex
+};
+
+CompiledProgram::~CompiledProgram() = default;
+
+namespace {
+
+bool sameShapes(const std::vector<ir::Shape>& shapes, std::span<const ir::Tensor* const> ins) {
+  if (shapes.size() != ins.size()) return false;
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (ins[i] ? !ir::sameShape(ins[i]->shape(), shapes[i]) : !shapes[i].empty()) return false;
+  return true;
+}
+
+}  // namespace
+
 // Hands a frame to one run and takes it back into the pool afterwards, also on error paths.
 class CompiledProgram::FrameLease {
 public:
@@ -194,11 +221,17 @@ Expected<std::unique_ptr<CompiledProgram::Frame>> CompiledProgram::makeFrame() c
   }
   frame->ins.reserve(maxIns);
   frame->outs.reserve(maxOuts);
+  const bool bounded = program::hasBoundedTensors(program_);
+  if (bounded) {
+    frame->slots.resize(program_.tensors.size());
+    frame->evals.resize(program_.ops.size());
+  }
   for (size_t t = 0; t < program_.tensors.size(); ++t) {
     const program::TensorDesc& d = program_.tensors[t];
     if (d.kind == TensorKind::Arena) {
       CTX_ASSIGN_OR_RETURN(frame->bound[t], ir::Tensor::mutableView(d.type, program::toShape(d.shape),
                                                                     frame->arena.get() + d.offset, d.size));
+      if (program::isBounded(d)) frame->slots[t] = frame->bound[t];
     }
   }
   return frame;
@@ -295,8 +328,19 @@ CompiledProgram::prepare(program::Program prog, std::shared_ptr<const format::Co
   std::vector<cpu::WeightLayout> layouts;
   const std::vector<size_t> releases = loadTimeReleases(prog);
   std::vector<kernels::OutputDesc> recorded;
+  cp->dynamic_.resize(prog.ops.size());
   for (size_t i = 0; i < prog.ops.size(); ++i) {
     const program::Op& op = prog.ops[i];
+    // An op reading or writing a bounded tensor has its shapes only when it runs: prepared then, per signature.
+    auto touchesBounded = [&](std::span<const int32_t> list) {
+      return std::any_of(list.begin(), list.end(),
+                         [&](int32_t t) { return t >= 0 && program::isBounded(prog.tensors[t]); });
+    };
+    if (touchesBounded(op.inputs) || touchesBounded(op.outputs)) {
+      cp->dynamic_[i] = std::make_unique<DynamicOp>();
+      cp->prepared_.push_back(nullptr);
+      continue;
+    }
     if (descs.size() < op.inputs.size()) descs.resize(op.inputs.size());
     layouts.assign(op.inputs.size(), cpu::WeightLayout{});
     for (size_t k = 0; k < op.inputs.size(); ++k) {
@@ -395,16 +439,15 @@ CompiledProgram::load(std::shared_ptr<const format::ContainerView> container, si
 
 Expected<std::vector<ir::Tensor>> CompiledProgram::run(std::span<const ir::Tensor* const> inputs,
                                                        kernels::ThreadPool* pool) const {
-  std::vector<ir::Tensor> outputs;
-  std::vector<ir::Tensor*> outs;
-  outputs.reserve(program_.outputs.size());
-  for (int32_t t : program_.outputs) {
-    CTX_ASSIGN_OR_RETURN(auto out,
-                         ir::Tensor::allocate(program_.tensors[t].type, program::toShape(program_.tensors[t].shape)));
-    outputs.push_back(std::move(out));
+  std::vector<ir::Tensor> outputs(program_.outputs.size());
+  std::vector<ir::Tensor*> outs(program_.outputs.size(), nullptr);
+  for (size_t i = 0; i < program_.outputs.size(); ++i) {
+    const program::TensorDesc& d = program_.tensors[program_.outputs[i]];
+    if (program::isBounded(d)) continue;  // made at the run's extent
+    CTX_ASSIGN_OR_RETURN(outputs[i], ir::Tensor::allocate(d.type, program::toShape(d.shape)));
+    outs[i] = &outputs[i];
   }
-  for (auto& o : outputs) outs.push_back(&o);
-  CTX_RETURN_IF_ERROR(runInto(inputs, outs, pool));
+  CTX_RETURN_IF_ERROR(runInto(inputs, outs, pool, &outputs));
   return outputs;
 }
 
@@ -416,8 +459,126 @@ ProfiledOp CompiledProgram::describeOp(size_t k) const {
   return ProfiledOp{name_, k, std::string(op.name), std::string(ir::opKindName(op.kind)), std::move(shape)};
 }
 
+Expected<ir::Tensor*> CompiledProgram::bindComputed(size_t k, size_t o, Frame& frame, ir::ElemType type,
+                                                    std::span<const int64_t> shape) const {
+  const program::Op& op = program_.ops[k];
+  const auto t = static_cast<size_t>(op.outputs[o]);
+  const program::TensorDesc& d = program_.tensors[t];
+  // Within the bounds (and equal to the exact dimensions) the tensor fits its slot; anything else would write past
+  // it. Sound analysis never gets here; a program read from a file is not trusted to be sound.
+  bool fits = type == d.type && shape.size() == d.shape.size();
+  for (size_t i = 0; fits && i < shape.size(); ++i)
+    fits = (d.bounded >> i) & 1 ? shape[i] >= 0 && shape[i] <= d.shape[i] : shape[i] == d.shape[i];
+  if (!fits)
+    return makeError(ErrorCode::InvalidGraph,
+                     "graph '{}': op {} ('{}', {}) output {} ('{}') computes {} but is recorded as {} {}{}", name_, k,
+                     op.name, ir::opKindName(op.kind), o, d.name, descText(type, shape), ir::elemTypeName(d.type),
+                     program::shapeText(d), program::isBounded(d) ? " (\"<=\": at most)" : "");
+  ir::Tensor& bound = frame.bound[t];
+  if (!program::isBounded(d)) return &bound;
+  if (d.kind == TensorKind::Arena) {
+    CTX_RETURN_IF_ERROR(bound.rebindAsPrefix(frame.slots[t], type, shape));
+  } else {  // an output: made at the run's extent
+    CTX_ASSIGN_OR_RETURN(bound, ir::Tensor::allocate(type, ir::Shape(shape.begin(), shape.end())));
+  }
+  return &bound;
+}
+
+Status CompiledProgram::runDynamic(size_t k, Frame& frame, kernels::ThreadPool* pool) const {
+  const program::Op& op = program_.ops[k];
+  const DynamicOp& dynamic = *dynamic_[k];
+  std::vector<const ir::Tensor*>& ins = frame.ins;
+  std::vector<ir::Tensor*>& outs = frame.outs;
+  ins.clear();
+  outs.clear();
+  for (int32_t i : op.inputs) {
+    ins.push_back(i < 0 ? nullptr : &frame.bound[i]);
+    // A bounded output is bound only once its op has run: a program reading one before that is not a sound one.
+    if (i >= 0 && frame.bound[i].empty())
+      return makeError(ErrorCode::InvalidGraph,
+                       "graph '{}': op {} ('{}', {}) reads tensor {} ('{}') before any op writes it", name_, k, op.name,
+                       ir::opKindName(op.kind), i, program_.tensors[i].name);
+  }
+  std::shared_ptr<const kernels::PreparedOp> prepared;
+  bool known = false;
+  {
+    std::shared_lock lock(dynamic.mutex);
+    for (const DynamicOp::Entry& e : dynamic.entries)
+      if (sameShapes(e.shapes, ins)) {
+        prepared = e.op;
+        known = true;
+        break;
+      }
+  }
+  static const ir::Attributes kNoAttrs;  // a program op has typed attributes only
+  bool packedInput = false;
+  if (!known) {
+    // Prepared from the shapes this run has, with the weights' values (as at load); values computed by the run are
+    // not looked at, so an op whose output shapes depend on them is not preparable and is evaluated below.
+    std::vector<kernels::ValueDesc> descs(op.inputs.size());
+    std::vector<cpu::WeightLayout> layouts(op.inputs.size());
+    std::vector<ir::Shape> shapes(op.inputs.size());
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      kernels::ValueDesc& v = descs[i];
+      v.present = ins[i] != nullptr;
+      if (!ins[i]) continue;
+      const program::TensorDesc& d = program_.tensors[op.inputs[i]];
+      v.type = d.type;
+      shapes[i] = ins[i]->shape();
+      v.shape = ins[i]->shape();
+      if (d.kind == TensorKind::Weight || d.kind == TensorKind::LoadTime) {
+        v.value = ins[i];
+        v.shape = program::toShape(d.shape);  // a packed weight's logical shape
+        if (d.layout.kind != cpu::WeightLayoutKind::Float16Widened) layouts[i] = d.layout;
+        packedInput = packedInput || !layouts[i].plain();
+      }
+    }
+    kernels::OpContext ctx{op.kind, op.opset, kNoAttrs, op.name, nullptr, &op.typed};
+    ctx.kernel = op.kernel;
+    if (auto made = kernels::prepareProgramOp(ctx, descs, op.outputs.size(), layouts, nullptr))
+      prepared = std::shared_ptr<const kernels::PreparedOp>(std::move(made).value());
+    std::unique_lock lock(dynamic.mutex);
+    if (dynamic.entries.size() < DynamicOp::kMaxEntries) dynamic.entries.push_back({std::move(shapes), prepared});
+  }
+  if (prepared) {
+    const auto& described = prepared->outputs();
+    for (size_t o = 0; o < op.outputs.size(); ++o) {
+      CTX_ASSIGN_OR_RETURN(ir::Tensor * out, bindComputed(k, o, frame, described[o].type, described[o].shape));
+      outs.push_back(out);
+    }
+    return prepared->run(ins, outs, pool);
+  }
+  for (size_t i = 0; i < op.inputs.size(); ++i)
+    if (op.inputs[i] >= 0 && !program_.tensors[op.inputs[i]].layout.plain()) packedInput = true;
+  if (packedInput)
+    return makeError(ErrorCode::InvalidGraph,
+                     "graph '{}': op {} ('{}', {}) reads a packed weight but cannot be prepared for the shapes of "
+                     "this run",
+                     name_, k, op.name, ir::opKindName(op.kind));
+  // Output shapes that depend on values (the roots: NonZero, NonMaxSuppression, TopK with a computed k; a Reshape to a
+  // computed shape): each output bound once the op knows its shape.
+  struct Sink final : kernels::OutputSink {
+    const CompiledProgram& program;
+    size_t op;
+    Frame& frame;
+    Sink(const CompiledProgram& p, size_t k, Frame& f) : program(p), op(k), frame(f) {}
+    Expected<ir::Tensor*> bind(size_t index, ir::ElemType type, std::span<const int64_t> shape) override {
+      if (index >= program.program_.ops[op].outputs.size())
+        return makeError(ErrorCode::Internal, "graph '{}': op {} has no output {}", program.name_, op, index);
+      return program.bindComputed(op, index, frame, type, shape);
+    }
+  } sink(*this, k, frame);
+  kernels::OpContext ctx{op.kind, op.opset, kNoAttrs, op.name, pool, &op.typed};
+  ctx.kernel = op.kernel;
+  // Evaluated outputs are bound only as the op reaches them: clear what an earlier run bound.
+  for (int32_t out : op.outputs)
+    if (program::isBounded(program_.tensors[out]) && program_.tensors[out].kind == TensorKind::Output)
+      frame.bound[out].unbind();
+  return kernels::evaluateInto(ctx, ins, op.outputs.size(), sink, frame.evals[k]);
+}
+
 Status CompiledProgram::runInto(std::span<const ir::Tensor* const> inputs, std::span<ir::Tensor* const> outputs,
-                                kernels::ThreadPool* pool) const {
+                                kernels::ThreadPool* pool, std::vector<ir::Tensor>* bounded) const {
   const auto& tensors = program_.tensors;
   if (inputs.size() != program_.inputs.size())
     return makeError(ErrorCode::InvalidArgument, "graph '{}' takes {} inputs but {} were given", name_,
@@ -435,6 +596,10 @@ Status CompiledProgram::runInto(std::span<const ir::Tensor* const> inputs, std::
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
     const auto& d = tensors[program_.outputs[i]];
+    if (outputs[i] && program::isBounded(d))
+      return makeError(ErrorCode::InvalidArgument,
+                       "graph '{}' output {} ('{}') has a bounded shape {}: it is made at the run's extent, not given",
+                       name_, i, d.name, program::shapeText(d));
     if (outputs[i] && (outputs[i]->type() != d.type || !ir::sameShape(outputs[i]->shape(), d.shape)))
       return makeError(ErrorCode::InvalidArgument, "graph '{}' output {} ('{}') is {} but the buffer given is {}",
                        name_, i, d.name, descText(d.type, d.shape), descText(outputs[i]->type(), outputs[i]->shape()));
@@ -460,6 +625,8 @@ Status CompiledProgram::runInto(std::span<const ir::Tensor* const> inputs, std::
     const int32_t t = program_.outputs[i];
     if (outputs[i]) {
       bound[t] = *outputs[i];  // a view of the caller's buffer
+    } else if (program::isBounded(tensors[t])) {
+      bound[t].unbind();  // made when its op knows its shape
     } else {
       CTX_ASSIGN_OR_RETURN(bound[t], ir::Tensor::allocate(tensors[t].type, program::toShape(tensors[t].shape)));
     }
@@ -471,6 +638,12 @@ Status CompiledProgram::runInto(std::span<const ir::Tensor* const> inputs, std::
   std::vector<ir::Tensor*>& outs = (*lease).outs;
   RunProfile* profile = activeProfile();
   for (size_t k = 0; k < program_.ops.size(); ++k) {
+    if (dynamic_[k]) {
+      const auto start = profile ? RunProfile::Clock::now() : RunProfile::Clock::time_point{};
+      if (Status s = runDynamic(k, *lease, pool); !s) return s;
+      if (profile) profile->record(this, k, RunProfile::Clock::now() - start, [&] { return describeOp(k); });
+      continue;
+    }
     if (!prepared_[k]) continue;  // a load-time op, run when the program was loaded
     const program::Op& op = program_.ops[k];
     ins.clear();
@@ -483,6 +656,10 @@ Status CompiledProgram::runInto(std::span<const ir::Tensor* const> inputs, std::
       return std::move(s).addContext(fmt::format("graph '{}'", name_));
     if (profile) profile->record(this, k, RunProfile::Clock::now() - start, [&] { return describeOp(k); });
   }
+  if (bounded)
+    for (size_t i = 0; i < outputs.size(); ++i)
+      if (program::isBounded(tensors[program_.outputs[i]]) && i < bounded->size())
+        (*bounded)[i] = bound[program_.outputs[i]];
   return Status::ok();
 }
 

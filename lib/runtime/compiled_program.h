@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -54,6 +55,10 @@ public:
                                                                size_t graphIndex, ProgramOptions options, bool share,
                                                                bool* reused = nullptr);
 
+  ~CompiledProgram();
+  CompiledProgram(const CompiledProgram&) = delete;
+  CompiledProgram& operator=(const CompiledProgram&) = delete;
+
   size_t inputCount() const { return program_.inputs.size(); }
   size_t outputCount() const { return program_.outputs.size(); }
   const program::TensorDesc& inputDesc(size_t i) const { return program_.tensors[program_.inputs[i]]; }
@@ -61,13 +66,16 @@ public:
   const std::string& name() const { return name_; }
   uint64_t arenaBytes() const { return program_.arenaSize; }
 
-  // Inputs must match the program's static types and shapes; outputs are allocated here. Thread-safe: each
+  // Inputs must match the program's static types and shapes; outputs are allocated here (an output with a bounded
+  // dimension at the extent the run computes). Thread-safe: each
   // call runs in a frame of its own (arena and bound values), taken from a pool and returned afterwards.
   Expected<std::vector<ir::Tensor>> run(std::span<const ir::Tensor* const> inputs, kernels::ThreadPool* pool) const;
   // As run(), writing into the caller's output tensors (ONNX Runtime's buffers, say), which must have the
-  // program's output types and shapes; a null output gets a temporary buffer. Nothing is copied afterwards.
+  // program's output types and shapes; a null output gets a temporary buffer. Nothing is copied afterwards. An output
+  // with a bounded dimension takes no buffer (null): it is made at the run's extent, into `bounded` when given (one
+  // entry per program output; the others are left as they are).
   Status runInto(std::span<const ir::Tensor* const> inputs, std::span<ir::Tensor* const> outputs,
-                 kernels::ThreadPool* pool) const;
+                 kernels::ThreadPool* pool, std::vector<ir::Tensor>* bounded = nullptr) const;
 
   // Why the program runs slower than it could on this CPU (weights packed for another CPU's kernel), or empty.
   const std::string& suboptimal() const { return suboptimal_; }
@@ -86,8 +94,14 @@ private:
     std::vector<ir::Tensor> bound;
     std::vector<const ir::Tensor*> ins;  // one op's operands, reused so that a run allocates nothing
     std::vector<ir::Tensor*> outs;
+    // Bounded programs: per bounded arena tensor its whole slot (the bound's bytes), which bound[] views a prefix
+    // of at the run's shape; per op with a value-dependent shape what its evaluations keep.
+    std::vector<ir::Tensor> slots;
+    std::vector<kernels::EvalState> evals;
   };
   class FrameLease;
+  // An op reading or writing a bounded tensor (program::isBounded): prepared per input signature at run time.
+  struct DynamicOp;
 
   CompiledProgram() = default;
   // Checks the valid program against the container (every weight reference resolves, with the recorded type and
@@ -99,6 +113,11 @@ private:
                                                             std::string name, const ProgramOptions& options);
   Expected<std::unique_ptr<Frame>> makeFrame() const;
   ProfiledOp describeOp(size_t k) const;  // op k as a run profile names it
+  // Runs dynamic op k at the shapes its inputs have in this run, binding its outputs at the shapes it computes.
+  Status runDynamic(size_t k, Frame& frame, kernels::ThreadPool* pool) const;
+  // Binds output tensor `t` of op `k` at `shape` (checked against its recorded shape and bounds).
+  Expected<ir::Tensor*> bindComputed(size_t k, size_t o, Frame& frame, ir::ElemType type,
+                                     std::span<const int64_t> shape) const;
 
   program::Program program_;
   std::shared_ptr<const format::ContainerView> container_;
@@ -107,7 +126,9 @@ private:
   std::string name_;
   std::vector<ir::Tensor>
       weights_;  // one per program tensor; only weight and load-time entries (computed at load) are set
-  std::vector<std::unique_ptr<kernels::PreparedOp>> prepared_;  // one per op, at load (null: a load-time op, done)
+  std::vector<std::unique_ptr<kernels::PreparedOp>> prepared_;  // one per op, at load (null: a load-time op, done,
+                                                                // or a dynamic op)
+  std::vector<std::unique_ptr<DynamicOp>> dynamic_;             // one per op: null for ops prepared at load
   std::string suboptimal_;
   mutable std::mutex framesMutex_;
   mutable std::vector<std::unique_ptr<Frame>> freeFrames_;

@@ -66,6 +66,7 @@ struct Session::Impl {
     std::vector<size_t> outs;          // kNoSlot: an omitted output
     const CompiledProgram* program = nullptr;
     std::vector<kernels::OutputDesc> programOutputs;  // the program's output types and shapes
+    bool boundedOutputs = false;  // some program output has a bounded shape: made by the program at the run's extent
     size_t thenBlock = kNoSlot, elseBlock = kNoSlot;  // If: its branches in RunPlan::blocks
     IterationPlan iteration;                          // Loop, Scan (iteration.body: its body in RunPlan::blocks)
     const ir::Node& node() const { return graph->nodes[index]; }
@@ -580,9 +581,11 @@ struct Session::Impl {
       np.outs = slots(valueTable.outputsOf(i));
       if (auto it = programs.find(i); it != programs.end()) {
         np.program = it->second.get();
-        for (size_t o = 0; o < np.program->outputCount(); ++o)
+        for (size_t o = 0; o < np.program->outputCount(); ++o) {
           np.programOutputs.push_back(
               kernels::OutputDesc{np.program->outputDesc(o).type, program::toShape(np.program->outputDesc(o).shape)});
+          np.boundedOutputs = np.boundedOutputs || program::isBounded(np.program->outputDesc(o));
+        }
       }
       plan.nodes.push_back(std::move(np));
     }
@@ -773,7 +776,27 @@ struct Session::Impl {
         if (np.outs[o] != kNoSlot) f.values[np.outs[o]] = f.outs[o];
       return Status::ok();
     };
-    if (np.program) return bind(np.programOutputs, [&] { return np.program->runInto(f.ins, f.outs, pool.get()); });
+    if (np.program && !np.boundedOutputs)
+      return bind(np.programOutputs, [&] { return np.program->runInto(f.ins, f.outs, pool.get()); });
+    if (np.program) {
+      // An output of bounded shape is made by the program at the run's extent (kept in the node state until the
+      // next run); the others are bound as for any program.
+      f.outs.clear();
+      for (size_t o = 0; o < np.outs.size(); ++o) {
+        const size_t s = np.outs[o];
+        if (s == kNoSlot || o >= np.programOutputs.size() || program::isBounded(np.program->outputDesc(o))) {
+          f.outs.push_back(nullptr);
+          continue;
+        }
+        CTX_ASSIGN_OR_RETURN(ir::Tensor * t, outputTensor(f, s, np.programOutputs[o], callerOut[s]));
+        f.outs.push_back(t);
+      }
+      state.evalOuts.resize(np.outs.size());
+      CTX_RETURN_IF_ERROR(np.program->runInto(f.ins, f.outs, pool.get(), &state.evalOuts));
+      for (size_t o = 0; o < np.outs.size(); ++o)
+        if (np.outs[o] != kNoSlot) f.values[np.outs[o]] = f.outs[o] ? f.outs[o] : &state.evalOuts[o];
+      return Status::ok();
+    }
     // Constants: made once per frame (read-only views of the value the fallback cache keeps).
     if (n.kind == ir::OpKind::Constant && n.inputs.empty()) {
       if (!state.looked) {
@@ -927,9 +950,12 @@ struct Session::Impl {
       const ir::Node& n = g.nodes[i];
       std::vector<kernels::OutputDesc> outs;
       if (auto it = programs.find(i); it != programs.end()) {
-        for (size_t o = 0; o < it->second->outputCount(); ++o)
-          outs.push_back(
-              kernels::OutputDesc{it->second->outputDesc(o).type, program::toShape(it->second->outputDesc(o).shape)});
+        for (size_t o = 0; o < it->second->outputCount(); ++o) {
+          // A bounded output's shape is known only when the program runs.
+          const program::TensorDesc& d = it->second->outputDesc(o);
+          outs.push_back(program::isBounded(d) ? kernels::OutputDesc{}
+                                               : kernels::OutputDesc{d.type, program::toShape(d.shape)});
+        }
       } else if (!ir::isControlFlow(n.kind) && n.kind != ir::OpKind::EPContext) {
         std::vector<Slot> signature;
         bool ready = true;
@@ -1046,23 +1072,27 @@ Status Session::runInto(const std::vector<ir::Tensor>& feeds, std::span<ir::Tens
   return impl_->runInto(feeds, outputs);
 }
 Status Session::runCompiledNodeInto(size_t nodeIndex, std::span<const ir::Tensor* const> inputs,
-                                    std::span<ir::Tensor* const> outputs) const {
+                                    std::span<ir::Tensor* const> outputs, std::vector<ir::Tensor>* bounded) const {
   auto it = impl_->programs.find(nodeIndex);
   if (it == impl_->programs.end())
     return makeError(ErrorCode::InvalidArgument, "{}: node #{} is not a compiled EPContext node", impl_->displayName,
                      nodeIndex);
-  return it->second->runInto(inputs, outputs, impl_->pool.get()).addContext(impl_->displayName);
+  return it->second->runInto(inputs, outputs, impl_->pool.get(), bounded).addContext(impl_->displayName);
 }
 
-Expected<std::vector<kernels::OutputDesc>> Session::compiledNodeOutputs(size_t nodeIndex) const {
+Expected<std::vector<kernels::OutputDesc>> Session::compiledNodeOutputs(size_t nodeIndex,
+                                                                        std::vector<bool>* bounded) const {
   auto it = impl_->programs.find(nodeIndex);
   if (it == impl_->programs.end())
     return makeError(ErrorCode::InvalidArgument, "{}: node #{} is not a compiled EPContext node", impl_->displayName,
                      nodeIndex);
   std::vector<kernels::OutputDesc> out;
-  for (size_t o = 0; o < it->second->outputCount(); ++o)
+  if (bounded) bounded->clear();
+  for (size_t o = 0; o < it->second->outputCount(); ++o) {
     out.push_back(
         kernels::OutputDesc{it->second->outputDesc(o).type, program::toShape(it->second->outputDesc(o).shape)});
+    if (bounded) bounded->push_back(program::isBounded(it->second->outputDesc(o)));
+  }
   return out;
 }
 

@@ -90,11 +90,14 @@ public:
   // gives ctxkit a fused node of its own): the compiled program of node `nodeIndex` of the model, run with `inputs`
   // in the node's input order. Thread-safe like run().
   Expected<std::vector<ir::Tensor>> runCompiledNode(size_t nodeIndex, std::span<const ir::Tensor* const> inputs) const;
-  // As runCompiledNode, writing into the caller's output tensors (see CompiledProgram::runInto).
+  // As runCompiledNode, writing into the caller's output tensors (see CompiledProgram::runInto: an output of bounded
+  // shape takes no buffer and is made at the run's extent, into `bounded`).
   Status runCompiledNodeInto(size_t nodeIndex, std::span<const ir::Tensor* const> inputs,
-                             std::span<ir::Tensor* const> outputs) const;
-  // The element types and shapes of compiled node `nodeIndex`'s outputs, in the node's output order.
-  Expected<std::vector<kernels::OutputDesc>> compiledNodeOutputs(size_t nodeIndex) const;
+                             std::span<ir::Tensor* const> outputs, std::vector<ir::Tensor>* bounded = nullptr) const;
+  // The element types and shapes of compiled node `nodeIndex`'s outputs, in the node's output order; `bounded` (when
+  // given) tells which have a bounded shape (the shape given is then the bound).
+  Expected<std::vector<kernels::OutputDesc>> compiledNodeOutputs(size_t nodeIndex,
+                                                                 std::vector<bool>* bounded = nullptr) const;
 
   struct Impl;
 

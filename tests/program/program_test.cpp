@@ -175,7 +175,7 @@ TEST_CASE("programs of the development encodings 1 to 3 are refused by name", "[
           fmt::format("old program: compiled by ctxkit 0.1.0-dev program encoding {}: recompile", digit));
   }
   auto bytes = program::serialize(sampleProgram());
-  bytes[7] = static_cast<std::byte>('5');
+  bytes[7] = static_cast<std::byte>('6');
   auto r = program::deserialize(bytes, 1, "unknown");
   REQUIRE(!r);
   CHECK_THAT(r.error().message(), Catch::Contains("not a ctxkit program (bad magic)"));
@@ -298,6 +298,18 @@ TEST_CASE("programs that break a rule are rejected with the reason", "[program]"
   p = sampleProgram();
   p.outputs = {2};
   expectError(p, 1, "does not match the output list");
+  // An op writing bytes it reads (through a view too) or two outputs sharing bytes: the plan never does it.
+  p = sampleProgram();
+  p.tensors.push_back({TensorKind::Arena, ir::ElemType::Float, {2, 4}, 0, 80, 32, "h2", {}});
+  p.ops.push_back({ir::OpKind::Relu, 17, "relu", {2}, {5}, ops::defaultAttrsFor(ir::OpKind::Relu)});
+  expectError(p, 1, "op 2 ('relu', Relu): output tensor 5 overlaps input tensor 2 in the arena");
+  p.ops.back().inputs = {3};  // the view of tensor 2
+  expectError(p, 1, "output tensor 5 overlaps input tensor 3 in the arena");
+  p.tensors.back().offset = 0;  // apart from h: runs
+  REQUIRE(program::deserialize(program::serialize(p), 1, "apart"));
+  p.tensors.push_back({TensorKind::Arena, ir::ElemType::Float, {2, 4}, 0, 16, 32, "h3", {}});
+  p.ops.push_back({ir::OpKind::Split, 17, "split", {2}, {5, 6}, ops::defaultAttrsFor(ir::OpKind::Split)});
+  expectError(p, 1, "op 3 ('split', Split): output tensors 5 and 6 overlap in the arena");
 }
 
 TEST_CASE("load-time tensors: written once by an op of weights and earlier load-time tensors", "[program]") {
@@ -432,4 +444,81 @@ TEST_CASE("kernel choices: an optional section, round-tripped, and refused where
   REQUIRE(!r);
   for (size_t n = plain.size() + 1; n < bytes.size(); ++n)
     CHECK(!program::deserialize(std::span(bytes).first(n), 1, "truncated.bin"));
+}
+
+namespace {
+
+// x [6] -> NonZero -> idx [1, <=6] (arena, bounded) -> Squeeze -> rows [<=6] (output, bounded).
+program::Program boundedProgram() {
+  program::Program p;
+  p.arenaSize = 48;
+  p.tensors = {
+      {TensorKind::Input, ir::ElemType::Float, {6}, 0, 0, 24, "x", {}},
+      {TensorKind::Arena, ir::ElemType::Int64, {1, 6}, 0, 0, 48, "idx", {}, 0b10},
+      {TensorKind::Weight, ir::ElemType::Int64, {1}, 0, 0, 8, "axes", {}},
+      {TensorKind::Output, ir::ElemType::Int64, {6}, 0, 0, 48, "rows", {}, 0b1},
+  };
+  p.ops = {{ir::OpKind::NonZero, 17, "nz", {0}, {1}, ops::OnnxAttrs{}},
+           {ir::OpKind::Squeeze, 17, "sq", {1, 2}, {3}, ops::AxesAttrs{}}};
+  p.inputs = {0};
+  p.outputs = {3};
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("bounded tensors: encoding 5 records the mask, other programs keep encoding 4", "[program]") {
+  auto bytes = program::serialize(boundedProgram());
+  uint64_t magic = 0;
+  std::memcpy(&magic, bytes.data(), sizeof magic);
+  CHECK(magic == program::kProgramMagicBounded);
+  auto p = program::deserialize(bytes, 1, "bounded program");
+  REQUIRE(p);
+  CHECK(p->tensors[1].bounded == 0b10);
+  CHECK(p->tensors[3].bounded == 0b1);
+  CHECK(program::hasBoundedTensors(*p));
+  CHECK(program::serialize(*p) == bytes);
+  CHECK_THAT(program::dump(*p, "g"), Catch::Contains("%1:int64[1x<=6]arena@0"));
+  CHECK_THAT(program::dump(*p, "g"), Catch::Contains("%3:int64[<=6]out0"));
+  // Without a bounded tensor the bytes are encoding 4's, as before.
+  auto plain = program::serialize(sampleProgram());
+  std::memcpy(&magic, plain.data(), sizeof magic);
+  CHECK(magic == program::kProgramMagic);
+  CHECK(!program::hasBoundedTensors(sampleProgram()));
+  for (size_t n = 0; n < bytes.size(); ++n) CHECK(!program::deserialize(std::span(bytes.data(), n), 1, "cut"));
+}
+
+TEST_CASE("bounded tensors that break a rule are rejected with the reason", "[program]") {
+  auto expectError = [](const program::Program& p, const char* text) {
+    auto r = program::deserialize(program::serialize(p), 1, "bad program");
+    REQUIRE(!r);
+    CHECK_THAT(r.error().message(), Catch::Contains(text));
+    auto v = program::validate(p, 1);
+    REQUIRE(!v);
+    CHECK_THAT(v.error().message(), Catch::Contains(text));
+  };
+  auto p = boundedProgram();
+  p.tensors[1].bounded = 0b100;  // rank 2
+  expectError(p, "names a dimension past rank 2");
+  p = boundedProgram();
+  p.tensors[2].bounded = 1;  // a weight
+  expectError(p, "tensor kind weight cannot have a bounded shape");
+  p = boundedProgram();
+  p.tensors[0].bounded = 1;  // an input
+  expectError(p, "tensor kind input cannot have a bounded shape");
+  p = boundedProgram();
+  p.tensors.push_back({TensorKind::View, ir::ElemType::Int64, {6}, 1, 0, 48, "flat", {}});
+  expectError(p, "with a static shape");
+  // Encoding 5 with no bounded tensor: a second spelling of an encoding-4 program, refused. The mask byte of each
+  // tensor follows its dims; clear them all.
+  auto bytes = program::serialize(boundedProgram());
+  size_t at = 8 + 8 + 4;
+  for (const auto& t : boundedProgram().tensors) {
+    at += 1 + 4 + 4 + 8 * t.shape.size();
+    bytes[at] = std::byte{0};
+    at += 1 + 4 + 8 + 8 + 4 + t.name.size() + 1 + 2 + 2;
+  }
+  auto r = program::deserialize(bytes, 1, "five");
+  REQUIRE(!r);
+  CHECK_THAT(r.error().message(), Catch::Contains("program encoding 5 but no tensor has a bounded dimension"));
 }
