@@ -67,6 +67,11 @@ Status validate(const Program& p, uint64_t weightCount) {
         if (!rangeFits(t.offset, t.size, p.arenaSize))
           return makeError(ErrorCode::InvalidGraph, "{}: arena range {}+{} exceeds the arena size {}", where(),
                            t.offset, t.size, p.arenaSize);
+        // Kernels read and write elements in place: an offset that is not a multiple of the element size would make
+        // every access misaligned (undefined behaviour). The memory planner aligns every tensor to 64 bytes.
+        if (const size_t elem = std::max<size_t>(1, ir::elemSize(t.type)); t.offset % elem != 0)
+          return makeError(ErrorCode::InvalidGraph, "{}: arena offset {} is not a multiple of its {}-byte elements",
+                           where(), t.offset, elem);
         break;
       case TensorKind::Weight:
         if (t.index >= weightCount)

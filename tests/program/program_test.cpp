@@ -284,6 +284,9 @@ TEST_CASE("programs that break a rule are rejected with the reason", "[program]"
   p.tensors[2].offset = 100;
   expectError(p, 1, "exceeds the arena size");
   p = sampleProgram();
+  p.tensors[2].offset = 66;  // float32 elements two bytes off their alignment (a fuzzed offset byte)
+  expectError(p, 1, "arena offset 66 is not a multiple of its 4-byte elements");
+  p = sampleProgram();
   p.tensors[2].size = 31;
   expectError(p, 1, "bytes recorded");
   p = sampleProgram();
