@@ -40,6 +40,7 @@ constexpr const char* kNpuSimBody = R"json(
     {"op": "Reshape"}, {"op": "Flatten"}, {"op": "Squeeze"}, {"op": "Unsqueeze"}, {"op": "Identity"},
     {"op": "Transpose"}, {"op": "Concat"}, {"op": "Slice"}, {"op": "Gather"}, {"op": "Pad"},
     {"op": "Resize", "constraints": {"max_rank": 4, "mode": ["nearest", "linear"]}},
+    {"op": "Upsample", "constraints": {"max_rank": 4, "mode": ["nearest", "linear"]}},
     {"op": "ReduceMean"}, {"op": "ReduceMax"}, {"op": "ReduceSum"}, {"op": "Sum"},
     {"op": "InstanceNormalization"}, {"op": "LRN"},
     {"op": "Cast"}, {"op": "Split"}, {"op": "Dropout"}, {"op": "ConstantOfShape", "types": ["int64", "float32", "float16", "int8", "uint8"]},
