@@ -779,4 +779,21 @@ void sgemmPanelsRange(bool transA, size_t M, float alpha, const float* A, size_t
   }
 }
 
+size_t panelStripRows(size_t width) { return panelKernel(width)->mr; }
+
+void sgemmPanelsPackedA(size_t M, float alpha, const float* aPacked, const PanelsB& B, size_t p0, size_t panel0,
+                        size_t panel1, bool accumulate, float* C, size_t ldc) {
+  const size_t panels = (B.n + B.width - 1) / B.width;
+  panel1 = std::min(panel1, panels);
+  if (M == 0 || panel0 >= panel1 || p0 >= B.k) return;
+  const size_t n0 = panel0 * B.width, N = std::min(B.n, panel1 * B.width) - n0;
+  const size_t kc = std::min(B.depth, B.k - p0);
+  const float* block = B.data + p0 * panels * B.width + panel0 * kc * B.width;
+  const Kernel& kernel = *panelKernel(B.width);
+  const size_t mr = kernel.mr, mcBlock = std::max(mr, kMcTarget / mr * mr);
+  for (size_t i0 = 0; i0 < M; i0 += mcBlock)
+    kernel.block(std::min(mcBlock, M - i0), 0, N, kc, aPacked + i0 * kc, block, nullptr, 0, C + i0 * ldc, ldc, alpha,
+                 !accumulate);
+}
+
 }  // namespace ctxkit::cpu

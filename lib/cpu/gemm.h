@@ -58,6 +58,17 @@ void sgemmPanels(bool transA, size_t M, float alpha, const float* A, size_t lda,
 void sgemmPanelsRange(bool transA, size_t M, float alpha, const float* A, size_t lda, const PanelsB& B, size_t panel0,
                       size_t panel1, float beta, float* C, size_t ldc);
 
+// The rows of one strip of A as the micro-kernel for panels `width` wide reads it (its MR: 8 with AVX-512).
+size_t panelStripRows(size_t width);
+
+// sgemmPanelsRange for B's depth block [p0, p0 + kc) alone (kc = min(B.depth, B.k - p0)), with op(A) packed by the
+// caller: ceil(M / panelStripRows(B.width)) strips of that many rows, each kc deep and k-major (a strip's rows at
+// one depth side by side), the last strip's missing rows zero. C = alpha * A x B, or C + alpha * A x B when
+// `accumulate`. For callers that make A's rows as they pack them (a Conv unfolding its input straight into strips),
+// so that A is not written once and then copied into strips.
+void sgemmPanelsPackedA(size_t M, float alpha, const float* aPacked, const PanelsB& B, size_t p0, size_t panel0,
+                        size_t panel1, bool accumulate, float* C, size_t ldc);
+
 // How a product on panels is split over threads: rows of op(A) (output positions, for a Conv) in blocks of `block`
 // (whole strips of 8, the micro-kernel's rows) and B's panels in `ranges` ranges of `perRange`.
 struct PanelsSplit {

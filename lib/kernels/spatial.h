@@ -137,15 +137,13 @@ template <typename T> void copyStrided(const T* src, int64_t s, T* d, int64_t a,
   for (int64_t o = a; o < b; ++o) d[o] = src[o * s];
 }
 
-// Unfolds one image (group) into rows [rowBegin, rowEnd) of (c, kd, kh, kw) x output positions [colBegin, colEnd) of
-// (od, oh, ow); `col` holds those rows, from rowBegin, of colEnd - colBegin values each; taps in the padding read
-// `fill` (a quantized zero point, say).
-template <typename T>
-void im2col(const T* x, const Window3& w, T* col, int64_t rowBegin, int64_t rowEnd, int64_t colBegin, int64_t colEnd,
-            T fill = T(0)) {
+// im2col's walk over rows [rowBegin, rowEnd) of (c, kd, kh, kw): `rowOut(row)` is where a row's values go (its
+// colEnd - colBegin positions from index 0), and `rowDone(row)` is called once they are written.
+template <typename T, typename RowOut, typename RowDone>
+void unfoldRows(const T* x, const Window3& w, int64_t rowBegin, int64_t rowEnd, int64_t colBegin, int64_t colEnd,
+                T fill, RowOut&& rowOut, RowDone&& rowDone) {
   const int64_t kSize = w.kernel[0] * w.kernel[1] * w.kernel[2];
   const int64_t inSize = w.in[0] * w.in[1] * w.in[2];
-  const int64_t width = colEnd - colBegin;
   // Positions and taps are stepped, not divided out: a division for every run of a few outputs (7x7 maps) and every
   // row took most of this function's time in ResNet-18's late stages.
   const int64_t ow0 = colBegin % w.out[2], oh0 = (colBegin / w.out[2]) % w.out[1];
@@ -162,7 +160,7 @@ void im2col(const T* x, const Window3& w, T* col, int64_t rowBegin, int64_t rowE
       }
     }
     const T* xc = x + c * inSize;
-    T* dst = col + (row - rowBegin) * width - colBegin;  // indexed by output position
+    T* dst = rowOut(row) - colBegin;  // indexed by output position
     const int64_t off = kw * w.dilation[2] - w.padBegin[2];
     const int64_t s = w.stride[2];
     int64_t lo, hi;  // output columns whose tap lands inside the input row
@@ -186,7 +184,20 @@ void im2col(const T* x, const Window3& w, T* col, int64_t rowBegin, int64_t rowE
       }
       pos += run;
     }
+    rowDone(row);
   }
+}
+
+// Unfolds one image (group) into rows [rowBegin, rowEnd) of (c, kd, kh, kw) x output positions [colBegin, colEnd) of
+// (od, oh, ow); `col` holds those rows, from rowBegin, of colEnd - colBegin values each; taps in the padding read
+// `fill` (a quantized zero point, say).
+template <typename T>
+void im2col(const T* x, const Window3& w, T* col, int64_t rowBegin, int64_t rowEnd, int64_t colBegin, int64_t colEnd,
+            T fill = T(0)) {
+  const int64_t width = colEnd - colBegin;
+  unfoldRows(
+      x, w, rowBegin, rowEnd, colBegin, colEnd, fill, [&](int64_t row) { return col + (row - rowBegin) * width; },
+      [](int64_t) {});
 }
 
 // One bilinear sample of RoiAlign: four source offsets in the channel plane and their weights (all zero outside the

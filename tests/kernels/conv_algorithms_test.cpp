@@ -4,6 +4,7 @@
 #include "../common/material.h"
 #include "kernel_test_util.h"
 
+#include "cpu/gemm.h"
 #include "onnx_io/onnx_io.h"
 
 #include <algorithm>
@@ -241,6 +242,71 @@ TEST_CASE("Conv on panels splits its work by output positions and ranges of outp
   std::map<ConvAlgorithm, int> runs;
   checkCases(cases, pools, ConvAlgorithm::Panels, runs);
   CHECK(runs[ConvAlgorithm::Panels] == static_cast<int>(cases.size() * 3));
+}
+
+// A Conv whose weight a program stores in panels of a width other than this CPU's (another machine's): 8, 16 and 32
+// columns. Each width has its own micro-kernel and strip height (the rows of A the unfolded input is packed into:
+// 8 with AVX-512, 6 with AVX2's 16-wide tile), so each takes its own unfolding path.
+TEST_CASE("Conv on stored panels of widths 8, 16 and 32 on 1 and 2 threads") {
+  const std::vector<Case> cases = {
+      {"3x3 onto 20x20 (strips across rows)", {1, 30, 20, 20}, {37, 30, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
+      {"5x5 stride 2, asymmetric pads", {2, 6, 13, 11}, {9, 6, 5, 5}, 1, {2, 2}, {1, 1}, {2, 1, 0, 2}, false},
+      {"dilation 2 onto 7x9", {1, 40, 7, 9}, {20, 40, 3, 3}, 1, {1, 1}, {2, 2}, {2, 2, 2, 2}, true},
+      {"3-D", {1, 5, 4, 6, 7}, {11, 5, 2, 3, 3}, 1, {1, 1, 2}, {1, 1, 1}, {0, 1, 1, 1, 1, 0}, true},
+      {"1-D stride 3", {1, 4, 50}, {7, 4, 5}, 1, {3}, {1}, {2, 2}, false},
+  };
+  kernels::ThreadPool pool(2);
+  for (const Case& c : cases) {
+    INFO(c.name);
+    ops::ConvAttrs attrs;
+    attrs.window.strides.emplace(c.strides.begin(), c.strides.end());
+    attrs.window.dilations.emplace(c.dilations.begin(), c.dilations.end());
+    attrs.window.pads.emplace(c.pads.begin(), c.pads.end());
+    const ops::OpAttrs typed(attrs);
+    static const ir::Attributes kNoAttrs;
+    kernels::OpContext ctx{ir::OpKind::Conv, 17, kNoAttrs, c.name, nullptr, &typed};
+    ctx.kernel.algorithm = ConvAlgorithm::Panels;
+    const int64_t xn = *ir::elementCount(c.x), wn = *ir::elementCount(c.w);
+    const ir::Tensor x = test::floats(c.x, ramp(xn, 4)), w = test::floats(c.w, ramp(wn, 5));
+    const ir::Tensor b = test::floats({c.w[0]}, ramp(c.w[0], 6));
+    const size_t m = static_cast<size_t>(c.w[0]), k = static_cast<size_t>(wn) / m;
+    // The reference on 3 spatial dims.
+    const size_t spatial = c.x.size() - 2;
+    ir::Shape x5 = c.x, w5 = c.w;
+    std::array<int64_t, 3> st{1, 1, 1}, d{1, 1, 1}, pb{0, 0, 0};
+    for (size_t i = 0; i < spatial; ++i) {
+      st[3 - spatial + i] = c.strides[i];
+      d[3 - spatial + i] = c.dilations[i];
+      pb[3 - spatial + i] = c.pads[i];
+    }
+    while (x5.size() < 5) x5.insert(x5.begin() + 2, 1), w5.insert(w5.begin() + 2, 1);
+    for (uint16_t width : {8, 16, 32}) {
+      INFO("panels " << width << " wide");
+      std::vector<float> packed(cpu::panelElements(k, m, width));
+      cpu::packPanels(true, w.dataAs<float>(), k, k, m, width, cpu::kPanelDepth, packed.data());
+      const ir::Tensor stored = test::floats({static_cast<int64_t>(packed.size())}, packed);
+      const cpu::WeightLayout layouts[] = {
+          {}, {cpu::WeightLayoutKind::GemmPanelsTransposed, width, static_cast<uint16_t>(cpu::kPanelDepth)}, {}};
+      std::vector<kernels::ValueDesc> descs{{x.type(), x.shape(), nullptr, true},
+                                            {w.type(), w.shape(), &stored, true}};
+      if (c.bias) descs.push_back({b.type(), b.shape(), &b, true});
+      auto op = kernels::prepare(ctx, descs, 1, std::span(layouts, descs.size()));
+      REQUIRE(op);
+      std::vector<const ir::Tensor*> ins{&x, &stored};
+      if (c.bias) ins.push_back(&b);
+      for (kernels::ThreadPool* p : {static_cast<kernels::ThreadPool*>(nullptr), &pool}) {
+        auto out = ir::Tensor::allocate((*op)->outputs()[0].type, (*op)->outputs()[0].shape);
+        REQUIRE(out);
+        ir::Tensor* outs[] = {&*out};
+        REQUIRE((*op)->run(ins, outs, p).isOk());
+        ir::Shape y5 = out->shape();
+        while (y5.size() < 5) y5.insert(y5.begin() + 2, 1);
+        const auto want = reference(test::values<float>(x), x5, test::values<float>(w), w5,
+                                    c.bias ? test::values<float>(b) : std::vector<float>{}, 1, st, d, pb, y5);
+        test::requireClose(test::values<float>(*out), want, 1e-4f);
+      }
+    }
+  }
 }
 
 TEST_CASE("the default Conv algorithm is the heuristic's: panels for dense Convs, the vector depthwise kernel on small "
