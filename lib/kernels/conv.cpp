@@ -707,16 +707,16 @@ void runConvOnPanels(const OpContext& ctx, const ConvPlan& p, const Window3& w, 
           cpu::sgemmPanelsRange(true, cols, 1.0f, col, cols, blockB, q0, q1, r0 == 0 ? 0.0f : 1.0f, tile, nw);
         }
       }
-      // Blocks of 16 positions, so that the rows of the tile a block reads stay in cache across its channels.
-      for (size_t b0 = 0; b0 < cols; b0 += 16) {
-        const size_t b1 = std::min(cols, b0 + 16);
-        for (size_t c = ch0; c < ch1; ++c) {
-          float* yc = yn + c * static_cast<size_t>(outSize) + i0;
-          const float bc = pb ? pb[c] : 0.0f;
-          for (size_t q = b0; q < b1; ++q) yc[q] = tile[q * nw + (c - ch0)] + bc;
-        }
+      // The tile (positions x channels) into the output planes in 8 x 8 blocks; then each plane's bias and activation.
+      transposeRows(tile, static_cast<int64_t>(nw), static_cast<int64_t>(cols), static_cast<int64_t>(nw),
+                    yn + ch0 * static_cast<size_t>(outSize) + i0, outSize);
+      for (size_t c = ch0; c < ch1; ++c) {
+        float* yc = yn + c * static_cast<size_t>(outSize) + i0;
+        const float bc = pb ? pb[c] : 0.0f;  // (read once: the output could alias it, for all the compiler knows)
+        if (bc != 0.0f)
+          for (size_t q = 0; q < cols; ++q) yc[q] += bc;
+        applyFusedActivation(act, yc, cols);
       }
-      for (size_t c = ch0; c < ch1; ++c) applyFusedActivation(act, yn + c * static_cast<size_t>(outSize) + i0, cols);
     }
   });
 }
