@@ -222,7 +222,7 @@ TEST_CASE("every Conv algorithm matches a plain loop on odd shapes, serially and
     CHECK(runs[a] > 0);
 }
 
-TEST_CASE("Conv on panels splits its work by output positions and ranges of output-channel panels: 1, 2 and 3 "
+TEST_CASE("Conv on panels splits its work by output positions and ranges of output-channel panels, on 1, 2 and 3 "
           "threads") {
   // Output channels that are no multiple of any panel width; 1, 2 and hundreds of positions (row blocks of uneven
   // length); depths past one block of 256 rows; batch 3 with few positions (the panels split); a 1x1 on a 1x1 map.
