@@ -125,7 +125,7 @@ TEST_CASE("ctxgen --list-targets and --print-target show the built-in targets", 
   auto list = runTool(CTXKIT_CTXGEN, {"--list-targets"});
   INFO(list.err);
   REQUIRE(list.exitCode == 0);
-  CHECK(list.out.find("npu-sim  id npu-sim revision 1  113 ops\n") != std::string::npos);
+  CHECK(list.out.find("npu-sim  id npu-sim revision 1  115 ops\n") != std::string::npos);
   CHECK(list.out.find("cpu  id cpu revision 2  ") != std::string::npos);
   CHECK(std::count(list.out.begin(), list.out.end(), '\n') == static_cast<long>(partitioner::builtinTargetNames().size()));
 

@@ -589,7 +589,7 @@ ir::Model addMulModel(float start) {
 
 }  // namespace
 
-TEST_CASE("two plain models with equal names but other weights, in two live sessions of one process; each runs its "
+TEST_CASE("two plain models with equal names but other weights, in two live sessions of one process, each runs its "
           "own partitions",
           "[plain]") {
   TempDir out("ort_ep_plain_identity");
@@ -925,7 +925,7 @@ TEST_CASE("weightless: the EP option weightless_scope=external_only is ORT's EXT
   CHECK(refused);
 }
 
-TEST_CASE("a corpus model (PP-OCR direction classifier) with free dimension overrides; ctxkit sees the static shapes, "
+TEST_CASE("a corpus model (PP-OCR direction classifier) with free dimension overrides, where ctxkit sees the static shapes, "
           "runs the graph and compiles it through ORT", "[corpus]") {
   fs::path model = fs::path(CTXKIT_MODELS_DIR) / "ch_ppocr_mobile_v2.0_cls_infer.onnx";
   CTX_REQUIRE_MATERIAL(fs::exists(model),
