@@ -931,7 +931,8 @@ struct Session::Impl {
 
   // Fallback nodes whose input types and shapes are known before any run (static graph inputs, initializers,
   // compiled programs' outputs and what those feed) are prepared now instead of in the first run. Nodes whose
-  // output shapes depend on values computed at run time, and control flow, stay prepared on first use.
+  // output shapes depend on values computed at run time, and control flow, stay prepared on first use; their
+  // constant MatMul/Gemm weights are packed into panels now all the same.
   void prepareFallbackAhead() {
     using Slot = PreparedNodeCache::Slot;
     const ir::Graph& g = model().graph;
@@ -963,7 +964,10 @@ struct Session::Impl {
           if (in != ir::kNoValue && !known[in]) ready = false;
           signature.push_back(in == ir::kNoValue || !ready ? Slot{} : *known[in]);
         }
-        if (!ready) continue;
+        if (!ready) {
+          shared->fallback.packAhead(g, n);  // its constant weight at least
+          continue;
+        }
         auto prepared = shared->fallback.prepareAhead(g, n, std::move(signature));
         if (!prepared) continue;
         outs = std::move(*prepared);
@@ -1061,6 +1065,7 @@ const std::vector<std::string>& Session::warnings() const { return impl_->warnin
 const SessionStats& Session::stats() const { return impl_->stats; }
 Compatibility Session::compatibility() const { return impl_->compatibility; }
 size_t Session::preparedFallbackOps() const { return impl_->shared->fallback.preparedCount(); }
+size_t Session::fallbackPanelPacks() const { return impl_->shared->fallback.panelPacks(); }
 Expected<std::vector<ir::Tensor>> Session::run(const std::vector<ir::Tensor>& feeds) const {
   std::vector<ir::Tensor> out(impl_->outputs.size());
   std::vector<ir::Tensor*> ptrs;
