@@ -177,6 +177,13 @@ struct CompiledProgram::DynamicOp {
 
 CompiledProgram::~CompiledProgram() = default;
 
+size_t CompiledProgram::panelPacks() const {
+  size_t n = 0;
+  for (const auto& d : dynamic_)
+    if (d) n += d->panels.packs();
+  return n;
+}
+
 namespace {
 
 bool sameShapes(const std::vector<ir::Shape>& shapes, std::span<const ir::Tensor* const> ins) {

@@ -19,6 +19,19 @@ ir::ValueInfo floatValue(const std::string& name, ir::Shape shape) {
   return ir::ValueInfo{name, ir::ElemType::Float, dims, {}};
 }
 
+// A node of the default domain at opset 17.
+ir::Node opNode(ir::OpKind kind, const std::string& opType, const std::string& name, std::vector<std::string> inputs,
+                std::vector<std::string> outputs) {
+  ir::Node n;
+  n.name = name;
+  n.opType = opType;
+  n.kind = kind;
+  n.opset = 17;
+  n.inputs = std::move(inputs);
+  n.outputs = std::move(outputs);
+  return n;
+}
+
 // y = x + w, with w an initializer.
 ir::Model addModel() {
   ir::Model m;
@@ -29,14 +42,7 @@ ir::Model addModel() {
   g.inputs.push_back(floatValue("x", {2, 2}));
   g.outputs.push_back(floatValue("y", {2, 2}));
   g.initializers.push_back(ir::Initializer{"w", ir::Tensor::fromVector(ir::ElemType::Float, {2, 2}, std::vector<float>{10, 20, 30, 40}), std::nullopt});
-  ir::Node add;
-  add.name = "add0";
-  add.opType = "Add";
-  add.kind = ir::OpKind::Add;
-  add.opset = 17;
-  add.inputs = {"x", "w"};
-  add.outputs = {"y"};
-  g.nodes.push_back(add);
+  g.nodes.push_back(opNode(ir::OpKind::Add, "Add", "add0", {"x", "w"}, {"y"}));
   return m;
 }
 
@@ -307,23 +313,10 @@ ir::Model gemmMatMulModel(int64_t k, int64_t n, int64_t m) {
   };
   g.initializers.push_back(ir::Initializer{"w", ir::Tensor::fromVector(ir::ElemType::Float, {n, k}, values(static_cast<size_t>(n * k), 0.03f)), std::nullopt});
   g.initializers.push_back(ir::Initializer{"v", ir::Tensor::fromVector(ir::ElemType::Float, {k, m}, values(static_cast<size_t>(k * m), 0.05f)), std::nullopt});
-  ir::Node gemm;
-  gemm.name = "gemm0";
-  gemm.opType = "Gemm";
-  gemm.kind = ir::OpKind::Gemm;
-  gemm.opset = 17;
-  gemm.inputs = {"x", "w"};
-  gemm.outputs = {"y"};
+  ir::Node gemm = opNode(ir::OpKind::Gemm, "Gemm", "gemm0", {"x", "w"}, {"y"});
   gemm.attrs.set(ir::Attribute::makeInt("transB", 1));
-  ir::Node matmul;
-  matmul.name = "matmul0";
-  matmul.opType = "MatMul";
-  matmul.kind = ir::OpKind::MatMul;
-  matmul.opset = 17;
-  matmul.inputs = {"x", "v"};
-  matmul.outputs = {"z"};
-  g.nodes.push_back(gemm);
-  g.nodes.push_back(matmul);
+  g.nodes.push_back(std::move(gemm));
+  g.nodes.push_back(opNode(ir::OpKind::MatMul, "MatMul", "matmul0", {"x", "v"}, {"z"}));
   return model;
 }
 
