@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -30,6 +31,34 @@ using cpu::ThreadPool;
 // A pool whose threads reserve the kernels' scratch and the GEMM's packing buffers as they start and as the
 // buffers grow (threadScratchHooks), so that a steady-state run allocates nothing. Sessions make their pools here.
 std::unique_ptr<ThreadPool> makeThreadPool(int threads);
+
+// GEMM panels of constant weights, shared by every op prepared with this store: a caller keeping one per node (the
+// fallback interpreter's cache, a compiled program's dynamic op) has a constant B packed once for the node, not once
+// per input signature the node meets (a detector's box head sees a new row count in each image). The weights it
+// packed from must outlive the store (their addresses identify them); prepared ops hold their own panels, so they
+// may outlive it. Thread-safe.
+class PanelStore {
+public:
+  // op(B) (B is K x N, or N x K when transB; rows ldb apart) in panels of `width` columns: packed on the first call
+  // for this weight and layout, the same panels afterwards.
+  std::shared_ptr<const float[]> panels(const float* b, bool transB, size_t ldb, size_t k, size_t n, size_t width);
+  // Weights packed so far: one per weight however many signatures read it (for tests).
+  size_t packs() const;
+
+private:
+  struct Entry {
+    const float* b;
+    bool transB;
+    size_t ldb, k, n, width;
+    std::shared_ptr<const float[]> panels;
+  };
+  // A node reads one constant B; a few are kept in case its weight input is replaced (the oldest goes first).
+  static constexpr size_t kMaxEntries = 4;
+  mutable std::mutex mutex_;  // held while packing, so that concurrent first runs pack once
+  std::vector<Entry> entries_;
+  size_t next_ = 0;  // the entry replaced next once all are taken
+  size_t packs_ = 0;
+};
 
 // What a kernel knows about the node it runs.
 struct OpContext {
@@ -49,6 +78,8 @@ struct OpContext {
   const Error* decodeError = nullptr;
   // A compiled program's recorded Conv algorithm (program::Op::kernel), which Conv runs instead of its heuristic.
   cpu::KernelChoice kernel = {};
+  // prepare(): where the panels it packs a plain constant B into are shared (the node's store), or null: its own.
+  PanelStore* panelStore = nullptr;
 };
 
 // The context of graph node `node`: its attributes as decoded at import (ops::decodeNode), or their decoder error.
@@ -123,6 +154,11 @@ protected:
 // inferOutputs would, and for a packed input the op does not read.
 Expected<std::unique_ptr<PreparedOp>> prepare(const OpContext& ctx, std::span<const ValueDesc> inputs,
                                               size_t outputCount, std::span<const cpu::WeightLayout> layouts = {});
+
+// Packs into `store` the panels prepare() would pack for a MatMul or Gemm (ctx) whose B, input 1, is the constant
+// `b` (2-D float32), before its other input's shape is known: a fallback node met only at run time (its rows depend on
+// computed values) then finds them packed at load. True when it packed (or found) them; false for any other op or B.
+bool packPanelsAhead(const OpContext& ctx, const ValueDesc& b, PanelStore& store);
 
 // Convenience for interpreters and constant folding: infer, allocate and run.
 Expected<std::vector<ir::Tensor>> evaluate(const OpContext& ctx, std::span<const ir::Tensor* const> inputs,

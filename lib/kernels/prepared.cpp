@@ -23,6 +23,48 @@ std::string describeSlot(bool present, ElemType type, std::span<const int64_t> s
   return present ? fmt::format("{} {}", ir::elemTypeName(type), shapeStr(shape)) : std::string("absent");
 }
 
+// op(B) packed into new panels of `width` columns (cpu::packPanels), in a tensor buffer: a large one (a detector's
+// 51 MB box-head weight) is backed by huge pages where the system allows (ir/tensor.cpp), so that packing it faults
+// once per 2 MiB instead of once per 4 KiB.
+std::shared_ptr<const float[]> packedPanels(const float* b, bool transB, size_t ldb, size_t k, size_t n, size_t width) {
+  const size_t count = cpu::panelElements(k, n, width);
+  std::shared_ptr<const void> owner;
+  float* out = nullptr;
+  if (auto made = ir::Tensor::allocate(ElemType::Float, {static_cast<int64_t>(count)})) {
+    out = made->mutableDataAs<float>();
+    owner = made->owner();
+  } else {  // beyond the tensor memory limit: the panels are not a tensor, and the op needs them
+    std::shared_ptr<float[]> own(std::make_unique_for_overwrite<float[]>(count));
+    out = own.get();
+    owner = std::move(own);
+  }
+  cpu::packPanels(transB, b, ldb, k, n, width, cpu::kPanelDepth, out);
+  return std::shared_ptr<const float[]>(owner, out);
+}
+
+// A plain constant B (op(B) K x N) in panels at this CPU's natural width: from `store` (packed once there), else
+// packed for the caller alone. The one place prepared ops and packPanelsAhead choose the panels' layout, so that
+// what is packed ahead is what preparing finds.
+std::shared_ptr<const float[]> naturalPanels(PanelStore* store, const float* b, bool transB, size_t k, size_t n) {
+  const size_t width = cpu::sgemmNaturalPanelWidth(), ldb = transB ? k : n;
+  return store ? store->panels(b, transB, ldb, k, n, width) : packedPanels(b, transB, ldb, k, n, width);
+}
+
+// Whether a MatMul or Gemm (kind, transB) runs on B in panels, and op(B)'s K x N: a constant 2-D float32 B.
+struct GemmB {
+  bool transB = false;
+  size_t k = 0, n = 0;
+};
+std::optional<GemmB> gemmPanelsB(ir::OpKind kind, const ops::OpAttrs& typed, const ValueDesc& b) {
+  if (kind != ir::OpKind::MatMul && kind != ir::OpKind::Gemm) return std::nullopt;
+  if (!b.present || !b.value || b.shape.size() != 2 || b.type != ElemType::Float) return std::nullopt;
+  const bool transB = kind == ir::OpKind::Gemm && std::get<ops::GemmAttrs>(typed).transB;
+  const auto k = static_cast<size_t>(transB ? b.shape[1] : b.shape[0]);
+  const auto n = static_cast<size_t>(transB ? b.shape[0] : b.shape[1]);
+  if (k == 0 || n == 0) return std::nullopt;
+  return GemmB{transB, k, n};
+}
+
 // Any op of the table, with its entry looked up and its attributes decoded once.
 class TablePreparedOp final : public PreparedOp {
 public:
@@ -36,8 +78,10 @@ public:
         kernel_(ctx.kernel) {}
 
   // `known`: outputs already inferred for these inputs (prepareProgramOp), or null to infer them here.
+  // `store`: where panels packed here are shared (OpContext::panelStore), or null.
   Status init(std::span<const ValueDesc> inputs, size_t outputCount, std::span<const cpu::WeightLayout> layouts,
-              const std::span<const OutputDesc>* known) {
+              const std::span<const OutputDesc>* known, PanelStore* store) {
+    store_ = store;
     OpContext ctx = context(nullptr);
     if (known) {
       outputs_.assign(known->begin(), known->end());
@@ -52,6 +96,7 @@ public:
       inputs_.push_back(InputSlot{in.present, in.type, packed ? in.value->shape() : in.shape});
     }
     CTX_RETURN_IF_ERROR(preparePanels(ctx, inputs, layouts));
+    store_ = nullptr;  // only preparing reads it: the op may outlive the store
     // A Conv's per-thread scratch is sized now, for the pool to reserve on every thread at load (issue 29).
     if (kind_ == ir::OpKind::Conv && inputs.size() >= 2)
       CTX_RETURN_IF_ERROR(noteConvScratch(context(nullptr), inputs[0].shape, inputs[1].shape));
@@ -135,18 +180,14 @@ private:
                          i, cpu::layoutName(layout));
     }
     if (conv) return prepareConvPanels(ctx, inputs, layoutOf(1));
-    if (!gemmLike || inputs.size() < 2 || !inputs[1].present || !inputs[1].value || inputs[1].shape.size() != 2 ||
-        inputs[0].type != ElemType::Float || inputs[1].type != ElemType::Float)
-      return Status::ok();
-    const ValueDesc& b = inputs[1];
-    const auto k = static_cast<size_t>(transB ? b.shape[1] : b.shape[0]);
-    const auto n = static_cast<size_t>(transB ? b.shape[0] : b.shape[1]);
-    if (k == 0 || n == 0) return Status::ok();
-    return usePanels(ctx, b, layoutOf(1), transB, k, n);
+    if (inputs.size() < 2 || inputs[0].type != ElemType::Float) return Status::ok();
+    const std::optional<GemmB> b = gemmPanelsB(kind_, *typed_, inputs[1]);
+    if (!b) return Status::ok();
+    return usePanels(ctx, inputs[1], layoutOf(1), b->transB, b->k, b->n);
   }
 
-  // B (input 1, op(B) K x N) in panels: the stored ones read in place, or a plain B packed here once (into memory
-  // that packing overwrites whole, so never cleared first).
+  // B (input 1, op(B) K x N) in panels: the stored ones read in place, or a plain B packed once per store (per op
+  // without one), into memory that packing overwrites whole, so never cleared first.
   Status usePanels(const OpContext& ctx, const ValueDesc& b, const cpu::WeightLayout& layout, bool transB, size_t k,
                    size_t n) {
     if (!layout.plain()) {
@@ -164,10 +205,8 @@ private:
       return Status::ok();
     }
     // B's rows are its last dimension (the product of all but the first, for a Conv weight) apart.
-    const size_t width = cpu::sgemmNaturalPanelWidth(), ldb = transB ? k : n;
-    owned_ = std::make_unique_for_overwrite<float[]>(cpu::panelElements(k, n, width));
-    cpu::packPanels(transB, b.value->dataAs<float>(), ldb, k, n, width, cpu::kPanelDepth, owned_.get());
-    panels_ = cpu::PanelsB{owned_.get(), k, n, width, cpu::kPanelDepth, {}};
+    owned_ = naturalPanels(store_, b.value->dataAs<float>(), transB, k, n);
+    panels_ = cpu::PanelsB{owned_.get(), k, n, cpu::sgemmNaturalPanelWidth(), cpu::kPanelDepth, {}};
     return Status::ok();
   }
 
@@ -223,13 +262,49 @@ private:
     return Status::ok();
   }
 
-  cpu::PanelsB panels_;               // B of MatMul/Gemm in panels (data null when not used)
-  std::shared_ptr<const void> plan_;  // the entry's plan for these inputs (OpContext::plan), or null
-  std::unique_ptr<float[]> owned_;    // B packed at prepare, when it was not stored packed
-  ir::Shape weightShape_;             // a Conv weight's logical shape (cpu::PanelsB::weightShape)
+  cpu::PanelsB panels_;                   // B of MatMul/Gemm in panels (data null when not used)
+  std::shared_ptr<const void> plan_;      // the entry's plan for these inputs (OpContext::plan), or null
+  std::shared_ptr<const float[]> owned_;  // B packed at prepare (or shared from the store), when not stored packed
+  PanelStore* store_ = nullptr;           // while preparing: OpContext::panelStore
+  ir::Shape weightShape_;                 // a Conv weight's logical shape (cpu::PanelsB::weightShape)
 };
 
 }  // namespace
+
+std::shared_ptr<const float[]> PanelStore::panels(const float* b, bool transB, size_t ldb, size_t k, size_t n,
+                                                  size_t width) {
+  std::lock_guard lock(mutex_);
+  for (const Entry& e : entries_)
+    if (e.b == b && e.transB == transB && e.ldb == ldb && e.k == k && e.n == n && e.width == width) return e.panels;
+  ++packs_;
+  Entry entry{b, transB, ldb, k, n, width, packedPanels(b, transB, ldb, k, n, width)};
+  if (entries_.size() < kMaxEntries) {
+    entries_.push_back(std::move(entry));
+    return entries_.back().panels;
+  }
+  entries_[next_] = std::move(entry);
+  const size_t at = next_;
+  next_ = (next_ + 1) % kMaxEntries;
+  return entries_[at].panels;
+}
+
+size_t PanelStore::packs() const {
+  std::lock_guard lock(mutex_);
+  return packs_;
+}
+
+bool packPanelsAhead(const OpContext& ctx, const ValueDesc& b, PanelStore& store) {
+  auto pack = [&](const OpContext& typed) -> Expected<bool> {
+    const std::optional<GemmB> gemm = gemmPanelsB(typed.kind, *typed.typed, b);
+    if (!gemm) return false;
+    naturalPanels(&store, b.value->dataAs<float>(), gemm->transB, gemm->k, gemm->n);
+    return true;
+  };
+  // A node built in memory has its attributes decoded here (as prepare() would); one that fails to decode is not
+  // packed ahead (preparing it reports the error).
+  Expected<bool> packed = ctx.typed ? pack(ctx) : withTypedAttrs(ctx, pack);
+  return packed && *packed;
+}
 
 Expected<std::unique_ptr<PreparedOp>> prepare(const OpContext& ctx, std::span<const ValueDesc> inputs,
                                               size_t outputCount, std::span<const cpu::WeightLayout> layouts) {
@@ -242,7 +317,7 @@ Expected<std::unique_ptr<PreparedOp>> prepare(const OpContext& ctx, std::span<co
   };
   Made op = ctx.typed ? make(ctx) : withTypedAttrs(ctx, make);
   if (!op) return op.takeError();
-  CTX_RETURN_IF_ERROR((*op)->init(inputs, outputCount, layouts, nullptr));
+  CTX_RETURN_IF_ERROR((*op)->init(inputs, outputCount, layouts, nullptr, ctx.panelStore));
   return std::unique_ptr<PreparedOp>(std::move(op).value());
 }
 
@@ -255,7 +330,7 @@ Expected<std::unique_ptr<PreparedOp>> prepareProgramOp(const OpContext& ctx, std
   if (inferred && inferred->size() != outputCount)
     return nodeError(ctx, ErrorCode::Internal, "{} outputs known for {}", inferred->size(), outputCount);
   auto op = std::make_unique<TablePreparedOp>(entry, ctx);
-  CTX_RETURN_IF_ERROR(op->init(inputs, outputCount, layouts, inferred));
+  CTX_RETURN_IF_ERROR(op->init(inputs, outputCount, layouts, inferred, ctx.panelStore));
   return std::unique_ptr<PreparedOp>(std::move(op));
 }
 

@@ -12,6 +12,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdlib>
 #include <new>
 #include <shared_mutex>
@@ -156,7 +158,8 @@ std::vector<size_t> loadTimeReleases(const program::Program& prog) {
 
 // The ops prepared so far for the input shapes a dynamic op met (null: not preparable from shapes, its output
 // shapes depend on values, so it is evaluated), as fallback nodes keep theirs; a few are kept, and a signature
-// met once they are taken is prepared for its run only.
+// met once they are taken replaces the least recently used. Their plain constant weights are packed into panels once,
+// in `panels`, shared by the ops of every signature.
 struct CompiledProgram::DynamicOp {
   struct Entry {
     std::vector<ir::Shape> shapes;  // per input; empty for an omitted one
@@ -165,9 +168,21 @@ struct CompiledProgram::DynamicOp {
   static constexpr size_t kMaxEntries = 16;
   mutable std::shared_mutex mutex;
   mutable std::vector<Entry> entries;  // under mutex
+  // Per entry, the tick of its last use (written under the shared lock too: atomics).
+  mutable std::array<std::atomic<uint64_t>, kMaxEntries> used{};
+  mutable std::atomic<uint64_t> clock{0};
+  mutable kernels::PanelStore panels;
+  bool packedInput = false;  // reads a weight stored in panels (set at load)
 };
 
 CompiledProgram::~CompiledProgram() = default;
+
+size_t CompiledProgram::panelPacks() const {
+  size_t n = 0;
+  for (const auto& d : dynamic_)
+    if (d) n += d->panels.packs();
+  return n;
+}
 
 namespace {
 
@@ -338,6 +353,12 @@ CompiledProgram::prepare(program::Program prog, std::shared_ptr<const format::Co
     };
     if (touchesBounded(op.inputs) || touchesBounded(op.outputs)) {
       cp->dynamic_[i] = std::make_unique<DynamicOp>();
+      // A weight widened from float16 at load is a plain float32 tensor; the panel layouts only an op prepared for
+      // its shapes reads.
+      for (int32_t in : op.inputs)
+        if (in >= 0 && !prog.tensors[in].layout.plain() &&
+            prog.tensors[in].layout.kind != cpu::WeightLayoutKind::Float16Widened)
+          cp->dynamic_[i]->packedInput = true;
       cp->prepared_.push_back(nullptr);
       continue;
     }
@@ -503,15 +524,14 @@ Status CompiledProgram::runDynamic(size_t k, Frame& frame, kernels::ThreadPool* 
   bool known = false;
   {
     std::shared_lock lock(dynamic.mutex);
-    for (const DynamicOp::Entry& e : dynamic.entries)
-      if (sameShapes(e.shapes, ins)) {
-        prepared = e.op;
+    for (size_t e = 0; e < dynamic.entries.size() && !known; ++e)
+      if (sameShapes(dynamic.entries[e].shapes, ins)) {
+        prepared = dynamic.entries[e].op;
         known = true;
-        break;
+        dynamic.used[e].store(++dynamic.clock, std::memory_order_relaxed);
       }
   }
   static const ir::Attributes kNoAttrs;  // a program op has typed attributes only
-  bool packedInput = false;
   if (!known) {
     // Prepared from the shapes this run has, with the weights' values (as at load); values computed by the run are
     // not looked at, so an op whose output shapes depend on them is not preparable and is evaluated below.
@@ -530,15 +550,24 @@ Status CompiledProgram::runDynamic(size_t k, Frame& frame, kernels::ThreadPool* 
         v.value = ins[i];
         v.shape = program::toShape(d.shape);  // a packed weight's logical shape
         if (d.layout.kind != cpu::WeightLayoutKind::Float16Widened) layouts[i] = d.layout;
-        packedInput = packedInput || !layouts[i].plain();
       }
     }
     kernels::OpContext ctx{op.kind, op.opset, kNoAttrs, op.name, nullptr, &op.typed};
     ctx.kernel = op.kernel;
+    ctx.panelStore = &dynamic.panels;  // the program's weights live as long as it does
     if (auto made = kernels::prepareProgramOp(ctx, descs, op.outputs.size(), layouts, nullptr))
       prepared = std::shared_ptr<const kernels::PreparedOp>(std::move(made).value());
     std::unique_lock lock(dynamic.mutex);
-    if (dynamic.entries.size() < DynamicOp::kMaxEntries) dynamic.entries.push_back({std::move(shapes), prepared});
+    size_t at = dynamic.entries.size();
+    if (at < DynamicOp::kMaxEntries) {
+      dynamic.entries.push_back({std::move(shapes), prepared});
+    } else {
+      at = 0;  // the least recently used goes
+      for (size_t e = 1; e < DynamicOp::kMaxEntries; ++e)
+        if (dynamic.used[e].load(std::memory_order_relaxed) < dynamic.used[at].load(std::memory_order_relaxed)) at = e;
+      dynamic.entries[at] = {std::move(shapes), prepared};
+    }
+    dynamic.used[at].store(++dynamic.clock, std::memory_order_relaxed);
   }
   if (prepared) {
     const auto& described = prepared->outputs();
@@ -548,9 +577,7 @@ Status CompiledProgram::runDynamic(size_t k, Frame& frame, kernels::ThreadPool* 
     }
     return prepared->run(ins, outs, pool);
   }
-  for (size_t i = 0; i < op.inputs.size(); ++i)
-    if (op.inputs[i] >= 0 && !program_.tensors[op.inputs[i]].layout.plain()) packedInput = true;
-  if (packedInput)
+  if (dynamic.packedInput)
     return makeError(ErrorCode::InvalidGraph,
                      "graph '{}': op {} ('{}', {}) reads a packed weight but cannot be prepared for the shapes of "
                      "this run",

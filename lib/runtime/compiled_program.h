@@ -82,6 +82,8 @@ public:
 
   // Frames made so far (concurrent runs need one each); for tests.
   size_t frameCount() const;
+  // Plain constant weights its dynamic ops packed into GEMM panels: once per op, for all their signatures (tests).
+  size_t panelPacks() const;
 
   // The program as it runs (the plugin EP serializes it for a context it writes).
   const program::Program& program() const { return program_; }

@@ -7,11 +7,18 @@ namespace ctxkit::runtime {
 
 std::shared_ptr<const kernels::PreparedOp>
 PreparedNodeCache::lookupOrPrepare(const ir::Graph& graph, const ir::Node& node, std::vector<Slot> signature) {
+  kernels::PanelStore* panels = nullptr;
   {
     std::shared_lock lock(mutex_);
-    if (auto it = entries_.find(&node); it != entries_.end())
-      for (const Entry& e : it->second)
+    if (auto it = entries_.find(&node); it != entries_.end()) {
+      for (const Entry& e : it->second.entries)
         if (e.signature == signature) return e.op;
+      panels = it->second.panels.get();
+    }
+  }
+  if (!panels) {
+    std::unique_lock lock(mutex_);
+    panels = entries_[&node].panels.get();
   }
   std::vector<kernels::ValueDesc> descs;
   for (size_t i = 0; i < signature.size(); ++i) {
@@ -28,14 +35,20 @@ PreparedNodeCache::lookupOrPrepare(const ir::Graph& graph, const ir::Node& node,
     descs.push_back(std::move(d));
   }
   kernels::OpContext ctx = kernels::nodeContext(node);
+  ctx.panelStore = panels;  // initializers and Constant values live as long as the graph, and so as this cache
   auto prepared = kernels::prepare(ctx, descs, node.outputs.size());
   std::shared_ptr<const kernels::PreparedOp> op;
   if (prepared) op = std::shared_ptr<const kernels::PreparedOp>(std::move(prepared.value()));
   std::unique_lock lock(mutex_);
-  auto& list = entries_[&node];
-  for (const Entry& e : list)  // another thread got here first
+  NodeOps& ops = entries_[&node];
+  for (const Entry& e : ops.entries)  // another thread got here first
     if (e.signature == signature) return e.op;
-  if (list.size() < kMaxEntriesPerNode) list.push_back(Entry{std::move(signature), op});
+  if (ops.entries.size() < kMaxEntriesPerNode) {
+    ops.entries.push_back(Entry{std::move(signature), op});
+  } else {
+    ops.entries[ops.next] = Entry{std::move(signature), op};
+    ops.next = (ops.next + 1) % kMaxEntriesPerNode;
+  }
   return op;
 }
 
@@ -59,6 +72,22 @@ const ir::Tensor* PreparedNodeCache::constantValue(const ir::Graph& graph, const
   std::shared_lock lock(mutex_);
   auto it = constants_.find(producer);
   return it != constants_.end() && index < it->second.size() ? &it->second[index] : nullptr;
+}
+
+void PreparedNodeCache::packAhead(const ir::Graph& graph, const ir::Node& node) {
+  if ((node.kind != ir::OpKind::MatMul && node.kind != ir::OpKind::Gemm) || node.inputs.size() < 2) return;
+  kernels::ValueDesc b;
+  if (const ir::Initializer* init = graph.findInitializer(node.inputs[1])) b.value = &init->tensor;
+  else b.value = constantValue(graph, node.inputs[1]);
+  if (!b.value) return;
+  b.type = b.value->type();
+  b.shape = b.value->shape();
+  kernels::PanelStore* panels = nullptr;
+  {
+    std::unique_lock lock(mutex_);
+    panels = entries_[&node].panels.get();
+  }
+  kernels::packPanelsAhead(kernels::nodeContext(node), b, *panels);
 }
 
 std::optional<std::vector<kernels::OutputDesc>>
@@ -114,8 +143,15 @@ std::shared_ptr<const kernels::PreparedOp> PreparedNodeCache::preparedFor(const 
 size_t PreparedNodeCache::preparedCount() const {
   std::shared_lock lock(mutex_);
   size_t n = 0;
-  for (const auto& [node, list] : entries_)
-    for (const Entry& e : list) n += e.op != nullptr;
+  for (const auto& [node, ops] : entries_)
+    for (const Entry& e : ops.entries) n += e.op != nullptr;
+  return n;
+}
+
+size_t PreparedNodeCache::panelPacks() const {
+  std::shared_lock lock(mutex_);
+  size_t n = 0;
+  for (const auto& [node, ops] : entries_) n += ops.panels->packs();
   return n;
 }
 

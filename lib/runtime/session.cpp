@@ -442,9 +442,10 @@ struct Session::Impl {
     lastUse.assign(valueTable.size(), 0);
     for (ir::ValueId v = 0; v < valueTable.size(); ++v)
       if (!valueTable[v].uses.empty()) lastUse[v] = valueTable[v].uses.back().node;
-    prepareFallbackAhead();
+    std::vector<std::optional<PreparedNodeCache::Slot>> known = prepareFallbackAhead();
     makePlan();
     if (!plan.usable) scoped = std::make_unique<ScopedGraph>(g, valueTable);
+    else if (options.prefault) makeFirstFrame(known);
     pool = kernels::makeThreadPool(std::max(1, options.threads));
     return Status::ok();
   }
@@ -931,8 +932,10 @@ struct Session::Impl {
 
   // Fallback nodes whose input types and shapes are known before any run (static graph inputs, initializers,
   // compiled programs' outputs and what those feed) are prepared now instead of in the first run. Nodes whose
-  // output shapes depend on values computed at run time, and control flow, stay prepared on first use.
-  void prepareFallbackAhead() {
+  // output shapes depend on values computed at run time, and control flow, stay prepared on first use; their
+  // constant MatMul/Gemm weights are packed into panels now all the same.
+  // Returns the types and shapes known ahead, by value id.
+  std::vector<std::optional<PreparedNodeCache::Slot>> prepareFallbackAhead() {
     using Slot = PreparedNodeCache::Slot;
     const ir::Graph& g = model().graph;
     std::vector<std::optional<Slot>> known(valueTable.size());  // by value id
@@ -963,7 +966,10 @@ struct Session::Impl {
           if (in != ir::kNoValue && !known[in]) ready = false;
           signature.push_back(in == ir::kNoValue || !ready ? Slot{} : *known[in]);
         }
-        if (!ready) continue;
+        if (!ready) {
+          shared->fallback.packAhead(g, n);  // its constant weight at least
+          continue;
+        }
         auto prepared = shared->fallback.prepareAhead(g, n, std::move(signature));
         if (!prepared) continue;
         outs = std::move(*prepared);
@@ -973,6 +979,33 @@ struct Session::Impl {
         if (outIds[o] != ir::kNoValue && sizable(outs[o].type, outs[o].shape))
           known[outIds[o]] = Slot{true, outs[o].type, outs[o].shape};
     }
+    return known;
+  }
+
+  // The first run frame, made at load with a buffer for each value of the model's graph whose type and shape are
+  // known ahead (`known`, by value id) and written by a node into the frame (not a Constant's, not a graph output's,
+  // which may go to the caller's buffer), so that the first run does not allocate and fault them in; it keeps them as
+  // any frame keeps its buffers between runs. Values the plan cannot place, or too large to allocate now, are left to
+  // the run.
+  void makeFirstFrame(const std::vector<std::optional<PreparedNodeCache::Slot>>& known) {
+    std::unique_ptr<RunFrame> f = takeFrame();
+    std::vector<bool> graphOutput(plan.slots, false);
+    for (size_t s : plan.outputs)
+      if (s < plan.slots) graphOutput[s] = true;
+    const size_t nodes = std::min(model().graph.nodes.size(), plan.nodes.size());
+    for (size_t i = 0; i < nodes; ++i) {
+      const std::span<const ir::ValueId> outIds = valueTable.outputsOf(i);
+      const std::vector<size_t>& slots = plan.nodes[i].outs;
+      for (size_t o = 0; o < outIds.size() && o < slots.size(); ++o) {
+        const size_t s = slots[o];
+        if (s == kNoSlot || s >= plan.slots || plan.madeOnce[s] || graphOutput[s] || outIds[o] == ir::kNoValue ||
+            !known[outIds[o]])
+          continue;
+        const PreparedNodeCache::Slot& d = *known[outIds[o]];
+        if (!fitOrGrow(f->owned[s], d.type, d.shape)) f->owned[s] = ir::Tensor();
+      }
+    }
+    returnFrame(std::move(f));
   }
 
   Status checkFeeds(const std::vector<ir::Tensor>& feeds) const {
@@ -1061,6 +1094,7 @@ const std::vector<std::string>& Session::warnings() const { return impl_->warnin
 const SessionStats& Session::stats() const { return impl_->stats; }
 Compatibility Session::compatibility() const { return impl_->compatibility; }
 size_t Session::preparedFallbackOps() const { return impl_->shared->fallback.preparedCount(); }
+size_t Session::fallbackPanelPacks() const { return impl_->shared->fallback.panelPacks(); }
 Expected<std::vector<ir::Tensor>> Session::run(const std::vector<ir::Tensor>& feeds) const {
   std::vector<ir::Tensor> out(impl_->outputs.size());
   std::vector<ir::Tensor*> ptrs;

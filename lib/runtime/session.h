@@ -77,6 +77,9 @@ public:
   Compatibility compatibility() const;
   // Fallback nodes prepared so far (each once per input shapes, on first use); for tests and reports.
   size_t preparedFallbackOps() const;
+  // Constant weights the fallback path packed into GEMM panels so far: once per node and weight, shared by the ops
+  // of every input signature the node meets (for tests).
+  size_t fallbackPanelPacks() const;
 
   // Feeds in input order; returns outputs in output order. A loaded session is immutable: `run` may be called
   // from several threads at once, each call with its own frames (arenas, bound values) from per-program pools.

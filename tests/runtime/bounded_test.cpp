@@ -182,6 +182,8 @@ TEST_CASE("a bounded program runs at 0 rows, some rows and its bound, its output
   checkRun(**cp, {1, 1, 1, 1, 1, 1});                  // the bound
   checkRun(**cp, {0, 0, 0, 0, 0, 2});                  // the last row only, after larger runs
   checkRun(**cp, {0.9f, 0, 0.7f, 0.1f, 0.6f, 0.5f});  // a signature met before
+  // MatMul's plain B was packed into panels once, for the four row counts its dynamic op was prepared for.
+  CHECK((*cp)->panelPacks() == 1);
   // A caller's buffer for an output of bounded shape is refused: it is made at the run's extent.
   const ir::Tensor s = floats({6}, std::vector<float>(6, 1.0f));
   const ir::Tensor x = floats({6, 4}, xValues());

@@ -4,7 +4,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <vector>
 
 using namespace ctxkit;
 
@@ -14,6 +17,19 @@ ir::ValueInfo floatValue(const std::string& name, ir::Shape shape) {
   std::vector<ir::Dim> dims;
   for (int64_t d : shape) dims.push_back(ir::Dim::known(d));
   return ir::ValueInfo{name, ir::ElemType::Float, dims, {}};
+}
+
+// A node of the default domain at opset 17.
+ir::Node opNode(ir::OpKind kind, const std::string& opType, const std::string& name, std::vector<std::string> inputs,
+                std::vector<std::string> outputs) {
+  ir::Node n;
+  n.name = name;
+  n.opType = opType;
+  n.kind = kind;
+  n.opset = 17;
+  n.inputs = std::move(inputs);
+  n.outputs = std::move(outputs);
+  return n;
 }
 
 // y = x + w, with w an initializer.
@@ -26,14 +42,7 @@ ir::Model addModel() {
   g.inputs.push_back(floatValue("x", {2, 2}));
   g.outputs.push_back(floatValue("y", {2, 2}));
   g.initializers.push_back(ir::Initializer{"w", ir::Tensor::fromVector(ir::ElemType::Float, {2, 2}, std::vector<float>{10, 20, 30, 40}), std::nullopt});
-  ir::Node add;
-  add.name = "add0";
-  add.opType = "Add";
-  add.kind = ir::OpKind::Add;
-  add.opset = 17;
-  add.inputs = {"x", "w"};
-  add.outputs = {"y"};
-  g.nodes.push_back(add);
+  g.nodes.push_back(opNode(ir::OpKind::Add, "Add", "add0", {"x", "w"}, {"y"}));
   return m;
 }
 
@@ -282,5 +291,78 @@ TEST_CASE("If branches and value-dependent outputs run on kept slots as the valu
     REQUIRE(r.type() == ir::ElemType::Int64);
     CHECK(r.shape() == ir::Shape{1, static_cast<int64_t>(step.expected.size())});
     CHECK(std::vector<int64_t>(r.dataAs<int64_t>(), r.dataAs<int64_t>() + r.elementCount()) == step.expected);
+  }
+}
+
+namespace {
+
+// y = Gemm(x, w, transB) and z = MatMul(x, v): constant weights read at whatever row count x has.
+ir::Model gemmMatMulModel(int64_t k, int64_t n, int64_t m) {
+  ir::Model model;
+  model.irVersion = 8;
+  model.opsets.push_back(ir::OpsetImport{"", 17});
+  ir::Graph& g = model.graph;
+  g.name = "rows";
+  g.inputs.push_back(ir::ValueInfo{"x", ir::ElemType::Float, std::vector<ir::Dim>{ir::Dim::named("rows"), ir::Dim::known(k)}, {}});
+  g.outputs.push_back(ir::ValueInfo{"y", ir::ElemType::Float, std::vector<ir::Dim>{ir::Dim::named("rows"), ir::Dim::known(n)}, {}});
+  g.outputs.push_back(ir::ValueInfo{"z", ir::ElemType::Float, std::vector<ir::Dim>{ir::Dim::named("rows"), ir::Dim::known(m)}, {}});
+  auto values = [](size_t count, float scale) {
+    std::vector<float> out(count);
+    for (size_t i = 0; i < count; ++i) out[i] = scale * static_cast<float>(static_cast<int>((i * 37 + 11) % 23) - 11);
+    return out;
+  };
+  g.initializers.push_back(ir::Initializer{"w", ir::Tensor::fromVector(ir::ElemType::Float, {n, k}, values(static_cast<size_t>(n * k), 0.03f)), std::nullopt});
+  g.initializers.push_back(ir::Initializer{"v", ir::Tensor::fromVector(ir::ElemType::Float, {k, m}, values(static_cast<size_t>(k * m), 0.05f)), std::nullopt});
+  ir::Node gemm = opNode(ir::OpKind::Gemm, "Gemm", "gemm0", {"x", "w"}, {"y"});
+  gemm.attrs.set(ir::Attribute::makeInt("transB", 1));
+  g.nodes.push_back(std::move(gemm));
+  g.nodes.push_back(opNode(ir::OpKind::MatMul, "MatMul", "matmul0", {"x", "v"}, {"z"}));
+  return model;
+}
+
+}  // namespace
+
+TEST_CASE("a fallback Gemm and MatMul with constant weights pack each weight once for every row count",
+          "[runtime][core]") {
+  // Odd sizes: panels with a ragged last one, and more row counts than a node keeps prepared ops for.
+  const int64_t k = 67, n = 45, m = 19;
+  ir::Model model = gemmMatMulModel(k, n, m);
+  const std::vector<float> w(model.graph.initializers[0].tensor.dataAs<float>(),
+                             model.graph.initializers[0].tensor.dataAs<float>() + n * k);
+  const std::vector<float> v(model.graph.initializers[1].tensor.dataAs<float>(),
+                             model.graph.initializers[1].tensor.dataAs<float>() + k * m);
+  auto s = runtime::Session::load(std::move(model), std::filesystem::temp_directory_path(), {}, "rows");
+  INFO((s ? std::string() : s.error().message()));
+  REQUIRE(s);
+  // The row count is known only when a run comes, so nothing is prepared at load, but the weights are packed then.
+  CHECK((*s)->preparedFallbackOps() == 0);
+  CHECK((*s)->fallbackPanelPacks() == 2);
+  for (int64_t rows : {1, 5, 17, 2, 33, 64, 3, 9, 100, 7, 11, 1, 17}) {
+    CAPTURE(rows);
+    std::vector<float> x(static_cast<size_t>(rows * k));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int>((i * 13 + 5) % 17) - 8) / 8.0f;
+    auto out = (*s)->run({ir::Tensor::fromVector(ir::ElemType::Float, {rows, k}, x)});
+    INFO((out ? std::string() : out.error().message()));
+    REQUIRE(out);
+    REQUIRE(out->size() == 2);
+    REQUIRE((*out)[0].shape() == ir::Shape{rows, n});
+    REQUIRE((*out)[1].shape() == ir::Shape{rows, m});
+    // The sums in double from the weights as given (w as [n, k], transposed by the Gemm; v as [k, m]).
+    double worst = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t i = 0; i < k; ++i) sum += double(x[r * k + i]) * w[j * k + i];
+        worst = std::max(worst, std::abs(double((*out)[0].dataAs<float>()[r * n + j]) - sum));
+      }
+      for (int64_t j = 0; j < m; ++j) {
+        double sum = 0;
+        for (int64_t i = 0; i < k; ++i) sum += double(x[r * k + i]) * v[i * m + j];
+        worst = std::max(worst, std::abs(double((*out)[1].dataAs<float>()[r * m + j]) - sum));
+      }
+    }
+    CHECK(worst < 1e-4);
+    // However many row counts came, each weight was packed into panels once.
+    CHECK((*s)->fallbackPanelPacks() == 2);
   }
 }
