@@ -3,7 +3,10 @@
 # of at most 12 rows, a box head on the selected boxes, NonZero of at most 3 x 48, TopK with a computed k of at most
 # 48).
 # - ctxgen --dry-run --json must report each value-dependent node with its bound (docs/ctxgen-json.md): on the head
-#   NonMaxSuppression [12, 3], NonZero [3, 48], TopK [48], and the nodes behind each, with a bound.
+#   NonMaxSuppression [12, 3], NonZero [3, 48], TopK [48], and the nodes behind each, with a bound (npu-sim, whose
+#   programs stay static: they are fallback nodes there).
+# - On cpu (bounded_shapes: docs/compiler.md#bounded-programs) the whole head compiles, no fallback node behind a root,
+#   and for both targets the dry run's compiled/fallback/folded counts and partitions are the real compile's.
 # - The head's fallback weights (18 KiB) must be in the .bin, not in the _ctx.onnx (docs/epcontext-models.md), and in
 #   the _ctx.onnx with --embed-fallback-initializers.
 # - For each target (npu-sim, cpu) the compiled head must match ONNX Runtime on inputs that select no box, some, and
@@ -29,7 +32,7 @@ if ! made="$("$build/tests/oracle/make_detector_head" "$model" "$work/in" 2>&1)"
 fi
 
 # The bounds the dry run reports.
-if ! "$apps/ctxgen/ctxgen" "$model" --target cpu --dry-run --json "$work/dry.json" -q >"$work/dry.log" 2>&1; then
+if ! "$apps/ctxgen/ctxgen" "$model" --target npu-sim --dry-run --json "$work/dry.json" -q >"$work/dry.log" 2>&1; then
   fail "dry run: $(cat "$work/dry.log")"
 else
   report="$(node -e '
@@ -50,7 +53,7 @@ else
 fi
 
 # The same in the text report.
-text="$("$apps/ctxgen/ctxgen" "$model" --target cpu --dry-run 2>&1)"
+text="$("$apps/ctxgen/ctxgen" "$model" --target npu-sim --dry-run 2>&1)"
 want="value-dependent NonMaxSuppression_selected (NonMaxSuppression): output at most 12x3; 11 fallback nodes behind it, 11 with a bound"
 if [[ "$text" == *"$want"* ]]; then
   ok "dry run text names the bound"
@@ -66,6 +69,18 @@ for target in npu-sim cpu; do
     fail "$target: ctxgen: $(cat "$work/$target.log")"; continue
   fi
   ctx="$out/detector_head_ctx.onnx"
+  # The dry run decides as the compile does (the same facts, the same unsupportedReason).
+  "$apps/ctxgen/ctxgen" "$model" --target "$target" --dry-run --json "$out/dry.json" -q >/dev/null 2>&1
+  "$apps/ctxgen/ctxgen" "$model" --target "$target" -o "$out/again" --json "$out/gen.json" -q >/dev/null 2>&1
+  counts() { node -e 'const m = require(process.argv[1]).models[0];
+    console.log(m.compiled_nodes, m.fallback_nodes, m.folded_nodes, m.partitions.length)' "$1" 2>&1; }
+  dry="$(counts "$out/dry.json")" real="$(counts "$out/gen.json")"
+  if [ "$dry" != "$real" ]; then fail "$target: dry run counts $dry, the compile's $real"
+  else ok "$target: dry run and compile agree: compiled fallback folded partitions $real"; fi
+  if [ "$target" = cpu ]; then
+    if [ "$real" = "21 0 0 1" ]; then ok "cpu: every node compiled in one partition, no fallback node behind a root"
+    else fail "cpu: compiled fallback folded partitions $real, expected 21 0 0 1"; fi
+  fi
   bytes=$(stat -c %s "$ctx")
   if [ "$bytes" -ge 16384 ]; then fail "$target: the _ctx.onnx is $bytes bytes: the box head's weights are in it"
   else ok "$target: _ctx.onnx $bytes bytes, fallback weights in the .bin"; fi
@@ -87,7 +102,7 @@ for target in npu-sim cpu; do
     fi
   done
 done
-if ! "$apps/ctxgen/ctxgen" "$model" --target cpu --embed-fallback-initializers -o "$work/embed" -q >"$work/embed.log" 2>&1; then
+if ! "$apps/ctxgen/ctxgen" "$model" --target npu-sim --embed-fallback-initializers -o "$work/embed" -q >"$work/embed.log" 2>&1; then
   fail "--embed-fallback-initializers: $(cat "$work/embed.log")"
 elif [ "$(stat -c %s "$work/embed/detector_head_ctx.onnx")" -lt 16384 ]; then
   fail "--embed-fallback-initializers: the box head's weights are not in the _ctx.onnx"
