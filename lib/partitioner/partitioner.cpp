@@ -181,8 +181,18 @@ std::string unsupportedReason(const ir::Node& node, size_t index, const analysis
     if (out == ir::kNoValue) continue;
     if (auto r = checkValue(out, !target.allKernelOps); !r.empty()) return r;
   }
-  if (target.boundedShapes)
+  if (target.boundedShapes) {
     if (auto r = boundedRuleReason(node, facts, inputs); !r.empty()) return r;
+    // emit-program takes a bounded op's outputs from the analysis, which knows nothing of an omitted one.
+    const std::span<const ir::ValueId> outs = facts.table.outputsOf(index);
+    const bool bounded =
+        std::any_of(inputs.begin(), inputs.end(), [&](ir::ValueId v) { return isBoundedValue(facts, v); }) ||
+        std::any_of(outs.begin(), outs.end(), [&](ir::ValueId v) { return isBoundedValue(facts, v); });
+    size_t present = outs.size();  // one past the last output present (trailing omitted ones are not made)
+    while (present > 0 && outs[present - 1] == ir::kNoValue) --present;
+    for (size_t o = 0; bounded && o < present; ++o)
+      if (outs[o] == ir::kNoValue) return fmt::format("output {} is omitted, and the op has a bounded shape", o);
+  }
   if (op && !op->attrs.empty()) {
     const auto decoded = ops::attrsOf(node);
     if (!decoded->attrs) return decoded->attrs.error().message();

@@ -292,7 +292,6 @@ size_t compiledRunAllocations(const Case& c, const std::string& target, const fs
     std::vector<ir::Tensor*> outs;  // null for an output with a bounded dimension: made at each run's extent
     std::vector<ir::Tensor> bounded;
   };
-  size_t boundedOutputs = 0;
   std::vector<Node> nodes;
   bool readsFallback = false;  // an EPContext node reads what a fallback node makes: only whole runs are measured
   for (size_t n = 0; n < model->graph.nodes.size() && !readsFallback; ++n) {
@@ -309,7 +308,6 @@ size_t compiledRunAllocations(const Case& c, const std::string& target, const fs
     for (size_t k = 0; k < descs->size(); ++k) {
       values[node.outputs[k]] = ir::Tensor::allocate((*descs)[k].type, (*descs)[k].shape).value();
       run.outs.push_back(isBounded[k] ? nullptr : &values[node.outputs[k]]);
-      boundedOutputs += isBounded[k] ? 1 : 0;
     }
     nodes.push_back(std::move(run));
   }
