@@ -69,7 +69,8 @@ int64_t lowOf(const ValueFacts& v, size_t d) {
 // The range of an integer value not known at compile time whose element count is (a static shape, or bounds that
 // agree).
 void setRange(const ir::Node& node, const BoundInputs& inputs, ValueFacts& v) {
-  if (v.constant || (v.type != ir::ElemType::Int64 && v.type != ir::ElemType::Int32)) return;
+  if (v.constant || (v.type != ir::ElemType::Int64 && v.type != ir::ElemType::Int32 && v.type != ir::ElemType::Bool))
+    return;
   const ir::Shape* exact = v.shape ? &*v.shape : v.bound && v.low && *v.bound == *v.low ? &*v.bound : nullptr;
   const auto count = exact ? ir::elementCount(*exact) : std::nullopt;
   if (count) v.range = outputRange(node, inputs, *count);
@@ -81,9 +82,10 @@ void setRange(const ir::Node& node, const BoundInputs& inputs, ValueFacts& v) {
   for (const ValueRange& r : *v.range) values.push_back(r.lo);
   const ir::Shape shape = *exact;
   v.constant =
-      v.type == ir::ElemType::Int64
-          ? ir::Tensor::fromVector(ir::ElemType::Int64, shape, values)
-          : ir::Tensor::fromVector(ir::ElemType::Int32, shape, std::vector<int32_t>(values.begin(), values.end()));
+      v.type == ir::ElemType::Int64 ? ir::Tensor::fromVector(ir::ElemType::Int64, shape, values)
+      : v.type == ir::ElemType::Int32
+          ? ir::Tensor::fromVector(ir::ElemType::Int32, shape, std::vector<int32_t>(values.begin(), values.end()))
+          : ir::Tensor::fromVector(ir::ElemType::Bool, shape, std::vector<uint8_t>(values.begin(), values.end()));
   v.shape = shape;
   v.bound.reset();
   v.low.reset();

@@ -45,6 +45,7 @@ std::optional<ValueRanges> rangesOf(const BoundInputs& in, size_t i) {
     int64_t v = 0;
     if (t->type() == ir::ElemType::Int64) v = t->dataAs<int64_t>()[e];
     else if (t->type() == ir::ElemType::Int32) v = t->dataAs<int32_t>()[e];
+    else if (t->type() == ir::ElemType::Bool) v = t->dataAs<uint8_t>()[e] != 0;
     else return std::nullopt;
     r[e] = ValueRange{v, v};
   }
@@ -187,10 +188,31 @@ std::optional<ValueRanges> elementwiseRange(ir::OpKind kind, const BoundInputs& 
 
 // Where(cond, a, b) with cond not known: each element one of a's or b's (PyTorch writes Expand's shape as
 // Where(Equal(shape, -1), ones, shape)).
+// Where a condition's element is known (its range one value), that side's alone.
 std::optional<ValueRanges> whereRange(const BoundInputs& in, uint64_t count) {
   if (in.bound.size() != 3) return std::nullopt;
-  return pairwise(rangesOf(in, 1), rangesOf(in, 2), count, [](ValueRange x, ValueRange y) {
+  auto either = pairwise(rangesOf(in, 1), rangesOf(in, 2), count, [](ValueRange x, ValueRange y) {
     return std::optional<ValueRange>(ValueRange{std::min(x.lo, y.lo), std::max(x.hi, y.hi)});
+  });
+  const auto cond = rangesOf(in, 0);
+  if (!either || !cond || (cond->size() != count && cond->size() != 1)) return either;
+  const auto a = pairwise(rangesOf(in, 1), rangesOf(in, 1), count, [](ValueRange x, ValueRange) { return x; });
+  const auto b = pairwise(rangesOf(in, 2), rangesOf(in, 2), count, [](ValueRange x, ValueRange) { return x; });
+  for (size_t e = 0; e < count; ++e) {
+    const ValueRange c = (*cond)[cond->size() == 1 ? 0 : e];
+    if (c.lo == c.hi) (*either)[e] = (c.lo != 0 ? *a : *b)[e];
+  }
+  return either;
+}
+
+// Equal: an element is 1 where both sides are one and the same value, 0 where their ranges do not meet, else either
+// (Where(Equal(shape, -1), ones, shape) asks whether a dimension is -1, which a range of extents answers).
+std::optional<ValueRanges> equalRange(const BoundInputs& in, uint64_t count) {
+  if (in.bound.size() != 2) return std::nullopt;
+  return pairwise(rangesOf(in, 0), rangesOf(in, 1), count, [](ValueRange x, ValueRange y) {
+    if (x.lo == x.hi && y.lo == y.hi && x.lo == y.lo) return std::optional<ValueRange>(ValueRange{1, 1});
+    if (x.hi < y.lo || y.hi < x.lo) return std::optional<ValueRange>(ValueRange{0, 0});
+    return std::optional<ValueRange>(ValueRange{0, 1});
   });
 }
 
@@ -240,7 +262,9 @@ std::optional<BoundedOutput> reshapeBound(const ir::Node& node, const BoundInput
   return BoundedOutput{in.bound[0].type, std::move(b), std::move(l)};
 }
 
-// Expand to a computed shape: each dimension the input's or the shape's (one of them 1).
+// Expand to a computed shape: each dimension the input's or the shape's (one of them 1). A valid run gives the larger
+// of the two, or 0 when one is 0 and the other 0 or 1: at least the larger of their lower bounds unless a 0 can pair
+// with a 1.
 std::optional<BoundedOutput> expandBound(const BoundInputs& in) {
   auto target = rangesOf(in, 1);
   if (!target || !hasShapes(in, 0)) return std::nullopt;
@@ -255,7 +279,8 @@ std::optional<BoundedOutput> expandBound(const BoundInputs& in) {
     const ValueRange s = fromEnd <= target->size() ? (*target)[target->size() - fromEnd] : ValueRange{1, 1};
     if (s.lo < 0) return std::nullopt;
     b[k] = std::max(inUp, s.hi);
-    l[k] = std::min(inLow, s.lo);
+    const bool zero = (inLow == 0 && s.lo <= 1) || (s.lo == 0 && inLow <= 1);
+    l[k] = zero ? 0 : std::min(std::max(inLow, s.lo), b[k]);
   }
   return BoundedOutput{in.bound[0].type, std::move(b), std::move(l)};
 }
@@ -482,6 +507,7 @@ std::optional<ValueRanges> outputRange(const ir::Node& node, const BoundInputs& 
     case ir::OpKind::ReduceSum:
     case ir::OpKind::ReduceProd: r = reduceRange(node, in); break;
     case ir::OpKind::Where: r = whereRange(in, count); break;
+    case ir::OpKind::Equal: r = equalRange(in, count); break;
     default: return std::nullopt;
   }
   if (!r || r->size() != count || !withinLimit(*r)) return std::nullopt;

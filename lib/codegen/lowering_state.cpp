@@ -24,6 +24,10 @@ ValueId LoweringState::fromGraph(ir::ValueId graphValue) {
   const analysis::ValueFacts& f = facts.values[graphValue];
   r.type = f.type;
   r.shape = f.shape;
+  if (!f.shape && f.bound) {
+    r.bound = f.bound;
+    r.low = f.low && f.low->size() == f.bound->size() ? *f.low : ir::Shape(f.bound->size(), 0);
+  }
   if (f.constant) r.sourceConstant = &*f.constant;
   r.leaves = std::binary_search(usedOutside.begin(), usedOutside.end(), graphValue);
   byName_.emplace(r.name, known);
@@ -102,8 +106,14 @@ std::optional<size_t> LoweringState::soleReader(size_t i) const {
   if (producer.outputs.size() != 1 || producer.outputs[0] == kNoValue || leaves(producer.outputs[0]))
     return std::nullopt;
   const std::vector<size_t>& r = readersOf(producer.outputs[0]);
-  if (r.size() != 1 || r[0] <= i) return std::nullopt;
+  if (r.size() != 1 || r[0] <= i || touchesBounded(producer) || touchesBounded(ops[r[0]])) return std::nullopt;
   return r[0];
+}
+
+bool LoweringState::touchesBounded(const LOp& op) const {
+  auto bounded = [&](ValueId v) { return isBounded(v); };
+  return std::any_of(op.inputs.begin(), op.inputs.end(), bounded) ||
+         std::any_of(op.outputs.begin(), op.outputs.end(), bounded);
 }
 
 std::optional<size_t> LoweringState::producerOf(ValueId v, ir::OpKind kind) const {

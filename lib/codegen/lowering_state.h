@@ -35,7 +35,10 @@ struct ValueRecord {
   std::string name;
   ir::ElemType type = ir::ElemType::Undefined;  // analysis's, or the lowering's (widen-float16 retypes float16 values)
   std::optional<ir::Shape> shape;               // analysis's, or the lowering's for the values it makes
-  const ir::Tensor* sourceConstant = nullptr;   // the constant analysis knows, if any
+  // A value-dependent shape (no `shape`): analysis's upper bound and lower bound (ValueFacts::bound, low); a dimension
+  // where they differ is bounded in the program (TensorDesc::bounded), the others exact.
+  std::optional<ir::Shape> bound, low;
+  const ir::Tensor* sourceConstant = nullptr;  // the constant analysis knows, if any
   // A constant the passes made (folded), or the float32 widening of a float16 constant (widen-float16); it takes
   // precedence over sourceConstant. Held by pointer so that it keeps its address.
   std::unique_ptr<ir::Tensor> made;
@@ -111,6 +114,10 @@ struct LoweringState {
   // Whether `v` is computed once at load (fold-constants).
   bool isLoadTime(ValueId v) const { return v != kNoValue && values_[v].loadTime; }
   std::optional<ir::Shape> shapeOf(ValueId v) const;
+  // Whether `v`'s shape is only bounded (ValueRecord::bound), and whether op i reads or writes such a value: passes
+  // that rewrite by shapes leave such ops alone, emit-program takes their outputs from the analysis.
+  bool isBounded(ValueId v) const { return v != kNoValue && !values_[v].shape && values_[v].bound.has_value(); }
+  bool touchesBounded(const LOp& op) const;
   // The element type of a value: a constant's, else the lowering's or analysis's.
   ir::ElemType typeOf(ValueId v) const;
   // The scalar value of a float32 constant with one element, or nothing.
@@ -120,7 +127,8 @@ struct LoweringState {
   size_t readers(ValueId v) const;
   // The ops reading `v`, ascending, one entry per input that reads it.
   const std::vector<size_t>& readersOf(ValueId v) const;
-  // The op that alone reads op i's only output (which leaves neither the partition nor the op list), or nothing.
+  // The op that alone reads op i's only output (which leaves neither the partition nor the op list), or nothing;
+  // nothing when either op touches a bounded value (fusions leave those ops as they are).
   std::optional<size_t> soleReader(size_t i) const;
   // The op of `kind` producing `v` (its index), or nothing.
   std::optional<size_t> producerOf(ValueId v, ir::OpKind kind) const;

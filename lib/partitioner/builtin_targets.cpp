@@ -10,6 +10,7 @@ namespace {
 // rounds), no control flow.
 constexpr const char* kNpuSimBody = R"json(
   "static_shapes_only": true,
+  "bounded_shapes": false,
   "max_rank": 6,
   "min_partition_size": 1,
   "weight_alignment": 64,
@@ -71,6 +72,7 @@ constexpr const char* kNpuSimBody = R"json(
 // float32 between ops, as ONNX Runtime's CPU EP does.
 constexpr const char* kCpuBody = R"json(
   "static_shapes_only": true,
+  "bounded_shapes": true,
   "max_rank": 8,
   "min_partition_size": 1,
   "weight_alignment": 64,

@@ -95,6 +95,44 @@ private:
   std::vector<std::set<size_t>> succ_;
 };
 
+// Whether `v` has a bounded shape: not static, with an upper bound the analysis gives (analysis/bounds.h).
+bool isBoundedValue(const analysis::GraphFacts& facts, ir::ValueId v) {
+  return v != ir::kNoValue && !facts[v].shape && facts[v].bound.has_value();
+}
+
+// For a node reading a bounded value whose shape rule runs on the bounds: why its rule refuses the extents a run may
+// give (each bounded dimension at 1, or 0 where the bound is 0), or empty. A Conv or MatMul whose channel or
+// contraction count is only bounded passes at the bound but fails here against its fixed weight, so the region is
+// refused before lowering; a node whose rule needs values it is not given at compile time (a root, a Reshape to a
+// computed shape) is evaluated at run time and takes its outputs' bounds from the analysis.
+std::string boundedRuleReason(const ir::Node& node, const analysis::GraphFacts& facts,
+                              std::span<const ir::ValueId> inputs) {
+  if (std::none_of(inputs.begin(), inputs.end(), [&](ir::ValueId v) { return isBoundedValue(facts, v); })) return {};
+  std::vector<kernels::ValueDesc> atBound, atRun;
+  for (ir::ValueId v : inputs) {
+    kernels::ValueDesc d;
+    if (v == ir::kNoValue) d.present = false;
+    else {
+      const analysis::ValueFacts& f = facts[v];
+      d.type = f.type;
+      d.shape = f.shape ? *f.shape : f.bound ? *f.bound : ir::Shape{};
+      d.value = f.constant ? &*f.constant : nullptr;
+    }
+    atBound.push_back(d);
+    if (isBoundedValue(facts, v)) {
+      const analysis::ValueFacts& f = facts[v];
+      for (size_t k = 0; k < d.shape.size(); ++k)
+        if (!f.low || k >= f.low->size() || (*f.low)[k] != d.shape[k]) d.shape[k] = std::min<int64_t>(d.shape[k], 1);
+    }
+    atRun.push_back(d);
+  }
+  const kernels::OpContext ctx = kernels::nodeContext(node);
+  if (!kernels::inferOutputs(ctx, atBound, node.outputs.size())) return {};
+  if (auto r = kernels::inferOutputs(ctx, atRun, node.outputs.size()); !r)
+    return "a bounded dimension it reads must be exact: " + r.error().message();
+  return {};
+}
+
 }  // namespace
 
 std::string unsupportedReason(const ir::Node& node, size_t index, const analysis::GraphFacts& facts,
@@ -117,12 +155,15 @@ std::string unsupportedReason(const ir::Node& node, size_t index, const analysis
   auto checkValue = [&](ir::ValueId v, bool checkType) -> std::string {
     const std::string& name = facts.table.name(v);
     const analysis::ValueFacts* f = &facts[v];
-    if (!f->shape) {
+    const std::optional<ir::Shape>& shape = f->shape ? f->shape : target.boundedShapes ? f->bound : f->shape;
+    if (!shape) {
       if (target.staticShapesOnly) return "dynamic shape: " + f->blocker;
       return {};
     }
-    if (static_cast<int64_t>(f->shape->size()) > maxRank)
-      return fmt::format("'{}' has rank {}, above the target's maximum {}", name, f->shape->size(), maxRank);
+    if (!f->shape && f->type == ir::ElemType::Float16 && target.float16Compute == Float16Compute::Float32)
+      return fmt::format("'{}' is float16 with a bounded shape: not computed in float32 on this target", name);
+    if (static_cast<int64_t>(shape->size()) > maxRank)
+      return fmt::format("'{}' has rank {}, above the target's maximum {}", name, shape->size(), maxRank);
     if (checkType) {
       bool ok = target.allKernelOps ? kernels::supportsType(node.kind, f->type) : isAllowedType(target, op, f->type);
       if (!ok)
@@ -139,6 +180,18 @@ std::string unsupportedReason(const ir::Node& node, size_t index, const analysis
   for (ir::ValueId out : facts.table.outputsOf(index)) {
     if (out == ir::kNoValue) continue;
     if (auto r = checkValue(out, !target.allKernelOps); !r.empty()) return r;
+  }
+  if (target.boundedShapes) {
+    if (auto r = boundedRuleReason(node, facts, inputs); !r.empty()) return r;
+    // emit-program takes a bounded op's outputs from the analysis, which knows nothing of an omitted one.
+    const std::span<const ir::ValueId> outs = facts.table.outputsOf(index);
+    const bool bounded =
+        std::any_of(inputs.begin(), inputs.end(), [&](ir::ValueId v) { return isBoundedValue(facts, v); }) ||
+        std::any_of(outs.begin(), outs.end(), [&](ir::ValueId v) { return isBoundedValue(facts, v); });
+    size_t present = outs.size();  // one past the last output present (trailing omitted ones are not made)
+    while (present > 0 && outs[present - 1] == ir::kNoValue) --present;
+    for (size_t o = 0; bounded && o < present; ++o)
+      if (outs[o] == ir::kNoValue) return fmt::format("output {} is omitted, and the op has a bounded shape", o);
   }
   if (op && !op->attrs.empty()) {
     const auto decoded = ops::attrsOf(node);
@@ -197,7 +250,13 @@ PartitionPlan partitionGraph(const ir::Graph& graph, const analysis::GraphFacts&
       plan.nodes[i].placement = NodePlacement::Folded;
       continue;
     }
-    if (auto failure = facts.ruleFailures.find(i); failure != facts.ruleFailures.end())
+    // A node whose rule needs values known only at run time (a root: NonZero, NonMaxSuppression, TopK with a computed
+    // k; a Reshape to a computed shape) compiles on a target with bounded shapes when every output has a bound.
+    auto failure = facts.ruleFailures.find(i);
+    const bool bounded = target.boundedShapes && std::all_of(outputs.begin(), outputs.end(), [&](ir::ValueId o) {
+                           return o == ir::kNoValue || facts[o].shape || facts[o].bound;
+                         });
+    if (failure != facts.ruleFailures.end() && !bounded)
       plan.nodes[i].reason = "shape rule cannot run at compile time: " + failure->second;
     else plan.nodes[i].reason = unsupportedReason(node, i, facts, target);
     supported[i] = plan.nodes[i].reason.empty();
@@ -213,35 +272,59 @@ PartitionPlan partitionGraph(const ir::Graph& graph, const analysis::GraphFacts&
       if (use.node != value.producer) deps[use.node].insert(value.producer);
   }
   std::vector<std::vector<size_t>> preds(n);
-  Clusters clusters(n);
   for (size_t i : facts.order) {
     if (plan.nodes[i].placement == NodePlacement::Folded) continue;
-    for (size_t d : deps[i]) {
-      preds[i].push_back(d);
-      clusters.addEdge(d, i);
-    }
+    for (size_t d : deps[i]) preds[i].push_back(d);
   }
-
-  // Merge along edges in topological order; a node joins the cluster of its earliest supported producer first.
-  for (size_t i : facts.order) {
-    if (!supported[i]) continue;
-    for (size_t p : preds[i]) {
-      if (!supported[p]) continue;
-      size_t a = clusters.find(p), b = clusters.find(i);
-      if (a == b) continue;
-      if (clusters.canMerge(a, b)) clusters.merge(a, b);
-    }
-  }
-
-  std::map<size_t, std::vector<size_t>> members;  // representative -> nodes in topological order
   std::vector<size_t> rank(n);
   for (size_t k = 0; k < facts.order.size(); ++k) rank[facts.order[k]] = k;
-  for (size_t i : facts.order)
-    if (supported[i]) members[clusters.find(i)].push_back(i);
-  std::vector<std::vector<size_t>> groups;
-  for (auto& [rep, nodes] : members) groups.push_back(std::move(nodes));
-  std::sort(groups.begin(), groups.end(),
-            [&](const auto& x, const auto& y) { return rank[x.front()] < rank[y.front()]; });
+
+  // The supported nodes grouped into partitions, each in topological order, ordered by their first node.
+  auto group = [&]() {
+    Clusters clusters(n);
+    for (size_t i : facts.order)
+      for (size_t d : preds[i]) clusters.addEdge(d, i);
+    // Merge along edges in topological order; a node joins the cluster of its earliest supported producer first.
+    for (size_t i : facts.order) {
+      if (!supported[i]) continue;
+      for (size_t p : preds[i]) {
+        if (!supported[p]) continue;
+        size_t a = clusters.find(p), b = clusters.find(i);
+        if (a == b) continue;
+        if (clusters.canMerge(a, b)) clusters.merge(a, b);
+      }
+    }
+    std::map<size_t, std::vector<size_t>> members;  // representative -> nodes in topological order
+    for (size_t i : facts.order)
+      if (supported[i]) members[clusters.find(i)].push_back(i);
+    std::vector<std::vector<size_t>> groups;
+    for (auto& [rep, nodes] : members) groups.push_back(std::move(nodes));
+    std::sort(groups.begin(), groups.end(),
+              [&](const auto& x, const auto& y) { return rank[x.front()] < rank[y.front()]; });
+    return groups;
+  };
+  std::vector<std::vector<size_t>> groups = group();
+  // A program's inputs have exact shapes (docs/format/program.md#bounded-tensors): a node reading a bounded value made
+  // outside its partition (by a fallback node, another partition, one below the minimum size) stays on the fallback
+  // path, and the nodes are grouped again until none does.
+  for (bool again = target.boundedShapes; again;) {
+    again = false;
+    for (const auto& nodes : groups) {
+      if (static_cast<int64_t>(nodes.size()) < target.minPartitionSize) continue;  // on the fallback path below
+      const std::set<size_t> inside(nodes.begin(), nodes.end());
+      for (size_t i : nodes)
+        for (ir::ValueId v : facts.table.inputsOf(i)) {
+          if (!isBoundedValue(facts, v) || !supported[i]) continue;
+          const ir::ValueEntry& value = facts.table[v];
+          if (value.hasProducer() && inside.count(value.producer)) continue;
+          supported[i] = false;
+          plan.nodes[i].reason =
+              fmt::format("'{}' has a bounded shape and is computed outside the node's partition", facts.table.name(v));
+          again = true;
+        }
+    }
+    if (again) groups = group();
+  }
   for (auto& nodes : groups) {
     if (static_cast<int64_t>(nodes.size()) < target.minPartitionSize) {
       for (size_t i : nodes)

@@ -127,9 +127,9 @@ Expected<Target> parseTarget(const std::string& jsonText, const std::string& dis
     return makeError(ErrorCode::InvalidArgument, "target '{}': not a JSON object", displayName);
   const std::string& file = displayName;
   CTX_RETURN_IF_ERROR(checkKeys(j,
-                                {"name", "ep", "hardware_architecture", "revision", "static_shapes_only", "max_rank",
-                                 "min_partition_size", "weight_alignment", "element_types", "preferred_layouts",
-                                 "float16_compute", "ops"},
+                                {"name", "ep", "hardware_architecture", "revision", "static_shapes_only",
+                                 "bounded_shapes", "max_rank", "min_partition_size", "weight_alignment",
+                                 "element_types", "preferred_layouts", "float16_compute", "ops"},
                                 file, ""));
   Target t;
   auto str = [&](const char* key, std::string& out) -> Status {
@@ -159,6 +159,10 @@ Expected<Target> parseTarget(const std::string& jsonText, const std::string& dis
   if (j.contains("static_shapes_only")) {
     if (!j["static_shapes_only"].is_boolean()) return bad(file, "static_shapes_only", "expected true or false");
     t.staticShapesOnly = j["static_shapes_only"].get<bool>();
+  }
+  if (j.contains("bounded_shapes")) {
+    if (!j["bounded_shapes"].is_boolean()) return bad(file, "bounded_shapes", "expected true or false");
+    t.boundedShapes = j["bounded_shapes"].get<bool>();
   }
   if (j.contains("float16_compute")) {
     const Json& c = j["float16_compute"];

@@ -49,6 +49,10 @@ struct Target {
   std::string hardwareArchitecture;  // written to hardware_architecture and the compatibility block
   std::string revision = epcontext::kDefaultRevision;
   bool staticShapesOnly = true;
+  // Values whose shapes depend on values (behind NonZero, NonMaxSuppression, TopK with a computed k) compile when the
+  // analysis bounds them: planned at the bound, run at the extent each run computes
+  // (docs/compiler.md#bounded-programs).
+  bool boundedShapes = false;
   int64_t maxRank = 8;
   int64_t minPartitionSize = 1;
   uint64_t weightAlignment = 64;

@@ -141,6 +141,14 @@ ir::ValueInfo valueInfoFor(const std::string& name, const analysis::GraphFacts& 
       std::vector<ir::Dim> dims;
       for (int64_t d : *f->shape) dims.push_back(ir::Dim::known(d));
       v.shape = std::move(dims);
+    } else if (f->bound && f->low && f->low->size() == f->bound->size()) {
+      // A value-dependent shape (a compiled program's bounded output): its exact dimensions, and a symbol of its own
+      // for each dimension a run computes, so ONNX Runtime takes any extent there (docs/epcontext-models.md).
+      std::vector<ir::Dim> dims;
+      for (size_t d = 0; d < f->bound->size(); ++d)
+        dims.push_back((*f->low)[d] == (*f->bound)[d] ? ir::Dim::known((*f->bound)[d])
+                                                      : ir::Dim::named(fmt::format("{}_dim{}", name, d)));
+      v.shape = std::move(dims);
     }
   }
   return v;

@@ -15,6 +15,7 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <shared_mutex>
 
@@ -240,6 +241,8 @@ Expected<std::unique_ptr<CompiledProgram::Frame>> CompiledProgram::makeFrame() c
   if (bounded) {
     frame->slots.resize(program_.tensors.size());
     frame->evals.resize(program_.ops.size());
+    frame->valued.resize(program_.ops.size());
+    frame->valuedNext.resize(program_.ops.size(), 0);
   }
   for (size_t t = 0; t < program_.tensors.size(); ++t) {
     const program::TensorDesc& d = program_.tensors[t];
@@ -499,10 +502,88 @@ Expected<ir::Tensor*> CompiledProgram::bindComputed(size_t k, size_t o, Frame& f
   if (!program::isBounded(d)) return &bound;
   if (d.kind == TensorKind::Arena) {
     CTX_RETURN_IF_ERROR(bound.rebindAsPrefix(frame.slots[t], type, shape));
-  } else {  // an output: made at the run's extent
-    CTX_ASSIGN_OR_RETURN(bound, ir::Tensor::allocate(type, ir::Shape(shape.begin(), shape.end())));
+  } else {
+    // An output: at the run's extent, in a buffer of the bound's bytes the frame keeps for the next run unless someone
+    // still holds the one it has (a caller keeping an earlier run's output): a steady run allocates nothing.
+    ir::Tensor& slot = frame.slots[t];
+    if (slot.empty() || slot.owner().use_count() > 1) {
+      CTX_ASSIGN_OR_RETURN(slot, ir::Tensor::allocate(d.type, program::toShape(d.shape)));
+    }
+    CTX_RETURN_IF_ERROR(bound.rebindAsPrefix(slot, type, shape));
   }
   return &bound;
+}
+
+namespace {
+
+constexpr size_t kValuePrepared = 16;
+constexpr uint64_t kValueInputElements = 64;
+
+// Whether `ins` have the shapes `v` was prepared for and the values it copied.
+bool sameValues(const std::vector<ir::Shape>& shapes, const std::vector<ir::Tensor>& copies,
+                std::span<const ir::Tensor* const> ins) {
+  if (shapes.size() != ins.size()) return false;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    if (!ins[i]) {
+      if (!shapes[i].empty() || !copies[i].empty()) return false;
+      continue;
+    }
+    if (!ir::sameShape(ins[i]->shape(), shapes[i])) return false;
+    const ir::Tensor& copy = copies[i];
+    if (copy.empty()) continue;
+    if (ins[i]->type() != copy.type() || ins[i]->byteSize() != copy.byteSize() ||
+        (copy.byteSize() > 0 && std::memcmp(ins[i]->data(), copy.data(), copy.byteSize()) != 0))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+const CompiledProgram::Frame::ValuePrepared&
+CompiledProgram::preparedWithValues(size_t k, Frame& frame, std::span<const ir::Tensor* const> ins) const {
+  std::vector<Frame::ValuePrepared>& kept = frame.valued[k];
+  for (const Frame::ValuePrepared& v : kept)
+    if (sameValues(v.shapes, v.copies, ins)) return v;
+  Frame::ValuePrepared* v = nullptr;
+  if (kept.size() < kValuePrepared) {
+    v = &kept.emplace_back();
+  } else {
+    v = &kept[frame.valuedNext[k]];
+    frame.valuedNext[k] = (frame.valuedNext[k] + 1) % kValuePrepared;
+  }
+  const program::Op& op = program_.ops[k];
+  v->op.reset();  // it may point into the copies
+  v->shapes.assign(ins.size(), ir::Shape());
+  v->copies.assign(ins.size(), ir::Tensor());
+  std::vector<kernels::ValueDesc> descs(ins.size());
+  std::vector<cpu::WeightLayout> layouts(ins.size());
+  for (size_t i = 0; i < ins.size(); ++i) {
+    kernels::ValueDesc& d = descs[i];
+    d.present = ins[i] != nullptr;
+    if (!ins[i]) continue;
+    const program::TensorDesc& t = program_.tensors[op.inputs[i]];
+    d.type = t.type;
+    d.shape = v->shapes[i] = ins[i]->shape();
+    if (t.kind == TensorKind::Weight || t.kind == TensorKind::LoadTime) {
+      d.value = ins[i];
+      d.shape = program::toShape(t.shape);
+      if (t.layout.kind != cpu::WeightLayoutKind::Float16Widened) layouts[i] = t.layout;
+      continue;
+    }
+    if (ins[i]->type() == ir::ElemType::String || ins[i]->elementCount() > kValueInputElements) continue;
+    auto copy = ir::Tensor::copyOf(ins[i]->type(), ins[i]->shape(), ins[i]->bytes());
+    if (!copy) continue;
+    v->copies[i] = std::move(copy).value();
+    d.value = &v->copies[i];
+  }
+  static const ir::Attributes kNoAttrs;  // a program op has typed attributes only
+  kernels::OpContext ctx{op.kind, op.opset, kNoAttrs, op.name, nullptr, &op.typed};
+  ctx.kernel = op.kernel;
+  ctx.panelStore = &dynamic_[k]->panels;  // a constant weight packed once for every signature
+  if (auto made = kernels::prepareProgramOp(ctx, descs, op.outputs.size(), layouts, nullptr))
+    v->op = std::move(made).value();
+  return *v;
 }
 
 Status CompiledProgram::runDynamic(size_t k, Frame& frame, kernels::ThreadPool* pool) const {
@@ -577,6 +658,15 @@ Status CompiledProgram::runDynamic(size_t k, Frame& frame, kernels::ThreadPool* 
     }
     return prepared->run(ins, outs, pool);
   }
+  // Prepared with the values of its small computed inputs (a TopK's k, a Reshape's shape), kept while they stay.
+  if (const Frame::ValuePrepared& v = preparedWithValues(k, frame, ins); v.op) {
+    const auto& described = v.op->outputs();
+    for (size_t o = 0; o < op.outputs.size(); ++o) {
+      CTX_ASSIGN_OR_RETURN(ir::Tensor * out, bindComputed(k, o, frame, described[o].type, described[o].shape));
+      outs.push_back(out);
+    }
+    return v.op->run(ins, outs, pool);
+  }
   if (dynamic.packedInput)
     return makeError(ErrorCode::InvalidGraph,
                      "graph '{}': op {} ('{}', {}) reads a packed weight but cannot be prepared for the shapes of "
@@ -647,6 +737,11 @@ Status CompiledProgram::runInto(std::span<const ir::Tensor* const> inputs, std::
   FrameLease lease(*this, std::move(frame));
   kernels::ThreadPool::RunScope running(pool);  // workers stay awake between the ops
   std::vector<ir::Tensor>& bound = (*lease).bound;
+  // The caller's entries for bounded outputs are replaced by this run's: let go of the last run's first, so that its
+  // buffers can be reused (bindComputed).
+  if (bounded)
+    for (size_t i = 0; i < outputs.size() && i < bounded->size(); ++i)
+      if (program::isBounded(tensors[program_.outputs[i]])) (*bounded)[i].unbind();
   for (size_t i = 0; i < inputs.size(); ++i) bound[program_.inputs[i]] = *inputs[i];
   for (size_t i = 0; i < outputs.size(); ++i) {
     const int32_t t = program_.outputs[i];

@@ -73,7 +73,8 @@ public:
   // As run(), writing into the caller's output tensors (ONNX Runtime's buffers, say), which must have the
   // program's output types and shapes; a null output gets a temporary buffer. Nothing is copied afterwards. An output
   // with a bounded dimension takes no buffer (null): it is made at the run's extent, into `bounded` when given (one
-  // entry per program output; the others are left as they are).
+  // entry per program output, replaced: the last run's are let go of first; the others are left as they are). Its
+  // buffer is the frame's, reused by a later run once nothing else holds it.
   Status runInto(std::span<const ir::Tensor* const> inputs, std::span<ir::Tensor* const> outputs,
                  kernels::ThreadPool* pool, std::vector<ir::Tensor>* bounded = nullptr) const;
 
@@ -100,6 +101,16 @@ private:
     // of at the run's shape; per op with a value-dependent shape what its evaluations keep.
     std::vector<ir::Tensor> slots;
     std::vector<kernels::EvalState> evals;
+    // Per dynamic op not preparable from shapes alone (TopK with a computed k, a Reshape or ConstantOfShape to a
+    // computed shape): the ops prepared with the values of its small inputs too, for the last kValuePrepared sets of
+    // shapes and values met, so that a run meeting one again allocates nothing.
+    struct ValuePrepared {
+      std::vector<ir::Shape> shapes;   // every input's
+      std::vector<ir::Tensor> copies;  // the small inputs' values (empty for the others); the op may point into them
+      std::unique_ptr<kernels::PreparedOp> op;  // null: not preparable even so (evaluated)
+    };
+    std::vector<std::vector<ValuePrepared>> valued;
+    std::vector<size_t> valuedNext;  // per op: the entry replaced next once all are taken
   };
   class FrameLease;
   // An op reading or writing a bounded tensor (program::isBounded): prepared per input signature at run time.
@@ -117,6 +128,8 @@ private:
   ProfiledOp describeOp(size_t k) const;  // op k as a run profile names it
   // Runs dynamic op k at the shapes its inputs have in this run, binding its outputs at the shapes it computes.
   Status runDynamic(size_t k, Frame& frame, kernels::ThreadPool* pool) const;
+  // Dynamic op k prepared for the shapes of `ins` and the values of the small ones, kept in the frame.
+  const Frame::ValuePrepared& preparedWithValues(size_t k, Frame& frame, std::span<const ir::Tensor* const> ins) const;
   // Binds output tensor `t` of op `k` at `shape` (checked against its recorded shape and bounds).
   Expected<ir::Tensor*> bindComputed(size_t k, size_t o, Frame& frame, ir::ElemType type,
                                      std::span<const int64_t> shape) const;

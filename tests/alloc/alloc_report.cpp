@@ -289,23 +289,25 @@ size_t compiledRunAllocations(const Case& c, const std::string& target, const fs
   struct Node {
     size_t index;
     std::vector<const ir::Tensor*> ins;
-    std::vector<ir::Tensor*> outs;
+    std::vector<ir::Tensor*> outs;  // null for an output with a bounded dimension: made at each run's extent
+    std::vector<ir::Tensor> bounded;
   };
   std::vector<Node> nodes;
   bool readsFallback = false;  // an EPContext node reads what a fallback node makes: only whole runs are measured
   for (size_t n = 0; n < model->graph.nodes.size() && !readsFallback; ++n) {
     const ir::Node& node = model->graph.nodes[n];
     if (node.kind != ir::OpKind::EPContext) continue;
-    auto descs = (*session)->compiledNodeOutputs(n);
+    std::vector<bool> isBounded;
+    auto descs = (*session)->compiledNodeOutputs(n, &isBounded);
     REQUIRE(descs);
-    Node run{n, {}, {}};
+    Node run{n, {}, {}, {}};
     for (const auto& in : node.inputs) {
       readsFallback = readsFallback || values.count(in) == 0;
       if (!readsFallback) run.ins.push_back(&values[in]);
     }
     for (size_t k = 0; k < descs->size(); ++k) {
       values[node.outputs[k]] = ir::Tensor::allocate((*descs)[k].type, (*descs)[k].shape).value();
-      run.outs.push_back(&values[node.outputs[k]]);
+      run.outs.push_back(isBounded[k] ? nullptr : &values[node.outputs[k]]);
     }
     nodes.push_back(std::move(run));
   }
@@ -314,14 +316,14 @@ size_t compiledRunAllocations(const Case& c, const std::string& target, const fs
   // The first run may allocate: per-thread scratch grows then, and the thread pool has every thread reserve what
   // any of them needed (kernels/thread_scratch.h). Every run after it must allocate nothing, whichever thread runs
   // which chunk.
-  for (auto& n : nodes) REQUIRE((*session)->runCompiledNodeInto(n.index, n.ins, n.outs));
+  for (auto& n : nodes) REQUIRE((*session)->runCompiledNodeInto(n.index, n.ins, n.outs, &n.bounded));
   bool ok = true;
   allocations = 0;
   firstStackDepth = 0;
   recording = true;
   counting = true;
   for (int i = 0; i < runs; ++i)
-    for (auto& n : nodes) ok = (*session)->runCompiledNodeInto(n.index, n.ins, n.outs).isOk() && ok;
+    for (auto& n : nodes) ok = (*session)->runCompiledNodeInto(n.index, n.ins, n.outs, &n.bounded).isOk() && ok;
   counting = false;
   recording = false;
   const size_t made = allocations.load();

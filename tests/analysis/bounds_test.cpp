@@ -310,10 +310,17 @@ TEST_CASE("shapes computed from a bounded value's shape are bounded where the ar
   REQUIRE(factsOf(*f, "less").range);
   CHECK(*factsOf(*f, "less").range == analysis::ValueRanges{{-1, 5}});
   CHECK(!factsOf(*f, "unsure").bound);
+  // shape == -1 is known false (n's range [0, 6] and the 3 hold no -1): a constant, and Where takes the shape's side.
+  REQUIRE(factsOf(*f, "is_minus1").constant);
+  CHECK(factsOf(*f, "is_minus1").constant->dataAs<uint8_t>()[0] == 0);
+  CHECK(factsOf(*f, "is_minus1").constant->dataAs<uint8_t>()[1] == 0);
   REQUIRE(factsOf(*f, "torch_shape").range);
-  CHECK(*factsOf(*f, "torch_shape").range == analysis::ValueRanges{{0, 6}, {1, 3}});
+  CHECK(*factsOf(*f, "torch_shape").range == analysis::ValueRanges{{0, 6}, {3, 3}});
   REQUIRE(factsOf(*f, "torch_expanded").bound);
   CHECK(*factsOf(*f, "torch_expanded").bound == ir::Shape{6, 3});
+  // The columns are exact: the row's 3 and the shape's 3 (a 0 row count may pair with the row's 1).
+  CHECK(*factsOf(*f, "torch_expanded").low == ir::Shape{0, 3});
+  CHECK(*factsOf(*f, "expanded").low == ir::Shape{0, 3});
 }
 
 TEST_CASE("the bounds and ranges hold for what the kernels compute with 0, some and all rows", "[analysis][bounds]") {

@@ -1027,3 +1027,37 @@ TEST_CASE("pass widen-float16: a result leaving the partition is rounded there a
     CHECK(bound[p.outputs[1]].dataAs<uint16_t>()[i] == round(std::max(cpu::halfToFloat(l), 0.0f)));
   }
 }
+
+TEST_CASE("ops touching a bounded value are emitted at the analysis' bounds, never as views, and left unfused",
+          "[codegen][passes][bounded]") {
+  // scores [6] > 0 -> NonZero [1, <=6] -> Squeeze -> rows [<=6] -> Gather(data [6, 4]) -> MatMul(w [4, 3]) -> Relu -> y.
+  ir::Graph g;
+  g.inputs = {floatValue("scores", dims({6})), floatValue("data", dims({6, 4}))};
+  g.outputs = {floatValue("y", {})};
+  g.initializers = {floatInit("zero", {}, 0.0f), floatInit("w", {4, 3}, -0.4f),
+                    ir::Initializer{"axes", ir::Tensor::fromVector(ir::ElemType::Int64, {1}, std::vector<int64_t>{0}),
+                                    std::nullopt}};
+  g.nodes = {node("Greater", {"scores", "zero"}, {"keep"}), node("NonZero", {"keep"}, {"nz"}),
+             node("Squeeze", {"nz", "axes"}, {"rows"}),     node("Gather", {"data", "rows"}, {"picked"}),
+             node("MatMul", {"picked", "w"}, {"mm"}),       node("Relu", {"mm"}, {"y"})};
+  auto l = lowerAll(g);
+  // Squeeze runs as an op (a view's base is exact), and Relu stays apart from the MatMul (no fusion on bounded ops).
+  CHECK(l->kinds() == std::vector<ir::OpKind>{ir::OpKind::Greater, ir::OpKind::NonZero, ir::OpKind::Squeeze,
+                                              ir::OpKind::Gather, ir::OpKind::MatMul, ir::OpKind::Relu});
+  std::map<std::string, program::TensorDesc> byName;
+  for (const auto& t : l->partition.program.tensors) {
+    CHECK(t.kind != program::TensorKind::View);
+    byName[std::string(t.name)] = t;
+  }
+  // Each at its bound, the mask on the dimensions a run computes; the planner gives each its bound's bytes.
+  CHECK(byName["nz"].shape == program::toDims(std::vector<int64_t>{1, 6}));
+  CHECK(byName["nz"].bounded == 0b10);
+  CHECK(byName["nz"].size == 6 * 8);
+  CHECK(byName["rows"].bounded == 0b1);
+  CHECK(byName["picked"].shape == program::toDims(std::vector<int64_t>{6, 4}));
+  CHECK(byName["picked"].bounded == 0b1);
+  CHECK(byName["y"].kind == program::TensorKind::Output);
+  CHECK(byName["y"].bounded == 0b1);
+  CHECK(byName["keep"].bounded == 0);
+  CHECK(program::hasBoundedTensors(l->partition.program));
+}

@@ -3,11 +3,15 @@
 # of at most 12 rows, a box head on the selected boxes, NonZero of at most 3 x 48, TopK with a computed k of at most
 # 48).
 # - ctxgen --dry-run --json must report each value-dependent node with its bound (docs/ctxgen-json.md): on the head
-#   NonMaxSuppression [12, 3], NonZero [3, 48], TopK [48], and the nodes behind each, with a bound.
+#   NonMaxSuppression [12, 3], NonZero [3, 48], TopK [48], and the nodes behind each, with a bound (npu-sim, whose
+#   programs stay static: they are fallback nodes there).
+# - On cpu (bounded_shapes: docs/compiler.md#bounded-programs) the whole head compiles, no fallback node behind a root,
+#   and for both targets the dry run's compiled/fallback/folded counts and partitions are the real compile's.
 # - The head's fallback weights (18 KiB) must be in the .bin, not in the _ctx.onnx (docs/epcontext-models.md), and in
 #   the _ctx.onnx with --embed-fallback-initializers.
 # - For each target (npu-sim, cpu) the compiled head must match ONNX Runtime on inputs that select no box, some, and
 #   the bound of each op (12 boxes, 48 scores, k = 48), with the row counts checked against those expectations.
+# - The row-independent ops behind a root (make_detector_head --rows) on both targets, at 0 rows, some and the bound.
 # (The corpus's detectors run against ONNX Runtime in torch_corpus.sh, which also bounds their _ctx.onnx sizes.)
 # Exits 77 (CTest's skip code) when ONNX Runtime is absent, saying why, or fails when CI is set (tests/common/skip.sh).
 # usage: detector_head.sh BUILD_DIR CACHE_DIR SOURCE_DIR
@@ -29,7 +33,7 @@ if ! made="$("$build/tests/oracle/make_detector_head" "$model" "$work/in" 2>&1)"
 fi
 
 # The bounds the dry run reports.
-if ! "$apps/ctxgen/ctxgen" "$model" --target cpu --dry-run --json "$work/dry.json" -q >"$work/dry.log" 2>&1; then
+if ! "$apps/ctxgen/ctxgen" "$model" --target npu-sim --dry-run --json "$work/dry.json" -q >"$work/dry.log" 2>&1; then
   fail "dry run: $(cat "$work/dry.log")"
 else
   report="$(node -e '
@@ -50,7 +54,7 @@ else
 fi
 
 # The same in the text report.
-text="$("$apps/ctxgen/ctxgen" "$model" --target cpu --dry-run 2>&1)"
+text="$("$apps/ctxgen/ctxgen" "$model" --target npu-sim --dry-run 2>&1)"
 want="value-dependent NonMaxSuppression_selected (NonMaxSuppression): output at most 12x3; 11 fallback nodes behind it, 11 with a bound"
 if [[ "$text" == *"$want"* ]]; then
   ok "dry run text names the bound"
@@ -66,6 +70,18 @@ for target in npu-sim cpu; do
     fail "$target: ctxgen: $(cat "$work/$target.log")"; continue
   fi
   ctx="$out/detector_head_ctx.onnx"
+  # The dry run decides as the compile does (the same facts, the same unsupportedReason).
+  "$apps/ctxgen/ctxgen" "$model" --target "$target" --dry-run --json "$out/dry.json" -q >/dev/null 2>&1
+  "$apps/ctxgen/ctxgen" "$model" --target "$target" -o "$out/again" --json "$out/gen.json" -q >/dev/null 2>&1
+  counts() { node -e 'const m = require(process.argv[1]).models[0];
+    console.log(m.compiled_nodes, m.fallback_nodes, m.folded_nodes, m.partitions.length)' "$1" 2>&1; }
+  dry="$(counts "$out/dry.json")" real="$(counts "$out/gen.json")"
+  if [ "$dry" != "$real" ]; then fail "$target: dry run counts $dry, the compile's $real"
+  else ok "$target: dry run and compile agree: compiled fallback folded partitions $real"; fi
+  if [ "$target" = cpu ]; then
+    if [ "$real" = "21 0 0 1" ]; then ok "cpu: every node compiled in one partition, no fallback node behind a root"
+    else fail "cpu: compiled fallback folded partitions $real, expected 21 0 0 1"; fi
+  fi
   bytes=$(stat -c %s "$ctx")
   if [ "$bytes" -ge 16384 ]; then fail "$target: the _ctx.onnx is $bytes bytes: the box head's weights are in it"
   else ok "$target: _ctx.onnx $bytes bytes, fallback weights in the .bin"; fi
@@ -87,12 +103,52 @@ for target in npu-sim cpu; do
     fi
   done
 done
-if ! "$apps/ctxgen/ctxgen" "$model" --target cpu --embed-fallback-initializers -o "$work/embed" -q >"$work/embed.log" 2>&1; then
+if ! "$apps/ctxgen/ctxgen" "$model" --target npu-sim --embed-fallback-initializers -o "$work/embed" -q >"$work/embed.log" 2>&1; then
   fail "--embed-fallback-initializers: $(cat "$work/embed.log")"
 elif [ "$(stat -c %s "$work/embed/detector_head_ctx.onnx")" -lt 16384 ]; then
   fail "--embed-fallback-initializers: the box head's weights are not in the _ctx.onnx"
 else
   ok "--embed-fallback-initializers keeps them in the _ctx.onnx"
+fi
+
+# The row-independent ops behind a root (make_detector_head --rows): elementwise, Gather on rows, Concat along rows,
+# MatMul and Gemm over rows, Softmax over a static axis, RoiAlign over the selected boxes, and TopK with k = the row
+# count; on cpu all in one bounded program, run at 0 rows, 11 and the bound of 16 against ONNX Runtime.
+rowsModel="$work/bounded_rows.onnx"
+if ! made="$("$build/tests/oracle/make_detector_head" --rows "$rowsModel" "$work/rows_in" 2>&1)"; then
+  fail "make_detector_head --rows: $made"
+else
+  declare -A rowCounts=([none]=0 [some]=11 [all]=16)
+  for target in npu-sim cpu; do
+    out="$work/rows_$target"
+    if ! "$apps/ctxgen/ctxgen" "$rowsModel" --target "$target" -o "$out" --json "$out.json" -q >"$out.log" 2>&1; then
+      fail "rows $target: ctxgen: $(cat "$out.log")"; continue
+    fi
+    "$apps/ctxgen/ctxgen" "$rowsModel" --target "$target" --dry-run --json "$out.dry.json" -q >/dev/null 2>&1
+    dry="$(counts "$out.dry.json")" real="$(counts "$out.json")"
+    if [ "$dry" != "$real" ]; then fail "rows $target: dry run counts $dry, the compile's $real"
+    else ok "rows $target: dry run and compile agree: compiled fallback folded partitions $real"; fi
+    if [ "$target" = cpu ] && [ "$real" != "17 0 0 1" ]; then
+      fail "rows cpu: compiled fallback folded partitions $real, expected 17 0 0 1"
+    fi
+    for set in none some all; do
+      if ! NODE_PATH="$ort" node "$src/bench/run_ort.js" "$rowsModel" "$work/rows_in/$set" "$out/ort_$set" 1 \
+          >"$out/ort.log" 2>&1; then
+        fail "rows $target $set: onnxruntime: $(cat "$out/ort.log")"; continue
+      fi
+      got="$(node -e 'const { readNpy } = require(process.argv[1]);
+        console.log(readNpy(`${process.argv[2]}/output_0.npy`).shape[0]);' "$src/bench/npy.js" "$out/ort_$set")"
+      if [ "$got" != "${rowCounts[$set]}" ]; then
+        fail "rows $target $set: ONNX Runtime selected $got rows, the inputs are made for ${rowCounts[$set]}"; continue
+      fi
+      if "$apps/ctxrun/ctxrun" "$out/bounded_rows_ctx.onnx" --inputs "$work/rows_in/$set" --expected "$out/ort_$set" \
+          >"$out/cmp.log" 2>&1; then
+        ok "rows $target $set ($got rows): $(grep -h 'max |diff|' "$out/cmp.log" | sed 's/: match (max |diff| / /; s/)$//' | tr '\n' ' ')"
+      else
+        fail "rows $target $set ($got rows): $(cat "$out/cmp.log")"
+      fi
+    done
+  done
 fi
 
 echo "detector head: $passed passed, $failed failed"

@@ -3,7 +3,10 @@
 // 12 rows), a Gather of the selected boxes, a two-layer box head (16 KiB of weights, left on the fallback path) and box
 // decoding; NonZero of the scores above 0.7 (at most 3 x 48), and TopK of the flattened scores with k = that count
 // (a computed k: at most 48). Three input sets beside it select none, some and the most rows each op can give.
-// usage: make_detector_head OUT.onnx INPUT_DIR   (writes INPUT_DIR/{none,some,all}/input_{0,1}.npy)
+// With --rows: the row-independent ops a bounded program runs behind a root, each on rows NonZero selects (at most
+// 16) and TopK with k = that count: elementwise ops, Gather on rows, Concat along rows, MatMul and Gemm over rows,
+// Softmax over a static axis, RoiAlign over the selected boxes (opset 17).
+// usage: make_detector_head [--rows] OUT.onnx INPUT_DIR   (writes INPUT_DIR/{none,some,all}/input_*.npy)
 #include "../common/graph_builder.h"
 #include "ir/npy.h"
 #include "onnx_io/onnx_io.h"
@@ -132,18 +135,123 @@ Status writeInputs(const std::filesystem::path& dir, bool apart, float base, boo
   return ir::saveNpy(ir::Tensor::fromVector(ir::ElemType::Float, {1, kClasses, kBoxes}, logits), dir / "input_1.npy");
 }
 
+constexpr int64_t kRows = 16, kFeat = 8, kImage = 12;
+
+// scores [16] > 0.5 -> NonZero -> Squeeze -> rows [<=16]; k = rows' count -> TopK(scores, k) (a computed k). Behind
+// them: Gather(feats [16, 8], rows) and the row-independent ops on it, RoiAlign of the image on the selected boxes.
+ir::Model rowOps() {
+  ir::Model m;
+  m.irVersion = 8;
+  m.opsets = {{"", 17}};
+  ir::Graph& g = m.graph;
+  g.name = "bounded_rows";
+  g.inputs = {floatValue("scores", dims({kRows})), floatValue("feats", dims({kRows, kFeat})),
+              floatValue("boxes", dims({kRows, 4})), floatValue("image", dims({1, 2, kImage, kImage}))};
+  g.initializers = {
+      init("half", ir::ElemType::Float, {}, std::vector<float>{0.5f}),
+      init("axes0", ir::ElemType::Int64, {1}, std::vector<int64_t>{0}),
+      init("zero", ir::ElemType::Int64, {}, std::vector<int64_t>{0}),
+      weight("scale", {kFeat}, 5),
+      weight("shift", {kFeat}, 6),
+      weight("w", {kFeat, 5}, 7),
+      weight("wt", {6, kFeat}, 8),
+      weight("c", {6}, 9),
+      init("two", ir::ElemType::Float, {}, std::vector<float>{2.0f}),
+  };
+  auto n17 = [](const std::string& type, std::vector<std::string> in, std::vector<std::string> out) {
+    return node(type, std::move(in), std::move(out), 17);
+  };
+  ir::Node gather = n17("Gather", {"feats", "rows"}, {"picked"});
+  gather.attrs.set(ir::Attribute::makeInt("axis", 0));
+  ir::Node gatherBoxes = n17("Gather", {"boxes", "rows"}, {"picked_boxes"});
+  gatherBoxes.attrs.set(ir::Attribute::makeInt("axis", 0));
+  ir::Node gemm = n17("Gemm", {"picked", "wt", "c"}, {"gemm"});
+  gemm.attrs.set(ir::Attribute::makeInt("transB", 1));
+  ir::Node concat = n17("Concat", {"picked", "act"}, {"concat"});
+  concat.attrs.set(ir::Attribute::makeInt("axis", 0));
+  ir::Node softmax = n17("Softmax", {"matmul"}, {"softmax"});
+  softmax.attrs.set(ir::Attribute::makeInt("axis", -1));
+  ir::Node roi = n17("RoiAlign", {"image", "picked_boxes", "batch"}, {"roi"});
+  roi.attrs.set(ir::Attribute::makeInt("output_height", 2));
+  roi.attrs.set(ir::Attribute::makeInt("output_width", 3));
+  roi.attrs.set(ir::Attribute::makeInt("sampling_ratio", 2));
+  roi.attrs.set(ir::Attribute::makeString("coordinate_transformation_mode", "half_pixel"));
+  g.nodes = {
+      n17("Greater", {"scores", "half"}, {"keep"}),
+      n17("NonZero", {"keep"}, {"nz"}),
+      n17("Squeeze", {"nz", "axes0"}, {"rows"}),
+      n17("Shape", {"rows"}, {"k"}),
+      n17("TopK", {"scores", "k"}, {"top", "top_index"}),
+      n17("Mul", {"top", "two"}, {"top2"}),
+      gather,
+      n17("Mul", {"picked", "scale"}, {"scaled"}),
+      n17("Add", {"scaled", "shift"}, {"shifted"}),
+      n17("Tanh", {"shifted"}, {"act"}),
+      n17("MatMul", {"picked", "w"}, {"matmul"}),
+      gemm,
+      concat,
+      softmax,
+      gatherBoxes,
+      n17("Mul", {"rows", "zero"}, {"batch"}),
+      roi,
+  };
+  auto rowsOf = [](const std::string& name, ir::ElemType type, std::vector<ir::Dim> rest) {
+    std::vector<ir::Dim> shape{ir::Dim::named(name + "_rows")};
+    shape.insert(shape.end(), rest.begin(), rest.end());
+    return dynamicOutput(name, type, std::move(shape));
+  };
+  g.outputs = {rowsOf("act", ir::ElemType::Float, {ir::Dim::known(kFeat)}),
+               rowsOf("gemm", ir::ElemType::Float, {ir::Dim::known(6)}),
+               rowsOf("concat", ir::ElemType::Float, {ir::Dim::known(kFeat)}),
+               rowsOf("softmax", ir::ElemType::Float, {ir::Dim::known(5)}),
+               rowsOf("roi", ir::ElemType::Float, {ir::Dim::known(2), ir::Dim::known(2), ir::Dim::known(3)}),
+               rowsOf("top2", ir::ElemType::Float, {}),
+               rowsOf("top_index", ir::ElemType::Int64, {})};
+  return m;
+}
+
+// Scores above 0.5 where `above(i)` (distinct values: no ties in TopK), features, boxes inside the 12 x 12 image
+// (varied sizes), and the image.
+template <typename Above> Status writeRowInputs(const std::filesystem::path& dir, Above above) {
+  std::filesystem::create_directories(dir);
+  std::vector<float> scores(kRows), feats(kRows * kFeat), boxes(kRows * 4), image(2 * kImage * kImage);
+  for (int64_t i = 0; i < kRows; ++i) {
+    scores[static_cast<size_t>(i)] = (above(i) ? 0.6f : 0.1f) + 0.013f * static_cast<float>((i * 7) % kRows);
+    const float x = static_cast<float>(i % 6), y = static_cast<float>((i * 5) % 7);
+    boxes[static_cast<size_t>(i * 4)] = x + 0.25f;
+    boxes[static_cast<size_t>(i * 4 + 1)] = y;
+    boxes[static_cast<size_t>(i * 4 + 2)] = x + 2.5f + static_cast<float>(i % 4);
+    boxes[static_cast<size_t>(i * 4 + 3)] = y + 1.75f + static_cast<float>(i % 5);
+  }
+  for (size_t e = 0; e < feats.size(); ++e) feats[e] = static_cast<float>((e * 37) % 23) / 11.0f - 1.0f;
+  for (size_t e = 0; e < image.size(); ++e) image[e] = static_cast<float>((e * 53) % 31) / 7.0f - 2.0f;
+  CTX_RETURN_IF_ERROR(ir::saveNpy(ir::Tensor::fromVector(ir::ElemType::Float, {kRows}, scores), dir / "input_0.npy"));
+  CTX_RETURN_IF_ERROR(
+      ir::saveNpy(ir::Tensor::fromVector(ir::ElemType::Float, {kRows, kFeat}, feats), dir / "input_1.npy"));
+  CTX_RETURN_IF_ERROR(ir::saveNpy(ir::Tensor::fromVector(ir::ElemType::Float, {kRows, 4}, boxes), dir / "input_2.npy"));
+  return ir::saveNpy(ir::Tensor::fromVector(ir::ElemType::Float, {1, 2, kImage, kImage}, image), dir / "input_3.npy");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: make_detector_head OUT.onnx INPUT_DIR\n");
+  const bool rows = argc == 4 && std::string(argv[1]) == "--rows";
+  if (argc != 3 && !rows) {
+    std::fprintf(stderr, "usage: make_detector_head [--rows] OUT.onnx INPUT_DIR\n");
     return 2;
   }
-  const std::filesystem::path inputs(argv[2]);
-  Status st = onnx_io::saveModel(detectorHead(), argv[1]);
-  if (st) st = writeInputs(inputs / "none", true, -5.0f, false);  // every score below both thresholds
-  if (st) st = writeInputs(inputs / "some", false, -2.0f, true);  // overlapping boxes, a few scores above both
-  if (st) st = writeInputs(inputs / "all", true, 5.0f, false);    // the bounds: 12 boxes, 48 scores above 0.7
+  const std::filesystem::path inputs(argv[rows ? 3 : 2]);
+  Status st = onnx_io::saveModel(rows ? rowOps() : detectorHead(), argv[rows ? 2 : 1]);
+  if (rows) {
+    // No score above 0.5, every other one, and all 16 (the bound).
+    if (st) st = writeRowInputs(inputs / "none", [](int64_t) { return false; });
+    if (st) st = writeRowInputs(inputs / "some", [](int64_t i) { return i % 3 != 1; });
+    if (st) st = writeRowInputs(inputs / "all", [](int64_t) { return true; });
+  } else {
+    if (st) st = writeInputs(inputs / "none", true, -5.0f, false);  // every score below both thresholds
+    if (st) st = writeInputs(inputs / "some", false, -2.0f, true);  // overlapping boxes, a few scores above both
+    if (st) st = writeInputs(inputs / "all", true, 5.0f, false);    // the bounds: 12 boxes, 48 scores above 0.7
+  }
   if (!st) {
     std::fprintf(stderr, "make_detector_head: %s\n", st.error().message().c_str());
     return 1;

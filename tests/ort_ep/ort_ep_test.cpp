@@ -19,6 +19,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <thread>
 
 using namespace ctxkit;
@@ -102,6 +103,31 @@ TEST_CASE("--share: prefill and decode from one .bin, and the virtual NPU device
     INFO(stem << ": " << c.detail);
     CHECK(c.ok);
   }
+}
+
+TEST_CASE("a bounded program in ORT: the detector head's outputs come back at each run's extent", "[bounded]") {
+  // make_detector_head (tests/oracle): NonMaxSuppression, NonZero and TopK with a computed k, and the ops behind them.
+  // On cpu every node compiles into one program planned at the bounds (docs/compiler.md#bounded-programs); its
+  // outputs are declared with a symbolic dimension where a run computes the extent, so ORT takes what the run gives.
+  TempDir out("ort_ep_bounded");
+  const fs::path model = out / "detector_head.onnx";
+  ctxkit::testing::runToolOk(CTXKIT_MAKE_DETECTOR_HEAD, {model.string(), (out / "inputs").string()});
+  ctxgen({model.string(), "--target", "cpu", "-o", (out / "cpu").string(), "-q"});
+  const fs::path ctx = out / "cpu" / "detector_head_ctx.onnx";
+  REQUIRE(countNodes(ctx, true) == 1);
+  REQUIRE(countNodes(ctx, false) == 0);
+  std::set<size_t> rows;
+  for (uint32_t seed : {7u, 8u, 9u, 10u}) {
+    Comparison c = matchesCpu(ctx, model, {}, seed);
+    INFO("seed " << seed << ": " << c.detail);
+    CHECK(c.ok);
+    Ort::Session session = cpuSession(model);
+    Feeds feeds = makeFeeds(session, seed);
+    rows.insert(static_cast<size_t>(run(session, feeds)[0].GetTensorTypeAndShapeInfo().GetShape()[0]));
+    std::cout << "ort_ep: detector head (bounded program), seed " << seed << ": " << c.elements
+              << " output values match ORT's CPU EP, max |diff| " << c.maxAbsDiff << "\n";
+  }
+  CHECK(rows.size() >= 2);  // the seeds select different row counts: the extents do vary
 }
 
 TEST_CASE("fallback nodes run on ORT's CPU EP between several ctxkit EPContext nodes", "[fallback]") {

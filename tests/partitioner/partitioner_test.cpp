@@ -134,3 +134,77 @@ TEST_CASE("a node whose attribute failed to decode at import keeps the decoder's
         std::string::npos);
   CHECK(ops::lateDecodes() == before);  // read from the node, not decoded again
 }
+
+namespace {
+
+// scores [6] > 0.5 -> NonZero -> [1, <=6] -> Squeeze -> rows [<=6]; Gather(data [6, 4], rows) -> picked [<=6, 4];
+// MatMul(picked, w [4, 3]) -> y (row-independent); Exp(picked) (not on the target below) -> Relu (reads a bounded value
+// a fallback node made); Transpose(picked) [4, <=6] -> MatMul(., v [6, 2]) (contracts over the bounded rows).
+ir::Graph boundedRows() {
+  ir::Graph g;
+  g.name = "bounded_rows";
+  g.inputs = {floatValue("scores", dims({6})), floatValue("data", dims({6, 4}))};
+  g.initializers = {floatInit("half", {}), floatInit("w", {4, 3}), floatInit("v", {6, 2}),
+                    ir::Initializer{"axes", ir::Tensor::fromVector(ir::ElemType::Int64, {1}, std::vector<int64_t>{0}),
+                                    std::nullopt}};
+  g.outputs = {floatValue("y", {}), floatValue("r", {}), floatValue("z", {})};
+  ir::Node transpose = node("Transpose", {"picked"}, {"cols"});
+  transpose.attrs.set(ir::Attribute::makeInts("perm", {1, 0}));
+  g.nodes = {node("Greater", {"scores", "half"}, {"mask"}),
+             node("NonZero", {"mask"}, {"idx"}),
+             node("Squeeze", {"idx", "axes"}, {"rows"}),
+             node("Gather", {"data", "rows"}, {"picked"}),
+             node("MatMul", {"picked", "w"}, {"y"}),
+             node("Exp", {"picked"}, {"e"}),
+             node("Relu", {"e"}, {"r"}),
+             transpose,
+             node("MatMul", {"cols", "v"}, {"z"})};
+  for (ir::Node& n : g.nodes) ops::decodeNode(n);
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("bounded shapes: a target with bounded_shapes compiles what follows a root, and refuses a bound a node "
+          "cannot take before lowering",
+          "[partitioner][bounded]") {
+  const ir::Graph g = boundedRows();
+  auto facts = analysis::analyzeGraph(g, {});
+  REQUIRE(facts);
+  const std::string ops = R"("ops":[{"op":"Greater"},{"op":"NonZero"},{"op":"Squeeze"},{"op":"Gather"},{"op":"MatMul"},)"
+                          R"({"op":"Transpose"},{"op":"Relu"}]})";
+  auto target = partitioner::parseTarget(
+      R"({"name":"t","bounded_shapes":true,"element_types":["float32","bool","int64"],)" + ops, "bounded target");
+  REQUIRE(target);
+  CHECK(target->boundedShapes);
+  auto plan = partitioner::partitionGraph(g, *facts, *target);
+  using partitioner::NodePlacement;
+  // Greater, NonZero (a root: its bound from the analysis), Squeeze, Gather, MatMul over rows, Transpose: one partition.
+  for (size_t i : {0, 1, 2, 3, 4, 7}) {
+    INFO("node " << i << ": " << plan.nodes[i].reason);
+    CHECK(plan.nodes[i].placement == NodePlacement::Compiled);
+  }
+  CHECK(plan.partitions.size() == 1);
+  CHECK_THAT(plan.nodes[5].reason, Catch::Contains("Exp"));
+  // A program's inputs are exact: Relu reads the bounded e that the fallback Exp makes.
+  CHECK(plan.nodes[6].placement == NodePlacement::Fallback);
+  CHECK_THAT(plan.nodes[6].reason, Catch::Contains("'e' has a bounded shape and is computed outside"));
+  // Contracting over a bounded dimension against a fixed weight holds at the bound only: refused here, not in lowering.
+  CHECK(plan.nodes[8].placement == NodePlacement::Fallback);
+  CHECK_THAT(plan.nodes[8].reason, Catch::Contains("a bounded dimension it reads must be exact"));
+
+  // Without the flag (npu-sim's choice) every node behind the root stays on the fallback path, as before.
+  auto without = partitioner::parseTarget(R"({"name":"t","element_types":["float32","bool","int64"],)" + ops, "t");
+  REQUIRE(without);
+  CHECK(!without->boundedShapes);
+  auto staticPlan = partitioner::partitionGraph(g, *facts, *without);
+  CHECK(staticPlan.nodes[0].placement == NodePlacement::Compiled);
+  for (size_t i = 1; i < g.nodes.size(); ++i) CHECK(staticPlan.nodes[i].placement == NodePlacement::Fallback);
+  CHECK_THAT(staticPlan.nodes[1].reason, Catch::Contains("shape rule cannot run at compile time"));
+
+  // The built-in targets: cpu takes bounds, npu-sim keeps its programs static.
+  CHECK(partitioner::loadTarget("cpu")->boundedShapes);
+  CHECK(!partitioner::loadTarget("npu-sim")->boundedShapes);
+  CHECK_THAT(partitioner::parseTarget(R"({"name":"t","bounded_shapes":1,"ops":[{"op":"Add"}]})", "t").error().message(),
+             Catch::Contains("bounded_shapes: expected true or false"));
+}

@@ -55,7 +55,8 @@ Expected<int32_t> tensorFor(LoweringState& state, ValueId v) {
     r.tensor = t;
     return t;
   }
-  // A boundary value: as analysis knows it (the lowering retypes and reshapes only values it computes).
+  // A boundary value: as analysis knows it (the lowering retypes and reshapes only values it computes). A program's
+  // inputs are exact: the partitioner keeps a bounded value's readers with its producer.
   if (!r.shape) return makeError(ErrorCode::Internal, "boundary value '{}' has no static shape", name);
   auto bytes = ir::storageBytes(r.type, ir::elementCount(*r.shape).value_or(0));
   if (!bytes)
@@ -71,6 +72,21 @@ Expected<int32_t> tensorFor(LoweringState& state, ValueId v) {
   return t;
 }
 
+// An output of an op touching a bounded value, as the analysis knows it: a static shape, or the bound with `mask`
+// set for each dimension where the lower bound differs (at most 8: a program's mask is a byte).
+Expected<kernels::OutputDesc> boundedOutput(const LoweringState& state, ValueId v, uint8_t& mask) {
+  mask = 0;
+  if (v == kNoValue) return kernels::OutputDesc{};  // (an absent output in the middle: no tensor is made for it)
+  const ValueRecord& r = state.record(v);
+  if (r.shape) return kernels::OutputDesc{state.typeOf(v), *r.shape};
+  if (!r.bound || !r.low || r.bound->size() > 8)
+    return makeError(ErrorCode::Internal, "value '{}' has neither a static shape nor a bound of rank 8 or less",
+                     r.name);
+  for (size_t d = 0; d < r.bound->size(); ++d)
+    if ((*r.low)[d] != (*r.bound)[d]) mask = static_cast<uint8_t>(mask | (1u << d));
+  return kernels::OutputDesc{r.type, *r.bound};
+}
+
 void markRead(LoweringState& state, int32_t t) {
   if (t < 0) return;
   const TensorDesc& d = state.result.program.tensors[t];
@@ -84,8 +100,12 @@ Status emit(LoweringState& state, const LOp& op) {
   // A view needs only its data input; shape/axes inputs were used up by static shape inference.
   // An op computed at load (fold-constants' loadTime) writes load-time tensors, never views.
   const bool atLoad = std::any_of(op.outputs.begin(), op.outputs.end(), [&](ValueId o) { return state.isLoadTime(o); });
+  // An op reading or writing a bounded value runs at the extents each run computes: never a view (a view's base is
+  // exact, docs/format/program.md#bounded-tensors), its outputs as the analysis bounds them (the shape rule of a root
+  // cannot run at compile time).
+  const bool bounded = state.touchesBounded(op);
   bool asView = ir::isView(op.kind) && op.outputs.size() == 1 && !state.leaves(op.outputs[0]) && !op.inputs.empty() &&
-                op.inputs[0] != kNoValue && !state.constantOf(op.inputs[0]) && !atLoad;
+                op.inputs[0] != kNoValue && !state.constantOf(op.inputs[0]) && !atLoad && !bounded;
   for (ValueId in : op.inputs) {
     if (asView && !inputs.empty()) break;
     if (in == kNoValue) {
@@ -124,7 +144,15 @@ Status emit(LoweringState& state, const LOp& op) {
   kernels::OpContext ctx{kind, op.opset, op.onnx, op.name, nullptr, &op.typed};
   size_t outputCount = op.outputs.size();
   while (outputCount > 0 && op.outputs[outputCount - 1] == kNoValue) --outputCount;
-  CTX_ASSIGN_OR_RETURN(auto outs, kernels::inferOutputs(ctx, descs, outputCount));
+  std::vector<kernels::OutputDesc> outs;
+  std::vector<uint8_t> masks(outputCount, 0);
+  if (bounded) {
+    for (size_t o = 0; o < outputCount; ++o) {
+      CTX_ASSIGN_OR_RETURN(outs.emplace_back(), boundedOutput(state, op.outputs[o], masks[o]));
+    }
+  } else {
+    CTX_ASSIGN_OR_RETURN(outs, kernels::inferOutputs(ctx, descs, outputCount));
+  }
   size_t opIndex = state.result.program.ops.size();
   for (int32_t t : inputs) markRead(state, t);
   program::Indices outputs;
@@ -145,7 +173,8 @@ Status emit(LoweringState& state, const LOp& op) {
                                       0,
                                       *bytes,
                                       program::Name(name),
-                                      {}});
+                                      {},
+                                      masks[o]});
       state.result.program.outputs.push_back(t);
       state.result.outputs.push_back(name);
     } else if (atLoad) {
@@ -162,10 +191,15 @@ Status emit(LoweringState& state, const LOp& op) {
       t = addTensor(state, TensorDesc{TensorKind::LoadTime, outs[o].type, program::toDims(outs[o].shape), 0, 0, size,
                                       program::Name(name), layout});
     } else {
-      t = addTensor(
-          state,
-          TensorDesc{
-              TensorKind::Arena, outs[o].type, program::toDims(outs[o].shape), 0, 0, *bytes, program::Name(name), {}});
+      t = addTensor(state, TensorDesc{TensorKind::Arena,
+                                      outs[o].type,
+                                      program::toDims(outs[o].shape),
+                                      0,
+                                      0,
+                                      *bytes,
+                                      program::Name(name),
+                                      {},
+                                      masks[o]});
       state.firstUse[t] = state.lastUse[t] = opIndex;
     }
     if (v != kNoValue) state.record(v).tensor = t;

@@ -98,6 +98,7 @@ Expected<ir::PassChange> FuseQdq::run(LoweringState& state) const {
   auto is8Bit = [](ir::ElemType t) { return t == ir::ElemType::Int8 || t == ir::ElemType::Uint8; };
   for (size_t i = 0; i < ops.size(); ++i) {
     const LOp& op = ops[i];
+    if (state.touchesBounded(op)) continue;
     const bool conv = op.kind == ir::OpKind::Conv, gemm = op.kind == ir::OpKind::Gemm,
                matmul = op.kind == ir::OpKind::MatMul || gemm;
     if ((!conv && !matmul) || op.inputs.size() < 2 || op.outputs.size() != 1 || op.epilogue) continue;

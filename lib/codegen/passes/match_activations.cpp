@@ -40,6 +40,7 @@ Expected<ir::PassChange> MatchActivations::run(LoweringState& state) const {
   auto& ops = state.ops;
   size_t matches = 0, removed = 0;
   for (size_t d = 0; d < ops.size(); ++d) {
+    if (state.touchesBounded(ops[d])) continue;  // (the ops it matches before it read the same x)
     if (matchHardSigmoidProduct(state, d)) {
       ++matches, ++removed;
       d = 0;
