@@ -399,7 +399,8 @@ TEST_CASE("kernel choices: an optional section, round-tripped, and refused where
           "[program]") {
   // No choice: the bytes end with the output list, as before the section existed.
   const auto plain = program::serialize(convProgram(1, cpu::ConvAlgorithm::Heuristic));
-  for (auto a : {cpu::ConvAlgorithm::Direct, cpu::ConvAlgorithm::Gemm, cpu::ConvAlgorithm::Panels}) {
+  for (auto a : {cpu::ConvAlgorithm::Direct, cpu::ConvAlgorithm::Gemm, cpu::ConvAlgorithm::Panels,
+                 cpu::ConvAlgorithm::GroupedBlocks}) {
     const auto bytes = program::serialize(convProgram(1, a));
     CHECK(bytes.size() == plain.size() + 8 + 4 + 9);
     CHECK(std::equal(plain.begin(), plain.end(), bytes.begin()));
