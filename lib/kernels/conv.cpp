@@ -552,13 +552,13 @@ CTX_SIMD_CLONES void groupedRows(const float* xp, const float* wt, int64_t block
   }
 }
 
-// One image's group: `xg` its cg input planes, `wg` its packed blocks, `yg` its mg output planes.
-void groupedBlocks(const float* xg, int64_t cg, const float* wg, const float* biasG, float* yg, int64_t mg,
-                   const Window3& w, const ops::Epilogue& act) {
+// Blocks [b0, b1) of one image's group: `xg` its cg input planes, `wg` its packed blocks, `yg` its mg output planes.
+void groupedBlocks(const float* xg, int64_t cg, const float* wg, const float* biasG, float* yg, int64_t mg, int64_t b0,
+                   int64_t b1, const Window3& w, const ops::Epilogue& act) {
   constexpr int64_t L = kGroupedLanes;
   const GroupedGeometry geo = groupedGeometry(w);
   const int64_t inSize = w.in[1] * w.in[2], outSize = w.out[1] * w.out[2], outW = w.out[2];
-  const int64_t taps = w.kernel[1] * w.kernel[2], blocks = groupedBlockCount(mg), blockStep = taps * cg * L;
+  const int64_t taps = w.kernel[1] * w.kernel[2], blockStep = taps * cg * L;
   std::vector<float>& scratch = threadScratch().depthwise;
   scratch.resize(static_cast<size_t>(groupedScratch(w, cg)));
   float* xp = scratch.data();
@@ -582,8 +582,8 @@ void groupedBlocks(const float* xg, int64_t cg, const float* wg, const float* bi
   float bias[2 * L];
   for (int64_t oh0 = 0; oh0 < w.out[1]; oh0 += geo.tileRows) {
     const int64_t oh1 = std::min(w.out[1], oh0 + geo.tileRows), positions = (oh1 - oh0) * outW;
-    for (int64_t b = 0; b < blocks;) {
-      const int64_t pair = b + 2 <= blocks ? 2 : 1;
+    for (int64_t b = b0; b < b1;) {
+      const int64_t pair = b + 2 <= b1 ? 2 : 1;
       for (int64_t j = 0; j < pair * L; ++j) {
         const int64_t m = b * L + j;
         bias[j] = biasG && m < mg ? biasG[m] : 0.0f;
@@ -598,15 +598,23 @@ void groupedBlocks(const float* xg, int64_t cg, const float* wg, const float* bi
       b += pair;
     }
   }
-  applyFusedActivation(act, yg, static_cast<size_t>(mg * outSize));
+  const int64_t m0 = b0 * L, m1 = std::min(mg, b1 * L);
+  applyFusedActivation(act, yg + m0 * outSize, static_cast<size_t>((m1 - m0) * outSize));
 }
 
 // Whether a grouped Conv runs on grouped-blocks by default: at least two input channels per group, 1-D or 2-D, and
 // output channels that fill at least 3/4 of their blocks' lanes. From ctxgen --tune's timings (AVX-512, one thread)
 // of ResNeXt-50 and RegNetX-400MF: 16 and 32 channels per group 0.2-0.8x the direct path's time (onto 4x4 to 56x56,
 // strides 1 and 2); 8 per group (half the lanes idle) 1.5x at stride 1 onto 14x14, 0.75x at stride 2; 4 per group 3x.
+// A dense Conv (one group) too, when it has taps beyond 1x1, no dilation (bands of output rows skip the taps that
+// land in the padding, which this kernel multiplies) and at least kDenseBlocksMinChannels input channels (first
+// layers of 3 channels: the direct path 0.8x): 0.6-0.9x the time of the panels path on the 3x3s of GoogLeNet,
+// ResNet-18 and SqueezeNet (onto 3x3 to 28x28; 192 channels onto 3x3 and 512 onto 4x4 1.0-1.1x).
+constexpr int64_t kDenseBlocksMinChannels = 8;
 bool groupedOnBlocks(const Window3& w, int64_t cg, int64_t mg, int64_t group) {
-  return group > 1 && cg >= 2 && 4 * mg >= 3 * groupedBlockCount(mg) * kGroupedLanes && groupedBlocksFit(w);
+  if (!groupedBlocksFit(w) || cg < 2 || 4 * mg < 3 * groupedBlockCount(mg) * kGroupedLanes) return false;
+  return group > 1 ||
+         (cg >= kDenseBlocksMinChannels && w.kernel[1] * w.kernel[2] > 1 && w.dilation[1] == 1 && w.dilation[2] == 1);
 }
 
 // A weight packed for grouped-blocks at prepare (planConvOnce).
@@ -763,7 +771,7 @@ bool convRunsOnPanels(const ops::ConvAttrs& attrs, std::span<const int64_t> x, s
   if (!window) return false;
   const Window3 w = toWindow3(*window);
   const int64_t positions = w.out[0] * w.out[1] * w.out[2];
-  if (positions <= 0) return false;
+  if (positions <= 0 || groupedOnBlocks(w, x[1], weight[0], 1)) return false;
   if (positions <= cpu::kSmallConvOutputs && (isPointwise(w) || !fewOutputsDirect(w, weight[0]))) return true;
   // The direct path reads no unfolded input; bands of output rows skip the taps that land in the padding (dilated
   // convs at small sizes), which a GEMM over every tap would multiply.
@@ -887,16 +895,24 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
       packGroupedWeights(pw, p.group, cg, mg, kSize, dst);
       packed = dst;
     }
+    // Work items are (image, group, range of blocks): a group's blocks are split when there are too few groups to
+    // give each thread two items (a dense Conv is one group); each item builds the group's padded plane itself.
     const float* pb = bias ? bias->dataAs<float>() : nullptr;
-    const int64_t groupFloats = groupedWeightFloats(1, cg, mg, kSize);
-    parallelForWork(
-        ctx, static_cast<size_t>(jobs), static_cast<size_t>(outSize * rows * mg), [&](size_t j0, size_t j1) {
-          for (auto j = static_cast<int64_t>(j0); j < static_cast<int64_t>(j1); ++j) {
-            const int64_t n = j / p.group, g = j % p.group;
-            groupedBlocks(px + (n * p.channels + g * cg) * inSize, cg, packed + g * groupFloats,
-                          pb ? pb + g * mg : nullptr, py + (n * p.outChannels + g * mg) * outSize, mg, w, act);
-          }
-        });
+    const int64_t groupFloats = groupedWeightFloats(1, cg, mg, kSize), blocks = groupedBlockCount(mg);
+    const int64_t threads = ctx.pool ? ctx.pool->threads() : 1;
+    const int64_t ranges = threads > 1 ? std::min(blocks, (2 * threads + jobs - 1) / jobs) : 1;
+    const int64_t perRange = (blocks + ranges - 1) / ranges;
+    parallelForWork(ctx, static_cast<size_t>(jobs * ranges),
+                    static_cast<size_t>(outSize * rows * perRange * kGroupedLanes), [&](size_t i0, size_t i1) {
+                      for (auto i = static_cast<int64_t>(i0); i < static_cast<int64_t>(i1); ++i) {
+                        const int64_t j = i / ranges, b0 = i % ranges * perRange;
+                        const int64_t n = j / p.group, g = j % p.group;
+                        if (b0 >= blocks) continue;
+                        groupedBlocks(px + (n * p.channels + g * cg) * inSize, cg, packed + g * groupFloats,
+                                      pb ? pb + g * mg : nullptr, py + (n * p.outChannels + g * mg) * outSize, mg, b0,
+                                      std::min(blocks, b0 + perRange), w, act);
+                      }
+                    });
     return Status::ok();
   }
   if (algorithm == cpu::ConvAlgorithm::Direct) {
@@ -1067,7 +1083,7 @@ std::vector<cpu::ConvAlgorithm> convAlgorithms(const ops::ConvAttrs& attrs, std:
   std::vector<ConvAlgorithm> all{first};
   const bool depthwise = weight[1] == 1 && weight[0] == attrs.group && x[1] == attrs.group && x.size() <= 4;
   // grouped-blocks for grouped Convs with more than one channel per group (a depthwise one would fill one lane).
-  const bool grouped = attrs.group > 1 && !depthwise && x.size() <= 4;
+  const bool grouped = !depthwise && x.size() <= 4;
   for (ConvAlgorithm a : {ConvAlgorithm::Panels, ConvAlgorithm::DepthwiseSmallMap, ConvAlgorithm::GroupedBlocks,
                           ConvAlgorithm::Direct, ConvAlgorithm::Gemm}) {
     if (a == first || (a == ConvAlgorithm::Panels && (attrs.group != 1 || !constantWeight)) ||

@@ -224,6 +224,8 @@ TEST_CASE("every Conv algorithm matches a plain loop on odd shapes, serially and
       {"grouped over several tiles", {1, 32, 40, 35}, {64, 16, 3, 3}, 2, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
       {"grouped 64 per group", {1, 128, 5, 4}, {128, 64, 3, 3}, 2, {1, 1}, {1, 1}, {1, 1, 1, 1}, false},
       {"grouped 5 in 24 out batch 3", {3, 10, 6, 9}, {48, 5, 3, 3}, 2, {2, 1}, {1, 1}, {1, 1, 1, 1}, true},
+      // One group of 9 channels and 70 outputs (5 blocks, split between threads), a 5x3 kernel with stride 2 x 1.
+      {"dense on blocks, 5x3 kernel", {1, 9, 11, 8}, {70, 9, 5, 3}, 1, {2, 1}, {1, 1}, {2, 1, 2, 1}, true},
   };
   kernels::ThreadPool pool(2);
   kernels::ThreadPool* const pools[] = {nullptr, &pool};
@@ -261,12 +263,20 @@ TEST_CASE("the default Conv algorithm is the heuristic's: panels for dense Convs
           "maps, direct for few channels") {
   ops::ConvAttrs dense;
   dense.window.pads.emplace(4, 1);
-  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 256, 14, 14}, ir::Shape{256, 256, 3, 3}, true) ==
+  ops::ConvAttrs pointwise;
+  CHECK(kernels::convHeuristic(pointwise, ir::Shape{1, 1024, 7, 7}, ir::Shape{1024, 1024, 1, 1}, true) ==
         ConvAlgorithm::Panels);
   // Without a constant weight there are no panels to read.
-  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 256, 14, 14}, ir::Shape{256, 256, 3, 3}, false) ==
+  CHECK(kernels::convHeuristic(pointwise, ir::Shape{1, 1024, 7, 7}, ir::Shape{1024, 1024, 1, 1}, false) ==
         ConvAlgorithm::Gemm);
-  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 16, 56, 56}, ir::Shape{16, 16, 3, 3}, true) ==
+  // Dense 3x3s of 8 or more channels run on grouped-blocks (one group); dilated ones on panels, first layers direct.
+  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 256, 14, 14}, ir::Shape{256, 256, 3, 3}, true) ==
+        ConvAlgorithm::GroupedBlocks);
+  ops::ConvAttrs dilated = dense;
+  dilated.window.dilations.emplace(2, 2);
+  CHECK(kernels::convHeuristic(dilated, ir::Shape{1, 256, 14, 14}, ir::Shape{256, 256, 3, 3}, true) ==
+        ConvAlgorithm::Panels);
+  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 3, 56, 56}, ir::Shape{16, 3, 3, 3}, true) ==
         ConvAlgorithm::Direct);
   ops::ConvAttrs depthwise = dense;
   depthwise.group = 96;
