@@ -607,14 +607,18 @@ void groupedBlocks(const float* xg, int64_t cg, const float* wg, const float* bi
 // of ResNeXt-50 and RegNetX-400MF: 16 and 32 channels per group 0.2-0.8x the direct path's time (onto 4x4 to 56x56,
 // strides 1 and 2); 8 per group (half the lanes idle) 1.5x at stride 1 onto 14x14, 0.75x at stride 2; 4 per group 3x.
 // A dense Conv (one group) too, when it has taps beyond 1x1, no dilation (bands of output rows skip the taps that
-// land in the padding, which this kernel multiplies) and at least kDenseBlocksMinChannels input channels (first
-// layers of 3 channels: the direct path 0.8x): 0.6-0.9x the time of the panels path on the 3x3s of GoogLeNet,
-// ResNet-18 and SqueezeNet (onto 3x3 to 28x28; 192 channels onto 3x3 and 512 onto 4x4 1.0-1.1x).
+// land in the padding, which this kernel multiplies), at least kDenseBlocksMinChannels input channels (first layers
+// of 3 channels: the direct path 0.8x) and a depth (input channels x taps) of at most kDenseBlocksMaxDepth: every run
+// of outputs streams its blocks' weights (depth x 16 floats each) once, which the panels path's GEMM blocks by depth
+// instead (512 channels 3x3 onto 4x4 and 192 onto 3x3: 1.0-1.1x the panels path). Measured 0.6-0.9x the panels
+// path's time on the 3x3s of GoogLeNet, ResNet-18 and SqueezeNet of depth 144 to 2304, onto 3x3 to 28x28.
 constexpr int64_t kDenseBlocksMinChannels = 8;
+constexpr int64_t kDenseBlocksMaxDepth = 2304;
 bool groupedOnBlocks(const Window3& w, int64_t cg, int64_t mg, int64_t group) {
   if (!groupedBlocksFit(w) || cg < 2 || 4 * mg < 3 * groupedBlockCount(mg) * kGroupedLanes) return false;
-  return group > 1 ||
-         (cg >= kDenseBlocksMinChannels && w.kernel[1] * w.kernel[2] > 1 && w.dilation[1] == 1 && w.dilation[2] == 1);
+  const int64_t taps = w.kernel[1] * w.kernel[2];
+  return group > 1 || (cg >= kDenseBlocksMinChannels && taps > 1 && cg * taps <= kDenseBlocksMaxDepth &&
+                       w.dilation[1] == 1 && w.dilation[2] == 1);
 }
 
 // A weight packed for grouped-blocks at prepare (planConvOnce).

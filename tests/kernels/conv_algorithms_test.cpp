@@ -276,6 +276,8 @@ TEST_CASE("the default Conv algorithm is the heuristic's: panels for dense Convs
   dilated.window.dilations.emplace(2, 2);
   CHECK(kernels::convHeuristic(dilated, ir::Shape{1, 256, 14, 14}, ir::Shape{256, 256, 3, 3}, true) ==
         ConvAlgorithm::Panels);
+  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 512, 7, 7}, ir::Shape{512, 512, 3, 3}, true) ==
+        ConvAlgorithm::Panels);  // depth 4608
   CHECK(kernels::convHeuristic(dense, ir::Shape{1, 3, 56, 56}, ir::Shape{16, 3, 3, 3}, true) ==
         ConvAlgorithm::Direct);
   ops::ConvAttrs depthwise = dense;
