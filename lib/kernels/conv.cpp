@@ -602,6 +602,12 @@ void groupedBlocks(const float* xg, int64_t cg, const float* wg, const float* bi
   applyFusedActivation(act, yg + m0 * outSize, static_cast<size_t>((m1 - m0) * outSize));
 }
 
+bool isPointwise(const Window3& w) {
+  for (int i = 0; i < 3; ++i)
+    if (w.kernel[i] != 1 || w.stride[i] != 1 || w.padBegin[i] != 0 || w.padEnd[i] != 0) return false;
+  return true;
+}
+
 // Whether a grouped Conv runs on grouped-blocks by default: at least two input channels per group, 1-D or 2-D, and
 // output channels that fill at least 3/4 of their blocks' lanes. From ctxgen --tune's timings (AVX-512, one thread)
 // of ResNeXt-50 and RegNetX-400MF: 16 and 32 channels per group 0.2-0.8x the direct path's time (onto 4x4 to 56x56,
@@ -612,13 +618,23 @@ void groupedBlocks(const float* xg, int64_t cg, const float* wg, const float* bi
 // of outputs streams its blocks' weights (depth x 16 floats each) once, which the panels path's GEMM blocks by depth
 // instead (512 channels 3x3 onto 4x4 and 192 onto 3x3: 1.0-1.1x the panels path). Measured 0.6-0.9x the panels
 // path's time on the 3x3s of GoogLeNet, ResNet-18 and SqueezeNet of depth 144 to 2304, onto 3x3 to 28x28.
+// And a dense 1x1 onto a small map (kPointwiseBlocksMinOutputs to kPointwiseBlocksMaxOutputs positions, rows of 5 or
+// more) of at most kPointwiseBlocksMaxDepth input channels: 0.6-0.95x the best of the GEMM paths on MnasNet's and
+// GoogLeNet's 1x1s onto 5x5 and 6x6 (depth 40 to 480); onto 3x3 (rows of 3: runs of 3 outputs per weight load) and
+// at depth 512 or more 1.05-1.4x; onto 11x11 and larger the GEMM paths win.
 constexpr int64_t kDenseBlocksMinChannels = 8;
 constexpr int64_t kDenseBlocksMaxDepth = 2304;
+constexpr int64_t kPointwiseBlocksMinOutputs = 25, kPointwiseBlocksMaxOutputs = 64, kPointwiseBlocksMinRow = 5;
+constexpr int64_t kPointwiseBlocksMaxDepth = 480;
 bool groupedOnBlocks(const Window3& w, int64_t cg, int64_t mg, int64_t group) {
   if (!groupedBlocksFit(w) || cg < 2 || 4 * mg < 3 * groupedBlockCount(mg) * kGroupedLanes) return false;
-  const int64_t taps = w.kernel[1] * w.kernel[2];
-  return group > 1 || (cg >= kDenseBlocksMinChannels && taps > 1 && cg * taps <= kDenseBlocksMaxDepth &&
-                       w.dilation[1] == 1 && w.dilation[2] == 1);
+  if (group > 1) return true;
+  const int64_t taps = w.kernel[1] * w.kernel[2], positions = w.out[1] * w.out[2];
+  if (isPointwise(w))
+    return positions >= kPointwiseBlocksMinOutputs && positions <= kPointwiseBlocksMaxOutputs &&
+           w.out[2] >= kPointwiseBlocksMinRow && cg <= kPointwiseBlocksMaxDepth;
+  return cg >= kDenseBlocksMinChannels && taps > 1 && cg * taps <= kDenseBlocksMaxDepth && w.dilation[1] == 1 &&
+         w.dilation[2] == 1;
 }
 
 // A weight packed for grouped-blocks at prepare (planConvOnce).
@@ -637,12 +653,6 @@ bool runsDirect(const Window3& w, int64_t cg, int64_t mg, int64_t group) {
   const bool fewInputs =
       cg <= kDirectMaxChannels && (mg <= kDirectFewInputsMaxOutputs || cg <= kDirectFirstLayerChannels);
   return (cg == 1 && group > 1) || (kSize > 1 && rowsWideEnough && (fewInputs || fewOutputsDirect(w, mg)));
-}
-
-bool isPointwise(const Window3& w) {
-  for (int i = 0; i < 3; ++i)
-    if (w.kernel[i] != 1 || w.stride[i] != 1 || w.padBegin[i] != 0 || w.padEnd[i] != 0) return false;
-  return true;
 }
 
 // The algorithm a run takes: the recorded one, or the heuristic's for what the op was prepared with; Heuristic when

@@ -278,6 +278,11 @@ TEST_CASE("the default Conv algorithm is the heuristic's: panels for dense Convs
         ConvAlgorithm::Panels);
   CHECK(kernels::convHeuristic(dense, ir::Shape{1, 512, 7, 7}, ir::Shape{512, 512, 3, 3}, true) ==
         ConvAlgorithm::Panels);  // depth 4608
+  // 1x1s onto 5x5 to 8x8 maps of at most 480 channels too; onto 3x3 (rows of 3) they stay on panels.
+  CHECK(kernels::convHeuristic(pointwise, ir::Shape{1, 240, 6, 6}, ir::Shape{40, 240, 1, 1}, true) ==
+        ConvAlgorithm::GroupedBlocks);
+  CHECK(kernels::convHeuristic(pointwise, ir::Shape{1, 576, 3, 3}, ir::Shape{160, 576, 1, 1}, true) ==
+        ConvAlgorithm::Panels);
   CHECK(kernels::convHeuristic(dense, ir::Shape{1, 3, 56, 56}, ir::Shape{16, 3, 3, 3}, true) ==
         ConvAlgorithm::Direct);
   ops::ConvAttrs depthwise = dense;
