@@ -14,8 +14,9 @@ enum class ConvAlgorithm : uint8_t {
   Gemm = 2,       // im2col (in bands of output rows skipping padding-only taps) + GEMM; a 1x1 reads its input as is
   Panels = 3,     // unfolded input x the weight in GEMM panels (group 1, a constant float32 weight)
   DepthwiseSmallMap = 4,  // channels in vectors, position-major (one input and one output channel per group, 1-D/2-D)
+  GroupedBlocks = 5,      // each group a small GEMM: output channels in vectors, inputs broadcast (1-D/2-D)
 };
-inline constexpr uint8_t kConvAlgorithmCount = 5;
+inline constexpr uint8_t kConvAlgorithmCount = 6;
 
 inline std::string_view convAlgorithmName(ConvAlgorithm a) {
   switch (a) {
@@ -24,6 +25,7 @@ inline std::string_view convAlgorithmName(ConvAlgorithm a) {
     case ConvAlgorithm::Gemm: return "gemm";
     case ConvAlgorithm::Panels: return "panels";
     case ConvAlgorithm::DepthwiseSmallMap: return "depthwise-small-map";
+    case ConvAlgorithm::GroupedBlocks: return "grouped-blocks";
   }
   return "unknown";
 }

@@ -438,6 +438,212 @@ void depthwiseSmallMap(const float* xn, const float* weights, const float* bias,
   applyFusedActivation(act, yn + c0 * outSize, static_cast<size_t>((c1 - c0) * outSize));
 }
 
+// A grouped Conv with output channels in vectors (grouped-blocks): each group's input planes are transposed to
+// position-major and copied into a zero-padded plane ([padded rows][padded columns][cg]); its output channels go in
+// blocks of kGroupedLanes (a vector), each block's weights packed as [taps][cg][lanes] (zeros past the group's last
+// channel: packGroupedWeights, once at prepare for a constant weight). An output of a block is its bias plus, for
+// every tap and input channel, that input broadcast times the weight vector: a small GEMM per group over its own
+// input channels and taps, kGroupedRun outputs of a row (kGroupedPairRun with two blocks) at once, in registers.
+// The direct path computes the same taps along output rows, which on the 7x7 and 14x14 maps of a grouped net's late
+// stages are shorter than its vectors (RegNetX-400MF's 16-channel groups: 2.4x ONNX Runtime's time).
+constexpr int64_t kGroupedLanes = kDepthwiseLanes;
+constexpr int kGroupedRun = 8, kGroupedPairRun = 6;
+// Output positions computed between transposes into the output planes (whole output rows, at least one).
+constexpr int64_t kGroupedTile = 256;
+// Input rows at least this wide are transposed one at a time, straight into the padded plane.
+constexpr int64_t kWideTransposeRow = 16;
+
+bool groupedBlocksFit(const Window3& w) { return w.out[0] == 1 && w.kernel[0] == 1 && w.in[0] == 1; }
+
+int64_t groupedBlockCount(int64_t mg) { return (mg + kGroupedLanes - 1) / kGroupedLanes; }
+
+// Floats of a weight packed for grouped-blocks: [group][block][tap][cg][lanes].
+int64_t groupedWeightFloats(int64_t group, int64_t cg, int64_t mg, int64_t taps) {
+  return group * groupedBlockCount(mg) * taps * cg * kGroupedLanes;
+}
+
+void packGroupedWeights(const float* w, int64_t group, int64_t cg, int64_t mg, int64_t taps, float* dst) {
+  const int64_t blocks = groupedBlockCount(mg);
+  for (int64_t g = 0; g < group; ++g)
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int64_t t = 0; t < taps; ++t)
+        for (int64_t ci = 0; ci < cg; ++ci)
+          for (int64_t l = 0; l < kGroupedLanes; ++l) {
+            const int64_t m = b * kGroupedLanes + l;
+            *dst++ = m < mg ? w[((g * mg + m) * cg + ci) * taps + t] : 0.0f;
+          }
+}
+
+// The rows and columns of a group's padded plane (depthwisePlane), and the output rows of one tile.
+struct GroupedGeometry {
+  int64_t rows = 0, cols = 0, tileRows = 0;
+};
+GroupedGeometry groupedGeometry(const Window3& w) {
+  GroupedGeometry g;
+  depthwisePlane(w, g.rows, g.cols);
+  g.tileRows = std::clamp<int64_t>(kGroupedTile / w.out[2], 1, w.out[1]);
+  return g;
+}
+
+// Floats of groupedBlocks' scratch: the padded plane, the transposed input and a tile of two blocks.
+int64_t groupedScratch(const Window3& w, int64_t cg) {
+  const GroupedGeometry g = groupedGeometry(w);
+  return (g.rows * g.cols + w.in[1] * w.in[2]) * cg + 2 * g.tileRows * w.out[2] * kGroupedLanes;
+}
+
+// `R` outputs of output row `oh` from column `ow` for `B` blocks (weights `blockStep` floats apart), into `out`
+// ([B][..][lanes], blocks `outStep` floats apart). Inputs are broadcast from the position-major plane `xp`.
+template <int R, int B>
+__attribute__((always_inline)) inline void groupedRun(const float* xp, const float* wt, int64_t blockStep,
+                                                      const float* bias, float* out, int64_t outStep, const Window3& w,
+                                                      int64_t cols, int64_t cg, int64_t oh, int64_t ow) {
+  DepthwiseLanes sum[B][R];
+#pragma GCC unroll 2
+  for (int b = 0; b < B; ++b) {
+    DepthwiseLanes bv;
+    __builtin_memcpy(&bv, bias + b * kGroupedLanes, sizeof bv);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) sum[b][r] = bv;
+  }
+  const int64_t step = w.stride[2] * cg;
+  for (int64_t kh = 0; kh < w.kernel[1]; ++kh) {
+    const float* row = xp + ((oh * w.stride[1] + kh * w.dilation[1]) * cols + ow * w.stride[2]) * cg;
+    for (int64_t kw = 0; kw < w.kernel[2]; ++kw) {
+      const float* xv = row + kw * w.dilation[2] * cg;
+      const float* wv = wt + (kh * w.kernel[2] + kw) * cg * kGroupedLanes;
+      for (int64_t ci = 0; ci < cg; ++ci) {
+        DepthwiseLanes wl[B];
+#pragma GCC unroll 2
+        for (int b = 0; b < B; ++b) __builtin_memcpy(&wl[b], wv + b * blockStep + ci * kGroupedLanes, sizeof wl[b]);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const float x = xv[r * step + ci];
+#pragma GCC unroll 2
+          for (int b = 0; b < B; ++b) sum[b][r] += x * wl[b];
+        }
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int b = 0; b < B; ++b)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) __builtin_memcpy(out + b * outStep + r * kGroupedLanes, &sum[b][r], sizeof sum[b][r]);
+}
+
+// The last `n` (< R) outputs of a row.
+template <int R, int B>
+__attribute__((always_inline)) inline void groupedTail(int64_t n, const float* xp, const float* wt, int64_t blockStep,
+                                                       const float* bias, float* out, int64_t outStep, const Window3& w,
+                                                       int64_t cols, int64_t cg, int64_t oh, int64_t ow) {
+  if constexpr (R > 0) {
+    if (n == R) groupedRun<R, B>(xp, wt, blockStep, bias, out, outStep, w, cols, cg, oh, ow);
+    else groupedTail<R - 1, B>(n, xp, wt, blockStep, bias, out, outStep, w, cols, cg, oh, ow);
+  }
+}
+
+// Output rows [oh0, oh1) of `B` blocks into `tile` ([B][positions][lanes]).
+template <int B>
+CTX_SIMD_CLONES void groupedRows(const float* xp, const float* wt, int64_t blockStep, const float* bias, float* tile,
+                                 const Window3& w, int64_t cols, int64_t cg, int64_t oh0, int64_t oh1) {
+  constexpr int R = B == 2 ? kGroupedPairRun : kGroupedRun;
+  const int64_t outW = w.out[2], outStep = (oh1 - oh0) * outW * kGroupedLanes;
+  for (int64_t oh = oh0; oh < oh1; ++oh) {
+    float* out = tile + (oh - oh0) * outW * kGroupedLanes;
+    int64_t ow = 0;
+    for (; ow + R <= outW; ow += R)
+      groupedRun<R, B>(xp, wt, blockStep, bias, out + ow * kGroupedLanes, outStep, w, cols, cg, oh, ow);
+    groupedTail<R - 1, B>(outW - ow, xp, wt, blockStep, bias, out + ow * kGroupedLanes, outStep, w, cols, cg, oh, ow);
+  }
+}
+
+// Blocks [b0, b1) of one image's group: `xg` its cg input planes, `wg` its packed blocks, `yg` its mg output planes.
+void groupedBlocks(const float* xg, int64_t cg, const float* wg, const float* biasG, float* yg, int64_t mg, int64_t b0,
+                   int64_t b1, const Window3& w, const ops::Epilogue& act) {
+  constexpr int64_t L = kGroupedLanes;
+  const GroupedGeometry geo = groupedGeometry(w);
+  const int64_t inSize = w.in[1] * w.in[2], outSize = w.out[1] * w.out[2], outW = w.out[2];
+  const int64_t taps = w.kernel[1] * w.kernel[2], blockStep = taps * cg * L;
+  std::vector<float>& scratch = threadScratch().depthwise;
+  scratch.resize(static_cast<size_t>(groupedScratch(w, cg)));
+  float* xp = scratch.data();
+  float* xt = xp + geo.rows * geo.cols * cg;
+  float* tile = xt + inSize * cg;
+  // Zeros in the padding only; rows of the input transposed straight into the plane when they are wide enough for
+  // 8x8 transposes, else all planes at once into `xt` and copied (7-wide maps: element by element otherwise). A
+  // whole-plane pass over large maps cost more than the multiply-adds (32 channels onto 112x112, 2 groups).
+  const int64_t inW = w.in[2], rowFloats = geo.cols * cg, left = w.padBegin[2] * cg, used = inW * cg;
+  std::fill(xp, xp + w.padBegin[1] * rowFloats, 0.0f);
+  std::fill(xp + (w.padBegin[1] + w.in[1]) * rowFloats, xt, 0.0f);
+  const bool wide = inW >= kWideTransposeRow;
+  if (!wide) transposeRows(xg, inSize, cg, inSize, xt, cg);
+  for (int64_t ih = 0; ih < w.in[1]; ++ih) {
+    float* row = xp + (w.padBegin[1] + ih) * rowFloats;
+    std::fill(row, row + left, 0.0f);
+    std::fill(row + left + used, row + rowFloats, 0.0f);
+    if (wide) transposeRows(xg + ih * inW, inSize, cg, inW, row + left, cg);
+    else std::memcpy(row + left, xt + ih * used, static_cast<size_t>(used) * sizeof(float));
+  }
+  float bias[2 * L];
+  for (int64_t oh0 = 0; oh0 < w.out[1]; oh0 += geo.tileRows) {
+    const int64_t oh1 = std::min(w.out[1], oh0 + geo.tileRows), positions = (oh1 - oh0) * outW;
+    for (int64_t b = b0; b < b1;) {
+      const int64_t pair = b + 2 <= b1 ? 2 : 1;
+      for (int64_t j = 0; j < pair * L; ++j) {
+        const int64_t m = b * L + j;
+        bias[j] = biasG && m < mg ? biasG[m] : 0.0f;
+      }
+      if (pair == 2) groupedRows<2>(xp, wg + b * blockStep, blockStep, bias, tile, w, geo.cols, cg, oh0, oh1);
+      else groupedRows<1>(xp, wg + b * blockStep, blockStep, bias, tile, w, geo.cols, cg, oh0, oh1);
+      for (int64_t j = 0; j < pair; ++j) {
+        const int64_t m0 = (b + j) * L;
+        transposeRows(tile + j * positions * L, L, positions, std::min(L, mg - m0), yg + m0 * outSize + oh0 * outW,
+                      outSize);
+      }
+      b += pair;
+    }
+  }
+  const int64_t m0 = b0 * L, m1 = std::min(mg, b1 * L);
+  applyFusedActivation(act, yg + m0 * outSize, static_cast<size_t>((m1 - m0) * outSize));
+}
+
+bool isPointwise(const Window3& w) {
+  for (int i = 0; i < 3; ++i)
+    if (w.kernel[i] != 1 || w.stride[i] != 1 || w.padBegin[i] != 0 || w.padEnd[i] != 0) return false;
+  return true;
+}
+
+// Whether a grouped Conv runs on grouped-blocks by default: at least two input channels per group, 1-D or 2-D, and
+// output channels that fill at least 3/4 of their blocks' lanes. From ctxgen --tune's timings (AVX-512, one thread)
+// of ResNeXt-50 and RegNetX-400MF: 16 and 32 channels per group 0.2-0.8x the direct path's time (onto 4x4 to 56x56,
+// strides 1 and 2); 8 per group (half the lanes idle) 1.5x at stride 1 onto 14x14, 0.75x at stride 2; 4 per group 3x.
+// A dense Conv (one group) too, when it has taps beyond 1x1, no dilation (bands of output rows skip the taps that
+// land in the padding, which this kernel multiplies), at least kDenseBlocksMinChannels input channels (first layers
+// of 3 channels: the direct path 0.8x) and a depth (input channels x taps) of at most kDenseBlocksMaxDepth: every run
+// of outputs streams its blocks' weights (depth x 16 floats each) once, which the panels path's GEMM blocks by depth
+// instead (512 channels 3x3 onto 4x4 and 192 onto 3x3: 1.0-1.1x the panels path). Measured 0.6-0.9x the panels
+// path's time on the 3x3s of GoogLeNet, ResNet-18 and SqueezeNet of depth 144 to 2304, onto 3x3 to 28x28.
+// And a dense 1x1 onto a small map (kPointwiseBlocksMinOutputs to kPointwiseBlocksMaxOutputs positions, rows of 5 or
+// more) of at most kPointwiseBlocksMaxDepth input channels: 0.6-0.95x the best of the GEMM paths on MnasNet's and
+// GoogLeNet's 1x1s onto 5x5 and 6x6 (depth 40 to 480); onto 3x3 (rows of 3: runs of 3 outputs per weight load) and
+// at depth 512 or more 1.05-1.4x; onto 11x11 and larger the GEMM paths win.
+constexpr int64_t kDenseBlocksMinChannels = 8;
+constexpr int64_t kDenseBlocksMaxDepth = 2304;
+constexpr int64_t kPointwiseBlocksMinOutputs = 25, kPointwiseBlocksMaxOutputs = 64, kPointwiseBlocksMinRow = 5;
+constexpr int64_t kPointwiseBlocksMaxDepth = 480;
+bool groupedOnBlocks(const Window3& w, int64_t cg, int64_t mg, int64_t group) {
+  if (!groupedBlocksFit(w) || cg < 2 || 4 * mg < 3 * groupedBlockCount(mg) * kGroupedLanes) return false;
+  if (group > 1) return true;
+  const int64_t taps = w.kernel[1] * w.kernel[2], positions = w.out[1] * w.out[2];
+  if (isPointwise(w))
+    return positions >= kPointwiseBlocksMinOutputs && positions <= kPointwiseBlocksMaxOutputs &&
+           w.out[2] >= kPointwiseBlocksMinRow && cg <= kPointwiseBlocksMaxDepth;
+  return cg >= kDenseBlocksMinChannels && taps > 1 && cg * taps <= kDenseBlocksMaxDepth && w.dilation[1] == 1 &&
+         w.dilation[2] == 1;
+}
+
+// A weight packed for grouped-blocks at prepare (planConvOnce).
+using GroupedWeights = std::vector<float>;
+
 // Whether runConv takes the direct path for a group of `cg` input channels.
 // A depthwise Conv always does: the other paths would make one im2col and one GEMM of a single row per channel (a 5x5
 // depthwise Conv onto 4x4 in MobileNetV3 spent more time unfolding than multiplying).
@@ -453,26 +659,22 @@ bool runsDirect(const Window3& w, int64_t cg, int64_t mg, int64_t group) {
   return (cg == 1 && group > 1) || (kSize > 1 && rowsWideEnough && (fewInputs || fewOutputsDirect(w, mg)));
 }
 
-bool isPointwise(const Window3& w) {
-  for (int i = 0; i < 3; ++i)
-    if (w.kernel[i] != 1 || w.stride[i] != 1 || w.padBegin[i] != 0 || w.padEnd[i] != 0) return false;
-  return true;
-}
-
 // The algorithm a run takes: the recorded one, or the heuristic's for what the op was prepared with; Heuristic when
 // the recorded one cannot run these shapes.
 cpu::ConvAlgorithm runAlgorithm(const OpContext& ctx, const ConvPlan& p, const Window3& w) {
   const int64_t cg = p.channels / p.group, mg = p.outChannels / p.group;
-  const bool depthwise = cg == 1 && mg == 1 && w.out[0] == 1 && w.kernel[0] == 1 && w.in[0] == 1;
+  const bool depthwise = cg == 1 && mg == 1 && groupedBlocksFit(w);
   const cpu::ConvAlgorithm recorded = ctx.kernel.algorithm;
   if (recorded == cpu::ConvAlgorithm::Heuristic)
     return ctx.panelsB && p.group == 1               ? cpu::ConvAlgorithm::Panels
            : depthwiseOnSmallMap(w, cg, mg, p.group) ? cpu::ConvAlgorithm::DepthwiseSmallMap
+           : groupedOnBlocks(w, cg, mg, p.group)     ? cpu::ConvAlgorithm::GroupedBlocks
            : runsDirect(w, cg, mg, p.group)          ? cpu::ConvAlgorithm::Direct
                                                      : cpu::ConvAlgorithm::Gemm;
   if ((recorded == cpu::ConvAlgorithm::Panels) != (ctx.panelsB != nullptr) ||
       (recorded == cpu::ConvAlgorithm::Panels && p.group != 1) ||
-      (recorded == cpu::ConvAlgorithm::DepthwiseSmallMap && !depthwise))
+      (recorded == cpu::ConvAlgorithm::DepthwiseSmallMap && !depthwise) ||
+      (recorded == cpu::ConvAlgorithm::GroupedBlocks && !groupedBlocksFit(w)))
     return cpu::ConvAlgorithm::Heuristic;
   return recorded;
 }
@@ -733,7 +935,7 @@ bool convRunsOnPanels(const ops::ConvAttrs& attrs, std::span<const int64_t> x, s
   if (!window) return false;
   const Window3 w = toWindow3(*window);
   const int64_t positions = w.out[0] * w.out[1] * w.out[2];
-  if (positions <= 0) return false;
+  if (positions <= 0 || groupedOnBlocks(w, x[1], weight[0], 1)) return false;
   if (positions <= cpu::kSmallConvOutputs && (isPointwise(w) || !fewOutputsDirect(w, weight[0]))) return true;
   // The direct path reads no unfolded input; bands of output rows skip the taps that land in the padding (dilated
   // convs at small sizes), which a GEMM over every tap would multiply.
@@ -768,7 +970,22 @@ cpu::ConvAlgorithm convHeuristicAlgorithm(const ops::ConvAttrs& attrs, std::span
   const Window3 w = toWindow3(*window);
   const int64_t cg = weight[1], mg = weight[0] / attrs.group;
   if (depthwiseOnSmallMap(w, cg, mg, attrs.group)) return cpu::ConvAlgorithm::DepthwiseSmallMap;
+  if (groupedOnBlocks(w, cg, mg, attrs.group)) return cpu::ConvAlgorithm::GroupedBlocks;
   return runsDirect(w, cg, mg, attrs.group) ? cpu::ConvAlgorithm::Direct : cpu::ConvAlgorithm::Gemm;
+}
+
+Expected<std::shared_ptr<const void>> planConvOnce(const OpContext& ctx, InDescs inputs) {
+  if (inputs.size() < 2 || !inputs[1].value || inputs[0].type != ElemType::Float || inputs[1].type != ElemType::Float)
+    return std::shared_ptr<const void>();
+  CTX_ASSIGN_OR_RETURN(ConvPlan p, planConv(ctx, inputs[0].shape, inputs[1].shape, nullptr));
+  const Window3 w = toWindow3(p.window);
+  const int64_t cg = p.channels / p.group, mg = p.outChannels / p.group;
+  if (p.batch * p.group == 0 || mg == 0 || runAlgorithm(ctx, p, w) != cpu::ConvAlgorithm::GroupedBlocks)
+    return std::shared_ptr<const void>();
+  const int64_t taps = w.kernel[0] * w.kernel[1] * w.kernel[2];
+  auto packed = std::make_shared<GroupedWeights>(static_cast<size_t>(groupedWeightFloats(p.group, cg, mg, taps)));
+  packGroupedWeights(inputs[1].value->dataAs<float>(), p.group, cg, mg, taps, packed->data());
+  return std::shared_ptr<const void>(std::move(packed));
 }
 
 InferResult inferConv(const OpContext& ctx, InDescs inputs, size_t outputCount) {
@@ -829,6 +1046,35 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
                         const int64_t n = i / blocks, c0 = (i % blocks) * kDepthwiseLanes;
                         depthwiseSmallMap(px + n * p.channels * inSize, pw, pb, py + n * p.outChannels * outSize, c0,
                                           std::min(p.group, c0 + kDepthwiseLanes), w, act);
+                      }
+                    });
+    return Status::ok();
+  }
+  if (algorithm == cpu::ConvAlgorithm::GroupedBlocks) {
+    // The weight packed at prepare (planConvOnce), or here into this thread's scratch (a weight computed per run).
+    const float* packed = ctx.plan ? static_cast<const GroupedWeights*>(ctx.plan)->data() : nullptr;
+    if (!packed) {
+      float* dst =
+          scratchAtLeast(threadScratch().convWeights, static_cast<size_t>(groupedWeightFloats(p.group, cg, mg, kSize)));
+      packGroupedWeights(pw, p.group, cg, mg, kSize, dst);
+      packed = dst;
+    }
+    // Work items are (image, group, range of blocks): a group's blocks are split when there are too few groups to
+    // give each thread two items (a dense Conv is one group); each item builds the group's padded plane itself.
+    const float* pb = bias ? bias->dataAs<float>() : nullptr;
+    const int64_t groupFloats = groupedWeightFloats(1, cg, mg, kSize), blocks = groupedBlockCount(mg);
+    const int64_t threads = ctx.pool ? ctx.pool->threads() : 1;
+    const int64_t ranges = threads > 1 ? std::min(blocks, (2 * threads + jobs - 1) / jobs) : 1;
+    const int64_t perRange = (blocks + ranges - 1) / ranges;
+    parallelForWork(ctx, static_cast<size_t>(jobs * ranges),
+                    static_cast<size_t>(outSize * rows * perRange * kGroupedLanes), [&](size_t i0, size_t i1) {
+                      for (auto i = static_cast<int64_t>(i0); i < static_cast<int64_t>(i1); ++i) {
+                        const int64_t j = i / ranges, b0 = i % ranges * perRange;
+                        const int64_t n = j / p.group, g = j % p.group;
+                        if (b0 >= blocks) continue;
+                        groupedBlocks(px + (n * p.channels + g * cg) * inSize, cg, packed + g * groupFloats,
+                                      pb ? pb + g * mg : nullptr, py + (n * p.outChannels + g * mg) * outSize, mg, b0,
+                                      std::min(blocks, b0 + perRange), w, act);
                       }
                     });
     return Status::ok();
@@ -947,6 +1193,10 @@ Status noteConvScratch(const OpContext& ctx, std::span<const int64_t> x, std::sp
       break;
     }
     case cpu::ConvAlgorithm::DepthwiseSmallMap: raise(ScratchBuffer::Depthwise, depthwiseScratch(w)); break;
+    case cpu::ConvAlgorithm::GroupedBlocks:
+      raise(ScratchBuffer::Depthwise, groupedScratch(w, cg));
+      if (!ctx.plan) raise(ScratchBuffer::ConvWeights, groupedWeightFloats(p.group, cg, mg, kSize));
+      break;
     case cpu::ConvAlgorithm::Direct: {
       // What PaddedPlane::load sizes for the group's planes, and directConv's runs onto narrow maps.
       int64_t ext[3];
@@ -997,10 +1247,12 @@ std::vector<cpu::ConvAlgorithm> convAlgorithms(const ops::ConvAttrs& attrs, std:
   if (first == ConvAlgorithm::Heuristic) return {};
   std::vector<ConvAlgorithm> all{first};
   const bool depthwise = weight[1] == 1 && weight[0] == attrs.group && x[1] == attrs.group && x.size() <= 4;
-  for (ConvAlgorithm a :
-       {ConvAlgorithm::Panels, ConvAlgorithm::DepthwiseSmallMap, ConvAlgorithm::Direct, ConvAlgorithm::Gemm}) {
+  // grouped-blocks for grouped Convs with more than one channel per group (a depthwise one would fill one lane).
+  const bool grouped = !depthwise && x.size() <= 4;
+  for (ConvAlgorithm a : {ConvAlgorithm::Panels, ConvAlgorithm::DepthwiseSmallMap, ConvAlgorithm::GroupedBlocks,
+                          ConvAlgorithm::Direct, ConvAlgorithm::Gemm}) {
     if (a == first || (a == ConvAlgorithm::Panels && (attrs.group != 1 || !constantWeight)) ||
-        (a == ConvAlgorithm::DepthwiseSmallMap && !depthwise))
+        (a == ConvAlgorithm::DepthwiseSmallMap && !depthwise) || (a == ConvAlgorithm::GroupedBlocks && !grouped))
       continue;
     all.push_back(a);
   }

@@ -112,8 +112,8 @@ bool supportsType(ir::OpKind kind, ir::ElemType type);
 bool convOnPanels(const ops::ConvAttrs& attrs, std::span<const int64_t> x, std::span<const int64_t> weight);
 
 // The algorithm Conv runs a float32 Conv of these shapes with when none is recorded (its heuristic: panels as
-// convOnPanels says when the weight is constant, then depthwise-small-map, direct, gemm), or Heuristic when the
-// shapes are not a Conv's. codegen's choose-kernels pass records it; ctxgen --tune may record another of
+// convOnPanels says when the weight is constant, then depthwise-small-map, grouped-blocks, direct, gemm), or Heuristic
+// when the shapes are not a Conv's. codegen's choose-kernels pass records it; ctxgen --tune may record another of
 // convAlgorithms(), all of which compute the same sums.
 cpu::ConvAlgorithm convHeuristic(const ops::ConvAttrs& attrs, std::span<const int64_t> x,
                                  std::span<const int64_t> weight, bool constantWeight);

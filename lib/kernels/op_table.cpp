@@ -42,7 +42,7 @@ const OpEntry* detail::findEntry(OpKind kind) {
   static const OpEntry matMul{inferMatMul, runMatMul, kMatMulTypes, true};
   static const OpEntry gemm{inferGemm, runGemm, kMatMulTypes, true};
   static const OpEntry softmax{inferSoftmax, runSoftmax, kFloats, true};
-  static const OpEntry conv{inferConv, runConv, kFloat32, true};
+  static const OpEntry conv{inferConv, runConv, kFloat32, true, planConvOnce};
   static const OpEntry maxPool{inferPool, runMaxPool, kMaxPoolTypes, true, planPoolOnce};
   static const OpEntry avgPool{inferPool, runAveragePool, kFloats, true, planPoolOnce};
   static const OpEntry globalAvgPool{inferGlobalPool, runGlobalAveragePool, kFloats, true};

@@ -34,6 +34,8 @@ Status runGemm(const OpContext& ctx, RunIns inputs, RunOuts outputs);
 // conv.cpp
 InferResult inferConv(const OpContext& ctx, InDescs inputs, size_t outputCount);
 Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs);
+// Packs a constant weight for the grouped-blocks kernel once, when the op runs on it (else no plan).
+Expected<std::shared_ptr<const void>> planConvOnce(const OpContext& ctx, InDescs inputs);
 // Raises the ThreadScratch marks to what a run of this prepared Conv (ctx as its runs see it, input x and the weight's
 // logical shape) will size, so that the pool reserves it on every thread when it starts, at load.
 Status noteConvScratch(const OpContext& ctx, std::span<const int64_t> x, std::span<const int64_t> weight);

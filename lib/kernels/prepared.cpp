@@ -97,12 +97,12 @@ public:
     }
     CTX_RETURN_IF_ERROR(preparePanels(ctx, inputs, layouts));
     store_ = nullptr;  // only preparing reads it: the op may outlive the store
-    // A Conv's per-thread scratch is sized now, for the pool to reserve on every thread at load (issue 29).
-    if (kind_ == ir::OpKind::Conv && inputs.size() >= 2)
-      CTX_RETURN_IF_ERROR(noteConvScratch(context(nullptr), inputs[0].shape, inputs[1].shape));
     // A plan that needs an input known only at run time (not a constant here) is worked out per run instead.
     if (entry_->plan)
       if (auto plan = entry_->plan(ctx, inputs)) plan_ = std::move(plan).value();
+    // A Conv's per-thread scratch is sized now (with its plan), for the pool to reserve on every thread at load.
+    if (kind_ == ir::OpKind::Conv && inputs.size() >= 2)
+      CTX_RETURN_IF_ERROR(noteConvScratch(context(nullptr), inputs[0].shape, inputs[1].shape));
     for (const ValueDesc& in : inputs) viaFloat_ = viaFloat_ || (in.present && isHalf(in.type));
     viaFloat_ = viaFloat_ && entry_->halfViaFloat;
     if (!viaFloat_) return Status::ok();

@@ -212,6 +212,9 @@ std::string kernelChoiceMisfit(const Program& p, const Op& op, cpu::ConvAlgorith
                            ir::shapeToString(x->shape), ir::shapeToString(w->shape), group);
       if (x->shape.size() > 4) return "depthwise-small-map computes 1-D and 2-D Convs only";
       return {};
+    case cpu::ConvAlgorithm::GroupedBlocks:
+      if (x->shape.size() > 4) return "grouped-blocks computes 1-D and 2-D Convs only";
+      return {};
   }
   return "unknown algorithm";
 }

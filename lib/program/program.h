@@ -146,7 +146,8 @@ bool isLoadTimeOp(const Program& program, const Op& op);
 
 // Whether `algorithm` can compute Conv `op` of `program` (its tensors' shapes and types, its group): Direct and Gemm
 // any float32 Conv; Panels group 1 with a float32 weight; DepthwiseSmallMap one input and one output channel per group
-// and at most 2 spatial dims. An empty string when it can, else why not (validate() rejects such a choice).
+// and at most 2 spatial dims; GroupedBlocks at most 2 spatial dims. An empty string when it can, else why not
+// (validate() rejects such a choice).
 std::string kernelChoiceMisfit(const Program& program, const Op& op, cpu::ConvAlgorithm algorithm);
 
 // Readable text for `--dump`.

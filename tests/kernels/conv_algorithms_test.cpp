@@ -212,14 +212,30 @@ TEST_CASE("every Conv algorithm matches a plain loop on odd shapes, serially and
       {"dense 3x3 in one run onto 3x23", {2, 5, 3, 23}, {6, 5, 3, 3}, 1, {1, 1}, {1, 1}, {1, 0, 1, 2}, false},
       // Rows of 21 outputs at stride 2, row by row: a block of 16, then one moved back to end at the row's end.
       {"first layer 3x3 stride 2 onto 5x21", {1, 3, 9, 42}, {7, 3, 3, 3}, 1, {2, 2}, {1, 1}, {1, 1, 1, 1}, true},
+      // grouped-blocks: 16 channels per group onto 7x7 (RegNetX's late stages); stride 2 with asymmetric pads onto
+      // rows of 7 (one run of 6 and a tail); 40 outputs per group (a pair of blocks and one of 8 lanes) with
+      // dilation; 2 and 3 channels per group; 1-D; a map of several tiles (rows of 35: runs of 8 and 6 and tails);
+      // 64 channels per group; 5 input and 24 output channels per group at batch 3 (a block of 8 lanes).
+      {"grouped 16 per group onto 7x7", {1, 48, 7, 7}, {48, 16, 3, 3}, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
+      {"grouped stride 2 asymmetric pads", {2, 32, 15, 13}, {64, 8, 3, 3}, 4, {2, 2}, {1, 1}, {1, 0, 2, 1}, true},
+      {"grouped 40 outputs per group dilation 2", {1, 6, 9, 10}, {80, 3, 3, 3}, 2, {1, 1}, {2, 2}, {2, 1, 2, 0},
+       false},
+      {"grouped 2 per group", {1, 8, 5, 6}, {8, 2, 3, 3}, 4, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
+      {"grouped 1-D stride 2", {1, 12, 19}, {18, 4, 3}, 3, {2}, {1}, {1, 2}, true},
+      {"grouped over several tiles", {1, 32, 40, 35}, {64, 16, 3, 3}, 2, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
+      {"grouped 64 per group", {1, 128, 5, 4}, {128, 64, 3, 3}, 2, {1, 1}, {1, 1}, {1, 1, 1, 1}, false},
+      {"grouped 5 in 24 out batch 3", {3, 10, 6, 9}, {48, 5, 3, 3}, 2, {2, 1}, {1, 1}, {1, 1, 1, 1}, true},
+      // One group of 9 channels and 70 outputs (5 blocks, split between threads), a 5x3 kernel with stride 2 x 1.
+      {"dense on blocks, 5x3 kernel", {1, 9, 11, 8}, {70, 9, 5, 3}, 1, {2, 1}, {1, 1}, {2, 1, 2, 1}, true},
   };
   kernels::ThreadPool pool(2);
   kernels::ThreadPool* const pools[] = {nullptr, &pool};
   std::map<ConvAlgorithm, int> runs;
   checkCases(cases, pools, std::nullopt, runs);
-  for (ConvAlgorithm a :
-       {ConvAlgorithm::Direct, ConvAlgorithm::Gemm, ConvAlgorithm::Panels, ConvAlgorithm::DepthwiseSmallMap})
+  for (ConvAlgorithm a : {ConvAlgorithm::Direct, ConvAlgorithm::Gemm, ConvAlgorithm::Panels,
+                          ConvAlgorithm::DepthwiseSmallMap, ConvAlgorithm::GroupedBlocks})
     CHECK(runs[a] > 0);
+  CHECK(runs[ConvAlgorithm::GroupedBlocks] >= 2 * 9);  // every grouped case above, serially and on 2 threads
 }
 
 TEST_CASE("Conv on panels splits its work by output positions and ranges of output-channel panels, on 1, 2 and 3 "
@@ -313,12 +329,27 @@ TEST_CASE("the default Conv algorithm is the heuristic's: panels for dense Convs
           "maps, direct for few channels") {
   ops::ConvAttrs dense;
   dense.window.pads.emplace(4, 1);
-  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 256, 14, 14}, ir::Shape{256, 256, 3, 3}, true) ==
+  ops::ConvAttrs pointwise;
+  CHECK(kernels::convHeuristic(pointwise, ir::Shape{1, 1024, 7, 7}, ir::Shape{1024, 1024, 1, 1}, true) ==
         ConvAlgorithm::Panels);
   // Without a constant weight there are no panels to read.
-  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 256, 14, 14}, ir::Shape{256, 256, 3, 3}, false) ==
+  CHECK(kernels::convHeuristic(pointwise, ir::Shape{1, 1024, 7, 7}, ir::Shape{1024, 1024, 1, 1}, false) ==
         ConvAlgorithm::Gemm);
-  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 16, 56, 56}, ir::Shape{16, 16, 3, 3}, true) ==
+  // Dense 3x3s of 8 or more channels run on grouped-blocks (one group); dilated ones on panels, first layers direct.
+  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 256, 14, 14}, ir::Shape{256, 256, 3, 3}, true) ==
+        ConvAlgorithm::GroupedBlocks);
+  ops::ConvAttrs dilated = dense;
+  dilated.window.dilations.emplace(2, 2);
+  CHECK(kernels::convHeuristic(dilated, ir::Shape{1, 256, 14, 14}, ir::Shape{256, 256, 3, 3}, true) ==
+        ConvAlgorithm::Panels);
+  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 512, 7, 7}, ir::Shape{512, 512, 3, 3}, true) ==
+        ConvAlgorithm::Panels);  // depth 4608
+  // 1x1s onto 5x5 to 8x8 maps of at most 480 channels too; onto 3x3 (rows of 3) they stay on panels.
+  CHECK(kernels::convHeuristic(pointwise, ir::Shape{1, 240, 6, 6}, ir::Shape{40, 240, 1, 1}, true) ==
+        ConvAlgorithm::GroupedBlocks);
+  CHECK(kernels::convHeuristic(pointwise, ir::Shape{1, 576, 3, 3}, ir::Shape{160, 576, 1, 1}, true) ==
+        ConvAlgorithm::Panels);
+  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 3, 56, 56}, ir::Shape{16, 3, 3, 3}, true) ==
         ConvAlgorithm::Direct);
   ops::ConvAttrs depthwise = dense;
   depthwise.group = 96;
@@ -326,6 +357,13 @@ TEST_CASE("the default Conv algorithm is the heuristic's: panels for dense Convs
         ConvAlgorithm::DepthwiseSmallMap);
   CHECK(kernels::convHeuristic(depthwise, ir::Shape{1, 96, 56, 56}, ir::Shape{96, 1, 3, 3}, true) ==
         ConvAlgorithm::Direct);
+  // Grouped Convs of 16 channels per group (RegNetX) run on grouped-blocks, whatever the map.
+  ops::ConvAttrs grouped = dense;
+  grouped.group = 25;
+  CHECK(kernels::convHeuristic(grouped, ir::Shape{1, 400, 7, 7}, ir::Shape{400, 16, 3, 3}, true) ==
+        ConvAlgorithm::GroupedBlocks);
+  CHECK(kernels::convHeuristic(grouped, ir::Shape{1, 400, 56, 56}, ir::Shape{400, 16, 3, 3}, false) ==
+        ConvAlgorithm::GroupedBlocks);
   // Shapes that are no Conv's get no choice (the kernel reports them).
   CHECK(kernels::convHeuristic(dense, ir::Shape{1, 255, 14, 14}, ir::Shape{256, 256, 3, 3}, true) ==
         ConvAlgorithm::Heuristic);

@@ -399,7 +399,8 @@ TEST_CASE("kernel choices: an optional section, round-tripped, and refused where
           "[program]") {
   // No choice: the bytes end with the output list, as before the section existed.
   const auto plain = program::serialize(convProgram(1, cpu::ConvAlgorithm::Heuristic));
-  for (auto a : {cpu::ConvAlgorithm::Direct, cpu::ConvAlgorithm::Gemm, cpu::ConvAlgorithm::Panels}) {
+  for (auto a : {cpu::ConvAlgorithm::Direct, cpu::ConvAlgorithm::Gemm, cpu::ConvAlgorithm::Panels,
+                 cpu::ConvAlgorithm::GroupedBlocks}) {
     const auto bytes = program::serialize(convProgram(1, a));
     CHECK(bytes.size() == plain.size() + 8 + 4 + 9);
     CHECK(std::equal(plain.begin(), plain.end(), bytes.begin()));
@@ -422,6 +423,11 @@ TEST_CASE("kernel choices: an optional section, round-tripped, and refused where
   refused(convProgram(1, cpu::ConvAlgorithm::DepthwiseSmallMap), "recorded kernel depthwise-small-map cannot run it");
   refused(convProgram(2, cpu::ConvAlgorithm::DepthwiseSmallMap), "are not depthwise");
   refused(convProgram(2, cpu::ConvAlgorithm::Panels), "panels need group 1");
+  auto threeD = convProgram(1, cpu::ConvAlgorithm::GroupedBlocks);
+  threeD.tensors[0].shape = {1, 4, 1, 5, 5};
+  threeD.tensors[1].shape = {4, 4, 1, 3, 3};
+  threeD.tensors[2].shape = {1, 4, 1, 3, 3};
+  refused(threeD, "grouped-blocks computes 1-D and 2-D Convs only");
   auto onMatMul = sampleProgram();
   onMatMul.ops[0].kernel.algorithm = cpu::ConvAlgorithm::Direct;
   refused(onMatMul, "a kernel choice is for Conv, not MatMul");
