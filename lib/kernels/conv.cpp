@@ -721,7 +721,14 @@ bool unfoldsIntoStrips(const Window3& w, size_t mr) {
 // unfoldIntoStrips' rows for AVX-512's strips of 8: a tap's lanes read as up to two masked loads of inputs 1 or 2
 // apart (a run cut by the padding or by the end of an output row: most of a 3x3's taps that are not one plain run;
 // every tap of a stride-2 conv), else gathered.
-const bool kStripAvx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+// (Asked on first use, after __builtin_cpu_init: a namespace-scope initializer may run before libgcc's detection.)
+bool stripAvx512() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+  }();
+  return has;
+}
 
 struct StripTap8 {
   int32_t base[2] = {0, 0};   // lane i of a run reads offset base + step * i
@@ -820,14 +827,15 @@ void unfoldIntoStrips(const float* x, const Window3& w, int64_t r0, int64_t r1, 
         if (++oh == w.out[1]) oh = 0, ++od;
       }
     }
-    for (int64_t t = 0; t < kSize && !(mr == 8 && kStripAvx512); ++t) {
+    const bool avx512Rows = mr == 8 && stripAvx512();
+    for (int64_t t = 0; t < kSize && !avx512Rows; ++t) {
       const int32_t* o = off + t * lanes;
       bool consecutive = o[0] >= 0;
       for (int64_t i = 1; i < lanes && consecutive; ++i) consecutive = o[i] == o[0] + i;
       run[t] = consecutive;
     }
     int64_t c = r0 / kSize, t = r0 % kSize;
-    if (mr == 8 && kStripAvx512) {
+    if (avx512Rows) {
       StripTap8 taps[kStripTapsMax / 8];
       for (int64_t k = 0; k < kSize; ++k) taps[k] = stripTap8(off + k * 8);
       copyStripRows8(x, inSize, off, taps, kSize, c, t, kc, dst);

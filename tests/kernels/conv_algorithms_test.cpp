@@ -93,18 +93,39 @@ struct Case {
   bool bias;
 };
 
+// A case's attributes (its group, strides, dilations and pads).
+ops::ConvAttrs attrsOf(const Case& c) {
+  ops::ConvAttrs attrs;
+  attrs.group = c.group;
+  attrs.window.strides.emplace(c.strides.begin(), c.strides.end());
+  attrs.window.dilations.emplace(c.dilations.begin(), c.dilations.end());
+  attrs.window.pads.emplace(c.pads.begin(), c.pads.end());
+  return attrs;
+}
+
+// The plain loop's output for a case of output shape `ys`, on 3 spatial dims (leading ones of size 1).
+std::vector<float> referenceFor(const Case& c, const ir::Tensor& x, const ir::Tensor& w, const ir::Tensor* b,
+                                ir::Shape ys) {
+  const size_t spatial = c.x.size() - 2;
+  ir::Shape x5 = c.x, w5 = c.w;
+  std::array<int64_t, 3> s{1, 1, 1}, d{1, 1, 1}, pb{0, 0, 0};
+  for (size_t i = 0; i < spatial; ++i) {
+    s[3 - spatial + i] = c.strides[i];
+    d[3 - spatial + i] = c.dilations[i];
+    pb[3 - spatial + i] = c.pads[i];
+  }
+  while (x5.size() < 5) x5.insert(x5.begin() + 2, 1), w5.insert(w5.begin() + 2, 1), ys.insert(ys.begin() + 2, 1);
+  return reference(test::values<float>(x), x5, test::values<float>(w), w5,
+                   b ? test::values<float>(*b) : std::vector<float>{}, c.group, s, d, pb, ys);
+}
+
 // Runs every case with each algorithm convAlgorithms offers for it (or only `only`), on each of `pools` (null:
 // serially), against the plain loop; counts the runs per algorithm.
 void checkCases(const std::vector<Case>& cases, std::span<kernels::ThreadPool* const> pools,
                 std::optional<ConvAlgorithm> only, std::map<ConvAlgorithm, int>& runs) {
   for (const Case& c : cases) {
     INFO(c.name);
-    const size_t spatial = c.x.size() - 2;
-    ops::ConvAttrs attrs;
-    attrs.group = c.group;
-    attrs.window.strides.emplace(c.strides.begin(), c.strides.end());
-    attrs.window.dilations.emplace(c.dilations.begin(), c.dilations.end());
-    attrs.window.pads.emplace(c.pads.begin(), c.pads.end());
+    const ops::ConvAttrs attrs = attrsOf(c);
     const ops::OpAttrs typed(attrs);
     static const ir::Attributes kNoAttrs;
     const kernels::OpContext ctx{ir::OpKind::Conv, 17, kNoAttrs, c.name, nullptr, &typed};
@@ -113,15 +134,6 @@ void checkCases(const std::vector<Case>& cases, std::span<kernels::ThreadPool* c
     const ir::Tensor b = test::floats({c.w[0]}, ramp(c.w[0], 3));
     std::vector<const ir::Tensor*> ins{&x, &w};
     if (c.bias) ins.push_back(&b);
-    // The reference on 3 spatial dims (leading ones of size 1).
-    ir::Shape x5 = c.x, w5 = c.w;
-    std::array<int64_t, 3> s{1, 1, 1}, d{1, 1, 1}, pb{0, 0, 0};
-    for (size_t i = 0; i < spatial; ++i) {
-      s[3 - spatial + i] = c.strides[i];
-      d[3 - spatial + i] = c.dilations[i];
-      pb[3 - spatial + i] = c.pads[i];
-    }
-    while (x5.size() < 5) x5.insert(x5.begin() + 2, 1), w5.insert(w5.begin() + 2, 1);
     const auto algorithms = kernels::convAlgorithms(attrs, c.x, c.w, true);
     REQUIRE(!algorithms.empty());
     CHECK(algorithms == kernels::convAlgorithms(attrs, c.x, c.w, true));  // deterministic
@@ -131,11 +143,8 @@ void checkCases(const std::vector<Case>& cases, std::span<kernels::ThreadPool* c
         INFO(cpu::convAlgorithmName(a) << " on " << (p ? p->threads() : 1) << " threads");
         auto got = runWith(ctx, ins, a, p);
         REQUIRE(got);
-        ir::Shape y5 = got->shape();
-        while (y5.size() < 5) y5.insert(y5.begin() + 2, 1);
-        const auto want = reference(test::values<float>(x), x5, test::values<float>(w), w5,
-                                    c.bias ? test::values<float>(b) : std::vector<float>{}, c.group, s, d, pb, y5);
-        test::requireClose(test::values<float>(*got), want, 1e-4f);
+        test::requireClose(test::values<float>(*got), referenceFor(c, x, w, c.bias ? &b : nullptr, got->shape()),
+                           1e-4f);
         ++runs[a];
       }
     }
@@ -274,11 +283,7 @@ TEST_CASE("Conv on stored panels of widths 8, 16 and 32 on 1 and 2 threads") {
   kernels::ThreadPool pool(2);
   for (const Case& c : cases) {
     INFO(c.name);
-    ops::ConvAttrs attrs;
-    attrs.window.strides.emplace(c.strides.begin(), c.strides.end());
-    attrs.window.dilations.emplace(c.dilations.begin(), c.dilations.end());
-    attrs.window.pads.emplace(c.pads.begin(), c.pads.end());
-    const ops::OpAttrs typed(attrs);
+    const ops::OpAttrs typed(attrsOf(c));
     static const ir::Attributes kNoAttrs;
     kernels::OpContext ctx{ir::OpKind::Conv, 17, kNoAttrs, c.name, nullptr, &typed};
     ctx.kernel.algorithm = ConvAlgorithm::Panels;
@@ -286,16 +291,6 @@ TEST_CASE("Conv on stored panels of widths 8, 16 and 32 on 1 and 2 threads") {
     const ir::Tensor x = test::floats(c.x, ramp(xn, 4)), w = test::floats(c.w, ramp(wn, 5));
     const ir::Tensor b = test::floats({c.w[0]}, ramp(c.w[0], 6));
     const size_t m = static_cast<size_t>(c.w[0]), k = static_cast<size_t>(wn) / m;
-    // The reference on 3 spatial dims.
-    const size_t spatial = c.x.size() - 2;
-    ir::Shape x5 = c.x, w5 = c.w;
-    std::array<int64_t, 3> st{1, 1, 1}, d{1, 1, 1}, pb{0, 0, 0};
-    for (size_t i = 0; i < spatial; ++i) {
-      st[3 - spatial + i] = c.strides[i];
-      d[3 - spatial + i] = c.dilations[i];
-      pb[3 - spatial + i] = c.pads[i];
-    }
-    while (x5.size() < 5) x5.insert(x5.begin() + 2, 1), w5.insert(w5.begin() + 2, 1);
     for (uint16_t width : {8, 16, 32}) {
       INFO("panels " << width << " wide");
       std::vector<float> packed(cpu::panelElements(k, m, width));
@@ -315,11 +310,8 @@ TEST_CASE("Conv on stored panels of widths 8, 16 and 32 on 1 and 2 threads") {
         REQUIRE(out);
         ir::Tensor* outs[] = {&*out};
         REQUIRE((*op)->run(ins, outs, p).isOk());
-        ir::Shape y5 = out->shape();
-        while (y5.size() < 5) y5.insert(y5.begin() + 2, 1);
-        const auto want = reference(test::values<float>(x), x5, test::values<float>(w), w5,
-                                    c.bias ? test::values<float>(b) : std::vector<float>{}, 1, st, d, pb, y5);
-        test::requireClose(test::values<float>(*out), want, 1e-4f);
+        test::requireClose(test::values<float>(*out), referenceFor(c, x, w, c.bias ? &b : nullptr, out->shape()),
+                           1e-4f);
       }
     }
   }
