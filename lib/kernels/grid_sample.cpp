@@ -112,36 +112,31 @@ double interpolate(const float* plane, const SmallVec<Taps, kInlineRank>& taps, 
   return sum;
 }
 
-// The 2-D nearest and linear forms with the taps of every point made once (a point's taps serve every channel):
-// K = 1 or 4 (offset, weight) pairs per point, a zero weight where a tap reads padding, then each channel plane
-// gathers them in float (ONNX Runtime's CPU kernel computes in float too).
+// The 2-D nearest and linear forms gather each output from a table of K = 1 or 4 (offset, weight) pairs per point,
+// made once per image (a point's taps serve every channel), with a zero weight where a tap reads padding; each channel
+// plane then gathers them in float (ONNX Runtime's CPU kernel computes in float too).
+// One point's K = 1 or 4 (offset, weight) pairs from its row and column taps.
+template <int K> void tapPairs(const Taps& ty, const Taps& tx, int64_t width, int64_t* offsets, float* weights) {
+  for (int k = 0; k < K; ++k) {
+    const int i = K == 1 ? 0 : k / 2, j = K == 1 ? 0 : k % 2;
+    const bool inside = ty.index[i] >= 0 && tx.index[j] >= 0;
+    offsets[k] = inside ? ty.index[i] * width + tx.index[j] : 0;
+    weights[k] = inside ? static_cast<float>(ty.weight[i] * tx.weight[j]) : 0.0f;
+  }
+}
+
 template <int K>
-void sample2d(const OpContext& ctx, std::span<const Taps> rowTaps, std::span<const Taps> colTaps, int64_t width,
-              const float* in, int64_t plane, int64_t channels, int64_t points, float* y) {
-  thread_local std::vector<int64_t> offsetScratch;
-  thread_local std::vector<float> weightScratch;
-  int64_t* offsets = scratchAtLeast(offsetScratch, static_cast<size_t>(points * K));
-  float* weights = scratchAtLeast(weightScratch, static_cast<size_t>(points * K));
-  for (int64_t p = 0; p < points; ++p) {
-    const Taps &ty = rowTaps[static_cast<size_t>(p)], &tx = colTaps[static_cast<size_t>(p)];
-    for (int k = 0; k < K; ++k) {
-      const int i = K == 1 ? 0 : k / 2, j = K == 1 ? 0 : k % 2;
-      const bool inside = ty.index[i] >= 0 && tx.index[j] >= 0;
-      offsets[p * K + k] = inside ? ty.index[i] * width + tx.index[j] : 0;
-      weights[p * K + k] = inside ? static_cast<float>(ty.weight[i] * tx.weight[j]) : 0.0f;
+void gather2d(const int64_t* offsets, const float* weights, int64_t points, const float* in, int64_t plane, int64_t c0,
+              int64_t c1, float* y) {
+  for (int64_t c = c0; c < c1; ++c) {
+    const float* src = in + c * plane;
+    float* dst = y + c * points;
+    for (int64_t p = 0; p < points; ++p) {
+      float sum = 0;
+      for (int k = 0; k < K; ++k) sum += weights[p * K + k] * src[offsets[p * K + k]];
+      dst[p] = sum;
     }
   }
-  parallelForWork(ctx, static_cast<size_t>(channels), static_cast<size_t>(points * K), [&](size_t c0, size_t c1) {
-    for (size_t c = c0; c < c1; ++c) {
-      const float* src = in + static_cast<int64_t>(c) * plane;
-      float* dst = y + static_cast<int64_t>(c) * points;
-      for (int64_t p = 0; p < points; ++p) {
-        float sum = 0;
-        for (int k = 0; k < K; ++k) sum += weights[p * K + k] * src[offsets[p * K + k]];
-        dst[p] = sum;
-      }
-    }
-  });
 }
 
 }  // namespace
@@ -179,7 +174,6 @@ Status runGridSample(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const float* g = grid.dataAs<float>();
   const float* in = x.dataAs<float>();
   float* y = outputs[0]->mutableDataAs<float>();
-  SmallVec<Taps, kInlineRank> taps(r);
   // Denormalized coordinate of axis d of a grid point (the grid lists the innermost axis first).
   auto position = [&](const float* coord, size_t d) {
     double v = coord[r - 1 - d];
@@ -192,34 +186,57 @@ Status runGridSample(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     if (s.mode == Mode::Nearest) pos = std::nearbyint(pos);  // halves to even
     return pos;
   };
+  // Work items are (image, range of channels): RAFT samples 256 images of one channel each (its correlation
+  // lookup), a segmentation head one image of many channels; each item makes its image's taps itself.
+  const int64_t threads = ctx.pool ? ctx.pool->threads() : 1;
+  const int64_t ranges = std::clamp<int64_t>((2 * threads + batches - 1) / std::max<int64_t>(batches, 1), 1,
+                                             std::max<int64_t>(channels, 1));
+  const int64_t perRange = (channels + ranges - 1) / ranges;
   if (r == 2 && s.mode != Mode::Cubic) {
-    thread_local std::vector<Taps> rowScratch, colScratch;
-    Taps* rows = scratchAtLeast(rowScratch, static_cast<size_t>(points));
-    Taps* cols = scratchAtLeast(colScratch, static_cast<size_t>(points));
-    for (int64_t n = 0; n < batches; ++n) {
-      for (int64_t p = 0; p < points; ++p) {
-        const float* coord = g + (n * points + p) * 2;
-        rows[p] = tapsFor(s, axes[0], position(coord, 0));
-        cols[p] = tapsFor(s, axes[1], position(coord, 1));
-      }
-      const std::span<const Taps> rowSpan(rows, static_cast<size_t>(points)),
-          colSpan(cols, static_cast<size_t>(points));
-      const float* src = in + n * channels * plane;
-      float* dst = y + n * channels * points;
-      const int64_t width = axes[1].size;
-      if (s.mode == Mode::Nearest) sample2d<1>(ctx, rowSpan, colSpan, width, src, plane, channels, points, dst);
-      else sample2d<4>(ctx, rowSpan, colSpan, width, src, plane, channels, points, dst);
-    }
+    const int K = s.mode == Mode::Nearest ? 1 : 4;
+    const int64_t width = axes[1].size;
+    parallelForWork(ctx, static_cast<size_t>(batches * ranges), static_cast<size_t>(points * (K * perRange + 8)),
+                    [&](size_t i0, size_t i1) {
+                      // A thread keeps its image's table while its next item is the same image.
+                      ThreadScratch& t = threadScratch();
+                      int64_t* offsets = scratchAtLeast(t.gridOffsets, static_cast<size_t>(points * K));
+                      float* weights = scratchAtLeast(t.gridWeights, static_cast<size_t>(points * K));
+                      int64_t made = -1;  // the image whose taps the table holds
+                      for (auto i = static_cast<int64_t>(i0); i < static_cast<int64_t>(i1); ++i) {
+                        const int64_t n = i / ranges, c0 = i % ranges * perRange,
+                                      c1 = std::min(channels, c0 + perRange);
+                        if (c0 >= c1) continue;
+                        if (n != made) {
+                          for (int64_t p = 0; p < points; ++p) {
+                            const float* coord = g + (n * points + p) * 2;
+                            const Taps ty = tapsFor(s, axes[0], position(coord, 0)),
+                                       tx = tapsFor(s, axes[1], position(coord, 1));
+                            if (K == 1) tapPairs<1>(ty, tx, width, offsets + p, weights + p);
+                            else tapPairs<4>(ty, tx, width, offsets + 4 * p, weights + 4 * p);
+                          }
+                          made = n;
+                        }
+                        const float* src = in + n * channels * plane;
+                        float* dst = y + n * channels * points;
+                        if (K == 1) gather2d<1>(offsets, weights, points, src, plane, c0, c1, dst);
+                        else gather2d<4>(offsets, weights, points, src, plane, c0, c1, dst);
+                      }
+                    });
     return Status::ok();
   }
-  for (int64_t n = 0; n < batches; ++n)
-    for (int64_t p = 0; p < points; ++p) {
-      const float* coord = g + (n * points + p) * static_cast<int64_t>(r);
-      for (size_t d = 0; d < r; ++d) taps[d] = tapsFor(s, axes[d], position(coord, d));
-      for (int64_t c = 0; c < channels; ++c)
-        y[(n * channels + c) * points + p] =
-            static_cast<float>(interpolate(in + (n * channels + c) * plane, taps, strides, 0, 0));
-    }
+  // The other forms: work items are (image, point), each point's taps made once for every channel.
+  parallelForWork(ctx, static_cast<size_t>(batches * points),
+                  static_cast<size_t>(channels) << (2 * std::min<size_t>(r, 3)), [&](size_t i0, size_t i1) {
+                    SmallVec<Taps, kInlineRank> taps(r);  // inline for every rank ONNX gives GridSample
+                    for (auto i = static_cast<int64_t>(i0); i < static_cast<int64_t>(i1); ++i) {
+                      const int64_t n = i / points, p = i % points;
+                      const float* coord = g + i * static_cast<int64_t>(r);
+                      for (size_t d = 0; d < r; ++d) taps[d] = tapsFor(s, axes[d], position(coord, d));
+                      for (int64_t c = 0; c < channels; ++c)
+                        y[(n * channels + c) * points + p] =
+                            static_cast<float>(interpolate(in + (n * channels + c) * plane, taps, strides, 0, 0));
+                    }
+                  });
   return Status::ok();
 }
 

@@ -12,7 +12,7 @@ namespace ctxkit::kernels {
 namespace {
 
 // One mark per buffer, in the order of `sizes` below.
-constexpr size_t kBuffers = 16;
+constexpr size_t kBuffers = 18;
 std::atomic<size_t> gMarks[kBuffers];
 std::atomic<uint64_t> gEpoch{0};
 
@@ -20,11 +20,12 @@ thread_local ThreadScratch tScratch;
 
 // The capacities of this thread's buffers (in elements), in a fixed order.
 void capacities(const ThreadScratch& s, size_t (&out)[kBuffers]) {
-  const size_t values[kBuffers] = {
-      s.convPlane.dataCapacity(), s.convPlane.tapCapacity(), s.poolPlane.dataCapacity(), s.poolPlane.tapCapacity(),
-      s.convTaps.capacity(),      s.poolTaps.capacity(),     s.convColumns.capacity(),   s.poolRows.capacity(),
-      s.poolDivisors.capacity(),  s.convWeights.capacity(),  s.convRuns.capacity(),      s.sortOrder.capacity(),
-      s.nbitsTile.capacity(),     s.depthwise.capacity(),    s.roiSamples.capacity(),    s.convTile.capacity()};
+  const size_t values[kBuffers] = {s.convPlane.dataCapacity(), s.convPlane.tapCapacity(), s.poolPlane.dataCapacity(),
+                                   s.poolPlane.tapCapacity(),  s.convTaps.capacity(),     s.poolTaps.capacity(),
+                                   s.convColumns.capacity(),   s.poolRows.capacity(),     s.poolDivisors.capacity(),
+                                   s.convWeights.capacity(),   s.convRuns.capacity(),     s.sortOrder.capacity(),
+                                   s.nbitsTile.capacity(),     s.depthwise.capacity(),    s.roiSamples.capacity(),
+                                   s.convTile.capacity(),      s.gridOffsets.capacity(),  s.gridWeights.capacity()};
   std::copy(values, values + kBuffers, out);
 }
 
@@ -86,6 +87,8 @@ void reserveThreadScratch() {
   reserveTouched(s.depthwise, mark(13));
   reserveTouched(s.roiSamples, mark(14));
   reserveTouched(s.convTile, mark(15));
+  reserveTouched(s.gridOffsets, mark(16));
+  reserveTouched(s.gridWeights, mark(17));
 }
 
 }  // namespace ctxkit::kernels

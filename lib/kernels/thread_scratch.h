@@ -28,6 +28,8 @@ struct ThreadScratch {
   std::vector<float> nbitsTile;     // MatMulNBits: a tile of dequantized weight rows
   std::vector<float> depthwise;     // depthwise Conv onto small maps: a channel block's inputs, weights and outputs
   std::vector<detail::RoiSample> roiSamples;  // RoiAlign: one region's bilinear samples
+  std::vector<int64_t> gridOffsets;           // 2-D GridSample: one image's tap offsets and weights per point
+  std::vector<float> gridWeights;
 };
 
 // This thread's scratch.

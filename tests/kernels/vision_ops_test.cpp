@@ -111,6 +111,87 @@ TEST_CASE("GridSample: bilinear, nearest and border padding on a 2x2 plane") {
   requireClose(values<float>(Op(OpKind::GridSample, 16).s("mode", "nearest").run1({&x, &near})), {2});
 }
 
+// GridSample with zeros padding and align_corners 0 written out per output element: axis d of a grid point reads
+// position ((g + 1) * size - 1) / 2, linear taps at floor and floor + 1 (zero outside), or the nearest pixel (halves to
+// even). `spatial` are X's spatial sizes, `points` the grid's points per image.
+std::vector<float> gridSampleFormula(const std::vector<float>& x, const std::vector<float>& grid, int64_t images,
+                                     int64_t channels, const std::vector<int64_t>& spatial, int64_t points,
+                                     bool nearest) {
+  const size_t r = spatial.size();
+  int64_t plane = 1;
+  for (int64_t s : spatial) plane *= s;
+  std::vector<float> y;
+  for (int64_t n = 0; n < images; ++n)
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t p = 0; p < points; ++p) {
+        const float* g = &grid[static_cast<size_t>((n * points + p) * static_cast<int64_t>(r))];
+        std::vector<double> pos(r);
+        for (size_t d = 0; d < r; ++d) {  // the grid lists the innermost axis first
+          const auto size = static_cast<double>(spatial[d]);
+          pos[d] = ((g[r - 1 - d] + 1.0) * size - 1) / 2;
+          if (nearest) pos[d] = std::nearbyint(pos[d]);
+        }
+        double sum = 0;
+        for (int corner = 0; corner < (nearest ? 1 : 1 << r); ++corner) {
+          double weight = 1;
+          int64_t offset = 0;
+          bool inside = true;
+          for (size_t d = 0; d < r; ++d) {
+            const double base = std::floor(pos[d]);
+            const bool upper = (corner >> d) & 1;
+            const auto i = static_cast<int64_t>(base) + upper;
+            weight *= nearest ? 1.0 : upper ? pos[d] - base : 1 - (pos[d] - base);
+            inside = inside && i >= 0 && i < spatial[d];
+            offset = offset * spatial[d] + i;
+          }
+          if (inside) sum += weight * x[static_cast<size_t>((n * channels + c) * plane + offset)];
+        }
+        y.push_back(static_cast<float>(sum));
+      }
+  return y;
+}
+
+TEST_CASE("GridSample on 1 and 2 threads: many one-channel images, one image of many channels, 3-D, nearest") {
+  // RAFT samples 256 one-channel images (its correlation lookup): the work splits over images as well as channels.
+  struct Case {
+    int64_t images, channels;
+    std::vector<int64_t> spatial;
+    int64_t points;
+    bool nearest;
+  };
+  const std::vector<Case> cases = {
+      {37, 1, {9, 11}, 49, false}, {1, 19, {13, 6}, 30, false}, {3, 5, {7, 8}, 21, true},
+      {2, 3, {4, 5, 6}, 17, false}, {5, 2, {3, 4, 5}, 11, true},
+  };
+  auto pool = kernels::makeThreadPool(2);
+  uint32_t seed = 11;
+  auto next = [&] {
+    seed = seed * 1664525u + 1013904223u;
+    return static_cast<float>(seed >> 8) / 16777216.0f;  // [0, 1)
+  };
+  for (const Case& c : cases) {
+    int64_t plane = 1;
+    for (int64_t s : c.spatial) plane *= s;
+    const auto r = static_cast<int64_t>(c.spatial.size());
+    std::vector<float> xv(static_cast<size_t>(c.images * c.channels * plane)),
+        gv(static_cast<size_t>(c.images * c.points * r));
+    for (float& v : xv) v = next() * 2 - 1;
+    for (float& v : gv) v = next() * 2.4f - 1.2f;  // some points outside, reading zeros
+    ir::Shape xs{c.images, c.channels}, gs{c.images, c.points};
+    for (int64_t s : c.spatial) xs.push_back(s);
+    for (int64_t d = 1; d < r; ++d) gs.push_back(1);
+    gs.push_back(r);
+    auto x = floats(xs, xv);
+    auto grid = floats(gs, gv);
+    const std::vector<float> want = gridSampleFormula(xv, gv, c.images, c.channels, c.spatial, c.points, c.nearest);
+    Op op(OpKind::GridSample, 20);
+    if (c.nearest) op.s("mode", "nearest");
+    INFO(c.images << " images of " << c.channels << " channels, rank " << r << (c.nearest ? ", nearest" : ""));
+    requireClose(values<float>(op.run1({&x, &grid})), want);
+    requireClose(values<float>(op.run1({&x, &grid}, pool.get())), want);
+  }
+}
+
 TEST_CASE("AffineGrid: the identity theta gives the pixel-centre grid") {
   auto theta = floats({1, 2, 3}, {1, 0, 0, 0, 1, 0});
   auto size = int64s({4}, {1, 1, 2, 2});
