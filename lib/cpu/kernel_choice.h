@@ -15,8 +15,9 @@ enum class ConvAlgorithm : uint8_t {
   Panels = 3,     // unfolded input x the weight in GEMM panels (group 1, a constant float32 weight)
   DepthwiseSmallMap = 4,  // channels in vectors, position-major (one input and one output channel per group, 1-D/2-D)
   GroupedBlocks = 5,      // each group a small GEMM: output channels in vectors, inputs broadcast (1-D/2-D)
+  Winograd = 6,           // F(4x4, 3x3): 36 GEMMs on transformed tiles (2-D 3x3, stride 1, no dilation, group 1)
 };
-inline constexpr uint8_t kConvAlgorithmCount = 6;
+inline constexpr uint8_t kConvAlgorithmCount = 7;
 
 inline std::string_view convAlgorithmName(ConvAlgorithm a) {
   switch (a) {
@@ -26,6 +27,7 @@ inline std::string_view convAlgorithmName(ConvAlgorithm a) {
     case ConvAlgorithm::Panels: return "panels";
     case ConvAlgorithm::DepthwiseSmallMap: return "depthwise-small-map";
     case ConvAlgorithm::GroupedBlocks: return "grouped-blocks";
+    case ConvAlgorithm::Winograd: return "winograd";
   }
   return "unknown";
 }

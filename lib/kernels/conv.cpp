@@ -3,6 +3,7 @@
 #include "cpu/gemm.h"
 #include "cpu/simd.h"
 #include "cpu/vec_math.h"
+#include "kernels/conv_winograd.h"
 #include "kernels/ops.h"
 #include "kernels/spatial.h"
 #include "kernels/thread_scratch.h"
@@ -389,6 +390,8 @@ __attribute__((always_inline)) inline void transpose8x8(const float* src, int64_
   }
 }
 
+}  // namespace
+
 // dst[i * dstLd + r] = src[r * srcLd + i] for r < rows, i < n: 8 x 8 blocks, the edges one element at a time.
 // Element by element, depthwiseSmallMap's three transposes (inputs, weights, outputs) took 3/4 of its own time.
 CTX_SIMD_CLONES void transposeRows(const float* src, int64_t srcLd, int64_t rows, int64_t n, float* dst,
@@ -402,6 +405,8 @@ CTX_SIMD_CLONES void transposeRows(const float* src, int64_t srcLd, int64_t rows
   for (int64_t k = rows8; k < rows; ++k)
     for (int64_t i = 0; i < n; ++i) dst[i * dstLd + k] = src[k * srcLd + i];
 }
+
+namespace {
 
 // Channels [c0, c1) of image `xn` (planes of inSize) into `yn` (planes of outSize).
 void depthwiseSmallMap(const float* xn, const float* weights, const float* bias, float* yn, int64_t c0, int64_t c1,
@@ -660,21 +665,24 @@ bool runsDirect(const Window3& w, int64_t cg, int64_t mg, int64_t group) {
 }
 
 // The algorithm a run takes: the recorded one, or the heuristic's for what the op was prepared with; Heuristic when
-// the recorded one cannot run these shapes.
-cpu::ConvAlgorithm runAlgorithm(const OpContext& ctx, const ConvPlan& p, const Window3& w) {
+// the recorded one cannot run these shapes. The heuristic takes Winograd only for a weight transformed at prepare
+// (`winogradPlanned`: planConvOnce transforms a constant weight when this says Winograd for it).
+cpu::ConvAlgorithm runAlgorithm(const OpContext& ctx, const ConvPlan& p, const Window3& w, bool winogradPlanned) {
   const int64_t cg = p.channels / p.group, mg = p.outChannels / p.group;
   const bool depthwise = cg == 1 && mg == 1 && groupedBlocksFit(w);
   const cpu::ConvAlgorithm recorded = ctx.kernel.algorithm;
   if (recorded == cpu::ConvAlgorithm::Heuristic)
-    return ctx.panelsB && p.group == 1               ? cpu::ConvAlgorithm::Panels
-           : depthwiseOnSmallMap(w, cg, mg, p.group) ? cpu::ConvAlgorithm::DepthwiseSmallMap
-           : groupedOnBlocks(w, cg, mg, p.group)     ? cpu::ConvAlgorithm::GroupedBlocks
-           : runsDirect(w, cg, mg, p.group)          ? cpu::ConvAlgorithm::Direct
-                                                     : cpu::ConvAlgorithm::Gemm;
+    return ctx.panelsB && p.group == 1                                       ? cpu::ConvAlgorithm::Panels
+           : p.group == 1 && winogradPlanned && winogradByDefault(w, cg, mg) ? cpu::ConvAlgorithm::Winograd
+           : depthwiseOnSmallMap(w, cg, mg, p.group)                         ? cpu::ConvAlgorithm::DepthwiseSmallMap
+           : groupedOnBlocks(w, cg, mg, p.group)                             ? cpu::ConvAlgorithm::GroupedBlocks
+           : runsDirect(w, cg, mg, p.group)                                  ? cpu::ConvAlgorithm::Direct
+                                                                             : cpu::ConvAlgorithm::Gemm;
   if ((recorded == cpu::ConvAlgorithm::Panels) != (ctx.panelsB != nullptr) ||
       (recorded == cpu::ConvAlgorithm::Panels && p.group != 1) ||
       (recorded == cpu::ConvAlgorithm::DepthwiseSmallMap && !depthwise) ||
-      (recorded == cpu::ConvAlgorithm::GroupedBlocks && !groupedBlocksFit(w)))
+      (recorded == cpu::ConvAlgorithm::GroupedBlocks && !groupedBlocksFit(w)) ||
+      (recorded == cpu::ConvAlgorithm::Winograd && (p.group != 1 || !winogradFits(w))))
     return cpu::ConvAlgorithm::Heuristic;
   return recorded;
 }
@@ -943,7 +951,7 @@ bool convRunsOnPanels(const ops::ConvAttrs& attrs, std::span<const int64_t> x, s
   if (!window) return false;
   const Window3 w = toWindow3(*window);
   const int64_t positions = w.out[0] * w.out[1] * w.out[2];
-  if (positions <= 0 || groupedOnBlocks(w, x[1], weight[0], 1)) return false;
+  if (positions <= 0 || winogradByDefault(w, x[1], weight[0]) || groupedOnBlocks(w, x[1], weight[0], 1)) return false;
   if (positions <= cpu::kSmallConvOutputs && (isPointwise(w) || !fewOutputsDirect(w, weight[0]))) return true;
   // The direct path reads no unfolded input; bands of output rows skip the taps that land in the padding (dilated
   // convs at small sizes), which a GEMM over every tap would multiply.
@@ -970,13 +978,14 @@ cpu::ConvAlgorithm convHeuristicAlgorithm(const ops::ConvAttrs& attrs, std::span
   if (x.size() < 3 || x.size() > 5 || weight.size() != x.size() || attrs.group < 1 || weight[0] <= 0 ||
       weight[1] <= 0 || x[1] != weight[1] * attrs.group || weight[0] % attrs.group != 0)
     return cpu::ConvAlgorithm::Heuristic;
-  if (constantWeight && convRunsOnPanels(attrs, x, weight)) return cpu::ConvAlgorithm::Panels;
   static const ir::Attributes kNoAttributes;
   const OpContext ctx{ir::OpKind::Conv, 0, kNoAttributes, "", nullptr};
   auto window = computeWindow(ctx, attrs.window, x.subspan(2), weight.subspan(2), false);
   if (!window) return cpu::ConvAlgorithm::Heuristic;
   const Window3 w = toWindow3(*window);
   const int64_t cg = weight[1], mg = weight[0] / attrs.group;
+  if (constantWeight && attrs.group == 1 && winogradByDefault(w, cg, mg)) return cpu::ConvAlgorithm::Winograd;
+  if (constantWeight && convRunsOnPanels(attrs, x, weight)) return cpu::ConvAlgorithm::Panels;
   if (depthwiseOnSmallMap(w, cg, mg, attrs.group)) return cpu::ConvAlgorithm::DepthwiseSmallMap;
   if (groupedOnBlocks(w, cg, mg, attrs.group)) return cpu::ConvAlgorithm::GroupedBlocks;
   return runsDirect(w, cg, mg, attrs.group) ? cpu::ConvAlgorithm::Direct : cpu::ConvAlgorithm::Gemm;
@@ -988,8 +997,12 @@ Expected<std::shared_ptr<const void>> planConvOnce(const OpContext& ctx, InDescs
   CTX_ASSIGN_OR_RETURN(ConvPlan p, planConv(ctx, inputs[0].shape, inputs[1].shape, nullptr));
   const Window3 w = toWindow3(p.window);
   const int64_t cg = p.channels / p.group, mg = p.outChannels / p.group;
-  if (p.batch * p.group == 0 || mg == 0 || runAlgorithm(ctx, p, w) != cpu::ConvAlgorithm::GroupedBlocks)
-    return std::shared_ptr<const void>();
+  if (p.batch * p.group == 0 || mg == 0) return std::shared_ptr<const void>();
+  const cpu::ConvAlgorithm algorithm = runAlgorithm(ctx, p, w, true);
+  if (algorithm == cpu::ConvAlgorithm::Winograd)
+    return std::shared_ptr<const void>(
+        transformWinogradWeights(inputs[1].value->dataAs<float>(), p.outChannels, p.channels));
+  if (algorithm != cpu::ConvAlgorithm::GroupedBlocks) return std::shared_ptr<const void>();
   const int64_t taps = w.kernel[0] * w.kernel[1] * w.kernel[2];
   auto packed = std::make_shared<GroupedWeights>(static_cast<size_t>(groupedWeightFloats(p.group, cg, mg, taps)));
   packGroupedWeights(inputs[1].value->dataAs<float>(), p.group, cg, mg, taps, packed->data());
@@ -1033,13 +1046,21 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   const int64_t jobs = p.batch * p.group;
   if (jobs == 0 || outSize == 0 || mg == 0) return Status::ok();
 
-  const cpu::ConvAlgorithm algorithm = runAlgorithm(ctx, p, w);
+  const cpu::ConvAlgorithm algorithm = runAlgorithm(ctx, p, w, ctx.plan != nullptr);
   if (algorithm == cpu::ConvAlgorithm::Heuristic)  // the program verifier and the prepared op refuse these first
     return invalid(ctx, "the recorded kernel {} cannot run input {} with weight {} and group {}",
                    cpu::convAlgorithmName(ctx.kernel.algorithm), shapeStr(x.shape()), shapeStr(wShape), p.group);
 
   if (algorithm == cpu::ConvAlgorithm::Panels) {
     runConvOnPanels(ctx, p, w, px, bias ? bias->dataAs<float>() : nullptr, py, act);
+    return Status::ok();
+  }
+  if (algorithm == cpu::ConvAlgorithm::Winograd) {
+    // The weight transformed at prepare (planConvOnce), or here (a recorded choice for an op evaluated unprepared).
+    std::shared_ptr<const WinogradWeights> transformed;
+    const auto* u = static_cast<const WinogradWeights*>(ctx.plan);
+    if (!u) u = (transformed = transformWinogradWeights(pw, p.outChannels, p.channels)).get();
+    runWinograd(ctx, *u, w, p.batch, px, bias ? bias->dataAs<float>() : nullptr, py, act);
     return Status::ok();
   }
 
@@ -1190,7 +1211,11 @@ Status noteConvScratch(const OpContext& ctx, std::span<const int64_t> x, std::sp
   const int64_t outSize = w.out[0] * w.out[1] * w.out[2];
   if (p.batch * p.group == 0 || outSize == 0 || mg == 0) return Status::ok();
   auto raise = [](ScratchBuffer b, int64_t elements) { raiseThreadScratchMark(b, static_cast<size_t>(elements)); };
-  switch (runAlgorithm(ctx, p, w)) {
+  switch (runAlgorithm(ctx, p, w, ctx.plan != nullptr)) {
+    case cpu::ConvAlgorithm::Winograd:
+      raise(ScratchBuffer::Winograd,
+            static_cast<int64_t>(winogradScratchFloats(w, p.batch, p.channels, p.outChannels)));
+      break;
     case cpu::ConvAlgorithm::Panels: {
       // One thread's blocks are the largest.
       const int64_t depthRows = isPointwise(w) ? 0 : std::min(rows, static_cast<int64_t>(ctx.panelsB->depth));
@@ -1257,10 +1282,19 @@ std::vector<cpu::ConvAlgorithm> convAlgorithms(const ops::ConvAttrs& attrs, std:
   const bool depthwise = weight[1] == 1 && weight[0] == attrs.group && x[1] == attrs.group && x.size() <= 4;
   // grouped-blocks for grouped Convs with more than one channel per group (a depthwise one would fill one lane).
   const bool grouped = !depthwise && x.size() <= 4;
+  // Winograd for dense 2-D 3x3 Convs of stride 1 without dilation, on a weight transformed at prepare.
+  bool winograd = false;
+  if (constantWeight && attrs.group == 1 && x.size() == 4) {
+    static const ir::Attributes kNoAttributes;
+    const OpContext ctx{ir::OpKind::Conv, 0, kNoAttributes, "", nullptr};
+    auto window = detail::computeWindow(ctx, attrs.window, x.subspan(2), weight.subspan(2), false);
+    winograd = window && detail::winogradFits(detail::toWindow3(*window));
+  }
   for (ConvAlgorithm a : {ConvAlgorithm::Panels, ConvAlgorithm::DepthwiseSmallMap, ConvAlgorithm::GroupedBlocks,
-                          ConvAlgorithm::Direct, ConvAlgorithm::Gemm}) {
+                          ConvAlgorithm::Winograd, ConvAlgorithm::Direct, ConvAlgorithm::Gemm}) {
     if (a == first || (a == ConvAlgorithm::Panels && (attrs.group != 1 || !constantWeight)) ||
-        (a == ConvAlgorithm::DepthwiseSmallMap && !depthwise) || (a == ConvAlgorithm::GroupedBlocks && !grouped))
+        (a == ConvAlgorithm::DepthwiseSmallMap && !depthwise) || (a == ConvAlgorithm::GroupedBlocks && !grouped) ||
+        (a == ConvAlgorithm::Winograd && !winograd))
       continue;
     all.push_back(a);
   }

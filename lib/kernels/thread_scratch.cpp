@@ -12,7 +12,7 @@ namespace ctxkit::kernels {
 namespace {
 
 // One mark per buffer, in the order of `sizes` below.
-constexpr size_t kBuffers = 18;
+constexpr size_t kBuffers = 19;
 std::atomic<size_t> gMarks[kBuffers];
 std::atomic<uint64_t> gEpoch{0};
 
@@ -30,7 +30,7 @@ void capacities(const ThreadScratch& s, size_t (&out)[kBuffers]) {
 }
 
 // Each ScratchBuffer's index in the marks.
-constexpr size_t kMarkOf[] = {0, 1, 4, 6, 9, 10, 13, 15, 7};
+constexpr size_t kMarkOf[] = {0, 1, 4, 6, 9, 10, 13, 15, 7, 18};
 
 // Reserves `v` up to `n` elements; when that allocates, value-initializes the new capacity once (its pages are
 // mapped now, not by a run's first resize).
@@ -89,6 +89,7 @@ void reserveThreadScratch() {
   reserveTouched(s.convTile, mark(15));
   reserveTouched(s.gridOffsets, mark(16));
   reserveTouched(s.gridWeights, mark(17));
+  reserveTouched(s.winograd, mark(18));
 }
 
 }  // namespace ctxkit::kernels

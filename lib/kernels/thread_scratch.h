@@ -30,6 +30,7 @@ struct ThreadScratch {
   std::vector<detail::RoiSample> roiSamples;  // RoiAlign: one region's bilinear samples
   std::vector<int64_t> gridOffsets;           // 2-D GridSample: one image's tap offsets and weights per point
   std::vector<float> gridWeights;
+  std::vector<float> winograd;  // Winograd Conv: a task's transformed input, products and output rows
 };
 
 // This thread's scratch.
@@ -53,7 +54,8 @@ enum class ScratchBuffer {
   ConvRuns,
   Depthwise,
   ConvTile,
-  PoolRows
+  PoolRows,
+  Winograd
 };
 
 // Raises a buffer's mark to `elements`, as if a thread had grown it so: for ops prepared at load that know what their

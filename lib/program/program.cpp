@@ -215,6 +215,17 @@ std::string kernelChoiceMisfit(const Program& p, const Op& op, cpu::ConvAlgorith
     case cpu::ConvAlgorithm::GroupedBlocks:
       if (x->shape.size() > 4) return "grouped-blocks computes 1-D and 2-D Convs only";
       return {};
+    case cpu::ConvAlgorithm::Winograd: {
+      const ops::WindowAttrs& window = std::get<ops::ConvAttrs>(op.typed).window;
+      auto ones = [](const std::optional<ops::IntList>& list) {
+        return !list || std::all_of(list->begin(), list->end(), [](int64_t v) { return v == 1; });
+      };
+      if (group != 1 || x->shape.size() != 4 || w->shape[2] != 3 || w->shape[3] != 3 || !ones(window.strides) ||
+          !ones(window.dilations))
+        return "winograd computes 2-D 3x3 Convs of stride 1 without dilation and group 1 only";
+      if (w->kind != TensorKind::Weight && w->kind != TensorKind::LoadTime) return "winograd needs a constant weight";
+      return {};
+    }
   }
   return "unknown algorithm";
 }

@@ -104,7 +104,7 @@ TEST_CASE("a damaged or foreign tuning cache is an error naming the file and lin
       {"", "line 1: empty"},
       {"something else\n", "line 1: expected the header"},
       {head + "only\ttwo\n", "line 2: 2 tab-separated fields"},
-      {head + cpu + "\tConv x\twinograd\twinograd=1\n", "unknown algorithm 'winograd'"},
+      {head + cpu + "\tConv x\tfft\tfft=1\n", "unknown algorithm 'fft'"},
       {head + cpu + "\tConv x\theuristic\theuristic=1\n", "unknown algorithm 'heuristic'"},
       {head + cpu + "\tConv x\tdirect\tdirect=nan\n", "'direct=nan' is not algorithm=milliseconds"},
       {head + cpu + "\tConv x\tdirect\tdirect=-1\n", "is not algorithm=milliseconds"},

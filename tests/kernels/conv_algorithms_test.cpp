@@ -119,6 +119,9 @@ std::vector<float> referenceFor(const Case& c, const ir::Tensor& x, const ir::Te
                    b ? test::values<float>(*b) : std::vector<float>{}, c.group, s, d, pb, ys);
 }
 
+// Winograd's error bound, relative to the largest output of a case.
+constexpr float kWinogradTolerance = 2e-5f;
+
 // Runs every case with each algorithm convAlgorithms offers for it (or only `only`), on each of `pools` (null:
 // serially), against the plain loop; counts the runs per algorithm.
 void checkCases(const std::vector<Case>& cases, std::span<kernels::ThreadPool* const> pools,
@@ -143,8 +146,21 @@ void checkCases(const std::vector<Case>& cases, std::span<kernels::ThreadPool* c
         INFO(cpu::convAlgorithmName(a) << " on " << (p ? p->threads() : 1) << " threads");
         auto got = runWith(ctx, ins, a, p);
         REQUIRE(got);
-        test::requireClose(test::values<float>(*got), referenceFor(c, x, w, c.bias ? &b : nullptr, got->shape()),
-                           1e-4f);
+        const std::vector<float> want = referenceFor(c, x, w, c.bias ? &b : nullptr, got->shape());
+        if (a == ConvAlgorithm::Winograd) {
+          // Winograd's transforms add and cancel terms up to 100x the inputs: its error scales with the largest
+          // output, not each one (docs/runtime.md#winograd-f4x4-3x3).
+          float scale = 1;
+          for (float v : want) scale = std::max(scale, std::fabs(v));
+          const std::vector<float> gotValues = test::values<float>(*got);
+          REQUIRE(gotValues.size() == want.size());
+          for (size_t i = 0; i < want.size(); ++i) {
+            INFO("element " << i << ": got " << gotValues[i] << " want " << want[i] << ", largest " << scale);
+            REQUIRE(std::fabs(gotValues[i] - want[i]) <= kWinogradTolerance * scale);
+          }
+        } else {
+          test::requireClose(test::values<float>(*got), want, 1e-4f);
+        }
         ++runs[a];
       }
     }
@@ -236,15 +252,24 @@ TEST_CASE("every Conv algorithm matches a plain loop on odd shapes, serially and
       {"grouped 5 in 24 out batch 3", {3, 10, 6, 9}, {48, 5, 3, 3}, 2, {2, 1}, {1, 1}, {1, 1, 1, 1}, true},
       // One group of 9 channels and 70 outputs (5 blocks, split between threads), a 5x3 kernel with stride 2 x 1.
       {"dense on blocks, 5x3 kernel", {1, 9, 11, 8}, {70, 9, 5, 3}, 1, {2, 1}, {1, 1}, {2, 1, 2, 1}, true},
+      // Winograd F(4x4, 3x3) (and every other 3x3 above of stride 1): two depth blocks (300 channels), 37 outputs
+      // (a vector of 16 and a tail; panels past whole ones), maps not a multiple of 4 with asymmetric or no pads,
+      // batch 2, and a map split into several tasks of tile rows (40x38: 100 tiles).
+      {"winograd 300 channels, two depth blocks", {2, 300, 10, 9}, {37, 300, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1},
+       true},
+      {"winograd no pads onto 7x13", {1, 20, 9, 15}, {70, 20, 3, 3}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, false},
+      {"winograd asymmetric pads onto 18x21", {1, 64, 17, 20}, {64, 64, 3, 3}, 1, {1, 1}, {1, 1}, {2, 0, 1, 3}, true},
+      {"winograd several tasks onto 40x38", {1, 40, 40, 38}, {33, 40, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
   };
   kernels::ThreadPool pool(2);
   kernels::ThreadPool* const pools[] = {nullptr, &pool};
   std::map<ConvAlgorithm, int> runs;
   checkCases(cases, pools, std::nullopt, runs);
   for (ConvAlgorithm a : {ConvAlgorithm::Direct, ConvAlgorithm::Gemm, ConvAlgorithm::Panels,
-                          ConvAlgorithm::DepthwiseSmallMap, ConvAlgorithm::GroupedBlocks})
+                          ConvAlgorithm::DepthwiseSmallMap, ConvAlgorithm::GroupedBlocks, ConvAlgorithm::Winograd})
     CHECK(runs[a] > 0);
   CHECK(runs[ConvAlgorithm::GroupedBlocks] >= 2 * 9);  // every grouped case above, serially and on 2 threads
+  CHECK(runs[ConvAlgorithm::Winograd] >= 2 * 8);       // every 3x3 of stride 1 without dilation in one group
 }
 
 TEST_CASE("Conv on panels splits its work by output positions and ranges of output-channel panels, on 1, 2 and 3 "
@@ -317,8 +342,8 @@ TEST_CASE("Conv on stored panels of widths 8, 16 and 32 on 1 and 2 threads") {
   }
 }
 
-TEST_CASE("the default Conv algorithm is the heuristic's: panels for dense Convs, the vector depthwise kernel on small "
-          "maps, direct for few channels") {
+TEST_CASE("the default Conv algorithm is the heuristic's: Winograd or panels for dense Convs, the vector depthwise "
+          "kernel on small maps, direct for few channels") {
   ops::ConvAttrs dense;
   dense.window.pads.emplace(4, 1);
   ops::ConvAttrs pointwise;
@@ -327,9 +352,19 @@ TEST_CASE("the default Conv algorithm is the heuristic's: panels for dense Convs
   // Without a constant weight there are no panels to read.
   CHECK(kernels::convHeuristic(pointwise, ir::Shape{1, 1024, 7, 7}, ir::Shape{1024, 1024, 1, 1}, false) ==
         ConvAlgorithm::Gemm);
-  // Dense 3x3s of 8 or more channels run on grouped-blocks (one group); dilated ones on panels, first layers direct.
+  // Dense 3x3s of stride 1 with 64 or more channels on both sides onto 16 or more tiles of 4x4 run on Winograd, when
+  // the weight is constant (transformed at prepare); on grouped-blocks otherwise (one group) when they have 8 or more
+  // input channels; dilated ones on panels, first layers direct.
   CHECK(kernels::convHeuristic(dense, ir::Shape{1, 256, 14, 14}, ir::Shape{256, 256, 3, 3}, true) ==
+        ConvAlgorithm::Winograd);
+  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 256, 14, 14}, ir::Shape{256, 256, 3, 3}, false) ==
         ConvAlgorithm::GroupedBlocks);
+  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 256, 10, 10}, ir::Shape{256, 256, 3, 3}, true) ==
+        ConvAlgorithm::GroupedBlocks);  // 9 tiles
+  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 32, 112, 112}, ir::Shape{32, 32, 3, 3}, true) ==
+        ConvAlgorithm::GroupedBlocks);  // 32 channels
+  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 128, 28, 28}, ir::Shape{32, 128, 3, 3}, true) ==
+        ConvAlgorithm::GroupedBlocks);  // 32 outputs
   ops::ConvAttrs dilated = dense;
   dilated.window.dilations.emplace(2, 2);
   CHECK(kernels::convHeuristic(dilated, ir::Shape{1, 256, 14, 14}, ir::Shape{256, 256, 3, 3}, true) ==

@@ -234,9 +234,10 @@ TEST_CASE("convOnPanels: dense convs run on panels, the direct, pointwise and ba
     a.window.dilations = ops::IntList{dilation, dilation};
     return kernels::convOnPanels(a, x, w);
   };
-  CHECK(decide({1, 960, 20, 20}, {256, 960, 3, 3}, {1, 1, 1, 1}));          // unfolds into 8640 x 400 values
-  CHECK(decide({1, 384, 14, 14}, {256, 384, 3, 3}, {1, 1, 1, 1}));          // 3456 x 196: one range, still panels
-  CHECK_FALSE(decide({1, 256, 14, 14}, {256, 256, 3, 3}, {1, 1, 1, 1}));    // depth 2304: grouped-blocks
+  CHECK_FALSE(decide({1, 960, 20, 20}, {256, 960, 3, 3}, {1, 1, 1, 1}));    // Winograd (stride 1, 25 tiles)
+  CHECK(decide({1, 960, 20, 20}, {256, 960, 3, 3}, {1, 1, 1, 1}, 1, 1, 2));  // unfolds into 8640 x 100 values
+  CHECK(decide({1, 384, 10, 10}, {256, 384, 3, 3}, {1, 1, 1, 1}));          // 3456 x 100: one range, still panels
+  CHECK_FALSE(decide({1, 256, 10, 10}, {256, 256, 3, 3}, {1, 1, 1, 1}));    // depth 2304: grouped-blocks
   CHECK(decide({1, 512, 7, 7}, {512, 512, 3, 3}, {1, 1, 1, 1}));            // 49 positions under a 9.4 MB weight
   CHECK(decide({1, 960, 20, 20}, {256, 960, 3, 3}, {6, 6, 6, 6}, 6));       // dilated, every tap reaches the input
   CHECK_FALSE(decide({1, 960, 20, 20}, {256, 960, 3, 3}, {36, 36, 36, 36}, 36));  // most taps in the padding: bands
