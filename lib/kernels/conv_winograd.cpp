@@ -29,33 +29,29 @@ constexpr double kG[6][3] = {{1.0 / 4, 0, 0},
                              {1.0 / 24, -1.0 / 12, 1.0 / 6},
                              {0, 0, 1}};
 
-// Bᵀ applied to six values a stride `s` apart (one column or one row of a tile), lanes `L` wide, in place.
-template <int L> inline void inputRows(float (*d)[L], int s) {
-  float t[6][L];
-#pragma GCC unroll 8
-  for (int l = 0; l < L; ++l) {
-    const float d0 = d[0][l], d1 = d[s][l], d2 = d[2 * s][l], d3 = d[3 * s][l], d4 = d[4 * s][l], d5 = d[5 * s][l];
-    t[0][l] = 4 * d0 - 5 * d2 + d4;
-    t[1][l] = -4 * d1 - 4 * d2 + d3 + d4;
-    t[2][l] = 4 * d1 - 4 * d2 - d3 + d4;
-    t[3][l] = -2 * d1 - d2 + 2 * d3 + d4;
-    t[4][l] = 2 * d1 - d2 - 2 * d3 + d4;
-    t[5][l] = 4 * d1 - 5 * d3 + d5;
-  }
-#pragma GCC unroll 6
-  for (int i = 0; i < 6; ++i) std::memcpy(d[i * s], t[i], sizeof t[i]);
+// Vectors of 8 tiles (the input transform) and of 16 output channels (the output transform); GCC's vector
+// extension, so that each clone (CTX_SIMD_CLONES) computes them in its widest registers.
+typedef float Tiles8 __attribute__((vector_size(32)));
+typedef float Channels16 __attribute__((vector_size(64)));
+
+// Bᵀ applied to six vectors a stride `s` apart (one column or one row of a tile), in place.
+template <typename V> inline void inputRows(V* d, int s) {
+  const V d0 = d[0], d1 = d[s], d2 = d[2 * s], d3 = d[3 * s], d4 = d[4 * s], d5 = d[5 * s];
+  d[0] = 4 * d0 - 5 * d2 + d4;
+  d[s] = -4 * d1 - 4 * d2 + d3 + d4;
+  d[2 * s] = 4 * d1 - 4 * d2 - d3 + d4;
+  d[3 * s] = -2 * d1 - d2 + 2 * d3 + d4;
+  d[4 * s] = 2 * d1 - d2 - 2 * d3 + d4;
+  d[5 * s] = 4 * d1 - 5 * d3 + d5;
 }
 
-// Aᵀ applied to six values a stride `s` apart, lanes `L` wide: four results `os` apart into `o`.
-template <int L> inline void outputRows(const float (*m)[L], int s, float (*o)[L], int os, int lanes) {
-  for (int l = 0; l < lanes; ++l) {
-    const float m0 = m[0][l], m1 = m[s][l], m2 = m[2 * s][l], m3 = m[3 * s][l], m4 = m[4 * s][l], m5 = m[5 * s][l];
-    const float a = m1 + m2, b = m1 - m2, c = m3 + m4, e = m3 - m4;
-    o[0][l] = m0 + a + c;
-    o[os][l] = b + 2 * e;
-    o[2 * os][l] = a + 4 * c;
-    o[3 * os][l] = b + 8 * e + m5;
-  }
+// Aᵀ applied to six vectors a stride `s` apart: four results `os` apart into `o`.
+template <typename V> inline void outputRows(const V* m, int s, V* o, int os) {
+  const V a = m[s] + m[2 * s], b = m[s] - m[2 * s], c = m[3 * s] + m[4 * s], e = m[3 * s] - m[4 * s];
+  o[0] = m[0] + a + c;
+  o[os] = b + 2 * e;
+  o[2 * os] = a + 4 * c;
+  o[3 * os] = b + 8 * e + m[5 * s];
 }
 
 // How a run is cut: tasks of `tileRows` rows of tiles of one image; a task's tiles are GEMM rows, in strips of `mr`.
@@ -64,64 +60,111 @@ struct WinogradSplit {
   size_t mr = 0;
 };
 
+// Columns of zeros or slack on each side of a padded row: a run of lanes reads from up to 7 tiles before its first
+// tile and 7 after its last (the lanes it leaves to other runs).
+constexpr int64_t kRowSlack = 4 * kGroup;
+
+// The rows of input a task's tiles read (tileRows * 4 + 2), each with the Conv's padding as zeros, kRowSlack floats
+// of slack before and after, rowStride floats apart.
+int64_t paddedRowStride(const WinogradSplit& s) { return 2 * kRowSlack + s.tilesX * kOut + 2; }
+
 // Floats of a task's scratch: the transformed input of one depth block (36 points x strips x depth), the products
-// (36 points x tiles x output channels) and the tile rows' outputs (4 per tile row x padded width x channels).
+// (36 points x tiles x output channels), the tile rows' outputs (4 per tile row x padded width x channels) and one
+// channel's padded input rows.
 struct WinogradScratch {
-  size_t input, products, outputs;
-  size_t total() const { return input + products + outputs; }
+  size_t input, products, outputs, padded;
+  size_t total() const { return input + products + outputs + padded; }
 };
 WinogradScratch scratchOf(const WinogradSplit& s, size_t channels, size_t outChannels) {
   const auto tiles = static_cast<size_t>(s.tileRows * s.tilesX);
   const size_t strips = (tiles + s.mr - 1) / s.mr, rows = strips * s.mr;
   const size_t depth = std::min(channels, cpu::kPanelDepth);
   return {kPoints * rows * depth, kPoints * tiles * outChannels,
-          static_cast<size_t>(kOut * s.tileRows * s.tilesX * kOut) * outChannels};
+          static_cast<size_t>(kOut * s.tileRows * s.tilesX * kOut) * outChannels,
+          static_cast<size_t>((s.tileRows * kOut + 2) * paddedRowStride(s))};
+}
+
+// Bᵀ-ready columns of one input row for 8 consecutive tiles: out[j][l] = row[4l + j], j < 6 (row holds 34 floats).
+inline void tileColumns(const float* row, Tiles8* out) {
+  Tiles8 a0, a1, a2, a3;
+  std::memcpy(&a0, row, sizeof a0);
+  std::memcpy(&a1, row + 8, sizeof a1);
+  std::memcpy(&a2, row + 16, sizeof a2);
+  std::memcpy(&a3, row + 24, sizeof a3);
+  const Tiles8 s01 = __builtin_shufflevector(a0, a1, 0, 4, 8, 12, 1, 5, 9, 13);
+  const Tiles8 s23 = __builtin_shufflevector(a2, a3, 0, 4, 8, 12, 1, 5, 9, 13);
+  const Tiles8 t01 = __builtin_shufflevector(a0, a1, 2, 6, 10, 14, 3, 7, 11, 15);
+  const Tiles8 t23 = __builtin_shufflevector(a2, a3, 2, 6, 10, 14, 3, 7, 11, 15);
+  out[0] = __builtin_shufflevector(s01, s23, 0, 1, 2, 3, 8, 9, 10, 11);
+  out[1] = __builtin_shufflevector(s01, s23, 4, 5, 6, 7, 12, 13, 14, 15);
+  out[2] = __builtin_shufflevector(t01, t23, 0, 1, 2, 3, 8, 9, 10, 11);
+  out[3] = __builtin_shufflevector(t01, t23, 4, 5, 6, 7, 12, 13, 14, 15);
+  const Tiles8 e32{row[32], row[32], row[32], row[32], row[32], row[32], row[32], row[32]};
+  const Tiles8 e33{row[33], row[33], row[33], row[33], row[33], row[33], row[33], row[33]};
+  out[4] = __builtin_shufflevector(out[0], e32, 1, 2, 3, 4, 5, 6, 7, 8);
+  out[5] = __builtin_shufflevector(out[1], e33, 1, 2, 3, 4, 5, 6, 7, 8);
 }
 
 // The transformed inputs (channels [c0, c0 + depth)) of tiles [0, rows) of a task, as the GEMM's packed A: for each
-// point, strips of `mr` tiles, each `depth` deep and k-major. Tiles past the task's last read zeros.
+// point, strips of `mr` tiles, each `depth` deep and k-major. Tiles past the task's last read zeros. Each channel's
+// rows are first copied with their padding into `padded` (paddedRowStride); 8 tiles then make one group of lanes,
+// each run of them in one row of tiles read with vector loads and shuffles (tileColumns).
 CTX_SIMD_CLONES void transformInput(const float* x, const Window3& w, const WinogradSplit& s, int64_t ty0,
-                                    int64_t tiles, size_t rows, int64_t c0, int64_t depth, float* a) {
+                                    int64_t tiles, size_t rows, int64_t c0, int64_t depth, float* padded, float* a) {
+  typedef int Mask8 __attribute__((vector_size(32)));
   const int64_t H = w.in[1], W = w.in[2], padT = w.padBegin[1], padL = w.padBegin[2];
   const int64_t inSize = H * W;
   const auto mr = static_cast<int64_t>(s.mr);
   const size_t pointFloats = rows * static_cast<size_t>(depth);
-  for (int64_t g0 = 0; g0 < static_cast<int64_t>(rows); g0 += kGroup) {
-    const int64_t lanes = std::min<int64_t>(kGroup, static_cast<int64_t>(rows) - g0);
-    // Where each lane's tile starts in the input, and whether its 6x6 window lies inside (no bounds checks).
-    int64_t iy[kGroup], ix[kGroup];
-    bool inside[kGroup], live[kGroup];
-    for (int64_t l = 0; l < kGroup; ++l) {
-      const int64_t t = g0 + l;
-      live[l] = l < lanes && t < tiles;
-      const int64_t ty = ty0 + (live[l] ? t / s.tilesX : 0), tx = live[l] ? t % s.tilesX : 0;
-      iy[l] = ty * kOut - padT;
-      ix[l] = tx * kOut - padL;
-      inside[l] = live[l] && iy[l] >= 0 && ix[l] >= 0 && iy[l] + kSide <= H && ix[l] + kSide <= W;
-    }
-    for (int64_t c = 0; c < depth; ++c) {
-      const float* plane = x + (c0 + c) * inSize;
-      float d[kSide * kSide][kGroup];
-      for (int64_t l = 0; l < kGroup; ++l) {
-        if (inside[l]) {
-          const float* src = plane + iy[l] * W + ix[l];
-          for (int64_t i = 0; i < kSide; ++i)
-            for (int64_t j = 0; j < kSide; ++j) d[i * kSide + j][l] = src[i * W + j];
-        } else {
-          for (int64_t i = 0; i < kSide; ++i)
-            for (int64_t j = 0; j < kSide; ++j) {
-              const int64_t yy = iy[l] + i, xx = ix[l] + j;
-              d[i * kSide + j][l] = live[l] && yy >= 0 && yy < H && xx >= 0 && xx < W ? plane[yy * W + xx] : 0.0f;
-            }
-        }
+  const int64_t stride = paddedRowStride(s), taskRows = (rows > 0 ? (tiles + s.tilesX - 1) / s.tilesX : 0) * kOut + 2;
+  const int64_t width = s.tilesX * kOut + 2, iy0 = ty0 * kOut - padT;
+  // The input columns a padded row holds: [-padL, width - padL), of which [0, W) are the input's.
+  const int64_t left = std::min(width, padL), right = std::clamp<int64_t>(W + padL, left, width);
+  for (int64_t c = 0; c < depth; ++c) {
+    const float* plane = x + (c0 + c) * inSize;
+    for (int64_t r = 0; r < taskRows; ++r) {
+      float* row = padded + r * stride + kRowSlack;
+      const int64_t iy = iy0 + r;
+      if (iy < 0 || iy >= H) {
+        std::fill(row, row + width, 0.0f);
+        continue;
       }
-      for (int j = 0; j < kSide; ++j) inputRows<kGroup>(&d[j], kSide);      // columns: Bᵀ d
-      for (int i = 0; i < kSide; ++i) inputRows<kGroup>(&d[i * kSide], 1);  // rows: (Bᵀ d) B
+      std::fill(row, row + left, 0.0f);
+      std::memcpy(row + left, plane + iy * W + (left - padL), sizeof(float) * static_cast<size_t>(right - left));
+      std::fill(row + right, row + width, 0.0f);
+    }
+    for (int64_t g0 = 0; g0 < static_cast<int64_t>(rows); g0 += kGroup) {
+      Tiles8 d[kSide * kSide] = {};
+      // Runs of lanes in one row of tiles: lanes [l0, l1) are tiles (ty, tx0 ..).
+      for (int64_t l0 = 0; l0 < kGroup && g0 + l0 < tiles;) {
+        const int64_t t = g0 + l0, ty = t / s.tilesX, tx0 = t % s.tilesX;
+        const int64_t l1 = std::min({kGroup, l0 + s.tilesX - tx0, tiles - g0});
+        // Lane l reads columns 4 (tx0 + l - l0) ..: the run's base as if lane 0 were its tile tx0 - l0.
+        const float* base = padded + ty * kOut * stride + kRowSlack + (tx0 - l0) * kOut;
+        Tiles8 v[kSide];
+        if (l0 == 0 && l1 == kGroup) {
+          for (int64_t i = 0; i < kSide; ++i) tileColumns(base + i * stride, d + i * kSide);
+        } else {
+          Mask8 m;
+          for (int l = 0; l < kGroup; ++l) m[l] = l >= l0 && l < l1 ? -1 : 0;
+          for (int64_t i = 0; i < kSide; ++i) {
+            tileColumns(base + i * stride, v);
+            for (int64_t j = 0; j < kSide; ++j) {
+              Tiles8& dst = d[i * kSide + j];
+              dst = reinterpret_cast<Tiles8>((reinterpret_cast<Mask8>(v[j]) & m) | (reinterpret_cast<Mask8>(dst) & ~m));
+            }
+          }
+        }
+        l0 = l1;
+      }
+      for (int j = 0; j < kSide; ++j) inputRows(d + j, kSide);      // columns: Bᵀ d
+      for (int i = 0; i < kSide; ++i) inputRows(d + i * kSide, 1);  // rows: (Bᵀ d) B
       // Lane l is tile g0 + l: strip (g0 + l) / mr, row (g0 + l) % mr, at depth c.
+      const int64_t lanes = std::min<int64_t>(kGroup, static_cast<int64_t>(rows) - g0);
       for (size_t p = 0; p < kPoints; ++p) {
         float* dst = a + p * pointFloats;
         if (mr == kGroup) {
-          std::memcpy(dst + (g0 / mr) * mr * depth + c * mr, d[p], sizeof(float) * kGroup);
+          std::memcpy(dst + (g0 / mr) * mr * depth + c * mr, &d[p], sizeof(Tiles8));
         } else {
           for (int64_t l = 0; l < lanes; ++l) {
             const int64_t t = g0 + l;
@@ -143,20 +186,30 @@ CTX_SIMD_CLONES void transformOutput(const float* m, const WinogradSplit& s, int
     const int64_t ty = t / s.tilesX, tx = t % s.tilesX;
     float* tileOut = out + ty * kOut * rowFloats + tx * kOut * outChannels;
     for (int64_t k0 = 0; k0 < outChannels; k0 += kChannelLanes) {
-      const int lanes = static_cast<int>(std::min<int64_t>(kChannelLanes, outChannels - k0));
-      float v[kPoints][kChannelLanes], r[kSide * kOut][kChannelLanes], o[kOut * kOut][kChannelLanes];
-      for (size_t p = 0; p < kPoints; ++p)
-        std::memcpy(v[p], m + p * pointFloats + t * outChannels + k0, sizeof(float) * static_cast<size_t>(lanes));
+      const auto lanes = static_cast<size_t>(std::min<int64_t>(kChannelLanes, outChannels - k0));
+      Channels16 v[kPoints], r[kSide * kOut], o[kOut * kOut];
+      const float* src = m + t * outChannels + k0;
+      if (lanes == kChannelLanes) {
+        for (size_t p = 0; p < kPoints; ++p) std::memcpy(&v[p], src + p * pointFloats, sizeof v[p]);
+      } else {
+        for (size_t p = 0; p < kPoints; ++p) {
+          v[p] = Channels16{};
+          for (size_t l = 0; l < lanes; ++l) v[p][l] = src[p * pointFloats + l];
+        }
+      }
       // Columns (Aᵀ v: 4 rows of 6), then rows ((Aᵀ v) A: 4 x 4).
-      for (int j = 0; j < kSide; ++j) outputRows<kChannelLanes>(&v[j], kSide, &r[j], kSide, lanes);
-      for (int i = 0; i < kOut; ++i) outputRows<kChannelLanes>(&r[i * kSide], 1, &o[i * kOut], 1, lanes);
-      float b[kChannelLanes] = {};
-      if (bias) std::memcpy(b, bias + k0, sizeof(float) * static_cast<size_t>(lanes));
+      for (int j = 0; j < kSide; ++j) outputRows(v + j, kSide, r + j, kSide);
+      for (int i = 0; i < kOut; ++i) outputRows(r + i * kSide, 1, o + i * kOut, 1);
+      Channels16 b{};
+      if (bias)
+        for (size_t l = 0; l < lanes; ++l) b[l] = bias[k0 + static_cast<int64_t>(l)];
       for (int64_t i = 0; i < kOut; ++i)
         for (int64_t j = 0; j < kOut; ++j) {
+          const Channels16 y = o[i * kOut + j] + b;
           float* dst = tileOut + i * rowFloats + j * outChannels + k0;
-          const float* src = o[i * kOut + j];
-          for (int l = 0; l < lanes; ++l) dst[l] = src[l] + b[l];
+          if (lanes == kChannelLanes) std::memcpy(dst, &y, sizeof y);
+          else
+            for (size_t l = 0; l < lanes; ++l) dst[l] = y[l];
         }
     }
   }
@@ -253,6 +306,7 @@ void runWinograd(const OpContext& ctx, const WinogradWeights& u, const Window3& 
     float* a = scratchAtLeast(threadScratch().winograd, sizes.total());
     float* m = a + sizes.input;
     float* out = m + sizes.products;
+    float* padded = out + sizes.outputs;
     for (auto t = static_cast<int64_t>(t0); t < static_cast<int64_t>(t1); ++t) {
       const int64_t n = t / s.tasksPerImage, ty0 = t % s.tasksPerImage * s.tileRows;
       const int64_t ty1 = std::min(s.tilesY, ty0 + s.tileRows), tiles = (ty1 - ty0) * s.tilesX;
@@ -260,7 +314,7 @@ void runWinograd(const OpContext& ctx, const WinogradWeights& u, const Window3& 
       const float* xn = x + n * C * inSize;
       for (int64_t c0 = 0; c0 < C; c0 += static_cast<int64_t>(cpu::kPanelDepth)) {
         const int64_t depth = std::min<int64_t>(C - c0, static_cast<int64_t>(cpu::kPanelDepth));
-        transformInput(xn, w, s, ty0, tiles, rows, c0, depth, a);
+        transformInput(xn, w, s, ty0, tiles, rows, c0, depth, padded, a);
         for (size_t p = 0; p < kPoints; ++p)
           cpu::sgemmPanelsPackedA(static_cast<size_t>(tiles), 1.0f, a + p * rows * static_cast<size_t>(depth),
                                   u.point(p), static_cast<size_t>(c0), 0, panels, c0 > 0,
