@@ -163,6 +163,13 @@ std::string runDiffers(const runtime::CompiledProgram& cp, const std::vector<flo
   return {};
 }
 
+// `p` written and read back, as a program read from a file, then created on the weights above.
+Expected<std::unique_ptr<runtime::CompiledProgram>> throughTheEncoding(const program::Program& p, const char* name) {
+  auto read = program::deserialize(program::serialize(p), 3, name);
+  if (!read) return read.takeError();
+  return runtime::CompiledProgram::create(std::move(read).value(), weightsContainer(), name);
+}
+
 void checkRun(const runtime::CompiledProgram& cp, const std::vector<float>& scores) {
   CHECK(runDiffers(cp, scores, nullptr) == "");
 }
@@ -171,11 +178,8 @@ void checkRun(const runtime::CompiledProgram& cp, const std::vector<float>& scor
 
 TEST_CASE("a bounded program runs at 0 rows, some rows and its bound, its outputs at the run's extent",
           "[runtime][bounded]") {
-  auto container = weightsContainer();
-  // Through the encoding, as a program read from a file.
-  auto read = program::deserialize(program::serialize(detectorProgram()), 3, "bounded program");
-  REQUIRE(read);
-  auto cp = runtime::CompiledProgram::create(std::move(read).value(), container, "bounded");
+  auto cp = throughTheEncoding(detectorProgram(), "bounded");
+  INFO((cp ? std::string() : cp.error().message()));
   REQUIRE(cp);
   checkRun(**cp, {0, 0, 0, 0, 0, 0});                  // no row
   checkRun(**cp, {0.9f, 0, 0.7f, 0.1f, 0.6f, 0.5f});  // rows 0, 2, 4
@@ -223,10 +227,7 @@ program::Program boundedInputProgram() {
 
 TEST_CASE("a bounded program input is taken at 0 rows, some and its bound, and refused above it or unequal elsewhere",
           "[runtime][bounded]") {
-  auto container = weightsContainer();
-  auto read = program::deserialize(program::serialize(boundedInputProgram()), 3, "bounded input program");
-  REQUIRE(read);
-  auto cp = runtime::CompiledProgram::create(std::move(read).value(), container, "bounded_input");
+  auto cp = throughTheEncoding(boundedInputProgram(), "bounded_input");
   REQUIRE(cp);
   const std::vector<float> xv = xValues();
   const ir::Tensor x = floats({6, 4}, xv);
