@@ -497,7 +497,7 @@ TEST_CASE("bounded tensors: encoding 5 records the mask, other programs keep enc
   for (size_t n = 0; n < bytes.size(); ++n) CHECK(!program::deserialize(std::span(bytes.data(), n), 1, "cut"));
 }
 
-TEST_CASE("a bounded program input round-trips; a crafted input mask naming a dimension past its rank is refused",
+TEST_CASE("a bounded program input round-trips, and a crafted input mask naming a dimension past its rank is refused",
           "[program]") {
   auto p = boundedProgram();
   p.tensors[0].bounded = 1;  // x [<=6]: an input of at most 6 elements
