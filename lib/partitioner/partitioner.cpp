@@ -95,6 +95,15 @@ private:
   std::vector<std::set<size_t>> succ_;
 };
 
+// A program tensor's bounded dimensions are a byte's bits (program::TensorDesc::bounded).
+constexpr size_t kMaxBoundedInputRank = 8;
+
+// A bounded value is planned at its bound. An interval bound can be far looser than any run (a Reshape to (n, -1)
+// whose n comes from another value than its input's rows gets -1 at most rows x columns / 1): above this many bytes the
+// value is not worth planning for, and the nodes reading or writing it stay on the fallback path, where memory follows
+// the actual extents.
+constexpr uint64_t kMaxBoundedBytes = uint64_t{64} << 20;
+
 // Whether `v` has a bounded shape: not static, with an upper bound the analysis gives (analysis/bounds.h).
 bool isBoundedValue(const analysis::GraphFacts& facts, ir::ValueId v) {
   return v != ir::kNoValue && !facts[v].shape && facts[v].bound.has_value();
@@ -162,6 +171,14 @@ std::string unsupportedReason(const ir::Node& node, size_t index, const analysis
     }
     if (!f->shape && f->type == ir::ElemType::Float16 && target.float16Compute == Float16Compute::Float32)
       return fmt::format("'{}' is float16 with a bounded shape: not computed in float32 on this target", name);
+    if (!f->shape) {
+      const auto count = ir::elementCount(*shape);
+      const auto bytes = count ? ir::storageBytes(f->type, *count) : std::nullopt;
+      if (!bytes || *bytes > kMaxBoundedBytes)
+        return fmt::format("'{}' is bounded at {} {}{}: above the {} MiB a bounded value is planned at", name,
+                           ir::elemTypeName(f->type), ir::shapeToString(*shape),
+                           bytes ? fmt::format(" ({} MiB)", *bytes >> 20) : std::string(), kMaxBoundedBytes >> 20);
+    }
     if (static_cast<int64_t>(shape->size()) > maxRank)
       return fmt::format("'{}' has rank {}, above the target's maximum {}", name, shape->size(), maxRank);
     if (checkType) {
@@ -304,9 +321,11 @@ PartitionPlan partitionGraph(const ir::Graph& graph, const analysis::GraphFacts&
     return groups;
   };
   std::vector<std::vector<size_t>> groups = group();
-  // A program's inputs have exact shapes (docs/format/program.md#bounded-tensors): a node reading a bounded value made
-  // outside its partition (by a fallback node, another partition, one below the minimum size) stays on the fallback
-  // path, and the nodes are grouped again until none does.
+  // A bounded value made outside a partition (by a fallback node such as an If, another partition, one below the
+  // minimum size) becomes a bounded program input, planned at its bound (docs/format/program.md#bounded-tensors). Its
+  // mask is a byte: a node reading one of a higher rank made outside stays on the fallback path (the cpu target's
+  // maximum rank is 8, so none does there), and the nodes are grouped again until none does.
+  auto declarable = [&](ir::ValueId v) { return facts[v].bound->size() <= kMaxBoundedInputRank; };
   for (bool again = target.boundedShapes; again;) {
     again = false;
     for (const auto& nodes : groups) {
@@ -314,12 +333,14 @@ PartitionPlan partitionGraph(const ir::Graph& graph, const analysis::GraphFacts&
       const std::set<size_t> inside(nodes.begin(), nodes.end());
       for (size_t i : nodes)
         for (ir::ValueId v : facts.table.inputsOf(i)) {
-          if (!isBoundedValue(facts, v) || !supported[i]) continue;
+          if (!isBoundedValue(facts, v) || !supported[i] || declarable(v)) continue;
           const ir::ValueEntry& value = facts.table[v];
           if (value.hasProducer() && inside.count(value.producer)) continue;
           supported[i] = false;
           plan.nodes[i].reason =
-              fmt::format("'{}' has a bounded shape and is computed outside the node's partition", facts.table.name(v));
+              fmt::format("'{}' has a bounded shape of rank {} (a program input's bounded dimensions are at most {}) "
+                          "and is computed outside the node's partition",
+                          facts.table.name(v), facts[v].bound->size(), kMaxBoundedInputRank);
           again = true;
         }
     }

@@ -141,13 +141,16 @@ ir::ValueInfo valueInfoFor(const std::string& name, const analysis::GraphFacts& 
       std::vector<ir::Dim> dims;
       for (int64_t d : *f->shape) dims.push_back(ir::Dim::known(d));
       v.shape = std::move(dims);
-    } else if (f->bound && f->low && f->low->size() == f->bound->size()) {
-      // A value-dependent shape (a compiled program's bounded output): its exact dimensions, and a symbol of its own
-      // for each dimension a run computes, so ONNX Runtime takes any extent there (docs/epcontext-models.md).
+    } else if (f->bound) {
+      // A value-dependent shape (a compiled program's bounded output or input): its exact dimensions, and a symbol of
+      // its own for each dimension a run computes, so ONNX Runtime takes any extent there
+      // (docs/epcontext-models.md). Without a lower bound every dimension is one a run computes, as the lowering
+      // takes it (ValueRecord::low).
+      const bool lows = f->low && f->low->size() == f->bound->size();
       std::vector<ir::Dim> dims;
       for (size_t d = 0; d < f->bound->size(); ++d)
-        dims.push_back((*f->low)[d] == (*f->bound)[d] ? ir::Dim::known((*f->bound)[d])
-                                                      : ir::Dim::named(fmt::format("{}_dim{}", name, d)));
+        dims.push_back(lows && (*f->low)[d] == (*f->bound)[d] ? ir::Dim::known((*f->bound)[d])
+                                                              : ir::Dim::named(fmt::format("{}_dim{}", name, d)));
       v.shape = std::move(dims);
     }
   }
@@ -334,10 +337,12 @@ Expected<ir::Model> buildContextModel(const ir::Model& source, const analysis::G
     ops::decodeNode(node);  // (EPContext: no typed attributes, but every node the house makes is decoded)
     firstContext = false;
     og.nodes.push_back(std::move(node));
+    // Once per value (one partition's output may be another's input).
     for (const auto& v : lp.inputs)
-      if (!g.findValueInfo(v) || !g.findValueInfo(v)->staticShape()) og.valueInfo.push_back(boundaryInfo(v));
+      if ((!g.findValueInfo(v) || !g.findValueInfo(v)->staticShape()) && !og.findValueInfo(v))
+        og.valueInfo.push_back(boundaryInfo(v));
     for (const auto& v : lp.outputs)
-      if (!g.findValueInfo(v)) og.valueInfo.push_back(boundaryInfo(v));
+      if (!g.findValueInfo(v) && !og.findValueInfo(v)) og.valueInfo.push_back(boundaryInfo(v));
   }
   // Keep the source's value_info for values that still exist.
   for (const auto& v : g.valueInfo)

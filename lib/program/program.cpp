@@ -47,10 +47,10 @@ Status validate(const Program& p, uint64_t weightCount) {
       if (t.shape.size() < 8 && (t.bounded >> t.shape.size()) != 0)
         return makeError(ErrorCode::InvalidGraph, "{}: bounded-dimension mask {:#x} names a dimension past rank {}",
                          where(), t.bounded, t.shape.size());
-      if (t.kind != TensorKind::Arena && t.kind != TensorKind::Output)
+      if (t.kind != TensorKind::Arena && t.kind != TensorKind::Output && t.kind != TensorKind::Input)
         return makeError(ErrorCode::InvalidGraph,
-                         "{}: tensor kind {} cannot have a bounded shape (only arena and output tensors can)", where(),
-                         tensorKindName(t.kind));
+                         "{}: tensor kind {} cannot have a bounded shape (only input, arena and output tensors can)",
+                         where(), tensorKindName(t.kind));
     }
     switch (t.kind) {
       case TensorKind::Input:
@@ -236,6 +236,13 @@ std::string shapeText(const TensorDesc& t) {
   for (size_t d = 0; d < t.shape.size(); ++d)
     dims += fmt::format("{}{}{}", d == 0 ? "" : "x", (t.bounded >> d) & 1 ? "<=" : "", t.shape[d]);
   return dims;
+}
+
+bool fitsShape(const TensorDesc& t, std::span<const int64_t> shape) {
+  if (shape.size() != t.shape.size()) return false;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if ((t.bounded >> d) & 1 ? shape[d] < 0 || shape[d] > t.shape[d] : shape[d] != t.shape[d]) return false;
+  return true;
 }
 
 bool hasBoundedTensors(const Program& program) {

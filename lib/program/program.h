@@ -53,8 +53,9 @@ struct TensorDesc {
   Name name;                 // the value's name in the source graph, for dumps and errors
   cpu::WeightLayout layout;  // Weight and LoadTime only: how the bytes are arranged (size is the stored size)
   // Bit d set: shape[d] is an upper bound, the extent a run computes is at most it (a value-dependent shape: behind
-  // NonZero, NonMaxSuppression, TopK with a computed k). Arena and Output tensors only; size holds the bound's bytes,
-  // and a run stores the tensor dense at its actual shape from the start of those bytes (encoding 5).
+  // NonZero, NonMaxSuppression, TopK with a computed k). Input, Arena and Output tensors only; size holds the bound's
+  // bytes, and a run stores the tensor dense at its actual shape from the start of those bytes (encoding 5); an input
+  // is the caller's tensor at its extent.
   uint8_t bounded = 0;
 };
 
@@ -135,6 +136,10 @@ Status validate(const Program& program, uint64_t weightCount);
 
 // The tensor's shape as text, a bounded dimension as "<=bound" ("<=6x4"); the plain shape text otherwise.
 std::string shapeText(const TensorDesc& t);
+
+// Whether `shape` is one a run may give `t`: the same rank, each bounded dimension in [0, bound], every other one
+// equal to its recorded extent (its bytes then fit the recorded size).
+bool fitsShape(const TensorDesc& t, std::span<const int64_t> shape);
 
 // Whether the program holds a bounded tensor (TensorDesc::bounded): its ops' shapes are worked out per run.
 bool hasBoundedTensors(const Program& program);

@@ -490,10 +490,7 @@ Expected<ir::Tensor*> CompiledProgram::bindComputed(size_t k, size_t o, Frame& f
   const program::TensorDesc& d = program_.tensors[t];
   // Within the bounds (and equal to the exact dimensions) the tensor fits its slot; anything else would write past
   // it. Sound analysis never gets here; a program read from a file is not trusted to be sound.
-  bool fits = type == d.type && shape.size() == d.shape.size();
-  for (size_t i = 0; fits && i < shape.size(); ++i)
-    fits = (d.bounded >> i) & 1 ? shape[i] >= 0 && shape[i] <= d.shape[i] : shape[i] == d.shape[i];
-  if (!fits)
+  if (type != d.type || !program::fitsShape(d, shape))
     return makeError(ErrorCode::InvalidGraph,
                      "graph '{}': op {} ('{}', {}) output {} ('{}') computes {} but is recorded as {} {}{}", name_, k,
                      op.name, ir::opKindName(op.kind), o, d.name, descText(type, shape), ir::elemTypeName(d.type),
@@ -704,11 +701,11 @@ Status CompiledProgram::runInto(std::span<const ir::Tensor* const> inputs, std::
     return makeError(ErrorCode::InvalidArgument, "graph '{}' makes {} outputs but {} were given", name_,
                      program_.outputs.size(), outputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
-    int32_t t = program_.inputs[i];
-    const auto& d = tensors[t];
-    if (!inputs[i] || inputs[i]->type() != d.type || !ir::sameShape(inputs[i]->shape(), d.shape))
-      return makeError(ErrorCode::InvalidArgument, "graph '{}' input {} ('{}') was compiled for {} but got {}", name_,
-                       i, d.name, descText(d.type, d.shape),
+    const auto& d = tensors[program_.inputs[i]];
+    if (!inputs[i] || inputs[i]->type() != d.type || !program::fitsShape(d, inputs[i]->shape()))
+      return makeError(ErrorCode::InvalidArgument, "graph '{}' input {} ('{}') was compiled for {} {}{} but got {}",
+                       name_, i, d.name, ir::elemTypeName(d.type), program::shapeText(d),
+                       program::isBounded(d) ? " (\"<=\": at most)" : "",
                        inputs[i] ? descText(inputs[i]->type(), inputs[i]->shape()) : std::string("nothing"));
   }
   for (size_t i = 0; i < outputs.size(); ++i) {

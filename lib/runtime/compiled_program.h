@@ -66,9 +66,10 @@ public:
   const std::string& name() const { return name_; }
   uint64_t arenaBytes() const { return program_.arenaSize; }
 
-  // Inputs must match the program's static types and shapes; outputs are allocated here (an output with a bounded
-  // dimension at the extent the run computes). Thread-safe: each
-  // call runs in a frame of its own (arena and bound values), taken from a pool and returned afterwards.
+  // Inputs must have the program's types and shapes (an input with a bounded dimension: at most the bound there, the
+  // other dimensions equal; ops reading it are prepared for the run's shapes); outputs are allocated here (an output
+  // with a bounded dimension at the extent the run computes). Thread-safe: each call runs in a frame of its own (arena
+  // and bound values), taken from a pool and returned afterwards.
   Expected<std::vector<ir::Tensor>> run(std::span<const ir::Tensor* const> inputs, kernels::ThreadPool* pool) const;
   // As run(), writing into the caller's output tensors (ONNX Runtime's buffers, say), which must have the
   // program's output types and shapes; a null output gets a temporary buffer. Nothing is copied afterwards. An output

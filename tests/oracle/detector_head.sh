@@ -11,7 +11,8 @@
 #   the _ctx.onnx with --embed-fallback-initializers.
 # - For each target (npu-sim, cpu) the compiled head must match ONNX Runtime on inputs that select no box, some, and
 #   the bound of each op (12 boxes, 48 scores, k = 48), with the row counts checked against those expectations.
-# - The row-independent ops behind a root (make_detector_head --rows) on both targets, at 0 rows, some and the bound.
+# - The row-independent ops behind a root (make_detector_head --rows) on both targets, at 0 rows, some and the bound;
+#   and behind an If on the fallback path (--rows-behind-if: a partition with a bounded input on cpu).
 # (The corpus's detectors run against ONNX Runtime in torch_corpus.sh, which also bounds their _ctx.onnx sizes.)
 # Exits 77 (CTest's skip code) when ONNX Runtime is absent, saying why, or fails when CI is set (tests/common/skip.sh).
 # usage: detector_head.sh BUILD_DIR CACHE_DIR SOURCE_DIR
@@ -114,42 +115,48 @@ fi
 # The row-independent ops behind a root (make_detector_head --rows): elementwise, Gather on rows, Concat along rows,
 # MatMul and Gemm over rows, Softmax over a static axis, RoiAlign over the selected boxes, and TopK with k = the row
 # count; on cpu all in one bounded program, run at 0 rows, 11 and the bound of 16 against ONNX Runtime.
-rowsModel="$work/bounded_rows.onnx"
-if ! made="$("$build/tests/oracle/make_detector_head" --rows "$rowsModel" "$work/rows_in" 2>&1)"; then
-  fail "make_detector_head --rows: $made"
-else
-  declare -A rowCounts=([none]=0 [some]=11 [all]=16)
+# --rows-behind-if: the same ops reading the rows through an If (a fallback node, as torchvision's batched NMS): on cpu
+# they compile into partitions whose input is bounded (docs/format/program.md#bounded-tensors), the If alone on
+# the fallback path.
+declare -A rowCounts=([none]=0 [some]=11 [all]=16)
+rowsCase() {  # MODE NAME EXPECTED_CPU_COUNTS
+  local mode="$1" name="$2" want="$3" rowsModel="$work/$2.onnx" target out set got dry real
+  if ! made="$("$build/tests/oracle/make_detector_head" "$mode" "$rowsModel" "$work/${name}_in" 2>&1)"; then
+    fail "make_detector_head $mode: $made"; return
+  fi
   for target in npu-sim cpu; do
-    out="$work/rows_$target"
+    out="$work/${name}_$target"
     if ! "$apps/ctxgen/ctxgen" "$rowsModel" --target "$target" -o "$out" --json "$out.json" -q >"$out.log" 2>&1; then
-      fail "rows $target: ctxgen: $(cat "$out.log")"; continue
+      fail "$name $target: ctxgen: $(cat "$out.log")"; continue
     fi
     "$apps/ctxgen/ctxgen" "$rowsModel" --target "$target" --dry-run --json "$out.dry.json" -q >/dev/null 2>&1
     dry="$(counts "$out.dry.json")" real="$(counts "$out.json")"
-    if [ "$dry" != "$real" ]; then fail "rows $target: dry run counts $dry, the compile's $real"
-    else ok "rows $target: dry run and compile agree: compiled fallback folded partitions $real"; fi
-    if [ "$target" = cpu ] && [ "$real" != "17 0 0 1" ]; then
-      fail "rows cpu: compiled fallback folded partitions $real, expected 17 0 0 1"
+    if [ "$dry" != "$real" ]; then fail "$name $target: dry run counts $dry, the compile's $real"
+    else ok "$name $target: dry run and compile agree: compiled fallback folded partitions $real"; fi
+    if [ "$target" = cpu ] && [ "$real" != "$want" ]; then
+      fail "$name cpu: compiled fallback folded partitions $real, expected $want"
     fi
     for set in none some all; do
-      if ! NODE_PATH="$ort" node "$src/bench/run_ort.js" "$rowsModel" "$work/rows_in/$set" "$out/ort_$set" 1 \
+      if ! NODE_PATH="$ort" node "$src/bench/run_ort.js" "$rowsModel" "$work/${name}_in/$set" "$out/ort_$set" 1 \
           >"$out/ort.log" 2>&1; then
-        fail "rows $target $set: onnxruntime: $(cat "$out/ort.log")"; continue
+        fail "$name $target $set: onnxruntime: $(cat "$out/ort.log")"; continue
       fi
       got="$(node -e 'const { readNpy } = require(process.argv[1]);
         console.log(readNpy(`${process.argv[2]}/output_0.npy`).shape[0]);' "$src/bench/npy.js" "$out/ort_$set")"
       if [ "$got" != "${rowCounts[$set]}" ]; then
-        fail "rows $target $set: ONNX Runtime selected $got rows, the inputs are made for ${rowCounts[$set]}"; continue
+        fail "$name $target $set: ONNX Runtime selected $got rows, the inputs are made for ${rowCounts[$set]}"; continue
       fi
-      if "$apps/ctxrun/ctxrun" "$out/bounded_rows_ctx.onnx" --inputs "$work/rows_in/$set" --expected "$out/ort_$set" \
+      if "$apps/ctxrun/ctxrun" "$out/${name}_ctx.onnx" --inputs "$work/${name}_in/$set" --expected "$out/ort_$set" \
           >"$out/cmp.log" 2>&1; then
-        ok "rows $target $set ($got rows): $(grep -h 'max |diff|' "$out/cmp.log" | sed 's/: match (max |diff| / /; s/)$//' | tr '\n' ' ')"
+        ok "$name $target $set ($got rows): $(grep -h 'max |diff|' "$out/cmp.log" | sed 's/: match (max |diff| / /; s/)$//' | tr '\n' ' ')"
       else
-        fail "rows $target $set ($got rows): $(cat "$out/cmp.log")"
+        fail "$name $target $set ($got rows): $(cat "$out/cmp.log")"
       fi
     done
   done
-fi
+}
+rowsCase --rows bounded_rows "17 0 0 1"
+rowsCase --rows-behind-if rows_behind_if "19 1 0 3"
 
 echo "detector head: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -5,8 +5,10 @@
 // (a computed k: at most 48). Three input sets beside it select none, some and the most rows each op can give.
 // With --rows: the row-independent ops a bounded program runs behind a root, each on rows NonZero selects (at most
 // 16) and TopK with k = that count: elementwise ops, Gather on rows, Concat along rows, MatMul and Gemm over rows,
-// Softmax over a static axis, RoiAlign over the selected boxes (opset 17).
-// usage: make_detector_head [--rows] OUT.onnx INPUT_DIR   (writes INPUT_DIR/{none,some,all}/input_*.npy)
+// Softmax over a static axis, RoiAlign over the selected boxes (opset 17). With --rows-behind-if: the same, the rows
+// reaching those ops through an If (a fallback node), as in torchvision's detectors.
+// usage: make_detector_head [--rows | --rows-behind-if] OUT.onnx INPUT_DIR
+//        (writes INPUT_DIR/{none,some,all}/input_*.npy)
 #include "../common/graph_builder.h"
 #include "ir/npy.h"
 #include "onnx_io/onnx_io.h"
@@ -139,7 +141,10 @@ constexpr int64_t kRows = 16, kFeat = 8, kImage = 12;
 
 // scores [16] > 0.5 -> NonZero -> Squeeze -> rows [<=16]; k = rows' count -> TopK(scores, k) (a computed k). Behind
 // them: Gather(feats [16, 8], rows) and the row-independent ops on it, RoiAlign of the image on the selected boxes.
-ir::Model rowOps() {
+// `behindIf`: the rows reach those ops through an If (torchvision's batched NMS: `if boxes.numel() == 0` an empty
+// index tensor, else the rows), control flow that stays on the fallback path, so they read a bounded value a fallback
+// node makes.
+ir::Model rowOps(bool behindIf) {
   ir::Model m;
   m.irVersion = 8;
   m.opsets = {{"", 17}};
@@ -195,6 +200,27 @@ ir::Model rowOps() {
       n17("Mul", {"rows", "zero"}, {"batch"}),
       roi,
   };
+  if (behindIf) {
+    for (ir::Node& n : g.nodes)
+      if (n.opType != "Shape")  // (TopK's k still counts the rows before the If)
+        for (std::string& in : n.inputs)
+          if (in == "rows") in = "sel";
+    auto branch = [](const char* name, ir::Node body, bool empty) {
+      auto b = std::make_shared<ir::Graph>();
+      b->name = name;
+      if (empty)
+        b->initializers.push_back(init("none", ir::ElemType::Int64, {0}, std::vector<int64_t>{}));
+      b->nodes.push_back(std::move(body));
+      b->outputs.push_back(dynamicOutput(b->nodes.back().outputs[0], ir::ElemType::Int64, {ir::Dim::named("n")}));
+      return b;
+    };
+    ir::Node branchIf = node("If", {"no_rows"}, {"sel"}, 17);
+    branchIf.attrs.set(ir::Attribute::makeGraph("then_branch", branch("empty", node("Identity", {"none"}, {"e"}, 17), true)));
+    branchIf.attrs.set(ir::Attribute::makeGraph("else_branch", branch("kept", node("Identity", {"rows"}, {"r"}, 17), false)));
+    g.initializers.push_back(init("nothing", ir::ElemType::Int64, {}, std::vector<int64_t>{0}));
+    g.nodes.insert(g.nodes.begin() + 3, {n17("Size", {"rows"}, {"count"}), n17("Equal", {"count", "nothing"}, {"no_rows"}),
+                                         std::move(branchIf)});
+  }
   auto rowsOf = [](const std::string& name, ir::ElemType type, std::vector<ir::Dim> rest) {
     std::vector<ir::Dim> shape{ir::Dim::named(name + "_rows")};
     shape.insert(shape.end(), rest.begin(), rest.end());
@@ -235,13 +261,14 @@ template <typename Above> Status writeRowInputs(const std::filesystem::path& dir
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool rows = argc == 4 && std::string(argv[1]) == "--rows";
+  const std::string mode = argc == 4 ? argv[1] : "";
+  const bool rows = mode == "--rows" || mode == "--rows-behind-if";
   if (argc != 3 && !rows) {
-    std::fprintf(stderr, "usage: make_detector_head [--rows] OUT.onnx INPUT_DIR\n");
+    std::fprintf(stderr, "usage: make_detector_head [--rows | --rows-behind-if] OUT.onnx INPUT_DIR\n");
     return 2;
   }
   const std::filesystem::path inputs(argv[rows ? 3 : 2]);
-  Status st = onnx_io::saveModel(rows ? rowOps() : detectorHead(), argv[rows ? 2 : 1]);
+  Status st = onnx_io::saveModel(rows ? rowOps(mode == "--rows-behind-if") : detectorHead(), argv[rows ? 2 : 1]);
   if (rows) {
     // No score above 0.5, every other one, and all 16 (the bound).
     if (st) st = writeRowInputs(inputs / "none", [](int64_t) { return false; });

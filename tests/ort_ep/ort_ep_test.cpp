@@ -48,7 +48,23 @@ void claimsExactlyOurNodes(const Ort::Session& session, size_t epContextNodes, s
   CHECK(cpu == otherNodes);
 }
 
-
+// ORT + ctxkit on `ctx` against ORT's CPU EP on `model` at each seed; the seeds must select at least two row counts
+// (output 0's first dimension), so that the extents a bounded program meets do vary.
+void matchesAtSeeds(const fs::path& ctx, const fs::path& model, std::initializer_list<uint32_t> seeds,
+                    const std::string& what) {
+  std::set<size_t> rows;
+  for (uint32_t seed : seeds) {
+    Comparison c = matchesCpu(ctx, model, {}, seed);
+    INFO(what << ", seed " << seed << ": " << c.detail);
+    CHECK(c.ok);
+    Ort::Session session = cpuSession(model);
+    Feeds feeds = makeFeeds(session, seed);
+    rows.insert(static_cast<size_t>(run(session, feeds)[0].GetTensorTypeAndShapeInfo().GetShape()[0]));
+    std::cout << "ort_ep: " << what << ", seed " << seed << ": " << c.elements
+              << " output values match ORT's CPU EP, max |diff| " << c.maxAbsDiff << "\n";
+  }
+  CHECK(rows.size() >= 2);
+}
 
 }  // namespace
 
@@ -116,18 +132,43 @@ TEST_CASE("a bounded program in ORT: the detector head's outputs come back at ea
   const fs::path ctx = out / "cpu" / "detector_head_ctx.onnx";
   REQUIRE(countNodes(ctx, true) == 1);
   REQUIRE(countNodes(ctx, false) == 0);
-  std::set<size_t> rows;
-  for (uint32_t seed : {7u, 8u, 9u, 10u}) {
-    Comparison c = matchesCpu(ctx, model, {}, seed);
-    INFO("seed " << seed << ": " << c.detail);
+  matchesAtSeeds(ctx, model, {7u, 8u, 9u, 10u}, "detector head (bounded program)");
+}
+
+TEST_CASE("a bounded program input in ORT: the ops behind an If on ORT's CPU EP read its result at each run's extent",
+          "[bounded]") {
+  // make_detector_head --rows-behind-if: NonZero's rows pass through an If (control flow, left to ORT's CPU EP) to the
+  // row ops behind it. On cpu those compile into programs whose input is bounded
+  // (docs/format/program.md#bounded-tensors), declared in the _ctx.onnx with a symbolic dimension, so ORT hands the
+  // If's result over at the extent it has.
+  TempDir out("ort_ep_bounded_input");
+  const fs::path model = out / "rows_behind_if.onnx";
+  ctxkit::testing::runToolOk(CTXKIT_MAKE_DETECTOR_HEAD,
+                             {"--rows-behind-if", model.string(), (out / "inputs").string()});
+  ctxgen({model.string(), "--target", "cpu", "-o", (out / "cpu").string(), "-q"});
+  const fs::path ctx = out / "cpu" / "rows_behind_if_ctx.onnx";
+  // Before the If (NonZero, TopK); behind it the row ops and, apart from them, RoiAlign on the selected boxes.
+  REQUIRE(countNodes(ctx, true) == 3);
+  REQUIRE(countNodes(ctx, false) == 1);  // the If
+  matchesAtSeeds(ctx, model, {7u, 8u, 9u, 10u, 11u}, "rows behind an If (bounded program input)");
+  // ctxkit runs the three EPContext nodes; ORT's CPU EP the If (and what its branches hold), no EPContext node.
+  auto byEp = assignment(ctxkitSession(ctx));
+  CHECK(byEp[epcontext::kEpName] == std::vector<std::string>(3, epcontext::kOpType));
+  const std::vector<std::string>& cpu = byEp["CPUExecutionProvider"];
+  CHECK(std::count(cpu.begin(), cpu.end(), "If") == 1);
+  CHECK(std::count(cpu.begin(), cpu.end(), epcontext::kOpType) == 0);
+  // The plain model, partitioned and lowered by ctxkit through ORT's graph API for cpu: the same bounded inputs.
+  SessionConfig plain;
+  plain.epOptions["target"] = "cpu";
+  for (uint32_t seed : {7u, 9u}) {
+    Comparison c = matchesCpu(model, model, plain, seed);
+    INFO("plain, seed " << seed << ": " << c.detail);
     CHECK(c.ok);
-    Ort::Session session = cpuSession(model);
-    Feeds feeds = makeFeeds(session, seed);
-    rows.insert(static_cast<size_t>(run(session, feeds)[0].GetTensorTypeAndShapeInfo().GetShape()[0]));
-    std::cout << "ort_ep: detector head (bounded program), seed " << seed << ": " << c.elements
-              << " output values match ORT's CPU EP, max |diff| " << c.maxAbsDiff << "\n";
   }
-  CHECK(rows.size() >= 2);  // the seeds select different row counts: the extents do vary
+  auto plainByEp = assignment(ctxkitSession(model, plain));
+  CHECK(plainByEp[epcontext::kEpName].size() == 19);  // every node but the If
+  std::cout << "ort_ep: rows behind an If, plain model on cpu: ctxkit runs " << plainByEp[epcontext::kEpName].size()
+            << " nodes\n";
 }
 
 TEST_CASE("fallback nodes run on ORT's CPU EP between several ctxkit EPContext nodes", "[fallback]") {

@@ -165,6 +165,39 @@ ir::Graph boundedRows() {
 
 }  // namespace
 
+TEST_CASE("bounded shapes: a value whose bound is above 64 MiB stays on the fallback path with the nodes touching it",
+          "[partitioner][bounded]") {
+  // rows [<=6000] behind a NonZero; Gather of [6000, 4096] floats on them is bounded at 94 MiB (refused), of [6000,
+  // 1024] at 23 MiB (compiled).
+  ir::Graph g;
+  g.name = "bounded_bytes";
+  g.inputs = {floatValue("scores", dims({6000})), floatValue("wide", dims({6000, 4096})),
+              floatValue("narrow", dims({6000, 1024}))};
+  g.initializers = {floatInit("half", {}),
+                    ir::Initializer{"axes", ir::Tensor::fromVector(ir::ElemType::Int64, {1}, std::vector<int64_t>{0}),
+                                    std::nullopt}};
+  g.outputs = {floatValue("r", {}), floatValue("s", {})};
+  g.nodes = {node("Greater", {"scores", "half"}, {"mask"}), node("NonZero", {"mask"}, {"idx"}),
+             node("Squeeze", {"idx", "axes"}, {"rows"}),    node("Gather", {"wide", "rows"}, {"big"}),
+             node("Relu", {"big"}, {"r"}),                  node("Gather", {"narrow", "rows"}, {"small"}),
+             node("Relu", {"small"}, {"s"})};
+  for (ir::Node& n : g.nodes) ops::decodeNode(n);
+  auto facts = analysis::analyzeGraph(g, {});
+  REQUIRE(facts);
+  auto plan = partitioner::partitionGraph(g, *facts, *partitioner::loadTarget("cpu"));
+  using partitioner::NodePlacement;
+  for (size_t i : {0, 1, 2, 5, 6}) {
+    INFO("node " << i << ": " << plan.nodes[i].reason);
+    CHECK(plan.nodes[i].placement == NodePlacement::Compiled);
+  }
+  for (size_t i : {3, 4}) {
+    CHECK(plan.nodes[i].placement == NodePlacement::Fallback);
+    CHECK_THAT(plan.nodes[i].reason,
+               Catch::Contains("'big' is bounded at float32 6000x4096 (93 MiB): above the 64 MiB a bounded value is "
+                               "planned at"));
+  }
+}
+
 TEST_CASE("bounded shapes: a target with bounded_shapes compiles what follows a root, and refuses a bound a node "
           "cannot take before lowering",
           "[partitioner][bounded]") {
@@ -184,11 +217,12 @@ TEST_CASE("bounded shapes: a target with bounded_shapes compiles what follows a 
     INFO("node " << i << ": " << plan.nodes[i].reason);
     CHECK(plan.nodes[i].placement == NodePlacement::Compiled);
   }
-  CHECK(plan.partitions.size() == 1);
   CHECK_THAT(plan.nodes[5].reason, Catch::Contains("Exp"));
-  // A program's inputs are exact: Relu reads the bounded e that the fallback Exp makes.
-  CHECK(plan.nodes[6].placement == NodePlacement::Fallback);
-  CHECK_THAT(plan.nodes[6].reason, Catch::Contains("'e' has a bounded shape and is computed outside"));
+  // Relu reads the bounded e that the fallback Exp makes: a bounded program input of a partition of its own (joining
+  // the first would make a cycle through Exp).
+  CHECK(plan.nodes[6].placement == NodePlacement::Compiled);
+  CHECK(plan.nodes[6].partition == 1);
+  CHECK(plan.partitions.size() == 2);
   // Contracting over a bounded dimension against a fixed weight holds at the bound only: refused here, not in lowering.
   CHECK(plan.nodes[8].placement == NodePlacement::Fallback);
   CHECK_THAT(plan.nodes[8].reason, Catch::Contains("a bounded dimension it reads must be exact"));

@@ -497,6 +497,36 @@ TEST_CASE("bounded tensors: encoding 5 records the mask, other programs keep enc
   for (size_t n = 0; n < bytes.size(); ++n) CHECK(!program::deserialize(std::span(bytes.data(), n), 1, "cut"));
 }
 
+TEST_CASE("a bounded program input round-trips, and a crafted input mask naming a dimension past its rank is refused",
+          "[program]") {
+  auto p = boundedProgram();
+  p.tensors[0].bounded = 1;  // x [<=6]: an input of at most 6 elements
+  auto bytes = program::serialize(p);
+  auto read = program::deserialize(bytes, 1, "bounded input");
+  REQUIRE(read);
+  CHECK(read->tensors[0].bounded == 1);
+  CHECK_THAT(program::dump(*read, "g"), Catch::Contains("%0:float32[<=6]in0"));
+  CHECK(program::fitsShape(read->tensors[0], std::vector<int64_t>{0}));
+  CHECK(program::fitsShape(read->tensors[0], std::vector<int64_t>{6}));
+  CHECK(!program::fitsShape(read->tensors[0], std::vector<int64_t>{7}));
+  CHECK(!program::fitsShape(read->tensors[0], std::vector<int64_t>{-1}));
+  CHECK(!program::fitsShape(read->tensors[0], std::vector<int64_t>{1, 6}));
+  // The input's mask byte (after magic, arena size, tensor count, kind, type, rank and its one dim), changed in the
+  // file's bytes: every mask naming a dimension at or past rank 1 is refused, naming the tensor.
+  const size_t at = 8 + 8 + 4 + 1 + 4 + 4 + 8;
+  REQUIRE(bytes[at] == std::byte{1});
+  for (uint8_t mask : {uint8_t{0b10}, uint8_t{0b11}, uint8_t{0x80}, uint8_t{0xff}}) {
+    auto changed = bytes;
+    changed[at] = std::byte{mask};
+    auto r = program::deserialize(changed, 1, "crafted.bin");
+    REQUIRE(!r);
+    CHECK(r.error().code() == ErrorCode::InvalidGraph);
+    CHECK_THAT(r.error().message(), Catch::Contains("crafted.bin"));
+    CHECK_THAT(r.error().message(), Catch::Contains("tensor 0 ('x')"));
+    CHECK_THAT(r.error().message(), Catch::Contains("names a dimension past rank 1"));
+  }
+}
+
 TEST_CASE("bounded tensors that break a rule are rejected with the reason", "[program]") {
   auto expectError = [](const program::Program& p, const char* text) {
     auto r = program::deserialize(program::serialize(p), 1, "bad program");
@@ -513,8 +543,9 @@ TEST_CASE("bounded tensors that break a rule are rejected with the reason", "[pr
   p.tensors[2].bounded = 1;  // a weight
   expectError(p, "tensor kind weight cannot have a bounded shape");
   p = boundedProgram();
-  p.tensors[0].bounded = 1;  // an input
-  expectError(p, "tensor kind input cannot have a bounded shape");
+  p.tensors[0].bounded = 0b10;  // an input of rank 1
+  expectError(p, "tensor 0 ('x')");
+  expectError(p, "names a dimension past rank 1");
   p = boundedProgram();
   p.tensors.push_back({TensorKind::View, ir::ElemType::Int64, {6}, 1, 0, 48, "flat", {}});
   expectError(p, "with a static shape");

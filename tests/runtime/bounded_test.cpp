@@ -163,6 +163,13 @@ std::string runDiffers(const runtime::CompiledProgram& cp, const std::vector<flo
   return {};
 }
 
+// `p` written and read back, as a program read from a file, then created on the weights above.
+Expected<std::unique_ptr<runtime::CompiledProgram>> throughTheEncoding(const program::Program& p, const char* name) {
+  auto read = program::deserialize(program::serialize(p), 3, name);
+  if (!read) return read.takeError();
+  return runtime::CompiledProgram::create(std::move(read).value(), weightsContainer(), name);
+}
+
 void checkRun(const runtime::CompiledProgram& cp, const std::vector<float>& scores) {
   CHECK(runDiffers(cp, scores, nullptr) == "");
 }
@@ -171,11 +178,8 @@ void checkRun(const runtime::CompiledProgram& cp, const std::vector<float>& scor
 
 TEST_CASE("a bounded program runs at 0 rows, some rows and its bound, its outputs at the run's extent",
           "[runtime][bounded]") {
-  auto container = weightsContainer();
-  // Through the encoding, as a program read from a file.
-  auto read = program::deserialize(program::serialize(detectorProgram()), 3, "bounded program");
-  REQUIRE(read);
-  auto cp = runtime::CompiledProgram::create(std::move(read).value(), container, "bounded");
+  auto cp = throughTheEncoding(detectorProgram(), "bounded");
+  INFO((cp ? std::string() : cp.error().message()));
   REQUIRE(cp);
   checkRun(**cp, {0, 0, 0, 0, 0, 0});                  // no row
   checkRun(**cp, {0.9f, 0, 0.7f, 0.1f, 0.6f, 0.5f});  // rows 0, 2, 4
@@ -194,6 +198,79 @@ TEST_CASE("a bounded program runs at 0 rows, some rows and its bound, its output
   auto refused = (*cp)->runInto(ins, outs, nullptr);
   REQUIRE(!refused);
   CHECK_THAT(refused.error().message(), Catch::Contains("output 0 ('y') has a bounded shape <=6x3"));
+}
+
+namespace {
+
+// rows [<=6] (a bounded input: a fallback node's value-dependent result) -> Gather(x [6, 4], rows) -> Relu -> MatMul(B)
+// -> y [<=6, 3]; picked [<=6, 4] -> Shape -> n [2].
+program::Program boundedInputProgram() {
+  program::Program p;
+  p.tensors = {
+      {TensorKind::Input, ir::ElemType::Int64, {6}, 0, 0, 48, "rows", {}, 0b1},
+      {TensorKind::Input, ir::ElemType::Float, {6, 4}, 1, 0, 96, "x", {}},
+      {TensorKind::Weight, ir::ElemType::Float, {4, 3}, 2, 0, 48, "B", {}},
+      {TensorKind::Arena, ir::ElemType::Float, {6, 4}, 0, 0, 96, "picked", {}, 0b1},
+      {TensorKind::Arena, ir::ElemType::Float, {6, 4}, 0, 128, 96, "relu", {}, 0b1},
+      {TensorKind::Output, ir::ElemType::Float, {6, 3}, 0, 0, 72, "y", {}, 0b1},
+      {TensorKind::Output, ir::ElemType::Int64, {2}, 1, 0, 16, "n", {}},
+  };
+  p.arenaSize = 256;
+  p.ops = {op(ir::OpKind::Gather, "gather", {1, 0}, {3}), op(ir::OpKind::Relu, "relu", {3}, {4}),
+           op(ir::OpKind::MatMul, "mm", {4, 2}, {5}), op(ir::OpKind::Shape, "shape", {3}, {6})};
+  p.inputs = {0, 1};
+  p.outputs = {5, 6};
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("a bounded program input is taken at 0 rows, some and its bound, and refused above it or unequal elsewhere",
+          "[runtime][bounded]") {
+  auto cp = throughTheEncoding(boundedInputProgram(), "bounded_input");
+  REQUIRE(cp);
+  const std::vector<float> xv = xValues();
+  const ir::Tensor x = floats({6, 4}, xv);
+  for (const std::vector<int64_t>& rows : {std::vector<int64_t>{}, std::vector<int64_t>{4, 0, 4},
+                                           std::vector<int64_t>{5, 4, 3, 2, 1, 0}, std::vector<int64_t>{2}}) {
+    const auto k = static_cast<int64_t>(rows.size());
+    // The caller's buffer holds exactly the run's rows: a program reading past them would show under the sanitizers.
+    const ir::Tensor r = ir::Tensor::fromVector(ir::ElemType::Int64, {k}, rows);
+    const ir::Tensor* ins[] = {&r, &x};
+    auto outs = (*cp)->run(ins, nullptr);
+    REQUIRE(outs);
+    const ir::Tensor& y = (*outs)[0];
+    REQUIRE(ir::sameShape(y.shape(), ir::Shape{k, 3}));
+    REQUIRE(ir::sameShape((*outs)[1].shape(), ir::Shape{2}));
+    CHECK((*outs)[1].dataAs<int64_t>()[0] == k);
+    CHECK((*outs)[1].dataAs<int64_t>()[1] == 4);
+    for (int64_t i = 0; i < k; ++i)
+      for (int j = 0; j < 3; ++j) {
+        float sum = 0;
+        for (int c = 0; c < 4; ++c) sum += std::max(0.0f, xv[rows[i] * 4 + c]) * kB[c * 3 + j];
+        CHECK(y.dataAs<float>()[i * 3 + j] == Approx(sum).epsilon(1e-6));
+      }
+  }
+  // Above the bound, an exact dimension unequal, another rank or type: refused before anything runs, naming the input.
+  auto refused = [&](const ir::Tensor& rows, const ir::Tensor& xs, const char* text) {
+    const ir::Tensor* ins[] = {&rows, &xs};
+    auto outs = (*cp)->run(ins, nullptr);
+    REQUIRE(!outs);
+    CHECK(outs.error().code() == ErrorCode::InvalidArgument);
+    CHECK_THAT(outs.error().message(), Catch::Contains(text));
+  };
+  const ir::Tensor seven = ir::Tensor::fromVector(ir::ElemType::Int64, {7}, std::vector<int64_t>(7, 0));
+  refused(seven, x, "input 0 ('rows') was compiled for int64 <=6 (\"<=\": at most) but got int64 7");
+  const ir::Tensor flat = ir::Tensor::fromVector(ir::ElemType::Int64, {1, 2}, std::vector<int64_t>{0, 1});
+  refused(flat, x, "input 0 ('rows') was compiled for int64 <=6 (\"<=\": at most) but got int64 1x2");
+  const ir::Tensor narrow = ir::Tensor::fromVector(ir::ElemType::Int32, {2}, std::vector<int32_t>{0, 1});
+  refused(narrow, x, "but got int32 2");
+  const ir::Tensor two = ir::Tensor::fromVector(ir::ElemType::Int64, {2}, std::vector<int64_t>{0, 1});
+  const ir::Tensor fewer = floats({5, 4}, std::vector<float>(20, 1.0f));
+  refused(two, fewer, "input 1 ('x') was compiled for float32 6x4 but got float32 5x4");
+  // The program still runs after the refusals.
+  const ir::Tensor* ins[] = {&two, &x};
+  CHECK((*cp)->run(ins, nullptr));
 }
 
 TEST_CASE("a run whose extent exceeds a recorded bound is an error naming the op and both shapes",

@@ -22,6 +22,19 @@ int32_t addTensor(LoweringState& state, TensorDesc desc) {
   return static_cast<int32_t>(state.result.program.tensors.size() - 1);
 }
 
+// A value's static shape (`mask` 0), or else its bound with `mask` set for each dimension where the lower bound
+// differs (at most 8 dimensions: a program's mask is a byte).
+Expected<ir::Shape> shapeOrBound(const ValueRecord& r, uint8_t& mask) {
+  mask = 0;
+  if (r.shape) return *r.shape;
+  if (!r.bound || !r.low || r.bound->size() > 8 || r.low->size() != r.bound->size())
+    return makeError(ErrorCode::Internal, "value '{}' has neither a static shape nor a bound of rank 8 or less",
+                     r.name);
+  for (size_t d = 0; d < r.bound->size(); ++d)
+    if ((*r.low)[d] != (*r.bound)[d]) mask = static_cast<uint8_t>(mask | (1u << d));
+  return *r.bound;
+}
+
 Expected<int32_t> tensorFor(LoweringState& state, ValueId v) {
   ValueRecord& r = state.record(v);
   const std::string& name = r.name;
@@ -55,17 +68,20 @@ Expected<int32_t> tensorFor(LoweringState& state, ValueId v) {
     r.tensor = t;
     return t;
   }
-  // A boundary value: as analysis knows it (the lowering retypes and reshapes only values it computes). A program's
-  // inputs are exact: the partitioner keeps a bounded value's readers with its producer.
-  if (!r.shape) return makeError(ErrorCode::Internal, "boundary value '{}' has no static shape", name);
-  auto bytes = ir::storageBytes(r.type, ir::elementCount(*r.shape).value_or(0));
+  // A boundary value: as analysis knows it (the lowering retypes and reshapes only values it computes). A bounded one
+  // (a value-dependent shape made outside the partition: by a fallback node, another partition) is an input planned at
+  // its bound, each run handing it in at its extent (docs/format/program.md#bounded-tensors).
+  uint8_t mask = 0;
+  CTX_ASSIGN_OR_RETURN(const ir::Shape shape, shapeOrBound(r, mask));
+  auto bytes = ir::storageBytes(r.type, ir::elementCount(shape).value_or(0));
   if (!bytes)
     return makeError(ErrorCode::Unsupported, "value '{}' of type {} cannot be compiled", name,
                      ir::elemTypeName(r.type));
   auto position = static_cast<uint32_t>(state.result.inputs.size());
   int32_t t = addTensor(
       state,
-      TensorDesc{TensorKind::Input, r.type, program::toDims(*r.shape), position, 0, *bytes, program::Name(name), {}});
+      TensorDesc{
+          TensorKind::Input, r.type, program::toDims(shape), position, 0, *bytes, program::Name(name), {}, mask});
   state.result.program.inputs.push_back(t);
   state.result.inputs.push_back(name);
   r.tensor = t;
@@ -73,18 +89,14 @@ Expected<int32_t> tensorFor(LoweringState& state, ValueId v) {
 }
 
 // An output of an op touching a bounded value, as the analysis knows it: a static shape, or the bound with `mask`
-// set for each dimension where the lower bound differs (at most 8: a program's mask is a byte).
+// set for each dimension where the lower bound differs (shapeOrBound).
 Expected<kernels::OutputDesc> boundedOutput(const LoweringState& state, ValueId v, uint8_t& mask) {
   mask = 0;
   if (v == kNoValue) return kernels::OutputDesc{};  // (an absent output in the middle: no tensor is made for it)
   const ValueRecord& r = state.record(v);
   if (r.shape) return kernels::OutputDesc{state.typeOf(v), *r.shape};
-  if (!r.bound || !r.low || r.bound->size() > 8)
-    return makeError(ErrorCode::Internal, "value '{}' has neither a static shape nor a bound of rank 8 or less",
-                     r.name);
-  for (size_t d = 0; d < r.bound->size(); ++d)
-    if ((*r.low)[d] != (*r.bound)[d]) mask = static_cast<uint8_t>(mask | (1u << d));
-  return kernels::OutputDesc{r.type, *r.bound};
+  CTX_ASSIGN_OR_RETURN(ir::Shape bound, shapeOrBound(r, mask));
+  return kernels::OutputDesc{r.type, std::move(bound)};
 }
 
 void markRead(LoweringState& state, int32_t t) {
