@@ -58,6 +58,7 @@ template <typename V> inline void outputRows(const V* m, int s, V* o, int os) {
 struct WinogradSplit {
   int64_t tilesY = 0, tilesX = 0, tileRows = 1, tasksPerImage = 0;
   size_t mr = 0;
+  size_t ranges = 1, perRange = 0;  // ranges of output-channel panels (each task transforms its tiles' inputs)
 };
 
 // Columns of zeros or slack on each side of a padded row: a run of lanes reads from up to 7 tiles before its first
@@ -176,17 +177,17 @@ CTX_SIMD_CLONES void transformInput(const float* x, const Window3& w, const Wino
   }
 }
 
-// The outputs of tiles [0, tiles) of a task from their products ([point][tile][channel]), plus the bias, into `out`
-// ([task output row][padded column][channel]).
+// The outputs of tiles [0, tiles) of a task for output channels [k0s, k1s) from their products ([point][tile]
+// [channel]), plus the bias, into `out` ([task output row][padded column][channel]).
 CTX_SIMD_CLONES void transformOutput(const float* m, const WinogradSplit& s, int64_t tiles, int64_t outChannels,
-                                     const float* bias, float* out) {
+                                     int64_t k0s, int64_t k1s, const float* bias, float* out) {
   const size_t pointFloats = static_cast<size_t>(tiles * outChannels);
   const int64_t rowFloats = s.tilesX * kOut * outChannels;
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t ty = t / s.tilesX, tx = t % s.tilesX;
     float* tileOut = out + ty * kOut * rowFloats + tx * kOut * outChannels;
-    for (int64_t k0 = 0; k0 < outChannels; k0 += kChannelLanes) {
-      const auto lanes = static_cast<size_t>(std::min<int64_t>(kChannelLanes, outChannels - k0));
+    for (int64_t k0 = k0s; k0 < k1s; k0 += kChannelLanes) {
+      const auto lanes = static_cast<size_t>(std::min<int64_t>(kChannelLanes, k1s - k0));
       Channels16 v[kPoints], r[kSide * kOut], o[kOut * kOut];
       const float* src = m + t * outChannels + k0;
       if (lanes == kChannelLanes) {
@@ -215,11 +216,12 @@ CTX_SIMD_CLONES void transformOutput(const float* m, const WinogradSplit& s, int
   }
 }
 
-WinogradSplit splitOf(const Window3& w, int64_t batch, size_t channels, size_t outChannels, int64_t threads) {
+WinogradSplit splitOf(const Window3& w, int64_t batch, size_t channels, size_t outChannels, size_t width,
+                      int64_t threads) {
   WinogradSplit s;
   s.tilesY = (w.out[1] + kOut - 1) / kOut;
   s.tilesX = (w.out[2] + kOut - 1) / kOut;
-  s.mr = cpu::panelStripRows(cpu::sgemmNaturalPanelWidth());
+  s.mr = cpu::panelStripRows(width);
   // As many tile rows as keep a task's scratch within kScratchBudget floats (the products and transformed input
   // stay in the L2/L3 caches while the GEMMs read them), at least one; fewer when the images give the threads too
   // few tasks.
@@ -227,8 +229,15 @@ WinogradSplit splitOf(const Window3& w, int64_t batch, size_t channels, size_t o
   s.tileRows = s.tilesY;
   while (s.tileRows > 1 && scratchOf(s, channels, outChannels).total() > kScratchBudget)
     s.tileRows = (s.tileRows + 1) / 2;
-  while (s.tileRows > 1 && batch * ((s.tilesY + s.tileRows - 1) / s.tileRows) < 2 * threads)
-    s.tileRows = (s.tileRows + 1) / 2;
+  // Too few tasks for the threads: ranges of output-channel panels first (a range transforms its tiles' inputs
+  // again, where fewer tile rows per task would stream the whole transformed weight again), then fewer tile rows.
+  const size_t panels = (outChannels + width - 1) / width;
+  auto tasks = [&] { return static_cast<size_t>(batch * ((s.tilesY + s.tileRows - 1) / s.tileRows)) * s.ranges; };
+  const size_t wanted = threads > 1 ? static_cast<size_t>(2 * threads) : 1;
+  if (tasks() > 0 && tasks() < wanted) s.ranges = std::min(panels, (wanted + tasks() - 1) / tasks());
+  s.perRange = std::max<size_t>(1, (panels + s.ranges - 1) / s.ranges);
+  s.ranges = std::max<size_t>(1, (panels + s.perRange - 1) / s.perRange);
+  while (s.tileRows > 1 && tasks() < wanted) s.tileRows = (s.tileRows + 1) / 2;
   s.tasksPerImage = (s.tilesY + s.tileRows - 1) / s.tileRows;
   return s;
 }
@@ -261,11 +270,11 @@ cpu::PanelsB WinogradWeights::point(size_t xi) const {
 }
 
 std::shared_ptr<const WinogradWeights> transformWinogradWeights(const float* weight, int64_t outChannels,
-                                                                int64_t channels) {
+                                                                int64_t channels, size_t width) {
   auto u = std::make_shared<WinogradWeights>();
   u->channels = static_cast<size_t>(channels);
   u->outChannels = static_cast<size_t>(outChannels);
-  u->width = cpu::sgemmNaturalPanelWidth();
+  u->width = width ? width : cpu::sgemmNaturalPanelWidth();
   u->pointFloats = cpu::panelElements(u->channels, u->outChannels, u->width);
   u->data.resize(kPoints * u->pointFloats);
   // Every point's B (channels x output channels, row-major), then each packed. U is computed in double.
@@ -290,7 +299,7 @@ std::shared_ptr<const WinogradWeights> transformWinogradWeights(const float* wei
 
 size_t winogradScratchFloats(const Window3& w, int64_t batch, int64_t channels, int64_t outChannels) {
   const auto c = static_cast<size_t>(channels), m = static_cast<size_t>(outChannels);
-  return scratchOf(splitOf(w, batch, c, m, 1), c, m).total();
+  return scratchOf(splitOf(w, batch, c, m, cpu::sgemmNaturalPanelWidth(), 1), c, m).total();
 }
 
 void runWinograd(const OpContext& ctx, const WinogradWeights& u, const Window3& w, int64_t batch, const float* x,
@@ -298,34 +307,40 @@ void runWinograd(const OpContext& ctx, const WinogradWeights& u, const Window3& 
   const auto C = static_cast<int64_t>(u.channels), M = static_cast<int64_t>(u.outChannels);
   const int64_t inSize = w.in[1] * w.in[2], outH = w.out[1], outW = w.out[2], outSize = outH * outW;
   const int64_t threads = ctx.pool ? ctx.pool->threads() : 1;
-  const WinogradSplit s = splitOf(w, batch, u.channels, u.outChannels, threads);
+  const WinogradSplit s = splitOf(w, batch, u.channels, u.outChannels, u.width, threads);
   const WinogradScratch sizes = scratchOf(s, u.channels, u.outChannels);
   const size_t panels = (u.outChannels + u.width - 1) / u.width;
-  const auto taskWork = static_cast<size_t>(s.tileRows * s.tilesX * C * M) * kPoints;
-  parallelForWork(ctx, static_cast<size_t>(batch * s.tasksPerImage), taskWork, [&](size_t t0, size_t t1) {
+  const auto taskWork = static_cast<size_t>(s.tileRows * s.tilesX * C) * s.perRange * u.width * kPoints;
+  parallelForWork(ctx, static_cast<size_t>(batch * s.tasksPerImage) * s.ranges, taskWork, [&](size_t t0, size_t t1) {
     float* a = scratchAtLeast(threadScratch().winograd, sizes.total());
     float* m = a + sizes.input;
     float* out = m + sizes.products;
     float* padded = out + sizes.outputs;
-    for (auto t = static_cast<int64_t>(t0); t < static_cast<int64_t>(t1); ++t) {
+    for (size_t task = t0; task < t1; ++task) {
+      const size_t range = task % s.ranges;
+      const auto t = static_cast<int64_t>(task / s.ranges);
       const int64_t n = t / s.tasksPerImage, ty0 = t % s.tasksPerImage * s.tileRows;
       const int64_t ty1 = std::min(s.tilesY, ty0 + s.tileRows), tiles = (ty1 - ty0) * s.tilesX;
       const size_t rows = (static_cast<size_t>(tiles) + s.mr - 1) / s.mr * s.mr;
+      const size_t q0 = range * s.perRange, q1 = std::min(panels, q0 + s.perRange);
+      const auto k0 = static_cast<int64_t>(q0 * u.width), k1 = std::min(M, static_cast<int64_t>(q1 * u.width));
       const float* xn = x + n * C * inSize;
       for (int64_t c0 = 0; c0 < C; c0 += static_cast<int64_t>(cpu::kPanelDepth)) {
         const int64_t depth = std::min<int64_t>(C - c0, static_cast<int64_t>(cpu::kPanelDepth));
         transformInput(xn, w, s, ty0, tiles, rows, c0, depth, padded, a);
         for (size_t p = 0; p < kPoints; ++p)
           cpu::sgemmPanelsPackedA(static_cast<size_t>(tiles), 1.0f, a + p * rows * static_cast<size_t>(depth),
-                                  u.point(p), static_cast<size_t>(c0), 0, panels, c0 > 0,
-                                  m + p * static_cast<size_t>(tiles * M), static_cast<size_t>(M));
+                                  u.point(p), static_cast<size_t>(c0), q0, q1, c0 > 0,
+                                  m + p * static_cast<size_t>(tiles * M) + static_cast<size_t>(k0),
+                                  static_cast<size_t>(M));
       }
-      transformOutput(m, s, tiles, M, bias, out);
+      transformOutput(m, s, tiles, M, k0, k1, bias, out);
       const int64_t oy0 = ty0 * kOut, oy1 = std::min(outH, ty1 * kOut), rowFloats = s.tilesX * kOut * M;
-      applyFusedActivation(act, out, static_cast<size_t>((oy1 - oy0) * rowFloats));
       float* yn = y + n * M * outSize;
       for (int64_t oy = oy0; oy < oy1; ++oy)
-        transposeRows(out + (oy - oy0) * rowFloats, M, outW, M, yn + oy * outW, outSize);
+        transposeRows(out + (oy - oy0) * rowFloats + k0, M, outW, k1 - k0, yn + k0 * outSize + oy * outW, outSize);
+      for (int64_t k = k0; k < k1; ++k)
+        applyFusedActivation(act, yn + k * outSize + oy0 * outW, static_cast<size_t>((oy1 - oy0) * outW));
     }
   });
 }

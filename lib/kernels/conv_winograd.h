@@ -20,15 +20,16 @@ bool winogradFits(const Window3& w);
 bool winogradByDefault(const Window3& w, int64_t channels, int64_t outChannels);
 
 // A weight [M, C, 3, 3] transformed once (at prepare): per transform point, U = G g Gᵀ as the GEMM's B (C x M) in
-// panels of this CPU's natural width.
+// panels of this CPU's natural width (or `width`); runs multiply in strips of that width's kernel.
 struct WinogradWeights {
   std::vector<float> data;
   size_t channels = 0, outChannels = 0, width = 0;
   size_t pointFloats = 0;  // floats of one point's panels
   cpu::PanelsB point(size_t xi) const;
 };
+// `width` 0 takes cpu::sgemmNaturalPanelWidth() (tests give 8 and 16 to run the strip heights of other CPUs).
 std::shared_ptr<const WinogradWeights> transformWinogradWeights(const float* weight, int64_t outChannels,
-                                                                int64_t channels);
+                                                                int64_t channels, size_t width = 0);
 
 // The most floats of ThreadScratch::winograd a run of `batch` images takes on one thread (the most a task takes).
 size_t winogradScratchFloats(const Window3& w, int64_t batch, int64_t channels, int64_t outChannels);

@@ -5,6 +5,7 @@
 #include "kernel_test_util.h"
 
 #include "cpu/gemm.h"
+#include "kernels/conv_winograd.h"
 #include "onnx_io/onnx_io.h"
 
 #include <algorithm>
@@ -337,6 +338,45 @@ TEST_CASE("Conv on stored panels of widths 8, 16 and 32 on 1 and 2 threads") {
         REQUIRE((*op)->run(ins, outs, p).isOk());
         test::requireClose(test::values<float>(*out), referenceFor(c, x, w, c.bias ? &b : nullptr, out->shape()),
                            1e-4f);
+      }
+    }
+  }
+}
+
+TEST_CASE("Winograd on weights in panels of widths 8, 16 and 32 on 1 and 2 threads") {
+  // Widths 8 and 16 run the GEMM strips of 6 rows (AVX2's kernels), which scatter the transformed tiles row by row.
+  const std::vector<Case> cases = {
+      {"onto 20x20", {1, 30, 20, 20}, {37, 30, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
+      {"asymmetric pads onto 11x14, batch 2", {2, 17, 10, 13}, {20, 17, 3, 3}, 1, {1, 1}, {1, 1}, {1, 2, 2, 1}, false},
+  };
+  kernels::ThreadPool pool(2);
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const ops::OpAttrs typed(attrsOf(c));
+    static const ir::Attributes kNoAttrs;
+    const int64_t xn = *ir::elementCount(c.x), wn = *ir::elementCount(c.w);
+    const ir::Tensor x = test::floats(c.x, ramp(xn, 7)), w = test::floats(c.w, ramp(wn, 8));
+    const ir::Tensor b = test::floats({c.w[0]}, ramp(c.w[0], 9));
+    std::vector<const ir::Tensor*> ins{&x, &w};
+    if (c.bias) ins.push_back(&b);
+    for (size_t width : {8, 16, 32}) {
+      INFO("panels " << width << " wide");
+      const auto u = kernels::detail::transformWinogradWeights(w.dataAs<float>(), c.w[0], c.w[1], width);
+      kernels::OpContext ctx{ir::OpKind::Conv, 17, kNoAttrs, c.name, nullptr, &typed};
+      ctx.kernel.algorithm = ConvAlgorithm::Winograd;
+      ctx.plan = u.get();
+      for (kernels::ThreadPool* p : {static_cast<kernels::ThreadPool*>(nullptr), &pool}) {
+        ctx.pool = p;
+        auto out = kernels::evaluate(ctx, ins, 1);
+        REQUIRE(out);
+        const std::vector<float> want = referenceFor(c, x, w, c.bias ? &b : nullptr, (*out)[0].shape());
+        float scale = 1;
+        for (float v : want) scale = std::max(scale, std::fabs(v));
+        const std::vector<float> got = test::values<float>((*out)[0]);
+        for (size_t i = 0; i < want.size(); ++i) {
+          INFO("element " << i << ": got " << got[i] << " want " << want[i]);
+          REQUIRE(std::fabs(got[i] - want[i]) <= kWinogradTolerance * scale);
+        }
       }
     }
   }
