@@ -269,6 +269,36 @@ cpu::PanelsB WinogradWeights::point(size_t xi) const {
   return cpu::PanelsB{data.data() + xi * pointFloats, channels, outChannels, width, cpu::kPanelDepth, {}};
 }
 
+namespace {
+
+CTX_SIMD_CLONES void computeWinogradWeights(const float* weight, size_t channels, size_t outChannels, size_t width,
+                                            size_t pointFloats, float* data) {
+  typedef double Lanes8 __attribute__((vector_size(64)));
+  const size_t panels = (outChannels + width - 1) / width;
+  for (size_t c = 0; c < channels; ++c) {
+    const size_t c0 = c / cpu::kPanelDepth * cpu::kPanelDepth, kc = std::min(cpu::kPanelDepth, channels - c0);
+    const size_t rowAt = c0 * panels * width + (c - c0) * width;
+    for (size_t m0 = 0; m0 < outChannels; m0 += 8) {  // 8 columns of one panel (widths are multiples of 8)
+      const size_t lanes = std::min<size_t>(8, outChannels - m0);
+      Lanes8 g[9] = {};
+      for (size_t l = 0; l < lanes; ++l)
+        for (int k = 0; k < 9; ++k) g[k][l] = weight[((m0 + l) * channels + c) * 9 + static_cast<size_t>(k)];
+      Lanes8 gt[6][3];  // G g
+      for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 3; ++j) gt[i][j] = kG[i][0] * g[j] + kG[i][1] * g[3 + j] + kG[i][2] * g[6 + j];
+      float* at = data + rowAt + m0 / width * kc * width + m0 % width;
+      for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 6; ++j) {
+          const Lanes8 v = gt[i][0] * kG[j][0] + gt[i][1] * kG[j][1] + gt[i][2] * kG[j][2];
+          float* dst = at + static_cast<size_t>(i * 6 + j) * pointFloats;
+          for (size_t l = 0; l < lanes; ++l) dst[l] = static_cast<float>(v[l]);
+        }
+    }
+  }
+}
+
+}  // namespace
+
 std::shared_ptr<const WinogradWeights> transformWinogradWeights(const float* weight, int64_t outChannels,
                                                                 int64_t channels, size_t width) {
   auto u = std::make_shared<WinogradWeights>();
@@ -276,24 +306,10 @@ std::shared_ptr<const WinogradWeights> transformWinogradWeights(const float* wei
   u->outChannels = static_cast<size_t>(outChannels);
   u->width = width ? width : cpu::sgemmNaturalPanelWidth();
   u->pointFloats = cpu::panelElements(u->channels, u->outChannels, u->width);
-  u->data.resize(kPoints * u->pointFloats);
-  // Every point's B (channels x output channels, row-major), then each packed. U is computed in double.
-  const size_t pointSize = u->channels * u->outChannels;
-  std::vector<float> plain(kPoints * pointSize);
-  for (int64_t m = 0; m < outChannels; ++m)
-    for (int64_t c = 0; c < channels; ++c) {
-      const float* g = weight + (m * channels + c) * 9;
-      double gt[6][3];  // G g
-      for (int i = 0; i < 6; ++i)
-        for (int j = 0; j < 3; ++j) gt[i][j] = kG[i][0] * g[j] + kG[i][1] * g[3 + j] + kG[i][2] * g[6 + j];
-      for (int i = 0; i < 6; ++i)
-        for (int j = 0; j < 6; ++j)
-          plain[static_cast<size_t>(i * 6 + j) * pointSize + static_cast<size_t>(c * outChannels + m)] =
-              static_cast<float>(gt[i][0] * kG[j][0] + gt[i][1] * kG[j][1] + gt[i][2] * kG[j][2]);
-    }
-  for (size_t p = 0; p < kPoints; ++p)
-    cpu::packPanels(false, plain.data() + p * pointSize, u->outChannels, u->channels, u->outChannels, u->width,
-                    cpu::kPanelDepth, u->data.data() + p * u->pointFloats);
+  u->data.resize(kPoints * u->pointFloats);  // zeros past the last output channel of the last panel
+  // U (computed in double, rounded once) for 8 output channels at a time, straight into every point's panels
+  // (cpu::packPanels's layout: depth blocks of kPanelDepth rows, panels of `width` columns, k-major).
+  computeWinogradWeights(weight, u->channels, u->outChannels, u->width, u->pointFloats, u->data.data());
   return u;
 }
 
