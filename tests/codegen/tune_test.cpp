@@ -79,6 +79,30 @@ TEST_CASE("the tuning cache is written once measured and read back by a later ru
     REQUIRE((*tuner)->chooseConv(s.attrs, s.x, s.w, false, candidates, "p", "conv_c"));
     CHECK((*tuner)->misses() == 1);
   }
+  // A record without a time for one of today's candidates (written before that algorithm existed) is measured again.
+  {
+    const cpu::ConvAlgorithm drop = candidates.back() == first ? candidates[candidates.size() - 2] : candidates.back();
+    const std::string entry = std::string(cpu::convAlgorithmName(drop)) + "=";
+    std::string older = text;
+    const size_t line = older.find(codegen::KernelTuner::cpuFeatures() + "\tConv x=1x8x6x6");
+    REQUIRE(line != std::string::npos);
+    const size_t lineEnd = older.find('\n', line), times = older.rfind('\t', lineEnd) + 1;
+    std::string kept;  // the times field without `drop`'s
+    for (size_t at = times; at < lineEnd;) {
+      const size_t next = std::min(older.find(',', at), lineEnd);
+      const std::string item = older.substr(at, next - at);
+      if (item.rfind(entry, 0) != 0) kept += (kept.empty() ? "" : ",") + item;
+      at = next + 1;
+    }
+    REQUIRE(kept.size() < lineEnd - times);
+    older.replace(times, lineEnd - times, kept);
+    put(path, older);
+    auto tuner = codegen::KernelTuner::open(path);
+    REQUIRE(tuner);
+    REQUIRE((*tuner)->chooseConv(s.attrs, s.x, s.w, true, candidates, "p", "conv_a"));
+    CHECK((*tuner)->misses() == 1);
+    put(path, text);
+  }
   // A record of another CPU's features is not this CPU's: measured again, the other kept.
   std::string other = text;
   for (size_t at = other.find(codegen::KernelTuner::cpuFeatures()); at != std::string::npos;

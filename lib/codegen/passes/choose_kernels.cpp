@@ -228,8 +228,15 @@ Expected<cpu::ConvAlgorithm> KernelTuner::chooseConv(const ops::ConvAttrs& attrs
   };
   const std::string id = features + '\t' + c.key;
   auto it = entries_.find(id);
-  // A cached choice no longer among the candidates (another weight kind) is measured again.
-  if (it != entries_.end() && std::find(candidates.begin(), candidates.end(), it->second.chosen) != candidates.end()) {
+  // A cached choice no longer among the candidates (another weight kind) is measured again, and so is a record without
+  // a time for some candidate (written before that algorithm existed: winograd came after the first caches).
+  auto timed = [&](const Entry& e) {
+    return std::all_of(candidates.begin(), candidates.end(), [&](cpu::ConvAlgorithm a) {
+      return std::any_of(e.times.begin(), e.times.end(), [&](const auto& t) { return t.first == a; });
+    });
+  };
+  if (it != entries_.end() && std::find(candidates.begin(), candidates.end(), it->second.chosen) != candidates.end() &&
+      timed(it->second)) {
     ++hits_;
     c.cacheHit = true;
   } else {
