@@ -37,6 +37,12 @@ Window3 toWindow3(const Window& w);
 // columns split by stride phase (padded column c lands in phase c % stride at index c / stride). Each tap of
 // a window op then reads a contiguous run of inputs for a whole row of outputs, with no bounds checks, which
 // the vectorized depthwise Conv and float pooling kernels need. The buffer is kept between loads.
+// One stride phase of a padded row: element j holds input column j * stride + first for j in [lo, hi), the fill
+// elsewhere (PaddedPlane).
+struct PhaseColumns {
+  int64_t first = 0, lo = 0, hi = 0;
+};
+
 class PaddedPlane {
 public:
   // Copies `channels` consecutive planes from `x` (each w.in[0] x w.in[1] x w.in[2] floats) for window `w`;
@@ -63,10 +69,12 @@ public:
       data_.clear();
     }
     tapOffsets_.reserve(taps);
+    phases_.reserve(kReservedPhases);
   }
 
 private:
   void planTaps();
+  static constexpr size_t kReservedPhases = 4;  // strides up to this take no allocation on a first run
 
   Window3 w_{};
   int64_t ext_[3] = {};   // padded extents: the input, its pads, and any ceil_mode overhang
@@ -77,6 +85,8 @@ private:
   // load, so that rowTaps only adds (it runs once per output row, and planes can be a few columns wide).
   std::vector<int64_t> tapOffsets_;
   int64_t odStep_ = 0, ohStep_ = 0;
+  // Per stride phase, the columns of a padded row inside the input (made with the taps).
+  std::vector<PhaseColumns> phases_;
   bool planned_ = false;
 };
 
