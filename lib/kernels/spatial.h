@@ -80,6 +80,8 @@ private:
   int64_t ext_[3] = {};   // padded extents: the input, its pads, and any ceil_mode overhang
   int64_t phaseLen_ = 0;  // columns per phase: ceil(ext_[2] / stride)
   int64_t channels_ = 1;
+  float fill_ = 0;       // the padding's value at the last load
+  size_t dataSize_ = 0;  // data_'s size after the last load (the planes and the read slack)
   std::vector<float> data_;
   // Each tap's offset in data_ for output row (0, 0); row (od, oh) adds od * odStep_ + oh * ohStep_. Made by
   // load, so that rowTaps only adds (it runs once per output row, and planes can be a few columns wide).
