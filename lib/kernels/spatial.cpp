@@ -124,8 +124,8 @@ PhaseColumns phaseColumns(int64_t width, int64_t first, int64_t s, int64_t count
 // `count` floats each), the input rows starting at padded row (padBegin[0], padBegin[1]).
 struct PlaneRows {
   const float* x;
-  int64_t channels, in[3], ext[2], padBegin[2], s, count;
-  const PhaseColumns* phases;
+  int64_t channels, in[3], ext[2], padBegin[3], s, count;
+  const PhaseColumns* phases;  // per phase, for strides 1 and 2 (wider ones work theirs out per row)
   float fill;
 };
 
@@ -135,7 +135,7 @@ template <int S> CTX_PLANE_INLINE void copyPaddedRow(const float* src, const Pla
   const int64_t s = S > 0 ? S : g.s, count = g.count;
   const float fill = g.fill;
   for (int64_t p = 0; p < s; ++p) {
-    const PhaseColumns& c = g.phases[p];
+    const PhaseColumns c = S > 0 ? g.phases[p] : phaseColumns(g.in[2], p - g.padBegin[2], s, count);
     float* out = dst + p * count;
     for (int64_t j = 0; j < c.lo; ++j) out[j] = fill;
     const float* in = src + (c.lo * s + c.first);  // input column of out[lo]
@@ -206,10 +206,10 @@ void PaddedPlane::load(const float* x, const Window3& w, float fill, int64_t cha
                        channels,
                        {w.in[0], w.in[1], w.in[2]},
                        {ext_[0], ext_[1]},
-                       {w.padBegin[0], w.padBegin[1]},
+                       {w.padBegin[0], w.padBegin[1], w.padBegin[2]},
                        w.stride[2],
                        phaseLen_,
-                       phases_.data(),
+                       phases_,
                        fill};
   copyPaddedRowsAny(rows, data_.data());
 }
@@ -222,8 +222,8 @@ void PaddedPlane::rowTaps(int64_t od, int64_t oh, const float** taps) const {
 void PaddedPlane::planTaps() {
   const int64_t s = w_.stride[2];
   const int64_t rowLen = s * phaseLen_;
-  phases_.clear();
-  for (int64_t p = 0; p < s; ++p) phases_.push_back(phaseColumns(w_.in[2], p - w_.padBegin[2], s, phaseLen_));
+  for (int64_t p = 0; p < std::min<int64_t>(s, 2); ++p)
+    phases_[p] = phaseColumns(w_.in[2], p - w_.padBegin[2], s, phaseLen_);
   odStep_ = w_.stride[0] * ext_[1] * rowLen;
   ohStep_ = w_.stride[1] * rowLen;
   tapOffsets_.clear();

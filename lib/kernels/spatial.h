@@ -69,12 +69,10 @@ public:
       data_.clear();
     }
     tapOffsets_.reserve(taps);
-    phases_.reserve(kReservedPhases);
   }
 
 private:
   void planTaps();
-  static constexpr size_t kReservedPhases = 4;  // strides up to this take no allocation on a first run
 
   Window3 w_{};
   int64_t ext_[3] = {};   // padded extents: the input, its pads, and any ceil_mode overhang
@@ -87,8 +85,9 @@ private:
   // load, so that rowTaps only adds (it runs once per output row, and planes can be a few columns wide).
   std::vector<int64_t> tapOffsets_;
   int64_t odStep_ = 0, ohStep_ = 0;
-  // Per stride phase, the columns of a padded row inside the input (made with the taps).
-  std::vector<PhaseColumns> phases_;
+  // For strides 1 and 2, each phase's columns of a padded row inside the input (made with the taps; wider strides
+  // work theirs out per row): a fixed array, so that no stride makes a load allocate.
+  PhaseColumns phases_[2];
   bool planned_ = false;
 };
 
