@@ -6,7 +6,10 @@
 #include "kernels/thread_scratch.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
+
+#include <immintrin.h>
 
 namespace ctxkit::kernels::detail {
 
@@ -441,6 +444,111 @@ CTX_SIMD_CLONES void flatAveragePoolBlock(const float* x, float* y, const Window
   flatPoolBlock<false>(x, y, w, f, planes, scratch);
 }
 
+// 2-D float MaxPool on AVX-512 with every padded row in registers (registerRowsMaxPool): an output row's window rows
+// are loaded as up to four vectors of 16 (masked loads: columns outside the input read -inf and are not touched) and
+// reduced into V, and each output vector of 16 is the max over the kernel's columns of V's lanes ow * stride + kw *
+// dilation, picked out of V's registers by permutes. No padded copy, no pass through memory between the vertical and
+// horizontal reductions: SqueezeNet's 3x3 stride-2 ceil-mode pools onto 23x23, 11x11 and 5x5 (flat path) cost 3-4x
+// ONNX Runtime's NCHWc pools.
+constexpr int64_t kRegisterRowLanes = 64;  // padded columns held: four vectors
+constexpr int64_t kRegisterRowOutputs = 32;
+constexpr int64_t kRegisterRowMaxKernel = 8;
+
+bool registerRowsAvx512() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return has;
+}
+
+// Whether registerRowsMaxPool takes this window: 2-D, at most 32 outputs and 8 kernel columns per row, and every
+// padded column a row's outputs read among the first kRegisterRowLanes.
+// Whether every padded column a row's outputs read is among the first `lanes`.
+bool registerRowsFit(const Window3& w, int64_t lanes) {
+  return w.padBegin[2] < lanes && (w.out[2] - 1) * w.stride[2] + (w.kernel[2] - 1) * w.dilation[2] < lanes;
+}
+
+bool takesRegisterRows(const Window3& w) {
+  return registerRowsAvx512() && w.kernel[0] == 1 && w.in[0] == 1 && w.out[0] == 1 && w.out[2] <= kRegisterRowOutputs &&
+         w.kernel[2] <= kRegisterRowMaxKernel && registerRowsFit(w, kRegisterRowLanes);
+}
+
+// The max of a and b as poolCombine's `acc < x ? x : acc` (a NaN never replaces a number; on ties, acc): vmaxps
+// returns its second operand when either is NaN or both are zeros.
+__attribute__((target("avx512f"))) inline __m512 registerMax(__m512 acc, __m512 x) {
+  return _mm512_maskz_max_ps(0xFFFF, x, acc);  // (maskz: GCC 12 warns of _mm512_max_ps's undefined source)
+}
+
+// Planes [0, planes) of x (in[1] x in[2] each) into y (out[1] x out[2] each), with `Vectors` vectors of padded
+// columns (2: rows of at most 32, every lane picked by one permute; 4: two permutes and a blend).
+template <int Vectors>
+__attribute__((target("avx512f"))) void registerRowsMaxPool(const float* x, float* y, const Window3& w,
+                                                            int64_t planes) {
+  const int64_t inH = w.in[1], inW = w.in[2], outH = w.out[1], outW = w.out[2], padL = w.padBegin[2];
+  const __m512 none = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  // Padded column q of vector v reads input column 16 v + q - padL: the loads' masks.
+  __mmask16 load[4];
+  for (int v = 0; v < 4; ++v) {
+    uint32_t m = 0;
+    for (int q = 0; q < 16; ++q) {
+      const int64_t col = 16 * v + q - padL;
+      if (col >= 0 && col < inW) m |= 1u << q;
+    }
+    load[v] = static_cast<__mmask16>(m);
+  }
+  // Per output vector j and kernel column kw: the padded column each lane reads (0-63), as permute indices.
+  __m512i index[2][kRegisterRowMaxKernel];
+  const int outVectors = outW > 16 ? 2 : 1;
+  for (int j = 0; j < outVectors; ++j)
+    for (int64_t kw = 0; kw < w.kernel[2]; ++kw) {
+      alignas(64) int32_t lanes[16];
+      for (int i = 0; i < 16; ++i) {
+        const int64_t col = (16 * j + i) * w.stride[2] + kw * w.dilation[2];
+        lanes[i] = static_cast<int32_t>(std::min<int64_t>(col, kRegisterRowLanes - 1));  // (lanes past outW: unused)
+      }
+      index[j][kw] = _mm512_load_si512(lanes);
+    }
+  const __mmask16 store[2] = {static_cast<__mmask16>(outW >= 16 ? 0xFFFF : (1u << outW) - 1),
+                              static_cast<__mmask16>(outW > 16 ? (1u << (outW - 16)) - 1 : 0)};
+  for (int64_t c = 0; c < planes; ++c) {
+    const float* xc = x + c * inH * inW;
+    float* yc = y + c * outH * outW;
+    for (int64_t oh = 0; oh < outH; ++oh) {
+      int64_t h0, h1;
+      tapsForOutput(oh, w.stride[1], w.padBegin[1], w.dilation[1], w.kernel[1], inH, h0, h1);
+      __m512 v[Vectors];
+      for (__m512& q : v) q = none;
+      for (int64_t kh = h0; kh < h1; ++kh) {
+        // Padded column 0 of this input row: an address formed as an integer (it may lie before the plane; the
+        // masked-off lanes are not read).
+        const auto row =
+            reinterpret_cast<uintptr_t>(xc + (oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1]) * inW) -
+            static_cast<uintptr_t>(padL) * sizeof(float);
+#pragma GCC unroll 4
+        for (int q = 0; q < Vectors; ++q)  // (a fixed count keeps v in registers; a vector past the row loads nothing)
+          v[q] = registerMax(v[q], _mm512_mask_loadu_ps(none, load[q], reinterpret_cast<const float*>(row + 64 * q)));
+      }
+      for (int j = 0; j < outVectors; ++j) {
+        __m512 acc = none;
+        for (int64_t kw = 0; kw < w.kernel[2]; ++kw) {
+          const __m512i idx = index[j][kw];
+          // Lanes 0-31 from v[0], v[1]; 32-63 from v[2], v[3] (the index's bit 5 picks).
+          const __m512 low = _mm512_permutex2var_ps(v[0], idx, v[1]);
+          if constexpr (Vectors == 2) {
+            acc = registerMax(acc, low);
+          } else {
+            const __m512 high = _mm512_permutex2var_ps(v[2], idx, v[3]);
+            const __mmask16 upper = _mm512_test_epi32_mask(idx, _mm512_set1_epi32(32));
+            acc = registerMax(acc, _mm512_mask_blend_ps(upper, low, high));
+          }
+        }
+        _mm512_mask_storeu_ps(yc + oh * outW + 16 * j, store[j], acc);
+      }
+    }
+  }
+}
+
 // What a pool's runs need that depends only on its window and input shape: worked out at prepare (planPoolOnce) or,
 // for an op run without a plan, per run.
 struct PoolRunPlan {
@@ -449,8 +557,9 @@ struct PoolRunPlan {
   bool countPad = false;
   std::vector<int64_t> counts;  // an average's divisor factor per output column (columnDivisors)
   std::vector<float> countsF;
-  std::vector<float> ones;  // unit weights, one per tap (the 3-D float path)
-  bool flat = false;        // float planes take flatPoolBlock
+  std::vector<float> ones;    // unit weights, one per tap (the 3-D float path)
+  bool flat = false;          // float planes take flatPoolBlock
+  bool registerRows = false;  // a float MaxPool takes registerRowsMaxPool
   FlatPoolPlan flatPlan;
 };
 
@@ -466,6 +575,7 @@ Expected<PoolRunPlan> makePoolRunPlan(const OpContext& ctx, std::span<const int6
   const int64_t outSize = r.w.out[0] * r.w.out[1] * r.w.out[2];
   if (outSize == 0) return r;
   r.ones.assign(static_cast<size_t>(r.w.kernel[0] * r.w.kernel[1] * r.w.kernel[2]), 1.0f);
+  r.registerRows = isMax && takesRegisterRows(r.w);
   r.flat = takesFlatPool(r.w);
   if (r.flat) {
     r.flatPlan = makeFlatPoolPlan(r.w, isMax, r.countPad, r.counts);
@@ -483,6 +593,15 @@ template <typename T, bool IsMax> void pool(const OpContext& ctx, const T* x, T*
   const auto taps = static_cast<size_t>(w.kernel[0] * w.kernel[1] * w.kernel[2]);
   const size_t work = static_cast<size_t>(outSize) * taps;
   if constexpr (std::is_same_v<T, float>) {
+    if (IsMax && plan.registerRows) {
+      parallelForWork(ctx, static_cast<size_t>(plan.planes), work, [&](size_t p0, size_t p1) {
+        const float* xs = x + static_cast<int64_t>(p0) * inSize;
+        float* ys = y + static_cast<int64_t>(p0) * outSize;
+        if (registerRowsFit(w, 32)) registerRowsMaxPool<2>(xs, ys, w, static_cast<int64_t>(p1 - p0));
+        else registerRowsMaxPool<4>(xs, ys, w, static_cast<int64_t>(p1 - p0));
+      });
+      return;
+    }
     if (plan.flat) {
       const FlatPoolPlan& f = plan.flatPlan;
       parallelForWork(ctx, static_cast<size_t>(plan.planes), work, [&](size_t p0, size_t p1) {

@@ -37,6 +37,12 @@ Window3 toWindow3(const Window& w);
 // columns split by stride phase (padded column c lands in phase c % stride at index c / stride). Each tap of
 // a window op then reads a contiguous run of inputs for a whole row of outputs, with no bounds checks, which
 // the vectorized depthwise Conv and float pooling kernels need. The buffer is kept between loads.
+// One stride phase of a padded row: element j holds input column j * stride + first for j in [lo, hi), the fill
+// elsewhere (PaddedPlane).
+struct PhaseColumns {
+  int64_t first = 0, lo = 0, hi = 0;
+};
+
 class PaddedPlane {
 public:
   // Copies `channels` consecutive planes from `x` (each w.in[0] x w.in[1] x w.in[2] floats) for window `w`;
@@ -72,11 +78,16 @@ private:
   int64_t ext_[3] = {};   // padded extents: the input, its pads, and any ceil_mode overhang
   int64_t phaseLen_ = 0;  // columns per phase: ceil(ext_[2] / stride)
   int64_t channels_ = 1;
+  float fill_ = 0;       // the padding's value at the last load
+  size_t dataSize_ = 0;  // data_'s size after the last load (the planes and the read slack)
   std::vector<float> data_;
   // Each tap's offset in data_ for output row (0, 0); row (od, oh) adds od * odStep_ + oh * ohStep_. Made by
   // load, so that rowTaps only adds (it runs once per output row, and planes can be a few columns wide).
   std::vector<int64_t> tapOffsets_;
   int64_t odStep_ = 0, ohStep_ = 0;
+  // For strides 1 and 2, each phase's columns of a padded row inside the input (made with the taps; wider strides
+  // work theirs out per row): a fixed array, so that no stride makes a load allocate.
+  PhaseColumns phases_[2];
   bool planned_ = false;
 };
 
