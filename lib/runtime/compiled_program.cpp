@@ -250,6 +250,10 @@ Expected<std::unique_ptr<CompiledProgram::Frame>> CompiledProgram::makeFrame() c
       CTX_ASSIGN_OR_RETURN(frame->bound[t], ir::Tensor::mutableView(d.type, program::toShape(d.shape),
                                                                     frame->arena.get() + d.offset, d.size));
       if (program::isBounded(d)) frame->slots[t] = frame->bound[t];
+    } else if (d.kind == TensorKind::Output && prefault_ && program::isBounded(d)) {
+      // A bounded output's buffer (the bound's bytes, zeroed: resident), made now rather than by the first run.
+      CTX_ASSIGN_OR_RETURN(frame->slots[t], ir::Tensor::allocate(d.type, program::toShape(d.shape))
+                                                .addContext(fmt::format("graph '{}': output '{}'", name_, d.name)));
     }
   }
   return frame;
@@ -505,6 +509,7 @@ Expected<ir::Tensor*> CompiledProgram::bindComputed(size_t k, size_t o, Frame& f
     ir::Tensor& slot = frame.slots[t];
     if (slot.empty() || slot.owner().use_count() > 1) {
       CTX_ASSIGN_OR_RETURN(slot, ir::Tensor::allocate(d.type, program::toShape(d.shape)));
+      outputSlotsMade_.fetch_add(1, std::memory_order_relaxed);
     }
     CTX_RETURN_IF_ERROR(bound.rebindAsPrefix(slot, type, shape));
   }

@@ -6,6 +6,7 @@
 #include "program/program.h"
 #include "runtime/profile.h"
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -86,6 +87,9 @@ public:
   size_t frameCount() const;
   // Plain constant weights its dynamic ops packed into GEMM panels: once per op, for all their signatures (tests).
   size_t panelPacks() const;
+  // Buffers for bounded outputs made by runs (a frame with prefault makes one per bounded output when it is made;
+  // a run makes another only while a caller still holds the last one); for tests.
+  size_t outputSlotsMadeInRuns() const { return outputSlotsMade_.load(std::memory_order_relaxed); }
 
   // The program as it runs (the plugin EP serializes it for a context it writes).
   const program::Program& program() const { return program_; }
@@ -98,8 +102,8 @@ private:
     std::vector<ir::Tensor> bound;
     std::vector<const ir::Tensor*> ins;  // one op's operands, reused so that a run allocates nothing
     std::vector<ir::Tensor*> outs;
-    // Bounded programs: per bounded arena tensor its whole slot (the bound's bytes), which bound[] views a prefix
-    // of at the run's shape; per op with a value-dependent shape what its evaluations keep.
+    // Bounded programs: per bounded arena tensor or output its whole slot (the bound's bytes), which bound[] views a
+    // prefix of at the run's shape; per op with a value-dependent shape what its evaluations keep.
     std::vector<ir::Tensor> slots;
     std::vector<kernels::EvalState> evals;
     // Per dynamic op not preparable from shapes alone (TopK with a computed k, a Reshape or ConstantOfShape to a
@@ -149,6 +153,7 @@ private:
   mutable std::mutex framesMutex_;
   mutable std::vector<std::unique_ptr<Frame>> freeFrames_;
   mutable size_t framesMade_ = 0;
+  mutable std::atomic<size_t> outputSlotsMade_{0};
 };
 
 // Entries the process-wide program stores have looked at so far (lookups, insertions, sweeps): tests bound it to

@@ -1,10 +1,12 @@
 // Pre-faulting a program's memory at load (docs/runtime.md#time-to-first-result).
 #include "runtime/prefault.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 
+#include <link.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -77,6 +79,44 @@ void prefaultReadable(const void* p, size_t size) {
   for (size_t at = 0; at < size; at += page) sink ^= bytes[at];
   sink ^= bytes[size - 1];
   (void)sink;
+}
+
+namespace {
+
+// The object whose segments contain `address`, and the bytes of its non-writable loaded segments once mapped.
+struct CodeSearch {
+  uintptr_t address = 0;
+  size_t mapped = 0;
+};
+
+int mapObjectHolding(dl_phdr_info* info, size_t, void* data) {
+  auto* search = static_cast<CodeSearch*>(data);
+  bool holds = false;
+  for (ElfW(Half) i = 0; i < info->dlpi_phnum && !holds; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    const uintptr_t begin = info->dlpi_addr + ph.p_vaddr;
+    holds = ph.p_type == PT_LOAD && search->address >= begin && search->address - begin < ph.p_memsz;
+  }
+  if (!holds) return 0;
+  // Code and read-only data only: a writable segment's pages are the process' own (copied on write), made as used.
+  for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_W) != 0 || ph.p_memsz == 0) continue;
+    prefaultReadable(reinterpret_cast<const void*>(info->dlpi_addr + ph.p_vaddr), ph.p_memsz);
+    search->mapped += ph.p_memsz;
+  }
+  return 1;
+}
+
+}  // namespace
+
+size_t prefaultCode() {
+  static std::atomic<bool> done{false};
+  if (done.exchange(true)) return 0;
+  CodeSearch search;
+  search.address = reinterpret_cast<uintptr_t>(&prefaultCode);
+  ::dl_iterate_phdr(mapObjectHolding, &search);
+  return search.mapped;
 }
 
 }  // namespace ctxkit::runtime

@@ -17,4 +17,11 @@ void prefaultWritable(void* p, size_t size);
 // when they are not there) and are mapped now, not on first touch.
 void prefaultReadable(const void* p, size_t size);
 
+// Maps the code and read-only data of the object that holds ctxkit's runtime (the executable it is linked into, or
+// the shared library, e.g. the plugin EP) into this process' page tables, once per process: a first run otherwise
+// takes a page fault for each 64 KiB of kernel code it executes for the first time (the kernel maps file pages
+// around a fault 16 at a time). Returns the bytes of the segments mapped by this call (0 when already done, or when
+// the object cannot be found).
+size_t prefaultCode();
+
 }  // namespace ctxkit::runtime

@@ -12,6 +12,7 @@
 #include "runtime/context_store.h"
 #include "runtime/interpreter.h"
 #include "runtime/iteration.h"
+#include "runtime/prefault.h"
 #include "runtime/profile.h"
 #include "runtime/shared_model.h"
 #include "runtime/source_model.h"
@@ -446,6 +447,7 @@ struct Session::Impl {
     makePlan();
     if (!plan.usable) scoped = std::make_unique<ScopedGraph>(g, valueTable);
     else if (options.prefault) makeFirstFrame(known);
+    if (options.prefault) prefaultCode();
     pool = kernels::makeThreadPool(std::max(1, options.threads));
     return Status::ok();
   }

@@ -200,6 +200,24 @@ TEST_CASE("a bounded program runs at 0 rows, some rows and its bound, its output
   CHECK_THAT(refused.error().message(), Catch::Contains("output 0 ('y') has a bounded shape <=6x3"));
 }
 
+TEST_CASE("a bounded program pre-faulted at load makes no output buffer in its runs, one per output without",
+          "[runtime][bounded][prefault]") {
+  for (const bool prefault : {true, false}) {
+    INFO("prefault " << prefault);
+    runtime::ProgramOptions options;
+    options.prefault = prefault;
+    auto read = program::deserialize(program::serialize(detectorProgram()), 3, "bounded");
+    REQUIRE(read);
+    auto cp = runtime::CompiledProgram::create(std::move(read).value(), weightsContainer(), "bounded", options);
+    REQUIRE(cp);
+    checkRun(**cp, {0.9f, 0, 0.7f, 0.1f, 0.6f, 0.5f});  // the first run: the frame made at load
+    checkRun(**cp, {1, 1, 1, 1, 1, 1});                  // the bound, in the same buffers
+    // y, both, top and top_idx have bounded shapes: their buffers are the frame's, made with it or by the first run.
+    CHECK((*cp)->outputSlotsMadeInRuns() == (prefault ? 0 : 4));
+    CHECK((*cp)->frameCount() == 1);
+  }
+}
+
 namespace {
 
 // rows [<=6] (a bounded input: a fallback node's value-dependent result) -> Gather(x [6, 4], rows) -> Relu -> MatMul(B)

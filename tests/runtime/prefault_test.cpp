@@ -1,5 +1,5 @@
 // Pre-faulting at load (lib/runtime/prefault.h): memory made resident keeps what it holds and stays usable, for an
-// arena below and above the huge-page size and for a read-only file mapping.
+// arena below and above the huge-page size and for a read-only file mapping; the runtime's code is mapped whole.
 #include "runtime/prefault.h"
 
 #include <catch2/catch.hpp>
@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <fcntl.h>
@@ -70,4 +72,41 @@ TEST_CASE("a read-only file mapping pre-faulted at an unaligned offset reads the
   CHECK(wrong == 0);
   ::munmap(m, size);
   std::filesystem::remove(path);
+}
+
+namespace {
+// Size and Rss (kB) of the mapping of this process that holds `address`, from /proc/self/smaps; {0, 0} if none.
+std::pair<long, long> mappingSizeAndRss(uintptr_t address) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  long size = 0;
+  while (std::getline(smaps, line)) {
+    unsigned long begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &begin, &end) == 2 && line.find(' ') > line.find('-')) {
+      inside = address >= begin && address < end;
+      continue;
+    }
+    if (!inside) continue;
+    long kb = 0;
+    if (std::sscanf(line.c_str(), "Size: %ld kB", &kb) == 1) size = kb;
+    if (std::sscanf(line.c_str(), "Rss: %ld kB", &kb) == 1) return {size, kb};
+  }
+  return {0, 0};
+}
+}  // namespace
+
+TEST_CASE("pre-faulting the code maps every page of the runtime's code segment once per process", "[runtime][prefault]") {
+  // This test binary links the runtime in: its code segment holds prefaultCode. Most of it (kernels no test here
+  // runs) has never executed, so without pre-faulting only part of it is mapped.
+  const auto address = reinterpret_cast<uintptr_t>(&runtime::prefaultCode);
+  const auto [sizeKb, rssBefore] = mappingSizeAndRss(address);
+  REQUIRE(sizeKb > 0);
+  INFO("code mapping " << sizeKb << " kB, resident before " << rssBefore << " kB");
+  // The first call maps the segments (a session loaded earlier in this process may have made it already).
+  runtime::prefaultCode();
+  CHECK(runtime::prefaultCode() == 0);  // once per process
+  const auto [sizeAfter, rssAfter] = mappingSizeAndRss(address);
+  CHECK(sizeAfter == sizeKb);
+  CHECK(rssAfter == sizeKb);
 }
