@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include <immintrin.h>
 
@@ -952,15 +953,28 @@ void runConvOnPanels(const OpContext& ctx, const ConvPlan& p, const Window3& w, 
 
 }  // namespace
 
+namespace {
+
+// A Conv's window from its typed attributes and shapes alone (compile-time and prepare-time decisions); none when the
+// attributes do not fit the shapes.
+std::optional<Window3> convWindow(const ops::ConvAttrs& attrs, std::span<const int64_t> x,
+                                  std::span<const int64_t> weight) {
+  static const ir::Attributes kNoAttributes;
+  const OpContext ctx{ir::OpKind::Conv, 0, kNoAttributes, "", nullptr};
+  auto window = computeWindow(ctx, attrs.window, x.subspan(2), weight.subspan(2), false);
+  if (!window) return std::nullopt;
+  return toWindow3(*window);
+}
+
+}  // namespace
+
 bool convRunsOnPanels(const ops::ConvAttrs& attrs, std::span<const int64_t> x, std::span<const int64_t> weight) {
   if (attrs.group != 1 || x.size() < 3 || x.size() > 5 || weight.size() != x.size() || x[1] != weight[1] ||
       weight[0] <= 0 || weight[1] <= 0)
     return false;
-  static const ir::Attributes kNoAttributes;
-  const OpContext ctx{ir::OpKind::Conv, 0, kNoAttributes, "", nullptr};
-  auto window = computeWindow(ctx, attrs.window, x.subspan(2), weight.subspan(2), false);
+  const std::optional<Window3> window = convWindow(attrs, x, weight);
   if (!window) return false;
-  const Window3 w = toWindow3(*window);
+  const Window3& w = *window;
   const int64_t positions = w.out[0] * w.out[1] * w.out[2];
   if (positions <= 0 || winogradByDefault(w, x[1], weight[0]) || groupedOnBlocks(w, x[1], weight[0], 1)) return false;
   if (positions <= cpu::kSmallConvOutputs && (isPointwise(w) || !fewOutputsDirect(w, weight[0]))) return true;
@@ -989,11 +1003,9 @@ cpu::ConvAlgorithm convHeuristicAlgorithm(const ops::ConvAttrs& attrs, std::span
   if (x.size() < 3 || x.size() > 5 || weight.size() != x.size() || attrs.group < 1 || weight[0] <= 0 ||
       weight[1] <= 0 || x[1] != weight[1] * attrs.group || weight[0] % attrs.group != 0)
     return cpu::ConvAlgorithm::Heuristic;
-  static const ir::Attributes kNoAttributes;
-  const OpContext ctx{ir::OpKind::Conv, 0, kNoAttributes, "", nullptr};
-  auto window = computeWindow(ctx, attrs.window, x.subspan(2), weight.subspan(2), false);
+  const std::optional<Window3> window = convWindow(attrs, x, weight);
   if (!window) return cpu::ConvAlgorithm::Heuristic;
-  const Window3 w = toWindow3(*window);
+  const Window3& w = *window;
   const int64_t cg = weight[1], mg = weight[0] / attrs.group;
   if (constantWeight && attrs.group == 1 && winogradByDefault(w, cg, mg)) return cpu::ConvAlgorithm::Winograd;
   if (constantWeight && convRunsOnPanels(attrs, x, weight)) return cpu::ConvAlgorithm::Panels;
@@ -1296,10 +1308,8 @@ std::vector<cpu::ConvAlgorithm> convAlgorithms(const ops::ConvAttrs& attrs, std:
   // Winograd for dense 2-D 3x3 Convs of stride 1 without dilation, on a weight transformed at prepare.
   bool winograd = false;
   if (constantWeight && attrs.group == 1 && x.size() == 4) {
-    static const ir::Attributes kNoAttributes;
-    const OpContext ctx{ir::OpKind::Conv, 0, kNoAttributes, "", nullptr};
-    auto window = detail::computeWindow(ctx, attrs.window, x.subspan(2), weight.subspan(2), false);
-    winograd = window && detail::winogradFits(detail::toWindow3(*window));
+    const std::optional<detail::Window3> window = detail::convWindow(attrs, x, weight);
+    winograd = window && detail::winogradFits(*window);
   }
   for (ConvAlgorithm a : {ConvAlgorithm::Panels, ConvAlgorithm::DepthwiseSmallMap, ConvAlgorithm::GroupedBlocks,
                           ConvAlgorithm::Winograd, ConvAlgorithm::Direct, ConvAlgorithm::Gemm}) {

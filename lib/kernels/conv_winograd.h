@@ -38,7 +38,4 @@ size_t winogradScratchFloats(const Window3& w, int64_t batch, int64_t channels, 
 void runWinograd(const OpContext& ctx, const WinogradWeights& u, const Window3& w, int64_t batch, const float* x,
                  const float* bias, float* y, const ops::Epilogue& act);
 
-// dst[i * dstLd + r] = src[r * srcLd + i] for r < rows, i < n (conv.cpp).
-void transposeRows(const float* src, int64_t srcLd, int64_t rows, int64_t n, float* dst, int64_t dstLd);
-
 }  // namespace ctxkit::kernels::detail

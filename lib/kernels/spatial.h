@@ -33,6 +33,10 @@ struct Window3 {
 };
 Window3 toWindow3(const Window& w);
 
+// dst[i * dstLd + r] = src[r * srcLd + i] for r < rows, i < n, in 8 x 8 blocks (conv.cpp): between channel-major
+// planes and position-major tiles.
+void transposeRows(const float* src, int64_t srcLd, int64_t rows, int64_t n, float* dst, int64_t dstLd);
+
 // One float plane (up to 3 spatial dims) copied with its padding materialized as `fill`, and every row's
 // columns split by stride phase (padded column c lands in phase c % stride at index c / stride). Each tap of
 // a window op then reads a contiguous run of inputs for a whole row of outputs, with no bounds checks, which

@@ -120,8 +120,19 @@ std::vector<float> referenceFor(const Case& c, const ir::Tensor& x, const ir::Te
                    b ? test::values<float>(*b) : std::vector<float>{}, c.group, s, d, pb, ys);
 }
 
-// Winograd's error bound, relative to the largest output of a case.
+// Winograd's error bound, relative to the largest output of a case: its transforms add and cancel terms up to 100x
+// the inputs, so its error scales with the largest output, not each one (docs/runtime.md#winograd-f4x4-3x3).
 constexpr float kWinogradTolerance = 2e-5f;
+
+void requireWithinWinogradBound(const std::vector<float>& got, const std::vector<float>& want) {
+  REQUIRE(got.size() == want.size());
+  float scale = 1;
+  for (float v : want) scale = std::max(scale, std::fabs(v));
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO("element " << i << ": got " << got[i] << " want " << want[i] << ", largest " << scale);
+    REQUIRE(std::fabs(got[i] - want[i]) <= kWinogradTolerance * scale);
+  }
+}
 
 // Runs every case with each algorithm convAlgorithms offers for it (or only `only`), on each of `pools` (null:
 // serially), against the plain loop; counts the runs per algorithm.
@@ -149,16 +160,7 @@ void checkCases(const std::vector<Case>& cases, std::span<kernels::ThreadPool* c
         REQUIRE(got);
         const std::vector<float> want = referenceFor(c, x, w, c.bias ? &b : nullptr, got->shape());
         if (a == ConvAlgorithm::Winograd) {
-          // Winograd's transforms add and cancel terms up to 100x the inputs: its error scales with the largest
-          // output, not each one (docs/runtime.md#winograd-f4x4-3x3).
-          float scale = 1;
-          for (float v : want) scale = std::max(scale, std::fabs(v));
-          const std::vector<float> gotValues = test::values<float>(*got);
-          REQUIRE(gotValues.size() == want.size());
-          for (size_t i = 0; i < want.size(); ++i) {
-            INFO("element " << i << ": got " << gotValues[i] << " want " << want[i] << ", largest " << scale);
-            REQUIRE(std::fabs(gotValues[i] - want[i]) <= kWinogradTolerance * scale);
-          }
+          requireWithinWinogradBound(test::values<float>(*got), want);
         } else {
           test::requireClose(test::values<float>(*got), want, 1e-4f);
         }
@@ -369,14 +371,8 @@ TEST_CASE("Winograd on weights in panels of widths 8, 16 and 32 on 1 and 2 threa
         ctx.pool = p;
         auto out = kernels::evaluate(ctx, ins, 1);
         REQUIRE(out);
-        const std::vector<float> want = referenceFor(c, x, w, c.bias ? &b : nullptr, (*out)[0].shape());
-        float scale = 1;
-        for (float v : want) scale = std::max(scale, std::fabs(v));
-        const std::vector<float> got = test::values<float>((*out)[0]);
-        for (size_t i = 0; i < want.size(); ++i) {
-          INFO("element " << i << ": got " << got[i] << " want " << want[i]);
-          REQUIRE(std::fabs(got[i] - want[i]) <= kWinogradTolerance * scale);
-        }
+        requireWithinWinogradBound(test::values<float>((*out)[0]),
+                                   referenceFor(c, x, w, c.bias ? &b : nullptr, (*out)[0].shape()));
       }
     }
   }
