@@ -136,6 +136,10 @@ CTX_SIMD_CLONES void vecClamp(const float* in, float* out, size_t n, float lo, f
   blocked(in, out, n, [lo, hi](float x) { return clampScalar(x, lo, hi); });
 }
 
+CTX_SIMD_CLONES void vecAddClamp(const float* in, float* out, size_t n, float add, float lo, float hi) {
+  blocked(in, out, n, [add, lo, hi](float x) { return clampScalar(x + add, lo, hi); });
+}
+
 CTX_SIMD_CLONES void vecLeakyRelu(const float* in, float* out, size_t n, float alpha) {
   blocked(in, out, n, [alpha](float x) { return x < 0.0f ? alpha * x : x; });
 }

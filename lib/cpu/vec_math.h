@@ -14,7 +14,9 @@ void vecTanh(const float* in, float* out, size_t n);
 void vecErf(const float* in, float* out, size_t n);
 void vecGeluErf(const float* in, float* out, size_t n);   // 0.5 x (1 + erf(x / sqrt 2))
 void vecGeluTanh(const float* in, float* out, size_t n);  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-void vecClamp(const float* in, float* out, size_t n, float lo, float hi);             // NaN stays NaN
+void vecClamp(const float* in, float* out, size_t n, float lo, float hi);  // NaN stays NaN
+// out[i] = clamp(in[i] + add, lo, hi), the sum rounded once as an Add would: a Conv's bias and Relu/Clip in one pass.
+void vecAddClamp(const float* in, float* out, size_t n, float add, float lo, float hi);
 void vecLeakyRelu(const float* in, float* out, size_t n, float alpha);                // x < 0 ? alpha x : x
 void vecHardSigmoid(const float* in, float* out, size_t n, float alpha, float beta);  // max(0, min(1, alpha x + b))
 void vecSwish(const float* in, float* out, size_t n);      // x sigmoid(x), the product rounded as Sigmoid then Mul do

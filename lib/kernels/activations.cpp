@@ -162,4 +162,20 @@ void applyFusedActivation(const ops::Epilogue& act, float* data, size_t n) {
   if (act.scale != 1.0f || act.shift != 0.0f) cpu::vecScaleShift(data, data, n, act.scale, act.shift);
 }
 
+void applyBiasActivation(const ops::Epilogue& act, float bias, float* data, size_t n) {
+  using K = ops::Activation;
+  const bool plain = act.scale == 1.0f && act.shift == 0.0f;
+  if (plain && (act.activation == K::None || act.activation == K::Relu || act.activation == K::Clip)) {
+    if (act.activation == K::None && bias == 0.0f) return;
+    const float lo = act.activation == K::Relu ? 0.0f : act.activation == K::Clip ? act.alpha : -INFINITY;
+    const float hi = act.activation == K::Clip ? act.beta : INFINITY;
+    // (No add of a zero bias: -0 + 0 is +0, and the outputs stay those of the separate passes bit for bit.)
+    if (bias == 0.0f) cpu::vecClamp(data, data, n, lo, hi);
+    else cpu::vecAddClamp(data, data, n, bias, lo, hi);
+    return;
+  }
+  if (bias != 0.0f) cpu::vecBinary(cpu::BinaryOp::Add, data, 1, &bias, 0, data, n);
+  applyFusedActivation(act, data, n);
+}
+
 }  // namespace ctxkit::kernels::detail

@@ -942,10 +942,7 @@ void runConvOnPanels(const OpContext& ctx, const ConvPlan& p, const Window3& w, 
                     yn + ch0 * static_cast<size_t>(outSize) + i0, outSize);
       for (size_t c = ch0; c < ch1; ++c) {
         float* yc = yn + c * static_cast<size_t>(outSize) + i0;
-        const float bc = pb ? pb[c] : 0.0f;  // (read once: the output could alias it, for all the compiler knows)
-        if (bc != 0.0f)
-          for (size_t q = 0; q < cols; ++q) yc[q] += bc;
-        applyFusedActivation(act, yc, cols);
+        applyBiasActivation(act, pb ? pb[c] : 0.0f, yc, cols);
       }
     }
   });
@@ -1203,14 +1200,11 @@ Status runConv(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
         }
       }
     }
-    for (int64_t m = 0; m < mg; ++m) {
-      float* ym = yg + m * outSize;
-      if (bias) {
-        float bv = bias->dataAs<float>()[g * mg + m];
-        cpu::vecBinary(cpu::BinaryOp::Add, ym, 1, &bv, 0, ym, static_cast<size_t>(outSize));
-      }
-      applyFusedActivation(act, ym, static_cast<size_t>(outSize));
-    }
+    // The bias and a Relu or Clip in one pass over each output plane (a separate Add pass and activation pass were
+    // 5% of MobileNetV2's time, perf).
+    for (int64_t m = 0; m < mg; ++m)
+      applyBiasActivation(act, bias ? bias->dataAs<float>()[g * mg + m] : 0.0f, yg + m * outSize,
+                          static_cast<size_t>(outSize));
   };
 
   int threads = ctx.pool ? ctx.pool->threads() : 1;

@@ -330,5 +330,8 @@ Expected<std::shared_ptr<const void>> planRecurrentOnce(const OpContext& ctx, In
 // Applies a fused activation (the compiler folds a following activation into Conv, Gemm and MatMul) to
 // float32 results in place. activations.cpp.
 void applyFusedActivation(const ops::Epilogue& act, float* data, size_t count);
+// data[i] = act(data[i] + bias): one pass for no activation, Relu and Clip (a Conv's output channel after its GEMM),
+// else the bias added and then applyFusedActivation.
+void applyBiasActivation(const ops::Epilogue& act, float bias, float* data, size_t count);
 
 }  // namespace ctxkit::kernels::detail

@@ -142,16 +142,26 @@ template <int S> CTX_PLANE_INLINE void copyPaddedRow(const float* src, const Pla
     if constexpr (S == 1) {
       copyFloats(in, out + c.lo, c.hi - c.lo);
     } else if constexpr (S == 2) {
+      // 16 outputs from in[2k .. 2k + 30]: the second load starts one float early (at 2k + 15) so that it ends at
+      // the block's last input, never past the row's last column read; the last block is moved back to end at hi
+      // (it rewrites outputs of the block before with the same values). Rows of 24 outputs (MobileNetV2's 48 ->
+      // 24 stride-2 depthwise Conv) went 16 in a vector and 8 a float at a time.
       typedef float Lanes16 __attribute__((vector_size(64)));
-      int64_t j = c.lo;
-      for (; j + 16 < c.hi; j += 16) {  // j + 16 < hi keeps the 32-float load inside the row's last input
+      const int64_t n = c.hi - c.lo;
+      auto block = [&](int64_t k) {
         Lanes16 a, b;
-        __builtin_memcpy(&a, in + 2 * (j - c.lo), sizeof a);
-        __builtin_memcpy(&b, in + 2 * (j - c.lo) + 16, sizeof b);
-        const Lanes16 even = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        __builtin_memcpy(out + j, &even, sizeof even);
+        __builtin_memcpy(&a, in + 2 * k, sizeof a);
+        __builtin_memcpy(&b, in + 2 * k + 15, sizeof b);
+        const Lanes16 even = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 17, 19, 21, 23, 25, 27, 29, 31);
+        __builtin_memcpy(out + c.lo + k, &even, sizeof even);
+      };
+      if (n >= 16) {
+        int64_t k = 0;
+        for (; k + 16 <= n; k += 16) block(k);
+        if (k < n) block(n - 16);
+      } else {
+        for (int64_t k = 0; k < n; ++k) out[c.lo + k] = in[2 * k];
       }
-      for (; j < c.hi; ++j) out[j] = in[2 * (j - c.lo)];
     } else {
       for (int64_t j = c.lo; j < c.hi; ++j) out[j] = in[(j - c.lo) * s];
     }

@@ -275,6 +275,87 @@ TEST_CASE("every Conv algorithm matches a plain loop on odd shapes, serially and
   CHECK(runs[ConvAlgorithm::Winograd] >= 2 * 8);       // every 3x3 of stride 1 without dilation in one group
 }
 
+// Depthwise stride-2 rows of 32 outputs or more, which the direct path computes from a plane split by column phase:
+// phase rows of 37/38 floats (blocks of 16, the last moved back to end at the row's end), of exactly 32 (two whole
+// blocks) and of 34/33 with no pads; 3 to 7 channels, batch 2, rows of odd and even width.
+TEST_CASE("depthwise stride 2 from a plane split by column phase matches a plain loop") {
+  const std::vector<Case> cases = {
+      {"depthwise 3x3 stride 2 rows of 38", {2, 5, 7, 75}, {5, 1, 3, 3}, 5, {2, 2}, {1, 1}, {1, 1, 1, 1}, true},
+      {"depthwise 3x3 stride 2 rows of 32", {1, 5, 9, 64}, {5, 1, 3, 3}, 5, {2, 2}, {1, 1}, {1, 1, 1, 1}, false},
+      {"depthwise 5x5 stride 2 rows of 32 no pads", {1, 3, 9, 67}, {3, 1, 5, 5}, 3, {2, 2}, {1, 1}, {0, 0, 0, 0}, true},
+      {"depthwise 3x3 stride 2 rows of 33", {1, 7, 5, 66}, {7, 1, 3, 3}, 7, {2, 2}, {1, 1}, {1, 1, 1, 1}, true},
+  };
+  kernels::ThreadPool pool(2);
+  kernels::ThreadPool* const pools[] = {nullptr, &pool};
+  std::map<ConvAlgorithm, int> runs;
+  checkCases(cases, pools, ConvAlgorithm::Direct, runs);
+  CHECK(runs[ConvAlgorithm::Direct] == 2 * 4);
+}
+
+// A Conv's fused epilogue after its GEMM: the bias and a Relu or Clip in one pass (applyBiasActivation), any other
+// activation after the bias. Against the plain loop with the activation written out here, for every algorithm, on
+// 1x1s onto 1x1, 3x3, 7x7 and 13x13 (the plain GEMM path and the panels path) and a 3x3, with odd channel counts,
+// batch 2, a bias with a zero entry and without a bias.
+TEST_CASE("Conv's fused bias and activation match a plain loop for every algorithm") {
+  const std::vector<Case> cases = {
+      {"1x1 onto 1x1", {2, 19, 1, 1}, {37, 19, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, true},
+      {"1x1 onto 3x3", {1, 40, 3, 3}, {21, 40, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, true},
+      {"1x1 onto 7x7", {2, 13, 7, 7}, {45, 13, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, true},
+      {"1x1 onto 13x13", {1, 24, 13, 13}, {144, 24, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, true},
+      {"1x1 onto 13x13 without bias", {1, 24, 13, 13}, {17, 24, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, false},
+      {"3x3 stride 2 onto 7x7", {2, 9, 13, 13}, {11, 9, 3, 3}, 1, {2, 2}, {1, 1}, {1, 1, 1, 1}, true},
+  };
+  struct Act {
+    const char* name;
+    ops::Activation kind;
+    float alpha, beta;
+  };
+  const Act acts[] = {{"none", ops::Activation::None, 0, 0},
+                      {"relu", ops::Activation::Relu, 0, 0},
+                      {"clip", ops::Activation::Clip, -0.25f, 0.5f},
+                      {"hardswish", ops::Activation::HardSwish, 0, 0}};
+  auto activate = [](const Act& a, float v) {
+    switch (a.kind) {
+      case ops::Activation::Relu: return v < 0 ? 0.0f : v;
+      case ops::Activation::Clip: return std::min(a.beta, std::max(a.alpha, v));
+      case ops::Activation::HardSwish: return v * std::max(0.0f, std::min(1.0f, v / 6 + 0.5f));
+      default: return v;
+    }
+  };
+  kernels::ThreadPool pool(2);
+  std::map<ConvAlgorithm, int> runs;
+  for (const Case& c : cases)
+    for (const Act& a : acts) {
+      INFO(c.name << " " << a.name);
+      ops::ConvAttrs attrs = attrsOf(c);
+      attrs.epilogue.activation = a.kind;
+      attrs.epilogue.alpha = a.alpha;
+      attrs.epilogue.beta = a.beta;
+      const ops::OpAttrs typed(attrs);
+      static const ir::Attributes kNoAttrs;
+      const kernels::OpContext ctx{ir::OpKind::Conv, 17, kNoAttrs, c.name, nullptr, &typed};
+      const ir::Tensor x = test::floats(c.x, ramp(*ir::elementCount(c.x), 4));
+      const ir::Tensor w = test::floats(c.w, ramp(*ir::elementCount(c.w), 5));
+      std::vector<float> bv = ramp(c.w[0], 6);
+      bv[1] = 0.0f;  // a zero bias among the others
+      const ir::Tensor b = test::floats({c.w[0]}, bv);
+      std::vector<const ir::Tensor*> ins{&x, &w};
+      if (c.bias) ins.push_back(&b);
+      for (ConvAlgorithm alg : kernels::convAlgorithms(attrs, c.x, c.w, true))
+        for (kernels::ThreadPool* p : {static_cast<kernels::ThreadPool*>(nullptr), &pool}) {
+          INFO(cpu::convAlgorithmName(alg) << " on " << (p ? p->threads() : 1) << " threads");
+          auto got = runWith(ctx, ins, alg, p);
+          REQUIRE(got);
+          std::vector<float> want = referenceFor(c, x, w, c.bias ? &b : nullptr, got->shape());
+          for (float& v : want) v = activate(a, v);
+          test::requireClose(test::values<float>(*got), want, 1e-4f);
+          ++runs[alg];
+        }
+    }
+  CHECK(runs[ConvAlgorithm::Gemm] > 0);
+  CHECK(runs[ConvAlgorithm::Panels] > 0);
+}
+
 TEST_CASE("Conv on panels splits its work by output positions and ranges of output-channel panels, on 1, 2 and 3 "
           "threads") {
   // Output channels that are no multiple of any panel width; 1, 2 and hundreds of positions (row blocks of uneven
