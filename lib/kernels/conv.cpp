@@ -434,7 +434,16 @@ void depthwiseSmallMap(const float* xn, const float* weights, const float* bias,
   float* xt = xp + rows * cols * L;
   float* wt = xt + inSize * L;
   float* acc = wt + taps * L;
-  std::fill(xp, xt, 0.0f);  // the padding stays zero: each block writes only the input's positions
+  // Zeros in the padding only (each block writes every input position, all lanes): the whole plane was 2% of MnasNet's
+  // time in memset (perf), its 5x5 convs' planes onto 14x14 being 40% padding.
+  const int64_t rowFloats = cols * L, left = w.padBegin[2] * L, used = w.in[2] * L;
+  std::fill(xp, xp + w.padBegin[1] * rowFloats, 0.0f);
+  std::fill(xp + (w.padBegin[1] + w.in[1]) * rowFloats, xt, 0.0f);
+  for (int64_t ih = 0; ih < w.in[1]; ++ih) {
+    float* row = xp + (w.padBegin[1] + ih) * rowFloats;
+    std::fill(row, row + left, 0.0f);
+    std::fill(row + left + used, row + rowFloats, 0.0f);
+  }
   float b[L];
   for (int64_t c = c0; c < c1; c += L) {
     const int64_t lanes = std::min(L, c1 - c);
