@@ -293,9 +293,10 @@ TEST_CASE("depthwise stride 2 from a plane split by column phase matches a plain
 }
 
 // A Conv's fused epilogue after its GEMM: the bias and a Relu or Clip in one pass (applyBiasActivation), any other
-// activation after the bias. Against the plain loop with the activation written out here, for every algorithm, on
-// 1x1s onto 1x1, 3x3, 7x7 and 13x13 (the plain GEMM path and the panels path) and a 3x3, with odd channel counts,
-// batch 2, a bias with a zero entry and without a bias.
+// activation after the bias; the vector depthwise and grouped kernels' activation on their tiles. Against the plain
+// loop with the activation written out here, for every algorithm, on 1x1s onto 1x1, 3x3, 6x6, 7x7 and 13x13 (the plain
+// GEMM path, the panels path, grouped-blocks), a 3x3 and depthwise and grouped Convs, with odd channel counts, batch
+// 2, a bias with a zero entry and without a bias.
 TEST_CASE("Conv's fused bias and activation match a plain loop for every algorithm") {
   const std::vector<Case> cases = {
       {"1x1 onto 1x1", {2, 19, 1, 1}, {37, 19, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, true},
@@ -304,6 +305,12 @@ TEST_CASE("Conv's fused bias and activation match a plain loop for every algorit
       {"1x1 onto 13x13", {1, 24, 13, 13}, {144, 24, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, true},
       {"1x1 onto 13x13 without bias", {1, 24, 13, 13}, {17, 24, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, false},
       {"3x3 stride 2 onto 7x7", {2, 9, 13, 13}, {11, 9, 3, 3}, 1, {2, 2}, {1, 1}, {1, 1, 1, 1}, true},
+      // The vector depthwise and grouped kernels apply the activation to their tiles: 21 channels (a block of 5
+      // lanes past one of 16), 5x5 stride 2 at batch 2, 40 outputs per group (a pair of blocks and one of 8 lanes).
+      {"depthwise 3x3 onto 7x7", {1, 21, 7, 7}, {21, 1, 3, 3}, 21, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
+      {"depthwise 5x5 stride 2 onto 7x7", {2, 19, 13, 13}, {19, 1, 5, 5}, 19, {2, 2}, {1, 1}, {2, 2, 2, 2}, true},
+      {"grouped 40 outputs per group", {1, 6, 9, 10}, {80, 3, 3, 3}, 2, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
+      {"1x1 onto 6x6 on blocks", {1, 37, 6, 6}, {50, 37, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, true},
   };
   struct Act {
     const char* name;
@@ -352,8 +359,9 @@ TEST_CASE("Conv's fused bias and activation match a plain loop for every algorit
           ++runs[alg];
         }
     }
-  CHECK(runs[ConvAlgorithm::Gemm] > 0);
-  CHECK(runs[ConvAlgorithm::Panels] > 0);
+  for (ConvAlgorithm alg : {ConvAlgorithm::Gemm, ConvAlgorithm::Panels, ConvAlgorithm::DepthwiseSmallMap,
+                            ConvAlgorithm::GroupedBlocks, ConvAlgorithm::Direct})
+    CHECK(runs[alg] > 0);
 }
 
 TEST_CASE("Conv on panels splits its work by output positions and ranges of output-channel panels, on 1, 2 and 3 "
