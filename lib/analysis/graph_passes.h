@@ -67,8 +67,9 @@ std::string graphText(const ir::Graph& graph, const GraphFacts& facts, std::stri
 //  - inline-if: an If whose condition is a compile-time constant becomes its chosen branch's nodes; values the
 //    branch defines are renamed `<If node>/<name>` (made unique), its outputs are the If's outputs, its initializers
 //    join the graph's; nested If's inlined this way are taken on the next round, until no If is left to inline.
-//  - remove-noops: Identity, Dropout in inference (no training_mode, or a constant false; mask unused), Cast to its
-//    input's type and Reshape to its input's static shape are removed and their readers read the input instead.
+//  - remove-noops: Identity, Dropout in inference (no training_mode, or a constant false; or a constant ratio 0; mask
+//    unused), Cast to its input's type and Reshape to its input's static shape are removed and their readers read
+//    the input instead.
 //    A node writing a graph output stays, so the graph's output names never change.
 //  - fold-subgraphs: inside the bodies of the If/Loop/Scan nodes that remain (they run on the fallback path), nodes
 //    whose values are known (from body initializers, Constants and the outer graph's constants) become body

@@ -158,6 +158,7 @@ void applyFusedActivation(const ops::Epilogue& act, float* data, size_t n) {
     case K::HardSigmoid: cpu::vecHardSigmoid(data, data, n, act.alpha, act.beta); break;
     case K::HardSwish: cpu::vecHardSwish(data, data, n); break;
     case K::Swish: cpu::vecSwish(data, data, n); break;
+    case K::Gelu: cpu::vecGeluErf(data, data, n); break;
   }
   if (act.scale != 1.0f || act.shift != 0.0f) cpu::vecScaleShift(data, data, n, act.scale, act.shift);
 }

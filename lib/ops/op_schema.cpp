@@ -822,6 +822,7 @@ std::string_view activationName(Activation a) {
     case Activation::Clip: return "Clip";
     case Activation::HardSwish: return "HardSwish";
     case Activation::Swish: return "Swish";
+    case Activation::Gelu: return "Gelu";
   }
   return "?";
 }

@@ -40,6 +40,7 @@ enum class Activation : uint8_t {
   Clip = 6,
   HardSwish = 7,
   Swish = 8,  // x sigmoid(x) (SiLU): the Sigmoid and Mul of PyTorch exports, matched by fuse-epilogue
+  Gelu = 9,   // 0.5 x (1 + erf(x / sqrt 2)): ONNX Gelu without approximation (match-activations makes it)
 };
 
 // y = activation(x) * scale + shift, per element of the op's result (the scale and shift of a following scalar

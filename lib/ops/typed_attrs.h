@@ -24,7 +24,7 @@ struct FieldPath {
 };
 
 // Values an enum field may take; a program read from a file is checked against these.
-inline bool isKnown(Activation a) { return static_cast<uint8_t>(a) <= static_cast<uint8_t>(Activation::Swish); }
+inline bool isKnown(Activation a) { return static_cast<uint8_t>(a) <= static_cast<uint8_t>(Activation::Gelu); }
 inline bool isKnown(AutoPad a) { return static_cast<uint8_t>(a) <= static_cast<uint8_t>(AutoPad::Valid); }
 inline bool isKnown(LossReduction r) { return static_cast<uint8_t>(r) <= static_cast<uint8_t>(LossReduction::Mean); }
 inline bool isKnown(ScatterReduction r) {

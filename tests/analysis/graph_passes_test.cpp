@@ -255,6 +255,30 @@ TEST_CASE("remove-noops removes Identity chains and ops that change nothing, nev
   CHECK(values.at("z").shape() == ir::Shape{3, 2});
 }
 
+TEST_CASE("remove-noops removes a training-mode Dropout of ratio 0, not one of another or no ratio",
+          "[graph-passes]") {
+  // Swin as torchvision exports it: Dropout(x, ratio 0, training_mode true), its mask named but unread. Ratio 0.1
+  // drops elements, and without
+  // a ratio training mode drops half: both stay (and would be refused at run time).
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({2, 3}))};
+  g.outputs = {floatValue("y", dims({2, 3})), floatValue("z", dims({2, 3})), floatValue("w", dims({2, 3}))};
+  auto floatScalar = [](const std::string& name, float v) {
+    return ir::Initializer{name, ir::Tensor::fromVector(ir::ElemType::Float, {}, std::vector<float>{v}), std::nullopt};
+  };
+  g.initializers = {floatScalar("zero", 0.0f), floatScalar("tenth", 0.1f),
+                    {"train", ir::Tensor::fromVector(ir::ElemType::Bool, {}, std::vector<uint8_t>{1}), std::nullopt}};
+  g.nodes = {node("Dropout", {"x", "zero", "train"}, {"d", "unread_mask"}), node("Relu", {"d"}, {"y"}),
+             node("Dropout", {"x", "tenth", "train"}, {"z"}), node("Dropout", {"x", "", "train"}, {"w"})};
+  std::vector<ir::PassRun> runs;
+  REQUIRE(analysis::runGraphPasses(g, {}, runs));
+  CHECK(pass(runs, "remove-noops").change.countOf("nodes_removed") == 1);
+  std::vector<std::string> ops;
+  for (const auto& n : g.nodes) ops.push_back(n.opType);
+  CHECK(ops == std::vector<std::string>{"Relu", "Dropout", "Dropout"});
+  CHECK(g.nodes[0].inputs[0] == "x");
+}
+
 TEST_CASE("remove-noops removes a Pad of zero pads and an Expand or Tile to the input's own shape, not a real Pad",
           "[graph-passes]") {
   ir::Graph g;

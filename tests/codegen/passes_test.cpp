@@ -631,6 +631,61 @@ TEST_CASE("pass match-activations turns x * HardSigmoid(x) with alpha 1/6 and be
   CHECK_FALSE(lowerAll(g)->changed("match-activations"));
 }
 
+TEST_CASE("pass match-activations turns PyTorch's spelled-out GELU into Gelu, which fuse-epilogue folds into a Gemm",
+          "[codegen][passes]") {
+  // 0.5 x (1 + erf(x / sqrt 2)) after MatMul + bias, in the three orders exporters write the halving, the division
+  // as Div by sqrt 2 or Mul by 1 / sqrt 2: one Gemm with a Gelu epilogue (fused through the Reshape after it),
+  // computing the formula written out here.
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({3, 6}))};
+  g.outputs = {floatValue("y", dims({3, 5}))};
+  const float root2 = static_cast<float>(std::sqrt(2.0)), half = static_cast<float>(std::sqrt(0.5));
+  g.initializers = {floatInit("w", {6, 5}, -0.8f), floatInit("bias", {5}, -0.6f), valueInit("root2", {}, {root2}),
+                    valueInit("rhalf", {}, {half}),  valueInit("one", {}, {1}),       valueInit("half", {}, {0.5f})};
+  const std::vector<ir::Node> head = {node("MatMul", {"x", "w"}, {"mm"}), node("Add", {"mm", "bias"}, {"h"})};
+  const std::vector<std::vector<ir::Node>> forms = {
+      {node("Div", {"h", "root2"}, {"t"}), node("Erf", {"t"}, {"e"}), node("Add", {"e", "one"}, {"a"}),
+       node("Mul", {"h", "a"}, {"m"}), node("Mul", {"m", "half"}, {"y"})},
+      {node("Mul", {"h", "rhalf"}, {"t"}), node("Erf", {"t"}, {"e"}), node("Add", {"one", "e"}, {"a"}),
+       node("Mul", {"h", "half"}, {"hh"}), node("Mul", {"hh", "a"}, {"y"})},
+      {node("Div", {"h", "root2"}, {"t"}), node("Erf", {"t"}, {"e"}), node("Add", {"e", "one"}, {"a"}),
+       node("Mul", {"a", "half"}, {"ah"}), node("Mul", {"h", "ah"}, {"y"})},
+  };
+  for (size_t f = 0; f < forms.size(); ++f) {
+    INFO("form " << f);
+    g.nodes = head;
+    g.nodes.insert(g.nodes.end(), forms[f].begin(), forms[f].end());
+    auto l = lowerAll(g);
+    CHECK(l->run("match-activations").change.countOf("gelu_matched") == 1);
+    // (fuse-matmul-add's Gemm sits between two Reshapes; the one after it leaves the partition, so it copies)
+    REQUIRE(l->kinds() == std::vector<ir::OpKind>{ir::OpKind::Gemm, ir::OpKind::Reshape});
+    CHECK(std::get<ops::GemmAttrs>(l->partition.program.ops[0].typed).epilogue ==
+          ops::Epilogue{ops::Activation::Gelu, 0, 0});
+    const ir::Tensor x = randomInput({3, 6}, 7);
+    const ir::Tensor got = executeProgram(l->partition.program, l->pool, x);
+    const float* xv = x.dataAs<float>();
+    const ir::Tensor& w = g.initializers[0].tensor;
+    const ir::Tensor& b = g.initializers[1].tensor;
+    for (int64_t r = 0; r < 3; ++r)
+      for (int64_t c = 0; c < 5; ++c) {
+        double h = b.dataAs<float>()[c];
+        for (int64_t k = 0; k < 6; ++k) h += static_cast<double>(xv[r * 6 + k]) * w.dataAs<float>()[k * 5 + c];
+        const double want = 0.5 * h * (1.0 + std::erf(h / std::sqrt(2.0)));
+        CHECK(got.dataAs<float>()[r * 5 + c] == Approx(want).epsilon(1e-5).margin(1e-6));
+      }
+  }
+  // Not GELU: another divisor, or 1 + erf read by something else too.
+  g.nodes = head;
+  g.nodes.insert(g.nodes.end(), forms[0].begin(), forms[0].end());
+  g.initializers[2] = valueInit("root2", {}, {1.5f});
+  CHECK(lowerAll(g)->run("match-activations").change.countOf("gelu_matched") == 0);
+  g.initializers[2] = valueInit("root2", {}, {root2});
+  CHECK(lowerAll(g)->run("match-activations").change.countOf("gelu_matched") == 1);
+  g.nodes.push_back(node("Relu", {"a"}, {"ra"}));
+  g.outputs.push_back(floatValue("ra", dims({3, 5})));
+  CHECK(lowerAll(g)->run("match-activations").change.countOf("gelu_matched") == 0);
+}
+
 TEST_CASE("pass fuse-epilogue takes HardSwish and a following scalar scale and shift", "[codegen][passes]") {
   ir::Graph g;
   g.inputs = {floatValue("x", dims({1, 2, 5, 5}))};

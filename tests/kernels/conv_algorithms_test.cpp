@@ -257,12 +257,14 @@ TEST_CASE("every Conv algorithm matches a plain loop on odd shapes, serially and
       {"dense on blocks, 5x3 kernel", {1, 9, 11, 8}, {70, 9, 5, 3}, 1, {2, 1}, {1, 1}, {2, 1, 2, 1}, true},
       // Winograd F(4x4, 3x3) (and every other 3x3 above of stride 1): two depth blocks (300 channels), 37 outputs
       // (a vector of 16 and a tail; panels past whole ones), maps not a multiple of 4 with asymmetric or no pads,
-      // batch 2, and a map split into several tasks of tile rows (40x38: 100 tiles).
+      // batch 2, a map split into several tasks of tile rows (40x38: 100 tiles), and one row of tiles, which two
+      // threads split into ranges of output-channel panels (40 outputs: 3 panels of 16 or 5 of 8).
       {"winograd 300 channels, two depth blocks", {2, 300, 10, 9}, {37, 300, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1},
        true},
       {"winograd no pads onto 7x13", {1, 20, 9, 15}, {70, 20, 3, 3}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, false},
       {"winograd asymmetric pads onto 18x21", {1, 64, 17, 20}, {64, 64, 3, 3}, 1, {1, 1}, {1, 1}, {2, 0, 1, 3}, true},
       {"winograd several tasks onto 40x38", {1, 40, 40, 38}, {33, 40, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
+      {"winograd one row of tiles onto 3x17", {1, 24, 3, 17}, {40, 24, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
   };
   kernels::ThreadPool pool(2);
   kernels::ThreadPool* const pools[] = {nullptr, &pool};

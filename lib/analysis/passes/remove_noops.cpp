@@ -16,6 +16,18 @@ bool isConstantFalse(ir::ValueId v, const GraphFacts& facts) {
   return c && c->type() == ir::ElemType::Bool && c->elementCount() == 1 && c->dataAs<uint8_t>()[0] == 0;
 }
 
+// A constant ratio of exactly 0 (absent means 0.5): Dropout keeps every element and scales by 1 / (1 - 0).
+bool isConstantZeroRatio(ir::ValueId v, const GraphFacts& facts) {
+  if (v == ir::kNoValue) return false;
+  const std::optional<ir::Tensor>& c = facts[v].constant;
+  if (!c || c->elementCount() != 1) return false;
+  switch (c->type()) {
+    case ir::ElemType::Float: return c->dataAs<float>()[0] == 0.0f;
+    case ir::ElemType::Double: return c->dataAs<double>()[0] == 0.0;
+    default: return false;
+  }
+}
+
 // The value node `index` passes through unchanged, when it is a no-op.
 const std::string* passedThrough(const ir::Node& node, size_t index, const GraphFacts& facts) {
   if (!node.domain.empty() || node.inputs.empty() || node.inputs[0].empty() || node.outputs.empty() ||
@@ -27,10 +39,15 @@ const std::string* passedThrough(const ir::Node& node, size_t index, const Graph
   switch (node.kind) {
     case ir::OpKind::Identity: return node.outputs.size() == 1 ? &node.inputs[0] : nullptr;
     case ir::OpKind::Dropout: {
-      // From opset 7 Dropout is the identity outside training; from 12 training_mode (input 2) decides.
-      const bool maskUnused = node.outputs.size() == 1 || node.outputs[1].empty();
+      // From opset 7 Dropout is the identity outside training; from 12 training_mode (input 2) decides, and in
+      // training a constant ratio (input 1) of 0 keeps every element unscaled (torchvision's Swin exports
+      // Dropout(ratio 0, training_mode true)).
+      const std::span<const ir::ValueId> outs = facts.table.outputsOf(index);
+      const bool maskUnused = outs.size() == 1 || outs[1] == ir::kNoValue ||
+                              (facts.table[outs[1]].uses.empty() && !facts.table[outs[1]].isGraphOutput);
       const bool inference = node.opset >= 7 && (node.inputs.size() < 3 || isConstantFalse(inputs[2], facts));
-      return maskUnused && inference ? &node.inputs[0] : nullptr;
+      const bool keepsAll = node.opset >= 12 && inputs.size() >= 2 && isConstantZeroRatio(inputs[1], facts);
+      return maskUnused && (inference || keepsAll) ? &node.inputs[0] : nullptr;
     }
     case ir::OpKind::Cast: {
       const auto decoded = ops::attrsOf(node);

@@ -1,6 +1,7 @@
 // fuse-epilogue: Conv/Gemm/MatMul (float32) followed only by an activation run it as their epilogue, x * Sigmoid(x)
 // after them as a Swish epilogue; then a following Mul, Add, Sub or Div by a one-value constant joins the epilogue as
-// its scale and shift (y = act(x) * scale + shift).
+// its scale and shift (y = act(x) * scale + shift). Either may come after a view of the result (the Reshape back to
+// 3-D after a Gemm that fuse-matmul-add made of a MatMul and Add): the view then shows the fused result.
 #include "codegen/passes/pass_helpers.h"
 #include "codegen/passes/passes.h"
 
@@ -62,6 +63,17 @@ Expected<ir::PassChange> FuseEpilogue::run(LoweringState& state) const {
     }
     auto j = fusable ? state.soleReader(i) : std::nullopt;
     if (!j || !floatOrUnknown) continue;
+    // Through a view (the Reshape back to 3-D that fuse-matmul-add puts after a Gemm): an element-wise op after it
+    // is the same op before it when it keeps the view's shape.
+    std::optional<size_t> view;
+    if (ir::isView(ops[*j].kind) && ops[*j].outputs.size() == 1) {
+      auto after = state.soleReader(*j);
+      const auto viewShape = state.shapeOf(ops[*j].outputs[0]);
+      if (!after || !viewShape || ops[*after].outputs.size() != 1 || state.shapeOf(ops[*after].outputs[0]) != viewShape)
+        continue;
+      view = j;
+      j = after;
+    }
     const LOp& next = ops[*j];
     ops::Epilogue e = producer.epilogue.value_or(ops::Epilogue{});
     const bool plainSoFar = e.scale == 1.0f && e.shift == 0.0f;
@@ -72,7 +84,7 @@ Expected<ir::PassChange> FuseEpilogue::run(LoweringState& state) const {
     } else if (next.inputs.size() == 2 && next.outputs.size() == 1 &&
                (next.kind == ir::OpKind::Mul || next.kind == ir::OpKind::Add || next.kind == ir::OpKind::Sub ||
                 next.kind == ir::OpKind::Div)) {
-      const bool first = next.inputs[0] == producer.outputs[0];
+      const bool first = next.inputs[0] == (view ? ops[*view].outputs[0] : producer.outputs[0]);
       auto v = state.scalarOf(next.inputs[first ? 1 : 0]);
       if (!v || (!first && (next.kind == ir::OpKind::Sub || next.kind == ir::OpKind::Div))) continue;
       if (next.kind == ir::OpKind::Mul) e.scale *= *v, e.shift *= *v;
@@ -83,7 +95,7 @@ Expected<ir::PassChange> FuseEpilogue::run(LoweringState& state) const {
       continue;
     }
     producer.epilogue = e;
-    state.setOutputs(i, next.outputs);
+    state.setOutputs(view ? *view : i, next.outputs);
     state.eraseOp(*j);
     ++fused;
     --i;  // the same op may take the next one

@@ -1,5 +1,6 @@
 // match-activations: activations that a model spells out as arithmetic become the activation op, which
-// fuse-epilogue can then fold: x * Clip(x + 3, 0, 6) / 6 (the HardSwish of PyTorch/Paddle exports) and
+// fuse-epilogue can then fold: 0.5 x (1 + erf(x / sqrt 2)) (PyTorch's GELU before opset 20) becomes Gelu(x);
+// x * Clip(x + 3, 0, 6) / 6 (the HardSwish of PyTorch/Paddle exports) and
 // x * HardSigmoid(x) with alpha 1/6 and beta 1/2 (PyTorch's export before opset 14; float32) become HardSwish(x), and
 // the intermediate values must have no other reader. The second form computes the same float32 operations in the same
 // order as HardSwish, so its results are unchanged bit for bit.
@@ -34,13 +35,87 @@ bool matchHardSigmoidProduct(LoweringState& state, size_t d) {
   return false;
 }
 
+// The other operand of a two-input `op` reading `v` once, when it is a float32 one-value constant.
+std::optional<float> otherScalar(const LoweringState& state, const LOp& op, ValueId v) {
+  if (op.inputs.size() != 2 || op.outputs.size() != 1 || (op.inputs[0] == v) == (op.inputs[1] == v))
+    return std::nullopt;
+  return state.scalarOf(op.inputs[op.inputs[0] == v ? 1 : 0]);
+}
+
+// The sole reader of `v` (an op index), when `v` stays inside the op list and exactly one input reads it.
+std::optional<size_t> onlyReaderOf(const LoweringState& state, ValueId v) {
+  if (v == kNoValue || state.leaves(v) || state.readers(v) != 1) return std::nullopt;
+  return state.readersOf(v)[0];
+}
+
+bool near(float v, double want) { return std::abs(static_cast<double>(v) - want) <= 1e-6 * want; }
+
+// GELU as PyTorch exports it before opset 20: 0.5 x (1 + erf(x / sqrt 2)), the x / sqrt 2 as Div by sqrt 2 or Mul by
+// 1 / sqrt 2, the halving as Mul(Mul(x, 1 + erf), 0.5), Mul(Mul(x, 0.5), 1 + erf) or Mul(x, Mul(1 + erf, 0.5)); the
+// values between the ops read by nothing else. Becomes Gelu(x) at the place of the last op. Returns the ops removed.
+size_t matchGelu(LoweringState& state, size_t e) {
+  auto& ops = state.ops;
+  const LOp& erf = ops[e];
+  if (erf.kind != ir::OpKind::Erf || erf.inputs.size() != 1 || erf.outputs.size() != 1) return 0;
+  // t = x / sqrt 2
+  const ValueId t = erf.inputs[0];
+  std::optional<size_t> scale = state.producerOf(t, ir::OpKind::Div);
+  if (!scale) scale = state.producerOf(t, ir::OpKind::Mul);
+  if (!scale || onlyReaderOf(state, t) != e || ops[*scale].inputs.size() != 2) return 0;
+  const LOp& sc = ops[*scale];
+  const ValueId x = sc.inputs[0];
+  auto k = state.scalarOf(sc.inputs[1]);
+  if (!k || state.typeOf(x) != ir::ElemType::Float ||
+      !near(*k, sc.kind == ir::OpKind::Div ? std::sqrt(2.0) : std::sqrt(0.5)))
+    return 0;
+  // a = erf + 1
+  auto add = onlyReaderOf(state, erf.outputs[0]);
+  if (!add || ops[*add].kind != ir::OpKind::Add || otherScalar(state, ops[*add], erf.outputs[0]) != 1.0f) return 0;
+  const ValueId a = ops[*add].outputs[0];
+  auto m1 = onlyReaderOf(state, a);
+  if (!m1 || ops[*m1].kind != ir::OpKind::Mul || ops[*m1].inputs.size() != 2 || ops[*m1].outputs.size() != 1) return 0;
+  const LOp& first = ops[*m1];
+  const ValueId other = first.inputs[0] == a ? first.inputs[1] : first.inputs[0];
+  std::vector<size_t> gone{*scale, e, *add, *m1};
+  size_t last = *m1;
+  if (other == x) {  // Mul(Mul(x, a), 0.5)
+    auto m2 = onlyReaderOf(state, first.outputs[0]);
+    if (!m2 || ops[*m2].kind != ir::OpKind::Mul || otherScalar(state, ops[*m2], first.outputs[0]) != 0.5f) return 0;
+    gone.push_back(last = *m2);
+  } else if (auto half = state.producerOf(other, ir::OpKind::Mul);
+             half && onlyReaderOf(state, other) == *m1 && otherScalar(state, ops[*half], x) == 0.5f) {
+    gone.push_back(*half);                            // Mul(Mul(x, 0.5), a)
+  } else if (otherScalar(state, first, a) == 0.5f) {  // Mul(x, Mul(a, 0.5))
+    auto m2 = onlyReaderOf(state, first.outputs[0]);
+    if (!m2 || ops[*m2].kind != ir::OpKind::Mul || ops[*m2].inputs.size() != 2 ||
+        (ops[*m2].inputs[0] == x ? ops[*m2].inputs[1] : ops[*m2].inputs[0]) != first.outputs[0] ||
+        (ops[*m2].inputs[0] != x && ops[*m2].inputs[1] != x))
+      return 0;
+    gone.push_back(last = *m2);
+  } else {
+    return 0;
+  }
+  // x is defined before the ops (it is read by the first of them), so Gelu may take the last one's place.
+  LOp gelu = madeOp(ir::OpKind::Gelu, 20, ops[last].name + ".gelu", {x}, ops[last].outputs);
+  std::sort(gone.begin(), gone.end());
+  state.replaceOp(last, std::move(gelu));
+  for (auto it = gone.rbegin(); it != gone.rend(); ++it)
+    if (*it != last) state.eraseOp(*it);
+  return gone.size() - 1;
+}
+
 }  // namespace
 
 Expected<ir::PassChange> MatchActivations::run(LoweringState& state) const {
   auto& ops = state.ops;
-  size_t matches = 0, removed = 0;
+  size_t matches = 0, removed = 0, gelus = 0;
   for (size_t d = 0; d < ops.size(); ++d) {
     if (state.touchesBounded(ops[d])) continue;  // (the ops it matches before it read the same x)
+    if (size_t n = matchGelu(state, d)) {
+      ++gelus, removed += n;
+      d = 0;
+      continue;
+    }
     if (matchHardSigmoidProduct(state, d)) {
       ++matches, ++removed;
       d = 0;
@@ -84,7 +159,10 @@ Expected<ir::PassChange> MatchActivations::run(LoweringState& state) const {
       d = 0;  // indices moved; start over (each match removes three ops, so this ends)
     }
   }
-  return ir::PassChange{}.count("hardswish_matched", matches).count("ops_removed", removed);
+  return ir::PassChange{}
+      .count("hardswish_matched", matches)
+      .count("gelu_matched", gelus)
+      .count("ops_removed", removed);
 }
 
 }  // namespace ctxkit::codegen

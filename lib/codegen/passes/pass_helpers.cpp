@@ -28,6 +28,9 @@ std::optional<ops::Epilogue> activationOf(const LoweringState& state, const LOp&
     case ir::OpKind::Sigmoid: return ops::Epilogue{A::Sigmoid, 0, 0};
     case ir::OpKind::Tanh: return ops::Epilogue{A::Tanh, 0, 0};
     case ir::OpKind::HardSwish: return ops::Epilogue{A::HardSwish, 0, 0};
+    case ir::OpKind::Gelu:
+      if (std::get<ops::UnaryAttrs>(act.typed).tanhApprox) return std::nullopt;
+      return ops::Epilogue{A::Gelu, 0, 0};
     case ir::OpKind::LeakyRelu: return ops::Epilogue{A::LeakyRelu, std::get<ops::UnaryAttrs>(act.typed).alpha, 0};
     case ir::OpKind::HardSigmoid: {
       const auto& unary = std::get<ops::UnaryAttrs>(act.typed);
