@@ -90,9 +90,8 @@ struct LoweringState {
   std::vector<ValueId> exactRecipeValues;
   size_t folds = 0;  // fold-batchnorm and fold-affine: numbers the constants they make
 
-  // emit-program and plan-memory: the program, each tensor's first and last use (op index).
+  // emit-program and plan-memory: the program.
   LoweredPartition result;
-  std::vector<size_t> firstUse, lastUse;
   bool emitted = false;
 
   // The partition boundary: the lowering's id of the graph's value `graphValue` (an id of facts.table, or kNoValue),

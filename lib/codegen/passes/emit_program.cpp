@@ -17,8 +17,6 @@ using program::TensorKind;
 
 int32_t addTensor(LoweringState& state, TensorDesc desc) {
   state.result.program.tensors.push_back(std::move(desc));
-  state.lastUse.push_back(0);
-  state.firstUse.push_back(0);
   return static_cast<int32_t>(state.result.program.tensors.size() - 1);
 }
 
@@ -99,13 +97,6 @@ Expected<kernels::OutputDesc> boundedOutput(const LoweringState& state, ValueId 
   return kernels::OutputDesc{r.type, std::move(bound)};
 }
 
-void markRead(LoweringState& state, int32_t t) {
-  if (t < 0) return;
-  const TensorDesc& d = state.result.program.tensors[t];
-  if (d.kind == TensorKind::View) t = static_cast<int32_t>(d.index);
-  state.lastUse[t] = std::max(state.lastUse[t], state.result.program.ops.size());
-}
-
 Status emit(LoweringState& state, const LOp& op) {
   program::Indices inputs;
   std::vector<kernels::ValueDesc> descs;
@@ -165,8 +156,6 @@ Status emit(LoweringState& state, const LOp& op) {
   } else {
     CTX_ASSIGN_OR_RETURN(outs, kernels::inferOutputs(ctx, descs, outputCount));
   }
-  size_t opIndex = state.result.program.ops.size();
-  for (int32_t t : inputs) markRead(state, t);
   program::Indices outputs;
   for (size_t o = 0; o < outputCount; ++o) {
     const ValueId v = op.outputs[o];
@@ -212,7 +201,6 @@ Status emit(LoweringState& state, const LOp& op) {
                                       program::Name(name),
                                       {},
                                       masks[o]});
-      state.firstUse[t] = state.lastUse[t] = opIndex;
     }
     if (v != kNoValue) state.record(v).tensor = t;
     outputs.push_back(t);
