@@ -25,14 +25,16 @@ const std::vector<const LoweringPass*>& loweringPasses() {
   static const WidenFloat16 widenFloat16;
   static const FuseMatMulAdd fuseMatMulAdd;
   static const MatchActivations matchActivations;
+  static const MatchLayerNorm matchLayerNorm;
   static const FuseEpilogue fuseEpilogue;
   static const ChooseKernels chooseKernels;
   static const ChooseLayouts chooseLayouts;
   static const EmitProgram emitProgram;
   static const PlanMemory planMemory;
   static const std::vector<const LoweringPass*> passes = {
-      &fuseQdq,       &foldConstants,    &fusePad,      &pruneConvTaps, &foldBatchNorm, &foldAffine,  &widenFloat16,
-      &fuseMatMulAdd, &matchActivations, &fuseEpilogue, &chooseKernels, &chooseLayouts, &emitProgram, &planMemory};
+      &fuseQdq,      &foldConstants, &fusePad,       &pruneConvTaps,    &foldBatchNorm,
+      &foldAffine,   &widenFloat16,  &fuseMatMulAdd, &matchActivations, &matchLayerNorm,
+      &fuseEpilogue, &chooseKernels, &chooseLayouts, &emitProgram,      &planMemory};
   return passes;
 }
 

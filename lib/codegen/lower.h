@@ -2,9 +2,10 @@
 // into integer QLinearConv/QLinearMatMul on 8-bit weights), fold-constants, fold-batchnorm (into Conv and Gemm),
 // fold-affine (following per-channel scales and shifts into Conv and Gemm), widen-float16 (float16 values as float32
 // between ops, for a target computing float16 in float32), fuse-matmul-add, match-activations (spelled-out
-// HardSwish), fuse-epilogue (activations, x·Sigmoid(x) as Swish, and a scalar scale and shift into Conv/Gemm/MatMul),
-// choose-layouts (constant GEMM operands in the target's panel layout), emit-program (typed ops, weights,
-// reshape-like ops as views) and plan-memory (one arena, buffers reused by lifetime).
+// HardSwish and GELU), match-layer-norm (spelled-out LayerNorm), fuse-epilogue (activations, x·Sigmoid(x) as Swish, and
+// a scalar scale and shift into Conv/Gemm/MatMul), choose-layouts (constant GEMM operands in the target's panel
+// layout), emit-program (typed ops, weights, reshape-like ops as views) and plan-memory (one arena, buffers reused by
+// lifetime).
 #pragma once
 
 #include "analysis/analysis.h"

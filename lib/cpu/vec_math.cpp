@@ -489,8 +489,10 @@ CTX_SIMD_CLONES void vecGatherEven(const float* in, float* out, size_t n) {
 namespace {
 
 // Sum of f(x[i]) with float lanes per block position (a vectorizable, order-fixed reduction), flushed into a
-// double every 64 blocks so long rows keep their precision.
+// double every 64 blocks so long rows keep their precision; what is left in lanes of 16 (rows of 16 to 63 floats, as
+// LayerNorm's over 32 or 48 channels, were summed one float at a time in double), the last few one at a time.
 template <typename F> CTX_INLINE double laneSum(const float* x, size_t n, F f) {
+  constexpr size_t kShort = 16;
   double total = 0;
   size_t i = 0;
   while (i + kBlock <= n) {
@@ -498,6 +500,12 @@ template <typename F> CTX_INLINE double laneSum(const float* x, size_t n, F f) {
     for (size_t b = 0; b < 64 && i + kBlock <= n; ++b, i += kBlock)
       for (size_t j = 0; j < kBlock; ++j) lanes[j] += f(x[i + j]);
     total += reduceLanes(lanes, [](float p, float q) { return p + q; });
+  }
+  if (i + kShort <= n) {
+    float lanes[kShort] = {};
+    for (; i + kShort <= n; i += kShort)
+      for (size_t j = 0; j < kShort; ++j) lanes[j] += f(x[i + j]);
+    total += reduceLanes<kShort / 2>(lanes, [](float p, float q) { return p + q; });
   }
   for (; i < n; ++i) total += f(x[i]);
   return total;
@@ -523,6 +531,15 @@ CTX_SIMD_CLONES void vecNormalize(const float* x, float* y, size_t n, float mean
     } else {
 #pragma GCC ivdep
       for (size_t j = 0; j < kBlock; ++j) y[i + j] = (x[i + j] - mean) * inv * scale[i + j];
+    }
+  }
+  for (; i + 16 <= n; i += 16) {  // (rows of 32 or 48 channels)
+    if (bias) {
+#pragma GCC ivdep
+      for (size_t j = 0; j < 16; ++j) y[i + j] = (x[i + j] - mean) * inv * scale[i + j] + bias[i + j];
+    } else {
+#pragma GCC ivdep
+      for (size_t j = 0; j < 16; ++j) y[i + j] = (x[i + j] - mean) * inv * scale[i + j];
     }
   }
   for (; i < n; ++i) y[i] = (x[i] - mean) * inv * scale[i] + (bias ? bias[i] : 0.0f);

@@ -184,10 +184,12 @@ Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
   thread_local std::vector<float> scaleFScratch, biasFScratch;
   std::vector<double>& scale = scaleScratch;
   std::vector<double>& bias = biasScratch;
-  expandParam(*inputs[1], norm, scale);
   const ir::Tensor* biasT = inputs.size() > 2 ? inputs[2] : nullptr;
-  if (biasT) expandParam(*biasT, norm, bias);
-  else bias.assign(static_cast<size_t>(d), 0.0);
+  auto expandScale = [&] { expandParam(*inputs[1], norm, scale); };
+  auto expandBias = [&] {
+    if (biasT) expandParam(*biasT, norm, bias);
+    else bias.assign(static_cast<size_t>(d), 0.0);
+  };
   // x / sqrt(mean(x^2) + eps) * scale: no centering. SimplifiedLayerNormalization (ONNX Runtime's RMS norm) has no
   // mean output: its output 1 is the inverse standard deviation.
   const bool simplified = ctx.kind == ir::OpKind::SimplifiedLayerNormalization;
@@ -200,29 +202,45 @@ Status runLayerNorm(const OpContext& ctx, RunIns inputs, RunOuts outputs) {
     else t->mutableDataAs<float>()[i] = static_cast<float>(v);
   };
   if (x.type() == ElemType::Float) {
+    // Float32 parameters of the normalized shape are read in place (a copy each run was a third of a LayerNorm over
+    // 32 channels); others are broadcast into float copies.
+    auto inPlace = [d](const ir::Tensor* t) {
+      return t && t->type() == ElemType::Float && t->elementCount() == static_cast<uint64_t>(d);
+    };
     std::vector<float>& scaleF = scaleFScratch;
     std::vector<float>& biasF = biasFScratch;
-    scaleF.assign(scale.begin(), scale.end());
-    biasF.assign(bias.begin(), bias.end());
+    const float* scaleP = inputs[1]->dataAs<float>();
+    const float* biasP = biasT ? biasT->dataAs<float>() : nullptr;
+    if (!inPlace(inputs[1])) {
+      expandScale();
+      scaleF.assign(scale.begin(), scale.end());
+      scaleP = scaleF.data();
+    }
+    if (biasT && !inPlace(biasT)) {
+      expandBias();
+      biasF.assign(bias.begin(), bias.end());
+      biasP = biasF.data();
+    }
     const float* px = x.dataAs<float>();
     float* py = outputs[0]->mutableDataAs<float>();
     const auto n = static_cast<size_t>(d);
-    parallelFor(ctx, static_cast<size_t>(rows), std::max<size_t>(1, 8192 / std::max<size_t>(n, 1)),
-                [&](size_t r0, size_t r1) {
-                  for (size_t r = r0; r < r1; ++r) {
-                    const float* src = px + r * n;
-                    double mean = n > 0 && !rms ? cpu::vecSum(src, n) / static_cast<double>(n) : 0.0;
-                    double var =
-                        n > 0 ? cpu::vecSumSquaredDiff(src, n, static_cast<float>(mean)) / static_cast<double>(n) : 0.0;
-                    double inv = 1.0 / std::sqrt(var + eps);
-                    cpu::vecNormalize(src, py + r * n, n, static_cast<float>(mean), static_cast<float>(inv),
-                                      scaleF.data(), biasT ? biasF.data() : nullptr);
-                    store(meanOut, static_cast<int64_t>(r), mean);
-                    store(invOut, static_cast<int64_t>(r), inv);
-                  }
-                });
+    parallelFor(
+        ctx, static_cast<size_t>(rows), std::max<size_t>(1, 8192 / std::max<size_t>(n, 1)), [&](size_t r0, size_t r1) {
+          for (size_t r = r0; r < r1; ++r) {
+            const float* src = px + r * n;
+            double mean = n > 0 && !rms ? cpu::vecSum(src, n) / static_cast<double>(n) : 0.0;
+            double var =
+                n > 0 ? cpu::vecSumSquaredDiff(src, n, static_cast<float>(mean)) / static_cast<double>(n) : 0.0;
+            double inv = 1.0 / std::sqrt(var + eps);
+            cpu::vecNormalize(src, py + r * n, n, static_cast<float>(mean), static_cast<float>(inv), scaleP, biasP);
+            store(meanOut, static_cast<int64_t>(r), mean);
+            store(invOut, static_cast<int64_t>(r), inv);
+          }
+        });
     return Status::ok();
   }
+  expandScale();
+  expandBias();
   return visitType<kNormTypes>(x.type(), [&](auto tag) -> Status {
     using T = decltype(tag);
     const T* px = x.dataAs<T>();

@@ -42,7 +42,7 @@ ir::Graph gemmBatchNormGraph(bool transB) {
 TEST_CASE("the lowering passes run in the order docs/compiler.md lists", "[codegen][passes]") {
   CHECK(codegen::loweringPassNames() == std::vector<std::string_view>{"fuse-qdq", "fold-constants", "fuse-pad", "prune-conv-taps", "fold-batchnorm", "fold-affine",
                                                                        "widen-float16", "fuse-matmul-add",
-                                                                       "match-activations", "fuse-epilogue", "choose-kernels",
+                                                                       "match-activations", "match-layer-norm", "fuse-epilogue", "choose-kernels",
                                                                        "choose-layouts", "emit-program", "plan-memory"});
 }
 
@@ -519,6 +519,88 @@ TEST_CASE("pass match-activations turns PyTorch's spelled-out GELU into Gelu, wh
   g.nodes.push_back(node("Relu", {"a"}, {"ra"}));
   g.outputs.push_back(floatValue("ra", dims({3, 5})));
   CHECK(lowerAll(g)->run("match-activations").change.countOf("gelu_matched") == 0);
+}
+
+namespace {
+
+// LayerNorm over x's last `norm` axes as PyTorch spells it before opset 17, with gamma and beta when given (as
+// initializers "gamma" and "beta"); the ReduceMean axes as the attribute.
+std::vector<ir::Node> layerNormNodes(std::vector<int64_t> axes, bool gamma, bool beta) {
+  ir::Node mean = node("ReduceMean", {"x"}, {"mean"}, 13), var = node("ReduceMean", {"sq"}, {"var"}, 13);
+  mean.attrs.set(ir::Attribute::makeInts("axes", axes));
+  var.attrs.set(ir::Attribute::makeInts("axes", axes));
+  std::vector<ir::Node> nodes = {mean,
+                                 node("Sub", {"x", "mean"}, {"d"}),
+                                 node("Pow", {"d", "two"}, {"sq"}),
+                                 var,
+                                 node("Add", {"var", "eps"}, {"ve"}),
+                                 node("Sqrt", {"ve"}, {"s"}),
+                                 node("Div", {"d", "s"}, {gamma || beta ? "n" : "y"})};
+  if (gamma) nodes.push_back(node("Mul", {"n", "gamma"}, {beta ? "m" : "y"}));
+  if (beta) nodes.push_back(node("Add", {"beta", gamma ? "m" : "n"}, {"y"}));
+  return nodes;
+}
+
+}  // namespace
+
+TEST_CASE("pass match-layer-norm turns PyTorch's spelled-out LayerNorm into LayerNormalization", "[codegen][passes]") {
+  // Over the last axis with gamma and beta, without either, and over the last two axes with a gamma of [1, 4, 5]:
+  // one LayerNormalization computing the formula written out here (mean and variance in double).
+  struct Case {
+    const char* name;
+    std::vector<int64_t> axes;
+    bool gamma, beta;
+    ir::Shape gammaShape;
+  };
+  const std::vector<Case> cases = {{"last axis, gamma and beta", {-1}, true, true, {5}},
+                                   {"no gamma, no beta", {2}, false, false, {}},
+                                   {"last two axes, gamma [1, 4, 5], beta", {-2, -1}, true, true, {1, 4, 5}}};
+  for (const Case& c : cases) {
+    INFO(c.name);
+    ir::Graph g;
+    g.inputs = {floatValue("x", dims({3, 4, 5}))};
+    g.outputs = {floatValue("y", dims({3, 4, 5}))};
+    const int64_t inner = c.axes.size() == 2 ? 20 : 5;
+    ir::Shape betaShape = c.axes.size() == 2 ? ir::Shape{4, 5} : ir::Shape{5};
+    g.initializers = {valueInit("two", {}, {2}), valueInit("eps", {}, {1e-5f})};
+    if (c.gamma) g.initializers.push_back(floatInit("gamma", c.gammaShape, 0.6f));
+    if (c.beta) g.initializers.push_back(floatInit("beta", betaShape, -0.4f));
+    g.nodes = layerNormNodes(c.axes, c.gamma, c.beta);
+    auto l = lowerAll(g);
+    CHECK(l->run("match-layer-norm").change.countOf("layer_norms_matched") == 1);
+    REQUIRE(l->kinds() == std::vector<ir::OpKind>{ir::OpKind::LayerNormalization});
+    const ir::Tensor x = randomInput({3, 4, 5}, 11);
+    const ir::Tensor got = executeProgram(l->partition.program, l->pool, x);
+    const float* xv = x.dataAs<float>();
+    for (int64_t r = 0; r < 60 / inner; ++r) {
+      double mean = 0, var = 0;
+      for (int64_t k = 0; k < inner; ++k) mean += xv[r * inner + k];
+      mean /= static_cast<double>(inner);
+      for (int64_t k = 0; k < inner; ++k) var += (xv[r * inner + k] - mean) * (xv[r * inner + k] - mean);
+      const double inv = 1.0 / std::sqrt(var / static_cast<double>(inner) + 1e-5);
+      for (int64_t k = 0; k < inner; ++k) {
+        const double gk = c.gamma ? 0.6 + 0.25 * static_cast<double>(k % 7) : 1.0;  // (floatInit's values)
+        const double bk = c.beta ? -0.4 + 0.25 * static_cast<double>(k % 7) : 0.0;
+        const double want = (xv[r * inner + k] - mean) * inv * gk + bk;
+        CHECK(got.dataAs<float>()[r * inner + k] == Approx(want).epsilon(1e-5).margin(1e-5));
+      }
+    }
+  }
+  // Not a LayerNorm here: the mean over a leading axis, a power of 3, or d read by a third op.
+  ir::Graph g;
+  g.inputs = {floatValue("x", dims({3, 4, 5}))};
+  g.outputs = {floatValue("y", dims({3, 4, 5}))};
+  g.initializers = {valueInit("two", {}, {2}), valueInit("eps", {}, {1e-5f})};
+  g.nodes = layerNormNodes({1}, false, false);
+  CHECK(lowerAll(g)->run("match-layer-norm").change.countOf("layer_norms_matched") == 0);
+  g.nodes = layerNormNodes({-1}, false, false);
+  g.initializers[0] = valueInit("two", {}, {3});
+  CHECK(lowerAll(g)->run("match-layer-norm").change.countOf("layer_norms_matched") == 0);
+  g.initializers[0] = valueInit("two", {}, {2});
+  CHECK(lowerAll(g)->run("match-layer-norm").change.countOf("layer_norms_matched") == 1);
+  g.nodes.push_back(node("Relu", {"d"}, {"rd"}));
+  g.outputs.push_back(floatValue("rd", dims({3, 4, 5})));
+  CHECK(lowerAll(g)->run("match-layer-norm").change.countOf("layer_norms_matched") == 0);
 }
 
 TEST_CASE("pass fuse-epilogue takes HardSwish and a following scalar scale and shift", "[codegen][passes]") {

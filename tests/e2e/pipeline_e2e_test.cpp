@@ -494,7 +494,7 @@ TEST_CASE("ctxgen --dump-after and --stop-after take every pass, graph passes to
   TempDir out("passes");
   const std::vector<std::string> graphPasses = {"inline-if", "remove-noops", "fold-subgraphs"};
   const std::vector<std::string> passes = {"fuse-qdq",          "fold-constants", "fuse-pad", "prune-conv-taps", "fold-batchnorm", "fold-affine",
-                                           "widen-float16",     "fuse-matmul-add", "match-activations",
+                                           "widen-float16",     "fuse-matmul-add", "match-activations", "match-layer-norm",
                                            "fuse-epilogue",     "choose-kernels", "choose-layouts", "emit-program",
                                            "plan-memory"};
   for (const auto& pass : passes) {

@@ -51,6 +51,42 @@ TEST_CASE("LayerNormalization over the last axes with Mean and InvStdDev") {
   REQUIRE(Op(OpKind::LayerNormalization).fails({&x, &badScale}).code() == ErrorCode::InvalidGraph);
 }
 
+TEST_CASE("LayerNormalization over rows of 16 to 100 channels, parameters in place or broadcast") {
+  // Rows shorter than one 64-float block (LayerNorms over 32 or 48 channels) and with tails of 16 and of single
+  // floats, against the formula in double; the scale and bias as [d] (read in place), the scale as [d] with one bias
+  // value, and both as one value (broadcast).
+  for (int64_t d : {16, 32, 48, 100}) {
+    INFO("d " << d);
+    const int64_t rows = 7;
+    std::vector<float> xv(static_cast<size_t>(rows * d)), sv(static_cast<size_t>(d)), bv(static_cast<size_t>(d));
+    for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>((i * 29) % 17) * 0.37f - 2.5f;
+    for (size_t i = 0; i < sv.size(); ++i) sv[i] = 0.5f + 0.1f * static_cast<float>(i % 5), bv[i] = -0.3f * static_cast<float>(i % 3);
+    auto x = floats({rows, d}, xv);
+    for (int form = 0; form < 3; ++form) {
+      INFO("parameters form " << form);
+      auto scale = form == 2 ? floats({1}, {1.5f}) : floats({d}, sv);
+      auto bias = form == 0 ? floats({d}, bv) : floats({1}, {-0.25f});
+      auto y = values<float>(Op(OpKind::LayerNormalization).f("epsilon", 1e-5f).run1({&x, &scale, &bias}));
+      for (int64_t r = 0; r < rows; ++r) {
+        double mean = 0, var = 0;
+        for (int64_t k = 0; k < d; ++k) mean += xv[static_cast<size_t>(r * d + k)];
+        mean /= static_cast<double>(d);
+        for (int64_t k = 0; k < d; ++k) {
+          const double c = xv[static_cast<size_t>(r * d + k)] - mean;
+          var += c * c;
+        }
+        const double inv = 1.0 / std::sqrt(var / static_cast<double>(d) + 1e-5);
+        for (int64_t k = 0; k < d; ++k) {
+          const auto ks = static_cast<size_t>(k);
+          const double g = form == 2 ? 1.5 : sv[ks], b = form == 0 ? bv[ks] : -0.25;
+          const double want = (xv[static_cast<size_t>(r * d + k)] - mean) * inv * g + b;
+          CHECK(y[static_cast<size_t>(r * d + k)] == Approx(want).epsilon(1e-5).margin(1e-5));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("Softmax before opset 13 coerces to 2-D at axis") {
   auto x = floats({2, 2}, {0, 0, 0, std::log(3.0f)});
   // opset 11, default axis 1 over a 2x2 is a per-row softmax.

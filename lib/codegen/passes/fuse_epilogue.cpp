@@ -4,6 +4,7 @@
 // 3-D after a Gemm that fuse-matmul-add made of a MatMul and Add): the view then shows the fused result.
 #include "codegen/passes/pass_helpers.h"
 #include "codegen/passes/passes.h"
+#include "ir/op_info.h"
 
 #include <algorithm>
 

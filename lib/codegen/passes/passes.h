@@ -41,6 +41,9 @@ CTXKIT_LOWERING_PASS(WidenFloat16, "widen-float16", false)
 CTXKIT_LOWERING_PASS(FuseMatMulAdd, "fuse-matmul-add", false)
 // Activations spelled out as arithmetic (x * Clip(x + 3, 0, 6) / 6) become the activation op (HardSwish).
 CTXKIT_LOWERING_PASS(MatchActivations, "match-activations", false)
+// LayerNorm spelled out over the last axes (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, then a constant
+// scale and shift) becomes LayerNormalization.
+CTXKIT_LOWERING_PASS(MatchLayerNorm, "match-layer-norm", false)
 // Activations, x * Sigmoid(x) and a scalar scale and shift after Conv/Gemm/MatMul become their epilogue.
 CTXKIT_LOWERING_PASS(FuseEpilogue, "fuse-epilogue", false)
 // Each float32 Conv of static shapes gets its algorithm: the kernels' heuristic (the cost model), or with
