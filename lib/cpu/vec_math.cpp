@@ -167,7 +167,18 @@ CTX_SIMD_CLONES float vecExpShiftSum(const float* in, float* out, size_t n, floa
       lanes[j] += e;
     }
   }
-  float sum = reduceLanes(lanes, [](float p, float q) { return p + q; });
+  // Rows shorter than a block (attention over 32 or 49 keys) in lanes of 16, not one exp at a time.
+  float lanes16[16] = {};
+  for (; i + 16 <= n; i += 16) {
+#pragma GCC ivdep
+    for (size_t j = 0; j < 16; ++j) {
+      float e = expScalar(in[i + j] - shift);
+      out[i + j] = e;
+      lanes16[j] += e;
+    }
+  }
+  float sum = reduceLanes(lanes, [](float p, float q) { return p + q; }) +
+              reduceLanes<8>(lanes16, [](float p, float q) { return p + q; });
   for (; i < n; ++i) {
     out[i] = expScalar(in[i] - shift);
     sum += out[i];
@@ -231,6 +242,8 @@ CTX_SIMD_CLONES float vecMax(const float* x, size_t n) {
   size_t i = 0;
   for (; i + kBlock <= n; i += kBlock)
     for (size_t j = 0; j < kBlock; ++j) lanes[j] = lanes[j] < x[i + j] ? x[i + j] : lanes[j];
+  for (; i + 16 <= n; i += 16)  // (the first 16 lanes take what is left in blocks of 16)
+    for (size_t j = 0; j < 16; ++j) lanes[j] = lanes[j] < x[i + j] ? x[i + j] : lanes[j];
   float m = reduceLanes(lanes, [](float p, float q) { return p < q ? q : p; });
   for (; i < n; ++i) m = m < x[i] ? x[i] : m;
   return m;

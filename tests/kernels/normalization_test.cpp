@@ -105,6 +105,26 @@ TEST_CASE("Softmax before opset 13 coerces to 2-D at axis") {
           "node 'n1' (Softmax): attribute axis 3 is out of range for rank 3 (expected -3 to 2)");
 }
 
+TEST_CASE("Softmax over rows shorter than a block: 17, 32, 49 and 63 values") {
+  // Attention over 32 or 49 keys: whole lanes of 16 and single values after them, against the formula in double.
+  for (int64_t n : {17, 32, 49, 63}) {
+    INFO("row of " << n);
+    std::vector<float> v(static_cast<size_t>(3 * n));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 41) % 23) * 0.45f - 4.0f;
+    v[5] = 9.0f;  // the largest value in the first row's first lanes
+    auto x = floats({3, n}, v);
+    auto y = values<float>(Op(OpKind::Softmax, 13).run1({&x}));
+    for (int64_t r = 0; r < 3; ++r) {
+      double mx = -INFINITY, sum = 0;
+      for (int64_t k = 0; k < n; ++k) mx = std::max<double>(mx, v[static_cast<size_t>(r * n + k)]);
+      for (int64_t k = 0; k < n; ++k) sum += std::exp(v[static_cast<size_t>(r * n + k)] - mx);
+      for (int64_t k = 0; k < n; ++k)
+        CHECK(y[static_cast<size_t>(r * n + k)] ==
+              Approx(std::exp(v[static_cast<size_t>(r * n + k)] - mx) / sum).epsilon(1e-5).margin(1e-7));
+    }
+  }
+}
+
 TEST_CASE("Softmax on a middle axis over many rows, with threads") {
   kernels::ThreadPool pool(2);
   std::vector<float> v(64 * 5 * 7);

@@ -118,8 +118,9 @@ size_t matchLayerNorm(LoweringState& state, size_t div) {
     beta = affineOperand(state, ops[*plus], ops[last].outputs[0], norm, rank);
     if (beta) gone.push_back(last = *plus);
   }
-  if (!gamma) gamma = ir::Tensor::fromVector(ir::ElemType::Float, norm,
-                                             std::vector<float>(static_cast<size_t>(ir::elementCount(norm).value_or(0)), 1.0f));
+  if (!gamma)
+    gamma = ir::Tensor::fromVector(ir::ElemType::Float, norm,
+                                   std::vector<float>(static_cast<size_t>(ir::elementCount(norm).value_or(0)), 1.0f));
   const std::string name = ops[last].name + ".layer_norm";
   std::vector<ValueId> inputs{x, state.addConstant(name + ".scale", std::move(*gamma))};
   if (beta) inputs.push_back(state.addConstant(name + ".bias", std::move(*beta)));
