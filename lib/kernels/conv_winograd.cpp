@@ -255,19 +255,27 @@ bool winogradFits(const Window3& w) {
 }
 
 // The transformed weight is 36/9 = 4x the plain one and every task streams it through its 36 GEMMs, and each tile
-// pays an input transform per input channel and an output transform per output channel. From ctxgen --tune's
-// timings (AVX-512, one thread) against grouped-blocks and panels: Winograd took 0.55-0.7x their time with at least
-// 64 input and 64 output channels onto maps of 16 or more tiles (64 -> 64 onto 28x28 and 56x56, 64 -> 192 onto
-// 24x24, 128 -> 128 onto 28x28, 256 -> 256 onto 14x14, 960 -> 256 onto 20x20), but 1.05-1.5x with 32 or 48 channels
-// on either side (32 onto 112x112, 128 -> 32, 48 onto 56x56), onto 9 or 4 tiles (256 onto 10x10, 512 onto 8x8), or
-// when the tiles cover a third more than the map (64 onto 13x13: 16 tiles of 16 for 169 outputs).
-constexpr int64_t kWinogradMinTiles = 16;
-constexpr int64_t kWinogradMinChannels = 64;
+// pays an input transform per input channel and an output transform per output channel: Winograd wins when the
+// channel pairs are many enough to pay for the transforms and the map has tiles enough to reuse the weight. From
+// ctxgen --tune's timings (AVX-512, one thread, this tree) of 44 dense 3x3s from the corpus and single-op models
+// (best other algorithm's time / Winograd's):
+// - 9 or more tiles: 1.3-2.2x from 1024 channel pairs up (16 -> 64 onto 23x23, 24 -> 48 onto 28x28, 32 -> 32 onto
+//   112x112, 32 -> 96 onto 12x12, 48 -> 48 onto 56x56, 64 -> 32 onto 16x16, 256 -> 256 onto 10x10, 242 -> 96 onto
+//   16x16); 1.07-1.1x at 512-576 (16 -> 32, 24 -> 24), 0.68x at 256 (16 -> 16 onto 32x32), 0.13-0.22x at 64.
+// - 4 tiles (maps of 5x5 to 8x8): 1.25-1.67x from 20000 pairs up (96 -> 208, 112 -> 224 onto 6x6, 512 onto 8x8),
+//   1.0x at 4096, 0.6-0.83x at 768-2048.
+// - Below half the tiles' outputs on the map (5x5 in 4 tiles) 0.96-0.98x, one tile (3x3 maps) 0.58-0.7x, and 2
+//   output channels (a 16-wide panel mostly empty) 0.73x.
+// (The previous bounds, 64 channels on each side and 16 tiles, came from an earlier Winograd kernel before its
+// shuffle gather; it is now 1.5x faster on 32 -> 32 onto 112x112, where it was 1.05-1.5x slower.)
+constexpr int64_t kWinogradMinOutChannels = 16, kWinogradMinChannels = 8;
+constexpr int64_t kWinogradPairsManyTiles = 1024, kWinogradPairsFourTiles = 8192;
 bool winogradByDefault(const Window3& w, int64_t channels, int64_t outChannels) {
-  if (!winogradFits(w) || channels < kWinogradMinChannels || outChannels < kWinogradMinChannels) return false;
+  if (!winogradFits(w) || channels < kWinogradMinChannels || outChannels < kWinogradMinOutChannels) return false;
   const int64_t tiles = ((w.out[1] + kOut - 1) / kOut) * ((w.out[2] + kOut - 1) / kOut);
-  // At least 3/4 of the tiles' outputs are the map's.
-  return tiles >= kWinogradMinTiles && 4 * w.out[1] * w.out[2] >= 3 * tiles * kOut * kOut;
+  // At least half of the tiles' outputs are the map's.
+  if (tiles < 4 || 2 * w.out[1] * w.out[2] < tiles * kOut * kOut) return false;
+  return channels * outChannels >= (tiles >= 9 ? kWinogradPairsManyTiles : kWinogradPairsFourTiles);
 }
 
 cpu::PanelsB WinogradWeights::point(size_t xi) const {

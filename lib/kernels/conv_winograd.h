@@ -16,7 +16,8 @@ namespace ctxkit::kernels::detail {
 bool winogradFits(const Window3& w);
 
 // Whether a dense Conv of `channels` inputs onto `outChannels` outputs with window `w` runs on Winograd by default:
-// it fits, and its map has enough tiles that the transformed weight (4x the plain one) is read for many of them.
+// it fits, its map fills at least half of 4 or more tiles, and it has channel pairs enough to pay for the transforms
+// (1024 onto 9 tiles or more, 8192 onto fewer; ctxgen --tune's timings in conv_winograd.cpp).
 bool winogradByDefault(const Window3& w, int64_t channels, int64_t outChannels);
 
 // A weight [M, C, 3, 3] transformed once (at prepare): per transform point, U = G g Gᵀ as the GEMM's B (C x M) in

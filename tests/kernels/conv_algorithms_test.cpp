@@ -479,25 +479,35 @@ TEST_CASE("the default Conv algorithm is the heuristic's: Winograd or panels for
   // Without a constant weight there are no panels to read.
   CHECK(kernels::convHeuristic(pointwise, ir::Shape{1, 1024, 7, 7}, ir::Shape{1024, 1024, 1, 1}, false) ==
         ConvAlgorithm::Gemm);
-  // Dense 3x3s of stride 1 with 64 or more channels on both sides onto 16 or more tiles of 4x4 run on Winograd, when
-  // the weight is constant (transformed at prepare); on grouped-blocks otherwise (one group) when they have 8 or more
-  // input channels; dilated ones on panels, first layers direct.
+  // Dense 3x3s of stride 1 run on Winograd when the weight is constant (transformed at prepare) with 1024 channel
+  // pairs or more onto 9 or more tiles of 4x4, or 8192 onto 4 to 8 tiles filled at least half; on grouped-blocks
+  // otherwise (one group) when they have 8 or more input channels; dilated ones on panels, first layers direct.
   CHECK(kernels::convHeuristic(dense, ir::Shape{1, 256, 14, 14}, ir::Shape{256, 256, 3, 3}, true) ==
         ConvAlgorithm::Winograd);
   CHECK(kernels::convHeuristic(dense, ir::Shape{1, 256, 14, 14}, ir::Shape{256, 256, 3, 3}, false) ==
         ConvAlgorithm::GroupedBlocks);
-  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 256, 10, 10}, ir::Shape{256, 256, 3, 3}, true) ==
-        ConvAlgorithm::GroupedBlocks);  // 9 tiles
   CHECK(kernels::convHeuristic(dense, ir::Shape{1, 32, 112, 112}, ir::Shape{32, 32, 3, 3}, true) ==
-        ConvAlgorithm::GroupedBlocks);  // 32 channels
+        ConvAlgorithm::Winograd);  // 1024 pairs
+  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 16, 32, 32}, ir::Shape{16, 16, 3, 3}, true) ==
+        ConvAlgorithm::GroupedBlocks);  // 256 pairs
   CHECK(kernels::convHeuristic(dense, ir::Shape{1, 128, 28, 28}, ir::Shape{32, 128, 3, 3}, true) ==
-        ConvAlgorithm::GroupedBlocks);  // 32 outputs
+        ConvAlgorithm::Winograd);  // 32 outputs
+  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 128, 16, 16}, ir::Shape{2, 128, 3, 3}, true) !=
+        ConvAlgorithm::Winograd);  // 2 outputs
+  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 512, 8, 8}, ir::Shape{512, 512, 3, 3}, true) ==
+        ConvAlgorithm::Winograd);  // 4 tiles of many pairs
+  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 32, 6, 6}, ir::Shape{64, 32, 3, 3}, true) ==
+        ConvAlgorithm::GroupedBlocks);  // 4 tiles of 2048 pairs
+  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 64, 5, 5}, ir::Shape{256, 64, 3, 3}, true) ==
+        ConvAlgorithm::GroupedBlocks);  // 25 outputs in 4 tiles of 16
+  CHECK(kernels::convHeuristic(dense, ir::Shape{1, 192, 3, 3}, ir::Shape{384, 192, 3, 3}, true) !=
+        ConvAlgorithm::Winograd);  // one tile
   ops::ConvAttrs dilated = dense;
   dilated.window.dilations.emplace(2, 2);
   CHECK(kernels::convHeuristic(dilated, ir::Shape{1, 256, 14, 14}, ir::Shape{256, 256, 3, 3}, true) ==
         ConvAlgorithm::Panels);
   CHECK(kernels::convHeuristic(dense, ir::Shape{1, 512, 7, 7}, ir::Shape{512, 512, 3, 3}, true) ==
-        ConvAlgorithm::Panels);  // depth 4608
+        ConvAlgorithm::Winograd);  // 49 outputs in 4 tiles of 16
   // 1x1s onto 5x5 to 8x8 maps of at most 480 channels too; onto 3x3 (rows of 3) they stay on panels.
   CHECK(kernels::convHeuristic(pointwise, ir::Shape{1, 240, 6, 6}, ir::Shape{40, 240, 1, 1}, true) ==
         ConvAlgorithm::GroupedBlocks);
