@@ -213,8 +213,14 @@ def save_npy_dir(path, tensors):
 
 
 def magnitudes(outputs):
-    return [{"shape": list(o.shape), "max_abs": float(o.detach().abs().max()) if o.numel() else 0.0,
-             "std": float(o.detach().float().std()) if o.numel() > 1 else 0.0} for o in outputs]
+    """Each output's shape, largest magnitude and spread. An output of several values that are all equal (a zeroed
+    head) is refused: a comparison with it could not tell a wrong compile from a right one."""
+    found = [{"shape": list(o.shape), "max_abs": float(o.detach().abs().max()) if o.numel() else 0.0,
+              "std": float(o.detach().float().std()) if o.numel() > 1 else 0.0} for o in outputs]
+    for i, (o, m) in enumerate(zip(outputs, found)):
+        if o.numel() > 1 and o.dtype.is_floating_point and m["std"] == 0.0:
+            raise ValueError(f"output {i} (shape {m['shape']}) holds one value {m['max_abs']} everywhere")
+    return found
 
 
 def export_graph(module, args, path, input_names, output_names, dynamic_axes, opset):
@@ -267,6 +273,17 @@ def detector_features(net):
 
 def tv(fn, **kw):
     return lambda: fn(weights=None, **kw)
+
+
+def vit_small():
+    """A small ViT. torchvision zeroes its classification head, which made every logit 0: seeded instead."""
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    model = VisionTransformer(image_size=64, patch_size=16, num_layers=2, num_heads=4, hidden_dim=128, mlp_dim=256,
+                              num_classes=100)
+    torch.nn.init.normal_(model.heads.head.weight, std=0.2)
+    torch.nn.init.normal_(model.heads.head.bias, std=0.2)
+    return model
 
 
 def wav2vec2(out_dir):
@@ -427,7 +444,6 @@ def models():
     from torchvision.models import detection, segmentation
     from torchvision.models.convnext import CNBlockConfig, ConvNeXt
     from torchvision.models.swin_transformer import SwinTransformer
-    from torchvision.models.vision_transformer import VisionTransformer
     wide = [  # more architectures of each family (issue 27: the wide corpus); small sizes keep CI short
         image_model("densenet121", "CNN classifier (dense concatenation)", tv(torchvision.models.densenet121),
                     (1, 3, 64, 64), 13, 130),
@@ -449,9 +465,7 @@ def models():
         image_model("swin_small_config", "vision transformer (shifted windows)",
                     lambda: SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2], num_heads=[2, 4],
                                             window_size=[4, 4], num_classes=100), (1, 3, 64, 64), 14, 138),
-        image_model("vit_small_config", "vision transformer (ViT)",
-                    lambda: VisionTransformer(image_size=64, patch_size=16, num_layers=2, num_heads=4, hidden_dim=128,
-                                              mlp_dim=256, num_classes=100), (1, 3, 64, 64), 14, 139),
+        image_model("vit_small_config", "vision transformer (ViT)", vit_small, (1, 3, 64, 64), 14, 139),
         image_model("deeplabv3_mobilenet_v3_large", "segmenter (dilated ASPP)",
                     tv(segmentation.deeplabv3_mobilenet_v3_large, weights_backbone=None, num_classes=21,
                        aux_loss=False), (1, 3, 96, 96), 13, 210, wrap=Segmenter),
