@@ -42,12 +42,6 @@ std::optional<float> otherScalar(const LoweringState& state, const LOp& op, Valu
   return state.scalarOf(op.inputs[op.inputs[0] == v ? 1 : 0]);
 }
 
-// The sole reader of `v` (an op index), when `v` stays inside the op list and exactly one input reads it.
-std::optional<size_t> onlyReaderOf(const LoweringState& state, ValueId v) {
-  if (v == kNoValue || state.leaves(v) || state.readers(v) != 1) return std::nullopt;
-  return state.readersOf(v)[0];
-}
-
 bool near(float v, double want) { return std::abs(static_cast<double>(v) - want) <= 1e-6 * want; }
 
 // GELU as PyTorch exports it before opset 20: 0.5 x (1 + erf(x / sqrt 2)), the x / sqrt 2 as Div by sqrt 2 or Mul by
@@ -96,12 +90,8 @@ size_t matchGelu(LoweringState& state, size_t e) {
     return 0;
   }
   // x is defined before the ops (it is read by the first of them), so Gelu may take the last one's place.
-  LOp gelu = madeOp(ir::OpKind::Gelu, 20, ops[last].name + ".gelu", {x}, ops[last].outputs);
-  std::sort(gone.begin(), gone.end());
-  state.replaceOp(last, std::move(gelu));
-  for (auto it = gone.rbegin(); it != gone.rend(); ++it)
-    if (*it != last) state.eraseOp(*it);
-  return gone.size() - 1;
+  return replaceOpsAt(state, std::move(gone), last,
+                      madeOp(ir::OpKind::Gelu, 20, ops[last].name + ".gelu", {x}, ops[last].outputs));
 }
 
 }  // namespace
@@ -146,12 +136,8 @@ Expected<ir::PassChange> MatchActivations::run(LoweringState& state) const {
       auto three = state.scalarOf(a.inputs[xFirst ? 1 : 0]);
       if ((!xFirst && a.inputs[1] != x) || !three || *three != 3.0f) continue;
       // Replace the four ops by HardSwish at the place of the last one (x is defined before all of them).
-      LOp hs = madeOp(ir::OpKind::HardSwish, 14, last.name + ".hardswish", {x}, last.outputs);
-      std::vector<size_t> gone{*add, *clip, *mul, d};
-      std::sort(gone.begin(), gone.end());
-      state.replaceOp(d, std::move(hs));
-      for (auto it = gone.rbegin(); it != gone.rend(); ++it)
-        if (*it != d) state.eraseOp(*it);
+      replaceOpsAt(state, {*add, *clip, *mul, d}, d,
+                   madeOp(ir::OpKind::HardSwish, 14, last.name + ".hardswish", {x}, last.outputs));
       matched = true;
     }
     if (matched) {

@@ -12,12 +12,6 @@ namespace ctxkit::codegen {
 
 namespace {
 
-// The sole reader of `v` (an op index), when `v` stays inside the op list and exactly one input reads it.
-std::optional<size_t> onlyReader(const LoweringState& state, ValueId v) {
-  if (v == kNoValue || state.leaves(v) || state.readers(v) != 1) return std::nullopt;
-  return state.readersOf(v)[0];
-}
-
 // The first axis of a ReduceMean over the trailing axes of its `rank`-D input with keepdims, or nothing.
 std::optional<int64_t> trailingMeanAxis(const LoweringState& state, const LOp& op, size_t rank) {
   if (op.kind != ir::OpKind::ReduceMean || op.outputs.size() != 1 || rank == 0) return std::nullopt;
@@ -82,27 +76,27 @@ size_t matchLayerNorm(LoweringState& state, size_t div) {
   const auto xShape = state.shapeOf(x);
   auto mean1 = state.producerOf(mean, ir::OpKind::ReduceMean);
   if (!xShape || state.typeOf(x) != ir::ElemType::Float || !mean1 || ops[*mean1].inputs.empty() ||
-      ops[*mean1].inputs[0] != x || onlyReader(state, mean) != *sub)
+      ops[*mean1].inputs[0] != x || onlyReaderOf(state, mean) != *sub)
     return 0;
   const size_t rank = xShape->size();
   const auto axis = trailingMeanAxis(state, ops[*mean1], rank);
   if (!axis) return 0;
   // s = Sqrt(ReduceMean(Pow(d, 2)) + eps)
   auto sqrt = state.producerOf(s, ir::OpKind::Sqrt);
-  if (!sqrt || onlyReader(state, s) != div) return 0;
+  if (!sqrt || onlyReaderOf(state, s) != div) return 0;
   const ValueId ve = ops[*sqrt].inputs[0];
   auto add = state.producerOf(ve, ir::OpKind::Add);
-  if (!add || onlyReader(state, ve) != *sqrt || ops[*add].inputs.size() != 2) return 0;
+  if (!add || onlyReaderOf(state, ve) != *sqrt || ops[*add].inputs.size() != 2) return 0;
   const bool varFirst = state.producerOf(ops[*add].inputs[0], ir::OpKind::ReduceMean).has_value();
   const ValueId var = ops[*add].inputs[varFirst ? 0 : 1];
   auto eps = state.scalarOf(ops[*add].inputs[varFirst ? 1 : 0]);
   auto mean2 = state.producerOf(var, ir::OpKind::ReduceMean);
-  if (!eps || *eps < 0.0f || !mean2 || onlyReader(state, var) != *add || ops[*mean2].inputs.empty() ||
+  if (!eps || *eps < 0.0f || !mean2 || onlyReaderOf(state, var) != *add || ops[*mean2].inputs.empty() ||
       trailingMeanAxis(state, ops[*mean2], rank) != axis)
     return 0;
   const ValueId sq = ops[*mean2].inputs[0];
   auto pow = state.producerOf(sq, ir::OpKind::Pow);
-  if (!pow || onlyReader(state, sq) != *mean2 || ops[*pow].inputs.size() != 2 || ops[*pow].inputs[0] != d ||
+  if (!pow || onlyReaderOf(state, sq) != *mean2 || ops[*pow].inputs.size() != 2 || ops[*pow].inputs[0] != d ||
       state.scalarOf(ops[*pow].inputs[1]) != 2.0f)
     return 0;
   // [* gamma] [+ beta]
@@ -110,11 +104,11 @@ size_t matchLayerNorm(LoweringState& state, size_t div) {
   std::vector<size_t> gone{*mean1, *sub, *pow, *mean2, *add, *sqrt, div};
   size_t last = div;
   std::optional<ir::Tensor> gamma, beta;
-  if (auto mul = onlyReader(state, n.outputs[0]); mul && ops[*mul].kind == ir::OpKind::Mul) {
+  if (auto mul = onlyReaderOf(state, n.outputs[0]); mul && ops[*mul].kind == ir::OpKind::Mul) {
     gamma = affineOperand(state, ops[*mul], n.outputs[0], norm, rank);
     if (gamma) gone.push_back(last = *mul);
   }
-  if (auto plus = onlyReader(state, ops[last].outputs[0]); plus && ops[*plus].kind == ir::OpKind::Add) {
+  if (auto plus = onlyReaderOf(state, ops[last].outputs[0]); plus && ops[*plus].kind == ir::OpKind::Add) {
     beta = affineOperand(state, ops[*plus], ops[last].outputs[0], norm, rank);
     if (beta) gone.push_back(last = *plus);
   }
@@ -128,11 +122,7 @@ size_t matchLayerNorm(LoweringState& state, size_t div) {
   auto& attrs = std::get<ops::LayerNormAttrs>(ln.typed);
   attrs.axis = *axis;
   attrs.epsilon = *eps;
-  std::sort(gone.begin(), gone.end());
-  state.replaceOp(last, std::move(ln));
-  for (auto it = gone.rbegin(); it != gone.rend(); ++it)
-    if (*it != last) state.eraseOp(*it);
-  return gone.size() - 1;
+  return replaceOpsAt(state, std::move(gone), last, std::move(ln));
 }
 
 }  // namespace

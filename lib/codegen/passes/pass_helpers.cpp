@@ -1,6 +1,8 @@
 // Activation parameters and per-channel affine folding shared by lowering passes (pass_helpers.h).
 #include "codegen/passes/pass_helpers.h"
 
+#include <algorithm>
+
 #include <cmath>
 
 namespace ctxkit::codegen {
@@ -43,6 +45,19 @@ std::optional<ops::Epilogue> activationOf(const LoweringState& state, const LOp&
     }
     default: return std::nullopt;
   }
+}
+
+std::optional<size_t> onlyReaderOf(const LoweringState& state, ValueId v) {
+  if (v == kNoValue || state.leaves(v) || state.readers(v) != 1) return std::nullopt;
+  return state.readersOf(v)[0];
+}
+
+size_t replaceOpsAt(LoweringState& state, std::vector<size_t> gone, size_t last, LOp op) {
+  std::sort(gone.begin(), gone.end());
+  state.replaceOp(last, std::move(op));
+  for (auto it = gone.rbegin(); it != gone.rend(); ++it)  // from the back: the indices before stay valid
+    if (*it != last) state.eraseOp(*it);
+  return gone.size() - 1;
 }
 
 // Weightless contexts derive a weight at load from a source model's constant larger than this (or from a load-time

@@ -1,5 +1,6 @@
-// What several lowering passes ask alike: an activation's parameters (fuse-epilogue, fuse-qdq, match-activations) and
-// folding a per-channel affine into a Conv or Gemm (fold-batchnorm, fold-affine).
+// What several lowering passes ask alike: an activation's parameters (fuse-epilogue, fuse-qdq, match-activations),
+// replacing a spelled-out chain of ops by one (match-activations, match-layer-norm) and folding a per-channel affine
+// into a Conv or Gemm (fold-batchnorm, fold-affine).
 #pragma once
 
 #include "codegen/lowering_state.h"
@@ -15,6 +16,14 @@ std::optional<std::vector<float>> clipBounds(const LoweringState& state, const L
 
 // The activation `act` applies, as an epilogue (its parameters from attributes or constant inputs).
 std::optional<ops::Epilogue> activationOf(const LoweringState& state, const LOp& act);
+
+// The op alone reading `v` (exactly one input of one op), when `v` stays inside the op list: the matchers of
+// spelled-out ops ask it of every value between the ops they replace.
+std::optional<size_t> onlyReaderOf(const LoweringState& state, ValueId v);
+
+// Replaces the ops `gone` (op indices, one of them `last`) by `op` at the place of `last`; returns how many ops went
+// (gone.size() - 1). `op`'s inputs must be defined before the first of them.
+size_t replaceOpsAt(LoweringState& state, std::vector<size_t> gone, size_t last, LOp op);
 
 // A weightless context (LowerOptions::plainWeights) derives a weight at load from `w` instead of storing what it
 // derives (docs/weight-sharing.md#derived-weights) when `w` is a load-time value (an earlier derivation's) or a source
